@@ -1,0 +1,44 @@
+# Set-up and everyday commands. Everything a fresh clone needs is installed from here.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DEMO_DIR ?= demo-output
+
+.PHONY: demo test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/python examples/quickstart/make_inputs.py $(DEMO_DIR)/raw 500
+	$(BIN)/snap create examples/quickstart/pipeline.py:preprocess $(DEMO_DIR)/snapshot \
+		--input '$(DEMO_DIR)/raw/*.bin' --param size=64
+	$(BIN)/snap inspect $(DEMO_DIR)/snapshot
+	$(BIN)/python examples/quickstart/replay.py $(DEMO_DIR)/snapshot
+
+test: $(VENV)/.installed-test
+	$(BIN)/ruff check snapshot_cli tests examples benchmarks
+	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check snapshot_cli tests examples benchmarks
+
+format: $(VENV)/.installed-test
+	$(BIN)/ruff format snapshot_cli tests examples benchmarks
+	$(BIN)/ruff check --fix snapshot_cli tests examples benchmarks
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python benchmarks/create.py
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache

@@ -1,0 +1,67 @@
+"""Errors raised by snap.
+
+Every error snap raises on purpose is a :class:`SnapError`, and also the builtin that fits it,
+so callers can catch either::
+
+    SnapError (Exception)
+    ├── OptionError (ValueError)              a bad option or --param value
+    ├── PipelineLoadError (ImportError)       PIPELINE file, module or function not found
+    ├── PipelineError (RuntimeError)          the user's function raised; carries its traceback
+    ├── RecordError (TypeError)               a yielded value is not a record / batch / column
+    │   └── SchemaMismatchError               a column's type or shape class changed
+    ├── SnapshotExistsError (FileExistsError) OUTPUT holds something else (other fingerprint, not a snapshot)
+    ├── ManifestError (ValueError)            manifest.json missing, unreadable or invalid
+    ├── CorruptShardError (OSError)           a shard's size, checksum or contents are wrong
+    ├── StorageError (OSError)                the storage refused (permission, missing bucket)
+    └── LeaseError (RuntimeError)             another writer holds or took over the snapshot
+
+The CLI maps SnapError to exit code 1 and prints only the message; anything else is a bug.
+"""
+
+from __future__ import annotations
+
+
+class SnapError(Exception):
+    """Base class of all errors snap raises on purpose."""
+
+    exit_code = 1
+
+
+class OptionError(SnapError, ValueError):
+    """An option or parameter has a value snap cannot use."""
+
+
+class PipelineLoadError(SnapError, ImportError):
+    """The PIPELINE (file, module or function) or an --inputs-from function cannot be loaded."""
+
+
+class PipelineError(SnapError, RuntimeError):
+    """The user's pipeline function raised; the message names the input and has its traceback."""
+
+
+class RecordError(SnapError, TypeError):
+    """The pipeline yielded something that is not a record, a batch, or a supported value."""
+
+
+class SchemaMismatchError(RecordError):
+    """A column's type or shape class differs between records, batches or tasks."""
+
+
+class SnapshotExistsError(SnapError, FileExistsError):
+    """OUTPUT already holds something that this run may not replace."""
+
+
+class ManifestError(SnapError, ValueError):
+    """A manifest is missing, unreadable, or does not describe a valid snapshot."""
+
+
+class CorruptShardError(SnapError, OSError):
+    """A shard does not match its manifest entry (size, checksum, records) or cannot be decoded."""
+
+
+class StorageError(SnapError, OSError):
+    """The storage refused an operation (permission denied, not a directory, no such bucket)."""
+
+
+class LeaseError(SnapError, RuntimeError):
+    """Another writer holds the snapshot's lease, or took it over from this one."""

@@ -1,0 +1,254 @@
+"""Format v1 manifest: the commit point of a snapshot. Pure: parse, validate, serialise, fingerprint.
+
+``manifest.json`` is written last and atomically; readers trust only it. It lists every shard
+with its size, record counts and crc32c, the Arrow schema, and the fingerprint that decides
+whether a later ``snap create`` reuses, resumes, or refuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from . import schema as schema_mod
+from .errors import ManifestError
+
+FORMAT = "snap"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+SHARDS_DIR = "shards"
+RUNS_DIR = "_runs"
+
+_CRC_RE = re.compile(r"^[0-9a-f]{8}$")
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces) for hashing."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fingerprint(code_hash: str, params: dict[str, Any], inputs: list[Any]) -> tuple[str, dict[str, Any]]:
+    """Hash of what decides a snapshot's contents: code, params, input identities, format.
+
+    Args:
+        code_hash: sha256 of the pipeline's module source.
+        params: the keyword parameters (JSON values).
+        inputs: one JSON identity per input (e.g. ``[url, size, version]``), in order.
+
+    Returns:
+        ``(fingerprint, parts)``; parts are the per-component hashes stored in the manifest so
+        that a mismatch can say *what* changed.
+    """
+    parts = {
+        "code": code_hash,
+        "params": _sha256(canonical_json(params)),
+        "inputs": _sha256(canonical_json(inputs)),
+        "format": FORMAT_VERSION,
+    }
+    return _sha256(canonical_json(parts)), parts
+
+
+def changed_parts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Names of the fingerprint parts that differ, for error messages."""
+    names = {"code": "pipeline code", "params": "params", "inputs": "inputs", "format": "format"}
+    return [names[k] for k in names if old.get(k) != new.get(k)]
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard as the manifest records it. ``path`` is relative to the snapshot root."""
+
+    path: str
+    records: int
+    record_batches: int
+    bytes: int
+    uncompressed_bytes: int
+    crc32c: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "records": self.records,
+            "record_batches": self.record_batches,
+            "bytes": self.bytes,
+            "uncompressed_bytes": self.uncompressed_bytes,
+            "crc32c": self.crc32c,
+        }
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> ShardEntry:
+        if not isinstance(d, dict):
+            raise ManifestError(f"{where}: a shard entry must be an object, got {d!r}")
+        try:
+            entry = cls(
+                path=d["path"],
+                records=d["records"],
+                record_batches=d["record_batches"],
+                bytes=d["bytes"],
+                uncompressed_bytes=d["uncompressed_bytes"],
+                crc32c=d["crc32c"],
+            )
+        except KeyError as err:
+            raise ManifestError(f"{where}: shard entry lacks {err.args[0]!r}") from err
+        entry.validate(where)
+        return entry
+
+    def validate(self, where: str) -> None:
+        check_relative_path(self.path, where)
+        for name in ("records", "record_batches", "bytes", "uncompressed_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ManifestError(f"{where}: shard {self.path!r} has invalid {name} {value!r}")
+        if not isinstance(self.crc32c, str) or not _CRC_RE.match(self.crc32c):
+            raise ManifestError(f"{where}: shard {self.path!r} has invalid crc32c {self.crc32c!r}")
+
+
+def check_relative_path(path: Any, where: str) -> None:
+    """Reject shard paths that are absolute, URLs, or escape the snapshot directory."""
+    if (
+        not isinstance(path, str)
+        or not path
+        or path.startswith("/")
+        or "\\" in path
+        or ":" in path
+        or posixpath.normpath(path) != path
+        or path.split("/")[0] in ("..", ".")
+    ):
+        raise ManifestError(
+            f"{where}: shard path {path!r} must be relative and stay inside the snapshot"
+        )
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A committed snapshot's description. Build with the constructor; load with from_json."""
+
+    fingerprint: str
+    fingerprint_parts: dict[str, Any]
+    pipeline: dict[str, Any]
+    schema: pa.Schema
+    compression: dict[str, Any]
+    shards: tuple[ShardEntry, ...]
+    created: str
+    created_by: dict[str, Any]
+    run: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_records(self) -> int:
+        return sum(s.records for s in self.shards)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shards)
+
+    @property
+    def num_record_batches(self) -> int:
+        return sum(s.record_batches for s in self.shards)
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.shards)
+
+    @property
+    def uncompressed_bytes(self) -> int:
+        return sum(s.uncompressed_bytes for s in self.shards)
+
+    def totals(self) -> dict[str, int]:
+        return {
+            "records": self.num_records,
+            "shards": self.num_shards,
+            "record_batches": self.num_record_batches,
+            "bytes": self.bytes,
+            "uncompressed_bytes": self.uncompressed_bytes,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "fingerprint": self.fingerprint,
+            "fingerprint_parts": self.fingerprint_parts,
+            "pipeline": self.pipeline,
+            "schema": {
+                "arrow_ipc_base64": schema_mod.encode_schema(self.schema),
+                "columns": schema_mod.describe(self.schema),
+            },
+            "compression": self.compression,
+            "totals": self.totals(),
+            "created": self.created,
+            "created_by": self.created_by,
+            "run": self.run,
+            **({"extra": self.extra} if self.extra else {}),
+            "shards": [s.to_json() for s in self.shards],
+        }
+
+    def to_json(self) -> bytes:
+        return (json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str = MANIFEST_NAME) -> Manifest:
+        """Parse and validate a manifest.
+
+        Raises:
+            ManifestError: not JSON, not a snap manifest, an unknown version, a shard path that
+                leaves the snapshot, totals that disagree with the shards, an unreadable schema.
+        """
+        try:
+            d = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ManifestError(f"{where} is not valid JSON: {err}") from err
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ManifestError(f"{where} is not a snap manifest (no \"format\": \"snap\")")
+        version = d.get("format_version")
+        if version != FORMAT_VERSION:
+            hint = (
+                "it was written by a newer snap; upgrade snap to read it"
+                if isinstance(version, int) and version > FORMAT_VERSION
+                else "the file is damaged or not from snap"
+            )
+            raise ManifestError(
+                f"{where} has format_version {version!r}; this snap reads version "
+                f"{FORMAT_VERSION} ({hint})"
+            )
+        try:
+            shards_raw = d["shards"]
+            if not isinstance(shards_raw, list):
+                raise ManifestError(f"{where}: \"shards\" must be a list")
+            shards = tuple(ShardEntry.from_json(s, where) for s in shards_raw)
+            try:
+                arrow_schema = schema_mod.decode_schema(d["schema"]["arrow_ipc_base64"])
+            except (ValueError, TypeError, pa.ArrowException) as err:
+                raise ManifestError(f"{where}: the Arrow schema cannot be decoded: {err}") from err
+            m = cls(
+                fingerprint=d["fingerprint"],
+                fingerprint_parts=d["fingerprint_parts"],
+                pipeline=d["pipeline"],
+                schema=arrow_schema,
+                compression=d["compression"],
+                shards=shards,
+                created=d["created"],
+                created_by=d["created_by"],
+                run=d["run"],
+                extra=d.get("extra", {}),
+            )
+            totals = d["totals"]
+        except KeyError as err:
+            raise ManifestError(f"{where} lacks the field {err.args[0]!r}") from err
+        if len({s.path for s in shards}) != len(shards):
+            raise ManifestError(f"{where} lists a shard twice")
+        if totals != m.totals():
+            raise ManifestError(
+                f"{where}: totals {totals} disagree with the shard entries {m.totals()}"
+            )
+        return m

@@ -1,0 +1,84 @@
+"""A small progress line on stderr: tasks, records, bytes and rate. Thread-safe."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_count(n: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+class Progress:
+    """Counts tasks, records and bytes; redraws at most every ``interval`` seconds.
+
+    On a terminal the line is redrawn in place; elsewhere (CI logs) a line is printed every
+    ``log_interval`` seconds and at the end.
+    """
+
+    def __init__(
+        self,
+        total_tasks: int,
+        done_tasks: int = 0,
+        stream: TextIO | None = None,
+        interval: float = 0.2,
+        log_interval: float = 10.0,
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if self.tty else log_interval
+        self.total_tasks, self.done_tasks = total_tasks, done_tasks
+        self.records = self.bytes = 0
+        self.started = time.monotonic()
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, records: int, nbytes: int) -> None:
+        with self._lock:
+            self.records += records
+            self.bytes += nbytes
+            self._maybe_draw()
+
+    def task_done(self) -> None:
+        with self._lock:
+            self.done_tasks += 1
+            self._maybe_draw()
+
+    def line(self) -> str:
+        elapsed = max(1e-9, time.monotonic() - self.started)
+        return (
+            f"snap: tasks {self.done_tasks}/{self.total_tasks}  "
+            f"records {human_count(self.records)}  {human_bytes(self.bytes)}  "
+            f"{human_count(self.records / elapsed)} rec/s  {human_bytes(self.bytes / elapsed)}/s"
+        )
+
+    def _maybe_draw(self) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            self._draw()
+
+    def _draw(self, end: str = "") -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[K" + self.line() + end)
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._draw(end="\n")

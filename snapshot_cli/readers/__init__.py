@@ -1,0 +1,1 @@
+"""Reading snapshots: open, verified shard reads, Arrow → numpy."""

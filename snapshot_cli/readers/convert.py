@@ -1,0 +1,71 @@
+"""Arrow columns → numpy, with the dtype and shape that were written (pure).
+
+See :mod:`snapshot_cli.schema` for the encodings. Fixed-shape tensors and numeric columns
+come back without copies where Arrow allows it (no nulls, not bool).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import schema as schema_mod
+
+
+def _values(arr: pa.Array) -> np.ndarray:
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def column_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """One column → numpy: ``(n, *shape)`` for tensors, object arrays for ragged/str/bytes."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    t = col.type
+    k = schema_mod.kind(t)
+    n = len(col)
+    if k == "tensor":
+        storage = col.storage
+        flat = _values(storage.flatten())
+        return flat.reshape((n, *t.shape))
+    if k == "scalar":
+        return _values(col)
+    if k == "ragged":
+        return _ragged_to_numpy(col)
+    if k in ("string", "binary"):
+        out = np.empty(n, dtype=object)
+        out[:] = col.to_pylist()
+        return out
+    return col.to_numpy(zero_copy_only=False)
+
+
+def _ragged_to_numpy(col: pa.Array) -> np.ndarray:
+    n = len(col)
+    if pa.types.is_list(col.type):
+        lists, shapes = col, None
+    else:
+        lists, shapes = col.field(0), col.field(1)
+    offsets = lists.offsets.to_numpy()
+    flat = _values(lists.values)
+    parts = np.split(flat[offsets[0] : offsets[-1]], offsets[1:-1] - offsets[0])
+    if shapes is not None:
+        dims = _values(shapes.flatten()).reshape(n, -1)
+        parts = [p.reshape(d) for p, d in zip(parts, dims.tolist(), strict=True)]
+    out = np.empty(n, dtype=object)
+    for i, part in enumerate(parts):  # element-wise: equal shapes must not broadcast
+        out[i] = part
+    return out
+
+
+def batch_to_numpy(
+    batch: pa.RecordBatch | pa.Table, columns: list[str] | None = None
+) -> dict[str, np.ndarray]:
+    """A record batch or table → ``{column: numpy array}`` with the batch as leading dim."""
+    names = columns if columns is not None else batch.schema.names
+    return {name: column_to_numpy(batch.column(name)) for name in names}
+
+
+def record_at(columns: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    """Row ``i`` of converted columns as a record dict (for display and tests)."""
+    return {name: values[i] for name, values in columns.items()}

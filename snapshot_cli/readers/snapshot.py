@@ -1,0 +1,104 @@
+"""``snap.open``: a committed snapshot, its manifest, and verified reads of its shards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+
+from .. import storage
+from ..errors import CorruptShardError, ManifestError
+from ..manifest import MANIFEST_NAME, RUNS_DIR, Manifest, ShardEntry
+from .convert import batch_to_numpy
+
+
+class Snapshot:
+    """A committed snapshot. Create with :func:`open`."""
+
+    def __init__(self, fs: Any, root: str, manifest: Manifest) -> None:
+        self.fs, self.root, self.manifest = fs, root, manifest
+        self.url = storage.to_url(fs, root)
+
+    @property
+    def num_records(self) -> int:
+        return self.manifest.num_records
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.manifest.schema
+
+    @property
+    def shards(self) -> tuple[ShardEntry, ...]:
+        return self.manifest.shards
+
+    def __repr__(self) -> str:
+        return (
+            f"Snapshot({self.url!r}, records={self.num_records}, shards={len(self.shards)}, "
+            f"columns={self.schema.names})"
+        )
+
+    def shard_url(self, shard: ShardEntry) -> str:
+        return storage.to_url(self.fs, storage.join(self.root, shard.path))
+
+    def read_shard(self, index: int, verify: bool = True) -> pa.Table:
+        """Read shard ``index`` whole, checking its size and crc32c against the manifest.
+
+        Raises:
+            CorruptShardError: missing, wrong size, wrong checksum, or undecodable.
+        """
+        shard = self.shards[index]
+        url = self.shard_url(shard)
+        try:
+            data = storage.read_bytes(self.fs, storage.join(self.root, shard.path))
+        except FileNotFoundError as err:
+            raise CorruptShardError(f"shard {url} is missing") from err
+        if verify:
+            if len(data) != shard.bytes:
+                raise CorruptShardError(
+                    f"shard {url} has {len(data)} bytes, the manifest says {shard.bytes}"
+                )
+            crc = f"{crc32c.crc32c(data):08x}"
+            if crc != shard.crc32c:
+                raise CorruptShardError(
+                    f"shard {url} is damaged: crc32c {crc}, the manifest says {shard.crc32c}"
+                )
+        try:
+            table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+        except (pa.ArrowException, OSError) as err:
+            raise CorruptShardError(f"shard {url} cannot be decoded: {err}") from err
+        if table.num_rows != shard.records:
+            raise CorruptShardError(
+                f"shard {url} has {table.num_rows} records, the manifest says {shard.records}"
+            )
+        return table
+
+    def iter_batches(self, columns: list[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """Every record batch, in the order written, as ``{column: numpy array}``."""
+        for i in range(len(self.shards)):
+            for batch in self.read_shard(i).to_batches():
+                yield batch_to_numpy(batch, columns)
+
+
+def open(url: str, storage_options: dict[str, Any] | None = None) -> Snapshot:  # noqa: A001
+    """Open the committed snapshot at ``url`` (validates its manifest).
+
+    Raises:
+        ManifestError: no manifest (not a snapshot, or not finished), or an invalid one.
+    """
+    fs, root = storage.resolve(url, storage_options)
+    path = storage.join(root, MANIFEST_NAME)
+    try:
+        data = storage.read_bytes(fs, path)
+    except FileNotFoundError as err:
+        if storage.exists(fs, storage.join(root, RUNS_DIR)):
+            raise ManifestError(
+                f"{storage.to_url(fs, root)} is an unfinished snapshot (no manifest.json yet): "
+                "a snap create is running or was interrupted; run it again to resume"
+            ) from err
+        raise ManifestError(
+            f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
+        ) from err
+    return Snapshot(fs, root, Manifest.from_json(data, where=storage.to_url(fs, path)))

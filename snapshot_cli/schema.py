@@ -1,0 +1,127 @@
+"""How format v1 encodes record values as Arrow columns (pure; shared by writers and readers).
+
+=========  ====================================================  ==========================
+kind       Arrow type                                            read back as
+=========  ====================================================  ==========================
+scalar     bool / intN / uintN / floatN                          1-D numpy array
+tensor     ``arrow.fixed_shape_tensor(T, shape)``                (n, *shape) numpy array
+ragged     ``list<T>`` (1-D arrays of varying length)            object array of 1-D arrays
+ragged     ``struct<data: list<T>, shape: fixed_size_list<int32>[ndim]>`` (ndim >= 2)
+                                                                 object array of nd arrays
+string     ``string``                                            object array of str
+binary     ``binary``                                            object array of bytes
+arrow      anything else, from a user's RecordBatch/Table        pyarrow's own conversion
+=========  ====================================================  ==========================
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+RAGGED_DATA = "data"
+RAGGED_SHAPE = "shape"
+
+_NUMPY_KINDS = frozenset("biuf")  # bool, signed, unsigned, float
+
+
+def is_supported_dtype(dtype: np.dtype) -> bool:
+    return dtype.kind in _NUMPY_KINDS and dtype.byteorder in ("=", "|", "<" if np.little_endian else ">")
+
+
+def ragged_type(value_type: pa.DataType, ndim: int) -> pa.DataType:
+    """The Arrow type of a ragged column of ``ndim``-dimensional arrays."""
+    if ndim == 1:
+        return pa.list_(value_type)
+    return pa.struct(
+        [
+            pa.field(RAGGED_DATA, pa.list_(value_type), nullable=False),
+            pa.field(RAGGED_SHAPE, pa.list_(pa.int32(), ndim), nullable=False),
+        ]
+    )
+
+
+def ragged_info(t: pa.DataType) -> tuple[pa.DataType, int] | None:
+    """``(value_type, ndim)`` if ``t`` is a ragged encoding, else None."""
+    if pa.types.is_list(t) and _is_numeric(t.value_type):
+        return t.value_type, 1
+    if (
+        pa.types.is_struct(t)
+        and t.num_fields == 2
+        and t.field(0).name == RAGGED_DATA
+        and t.field(1).name == RAGGED_SHAPE
+        and pa.types.is_list(t.field(0).type)
+        and pa.types.is_fixed_size_list(t.field(1).type)
+    ):
+        return t.field(0).type.value_type, t.field(1).type.list_size
+    return None
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def kind(t: pa.DataType) -> str:
+    """The encoding kind of an Arrow type (see the module docstring)."""
+    if isinstance(t, pa.FixedShapeTensorType):
+        return "tensor"
+    if _is_numeric(t):
+        return "scalar"
+    if ragged_info(t) is not None:
+        return "ragged"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "binary"
+    return "arrow"
+
+
+def dtype_name(t: pa.DataType) -> str:
+    """numpy-style name of a numeric Arrow type (``uint8``, ``float32``, ``bool``)."""
+    if pa.types.is_boolean(t):
+        return "bool"
+    return np.dtype(t.to_pandas_dtype()).name
+
+
+def describe_type(t: pa.DataType) -> dict[str, Any]:
+    """A small, readable description of a column type: kind, dtype and shape."""
+    k = kind(t)
+    if k == "tensor":
+        return {"kind": k, "dtype": dtype_name(t.value_type), "shape": list(t.shape)}
+    if k == "scalar":
+        return {"kind": k, "dtype": dtype_name(t), "shape": []}
+    if k == "ragged":
+        value_type, ndim = ragged_info(t)  # type: ignore[misc]
+        return {"kind": k, "dtype": dtype_name(value_type), "shape": [None] * ndim}
+    if k in ("string", "binary"):
+        return {"kind": k, "dtype": k, "shape": []}
+    return {"kind": k, "dtype": str(t), "shape": None}
+
+
+def describe(schema: pa.Schema) -> list[dict[str, Any]]:
+    return [{"name": f.name, **describe_type(f.type)} for f in schema]
+
+
+def format_type(t: pa.DataType) -> str:
+    """``uint8[3,64,64]``, ``int32[?]`` (ragged), ``str``: how errors and inspect show a type."""
+    d = describe_type(t)
+    if d["kind"] in ("string", "binary"):
+        return "str" if d["kind"] == "string" else "bytes"
+    if d["kind"] == "arrow":
+        return d["dtype"]
+    if not d["shape"]:
+        return d["dtype"]
+    dims = ",".join("?" if s is None else str(s) for s in d["shape"])
+    return f"{d['dtype']}[{dims}]"
+
+
+def encode_schema(schema: pa.Schema) -> str:
+    """Arrow IPC serialisation of a schema, base64: exact and pickle-free."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def decode_schema(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text.encode("ascii"), validate=True)))

@@ -1,0 +1,1 @@
+"""Writing snapshots: conversion, shards, tasks, executors, lease, commit."""

@@ -1,0 +1,157 @@
+"""Run state and the commit: task results → manifest.json (written last, atomically)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+from fsspec import AbstractFileSystem
+
+from .. import __version__, storage
+from .. import schema as schema_mod
+from ..errors import SnapshotExistsError
+from ..manifest import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, Manifest, ShardEntry
+from . import convert
+
+RUN_FILE = "run.json"
+
+
+def run_dir(root: str, run: str) -> str:
+    return storage.join(root, RUNS_DIR, run)
+
+
+def read_manifest(fs: AbstractFileSystem, root: str) -> Manifest | None:
+    """The committed manifest, or None if the snapshot was never committed."""
+    path = storage.join(root, MANIFEST_NAME)
+    try:
+        data = storage.read_bytes(fs, path)
+    except FileNotFoundError:
+        return None
+    return Manifest.from_json(data, where=storage.to_url(fs, path))
+
+
+def check_output(fs: AbstractFileSystem, root: str) -> None:
+    """Refuse an OUTPUT that is a file, or a directory that holds something other than a snapshot."""
+    url = storage.to_url(fs, root)
+    if storage.exists(fs, root) and not storage.isdir(fs, root):
+        raise SnapshotExistsError(f"OUTPUT {url} is a file, not a snapshot directory")
+    names = [n for n in storage.list_names(fs, root) if not n.startswith(".")]
+    foreign = [n for n in names if n not in (MANIFEST_NAME, SHARDS_DIR, RUNS_DIR)]
+    if foreign and MANIFEST_NAME not in names:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise SnapshotExistsError(
+            f"OUTPUT {url} exists and is not a snapshot (it holds {shown}); choose a new or "
+            "empty directory"
+        )
+
+
+def find_runs(fs: AbstractFileSystem, root: str) -> list[dict[str, Any]]:
+    """Every run directory's ``run.json`` (unreadable ones are skipped: abandoned, never used)."""
+    runs = []
+    for name in storage.list_names(fs, storage.join(root, RUNS_DIR)):
+        if name.startswith("lease-"):
+            continue
+        try:
+            info = json.loads(storage.read_bytes(fs, storage.join(run_dir(root, name), RUN_FILE)))
+        except (FileNotFoundError, ValueError, NotADirectoryError):
+            continue
+        if isinstance(info, dict) and info.get("run") == name:
+            runs.append(info)
+    return runs
+
+
+def finished_tasks(fs: AbstractFileSystem, root: str, run: str) -> dict[int, dict[str, Any]]:
+    """Results of the tasks of ``run`` that finished (their result file was written)."""
+    done: dict[int, dict[str, Any]] = {}
+    tasks_dir = storage.join(run_dir(root, run), "tasks")
+    for name in storage.list_names(fs, tasks_dir):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        try:
+            result = json.loads(storage.read_bytes(fs, storage.join(tasks_dir, name)))
+        except (FileNotFoundError, ValueError):
+            continue  # written by a writer that died mid-write? write_atomic prevents it
+        if isinstance(result, dict) and result.get("run") == run:
+            done[int(result["task"])] = result
+    return done
+
+
+def unify_schema(results: list[dict[str, Any]]) -> pa.Schema:
+    """The snapshot's schema: every task that wrote records must have written the same one."""
+    first: tuple[pa.Schema, int] | None = None
+    for r in results:
+        if r["schema"] is None:
+            continue
+        s = schema_mod.decode_schema(r["schema"])
+        if first is None:
+            first = (s, r["task"])
+            continue
+        base, base_task = first
+        if s.equals(base):
+            continue
+        for field in base:
+            if field.name in s.names and s.field(field.name).type != field.type:
+                raise convert.unify_error(
+                    field.name,
+                    [(field.type, f"task {base_task}"), (s.field(field.name).type, f"task {r['task']}")],
+                )
+        raise convert.SchemaMismatchError(
+            f"tasks {base_task} and {r['task']} wrote different columns: {base.names} vs {s.names}"
+        )
+    return first[0] if first is not None else pa.schema([])
+
+
+def build_manifest(
+    *,
+    fingerprint: str,
+    parts: dict[str, Any],
+    pipeline: dict[str, Any],
+    compression: dict[str, Any],
+    results: list[dict[str, Any]],
+    run: str,
+) -> Manifest:
+    results = sorted(results, key=lambda r: r["task"])
+    shards = tuple(
+        ShardEntry.from_json(e, f"task {r['task']} result") for r in results for e in r["shards"]
+    )
+    return Manifest(
+        fingerprint=fingerprint,
+        fingerprint_parts=parts,
+        pipeline=pipeline,
+        schema=unify_schema(results),
+        compression=compression,
+        shards=shards,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_by={
+            "snap": __version__,
+            "pyarrow": pa.__version__,
+            "python": platform.python_version(),
+            "host": socket.gethostname(),
+        },
+        run=run,
+    )
+
+
+def commit(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
+    storage.write_atomic(fs, storage.join(root, MANIFEST_NAME), manifest.to_json())
+
+
+def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
+    """Remove run state and every shard the new manifest does not reference.
+
+    Called while holding the lease, so no live writer is using any of it: what goes are the
+    shards of a replaced snapshot (--overwrite), of abandoned runs, and partial shards of
+    writers that died. Readers still replaying a replaced snapshot lose its shards.
+    """
+    keep = {s.path for s in manifest.shards}
+    for name in storage.list_names(fs, storage.join(root, RUNS_DIR)):
+        if not name.startswith("lease-"):
+            storage.remove(fs, run_dir(root, name), recursive=True)
+    shards_dir = storage.join(root, SHARDS_DIR)
+    for name in storage.list_names(fs, shards_dir):
+        if f"{SHARDS_DIR}/{name}" not in keep:
+            storage.remove(fs, storage.join(shards_dir, name))

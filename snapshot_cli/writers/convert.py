@@ -1,0 +1,356 @@
+"""Records and batches → Arrow record batches (pure: no I/O, no threads).
+
+A *record* is a plain ``dict[str, value]``. A *batch* is a :class:`Batch` (a dict of
+equal-length columns), a ``pyarrow.RecordBatch`` or a ``pyarrow.Table``. Plain dicts are
+always records: a dict of arrays is ambiguous (one record with arrays, or many records?), so
+batches are marked explicitly.
+
+Column types follow :mod:`snapshot_cli.schema`. The first batch a task writes fixes each
+column's type; every later record or batch must agree, or a :class:`SchemaMismatchError`
+names the column, both types and the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import schema as schema_mod
+from ..errors import RecordError, SchemaMismatchError
+
+# Value classes a record field can have.
+SCALAR, ARRAY, STRING, BINARY = "scalar", "array", "string", "binary"
+
+
+class Batch(dict):  # type: ignore[type-arg]
+    """Marks a dict of equal-length columns as a batch of records (vectorised preprocessing).
+
+    ``yield snap.Batch(image=images, label=labels)`` where ``images`` is ``(n, 3, 64, 64)``
+    and ``labels`` is ``(n,)``; a column may also be a list of per-record values.
+    """
+
+
+def _dtype_label(dtype: np.dtype) -> str:
+    return dtype.name
+
+
+def classify(value: Any, column: str) -> tuple[str, Any, Any]:
+    """Return ``(class, dtype, shape)`` of one record value, normalised.
+
+    Returns the normalised value as the third element for arrays (``shape`` is ``value.shape``).
+
+    Raises:
+        RecordError: the value's type is not supported.
+    """
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            value = value[()]
+        else:
+            _check_dtype(value.dtype, column)
+            return ARRAY, value.dtype, value.shape
+    if isinstance(value, np.generic):
+        _check_dtype(value.dtype, column)
+        return SCALAR, value.dtype, ()
+    if isinstance(value, bool):
+        return SCALAR, np.dtype(bool), ()
+    if isinstance(value, int):
+        return SCALAR, np.dtype(np.int64), ()
+    if isinstance(value, float):
+        return SCALAR, np.dtype(np.float64), ()
+    if isinstance(value, str):
+        return STRING, None, ()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return BINARY, None, ()
+    if value is None:
+        raise RecordError(
+            f"column {column!r} is None; snap columns have no missing values "
+            "(use a sentinel value or a separate mask column)"
+        )
+    raise RecordError(
+        f"column {column!r} has a value of type {type(value).__name__}; supported: numpy "
+        "arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes "
+        "(convert lists with np.asarray)"
+    )
+
+
+def _check_dtype(dtype: np.dtype, column: str) -> None:
+    if not schema_mod.is_supported_dtype(dtype):
+        raise RecordError(
+            f"column {column!r} has dtype {dtype}; supported dtypes are bool, int8..int64, "
+            "uint8..uint64, float16/32/64 in native byte order"
+        )
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    return value
+
+
+def _describe(cls: str, dtype: Any, shape: Any) -> str:
+    if cls == ARRAY:
+        return f"{_dtype_label(dtype)} array of shape {tuple(shape)}"
+    if cls == SCALAR:
+        return f"{_dtype_label(dtype)} scalar"
+    return "str" if cls == STRING else "bytes"
+
+
+class ColumnBuilder:
+    """Collects one column's values and checks that each matches the first one's class/dtype."""
+
+    __slots__ = ("name", "cls", "dtype", "shape", "varying", "values")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.cls: str | None = None
+        self.dtype: Any = None
+        self.shape: Any = None
+        self.varying = False
+        self.values: list[Any] = []
+
+    def append(self, value: Any) -> int:
+        """Add one value; returns its approximate size in bytes."""
+        value = _normalise(value)
+        cls, dtype, shape = classify(value, self.name)
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
+        if self.cls is None:
+            self.cls, self.dtype, self.shape = cls, dtype, shape
+        elif cls != self.cls or dtype != self.dtype:
+            raise SchemaMismatchError(
+                f"column {self.name!r} changed type between records: "
+                f"{_describe(self.cls, self.dtype, self.shape)} before, "
+                f"{_describe(cls, dtype, shape)} now"
+            )
+        elif cls == ARRAY and shape != self.shape:
+            if len(shape) != len(self.shape):
+                raise SchemaMismatchError(
+                    f"column {self.name!r} changed number of dimensions between records: "
+                    f"shape {tuple(self.shape)} before, {tuple(shape)} now "
+                    "(ragged columns must keep the same ndim)"
+                )
+            self.varying = True
+        self.values.append(value)
+        if cls == ARRAY:
+            return int(value.nbytes)
+        if cls in (STRING, BINARY):
+            return len(value)
+        return 8
+
+    def build(self, target: pa.DataType | None, ragged: bool) -> pa.Array:
+        """Turn the collected values into an Arrow array of the column's type."""
+        values, n = self.values, len(self.values)
+        if self.cls == SCALAR:
+            return pa.array(np.asarray(values, dtype=self.dtype))
+        if self.cls == STRING:
+            return pa.array(values, pa.string())
+        if self.cls == BINARY:
+            return pa.array(values, pa.binary())
+        target_ragged = target is not None and schema_mod.kind(target) == "ragged"
+        empty = any(d == 0 for d in self.shape)
+        if self.varying or ragged or target_ragged or empty:
+            return ragged_array(values, self.dtype, len(self.shape))
+        return tensor_array(np.stack(values) if n else np.empty((0, *self.shape), self.dtype))
+
+
+def tensor_array(stacked: np.ndarray) -> pa.Array:
+    """``(n, *shape)`` numpy array → ``fixed_shape_tensor`` array (one copy at most)."""
+    shape = stacked.shape[1:]
+    flat = pa.array(np.ascontiguousarray(stacked).reshape(-1))
+    storage = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(shape)))
+    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(flat.type, shape), storage)
+
+
+def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa.Array:
+    """A list of arrays of equal ndim and dtype → the ragged encoding of that ndim."""
+    sizes = np.fromiter((v.size for v in values), dtype=np.int64, count=len(values))
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise RecordError("a ragged column holds more than 2**31 values in one record batch")
+    flat = (
+        np.concatenate([np.ravel(v) for v in values]) if len(values) else np.empty(0, dtype)
+    ).astype(dtype, copy=False)
+    data = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat))
+    if ndim == 1:
+        return data
+    shapes = np.array([v.shape for v in values], dtype=np.int32).reshape(-1)
+    shape_arr = pa.FixedSizeListArray.from_arrays(pa.array(shapes), ndim)
+    return pa.StructArray.from_arrays(
+        [data, shape_arr],
+        fields=list(schema_mod.ragged_type(flat_type(dtype), ndim)),
+    )
+
+
+def flat_type(dtype: np.dtype) -> pa.DataType:
+    return pa.from_numpy_dtype(dtype)
+
+
+class RecordBuffer:
+    """Accumulates records column by column until they make a record batch."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, ColumnBuilder] | None = None
+        self.rows = 0
+        self.nbytes = 0
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Append one record. Raises RecordError naming the offending column or key."""
+        if self.columns is None:
+            if not record:
+                raise RecordError("a record is an empty dict; it needs at least one column")
+            for key in record:
+                if not isinstance(key, str):
+                    raise RecordError(f"record keys must be str, got {key!r}")
+            self.columns = {k: ColumnBuilder(k) for k in record}
+        elif record.keys() != self.columns.keys():
+            missing = sorted(set(self.columns) - set(record))
+            extra = sorted(set(record) - set(self.columns), key=str)
+            raise SchemaMismatchError(
+                f"record {self.rows} of this batch has different columns: missing {missing}, "
+                f"unexpected {extra}; every record must have the same keys"
+            )
+        size = 0
+        for key, builder in self.columns.items():
+            size += builder.append(record[key])
+        self.rows += 1
+        self.nbytes += size
+
+    def take(self, schema: pa.Schema | None, ragged: frozenset[str]) -> pa.RecordBatch:
+        """Build a record batch of everything buffered and reset."""
+        if self.columns is None:
+            raise RuntimeError("take() on an empty RecordBuffer")
+        arrays, names = [], []
+        for name, builder in self.columns.items():
+            target = schema.field(name).type if schema is not None and name in schema.names else None
+            arrays.append(builder.build(target, name in ragged))
+            names.append(name)
+        self.columns, self.rows, self.nbytes = None, 0, 0
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def batch_from_columns(
+    cols: Mapping[str, Any], schema: pa.Schema | None, ragged: frozenset[str]
+) -> pa.RecordBatch:
+    """A :class:`Batch` (dict of equal-length columns) → record batch."""
+    if not cols:
+        raise RecordError("a Batch needs at least one column")
+    arrays, lengths = [], {}
+    for name, col in cols.items():
+        if not isinstance(name, str):
+            raise RecordError(f"Batch column names must be str, got {name!r}")
+        target = schema.field(name).type if schema is not None and name in schema.names else None
+        arr = _column(name, col, target, name in ragged)
+        lengths[name] = len(arr)
+        arrays.append(arr)
+    if len(set(lengths.values())) > 1:
+        raise RecordError(f"Batch columns have different lengths: {lengths}")
+    return pa.RecordBatch.from_arrays(arrays, names=list(cols))
+
+
+def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks()
+    if isinstance(col, pa.Array):
+        return col
+    if isinstance(col, np.ndarray) and col.dtype != object:
+        if col.ndim == 0:
+            raise RecordError(f"Batch column {name!r} is a 0-d array; columns need a length")
+        _check_dtype(col.dtype, name)
+        if col.ndim == 1:
+            return pa.array(col)
+        target_ragged = target is not None and schema_mod.kind(target) == "ragged"
+        if ragged or target_ragged or 0 in col.shape[1:]:
+            return ragged_array(list(col), col.dtype, col.ndim - 1)
+        return tensor_array(col)
+    if isinstance(col, (list, tuple, np.ndarray)):
+        builder = ColumnBuilder(name)
+        for value in col:
+            builder.append(value)
+        if builder.cls is None:
+            raise RecordError(f"Batch column {name!r} is empty; give it a typed numpy array")
+        return builder.build(target, ragged)
+    raise RecordError(
+        f"Batch column {name!r} is a {type(col).__name__}; use a numpy array or a list of values"
+    )
+
+
+def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> list[pa.RecordBatch]:
+    """A yielded batch (Batch, RecordBatch or Table) → record batches (records go elsewhere)."""
+    if isinstance(item, Batch):
+        return [batch_from_columns(item, schema, ragged)]
+    if isinstance(item, pa.RecordBatch):
+        return [item]
+    if isinstance(item, pa.Table):
+        return item.combine_chunks().to_batches()
+    raise RecordError(f"not a batch: {type(item).__name__}")
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:
+    """Check ``batch`` against the task's schema and return it with the schema's column order.
+
+    Raises:
+        SchemaMismatchError: a column is missing, unexpected, or has another type.
+    """
+    if schema is None:
+        if len(set(batch.schema.names)) != len(batch.schema.names):
+            raise RecordError(f"duplicate column names in {batch.schema.names}")
+        return batch
+    if set(batch.schema.names) != set(schema.names):
+        missing = sorted(set(schema.names) - set(batch.schema.names))
+        extra = sorted(set(batch.schema.names) - set(schema.names))
+        raise SchemaMismatchError(
+            f"a batch has different columns than earlier data: missing {missing}, "
+            f"unexpected {extra}"
+        )
+    for field in schema:
+        got = batch.schema.field(field.name).type
+        if got != field.type:
+            raise SchemaMismatchError(mismatch_message(field.name, field.type, got))
+    if batch.schema.names != schema.names:
+        batch = batch.select(schema.names)
+    return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+
+
+def mismatch_message(name: str, before: pa.DataType, now: pa.DataType) -> str:
+    """Explain a type change of one column, with the fix for the common ragged case."""
+    msg = (
+        f"column {name!r} changed type: {schema_mod.format_type(before)} before, "
+        f"{schema_mod.format_type(now)} now"
+    )
+    kinds = {schema_mod.kind(before), schema_mod.kind(now)}
+    if kinds <= {"tensor", "ragged"}:
+        msg += (
+            f". If its shape varies between records, declare it ragged: decorate the "
+            f"pipeline function with @snapshot_cli.ragged({name!r})"
+        )
+    return msg
+
+
+def ragged(*columns: str) -> Any:
+    """Decorator: store these array columns as ragged even if a batch happens to be uniform.
+
+    Use it for columns whose shape varies between records (token ids, boxes, images of
+    varying size) so that every task writes the same column type.
+    """
+
+    def mark(fn: Any) -> Any:
+        fn.__snap_ragged__ = frozenset(columns) | getattr(fn, "__snap_ragged__", frozenset())
+        return fn
+
+    return mark
+
+
+def is_batch(item: Any) -> bool:
+    return isinstance(item, (Batch, pa.RecordBatch, pa.Table))
+
+
+def unify_error(name: str, types: Sequence[tuple[pa.DataType, str]]) -> SchemaMismatchError:
+    """Error for tasks that wrote different types for one column (``(type, where)`` pairs)."""
+    (t1, w1), (t2, w2) = types[0], types[1]
+    return SchemaMismatchError(mismatch_message(name, t1, t2) + f" (first from {w1}, then {w2})")

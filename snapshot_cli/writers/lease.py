@@ -1,0 +1,172 @@
+"""The writer lease: at most one ``snap create`` writes a snapshot at a time.
+
+Leases are files ``_runs/lease-<epoch>.json`` created with an exclusive create, so two
+writers can never both win the same epoch. The holder rewrites its file every
+``ttl / 6`` seconds (heartbeat). A lease is dead when its heartbeat is older than ``ttl``, when
+it was released, or, on the same host, when its process no longer exists (so a ``kill -9``'d
+writer is taken over at once locally). A taker creates the next epoch; a holder that sees a
+higher epoch than its own has lost the lease and must not commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from fsspec import AbstractFileSystem
+
+from .. import storage
+from ..errors import LeaseError
+from ..manifest import RUNS_DIR
+
+DEFAULT_TTL = 30.0  # seconds; a dead writer on another host is taken over within this
+_LEASE_RE = re.compile(r"^lease-(\d{8})\.json$")
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    epoch: int
+    holder: dict[str, Any]
+
+    def describe(self) -> str:
+        h = self.holder
+        age = time.time() - float(h.get("heartbeat", 0))
+        return f"{h.get('host')}:{h.get('pid')} (run {h.get('run') or '-'}, heartbeat {age:.0f}s ago)"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
+    h = info.holder
+    if h.get("released"):
+        return False
+    if h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int):
+        if not _pid_alive(h["pid"]):
+            return False
+    now = time.time() if now is None else now
+    return now - float(h.get("heartbeat", 0)) < float(h.get("ttl", DEFAULT_TTL))
+
+
+def _lease_path(root: str, epoch: int) -> str:
+    return storage.join(root, RUNS_DIR, f"lease-{epoch:08d}.json")
+
+
+def _epochs(fs: AbstractFileSystem, root: str) -> list[int]:
+    names = storage.list_names(fs, storage.join(root, RUNS_DIR))
+    return [int(m.group(1)) for n in names if (m := _LEASE_RE.match(n))]
+
+
+def current(fs: AbstractFileSystem, root: str) -> LeaseInfo | None:
+    """The lease with the highest epoch, or None if there never was one."""
+    for epoch in sorted(_epochs(fs, root), reverse=True):
+        try:
+            holder = json.loads(storage.read_bytes(fs, _lease_path(root, epoch)))
+        except FileNotFoundError:
+            continue
+        except ValueError:
+            holder = {}  # half-written by a writer that died; an empty holder is dead
+        return LeaseInfo(epoch, holder if isinstance(holder, dict) else {})
+    return None
+
+
+class Lease:
+    """A held lease with a heartbeat thread. Use :func:`acquire`; close with :meth:`release`."""
+
+    def __init__(self, fs: AbstractFileSystem, root: str, epoch: int, holder: dict[str, Any]):
+        self.fs, self.root, self.epoch, self.holder = fs, root, epoch, holder
+        self._stop = threading.Event()
+        self._lost: str | None = None
+        self._thread = threading.Thread(
+            target=self._beat, name=f"snap-lease-{epoch}", daemon=True
+        )
+        self._thread.start()
+
+    def set_run(self, run: str) -> None:
+        self.holder["run"] = run
+        self._write()
+
+    def _write(self) -> None:
+        self.holder["heartbeat"] = time.time()
+        data = json.dumps(self.holder).encode()
+        storage.write_atomic(self.fs, _lease_path(self.root, self.epoch), data)
+
+    def _beat(self) -> None:
+        interval = float(self.holder["ttl"]) / 6
+        while not self._stop.wait(interval):
+            try:
+                newest = current(self.fs, self.root)
+                if newest is not None and newest.epoch > self.epoch:
+                    self._lost = f"taken over by {newest.describe()}"
+                    return
+                self._write()
+            except Exception as err:  # a failed heartbeat only matters if it lasts: see check()
+                if time.time() - float(self.holder["heartbeat"]) > float(self.holder["ttl"]):
+                    self._lost = f"heartbeat failed for longer than the ttl: {err!r}"
+                    return
+
+    def check(self) -> None:
+        """Raise LeaseError if this writer lost the lease (it must not commit then)."""
+        if self._lost is None:
+            newest = current(self.fs, self.root)
+            if newest is not None and newest.epoch > self.epoch:
+                self._lost = f"taken over by {newest.describe()}"
+        if self._lost is not None:
+            raise LeaseError(
+                f"this writer lost the lease of {storage.to_url(self.fs, self.root)}: "
+                f"{self._lost}; nothing was committed by it"
+            )
+
+    def release(self) -> None:
+        """Stop the heartbeat and mark the lease released (the next writer need not wait)."""
+        self._stop.set()
+        self._thread.join()
+        if self._lost is None:
+            self.holder["released"] = True
+            try:
+                self._write()
+            except OSError:
+                pass  # the lease will expire by itself
+            for epoch in _epochs(self.fs, self.root):
+                if epoch < self.epoch:
+                    storage.remove(self.fs, _lease_path(self.root, epoch))
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def try_acquire(fs: AbstractFileSystem, root: str, ttl: float = DEFAULT_TTL) -> Lease | LeaseInfo:
+    """Take the lease if nobody holds it; else return the live holder's :class:`LeaseInfo`."""
+    newest = current(fs, root)
+    if newest is not None and is_alive(newest):
+        return newest
+    epoch = 0 if newest is None else newest.epoch + 1
+    holder = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "id": uuid.uuid4().hex,
+        "ttl": ttl,
+        "heartbeat": time.time(),
+        "run": None,
+    }
+    if not storage.create_exclusive(fs, _lease_path(root, epoch), json.dumps(holder).encode()):
+        taken = current(fs, root)
+        return taken if taken is not None else LeaseInfo(epoch, {})
+    return Lease(fs, root, epoch, holder)

@@ -1,0 +1,119 @@
+"""Write options and the task plan (pure)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .shard import Compression
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "kib": KiB,
+    "m": 1000**2, "mb": 1000**2, "mib": MiB,
+    "g": 1000**3, "gb": 1000**3, "gib": GiB,
+    "t": 1000**4, "tb": 1000**4, "tib": 1 << 40,
+}  # fmt: skip
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """``"256MiB"``, ``"1.5GB"``, ``"4096"`` or an int → bytes."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"{what} must look like 256MiB, 1GB or 4096, got {text!r}")
+        value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise ValueError(f"{what} must be > 0, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How records become shards.
+
+    Args:
+        shard_size: a shard is closed once it holds this many bytes on disk.
+        compression: codec and level of the Arrow IPC buffers.
+        batch_bytes: target uncompressed size of one record batch.
+        batch_rows: most rows in one record batch. A record batch is the loader's unit of
+            shuffle, so it is kept to a small slice of the data even for tiny records.
+        inputs_per_task: inputs grouped into one task (None: chosen from the input count).
+    """
+
+    shard_size: int = 256 * MiB
+    compression: Compression = field(default_factory=Compression)
+    batch_bytes: int = 4 * MiB
+    batch_rows: int = 2048
+    inputs_per_task: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("shard_size", "batch_bytes", "batch_rows"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.inputs_per_task is not None and self.inputs_per_task <= 0:
+            raise ValueError(f"inputs_per_task must be > 0, got {self.inputs_per_task}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shard_size": self.shard_size,
+            "compression": {"codec": self.compression.codec, "level": self.compression.level},
+            "batch_bytes": self.batch_bytes,
+            "batch_rows": self.batch_rows,
+            "inputs_per_task": self.inputs_per_task,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WriteOptions:
+        return cls(
+            shard_size=d["shard_size"],
+            compression=Compression(**d["compression"]),
+            batch_bytes=d["batch_bytes"],
+            batch_rows=d["batch_rows"],
+            inputs_per_task=d["inputs_per_task"],
+        )
+
+
+# Task planning: enough tasks to balance workers and resume finely, few enough that every
+# shard is not tiny. Independent of --workers, so the same inputs give the same shards.
+MIN_TASKS = 32
+TASK_INPUT_BYTES = 64 * MiB
+MAX_ITEMS_PER_TASK = 1024
+
+
+def plan_tasks(sizes: list[int], inputs_per_task: int | None = None) -> list[range]:
+    """Split ``len(sizes)`` inputs into contiguous groups (tasks), in input order.
+
+    Args:
+        sizes: input sizes in bytes (0 where unknown).
+        inputs_per_task: a fixed group size; by default the plan aims for at least
+            ``MIN_TASKS`` tasks, ``TASK_INPUT_BYTES`` of input per task and at most
+            ``MAX_ITEMS_PER_TASK`` inputs per task.
+
+    Returns:
+        Ranges of input indices; an empty input list gives one empty task (the function is
+        then called once, with no argument).
+    """
+    n = len(sizes)
+    if n == 0:
+        return [range(0)]
+    if inputs_per_task is not None:
+        return [range(i, min(i + inputs_per_task, n)) for i in range(0, n, inputs_per_task)]
+    total = sum(sizes)
+    num_tasks = max(MIN_TASKS, math.ceil(total / TASK_INPUT_BYTES), math.ceil(n / MAX_ITEMS_PER_TASK))
+    num_tasks = min(n, num_tasks)
+    # Equal numbers of inputs per task, remainder spread over the first tasks.
+    base, extra = divmod(n, num_tasks)
+    plan, start = [], 0
+    for t in range(num_tasks):
+        end = start + base + (1 if t < extra else 0)
+        plan.append(range(start, end))
+        start = end
+    return plan

@@ -1,0 +1,224 @@
+"""Finding the user's pipeline function, hashing its code, parsing ``--param`` and inputs.
+
+A PIPELINE is ``path/to/file.py:function`` or ``package.module:function``. Worker processes
+load it again from the same spec, so the function must be importable by name (top level of
+its module).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import OptionError, PipelineLoadError
+
+_loaded: dict[str, Callable[..., Any]] = {}
+
+
+@dataclass(frozen=True)
+class PipelineRef:
+    """A loadable reference to the pipeline: its spec, the function, and its code hash."""
+
+    spec: str
+    function: Callable[..., Any]
+    code_hash: str
+
+    @property
+    def name(self) -> str:
+        return getattr(self.function, "__qualname__", repr(self.function))
+
+    @property
+    def ragged(self) -> frozenset[str]:
+        return getattr(self.function, "__snap_ragged__", frozenset())
+
+
+def _split(spec: str, what: str) -> tuple[str, str]:
+    target, sep, func = spec.rpartition(":")
+    if not sep or not target or not func or not func.replace(".", "_").isidentifier():
+        raise PipelineLoadError(
+            f"{what} {spec!r} must look like path/to/file.py:function or package.module:function"
+        )
+    return target, func
+
+
+def _is_file_target(target: str) -> bool:
+    return target.endswith(".py") or os.sep in target or "/" in target
+
+
+def _module_name_for(path: str) -> str:
+    digest = hashlib.sha256(path.encode()).hexdigest()[:12]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return f"_snap_pipeline_{stem}_{digest}"
+
+
+def _import_target(target: str, what: str, spec: str) -> Any:
+    if _is_file_target(target):
+        path = os.path.abspath(target)
+        if not os.path.isfile(path):
+            raise PipelineLoadError(f"{what} file {target!r} not found (from {spec!r})")
+        name = _module_name_for(path)
+        if name in sys.modules:
+            return sys.modules[name]
+        directory = os.path.dirname(path)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)  # as `python file.py` does, for sibling imports
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise PipelineLoadError(f"{what} file {target!r} cannot be imported")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException as err:
+            del sys.modules[name]
+            raise PipelineLoadError(
+                f"importing {what} file {target!r} failed:\n{format_user_traceback(err)}"
+            ) from err
+        return module
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as err:
+        if err.name and target.startswith(err.name):
+            raise PipelineLoadError(
+                f"{what} module {target!r} not found (from {spec!r}); run from the directory "
+                "that contains it, or give a file path"
+            ) from err
+        raise PipelineLoadError(
+            f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
+        ) from err
+    except Exception as err:
+        raise PipelineLoadError(
+            f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
+        ) from err
+
+
+def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
+    """Import ``spec`` and return the function it names (cached per process)."""
+    key = f"{what}|{spec}"
+    if key in _loaded:
+        return _loaded[key]
+    target, func_name = _split(spec, what)
+    module = _import_target(target, what, spec)
+    obj: Any = module
+    for part in func_name.split("."):
+        if not hasattr(obj, part):
+            defined = sorted(
+                n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+            )
+            raise PipelineLoadError(
+                f"{what} {target!r} has no function {func_name!r}; it defines: "
+                f"{', '.join(defined) or 'no functions'}"
+            )
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise PipelineLoadError(f"{what} {spec!r} is a {type(obj).__name__}, not a function")
+    _loaded[key] = obj
+    return obj
+
+
+def register(fn: Callable[..., Any]) -> str:
+    """Make ``fn`` loadable in this process under a synthetic spec (in-process runs only)."""
+    spec = f"<in-process {id(fn):x}>:{getattr(fn, '__name__', 'function')}"
+    _loaded[f"pipeline|{spec}"] = fn
+    return spec
+
+
+def source_file(fn: Callable[..., Any]) -> str | None:
+    try:
+        return inspect.getsourcefile(inspect.unwrap(fn))
+    except TypeError:
+        return None
+
+
+def code_hash(fn: Callable[..., Any]) -> str:
+    """sha256 of the source file that defines ``fn`` (any edit to it changes the fingerprint)."""
+    path = source_file(fn)
+    if path and os.path.isfile(path):
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        raise PipelineLoadError(f"cannot find the source of {fn!r} to fingerprint it")
+    material = repr((code.co_code, code.co_consts, code.co_names)).encode()
+    return hashlib.sha256(material).hexdigest()
+
+
+def spec_for_function(fn: Callable[..., Any]) -> str | None:
+    """A spec worker processes can load ``fn`` from, or None if it is not importable by name."""
+    qualname = getattr(fn, "__qualname__", "")
+    if not qualname or "<" in qualname:  # lambdas, closures
+        return None
+    module = getattr(fn, "__module__", None)
+    path = source_file(fn)
+    if module in (None, "__main__") or (module or "").startswith("_snap_pipeline_"):
+        return f"{path}:{qualname}" if path and os.path.isfile(path) else None
+    return f"{module}:{qualname}"
+
+
+def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
+    """Accept a spec string (CLI) or a function object (Python API)."""
+    if isinstance(pipeline, str):
+        fn = load_function(pipeline)
+        return PipelineRef(pipeline, fn, code_hash(fn))
+    if not callable(pipeline):
+        raise PipelineLoadError(f"pipeline must be a function or a spec string, got {pipeline!r}")
+    spec = spec_for_function(pipeline) or ""
+    return PipelineRef(spec, pipeline, code_hash(pipeline))
+
+
+def parse_params(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings → dict; values are JSON literals, else plain strings."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise OptionError(f"--param {item!r} must look like KEY=VALUE with KEY a Python name")
+        try:
+            params[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key] = raw
+    return params
+
+
+def check_json(value: Any, what: str) -> Any:
+    """Return ``value`` as its JSON round trip, or explain why it cannot be one."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise OptionError(
+            f"{what} must be JSON values (str, numbers, bools, lists, dicts): {err}"
+        ) from err
+
+
+def user_frames(err: BaseException) -> traceback.StackSummary:
+    """The traceback of ``err`` without snap's own frames: what the user needs to see."""
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frames = [
+        f
+        for f in traceback.extract_tb(err.__traceback__)
+        if not os.path.abspath(f.filename).startswith(package_dir + os.sep)
+        and "importlib" not in f.filename
+    ]
+    return traceback.StackSummary.from_list(frames)
+
+
+def format_user_traceback(err: BaseException) -> str:
+    """Format ``err`` the way Python would, showing only the user's frames."""
+    lines = ["Traceback (most recent call last):\n"]
+    lines += user_frames(err).format()
+    lines += traceback.format_exception_only(type(err), err)
+    return "".join(lines).rstrip("\n")
+
+

@@ -1,0 +1,219 @@
+"""One task: call the pipeline on a group of inputs and write what it yields as shards.
+
+A task is the unit of parallelism and of resume. It writes its shards, then a small result
+file ``_runs/<run>/tasks/<task>.json`` that the committer (and a resumed run) trusts.
+Everything a task needs travels as JSON-compatible values (:class:`TaskSpec`, :class:`Job`),
+never pickled objects, so that any executor can ship it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from .. import schema as schema_mod
+from .. import storage
+from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
+from ..manifest import RUNS_DIR, ShardEntry
+from . import convert, pipeline
+from .options import WriteOptions
+from .shard import ShardRoller
+
+ProgressFn = Callable[[int, int], None]  # (records, bytes on disk) since the last call
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every task of one run shares."""
+
+    output: str
+    storage_options: dict[str, Any]
+    run: str
+    pipeline: str
+    params: dict[str, Any]
+    options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: its index and its inputs (file URLs or JSON items). ``call_once``: no inputs."""
+
+    index: int
+    inputs: list[Any]
+    call_once: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def result_path(root: str, run: str, task: int) -> str:
+    return storage.join(root, RUNS_DIR, run, "tasks", f"{task:05d}.json")
+
+
+class TaskWriter:
+    """Turns a stream of records and batches into right-sized record batches, then shards."""
+
+    def __init__(
+        self,
+        roller: ShardRoller,
+        options: WriteOptions,
+        ragged: frozenset[str] = frozenset(),
+        on_batch: ProgressFn | None = None,
+    ) -> None:
+        self.roller, self.options, self.ragged = roller, options, ragged
+        self.on_batch = on_batch
+        self.schema: pa.Schema | None = None
+        self.records = convert.RecordBuffer()
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = self.pending_bytes = 0
+
+    def add(self, item: Any) -> None:
+        """Add one yielded item: a record (dict) or a batch."""
+        if convert.is_batch(item):
+            self.flush_records()  # keep yield order
+            for batch in convert.to_batches(item, self.schema, self.ragged):
+                self._push(batch)
+        elif isinstance(item, Mapping):
+            self.records.add(item)
+            opts = self.options
+            if self.records.rows >= opts.batch_rows or self.records.nbytes >= opts.batch_bytes:
+                self.flush_records()
+        else:
+            raise RecordError(
+                f"the pipeline yielded a {type(item).__name__}; yield records (dict of "
+                "column → value) or batches (snapshot_cli.Batch, pyarrow.RecordBatch/Table)"
+            )
+
+    def flush_records(self) -> None:
+        if self.records.rows:
+            self._push(self.records.take(self.schema, self.ragged))
+
+    def _push(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        batch = convert.conform(batch, self.schema)
+        if self.schema is None:
+            self.schema = batch.schema
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        self.pending_bytes += batch.nbytes
+        self._drain(final=False)
+
+    def _drain(self, final: bool) -> None:
+        opts = self.options
+        full = self.pending_rows >= opts.batch_rows or self.pending_bytes >= opts.batch_bytes
+        if not self.pending or not (full or final):
+            return
+        merged = self.pending[0] if len(self.pending) == 1 else pa.concat_batches(self.pending)
+        row_bytes = max(1, self.pending_bytes // max(1, self.pending_rows))
+        step = max(1, min(opts.batch_rows, opts.batch_bytes // row_bytes))
+        start = 0
+        while merged.num_rows - start >= step or (final and start < merged.num_rows):
+            self._write(merged.slice(start, step))
+            start += step
+        rest = merged.slice(start)
+        self.pending = [rest] if rest.num_rows else []
+        self.pending_rows, self.pending_bytes = rest.num_rows, rest.nbytes if rest.num_rows else 0
+
+    def _write(self, batch: pa.RecordBatch) -> None:
+        written = self.roller.write(batch)
+        if self.on_batch is not None:
+            self.on_batch(batch.num_rows, written)
+
+    def close(self) -> tuple[list[ShardEntry], pa.Schema | None]:
+        self.flush_records()
+        self._drain(final=True)
+        self.roller.finish_shard()
+        return self.roller.entries, self.schema
+
+
+def _iterate(result: Any) -> Iterable[Any]:
+    """What the function returned → items. A lone record/batch or None is accepted too."""
+    if result is None:
+        return ()
+    if isinstance(result, Mapping) or convert.is_batch(result):
+        return (result,)
+    if isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
+        raise RecordError(
+            f"the pipeline returned a {type(result).__name__}; it must yield or return "
+            "records (dicts) or batches"
+        )
+    return result
+
+
+def _describe_input(spec: TaskSpec, item: Any) -> str:
+    if spec.call_once:
+        return "the single call (no inputs)"
+    text = item if isinstance(item, str) else json.dumps(item)[:200]
+    return f"input {text!r} (task {spec.index})"
+
+
+def run_task(job: Job, spec: TaskSpec, on_batch: ProgressFn | None = None) -> dict[str, Any]:
+    """Run one task to completion and write its result file. Returns the result (JSON values).
+
+    Raises:
+        PipelineError: the user's function raised (message names the input, has its traceback).
+        RecordError: it yielded something snap cannot store (message names the input).
+    """
+    fn = pipeline.load_function(job.pipeline) if job.pipeline else None
+    if fn is None:
+        raise PipelineLoadError("this task has no loadable pipeline spec")
+    options = WriteOptions.from_json(job.options)
+    fs, root = storage.resolve(job.output, job.storage_options)
+    roller = ShardRoller(fs, root, job.run, spec.index, options.compression, options.shard_size)
+    ragged = getattr(fn, "__snap_ragged__", frozenset())
+    writer = TaskWriter(roller, options, ragged, on_batch)
+    started = time.time()
+    items = [None] if spec.call_once else spec.inputs
+    try:
+        for item in items:
+            where = _describe_input(spec, item)
+            try:
+                result = fn(**job.params) if spec.call_once else fn(item, **job.params)
+                iterator = iter(_iterate(result))
+            except SnapError:
+                raise
+            except Exception as err:
+                raise _pipeline_error(err, where) from err
+            while True:
+                try:
+                    out = next(iterator)
+                except StopIteration:
+                    break
+                except SnapError:
+                    raise
+                except Exception as err:
+                    raise _pipeline_error(err, where) from err
+                try:
+                    writer.add(out)
+                except RecordError as err:
+                    raise type(err)(f"{where}: {err}") from err
+        entries, schema = writer.close()
+    except BaseException:
+        roller.abort()
+        raise
+    result = {
+        "task": spec.index,
+        "run": job.run,
+        "shards": [e.to_json() for e in entries],
+        "schema": schema_mod.encode_schema(schema) if schema is not None else None,
+        "inputs": len(spec.inputs),
+        "seconds": round(time.time() - started, 3),
+    }
+    storage.write_atomic(fs, result_path(root, job.run, spec.index), json.dumps(result).encode())
+    return result
+
+
+def _pipeline_error(err: Exception, where: str) -> PipelineError:
+    return PipelineError(
+        f"the pipeline raised {type(err).__name__} on {where}:\n"
+        f"{pipeline.format_user_traceback(err)}"
+    )
