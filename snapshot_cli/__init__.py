@@ -1,8 +1,8 @@
 """snap: materialise an expensive preprocessing function once, replay it fast.
 
-    import snapshot_cli as snap
-    info = snap.create(preprocess, "out/train", inputs="raw/*.jpg", params={"size": 64})
-    s = snap.open("out/train")
+import snapshot_cli as snap
+info = snap.create(preprocess, "out/train", inputs="raw/*.jpg", params={"size": 64})
+s = snap.open("out/train")
 """
 
 from __future__ import annotations

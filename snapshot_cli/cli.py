@@ -77,25 +77,57 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @cli.command()
 @click.argument("pipeline")
 @click.argument("output")
-@click.option("--input", "inputs", multiple=True, metavar="GLOB_OR_URL",
-              help="Input files (globs expanded, sorted); each is one call of the function.")
-@click.option("--inputs-from", metavar="MODULE:FUNC",
-              help="A function returning the list of inputs (JSON values), for non-file sources.")
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
-              help="Keyword argument for the function; VALUE is parsed as JSON, else a string.")
-@click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Worker processes (default: CPU count; 0: run in this process).")
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="GLOB_OR_URL",
+    help="Input files (globs expanded, sorted); each is one call of the function.",
+)
+@click.option(
+    "--inputs-from",
+    metavar="MODULE:FUNC",
+    help="A function returning the list of inputs (JSON values), for non-file sources.",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Keyword argument for the function; VALUE is parsed as JSON, else a string.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Worker processes (default: CPU count; 0: run in this process).",
+)
 @click.option("--executor", type=click.Choice(["local"]), default="local", show_default=True)
-@click.option("--shard-size", default="256MiB", show_default=True,
-              help="Close a shard once it holds this many bytes on disk.")
-@click.option("--compression", type=click.Choice(["zstd", "lz4", "none"]), default="zstd",
-              show_default=True)
+@click.option(
+    "--shard-size",
+    default="256MiB",
+    show_default=True,
+    help="Close a shard once it holds this many bytes on disk.",
+)
+@click.option(
+    "--compression", type=click.Choice(["zstd", "lz4", "none"]), default="zstd", show_default=True
+)
 @click.option("--level", type=int, default=None, help="zstd level (default 1).")
-@click.option("--inputs-per-task", type=click.IntRange(min=1), default=None,
-              help="Inputs grouped into one task (default: chosen from the input count).")
-@click.option("--batch-rows", type=click.IntRange(min=1), default=None,
-              help="Most records per Arrow record batch (default 2048; the unit of shuffle).")
-@click.option("--overwrite", is_flag=True, help="Replace a snapshot made from other code/params/inputs.")
+@click.option(
+    "--inputs-per-task",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Inputs grouped into one task (default: chosen from the input count).",
+)
+@click.option(
+    "--batch-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Most records per Arrow record batch (default 2048; the unit of shuffle).",
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Replace a snapshot made from other code/params/inputs."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout only.")
 @click.option("--quiet", is_flag=True, help="No progress or messages on stderr.")
 @_handle_errors
@@ -165,7 +197,9 @@ def _unfinished(url: str) -> dict[str, Any] | None:
         "path": storage.to_url(fs, root),
         "finished": False,
         "runs": state,
-        "writer": None if holder is None else {
+        "writer": None
+        if holder is None
+        else {
             "alive": lease_mod.is_alive(holder),
             "holder": holder.describe(),
         },
@@ -227,7 +261,11 @@ def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
         ("inputs", str(m.pipeline.get("inputs", {}).get("count", 0))),
         ("records", f"{human_count(m.num_records)} ({m.num_records})"),
         ("shards", f"{m.num_shards} ({m.num_record_batches} record batches)"),
-        ("on disk", f"{human_bytes(m.bytes)} ({human_bytes(m.uncompressed_bytes)} uncompressed, {ratio:.2f}x)"),
+        (
+            "on disk",
+            f"{human_bytes(m.bytes)} "
+            f"({human_bytes(m.uncompressed_bytes)} uncompressed, {ratio:.2f}x)",
+        ),
         ("compression", m.compression["codec"] + (f" level {level}" if level else "")),
         ("created", f"{m.created} by snap {m.created_by.get('snap')}"),
     ]
@@ -241,7 +279,9 @@ def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
     if show_shards:
         click.echo("shards:")
         for s in m.shards:
-            click.echo(f"  {s.path}  {s.records:>9} records  {human_bytes(s.bytes):>10}  crc32c {s.crc32c}")
+            click.echo(
+                f"  {s.path}  {s.records:>9} records  {human_bytes(s.bytes):>10}  crc32c {s.crc32c}"
+            )
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ so callers can catch either::
     ├── PipelineError (RuntimeError)          the user's function raised; carries its traceback
     ├── RecordError (TypeError)               a yielded value is not a record / batch / column
     │   └── SchemaMismatchError               a column's type or shape class changed
-    ├── SnapshotExistsError (FileExistsError) OUTPUT holds something else (other fingerprint, not a snapshot)
+    ├── SnapshotExistsError (FileExistsError) OUTPUT holds another snapshot, or no snapshot
     ├── ManifestError (ValueError)            manifest.json missing, unreadable or invalid
     ├── CorruptShardError (OSError)           a shard's size, checksum or contents are wrong
     ├── StorageError (OSError)                the storage refused (permission, missing bucket)

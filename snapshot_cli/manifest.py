@@ -1,4 +1,4 @@
-"""Format v1 manifest: the commit point of a snapshot. Pure: parse, validate, serialise, fingerprint.
+"""Format v1 manifest, the commit point of a snapshot: parse, validate, serialise, fingerprint.
 
 ``manifest.json`` is written last and atomically; readers trust only it. It lists every shard
 with its size, record counts and crc32c, the Arrow schema, and the fingerprint that decides
@@ -37,7 +37,9 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def fingerprint(code_hash: str, params: dict[str, Any], inputs: list[Any]) -> tuple[str, dict[str, Any]]:
+def fingerprint(
+    code_hash: str, params: dict[str, Any], inputs: list[Any]
+) -> tuple[str, dict[str, Any]]:
     """Hash of what decides a snapshot's contents: code, params, input identities, format.
 
     Args:
@@ -209,7 +211,7 @@ class Manifest:
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ManifestError(f"{where} is not valid JSON: {err}") from err
         if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ManifestError(f"{where} is not a snap manifest (no \"format\": \"snap\")")
+            raise ManifestError(f'{where} is not a snap manifest (no "format": "snap")')
         version = d.get("format_version")
         if version != FORMAT_VERSION:
             hint = (
@@ -224,7 +226,7 @@ class Manifest:
         try:
             shards_raw = d["shards"]
             if not isinstance(shards_raw, list):
-                raise ManifestError(f"{where}: \"shards\" must be a list")
+                raise ManifestError(f'{where}: "shards" must be a list')
             shards = tuple(ShardEntry.from_json(s, where) for s in shards_raw)
             try:
                 arrow_schema = schema_mod.decode_schema(d["schema"]["arrow_ipc_base64"])

@@ -29,7 +29,11 @@ _NUMPY_KINDS = frozenset("biuf")  # bool, signed, unsigned, float
 
 
 def is_supported_dtype(dtype: np.dtype) -> bool:
-    return dtype.kind in _NUMPY_KINDS and dtype.byteorder in ("=", "|", "<" if np.little_endian else ">")
+    return dtype.kind in _NUMPY_KINDS and dtype.byteorder in (
+        "=",
+        "|",
+        "<" if np.little_endian else ">",
+    )
 
 
 def ragged_type(value_type: pa.DataType, ndim: int) -> pa.DataType:

@@ -24,7 +24,9 @@ _GLOB_CHARS = frozenset("*?[")
 _VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime", "created")
 
 
-def resolve(url: str, storage_options: dict[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:
+def resolve(
+    url: str, storage_options: dict[str, Any] | None = None
+) -> tuple[AbstractFileSystem, str]:
     """Return the filesystem and the protocol-less path of ``url`` (a local path or any URL)."""
     if not url:
         raise OptionError("empty path or URL")

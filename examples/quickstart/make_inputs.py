@@ -10,7 +10,8 @@ import sys
 
 import numpy as np
 
-WORDS = "a the cat dog sits runs on under red blue small big tree house car".split()
+WORDS = ["a", "the", "cat", "dog", "sits", "runs", "on", "under"]
+WORDS += ["red", "blue", "small", "big", "tree", "house", "car"]
 
 
 def main(out_dir: str, n: int = 200) -> None:

@@ -35,7 +35,7 @@ def read_manifest(fs: AbstractFileSystem, root: str) -> Manifest | None:
 
 
 def check_output(fs: AbstractFileSystem, root: str) -> None:
-    """Refuse an OUTPUT that is a file, or a directory that holds something other than a snapshot."""
+    """Refuse an OUTPUT that is a file, or a directory holding something that is no snapshot."""
     url = storage.to_url(fs, root)
     if storage.exists(fs, root) and not storage.isdir(fs, root):
         raise SnapshotExistsError(f"OUTPUT {url} is a file, not a snapshot directory")
@@ -97,7 +97,10 @@ def unify_schema(results: list[dict[str, Any]]) -> pa.Schema:
             if field.name in s.names and s.field(field.name).type != field.type:
                 raise convert.unify_error(
                     field.name,
-                    [(field.type, f"task {base_task}"), (s.field(field.name).type, f"task {r['task']}")],
+                    [
+                        (field.type, f"task {base_task}"),
+                        (s.field(field.name).type, f"task {r['task']}"),
+                    ],
                 )
         raise convert.SchemaMismatchError(
             f"tasks {base_task} and {r['task']} wrote different columns: {base.names} vs {s.names}"

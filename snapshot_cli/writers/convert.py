@@ -227,7 +227,9 @@ class RecordBuffer:
             raise RuntimeError("take() on an empty RecordBuffer")
         arrays, names = [], []
         for name, builder in self.columns.items():
-            target = schema.field(name).type if schema is not None and name in schema.names else None
+            target = (
+                schema.field(name).type if schema is not None and name in schema.names else None
+            )
             arrays.append(builder.build(target, name in ragged))
             names.append(name)
         self.columns, self.rows, self.nbytes = None, 0, 0

@@ -55,7 +55,9 @@ class CreateInfo:
         return asdict(self)
 
 
-def _info(url: str, m: Manifest, started: float, reused: bool, tasks: int = 0, resumed: int = 0) -> CreateInfo:
+def _info(
+    url: str, m: Manifest, started: float, reused: bool, tasks: int = 0, resumed: int = 0
+) -> CreateInfo:
     return CreateInfo(
         path=url,
         fingerprint=m.fingerprint,
@@ -71,8 +73,14 @@ def _info(url: str, m: Manifest, started: float, reused: bool, tasks: int = 0, r
     )
 
 
-def _options(shard_size: str | int, compression: str, level: int | None, batch_rows: int | None,
-             batch_bytes: str | int | None, inputs_per_task: int | None) -> WriteOptions:
+def _options(
+    shard_size: str | int,
+    compression: str,
+    level: int | None,
+    batch_rows: int | None,
+    batch_bytes: str | int | None,
+    inputs_per_task: int | None,
+) -> WriteOptions:
     try:
         kwargs: dict[str, Any] = {
             "shard_size": parse_size(shard_size, "shard_size"),
@@ -107,7 +115,11 @@ def _inputs(
             {"count": len(files), "patterns": list(inputs)},
         )
     if inputs_from is not None:
-        fn = pipeline_mod.load_function(inputs_from, "--inputs-from") if isinstance(inputs_from, str) else inputs_from
+        fn = (
+            pipeline_mod.load_function(inputs_from, "--inputs-from")
+            if isinstance(inputs_from, str)
+            else inputs_from
+        )
         try:
             raw = list(fn())
         except Exception as err:
@@ -185,8 +197,9 @@ def create(
             return None
         if m.fingerprint == fp:
             return m
+        changed = ", ".join(changed_parts(m.fingerprint_parts, parts)) or "settings"
         raise SnapshotExistsError(
-            f"{url} holds a snapshot made with different {', '.join(changed_parts(m.fingerprint_parts, parts)) or 'settings'}; "
+            f"{url} holds a snapshot made with different {changed}; "
             "pass --overwrite (overwrite=True) to replace it, or choose another OUTPUT"
         )
 

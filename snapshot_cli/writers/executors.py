@@ -121,7 +121,10 @@ class LocalExecutor(Executor):
         ctx = multiprocessing.get_context("spawn")
         progress_q = ctx.Queue()
         drain = threading.Thread(
-            target=_drain_progress, args=(progress_q, on_progress), name="snap-progress", daemon=True
+            target=_drain_progress,
+            args=(progress_q, on_progress),
+            name="snap-progress",
+            daemon=True,
         )
         drain.start()
         pool = ProcessPoolExecutor(

@@ -10,6 +10,7 @@ higher epoch than its own has lost the lease and must not commit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -38,7 +39,9 @@ class LeaseInfo:
     def describe(self) -> str:
         h = self.holder
         age = time.time() - float(h.get("heartbeat", 0))
-        return f"{h.get('host')}:{h.get('pid')} (run {h.get('run') or '-'}, heartbeat {age:.0f}s ago)"
+        return (
+            f"{h.get('host')}:{h.get('pid')} (run {h.get('run') or '-'}, heartbeat {age:.0f}s ago)"
+        )
 
 
 def _pid_alive(pid: int) -> bool:
@@ -55,9 +58,9 @@ def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
     h = info.holder
     if h.get("released"):
         return False
-    if h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int):
-        if not _pid_alive(h["pid"]):
-            return False
+    same_host = h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int)
+    if same_host and not _pid_alive(h["pid"]):
+        return False
     now = time.time() if now is None else now
     return now - float(h.get("heartbeat", 0)) < float(h.get("ttl", DEFAULT_TTL))
 
@@ -91,9 +94,7 @@ class Lease:
         self.fs, self.root, self.epoch, self.holder = fs, root, epoch, holder
         self._stop = threading.Event()
         self._lost: str | None = None
-        self._thread = threading.Thread(
-            target=self._beat, name=f"snap-lease-{epoch}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._beat, name=f"snap-lease-{epoch}", daemon=True)
         self._thread.start()
 
     def set_run(self, run: str) -> None:
@@ -137,10 +138,8 @@ class Lease:
         self._thread.join()
         if self._lost is None:
             self.holder["released"] = True
-            try:
+            with contextlib.suppress(OSError):  # else the lease expires by itself
                 self._write()
-            except OSError:
-                pass  # the lease will expire by itself
             for epoch in _epochs(self.fs, self.root):
                 if epoch < self.epoch:
                     storage.remove(self.fs, _lease_path(self.root, epoch))

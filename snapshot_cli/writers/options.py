@@ -107,7 +107,9 @@ def plan_tasks(sizes: list[int], inputs_per_task: int | None = None) -> list[ran
     if inputs_per_task is not None:
         return [range(i, min(i + inputs_per_task, n)) for i in range(0, n, inputs_per_task)]
     total = sum(sizes)
-    num_tasks = max(MIN_TASKS, math.ceil(total / TASK_INPUT_BYTES), math.ceil(n / MAX_ITEMS_PER_TASK))
+    num_tasks = max(
+        MIN_TASKS, math.ceil(total / TASK_INPUT_BYTES), math.ceil(n / MAX_ITEMS_PER_TASK)
+    )
     num_tasks = min(n, num_tasks)
     # Equal numbers of inputs per task, remainder spread over the first tasks.
     base, extra = divmod(n, num_tasks)

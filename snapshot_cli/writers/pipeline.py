@@ -220,5 +220,3 @@ def format_user_traceback(err: BaseException) -> str:
     lines += user_frames(err).format()
     lines += traceback.format_exception_only(type(err), err)
     return "".join(lines).rstrip("\n")
-
-
