@@ -152,7 +152,7 @@ def create(
 
     Re-running the same command reuses a finished snapshot and resumes an interrupted one.
     """  # noqa: D301
-    _setup_logging(quiet or as_json)
+    _setup_logging(quiet)
     info = create_snapshot(
         pipeline,
         output,

@@ -1,0 +1,299 @@
+"""Benchmark: the materialisation overhead of ``snap create`` on a CPU-heavy pipeline.
+
+Compares the wall time of
+  * a plain loop: the pipeline called over every input in this process, every yielded
+    record consumed (array sizes summed) and nothing written;
+  * ``snapshot_cli.create(..., workers=1)``: the same work in one worker process, written
+    as zstd Arrow shards; its ratio to the loop is the overhead (target <= 1.10);
+  * ``snapshot_cli.create(..., workers=2)``: its speedup over workers=1 (target >= 1.7x on a
+    2-core machine).
+
+The configurations alternate within each repeat (the order rotates between repeats) and the
+table reports medians. Every snap run writes into a fresh temporary directory that is removed
+afterwards: snap would otherwise reuse a snapshot with the same fingerprint and do no work.
+This is a report, not a test: nothing is asserted.
+
+    python benchmarks/create.py                 # ~1-2 minutes
+    python benchmarks/create.py --quick         # smoke run, a few seconds
+    python benchmarks/create.py --inputs 800 --repeats 5 --json results.json
+"""
+
+from __future__ import annotations
+
+# Pin native thread pools to one thread *before numpy is imported* (by this script or by
+# snap): a numpy built on OpenBLAS/OpenMP may start one thread per core in every process.
+# The loop and workers=1 would then use more than one core while workers=2 oversubscribes the
+# machine, which skews both the overhead and the speedup. Worker processes are spawned and
+# inherit this environment. (The pipeline avoids BLAS-heavy operations anyway.)
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["MKL_NUM_THREADS"] = "1"
+
+import argparse
+import functools
+import importlib.util
+import json
+import platform
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+import snapshot_cli as snap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PIPELINE_FILE = os.path.join(HERE, "cpu_pipeline.py")
+PIPELINE_SPEC = f"{PIPELINE_FILE}:preprocess"  # what the worker processes import
+
+DEFAULT_INPUTS = 400  # ~12-15 s of plain loop at ~33 ms per input
+QUICK_INPUTS = 16
+LOOP = "loop"
+
+
+@dataclass
+class Run:
+    """One timed run of one configuration."""
+
+    config: str
+    seconds: float
+    cpu_seconds: float  # this process + its (reaped) children
+    records: int
+    bytes: int = 0  # shard bytes on disk (snap runs)
+    uncompressed_bytes: int = 0
+    shards: int = 0
+    tasks: int = 0
+
+
+@dataclass
+class Summary:
+    """Medians per configuration and the derived ratios."""
+
+    inputs: int
+    passes: int
+    repeats: int
+    workers: int
+    compression: str
+    median_seconds: dict[str, float] = field(default_factory=dict)
+    median_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    overhead_ratio: float = 0.0  # snap workers=1 / loop
+    speedup: float = 0.0  # snap workers=1 / snap workers=N
+    records: int = 0
+    bytes: int = 0
+    uncompressed_bytes: int = 0
+    shards: int = 0
+    tasks: int = 0
+
+
+def load_pipeline() -> ModuleType:
+    """Import cpu_pipeline.py from this directory, however this script was started."""
+    spec = importlib.util.spec_from_file_location("bench_cpu_pipeline", PIPELINE_FILE)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {PIPELINE_FILE}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cpu_time() -> float:
+    """CPU seconds of this process and of its terminated, waited-for children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def consume(records: Iterable[dict[str, Any]]) -> tuple[int, int]:
+    """Touch every record like a writer would have to: → (records, array bytes)."""
+    count = nbytes = 0
+    for record in records:
+        count += 1
+        for value in record.values():
+            if isinstance(value, np.ndarray):
+                nbytes += value.nbytes
+    return count, nbytes
+
+
+def run_loop(fn: Callable[..., Iterable[dict[str, Any]]], items: list[int], passes: int) -> Run:
+    t0, c0 = time.perf_counter(), cpu_time()
+    records = 0
+    for item in items:
+        n, _ = consume(fn(item, passes=passes))
+        records += n
+    return Run(LOOP, time.perf_counter() - t0, cpu_time() - c0, records)
+
+
+def run_snap(
+    config: str,
+    make_inputs: Callable[[], list[int]],
+    passes: int,
+    workers: int,
+    compression: str,
+    tmp_root: str | None,
+) -> Run:
+    tmp = tempfile.mkdtemp(prefix="snap-bench-", dir=tmp_root)
+    try:
+        output = os.path.join(tmp, "snapshot")
+        t0, c0 = time.perf_counter(), cpu_time()
+        info = snap.create(
+            PIPELINE_SPEC,
+            output,
+            inputs_from=make_inputs,
+            params={"passes": passes},
+            workers=workers,
+            compression=compression,
+            progress=False,
+        )
+        seconds, cpu = time.perf_counter() - t0, cpu_time() - c0
+        if info.reused:  # cannot happen with a fresh directory; would make the numbers void
+            raise RuntimeError(f"snap reused an existing snapshot at {output}")
+        return Run(
+            config,
+            seconds,
+            cpu,
+            info.num_records,
+            info.bytes,
+            info.uncompressed_bytes,
+            info.num_shards,
+            info.tasks,
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def summarise(args: argparse.Namespace, runs: list[Run], configs: list[str]) -> Summary:
+    s = Summary(args.inputs, args.passes, args.repeats, args.workers, args.compression)
+    for config in configs:
+        mine = [r for r in runs if r.config == config]
+        s.median_seconds[config] = statistics.median(r.seconds for r in mine)
+        s.median_cpu_seconds[config] = statistics.median(r.cpu_seconds for r in mine)
+    one, many = configs[1], configs[2]
+    s.overhead_ratio = s.median_seconds[one] / s.median_seconds[LOOP]
+    s.speedup = s.median_seconds[one] / s.median_seconds[many]
+    last = next(r for r in reversed(runs) if r.config == one)
+    s.records, s.bytes, s.uncompressed_bytes = last.records, last.bytes, last.uncompressed_bytes
+    s.shards, s.tasks = last.shards, last.tasks
+    return s
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def print_table(s: Summary, runs: list[Run], configs: list[str]) -> None:
+    one, many = configs[1], configs[2]
+    notes = {
+        LOOP: "baseline (in process, writes nothing)",
+        one: f"overhead {s.overhead_ratio:.3f}x vs loop (target <= 1.10)",
+        many: f"speedup {s.speedup:.2f}x vs workers=1 (target >= 1.7)",
+    }
+    print()
+    print(
+        f"snap create benchmark: {s.inputs} inputs x {s.passes} passes, "
+        f"{s.compression}, median of {s.repeats}"
+    )
+    header = f"{'configuration':<16} {'median s':>9} {'cpu s':>7}  {'runs (s)':<22} note"
+    print(header)
+    print("-" * (len(header) + 40))
+    for config in configs:
+        times = " ".join(f"{r.seconds:.2f}" for r in runs if r.config == config)
+        print(
+            f"{config:<16} {s.median_seconds[config]:>9.2f} "
+            f"{s.median_cpu_seconds[config]:>7.2f}  {times:<22} {notes[config]}"
+        )
+    print(
+        f"records {s.records}, tasks {s.tasks}, shards {s.shards}, bytes on disk "
+        f"{s.bytes} ({mib(s.bytes)}; uncompressed {mib(s.uncompressed_bytes)})"
+    )
+    rate = s.records / s.median_seconds[many]
+    print(f"throughput with workers={s.workers}: {rate:.0f} records/s")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--inputs", type=int, default=None, help=f"inputs (default {DEFAULT_INPUTS})")
+    p.add_argument("--passes", type=int, default=16, help="blur/FFT passes per input (CPU work)")
+    p.add_argument("--repeats", type=int, default=None, help="runs per configuration (3)")
+    p.add_argument("--workers", type=int, default=2, help="workers of the parallel run (2)")
+    p.add_argument("--compression", default="zstd", choices=["zstd", "lz4", "none"])
+    p.add_argument("--tmpdir", default=None, help="where the temporary snapshots go")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the numbers here")
+    p.add_argument(
+        "--quick", action="store_true", help=f"smoke run: {QUICK_INPUTS} inputs, 1 repeat"
+    )
+    args = p.parse_args(argv)
+    if args.inputs is None:
+        args.inputs = QUICK_INPUTS if args.quick else DEFAULT_INPUTS
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    if args.inputs < 1 or args.repeats < 1 or args.workers < 2 or args.passes < 0:
+        p.error("need --inputs >= 1, --repeats >= 1, --workers >= 2, --passes >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    pipeline = load_pipeline()
+    items = pipeline.make_inputs(args.inputs)
+    make_inputs = functools.partial(pipeline.make_inputs, args.inputs)
+    consume(pipeline.preprocess(0, passes=args.passes))  # warm up numpy's FFT plans etc.
+
+    configs = [LOOP, "snap workers=1", f"snap workers={args.workers}"]
+    workers = {configs[1]: 1, configs[2]: args.workers}
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, snap {snap.__version__}, "
+        f"{cores} usable cores, load average {os.getloadavg()[0]:.2f}",
+        file=sys.stderr,
+    )
+    runs: list[Run] = []
+    for rep in range(args.repeats):
+        k = rep % len(configs)
+        for config in configs[k:] + configs[:k]:  # alternate, rotating the order
+            if config == LOOP:
+                run = run_loop(pipeline.preprocess, items, args.passes)
+            else:
+                run = run_snap(
+                    config, make_inputs, args.passes, workers[config], args.compression, args.tmpdir
+                )
+            runs.append(run)
+            print(
+                f"  repeat {rep + 1}/{args.repeats} {config:<16} {run.seconds:7.2f} s "
+                f"(cpu {run.cpu_seconds:.2f} s, {run.records} records)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    summary = summarise(args, runs, configs)
+    print_table(summary, runs, configs)
+    if args.json:
+        with open(args.json, "w") as f:
+            doc = {
+                "summary": asdict(summary),
+                "runs": [asdict(r) for r in runs],
+                "environment": {
+                    "python": platform.python_version(),
+                    "numpy": np.__version__,
+                    "snap": snap.__version__,
+                    "cores": cores,
+                    "load_average_end": os.getloadavg()[0],
+                },
+            }
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Shared fixtures: pipeline modules written to disk, a clean memory filesystem, CLI helpers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import fsspec
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def write_pipeline(tmp_path: Path) -> Callable[[str, str], str]:
+    """Write a pipeline module ``name.py`` with ``source``; returns ``path:preprocess``."""
+
+    def write(source: str, name: str = "pipe") -> str:
+        path = tmp_path / f"{name}.py"
+        path.write_text(textwrap.dedent(source))
+        return f"{path}:preprocess"
+
+    return write
+
+
+@pytest.fixture
+def memfs() -> Iterator[fsspec.AbstractFileSystem]:
+    """fsspec's in-memory filesystem, emptied before and after the test."""
+    fs = fsspec.filesystem("memory")
+    fs.store.clear()
+    fs.pseudo_dirs.clear()
+    fs.pseudo_dirs.append("")
+    yield fs
+    fs.store.clear()
+    fs.pseudo_dirs.clear()
+    fs.pseudo_dirs.append("")
+
+
+def snap_subprocess(
+    *args: str, cwd: Path | str = REPO, timeout: float = 120, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m snapshot_cli ARGS`` as a real process."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run(
+        [sys.executable, "-m", "snapshot_cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **kwargs,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,164 @@
+"""The command line through CliRunner, and once as real processes (entry points, README)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from snapshot_cli.cli import cli
+from tests.conftest import REPO, snap_subprocess
+
+PIPE = """
+import numpy as np
+
+def preprocess(path, *, size=2, tag="t"):
+    with open(path) as f:
+        i = int(f.read())
+    yield {"img": np.full((size, size), i, np.uint8), "label": i, "tag": tag}
+"""
+
+
+@pytest.fixture
+def setup(tmp_path: Path, write_pipeline) -> tuple[str, str, Path]:  # type: ignore[no-untyped-def]
+    spec = write_pipeline(PIPE)
+    (tmp_path / "in").mkdir()
+    for i in range(5):
+        (tmp_path / "in" / f"{i}.txt").write_text(str(i))
+    return spec, str(tmp_path / "in" / "*.txt"), tmp_path
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_create_json_then_reuse_then_inspect(setup) -> None:  # type: ignore[no-untyped-def]
+    spec, glob, tmp = setup
+    out = str(tmp / "s")
+    code, stdout, stderr = run("create", spec, out, "--input", glob, "--param", "size=3", "--json")
+    assert code == 0, stderr
+    doc = json.loads(stdout)  # stdout holds one JSON document and nothing else
+    assert {
+        "num_records",
+        "num_shards",
+        "bytes",
+        "uncompressed_bytes",
+        "seconds",
+        "reused",
+    } <= doc.keys()
+    assert (doc["num_records"], doc["reused"]) == (5, False)
+
+    code, stdout, stderr = run("create", spec, out, "--input", glob, "--param", "size=3")
+    assert code == 0 and stdout.startswith("up to date:")
+    assert "nothing to do" in stderr
+
+    code, stdout, _ = run("inspect", out, "--json")
+    info = json.loads(stdout)
+    assert info["num_records"] == 5 and info["compression"] == {"codec": "zstd", "level": 1}
+    assert info["schema"][0] == {"name": "img", "kind": "tensor", "dtype": "uint8", "shape": [3, 3]}
+    assert info["pipeline"]["params"] == {"size": 3}
+
+    code, stdout, _ = run("inspect", out, "--shards")
+    assert code == 0
+    assert "img" in stdout and "uint8[3,3]" in stdout and "records" in stdout and ".arrow" in stdout
+
+
+def test_progress_on_stderr_unless_quiet(setup) -> None:  # type: ignore[no-untyped-def]
+    spec, glob, tmp = setup
+    code, stdout, stderr = run("create", spec, str(tmp / "a"), "--input", glob, "--workers", "0")
+    assert code == 0 and "tasks 5/5" in stderr and "records 5" in stderr
+    assert stdout.startswith("created:")
+    code, _, stderr = run(
+        "create", spec, str(tmp / "b"), "--input", glob, "--workers", "0", "--quiet"
+    )
+    assert code == 0 and stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--param", "oops"], "--param 'oops' must look like KEY=VALUE"),
+        (["--param", "size=-1"], "ValueError on input"),
+        (["--shard-size", "huge"], "shard_size must look like"),
+        (["--level", "5", "--compression", "lz4"], "zstd only"),
+        (["--input", "/nonexistent/*.jpg"], "matched no files"),
+    ],
+)
+def test_errors_exit_1_with_message_and_no_traceback(setup, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    spec, glob, tmp = setup
+    extra = [] if "--input" in args else ["--input", glob]
+    code, stdout, stderr = run("create", spec, str(tmp / "s"), *extra, "--workers", "0", *args)
+    assert code == 1
+    assert message in stderr and "snap: error:" in stderr
+    assert "Traceback (most recent call last)" not in stderr.split("ValueError on input")[0]
+    assert stdout == ""
+    assert not (tmp / "s" / "manifest.json").exists()
+
+
+def test_debug_shows_the_traceback(setup) -> None:  # type: ignore[no-untyped-def]
+    spec, _, tmp = setup
+    result = CliRunner().invoke(cli, ["--debug", "create", "nope.py:f", str(tmp / "s")])
+    assert result.exit_code == 1 and result.exc_info is not None
+    assert type(result.exception).__name__ == "PipelineLoadError"
+
+
+def test_usage_errors_exit_2(setup) -> None:  # type: ignore[no-untyped-def]
+    spec, glob, tmp = setup
+    code, _, stderr = run("create", spec, str(tmp / "s"), "--compression", "gzip")
+    assert code == 2 and "gzip" in stderr
+    code, _, _ = run("create", spec)
+    assert code == 2
+
+
+def test_inspect_not_a_snapshot_and_unfinished(tmp_path: Path) -> None:
+    code, _, stderr = run("inspect", str(tmp_path))
+    assert code == 1 and "is not a snapshot (no manifest.json)" in stderr
+    run_dir = tmp_path / "_runs" / "abc"
+    (run_dir / "tasks").mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"run": "abc", "plan": [[0, 1], [1, 2]]}))
+    (run_dir / "tasks" / "00000.json").write_text(json.dumps({"run": "abc", "task": 0}))
+    code, stdout, _ = run("inspect", str(tmp_path))
+    assert code == 0 and "unfinished snapshot" in stdout and "1/2 tasks done" in stdout
+    code, stdout, _ = run("inspect", str(tmp_path), "--json")
+    assert json.loads(stdout)["runs"] == [{"run": "abc", "tasks_done": 1, "tasks": 2}]
+
+
+def test_entry_points_are_real_processes(setup) -> None:  # type: ignore[no-untyped-def]
+    spec, glob, tmp = setup
+    proc = snap_subprocess("create", spec, str(tmp / "s"), "--input", glob, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["num_records"] == 5
+    for exe in ("snap", "snapshot-cli"):
+        path = Path(sys.executable).parent / exe
+        assert path.exists(), f"entry point {exe} not installed next to {sys.executable}"
+        res = subprocess.run([str(path), "inspect", str(tmp / "s"), "--json"], capture_output=True,
+                             text=True, check=False)  # fmt: skip
+        assert res.returncode == 0 and json.loads(res.stdout)["num_records"] == 5
+    bad = snap_subprocess("create", "missing.py:f", str(tmp / "t"))
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "pipeline file 'missing.py' not found" in bad.stderr
+
+
+@pytest.mark.slow
+def test_readme_quickstart_commands_run(tmp_path: Path) -> None:
+    """The commands `make demo` runs (and README shows) work from a clean copy of the repo."""
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    demo = tmp_path / "demo-output"
+    py = sys.executable
+    steps = [
+        [py, "examples/quickstart/make_inputs.py", str(demo / "raw"), "50"],
+        [py, "-m", "snapshot_cli", "create", "examples/quickstart/pipeline.py:preprocess",
+         str(demo / "snapshot"), "--input", str(demo / "raw" / "*.bin"), "--param", "size=64"],
+        [py, "-m", "snapshot_cli", "inspect", str(demo / "snapshot")],
+        [py, "examples/quickstart/replay.py", str(demo / "snapshot")],
+    ]  # fmt: skip
+    for cmd in steps:
+        res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert res.returncode == 0, f"{cmd}: {res.stderr}"
+    assert "replayed 50 records" in res.stdout

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from snapshot_cli.errors import ManifestError
+from snapshot_cli.manifest import (
+    FORMAT_VERSION,
+    Manifest,
+    ShardEntry,
+    changed_parts,
+    check_relative_path,
+    fingerprint,
+)
+
+
+def make_manifest(**over: object) -> Manifest:
+    fields = {
+        "fingerprint": "f" * 64,
+        "fingerprint_parts": {"code": "c", "params": "p", "inputs": "i", "format": 1},
+        "pipeline": {"spec": "p.py:f", "function": "f", "params": {}, "inputs": {"count": 0}},
+        "schema": pa.schema(
+            [("x", pa.int64()), ("img", pa.fixed_shape_tensor(pa.uint8(), [2, 3]))]
+        ),
+        "compression": {"codec": "zstd", "level": 1},
+        "shards": (
+            ShardEntry("shards/a-00000-0000.arrow", 10, 1, 100, 80, "0000abcd"),
+            ShardEntry("shards/a-00001-0000.arrow", 5, 1, 50, 40, "12345678"),
+        ),
+        "created": "2026-01-01T00:00:00+00:00",
+        "created_by": {"snap": "0"},
+        "run": "a",
+    }
+    fields.update(over)
+    return Manifest(**fields)  # type: ignore[arg-type]
+
+
+def test_round_trip_keeps_everything() -> None:
+    m = make_manifest()
+    back = Manifest.from_json(m.to_json())
+    assert back == m
+    assert back.schema.field("img").type.shape == [2, 3]
+    assert (back.num_records, back.bytes, back.uncompressed_bytes) == (15, 150, 120)
+    doc = json.loads(m.to_json())
+    assert doc["format_version"] == FORMAT_VERSION
+    assert doc["totals"]["records"] == 15
+    assert doc["schema"]["columns"][1] == {
+        "name": "img",
+        "kind": "tensor",
+        "dtype": "uint8",
+        "shape": [2, 3],
+    }
+
+
+def _edit(m: Manifest, fn) -> bytes:  # type: ignore[no-untyped-def]
+    doc = json.loads(m.to_json())
+    fn(doc)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/passwd",
+        "../x.arrow",
+        "shards/../../x",
+        "gs://b/x",
+        "./shards/x",
+        "shards//x",
+        "",
+        "a\\b",
+    ],
+)
+def test_shard_paths_must_stay_inside(path: str) -> None:
+    data = _edit(make_manifest(), lambda d: d["shards"][0].__setitem__("path", path))
+    with pytest.raises(ManifestError, match="relative and stay inside"):
+        Manifest.from_json(data)
+
+
+def test_accepts_plain_relative_paths() -> None:
+    check_relative_path("shards/a-00000-0000.arrow", "m")
+
+
+def test_newer_version_says_upgrade() -> None:
+    data = _edit(make_manifest(), lambda d: d.__setitem__("format_version", 2))
+    with pytest.raises(ManifestError, match="newer snap; upgrade"):
+        Manifest.from_json(data)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["totals"].__setitem__("records", 99), "disagree"),
+        (lambda d: d["shards"][0].__setitem__("records", -1), "invalid records"),
+        (lambda d: d["shards"][0].__setitem__("crc32c", "zz"), "invalid crc32c"),
+        (lambda d: d["shards"].append(d["shards"][0]), "twice"),
+        (lambda d: d.pop("run"), "lacks the field 'run'"),
+        (lambda d: d["schema"].__setitem__("arrow_ipc_base64", "!!"), "schema cannot be decoded"),
+        (lambda d: d.__setitem__("format", "other"), "not a snap manifest"),
+    ],
+)
+def test_invalid_manifests_are_named(edit, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ManifestError, match=message):
+        Manifest.from_json(_edit(make_manifest(), edit), where="x/manifest.json")
+
+
+def test_not_json() -> None:
+    with pytest.raises(ManifestError, match="not valid JSON"):
+        Manifest.from_json(b"{nope")
+
+
+def test_fingerprint_changes_with_each_part() -> None:
+    base, parts = fingerprint("code", {"a": 1}, [["x", 1, "mtime=1"]])
+    assert base == fingerprint("code", {"a": 1}, [["x", 1, "mtime=1"]])[0]
+    for args, what in [
+        (("code2", {"a": 1}, [["x", 1, "mtime=1"]]), ["pipeline code"]),
+        (("code", {"a": 2}, [["x", 1, "mtime=1"]]), ["params"]),
+        (("code", {"a": 1}, [["x", 1, "mtime=2"]]), ["inputs"]),
+    ]:
+        other, other_parts = fingerprint(*args)  # type: ignore[arg-type]
+        assert other != base
+        assert changed_parts(parts, other_parts) == what
+
+
+def test_params_order_does_not_matter() -> None:
+    assert fingerprint("c", {"a": 1, "b": 2}, [])[0] == fingerprint("c", {"b": 2, "a": 1}, [])[0]

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from snapshot_cli.errors import RecordError, SchemaMismatchError
+from snapshot_cli.readers.convert import batch_to_numpy
+from snapshot_cli.schema import format_type, kind
+from snapshot_cli.writers.convert import Batch, RecordBuffer, conform, to_batches
+
+
+def build(records: list[dict], ragged: frozenset[str] = frozenset()) -> pa.RecordBatch:
+    buf = RecordBuffer()
+    for r in records:
+        buf.add(r)
+    return buf.take(None, ragged)
+
+
+def test_fixed_shape_arrays_become_tensors_and_come_back() -> None:
+    imgs = [np.arange(24, dtype=np.uint8).reshape(2, 3, 4) + i for i in range(5)]
+    batch = build([{"img": im, "y": i} for i, im in enumerate(imgs)])
+    assert isinstance(batch.schema.field("img").type, pa.FixedShapeTensorType)
+    assert format_type(batch.schema.field("img").type) == "uint8[2,3,4]"
+    back = batch_to_numpy(batch)
+    assert back["img"].shape == (5, 2, 3, 4) and back["img"].dtype == np.uint8
+    np.testing.assert_array_equal(back["img"], np.stack(imgs))
+    assert back["y"].dtype == np.int64
+
+
+def test_varying_shapes_become_ragged_with_shape() -> None:
+    arrays = [np.ones((i + 1, 2), np.float32) * i for i in range(4)]
+    batch = build([{"boxes": a} for a in arrays])
+    assert kind(batch.schema.field("boxes").type) == "ragged"
+    back = batch_to_numpy(batch)["boxes"]
+    for got, want in zip(back, arrays, strict=True):
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_declared_ragged_stays_ragged_when_uniform() -> None:
+    batch = build([{"t": np.arange(3, dtype=np.int32)}] * 4, ragged=frozenset({"t"}))
+    assert batch.schema.field("t").type == pa.list_(pa.int32())
+
+
+def test_scalars_strings_bytes_bools() -> None:
+    batch = build([{"i": 1, "f": 2.5, "b": True, "s": "é", "raw": b"\x00", "n": np.float16(1)}])
+    types = {f.name: str(f.type) for f in batch.schema}
+    assert types == {
+        "i": "int64",
+        "f": "double",
+        "b": "bool",
+        "s": "string",
+        "raw": "binary",
+        "n": "halffloat",
+    }
+    back = batch_to_numpy(batch)
+    assert back["s"][0] == "é" and back["raw"][0] == b"\x00" and back["b"].dtype == bool
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ([{"x": None}], "None"),
+        ([{"x": object()}], "type object"),
+        ([{"x": np.zeros(2, complex)}], "dtype complex128"),
+        ([{"x": np.array(["a"])}], "dtype <U1"),
+        ([{}], "empty dict"),
+        ([{1: 2}], "keys must be str"),
+        ([{"x": 1}, {"y": 1}], "missing \\['x'\\], unexpected \\['y'\\]"),
+        ([{"x": 1}, {"x": "a"}], "column 'x' changed type.*int64 scalar before, str now"),
+        ([{"x": 1}, {"x": 1.0}], "column 'x' changed type"),
+        ([{"x": np.zeros(2)}, {"x": np.zeros((2, 2))}], "number of dimensions"),
+    ],
+)
+def test_bad_records_name_the_column(records: list[dict], message: str) -> None:
+    with pytest.raises(RecordError, match=message):
+        build(records)
+
+
+def test_later_batch_with_other_shape_is_a_mismatch_with_a_hint() -> None:
+    first = build([{"img": np.zeros((2, 2), np.uint8)}])
+    second = build([{"img": np.zeros((3, 3), np.uint8)}])
+    with pytest.raises(SchemaMismatchError, match=r"uint8\[2,2\] before, uint8\[3,3\] now.*ragged"):
+        conform(second, first.schema)
+
+
+def test_ragged_target_makes_uniform_batch_ragged() -> None:
+    first = build([{"t": np.arange(2)}, {"t": np.arange(3)}])
+    buf = RecordBuffer()
+    buf.add({"t": np.arange(4)})
+    assert conform(buf.take(first.schema, frozenset()), first.schema).num_rows == 1
+
+
+def test_batch_columns() -> None:
+    batch = to_batches(
+        Batch(img=np.zeros((4, 2, 2), np.float32), y=np.arange(4), s=["a", "b", "c", "d"]),
+        None,
+        frozenset(),
+    )[0]
+    assert format_type(batch.schema.field("img").type) == "float32[2,2]"
+    assert batch.num_rows == 4
+    with pytest.raises(RecordError, match="different lengths"):
+        to_batches(Batch(a=np.zeros(3), b=np.zeros(4)), None, frozenset())
+    with pytest.raises(RecordError, match="0-d array"):
+        to_batches(Batch(a=np.array(1.0)), None, frozenset())
+
+
+def test_arrow_batches_are_checked_and_reordered() -> None:
+    schema = pa.schema([("a", pa.int64()), ("b", pa.string())])
+    other_order = pa.record_batch({"b": ["x"], "a": [1]})
+    assert conform(other_order, schema).schema.names == ["a", "b"]
+    with pytest.raises(SchemaMismatchError, match="column 'a' changed type"):
+        conform(pa.record_batch({"b": ["x"], "a": [1.5]}), schema)

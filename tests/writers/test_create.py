@@ -1,0 +1,337 @@
+"""snap.create end to end: reuse, overwrite, resume, executors, inputs, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli import storage
+from snapshot_cli.writers import lease as lease_mod
+
+PIPE = """
+import os
+import numpy as np
+import snapshot_cli as snap
+
+@snap.ragged("tokens")
+def preprocess(path, *, calls=None, scale=1, fail_on=None):
+    if calls:
+        with open(calls, "a") as f:
+            f.write(os.path.basename(path) + "\\n")
+    if fail_on and path.endswith(fail_on):
+        raise ValueError("cannot decode " + os.path.basename(path))
+    with open(path) as f:
+        i = int(f.read())
+    for j in range(3):
+        yield {
+            "x": np.full((2, 3), i * scale + j, np.float32),
+            "tokens": np.arange(i % 5 + j, dtype=np.int32),
+            "id": f"{i}-{j}",
+        }
+"""
+
+
+def make_inputs(d: Path, n: int) -> str:
+    d.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (d / f"in-{i:03d}.txt").write_text(str(i))
+    return str(d / "*.txt")
+
+
+def records(path: str) -> list[tuple[Any, ...]]:
+    return [
+        (b["id"][i], b["x"][i].tolist(), b["tokens"][i].tolist())
+        for b in snap.open(path).iter_batches()
+        for i in range(len(b["id"]))
+    ]
+
+
+def calls(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.fixture
+def pipe(write_pipeline) -> str:  # type: ignore[no-untyped-def]
+    return write_pipeline(PIPE)
+
+
+def test_create_then_reuse_then_refuse_then_overwrite(tmp_path: Path, pipe: str) -> None:
+    glob = make_inputs(tmp_path / "in", 10)
+    out, log = str(tmp_path / "snap"), tmp_path / "calls"
+    info = snap.create(pipe, out, inputs=glob, params={"calls": str(log)}, workers=0)
+    assert (info.num_records, info.reused) == (30, False)
+    assert len(calls(log)) == 10
+    assert sorted(r[0] for r in records(out)) == sorted(
+        f"{i}-{j}" for i in range(10) for j in range(3)
+    )
+    first = records(out)
+
+    again = snap.create(pipe, out, inputs=glob, params={"calls": str(log)}, workers=0)
+    assert again.reused and again.fingerprint == info.fingerprint
+    assert len(calls(log)) == 10  # no work
+
+    with pytest.raises(snap.SnapshotExistsError, match="different params.*--overwrite"):
+        snap.create(pipe, out, inputs=glob, params={"calls": str(log), "scale": 2}, workers=0)
+
+    (tmp_path / "in" / "in-003.txt").write_text("3 ")  # same name, new contents
+    with pytest.raises(snap.SnapshotExistsError, match="different inputs"):
+        snap.create(pipe, out, inputs=glob, params={"calls": str(log)}, workers=0)
+
+    new = snap.create(pipe, out, inputs=glob, params={"calls": str(log)}, workers=0, overwrite=True)
+    assert not new.reused and new.fingerprint != info.fingerprint
+    assert records(out) == first  # int(" 3") == 3: same records, new snapshot
+    shards = sorted(p.name for p in (tmp_path / "snap" / "shards").iterdir())
+    assert shards == sorted(Path(s.path).name for s in snap.open(out).shards)  # old ones removed
+    assert not any(n.startswith("run") for n in os.listdir(tmp_path / "snap" / "_runs"))
+
+
+def test_code_change_changes_fingerprint(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]
+    glob = make_inputs(tmp_path / "in", 2)
+    spec = write_pipeline(PIPE)
+    snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0)
+    write_pipeline(PIPE + "\n# an edit\n")
+    with pytest.raises(snap.SnapshotExistsError, match="different pipeline code"):
+        snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0)
+
+
+def test_local_processes_match_in_process(tmp_path: Path, pipe: str) -> None:
+    glob = make_inputs(tmp_path / "in", 12)
+    a = snap.create(pipe, str(tmp_path / "a"), inputs=glob, workers=0, inputs_per_task=2)
+    b = snap.create(pipe, str(tmp_path / "b"), inputs=glob, workers=2, inputs_per_task=2)
+    assert records(str(tmp_path / "a")) == records(str(tmp_path / "b"))
+    assert (a.num_shards, a.tasks) == (b.num_shards, b.tasks) == (6, 6)
+    ma, mb = snap.open(str(tmp_path / "a")).manifest, snap.open(str(tmp_path / "b")).manifest
+    assert [s.records for s in ma.shards] == [s.records for s in mb.shards]
+    assert [s.crc32c for s in ma.shards] == [s.crc32c for s in mb.shards]  # byte-identical
+
+
+def test_shards_roll_and_batches_are_bounded(tmp_path: Path, pipe: str) -> None:
+    glob = make_inputs(tmp_path / "in", 40)
+    out = str(tmp_path / "s")
+    snap.create(
+        pipe, out, inputs=glob, workers=0, inputs_per_task=40, batch_rows=7, shard_size=2000
+    )
+    s = snap.open(out)
+    assert len(s.shards) > 2
+    assert sum(sh.records for sh in s.shards) == 120
+    for i, shard in enumerate(s.shards[:-1]):
+        assert shard.bytes >= 2000  # rolled only once past the size
+        table = s.read_shard(i)
+        assert max(b.num_rows for b in table.to_batches()) <= 7
+
+
+def test_memory_backend(memfs: object, pipe: str, tmp_path: Path) -> None:
+    glob = make_inputs(tmp_path / "in", 5)
+    info = snap.create(pipe, "memory://snaps/t", inputs=glob, workers=0)
+    assert info.path == "memory:///snaps/t"
+    assert len(records("memory://snaps/t")) == 15
+    assert snap.create(pipe, "memory://snaps/t", inputs=glob, workers=0).reused
+
+
+def test_inputs_from_and_no_inputs(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]
+    spec = write_pipeline(
+        """
+        def items():
+            return [{"n": 2}, {"n": 3}]
+
+        def preprocess(item=None, *, k=1):
+            if item is None:
+                yield {"v": k}
+                return
+            for i in range(item["n"]):
+                yield {"v": i * k}
+        """
+    )
+    items_spec = spec.replace(":preprocess", ":items")
+    info = snap.create(
+        spec, str(tmp_path / "a"), inputs_from=items_spec, params={"k": 10}, workers=0
+    )
+    assert info.num_records == 5
+    got = [int(v) for b in snap.open(str(tmp_path / "a")).iter_batches() for v in b["v"]]
+    assert got == [0, 10, 0, 10, 20]
+    once = snap.create(spec, str(tmp_path / "b"), params={"k": 7}, workers=0)
+    assert once.num_records == 1
+    assert next(snap.open(str(tmp_path / "b")).iter_batches())["v"].tolist() == [7]
+    with pytest.raises(snap.OptionError, match="either --input or --inputs-from"):
+        snap.create(spec, str(tmp_path / "c"), inputs="x", inputs_from=items_spec)
+
+
+def test_resume_redoes_only_unfinished_tasks(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]
+    glob = make_inputs(tmp_path / "in", 8)
+    flag = tmp_path / "broken"
+    flag.write_text("x")
+    spec = write_pipeline(
+        PIPE.replace(
+            "    with open(path) as f:",
+            f"    if path.endswith('in-005.txt') and os.path.exists({str(flag)!r}):\n"
+            "        raise RuntimeError('transient failure')\n"
+            "    with open(path) as f:",
+        )
+    )
+    out, log = str(tmp_path / "s"), tmp_path / "calls"
+    with pytest.raises(snap.PipelineError, match="transient failure"):
+        snap.create(
+            spec, out, inputs=glob, params={"calls": str(log)}, workers=0, inputs_per_task=1
+        )
+    assert len(calls(log)) == 6  # tasks 0..5 ran; task 5 failed
+    with pytest.raises(snap.ManifestError, match="unfinished snapshot"):
+        snap.open(out)
+    flag.unlink()
+    info = snap.create(
+        spec, out, inputs=glob, params={"calls": str(log)}, workers=0, inputs_per_task=1
+    )
+    assert info.tasks_resumed == 5 and info.tasks == 8
+    assert calls(log)[6:] == ["in-005.txt", "in-006.txt", "in-007.txt"]
+    baseline = str(tmp_path / "clean")
+    snap.create(spec, baseline, inputs=glob, workers=0, inputs_per_task=1)
+    assert records(out) == records(baseline)
+
+
+def test_live_writer_blocks_and_dead_writer_is_taken_over(tmp_path: Path, pipe: str) -> None:
+    glob = make_inputs(tmp_path / "in", 2)
+    out = tmp_path / "s"
+    (out / "_runs").mkdir(parents=True)
+    holder = {"host": "another-host", "pid": 1, "ttl": 30, "heartbeat": 0.0, "run": None}
+    lease_file = out / "_runs" / "lease-00000000.json"
+
+    holder["heartbeat"] = time.time()
+    lease_file.write_text(json.dumps(holder))
+    with pytest.raises(snap.LeaseError, match="another snap create is writing.*another-host"):
+        snap.create(pipe, str(out), inputs=glob, workers=0, wait=False)
+
+    holder["heartbeat"] = time.time() - 31  # silent for longer than the ttl: dead
+    lease_file.write_text(json.dumps(holder))
+    info = snap.create(pipe, str(out), inputs=glob, workers=0, wait=False)
+    assert info.num_records == 6
+    newest = lease_mod.current(*storage.resolve(str(out)))
+    assert newest is not None and newest.epoch == 1 and newest.holder["released"]
+
+
+def test_holder_that_lost_the_lease_cannot_commit(tmp_path: Path) -> None:
+    fs, root = storage.resolve(str(tmp_path / "s"))
+    mine = lease_mod.try_acquire(fs, root, ttl=30)
+    assert isinstance(mine, lease_mod.Lease)
+    mine.check()
+    # A taker that judged us dead writes the next epoch.
+    assert storage.create_exclusive(fs, root + "/_runs/lease-00000001.json", b"{}")
+    with pytest.raises(snap.LeaseError, match="lost the lease"):
+        mine.check()
+    mine.release()
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+def test_function_error_names_input_and_shows_user_traceback(tmp_path: Path, pipe: str) -> None:
+    glob = make_inputs(tmp_path / "in", 4)
+    out = tmp_path / "s"
+    for workers in (0, 2):
+        with pytest.raises(snap.PipelineError) as exc:
+            snap.create(
+                pipe, str(out), inputs=glob, params={"fail_on": "in-002.txt"}, workers=workers
+            )
+        msg = str(exc.value)
+        assert "ValueError on input" in msg and "in-002.txt" in msg
+        assert "cannot decode in-002.txt" in msg
+        assert 'pipe.py", line' in msg and "in preprocess" in msg
+        assert "snapshot_cli" not in msg  # only the user's frames
+        assert not (out / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "error", "message"),
+    [
+        ("yield 5", snap.RecordError, "yielded a int"),
+        ("return 5", snap.RecordError, "returned a int"),
+        ("yield {'a': None}", snap.RecordError, "column 'a' is None"),
+        ("yield {'a': {1: 2}}", snap.RecordError, "column 'a' has a value of type dict"),
+        (
+            "yield {'a': 1}\n    yield {'a': 'x'}",
+            snap.SchemaMismatchError,
+            "input .*in-000.txt.*column 'a' changed type",
+        ),
+    ],
+)
+def test_bad_yields_name_input_and_column(
+    tmp_path: Path,
+    write_pipeline,
+    body: str,
+    error: type,
+    message: str,  # type: ignore[no-untyped-def]
+) -> None:
+    glob = make_inputs(tmp_path / "in", 1)
+    spec = write_pipeline(f"def preprocess(path):\n    {body}\n")
+    with pytest.raises(error, match=message):
+        snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0)
+    assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_type_change_across_tasks_is_refused_with_hint(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]
+    glob = make_inputs(tmp_path / "in", 2)
+    spec = write_pipeline(
+        """
+        import numpy as np
+        def preprocess(path):
+            with open(path) as f:
+                n = int(f.read()) + 2
+            yield {"img": np.zeros((n, n), np.uint8)}
+        """
+    )
+    with pytest.raises(
+        snap.SchemaMismatchError, match=r"uint8\[2,2\] before, uint8\[3,3\].*ragged"
+    ):
+        snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0, inputs_per_task=1)
+    assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_missing_pipeline_pieces(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(snap.PipelineLoadError, match="file 'nope.py' not found"):
+        snap.create("nope.py:f", str(tmp_path / "s"))
+    spec = write_pipeline("def other(x):\n    pass\n")
+    with pytest.raises(snap.PipelineLoadError, match="no function 'preprocess'; it defines: other"):
+        snap.create(spec, str(tmp_path / "s"))
+    with pytest.raises(snap.PipelineLoadError, match="module 'no_such_mod' not found"):
+        snap.create("no_such_mod:f", str(tmp_path / "s"))
+    bad = write_pipeline("import no_such_dependency\n", name="bad")
+    with pytest.raises(snap.PipelineLoadError, match="No module named 'no_such_dependency'"):
+        snap.create(bad, str(tmp_path / "s"))
+    with pytest.raises(snap.PipelineLoadError, match="must look like"):
+        snap.create("justaname", str(tmp_path / "s"))
+
+
+def test_output_that_is_not_a_snapshot(tmp_path: Path, pipe: str) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    with pytest.raises(snap.SnapshotExistsError, match="not a snapshot.*todo.txt"):
+        snap.create(pipe, str(tmp_path / "notes"), workers=0)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(snap.SnapshotExistsError, match="is a file"):
+        snap.create(pipe, str(tmp_path / "file"), workers=0)
+
+
+def test_unwritable_output(pipe: str) -> None:
+    with pytest.raises(snap.StorageError, match="permission denied.*snap-test"):
+        snap.create(pipe, "/sys/snap-test/out", workers=0)
+
+
+def test_lambda_needs_workers_zero(tmp_path: Path) -> None:
+    with pytest.raises(snap.OptionError, match="cannot be imported by worker processes"):
+        snap.create(lambda: iter([{"a": 1}]), str(tmp_path / "s"), workers=2)
+    info = snap.create(lambda: iter([{"a": 1}]), str(tmp_path / "s"), workers=0)
+    assert info.num_records == 1
+
+
+def test_params_must_be_json(tmp_path: Path, pipe: str) -> None:
+    with pytest.raises(snap.OptionError, match="params must be JSON values"):
+        snap.create(pipe, str(tmp_path / "s"), params={"a": np.zeros(2)})
+    with pytest.raises(snap.OptionError, match="zstd only"):
+        snap.create(pipe, str(tmp_path / "s"), compression="lz4", level=3)
+    with pytest.raises(snap.OptionError, match="shard_size must look like"):
+        snap.create(pipe, str(tmp_path / "s"), shard_size="big")
