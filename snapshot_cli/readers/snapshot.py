@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -82,13 +83,13 @@ class Snapshot:
                 yield batch_to_numpy(batch, columns)
 
 
-def open(url: str, storage_options: dict[str, Any] | None = None) -> Snapshot:  # noqa: A001
+def open(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> Snapshot:
     """Open the committed snapshot at ``url`` (validates its manifest).
 
     Raises:
         ManifestError: no manifest (not a snapshot, or not finished), or an invalid one.
     """
-    fs, root = storage.resolve(url, storage_options)
+    fs, root = storage.resolve(os.fspath(url), storage_options)
     path = storage.join(root, MANIFEST_NAME)
     try:
         data = storage.read_bytes(fs, path)

@@ -97,13 +97,14 @@ def _options(
 
 
 def _inputs(
-    inputs: str | Sequence[str] | None,
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None,
     inputs_from: str | Callable[[], Any] | None,
     storage_options: dict[str, Any] | None,
 ) -> tuple[list[Any], list[Any], list[int], dict[str, Any]]:
     """→ (items passed to the function, their identities, sizes, description)."""
-    if isinstance(inputs, str):
+    if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
+    inputs = [os.fspath(i) for i in inputs] if inputs else None
     if inputs and inputs_from is not None:
         raise OptionError("use either --input or --inputs-from, not both")
     if inputs:
@@ -134,9 +135,9 @@ def _inputs(
 
 def create(
     pipeline: str | Callable[..., Any],
-    output: str,
+    output: str | os.PathLike[str],
     *,
-    inputs: str | Sequence[str] | None = None,
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     inputs_from: str | Callable[[], Any] | None = None,
     params: dict[str, Any] | None = None,
     workers: int | None = None,
@@ -188,7 +189,7 @@ def create(
     params = pipeline_mod.check_json(params or {}, "params")
     items, identities, sizes, inputs_desc = _inputs(inputs, inputs_from, storage_options)
     fp, parts = fingerprint(ref.code_hash, params, identities)
-    fs, root = storage.resolve(output, storage_options)
+    fs, root = storage.resolve(os.fspath(output), storage_options)
     url = storage.to_url(fs, root)
 
     def reusable() -> Manifest | None:

@@ -8,7 +8,9 @@ never pickled objects, so that any executor can ship it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -173,6 +175,30 @@ def run_task(job: Job, spec: TaskSpec, on_batch: ProgressFn | None = None) -> di
     writer = TaskWriter(roller, options, ragged, on_batch)
     started = time.time()
     items = [None] if spec.call_once else spec.inputs
+    # stdout belongs to the command's result (--json); the user's prints go to stderr.
+    with contextlib.redirect_stdout(sys.stderr):
+        entries, schema = _feed(fn, job, spec, items, writer, roller)
+    result = {
+        "task": spec.index,
+        "run": job.run,
+        "shards": [e.to_json() for e in entries],
+        "schema": schema_mod.encode_schema(schema) if schema is not None else None,
+        "inputs": len(spec.inputs),
+        "seconds": round(time.time() - started, 3),
+    }
+    storage.write_atomic(fs, result_path(root, job.run, spec.index), json.dumps(result).encode())
+    return result
+
+
+def _feed(
+    fn: Callable[..., Any],
+    job: Job,
+    spec: TaskSpec,
+    items: list[Any],
+    writer: TaskWriter,
+    roller: ShardRoller,
+) -> tuple[list[ShardEntry], pa.Schema | None]:
+    """Call the function on every item and write what it yields; abort the shard on error."""
     try:
         for item in items:
             where = _describe_input(spec, item)
@@ -196,20 +222,10 @@ def run_task(job: Job, spec: TaskSpec, on_batch: ProgressFn | None = None) -> di
                     writer.add(out)
                 except RecordError as err:
                     raise type(err)(f"{where}: {err}") from err
-        entries, schema = writer.close()
+        return writer.close()
     except BaseException:
         roller.abort()
         raise
-    result = {
-        "task": spec.index,
-        "run": job.run,
-        "shards": [e.to_json() for e in entries],
-        "schema": schema_mod.encode_schema(schema) if schema is not None else None,
-        "inputs": len(spec.inputs),
-        "seconds": round(time.time() - started, 3),
-    }
-    storage.write_atomic(fs, result_path(root, job.run, spec.index), json.dumps(result).encode())
-    return result
 
 
 def _pipeline_error(err: Exception, where: str) -> PipelineError:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +22,11 @@ def test_parse_size(text: str, value: int) -> None:
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="size"):
         parse_size(text)
+
+
+def test_options_are_picklable() -> None:
+    opts = WriteOptions(compression=Compression("lz4"), batch_rows=7)
+    assert pickle.loads(pickle.dumps(opts)) == opts
 
 
 def test_options_validate() -> None:
