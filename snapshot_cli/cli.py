@@ -226,7 +226,7 @@ def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
             for r in state["runs"]:
                 click.echo(f"  run {r['run']}: {r['tasks_done']}/{r['tasks']} tasks done")
             if state["writer"]:
-                alive = "writing" if state["writer"]["alive"] else "gone (lease expired)"
+                alive = "writing" if state["writer"]["alive"] else "not running"
                 click.echo(f"  writer: {state['writer']['holder']}, {alive}")
             click.echo("  run the same snap create again to resume it")
         return

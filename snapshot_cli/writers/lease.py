@@ -38,10 +38,10 @@ class LeaseInfo:
 
     def describe(self) -> str:
         h = self.holder
-        age = time.time() - float(h.get("heartbeat", 0))
-        return (
-            f"{h.get('host')}:{h.get('pid')} (run {h.get('run') or '-'}, heartbeat {age:.0f}s ago)"
-        )
+        who = f"{h.get('host')}:{h.get('pid')} (run {h.get('run') or '-'}"
+        if h.get("released"):
+            return f"{who}, released)"
+        return f"{who}, heartbeat {time.time() - float(h.get('heartbeat', 0)):.0f}s ago)"
 
 
 def _pid_alive(pid: int) -> bool:
