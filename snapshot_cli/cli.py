@@ -123,7 +123,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "--batch-rows",
     type=click.IntRange(min=1),
     default=None,
-    help="Most records per Arrow record batch (default 2048; the unit of shuffle).",
+    help="Most records per Arrow record batch (default 1024; the unit of shuffle).",
 )
 @click.option(
     "--overwrite", is_flag=True, help="Replace a snapshot made from other code/params/inputs."

@@ -68,7 +68,12 @@ def changed_parts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 @dataclass(frozen=True)
 class ShardEntry:
-    """One shard as the manifest records it. ``path`` is relative to the snapshot root."""
+    """One shard as the manifest records it. ``path`` is relative to the snapshot root.
+
+    ``batch_rows`` is the number of records in each record batch, run-length encoded as
+    ``((rows, count), ...)``: readers plan reads and shuffles per record batch without
+    opening the shard.
+    """
 
     path: str
     records: int
@@ -76,6 +81,11 @@ class ShardEntry:
     bytes: int
     uncompressed_bytes: int
     crc32c: str
+    batch_rows: tuple[tuple[int, int], ...]
+
+    def batch_sizes(self) -> list[int]:
+        """Records in each record batch, in order."""
+        return [rows for rows, count in self.batch_rows for _ in range(count)]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +95,7 @@ class ShardEntry:
             "bytes": self.bytes,
             "uncompressed_bytes": self.uncompressed_bytes,
             "crc32c": self.crc32c,
+            "batch_rows": [list(pair) for pair in self.batch_rows],
         }
 
     @classmethod
@@ -99,6 +110,7 @@ class ShardEntry:
                 bytes=d["bytes"],
                 uncompressed_bytes=d["uncompressed_bytes"],
                 crc32c=d["crc32c"],
+                batch_rows=_pairs(d["batch_rows"], where),
             )
         except KeyError as err:
             raise ManifestError(f"{where}: shard entry lacks {err.args[0]!r}") from err
@@ -113,6 +125,36 @@ class ShardEntry:
                 raise ManifestError(f"{where}: shard {self.path!r} has invalid {name} {value!r}")
         if not isinstance(self.crc32c, str) or not _CRC_RE.match(self.crc32c):
             raise ManifestError(f"{where}: shard {self.path!r} has invalid crc32c {self.crc32c!r}")
+        counts = sum(c for _, c in self.batch_rows)
+        rows = sum(r * c for r, c in self.batch_rows)
+        if (counts, rows) != (self.record_batches, self.records):
+            raise ManifestError(
+                f"{where}: shard {self.path!r} batch_rows describe {counts} record batches of "
+                f"{rows} records, not {self.record_batches} of {self.records}"
+            )
+
+
+def encode_runs(sizes: list[int]) -> tuple[tuple[int, int], ...]:
+    """``[5, 5, 5, 2]`` → ``((5, 3), (2, 1))``."""
+    runs: list[tuple[int, int]] = []
+    for size in sizes:
+        if runs and runs[-1][0] == size:
+            runs[-1] = (size, runs[-1][1] + 1)
+        else:
+            runs.append((size, 1))
+    return tuple(runs)
+
+
+def _pairs(value: Any, where: str) -> tuple[tuple[int, int], ...]:
+    ok = isinstance(value, list) and all(
+        isinstance(p, list)
+        and len(p) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in p)
+        for p in value
+    )
+    if not ok:
+        raise ManifestError(f"{where}: batch_rows must be a list of [rows, count] pairs > 0")
+    return tuple((p[0], p[1]) for p in value)
 
 
 def check_relative_path(path: Any, where: str) -> None:

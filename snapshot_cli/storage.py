@@ -104,11 +104,23 @@ def write_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
 def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     """Create ``path`` with ``data`` only if it does not exist. Returns False if it existed.
 
-    Uses the filesystem's exclusive-create mode ("xb": O_EXCL locally, a generation
-    precondition on stores that support it).
+    Locally a complete temporary file is hard-linked into place (atomic, fails if the path
+    exists); elsewhere the filesystem's exclusive-create mode ("xb") is used.
     """
     with errors_named(fs, path, "creating"):
         fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        if is_local(fs):
+            # Link a finished temporary file: a reader never sees the file half-written.
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+            return True
         try:
             with fs.open(path, "xb") as f:
                 f.write(data)

@@ -12,6 +12,7 @@ from snapshot_cli.manifest import (
     ShardEntry,
     changed_parts,
     check_relative_path,
+    encode_runs,
     fingerprint,
 )
 
@@ -26,8 +27,8 @@ def make_manifest(**over: object) -> Manifest:
         ),
         "compression": {"codec": "zstd", "level": 1},
         "shards": (
-            ShardEntry("shards/a-00000-0000.arrow", 10, 1, 100, 80, "0000abcd"),
-            ShardEntry("shards/a-00001-0000.arrow", 5, 1, 50, 40, "12345678"),
+            ShardEntry("shards/a-00000-0000.arrow", 10, 2, 100, 80, "0000abcd", ((5, 2),)),
+            ShardEntry("shards/a-00001-0000.arrow", 5, 1, 50, 40, "12345678", ((5, 1),)),
         ),
         "created": "2026-01-01T00:00:00+00:00",
         "created_by": {"snap": "0"},
@@ -126,3 +127,16 @@ def test_fingerprint_changes_with_each_part() -> None:
 
 def test_params_order_does_not_matter() -> None:
     assert fingerprint("c", {"a": 1, "b": 2}, [])[0] == fingerprint("c", {"b": 2, "a": 1}, [])[0]
+
+
+def test_batch_rows_are_run_length_encoded_and_checked() -> None:
+    assert encode_runs([5, 5, 5, 2]) == ((5, 3), (2, 1))
+    assert encode_runs([]) == ()
+    entry = make_manifest().shards[0]
+    assert entry.batch_sizes() == [5, 5]
+    data = _edit(make_manifest(), lambda d: d["shards"][0].__setitem__("batch_rows", [[4, 2]]))
+    with pytest.raises(ManifestError, match="describe 2 record batches of 8 records, not 2 of 10"):
+        Manifest.from_json(data)
+    data = _edit(make_manifest(), lambda d: d["shards"][0].__setitem__("batch_rows", [[0, 1]]))
+    with pytest.raises(ManifestError, match="pairs > 0"):
+        Manifest.from_json(data)

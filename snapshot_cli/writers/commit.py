@@ -91,7 +91,7 @@ def unify_schema(results: list[dict[str, Any]]) -> pa.Schema:
             first = (s, r["task"])
             continue
         base, base_task = first
-        if s.equals(base):
+        if [(f.name, f.type) for f in s] == [(f.name, f.type) for f in base]:
             continue
         for field in base:
             if field.name in s.names and s.field(field.name).type != field.type:
@@ -103,7 +103,8 @@ def unify_schema(results: list[dict[str, Any]]) -> pa.Schema:
                     ],
                 )
         raise convert.SchemaMismatchError(
-            f"tasks {base_task} and {r['task']} wrote different columns: {base.names} vs {s.names}"
+            f"tasks {base_task} and {r['task']} wrote different columns: {base.names} vs "
+            f"{s.names}; every record must have the same keys, in the same order"
         )
     return first[0] if first is not None else pa.schema([])
 

@@ -146,7 +146,13 @@ class ColumnBuilder:
         """Turn the collected values into an Arrow array of the column's type."""
         values, n = self.values, len(self.values)
         if self.cls == SCALAR:
-            return pa.array(np.asarray(values, dtype=self.dtype))
+            try:
+                return pa.array(np.asarray(values, dtype=self.dtype))
+            except OverflowError as err:
+                raise RecordError(
+                    f"column {self.name!r} has an int outside the int64 range; "
+                    "use a numpy uint64 scalar or a float"
+                ) from err
         if self.cls == STRING:
             return pa.array(values, pa.string())
         if self.cls == BINARY:

@@ -26,7 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from .. import errors
-from ..errors import PipelineError, SnapError, StorageError
+from ..errors import PipelineError, SnapError
 from .task import Job, ProgressFn, TaskSpec, run_task
 
 ResultFn = Callable[[dict[str, Any]], None]
@@ -167,8 +167,10 @@ class LocalExecutor(Executor):
                         process.terminate()
                 pool.shutdown(wait=True, cancel_futures=True)
             progress_q.put(None)
-            drain.join()
+            drain.join(timeout=10)  # a worker killed mid-put can leave the queue unusable
             progress_q.close()
+            if not clean:
+                progress_q.cancel_join_thread()
             progress_q.join_thread()
 
 
@@ -196,4 +198,4 @@ def make_executor(name: str, workers: int) -> Executor:
     return LocalExecutor(workers)
 
 
-__all__ = ["Executor", "InProcessExecutor", "LocalExecutor", "StorageError", "make_executor"]
+__all__ = ["Executor", "InProcessExecutor", "LocalExecutor", "make_executor"]

@@ -49,8 +49,8 @@ class WriteOptions:
 
     shard_size: int = 256 * MiB
     compression: Compression = field(default_factory=Compression)
-    batch_bytes: int = 4 * MiB
-    batch_rows: int = 2048
+    batch_bytes: int = 1 * MiB
+    batch_rows: int = 1024
     inputs_per_task: int | None = None
 
     def __post_init__(self) -> None:

@@ -15,7 +15,7 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from .. import storage
-from ..manifest import SHARDS_DIR, ShardEntry
+from ..manifest import SHARDS_DIR, ShardEntry, encode_runs
 
 CODECS = {"zstd": "zstd", "lz4": "lz4_frame", "none": None}
 DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (MEASUREMENTS.md)
@@ -110,7 +110,8 @@ class ShardRoller:
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
         self._sink: ChecksumSink | None = None
         self._rel = ""
-        self._records = self._batches = self._uncompressed = 0
+        self._records = self._uncompressed = 0
+        self._batch_sizes: list[int] = []
 
     def write(self, batch: pa.RecordBatch) -> int:
         """Append ``batch`` to the current shard; returns the bytes it added on disk."""
@@ -120,7 +121,7 @@ class ShardRoller:
         before = sink.size
         writer.write_batch(batch)
         self._records += batch.num_rows
-        self._batches += 1
+        self._batch_sizes.append(batch.num_rows)
         self._uncompressed += batch.nbytes
         written = sink.size - before
         if sink.size >= self.shard_size:
@@ -134,7 +135,8 @@ class ShardRoller:
         path = storage.join(self.root, self._rel)
         self._sink = ChecksumSink(storage.open_write(self.fs, path))
         self._writer = pa.ipc.new_file(self._sink, schema, options=self.options)
-        self._records = self._batches = self._uncompressed = 0
+        self._records = self._uncompressed = 0
+        self._batch_sizes = []
         return self._writer, self._sink
 
     def finish_shard(self) -> None:
@@ -147,10 +149,11 @@ class ShardRoller:
             ShardEntry(
                 path=self._rel,
                 records=self._records,
-                record_batches=self._batches,
+                record_batches=len(self._batch_sizes),
                 bytes=self._sink.size,
                 uncompressed_bytes=self._uncompressed,
                 crc32c=f"{self._sink.crc:08x}",
+                batch_rows=encode_runs(self._batch_sizes),
             )
         )
         self._writer = self._sink = None

@@ -70,6 +70,7 @@ def test_scalars_strings_bytes_bools() -> None:
         ([{"x": 1}, {"y": 1}], "missing \\['x'\\], unexpected \\['y'\\]"),
         ([{"x": 1}, {"x": "a"}], "column 'x' changed type.*int64 scalar before, str now"),
         ([{"x": 1}, {"x": 1.0}], "column 'x' changed type"),
+        ([{"x": 2**64}], "outside the int64 range"),
         ([{"x": np.zeros(2)}, {"x": np.zeros((2, 2))}], "number of dimensions"),
     ],
 )

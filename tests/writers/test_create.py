@@ -335,3 +335,12 @@ def test_params_must_be_json(tmp_path: Path, pipe: str) -> None:
         snap.create(pipe, str(tmp_path / "s"), compression="lz4", level=3)
     with pytest.raises(snap.OptionError, match="shard_size must look like"):
         snap.create(pipe, str(tmp_path / "s"), shard_size="big")
+
+
+def test_manifest_records_every_record_batch(tmp_path: Path, pipe: str) -> None:
+    glob = make_inputs(tmp_path / "in", 10)
+    snap.create(pipe, str(tmp_path / "s"), inputs=glob, workers=0, inputs_per_task=10, batch_rows=4)
+    s = snap.open(str(tmp_path / "s"))
+    (shard,) = s.shards
+    assert shard.batch_sizes() == [b.num_rows for b in s.read_shard(0).to_batches()]
+    assert shard.batch_sizes() == [4] * 7 + [2]
