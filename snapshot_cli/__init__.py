@@ -23,7 +23,8 @@ from .errors import (
     StorageError,
 )
 from .manifest import FORMAT_VERSION, Manifest, ShardEntry
-from .readers.snapshot import Snapshot, open
+from .readers.loader import Loader
+from .readers.snapshot import Snapshot, open, snapshot
 from .writers.convert import Batch, ragged
 from .writers.create import CreateInfo, create
 
@@ -33,6 +34,7 @@ __all__ = [
     "CorruptShardError",
     "CreateInfo",
     "LeaseError",
+    "Loader",
     "Manifest",
     "ManifestError",
     "OptionError",
@@ -49,4 +51,5 @@ __all__ = [
     "create",
     "open",
     "ragged",
+    "snapshot",
 ]

@@ -14,6 +14,7 @@ from .. import storage
 from ..errors import CorruptShardError, ManifestError
 from ..manifest import MANIFEST_NAME, RUNS_DIR, Manifest, ShardEntry
 from .convert import batch_to_numpy
+from .loader import Loader
 
 
 class Snapshot:
@@ -76,6 +77,16 @@ class Snapshot:
             )
         return table
 
+    def loader(self, batch_size: int = 256, **options: Any) -> Loader:
+        """A shuffling, prefetching loader of numpy batches; see :class:`Loader`.
+
+        Options: ``shuffle=True, seed=0, epochs=1 (None: forever), rank=0, world_size=1
+        ("auto": torch.distributed or RANK/WORLD_SIZE), drop_last=False, columns=None,
+        shuffle_buffer="auto" (records; default 256 MiB worth), num_parallel_reads="auto",
+        prefetch="auto", map=None (fn(batch) or fn(batch, rng)), verify=True``.
+        """
+        return Loader(self, batch_size, **options)
+
     def iter_batches(self, columns: list[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
         """Every record batch, in the order written, as ``{column: numpy array}``."""
         for i in range(len(self.shards)):
@@ -103,3 +114,15 @@ def open(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = N
             f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
         ) from err
     return Snapshot(fs, root, Manifest.from_json(data, where=storage.to_url(fs, path)))
+
+
+def snapshot(pipeline: Any, path: str | os.PathLike[str], **create_options: Any) -> Snapshot:
+    """tf.data ``snapshot`` semantics: materialise ``pipeline`` at ``path`` on first use
+    (reusing a matching snapshot, resuming an interrupted one), then open it.
+
+    ``create_options`` are those of :func:`snapshot_cli.create` (inputs, params, workers...).
+    """
+    from ..writers.create import create
+
+    create(pipeline, path, **create_options)
+    return open(path, create_options.get("storage_options"))

@@ -1,0 +1,187 @@
+"""The read plan: which records a rank reads in an epoch, and in which order (pure).
+
+Everything here is a function of (manifest, seed, epoch, rank, world_size, options), so every
+rank of a job agrees without talking, and a position in an epoch (a batch index) is enough to
+resume exactly.
+
+1. **Blocks.** A block is one record batch of one shard (the unit of decoding). In written
+   order they form the snapshot's record sequence.
+2. **Epoch order.** With shuffle, the blocks are permuted per (seed, epoch): consecutive blocks
+   then come from random shards all over the snapshot. Without, written order.
+3. **Rank split.** The epoch's record sequence is cut into ``world_size`` equal contiguous
+   parts. Remainder policy: with ``drop_last=False`` each part has ``ceil(N / world_size)``
+   records and the last part wraps around to the start of the epoch's sequence (so fewer than
+   ``world_size`` records appear twice, as with torch's DistributedSampler); with
+   ``drop_last=True`` each part has ``floor(N / world_size)`` records and the remainder (fewer
+   than ``world_size`` records, different ones every epoch) is skipped.
+4. **Windows.** A rank's part is cut into windows of ``window_rows`` records (a multiple of the
+   batch size, so no batch spans two windows). With shuffle, the records of a window are
+   permuted per (seed, epoch, rank, window): the bounded shuffle buffer.
+5. **Batches.** Consecutive ``batch_size`` records of the (permuted) part; with
+   ``drop_last=True`` a final partial batch is dropped. Every rank has the same number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..manifest import Manifest
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """All record batches of a snapshot in written order, as flat arrays."""
+
+    shard: np.ndarray  # int64, shard index of each block
+    batch: np.ndarray  # int64, record batch index within its shard
+    rows: np.ndarray  # int64, records in the block
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest) -> Blocks:
+        shard, batch, rows = [], [], []
+        for i, entry in enumerate(manifest.shards):
+            sizes = entry.batch_sizes()
+            shard.extend([i] * len(sizes))
+            batch.extend(range(len(sizes)))
+            rows.extend(sizes)
+        as_array = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+        return cls(as_array(shard), as_array(batch), as_array(rows))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.rows.sum())
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rows ``[start, stop)`` of block ``block`` (an index into :class:`Blocks`)."""
+
+    block: int
+    start: int
+    stop: int
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+def _rng(*key: int) -> np.random.Generator:
+    return np.random.default_rng([k & 0xFFFFFFFF for k in key] + [k >> 32 for k in key])
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What decides the plan. Validated: bad values raise ValueError naming the option."""
+
+    batch_size: int
+    shuffle: bool = True
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+    drop_last: bool = False
+    window_rows: int = 1 << 16
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.batch_size, int) or self.batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if not isinstance(self.world_size, int) or self.world_size <= 0:
+            raise ValueError(f"world_size must be a positive integer, got {self.world_size!r}")
+        if not isinstance(self.rank, int) or not 0 <= self.rank < self.world_size:
+            raise ValueError(
+                f"rank must be in [0, world_size={self.world_size}), got {self.rank!r}"
+            )
+        if not isinstance(self.window_rows, int) or self.window_rows <= 0:
+            raise ValueError(f"shuffle_buffer must be a positive integer, got {self.window_rows!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+
+
+class EpochPlan:
+    """The plan of one epoch for one rank. Cheap to build; windows are computed on demand."""
+
+    def __init__(self, blocks: Blocks, options: PlanOptions, epoch: int) -> None:
+        self.blocks, self.options, self.epoch = blocks, options, epoch
+        o = options
+        n = blocks.num_rows
+        if o.shuffle:
+            self.order = _rng(o.seed, epoch, 0).permutation(len(blocks))
+        else:
+            self.order = np.arange(len(blocks), dtype=np.int64)
+        ordered_rows = blocks.rows[self.order]
+        self._ends = np.cumsum(ordered_rows)  # end position of each ordered block
+        self.total = n
+        per_rank = n // o.world_size if o.drop_last else -(-n // o.world_size)
+        self.num_rows = per_rank if n else 0
+        self._start = o.rank * per_rank
+        b = o.batch_size
+        self.num_batches = self.num_rows // b if o.drop_last else -(-self.num_rows // b)
+        self.window_rows = max(b, o.window_rows // b * b)
+        self.num_windows = -(-self.num_rows // self.window_rows) if self.num_rows else 0
+
+    def _segments(self, p: int, q: int) -> list[Segment]:
+        """Segments covering epoch positions ``[p, q)`` (``0 <= p <= q <= total``)."""
+        out: list[Segment] = []
+        if p >= q:
+            return out
+        i = int(np.searchsorted(self._ends, p, side="right"))
+        while p < q:
+            end = int(self._ends[i])
+            begin = end - int(self.blocks.rows[self.order[i]])
+            stop = min(q, end)
+            out.append(Segment(int(self.order[i]), p - begin, stop - begin))
+            p = stop
+            i += 1
+        return out
+
+    def window_bounds(self, k: int) -> tuple[int, int]:
+        """Rank positions ``[a, b)`` of window ``k``."""
+        a = k * self.window_rows
+        return a, min(a + self.window_rows, self.num_rows)
+
+    def window(self, k: int) -> list[Segment]:
+        """The segments of window ``k``, in sequence order (wrapping past the epoch's end)."""
+        a, b = self.window_bounds(k)
+        n = self.total
+        p = (self._start + a) % n if n else 0  # past the end: wrap (drop_last=False padding)
+        q = p + (b - a)
+        if q <= n:
+            return self._segments(p, q)
+        return self._segments(p, n) + self._segments(0, q - n)
+
+    def permutation(self, k: int) -> np.ndarray | None:
+        """How window ``k``'s records are reordered (None: kept in order)."""
+        if not self.options.shuffle:
+            return None
+        a, b = self.window_bounds(k)
+        o = self.options
+        return _rng(o.seed, self.epoch, o.rank + 1, k + 1).permutation(b - a)
+
+    def batch_bounds(self, i: int) -> tuple[int, int, int]:
+        """Batch ``i`` → ``(window, start, stop)`` in that window's (permuted) records."""
+        b = self.options.batch_size
+        a = i * b
+        k = a // self.window_rows
+        w0 = k * self.window_rows
+        return k, a - w0, min(a + b, self.num_rows) - w0
+
+    def positions(self) -> np.ndarray:
+        """Every record this rank yields, in order, as an index into written order.
+
+        For tests and small snapshots: it materialises the whole epoch.
+        """
+        starts = np.concatenate([[0], np.cumsum(self.blocks.rows)[:-1]])
+        out = []
+        for k in range(self.num_windows):
+            idx = np.concatenate(
+                [np.arange(s.start, s.stop) + starts[s.block] for s in self.window(k)]
+                or [np.zeros(0, np.int64)]
+            )
+            perm = self.permutation(k)
+            out.append(idx if perm is None else idx[perm])
+        flat = np.concatenate(out) if out else np.zeros(0, np.int64)
+        return flat[: self.num_batches * self.options.batch_size]

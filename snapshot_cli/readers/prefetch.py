@@ -1,0 +1,80 @@
+"""A bounded, resizable hand-off between the producer thread and the consumer.
+
+Items travel as ``(value, error)``: an exception raised in a background thread reaches the
+consumer unchanged (with its original traceback). The buffer also measures how long the
+consumer waited for data and how long the producer waited for room.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Any
+
+_CLOSED = object()
+
+
+class Closed(Exception):
+    """The buffer was closed (the loader is shutting down)."""
+
+
+class PrefetchBuffer:
+    """FIFO of at most ``depth`` items; ``depth`` may change while in use."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = max(1, depth)
+        self._items: collections.deque[tuple[Any, BaseException | None]] = collections.deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self.consumer_wait = 0.0  # seconds the consumer waited for an item
+        self.producer_wait = 0.0  # seconds the producer waited for room
+        self.consumer_waits = 0  # how many gets found the buffer empty
+
+    def resize(self, depth: int) -> None:
+        with self._cond:
+            self.depth = max(1, depth)
+            self._cond.notify_all()
+
+    def put(self, value: Any, error: BaseException | None = None) -> None:
+        """Add an item, waiting for room. Raises Closed if the buffer was closed."""
+        with self._cond:
+            if len(self._items) >= self.depth and not self._closed:
+                started = time.perf_counter()
+                while len(self._items) >= self.depth and not self._closed:
+                    self._cond.wait()
+                self.producer_wait += time.perf_counter() - started
+            if self._closed:
+                raise Closed
+            self._items.append((value, error))
+            self._cond.notify_all()
+
+    def get(self) -> Any:
+        """Next item; re-raises a producer's error. Raises Closed once closed and empty."""
+        with self._cond:
+            if not self._items and not self._closed:
+                self.consumer_waits += 1
+                started = time.perf_counter()
+                while not self._items and not self._closed:
+                    self._cond.wait()
+                self.consumer_wait += time.perf_counter() - started
+            if not self._items:
+                raise Closed
+            value, error = self._items.popleft()
+            self._cond.notify_all()
+        if error is not None:
+            raise error
+        return value
+
+    def close(self) -> None:
+        """Wake everyone; later puts raise Closed, gets drain what is left then raise Closed."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def discard(self) -> None:
+        """Close and drop what is buffered (frees memory at shutdown)."""
+        with self._cond:
+            self._closed = True
+            self._items.clear()
+            self._cond.notify_all()
