@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 Batch = dict[str, np.ndarray]
 SHUFFLE_BUFFER_BYTES = 256 << 20  # default shuffle window: 256 MiB of records
 ORDERED_WINDOW_BYTES = 32 << 20  # window when not shuffling: just enough to read ahead
-PREFETCH_BYTES = 256 << 20  # most memory that ready batches may take
+PREFETCH_BYTES = 64 << 20  # "auto" prefetch keeps at most this much in ready batches
 
 
 @dataclass
@@ -165,7 +165,7 @@ class Loader:
         batch_bytes = bytes_per_row * batch_size
         self._prefetch = PrefetchTuner(
             start=depth or 2,
-            high=depth or max(2, min(32, PREFETCH_BYTES // max(1, batch_bytes))),
+            high=depth or max(2, min(16, PREFETCH_BYTES // max(1, batch_bytes))),
             fixed=depth is not None,
         )
         self._tuner = ParallelismTuner(

@@ -1,10 +1,13 @@
 """Random access to the record batches of a snapshot's shards, verified once per shard.
 
-Local shards are memory-mapped (zero-copy for uncompressed data; the page cache is shared by
-every process replaying the snapshot). Shards on other filesystems are fetched whole and kept
-in a small cache bounded in bytes. The first time a shard is opened, its size and crc32c are
-checked against the manifest: damaged data raises :class:`CorruptShardError`, never reaches
-the model.
+Local shards are read with positioned reads (``pread``) of just the record batch wanted: the
+page cache is shared by every process replaying the snapshot, and this process holds only
+what it decodes. (Memory-mapping would save one copy of uncompressed data, but every page
+touched would then count in this process's resident memory until the shard is closed, so a
+shuffled replay's RSS would grow with the snapshot.) Shards on other filesystems are fetched
+whole and kept in a small cache bounded in bytes. The first time a shard is opened, its
+size and crc32c are checked against the manifest: damaged data raises
+:class:`CorruptShardError`, never reaches the model.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class ShardReaders:
         path = storage.join(self.root, entry.path)
         try:
             if self.local:
-                source: Any = pa.memory_map(path, "r")
+                source: Any = pa.OSFile(path, "r")
                 size = source.size()
             else:
                 data = storage.read_bytes(self.fs, path)
@@ -127,14 +130,14 @@ class ShardReaders:
 
 
 def _crc(source: Any) -> str:
-    """crc32c of a memory map or buffer, in chunks (the GIL is released for large chunks)."""
-    if isinstance(source, pa.MemoryMappedFile):
-        buf = source.read_buffer(source.size())
-        source.seek(0)
-    else:
-        buf = source
-    view = memoryview(buf)
+    """crc32c of an open file or a buffer, in chunks (the GIL is released for large chunks)."""
     crc = 0
+    if isinstance(source, pa.NativeFile):
+        size = source.size()
+        for start in range(0, size, _CRC_CHUNK):
+            crc = crc32c.crc32c(source.read_at(min(_CRC_CHUNK, size - start), start), crc)
+        return f"{crc:08x}"
+    view = memoryview(source)
     for start in range(0, len(view), _CRC_CHUNK):
         crc = crc32c.crc32c(view[start : start + _CRC_CHUNK], crc)
     return f"{crc:08x}"

@@ -1,0 +1,675 @@
+"""Benchmark: replay speed of the snap loader against pyarrow alone, per codec.
+
+A snapshot of image-like records (``image`` uint8 [3, 64, 64]: a smooth pattern plus noise,
+~1.2x with zstd; ``label`` int64; with ``--tokens`` also ragged int32 ``tokens``) of
+``--size-gb`` uncompressed is written once per codec (zstd level 1, lz4, none) into
+``--data-dir`` and reused by later runs. With the page cache warm, every codec gets:
+
+  * page-cache read: every shard file read with plain 1 MiB ``readinto`` calls (the
+    disk/page-cache limit; reported as GB/s of file bytes);
+  * pyarrow alone: every record batch of every shard decoded by ``pa.ipc`` from a memory map,
+    2 threads on different shards, no shuffle, columns converted to numpy. This is the
+    machine's limit and the baseline of the ratios (uncompressed shards are zero-copy there,
+    so for ``none`` the baseline measures only per-batch overhead);
+  * snap loader, batch_size 256, default ("auto") settings: shuffle=False (target >= 0.90 of
+    the baseline), shuffle=True (target >= 0.80), shuffle=True with verify=False (the cost of
+    crc32c verification);
+  * snap loader, shuffle=True, hand-tuned over num_parallel_reads x prefetch: the best of the
+    grid, and how "auto" compares to it (target: within 10%).
+
+Rates are GB/s (1e9 bytes) of uncompressed column data delivered (the sum of the ``nbytes``
+of the numpy arrays). Configurations alternate within each repeat (the order rotates between
+repeats); the table reports medians. This is a report, not a test: nothing is asserted.
+
+``--memory`` instead replays a 0.2 GB and a ``--size-gb`` zstd snapshot with shuffle=True,
+each in a fresh subprocess, and prints the child's peak RSS (ru_maxrss), split into anonymous
+memory and file-backed pages (memory-mapped shards), sampled from /proc/self/status.
+
+    python benchmarks/replay.py                  # ~10 minutes the first time (writes 3 x 2 GB)
+    python benchmarks/replay.py --quick          # smoke run on 0.2 GB, 1 repeat
+    python benchmarks/replay.py --memory         # peak RSS vs snapshot size
+    python benchmarks/replay.py --codecs zstd --repeats 5 --json replay.json
+"""
+
+from __future__ import annotations
+
+# Pin native thread pools to one thread before numpy is imported (see create.py): the loader
+# and the baseline choose their own threads; a BLAS pool would only add noise.
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["MKL_NUM_THREADS"] = "1"
+
+import argparse
+import functools
+import gc
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+import snapshot_cli as snap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.abspath(__file__)
+DEFAULT_DATA_DIR = os.path.join(HERE, "out", "replay-data")
+
+# The records. Bump DATA_VERSION whenever make_records changes what it writes: a cached
+# snapshot is reused when its pipeline params (which include it) match.
+DATA_VERSION = 1
+SEED = 1234
+IMAGE_SHAPE = (3, 64, 64)
+ROW_BYTES = int(np.prod(IMAGE_SHAPE)) + 8  # image + label
+CHUNK_ROWS = 1024  # records per call of make_records (one input)
+SHARD_TARGET = 128 << 20  # inputs per task are chosen so that a task writes ~one such shard
+MIN_SHARDS = 8
+
+CODECS = ("zstd", "lz4", "none")
+DEFAULT_SIZE_GB, QUICK_SIZE_GB, MEMORY_SMALL_GB = 2.0, 0.2, 0.2
+BATCH_SIZE = 256
+TUNE_READS = (1, 2, 3, 4)
+TUNE_PREFETCH = (2, 8)
+GB = 1e9
+
+RAW = "page-cache read"
+BASE = "pyarrow alone"
+ORDERED = "snap shuffle=False"
+SHUFFLED = "snap shuffle=True"
+NOVERIFY = "snap shuffle=True verify=False"
+TARGETS = {ORDERED: 0.90, SHUFFLED: 0.80}
+AUTO_TARGET = 0.90  # auto >= 0.90 of the best hand-tuned setting
+
+
+def tuned_name(reads: int, prefetch: int) -> str:
+    return f"tuned reads={reads} prefetch={prefetch}"
+
+
+TUNED = [tuned_name(r, p) for r in TUNE_READS for p in TUNE_PREFETCH]
+
+
+# --- the records (also imported by snap's worker processes, by file path) -------------------
+
+
+@snap.ragged("tokens")
+def make_records(item: list[int], seed: int, tokens: bool, version: int) -> Iterator[snap.Batch]:
+    """Input ``[index, rows]`` → one batch of ``rows`` deterministic image-like records.
+
+    image: 128 + 60 sin(plane wave) per channel, + uniform noise in [0, 16), with the top 4
+    rows flat (a letterbox band): ~1.2x with zstd level 1, ~1.06x with lz4, like the noisy
+    uint8 images in MEASUREMENTS.md. label: int64 in [0, 1000). tokens (optional): ragged
+    int32, 16-256 Zipf-distributed ids per record.
+    """
+    del version  # part of the params only, so that changing the data changes the fingerprint
+    index, rows = item
+    rng = np.random.default_rng([seed, index])
+    y, x = np.mgrid[0:64, 0:64].astype(np.float32) / np.float32(64)
+    images = np.empty((rows, *IMAGE_SHAPE), dtype=np.uint8)
+    for a in range(0, rows, 256):  # bounded float temporaries
+        n = min(256, rows - a)
+        f = rng.uniform(0.5, 3.0, size=(n, 3, 2)).astype(np.float32)
+        phase = rng.uniform(0, 2 * np.pi, size=(n, 3, 1, 1)).astype(np.float32)
+        wave = f[..., 0, None, None] * x + f[..., 1, None, None] * y
+        base = 128 + 60 * np.sin(np.float32(2 * np.pi) * wave + phase)
+        part = base.astype(np.uint8)
+        part += rng.integers(0, 16, size=part.shape, dtype=np.uint8)
+        part[:, :, :4, :] = 16
+        images[a : a + n] = part
+    columns: dict[str, Any] = {
+        "image": images,
+        "label": rng.integers(0, 1000, size=rows, dtype=np.int64),
+    }
+    if tokens:
+        lengths = rng.integers(16, 257, size=rows)
+        ids = np.minimum(rng.zipf(1.3, size=int(lengths.sum())), 32000).astype(np.int32)
+        columns["tokens"] = np.split(ids, np.cumsum(lengths)[:-1])
+    yield snap.Batch(**columns)
+
+
+def chunk_items(records: int) -> list[list[int]]:
+    """The inputs: ``[index, rows]`` per chunk of CHUNK_ROWS records."""
+    return [[i, min(CHUNK_ROWS, records - a)] for i, a in enumerate(range(0, records, CHUNK_ROWS))]
+
+
+# --- snapshots --------------------------------------------------------------------------
+
+
+def snapshot_path(data_dir: str, codec: str, size_gb: float, tokens: bool) -> str:
+    return os.path.join(data_dir, f"{codec}-{size_gb:g}GB{'-tokens' if tokens else ''}")
+
+
+def _matches(m: snap.Manifest, params: dict[str, Any], codec: str, records: int) -> bool:
+    return (
+        m.pipeline.get("function") == make_records.__name__
+        and m.pipeline.get("params") == params
+        and m.compression.get("codec") == codec
+        and (codec != "zstd" or m.compression.get("level") == 1)
+        and m.num_records == records
+    )
+
+
+def ensure_snapshot(
+    data_dir: str, codec: str, size_gb: float, tokens: bool, workers: int
+) -> snap.Snapshot:
+    """Open the cached snapshot of these records, writing it first if needed.
+
+    snap.create reuses a snapshot with the same fingerprint; the fingerprint includes the hash
+    of this file, so an edit to the benchmark alone would force a rewrite. A snapshot whose
+    records are the same (same params, data version, codec and size) is reused instead.
+    """
+    path = snapshot_path(data_dir, codec, size_gb, tokens)
+    records = max(1, round(size_gb * GB / ROW_BYTES))
+    items = chunk_items(records)
+    chunk_bytes = CHUNK_ROWS * ROW_BYTES
+    per_task = max(1, min(SHARD_TARGET // chunk_bytes, len(items) // MIN_SHARDS))
+    params = {"seed": SEED, "tokens": tokens, "version": DATA_VERSION}
+    options: dict[str, Any] = {
+        "inputs_from": functools.partial(chunk_items, records),
+        "params": params,
+        "workers": workers,
+        "compression": codec,
+        "level": 1 if codec == "zstd" else None,
+        "shard_size": "128MiB",
+        "inputs_per_task": per_task,
+    }
+    existing = None
+    if os.path.exists(os.path.join(path, "manifest.json")):
+        try:
+            existing = snap.open(path)
+        except snap.SnapError:
+            existing = None
+    if existing is not None and _matches(existing.manifest, params, codec, records):
+        return existing
+    started = time.perf_counter()
+    print(f"writing {path} ({records} records, {codec}) ...", file=sys.stderr, flush=True)
+    info = snap.create(make_records, path, overwrite=existing is not None, **options)
+    print(
+        f"  {info.num_shards} shards, {info.bytes / GB:.2f} GB on disk "
+        f"(ratio {info.uncompressed_bytes / max(1, info.bytes):.2f}), "
+        f"{time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return snap.open(path)
+
+
+def shard_paths(s: snap.Snapshot) -> list[str]:
+    return [os.path.join(s.root, e.path) for e in s.shards]
+
+
+# --- what is timed ------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One timed run of one configuration."""
+
+    codec: str
+    config: str
+    seconds: float
+    cpu_seconds: float
+    bytes: int  # uncompressed column bytes delivered (file bytes for the page-cache read)
+    records: int
+    stats: dict[str, Any] | None = None  # loader.stats() after the epoch
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / GB / max(1e-9, self.seconds)
+
+
+def cpu_time() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
+
+
+def raw_read(paths: list[str]) -> tuple[int, int]:
+    """Read every file with plain 1 MiB reads into one reused buffer → (bytes, 0)."""
+    buf = memoryview(bytearray(1 << 20))
+    total = 0
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(buf):
+                total += n
+    return total, 0
+
+
+def decode_shard(path: str, tokens: bool) -> tuple[int, int]:
+    """Decode every record batch of one shard with pyarrow, columns to numpy → (bytes, rows)."""
+    reader = pa.ipc.open_file(pa.memory_map(path, "r"))
+    nbytes = rows = 0
+    for i in range(reader.num_record_batches):
+        batch = reader.get_batch(i)
+        image = batch.column("image").storage.flatten().to_numpy()
+        label = batch.column("label").to_numpy()
+        nbytes += image.nbytes + label.nbytes
+        if tokens:
+            nbytes += batch.column("tokens").values.to_numpy().nbytes
+        rows += batch.num_rows
+    return nbytes, rows
+
+
+def pyarrow_alone(paths: list[str], tokens: bool) -> tuple[int, int]:
+    with ThreadPoolExecutor(2) as pool:
+        parts = list(pool.map(functools.partial(decode_shard, tokens=tokens), paths))
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+
+def batch_bytes(batch: dict[str, np.ndarray]) -> int:
+    total = 0
+    for v in batch.values():
+        if v.dtype == object:  # ragged: an array of arrays
+            total += sum(x.nbytes for x in v)
+        else:
+            total += v.nbytes
+    return total
+
+
+def replay(s: snap.Snapshot, **options: Any) -> tuple[int, int, dict[str, Any]]:
+    """One epoch of the loader → (bytes, records, stats)."""
+    nbytes = records = 0
+    with s.loader(BATCH_SIZE, **options) as loader:
+        for batch in loader:
+            nbytes += batch_bytes(batch)
+            records += len(batch["label"])
+        return nbytes, records, loader.stats()
+
+
+def loader_options(config: str) -> dict[str, Any]:
+    if config == ORDERED:
+        return {"shuffle": False}
+    if config == SHUFFLED:
+        return {"shuffle": True}
+    if config == NOVERIFY:
+        return {"shuffle": True, "verify": False}
+    reads, prefetch = (int(part.split("=")[1]) for part in config.split()[1:])
+    return {"shuffle": True, "num_parallel_reads": reads, "prefetch": prefetch}
+
+
+def run_config(codec: str, config: str, s: snap.Snapshot, tokens: bool) -> Run:
+    paths = shard_paths(s)
+    gc.collect()
+    stats = None
+    t0, c0 = time.perf_counter(), cpu_time()
+    if config == RAW:
+        nbytes, records = raw_read(paths)
+    elif config == BASE:
+        nbytes, records = pyarrow_alone(paths, tokens)
+    else:
+        nbytes, records, stats = replay(s, **loader_options(config))
+    return Run(codec, config, time.perf_counter() - t0, cpu_time() - c0, nbytes, records, stats)
+
+
+# --- summary and table --------------------------------------------------------------------
+
+
+@dataclass
+class CodecSummary:
+    codec: str
+    shards: int
+    record_batches: int
+    records: int
+    file_bytes: int
+    uncompressed_bytes: int
+    median_gbps: dict[str, float] = field(default_factory=dict)
+    median_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    fraction: dict[str, float] = field(default_factory=dict)  # of the pyarrow-alone baseline
+    best_tuned: str = ""
+    auto_vs_best: float = 0.0
+    auto_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    input_bound_pct: dict[str, float] = field(default_factory=dict)
+    stage_seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def summarise(codec: str, s: snap.Snapshot, runs: list[Run], configs: list[str]) -> CodecSummary:
+    m = s.manifest
+    out = CodecSummary(
+        codec, m.num_shards, m.num_record_batches, m.num_records, m.bytes, m.uncompressed_bytes
+    )
+    for config in configs:
+        mine = [r for r in runs if r.codec == codec and r.config == config]
+        out.median_gbps[config] = statistics.median(r.gbps for r in mine)
+        out.median_cpu_seconds[config] = statistics.median(r.cpu_seconds for r in mine)
+        with_stats = [r.stats for r in mine if r.stats]
+        if with_stats:
+            out.input_bound_pct[config] = statistics.median(
+                st["input_bound_pct"] for st in with_stats
+            )
+            last = with_stats[-1]
+            out.stage_seconds[config] = last["stage_seconds"]
+            if config in (ORDERED, SHUFFLED, NOVERIFY):
+                out.auto_settings[config] = last["settings"]
+    base = out.median_gbps[BASE]
+    out.fraction = {c: v / base for c, v in out.median_gbps.items() if c != RAW}
+    tuned = [c for c in configs if c in TUNED]
+    if tuned:
+        out.best_tuned = max(tuned, key=lambda c: out.median_gbps[c])
+        out.auto_vs_best = out.median_gbps[SHUFFLED] / out.median_gbps[out.best_tuned]
+    return out
+
+
+def verdict(value: float, target: float) -> str:
+    return f">= {target:.2f} {'ok' if value >= target else 'MISSED'}"
+
+
+def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.Namespace) -> None:
+    print()
+    print(
+        f"snap replay benchmark: {args.size_gb:g} GB uncompressed, batch_size {BATCH_SIZE}, "
+        f"page cache warm, GB/s = 1e9 bytes/s of uncompressed column data, "
+        f"median of {args.repeats}"
+    )
+    header = (
+        f"{'codec':<5} {'configuration':<34} {'GB/s':>6} {'x base':>6} {'cpu s':>6}  "
+        f"{'target':<14} {'runs (GB/s)':<20} note"
+    )
+    print(header)
+    print("-" * (len(header) + 30))
+    for cs in summaries:
+        ratio = cs.uncompressed_bytes / max(1, cs.file_bytes)
+        shown = [RAW, BASE, ORDERED, SHUFFLED, NOVERIFY]
+        if cs.best_tuned:
+            shown.append(cs.best_tuned)
+        for config in shown:
+            if config not in cs.median_gbps:
+                continue
+            gbps = cs.median_gbps[config]
+            frac = cs.fraction.get(config)
+            target = verdict(frac, TARGETS[config]) if config in TARGETS and frac else ""
+            rates = " ".join(
+                f"{r.gbps:.2f}" for r in runs if r.codec == cs.codec and r.config == config
+            )
+            note = ""
+            if config == RAW:
+                note = f"file bytes (x{ratio:.2f} = {gbps * ratio:.2f} GB/s uncompressed)"
+            elif config == BASE:
+                note = "the machine's limit: 2 threads, no shuffle"
+                if cs.codec == "none":
+                    note += " (zero-copy: overhead only)"
+            elif config in cs.auto_settings:
+                st = cs.auto_settings[config]
+                note = (
+                    f"auto: reads={st['parallel_reads']} prefetch={st['prefetch']} "
+                    f"window={st['window_rows']}; input-bound "
+                    f"{cs.input_bound_pct.get(config, 0):.0f}%"
+                )
+            elif config == cs.best_tuned:
+                target = verdict(cs.auto_vs_best, AUTO_TARGET)
+                note = (
+                    f"best hand-tuned; target: auto/best = {cs.auto_vs_best:.2f} "
+                    f">= {AUTO_TARGET:.2f}"
+                )
+            frac_text = f"{frac:6.2f}" if frac is not None else f"{'':>6}"
+            print(
+                f"{cs.codec:<5} {config:<34} {gbps:6.2f} {frac_text} "
+                f"{cs.median_cpu_seconds[config]:6.2f}  {target:<14} {rates:<20} {note}"
+            )
+        print(
+            f"{'':<5} {cs.records} records, {cs.shards} shards, {cs.record_batches} record "
+            f"batches, {cs.file_bytes / GB:.2f} GB on disk (ratio {ratio:.2f})"
+        )
+        print()
+    tuned_summaries = [cs for cs in summaries if cs.best_tuned]
+    if tuned_summaries:
+        print("hand-tuned grid, shuffle=True: median GB/s by num_parallel_reads x prefetch")
+        cols = " ".join(f"{'p=' + str(p):>7}" for p in TUNE_PREFETCH)
+        print(f"{'codec':<5} {'reads':>5} {cols}")
+        for cs in tuned_summaries:
+            for r in TUNE_READS:
+                cells = " ".join(
+                    f"{cs.median_gbps.get(tuned_name(r, p), float('nan')):7.2f}"
+                    for p in TUNE_PREFETCH
+                )
+                print(f"{cs.codec:<5} {r:>5} {cells}")
+        print()
+    print("stage seconds of the last run (read_decode is summed wall time of window loads):")
+    for cs in summaries:
+        for config in (ORDERED, SHUFFLED, NOVERIFY):
+            if config in cs.stage_seconds:
+                st = cs.stage_seconds[config]
+                print(
+                    f"  {cs.codec:<5} {config:<34} read_decode {st['read_decode']:.2f} s, "
+                    f"gather {st['gather']:.2f} s"
+                )
+
+
+# --- memory mode --------------------------------------------------------------------------
+
+
+def _status_kib(fields: tuple[str, ...]) -> dict[str, int]:
+    out = dict.fromkeys(fields, 0)
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in out:
+                    out[key] = int(value.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def memory_child(path: str) -> int:
+    """In a fresh process: one shuffled epoch of ``path``; print peak memory as JSON."""
+    fields = ("RssAnon", "RssFile", "VmRSS")
+    s = snap.open(path)
+    before = _status_kib(fields)
+    maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = dict(before)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            now = _status_kib(fields)
+            for k, v in now.items():
+                peak[k] = max(peak[k], v)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t0 = time.perf_counter()
+    nbytes, records, stats = replay(s, shuffle=True)
+    seconds = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    doc = {
+        "path": path,
+        "uncompressed_bytes": s.manifest.uncompressed_bytes,
+        "file_bytes": s.manifest.bytes,
+        "records": records,
+        "gbps": nbytes / GB / seconds,
+        "maxrss_kib_before": maxrss_before,
+        "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "before_kib": before,
+        "peak_kib": peak,
+        "settings": stats["settings"],
+    }
+    print(json.dumps(doc))
+    return 0
+
+
+def memory_mode(args: argparse.Namespace) -> int:
+    sizes = sorted({MEMORY_SMALL_GB, args.size_gb})
+    results = []
+    for size in sizes:
+        s = ensure_snapshot(args.data_dir, "zstd", size, args.tokens, args.workers)
+        raw_read(shard_paths(s))  # warm the page cache: measure memory, not the disk
+        proc = subprocess.run(
+            [sys.executable, SCRIPT, "--memory-child", s.root],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            return proc.returncode
+        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    mib = 1024  # KiB per MiB
+    print()
+    print("peak memory of one shuffled epoch (zstd, default settings), each in a fresh process")
+    header = (
+        f"{'snapshot':>9} {'on disk':>8} {'GB/s':>5} {'ru_maxrss':>10} {'growth':>8} "
+        f"{'peak anon':>10} {'peak file':>10}  settings"
+    )
+    print(header)
+    print("-" * (len(header) + 30))
+    for r in results:
+        growth = r["maxrss_kib"] - r["maxrss_kib_before"]
+        st = r["settings"]
+        print(
+            f"{r['uncompressed_bytes'] / GB:7.2f}GB {r['file_bytes'] / GB:6.2f}GB "
+            f"{r['gbps']:5.2f} {r['maxrss_kib'] / mib:7.0f}MiB {growth / mib:5.0f}MiB "
+            f"{r['peak_kib']['RssAnon'] / mib:7.0f}MiB {r['peak_kib']['RssFile'] / mib:7.0f}MiB"
+            f"  window={st['window_rows']} reads={st['parallel_reads']} "
+            f"prefetch={st['prefetch']}"
+        )
+    if len(results) == 2:
+        small, big = results
+        d_rss = (big["maxrss_kib"] - small["maxrss_kib"]) / mib
+        d_anon = (big["peak_kib"]["RssAnon"] - small["peak_kib"]["RssAnon"]) / mib
+        d_size = (big["uncompressed_bytes"] - small["uncompressed_bytes"]) / (1 << 20)
+        print(
+            f"bigger snapshot (+{d_size:.0f} MiB uncompressed): ru_maxrss +{d_rss:.0f} MiB, "
+            f"peak anonymous memory +{d_anon:.0f} MiB"
+        )
+        print(
+            "growth = ru_maxrss after the epoch minus after import + snap.open; file = pages "
+            "of memory-mapped shards (shared page cache, counted by ru_maxrss)"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"memory": results, "environment": environment()}, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def environment() -> dict[str, Any]:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return {
+        "cores": cores,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pyarrow": pa.__version__,
+        "snap": snap.__version__,
+        "machine": platform.machine(),
+    }
+
+
+def describe(env: dict[str, Any]) -> str:
+    return (
+        f"{env['cores']} usable cores ({env['machine']}), python {env['python']}, "
+        f"pyarrow {env['pyarrow']}, numpy {env['numpy']}, snap {env['snap']}"
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--size-gb", type=float, default=None, help=f"uncompressed size ({DEFAULT_SIZE_GB})"
+    )
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the snapshots are cached")
+    p.add_argument("--repeats", type=int, default=None, help="runs per configuration (3)")
+    p.add_argument(
+        "--codecs", default=",".join(CODECS), help="comma-separated subset of zstd,lz4,none"
+    )
+    p.add_argument("--no-tune", action="store_true", help="skip the hand-tuned grid")
+    p.add_argument("--tokens", action="store_true", help="add a ragged int32 tokens column")
+    p.add_argument("--workers", type=int, default=2, help="processes writing the snapshots (2)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the numbers here")
+    p.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_SIZE_GB} GB, 1 repeat")
+    p.add_argument(
+        "--memory", action="store_true", help="peak RSS of 0.2 GB vs --size-gb replays instead"
+    )
+    p.add_argument("--memory-child", metavar="PATH", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.size_gb is None:
+        args.size_gb = QUICK_SIZE_GB if args.quick else DEFAULT_SIZE_GB
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
+    if not args.codecs or any(c not in CODECS for c in args.codecs):
+        p.error(f"--codecs must be a comma-separated subset of {','.join(CODECS)}")
+    if args.size_gb <= 0 or args.repeats < 1 or args.workers < 0:
+        p.error("need --size-gb > 0, --repeats >= 1, --workers >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.memory_child:
+        return memory_child(args.memory_child)
+    env = environment()
+    load_start = os.getloadavg()
+    print(f"{describe(env)}; load average {load_start[0]:.2f} {load_start[1]:.2f} at start")
+    if args.memory:
+        code = memory_mode(args)
+        print(f"load average {os.getloadavg()[0]:.2f} at end (1 min)")
+        return code
+
+    snapshots = {
+        c: ensure_snapshot(args.data_dir, c, args.size_gb, args.tokens, args.workers)
+        for c in args.codecs
+    }
+    configs = [RAW, BASE, ORDERED, SHUFFLED, NOVERIFY] + ([] if args.no_tune else TUNED)
+    for s in snapshots.values():  # warm the page cache: every shard file read once
+        raw_read(shard_paths(s))
+    runs: list[Run] = []
+    for rep in range(args.repeats):
+        k = (rep * 3) % len(configs)
+        order = configs[k:] + configs[:k]  # alternate, rotating the order between repeats
+        for codec, s in snapshots.items():
+            for config in order:
+                run = run_config(codec, config, s, args.tokens)
+                runs.append(run)
+                print(
+                    f"  repeat {rep + 1}/{args.repeats} {codec:<5} {config:<34} "
+                    f"{run.gbps:6.2f} GB/s {run.seconds:6.2f} s (cpu {run.cpu_seconds:.2f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    load_end = os.getloadavg()
+    summaries = [summarise(c, s, runs, configs) for c, s in snapshots.items()]
+    print_tables(summaries, runs, args)
+    # Other processes competing for the two cores make every number noisy; say so.
+    print(
+        f"{describe(env)}; 1-min load average {load_start[0]:.2f} at start, "
+        f"{load_end[0]:.2f} at end"
+    )
+    if args.quick:
+        print("(--quick: a smoke run; start-up costs weigh more, so take the targets lightly)")
+    if args.json:
+        with open(args.json, "w") as f:
+            doc = {
+                "summaries": [asdict(cs) for cs in summaries],
+                "runs": [{**asdict(r), "gbps": r.gbps} for r in runs],
+                "environment": {
+                    **env,
+                    "load_average_start": load_start,
+                    "load_average_end": load_end,
+                    "size_gb": args.size_gb,
+                    "repeats": args.repeats,
+                    "batch_size": BATCH_SIZE,
+                },
+            }
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

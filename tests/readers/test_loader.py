@@ -1,0 +1,311 @@
+"""The loader on real snapshots: order, shuffle quality, ranks, resume, threads, errors."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+
+N_CLASSES, PER_CLASS = 100, 1000
+
+
+def class_sorted() -> Any:
+    """100 classes x 1,000 records, written in class order (the worst case for shuffling)."""
+    for c in range(N_CLASSES):
+        ids = np.arange(c * PER_CLASS, (c + 1) * PER_CLASS)
+        yield snap.Batch(
+            label=np.full(PER_CLASS, c, np.int64),
+            id=ids,
+            x=(ids[:, None] * np.ones(4)).astype(np.float32),
+            tokens=[np.arange(i % 7, dtype=np.int32) for i in ids],
+            name=[f"r{i}" for i in ids],
+        )
+
+
+@pytest.fixture(scope="module")
+def sorted_snap(tmp_path_factory: pytest.TempPathFactory) -> snap.Snapshot:
+    path = tmp_path_factory.mktemp("snaps") / "sorted"
+    snap.ragged("tokens")(class_sorted)
+    snap.create(class_sorted, str(path), workers=0, shard_size="32KiB", batch_rows=512)
+    s = snap.open(str(path))
+    assert len(s.shards) >= 20
+    return s
+
+
+def ids(loader: snap.Loader) -> list[int]:
+    return [int(i) for b in loader for i in b["id"]]
+
+
+def snap_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("snap-")]
+
+
+def test_no_shuffle_replays_written_order_with_types(sorted_snap: snap.Snapshot) -> None:
+    batches = list(sorted_snap.loader(batch_size=300, shuffle=False))
+    assert [len(b["id"]) for b in batches] == [300] * 333 + [100]
+    first = batches[0]
+    assert first["x"].dtype == np.float32 and first["x"].shape == (300, 4)
+    assert first["tokens"][5].dtype == np.int32 and first["tokens"][5].tolist() == list(range(5))
+    assert first["name"][3] == "r3"
+    assert np.concatenate([b["id"] for b in batches]).tolist() == list(range(100_000))
+    assert snap_threads() == []
+
+
+def test_shuffle_quality_on_class_sorted_data(sorted_snap: snap.Snapshot) -> None:
+    """Distinct classes per batch of 256 must reach 90 % of a true uniform shuffle."""
+    loader = sorted_snap.loader(batch_size=256, seed=3, drop_last=True)
+    got = np.mean([len(np.unique(b["label"])) for b in loader])
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(N_CLASSES), PER_CLASS)
+    uniform = np.mean(
+        [
+            len(np.unique(b))
+            for _ in range(3)
+            for b in rng.permutation(labels)[:99_840].reshape(-1, 256)
+        ]
+    )
+    assert got >= 0.9 * uniform, (got, uniform)
+
+
+def test_small_buffer_still_mixes_blocks(sorted_snap: snap.Snapshot) -> None:
+    # A 4,096-record buffer holds 8 blocks from random places: far from sorted order.
+    loader = sorted_snap.loader(batch_size=256, seed=3, shuffle_buffer=4096, drop_last=True)
+    distinct = np.mean([len(np.unique(b["label"])) for b in loader])
+    assert distinct > 8, distinct
+
+
+def test_epochs_are_permutations_fresh_and_seeded(sorted_snap: snap.Snapshot) -> None:
+    loader = sorted_snap.loader(batch_size=1000, seed=7, epochs=2)
+    both = ids(loader)
+    first, second = both[:100_000], both[100_000:]
+    assert sorted(first) == sorted(second) == list(range(100_000))
+    assert first != second
+    assert ids(sorted_snap.loader(batch_size=1000, seed=7)) == first
+    assert ids(sorted_snap.loader(batch_size=1000, seed=8)) != first
+    # Each new pass continues the epoch counter: a fresh order again.
+    loader = sorted_snap.loader(batch_size=1000, seed=7)
+    assert ids(loader) == first and ids(loader) == second
+
+
+def test_order_does_not_depend_on_threads(sorted_snap: snap.Snapshot) -> None:
+    base = ids(sorted_snap.loader(batch_size=500, seed=1, num_parallel_reads=1, prefetch=1))
+    assert ids(sorted_snap.loader(batch_size=500, seed=1, num_parallel_reads=4, prefetch=8)) == base
+    assert ids(sorted_snap.loader(batch_size=500, seed=1)) == base
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("world", [3, 7])
+def test_ranks(sorted_snap: snap.Snapshot, world: int, drop_last: bool) -> None:
+    parts = [
+        ids(
+            sorted_snap.loader(
+                batch_size=128, seed=2, rank=r, world_size=world, drop_last=drop_last
+            )
+        )
+        for r in range(world)
+    ]
+    counts = {len(p) for p in parts}
+    assert len(counts) == 1  # the same number of records (so of batches) on every rank
+    every = [i for p in parts for i in p]
+    if drop_last:
+        assert len(every) == len(set(every))  # disjoint
+        assert len(every) == (100_000 // world) // 128 * 128 * world
+    else:
+        assert set(every) == set(range(100_000))  # complete
+        assert len(every) - 100_000 < world  # padded by fewer than world_size records
+
+
+def test_rank_auto_reads_the_environment(
+    sorted_snap: snap.Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    auto = sorted_snap.loader(batch_size=100, rank="auto", world_size="auto")
+    assert (auto.plan_options.rank, auto.plan_options.world_size) == (1, 4)
+    assert ids(auto) == ids(sorted_snap.loader(batch_size=100, rank=1, world_size=4))
+
+
+_full_runs: dict[int, list[np.ndarray]] = {}
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.integers(0, 600), buffer=st.sampled_from([777, 5000, 100_000]))
+def test_resume_at_any_point_is_bit_identical(
+    sorted_snap: snap.Snapshot, cut: int, buffer: int
+) -> None:
+    opts: dict[str, Any] = {"batch_size": 400, "seed": 5, "epochs": 3, "shuffle_buffer": buffer}
+    opts["columns"] = ["id", "x"]
+    if buffer not in _full_runs:
+        _full_runs[buffer] = [b["id"] for b in sorted_snap.loader(**opts)]
+    full = _full_runs[buffer]
+    assert len(full) == 750
+    loader = sorted_snap.loader(**opts)
+    it = iter(loader)
+    head = [next(it)["id"] for _ in range(cut)]
+    state = loader.state_dict()
+    loader.close()
+    assert set(state) == {"version", "epoch", "batch", "pass_end", "config"}
+    fresh = sorted_snap.loader(**opts)
+    fresh.load_state_dict(state)
+    rest = [b["id"] for b in fresh]
+    assert len(head) + len(rest) == len(full)
+    for got, want in zip(head + rest, full, strict=True):
+        assert np.array_equal(got, want)
+
+
+def test_state_from_other_settings_is_refused(sorted_snap: snap.Snapshot) -> None:
+    state = sorted_snap.loader(batch_size=100, seed=1).state_dict()
+    with pytest.raises(snap.OptionError, match="other batch_size, seed"):
+        sorted_snap.loader(batch_size=50, seed=2).load_state_dict(state)
+
+
+def test_map_runs_in_threads_with_a_reproducible_rng(sorted_snap: snap.Snapshot) -> None:
+    seen: set[str] = set()
+
+    def flip(batch: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+        seen.add(threading.current_thread().name)
+        flipped = rng.random(len(batch["x"])) < 0.5
+        x = batch["x"].copy()
+        x[flipped] = -x[flipped]
+        return {**batch, "x": x}
+
+    a = [b["x"] for b in sorted_snap.loader(batch_size=1000, seed=4, map=flip)]
+    b = [b["x"] for b in sorted_snap.loader(batch_size=1000, seed=4, map=flip)]
+    assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
+    negative = np.mean([np.mean(x[:, 0] < 0) for x in a])
+    assert 0.4 < negative < 0.6
+    assert seen and all(name.startswith("snap-map") for name in seen)
+
+
+def test_errors_in_threads_reach_the_consumer_with_traceback(sorted_snap: snap.Snapshot) -> None:
+    def broken(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise KeyError("augmentation went wrong")
+
+    with pytest.raises(KeyError, match="augmentation went wrong") as exc:
+        list(sorted_snap.loader(batch_size=100, map=broken))
+    frames = [f.name for f in exc.traceback]
+    assert "broken" in frames  # the original frame, raised in a snap-map thread
+    assert snap_threads() == []
+
+
+def test_threads_stop_on_break_close_and_gc(sorted_snap: snap.Snapshot) -> None:
+    loader = sorted_snap.loader(batch_size=100)
+    for _ in loader:
+        assert snap_threads()
+        break
+    assert snap_threads() == []
+    with sorted_snap.loader(batch_size=100) as loader2:
+        next(iter(loader2))
+    assert snap_threads() == []
+    it = iter(sorted_snap.loader(batch_size=100))
+    next(it)
+    del it
+    gc.collect()
+    assert snap_threads() == []
+
+
+def test_stats_report_rates_and_settings(sorted_snap: snap.Snapshot) -> None:
+    loader = sorted_snap.loader(batch_size=1000)
+    n = sum(len(b["id"]) for b in loader)
+    s = loader.stats()
+    assert s["records"] == n == 100_000 and s["batches"] == 100
+    assert s["records_per_s"] > 0 and s["bytes_per_s"] > 0
+    assert 0 <= s["input_bound_pct"] <= 100
+    assert s["stage_seconds"]["read_decode"] > 0 and s["windows"] >= 1
+    assert s["settings"]["parallel_reads"] >= 1 and s["settings"]["prefetch"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"batch_size": 8, "rank": 3, "world_size": 3}, "rank must be in"),
+        ({"batch_size": 8, "columns": ["nope"]}, r"unknown columns \['nope'\]"),
+        ({"batch_size": 8, "num_parallel_reads": 0}, "num_parallel_reads must be 'auto'"),
+        ({"batch_size": 8, "epochs": 0}, "epochs must be None"),
+    ],
+)
+def test_bad_options(sorted_snap: snap.Snapshot, kwargs: dict, message: str) -> None:
+    with pytest.raises(snap.OptionError, match=message):
+        sorted_snap.loader(**kwargs)
+
+
+def test_columns_subset(sorted_snap: snap.Snapshot) -> None:
+    batch = next(iter(sorted_snap.loader(batch_size=10, columns=["label"])))
+    assert list(batch) == ["label"]
+
+
+def _small(tmp_path: Path) -> str:
+    def gen() -> Any:
+        for i in range(50):
+            yield {"v": np.full(1000, i, np.int32)}
+
+    path = str(tmp_path / "s")
+    snap.create(gen, path, workers=0, shard_size="16KiB", batch_rows=8, compression="none")
+    return path
+
+
+def test_corrupt_shard_is_named(tmp_path: Path) -> None:
+    path = _small(tmp_path)
+    s = snap.open(path)
+    victim = Path(path) / s.shards[2].path
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    with pytest.raises(snap.CorruptShardError, match=f"shard .*{victim.name} is damaged: crc32c"):
+        list(s.loader(batch_size=10, shuffle=False))
+    assert snap_threads() == []
+
+
+def test_missing_or_truncated_shard_is_named(tmp_path: Path) -> None:
+    path = _small(tmp_path)
+    s = snap.open(path)
+    (Path(path) / s.shards[1].path).unlink()
+    with pytest.raises(snap.CorruptShardError, match="is missing"):
+        list(s.loader(batch_size=10, shuffle=False))
+    victim = Path(path) / s.shards[0].path
+    victim.write_bytes(victim.read_bytes()[:-10])
+    with pytest.raises(snap.CorruptShardError, match="bytes, the manifest says"):
+        list(s.loader(batch_size=10, shuffle=False, verify=False))
+
+
+def test_open_errors(tmp_path: Path) -> None:
+    with pytest.raises(snap.ManifestError, match="not a snapshot"):
+        snap.open(str(tmp_path / "nothing"))
+    path = _small(tmp_path)
+    manifest = Path(path) / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"format_version": 1', '"format_version": 9'))
+    with pytest.raises(snap.ManifestError, match="format_version 9.*upgrade snap"):
+        snap.open(path)
+
+
+def test_memory_filesystem(memfs: object) -> None:
+    def gen() -> Any:
+        yield snap.Batch(v=np.arange(5000, dtype=np.int64))
+
+    snap.create(gen, "memory://s", workers=0, batch_rows=100, shard_size="4KiB")
+    got = sorted(int(v) for b in snap.open("memory://s").loader(batch_size=64) for v in b["v"])
+    assert got == list(range(5000))
+
+
+def test_snapshot_materialises_once_then_reuses(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def gen() -> Any:
+        calls.append(1)
+        yield snap.Batch(v=np.arange(10))
+
+    s = snap.snapshot(gen, str(tmp_path / "s"), workers=0)
+    s2 = snap.snapshot(gen, str(tmp_path / "s"), workers=0)
+    assert len(calls) == 1 and s.num_records == s2.num_records == 10
+    assert sorted(int(v) for b in s2.loader(batch_size=3) for v in b["v"]) == list(range(10))

@@ -1,0 +1,114 @@
+"""Invariants of the read plan: disjoint, complete, balanced, deterministic, resumable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from snapshot_cli.readers.plan import Blocks, EpochPlan, PlanOptions
+
+
+def blocks_from(sizes: list[list[int]]) -> Blocks:
+    shard, batch, rows = [], [], []
+    for s, batches in enumerate(sizes):
+        for b, n in enumerate(batches):
+            shard.append(s)
+            batch.append(b)
+            rows.append(n)
+    return Blocks(np.array(shard, np.int64), np.array(batch, np.int64), np.array(rows, np.int64))
+
+
+layouts = st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=6), min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    layout=layouts,
+    world=st.integers(1, 5),
+    batch=st.integers(1, 17),
+    window=st.integers(1, 90),
+    seed=st.integers(0, 2**40),
+    epoch=st.integers(0, 1000),
+    shuffle=st.booleans(),
+)
+def test_ranks_are_disjoint_complete_and_balanced(
+    layout: list[list[int]],
+    world: int,
+    batch: int,
+    window: int,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+) -> None:
+    blocks = blocks_from(layout)
+    n = blocks.num_rows
+    parts = []
+    for drop_last in (False, True):
+        parts = [
+            EpochPlan(
+                blocks,
+                PlanOptions(batch, shuffle, seed, r, world, drop_last, window),
+                epoch,
+            )
+            for r in range(world)
+        ]
+        assert len({p.num_batches for p in parts}) == 1  # every rank: same number of batches
+        seqs = [p.positions() for p in parts]
+        if drop_last:
+            every = np.concatenate(seqs)
+            assert len(every) == len(set(every.tolist()))  # disjoint
+            assert all(len(s) == (n // world) // batch * batch for s in seqs)
+        else:
+            every = np.concatenate(seqs)
+            assert set(every.tolist()) == set(range(n))  # complete
+            assert len(every) == -(-n // world) * world  # padding: fewer than `world` repeats
+            assert len(every) - n < world
+    if world == 1:
+        (only,) = parts
+        seq = EpochPlan(blocks, PlanOptions(batch, shuffle, seed, 0, 1, False, window), epoch)
+        assert sorted(seq.positions().tolist()) == list(range(n))  # a permutation
+        if not shuffle:
+            assert seq.positions().tolist() == list(range(n))  # written order
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    layout=layouts, seed=st.integers(0, 2**31), batch=st.integers(1, 9), window=st.integers(1, 50)
+)
+def test_deterministic_and_fresh_per_epoch(
+    layout: list[list[int]], seed: int, batch: int, window: int
+) -> None:
+    blocks = blocks_from(layout)
+    opts = PlanOptions(batch, True, seed, 0, 1, False, window)
+    a = EpochPlan(blocks, opts, 3).positions()
+    assert np.array_equal(a, EpochPlan(blocks, opts, 3).positions())
+    if len(blocks) >= 6:  # 720 block orders: four epochs agree by chance with odds 1 / 720**3
+        others = [EpochPlan(blocks, opts, e).positions() for e in (4, 5, 6)]
+        assert not all(np.array_equal(a, o) for o in others)
+
+
+def test_batches_never_span_windows() -> None:
+    blocks = blocks_from([[10] * 10])
+    plan = EpochPlan(blocks, PlanOptions(7, True, 0, 0, 1, False, 20), 0)
+    assert plan.window_rows == 14
+    for i in range(plan.num_batches):
+        k, a, b = plan.batch_bounds(i)
+        wa, wb = plan.window_bounds(k)
+        assert 0 <= a < b <= wb - wa
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"batch_size": 4, "rank": 2, "world_size": 2}, r"rank must be in \[0, world_size=2\)"),
+        ({"batch_size": 4, "world_size": 0}, "world_size must be a positive integer"),
+        ({"batch_size": 4, "window_rows": 0}, "shuffle_buffer must be a positive integer"),
+        ({"batch_size": 4, "seed": -1}, "seed must be an integer >= 0"),
+    ],
+)
+def test_options_are_validated(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PlanOptions(**kwargs)
