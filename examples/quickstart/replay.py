@@ -1,23 +1,23 @@
-"""Replay a snapshot once and print what came back (the loader arrives with its own issue)."""
+"""Replay a snapshot for one epoch with the shuffling loader and print what it measured."""
 
 from __future__ import annotations
 
+import json
 import sys
-import time
 
 import snapshot_cli as snap
 
 
 def main(path: str) -> None:
     s = snap.open(path)
-    started = time.perf_counter()
-    records = 0
-    for batch in s.iter_batches():
-        records += len(next(iter(batch.values())))
-    seconds = time.perf_counter() - started
-    first = next(s.iter_batches())
-    shapes = {k: (str(v.dtype), v.shape) for k, v in first.items()}
-    print(f"replayed {records} records in {seconds:.3f} s; first batch columns: {shapes}")
+    with s.loader(batch_size=64, shuffle=True, seed=0) as loader:
+        records = 0
+        for batch in loader:
+            records += len(batch["label"])
+        first = {k: (str(v.dtype), v.shape) for k, v in batch.items()}
+        stats = loader.stats()
+    print(f"replayed {records} records in {stats['seconds']:.3f} s; last batch: {first}")
+    print(json.dumps({k: stats[k] for k in ("records_per_s", "input_bound_pct", "settings")}))
     if records != s.num_records:
         sys.exit(f"expected {s.num_records} records, read {records}")
 
