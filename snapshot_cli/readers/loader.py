@@ -130,7 +130,7 @@ class Loader:
             raise OptionError(f"epochs must be None (forever) or an integer >= 1, got {epochs!r}")
         self.columns = list(schema.names) if columns is None else list(columns)
         unknown = [c for c in self.columns if c not in schema.names]
-        if unknown or not self.columns:
+        if unknown or (not self.columns and schema.names):
             raise OptionError(
                 f"unknown columns {unknown or '(none selected)'}; the snapshot has {schema.names}"
             )

@@ -309,3 +309,13 @@ def test_snapshot_materialises_once_then_reuses(tmp_path: Path) -> None:
     s2 = snap.snapshot(gen, str(tmp_path / "s"), workers=0)
     assert len(calls) == 1 and s.num_records == s2.num_records == 10
     assert sorted(int(v) for b in s2.loader(batch_size=3) for v in b["v"]) == list(range(10))
+
+
+def test_empty_snapshot_yields_nothing(tmp_path: Path) -> None:
+    def nothing() -> Any:
+        return iter(())
+
+    info = snap.create(nothing, str(tmp_path / "s"), workers=0)
+    assert info.num_records == 0 and info.num_shards == 0
+    loader = snap.open(str(tmp_path / "s")).loader(batch_size=4)
+    assert list(loader) == [] and len(loader) == 0
