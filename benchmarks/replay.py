@@ -3,7 +3,9 @@
 A snapshot of image-like records (``image`` uint8 [3, 64, 64]: a smooth pattern plus noise,
 ~1.2x with zstd; ``label`` int64; with ``--tokens`` also ragged int32 ``tokens``) of
 ``--size-gb`` uncompressed is written once per codec (zstd level 1, lz4, none) into
-``--data-dir`` and reused by later runs. With the page cache warm, every codec gets:
+``--data-dir`` and reused by later runs. With the page cache warm (every shard file is read
+again right before each timed run: idle file pages may be evicted within a minute), every
+codec gets:
 
   * page-cache read: every shard file read with plain 1 MiB ``readinto`` calls (the
     disk/page-cache limit; reported as GB/s of file bytes);
@@ -21,11 +23,11 @@ Rates are GB/s (1e9 bytes) of uncompressed column data delivered (the sum of the
 of the numpy arrays). Configurations alternate within each repeat (the order rotates between
 repeats); the table reports medians. This is a report, not a test: nothing is asserted.
 
-``--memory`` instead replays a 0.2 GB and a ``--size-gb`` zstd snapshot with shuffle=True,
+``--memory`` instead replays zstd snapshots of 0.2 GB, 1 GB and ``--size-gb`` with shuffle=True,
 each in a fresh subprocess, and prints the child's peak RSS (ru_maxrss), split into anonymous
 memory and file-backed pages (memory-mapped shards), sampled from /proc/self/status.
 
-    python benchmarks/replay.py                  # ~10 minutes the first time (writes 3 x 2 GB)
+    python benchmarks/replay.py                  # ~7 minutes the first time (writes 3 x 2 GB)
     python benchmarks/replay.py --quick          # smoke run on 0.2 GB, 1 repeat
     python benchmarks/replay.py --memory         # peak RSS vs snapshot size
     python benchmarks/replay.py --codecs zstd --repeats 5 --json replay.json
@@ -44,6 +46,7 @@ os.environ["MKL_NUM_THREADS"] = "1"
 import argparse
 import functools
 import gc
+import itertools
 import json
 import platform
 import resource
@@ -82,6 +85,7 @@ BATCH_SIZE = 256
 TUNE_READS = (1, 2, 3, 4)
 TUNE_PREFETCH = (2, 8)
 GB = 1e9
+COLD_GBPS = 3.0  # a re-warming read slower than this found the page cache partly cold
 
 RAW = "page-cache read"
 BASE = "pyarrow alone"
@@ -221,6 +225,7 @@ class Run:
     cpu_seconds: float
     bytes: int  # uncompressed column bytes delivered (file bytes for the page-cache read)
     records: int
+    warm_gbps: float = 0.0  # the re-warming read just before the run (low: it was cold)
     stats: dict[str, Any] | None = None  # loader.stats() after the epoch
 
     @property
@@ -298,6 +303,12 @@ def loader_options(config: str) -> dict[str, Any]:
 
 def run_config(codec: str, config: str, s: snap.Snapshot, tokens: bool) -> Run:
     paths = shard_paths(s)
+    # Re-warm the page cache right before every run: the OS may evict file pages that were
+    # not used for a while (this VM pages out unmapped file cache idle for ~30 s), and the
+    # other codecs' runs take longer than that.
+    w0 = time.perf_counter()
+    warm_bytes, _ = raw_read(paths)
+    warm_gbps = warm_bytes / GB / max(1e-9, time.perf_counter() - w0)
     gc.collect()
     stats = None
     t0, c0 = time.perf_counter(), cpu_time()
@@ -307,7 +318,8 @@ def run_config(codec: str, config: str, s: snap.Snapshot, tokens: bool) -> Run:
         nbytes, records = pyarrow_alone(paths, tokens)
     else:
         nbytes, records, stats = replay(s, **loader_options(config))
-    return Run(codec, config, time.perf_counter() - t0, cpu_time() - c0, nbytes, records, stats)
+    seconds, cpu = time.perf_counter() - t0, cpu_time() - c0
+    return Run(codec, config, seconds, cpu, nbytes, records, warm_gbps, stats)
 
 
 # --- summary and table --------------------------------------------------------------------
@@ -366,8 +378,8 @@ def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.
     print()
     print(
         f"snap replay benchmark: {args.size_gb:g} GB uncompressed, batch_size {BATCH_SIZE}, "
-        f"page cache warm, GB/s = 1e9 bytes/s of uncompressed column data, "
-        f"median of {args.repeats}"
+        f"page cache warm (re-read before each run), median of {args.repeats};\n"
+        f"GB/s = 1e9 bytes/s of uncompressed column data delivered"
     )
     header = (
         f"{'codec':<5} {'configuration':<34} {'GB/s':>6} {'x base':>6} {'cpu s':>6}  "
@@ -498,9 +510,8 @@ def memory_child(path: str) -> int:
 
 
 def memory_mode(args: argparse.Namespace) -> int:
-    sizes = sorted({MEMORY_SMALL_GB, args.size_gb})
     results = []
-    for size in sizes:
+    for size in args.memory_sizes:
         s = ensure_snapshot(args.data_dir, "zstd", size, args.tokens, args.workers)
         raw_read(shard_paths(s))  # warm the page cache: measure memory, not the disk
         proc = subprocess.run(
@@ -518,33 +529,38 @@ def memory_mode(args: argparse.Namespace) -> int:
     print("peak memory of one shuffled epoch (zstd, default settings), each in a fresh process")
     header = (
         f"{'snapshot':>9} {'on disk':>8} {'GB/s':>5} {'ru_maxrss':>10} {'growth':>8} "
-        f"{'peak anon':>10} {'peak file':>10}  settings"
+        f"{'peak anon':>10} {'peak file':>10} {'window':>8} {'anon/window':>11}  settings"
     )
     print(header)
-    print("-" * (len(header) + 30))
+    print("-" * (len(header) + 20))
     for r in results:
         growth = r["maxrss_kib"] - r["maxrss_kib_before"]
         st = r["settings"]
+        row = max(1, r["uncompressed_bytes"] // max(1, r["records"]))
+        window = min(st["window_rows"], r["records"]) * row / (1 << 20)
+        anon = r["peak_kib"]["RssAnon"] / mib
         print(
             f"{r['uncompressed_bytes'] / GB:7.2f}GB {r['file_bytes'] / GB:6.2f}GB "
             f"{r['gbps']:5.2f} {r['maxrss_kib'] / mib:7.0f}MiB {growth / mib:5.0f}MiB "
-            f"{r['peak_kib']['RssAnon'] / mib:7.0f}MiB {r['peak_kib']['RssFile'] / mib:7.0f}MiB"
-            f"  window={st['window_rows']} reads={st['parallel_reads']} "
-            f"prefetch={st['prefetch']}"
+            f"{anon:7.0f}MiB {r['peak_kib']['RssFile'] / mib:7.0f}MiB {window:5.0f}MiB "
+            f"{anon / max(1e-9, window):11.2f}  window_rows={st['window_rows']} "
+            f"reads={st['parallel_reads']} prefetch={st['prefetch']}"
         )
-    if len(results) == 2:
-        small, big = results
+    for small, big in itertools.pairwise(results):
         d_rss = (big["maxrss_kib"] - small["maxrss_kib"]) / mib
         d_anon = (big["peak_kib"]["RssAnon"] - small["peak_kib"]["RssAnon"]) / mib
         d_size = (big["uncompressed_bytes"] - small["uncompressed_bytes"]) / (1 << 20)
         print(
-            f"bigger snapshot (+{d_size:.0f} MiB uncompressed): ru_maxrss +{d_rss:.0f} MiB, "
-            f"peak anonymous memory +{d_anon:.0f} MiB"
+            f"{small['uncompressed_bytes'] / GB:.2f} -> {big['uncompressed_bytes'] / GB:.2f} GB "
+            f"(+{d_size:.0f} MiB of records): ru_maxrss {d_rss:+.0f} MiB, "
+            f"peak anonymous memory {d_anon:+.0f} MiB"
         )
-        print(
-            "growth = ru_maxrss after the epoch minus after import + snap.open; file = pages "
-            "of memory-mapped shards (shared page cache, counted by ru_maxrss)"
-        )
+    print(
+        "growth = ru_maxrss after the epoch minus after import + snap.open; anon = heap "
+        "(windows, batches, decode buffers); file = file-backed pages mapped by the process "
+        "(libraries, and shards if the reader memory-maps them); window = the shuffle window "
+        "of fixed-width columns (a snapshot smaller than the window is one window)"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"memory": results, "environment": environment()}, f, indent=2)
@@ -580,7 +596,10 @@ def describe(env: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
-        "--size-gb", type=float, default=None, help=f"uncompressed size ({DEFAULT_SIZE_GB})"
+        "--size-gb",
+        type=float,
+        default=None,
+        help=f"uncompressed GB of image+label ({DEFAULT_SIZE_GB})",
     )
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the snapshots are cached")
     p.add_argument("--repeats", type=int, default=None, help="runs per configuration (3)")
@@ -593,7 +612,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", metavar="FILE", default=None, help="also write the numbers here")
     p.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_SIZE_GB} GB, 1 repeat")
     p.add_argument(
-        "--memory", action="store_true", help="peak RSS of 0.2 GB vs --size-gb replays instead"
+        "--memory",
+        action="store_true",
+        help="peak RSS of replays of --memory-sizes snapshots instead",
+    )
+    p.add_argument(
+        "--memory-sizes",
+        default=None,
+        help=f"GB of the --memory snapshots (default {MEMORY_SMALL_GB:g},1,--size-gb)",
     )
     p.add_argument("--memory-child", metavar="PATH", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -601,6 +627,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.size_gb = QUICK_SIZE_GB if args.quick else DEFAULT_SIZE_GB
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
+    try:
+        sizes = (
+            [float(x) for x in args.memory_sizes.split(",") if x.strip()]
+            if args.memory_sizes
+            else [MEMORY_SMALL_GB, 1.0, args.size_gb]
+        )
+    except ValueError:
+        p.error("--memory-sizes must be comma-separated numbers of GB, e.g. 0.2,1,2")
+    args.memory_sizes = sorted({x for x in sizes if x > 0})
     args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     if not args.codecs or any(c not in CODECS for c in args.codecs):
         p.error(f"--codecs must be a comma-separated subset of {','.join(CODECS)}")
@@ -626,8 +661,6 @@ def main(argv: list[str] | None = None) -> int:
         for c in args.codecs
     }
     configs = [RAW, BASE, ORDERED, SHUFFLED, NOVERIFY] + ([] if args.no_tune else TUNED)
-    for s in snapshots.values():  # warm the page cache: every shard file read once
-        raw_read(shard_paths(s))
     runs: list[Run] = []
     for rep in range(args.repeats):
         k = (rep * 3) % len(configs)
@@ -638,17 +671,23 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run)
                 print(
                     f"  repeat {rep + 1}/{args.repeats} {codec:<5} {config:<34} "
-                    f"{run.gbps:6.2f} GB/s {run.seconds:6.2f} s (cpu {run.cpu_seconds:.2f} s)",
+                    f"{run.gbps:6.2f} GB/s {run.seconds:6.2f} s (cpu {run.cpu_seconds:.2f} s, "
+                    f"re-warm {run.warm_gbps:.1f} GB/s)",
                     file=sys.stderr,
                     flush=True,
                 )
     load_end = os.getloadavg()
+    cold = [r for r in runs if r.warm_gbps < COLD_GBPS]
     summaries = [summarise(c, s, runs, configs) for c, s in snapshots.items()]
     print_tables(summaries, runs, args)
     # Other processes competing for the two cores make every number noisy; say so.
     print(
         f"{describe(env)}; 1-min load average {load_start[0]:.2f} at start, "
         f"{load_end[0]:.2f} at end"
+    )
+    print(
+        f"page cache re-warmed before every run; {len(cold)} of {len(runs)} re-warming reads "
+        f"ran below {COLD_GBPS:g} GB/s (the cache had been partly evicted meanwhile)"
     )
     if args.quick:
         print("(--quick: a smoke run; start-up costs weigh more, so take the targets lightly)")

@@ -27,7 +27,7 @@ class ParallelismTuner:
     start: int
     low: int = 1
     high: int = 16
-    tolerance: float = 0.05
+    tolerance: float = 0.10
     fixed: bool = False
     current: int = field(init=False)
     best: int = field(init=False)

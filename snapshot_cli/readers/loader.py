@@ -30,7 +30,7 @@ from .autotune import ParallelismTuner, PrefetchTuner
 from .plan import Blocks, EpochPlan, PlanOptions
 from .prefetch import Closed, PrefetchBuffer
 from .shard import ShardReaders
-from .window import Window, row_bytes
+from .window import Window, WindowPool, row_bytes
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -328,6 +328,7 @@ class _Run:
         self.buffer = PrefetchBuffer(self.prefetch.current)
         self.wait_before = loader._stats.consumer_wait
         self._plans: dict[int, EpochPlan] = {}
+        self.windows = WindowPool(self.schema, self.columns)
         self.read_pool = ThreadPoolExecutor(self.tuner.high, thread_name_prefix="snap-read")
         self.map_pool = (
             ThreadPoolExecutor(loader._cores, thread_name_prefix="snap-map") if self.map else None
@@ -364,15 +365,18 @@ class _Run:
 
     def _produce(self) -> None:
         try:
+            # One window decodes while the previous one is served: two windows at most, and
+            # the read threads never decode two windows at once (their rate is measurable).
             windows = self._windows()
             current = next(windows, None)
             pending = self._load(current) if current else None
-            while current is not None and not self.stop.is_set():
+            while current is not None and pending is not None and not self.stop.is_set():
+                window = self._finish(pending)
                 upcoming = next(windows, None)
-                ahead = self._load(upcoming) if upcoming else None
-                window = self._finish(pending)  # type: ignore[arg-type]
+                pending = self._load(upcoming) if upcoming else None
                 self._serve(current, window)
-                current, pending = upcoming, ahead
+                self.windows.put(window)
+                current = upcoming
             self.buffer.close()
         except Closed:
             pass
@@ -387,7 +391,7 @@ class _Run:
         plan, k, _, _ = key
         segments = plan.window(k)
         a, b = plan.window_bounds(k)
-        window = Window(self.schema, self.columns, b - a)
+        window = self.windows.get(b - a)
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
         work = iter(list(zip(offsets, segments, strict=True)))
         lock = threading.Lock()

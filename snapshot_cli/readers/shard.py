@@ -12,6 +12,7 @@ size and crc32c are checked against the manifest: damaged data raises
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -24,6 +25,10 @@ from ..errors import CorruptShardError
 from ..manifest import ShardEntry
 
 _CRC_CHUNK = 8 << 20
+# Local shards already verified by this process: (path, size, mtime_ns, crc32c). A new loader
+# for the next epoch or sweep trial does not checksum them again; a rewritten file would have
+# another mtime.
+_verified_local: set[tuple[str, int, int, str]] = set()
 
 
 class ShardReaders:
@@ -69,14 +74,17 @@ class ShardReaders:
                 f"shard {url} has {size} bytes, the manifest says {entry.bytes}; "
                 "the snapshot is damaged: recreate it with snap create --overwrite"
             )
-        if self.verify and i not in self._verified:
+        key = (path, size, os.stat(path).st_mtime_ns, entry.crc32c) if self.local else None
+        if self.verify and i not in self._verified and key not in _verified_local:
             crc = _crc(source)
             if crc != entry.crc32c:
                 raise CorruptShardError(
                     f"shard {url} is damaged: crc32c {crc}, the manifest says {entry.crc32c}; "
                     "recreate the snapshot with snap create --overwrite"
                 )
-            self._verified.add(i)
+            if key is not None:
+                _verified_local.add(key)
+        self._verified.add(i)
         return source, size
 
     def reader(self, i: int) -> pa.ipc.RecordBatchFileReader:

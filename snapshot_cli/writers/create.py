@@ -207,6 +207,13 @@ def create(
     commit_mod.check_output(fs, root)
     if (m := reusable()) is not None:
         log.info("snapshot %s is up to date (fingerprint %s); nothing to do", url, fp[:12])
+        if m.compression != options.compression.to_json():
+            log.warning(
+                "note: the existing snapshot is compressed with %s, not %s; the layout is "
+                "not part of the fingerprint: pass --overwrite to rewrite it",
+                m.compression,
+                options.compression.to_json(),
+            )
         return _info(url, m, started, reused=True)
 
     held = _acquire_lease(fs, root, lease_ttl, wait, url)
