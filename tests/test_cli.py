@@ -164,3 +164,12 @@ def test_readme_quickstart_commands_run(tmp_path: Path) -> None:
         res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
         assert res.returncode == 0, f"{cmd}: {res.stderr}"
     assert "replayed 50 records" in res.stdout
+
+
+def test_reuse_with_another_layout_says_so(setup) -> None:  # type: ignore[no-untyped-def]
+    spec, glob, tmp = setup
+    out = str(tmp / "s")
+    assert run("create", spec, out, "--input", glob, "--workers", "0")[0] == 0
+    code, stdout, stderr = run("create", spec, out, "--input", glob, "--compression", "lz4")
+    assert code == 0 and stdout.startswith("up to date:")
+    assert "compressed with" in stderr and "--overwrite" in stderr
