@@ -168,8 +168,14 @@ class Loader:
             high=depth or max(2, min(16, PREFETCH_BYTES // max(1, batch_bytes))),
             fixed=depth is not None,
         )
+        # "auto" never goes below the core count (decoding is CPU-bound; fewer threads only
+        # leave cores idle) and explores upwards, where slower storage needs more reads.
+        floor = min(cores, 16)
         self._tuner = ParallelismTuner(
-            start=reads or cores, low=1, high=reads or max(4, 4 * cores), fixed=reads is not None
+            start=reads or floor,
+            low=reads or floor,
+            high=reads or 4 * floor,
+            fixed=reads is not None,
         )
         self.map = map
         self._map_takes_rng = map is not None and _accepts_rng(map)
@@ -328,7 +334,7 @@ class _Run:
         self.buffer = PrefetchBuffer(self.prefetch.current)
         self.wait_before = loader._stats.consumer_wait
         self._plans: dict[int, EpochPlan] = {}
-        self.windows = WindowPool(self.schema, self.columns)
+        self.windows = WindowPool(self.schema, self.columns, contiguous=self.options.shuffle)
         self.read_pool = ThreadPoolExecutor(self.tuner.high, thread_name_prefix="snap-read")
         self.map_pool = (
             ThreadPoolExecutor(loader._cores, thread_name_prefix="snap-map") if self.map else None

@@ -46,6 +46,9 @@ class Window:
     """Records ``[0, rows)`` of one window. ``fill`` from any thread; then ``finish``.
 
     ``storage`` (from :class:`WindowPool`) supplies reusable arrays of at least ``rows`` rows.
+    With ``contiguous=False`` (unshuffled replay, where batches are runs of consecutive
+    records) fixed-width columns are not copied into the window: each batch is one copy,
+    straight from the decoded record batches.
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class Window:
         columns: list[str],
         rows: int,
         storage: dict[str, np.ndarray] | None = None,
+        contiguous: bool = True,
     ) -> None:
         self.rows = rows
         self.storage: dict[str, np.ndarray] = {}
@@ -61,10 +65,15 @@ class Window:
         self.var: dict[str, list[tuple[int, pa.Array]]] = {}
         self._var_done: dict[str, pa.Array] = {}
         self.columns = columns
+        self.contiguous = contiguous
+        self._views: dict[str, list[tuple[int, np.ndarray]]] = {}
+        self._starts = np.zeros(0, np.int64)
         self._lock = threading.Lock()
         for name in columns:
             t = schema.field(name).type
-            if schema_mod.kind(t) in FIXED_KINDS:
+            if schema_mod.kind(t) in FIXED_KINDS and not contiguous:
+                self._views[name] = []
+            elif schema_mod.kind(t) in FIXED_KINDS:
                 if storage is None or len(storage[name]) < rows:
                     self.storage[name] = np.empty((rows, *row_shape(t)), dtype=numpy_dtype(t))
                 else:
@@ -78,6 +87,13 @@ class Window:
         n = stop - start
         for name, dest in self.fixed.items():
             dest[offset : offset + n] = column_to_numpy(batch.column(name).slice(start, n))
+        if self._views:
+            views = [
+                (name, column_to_numpy(batch.column(name).slice(start, n))) for name in self._views
+            ]
+            with self._lock:
+                for name, view in views:
+                    self._views[name].append((offset, view))
         if self.var:
             parts = [(name, batch.column(name).slice(start, n)) for name in self.var]
             with self._lock:
@@ -85,7 +101,10 @@ class Window:
                     self.var[name].append((offset, part))
 
     def finish(self) -> None:
-        """Join the variable-width parts in row order (call once, after every fill)."""
+        """Put the parts in row order (call once, after every fill)."""
+        for parts in self._views.values():
+            parts.sort(key=lambda p: p[0])
+            self._starts = np.array([p[0] for p in parts], dtype=np.int64)
         for name, parts in self.var.items():
             parts.sort(key=lambda p: p[0])
             arrays = [p[1] for p in parts]
@@ -95,7 +114,11 @@ class Window:
         """The records at ``index`` (window rows), as ``{column: numpy array}``."""
         out: dict[str, np.ndarray] = {}
         for name in self.columns:
-            if name in self.fixed:
+            if name in self._views:
+                if not isinstance(index, slice):
+                    raise TypeError("a non-contiguous window serves runs of records only")
+                out[name] = self._run(self._views[name], index.start, index.stop)
+            elif name in self.fixed:
                 col = self.fixed[name]
                 # Always a copy: the window's arrays are reused for a later window.
                 if isinstance(index, slice):
@@ -112,6 +135,15 @@ class Window:
                 out[name] = column_to_numpy(part)
         return out
 
+    def _run(self, parts: list[tuple[int, np.ndarray]], a: int, b: int) -> np.ndarray:
+        """Rows ``[a, b)`` from the decoded parts, copied once into a new array."""
+        first = int(np.searchsorted(self._starts, a, side="right")) - 1
+        last = int(np.searchsorted(self._starts, b, side="left"))
+        pieces = [view[max(a - off, 0) : b - off] for off, view in parts[first:last]]
+        if len(pieces) == 1:
+            return pieces[0].copy()  # Arrow-backed views are read-only; batches are writable
+        return np.concatenate(pieces)
+
 
 class WindowPool:
     """Hands out windows whose fixed-width arrays are reused once a window has been served.
@@ -121,11 +153,13 @@ class WindowPool:
     windows at once (one served, one being decoded), so two sets of arrays go round.
     """
 
-    def __init__(self, schema: pa.Schema, columns: list[str]) -> None:
-        self.schema, self.columns = schema, columns
+    def __init__(self, schema: pa.Schema, columns: list[str], contiguous: bool = True) -> None:
+        self.schema, self.columns, self.contiguous = schema, columns, contiguous
         self._free: list[dict[str, np.ndarray]] = []
 
     def get(self, rows: int) -> Window:
+        if not self.contiguous:
+            return Window(self.schema, self.columns, rows, contiguous=False)
         storage = None
         for i, candidate in enumerate(self._free):
             if all(len(a) >= rows for a in candidate.values()):
