@@ -184,6 +184,7 @@ class Loader:
         self.blocks = Blocks.from_manifest(m)
         self._bytes_per_row = bytes_per_row
         self._readers = ShardReaders(snapshot.fs, snapshot.root, m.shards, verify=verify)
+        self._windows = WindowPool(schema, self.columns, contiguous=bool(shuffle))
         self._epoch = 0
         self._batch = 0
         self._pass_end: int | None = None
@@ -334,7 +335,7 @@ class _Run:
         self.buffer = PrefetchBuffer(self.prefetch.current)
         self.wait_before = loader._stats.consumer_wait
         self._plans: dict[int, EpochPlan] = {}
-        self.windows = WindowPool(self.schema, self.columns, contiguous=self.options.shuffle)
+        self.windows = loader._windows  # kept by the loader: later passes reuse the arrays
         self.read_pool = ThreadPoolExecutor(self.tuner.high, thread_name_prefix="snap-read")
         self.map_pool = (
             ThreadPoolExecutor(loader._cores, thread_name_prefix="snap-map") if self.map else None

@@ -42,6 +42,15 @@ class Snapshot:
             f"columns={self.schema.names})"
         )
 
+    def stats(self) -> dict[str, Any]:
+        """Totals from the manifest: records, shards, record batches, bytes, ratio, codec."""
+        m = self.manifest
+        return {
+            **m.totals(),
+            "compression": m.compression,
+            "ratio": round(m.uncompressed_bytes / m.bytes, 3) if m.bytes else None,
+        }
+
     def shard_url(self, shard: ShardEntry) -> str:
         return storage.to_url(self.fs, storage.join(self.root, shard.path))
 

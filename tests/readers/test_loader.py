@@ -240,6 +240,12 @@ def test_bad_options(sorted_snap: snap.Snapshot, kwargs: dict, message: str) -> 
         sorted_snap.loader(**kwargs)
 
 
+def test_snapshot_stats(sorted_snap: snap.Snapshot) -> None:
+    stats = sorted_snap.stats()
+    assert stats["records"] == 100_000 and stats["shards"] == len(sorted_snap.shards)
+    assert stats["compression"]["codec"] == "zstd" and stats["ratio"] > 1
+
+
 def test_columns_subset(sorted_snap: snap.Snapshot) -> None:
     batch = next(iter(sorted_snap.loader(batch_size=10, columns=["label"])))
     assert list(batch) == ["label"]
