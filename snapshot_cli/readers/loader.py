@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import storage
 from ..errors import OptionError
 from . import ranks
 from .autotune import ParallelismTuner, PrefetchTuner
@@ -168,14 +169,16 @@ class Loader:
             high=depth or max(2, min(16, PREFETCH_BYTES // max(1, batch_bytes))),
             fixed=depth is not None,
         )
-        # "auto" never goes below the core count (decoding is CPU-bound; fewer threads only
-        # leave cores idle) and explores upwards, where slower storage needs more reads.
+        # "auto": on local disk, decoding is CPU-bound and one thread per core is best; the
+        # hill climber's explorations cost more than they found there (benchmarks/replay.py).
+        # On remote storage reads wait on the network, so it climbs from there.
         floor = min(cores, 16)
+        local = storage.is_local(snapshot.fs)
         self._tuner = ParallelismTuner(
             start=reads or floor,
             low=reads or floor,
             high=reads or 4 * floor,
-            fixed=reads is not None,
+            fixed=reads is not None or local,
         )
         self.map = map
         self._map_takes_rng = map is not None and _accepts_rng(map)
