@@ -6,8 +6,6 @@ come back without copies where Arrow allows it (no nulls, not bool).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 
@@ -64,8 +62,3 @@ def batch_to_numpy(
     """A record batch or table → ``{column: numpy array}`` with the batch as leading dim."""
     names = columns if columns is not None else batch.schema.names
     return {name: column_to_numpy(batch.column(name)) for name in names}
-
-
-def record_at(columns: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-    """Row ``i`` of converted columns as a record dict (for display and tests)."""
-    return {name: values[i] for name, values in columns.items()}

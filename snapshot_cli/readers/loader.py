@@ -159,8 +159,6 @@ class Loader:
             raise OptionError(str(err)) from err
         reads = _auto_or_int(num_parallel_reads, "num_parallel_reads", 1)
         cores = os.cpu_count() or 1
-        self._reads = reads
-        self._reads_auto = reads is None
         self._cores = cores
         depth = _auto_or_int(prefetch, "prefetch", 1)
         batch_bytes = bytes_per_row * batch_size

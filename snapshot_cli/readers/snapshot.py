@@ -6,15 +6,15 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
 from .. import storage
-from ..errors import CorruptShardError, ManifestError
+from ..errors import ManifestError
 from ..manifest import MANIFEST_NAME, RUNS_DIR, Manifest, ShardEntry
 from .convert import batch_to_numpy
 from .loader import Loader
+from .shard import ShardReaders
 
 
 class Snapshot:
@@ -55,36 +55,15 @@ class Snapshot:
         return storage.to_url(self.fs, storage.join(self.root, shard.path))
 
     def read_shard(self, index: int, verify: bool = True) -> pa.Table:
-        """Read shard ``index`` whole, checking its size and crc32c against the manifest.
+        """Read shard ``index`` whole, checked against the manifest (size, crc32c, records).
 
         Raises:
             CorruptShardError: missing, wrong size, wrong checksum, or undecodable.
         """
-        shard = self.shards[index]
-        url = self.shard_url(shard)
-        try:
-            data = storage.read_bytes(self.fs, storage.join(self.root, shard.path))
-        except FileNotFoundError as err:
-            raise CorruptShardError(f"shard {url} is missing") from err
-        if verify:
-            if len(data) != shard.bytes:
-                raise CorruptShardError(
-                    f"shard {url} has {len(data)} bytes, the manifest says {shard.bytes}"
-                )
-            crc = f"{crc32c.crc32c(data):08x}"
-            if crc != shard.crc32c:
-                raise CorruptShardError(
-                    f"shard {url} is damaged: crc32c {crc}, the manifest says {shard.crc32c}"
-                )
-        try:
-            table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
-        except (pa.ArrowException, OSError) as err:
-            raise CorruptShardError(f"shard {url} cannot be decoded: {err}") from err
-        if table.num_rows != shard.records:
-            raise CorruptShardError(
-                f"shard {url} has {table.num_rows} records, the manifest says {shard.records}"
-            )
-        return table
+        readers = ShardReaders(self.fs, self.root, self.shards, verify=verify)
+        sizes = self.shards[index].batch_sizes()
+        batches = [readers.read_batch(index, j, rows) for j, rows in enumerate(sizes)]
+        return pa.Table.from_batches(batches, schema=self.schema)
 
     def loader(self, batch_size: int = 256, **options: Any) -> Loader:
         """A shuffling, prefetching loader of numpy batches; see :class:`Loader`.

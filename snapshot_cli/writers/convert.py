@@ -33,10 +33,6 @@ class Batch(dict):  # type: ignore[type-arg]
     """
 
 
-def _dtype_label(dtype: np.dtype) -> str:
-    return dtype.name
-
-
 def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     """Return ``(class, dtype, shape)`` of one record value, normalised.
 
@@ -94,9 +90,9 @@ def _normalise(value: Any) -> Any:
 
 def _describe(cls: str, dtype: Any, shape: Any) -> str:
     if cls == ARRAY:
-        return f"{_dtype_label(dtype)} array of shape {tuple(shape)}"
+        return f"{dtype.name} array of shape {tuple(shape)}"
     if cls == SCALAR:
-        return f"{_dtype_label(dtype)} scalar"
+        return f"{dtype.name} scalar"
     return "str" if cls == STRING else "bytes"
 
 
@@ -189,12 +185,8 @@ def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa
     shape_arr = pa.FixedSizeListArray.from_arrays(pa.array(shapes), ndim)
     return pa.StructArray.from_arrays(
         [data, shape_arr],
-        fields=list(schema_mod.ragged_type(flat_type(dtype), ndim)),
+        fields=list(schema_mod.ragged_type(pa.from_numpy_dtype(dtype), ndim)),
     )
-
-
-def flat_type(dtype: np.dtype) -> pa.DataType:
-    return pa.from_numpy_dtype(dtype)
 
 
 class RecordBuffer:
