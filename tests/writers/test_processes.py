@@ -51,15 +51,19 @@ def calls(path: Path) -> list[tuple[str, int]]:
     return [(a, int(b)) for a, b in (line.split() for line in path.read_text().splitlines())]
 
 
-def start_create(
-    out: Path, inputs: Path, spec: str, calls_file: Path, gate: Path, log: Path
-) -> subprocess.Popen[bytes]:
-    cmd = [
+def create_cmd(out: Path, inputs: Path, spec: str, calls_file: Path, gate: Path) -> list[str]:
+    return [
         sys.executable, "-m", "snapshot_cli", "create", spec, str(out),
         "--input", str(inputs / "*.txt"), "--param", f"calls={json.dumps(str(calls_file))}",
         "--param", f"gate={json.dumps(str(gate))}", "--workers", "2", "--inputs-per-task", "1",
         "--batch-rows", "1", "--json",
     ]  # fmt: skip
+
+
+def start_create(
+    out: Path, inputs: Path, spec: str, calls_file: Path, gate: Path, log: Path
+) -> subprocess.Popen[bytes]:
+    cmd = create_cmd(out, inputs, spec, calls_file, gate)
     with open(log, "wb") as err, open(str(log) + ".out", "wb") as out_f:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=out_f, stderr=err)
     _started.append(proc)
@@ -131,11 +135,7 @@ def test_kill_9_then_resume_equals_uninterrupted_run(tmp_path: Path, write_pipel
 
     gate.write_text("open")
     second = subprocess.run(
-        [sys.executable, "-m", "snapshot_cli", "create", spec, str(out),
-         "--input", str(tmp_path / "in" / "*.txt"),
-         "--param", f"calls={json.dumps(str(calls_file))}",
-         "--param", f"gate={json.dumps(str(gate))}",
-         "--workers", "2", "--inputs-per-task", "1", "--batch-rows", "1", "--json"],
+        create_cmd(out, tmp_path / "in", spec, calls_file, gate),
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert second.returncode == 0, second.stderr
