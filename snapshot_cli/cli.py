@@ -10,17 +10,21 @@ import functools
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from . import __version__, storage
-from .errors import ManifestError, SnapError
-from .progress import human_bytes, human_count
+from . import __version__, render, report, storage
+from .errors import ManifestError, OptionError, SnapError
+from .progress import Progress, human_bytes, human_count
+from .readers import bench as bench_mod
+from .readers import verify as verify_mod
+from .readers.snapshot import Snapshot
 from .readers.snapshot import open as open_snapshot
-from .schema import describe, format_type
 from .writers import commit as commit_mod
+from .writers import gc as gc_mod
 from .writers import lease as lease_mod
 from .writers.create import create as create_snapshot
 from .writers.pipeline import parse_params
@@ -192,18 +196,36 @@ def _unfinished(url: str) -> dict[str, Any] | None:
     state = []
     for info in runs:
         done = commit_mod.finished_tasks(fs, root, info["run"])
-        state.append({"run": info["run"], "tasks_done": len(done), "tasks": len(info["plan"])})
-    return {
-        "path": storage.to_url(fs, root),
-        "finished": False,
-        "runs": state,
-        "writer": None
-        if holder is None
-        else {
+        state.append(
+            {
+                "run": info["run"],
+                "tasks_done": len(done),
+                "tasks": len(info["plan"]),
+                "created": info.get("created"),
+                "pipeline": info.get("pipeline"),
+            }
+        )
+    writer = None
+    if holder is not None:
+        heartbeat = float(holder.holder.get("heartbeat", 0) or 0)
+        writer = {
             "alive": lease_mod.is_alive(holder),
             "holder": holder.describe(),
-        },
-    }
+            "host": holder.holder.get("host"),
+            "pid": holder.holder.get("pid"),
+            "run": holder.holder.get("run"),
+            "heartbeat_age_s": round(time.time() - heartbeat, 1) if heartbeat else None,
+        }
+    return {"path": storage.to_url(fs, root), "finished": False, "runs": state, "writer": writer}
+
+
+def _open(snapshot: str) -> Snapshot:
+    return open_snapshot(snapshot)
+
+
+def _echo_lines(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
 
 
 @cli.command()
@@ -212,9 +234,9 @@ def _unfinished(url: str) -> dict[str, Any] | None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @_handle_errors
 def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
-    """Summarise SNAPSHOT from its manifest (no shard is read)."""
+    """Summarise SNAPSHOT from its manifest (no shard is read, so it is fast anywhere)."""
     try:
-        snap = open_snapshot(snapshot)
+        snap = _open(snapshot)
     except ManifestError:
         state = _unfinished(snapshot)
         if state is None:
@@ -222,66 +244,171 @@ def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
         if as_json:
             _emit_json(state)
         else:
-            click.echo(f"{state['path']}: unfinished snapshot (no manifest.json yet)")
-            for r in state["runs"]:
-                click.echo(f"  run {r['run']}: {r['tasks_done']}/{r['tasks']} tasks done")
-            if state["writer"]:
-                alive = "writing" if state["writer"]["alive"] else "not running"
-                click.echo(f"  writer: {state['writer']['holder']}, {alive}")
-            click.echo("  run the same snap create again to resume it")
+            _echo_lines(render.unfinished_lines(state))
         return
-    m = snap.manifest
-    doc = {
-        "path": snap.url,
-        "finished": True,
-        "fingerprint": m.fingerprint,
-        "num_records": m.num_records,
-        "num_shards": m.num_shards,
-        "num_record_batches": m.num_record_batches,
-        "bytes": m.bytes,
-        "uncompressed_bytes": m.uncompressed_bytes,
-        "compression": m.compression,
-        "schema": describe(m.schema),
-        "pipeline": m.pipeline,
-        "created": m.created,
-        "created_by": m.created_by,
-    }
-    if show_shards:
-        doc["shards"] = [s.to_json() for s in m.shards]
+    doc = report.inspect_doc(snap.url, snap.manifest, shards=show_shards)
     if as_json:
         _emit_json(doc)
-        return
-    ratio = m.uncompressed_bytes / m.bytes if m.bytes else 0.0
-    level = m.compression.get("level")
-    rows = [
-        ("snapshot", snap.url),
-        ("fingerprint", m.fingerprint[:16]),
-        ("pipeline", f"{m.pipeline.get('spec') or m.pipeline.get('function')}"),
-        ("params", json.dumps(m.pipeline.get("params", {}))),
-        ("inputs", str(m.pipeline.get("inputs", {}).get("count", 0))),
-        ("records", f"{human_count(m.num_records)} ({m.num_records})"),
-        ("shards", f"{m.num_shards} ({m.num_record_batches} record batches)"),
-        (
-            "on disk",
-            f"{human_bytes(m.bytes)} "
-            f"({human_bytes(m.uncompressed_bytes)} uncompressed, {ratio:.2f}x)",
-        ),
-        ("compression", m.compression["codec"] + (f" level {level}" if level else "")),
-        ("created", f"{m.created} by snap {m.created_by.get('snap')}"),
+    else:
+        _echo_lines(render.inspect_lines(doc))
+
+
+@cli.command()
+@click.argument("snapshot")
+@click.option(
+    "--fast",
+    is_flag=True,
+    help="Download nothing: compare sizes and the crc32c the storage reports (GCS).",
+)
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Shards checked at once.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress on stderr.")
+@_handle_errors
+def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet: bool) -> None:
+    """Check every shard of SNAPSHOT: size, crc32c, and that every record batch decodes.
+
+    Exits 1 if any shard is damaged, naming each one.
+    """
+    snap = _open(snapshot)
+    progress = None
+    if not (quiet or as_json):
+        progress = Progress(len(snap.shards), unit="shards")
+
+    def on_shard(check: verify_mod.ShardCheck) -> None:
+        if progress is not None:
+            progress.task_done(check.records, check.bytes)
+
+    try:
+        result = verify_mod.verify(snap, fast=fast, threads=threads, on_shard=on_shard)
+    finally:
+        if progress is not None:
+            progress.close()
+    doc = result.to_json()
+    if as_json:
+        _emit_json(doc)
+    else:
+        _echo_lines(render.verify_lines(doc))
+    if not result.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("snapshot")
+@click.option("-n", "count", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--columns", default=None, help="Comma-separated columns to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@_handle_errors
+def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
+    """Show the first records of SNAPSHOT, readable: arrays summarised, text truncated."""
+    snap = _open(snapshot)
+    names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    records = [
+        {k: report.summarise_value(v) for k, v in rec.items()}
+        for rec in snap.head(count, columns=names)
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        click.echo(f"{key:<{width}}  {value}")
-    click.echo("columns:")
-    name_w = max((len(f.name) for f in m.schema), default=0)
-    for field in m.schema:
-        click.echo(f"  {field.name:<{name_w}}  {format_type(field.type)}")
-    if show_shards:
-        click.echo("shards:")
-        for s in m.shards:
-            click.echo(
-                f"  {s.path}  {s.records:>9} records  {human_bytes(s.bytes):>10}  crc32c {s.crc32c}"
-            )
+    if as_json:
+        _emit_json({"path": snap.url, "num_records": snap.num_records, "records": records})
+    else:
+        _echo_lines(render.head_lines(records))
+        shown = len(records)
+        click.echo(f"({shown} of {human_count(snap.num_records)} records)")
+
+
+@cli.command()
+@click.argument("snapshot")
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--shuffle/--no-shuffle", default=True, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--columns", default=None, help="Comma-separated columns to read.")
+@click.option("--shuffle-buffer", default="auto", show_default=True, help="Records, or auto.")
+@click.option("--num-parallel-reads", default="auto", show_default=True, help="Int, or auto.")
+@click.option("--prefetch", default="auto", show_default=True, help="Batches, or auto.")
+@click.option(
+    "--step-ms",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Simulated training step per batch; shows whether the loader keeps up.",
+)
+@click.option("--no-verify", is_flag=True, help="Skip the shards' checksums in epoch 1.")
+@click.option(
+    "--trace",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write a Chrome trace-event JSON of the loader's stages (Perfetto, chrome://tracing).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@_handle_errors
+def bench(
+    snapshot: str,
+    batch_size: int,
+    epochs: int,
+    shuffle: bool,
+    seed: int,
+    columns: str | None,
+    shuffle_buffer: str,
+    num_parallel_reads: str,
+    prefetch: str,
+    step_ms: float,
+    no_verify: bool,
+    trace: str | None,
+    as_json: bool,
+) -> None:
+    """Replay SNAPSHOT with the loader; print records/s, MB/s, input-bound % and stage times."""
+    snap = _open(snapshot)
+    options: dict[str, Any] = {
+        "shuffle": shuffle,
+        "seed": seed,
+        "shuffle_buffer": _int_or_auto(shuffle_buffer, "--shuffle-buffer"),
+        "num_parallel_reads": _int_or_auto(num_parallel_reads, "--num-parallel-reads"),
+        "prefetch": _int_or_auto(prefetch, "--prefetch"),
+        "verify": not no_verify,
+    }
+    if columns:
+        options["columns"] = [c.strip() for c in columns.split(",") if c.strip()]
+    doc = bench_mod.bench(
+        snap, batch_size=batch_size, epochs=epochs, step_ms=step_ms, trace=trace, **options
+    )
+    if as_json:
+        _emit_json(doc)
+    else:
+        _echo_lines(render.bench_lines(doc))
+
+
+def _int_or_auto(value: str, option: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        number = int(value)
+    except ValueError:
+        raise OptionError(f"{option} must be 'auto' or an integer, got {value!r}") from None
+    if number < 1:
+        raise OptionError(f"{option} must be 'auto' or an integer >= 1, got {value!r}")
+    return number
+
+
+@cli.command()
+@click.argument("snapshot")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@_handle_errors
+def gc(snapshot: str, dry_run: bool, as_json: bool) -> None:
+    """Remove shards and run state of SNAPSHOT that nothing committed or live uses."""
+    result = gc_mod.gc(snapshot, dry_run=dry_run)
+    if as_json:
+        _emit_json(result.to_json())
+        return
+    verb = "would remove" if dry_run else "removed"
+    for g in result.garbage:
+        click.echo(f"{verb} {g.path}  ({human_bytes(g.bytes)}, {g.reason})")
+    if result.note:
+        click.echo(f"note: {result.note}")
+    click.echo(
+        f"{result.url}: {verb} {len(result.garbage)} items, {human_bytes(result.bytes)}"
+        if result.garbage
+        else f"{result.url}: nothing to remove"
+    )
 
 
 def main() -> None:

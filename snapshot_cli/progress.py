@@ -37,7 +37,9 @@ class Progress:
         stream: TextIO | None = None,
         interval: float = 0.2,
         log_interval: float = 10.0,
+        unit: str = "tasks",
     ) -> None:
+        self.unit = unit
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if self.tty else log_interval
@@ -53,15 +55,18 @@ class Progress:
             self.bytes += nbytes
             self._maybe_draw()
 
-    def task_done(self) -> None:
+    def task_done(self, records: int = 0, nbytes: int = 0) -> None:
+        """One more unit finished (with the records and bytes it adds, if not yet counted)."""
         with self._lock:
             self.done_tasks += 1
+            self.records += records
+            self.bytes += nbytes
             self._maybe_draw()
 
     def line(self) -> str:
         elapsed = max(1e-9, time.monotonic() - self.started)
         return (
-            f"snap: tasks {self.done_tasks}/{self.total_tasks}  "
+            f"snap: {self.unit} {self.done_tasks}/{self.total_tasks}  "
             f"records {human_count(self.records)}  {human_bytes(self.bytes)}  "
             f"{human_count(self.records / elapsed)} rec/s  {human_bytes(self.bytes / elapsed)}/s"
         )

@@ -111,7 +111,11 @@ def describe(schema: pa.Schema) -> list[dict[str, Any]]:
 
 def format_type(t: pa.DataType) -> str:
     """``uint8[3,64,64]``, ``int32[?]`` (ragged), ``str``: how errors and inspect show a type."""
-    d = describe_type(t)
+    return format_type_doc(describe_type(t))
+
+
+def format_type_doc(d: dict[str, Any]) -> str:
+    """:func:`format_type` of a column already described by :func:`describe_type`."""
     if d["kind"] in ("string", "binary"):
         return "str" if d["kind"] == "string" else "bytes"
     if d["kind"] == "arrow":

@@ -6,6 +6,7 @@ process (fsspec caches instances; worker processes make their own), never shared
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import posixpath
@@ -58,9 +59,13 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
     try:
         yield
     except PermissionError as err:
+        hint = (
+            "check that you may read it (file permissions or storage credentials)"
+            if action.startswith(("reading", "listing"))
+            else "check that you may write there, or choose another OUTPUT"
+        )
         raise StorageError(
-            f"permission denied while {action} {to_url(fs, path)}: check that you may write "
-            f"there, or choose another OUTPUT ({err})"
+            f"permission denied while {action} {to_url(fs, path)}: {hint} ({err})"
         ) from err
     except (NotADirectoryError, IsADirectoryError) as err:
         raise StorageError(f"cannot {action.split()[0]} {to_url(fs, path)}: {err}") from err
@@ -75,6 +80,20 @@ def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
     """Read a whole (small) file. FileNotFoundError propagates unchanged."""
     with errors_named(fs, path, "reading"):
         return fs.cat_file(path)
+
+
+def stored_checksum(fs: AbstractFileSystem, path: str) -> tuple[int, str | None]:
+    """A file's size and the crc32c its storage reports (GCS does, as base64 big-endian), as
+    8 hex digits, or None where the storage keeps no crc32c. Reads metadata only."""
+    with errors_named(fs, path, "reading"):
+        info = fs.info(path)
+    crc = info.get("crc32c")
+    digest = None
+    if isinstance(crc, str):
+        with contextlib.suppress(ValueError):
+            raw = base64.b64decode(crc, validate=True)
+            digest = raw.hex() if len(raw) == 4 else None
+    return int(info.get("size") or 0), digest
 
 
 def write_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:

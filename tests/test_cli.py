@@ -127,7 +127,8 @@ def test_inspect_not_a_snapshot_and_unfinished(tmp_path: Path) -> None:
     code, stdout, _ = run("inspect", str(tmp_path))
     assert code == 0 and "unfinished snapshot" in stdout and "1/2 tasks done" in stdout
     code, stdout, _ = run("inspect", str(tmp_path), "--json")
-    assert json.loads(stdout)["runs"] == [{"run": "abc", "tasks_done": 1, "tasks": 2}]
+    [state] = json.loads(stdout)["runs"]
+    assert (state["run"], state["tasks_done"], state["tasks"]) == ("abc", 1, 2)
 
 
 def test_entry_points_are_real_processes(setup) -> None:  # type: ignore[no-untyped-def]

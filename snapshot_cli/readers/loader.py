@@ -31,6 +31,7 @@ from .autotune import ParallelismTuner, PrefetchTuner
 from .plan import Blocks, EpochPlan, PlanOptions
 from .prefetch import Closed, PrefetchBuffer
 from .shard import ShardReaders
+from .trace import Tracer
 from .window import Window, WindowPool, row_bytes
 
 if TYPE_CHECKING:
@@ -118,8 +119,10 @@ class Loader:
         prefetch: int | str = "auto",
         map: Callable[..., Batch] | None = None,  # noqa: A002
         verify: bool = True,
+        trace: Tracer | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.trace = trace
         schema = snapshot.schema
         if rank == "auto" or world_size == "auto":
             auto_rank, auto_size, _ = ranks.detect()
@@ -265,10 +268,13 @@ class Loader:
             self._stats.started = time.perf_counter()
         try:
             while True:
+                waited = time.perf_counter()
                 try:
                     epoch, index, batch, nbytes = run.buffer.get()
                 except Closed:
                     break
+                if self.trace is not None:
+                    self.trace.add("wait for batch", waited, time.perf_counter(), batch=index)
                 per_epoch = run.batches_in(epoch)
                 self._epoch, self._batch = (
                     (epoch + 1, 0) if index + 1 >= per_epoch else (epoch, index + 1)
@@ -331,6 +337,7 @@ class _Run:
         self.readers, self.tuner, self.prefetch = loader._readers, loader._tuner, loader._prefetch
         self.stats, self.map, self.map_takes_rng = loader._stats, loader.map, loader._map_takes_rng
         self.bytes_per_row = loader._bytes_per_row
+        self.trace = loader.trace
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
         self.buffer = PrefetchBuffer(self.prefetch.current)
@@ -403,7 +410,7 @@ class _Run:
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
         work = iter(list(zip(offsets, segments, strict=True)))
         lock = threading.Lock()
-        blocks = self.blocks
+        blocks, trace = self.blocks, self.trace
 
         def worker() -> float:
             while not self.stop.is_set():
@@ -412,12 +419,14 @@ class _Run:
                 if item is None:
                     break
                 offset, seg = item
-                rb = self.readers.read_batch(
-                    int(blocks.shard[seg.block]),
-                    int(blocks.batch[seg.block]),
-                    int(blocks.rows[seg.block]),
-                )
+                shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
+                t0 = time.perf_counter()
+                rb = self.readers.read_batch(shard, batch, int(blocks.rows[seg.block]))
+                t1 = time.perf_counter()
                 window.fill(offset, rb.select(self.columns), seg.start, seg.stop)
+                if trace is not None:
+                    trace.add("read+decode", t0, t1, shard=shard, record_batch=batch)
+                    trace.add("copy to window", t1, time.perf_counter(), rows=seg.rows)
             return time.perf_counter()
 
         n = max(1, min(self.tuner.current, len(segments)))
@@ -426,7 +435,10 @@ class _Run:
         return _Pending(window, futures, started, (b - a) * self.bytes_per_row)
 
     def _finish(self, pending: _Pending) -> Window:
+        waited = time.perf_counter()
         done = max([f.result() for f in pending.futures], default=pending.started)
+        if self.trace is not None:
+            self.trace.add("wait for window", waited, time.perf_counter())
         pending.window.finish()
         seconds = max(1e-9, done - pending.started)
         self.stats.read_seconds += seconds
@@ -444,7 +456,10 @@ class _Run:
             _, a, b = plan.batch_bounds(i)
             started = time.perf_counter()
             batch = window.take(slice(a, b) if perm is None else perm[a:b])
-            self.stats.gather_seconds += time.perf_counter() - started
+            gathered = time.perf_counter()
+            self.stats.gather_seconds += gathered - started
+            if self.trace is not None:
+                self.trace.add("gather batch", started, gathered, epoch=plan.epoch, batch=i)
             nbytes = sum(v.nbytes for v in batch.values())
             if self.map_pool is None:
                 self._put(plan.epoch, i, batch, nbytes)
@@ -468,14 +483,21 @@ class _Run:
             out = fn(batch, rng)
         else:
             out = fn(batch)
-        self.stats.map_seconds += time.perf_counter() - started
+        ended = time.perf_counter()
+        self.stats.map_seconds += ended - started
+        if self.trace is not None:
+            self.trace.add("map", started, ended, epoch=epoch, batch=index)
         if not isinstance(out, dict):
             raise TypeError(f"map must return a dict of arrays, returned {type(out).__name__}")
         return out
 
     def _put(self, epoch: int, index: int, batch: Batch, nbytes: int) -> None:
         before = self.buffer.consumer_waits
+        started = time.perf_counter()
         self.buffer.put((epoch, index, batch, nbytes))
+        ended = time.perf_counter()
+        if self.trace is not None and ended - started > 1e-4:  # blocked: the consumer is slower
+            self.trace.add("wait for room (prefetch full)", started, ended, batch=index)
         if self.buffer.consumer_waits > before:  # the consumer starved: keep more ready
             self.buffer.resize(self.prefetch.consumer_waited())
 

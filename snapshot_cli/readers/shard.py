@@ -77,7 +77,7 @@ class ShardReaders:
             )
         key = (path, size, os.stat(path).st_mtime_ns, entry.crc32c) if self.local else None
         if self.verify and i not in self._verified and key not in _verified_local:
-            crc = _crc_file(path) if self.local else _crc(source)
+            crc = crc32c_file(path) if self.local else crc32c_buffer(source)
             if crc != entry.crc32c:
                 raise CorruptShardError(
                     f"shard {url} is damaged: crc32c {crc}, the manifest says {entry.crc32c}; "
@@ -138,7 +138,7 @@ class ShardReaders:
             self._held_bytes = 0
 
 
-def _crc_file(path: str) -> str:
+def crc32c_file(path: str) -> str:
     """crc32c of a local file, straight from the page cache through a short-lived memory map
     (no copy; the mapping, and the pages it counted in this process's RSS, end on return)."""
     with open(path, "rb") as f:
@@ -147,12 +147,12 @@ def _crc_file(path: str) -> str:
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             view = memoryview(m)
             try:
-                return _crc(view)
+                return crc32c_buffer(view)
             finally:
                 view.release()
 
 
-def _crc(source: Any) -> str:
+def crc32c_buffer(source: Any) -> str:
     """crc32c of a buffer, in chunks (the GIL is released for large chunks)."""
     crc = 0
     view = memoryview(source)

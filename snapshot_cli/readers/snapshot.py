@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import storage
-from ..errors import ManifestError
+from ..errors import ManifestError, OptionError
 from ..manifest import MANIFEST_NAME, RUNS_DIR, Manifest, ShardEntry
 from .convert import batch_to_numpy
 from .loader import Loader
@@ -71,9 +71,31 @@ class Snapshot:
         Options: ``shuffle=True, seed=0, epochs=1 (None: forever), rank=0, world_size=1
         ("auto": torch.distributed or RANK/WORLD_SIZE), drop_last=False, columns=None,
         shuffle_buffer="auto" (records; default 256 MiB worth), num_parallel_reads="auto",
-        prefetch="auto", map=None (fn(batch) or fn(batch, rng)), verify=True``.
+        prefetch="auto", map=None (fn(batch) or fn(batch, rng)), verify=True, trace=None``
+        (a :class:`~snapshot_cli.readers.trace.Tracer` recording each stage, as ``snap bench
+        --trace`` does).
         """
         return Loader(self, batch_size, **options)
+
+    def head(self, n: int = 5, columns: list[str] | None = None) -> list[dict[str, Any]]:
+        """The first ``n`` records in the order written, one ``{column: value}`` each.
+
+        Reads only the record batches it needs (their shards are checksummed first).
+        """
+        names = list(self.schema.names) if columns is None else list(columns)
+        unknown = [c for c in names if c not in self.schema.names]
+        if unknown:
+            raise OptionError(f"unknown columns {unknown}; the snapshot has {self.schema.names}")
+        out: list[dict[str, Any]] = []
+        readers = ShardReaders(self.fs, self.root, self.shards)
+        for i, shard in enumerate(self.shards):
+            for b, rows in enumerate(shard.batch_sizes()):
+                if len(out) >= n:
+                    return out
+                cols = batch_to_numpy(readers.read_batch(i, b, rows), names)
+                take = min(rows, n - len(out))
+                out.extend({name: cols[name][r] for name in names} for r in range(take))
+        return out
 
     def iter_batches(self, columns: list[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
         """Every record batch, in the order written, as ``{column: numpy array}``."""

@@ -1,0 +1,86 @@
+"""``snap bench``: replay a snapshot with the loader and report how fast it goes here.
+
+Each epoch is timed on its own: the first one also verifies every shard's checksum (once
+per process) and allocates the shuffle window, so later epochs are what a training run pays
+per epoch. ``step_ms`` makes the consumer spend that long on each batch (a stand-in for the
+training step), so the input-bound share says whether the loader keeps up with a model of
+that speed; with 0 the consumer only counts, and the loader is measured flat out.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .snapshot import Snapshot
+from .trace import Tracer
+
+
+def bench(
+    snapshot: Snapshot,
+    batch_size: int = 256,
+    epochs: int = 2,
+    step_ms: float = 0.0,
+    trace: str | None = None,
+    **loader_options: Any,
+) -> dict[str, Any]:
+    """Replay ``epochs`` epochs; return the ``snap bench --json`` document."""
+    tracer = Tracer() if trace else None
+    per_epoch = []
+    records = nbytes = batches = 0
+    started = time.perf_counter()
+    first_batch: float | None = None
+    with snapshot.loader(batch_size, epochs=1, trace=tracer, **loader_options) as loader:
+        for epoch in range(epochs):
+            t0 = time.perf_counter()
+            e_records = e_bytes = 0
+            for batch in loader:
+                if first_batch is None:
+                    first_batch = time.perf_counter() - started
+                e_records += len(next(iter(batch.values()))) if batch else 0
+                e_bytes += sum(v.nbytes for v in batch.values())
+                batches += 1
+                if step_ms:
+                    t_step = time.perf_counter()
+                    # An accelerator step: the host thread waits with the GIL released, as
+                    # it does in a real framework's step (a Python busy loop would not).
+                    time.sleep(step_ms / 1000)
+                    if tracer is not None:
+                        tracer.add("train step (simulated)", t_step, time.perf_counter())
+            seconds = max(1e-9, time.perf_counter() - t0)
+            per_epoch.append(
+                {
+                    "epoch": epoch,
+                    "seconds": round(seconds, 4),
+                    "records_per_s": round(e_records / seconds, 1),
+                    "mb_per_s": round(e_bytes / seconds / 1e6, 2),
+                }
+            )
+            records += e_records
+            nbytes += e_bytes
+        stats = loader.stats()
+    seconds = max(1e-9, time.perf_counter() - started)
+    doc: dict[str, Any] = {
+        "path": snapshot.url,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "step_ms": step_ms,
+        "options": {k: v for k, v in loader_options.items() if k != "map"},
+        "records": records,
+        "batches": batches,
+        "bytes": nbytes,
+        "seconds": round(seconds, 4),
+        "records_per_s": round(records / seconds, 1),
+        "mb_per_s": round(nbytes / seconds / 1e6, 2),
+        "first_batch_seconds": round(first_batch or 0.0, 4),
+        "input_bound_pct": stats["input_bound_pct"],
+        "consumer_wait_s": stats["consumer_wait_s"],
+        "stage_seconds": stats["stage_seconds"],
+        "settings": stats["settings"],
+        "per_epoch": per_epoch,
+        "trace": trace,
+    }
+    if tracer is not None and trace:
+        tracer.write(trace)
+        doc["trace_events"] = len(tracer.events)
+    return doc

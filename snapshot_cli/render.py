@@ -1,0 +1,183 @@
+"""Terminal text of the inspection commands, from their JSON documents (pure).
+
+Each function takes the document a command prints with ``--json`` and returns lines, so the
+two outputs can never disagree. Colour is added with ``click.style`` by the caller's
+``click.echo``, which drops it when stdout is not a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+
+from .progress import human_bytes, human_count
+from .report import bars, format_summary
+from .schema import format_type_doc
+
+
+def table(rows: list[tuple[str, str]], indent: str = "") -> list[str]:
+    """``key  value`` lines with keys padded to one width."""
+    width = max((len(k) for k, _ in rows), default=0)
+    return [f"{indent}{k:<{width}}  {v}" for k, v in rows]
+
+
+def _count(n: int) -> str:
+    short = human_count(n)
+    return short if short == str(n) else f"{short} ({n})"
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def inspect_lines(doc: dict[str, Any]) -> list[str]:
+    comp = doc["compression"]
+    level = comp.get("level")
+    versions = ", ".join(f"{k} {v}" for k, v in doc["created_by"].items() if k != "host")
+    bal = doc["balance"]
+    rec, size = bal["records"], bal["bytes"]
+    rows = [
+        ("snapshot", doc["path"]),
+        ("fingerprint", doc["fingerprint"][:16]),
+        ("pipeline", str(doc["pipeline"].get("spec") or doc["pipeline"].get("function"))),
+        ("params", json.dumps(doc["params"])),
+        ("inputs", str(doc["num_inputs"])),
+        ("created", f"{doc['created']} ({versions})"),
+        ("records", _count(doc["num_records"])),
+        ("shards", f"{doc['num_shards']} ({doc['num_record_batches']} record batches)"),
+        (
+            "on disk",
+            f"{human_bytes(doc['bytes'])} ({human_bytes(doc['uncompressed_bytes'])} "
+            f"uncompressed, {doc['compression_ratio']:.2f}x)",
+        ),
+        ("compression", comp["codec"] + (f" level {level}" if level else "")),
+        (
+            "per shard",
+            f"records min {human_count(rec['min'])} / median {human_count(rec['median'])} / "
+            f"max {human_count(rec['max'])}; size min {human_bytes(size['min'])} / median "
+            f"{human_bytes(size['median'])} / max {human_bytes(size['max'])}",
+        ),
+    ]
+    lines = table(rows)
+    lines.append("columns:")
+    lines += table([(c["name"], format_type_doc(c)) for c in doc["schema"]], indent="  ")
+    hist = bal["records_histogram"]
+    if len(hist) > 1:
+        lines.append("records per shard:")
+        labels = [
+            human_count(b["low"])
+            if b["low"] == b["high"]
+            else f"{human_count(b['low'])}-{human_count(b['high'])}"
+            for b in hist
+        ]
+        width = max(len(label) for label in labels)
+        for label, (b, bar) in zip(labels, bars(hist), strict=True):
+            lines.append(f"  {label:>{width}}  {bar} {b['count']}")
+    if "shards" in doc:
+        lines.append("shards:")
+        path_w = max((len(s["path"]) for s in doc["shards"]), default=0)
+        for s in doc["shards"]:
+            lines.append(
+                f"  {s['path']:<{path_w}}  {s['records']:>9} records  "
+                f"{human_bytes(s['bytes']):>10}  crc32c {s['crc32c']}"
+            )
+    return lines
+
+
+def unfinished_lines(state: dict[str, Any]) -> list[str]:
+    lines = [f"{state['path']}: unfinished snapshot (no manifest.json yet)"]
+    now = time.time()
+    for r in state["runs"]:
+        started = f", started {_age(now - r['created'])} ago" if r.get("created") else ""
+        lines.append(f"  run {r['run']}: {r['tasks_done']}/{r['tasks']} tasks done{started}")
+    w = state.get("writer")
+    if w:
+        alive = click.style("writing", fg="green") if w["alive"] else "not running"
+        lines.append(f"  writer: {w['holder']}, {alive}")
+    if not w or not w["alive"]:
+        lines.append("  run the same snap create again to resume it, or snap gc to remove it")
+    return lines
+
+
+def verify_lines(doc: dict[str, Any]) -> list[str]:
+    checks = ", ".join(f"{n} {kind}" for kind, n in sorted(doc["checks"].items()))
+    damaged = click.style("DAMAGED", fg="red", bold=True)
+    lines = [f"{damaged}  {s['url']}: {s['problem']}" for s in doc["damaged"]]
+    verdict = (
+        click.style("ok", fg="green")
+        if doc["ok"]
+        else click.style(f"{doc['num_damaged']} of {doc['num_shards']} shards damaged", fg="red")
+    )
+    lines.append(
+        f"{doc['path']}: {verdict} ({doc['num_shards']} shards; checks: {checks or 'none'}; "
+        f"{human_bytes(doc['bytes_checked'])} read in {doc['seconds']:.1f} s)"
+    )
+    if doc["fast"] and doc["checks"].get("size"):
+        lines.append(
+            "  note: this storage reports no crc32c, so --fast compared sizes only; "
+            "run snap verify without --fast to read and check every byte"
+        )
+    if not doc["ok"]:
+        lines.append("  recreate the snapshot with snap create --overwrite")
+    return lines
+
+
+def head_lines(records: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for i, rec in enumerate(records):
+        lines.append(f"record {i}:")
+        lines += table([(k, format_summary(v)) for k, v in rec.items()], indent="  ")
+    return lines
+
+
+def bench_lines(doc: dict[str, Any]) -> list[str]:
+    st, settings = doc["stage_seconds"], doc["settings"]
+    rows = [
+        ("snapshot", doc["path"]),
+        (
+            "replayed",
+            f"{human_count(doc['records'])} records in {doc['batches']} batches of "
+            f"{doc['batch_size']}, {doc['epochs']} epochs, {doc['seconds']:.2f} s",
+        ),
+        (
+            "throughput",
+            f"{human_count(doc['records_per_s'])} records/s, {doc['mb_per_s']:.1f} MB/s",
+        ),
+        ("first batch", f"{doc['first_batch_seconds'] * 1000:.0f} ms"),
+        (
+            "input-bound",
+            f"{doc['input_bound_pct']:.1f}% of the time the consumer waited for data"
+            + (f" (simulated step {doc['step_ms']:g} ms)" if doc["step_ms"] else ""),
+        ),
+        (
+            "stage time",
+            f"read+decode {st['read_decode']:.2f} s (window loads, wall), gather "
+            f"{st['gather']:.2f} s, map {st['map']:.2f} s",
+        ),
+        (
+            "auto chose",
+            f"num_parallel_reads={settings['parallel_reads']}, prefetch={settings['prefetch']} "
+            f"batches, shuffle window {human_count(settings['window_rows'])} records",
+        ),
+    ]
+    lines = table(rows)
+    for e in doc["per_epoch"]:
+        lines.append(
+            f"  epoch {e['epoch']}: {e['seconds']:.2f} s, "
+            f"{human_count(e['records_per_s'])} records/s, {e['mb_per_s']:.1f} MB/s"
+        )
+    if doc.get("trace"):
+        lines.append(
+            f"trace: {doc['trace']} ({doc.get('trace_events', 0)} events; open it in "
+            "https://ui.perfetto.dev or chrome://tracing)"
+        )
+    return lines

@@ -1,0 +1,170 @@
+"""What the inspection commands show, as data (pure: no I/O, no threads).
+
+``inspect_doc`` turns a manifest into the document ``snap inspect --json`` prints (and the
+terminal table is drawn from); ``summarise_value`` turns one decoded value into what
+``snap head`` shows. The JSON shapes are part of the command line's contract: README lists
+their keys, and keys are only ever added.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import schema as schema_mod
+from .manifest import Manifest
+
+HISTOGRAM_BINS = 8
+HISTOGRAM_WIDTH = 30
+FIRST_VALUES = 6
+TEXT_LIMIT = 60
+
+
+# --- inspect ------------------------------------------------------------------------------
+
+
+def spread(values: list[int]) -> dict[str, float]:
+    """min / median / max / mean of ``values`` (zeros for an empty list)."""
+    if not values:
+        return {"min": 0, "median": 0, "max": 0, "mean": 0.0}
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return {
+        "min": ordered[0],
+        "median": mid,
+        "max": ordered[-1],
+        "mean": round(sum(ordered) / n, 2),
+    }
+
+
+def histogram(values: list[int], bins: int = HISTOGRAM_BINS) -> list[dict[str, Any]]:
+    """Integer bins over ``[min, max]``: ``[{"low", "high", "count"}]``, both ends inclusive.
+
+    At most ``bins`` bins of equal integer width; one per value when the range is narrow.
+    """
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    width = max(1, math.ceil((high - low + 1) / bins))
+    n = (high - low) // width + 1
+    counts = [0] * n
+    for v in values:
+        counts[(v - low) // width] += 1
+    return [
+        {"low": low + i * width, "high": min(high, low + (i + 1) * width - 1), "count": c}
+        for i, c in enumerate(counts)
+    ]
+
+
+def bars(hist: list[dict[str, Any]], width: int = HISTOGRAM_WIDTH) -> list[tuple[dict, str]]:
+    """Each bin with a bar of ``#`` scaled so the fullest bin is ``width`` long."""
+    top = max((b["count"] for b in hist), default=0)
+    return [(b, "#" * (round(width * b["count"] / top) if top else 0)) for b in hist]
+
+
+def inspect_doc(url: str, m: Manifest, shards: bool = False) -> dict[str, Any]:
+    """The ``snap inspect --json`` document of a committed snapshot (manifest only)."""
+    records = [s.records for s in m.shards]
+    sizes = [s.bytes for s in m.shards]
+    inputs = m.pipeline.get("inputs", {})
+    doc: dict[str, Any] = {
+        "path": url,
+        "finished": True,
+        "fingerprint": m.fingerprint,
+        "fingerprint_parts": m.fingerprint_parts,
+        "pipeline": m.pipeline,
+        "params": m.pipeline.get("params", {}),
+        "num_inputs": inputs.get("count", 0) if isinstance(inputs, dict) else 0,
+        "created": m.created,
+        "created_by": m.created_by,
+        "run": m.run,
+        "num_records": m.num_records,
+        "num_shards": m.num_shards,
+        "num_record_batches": m.num_record_batches,
+        "bytes": m.bytes,
+        "uncompressed_bytes": m.uncompressed_bytes,
+        "compression_ratio": round(m.uncompressed_bytes / m.bytes, 4) if m.bytes else 0.0,
+        "compression": m.compression,
+        "schema": schema_mod.describe(m.schema),
+        "balance": {
+            "records": spread(records),
+            "bytes": spread(sizes),
+            "records_histogram": histogram(records),
+        },
+    }
+    if shards:
+        doc["shards"] = [s.to_json() for s in m.shards]
+    return doc
+
+
+# --- head ---------------------------------------------------------------------------------
+
+
+def _scalar(v: Any) -> Any:
+    """A numpy scalar as the nearest JSON value (NaN and infinities as strings)."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+def _truncate_text(text: str, limit: int = TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summarise_value(value: Any) -> Any:
+    """One field of one record, readable: arrays summarised, long text and bytes truncated.
+
+    Arrays become ``{"dtype", "shape", "min", "max", "mean", "first"}`` (statistics only for
+    numbers; ``first`` holds up to six leading values); scalars stay themselves; strings
+    longer than 60 characters and bytes become ``{"type", "length", "start"}`` (bytes start
+    as hex).
+    """
+    if isinstance(value, np.ndarray):
+        flat = value.reshape(-1)
+        out: dict[str, Any] = {"dtype": str(value.dtype), "shape": list(value.shape)}
+        numeric = value.dtype.kind in "biuf" and flat.size > 0
+        if numeric:
+            as_float = flat.astype(np.float64, copy=False)
+            finite = as_float[np.isfinite(as_float)]
+            out["min"] = _scalar(flat.min())
+            out["max"] = _scalar(flat.max())
+            out["mean"] = round(float(finite.mean()), 6) if finite.size else None
+        out["first"] = [_scalar(x) for x in flat[:FIRST_VALUES]]
+        return out
+    if isinstance(value, bytes):
+        return {"type": "bytes", "length": len(value), "start": value[:24].hex()}
+    if isinstance(value, str):
+        if len(value) <= TEXT_LIMIT:
+            return value
+        return {"type": "str", "length": len(value), "start": _truncate_text(value)}
+    return _scalar(value)
+
+
+def format_summary(summary: Any) -> str:
+    """The terminal form of :func:`summarise_value`'s result, on one line."""
+    if isinstance(summary, dict) and "dtype" in summary:
+        shape = "[" + ",".join(str(s) for s in summary["shape"]) + "]"
+        parts = [f"{summary['dtype']}{shape}"]
+        if "min" in summary:
+            mean = summary["mean"]
+            mean_text = "n/a" if mean is None else f"{mean:.4g}"
+            parts.append(f"min {summary['min']:.4g} max {summary['max']:.4g} mean {mean_text}")
+        first = ", ".join(_format_number(x) for x in summary["first"])
+        more = ", …" if math.prod(summary["shape"]) > len(summary["first"]) else ""
+        parts.append(f"[{first}{more}]")
+        return "  ".join(parts)
+    if isinstance(summary, dict) and summary.get("type") == "bytes":
+        more = "…" if summary["length"] > len(summary["start"]) // 2 else ""
+        return f"bytes[{summary['length']}] {summary['start']}{more}"
+    if isinstance(summary, dict) and summary.get("type") == "str":
+        return f"str[{summary['length']}] {summary['start']!r}"
+    return repr(summary)
+
+
+def _format_number(x: Any) -> str:
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
