@@ -165,6 +165,23 @@ def test_readme_quickstart_commands_run(tmp_path: Path) -> None:
         res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
         assert res.returncode == 0, f"{cmd}: {res.stderr}"
     assert "replayed 50 records" in res.stdout
+    # The README's tour of the inspection commands runs as shown on the demo snapshot.
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Looking at a snapshot") :]
+    block = section[
+        section.index("```bash") + 7 : section.index("```", section.index("```bash") + 7)
+    ]
+    commands = [line.split("#")[0].split() for line in block.strip().splitlines()]
+    assert [c[:2] for c in commands] == [
+        ["snap", n] for n in ("inspect", "inspect", "verify", "head", "bench", "gc")
+    ]
+    for cmd in commands:
+        res = subprocess.run(
+            [py, "-m", "snapshot_cli", *cmd[1:]],
+            cwd=tmp_path, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert res.returncode == 0, f"{cmd}: {res.stderr}"
+    assert (tmp_path / "trace.json").exists()
 
 
 def test_reuse_with_another_layout_says_so(setup) -> None:  # type: ignore[no-untyped-def]
