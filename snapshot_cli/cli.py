@@ -18,6 +18,7 @@ import click
 
 from . import __version__, render, report, storage
 from .errors import ManifestError, OptionError, SnapError
+from .manifest import MANIFEST_NAME
 from .progress import Progress, human_bytes, human_count
 from .readers import bench as bench_mod
 from .readers import verify as verify_mod
@@ -187,8 +188,14 @@ def create(
 
 
 def _unfinished(url: str) -> dict[str, Any] | None:
-    """State of an unfinished snapshot (no manifest, but writer state), or None."""
+    """State of an unfinished snapshot (no manifest, but writer state), or None.
+
+    None too when a manifest.json exists: a damaged manifest is reported as such, never
+    hidden behind the state of the runs that wrote it.
+    """
     fs, root = storage.resolve(url)
+    if storage.exists(fs, storage.join(root, MANIFEST_NAME)):
+        return None
     runs = commit_mod.find_runs(fs, root)
     if not runs:
         return None

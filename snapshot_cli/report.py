@@ -131,8 +131,13 @@ def summarise_value(value: Any) -> Any:
         if numeric:
             as_float = flat.astype(np.float64, copy=False)
             finite = as_float[np.isfinite(as_float)]
-            out["min"] = _scalar(flat.min())
-            out["max"] = _scalar(flat.max())
+            if finite.size == flat.size:
+                out["min"] = _scalar(flat.min())
+                out["max"] = _scalar(flat.max())
+            else:  # NaN / inf present: statistics of the finite values, None if there are none
+                out["min"] = _scalar(finite.min()) if finite.size else None
+                out["max"] = _scalar(finite.max()) if finite.size else None
+                out["non_finite"] = int(flat.size - finite.size)
             out["mean"] = round(float(finite.mean()), 6) if finite.size else None
         out["first"] = [_scalar(x) for x in flat[:FIRST_VALUES]]
         return out
@@ -151,9 +156,13 @@ def format_summary(summary: Any) -> str:
         shape = "[" + ",".join(str(s) for s in summary["shape"]) + "]"
         parts = [f"{summary['dtype']}{shape}"]
         if "min" in summary:
-            mean = summary["mean"]
-            mean_text = "n/a" if mean is None else f"{mean:.4g}"
-            parts.append(f"min {summary['min']:.4g} max {summary['max']:.4g} mean {mean_text}")
+            low, high, mean = (
+                "n/a" if summary[k] is None else f"{summary[k]:.4g}" for k in ("min", "max", "mean")
+            )
+            stats = f"min {low} max {high} mean {mean}"
+            if summary.get("non_finite"):
+                stats += f" ({summary['non_finite']} non-finite)"
+            parts.append(stats)
         first = ", ".join(_format_number(x) for x in summary["first"])
         more = ", …" if math.prod(summary["shape"]) > len(summary["first"]) else ""
         parts.append(f"[{first}{more}]")

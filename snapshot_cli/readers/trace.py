@@ -23,7 +23,7 @@ class Tracer:
         self.max_events = max_events
         self.events: list[dict[str, Any]] = []
         self.dropped = 0
-        self._threads: dict[int, str] = {}
+        self._threads: dict[tuple[int, str], int] = {}  # (ident, name) → trace tid
         self._pid = os.getpid()
 
     def add(self, name: str, start: float, end: float, **args: Any) -> None:
@@ -31,9 +31,12 @@ class Tracer:
         if len(self.events) >= self.max_events:
             self.dropped += 1
             return
-        tid = threading.get_ident()
-        if tid not in self._threads:
-            self._threads[tid] = threading.current_thread().name
+        # Thread idents are reused once a thread ends (a new epoch's readers get old ones),
+        # so a trace row is one (ident, name) pair, numbered from 1 in order of appearance.
+        key = (threading.get_ident(), threading.current_thread().name)
+        tid = self._threads.get(key)
+        if tid is None:
+            tid = self._threads.setdefault(key, len(self._threads) + 1)
         event = {
             "name": name,
             "cat": "snap",
@@ -58,7 +61,7 @@ class Tracer:
     def to_json(self) -> dict[str, Any]:
         names = [
             {"name": "thread_name", "ph": "M", "pid": self._pid, "tid": tid, "args": {"name": n}}
-            for tid, n in sorted(self._threads.items())
+            for (_, n), tid in sorted(self._threads.items(), key=lambda item: item[1])
         ]
         process = {
             "name": "process_name",

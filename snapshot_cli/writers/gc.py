@@ -85,7 +85,8 @@ def find_garbage(
     referenced = {s.path for s in manifest.shards} if manifest else set()
     keep_all = writer_live and live_run is None
     runs = _sizes(fs, storage.join(root, RUNS_DIR))
-    run_names = [n for n in runs if not n.startswith("lease-")]
+    # lease files and the dot-named temporaries of atomic writes are not runs
+    run_names = [n for n in runs if not n.startswith(("lease-", "."))]
     kept = sorted(n for n in run_names if keep_all or n == live_run)
     garbage = [
         Garbage(f"{RUNS_DIR}/{name}", "run", runs[name], "state of a dead run")

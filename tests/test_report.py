@@ -1,0 +1,362 @@
+"""The pure functions behind the inspection commands: spread, histogram, bars, value summaries,
+and the ``snap inspect --json`` document of a real manifest."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli import report
+from snapshot_cli.manifest import Manifest
+
+# --- spread ---------------------------------------------------------------------------------
+
+
+def test_spread_odd_count() -> None:
+    values = [9, 1, 5, 3, 7]
+    assert report.spread(values) == {
+        "min": min(values),
+        "median": sorted(values)[len(values) // 2],
+        "max": max(values),
+        "mean": round(sum(values) / len(values), 2),
+    }
+
+
+def test_spread_even_count_takes_the_mean_of_the_middle_two() -> None:
+    values = [10, 1, 4, 7]
+    out = report.spread(values)
+    ordered = sorted(values)
+    assert out["median"] == (ordered[1] + ordered[2]) / 2 == statistics.median(values)
+    assert (out["min"], out["max"]) == (1, 10)
+    assert out["mean"] == round(sum(values) / 4, 2)
+
+
+def test_spread_of_nothing_is_zeros() -> None:
+    assert report.spread([]) == {"min": 0, "median": 0, "max": 0, "mean": 0.0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(10**9), 10**9), min_size=1, max_size=60))
+def test_spread_agrees_with_statistics(values: list[int]) -> None:
+    out = report.spread(values)
+    assert out["min"] == min(values) and out["max"] == max(values)
+    assert out["median"] == statistics.median(values)
+    assert out["min"] <= out["median"] <= out["max"]
+    assert out["mean"] == pytest.approx(statistics.fmean(values), abs=0.006)
+
+
+# --- histogram and bars ---------------------------------------------------------------------
+
+
+def check_histogram(values: list[int], hist: list[dict[str, Any]], bins: int) -> None:
+    """Every invariant the docstring promises, derived from ``values`` themselves."""
+    assert 1 <= len(hist) <= bins
+    assert hist[0]["low"] == min(values) and hist[-1]["high"] == max(values)
+    for before, after in zip(hist, hist[1:], strict=False):
+        assert after["low"] == before["high"] + 1  # contiguous, no gap, no overlap
+    widths = [b["high"] - b["low"] + 1 for b in hist]
+    assert all(w >= 1 for w in widths)
+    assert len(set(widths[:-1])) <= 1 and widths[-1] <= widths[0]  # equal width, last clipped
+    for b in hist:
+        assert b["count"] == sum(b["low"] <= v <= b["high"] for v in values)
+    assert sum(b["count"] for b in hist) == len(values)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(-5000, 5000), min_size=1, max_size=80)
+    | st.lists(st.integers(0, 10**12), min_size=1, max_size=20),
+    st.integers(1, 16),
+)
+def test_histogram_bins_cover_min_to_max_and_count_everything(values: list[int], bins: int) -> None:
+    hist = report.histogram(values, bins=bins)
+    check_histogram(values, hist, bins)
+    if max(values) - min(values) + 1 <= bins:  # narrow: one bin per value
+        assert [(b["low"], b["high"]) for b in hist] == [
+            (v, v) for v in range(min(values), max(values) + 1)
+        ]
+
+
+def test_histogram_default_bins() -> None:
+    values = list(range(0, 1000, 7))
+    hist = report.histogram(values)
+    check_histogram(values, hist, report.HISTOGRAM_BINS)
+    assert len(hist) == report.HISTOGRAM_BINS  # a wide range uses them all
+
+
+def test_histogram_narrow_range_has_one_bin_per_value() -> None:
+    values = [3, 5, 5, 4, 3, 3]
+    hist = report.histogram(values)
+    assert hist == [{"low": v, "high": v, "count": values.count(v)} for v in range(min(values), 6)]
+
+
+def test_histogram_single_value_and_empty() -> None:
+    assert report.histogram([42]) == [{"low": 42, "high": 42, "count": 1}]
+    assert report.histogram([7, 7, 7]) == [{"low": 7, "high": 7, "count": 3}]
+    assert report.histogram([]) == []
+
+
+def test_bars_scale_the_fullest_bin_to_the_width() -> None:
+    values = [1] * 10 + [2] * 5 + [4]
+    hist = report.histogram(values)
+    drawn = report.bars(hist, width=20)
+    assert [b for b, _ in drawn] == hist
+    lengths = {b["low"]: len(bar) for b, bar in drawn}
+    assert lengths[1] == 20 and lengths[2] == round(20 * 5 / 10) and lengths[3] == 0
+    assert lengths[4] == round(20 * 1 / 10)
+    assert all(set(bar) <= {"#"} for _, bar in drawn)
+    assert report.bars([]) == []
+    assert report.bars([{"low": 0, "high": 0, "count": 0}]) == [
+        ({"low": 0, "high": 0, "count": 0}, "")
+    ]
+
+
+# --- summarise_value ------------------------------------------------------------------------
+
+
+def test_summarise_uint8_image() -> None:
+    img = np.random.default_rng(0).integers(0, 256, (3, 8, 8)).astype(np.uint8)
+    out = report.summarise_value(img)
+    assert out["dtype"] == "uint8" and out["shape"] == [3, 8, 8]
+    assert out["min"] == int(img.min()) and out["max"] == int(img.max())
+    assert type(out["min"]) is int and type(out["max"]) is int  # plain Python, JSON-ready
+    assert out["mean"] == round(float(img.mean()), 6)
+    assert out["first"] == img.reshape(-1)[: report.FIRST_VALUES].tolist()
+    assert len(out["first"]) == report.FIRST_VALUES
+    json.dumps(out, allow_nan=False)
+
+
+def test_summarise_float_array_with_nan_has_a_finite_mean() -> None:
+    x = np.array([1.5, np.nan, 2.5, 4.0], np.float32)
+    out = report.summarise_value(x)
+    assert out["dtype"] == "float32" and out["shape"] == [4]
+    assert math.isfinite(out["mean"])
+    assert out["mean"] == pytest.approx(float(np.nanmean(x)))
+    assert out["first"][0] == 1.5 and out["first"][1] == "nan"  # NaN as a string, not NaN
+    json.dumps(out, allow_nan=False)  # valid JSON: no NaN literal anywhere
+
+
+def test_summarise_all_nan_array_has_no_mean() -> None:
+    out = report.summarise_value(np.full(3, np.nan))
+    assert out["mean"] is None
+    json.dumps(out, allow_nan=False)
+
+
+def test_summarise_bool_array() -> None:
+    x = np.array([True, False, True, True])
+    out = report.summarise_value(x)
+    assert out["dtype"] == "bool" and out["shape"] == [4]
+    assert (out["min"], out["max"]) == (False, True)
+    assert out["mean"] == x.mean()
+    assert out["first"] == x.tolist() and all(type(v) is bool for v in out["first"])
+
+
+def test_summarise_string_array_has_no_statistics() -> None:
+    x = np.array(["alpha", "be", "c"])
+    out = report.summarise_value(x)
+    assert out["dtype"] == str(x.dtype) and out["shape"] == [3]
+    assert "min" not in out and "max" not in out and "mean" not in out
+    assert out["first"] == ["alpha", "be", "c"] and all(type(v) is str for v in out["first"])
+
+
+def test_summarise_empty_array() -> None:
+    out = report.summarise_value(np.zeros((0, 4), np.float64))
+    assert out == {"dtype": "float64", "shape": [0, 4], "first": []}
+
+
+def test_summarise_long_str_is_truncated_with_type_and_length() -> None:
+    text = "".join(chr(ord("a") + i % 26) for i in range(report.TEXT_LIMIT * 3))
+    out = report.summarise_value(text)
+    assert out["type"] == "str" and out["length"] == len(text)
+    assert len(out["start"]) == report.TEXT_LIMIT
+    assert out["start"].endswith("…") and text.startswith(out["start"][:-1])
+
+
+def test_summarise_short_str_stays_itself() -> None:
+    text = "x" * report.TEXT_LIMIT  # the limit itself is still short
+    assert report.summarise_value(text) == text
+    assert report.summarise_value("") == ""
+
+
+def test_summarise_bytes_is_shown_as_hex_with_length() -> None:
+    data = bytes(range(200))
+    out = report.summarise_value(data)
+    assert out["type"] == "bytes" and out["length"] == len(data)
+    assert bytes.fromhex(out["start"]) == data[: len(out["start"]) // 2]
+    assert len(out["start"]) // 2 < len(data)  # truncated
+    small = report.summarise_value(b"\x00\xff")
+    assert small == {"type": "bytes", "length": 2, "start": "00ff"}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected", "kind"),
+    [
+        (np.int64(7), 7, int),
+        (np.uint8(255), 255, int),
+        (np.float32(1.5), 1.5, float),
+        (np.bool_(True), True, bool),
+        (3, 3, int),
+        (2.25, 2.25, float),
+    ],
+)
+def test_summarise_scalar_becomes_a_python_value(value: Any, expected: Any, kind: type) -> None:
+    out = report.summarise_value(value)
+    assert out == expected and type(out) is kind
+
+
+def test_summarise_non_finite_scalars_become_strings() -> None:
+    assert report.summarise_value(np.float64("nan")) == "nan"
+    assert report.summarise_value(np.float32("-inf")) == "-inf"
+
+
+# --- format_summary -------------------------------------------------------------------------
+
+SHAPES: dict[str, Any] = {
+    "uint8 image": np.arange(48, dtype=np.uint8).reshape(3, 4, 4),
+    "short int array": np.array([4, 5, 6], np.int32),
+    "float array with nan": np.array([0.5, np.nan, 2.0], np.float32),
+    "float array with inf": np.array([1.0, np.inf, -np.inf], np.float64),
+    "bool array": np.array([True, False]),
+    "string array": np.array(["a", "bcd"]),
+    "empty array": np.zeros(0, np.int16),
+    "long str": "long text " * 20,
+    "short str": "short",
+    "bytes": b"\x01\x02" * 40,
+    "short bytes": b"ab",
+    "int": np.int64(12),
+    "float": np.float32(0.25),
+    "nan scalar": np.float64("nan"),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_format_summary_is_one_line(name: str) -> None:
+    value = SHAPES[name]
+    summary = report.summarise_value(value)
+    line = report.format_summary(summary)
+    assert isinstance(line, str) and line and "\n" not in line
+    if isinstance(value, np.ndarray):
+        shape = ",".join(str(s) for s in value.shape)
+        assert line.startswith(f"{value.dtype}[{shape}]")
+        assert line.endswith(", …]") == (value.size > report.FIRST_VALUES)
+    elif isinstance(value, bytes):
+        assert line.startswith(f"bytes[{len(value)}] {value[:24].hex()}")
+        assert line.endswith("…") == (len(value) > 24)
+    elif isinstance(value, str) and len(value) > report.TEXT_LIMIT:
+        assert line.startswith(f"str[{len(value)}] '")
+    else:
+        assert line == repr(summary)
+
+
+def test_format_summary_shows_statistics_of_numbers() -> None:
+    x = np.array([2, 8, 5, 1, 9, 3, 7], np.int32)
+    line = report.format_summary(report.summarise_value(x))
+    assert f"min {x.min()} max {x.max()} mean {x.mean():.4g}" in line
+    assert "[2, 8, 5, 1, 9, 3, …]" in line
+    strings = report.format_summary(report.summarise_value(np.array(["p", "q"])))
+    assert "min" not in strings and "[p, q]" in strings
+
+
+def test_format_summary_of_all_nan_says_na() -> None:
+    line = report.format_summary(report.summarise_value(np.full(2, np.nan, np.float32)))
+    assert line.startswith("float32[2]") and "mean n/a" in line and "[nan, nan]" in line
+
+
+# --- inspect_doc ----------------------------------------------------------------------------
+
+TASKS = 6  # input k yields k + 1 records: shards of 1..6 records, a real spread
+
+
+@snap.ragged("tokens")
+def make_records(k: int, *, scale: int = 1) -> Iterator[dict[str, Any]]:
+    start = k * (k + 1) // 2
+    for j in range(k + 1):
+        i = start + j
+        yield {
+            "img": np.full((3, 4, 4), i * scale % 256, np.uint8),
+            "label": i,
+            "tokens": np.arange(i % 4 + 1, dtype=np.int32),
+            "text": f"record {i}",
+        }
+
+
+@pytest.fixture(scope="module")
+def manifest_and_url(tmp_path_factory: pytest.TempPathFactory) -> tuple[Manifest, str]:
+    path = tmp_path_factory.mktemp("report") / "snap"
+    snap.create(make_records, path, workers=0, inputs_from=lambda: list(range(TASKS)),
+                inputs_per_task=1, params={"scale": 3})  # fmt: skip
+    s = snap.open(path)
+    return s.manifest, s.url
+
+
+def test_inspect_doc_has_the_documented_keys(manifest_and_url: tuple[Manifest, str]) -> None:
+    m, url = manifest_and_url
+    doc = report.inspect_doc(url, m)
+    for key in (
+        "path", "finished", "fingerprint", "fingerprint_parts", "pipeline", "params",
+        "num_inputs", "created", "created_by", "run", "num_records", "num_shards",
+        "num_record_batches", "bytes", "uncompressed_bytes", "compression_ratio",
+        "compression", "schema", "balance",
+    ):  # fmt: skip
+        assert key in doc, key
+    assert {"records", "bytes", "records_histogram"} <= doc["balance"].keys()
+    assert "shards" not in doc
+    json.dumps(doc, allow_nan=False)  # the --json document is plain JSON
+
+
+def test_inspect_doc_agrees_with_the_manifest(manifest_and_url: tuple[Manifest, str]) -> None:
+    m, url = manifest_and_url
+    doc = report.inspect_doc(url, m)
+    records = [s.records for s in m.shards]
+    sizes = [s.bytes for s in m.shards]
+    assert doc["path"] == url and doc["finished"] is True
+    assert doc["fingerprint"] == m.fingerprint and doc["run"] == m.run
+    assert doc["num_records"] == sum(records) == sum(k + 1 for k in range(TASKS))
+    assert doc["num_shards"] == len(m.shards) == TASKS
+    assert doc["num_record_batches"] == sum(s.record_batches for s in m.shards)
+    assert doc["bytes"] == sum(sizes) and doc["uncompressed_bytes"] == sum(
+        s.uncompressed_bytes for s in m.shards
+    )
+    assert doc["compression_ratio"] == pytest.approx(
+        doc["uncompressed_bytes"] / doc["bytes"], abs=1e-4
+    )
+    assert doc["compression"] == m.compression == {"codec": "zstd", "level": 1}
+    assert doc["params"] == {"scale": 3} and doc["num_inputs"] == TASKS
+    assert doc["schema"] == [
+        {"name": "img", "kind": "tensor", "dtype": "uint8", "shape": [3, 4, 4]},
+        {"name": "label", "kind": "scalar", "dtype": "int64", "shape": []},
+        {"name": "tokens", "kind": "ragged", "dtype": "int32", "shape": [None]},
+        {"name": "text", "kind": "string", "dtype": "string", "shape": []},
+    ]
+    assert [c["name"] for c in doc["schema"]] == m.schema.names
+    bal = doc["balance"]
+    assert bal["records"] == {
+        "min": min(records),
+        "median": statistics.median(records),
+        "max": max(records),
+        "mean": round(statistics.fmean(records), 2),
+    }
+    assert bal["bytes"]["min"] == min(sizes) and bal["bytes"]["max"] == max(sizes)
+    assert bal["bytes"]["median"] == statistics.median(sizes)
+    hist = bal["records_histogram"]
+    check_histogram(records, hist, report.HISTOGRAM_BINS)
+    assert sum(b["count"] for b in hist) == doc["num_shards"]
+
+
+def test_inspect_doc_lists_shards_on_request(manifest_and_url: tuple[Manifest, str]) -> None:
+    m, url = manifest_and_url
+    doc = report.inspect_doc(url, m, shards=True)
+    assert doc["shards"] == [s.to_json() for s in m.shards]
+    assert [s["path"] for s in doc["shards"]] == [s.path for s in m.shards]
+    assert all(Path(url, s["path"]).is_file() for s in doc["shards"])
+    assert sum(s["records"] for s in doc["shards"]) == doc["num_records"]
