@@ -140,8 +140,34 @@ def build_manifest(
     )
 
 
-def commit(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
-    storage.write_atomic(fs, storage.join(root, MANIFEST_NAME), manifest.to_json())
+def commit(
+    fs: AbstractFileSystem, root: str, manifest: Manifest, replaces: Manifest | None = None
+) -> None:
+    """Write manifest.json, the commit point, in one atomic step.
+
+    A first commit creates the manifest exclusively (locally a hard link of a finished
+    file; on GCS/S3 a PUT with the store's precondition), so two writers can never both
+    commit, even one that lost its lease without noticing. ``replaces`` (``--overwrite`` of
+    a committed snapshot) is checked to still be the committed one, then replaced.
+    """
+    path = storage.join(root, MANIFEST_NAME)
+    url = storage.to_url(fs, path)
+    if replaces is None:
+        if storage.create_exclusive(fs, path, manifest.to_json()):
+            return
+        now = read_manifest(fs, root)
+        if now is not None and (now.fingerprint, now.run) == (manifest.fingerprint, manifest.run):
+            return  # our own PUT landed and its retry hit the precondition
+        raise SnapshotExistsError(
+            f"another writer committed {url} meanwhile; nothing of this run was committed "
+            "(run snap create again to reuse or --overwrite it)"
+        )
+    now = read_manifest(fs, root)
+    if now is not None and (now.fingerprint, now.run) != (replaces.fingerprint, replaces.run):
+        raise SnapshotExistsError(
+            f"{url} was replaced by another writer meanwhile; nothing of this run was committed"
+        )
+    storage.write_atomic(fs, path, manifest.to_json())
 
 
 def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:

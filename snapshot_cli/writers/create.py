@@ -226,6 +226,7 @@ def create(
     try:
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
+        previous = commit_mod.read_manifest(fs, root)  # what --overwrite replaces, or None
         run, plan, options = _start_or_resume(fs, root, fp, sizes, options, ref.spec)
         lease.set_run(run)
         done = commit_mod.finished_tasks(fs, root, run)
@@ -270,7 +271,7 @@ def create(
             run=run,
         )
         lease.check()
-        commit_mod.commit(fs, root, manifest)
+        commit_mod.commit(fs, root, manifest, replaces=previous)
         commit_mod.cleanup_after_commit(fs, root, manifest)
     finally:
         lease.release()
