@@ -6,18 +6,14 @@ process (fsspec caches instances; worker processes make their own), never shared
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
-import errno
 import functools
 import logging
 import os
 import posixpath
-import random
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
@@ -25,6 +21,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from .errors import OptionError, StorageError
+from .retry import RETRY_ATTEMPTS, is_transient, retrying, status_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,74 +55,6 @@ def to_url(fs: AbstractFileSystem, path: str) -> str:
 
 def join(*parts: str) -> str:
     return posixpath.join(*parts)
-
-
-# --- retries ------------------------------------------------------------------------------
-
-RETRY_ATTEMPTS = 6  # first try + 5 retries
-RETRY_BASE_S = 0.25  # backoff: base * 2**attempt, full jitter, capped
-RETRY_CAP_S = 8.0
-TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-_TRANSIENT_ERRNO = frozenset(
-    {errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE, errno.EAGAIN}
-)
-_TRANSIENT_NAMES = ("ClientConnectorError", "ServerDisconnectedError", "ClientPayloadError")
-_PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
-              NotADirectoryError)  # fmt: skip
-
-
-def status_of(err: BaseException) -> int | None:
-    """The HTTP status an fsspec backend attached to an error (gcsfs ``code``, botocore)."""
-    for attr in ("code", "status", "status_code"):
-        value = getattr(err, attr, None)
-        if isinstance(value, int) and 100 <= value < 600:
-            return value
-    response = getattr(err, "response", None)
-    if isinstance(response, dict):  # botocore ClientError
-        code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return code if isinstance(code, int) else None
-    return None
-
-
-def is_transient(err: BaseException) -> bool:
-    """Worth retrying: throttling, server errors, dropped connections, timeouts."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:  # look through wrapped causes
-        seen.add(id(current))
-        if isinstance(current, _PERMANENT):
-            return False
-        status = status_of(current)
-        if status is not None:
-            return status in TRANSIENT_STATUS
-        if isinstance(current, ConnectionError | TimeoutError | asyncio.TimeoutError):
-            return True
-        if isinstance(current, OSError) and current.errno in _TRANSIENT_ERRNO:
-            return True
-        if type(current).__name__ in _TRANSIENT_NAMES:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def retrying(fn: Callable[[], T], what: str = "", attempts: int | None = None) -> T:
-    """Call ``fn``; retry transient failures with exponential backoff and full jitter.
-
-    Bounded: after ``RETRY_ATTEMPTS`` tries (about 15 s of waiting in all) the last error
-    propagates. Permanent failures (missing, forbidden, exists) propagate at once.
-    """
-    tries = attempts or RETRY_ATTEMPTS
-    for attempt in range(tries):
-        try:
-            return fn()
-        except Exception as err:
-            if attempt + 1 >= tries or not is_transient(err):
-                raise
-            delay = random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt))
-            log.info("transient storage error%s (%r); retry %d in %.2f s",
-                     f" while {what}" if what else "", err, attempt + 1, delay)  # fmt: skip
-            time.sleep(delay)
-    raise AssertionError("unreachable")
 
 
 def _permanent_hint(fs: AbstractFileSystem, status: int | None) -> str:
@@ -220,8 +149,39 @@ def write_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
+        elif protocol(fs) in _HDFS_PROTOCOLS:
+            _hdfs_replace(fs, path, data)
         else:
             retrying(lambda: fs.pipe_file(path, data), f"writing {path}")
+
+
+_HDFS_PROTOCOLS = frozenset({"hdfs", "arrow_hdfs", "webhdfs", "webHDFS"})
+
+
+def _hdfs_replace(fs: AbstractFileSystem, path: str, data: bytes, replace: bool = True) -> bool:
+    """HDFS shows a file while it is being written, so write a temporary file and rename it.
+
+    Neither client renames over an existing file atomically (webhdfs's RENAME refuses and
+    fsspec ignores the refusal; pyarrow deletes the target first), so with ``replace`` an
+    existing file is deleted first: a reader can find ``path`` missing for a moment, never
+    half-written. Without ``replace``, returns False (and writes nothing) if ``path`` exists.
+    """
+    name = f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp"
+    tmp = posixpath.join(posixpath.dirname(path), name)
+    retrying(lambda: fs.pipe_file(tmp, data), f"writing {tmp}")
+    try:
+        if retrying(lambda: fs.exists(path), f"checking {path}"):
+            if not replace:
+                return False
+            retrying(lambda: fs.rm(path), f"deleting {path}")
+        retrying(lambda: fs.mv(tmp, path), f"renaming {tmp}")
+        if retrying(lambda: fs.exists(tmp), f"checking {tmp}"):
+            raise StorageError(f"could not rename {to_url(fs, tmp)} to {to_url(fs, path)}")
+        return True
+    finally:
+        with contextlib.suppress(Exception):
+            if fs.exists(tmp):
+                fs.rm(tmp)
 
 
 def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
@@ -248,12 +208,51 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
             finally:
                 os.unlink(tmp)
             return True
+        if protocol(fs) in ("webhdfs", "webHDFS"):
+            return _webhdfs_create(fs, path, data)
+        if protocol(fs) in _HDFS_PROTOCOLS:
+            return _hdfs_create(fs, path, data)
         try:
             with fs.open(path, "xb") as f:
                 f.write(data)
         except FileExistsError:
             return False
     return True
+
+
+def _webhdfs_create(fs: Any, path: str, data: bytes) -> bool:
+    """WebHDFS CREATE with overwrite=false: the NameNode refuses a second creator (HTTP 403).
+
+    fsspec's ``open(path, "xb")`` cannot do this (it writes nothing), so the two-step REST
+    call is made here: the NameNode redirects, the DataNode creates and writes.
+    """
+
+    def put() -> bool:
+        redirect = fs._call("CREATE", "PUT", path, redirect=False, overwrite="false")
+        location = fs._apply_proxy(redirect.headers["Location"])
+        headers = {"content-type": "application/octet-stream"}
+        response = fs.session.put(location, data=data, headers=headers)
+        if response.status_code == 403 and (
+            "AlreadyExists" in response.text or "AlreadyBeingCreated" in response.text
+        ):
+            return False
+        response.raise_for_status()
+        return True
+
+    return retrying(put, f"creating {path}")
+
+
+def _hdfs_create(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
+    """Exclusive create through pyarrow's libhdfs binding, as far as it allows.
+
+    libhdfs always creates with overwrite and pyarrow's rename replaces an existing file, so
+    there is no atomic create-if-absent on ``hdfs://``: the file is written under a temporary
+    name and renamed only if ``path`` does not exist. Two writers racing within the same few
+    milliseconds can both succeed; use ``webhdfs://`` (atomic) for concurrent writers.
+    """
+    if retrying(lambda: fs.exists(path), f"checking {path}"):
+        return False
+    return _hdfs_replace(fs, path, data, replace=False)
 
 
 _PRECONDITION_PROTOCOLS = frozenset({"gs", "gcs", "s3", "s3a"})
@@ -310,7 +309,11 @@ def isdir(fs: AbstractFileSystem, path: str) -> bool:
 def remove(fs: AbstractFileSystem, path: str, recursive: bool = False) -> None:
     """Delete ``path``; a missing path is not an error."""
     with errors_named(fs, path, "deleting"), contextlib.suppress(FileNotFoundError):
-        retrying(lambda: fs.rm(path, recursive=recursive), f"deleting {path}")
+        try:
+            retrying(lambda: fs.rm(path, recursive=recursive), f"deleting {path}")
+        except OSError:
+            if fs.exists(path):  # pyarrow's hdfs raises EIO, not FileNotFoundError, if missing
+                raise
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ shards ``shards/<run>-<task>-<seq>.arrow``, starting a new one when the current 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -17,6 +18,7 @@ from fsspec import AbstractFileSystem
 from .. import storage
 from ..manifest import SHARDS_DIR, ShardEntry, encode_runs
 
+log = logging.getLogger(__name__)
 CODECS = {"zstd": "zstd", "lz4": "lz4_frame", "none": None}
 DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (MEASUREMENTS.md)
 
@@ -85,6 +87,19 @@ class ChecksumSink:
         if not self.closed:
             self.closed = True
             self._raw.close()
+
+    def discard(self) -> None:
+        """Abandon the file: cancel an unfinished upload where fsspec can, else close it."""
+        if self.closed:
+            return
+        self.closed = True
+        # Each step may fail on a broken file; the caller is handling the error that matters.
+        for step in (getattr(self._raw, "discard", None), self._raw.close):
+            try:
+                if callable(step):
+                    step()
+            except Exception as err:
+                log.debug("discarding a partial shard: %s", err)
 
 
 def shard_name(run: str, task: int, seq: int) -> str:
@@ -159,11 +174,12 @@ class ShardRoller:
         self._writer = self._sink = None
 
     def abort(self) -> None:
-        """Close an open shard without recording it (after an error)."""
-        if self._sink is not None:
-            try:
-                if self._writer is not None:
-                    self._writer.close()
-            finally:
-                self._sink.close()
-        self._writer = self._sink = None
+        """Drop an open shard without recording it (after an error).
+
+        Nothing here may raise: the error being handled is the one the user must see. An
+        object-store upload is discarded rather than finished where the file allows it; what
+        remains of the shard is unreferenced garbage that ``snap gc`` removes.
+        """
+        sink, self._writer, self._sink = self._sink, None, None
+        if sink is not None:
+            sink.discard()

@@ -1,0 +1,85 @@
+"""Retries for storage calls: which failures are transient, and bounded jittered backoff.
+
+Pure policy, no filesystem knowledge: :mod:`snapshot_cli.storage` wraps every call in
+:func:`retrying`. Transient means worth another try (HTTP 408/425/429/5xx, dropped
+connections, timeouts); anything a retry cannot fix (missing, forbidden, exists) propagates
+at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RETRY_ATTEMPTS = 6  # first try + 5 retries
+RETRY_BASE_S = 0.25  # backoff: base * 2**attempt, full jitter, capped
+RETRY_CAP_S = 8.0
+TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+_TRANSIENT_ERRNO = frozenset(
+    {errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE, errno.EAGAIN}
+)
+_TRANSIENT_NAMES = ("ClientConnectorError", "ServerDisconnectedError", "ClientPayloadError")
+_PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+              NotADirectoryError)  # fmt: skip
+
+
+def status_of(err: BaseException) -> int | None:
+    """The HTTP status an fsspec backend attached to an error (gcsfs ``code``, botocore)."""
+    for attr in ("code", "status", "status_code"):
+        value = getattr(err, attr, None)
+        if isinstance(value, int) and 100 <= value < 600:
+            return value
+    response = getattr(err, "response", None)
+    if isinstance(response, dict):  # botocore ClientError
+        code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return code if isinstance(code, int) else None
+    return None
+
+
+def is_transient(err: BaseException) -> bool:
+    """Worth retrying: throttling, server errors, dropped connections, timeouts."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:  # look through wrapped causes
+        seen.add(id(current))
+        if isinstance(current, _PERMANENT):
+            return False
+        status = status_of(current)
+        if status is not None:
+            return status in TRANSIENT_STATUS
+        if isinstance(current, ConnectionError | TimeoutError | asyncio.TimeoutError):
+            return True
+        if isinstance(current, OSError) and current.errno in _TRANSIENT_ERRNO:
+            return True
+        if type(current).__name__ in _TRANSIENT_NAMES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def retrying(fn: Callable[[], T], what: str = "", attempts: int | None = None) -> T:
+    """Call ``fn``; retry transient failures with exponential backoff and full jitter.
+
+    Bounded: after ``RETRY_ATTEMPTS`` tries (about 15 s of waiting in all) the last error
+    propagates. Permanent failures (missing, forbidden, exists) propagate at once.
+    """
+    tries = attempts or RETRY_ATTEMPTS
+    for attempt in range(tries):
+        try:
+            return fn()
+        except Exception as err:
+            if attempt + 1 >= tries or not is_transient(err):
+                raise
+            delay = random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt))
+            log.info("transient storage error%s (%r); retry %d in %.2f s",
+                     f" while {what}" if what else "", err, attempt + 1, delay)  # fmt: skip
+            time.sleep(delay)
+    raise AssertionError("unreachable")
