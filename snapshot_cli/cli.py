@@ -345,6 +345,12 @@ def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
     default=None,
     help="Write a Chrome trace-event JSON of the loader's stages (Perfetto, chrome://tracing).",
 )
+@click.option(
+    "--cache-dir",
+    default=None,
+    help="Remote snapshots: keep fetched shards in this local directory (shared by processes).",
+)
+@click.option("--cache-limit", default=None, help="Most bytes in --cache-dir, e.g. 50GiB.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @_handle_errors
 def bench(
@@ -360,6 +366,8 @@ def bench(
     step_ms: float,
     no_verify: bool,
     trace: str | None,
+    cache_dir: str | None,
+    cache_limit: str | None,
     as_json: bool,
 ) -> None:
     """Replay SNAPSHOT with the loader; print records/s, MB/s, input-bound % and stage times."""
@@ -371,6 +379,8 @@ def bench(
         "num_parallel_reads": _int_or_auto(num_parallel_reads, "--num-parallel-reads"),
         "prefetch": _int_or_auto(prefetch, "--prefetch"),
         "verify": not no_verify,
+        "cache_dir": cache_dir,
+        "cache_limit": cache_limit,
     }
     if columns:
         options["columns"] = [c.strip() for c in columns.split(",") if c.strip()]

@@ -169,6 +169,16 @@ def bench_lines(doc: dict[str, Any]) -> list[str]:
             f"batches, shuffle window {human_count(settings['window_rows'])} records",
         ),
     ]
+    cache = doc.get("cache")
+    if cache:
+        rows.append(
+            (
+                "cache",
+                f"{cache['dir']}: {cache['fills']} shards fetched "
+                f"({human_bytes(cache['fill_bytes'])}), {cache['hits']} reused, "
+                f"{cache['evicted']} evicted",
+            )
+        )
     lines = table(rows)
     for e in doc["per_epoch"]:
         lines.append(

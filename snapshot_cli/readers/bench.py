@@ -79,6 +79,8 @@ def bench(
         "settings": stats["settings"],
         "per_epoch": per_epoch,
         "trace": trace,
+        "bytes_read": stats["bytes_read"],
+        "cache": stats.get("cache"),
     }
     if tracer is not None and trace:
         tracer.write(trace)

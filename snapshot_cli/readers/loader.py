@@ -26,8 +26,10 @@ import numpy as np
 
 from .. import storage
 from ..errors import OptionError
+from ..writers.options import parse_size
 from . import ranks
 from .autotune import ParallelismTuner, PrefetchTuner
+from .cache import ShardCache
 from .plan import Blocks, EpochPlan, PlanOptions
 from .prefetch import Closed, PrefetchBuffer
 from .shard import ShardReaders
@@ -120,6 +122,8 @@ class Loader:
         map: Callable[..., Batch] | None = None,  # noqa: A002
         verify: bool = True,
         trace: Tracer | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.trace = trace
@@ -187,7 +191,19 @@ class Loader:
         self.verify = verify
         self.blocks = Blocks.from_manifest(m)
         self._bytes_per_row = bytes_per_row
-        self._readers = ShardReaders(snapshot.fs, snapshot.root, m.shards, verify=verify)
+        cache = None
+        if cache_dir is not None:
+            try:
+                limit = None if cache_limit is None else parse_size(cache_limit, "cache_limit")
+            except ValueError as err:
+                raise OptionError(str(err)) from err
+            cache = ShardCache(cache_dir, limit)
+        elif cache_limit is not None:
+            raise OptionError("cache_limit needs cache_dir (the directory to cache shards in)")
+        self.cache = cache
+        self._readers = ShardReaders(
+            snapshot.fs, snapshot.root, m.shards, verify=verify, cache=cache
+        )
         self._windows = WindowPool(schema, self.columns, contiguous=bool(shuffle))
         self._epoch = 0
         self._batch = 0
@@ -254,7 +270,13 @@ class Loader:
         s.parallel_reads, s.prefetch = self._tuner.current, self._prefetch.current
         if self._run is not None:
             s.consumer_wait = self._run.buffer.consumer_wait + self._run.wait_before
-        return s.to_dict()
+        out = s.to_dict()
+        out["bytes_read"] = self._readers.bytes_read
+        if self.cache is not None:
+            c = self.cache
+            out["cache"] = {"dir": str(c.dir), "hits": c.hits, "fills": c.fills,
+                            "fill_bytes": c.fill_bytes, "evicted": c.evicted}  # fmt: skip
+        return out
 
     # --- iteration ----------------------------------------------------------------------
 

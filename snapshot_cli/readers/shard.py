@@ -5,31 +5,37 @@ page cache is shared by every process replaying the snapshot, and this process h
 what it decodes. (Memory-mapping would save one copy of uncompressed data, but every page
 touched would then count in this process's resident memory until the shard is closed, so a
 shuffled replay's RSS would grow with the snapshot.) Shards on other filesystems are fetched
-whole and kept in a small cache bounded in bytes. The first time a shard is opened, its
-size and crc32c are checked against the manifest: damaged data raises
+whole, as parallel range requests (:mod:`.fetch`), and either kept in memory (at most
+``max_bytes`` of them) or, with a :class:`~.cache.ShardCache`, written once to a local
+directory shared by every process and read from there like local shards. The first time a
+shard is opened, its size and crc32c are checked against the manifest: damaged data raises
 :class:`CorruptShardError`, never reaches the model.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
-import crc32c
 import pyarrow as pa
 
 from .. import storage
 from ..errors import CorruptShardError
 from ..manifest import ShardEntry
+from .cache import CachedShard, ShardCache
+from .checksum import crc32c_buffer, crc32c_file
+from .fetch import Fetcher, shared_fetcher
 
-_CRC_CHUNK = 8 << 20
 # Local shards already verified by this process: (path, size, mtime_ns, crc32c). A new loader
 # for the next epoch or sweep trial does not checksum them again; a rewritten file would have
 # another mtime.
 _verified_local: set[tuple[str, int, int, str]] = set()
+
+
+CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
 
 
 class ShardReaders:
@@ -43,11 +49,17 @@ class ShardReaders:
         verify: bool = True,
         max_open: int = 128,
         max_bytes: int = 1 << 30,
+        cache: ShardCache | None = None,
+        fetcher: Fetcher | None = None,
     ) -> None:
         self.fs, self.root, self.shards, self.verify = fs, root, shards, verify
         self.local = storage.is_local(fs)
         self.max_open, self.max_bytes = max_open, max_bytes
-        self._open: OrderedDict[int, tuple[pa.ipc.RecordBatchFileReader, int]] = OrderedDict()
+        self.cache = None if self.local else cache
+        if self.cache is not None:  # each open shard pins its cache entry: keep few open
+            self.max_open = min(max_open, CACHED_OPEN)
+        self.fetcher = fetcher or shared_fetcher()
+        self._open: OrderedDict[int, _Open] = OrderedDict()
         self._held_bytes = 0
         self._verified: set[int] = set()
         self._lock = threading.Lock()
@@ -57,16 +69,33 @@ class ShardReaders:
     def url(self, i: int) -> str:
         return storage.to_url(self.fs, storage.join(self.root, self.shards[i].path))
 
-    def _source(self, i: int) -> tuple[Any, int]:
+    def _cached(self, i: int) -> CachedShard:
+        assert self.cache is not None
+        entry = self.shards[i]
+        path = storage.join(self.root, entry.path)
+
+        def fill(fd: int) -> None:
+            self.fetcher.fetch_into(self.fs, path, entry.bytes, lambda o, b: _pwrite(fd, b, o))
+
+        held = self.cache.open(self.url(i), entry.bytes, entry.crc32c, fill)
+        self._verified.add(i)  # checked against size and crc32c when the entry was filled
+        return held
+
+    def _source(self, i: int) -> tuple[Any, int, CachedShard | None]:
         """The shard's bytes as an Arrow source, checked against the manifest."""
         entry, url = self.shards[i], self.url(i)
         path = storage.join(self.root, entry.path)
+        held = None
         try:
             if self.local:
                 source: Any = pa.OSFile(path, "r")
                 size = source.size()
+            elif self.cache is not None:
+                held = self._cached(i)
+                source = pa.OSFile(held.path, "r")
+                size = source.size()
             else:
-                data = storage.read_bytes(self.fs, path)
+                data = self.fetcher.fetch(self.fs, path, entry.bytes)
                 source, size = pa.py_buffer(data), len(data)
         except FileNotFoundError as err:
             raise CorruptShardError(f"shard {url} is missing") from err
@@ -86,33 +115,36 @@ class ShardReaders:
             if key is not None:
                 _verified_local.add(key)
         self._verified.add(i)
-        return source, size
+        return source, size, held
 
     def reader(self, i: int) -> pa.ipc.RecordBatchFileReader:
         with self._lock:
             if i in self._open:
                 self._open.move_to_end(i)
-                return self._open[i][0]
+                return self._open[i].reader
             gate = self._opening.setdefault(i, threading.Lock())
         with gate:  # one thread opens (and verifies) a shard; the others wait for it
             with self._lock:
                 if i in self._open:
-                    return self._open[i][0]
-            source, size = self._source(i)
+                    return self._open[i].reader
+            source, size, cached = self._source(i)
             try:
                 reader = pa.ipc.open_file(source)
             except (pa.ArrowException, OSError) as err:
+                if cached is not None:
+                    cached.close()
                 raise CorruptShardError(f"shard {self.url(i)} cannot be opened: {err}") from err
             with self._lock:
-                held = 0 if self.local else size
-                self._open[i] = (reader, held)
+                held = 0 if self.local or cached is not None else size
+                self._open[i] = _Open(reader, held, cached)
                 self._held_bytes += held
                 self.bytes_read += size
                 while len(self._open) > self.max_open or (
                     self._held_bytes > self.max_bytes and len(self._open) > 1
                 ):
-                    _, (_, evicted) = self._open.popitem(last=False)
-                    self._held_bytes -= evicted
+                    _, evicted = self._open.popitem(last=False)
+                    self._held_bytes -= evicted.held
+                    evicted.release()
                 self._opening.pop(i, None)
             return reader
 
@@ -134,28 +166,32 @@ class ShardReaders:
 
     def close(self) -> None:
         with self._lock:
+            opened = list(self._open.values())
             self._open.clear()
             self._held_bytes = 0
+        for entry in opened:
+            entry.release()
 
 
-def crc32c_file(path: str) -> str:
-    """crc32c of a local file, straight from the page cache through a short-lived memory map
-    (no copy; the mapping, and the pages it counted in this process's RSS, end on return)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return f"{crc32c.crc32c(b''):08x}"
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            view = memoryview(m)
-            try:
-                return crc32c_buffer(view)
-            finally:
-                view.release()
+@dataclass
+class _Open:
+    """An open shard: its reader, the bytes it holds in memory, its cache entry if any."""
+
+    reader: pa.ipc.RecordBatchFileReader
+    held: int
+    cached: CachedShard | None = None
+
+    def release(self) -> None:
+        # Drops the entry's shared lock, so eviction may delete the file from now on. A thread
+        # still decoding from it is unaffected: its reader has the file open, and a deleted
+        # file stays readable through open descriptors.
+        if self.cached is not None:
+            self.cached.close()
+            self.cached = None
 
 
-def crc32c_buffer(source: Any) -> str:
-    """crc32c of a buffer, in chunks (the GIL is released for large chunks)."""
-    crc = 0
-    view = memoryview(source)
-    for start in range(0, len(view), _CRC_CHUNK):
-        crc = crc32c.crc32c(view[start : start + _CRC_CHUNK], crc)
-    return f"{crc:08x}"
+def _pwrite(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written

@@ -73,7 +73,9 @@ class Snapshot:
         shuffle_buffer="auto" (records; default 256 MiB worth), num_parallel_reads="auto",
         prefetch="auto", map=None (fn(batch) or fn(batch, rng)), verify=True, trace=None``
         (a :class:`~snapshot_cli.readers.trace.Tracer` recording each stage, as ``snap bench
-        --trace`` does).
+        --trace`` does), ``cache_dir=None, cache_limit=None`` (remote snapshots: keep fetched
+        shards in this local directory, shared by every process on the machine, at most
+        ``cache_limit`` bytes such as ``"50GiB"``; see :mod:`snapshot_cli.readers.cache`).
         """
         return Loader(self, batch_size, **options)
 

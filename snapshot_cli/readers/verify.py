@@ -23,7 +23,7 @@ import pyarrow as pa
 from .. import storage
 from ..errors import SnapError
 from ..manifest import ShardEntry
-from .shard import crc32c_buffer, crc32c_file
+from .checksum import crc32c_buffer, crc32c_file
 from .snapshot import Snapshot
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte

@@ -1,0 +1,214 @@
+"""The shared shard cache: filled once across processes, checked, LRU-bounded, never evicting
+an entry in use; and the loader's ``cache_dir=`` on a memory:// snapshot."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+
+import crc32c
+import fsspec
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.errors import CorruptShardError, OptionError
+from snapshot_cli.readers.cache import ShardCache
+
+
+def _crc(data: bytes) -> str:
+    return f"{crc32c.crc32c(data):08x}"
+
+
+def _writer(data: bytes, calls: list[int] | None = None):  # type: ignore[no-untyped-def]
+    def fill(fd: int) -> None:
+        if calls is not None:
+            calls.append(1)
+        os.write(fd, data)
+
+    return fill
+
+
+def test_fills_once_then_hits(tmp_path: Path) -> None:
+    cache = ShardCache(tmp_path / "c")
+    data = os.urandom(1000)
+    calls: list[int] = []
+    for _ in range(3):
+        held = cache.open("gs://b/s/shards/a.arrow", len(data), _crc(data), _writer(data, calls))
+        assert Path(held.path).read_bytes() == data
+        held.close()
+    assert (len(calls), cache.fills, cache.hits) == (1, 1, 2)
+    assert cache.size() == len(data)
+
+
+def test_damaged_download_is_refused_and_not_kept(tmp_path: Path) -> None:
+    cache = ShardCache(tmp_path / "c")
+    data = os.urandom(500)
+    bad = bytearray(data)
+    bad[7] ^= 1
+    with pytest.raises(CorruptShardError, match=r"gs://b/x\.arrow is damaged: crc32c"):
+        cache.open("gs://b/x.arrow", len(data), _crc(data), _writer(bytes(bad)))
+    with pytest.raises(CorruptShardError, match="downloaded 499 bytes, the manifest says 500"):
+        cache.open("gs://b/x.arrow", len(data), _crc(data), _writer(data[:-1]))
+    assert cache.entries() == []
+    assert not [p for p in (tmp_path / "c").iterdir() if p.name.endswith(".tmp")]
+    held = cache.open("gs://b/x.arrow", len(data), _crc(data), _writer(data))
+    assert Path(held.path).read_bytes() == data
+
+
+def test_failed_fill_leaves_nothing(tmp_path: Path) -> None:
+    cache = ShardCache(tmp_path / "c")
+
+    def fail(fd: int) -> None:
+        os.write(fd, b"partial")
+        raise ConnectionResetError("network went away")
+
+    with pytest.raises(ConnectionResetError):
+        cache.open("gs://b/y.arrow", 100, "00000000", fail)
+    assert cache.entries() == []
+    assert not [p for p in (tmp_path / "c").iterdir() if p.name.endswith(".tmp")]
+
+
+def _put(cache: ShardCache, name: str, data: bytes):  # type: ignore[no-untyped-def]
+    return cache.open(f"s3://b/{name}", len(data), _crc(data), _writer(data))
+
+
+def test_lru_eviction_keeps_the_limit(tmp_path: Path) -> None:
+    cache = ShardCache(tmp_path / "c", limit=2500)
+    blobs = {n: os.urandom(1000) for n in "abc"}
+    for i, n in enumerate("ab"):
+        _put(cache, n, blobs[n]).close()
+        os.utime(cache.entries()[-1][0], (1000 + i, 1000 + i))  # a older than b
+    _put(cache, "a", blobs["a"]).close()  # using a makes b the least recently used
+    _put(cache, "c", blobs["c"]).close()
+    kept = {p.read_bytes() for p, _, _ in cache.entries()}
+    assert kept == {blobs["a"], blobs["c"]}
+    assert cache.size() <= 2500 and cache.evicted == 1
+
+
+def test_an_entry_in_use_is_never_evicted(tmp_path: Path) -> None:
+    cache = ShardCache(tmp_path / "c", limit=2000)
+    a, b, c = (os.urandom(1000) for _ in range(3))
+    held = _put(cache, "a", a)  # held open: in use
+    os.utime(held.path, (1, 1))  # and the least recently used
+    _put(cache, "b", b).close()
+    _put(cache, "c", c).close()  # over the limit: a is in use, so b goes
+    assert {p.read_bytes() for p, _, _ in cache.entries()} == {a, c}
+    assert Path(held.path).read_bytes() == a
+    held.close()
+    _put(cache, "b", b).close()  # a released: now it goes
+    assert {p.read_bytes() for p, _, _ in cache.entries()} == {c, b}
+
+
+def test_entry_evicted_between_open_and_use_is_fetched_again(tmp_path: Path) -> None:
+    cache = ShardCache(tmp_path / "c")
+    data = os.urandom(300)
+    _put(cache, "a", data).close()
+    (path,) = [p for p, _, _ in cache.entries()]
+    path.unlink()  # as another process's eviction would
+    calls: list[int] = []
+    held = cache.open("s3://b/a", len(data), _crc(data), _writer(data, calls))
+    assert calls == [1] and Path(held.path).read_bytes() == data
+
+
+def _child_open(directory: str, data: bytes, counter: str, barrier) -> None:  # type: ignore[no-untyped-def]
+    cache = ShardCache(directory)
+
+    def fill(fd: int) -> None:
+        with open(counter, "a") as f:  # O_APPEND: one line per fill, across processes
+            f.write("fill\n")
+        os.write(fd, data)
+
+    barrier.wait()
+    held = cache.open("gs://b/shared.arrow", len(data), _crc(data), fill)
+    assert Path(held.path).read_bytes() == data
+    held.close()
+
+
+def test_processes_opening_at_once_fill_once(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    data = os.urandom(3 << 20)
+    counter = tmp_path / "fills"
+    counter.touch()
+    procs = [
+        ctx.Process(target=_child_open, args=(str(tmp_path / "c"), data, str(counter), barrier))
+        for _ in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    assert counter.read_text().splitlines() == ["fill"]
+
+
+def test_bad_options(tmp_path: Path) -> None:
+    with pytest.raises(OptionError, match="cache_limit must be a positive"):
+        ShardCache(tmp_path, limit=0)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OptionError, match="cannot use cache_dir"):
+        ShardCache(blocker / "sub")
+
+
+@pytest.fixture
+def remote_snapshot(write_pipeline, memfs, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
+    pipeline = write_pipeline(
+        """
+        import numpy as np
+        def preprocess(path):
+            with open(path) as f:
+                i = int(f.read())
+            for k in range(40):
+                yield {"label": np.int64(i * 40 + k), "x": np.full(64, i * 40 + k, np.float32)}
+        """
+    )
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(6):
+        (inputs / f"{i}.txt").write_text(str(i))
+    url = "memory://cached/snap"
+    snap.create(pipeline, url, inputs=[str(inputs / "*.txt")], workers=0, shard_size="4KiB")
+    return url
+
+
+def test_loader_reads_through_the_cache(remote_snapshot: str, tmp_path: Path) -> None:
+    s = snap.open(remote_snapshot)
+    assert len(s.shards) > 3
+    cache_dir = tmp_path / "shards"
+    labels = []
+    for _ in range(2):
+        with s.loader(32, cache_dir=cache_dir, seed=1) as loader:
+            labels.append(np.concatenate([b["label"] for b in loader]))
+            stats = loader.stats()["cache"]
+        if len(labels) == 1:
+            assert stats["fills"] == len(s.shards) and stats["hits"] == 0
+        else:
+            assert stats["fills"] == 0 and stats["hits"] == len(s.shards)
+    assert sorted(labels[0].tolist()) == list(range(240))
+    np.testing.assert_array_equal(labels[0], labels[1])  # same seed, same order
+    assert len(list(cache_dir.glob("*.arrow"))) == len(s.shards)
+
+
+def test_loader_cache_refuses_a_damaged_shard(remote_snapshot: str, tmp_path: Path) -> None:
+    s = snap.open(remote_snapshot)
+    fs = fsspec.filesystem("memory")
+    path = f"/cached/snap/{s.shards[0].path}"
+    data = bytearray(fs.cat_file(path))
+    data[len(data) // 2] ^= 0xFF
+    fs.pipe_file(path, bytes(data))
+    with pytest.raises(CorruptShardError, match=s.shards[0].path):
+        for _ in s.loader(32, shuffle=False, cache_dir=tmp_path / "c"):
+            pass
+    cached = [p.name for p in (tmp_path / "c").glob("*.arrow")]
+    assert not [n for n in cached if n.startswith(s.shards[0].crc32c)]
+
+
+def test_loader_cache_options(remote_snapshot: str, tmp_path: Path) -> None:
+    s = snap.open(remote_snapshot)
+    with pytest.raises(OptionError, match="cache_limit needs cache_dir"):
+        s.loader(8, cache_limit="1GiB")
+    with pytest.raises(OptionError, match="cache_limit must look like"):
+        s.loader(8, cache_dir=tmp_path, cache_limit="lots")
