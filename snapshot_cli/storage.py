@@ -43,6 +43,12 @@ def resolve(
     return fs, path.rstrip("/") or path
 
 
+def fresh_instance(fs: AbstractFileSystem) -> AbstractFileSystem:
+    """A filesystem like ``fs`` made in this process (fsspec drops its instance cache when
+    the process id changes, so this is a new client after fork)."""
+    return fsspec.spec.make_instance(type(fs), fs.storage_args, fs.storage_options)
+
+
 def is_local(fs: AbstractFileSystem) -> bool:
     """True for the local-disk filesystem (where rename is atomic and processes share a disk)."""
     return protocol(fs) in ("file", "local")

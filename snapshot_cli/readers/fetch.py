@@ -15,6 +15,7 @@ requests (each paying the time to first byte) without saving bytes;
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,7 +34,9 @@ Sink = Callable[[int, bytes], None]
 class Fetcher:
     """Downloads byte ranges of remote files with a bounded pool of streams (thread-safe)."""
 
-    def __init__(self, streams: int = DEFAULT_STREAMS, chunk: int = DEFAULT_CHUNK) -> None:
+    def __init__(self, streams: int | None = None, chunk: int | None = None) -> None:
+        streams = DEFAULT_STREAMS if streams is None else streams
+        chunk = DEFAULT_CHUNK if chunk is None else chunk
         if streams < 1 or chunk < 1:
             raise ValueError(f"streams and chunk must be >= 1, got {streams}, {chunk}")
         self.streams, self.chunk = streams, chunk
@@ -102,13 +105,17 @@ class Fetcher:
 
 
 _shared: Fetcher | None = None
+_shared_pid = 0
 _shared_lock = threading.Lock()
 
 
 def shared_fetcher() -> Fetcher:
-    """The process's fetcher: every loader shares its streams, so the bound is per process."""
-    global _shared
+    """The process's fetcher: every loader shares its streams, so the bound is per process.
+
+    A forked child (a torch DataLoader worker) gets its own: threads do not survive fork.
+    """
+    global _shared, _shared_pid
     with _shared_lock:
-        if _shared is None:
-            _shared = Fetcher()
+        if _shared is None or _shared_pid != os.getpid():
+            _shared, _shared_pid = Fetcher(), os.getpid()
         return _shared

@@ -52,19 +52,32 @@ class ShardReaders:
         cache: ShardCache | None = None,
         fetcher: Fetcher | None = None,
     ) -> None:
-        self.fs, self.root, self.shards, self.verify = fs, root, shards, verify
+        self._fs, self._pid = fs, os.getpid()
+        self.root, self.shards, self.verify = root, shards, verify
         self.local = storage.is_local(fs)
         self.max_open, self.max_bytes = max_open, max_bytes
         self.cache = None if self.local else cache
         if self.cache is not None:  # each open shard pins its cache entry: keep few open
             self.max_open = min(max_open, CACHED_OPEN)
-        self.fetcher = fetcher or shared_fetcher()
+        self._fetcher = fetcher
         self._open: OrderedDict[int, _Open] = OrderedDict()
         self._held_bytes = 0
         self._verified: set[int] = set()
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}
         self.bytes_read = 0
+
+    @property
+    def fs(self) -> Any:
+        """The filesystem, made afresh in a forked child: an async client's event loop and
+        connections (gcsfs, s3fs) belong to the parent and hang if used after fork."""
+        if self._pid != os.getpid():
+            self._fs, self._pid = storage.fresh_instance(self._fs), os.getpid()
+        return self._fs
+
+    @property
+    def fetcher(self) -> Fetcher:
+        return self._fetcher or shared_fetcher()
 
     def url(self, i: int) -> str:
         return storage.to_url(self.fs, storage.join(self.root, self.shards[i].path))
