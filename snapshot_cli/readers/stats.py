@@ -1,0 +1,50 @@
+"""The loader's counters, and the rates and stage times users read from ``stats()``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Stats:
+    """Counters of one loader. ``to_dict`` gives the rates users read."""
+
+    records: int = 0
+    bytes: int = 0
+    batches: int = 0
+    started: float = 0.0
+    consumer_wait: float = 0.0
+    read_seconds: float = 0.0  # wall time of window loads (decode + copy), summed
+    gather_seconds: float = 0.0
+    map_seconds: float = 0.0
+    windows: int = 0
+    window_rows: int = 0
+    parallel_reads: int = 0
+    prefetch: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        elapsed = max(1e-9, time.perf_counter() - self.started) if self.started else 0.0
+        rate = (lambda x: x / elapsed) if elapsed else (lambda x: 0.0)
+        return {
+            "records": self.records,
+            "batches": self.batches,
+            "bytes": self.bytes,
+            "seconds": round(elapsed, 4),
+            "records_per_s": round(rate(self.records), 1),
+            "bytes_per_s": round(rate(self.bytes), 1),
+            "consumer_wait_s": round(self.consumer_wait, 4),
+            "input_bound_pct": round(100 * self.consumer_wait / elapsed, 2) if elapsed else 0.0,
+            "stage_seconds": {
+                "read_decode": round(self.read_seconds, 4),
+                "gather": round(self.gather_seconds, 4),
+                "map": round(self.map_seconds, 4),
+            },
+            "windows": self.windows,
+            "settings": {
+                "window_rows": self.window_rows,
+                "parallel_reads": self.parallel_reads,
+                "prefetch": self.prefetch,
+            },
+        }
