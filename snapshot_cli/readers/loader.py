@@ -277,6 +277,26 @@ class Loader:
             self._run.close()
             self._run = None
 
+    # framework adapters (each imports its framework only when called) -----------------
+
+    def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:
+        """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead; see readers/torch.py."""
+        from .torch import TorchBatches
+
+        return TorchBatches(self, device=device, prefetch=prefetch)
+
+    def to_jax(self, sharding: Any = None, prefetch: int = 2) -> Any:
+        """``dict[str, jax.Array]`` batches placed ahead of use; see readers/jax.py."""
+        from .jax import JaxBatches
+
+        return JaxBatches(self, sharding=sharding, prefetch=prefetch)
+
+    def to_tf(self) -> Any:
+        """A ``tf.data.Dataset`` of this loader's batches; see readers/tf.py."""
+        from .tf import to_dataset
+
+        return to_dataset(self)
+
     def __enter__(self) -> Loader:
         return self
 

@@ -14,10 +14,18 @@ _ENV = [
 
 
 def detect() -> tuple[int, int, str]:
-    """``(rank, world_size, source)`` from an initialised torch.distributed, else env vars."""
+    """``(rank, world_size, source)`` from an initialised torch.distributed, a multi-process
+    JAX job, else env vars."""
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size(), "torch.distributed"
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            if jax.process_count() > 1:
+                return jax.process_index(), jax.process_count(), "jax"
+        except Exception:  # jax imported but not usable here: fall through
+            pass
     for rank_var, size_var in _ENV:
         if rank_var in os.environ and size_var in os.environ:
             try:

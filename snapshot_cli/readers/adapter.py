@@ -1,0 +1,114 @@
+"""What the framework adapters share: delegation to the loader, and copies started ahead.
+
+An adapter wraps a :class:`~.loader.Loader`: iterating it iterates the loader and converts
+each numpy batch (to torch tensors, jax arrays, ...). :class:`Adapter` keeps the loader's
+``state_dict``/``load_state_dict``, ``stats``, ``set_epoch``, ``len`` and ``close`` working
+through the wrapper. With ``depth`` > 0 the conversion of batch N+1.. N+depth is started
+before batch N is handed out (:func:`ahead`), so an asynchronous host-to-device copy overlaps
+the training step; ``state_dict()`` still points at the first batch the consumer has not
+seen, not at the loader's position, so a resume skips and repeats nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from .loader import Batch, Loader
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def ahead(
+    source: Iterable[T],
+    start: Callable[[T], U],
+    depth: int,
+    mark: Callable[[], Any] | None = None,
+) -> Iterator[tuple[U, Any]]:
+    """Yield ``start(item)`` for each item, in order, having started the next ``depth`` items.
+
+    ``mark()`` is called just after each item is taken from ``source``; its result travels
+    with the item (the adapters record the loader's state there).
+    """
+    pending: deque[tuple[U, Any]] = deque()
+    for item in source:
+        pending.append((start(item), mark() if mark is not None else None))
+        if len(pending) > depth:
+            yield pending.popleft()
+    while pending:
+        yield pending.popleft()
+
+
+class Adapter(Generic[U]):
+    """Iterates ``loader`` converting each batch with :meth:`_start` / :meth:`_finish`."""
+
+    def __init__(self, loader: Loader, depth: int = 0) -> None:
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            from ..errors import OptionError
+
+            raise OptionError(f"prefetch must be an integer >= 0, got {depth!r}")
+        self.loader, self.depth = loader, depth
+        self._consumer_state: dict[str, Any] | None = None  # set while iterating
+
+    # conversion: override -------------------------------------------------------------
+
+    def _start(self, batch: Batch) -> Any:
+        """Begin converting ``batch`` (an asynchronous copy may start here)."""
+        return batch
+
+    def _finish(self, started: Any) -> U:
+        """Complete the conversion just before the batch is handed out."""
+        return started  # type: ignore[no-any-return]
+
+    # iteration -------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[U]:
+        if self._consumer_state is not None:
+            # The last pass stopped early with batches in flight: the loader is ahead of
+            # the consumer. Start again where the consumer is, so nothing is skipped.
+            if self._consumer_state != self.loader.state_dict():
+                self.loader.load_state_dict(self._consumer_state)
+            self._consumer_state = None
+        for started, state_after in ahead(
+            self.loader, self._start, self.depth, self.loader.state_dict
+        ):
+            out = self._finish(started)
+            self._consumer_state = state_after
+            yield out
+        self._consumer_state = None  # the pass ended: the loader and the consumer agree
+
+    # the loader's interface, through the wrapper --------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the consumer is: the first batch it has not received from this adapter.
+
+        While batches are in flight the loader is ahead of the consumer, so this is the
+        loader's state recorded when the batch last handed out was taken from it.
+        """
+        if self._consumer_state is not None:
+            return dict(self._consumer_state)
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.loader.load_state_dict(state)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+    def stats(self) -> dict[str, Any]:
+        return self.loader.stats()
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def close(self) -> None:
+        self.loader.close()
+
+    def __enter__(self) -> Adapter[U]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

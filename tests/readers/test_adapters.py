@@ -1,0 +1,277 @@
+"""The framework adapters on this CPU machine: torch (tensors, DataLoader workers), JAX
+(device placement, sharding over 4 host devices in a subprocess), TensorFlow (tf.data), and
+the shared prefetch-ahead logic with exact resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError
+from snapshot_cli.readers.adapter import Adapter, ahead
+
+RECORDS = 240
+
+
+@pytest.fixture(scope="module")
+def snapshot_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("adapters")
+    (root / "pipe.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            def preprocess(path):
+                with open(path) as f:
+                    i = int(f.read())
+                for k in range(40):
+                    n = i * 40 + k
+                    yield {"label": np.int64(n), "x": np.full((2, 3), n, np.float32),
+                           "tokens": np.arange(n % 5 + 1, dtype=np.int32), "name": f"r{n}"}
+            """
+        )
+    )
+    (root / "in").mkdir()
+    for i in range(RECORDS // 40):
+        (root / "in" / f"{i}.txt").write_text(str(i))
+    out = root / "snap"
+    snap.create(f"{root / 'pipe.py'}:preprocess", str(out), inputs=[str(root / "in" / "*.txt")],
+                workers=0, shard_size="8KiB")  # fmt: skip
+    return str(out)
+
+
+# --- the shared logic ---------------------------------------------------------------------
+
+
+def test_ahead_starts_depth_items_early_and_keeps_order() -> None:
+    started: list[int] = []
+    seen = []
+    for value, mark in ahead(range(6), lambda x: started.append(x) or x * 10, 2, lambda: "m"):
+        seen.append((value, len(started), mark))
+    assert [v for v, _, _ in seen] == [0, 10, 20, 30, 40, 50]
+    assert [n for _, n, _ in seen] == [3, 4, 5, 6, 6, 6]  # item k is out when k+2 has started
+    assert {m for _, _, m in seen} == {"m"}
+
+
+def _labels(batches) -> list[int]:  # type: ignore[no-untyped-def]
+    return [int(x) for b in batches for x in np.asarray(b["label"])]
+
+
+def test_adapter_state_points_at_the_consumer_not_the_loader(snapshot_url: str) -> None:
+    s = snap.open(snapshot_url)
+    full = _labels(s.loader(16, seed=5, epochs=2))
+    adapter = Adapter(s.loader(16, seed=5, epochs=2), depth=3)
+    got = []
+    for i, batch in enumerate(adapter):
+        got.extend(int(x) for x in batch["label"])
+        if i == 6:
+            state = adapter.state_dict()
+            break
+    resumed = Adapter(s.loader(16, seed=5, epochs=2), depth=3)
+    resumed.load_state_dict(state)
+    got.extend(_labels(resumed))
+    assert got == full
+
+
+def test_adapter_iterated_again_after_a_break_skips_nothing(snapshot_url: str) -> None:
+    s = snap.open(snapshot_url)
+    full = _labels(s.loader(16, seed=2))
+    adapter = Adapter(s.loader(16, seed=2), depth=4)
+    got = []
+    for i, batch in enumerate(adapter):
+        got.extend(int(x) for x in batch["label"])
+        if i == 3:
+            break  # 4 more batches were in flight
+    got.extend(_labels(adapter))
+    assert got == full
+
+
+def test_bad_prefetch(snapshot_url: str) -> None:
+    with pytest.raises(OptionError, match="prefetch must be an integer >= 0"):
+        Adapter(snap.open(snapshot_url).loader(8), depth=-1)
+
+
+# --- torch --------------------------------------------------------------------------------
+
+
+def test_to_torch_tensors(snapshot_url: str) -> None:
+    import torch
+
+    s = snap.open(snapshot_url)
+    expected = list(s.loader(32, seed=1))
+    with s.loader(32, seed=1).to_torch() as batches:
+        got = list(batches)
+        assert len(batches) == len(expected)
+    assert len(got) == len(expected)
+    for e, g in zip(expected, got, strict=True):
+        assert isinstance(g["label"], torch.Tensor) and g["label"].dtype == torch.int64
+        assert g["x"].shape == (len(e["x"]), 2, 3) and g["x"].dtype == torch.float32
+        np.testing.assert_array_equal(g["x"].numpy(), e["x"])
+        assert all(isinstance(t, torch.Tensor) for t in g["tokens"])
+        assert [t.tolist() for t in g["tokens"]] == [t.tolist() for t in e["tokens"]]
+        assert g["name"] == list(e["name"])
+
+
+def test_to_torch_shares_memory_with_the_numpy_batch(snapshot_url: str) -> None:
+    import torch  # noqa: F401 - in the test extras
+
+    from snapshot_cli.readers.torch import to_tensors
+
+    batch = next(iter(snap.open(snapshot_url).loader(8)))
+    tensors = to_tensors(batch)
+    tensors["x"][0, 0, 0] = -1.0
+    assert batch["x"][0, 0, 0] == -1.0  # same memory: no copy
+
+
+def test_to_torch_on_another_device_keeps_resume_exact(snapshot_url: str) -> None:
+    import torch
+
+    s = snap.open(snapshot_url)
+    full = _labels(s.loader(16, seed=9))
+    # "meta" is a real non-CPU torch device on any machine: batches go through the
+    # copy-ahead path (no data, so labels are read from the state instead).
+    moved = s.loader(16, seed=9).to_torch(device="meta", prefetch=3)
+    for i, batch in enumerate(moved):
+        assert batch["x"].device.type == "meta"
+        if i == 4:
+            state = moved.state_dict()
+            break
+    resumed = s.loader(16, seed=9)
+    resumed.load_state_dict(state)
+    assert _labels(resumed) == full[5 * 16 :]
+    if not torch.cuda.is_available():
+        with pytest.raises(OptionError, match="no CUDA device"):
+            s.loader(16).to_torch(device="cuda")
+
+
+def test_torch_dataloader_workers_read_disjoint_complete_parts(snapshot_url: str) -> None:
+    import torch
+
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    dataset = SnapshotDataset(snapshot_url, batch_size=16, seed=4)
+    assert isinstance(dataset, torch.utils.data.IterableDataset)
+    orders = []
+    for epoch in range(2):
+        dataset.set_epoch(epoch)
+        dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+        labels = [int(x) for b in dl for x in b["label"]]
+        assert sorted(labels) == list(range(RECORDS))  # complete, and disjoint: no repeats
+        orders.append(labels)
+    assert orders[0] != orders[1]  # set_epoch gave a fresh shuffle
+
+
+def test_torch_dataset_splits_ranks_then_workers(snapshot_url: str) -> None:
+    import torch  # noqa: F401 - in the test extras
+
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    seen = []
+    for rank in range(2):
+        ds = SnapshotDataset(snapshot_url, batch_size=8, rank=rank, world_size=2)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+        seen.append({int(x) for b in dl for x in b["label"]})
+    assert not seen[0] & seen[1]
+    assert seen[0] | seen[1] == set(range(RECORDS))
+
+
+# --- JAX ----------------------------------------------------------------------------------
+
+
+def test_to_jax_places_arrays(snapshot_url: str) -> None:
+    import jax
+
+    s = snap.open(snapshot_url)
+    expected = list(s.loader(32, seed=3))
+    got = list(s.loader(32, seed=3).to_jax(prefetch=2))
+    assert len(got) == len(expected)
+    for e, g in zip(expected, got, strict=True):
+        assert isinstance(g["x"], jax.Array)
+        np.testing.assert_array_equal(np.asarray(g["x"]), e["x"])
+        assert g["tokens"].dtype == object  # ragged stays numpy
+
+
+JAX_SHARDED = """
+import json, sys
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError
+
+mesh = Mesh(np.array(jax.devices()), ("batch",))
+sharding = NamedSharding(mesh, P("batch"))
+s = snap.open(sys.argv[1])
+out = {"devices": len(jax.devices()), "batches": []}
+for b in s.loader(32, seed=0, drop_last=True).to_jax(sharding=sharding):
+    x = b["x"]
+    out["batches"].append({
+        "shape": list(x.shape),
+        "devices": sorted(str(sh.device) for sh in x.addressable_shards),
+        "shard_rows": sorted({sh.data.shape[0] for sh in x.addressable_shards}),
+        "labels": np.asarray(b["label"]).tolist(),
+    })
+errors = []
+try:
+    s.loader(30).to_jax(sharding=sharding)
+except OptionError as e:
+    errors.append(str(e))
+try:
+    list(s.loader(32, world_size=7, drop_last=False).to_jax(sharding=sharding))  # last: 3
+except OptionError as e:
+    errors.append(str(e))
+out["errors"] = errors
+print(json.dumps(out))
+"""
+
+
+def test_to_jax_shards_the_batch_axis_over_four_devices(snapshot_url: str) -> None:
+    import jax  # noqa: F401 - in the test extras
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu")  # fmt: skip
+    res = subprocess.run([sys.executable, "-c", JAX_SHARDED, snapshot_url], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["devices"] == 4
+    assert len(out["batches"]) == RECORDS // 32
+    for b in out["batches"]:
+        assert b["shape"] == [32, 2, 3]
+        assert len(b["devices"]) == 4 and b["shard_rows"] == [8]
+    labels = [x for b in out["batches"] for x in b["labels"]]
+    assert len(set(labels)) == len(labels) == RECORDS // 32 * 32
+    assert "batch_size 30 does not split over the 4 devices" in out["errors"][0]
+    assert "drop_last=True" in out["errors"][1]
+
+
+# --- TensorFlow ---------------------------------------------------------------------------
+
+
+def test_to_tf_dataset(snapshot_url: str) -> None:
+    import tensorflow as tf
+
+    s = snap.open(snapshot_url)
+    ds = s.loader(32, seed=7).to_tf()
+    spec = ds.element_spec
+    assert spec["x"].shape.as_list() == [None, 2, 3] and spec["x"].dtype == tf.float32
+    assert isinstance(spec["tokens"], tf.RaggedTensorSpec)
+    assert spec["name"].dtype == tf.string
+    passes = []
+    for _ in range(2):  # each pass over the dataset is a new loader pass: a fresh shuffle
+        labels, tokens = [], {}
+        for b in ds:
+            labels.extend(b["label"].numpy().tolist())
+            for n, t, name in zip(b["label"].numpy(), b["tokens"].to_list(),
+                                  b["name"].numpy(), strict=True):  # fmt: skip
+                tokens[int(n)] = t
+                assert name.decode() == f"r{n}"
+        assert sorted(labels) == list(range(RECORDS))
+        assert all(tokens[n] == list(range(n % 5 + 1)) for n in tokens)
+        passes.append(labels)
+    assert passes[0] != passes[1]
