@@ -122,9 +122,9 @@ class Window:
                 col = self.fixed[name]
                 # Always a copy: the window's arrays are reused for a later window.
                 if isinstance(index, slice):
-                    out[name] = col[index].copy()
+                    out[name] = aligned_copy(col[index])
                 else:
-                    dest = np.empty((len(index), *col.shape[1:]), dtype=col.dtype)
+                    dest = aligned_empty((len(index), *col.shape[1:]), col.dtype)
                     out[name] = np.take(col, index, axis=0, out=dest, mode="clip")
             else:
                 arr = self._var_done[name]
@@ -141,8 +141,27 @@ class Window:
         last = int(np.searchsorted(self._starts, b, side="left"))
         pieces = [view[max(a - off, 0) : b - off] for off, view in parts[first:last]]
         if len(pieces) == 1:
-            return pieces[0].copy()  # Arrow-backed views are read-only; batches are writable
-        return np.concatenate(pieces)
+            return aligned_copy(pieces[0])  # Arrow-backed views are read-only
+        out = aligned_empty((sum(len(p) for p in pieces), *pieces[0].shape[1:]), pieces[0].dtype)
+        return np.concatenate(pieces, out=out)
+
+
+ALIGN = 64  # bytes: what XLA needs to use a host array in place (jax.device_put on CPU)
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``np.empty`` whose data starts on a 64-byte boundary (numpy gives 16)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
+
+
+def aligned_copy(a: np.ndarray) -> np.ndarray:
+    out = aligned_empty(a.shape, a.dtype)
+    np.copyto(out, a)
+    return out
 
 
 class WindowPool:
