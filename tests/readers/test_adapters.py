@@ -271,3 +271,11 @@ def test_to_tf_dataset(snapshot_url: str) -> None:
         assert all(tokens[n] == list(range(n % 5 + 1)) for n in tokens)
         passes.append(labels)
     assert passes[0] != passes[1]
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_batches_are_64_byte_aligned(snapshot_url: str, shuffle: bool) -> None:
+    # what lets jax.device_put on CPU (and DMA engines) use the loader's memory in place
+    for batch in snap.open(snapshot_url).loader(32, shuffle=shuffle):
+        assert batch["x"].ctypes.data % 64 == 0 and batch["label"].ctypes.data % 64 == 0
+        assert batch["x"].flags.writeable and batch["x"].flags.c_contiguous
