@@ -39,7 +39,9 @@ from .checksum import crc32c_file
 
 log = logging.getLogger(__name__)
 
-Fill = Callable[[int], None]  # writes the shard's bytes to the open file descriptor given
+# Writes the shard's bytes to the open file descriptor given; returns their crc32c (8 hex
+# digits) if it computed it on the way, else None (the cache then reads the file back).
+Fill = Callable[[int], "str | None"]
 SUFFIX = ".arrow"
 _EVICT_LOCK = ".evict.lock"
 _STALE_TMP_S = 3600.0
@@ -133,7 +135,7 @@ class ShardCache:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             try:
-                fill(fd)
+                streamed_crc = fill(fd)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -143,7 +145,7 @@ class ShardCache:
                     f"shard {url} downloaded {got_size} bytes, the manifest says {size}; "
                     "the snapshot is damaged: recreate it with snap create --overwrite"
                 )
-            got_crc = crc32c_file(str(tmp))
+            got_crc = streamed_crc or crc32c_file(str(tmp))
             if got_crc != crc32c:
                 raise CorruptShardError(
                     f"shard {url} is damaged: crc32c {got_crc}, the manifest says {crc32c}; "

@@ -30,6 +30,7 @@ from ..writers.options import parse_size
 from . import ranks
 from .autotune import ParallelismTuner, PrefetchTuner
 from .cache import ShardCache
+from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
 from .plan import Blocks, EpochPlan, PlanOptions
 from .prefetch import Closed, PrefetchBuffer
 from .shard import ShardReaders
@@ -132,17 +133,6 @@ class Loader:
             high=depth or max(2, min(16, PREFETCH_BYTES // max(1, batch_bytes))),
             fixed=depth is not None,
         )
-        # "auto": on local disk, decoding is CPU-bound and one thread per core is best; the
-        # hill climber's explorations cost more than they found there (benchmarks/replay.py).
-        # On remote storage reads wait on the network, so it climbs from there.
-        floor = min(cores, 16)
-        local = storage.is_local(snapshot.fs)
-        self._tuner = ParallelismTuner(
-            start=reads or floor,
-            low=reads or floor,
-            high=reads or 4 * floor,
-            fixed=reads is not None or local,
-        )
         self.map = map
         self._map_takes_rng = map is not None and _accepts_rng(map)
         self.epochs = epochs
@@ -161,6 +151,20 @@ class Loader:
         self.cache = cache
         self._readers = ShardReaders(
             snapshot.fs, snapshot.root, m.shards, verify=verify, cache=cache
+        )
+        # "auto": on local disk (and from a cache), decoding is CPU-bound and one thread per
+        # core is best; the hill climber's explorations cost more than they found there
+        # (benchmarks/replay.py). Remote reads wait on the network: threads waiting cost no
+        # CPU, so start at the fetch pool's width (more for one request per record batch)
+        # and let the climber move (benchmarks/remote.py).
+        floor = min(cores, 16)
+        local = storage.is_local(snapshot.fs) or cache is not None
+        wide = 4 * FETCH_STREAMS if self._readers.ranged else 2 * FETCH_STREAMS
+        self._tuner = ParallelismTuner(
+            start=reads or (floor if local else FETCH_STREAMS),
+            low=reads or floor,
+            high=reads or (4 * floor if local else wide),
+            fixed=reads is not None or local,
         )
         self._windows = WindowPool(schema, self.columns, contiguous=bool(shuffle))
         self._epoch = 0

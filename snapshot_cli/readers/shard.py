@@ -10,6 +10,12 @@ whole, as parallel range requests (:mod:`.fetch`), and either kept in memory (at
 directory shared by every process and read from there like local shards. The first time a
 shard is opened, its size and crc32c are checked against the manifest: damaged data raises
 :class:`CorruptShardError`, never reaches the model.
+
+A remote snapshot larger than ``max_bytes`` read without a cache would have its shards
+fetched again for every window, so there each record batch is read by its own range request
+instead (:mod:`.ranged`). Such reads see only part of a shard at a time, so the crc32c of the
+whole shard cannot be checked: record batches are still checked to decode with the manifest's
+record counts, and ``cache_dir=`` (or ``snap verify``) checks every byte.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import crc32c
 import pyarrow as pa
 
 from .. import storage
@@ -28,6 +35,7 @@ from ..manifest import ShardEntry
 from .cache import CachedShard, ShardCache
 from .checksum import crc32c_buffer, crc32c_file
 from .fetch import Fetcher, shared_fetcher
+from .ranged import RangeFile, Tails
 
 # Local shards already verified by this process: (path, size, mtime_ns, crc32c). A new loader
 # for the next epoch or sweep trial does not checksum them again; a rewritten file would have
@@ -35,6 +43,7 @@ from .fetch import Fetcher, shared_fetcher
 _verified_local: set[tuple[str, int, int, str]] = set()
 
 
+MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
 
 
@@ -48,18 +57,25 @@ class ShardReaders:
         shards: tuple[ShardEntry, ...],
         verify: bool = True,
         max_open: int = 128,
-        max_bytes: int = 1 << 30,
+        max_bytes: int | None = None,
         cache: ShardCache | None = None,
         fetcher: Fetcher | None = None,
     ) -> None:
         self._fs, self._pid = fs, os.getpid()
         self.root, self.shards, self.verify = root, shards, verify
         self.local = storage.is_local(fs)
+        max_bytes = MEMORY_BUDGET if max_bytes is None else max_bytes
         self.max_open, self.max_bytes = max_open, max_bytes
         self.cache = None if self.local else cache
         if self.cache is not None:  # each open shard pins its cache entry: keep few open
             self.max_open = min(max_open, CACHED_OPEN)
         self._fetcher = fetcher
+        # Remote, no cache, and more than the memory budget: whole shards would be fetched
+        # again for every window that needs them, so read each record batch by range.
+        total = sum(e.bytes for e in shards)
+        self.ranged = not self.local and self.cache is None and total > max_bytes
+        self._tails = Tails()
+        self._thread_readers = threading.local()
         self._open: OrderedDict[int, _Open] = OrderedDict()
         self._held_bytes = 0
         self._verified: set[int] = set()
@@ -87,8 +103,16 @@ class ShardReaders:
         entry = self.shards[i]
         path = storage.join(self.root, entry.path)
 
-        def fill(fd: int) -> None:
-            self.fetcher.fetch_into(self.fs, path, entry.bytes, lambda o, b: _pwrite(fd, b, o))
+        def fill(fd: int) -> str:
+            crc = 0
+
+            def put(offset: int, data: bytes) -> None:  # ranges arrive in offset order
+                nonlocal crc
+                crc = crc32c.crc32c(data, crc)
+                _pwrite(fd, data, offset)
+
+            self.fetcher.fetch_into(self.fs, path, entry.bytes, put)
+            return f"{crc:08x}"
 
         held = self.cache.open(self.url(i), entry.bytes, entry.crc32c, fill)
         self._verified.add(i)  # checked against size and crc32c when the entry was filled
@@ -130,7 +154,36 @@ class ShardReaders:
         self._verified.add(i)
         return source, size, held
 
+    def _ranged_reader(self, i: int) -> pa.ipc.RecordBatchFileReader:
+        """This thread's reader of shard ``i`` over range requests (see :mod:`.ranged`)."""
+        readers: OrderedDict[int, pa.ipc.RecordBatchFileReader] | None = getattr(
+            self._thread_readers, "readers", None
+        )
+        if readers is None:
+            readers = self._thread_readers.readers = OrderedDict()
+        if i in readers:
+            readers.move_to_end(i)
+            return readers[i]
+        entry = self.shards[i]
+        path = storage.join(self.root, entry.path)
+        try:
+            tail = self._tails.get(self.fs, path, entry.bytes)
+            source = pa.PythonFile(RangeFile(self.fs, path, entry.bytes, tail), mode="r")
+            reader = pa.ipc.open_file(source)
+        except FileNotFoundError as err:
+            raise CorruptShardError(f"shard {self.url(i)} is missing") from err
+        except (pa.ArrowException, OSError) as err:
+            if isinstance(err, CorruptShardError):
+                raise
+            raise CorruptShardError(f"shard {self.url(i)} cannot be opened: {err}") from err
+        readers[i] = reader
+        if len(readers) > self.max_open:
+            readers.popitem(last=False)
+        return reader
+
     def reader(self, i: int) -> pa.ipc.RecordBatchFileReader:
+        if self.ranged:
+            return self._ranged_reader(i)
         with self._lock:
             if i in self._open:
                 self._open.move_to_end(i)

@@ -142,6 +142,7 @@ def create(
     params: dict[str, Any] | None = None,
     workers: int | None = None,
     executor: str = "local",
+    ray_address: str | None = None,
     shard_size: str | int = "256MiB",
     compression: str = "zstd",
     level: int | None = None,
@@ -163,7 +164,9 @@ def create(
         inputs_from: a function (or spec) returning the list of inputs (JSON values).
         params: keyword arguments for the function (JSON values).
         workers: worker processes (default: CPU count); 0 runs in this process.
-        executor: "local" (more to come).
+        executor: "local" (worker processes here) or "ray" (Ray tasks; see ray_executor.py).
+        ray_address: the Ray cluster for executor="ray" (default: RAY_ADDRESS, else a local
+            Ray started for the run).
         shard_size, compression, level: shard layout (``"256MiB"``, zstd/lz4/none, zstd level).
         overwrite: replace a snapshot whose fingerprint differs.
         progress: draw a progress line on stderr.
@@ -177,10 +180,11 @@ def create(
     """
     started = time.time()
     options = _options(shard_size, compression, level, batch_rows, batch_bytes, inputs_per_task)
-    workers = (os.cpu_count() or 1) if workers is None else workers
-    ex = make_executor(executor, workers)
+    if workers is None:
+        workers = 0 if executor == "ray" else (os.cpu_count() or 1)
+    ex = make_executor(executor, workers, ray_address)
     ref = pipeline_mod.resolve(pipeline)
-    if not ref.spec and workers != 0:
+    if not ref.spec and (workers != 0 or executor == "ray"):
         raise OptionError(
             f"the pipeline function {ref.name!r} cannot be imported by worker processes "
             "(a lambda, a closure, or defined interactively); define it at the top level of a "

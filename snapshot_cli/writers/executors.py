@@ -4,8 +4,8 @@
   tests, debugging (breakpoints work) and functions that cannot be imported by name.
 - ``LocalExecutor`` (``workers=N``): N spawned worker processes on this machine.
 
-A distributed executor (Ray) implements the same ``run`` and ships :class:`Job` and
-:class:`TaskSpec` as the JSON values they are.
+- ``RayExecutor`` (``executor="ray"``, in :mod:`.ray_executor`): Ray tasks on a cluster; it
+  ships :class:`Job` and :class:`TaskSpec` as the JSON values they are.
 """
 
 from __future__ import annotations
@@ -185,12 +185,21 @@ def _drain_progress(q: Any, on_progress: ProgressFn) -> None:
         on_progress(*item)
 
 
-def make_executor(name: str, workers: int) -> Executor:
-    """The executor called ``name`` with ``workers`` workers (0: in this process)."""
+def make_executor(name: str, workers: int, ray_address: str | None = None) -> Executor:
+    """The executor called ``name`` with ``workers`` workers (0: in this process).
+
+    For ``"ray"``, ``workers`` (if > 0) bounds the tasks in flight on the cluster.
+    """
+    if name == "ray":
+        from .ray_executor import RayExecutor
+
+        return RayExecutor(ray_address, max_in_flight=workers or None)
     if name != "local":
         raise errors.OptionError(
-            f"executor {name!r} is not available; this version of snap has: local"
+            f"executor {name!r} is not available; this version of snap has: local, ray"
         )
+    if ray_address is not None:
+        raise errors.OptionError("--ray-address applies to --executor ray only")
     if workers == 0:
         return InProcessExecutor()
     if workers < 0:

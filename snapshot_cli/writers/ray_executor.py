@@ -1,0 +1,187 @@
+"""``--executor ray``: the tasks of a run as Ray tasks, on a local or remote Ray cluster.
+
+Each Ray task is :func:`snapshot_cli.writers.executors._worker_run`, the same entry point the
+local executor's processes run: it writes its task's shards straight to the snapshot's
+storage and its result file, and returns the result (or the error) as JSON values. The driver
+(this process) only schedules, collects results and commits the manifest, as it does locally,
+so resume, the fingerprint and the manifest are the same whichever executor ran the tasks.
+
+- **Cluster.** ``address`` (``--ray-address``), else ``RAY_ADDRESS``, else a local Ray is
+  started for the run (``ray.init()``), with this machine's CPUs.
+- **Code.** A pipeline given as ``path/to/file.py:fn`` is shipped with the job: the ``.py``
+  files of its directory (not subdirectories) become the Ray job's ``working_dir``, so the
+  workers import the same code, on any node. A ``package.module:fn`` pipeline must be
+  installed on the cluster, like snap itself.
+- **Backpressure.** At most ``2 x`` the cluster's CPUs tasks are submitted at a time (or
+  ``max_in_flight``); the progress bar moves on each task's completion.
+- **Failures.** A task whose worker process dies (killed, out of memory, node lost) is
+  retried by Ray up to ``max_retries`` times; its shards have fixed names
+  (``<run>-<task>-<seq>``), so a retry overwrites what the dead attempt wrote and the
+  manifest lists each task's shards once. An error raised by the user's function is not
+  retried: it stops the run with the input's name and the user's traceback, as locally.
+- **Storage.** Workers on other machines cannot see this machine's disk: a local OUTPUT is
+  refused on a cluster of more than one node (use ``gs://``, ``s3://``, ``hdfs://``, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from .. import storage
+from ..errors import OptionError, PipelineError
+from .executors import Executor, ResultFn, _rebuild_error, _worker_run
+from .task import Job, ProgressFn, TaskSpec
+
+MAX_RETRIES = 3
+SHIP_LIMIT = 20 << 20  # bytes of .py files shipped with a file pipeline
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as err:
+        raise OptionError(
+            "--executor ray needs Ray: pip install 'arrowsnap[ray]' (and snap installed on "
+            "the cluster's nodes)"
+        ) from err
+    return ray
+
+
+def ship_pipeline(spec: str, into: str) -> str | None:
+    """Copy a file pipeline's directory's ``.py`` files into ``into``; return the spec the
+    workers use there (relative to their working directory), or None for a module spec."""
+    path, _, fn = spec.rpartition(":")
+    if not path.endswith(".py") or not os.path.isfile(path):
+        return None
+    source_dir = os.path.dirname(os.path.abspath(path))
+    files = sorted(glob.glob(os.path.join(source_dir, "*.py")))
+    total = sum(os.path.getsize(f) for f in files)
+    if total > SHIP_LIMIT:
+        raise OptionError(
+            f"the pipeline's directory {source_dir} holds {total >> 20} MiB of .py files, too "
+            "much to ship with every Ray job: move the pipeline into its own directory, or "
+            "install it as a package on the cluster and name it as package.module:function"
+        )
+    for f in files:
+        shutil.copy2(f, into)
+    return f"{os.path.basename(path)}:{fn}"
+
+
+class RayExecutor(Executor):
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        max_in_flight: int | None = None,
+        max_retries: int = MAX_RETRIES,
+    ) -> None:
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.max_in_flight, self.max_retries = max_in_flight, max_retries
+
+    def run(
+        self, job: Job, tasks: Sequence[TaskSpec], on_result: ResultFn, on_progress: ProgressFn
+    ) -> None:
+        if not tasks:
+            return
+        if job.pipeline.startswith("<in-process"):
+            raise OptionError(
+                "--executor ray needs a pipeline the workers can import: a function defined "
+                "at the top level of a file or module, not an in-process function"
+            )
+        ray = _ray()
+        with tempfile.TemporaryDirectory(prefix="snap-ray-job-") as code_dir:
+            shipped = ship_pipeline(job.pipeline, code_dir)
+            started_here = self._connect(ray, code_dir if shipped else None)
+            try:
+                self._check_storage(ray, job)
+                if shipped:
+                    job = Job(**{**job.to_json(), "pipeline": shipped})
+                self._schedule(ray, job, tasks, on_result, on_progress)
+            finally:
+                if started_here:
+                    ray.shutdown()
+
+    def _connect(self, ray: Any, working_dir: str | None) -> bool:
+        """Connect (or start a local Ray); True if this call started it."""
+        runtime_env = {"working_dir": working_dir} if working_dir else None
+        if ray.is_initialized():
+            if runtime_env:
+                raise OptionError(
+                    "Ray is already initialised in this process, so snap cannot ship the "
+                    "pipeline file with its job: call snap.create before ray.init, or name "
+                    "the pipeline as package.module:function installed on the cluster"
+                )
+            return False
+        try:
+            ray.init(
+                address=self.address,
+                runtime_env=runtime_env,
+                include_dashboard=False,
+                configure_logging=False,
+                log_to_driver=True,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            where = self.address or "a new local Ray"
+            raise OptionError(f"cannot connect to Ray at {where}: {err}") from err
+        return True
+
+    def _check_storage(self, ray: Any, job: Job) -> None:
+        fs, _ = storage.resolve(job.output, job.storage_options)
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        if storage.is_local(fs) and len(nodes) > 1:
+            raise OptionError(
+                f"OUTPUT {job.output} is on this machine's disk, but the Ray cluster has "
+                f"{len(nodes)} nodes whose workers cannot see it: write to shared storage "
+                "(gs://, s3://, hdfs://, ...) instead"
+            )
+
+    def _schedule(
+        self,
+        ray: Any,
+        job: Job,
+        tasks: Sequence[TaskSpec],
+        on_result: ResultFn,
+        on_progress: ProgressFn,
+    ) -> None:
+        remote = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(_worker_run)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        limit = self.max_in_flight or max(2, 2 * cpus)
+        job_json = job.to_json()
+        pending = list(reversed(tasks))
+        in_flight: dict[Any, TaskSpec] = {}
+        try:
+            while pending or in_flight:
+                while pending and len(in_flight) < limit:
+                    task = pending.pop()
+                    in_flight[remote.remote(job_json, task.to_json())] = task
+                done, _ = ray.wait(list(in_flight), num_returns=1)
+                for ref in done:
+                    task = in_flight.pop(ref)
+                    try:
+                        outcome = ray.get(ref)
+                    except ray.exceptions.RayError as err:
+                        raise PipelineError(
+                            f"task {task.index} (inputs {task.inputs[:3]}"
+                            f"{'...' if len(task.inputs) > 3 else ''}) failed on Ray after "
+                            f"{self.max_retries} retries: {err}; run the same command again "
+                            "to resume"
+                        ) from err
+                    if "error" in outcome:
+                        raise _rebuild_error(outcome["error"])
+                    result = outcome["ok"]
+                    on_progress(
+                        sum(s["records"] for s in result["shards"]),
+                        sum(s["bytes"] for s in result["shards"]),
+                    )
+                    on_result(result)
+        finally:
+            for ref in in_flight:
+                with contextlib.suppress(Exception):  # finished or gone: nothing to stop
+                    ray.cancel(ref, force=True)
