@@ -105,9 +105,21 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "--workers",
     type=click.IntRange(min=0),
     default=None,
-    help="Worker processes (default: CPU count; 0: run in this process).",
+    help="Worker processes (default: CPU count; 0: run in this process); with --executor "
+    "ray, the most tasks in flight (default: 2 per cluster CPU).",
 )
-@click.option("--executor", type=click.Choice(["local"]), default="local", show_default=True)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: worker processes here; ray: Ray tasks (see --ray-address).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="Ray cluster for --executor ray (default: RAY_ADDRESS, else a local Ray).",
+)
 @click.option(
     "--shard-size",
     default="256MiB",
@@ -144,6 +156,7 @@ def create(
     params: tuple[str, ...],
     workers: int | None,
     executor: str,
+    ray_address: str | None,
     shard_size: str,
     compression: str,
     level: int | None,
@@ -166,6 +179,7 @@ def create(
         params=parse_params(params),
         workers=workers,
         executor=executor,
+        ray_address=ray_address,
         shard_size=shard_size,
         compression=compression,
         level=level,

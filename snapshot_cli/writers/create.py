@@ -184,7 +184,13 @@ def create(
         workers = 0 if executor == "ray" else (os.cpu_count() or 1)
     ex = make_executor(executor, workers, ray_address)
     ref = pipeline_mod.resolve(pipeline)
-    if not ref.spec and (workers != 0 or executor == "ray"):
+    if not ref.spec and executor == "ray":
+        raise OptionError(
+            f"--executor ray needs a pipeline the workers can import, and {ref.name!r} is "
+            "not (a lambda, a closure, or defined interactively): define it at the top level "
+            "of a module"
+        )
+    if not ref.spec and workers != 0:
         raise OptionError(
             f"the pipeline function {ref.name!r} cannot be imported by worker processes "
             "(a lambda, a closure, or defined interactively); define it at the top level of a "

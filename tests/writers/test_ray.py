@@ -1,0 +1,207 @@
+"""``snap create --executor ray`` against a real local Ray cluster (``ray start --head``).
+
+The cluster is started once per session with 2 CPUs; every create connects to it through
+RAY_ADDRESS as a user's driver would. Covered: the same snapshot as the local executor, a
+driver killed mid-run and resumed, a worker killed mid-task (Ray retries it), a failing user
+function, and the checks on options.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError, PipelineError
+from tests.conftest import REPO
+from tests.infra.servers import free_port
+from tests.writers.test_processes import calls, make_inputs, pid_alive, records, wait_for
+
+pytestmark = pytest.mark.slow
+
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A local Ray head node with 2 CPUs; its address is exported as RAY_ADDRESS."""
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    temp = tempfile.mkdtemp(prefix="snapray-", dir="/tmp")  # short: Ray's socket paths
+    port = free_port()
+    env = {**os.environ, **RAY_ENV}
+    start = subprocess.run(
+        [ray_bin, "start", "--head", "--num-cpus=2", f"--port={port}", f"--temp-dir={temp}",
+         "--include-dashboard=false", "--disable-usage-stats"],
+        env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert start.returncode == 0, start.stdout + start.stderr
+    saved = {k: os.environ.get(k) for k in (*RAY_ENV, "RAY_ADDRESS")}
+    os.environ.update(RAY_ENV, RAY_ADDRESS=f"127.0.0.1:{port}")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120,
+                       check=False)  # fmt: skip
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+PIPE = """
+import os, signal, time
+import numpy as np
+
+def preprocess(path, *, calls, gate="", die_once="", fail_on=-1):
+    name = os.path.basename(path)
+    i = int(name.split("-")[1].split(".")[0])
+    with open(calls, "a") as f:
+        f.write(f"{name} {os.getpid()}\\n")
+    if i == fail_on:
+        raise ValueError(f"cannot decode input {i}")
+    for j in range(4):
+        yield {"x": np.random.default_rng(i * 10 + j).integers(0, 100, 500, dtype=np.int32),
+               "id": f"{i}-{j}"}
+        if j == 1 and die_once and i == 2 and not os.path.exists(die_once):
+            open(die_once, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)  # the worker dies mid-task, once
+        if j == 1 and gate and i >= 3:
+            while not os.path.exists(gate):
+                time.sleep(0.01)
+"""
+
+
+def _shard_layout(path: str) -> list[tuple[str, int]]:
+    """(task-seq, records) per shard, without the run id (which differs between runs)."""
+    return sorted((s.path.split("-", 1)[1], s.records) for s in snap.open(path).shards)
+
+
+def test_ray_makes_the_same_snapshot_as_the_local_executor(
+    ray_cluster: str, tmp_path: Path, write_pipeline
+) -> None:  # type: ignore[no-untyped-def]
+    spec = write_pipeline(PIPE)
+    make_inputs(tmp_path / "in", 6)
+    kwargs: dict[str, Any] = {
+        "inputs": str(tmp_path / "in" / "*.txt"),
+        "inputs_per_task": 1,
+        "batch_rows": 2,
+        "params": {"calls": str(tmp_path / "calls")},
+    }
+    local = snap.create(spec, str(tmp_path / "local"), workers=2, **kwargs)
+    ray = snap.create(spec, str(tmp_path / "ray"), executor="ray", **kwargs)
+    assert ray.fingerprint == local.fingerprint and ray.num_records == 24
+    assert _shard_layout(str(tmp_path / "ray")) == _shard_layout(str(tmp_path / "local"))
+    assert records(str(tmp_path / "ray")) == records(str(tmp_path / "local"))
+    # the tasks really ran in Ray's worker processes, not here or in a local pool
+    ray_pids = {pid for name, pid in calls(tmp_path / "calls")[6:]}
+    assert os.getpid() not in ray_pids
+
+
+def test_ray_through_the_cli_as_a_real_process(ray_cluster: str, tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "examples/quickstart/make_inputs.py", str(tmp_path / "raw"),
+                    "10"], cwd=REPO, check=True)  # fmt: skip
+    out = tmp_path / "snap"
+    res = subprocess.run(
+        [sys.executable, "-m", "snapshot_cli", "create",
+         "examples/quickstart/pipeline.py:preprocess", str(out), "--input", str(tmp_path / "raw" / "*.bin"), "--executor", "ray",
+         "--ray-address", ray_cluster, "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["num_records"] == 10
+    assert snap.open(str(out)).num_records == 10
+
+
+def test_driver_killed_mid_run_resumes_on_ray(
+    ray_cluster: str, tmp_path: Path, write_pipeline
+) -> None:  # type: ignore[no-untyped-def]
+    spec = write_pipeline(PIPE)
+    make_inputs(tmp_path / "in", 6)
+    out, calls_file, gate = tmp_path / "snap", tmp_path / "calls", tmp_path / "gate"
+    cmd = [sys.executable, "-m", "snapshot_cli", "create", spec, str(out), "--input",
+           str(tmp_path / "in" / "*.txt"), "--executor", "ray", "--inputs-per-task", "1",
+           "--batch-rows", "1", "--param", f"calls={json.dumps(str(calls_file))}",
+           "--param", f"gate={json.dumps(str(gate))}", "--json"]  # fmt: skip
+    driver = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        done = out / "_runs"
+        wait_for(lambda: len(list(done.glob("*/tasks/*.json"))) == 3, "tasks 0-2 done", 120)
+        wait_for(lambda: len(calls(calls_file)) >= 5, "tasks 3+ blocked mid-task", 120)
+        workers = {pid for _, pid in calls(calls_file)}
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait()
+        assert driver.stderr is not None
+        driver.stderr.close()
+    # Ray stops a dead driver's tasks: no stale attempt may write beside the resumed run.
+    wait_for(lambda: not any(pid_alive(p) for p in workers), "the dead driver's tasks to stop",
+             120)  # fmt: skip
+    assert not (out / "manifest.json").exists()
+    gate.write_text("open")
+    second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
+                            check=False)  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    info = json.loads(second.stdout)
+    assert info["tasks_resumed"] == 3 and info["num_records"] == 24
+    names = [n for n, _ in calls(calls_file)]
+    assert names.count("in-000.txt") == 1  # finished tasks are not redone
+    baseline = tmp_path / "baseline"
+    snap.create(spec, str(baseline), inputs=str(tmp_path / "in" / "*.txt"), workers=0,
+                inputs_per_task=1, batch_rows=1,
+                params={"calls": str(tmp_path / "c2"), "gate": str(gate)})  # fmt: skip
+    assert records(str(out)) == records(str(baseline))
+
+
+def test_worker_killed_mid_task_is_retried_once_in_the_manifest(
+    ray_cluster: str, tmp_path: Path, write_pipeline
+) -> None:  # type: ignore[no-untyped-def]
+    spec = write_pipeline(PIPE)
+    make_inputs(tmp_path / "in", 4)
+    params = {"calls": str(tmp_path / "calls"), "die_once": str(tmp_path / "died")}
+    info = snap.create(spec, str(tmp_path / "snap"), inputs=str(tmp_path / "in" / "*.txt"),
+                       executor="ray", inputs_per_task=1, batch_rows=1, params=params)  # fmt: skip
+    assert (tmp_path / "died").exists()  # the first attempt of task 2 did die
+    names = [n for n, _ in calls(tmp_path / "calls")]
+    assert names.count("in-002.txt") == 2  # ... and Ray ran it again
+    assert info.num_records == 16
+    ids = [r[0] for r in records(str(tmp_path / "snap"))]
+    assert sorted(ids) == sorted(f"{i}-{j}" for i in range(4) for j in range(4))  # no copies
+
+
+def test_failing_function_names_the_input_with_its_traceback(
+    ray_cluster: str, tmp_path: Path, write_pipeline
+) -> None:  # type: ignore[no-untyped-def]
+    spec = write_pipeline(PIPE)
+    make_inputs(tmp_path / "in", 4)
+    with pytest.raises(PipelineError) as caught:
+        snap.create(spec, str(tmp_path / "snap"), inputs=str(tmp_path / "in" / "*.txt"),
+                    executor="ray", inputs_per_task=1,
+                    params={"calls": str(tmp_path / "calls"), "fail_on": 1})  # fmt: skip
+    message = str(caught.value)
+    assert "in-001.txt" in message and "ValueError: cannot decode input 1" in message
+    assert not (tmp_path / "snap" / "manifest.json").exists()
+
+
+def test_ray_option_errors(ray_cluster: str, tmp_path: Path) -> None:
+    make_inputs(tmp_path / "in", 2)
+    with pytest.raises(OptionError, match="needs a pipeline the workers can import"):
+        snap.create(lambda path: iter([{"x": 1}]), str(tmp_path / "a"),
+                    inputs=str(tmp_path / "in" / "*.txt"), executor="ray")  # fmt: skip
+    with pytest.raises(OptionError, match="--ray-address applies to --executor ray only"):
+        snap.create("x.py:f", str(tmp_path / "b"), inputs=str(tmp_path / "in" / "*.txt"),
+                    ray_address="127.0.0.1:1")  # fmt: skip
