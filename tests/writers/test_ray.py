@@ -115,7 +115,8 @@ def test_ray_through_the_cli_as_a_real_process(ray_cluster: str, tmp_path: Path)
     out = tmp_path / "snap"
     res = subprocess.run(
         [sys.executable, "-m", "snapshot_cli", "create",
-         "examples/quickstart/pipeline.py:preprocess", str(out), "--input", str(tmp_path / "raw" / "*.bin"), "--executor", "ray",
+         "examples/quickstart/pipeline.py:preprocess", str(out),
+         "--input", str(tmp_path / "raw" / "*.bin"), "--executor", "ray",
          "--ray-address", ray_cluster, "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
