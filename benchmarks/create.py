@@ -6,7 +6,10 @@ Compares the wall time of
   * ``snapshot_cli.create(..., workers=1)``: the same work in one worker process, written
     as zstd Arrow shards; its ratio to the loop is the overhead (target <= 1.10);
   * ``snapshot_cli.create(..., workers=2)``: its speedup over workers=1 (target >= 1.7x on a
-    2-core machine).
+    2-core machine);
+  * with ``--ray``: ``executor="ray"`` on a local 2-CPU Ray cluster started for the run,
+    with 1 and 2 tasks in flight: Ray's overhead per task against the local executor, and
+    its scaling from 1 to 2 CPUs.
 
 The configurations alternate within each repeat (the order rotates between repeats) and the
 table reports medians. Every snap run writes into a fresh temporary directory that is removed
@@ -16,6 +19,7 @@ This is a report, not a test: nothing is asserted.
     python benchmarks/create.py                 # ~1-2 minutes
     python benchmarks/create.py --quick         # smoke run, a few seconds
     python benchmarks/create.py --inputs 800 --repeats 5 --json results.json
+    python benchmarks/create.py --ray            # adds --executor ray on a local Ray cluster
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["MKL_NUM_THREADS"] = "1"
 
 import argparse
+import contextlib
 import functools
 import importlib.util
 import json
@@ -39,11 +44,13 @@ import multiprocessing
 import platform
 import resource
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
@@ -158,6 +165,7 @@ def run_snap(
     workers: int,
     compression: str,
     tmp_root: str | None,
+    ray_address: str | None = None,
 ) -> Run:
     tmp = tempfile.mkdtemp(prefix="snap-bench-", dir=tmp_root)
     try:
@@ -171,6 +179,7 @@ def run_snap(
             workers=workers,
             compression=compression,
             progress=False,
+            **({"executor": "ray", "ray_address": ray_address} if ray_address else {}),
         )
         seconds, cpu = time.perf_counter() - t0, cpu_time() - c0
         if info.reused:  # cannot happen with a fresh directory; would make the numbers void
@@ -187,6 +196,27 @@ def run_snap(
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def ray_cluster(cpus: int) -> Iterator[str]:
+    """A local Ray head node (``ray start --head``), stopped afterwards; yields its address."""
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="snapray-", dir="/tmp")
+    subprocess.run(
+        [ray_bin, "start", "--head", f"--num-cpus={cpus}", f"--port={port}",
+         f"--temp-dir={temp}", "--include-dashboard=false", "--disable-usage-stats"],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, check=False)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def summarise(args: argparse.Namespace, runs: list[Run], configs: list[str]) -> Summary:
@@ -239,6 +269,21 @@ def print_table(s: Summary, runs: list[Run], configs: list[str]) -> None:
     print(f"throughput with workers={s.workers}: {rate:.0f} records/s")
 
 
+def print_ray(s: Summary, runs: list[Run], ray_configs: list[str], local_one: str) -> None:
+    """Ray rows: per-task overhead vs the local executor, and scaling with tasks in flight."""
+    med = {c: statistics.median(r.seconds for r in runs if r.config == c) for c in ray_configs}
+    one, many = ray_configs
+    per_task = (med[one] - s.median_seconds[local_one]) / max(1, s.tasks)
+    for config in ray_configs:
+        times = " ".join(f"{r.seconds:.2f}" for r in runs if r.config == config)
+        print(f"{config:<16} {med[config]:>9.2f} {'':>7}  {times:<22}")
+    print(
+        f"ray overhead per task: {per_task * 1000:.0f} ms ({s.tasks} tasks; ray 1 at a time vs "
+        f"snap workers=1); ray scaling: {med[one] / med[many]:.2f}x from 1 to "
+        f"{s.workers} tasks at a time"
+    )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--inputs", type=int, default=None, help=f"inputs (default {DEFAULT_INPUTS})")
@@ -248,6 +293,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--compression", default="zstd", choices=["zstd", "lz4", "none"])
     p.add_argument("--tmpdir", default=None, help="where the temporary snapshots go")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the numbers here")
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="also run --executor ray on a local Ray cluster (1 and --workers tasks at a time)",
+    )
     p.add_argument(
         "--quick", action="store_true", help=f"smoke run: {QUICK_INPUTS} inputs, 1 repeat"
     )
@@ -275,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
         f"loop x{args.workers} procs",
     ]
     workers = {configs[1]: 1, configs[2]: args.workers}
+    ray_configs = ["ray 1 at a time", f"ray {args.workers} at a time"] if args.ray else []
+    workers.update(dict(zip(ray_configs, [1, args.workers], strict=False)))
+    stack = contextlib.ExitStack()
+    address = stack.enter_context(ray_cluster(args.workers)) if args.ray else None
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -286,10 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(env, file=sys.stderr)
     runs: list[Run] = []
+    every = configs + ray_configs
     for rep in range(args.repeats):
-        k = rep % len(configs)
-        for config in configs[k:] + configs[:k]:  # alternate, rotating the order
-            if config == LOOP:
+        k = rep % len(every)
+        for config in every[k:] + every[:k]:  # alternate, rotating the order
+            if config in ray_configs:
+                run = run_snap(config, make_inputs, args.passes, workers[config],
+                               args.compression, args.tmpdir, address)  # fmt: skip
+            elif config == LOOP:
                 run = run_loop(pipeline.preprocess, items, args.passes)
             elif config == configs[3]:
                 run = run_parallel_loop(config, items, args.passes, args.workers)
@@ -305,9 +363,12 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
+    stack.close()
     load_end = os.getloadavg()[0]
     summary = summarise(args, runs, configs)
     print_table(summary, runs, configs)
+    if ray_configs:
+        print_ray(summary, runs, ray_configs, configs[1])
     # Other processes competing for the cores make every number noisy; say so.
     print(f"{env}; 1-min load average {load_start:.2f} at start, {load_end:.2f} at end")
     if args.quick:
