@@ -55,3 +55,10 @@ def snap_subprocess(
         check=False,
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the storage backend suite last: its hdfs:// tests load a JVM (libhdfs) into this
+    process, and a process with JVM threads cannot fork safely afterwards (the fork tests
+    and torch DataLoader workers would hang)."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/backends/"))
