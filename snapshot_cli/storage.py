@@ -55,8 +55,19 @@ def is_local(fs: AbstractFileSystem) -> bool:
 
 
 def to_url(fs: AbstractFileSystem, path: str) -> str:
-    """The string a user would type for ``path``: plain path locally, ``proto://...`` elsewhere."""
-    return path if is_local(fs) else fs.unstrip_protocol(path)
+    """The string a user would type for ``path``: plain path locally, ``proto://...`` elsewhere.
+
+    It resolves back to the same filesystem (worker processes rebuild theirs from it): HDFS
+    paths keep the NameNode's host and port, which fsspec keeps outside the path.
+    """
+    if is_local(fs):
+        return path
+    host = fs.storage_options.get("host")
+    if protocol(fs) in _HDFS_PROTOCOLS and host and host != "default":
+        port = fs.storage_options.get("port")
+        netloc = f"{host}:{port}" if port else str(host)
+        return f"{protocol(fs)}://{netloc}/{path.lstrip('/')}"
+    return fs.unstrip_protocol(path)
 
 
 def join(*parts: str) -> str:
@@ -75,6 +86,25 @@ def _permanent_hint(fs: AbstractFileSystem, status: int | None) -> str:
     return ""
 
 
+def _missing_container(fs: AbstractFileSystem, path: str) -> str:
+    if protocol(fs) in _OBJECT_STORES:
+        bucket = path.lstrip("/").split("/", 1)[0]
+        return f"the bucket {bucket!r} does not exist (create it, or check the URL)"
+    return "its parent directory does not exist"
+
+
+def missing_bucket_hint(fs: AbstractFileSystem, path: str) -> str:
+    """``"; the bucket 'b' does not exist"`` if ``path``'s bucket is missing, else ``""``."""
+    if protocol(fs) not in _OBJECT_STORES:
+        return ""
+    bucket = path.lstrip("/").split("/", 1)[0]
+    try:
+        found = retrying(lambda: fs.exists(bucket), f"checking {bucket}")
+    except Exception:  # only a hint: never hide the error it decorates
+        return ""
+    return "" if found else f"; the bucket {bucket!r} does not exist"
+
+
 @contextlib.contextmanager
 def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[None]:
     """Turn storage refusals into a StorageError naming the path and what was being done."""
@@ -91,7 +121,13 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
         ) from err
     except (NotADirectoryError, IsADirectoryError) as err:
         raise StorageError(f"failed while {action} {to_url(fs, path)}: {err}") from err
-    except (FileNotFoundError, FileExistsError):
+    except FileNotFoundError as err:
+        if action.startswith(("reading", "listing", "checking", "deleting")):
+            raise  # callers decide what a missing file means
+        raise StorageError(
+            f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
+        ) from err
+    except FileExistsError:
         raise
     except Exception as err:
         status = status_of(err)
@@ -101,6 +137,10 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
                 f"{_permanent_hint(fs, status)} ({err})"
             ) from err
         if status == 404:
+            if not action.startswith(("reading", "listing", "checking", "deleting")):
+                raise StorageError(
+                    f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
+                ) from err
             raise FileNotFoundError(f"{to_url(fs, path)} not found (HTTP 404): {err}") from err
         if is_transient(err):
             raise StorageError(
@@ -110,7 +150,14 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
         raise
 
 
+_OBJECT_STORES = frozenset({"gs", "gcs", "s3", "s3a", "az", "abfs", "abfss"})
+
+
 def makedirs(fs: AbstractFileSystem, path: str) -> None:
+    """Create a directory; nothing on object stores (s3fs would create a missing *bucket*:
+    a mistyped bucket name must fail, not appear)."""
+    if protocol(fs) in _OBJECT_STORES:
+        return
     with errors_named(fs, path, "creating directory"):
         retrying(lambda: fs.makedirs(path, exist_ok=True), f"creating {path}")
 
@@ -201,7 +248,7 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     with errors_named(fs, path, "creating"):
         if protocol(fs) in _PRECONDITION_PROTOCOLS:
             return _create_with_precondition(fs, path, data)
-        retrying(lambda: fs.makedirs(posixpath.dirname(path), exist_ok=True), "creating")
+        makedirs(fs, posixpath.dirname(path))
         if is_local(fs):
             # Link a finished temporary file: a reader never sees the file half-written.
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
@@ -287,8 +334,8 @@ def protocol(fs: AbstractFileSystem) -> str:
 
 def open_write(fs: AbstractFileSystem, path: str) -> BinaryIO:
     """Open ``path`` for a streamed write (shards); the parent directory is created."""
+    makedirs(fs, posixpath.dirname(path))
     with errors_named(fs, path, "writing"):
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
         return fs.open(path, "wb")
 
 

@@ -124,6 +124,7 @@ def open(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = N
             ) from err
         raise ManifestError(
             f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
+            f"{storage.missing_bucket_hint(fs, root)}"
         ) from err
     return Snapshot(fs, root, Manifest.from_json(data, where=storage.to_url(fs, path)))
 

@@ -214,6 +214,11 @@ def create(
             "pass --overwrite (overwrite=True) to replace it, or choose another OUTPUT"
         )
 
+    if storage.protocol(fs) == "memory" and (workers != 0 or executor == "ray"):
+        raise OptionError(
+            f"{url} is in this process's memory, which worker processes cannot write into: "
+            "pass --workers 0 (workers=0) to run the pipeline in this process"
+        )
     commit_mod.check_output(fs, root)
     if (m := reusable()) is not None:
         log.info("snapshot %s is up to date (fingerprint %s); nothing to do", url, fp[:12])
