@@ -165,7 +165,52 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
 def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
     """Read a whole (small) file. FileNotFoundError propagates unchanged."""
     with errors_named(fs, path, "reading"):
+        if protocol(fs) in _HDFS_PROTOCOLS:
+            return _read_hdfs(fs, path)
         return retrying(lambda: fs.cat_file(path), f"reading {path}")
+
+
+def _read_hdfs(fs: AbstractFileSystem, path: str) -> bytes:
+    """HDFS replaces a file by delete + rename (see :func:`_hdfs_replace`); a read racing
+    that can end early without an error, so the length is checked against the size the
+    NameNode reported first, and the read repeated if they differ. Asking for the size
+    first also keeps libhdfs from printing a Java stack trace for a missing file."""
+    def size_now() -> int:
+        return int(retrying(lambda: fs.info(path), f"checking {path}")["size"])
+
+    for _ in range(RETRY_ATTEMPTS):
+        size = size_now()
+        data = _checked(fs, path, retrying(lambda: fs.cat_file(path), f"reading {path}"))
+        # fsspec's webhdfs reads as many bytes as the size it saw first: a file replaced in
+        # between comes back as the new content cut to the old length. The size after the
+        # read tells.
+        if len(data) == size == size_now():
+            return data
+    raise StorageError(f"{to_url(fs, path)} kept changing while it was read; try again")
+
+
+def _checked(fs: AbstractFileSystem, path: str, data: bytes) -> bytes:
+    """fsspec's webhdfs returns a DataNode's error document as the file's bytes when the
+    file vanishes between the NameNode's redirect and the read: raise it as the error."""
+    if protocol(fs) in ("webhdfs", "webHDFS") and data.startswith(b'{"RemoteException"'):
+        if b"FileNotFoundException" in data[:200]:
+            raise FileNotFoundError(f"{to_url(fs, path)}: {data[:300].decode(errors='replace')}")
+        raise OSError(f"{to_url(fs, path)}: {data[:300].decode(errors='replace')}")
+    return data
+
+
+def read_range(fs: AbstractFileSystem, path: str, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a file, retried. (fsspec's pyarrow-backed ``hdfs`` cannot
+    ``cat_file`` a range: it opens a stream that cannot seek; a seekable file can.)"""
+
+    def read() -> bytes:
+        if protocol(fs) in ("hdfs", "arrow_hdfs"):
+            with fs.open(path, "rb", seekable=True) as f:
+                f.seek(start)
+                return bytes(f.read(end - start))
+        return _checked(fs, path, bytes(fs.cat_file(path, start=start, end=end)))
+
+    return retrying(read, f"reading {path}")
 
 
 def stored_checksum(fs: AbstractFileSystem, path: str) -> tuple[int, str | None]:

@@ -61,4 +61,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the storage backend suite last: its hdfs:// tests load a JVM (libhdfs) into this
     process, and a process with JVM threads cannot fork safely afterwards (the fork tests
     and torch DataLoader workers would hang)."""
-    items.sort(key=lambda item: item.nodeid.startswith("tests/backends/"))
+    last = ("tests/backends/", "tests/infra/test_hdfs_harness.py")
+    items.sort(key=lambda item: item.nodeid.startswith(last))

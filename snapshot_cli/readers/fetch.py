@@ -23,7 +23,6 @@ from typing import Any
 
 from .. import storage
 from ..errors import CorruptShardError
-from ..retry import retrying
 
 DEFAULT_STREAMS = 16
 DEFAULT_CHUNK = 8 << 20
@@ -52,7 +51,7 @@ class Fetcher:
             return self._pool
 
     def _range(self, fs: Any, path: str, start: int, end: int) -> bytes:
-        data = retrying(lambda: fs.cat_file(path, start=start, end=end), f"reading {path}")
+        data = storage.read_range(fs, path, start, end)
         if len(data) != end - start:
             raise CorruptShardError(
                 f"shard {storage.to_url(fs, path)} is shorter than the manifest says (bytes "

@@ -23,7 +23,6 @@ from typing import Any
 
 from .. import storage
 from ..errors import CorruptShardError
-from ..retry import retrying
 
 TAIL_GUESS = 64 << 10  # bytes fetched from a shard's end: the footer of ~1,000 batches fits
 _MAGIC = b"ARROW1"
@@ -62,7 +61,7 @@ class Tails:
         with self._lock:
             self.requests += 1
         with storage.errors_named(fs, path, "reading"):
-            data = retrying(lambda: fs.cat_file(path, start=start, end=end), f"reading {path}")
+            data = storage.read_range(fs, path, start, end)
         if len(data) != end - start:
             raise CorruptShardError(
                 f"shard {storage.to_url(fs, path)} is shorter than the manifest says; the "
@@ -109,10 +108,7 @@ class RangeFile(io.RawIOBase):
         else:
             self.requests += 1
             with storage.errors_named(self.fs, self.path, "reading"):
-                data = retrying(
-                    lambda: self.fs.cat_file(self.path, start=start, end=end),
-                    f"reading {self.path}",
-                )
+                data = storage.read_range(self.fs, self.path, start, end)
             if len(data) != n:
                 raise CorruptShardError(
                     f"shard {storage.to_url(self.fs, self.path)}: bytes {start}-{end} gave "

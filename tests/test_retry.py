@@ -1,0 +1,313 @@
+"""snapshot_cli.retry: which failures are transient, the bounded jittered backoff, and one real
+run through a proxy that answers 503 to every few requests of the GCS emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import botocore.exceptions
+import numpy as np
+import pytest
+from gcsfs.retry import HttpError
+from s3fs.errors import translate_boto_error
+
+import snapshot_cli as snap
+from snapshot_cli import retry, storage
+from snapshot_cli.retry import RETRY_ATTEMPTS, RETRY_BASE_S, RETRY_CAP_S
+from tests.backends.conftest import use_core_gcsfs
+from tests.infra.flaky_proxy import FlakyProxy
+from tests.infra.servers import GcsServer
+
+
+class StatusError(Exception):
+    """An error carrying an HTTP status the way some client library does."""
+
+    def __init__(self, attr: str, value: object) -> None:
+        super().__init__(f"{attr}={value!r}")
+        setattr(self, attr, value)
+
+
+def client_error(status: int, code: str = "Error") -> botocore.exceptions.ClientError:
+    response: Any = {"Error": {"Code": code, "Message": "m"},
+                     "ResponseMetadata": {"HTTPStatusCode": status}}  # fmt: skip
+    return botocore.exceptions.ClientError(response, "PutObject")
+
+
+def chained(outer: BaseException, inner: BaseException, explicit: bool = True) -> BaseException:
+    """``outer`` raised while handling ``inner`` (``raise ... from`` or implicitly)."""
+    try:
+        try:
+            raise inner
+        except BaseException:
+            if explicit:
+                raise outer from inner
+            raise outer  # noqa: B904 (the implicit __context__ is what is tested)
+    except BaseException as err:
+        return err
+    raise AssertionError("unreachable")
+
+
+# --- status_of and is_transient ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attr", ["code", "status", "status_code"])
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_server_and_throttling_statuses_are_transient(attr: str, status: int) -> None:
+    err = StatusError(attr, status)
+    assert retry.status_of(err) == status
+    assert retry.is_transient(err)
+
+
+@pytest.mark.parametrize("attr", ["code", "status"])
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 412])
+def test_client_errors_are_permanent(attr: str, status: int) -> None:
+    err = StatusError(attr, status)
+    assert retry.status_of(err) == status
+    assert not retry.is_transient(err)
+
+
+@pytest.mark.parametrize("value", ["503", "ENOENT", 99, 600, None, True])
+def test_status_of_ignores_what_is_no_http_status(value: object) -> None:
+    assert retry.status_of(StatusError("code", value)) is None
+    assert retry.status_of(ValueError("x")) is None
+
+
+def test_botocore_responses() -> None:
+    assert retry.status_of(client_error(503, "SlowDown")) == 503
+    assert retry.is_transient(client_error(503, "SlowDown"))
+    assert retry.is_transient(client_error(500, "InternalError"))
+    assert not retry.is_transient(client_error(404, "NoSuchKey"))
+    assert not retry.is_transient(client_error(403, "AccessDenied"))
+    odd = botocore.exceptions.ClientError({"Error": {"Code": "X"}}, "GetObject")
+    assert retry.status_of(odd) is None and not retry.is_transient(odd)
+    # s3fs turns ClientError into an OSError whose cause is the ClientError
+    assert retry.is_transient(translate_boto_error(client_error(503, "SlowDown")))
+    assert not retry.is_transient(translate_boto_error(client_error(404, "NoSuchKey")))
+    assert not retry.is_transient(translate_boto_error(client_error(403, "AccessDenied")))
+
+
+def test_gcsfs_http_errors() -> None:
+    assert retry.is_transient(HttpError({"code": 503, "message": "backend error"}))
+    assert retry.is_transient(HttpError({"code": 429, "message": "rate limit"}))
+    assert not retry.is_transient(HttpError({"code": 403, "message": "forbidden"}))
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        ConnectionResetError(errno.ECONNRESET, "reset by peer"),
+        ConnectionRefusedError(),
+        BrokenPipeError(),
+        TimeoutError("read timed out"),
+        asyncio.TimeoutError(),
+        OSError(errno.ECONNRESET, "reset"),
+        OSError(errno.ETIMEDOUT, "timed out"),
+        aiohttp.ServerDisconnectedError(),
+    ],
+    ids=repr,
+)
+def test_dropped_connections_and_timeouts_are_transient(err: BaseException) -> None:
+    assert retry.is_transient(err)
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        FileNotFoundError("gone"),
+        PermissionError("denied"),
+        FileExistsError("exists"),
+        IsADirectoryError("dir"),
+        OSError(errno.ENOSPC, "disk full"),
+        ValueError("bad"),
+        KeyError("k"),
+    ],
+    ids=repr,
+)
+def test_everything_else_is_permanent(err: BaseException) -> None:
+    assert not retry.is_transient(err)
+
+
+@pytest.mark.parametrize("explicit", [True, False], ids=["cause", "context"])
+def test_wrapped_causes_are_looked_through(explicit: bool) -> None:
+    assert retry.is_transient(chained(RuntimeError("wrapper"), ConnectionResetError(), explicit))
+    assert retry.is_transient(chained(ValueError("x"), StatusError("code", 503), explicit))
+    deep = chained(RuntimeError("a"), chained(RuntimeError("b"), TimeoutError(), explicit))
+    assert retry.is_transient(deep)
+    assert not retry.is_transient(chained(RuntimeError("w"), ValueError("x"), explicit))
+    # a permanent error is permanent whatever it wraps
+    assert not retry.is_transient(chained(FileNotFoundError("x"), TimeoutError(), explicit))
+    assert not retry.is_transient(chained(RuntimeError("w"), StatusError("code", 404), explicit))
+
+
+def test_a_cause_cycle_ends() -> None:
+    a, b = RuntimeError("a"), RuntimeError("b")
+    a.__cause__, b.__cause__ = b, a
+    assert not retry.is_transient(a)
+
+
+# --- retrying ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def delays(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The backoff delays ``retrying`` asks for (no real sleeping)."""
+    asked: list[float] = []
+    monkeypatch.setattr(retry.time, "sleep", asked.append)
+    return asked
+
+
+class Failing:
+    """A function raising ``errors`` one per call, then returning ``result``."""
+
+    def __init__(self, errors: list[BaseException], result: str = "done") -> None:
+        self.pending, self.result = list(errors), result
+        self.raised: list[BaseException] = []
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.pending:
+            self.raised.append(self.pending.pop(0))
+            raise self.raised[-1]
+        return self.result
+
+
+def test_retries_transient_failures_then_succeeds(delays: list[float]) -> None:
+    fn = Failing([StatusError("code", 503), StatusError("code", 503)])
+    assert retry.retrying(fn, "reading x") == "done"
+    assert fn.calls == 3
+    assert len(delays) == 2
+    assert all(0 <= d <= min(RETRY_CAP_S, RETRY_BASE_S * 2**i) for i, d in enumerate(delays))
+
+
+def test_gives_up_after_the_attempts_with_the_last_error(delays: list[float]) -> None:
+    errors: list[BaseException] = [StatusError("code", 503) for _ in range(RETRY_ATTEMPTS + 3)]
+    fn = Failing(errors)
+    with pytest.raises(StatusError) as caught:
+        retry.retrying(fn)
+    assert fn.calls == RETRY_ATTEMPTS
+    assert caught.value is fn.raised[-1]
+    assert caught.value is errors[RETRY_ATTEMPTS - 1]
+    assert len(delays) == RETRY_ATTEMPTS - 1
+
+    fn = Failing([TimeoutError(), TimeoutError(), TimeoutError()])
+    with pytest.raises(TimeoutError):
+        retry.retrying(fn, attempts=2)
+    assert fn.calls == 2
+
+
+@pytest.mark.parametrize(
+    "err",
+    [FileNotFoundError("x"), PermissionError("x"), FileExistsError("x"),
+     StatusError("code", 404), StatusError("code", 403), ValueError("x")],
+    ids=repr,
+)  # fmt: skip
+def test_never_retries_permanent_errors(err: BaseException, delays: list[float]) -> None:
+    fn = Failing([err])
+    with pytest.raises(type(err)) as caught:
+        retry.retrying(fn)
+    assert caught.value is err
+    assert fn.calls == 1 and delays == []
+
+
+def test_backoff_upper_bound_grows_to_the_cap(
+    delays: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bounds: list[tuple[float, float]] = []
+
+    def upper(low: float, high: float) -> float:  # full jitter, at its largest
+        bounds.append((low, high))
+        return high
+
+    monkeypatch.setattr(retry.random, "uniform", upper)
+    attempts = 10
+    fn = Failing([ConnectionResetError() for _ in range(attempts - 1)])
+    assert retry.retrying(fn, attempts=attempts) == "done"
+    assert all(low == 0 for low, _ in bounds)
+    assert delays == [high for _, high in bounds]
+    assert delays[0] == RETRY_BASE_S
+    assert all(b == min(RETRY_CAP_S, 2 * a) for a, b in zip(delays, delays[1:], strict=False))
+    assert delays[-1] == RETRY_CAP_S and max(delays) == RETRY_CAP_S
+
+
+def test_jittered_delays_stay_under_their_bound(delays: list[float]) -> None:
+    for _ in range(50):
+        retry.retrying(Failing([StatusError("status", 429)] * (RETRY_ATTEMPTS - 1)))
+    per_try = [delays[i :: RETRY_ATTEMPTS - 1] for i in range(RETRY_ATTEMPTS - 1)]
+    for attempt, values in enumerate(per_try):
+        bound = min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt)
+        assert all(0 <= v <= bound for v in values)
+    assert len(set(delays)) > len(delays) // 2  # jittered, not a fixed schedule
+
+
+# --- a real storage stack through injected 503s ----------------------------------------------
+
+BUCKET = "snap-retry-tests"
+
+
+@pytest.fixture(scope="module")
+def gcs() -> Iterator[GcsServer]:
+    use_core_gcsfs()  # gs:// URLs opened by snap get the class that does not probe gRPC
+    with GcsServer() as server:
+        server.make_bucket(BUCKET)
+        yield server
+
+
+def gcs_options(endpoint: str) -> dict[str, Any]:
+    return {"endpoint_url": endpoint, "token": "anon", "project": "test"}
+
+
+def gcs_filesystem(endpoint: str) -> Any:
+    import gcsfs.core
+
+    return gcsfs.core.GCSFileSystem(**gcs_options(endpoint), skip_instance_cache=True)
+
+
+def preprocess(k: int) -> Iterator[dict[str, Any]]:
+    for j in range(5):
+        yield {"label": k * 5 + j, "x": np.full(3, k * 5 + j, np.int16)}
+
+
+@pytest.mark.parametrize("status", [503, 425])
+def test_storage_survives_real_server_errors(
+    gcs: GcsServer, status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """503: gcsfs retries it itself (after 1-2 s), snap's retries are the second line. 425:
+    gcsfs passes it through at once, so it is snap's own retrying that must recover."""
+    snap_retries: list[float] = []
+    real_sleep = retry.time.sleep
+
+    def sleep(seconds: float) -> None:  # time.sleep of every thread: count snap's backoffs only
+        if threading.current_thread().name.startswith(("MainThread", "snap-")):
+            snap_retries.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(retry.time, "sleep", sleep)
+    direct = gcs_filesystem(gcs.endpoint)
+    url = f"gs://{BUCKET}/through-proxy-{status}/snap"
+    snap.create(preprocess, url, inputs_from=lambda: list(range(4)), workers=0,
+                inputs_per_task=1, storage_options=gcs_options(gcs.endpoint))  # fmt: skip
+    with FlakyProxy(gcs.endpoint, every=4, status=status) as proxy:
+        fs = gcs_filesystem(proxy.endpoint)
+        root = f"{BUCKET}/through-proxy-{status}"
+        storage.write_atomic(fs, f"{root}/state.json", b"one")
+        storage.write_atomic(fs, f"{root}/state.json", b"two")
+        assert storage.read_bytes(fs, f"{root}/state.json") == b"two"
+        assert storage.create_exclusive(fs, f"{root}/lock", b"first") is True
+        assert storage.create_exclusive(fs, f"{root}/lock", b"second") is False
+        assert storage.read_bytes(fs, f"{root}/lock") == b"first"
+
+        s = snap.open(url, storage_options=gcs_options(proxy.endpoint))
+        with s.loader(batch_size=6, shuffle=True, seed=1) as loader:
+            labels = sorted(int(v) for b in loader for v in b["label"])
+        assert labels == list(range(20))
+    assert proxy.injected >= 3, (proxy.requests, proxy.injected)
+    if status == 425:  # every failure was retried by snap, once
+        assert len(snap_retries) == proxy.injected, (snap_retries, proxy.injected)
+    assert proxy.forwarded == proxy.requests - proxy.injected
+    assert direct.cat_file(f"{root}/lock") == b"first"  # what the server really holds
