@@ -175,6 +175,7 @@ def _read_hdfs(fs: AbstractFileSystem, path: str) -> bytes:
     that can end early without an error, so the length is checked against the size the
     NameNode reported first, and the read repeated if they differ. Asking for the size
     first also keeps libhdfs from printing a Java stack trace for a missing file."""
+
     def size_now() -> int:
         return int(retrying(lambda: fs.info(path), f"checking {path}")["size"])
 
