@@ -582,7 +582,7 @@ def print_table(
         PER_BATCH: f"{BATCH_THREADS} threads, fs.open(cache_type='none') + PythonFile; decode only",
         CACHE1: "downloads, writes, fsyncs and checksums the cache entries",
         CACHE2: "reads the local cache entries",
-        BUDGET: "1 run; in-memory shard budget cut to half the snapshot (as for a snapshot "
+        BUDGET: "in-memory shard budget cut to half the snapshot (as for a snapshot "
         "over 2 GiB on disk); MB down / on disk = "
         f"{summary.median_downloaded.get(BUDGET, 0) / max(1, summary.file_bytes):.1f}x",
     }

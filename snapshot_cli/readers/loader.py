@@ -158,10 +158,10 @@ class Loader:
         # CPU, so start at the fetch pool's width (more for one request per record batch)
         # and let the climber move (benchmarks/remote.py).
         floor = min(cores, 16)
-        local = storage.is_local(snapshot.fs) or cache is not None
+        local = storage.is_local(snapshot.fs)
         wide = 4 * FETCH_STREAMS if self._readers.ranged else 2 * FETCH_STREAMS
         self._tuner = ParallelismTuner(
-            start=reads or (floor if local else FETCH_STREAMS),
+            start=reads or (floor if local else wide if self._readers.ranged else FETCH_STREAMS),
             low=reads or floor,
             high=reads or (4 * floor if local else wide),
             fixed=reads is not None or local,

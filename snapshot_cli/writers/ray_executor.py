@@ -161,7 +161,11 @@ class RayExecutor(Executor):
                 while pending and len(in_flight) < limit:
                     task = pending.pop()
                     in_flight[remote.remote(job_json, task.to_json())] = task
-                done, _ = ray.wait(list(in_flight), num_returns=1)
+                refs = list(in_flight)
+                done, rest = ray.wait(refs, num_returns=1)
+                if rest:  # collect everything else already finished in the same call
+                    more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                    done += more
                 for ref in done:
                     task = in_flight.pop(ref)
                     try:
