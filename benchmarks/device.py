@@ -9,8 +9,9 @@ per-batch overhead shows) and times the second epoch of:
   * ``loader.to_jax(prefetch=2)``: ``jax.device_put`` ahead of use onto the CPU device;
   * ``loader.to_tf()``: ``tf.data.Dataset.from_generator`` with the output signature.
 
-Each consumer touches one byte of every batch (so lazy conversions are paid for), the
-configurations alternate within each repeat, and the table reports medians and the ratio
+Each consumer touches one byte of every batch (so lazy conversions are paid for), each run
+is a fresh process (an imported framework's thread pools would slow whatever runs after
+it), the configurations alternate within each repeat, and the table reports medians and the ratio
 of each adapter's rate to the bare loader's (target: overhead < 5 % for batches >= 1 MiB).
 On a machine with a CUDA GPU, ``to_torch(device="cuda")`` is added with a simulated step
 (``--step-ms``) and the table reports the share of step time spent waiting for input.
@@ -32,6 +33,7 @@ import argparse
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -107,6 +109,15 @@ def gpu_wait(s: snap.Snapshot, step_ms: float) -> dict[str, float] | None:
     return {"input_wait_pct": round(100 * waited / max(1e-9, total), 2), "steps": steps}
 
 
+def _child_run(name: str, args: argparse.Namespace) -> float:
+    """One configuration in a fresh process: a framework's thread pools (TensorFlow's,
+    XLA's) keep running once imported and would slow every later configuration."""
+    cmd = [sys.executable, __file__, "--child", name, "--codec", args.codec,
+           "--size-gb", str(args.size_gb), "--data-dir", args.data_dir]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return float(json.loads(out.strip().splitlines()[-1])["gb_per_s"])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--codec", default="lz4", choices=["zstd", "lz4", "none"])
@@ -115,9 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--step-ms", type=float, default=20.0)
     p.add_argument("--json", default=None)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     s = replay.ensure_snapshot(args.data_dir, args.codec, args.size_gb, False, 2)
     cfgs = configs(args.step_ms)
+    if args.child:
+        print(json.dumps({"gb_per_s": _run(cfgs[args.child], s)}))
+        return 0
     mib = BATCH * replay.ROW_BYTES / 2**20
     print(f"{os.cpu_count()} cores, python {platform.python_version()}; {args.codec} "
           f"{args.size_gb:g} GB, batch {BATCH} ({mib:.1f} MiB)")  # fmt: skip
@@ -126,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.repeats):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             replay.raw_read(replay.shard_paths(s))  # page cache warm: measure memory
-            rate = _run(cfgs[name], s)
+            rate = _child_run(name, args)
             runs[name].append(rate)
             print(f"  repeat {r + 1}/{args.repeats} {name:28s} {rate:6.2f} GB/s", flush=True)
     base = statistics.median(runs["bare loader (numpy)"])
