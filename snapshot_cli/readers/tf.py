@@ -10,8 +10,10 @@ The signature comes from the snapshot's schema: fixed-shape columns are
 ``TensorSpec((None, *shape), dtype)`` (the batch dimension is None: the last batch may be
 partial unless ``drop_last=True``), ragged columns ``RaggedTensorSpec`` built from row
 lengths (no Python loop over values), strings and bytes ``tf.string``. Shuffling, reading
-and batching stay in snap's threads; TensorFlow only receives finished batches, so chain
-``.prefetch(tf.data.AUTOTUNE)`` if the model's input pipeline does more.
+and batching stay in snap's threads; TensorFlow only receives finished batches (two are kept
+ready with ``prefetch(2)``). The generator boundary costs: TensorFlow calls back into Python
+for each batch and copies it into its own tensors, about 1-2 ms per 3 MiB batch here
+(``benchmarks/device.py``), which a model step of tens of ms hides.
 """
 
 from __future__ import annotations
@@ -86,4 +88,4 @@ def to_dataset(loader: Loader) -> Any:
         for batch in loader:
             yield _convert(batch, spec)
 
-    return tf.data.Dataset.from_generator(batches, output_signature=spec)
+    return tf.data.Dataset.from_generator(batches, output_signature=spec).prefetch(2)
