@@ -63,3 +63,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     and torch DataLoader workers would hang)."""
     last = ("tests/backends/", "tests/infra/test_hdfs_harness.py")
     items.sort(key=lambda item: item.nodeid.startswith(last))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave without the interpreter's teardown once libhdfs has started a JVM here.
+
+    The JVM that pyarrow's libhdfs starts in-process is never destroyed; its threads keep
+    running while the interpreter and the C runtime tear down, which now and then ends in a
+    segmentation fault *after* every test has passed and been reported (seen in `make test`).
+    By the time this hook runs, fixtures are finished and the report is printed, so exit
+    with pytest's own status directly.
+    """
+    if "pyarrow._hdfs" in sys.modules and _EXIT_STATUS in config.stash:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(config.stash[_EXIT_STATUS])
+
+
+_EXIT_STATUS = pytest.StashKey[int]()

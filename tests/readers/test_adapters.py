@@ -249,28 +249,41 @@ def test_to_jax_shards_the_batch_axis_over_four_devices(snapshot_url: str) -> No
 # --- TensorFlow ---------------------------------------------------------------------------
 
 
-def test_to_tf_dataset(snapshot_url: str) -> None:
-    import tensorflow as tf
+TF_SCRIPT = """
+import json, sys
+import tensorflow as tf
+import snapshot_cli as snap
 
-    s = snap.open(snapshot_url)
-    ds = s.loader(32, seed=7).to_tf()
-    spec = ds.element_spec
-    assert spec["x"].shape.as_list() == [None, 2, 3] and spec["x"].dtype == tf.float32
-    assert isinstance(spec["tokens"], tf.RaggedTensorSpec)
-    assert spec["name"].dtype == tf.string
-    passes = []
-    for _ in range(2):  # each pass over the dataset is a new loader pass: a fresh shuffle
-        labels, tokens = [], {}
-        for b in ds:
-            labels.extend(b["label"].numpy().tolist())
-            for n, t, name in zip(b["label"].numpy(), b["tokens"].to_list(),
-                                  b["name"].numpy(), strict=True):  # fmt: skip
-                tokens[int(n)] = t
-                assert name.decode() == f"r{n}"
-        assert sorted(labels) == list(range(RECORDS))
-        assert all(tokens[n] == list(range(n % 5 + 1)) for n in tokens)
-        passes.append(labels)
-    assert passes[0] != passes[1]
+RECORDS = int(sys.argv[2])
+ds = snap.open(sys.argv[1]).loader(32, seed=7).to_tf()
+spec = ds.element_spec
+assert spec["x"].shape.as_list() == [None, 2, 3] and spec["x"].dtype == tf.float32, spec
+assert isinstance(spec["tokens"], tf.RaggedTensorSpec), spec
+assert spec["name"].dtype == tf.string, spec
+passes = []
+for _ in range(2):  # each pass over the dataset is a new loader pass: a fresh shuffle
+    labels, tokens = [], {}
+    for b in ds:
+        labels.extend(b["label"].numpy().tolist())
+        for n, t, name in zip(b["label"].numpy(), b["tokens"].to_list(), b["name"].numpy()):
+            tokens[int(n)] = t
+            assert name.decode() == f"r{n}", (name, n)
+    assert sorted(labels) == list(range(RECORDS))
+    assert all(tokens[n] == list(range(n % 5 + 1)) for n in tokens)
+    passes.append(labels)
+assert passes[0] != passes[1]
+print(json.dumps({"ok": True, "records": len(passes[0])}))
+"""
+
+
+def test_to_tf_dataset(snapshot_url: str) -> None:
+    # TensorFlow runs in a subprocess: loaded beside torch and a JVM in the test process it
+    # can crash the interpreter at exit.
+    res = subprocess.run([sys.executable, "-c", TF_SCRIPT, snapshot_url, str(RECORDS)],
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"ok": True, "records": RECORDS}
 
 
 @pytest.mark.parametrize("shuffle", [True, False])

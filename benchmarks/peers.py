@@ -1,0 +1,334 @@
+"""Benchmark: snap against its peers, on the same records, in the same run.
+
+One dataset (the replay benchmark's image-like records: ``image`` uint8 [3, 64, 64], a smooth
+pattern plus noise, and an int64 ``label``; ``--size-gb`` of them, 1 GB by default) is
+materialised by each system, then replayed with a shuffle in batches of 256 the way each
+system's documentation recommends:
+
+  * snap: ``snap create`` (zstd 1, 2 workers), ``snap.open(p).loader(256, shuffle=True)``;
+  * tf.data: ``Dataset.save`` (no compression), ``Dataset.load(p).shuffle(10_000)
+    .batch(256).prefetch(AUTOTUNE)``;
+  * Hugging Face datasets: ``Dataset.from_generator`` (its Arrow cache), ``with_format("numpy")
+    .shuffle(seed).iter(batch_size=256)``;
+  * LitData: ``optimize`` (2 workers, 64 MB chunks), ``StreamingDataLoader(StreamingDataset(p,
+    shuffle=True), batch_size=256, num_workers=2)``;
+  * per-record ``.npy`` files read by a torch ``DataLoader(shuffle=True, batch_size=256,
+    num_workers=2)`` (the common do-it-yourself baseline);
+  * the machine's limits: the snap shards read from the page cache, and decoded by pyarrow
+    alone in 2 threads without a shuffle.
+
+Each replay is one epoch in a fresh process (every system's imports and thread pools stay
+out of the others' way; the page cache is warm, as after a first epoch), the systems alternate
+within each repeat and the table reports medians: records/s, MB/s of delivered image+label
+bytes, peak RSS of the process tree, bytes on disk, time to materialise, and snap's ratio to
+each. ``--plot`` writes a bar chart (matplotlib). This is a report, not a test.
+
+    python benchmarks/peers.py                      # ~10 minutes the first time (materialises)
+    python benchmarks/peers.py --size-gb 0.2 --repeats 1    # a quick look
+    python benchmarks/peers.py --plot docs/peers.png --json peers.json
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import argparse
+import json
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import replay  # noqa: E402  (the records and the pyarrow/page-cache baselines)
+
+import snapshot_cli as snap  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH = 256
+SYSTEMS = ["snap", "tf.data", "hf datasets", "litdata", "npy + DataLoader"]
+LIMITS = ["page-cache read", "pyarrow alone (no shuffle)"]
+TARGETS = {"tf.data": 1.5, "hf datasets": 3.0, "litdata": 2.0, "npy + DataLoader": 3.0}
+
+
+# --- the records --------------------------------------------------------------------------
+
+
+def chunks(records: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(images, labels) in chunks, the same bytes for every system."""
+    for index, rows in replay.chunk_items(records):
+        batch = next(replay.make_records([index, rows], replay.SEED, False, replay.DATA_VERSION))
+        yield batch["image"], batch["label"]
+
+
+def records_of(n: int) -> Iterator[dict[str, Any]]:
+    for images, labels in chunks(n):
+        for image, label in zip(images, labels, strict=True):
+            yield {"image": image, "label": int(label)}
+
+
+def litdata_chunk(item: list[int]) -> Iterator[dict[str, Any]]:
+    """LitData's ``optimize`` function: one input chunk → its records."""
+    batch = next(replay.make_records(item, replay.SEED, False, replay.DATA_VERSION))
+    for image, label in zip(batch["image"], batch["label"], strict=True):
+        yield {"image": image, "label": int(label)}
+
+
+def du(path: str) -> int:
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+# --- materialise (once, cached in --data-dir) --------------------------------------------
+
+
+def materialise(system: str, root: str, n: int) -> dict[str, Any]:
+    path = os.path.join(root, system.replace(" ", "-").replace("+", "").replace(".", ""))
+    done = path + ".done.json"
+    if os.path.exists(done):
+        with open(done) as f:
+            return json.load(f)  # type: ignore[no-any-return]
+    shutil.rmtree(path, ignore_errors=True)
+    t0 = time.perf_counter()
+    if system == "snap":
+        snap.create(replay.make_records, path, inputs_from=replay.chunk_items(n),
+                    params={"seed": replay.SEED, "tokens": False, "version": replay.DATA_VERSION},
+                    workers=2, shard_size="128MiB")  # fmt: skip
+    elif system == "tf.data":
+        import tensorflow as tf
+
+        spec = {"image": tf.TensorSpec((3, 64, 64), tf.uint8), "label": tf.TensorSpec((), tf.int64)}
+        ds = tf.data.Dataset.from_generator(lambda: records_of(n), output_signature=spec)
+        ds.save(path)
+    elif system == "hf datasets":
+        import datasets
+
+        features = datasets.Features(
+            {"image": datasets.Array3D((3, 64, 64), "uint8"), "label": datasets.Value("int64")}
+        )
+        ds = datasets.Dataset.from_generator(
+            records_of, gen_kwargs={"n": n}, features=features, cache_dir=path + "-cache"
+        )
+        ds.save_to_disk(path)
+        shutil.rmtree(path + "-cache", ignore_errors=True)
+    elif system == "litdata":
+        import litdata
+
+        litdata.optimize(fn=litdata_chunk, inputs=replay.chunk_items(n), output_dir=path,
+                         chunk_bytes="64MB", num_workers=2)  # fmt: skip
+    elif system == "npy + DataLoader":
+        os.makedirs(path)
+        i = 0
+        for images, labels in chunks(n):
+            for image, label in zip(images, labels, strict=True):
+                np.save(os.path.join(path, f"{i:07d}-{label}.npy"), image)
+                i += 1
+    info = {"path": path, "seconds": time.perf_counter() - t0, "bytes": du(path)}
+    with open(done, "w") as f:
+        json.dump(info, f)
+    return info
+
+
+# --- replay one epoch (in a child process) -----------------------------------------------
+
+
+class NpyFiles:
+    """A torch map-style dataset over one ``.npy`` file per record (label in the name)."""
+
+    def __init__(self, path: str) -> None:
+        self.files = sorted(os.path.join(path, f) for f in os.listdir(path))
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, int]:
+        name = self.files[i]
+        return np.load(name), int(name.rsplit("-", 1)[1].split(".")[0])
+
+
+def epoch(system: str, path: str, snap_path: str) -> tuple[int, int]:
+    """Replay one shuffled epoch; returns (records, bytes of image+label delivered)."""
+    records = nbytes = 0
+    if system == "snap":
+        for b in snap.open(path).loader(BATCH, shuffle=True, seed=0):
+            records += len(b["label"])
+            nbytes += b["image"].nbytes + b["label"].nbytes
+    elif system == "tf.data":
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.load(path).shuffle(10_000, seed=0).batch(BATCH)
+        for b in ds.prefetch(tf.data.AUTOTUNE):
+            records += int(b["label"].shape[0])
+            nbytes += int(b["image"].shape.num_elements()) + 8 * int(b["label"].shape[0])
+    elif system == "hf datasets":
+        import datasets
+
+        ds = datasets.load_from_disk(path).with_format("numpy").shuffle(seed=0)
+        for b in ds.iter(batch_size=BATCH):
+            records += len(b["label"])
+            nbytes += b["image"].nbytes + b["label"].nbytes
+    elif system == "litdata":
+        import litdata
+
+        ds = litdata.StreamingDataset(path, shuffle=True, seed=0)
+        for b in litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=2):
+            records += len(b["label"])
+            nbytes += b["image"].numel() + 8 * len(b["label"])
+    elif system == "npy + DataLoader":
+        import torch
+
+        dl = torch.utils.data.DataLoader(NpyFiles(path), batch_size=BATCH, shuffle=True,
+                                         num_workers=2)  # fmt: skip
+        for image, label in dl:
+            records += len(label)
+            nbytes += image.numel() + 8 * len(label)
+    elif system == "page-cache read":
+        nbytes, _ = replay.raw_read(replay.shard_paths(snap.open(snap_path)))
+        records = snap.open(snap_path).num_records
+    elif system == "pyarrow alone (no shuffle)":
+        nbytes, records = replay.pyarrow_alone(replay.shard_paths(snap.open(snap_path)), False)
+    return records, nbytes
+
+
+def peak_rss_mib() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (me + kids) / 1024  # KiB on Linux; children: the largest one (a bound, not a sum)
+
+
+def child(system: str, path: str, snap_path: str) -> None:
+    replay.raw_read(replay.shard_paths(snap.open(snap_path)))  # everyone: a warm cache
+    if os.path.isdir(path) and system not in LIMITS:
+        for d, _, files in os.walk(path):  # warm the system's own files too
+            for f in files:
+                with open(os.path.join(d, f), "rb") as fh:
+                    while fh.read(1 << 20):
+                        pass
+    t0 = time.perf_counter()
+    records, nbytes = epoch(system, path, snap_path)
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"records": records, "bytes": nbytes, "seconds": seconds,
+                      "rss_mib": peak_rss_mib()}))  # fmt: skip
+
+
+# --- driver -------------------------------------------------------------------------------
+
+
+def run_child(system: str, path: str, snap_path: str) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", system, path, snap_path]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=3600)
+    if res.returncode != 0:
+        raise RuntimeError(f"{system} failed:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size-gb", type=float, default=1.0)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--data-dir", default=os.path.join(HERE, "out", "peers-data"))
+    p.add_argument("--systems", default=",".join(SYSTEMS + LIMITS))
+    p.add_argument("--json", default=None)
+    p.add_argument("--plot", default=None, help="write a PNG bar chart here")
+    p.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child(*args.child)
+        return 0
+    systems = [s for s in args.systems.split(",") if s]
+    n = max(1, round(args.size_gb * replay.GB / replay.ROW_BYTES))
+    root = os.path.join(args.data_dir, f"{args.size_gb:g}GB")
+    os.makedirs(root, exist_ok=True)
+    env = (f"{len(os.sched_getaffinity(0))} cores, python {platform.python_version()}, "
+           f"snap {snap.__version__}; {n} records, {args.size_gb:g} GB")  # fmt: skip
+    print(env, file=sys.stderr)
+    made = {}
+    for system in ["snap", *[s for s in systems if s in SYSTEMS and s != "snap"]]:
+        print(f"materialising {system} ...", file=sys.stderr, flush=True)
+        made[system] = materialise(system, root, n)
+        print(f"  {made[system]['seconds']:.1f} s, {made[system]['bytes'] / 1e9:.2f} GB",
+              file=sys.stderr, flush=True)  # fmt: skip
+    snap_path = made["snap"]["path"]
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+    for r in range(args.repeats):
+        order = systems[r % len(systems) :] + systems[: r % len(systems)]
+        for system in order:
+            path = made[system]["path"] if system in made else snap_path
+            out = run_child(system, path, snap_path)
+            runs[system].append(out)
+            print(f"  repeat {r + 1}/{args.repeats} {system:28s} "
+                  f"{out['records'] / out['seconds']:10.0f} rec/s  {out['rss_mib']:7.0f} MiB",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    rows = []
+    for system in systems:
+        rs = runs[system]
+        rate = statistics.median(x["records"] / x["seconds"] for x in rs)
+        mbps = statistics.median(x["bytes"] / x["seconds"] / 1e6 for x in rs)
+        rows.append({"system": system, "records_per_s": rate, "mb_per_s": mbps,
+                     "rss_mib": max(x["rss_mib"] for x in rs),
+                     "disk_gb": made[system]["bytes"] / 1e9 if system in made else None,
+                     "materialise_s": made[system]["seconds"] if system in made else None,
+                     "records": rs[0]["records"]})  # fmt: skip
+    snap_rate = next(r["records_per_s"] for r in rows if r["system"] == "snap")
+    print(f"\npeers benchmark: {env}; shuffle, batch {BATCH}, one epoch per fresh process, "
+          f"page cache warm, median of {args.repeats}")  # fmt: skip
+    print(f"{'system':28s} {'records/s':>10s} {'MB/s':>7s} {'peak RSS':>9s} {'on disk':>8s} "
+          f"{'make s':>7s} {'snap/x':>7s}  target")  # fmt: skip
+    for r in rows:
+        ratio = snap_rate / r["records_per_s"]
+        target = TARGETS.get(r["system"])
+        if r["system"] == "pyarrow alone (no shuffle)":
+            ratio_text, verdict = f"{1 / ratio:6.2f}x", ("ok" if 1 / ratio >= 0.8 else "MISSED")
+            target_text = f"snap >= 0.80x of it: {verdict}"
+        else:
+            ratio_text = f"{ratio:6.2f}x"
+            target_text = (f">= {target}x: {'ok' if ratio >= target else 'MISSED'}"
+                           if target else "")  # fmt: skip
+        disk = f"{r['disk_gb']:.2f} GB" if r["disk_gb"] is not None else ""
+        make = f"{r['materialise_s']:.1f}" if r["materialise_s"] is not None else ""
+        rss = f"{r['rss_mib']:6.0f} MiB"
+        print(f"{r['system']:28s} {r['records_per_s']:10.0f} {r['mb_per_s']:7.0f} {rss} "
+              f"{disk:>8s} {make:>7s} {ratio_text}  {target_text}")  # fmt: skip
+    print("(snap/x: snap's records/s over the row's; for pyarrow alone, snap's fraction of it)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"environment": env, "rows": rows, "runs": runs}, f, indent=2)
+    if args.plot:
+        plot(rows, env, args.plot)
+    return 0
+
+
+def plot(rows: list[dict[str, Any]], env: str, out: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["system"] for r in rows]
+    rates = [r["records_per_s"] / 1000 for r in rows]
+    colors = ["#d62728" if n == "snap" else "#7f7f7f" if n in LIMITS else "#1f77b4" for n in names]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    ax.barh(names[::-1], rates[::-1], color=colors[::-1])
+    for y, v in enumerate(rates[::-1]):
+        ax.text(v, y, f" {v:.0f}k", va="center", fontsize=8)
+    ax.set_xlabel("thousand records/s (shuffled epoch, batch 256; limits without shuffle)")
+    ax.set_title(f"replay speed, {env}", fontsize=9)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    fig.savefig(out, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
