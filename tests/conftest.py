@@ -78,10 +78,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     By the time this hook runs, fixtures are finished and the report is printed, so exit
     with pytest's own status directly.
     """
-    if "pyarrow._hdfs" in sys.modules and _EXIT_STATUS in config.stash:
+    if _jvm_running() and _EXIT_STATUS in config.stash:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(config.stash[_EXIT_STATUS])
 
 
 _EXIT_STATUS = pytest.StashKey[int]()
+
+
+def _jvm_running() -> bool:
+    try:
+        with open("/proc/self/maps") as f:
+            return "libjvm" in f.read()
+    except OSError:
+        return False
