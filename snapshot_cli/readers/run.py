@@ -1,0 +1,221 @@
+"""One pass of a loader: its threads, from the epoch plan to the prefetch buffer.
+
+``snap-batch`` walks the plan window by window: ``snap-read_N`` threads decode the next
+window's record batches while the current window is served (permuted, gathered into batches,
+optionally mapped by ``snap-map_N`` threads) into the bounded prefetch buffer the consumer
+reads. :class:`Run` shares only immutable plan data with its :class:`~.loader.Loader`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .plan import EpochPlan
+from .prefetch import Closed, PrefetchBuffer
+from .window import Window
+
+if TYPE_CHECKING:
+    from .loader import Batch, Loader
+
+
+@dataclass
+class _Pending:
+    """A window being decoded by the read threads."""
+
+    window: Window
+    futures: list[Future[float]]
+    started: float
+    nbytes: int
+
+
+class Run:
+    """One iteration's threads. Shares only immutable plan data with the Loader."""
+
+    def __init__(self, loader: Loader, epoch: int, batch: int, end: int | None) -> None:
+        self.blocks, self.options = loader.blocks, loader.plan_options
+        self.schema, self.columns = loader.snapshot.schema, loader.columns
+        self.readers, self.tuner, self.prefetch = loader._readers, loader._tuner, loader._prefetch
+        self.stats, self.map, self.map_takes_rng = loader._stats, loader.map, loader._map_takes_rng
+        self.bytes_per_row = loader._bytes_per_row
+        self.trace = loader.trace
+        self.start_epoch, self.start_batch, self.end = epoch, batch, end
+        self.stop = threading.Event()
+        self.buffer = PrefetchBuffer(self.prefetch.current)
+        self.wait_before = loader._stats.consumer_wait
+        self._plans: dict[int, EpochPlan] = {}
+        self.windows = loader._windows  # kept by the loader: later passes reuse the arrays
+        self.read_pool = ThreadPoolExecutor(self.tuner.high, thread_name_prefix="snap-read")
+        self.map_pool = (
+            ThreadPoolExecutor(loader._cores, thread_name_prefix="snap-map") if self.map else None
+        )
+        self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
+        self.thread.start()
+
+    def plan(self, epoch: int) -> EpochPlan:
+        if epoch not in self._plans:
+            self._plans = {e: p for e, p in self._plans.items() if e >= epoch - 1}
+            self._plans[epoch] = EpochPlan(self.blocks, self.options, epoch)
+        return self._plans[epoch]
+
+    def batches_in(self, epoch: int) -> int:
+        return self.plan(epoch).num_batches
+
+    # --- producer thread ----------------------------------------------------------------
+
+    def _windows(self) -> Iterator[tuple[EpochPlan, int, int, int]]:
+        """(plan, window, first batch, end batch) in order, from the start position."""
+        epoch, first = self.start_epoch, self.start_batch
+        while self.end is None or epoch < self.end:
+            plan = self.plan(epoch)
+            per_window = plan.window_rows // self.options.batch_size
+            if plan.num_batches and first < plan.num_batches:
+                for k in range(first // per_window, plan.num_windows):
+                    lo = max(first, k * per_window)
+                    hi = min(plan.num_batches, (k + 1) * per_window)
+                    if lo < hi:
+                        yield plan, k, lo, hi
+            elif plan.num_batches == 0 and self.end is None:
+                return  # an empty rank part: an endless loop would spin
+            epoch, first = epoch + 1, 0
+
+    def _produce(self) -> None:
+        try:
+            # One window decodes while the previous one is served: two windows at most, and
+            # the read threads never decode two windows at once (their rate is measurable).
+            windows = self._windows()
+            current = next(windows, None)
+            pending = self._load(current) if current else None
+            while current is not None and pending is not None and not self.stop.is_set():
+                window = self._finish(pending)
+                upcoming = next(windows, None)
+                pending = self._load(upcoming) if upcoming else None
+                self._serve(current, window)
+                self.windows.put(window)
+                current = upcoming
+            self.buffer.close()
+        except Closed:
+            pass
+        except BaseException as err:  # reaches the consumer with its traceback
+            try:
+                self.buffer.put(None, err)
+                self.buffer.close()
+            except Closed:
+                pass
+
+    def _load(self, key: tuple[EpochPlan, int, int, int]) -> _Pending:
+        plan, k, _, _ = key
+        segments = plan.window(k)
+        a, b = plan.window_bounds(k)
+        window = self.windows.get(b - a)
+        offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
+        work = iter(list(zip(offsets, segments, strict=True)))
+        lock = threading.Lock()
+        blocks, trace = self.blocks, self.trace
+
+        def worker() -> float:
+            while not self.stop.is_set():
+                with lock:
+                    item = next(work, None)
+                if item is None:
+                    break
+                offset, seg = item
+                shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
+                t0 = time.perf_counter()
+                rb = self.readers.read_batch(shard, batch, int(blocks.rows[seg.block]))
+                t1 = time.perf_counter()
+                window.fill(offset, rb.select(self.columns), seg.start, seg.stop)
+                if trace is not None:
+                    trace.add("read+decode", t0, t1, shard=shard, record_batch=batch)
+                    trace.add("copy to window", t1, time.perf_counter(), rows=seg.rows)
+            return time.perf_counter()
+
+        n = max(1, min(self.tuner.current, len(segments)))
+        started = time.perf_counter()
+        futures = [self.read_pool.submit(worker) for _ in range(n)]
+        return _Pending(window, futures, started, (b - a) * self.bytes_per_row)
+
+    def _finish(self, pending: _Pending) -> Window:
+        waited = time.perf_counter()
+        done = max([f.result() for f in pending.futures], default=pending.started)
+        if self.trace is not None:
+            self.trace.add("wait for window", waited, time.perf_counter())
+        pending.window.finish()
+        seconds = max(1e-9, done - pending.started)
+        self.stats.read_seconds += seconds
+        self.stats.windows += 1
+        self.tuner.observe(pending.nbytes / seconds)
+        return pending.window
+
+    def _serve(self, key: tuple[EpochPlan, int, int, int], window: Window) -> None:
+        plan, k, lo, hi = key
+        perm = plan.permutation(k)
+        in_flight: deque[tuple[int, int, Future[Batch], int]] = deque()
+        for i in range(lo, hi):
+            if self.stop.is_set():
+                return
+            _, a, b = plan.batch_bounds(i)
+            started = time.perf_counter()
+            batch = window.take(slice(a, b) if perm is None else perm[a:b])
+            gathered = time.perf_counter()
+            self.stats.gather_seconds += gathered - started
+            if self.trace is not None:
+                self.trace.add("gather batch", started, gathered, epoch=plan.epoch, batch=i)
+            nbytes = sum(v.nbytes for v in batch.values())
+            if self.map_pool is None:
+                self._put(plan.epoch, i, batch, nbytes)
+                continue
+            in_flight.append(
+                (plan.epoch, i, self.map_pool.submit(self._apply, plan.epoch, i, batch), nbytes)
+            )
+            while len(in_flight) > self.prefetch.current:
+                e, j, fut, nb = in_flight.popleft()
+                self._put(e, j, fut.result(), nb)
+        while in_flight:
+            e, j, fut, nb = in_flight.popleft()
+            self._put(e, j, fut.result(), nb)
+
+    def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
+        started = time.perf_counter()
+        fn: Callable[..., Batch] = self.map  # type: ignore[assignment]
+        if self.map_takes_rng:
+            o = self.options
+            rng = np.random.default_rng([o.seed, epoch, o.rank, index, 0x6D6170])
+            out = fn(batch, rng)
+        else:
+            out = fn(batch)
+        ended = time.perf_counter()
+        self.stats.map_seconds += ended - started
+        if self.trace is not None:
+            self.trace.add("map", started, ended, epoch=epoch, batch=index)
+        if not isinstance(out, dict):
+            raise TypeError(f"map must return a dict of arrays, returned {type(out).__name__}")
+        return out
+
+    def _put(self, epoch: int, index: int, batch: Batch, nbytes: int) -> None:
+        before = self.buffer.consumer_waits
+        started = time.perf_counter()
+        self.buffer.put((epoch, index, batch, nbytes))
+        ended = time.perf_counter()
+        if self.trace is not None and ended - started > 1e-4:  # blocked: the consumer is slower
+            self.trace.add("wait for room (prefetch full)", started, ended, batch=index)
+        if self.buffer.consumer_waits > before:  # the consumer starved: keep more ready
+            self.buffer.resize(self.prefetch.consumer_waited())
+
+    # --- shutdown -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.stop.set()
+        self.buffer.discard()
+        if self.thread is not threading.current_thread():
+            self.thread.join()
+        self.read_pool.shutdown(wait=True, cancel_futures=True)
+        if self.map_pool is not None:
+            self.map_pool.shutdown(wait=True, cancel_futures=True)
