@@ -37,9 +37,19 @@ format: $(VENV)/.installed-test
 	$(BIN)/ruff format snapshot_cli tests examples benchmarks
 	$(BIN)/ruff check --fix snapshot_cli tests examples benchmarks
 
-bench: $(VENV)/.installed-test
-	$(BIN)/python benchmarks/create.py
+# The peers' packages. LitData's own requirements pull a CUDA build of torch (through
+# torchvision), so it is installed without them, beside the CPU torch of the test extras.
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-test
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet --no-deps litdata lightning-utilities obstore tifffile
+	touch $@
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python benchmarks/create.py --ray
 	$(BIN)/python benchmarks/replay.py
+	$(BIN)/python benchmarks/remote.py
+	$(BIN)/python benchmarks/device.py --codec zstd
+	$(BIN)/python benchmarks/peers.py --plot docs/peers.png
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache
