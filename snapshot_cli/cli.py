@@ -143,7 +143,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
     help="Most records per Arrow record batch (default 1024; the unit of shuffle).",
 )
 @click.option(
-    "--overwrite", is_flag=True, help="Replace a snapshot made from other code/params/inputs."
+    "--overwrite",
+    is_flag=True,
+    help="Write it again even if OUTPUT holds a snapshot (from other code/params/inputs, "
+    "or to re-lay out a matching one).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout only.")
 @click.option("--quiet", is_flag=True, help="No progress or messages on stderr.")

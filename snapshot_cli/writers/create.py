@@ -168,7 +168,8 @@ def create(
         ray_address: the Ray cluster for executor="ray" (default: RAY_ADDRESS, else a local
             Ray started for the run).
         shard_size, compression, level: shard layout (``"256MiB"``, zstd/lz4/none, zstd level).
-        overwrite: replace a snapshot whose fingerprint differs.
+        overwrite: write the snapshot again even if one exists at ``output`` (one made from
+            other code, params or inputs, or a matching one to re-lay out with new options).
         progress: draw a progress line on stderr.
         wait: wait for another live writer of the same snapshot (else raise LeaseError).
         lease_ttl: seconds after which a silent writer's lease may be taken over.
