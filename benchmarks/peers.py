@@ -28,6 +28,7 @@ bar chart (matplotlib). This is a report, not a test.
     python benchmarks/peers.py                      # ~10 minutes the first time (materialises)
     python benchmarks/peers.py --size-gb 0.2 --repeats 1    # a quick look
     python benchmarks/peers.py --plot docs/peers.png --json peers.json
+    python benchmarks/peers.py --variant tokens --size-gb 0.05  # ragged token sequences
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import peers_tokens  # noqa: E402  (the token-sequence variant)
 import replay  # noqa: E402  (the records and the pyarrow/page-cache baselines)
 
 import snapshot_cli as snap  # noqa: E402
@@ -62,6 +64,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BATCH = 256
 SYSTEMS = ["snap", "tf.data", "hf datasets", "litdata", "npy + DataLoader"]
 SNAP2 = "snap (2nd epoch)"  # what every later epoch of a training run costs
+VARIANT_ENV = "SNAP_PEERS_VARIANT"
+TOKENS = os.environ.get(VARIANT_ENV) == "tokens"
+
+
+def record_bytes() -> int:
+    return peers_tokens.TOKEN_BYTES if TOKENS else replay.ROW_BYTES
+
+
 LIMITS = ["page-cache read", "pyarrow alone (no shuffle)"]
 TARGETS = {"tf.data": 1.5, "hf datasets": 3.0, "litdata": 2.0, "npy + DataLoader": 3.0}
 
@@ -106,7 +116,10 @@ def materialise(system: str, root: str, n: int) -> dict[str, Any]:
             return json.load(f)  # type: ignore[no-any-return]
     shutil.rmtree(path, ignore_errors=True)
     t0 = time.perf_counter()
-    if system == "snap":
+    if TOKENS:
+        peers_tokens.materialise(system, path, n)
+        shutil.rmtree(path + "-cache", ignore_errors=True)
+    elif system == "snap":
         snap.create(replay.make_records, path, inputs_from=functools.partial(replay.chunk_items, n),
                     params={"seed": replay.SEED, "tokens": False, "version": replay.DATA_VERSION},
                     workers=2, shard_size="128MiB")  # fmt: skip
@@ -229,7 +242,11 @@ def child(system: str, path: str, snap_path: str) -> None:
             pass
         t0 = time.perf_counter()
         records = sum(len(b["label"]) for b in loader)
-        nbytes = records * replay.ROW_BYTES
+        nbytes = records * record_bytes()
+    elif TOKENS and system not in LIMITS:
+        t0 = time.perf_counter()
+        records = peers_tokens.epoch(system, path)
+        nbytes = records * peers_tokens.TOKEN_BYTES
     else:
         t0 = time.perf_counter()
         records, nbytes = epoch(system, path, snap_path)
@@ -258,13 +275,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
     p.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--variant",
+        choices=["images", "tokens"],
+        default=os.environ.get(VARIANT_ENV, "images"),
+        help="images: 3x64x64 uint8 + label; tokens: ragged int32 ids + label",
+    )
     args = p.parse_args(argv)
+    os.environ[VARIANT_ENV] = args.variant  # the children replay the same variant
+    global TOKENS
+    TOKENS = args.variant == "tokens"
     if args.child:
         child(*args.child)
         return 0
     systems = [s for s in args.systems.split(",") if s]
-    n = max(1, round(args.size_gb * replay.GB / replay.ROW_BYTES))
-    root = os.path.join(args.data_dir, f"{args.size_gb:g}GB")
+    if TOKENS:  # the limits' readers know the image columns only
+        systems = [s for s in systems if s not in LIMITS]
+    n = max(1, round(args.size_gb * replay.GB / record_bytes()))
+    root = os.path.join(args.data_dir, f"{args.size_gb:g}GB" + ("-tokens" if TOKENS else ""))
     os.makedirs(root, exist_ok=True)
     env = (f"{len(os.sched_getaffinity(0))} cores, python {platform.python_version()}, "
            f"snap {snap.__version__}; {n} records, {args.size_gb:g} GB")  # fmt: skip
@@ -291,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         rs = runs[system]
         system_made = made.get(system if system != SNAP2 else "snap")
         rate = statistics.median(x["records"] / x["seconds"] for x in rs)
-        mbps = rate * replay.ROW_BYTES / 1e6  # the same record bytes for every system
+        mbps = rate * record_bytes() / 1e6  # the same record bytes for every system
         rows.append({"system": system, "records_per_s": rate, "mb_per_s": mbps,
                      "rss_mib": max(x["rss_mib"] for x in rs),
                      "disk_gb": system_made["bytes"] / 1e9 if system_made else None,
