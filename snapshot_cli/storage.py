@@ -172,9 +172,9 @@ def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
 
 def _read_hdfs(fs: AbstractFileSystem, path: str) -> bytes:
     """HDFS replaces a file by delete + rename (see :func:`_hdfs_replace`); a read racing
-    that can end early without an error, so the length is checked against the size the
-    NameNode reported first, and the read repeated if they differ. Asking for the size
-    first also keeps libhdfs from printing a Java stack trace for a missing file."""
+    that can end early or mix versions without an error, so the length read must equal the
+    size the NameNode reports before and after it, else the read is repeated. Asking for
+    the size first also keeps libhdfs from printing a Java stack trace for a missing file."""
 
     def size_now() -> int:
         return int(retrying(lambda: fs.info(path), f"checking {path}")["size"])
