@@ -395,6 +395,27 @@ def list_names(fs: AbstractFileSystem, path: str) -> list[str]:
     return sorted(posixpath.basename(e.rstrip("/")) for e in entries)
 
 
+def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
+    """Name → size of the entries directly under ``path`` (directories: their total size);
+    empty if ``path`` does not exist."""
+    with errors_named(fs, path, "listing"):
+        try:
+            entries = retrying(lambda: fs.ls(path, detail=True), f"listing {path}")
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for e in entries:
+            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
+            size = int(e.get("size") or 0)
+            if e.get("type") == "directory":
+                try:
+                    size = int(retrying(lambda e=e: fs.du(e["name"]), f"sizing {e['name']}"))
+                except (FileNotFoundError, OSError):
+                    size = 0
+            out[name] = size
+    return out
+
+
 def exists(fs: AbstractFileSystem, path: str) -> bool:
     with errors_named(fs, path, "checking"):
         return retrying(lambda: fs.exists(path), f"checking {path}")

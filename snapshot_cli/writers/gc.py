@@ -58,25 +58,6 @@ class GcReport:
         }
 
 
-def _sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
-    """Name → size of the entries directly under ``path`` (directories: their total size)."""
-    try:
-        entries = fs.ls(path, detail=True)
-    except FileNotFoundError:
-        return {}
-    out = {}
-    for e in entries:
-        name = e["name"].rstrip("/").rsplit("/", 1)[-1]
-        size = int(e.get("size") or 0)
-        if e.get("type") == "directory":
-            try:
-                size = int(fs.du(e["name"]))
-            except (FileNotFoundError, OSError):
-                size = 0
-        out[name] = size
-    return out
-
-
 def find_garbage(
     fs: AbstractFileSystem, root: str, live_run: str | None, writer_live: bool
 ) -> tuple[list[Garbage], list[str]]:
@@ -84,7 +65,7 @@ def find_garbage(
     manifest = commit_mod.read_manifest(fs, root)  # ManifestError if damaged: stop there
     referenced = {s.path for s in manifest.shards} if manifest else set()
     keep_all = writer_live and live_run is None
-    runs = _sizes(fs, storage.join(root, RUNS_DIR))
+    runs = storage.entry_sizes(fs, storage.join(root, RUNS_DIR))
     # lease files and the dot-named temporaries of atomic writes are not runs
     run_names = [n for n in runs if not n.startswith(("lease-", "."))]
     kept = sorted(n for n in run_names if keep_all or n == live_run)
@@ -93,7 +74,7 @@ def find_garbage(
         for name in sorted(run_names)
         if name not in kept
     ]
-    for name, size in sorted(_sizes(fs, storage.join(root, SHARDS_DIR)).items()):
+    for name, size in sorted(storage.entry_sizes(fs, storage.join(root, SHARDS_DIR)).items()):
         rel = f"{SHARDS_DIR}/{name}"
         if rel in referenced or keep_all or (live_run and name.startswith(f"{live_run}-")):
             continue
@@ -103,7 +84,7 @@ def find_garbage(
         else:
             reason = "not in the committed manifest" if manifest else "no committed manifest"
             garbage.append(Garbage(rel, "shard", size, reason))
-    for name, size in sorted(_sizes(fs, root).items()):
+    for name, size in sorted(storage.entry_sizes(fs, root).items()):
         if name.startswith(".") and name.endswith(".tmp"):
             garbage.append(Garbage(name, "temporary", size, "temporary file of an atomic write"))
     return garbage, kept
