@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,6 +39,15 @@ def memfs() -> Iterator[fsspec.AbstractFileSystem]:
     fs.store.clear()
     fs.pseudo_dirs.clear()
     fs.pseudo_dirs.append("")
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
+    """Poll ``condition`` until it holds (fails the test after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
 
 
 def snap_subprocess(

@@ -23,7 +23,7 @@ import snapshot_cli as snap
 from snapshot_cli import report
 from snapshot_cli.cli import cli
 from snapshot_cli.progress import human_bytes, human_count
-from tests.conftest import REPO, snap_subprocess
+from tests.conftest import REPO, snap_subprocess, wait_for
 
 TASKS = 6  # input k yields k + 1 records: 6 shards of 1..6 records, 21 records in all
 NUM_RECORDS = TASKS * (TASKS + 1) // 2
@@ -109,15 +109,6 @@ def no_nan(text: str) -> Any:
         raise AssertionError(f"{constant} in JSON output")
 
     return json.loads(text, parse_constant=refuse)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
-    """Poll ``condition`` until it holds (fails the test after ``timeout`` seconds)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def dead_pid() -> int:

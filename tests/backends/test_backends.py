@@ -28,7 +28,7 @@ from snapshot_cli import storage
 from snapshot_cli.cli import cli
 from snapshot_cli.errors import CorruptShardError
 from tests.backends.conftest import Backend
-from tests.conftest import snap_subprocess
+from tests.conftest import snap_subprocess, wait_for
 
 N_INPUTS = 4
 PER_INPUT = 8
@@ -124,14 +124,6 @@ def assert_records(records: dict[str, np.ndarray], scale: int = 1) -> None:
     assert (records["x"] == records["label"][:, None] * scale).all()
     assert records["x"].shape == (N, 4) and records["x"].dtype == np.int32
     assert [str(n) for n in records["name"]] == [f"record-{i}" for i in labels]
-
-
-def wait_for(condition: Any, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 # --- 1. the whole life of a snapshot ---------------------------------------------------------

@@ -19,6 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -46,7 +47,7 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: floa
             time.sleep(0.05)
 
 
-class _Server:
+class _Server(ABC):
     name = "server"
 
     def __init__(self) -> None:
@@ -59,8 +60,9 @@ class _Server:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @abstractmethod
     def command(self) -> list[str]:
-        raise NotImplementedError
+        """Defined by each server."""
 
     def ready_url(self) -> str:
         return self.endpoint
@@ -89,14 +91,17 @@ class _Server:
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    @abstractmethod
     def client_env(self) -> dict[str, str]:
-        raise NotImplementedError
+        """Defined by each server."""
 
+    @abstractmethod
     def fsspec_config(self) -> tuple[str, dict[str, Any]]:
-        raise NotImplementedError
+        """Defined by each server."""
 
+    @abstractmethod
     def make_bucket(self, name: str) -> None:
-        raise NotImplementedError
+        """Defined by each server."""
 
 
 class GcsServer(_Server):

@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import snapshot_cli as snap
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_for
 
 # Inputs >= 4 block until the gate file exists: the first run is killed while they block,
 # after having written part of a shard (batch_rows=1 flushes every record).
@@ -34,15 +33,6 @@ def preprocess(path, *, calls, gate):
             while not os.path.exists(gate):
                 time.sleep(0.01)
 """
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
-    """Poll ``condition`` until it holds (fails the test after ``timeout`` seconds)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def calls(path: Path) -> list[tuple[str, int]]:
