@@ -65,22 +65,28 @@ class JaxBatches(Adapter[dict[str, Any]]):
 
     def _start(self, batch: Batch) -> dict[str, Any]:
         jax = _jax()
-        out: dict[str, Any] = {}
-        for name, value in batch.items():
-            if value.dtype == object:
-                out[name] = value
-            elif self.sharding is None:
-                out[name] = jax.device_put(value)
+        # Object columns (ragged, strings) cannot be device arrays; the rest go in one call:
+        # one dispatch per batch, not one per column.
+        out: dict[str, Any] = {k: v for k, v in batch.items() if v.dtype == object}
+        arrays = {k: v for k, v in batch.items() if v.dtype != object}
+        if not arrays:
+            return out
+        if self.sharding is None:
+            out.update(jax.device_put(arrays))
+            return {k: out[k] for k in batch}  # the loader's column order
+        try:
+            if self._processes > 1:
+                out.update(
+                    {k: jax.make_array_from_process_local_data(self.sharding, v)
+                     for k, v in arrays.items()}
+                )  # fmt: skip
             else:
-                try:
-                    if self._processes > 1:
-                        out[name] = jax.make_array_from_process_local_data(self.sharding, value)
-                    else:
-                        out[name] = jax.device_put(value, self.sharding)
-                except ValueError as err:
-                    raise OptionError(
-                        f"column {name!r}: a batch of {len(value)} records cannot be placed "
-                        f"with {self.sharding} ({err}); if it is the last, partial batch of "
-                        "an epoch, make the loader with drop_last=True"
-                    ) from err
-        return out
+                out.update(jax.device_put(arrays, self.sharding))
+        except ValueError as err:
+            rows = len(next(iter(arrays.values())))
+            raise OptionError(
+                f"a batch of {rows} records cannot be placed with {self.sharding} ({err}); "
+                "if it is the last, partial batch of an epoch, make the loader with "
+                "drop_last=True"
+            ) from err
+        return {k: out[k] for k in batch}  # the loader's column order
