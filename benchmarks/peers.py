@@ -161,20 +161,6 @@ def materialise(system: str, root: str, n: int) -> dict[str, Any]:
 # --- replay one epoch (in a child process) -----------------------------------------------
 
 
-class NpyFiles:
-    """A torch map-style dataset over one ``.npy`` file per record (label in the name)."""
-
-    def __init__(self, path: str) -> None:
-        self.files = sorted(os.path.join(path, f) for f in os.listdir(path))
-
-    def __len__(self) -> int:
-        return len(self.files)
-
-    def __getitem__(self, i: int) -> tuple[np.ndarray, int]:
-        name = self.files[i]
-        return np.load(name), int(name.rsplit("-", 1)[1].split(".")[0])
-
-
 def epoch(system: str, path: str, snap_path: str) -> tuple[int, int]:
     """Replay one shuffled epoch; returns (records, bytes of image+label delivered)."""
     records = nbytes = 0
@@ -206,8 +192,8 @@ def epoch(system: str, path: str, snap_path: str) -> tuple[int, int]:
     elif system == "npy + DataLoader":
         import torch
 
-        dl = torch.utils.data.DataLoader(NpyFiles(path), batch_size=BATCH, shuffle=True,
-                                         num_workers=2)  # fmt: skip
+        files = peers_tokens.NpyPerRecord(path)
+        dl = torch.utils.data.DataLoader(files, batch_size=BATCH, shuffle=True, num_workers=2)
         for image, label in dl:
             records += len(label)
             nbytes += image.numel() + 8 * len(label)

@@ -86,7 +86,10 @@ def materialise(system: str, path: str, n: int) -> None:
             np.save(os.path.join(path, f"{i:07d}-{r['label']}.npy"), r["tokens"])
 
 
-class NpyTokens:
+class NpyPerRecord:
+    """A torch map-style dataset over one ``.npy`` file per record (label in the name); the
+    do-it-yourself baseline of both variants."""
+
     def __init__(self, path: str) -> None:
         self.files = sorted(os.path.join(path, f) for f in os.listdir(path))
 
@@ -127,7 +130,7 @@ def epoch(system: str, path: str) -> int:
     elif system == "npy + DataLoader":
         import torch
 
-        dl = torch.utils.data.DataLoader(NpyTokens(path), batch_size=BATCH, shuffle=True,
+        dl = torch.utils.data.DataLoader(NpyPerRecord(path), batch_size=BATCH, shuffle=True,
                                          num_workers=2, collate_fn=list_collate)  # fmt: skip
         for b in dl:
             records += len(b)

@@ -133,48 +133,9 @@ CONFIGS = [c for configs in JOBS.values() for c in configs]
 # --- the snapshot ---------------------------------------------------------------------------
 
 
-def snapshot_path(data_dir: str, size_gb: float) -> str:
-    return os.path.join(data_dir, f"zstd-{size_gb:g}GB-{SHARD_SIZE >> 20}MiB")
-
-
 def ensure_snapshot(data_dir: str, size_gb: float, workers: int) -> snap.Snapshot:
-    """Open the cached snapshot, writing it first if needed (as replay.py's ensure_snapshot,
-    with 64 MiB shards). The pipeline is replay.py's ``make_records``, by file spec."""
-    path = snapshot_path(data_dir, size_gb)
-    records = max(1, round(size_gb * GB / replay.ROW_BYTES))
-    items = replay.chunk_items(records)
-    chunk_bytes = replay.CHUNK_ROWS * replay.ROW_BYTES
-    # Inputs per task so that a task writes about one shard (tasks never share shards).
-    per_task = max(1, min(SHARD_SIZE // chunk_bytes, len(items) // replay.MIN_SHARDS))
-    params = {"seed": replay.SEED, "tokens": False, "version": replay.DATA_VERSION}
-    existing = None
-    if os.path.exists(os.path.join(path, "manifest.json")):
-        with contextlib.suppress(snap.SnapError):
-            existing = snap.open(path)
-    if existing is not None and replay._matches(existing.manifest, params, "zstd", records):
-        return existing
-    started = time.perf_counter()
-    print(f"writing {path} ({records} records, zstd) ...", file=sys.stderr, flush=True)
-    info = snap.create(
-        f"{replay.__file__}:make_records",
-        path,
-        inputs_from=functools.partial(replay.chunk_items, records),
-        params=params,
-        workers=workers,
-        compression="zstd",
-        level=1,
-        shard_size=SHARD_SIZE,
-        inputs_per_task=per_task,
-        overwrite=existing is not None,
-    )
-    print(
-        f"  {info.num_shards} shards, {info.bytes / GB:.2f} GB on disk "
-        f"(ratio {info.uncompressed_bytes / max(1, info.bytes):.2f}), "
-        f"{time.perf_counter() - started:.1f} s",
-        file=sys.stderr,
-        flush=True,
-    )
-    return snap.open(path)
+    """replay.py's snapshot of these records (zstd), with 64 MiB shards, cached in data_dir."""
+    return replay.ensure_snapshot(data_dir, "zstd", size_gb, False, workers, SHARD_SIZE)
 
 
 def shard_paths(s: snap.Snapshot) -> list[str]:

@@ -159,8 +159,11 @@ def chunk_items(records: int) -> list[list[int]]:
 # --- snapshots --------------------------------------------------------------------------
 
 
-def snapshot_path(data_dir: str, codec: str, size_gb: float, tokens: bool) -> str:
-    return os.path.join(data_dir, f"{codec}-{size_gb:g}GB{'-tokens' if tokens else ''}")
+def snapshot_path(
+    data_dir: str, codec: str, size_gb: float, tokens: bool, shard_size: int = SHARD_TARGET
+) -> str:
+    shards = "" if shard_size == SHARD_TARGET else f"-{shard_size >> 20}MiB"
+    return os.path.join(data_dir, f"{codec}-{size_gb:g}GB{'-tokens' if tokens else ''}{shards}")
 
 
 def _matches(m: snap.Manifest, params: dict[str, Any], codec: str, records: int) -> bool:
@@ -174,7 +177,12 @@ def _matches(m: snap.Manifest, params: dict[str, Any], codec: str, records: int)
 
 
 def ensure_snapshot(
-    data_dir: str, codec: str, size_gb: float, tokens: bool, workers: int
+    data_dir: str,
+    codec: str,
+    size_gb: float,
+    tokens: bool,
+    workers: int,
+    shard_size: int = SHARD_TARGET,
 ) -> snap.Snapshot:
     """Open the cached snapshot of these records, writing it first if needed.
 
@@ -182,11 +190,12 @@ def ensure_snapshot(
     of this file, so an edit to the benchmark alone would force a rewrite. A snapshot whose
     records are the same (same params, data version, codec and size) is reused instead.
     """
-    path = snapshot_path(data_dir, codec, size_gb, tokens)
+    path = snapshot_path(data_dir, codec, size_gb, tokens, shard_size)
     records = max(1, round(size_gb * GB / ROW_BYTES))
     items = chunk_items(records)
     chunk_bytes = CHUNK_ROWS * ROW_BYTES
-    per_task = max(1, min(SHARD_TARGET // chunk_bytes, len(items) // MIN_SHARDS))
+    # Inputs per task so that a task writes about one shard (tasks never share shards).
+    per_task = max(1, min(shard_size // chunk_bytes, len(items) // MIN_SHARDS))
     params = {"seed": SEED, "tokens": tokens, "version": DATA_VERSION}
     options: dict[str, Any] = {
         "inputs_from": functools.partial(chunk_items, records),
@@ -194,7 +203,7 @@ def ensure_snapshot(
         "workers": workers,
         "compression": codec,
         "level": 1 if codec == "zstd" else None,
-        "shard_size": "128MiB",
+        "shard_size": shard_size,
         "inputs_per_task": per_task,
     }
     existing = None
@@ -207,7 +216,10 @@ def ensure_snapshot(
         return existing
     started = time.perf_counter()
     print(f"writing {path} ({records} records, {codec}) ...", file=sys.stderr, flush=True)
-    info = snap.create(make_records, path, overwrite=existing is not None, **options)
+    # By file spec: worker processes import this file by path also when another benchmark
+    # imported it as a module.
+    spec = f"{os.path.abspath(__file__)}:make_records"
+    info = snap.create(spec, path, overwrite=existing is not None, **options)
     print(
         f"  {info.num_shards} shards, {info.bytes / GB:.2f} GB on disk "
         f"(ratio {info.uncompressed_bytes / max(1, info.bytes):.2f}), "
