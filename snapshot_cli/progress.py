@@ -84,6 +84,12 @@ class Progress:
             self.stream.write(self.line() + "\n")
         self.stream.flush()
 
-    def close(self) -> None:
+    def close(self, records: int | None = None, nbytes: int | None = None) -> None:
+        """Draw the final line; ``records``/``nbytes`` replace the running counts with the
+        true totals (bytes counted per record batch leave out each file's header and footer)."""
         with self._lock:
+            if records is not None:
+                self.records = records
+            if nbytes is not None:
+                self.bytes = nbytes
             self._draw(end="\n")

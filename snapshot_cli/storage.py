@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import posixpath
@@ -28,6 +29,9 @@ T = TypeVar("T")
 _GLOB_CHARS = frozenset("*?[")
 # Keys that identify a file's version, most specific first (GCS, S3, local).
 _VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime", "created")
+# Keys that are a checksum of a file's contents, as the storage reports it (GCS, S3).
+_CONTENT_KEYS = ("crc32c", "md5Hash", "ETag", "etag")
+_HASH_CHUNK = 8 << 20
 
 
 def resolve(
@@ -438,22 +442,38 @@ def remove(fs: AbstractFileSystem, path: str, recursive: bool = False) -> None:
 
 @dataclass(frozen=True)
 class InputFile:
-    """One input file: what the pipeline receives (``url``) and what identifies its contents."""
+    """One input file: what the pipeline receives (``url``) and what identifies it.
+
+    ``version`` is cheap to get (a listing: mtime, generation or checksum); ``content`` is a
+    checksum of the bytes the storage reports (GCS crc32c, S3 ETag), or "" when only
+    :func:`hash_file` can tell (local disk, HDFS).
+    """
 
     url: str
     size: int
     version: str
+    content: str
 
-    def identity(self) -> list[Any]:
+    def stat_identity(self) -> list[Any]:
         return [self.url, self.size, self.version]
 
 
-def _version(info: dict[str, Any]) -> str:
-    for key in _VERSION_KEYS:
+def _first(info: dict[str, Any], keys: tuple[str, ...]) -> str:
+    for key in keys:
         value = info.get(key)
         if value not in (None, ""):
             return f"{key}={value}"
     return ""
+
+
+def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
+    """sha256 of a file's bytes, read in 8 MiB pieces."""
+    fs, path = resolve(url, storage_options)
+    digest = hashlib.sha256()
+    with errors_named(fs, path, "reading"), fs.open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return f"sha256={digest.hexdigest()}"
 
 
 def expand_inputs(
@@ -485,5 +505,8 @@ def expand_inputs(
             raise OptionError(f"--input {pattern!r} matched no files")
         for p, info in files.items():
             url = os.path.abspath(p) if is_local(fs) else fs.unstrip_protocol(p)
-            found[url] = InputFile(url, int(info.get("size") or 0), _version(info))
+            size = int(info.get("size") or 0)
+            found[url] = InputFile(
+                url, size, _first(info, _VERSION_KEYS), _first(info, _CONTENT_KEYS)
+            )
     return [found[u] for u in sorted(found)]

@@ -13,21 +13,26 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
+import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import storage
 from ..errors import OptionError, SnapshotExistsError
-from ..manifest import Manifest, changed_parts, fingerprint
+from ..manifest import Manifest, changed_parts
 from ..progress import Progress
 from . import commit as commit_mod
+from . import inputs as inputs_mod
 from . import lease as lease_mod
 from . import pipeline as pipeline_mod
-from .executors import make_executor
+from . import shipping
+from . import worker as worker_mod
+from .executors import InProcessExecutor, make_executor
 from .options import WriteOptions, parse_size, plan_tasks
 from .shard import Compression
 from .task import Job, TaskSpec
@@ -96,48 +101,11 @@ def _options(
         raise OptionError(str(err)) from err
 
 
-def _inputs(
-    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None,
-    inputs_from: str | Callable[[], Any] | None,
-    storage_options: dict[str, Any] | None,
-) -> tuple[list[Any], list[Any], list[int], dict[str, Any]]:
-    """→ (items passed to the function, their identities, sizes, description)."""
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    inputs = [os.fspath(i) for i in inputs] if inputs else None
-    if inputs and inputs_from is not None:
-        raise OptionError("use either --input or --inputs-from, not both")
-    if inputs:
-        files = storage.expand_inputs(list(inputs), storage_options)
-        return (
-            [f.url for f in files],
-            [f.identity() for f in files],
-            [f.size for f in files],
-            {"count": len(files), "patterns": list(inputs)},
-        )
-    if inputs_from is not None:
-        fn = (
-            pipeline_mod.load_function(inputs_from, "--inputs-from")
-            if isinstance(inputs_from, str)
-            else inputs_from
-        )
-        try:
-            raw = list(fn())
-        except Exception as err:
-            raise pipeline_mod.PipelineLoadError(
-                f"--inputs-from {inputs_from!r} raised:\n{pipeline_mod.format_user_traceback(err)}"
-            ) from err
-        items = pipeline_mod.check_json(raw, "the items returned by --inputs-from")
-        name = inputs_from if isinstance(inputs_from, str) else getattr(fn, "__qualname__", "?")
-        return items, items, [0] * len(items), {"count": len(items), "inputs_from": name}
-    return [], [], [], {"count": 0}
-
-
 def create(
     pipeline: str | Callable[..., Any],
     output: str | os.PathLike[str],
     *,
-    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    inputs: str | os.PathLike[str] | Iterable[Any] | None = None,
     inputs_from: str | Callable[[], Any] | None = None,
     params: dict[str, Any] | None = None,
     workers: int | None = None,
@@ -158,9 +126,12 @@ def create(
     """Materialise ``pipeline`` over ``inputs`` as a snapshot at ``output`` (or reuse/resume it).
 
     Args:
-        pipeline: a function, or a spec ``path/to/file.py:fn`` / ``package.module:fn``.
+        pipeline: a function, or a spec ``path/to/file.py:fn`` / ``package.module:fn``. A
+            function that worker processes cannot import by name (defined in a notebook or
+            in the running script, a closure, a lambda) is shipped to them by value.
         output: a local path or fsspec URL of the snapshot directory.
-        inputs: glob(s) or URL(s); each matching file is one call of the function.
+        inputs: a glob or URL, or a list of them (each matching file is one call of the
+            function), or a list of JSON items (each item is one call); see inputs.py.
         inputs_from: a function (or spec) returning the list of inputs (JSON values).
         params: keyword arguments for the function (JSON values).
         workers: worker processes (default: CPU count); 0 runs in this process.
@@ -185,21 +156,15 @@ def create(
         workers = 0 if executor == "ray" else (os.cpu_count() or 1)
     ex = make_executor(executor, workers, ray_address)
     ref = pipeline_mod.resolve(pipeline)
-    if not ref.spec and executor == "ray":
-        raise OptionError(
-            f"--executor ray needs a pipeline the workers can import, and {ref.name!r} is "
-            "not (a lambda, a closure, or defined interactively): define it at the top level "
-            "of a module"
-        )
-    if not ref.spec and workers != 0:
-        raise OptionError(
-            f"the pipeline function {ref.name!r} cannot be imported by worker processes "
-            "(a lambda, a closure, or defined interactively); define it at the top level of a "
-            "module, or pass workers=0 to run it in this process"
-        )
+    if isinstance(ex, InProcessExecutor):
+        ex.function = ref.function
+    in_process = executor != "ray" and workers == 0
+    # Shipped by value (a notebook's or a script's function, a closure): pickled once here,
+    # before any work, so that a function that cannot be shipped is refused at once.
+    payload = None if in_process or not ref.by_value else shipping.ship(ref.function, ref.name)
     params = pipeline_mod.check_json(params or {}, "params")
-    items, identities, sizes, inputs_desc = _inputs(inputs, inputs_from, storage_options)
-    fp, parts = fingerprint(ref.code_hash, params, identities)
+    found = inputs_mod.resolve(inputs, inputs_from, storage_options)
+    identity = inputs_mod.Identity(ref.code_hash, params, found)
     fs, root = storage.resolve(os.fspath(output), storage_options)
     url = storage.to_url(fs, root)
 
@@ -207,22 +172,24 @@ def create(
         m = commit_mod.read_manifest(fs, root)
         if m is None or overwrite:
             return None
-        if m.fingerprint == fp:
+        if identity.same_as(m.fingerprint, m.fingerprint_parts, _stat_of(m.pipeline)):
             return m
-        changed = ", ".join(changed_parts(m.fingerprint_parts, parts)) or "settings"
+        changed = ", ".join(changed_parts(m.fingerprint_parts, identity.full[1])) or "settings"
         raise SnapshotExistsError(
             f"{url} holds a snapshot made with different {changed}; "
             "pass --overwrite (overwrite=True) to replace it, or choose another OUTPUT"
         )
 
-    if storage.protocol(fs) == "memory" and (workers != 0 or executor == "ray"):
+    if storage.protocol(fs) == "memory" and not in_process:
         raise OptionError(
             f"{url} is in this process's memory, which worker processes cannot write into: "
             "pass --workers 0 (workers=0) to run the pipeline in this process"
         )
     commit_mod.check_output(fs, root)
     if (m := reusable()) is not None:
-        log.info("snapshot %s is up to date (fingerprint %s); nothing to do", url, fp[:12])
+        log.info(
+            "snapshot %s is up to date (fingerprint %s); nothing to do", url, m.fingerprint[:12]
+        )
         if m.compression != options.compression.to_json():
             log.warning(
                 "note: the existing snapshot is compressed with %s, not %s; the layout is "
@@ -231,31 +198,29 @@ def create(
                 options.compression.to_json(),
             )
         return _info(url, m, started, reused=True)
+    _refuse_nested(url)
 
-    held = _acquire_lease(fs, root, lease_ttl, wait, url)
-    while not isinstance(held, lease_mod.Lease):
-        if (m := reusable()) is not None:  # the other writer committed what we wanted
-            log.info("another writer committed %s meanwhile; reusing it", url)
-            return _info(url, m, started, reused=True)
-        held = _acquire_lease(fs, root, lease_ttl, wait, url)
-    lease = held
+    lease = _wait_for_lease(fs, root, lease_ttl, wait, url, reusable)
+    if not isinstance(lease, lease_mod.Lease):
+        log.info("another writer committed %s meanwhile; reusing it", url)
+        return _info(url, lease, started, reused=True)
     try:
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
         previous = commit_mod.read_manifest(fs, root)  # what --overwrite replaces, or None
-        run, plan, options = _start_or_resume(fs, root, fp, sizes, options, ref.spec)
+        run, plan, options, (fp, parts) = _start_or_resume(
+            fs, root, identity, found.sizes, options, ref.spec
+        )
         lease.set_run(run)
         done = commit_mod.finished_tasks(fs, root, run)
         tasks = [
-            TaskSpec(i, [items[j] for j in r], call_once=not items)
+            TaskSpec(i, [found.items[j] for j in r], call_once=not found.items)
             for i, r in enumerate(plan)
             if i not in done
         ]
         if done:
             log.info("resuming run %s: %d of %d tasks already done", run, len(done), len(plan))
-        # A function only this process can call (workers=0 was checked above) is registered.
-        spec = ref.spec or pipeline_mod.register(ref.function)
-        job = Job(url, storage_options or {}, run, spec, params, options.to_json())
+        job = Job(url, storage_options or {}, run, ref.spec, params, options.to_json(), payload)
         bar = Progress(len(plan), len(done)) if progress else None
         results = dict(done)
 
@@ -270,22 +235,26 @@ def create(
 
         try:
             ex.run(job, tasks, on_result, on_progress)
-        finally:
+        except BaseException:
             if bar is not None:
                 bar.close()
+            raise
         manifest = commit_mod.build_manifest(
             fingerprint=fp,
             parts=parts,
             pipeline={
                 "spec": ref.spec or None,
                 "function": ref.name,
+                "shipped": "by value" if ref.by_value else "by name",
                 "params": params,
-                "inputs": inputs_desc,
+                "inputs": {**found.description, "stat": identity.stat},
             },
             compression=options.compression.to_json(),
             results=list(results.values()),
             run=run,
         )
+        if bar is not None:  # the final line says what the snapshot holds, as the summary does
+            bar.close(records=manifest.num_records, nbytes=manifest.bytes)
         lease.check()
         commit_mod.commit(fs, root, manifest, replaces=previous)
         commit_mod.cleanup_after_commit(fs, root, manifest)
@@ -294,36 +263,100 @@ def create(
     return _info(url, manifest, started, reused=False, tasks=len(plan), resumed=len(done))
 
 
-def _acquire_lease(
-    fs: Any, root: str, ttl: float, wait: bool, url: str
-) -> lease_mod.Lease | lease_mod.LeaseInfo:
-    """Try to take the lease; if another live writer holds it, wait a moment (or raise)."""
-    storage.makedirs(fs, root)
-    got = lease_mod.try_acquire(fs, root, ttl)
-    if isinstance(got, lease_mod.Lease):
-        return got
-    if not wait:
-        raise lease_mod.LeaseError(
-            f"another snap create is writing {url}: {got.describe()}; wait for it to finish"
+def _stat_of(pipeline: dict[str, Any]) -> str | None:
+    inputs = pipeline.get("inputs") if isinstance(pipeline, dict) else None
+    return inputs.get("stat") if isinstance(inputs, dict) else None
+
+
+def _bootstrapping() -> bool:
+    """True while a multiprocessing "spawn"/"forkserver" child re-runs its parent's script."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+_GUARD = (
+    'put the code that runs snap.create under\n\n    if __name__ == "__main__":\n\n'
+    "so that it runs only when the script is started, not when another process imports it"
+)
+
+
+def _refuse_nested(url: str) -> None:
+    """Fail at once, not wait forever, where a create can only deadlock on its parent."""
+    if worker_mod.ACTIVE:
+        raise OptionError(
+            f"snap.create({url!r}) was called inside a snap worker process, while it imported "
+            f"the pipeline's module: {_GUARD}"
         )
-    log.info("waiting for another writer of %s: %s", url, got.describe())
-    time.sleep(min(2.0, ttl / 10))
-    return got
+    if _bootstrapping():
+        raise OptionError(
+            f"snap.create({url!r}) was called while a child process of "
+            f"{multiprocessing.current_process().name} re-ran the parent's script "
+            f"(multiprocessing 'spawn' start method) and the snapshot is not ready yet: {_GUARD}"
+        )
+
+
+WAIT_REPORT_S = 15.0  # a waiting writer says again who holds the lease this often
+
+
+def _wait_for_lease(
+    fs: Any, root: str, ttl: float, wait: bool, url: str, reusable: Callable[[], Manifest | None]
+) -> lease_mod.Lease | Manifest:
+    """Take the writer lease, waiting while another live writer holds it (saying so on
+    stderr, again every WAIT_REPORT_S), or return the snapshot that writer committed."""
+    storage.makedirs(fs, root)
+    said = -float("inf")
+    while True:
+        got = lease_mod.try_acquire(fs, root, ttl)
+        if isinstance(got, lease_mod.Lease):
+            return got
+        who = got.describe()
+        if not wait:
+            raise lease_mod.LeaseError(
+                f"another snap create is writing {url}: {who}; wait for it to finish"
+            )
+        h = got.holder
+        if h.get("host") == socket.gethostname() and h.get("pid") == os.getppid():
+            raise lease_mod.LeaseError(
+                f"the writer lease of {url} is held by this process's parent ({who}), which "
+                f"waits for this process: waiting would never end. {_GUARD[0].upper()}"
+                f"{_GUARD[1:]}"
+            )
+        if time.monotonic() - said >= WAIT_REPORT_S:
+            log.warning(
+                "waiting for the writer lease of %s, held by %s; it is taken over if that "
+                "writer stops (Ctrl-C to give up)",
+                url,
+                who,
+            )
+            said = time.monotonic()
+        time.sleep(min(2.0, ttl / 10))
+        if (m := reusable()) is not None:  # the other writer committed what we wanted
+            return m
 
 
 def _start_or_resume(
-    fs: Any, root: str, fp: str, sizes: list[int], options: WriteOptions, spec: str
-) -> tuple[str, list[range], WriteOptions]:
-    """The unfinished run with this fingerprint (keeping its plan and options), or a new run."""
+    fs: Any,
+    root: str,
+    identity: inputs_mod.Identity,
+    sizes: list[int],
+    options: WriteOptions,
+    spec: str,
+) -> tuple[str, list[range], WriteOptions, tuple[str, dict[str, Any]]]:
+    """The unfinished run of this code, params and inputs (keeping its plan and options), or
+    a new run. Also returns the run's ``(fingerprint, parts)``."""
     for info in commit_mod.find_runs(fs, root):
-        if info.get("fingerprint") == fp:
+        parts = info.get("parts")
+        if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
             plan = [range(a, b) for a, b in info["plan"]]
-            return info["run"], plan, WriteOptions.from_json(info["options"])
+            fp = (info["fingerprint"], parts or identity.full[1])
+            return info["run"], plan, WriteOptions.from_json(info["options"]), fp
     run = uuid.uuid4().hex[:10]
     plan = plan_tasks(sizes, options.inputs_per_task)
+    fp, parts = identity.full
     info = {
         "run": run,
         "fingerprint": fp,
+        "parts": parts,
+        "stat": identity.stat,
         "pipeline": spec,
         "created": time.time(),
         "options": options.to_json(),
@@ -331,4 +364,4 @@ def _start_or_resume(
     }
     path = storage.join(commit_mod.run_dir(root, run), commit_mod.RUN_FILE)
     storage.write_atomic(fs, path, json.dumps(info).encode())
-    return run, plan, options
+    return run, plan, options, (fp, parts)

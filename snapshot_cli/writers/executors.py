@@ -1,8 +1,9 @@
 """Executors run tasks. The writer only knows the :class:`Executor` interface.
 
 - ``InProcessExecutor`` (``workers=0``): tasks run one after another in this process; for
-  tests, debugging (breakpoints work) and functions that cannot be imported by name.
-- ``LocalExecutor`` (``workers=N``): N spawned worker processes on this machine.
+  tests and debugging (breakpoints work).
+- ``LocalExecutor`` (``workers=N``): N worker processes on this machine, each a fresh
+  interpreter that runs only snap's worker loop (:mod:`.worker`) and the pipeline function.
 
 - ``RayExecutor`` (``executor="ray"``, in :mod:`.ray_executor`): Ray tasks on a cluster; it
   ships :class:`Job` and :class:`TaskSpec` as the JSON values they are.
@@ -11,23 +12,24 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import multiprocessing
+import json
 import os
 import queue
 import signal
+import subprocess
 import sys
 import threading
-import traceback
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+import snapshot_cli
+
 from .. import errors
-from ..errors import PipelineError, SnapError
+from ..errors import PipelineError
 from .task import Job, ProgressFn, TaskSpec, run_task
+from .worker import rebuild_error
 
 ResultFn = Callable[[dict[str, Any]], None]
 
@@ -48,63 +50,91 @@ class Executor(ABC):
 
 
 class InProcessExecutor(Executor):
+    """Runs the tasks one after another in this process, calling ``function`` directly."""
+
     name = "inprocess"
+
+    def __init__(self, function: Callable[..., Any] | None = None) -> None:
+        self.function = function
 
     def run(
         self, job: Job, tasks: Sequence[TaskSpec], on_result: ResultFn, on_progress: ProgressFn
     ) -> None:
         for task in tasks:
-            on_result(run_task(job, task, on_progress))
+            on_result(run_task(job, task, on_progress, function=self.function))
 
 
-# --- worker process side -------------------------------------------------------------------
+class _WorkerProcess:
+    """One worker process (see worker.py) and the thread that reads its messages."""
 
-_progress_queue: Any = None
+    def __init__(self, index: int, hello: bytes, events: queue.Queue[Any]) -> None:
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(snapshot_cli.__file__)))
+        code = (
+            f"import sys; sys.path.insert(0, {package_parent!r}); "
+            f"from snapshot_cli.writers.worker import main; main({os.getpid()})"
+        )
+        # A new session: the terminal's Ctrl-C reaches only the parent, which stops us.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.events = events
+        self.task: TaskSpec | None = None
+        self._send(hello)
+        self.reader = threading.Thread(target=self._read, name=f"snap-worker-{index}", daemon=True)
+        self.reader.start()
 
+    def _read(self) -> None:
+        stdout = self.proc.stdout
+        try:
+            for line in stdout or ():
+                self.events.put((self, json.loads(line)))
+        except (OSError, ValueError):
+            pass  # a broken pipe or a torn line: the process is gone, reported below
+        self.events.put((self, None))
 
-def _die_with_parent() -> None:
-    """Linux: have the kernel kill this worker when the parent dies (even by kill -9)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    def _send(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):  # it died: its reader reports that
+            if self.proc.stdin is not None:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
 
+    def send_task(self, task: TaskSpec) -> None:
+        self.task = task
+        self._send(json.dumps({"task": task.to_json()}).encode() + b"\n")
 
-def _init_worker(progress_queue: Any, parent_pid: int) -> None:
-    global _progress_queue
-    _progress_queue = progress_queue
-    _die_with_parent()
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    def how_it_ended(self) -> str:
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "stopped answering"
+        if code < 0:
+            name = signal.Signals(-code).name
+            return f"was killed by {name}{' (out of memory?)' if name == 'SIGKILL' else ''}"
+        return f"exited with code {code}"
 
-
-def _report(records: int, nbytes: int) -> None:
-    if _progress_queue is not None:
-        _progress_queue.put((records, nbytes))
-
-
-def _worker_run(job: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
-    """Entry point in the worker: never raises, returns the result or the error as data."""
-    try:
-        return {"ok": run_task(Job(**job), TaskSpec(**task), _report)}
-    except SnapError as err:
-        return {"error": {"type": type(err).__name__, "message": str(err)}}
-    except OSError as err:
-        return {"error": {"type": "StorageError", "message": f"task {task['index']}: {err}"}}
-    except Exception:
-        return {"error": {"type": "internal", "message": traceback.format_exc()}}
-
-
-def _rebuild_error(err: dict[str, Any]) -> BaseException:
-    cls = getattr(errors, err["type"], None)
-    if isinstance(cls, type) and issubclass(cls, SnapError):
-        return cls(err["message"])
-    return RuntimeError(f"internal error in a worker process (a bug in snap):\n{err['message']}")
+    def stop(self, kill: bool) -> None:
+        """End its input (a worker between tasks then exits), or kill it; reap it."""
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        if kill:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.reader.join(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 class LocalExecutor(Executor):
-    """Runs tasks in ``workers`` spawned processes (spawn: no state inherited across fork)."""
+    """Runs tasks in ``workers`` worker processes on this machine, one task each at a time."""
 
     name = "local"
 
@@ -118,71 +148,48 @@ class LocalExecutor(Executor):
     ) -> None:
         if not tasks:
             return
-        ctx = multiprocessing.get_context("spawn")
-        progress_q = ctx.Queue()
-        drain = threading.Thread(
-            target=_drain_progress,
-            args=(progress_q, on_progress),
-            name="snap-progress",
-            daemon=True,
-        )
-        drain.start()
-        pool = ProcessPoolExecutor(
-            max_workers=min(self.workers, len(tasks)),
-            mp_context=ctx,
-            initializer=_init_worker,
-            initargs=(progress_q, os.getpid()),
-        )
-        pending = list(reversed(tasks))
-        in_flight: dict[Future[dict[str, Any]], TaskSpec] = {}
-        job_json = job.to_json()
+        hello = json.dumps({"sys_path": sys.path, "job": job.to_json()}).encode() + b"\n"
+        events: queue.Queue[Any] = queue.Queue()
+        procs: list[_WorkerProcess] = []
         clean = False
         try:
-            while pending or in_flight:
-                while pending and len(in_flight) < 2 * self.workers:
-                    task = pending.pop()
-                    in_flight[pool.submit(_worker_run, job_json, task.to_json())] = task
-                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-                for future in done:
-                    task = in_flight.pop(future)
-                    try:
-                        outcome = future.result()
-                    except BrokenProcessPool as err:
-                        raise PipelineError(
-                            f"a worker process died while running task {task.index} "
-                            f"(inputs {task.inputs[:3]}{'...' if len(task.inputs) > 3 else ''}): "
-                            "killed, out of memory, or a crash in native code; run the same "
-                            "command again to resume"
-                        ) from err
-                    if "error" in outcome:
-                        raise _rebuild_error(outcome["error"])
-                    on_result(outcome["ok"])
+            procs.extend(
+                _WorkerProcess(i, hello, events) for i in range(min(self.workers, len(tasks)))
+            )
+            pending = deque(tasks)
+            idle: list[_WorkerProcess] = []
+            while pending or any(p.task is not None for p in procs):
+                while pending and idle:
+                    idle.pop().send_task(pending.popleft())
+                proc, message = events.get()
+                if message is None:
+                    raise PipelineError(_died(proc))
+                if "progress" in message:
+                    on_progress(*message["progress"])
+                elif "error" in message:
+                    raise rebuild_error(message["error"])
+                elif "ok" in message:
+                    proc.task = None
+                    idle.append(proc)
+                    on_result(message["ok"])
+                else:  # ready: the function is loaded
+                    idle.append(proc)
             clean = True
         finally:
-            if clean:
-                pool.shutdown(wait=True)
-            else:
-                for process in list(getattr(pool, "_processes", {}).values()):
-                    with contextlib.suppress(Exception):
-                        process.terminate()
-                pool.shutdown(wait=True, cancel_futures=True)
-            progress_q.put(None)
-            drain.join(timeout=10)  # a worker killed mid-put can leave the queue unusable
-            progress_q.close()
-            if not clean:
-                progress_q.cancel_join_thread()
-            progress_q.join_thread()
+            for proc in procs:
+                proc.stop(kill=not clean)
 
 
-def _drain_progress(q: Any, on_progress: ProgressFn) -> None:
-    while True:
-        try:
-            item = q.get()
-        except (EOFError, OSError, queue.Empty):
-            return
-        if item is None:
-            return
-        on_progress(*item)
+def _died(proc: _WorkerProcess) -> str:
+    how = proc.how_it_ended()
+    task = proc.task
+    if task is None:
+        return f"a worker process {how} before it could run a task; see the messages above"
+    inputs = f"{task.inputs[:3]}{'...' if len(task.inputs) > 3 else ''}"
+    return (
+        f"a worker process {how} while running task {task.index} (inputs {inputs}): killed, "
+        "out of memory, or a crash in native code; run the same command again to resume"
+    )
 
 
 def make_executor(name: str, workers: int, ray_address: str | None = None) -> Executor:

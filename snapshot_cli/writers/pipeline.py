@@ -1,8 +1,8 @@
 """Finding the user's pipeline function, hashing its code, parsing ``--param`` and inputs.
 
-A PIPELINE is ``path/to/file.py:function`` or ``package.module:function``. Worker processes
-load it again from the same spec, so the function must be importable by name (top level of
-its module).
+A PIPELINE is ``path/to/file.py:function`` or ``package.module:function`` (the CLI), or a
+function object (the Python API). Worker processes load a spec again by name; a function
+that is not importable by name is shipped by value instead (see :mod:`.shipping`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptionError, PipelineLoadError
+from . import shipping
 
 _loaded: dict[str, Callable[..., Any]] = {}
 
@@ -28,9 +29,13 @@ _loaded: dict[str, Callable[..., Any]] = {}
 class PipelineRef:
     """A loadable reference to the pipeline: its spec, the function, and its code hash."""
 
-    spec: str
+    spec: str  # "" when the function is shipped by value
     function: Callable[..., Any]
     code_hash: str
+
+    @property
+    def by_value(self) -> bool:
+        return not self.spec
 
     @property
     def name(self) -> str:
@@ -127,54 +132,33 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     return obj
 
 
-def register(fn: Callable[..., Any]) -> str:
-    """Make ``fn`` loadable in this process under a synthetic spec (in-process runs only)."""
-    spec = f"<in-process {id(fn):x}>:{getattr(fn, '__name__', 'function')}"
-    _loaded[f"pipeline|{spec}"] = fn
-    return spec
-
-
-def source_file(fn: Callable[..., Any]) -> str | None:
-    try:
-        return inspect.getsourcefile(inspect.unwrap(fn))
-    except TypeError:
-        return None
-
-
 def code_hash(fn: Callable[..., Any]) -> str:
     """sha256 of the source file that defines ``fn`` (any edit to it changes the fingerprint)."""
-    path = source_file(fn)
-    if path and os.path.isfile(path):
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    code = getattr(inspect.unwrap(fn), "__code__", None)
-    if code is None:
-        raise PipelineLoadError(f"cannot find the source of {fn!r} to fingerprint it")
-    material = repr((code.co_code, code.co_consts, code.co_names)).encode()
-    return hashlib.sha256(material).hexdigest()
-
-
-def spec_for_function(fn: Callable[..., Any]) -> str | None:
-    """A spec worker processes can load ``fn`` from, or None if it is not importable by name."""
-    qualname = getattr(fn, "__qualname__", "")
-    if not qualname or "<" in qualname:  # lambdas, closures
-        return None
-    module = getattr(fn, "__module__", None)
-    path = source_file(fn)
-    if module in (None, "__main__") or (module or "").startswith("_snap_pipeline_"):
-        return f"{path}:{qualname}" if path and os.path.isfile(path) else None
-    return f"{module}:{qualname}"
+    try:
+        path = inspect.getsourcefile(inspect.unwrap(fn))
+    except TypeError:
+        path = None
+    if not path or not os.path.isfile(path):
+        raise PipelineLoadError(f"cannot find the source file of {fn!r} to fingerprint it")
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
-    """Accept a spec string (CLI) or a function object (Python API)."""
+    """Accept a spec string (CLI) or a function object (Python API).
+
+    A function that workers can import by name keeps its spec; any other (defined in a
+    notebook or in the script being run, a closure, a lambda) goes by value: see shipping.py.
+    """
     if isinstance(pipeline, str):
         fn = load_function(pipeline)
         return PipelineRef(pipeline, fn, code_hash(fn))
     if not callable(pipeline):
         raise PipelineLoadError(f"pipeline must be a function or a spec string, got {pipeline!r}")
-    spec = spec_for_function(pipeline) or ""
-    return PipelineRef(spec, pipeline, code_hash(pipeline))
+    spec = shipping.importable_spec(pipeline)
+    if spec is not None:
+        return PipelineRef(spec, pipeline, code_hash(pipeline))
+    return PipelineRef("", pipeline, shipping.identity(pipeline))
 
 
 def parse_params(items: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """``--executor ray``: the tasks of a run as Ray tasks, on a local or remote Ray cluster.
 
-Each Ray task is :func:`snapshot_cli.writers.executors._worker_run`, the same entry point the
+Each Ray task is :func:`snapshot_cli.writers.worker.outcome`, the same entry point the
 local executor's processes run: it writes its task's shards straight to the snapshot's
 storage and its result file, and returns the result (or the error) as JSON values. The driver
 (this process) only schedules, collects results and commits the manifest, as it does locally,
@@ -11,7 +11,8 @@ so resume, the fingerprint and the manifest are the same whichever executor ran 
 - **Code.** A pipeline given as ``path/to/file.py:fn`` is shipped with the job: the ``.py``
   files of its directory (not subdirectories) become the Ray job's ``working_dir``, so the
   workers import the same code, on any node. A ``package.module:fn`` pipeline must be
-  installed on the cluster, like snap itself.
+  installed on the cluster, like snap itself. A function that cannot be imported by name
+  (a notebook's, a closure) travels pickled by value inside the job (see shipping.py).
 - **Backpressure.** At most ``2 x`` the cluster's CPUs tasks are submitted at a time (or
   ``max_in_flight``); the progress bar moves on each task's completion.
 - **Failures.** A task whose worker process dies (killed, out of memory, node lost) is
@@ -35,7 +36,8 @@ from typing import Any
 
 from .. import storage
 from ..errors import OptionError, PipelineError
-from .executors import Executor, ResultFn, _rebuild_error, _worker_run
+from . import worker
+from .executors import Executor, ResultFn
 from .task import Job, ProgressFn, TaskSpec
 
 MAX_RETRIES = 3
@@ -90,11 +92,6 @@ class RayExecutor(Executor):
     ) -> None:
         if not tasks:
             return
-        if job.pipeline.startswith("<in-process"):
-            raise OptionError(
-                "--executor ray needs a pipeline the workers can import: a function defined "
-                "at the top level of a file or module, not an in-process function"
-            )
         ray = _ray()
         with tempfile.TemporaryDirectory(prefix="snap-ray-job-") as code_dir:
             shipped = ship_pipeline(job.pipeline, code_dir)
@@ -150,7 +147,7 @@ class RayExecutor(Executor):
         on_result: ResultFn,
         on_progress: ProgressFn,
     ) -> None:
-        remote = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(_worker_run)
+        remote = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(worker.outcome)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         limit = self.max_in_flight or max(2, 2 * cpus)
         job_json = job.to_json()
@@ -178,7 +175,7 @@ class RayExecutor(Executor):
                             "to resume"
                         ) from err
                     if "error" in outcome:
-                        raise _rebuild_error(outcome["error"])
+                        raise worker.rebuild_error(outcome["error"])
                     result = outcome["ok"]
                     on_progress(
                         sum(s["records"] for s in result["shards"]),

@@ -22,7 +22,7 @@ from .. import schema as schema_mod
 from .. import storage
 from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
 from ..manifest import RUNS_DIR, ShardEntry
-from . import convert, pipeline
+from . import convert, pipeline, shipping
 from .options import WriteOptions
 from .shard import ShardRoller
 
@@ -36,9 +36,10 @@ class Job:
     output: str
     storage_options: dict[str, Any]
     run: str
-    pipeline: str
+    pipeline: str  # a spec workers import by name, or ""
     params: dict[str, Any]
     options: dict[str, Any]
+    function: str | None = None  # the function pickled by value (base64), see shipping.py
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,16 +159,30 @@ def _describe_input(spec: TaskSpec, item: Any) -> str:
     return f"input {text!r} (task {spec.index})"
 
 
-def run_task(job: Job, spec: TaskSpec, on_batch: ProgressFn | None = None) -> dict[str, Any]:
+def load_job_function(job: Job) -> Callable[..., Any]:
+    """The job's pipeline function: unpickled if shipped by value, else imported by name."""
+    if job.function:
+        return shipping.load(job.function)
+    if not job.pipeline:
+        raise PipelineLoadError("this job has neither a pipeline spec nor a shipped function")
+    return pipeline.load_function(job.pipeline)
+
+
+def run_task(
+    job: Job,
+    spec: TaskSpec,
+    on_batch: ProgressFn | None = None,
+    function: Callable[..., Any] | None = None,
+) -> dict[str, Any]:
     """Run one task to completion and write its result file. Returns the result (JSON values).
+
+    ``function`` is the pipeline itself when the task runs in the process that has it.
 
     Raises:
         PipelineError: the user's function raised (message names the input, has its traceback).
         RecordError: it yielded something snap cannot store (message names the input).
     """
-    fn = pipeline.load_function(job.pipeline) if job.pipeline else None
-    if fn is None:
-        raise PipelineLoadError("this task has no loadable pipeline spec")
+    fn = function if function is not None else load_job_function(job)
     options = WriteOptions.from_json(job.options)
     fs, root = storage.resolve(job.output, job.storage_options)
     roller = ShardRoller(fs, root, job.run, spec.index, options.compression, options.shard_size)

@@ -321,11 +321,11 @@ def test_unwritable_output(pipe: str) -> None:
         snap.create(pipe, "/sys/snap-test/out", workers=0)
 
 
-def test_lambda_needs_workers_zero(tmp_path: Path) -> None:
-    with pytest.raises(snap.OptionError, match="cannot be imported by worker processes"):
-        snap.create(lambda: iter([{"a": 1}]), str(tmp_path / "s"), workers=2)
-    info = snap.create(lambda: iter([{"a": 1}]), str(tmp_path / "s"), workers=0)
-    assert info.num_records == 1
+def test_lambda_runs_in_worker_processes_and_in_process_alike(tmp_path: Path) -> None:
+    a = snap.create(lambda: iter([{"a": 1}]), str(tmp_path / "s"), workers=2)
+    b = snap.create(lambda: iter([{"a": 1}]), str(tmp_path / "s"), workers=0)
+    assert a.num_records == 1 and not a.reused
+    assert b.reused and b.fingerprint == a.fingerprint  # same code: same snapshot
 
 
 def test_params_must_be_json(tmp_path: Path, pipe: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -158,9 +159,12 @@ def test_two_creates_at_once_never_both_write(tmp_path: Path, write_pipeline) ->
     )
     second = start_create(out, tmp_path / "in", spec, calls_file, gate, tmp_path / "log2")
     wait_for(
-        lambda: b"waiting for another writer" in (tmp_path / "log2").read_bytes(),
-        "the second to wait",
+        lambda: b"waiting for the writer lease" in (tmp_path / "log2").read_bytes(),
+        "the second to say that it waits",
     )
+    said = (tmp_path / "log2").read_text()
+    # who holds the lease: host, pid and heartbeat age
+    assert f"{socket.gethostname()}:{first.pid}" in said and "heartbeat" in said, said
     gate.write_text("open")
     assert first.wait(timeout=120) == 0, (tmp_path / "log1").read_text()
     assert second.wait(timeout=120) == 0, (tmp_path / "log2").read_text()

@@ -198,11 +198,13 @@ def test_failing_function_names_the_input_with_its_traceback(
     assert not (tmp_path / "snap" / "manifest.json").exists()
 
 
-def test_ray_option_errors(ray_cluster: str, tmp_path: Path) -> None:
+def test_ray_runs_a_closure_and_refuses_bad_options(ray_cluster: str, tmp_path: Path) -> None:
     make_inputs(tmp_path / "in", 2)
-    with pytest.raises(OptionError, match="needs a pipeline the workers can import"):
-        snap.create(lambda path: iter([{"x": 1}]), str(tmp_path / "a"),
-                    inputs=str(tmp_path / "in" / "*.txt"), executor="ray")  # fmt: skip
+    offset = 40  # a closure: shipped to the Ray workers by value, with what it uses
+    info = snap.create(lambda path: iter([{"x": offset + int(path[-5])}]), str(tmp_path / "a"),
+                       inputs=str(tmp_path / "in" / "*.txt"), executor="ray")  # fmt: skip
+    got = sorted(int(x) for b in snap.open(str(tmp_path / "a")).loader(8) for x in b["x"])
+    assert info.num_records == 2 and got == [40, 41]
     with pytest.raises(OptionError, match="--ray-address applies to --executor ray only"):
         snap.create("x.py:f", str(tmp_path / "b"), inputs=str(tmp_path / "in" / "*.txt"),
                     ray_address="127.0.0.1:1")  # fmt: skip

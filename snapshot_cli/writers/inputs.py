@@ -1,0 +1,220 @@
+"""What the pipeline is called on, and what identifies it for the fingerprint.
+
+Inputs are files (``--input`` globs and URLs; in Python ``inputs="raw/*.jpg"`` or a list of
+paths) or items (``--inputs-from module:function``; in Python a list of JSON values, or
+``inputs_from=`` a function returning one). A list of strings is read as paths and globs;
+a list holding anything else (numbers, lists, dicts, with or without strings) as items.
+
+Identity, as make and git do it: a cheap *stat identity* (path, size, and the mtime,
+generation or checksum a listing reports) is compared first; only when it differs from
+what the snapshot recorded is the *content identity* computed (a checksum the storage keeps,
+GCS crc32c or S3 ETag, else the sha256 of the bytes), and the fingerprint is made from
+content. So a file rewritten with the same bytes keeps its snapshot up to date, and a changed
+file is still detected.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import storage
+from ..errors import OptionError, PipelineLoadError
+from ..manifest import canonical_json, fingerprint
+from . import pipeline as pipeline_mod
+
+log = logging.getLogger("snapshot_cli")
+
+HASH_THREADS = 8  # files hashed at once (reads and sha256 release the GIL)
+
+
+@dataclass
+class Inputs:
+    """The inputs of a run: the values passed to the function, and their identities."""
+
+    items: list[Any]  # what the function is called with (file URLs, or JSON items)
+    sizes: list[int]  # bytes per input (0 for items): tasks are planned from these
+    description: dict[str, Any]  # for the manifest: count, patterns or inputs_from
+    files: list[storage.InputFile] | None = None
+    storage_options: dict[str, Any] | None = None
+    _content: list[Any] | None = field(default=None, repr=False)
+
+    @property
+    def stat(self) -> str:
+        """Hash of the cheap identities (no file is read)."""
+        ids = self.items if self.files is None else [f.stat_identity() for f in self.files]
+        return _sha256(canonical_json(ids))
+
+    def content_identities(self) -> list[Any]:
+        """One identity per input from its contents (reads files the storage has no
+        checksum for; once)."""
+        if self._content is None:
+            self._content = self.items if self.files is None else self._hash_files(self.files)
+        return self._content
+
+    def _hash_files(self, files: list[storage.InputFile]) -> list[Any]:
+        todo = [f.url for f in files if not f.content]
+        hashed: dict[str, str] = {}
+        if todo:
+            started = time.monotonic()
+            total = sum(f.size for f in files if not f.content)
+            hash_one = functools.partial(storage.hash_file, storage_options=self.storage_options)
+            with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="snap-hash") as pool:
+                hashed = dict(zip(todo, pool.map(hash_one, todo), strict=True))
+            log.info(
+                "read %d input files (%.1f MiB) in %.1f s to identify their contents",
+                len(todo),
+                total / 2**20,
+                time.monotonic() - started,
+            )
+        return [[f.url, f.size, f.content or hashed[f.url]] for f in files]
+
+
+def _sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Identity:
+    """The fingerprint of a run, computed from contents only when the cheap check fails."""
+
+    def __init__(self, code_hash: str, params: dict[str, Any], inputs: Inputs) -> None:
+        self.code_hash, self.params, self.inputs = code_hash, params, inputs
+        _, self._cheap_parts = fingerprint(code_hash, params, [])
+        del self._cheap_parts["inputs"]
+
+    @property
+    def stat(self) -> str:
+        return self.inputs.stat
+
+    @functools.cached_property
+    def full(self) -> tuple[str, dict[str, Any]]:
+        """``(fingerprint, parts)`` from the inputs' contents."""
+        return fingerprint(self.code_hash, self.params, self.inputs.content_identities())
+
+    def same_as(self, fp: str, parts: Mapping[str, Any], stat: str | None) -> bool:
+        """Whether a snapshot or run recorded as ``(fp, parts, stat)`` was made from this."""
+        if stat == self.stat and all(parts.get(k) == v for k, v in self._cheap_parts.items()):
+            return True
+        return fp == self.full[0]
+
+
+def _as_items(values: Iterable[Any], what: str) -> list[Any]:
+    """Check each value is JSON (numpy scalars become Python ones); name the first that is not."""
+    items = []
+    for i, value in enumerate(values):
+        if isinstance(value, np.generic):
+            value = value.item()
+        elif isinstance(value, np.ndarray):
+            value = value.tolist()
+        try:
+            text = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            kind = type(value).__name__
+            nan = isinstance(value, float) and not math.isfinite(value)
+            raise OptionError(
+                f"{what}[{i}] is {'not finite' if nan else f'a {kind}'} ({value!r:.80}): items "
+                "must be JSON values (str, int, float, bool, None, and lists and dicts of them)"
+                f" ({err})"
+            ) from err
+        items.append(json.loads(text))
+    return items
+
+
+def _files(patterns: list[str], storage_options: dict[str, Any] | None) -> Inputs:
+    files = storage.expand_inputs(patterns, storage_options)
+    return Inputs(
+        items=[f.url for f in files],
+        sizes=[f.size for f in files],
+        description={"count": len(files), "patterns": patterns},
+        files=files,
+        storage_options=storage_options,
+    )
+
+
+def _items(items: list[Any], description: dict[str, Any]) -> Inputs:
+    return Inputs(items, [0] * len(items), {"count": len(items), **description})
+
+
+def resolve(
+    inputs: Any,
+    inputs_from: str | Callable[[], Any] | None,
+    storage_options: dict[str, Any] | None,
+) -> Inputs:
+    """``inputs=`` / ``--input`` and ``inputs_from=`` / ``--inputs-from`` → :class:`Inputs`.
+
+    Raises:
+        OptionError: both given, an empty list, or a value that is neither a path nor JSON
+            (the message names the element).
+        PipelineLoadError: the ``inputs_from`` function cannot be loaded or raised.
+    """
+    if inputs is not None and inputs_from is not None:
+        raise OptionError("use either --input or --inputs-from (inputs= or inputs_from=), not both")
+    if inputs_from is not None:
+        return _from_function(inputs_from)
+    if inputs is None:
+        return _items([], {})  # the function is called once, with no argument
+    if isinstance(inputs, (str, os.PathLike)):
+        return _files([os.fspath(inputs)], storage_options)
+    if isinstance(inputs, np.ndarray):
+        inputs = inputs.tolist()
+    if isinstance(inputs, (bytes, Mapping)) or not isinstance(inputs, Iterable):
+        raise OptionError(
+            f"inputs must be a path or glob, or a list of paths or of JSON items; got a "
+            f"{type(inputs).__name__} ({inputs!r:.80})"
+        )
+    values = list(inputs)
+    if not values:
+        raise OptionError(
+            "inputs is an empty list: nothing to preprocess (leave inputs out to call the "
+            "function once with no argument)"
+        )
+    if all(isinstance(v, str) for v in values):
+        return _files(values, storage_options)
+    if any(isinstance(v, os.PathLike) for v in values):
+        bad = next(i for i, v in enumerate(values) if not isinstance(v, (str, os.PathLike)))
+        raise OptionError(
+            f"inputs[{bad}] is a {type(values[bad]).__name__} ({values[bad]!r:.80}) in a list "
+            "of paths: give paths and globs only, or JSON items only"
+        )
+    return _items(_as_items(values, "inputs"), {})
+
+
+def _from_function(inputs_from: str | Callable[[], Any]) -> Inputs:
+    if isinstance(inputs_from, str):
+        fn = pipeline_mod.load_function(inputs_from, "--inputs-from")
+        name = inputs_from
+    elif callable(inputs_from):
+        fn, name = inputs_from, getattr(inputs_from, "__qualname__", repr(inputs_from))
+    else:
+        raise OptionError(
+            f"inputs_from must be a function or 'module:function', got {inputs_from!r:.80}"
+        )
+    try:
+        raw = fn()
+    except Exception as err:
+        raise PipelineLoadError(
+            f"--inputs-from {name!r} raised:\n{pipeline_mod.format_user_traceback(err)}"
+        ) from err
+    if isinstance(raw, np.ndarray):
+        raw = raw.tolist()
+    if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
+        raise OptionError(
+            f"--inputs-from {name!r} returned a {type(raw).__name__}, not a list of items"
+        )
+    values = list(raw)
+    if not values:
+        raise OptionError(f"--inputs-from {name!r} returned no items: nothing to preprocess")
+    return _items(_as_items(values, f"the items of --inputs-from {name!r}"),
+                  {"inputs_from": name})  # fmt: skip

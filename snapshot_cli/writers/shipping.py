@@ -1,0 +1,354 @@
+"""How a pipeline function reaches worker processes, and what identifies it.
+
+Two ways, chosen per function:
+
+- **By name.** A function defined at the top level of an importable module (a package, or a
+  ``.py`` file given as ``path/to/file.py:function``) is loaded again by name in every worker.
+  Its identity is the sha256 of its module's source file: any edit there changes it.
+- **By value.** Anything else: a function defined in a notebook, in the script being run
+  (``__main__``: a worker never re-runs the script), a closure, a lambda, a
+  ``functools.partial``. It is pickled with cloudpickle (as Ray, Dask and joblib ship
+  functions) and unpickled once per worker. Its identity covers its own source text (or
+  bytecode where no source exists) and, recursively, the values it uses from outside:
+  closure variables, globals it names, defaults, and the functions it calls that are shipped
+  by value too. Functions from installed packages count by name only; functions from your
+  own modules count by their file's contents.
+
+A function that cannot be pickled (it holds a lock, an open file, a live connection) is
+refused with a message naming the global or closure variable that could not be shipped.
+The code is shipped by value; data and metadata never are (the snapshot holds no pickle).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import importlib.util
+import inspect
+import logging
+import os
+import pickle
+import sys
+import sysconfig
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..errors import PipelineLoadError
+
+log = logging.getLogger("snapshot_cli")
+
+BIG_PAYLOAD = 64 << 20  # a function this large when pickled is worth a warning
+BIG_CONTAINER = 10_000  # larger lists and dicts are hashed through one pickle
+_MAIN_MODULES = ("__main__", "__mp_main__")
+_loaded: dict[str, Callable[..., Any]] = {}
+
+
+class Unshippable(Exception):
+    """A value the function uses cannot be pickled; ``where`` names it."""
+
+    def __init__(self, where: str, err: BaseException) -> None:
+        super().__init__(f"{where}: {type(err).__name__}: {err}")
+        self.where, self.err = where, err
+
+
+# --- by name ---------------------------------------------------------------------------------
+
+
+def _importable(module: str | None, qualname: str, obj: Any) -> bool:
+    """Whether ``module:qualname`` imports (by name, without running a script) to ``obj``."""
+    if not module or module in _MAIN_MODULES or not qualname or "<" in qualname:
+        return False
+    mod = sys.modules.get(module)
+    if mod is None or getattr(mod, "__spec__", None) is None:
+        return False
+    try:
+        if importlib.util.find_spec(module) is None:
+            return False
+    except (ImportError, ValueError):
+        return False
+    target: Any = mod
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return target is obj
+
+
+def importable_spec(fn: Callable[..., Any]) -> str | None:
+    """``module:qualname`` a worker can load ``fn`` from, or None if it must go by value.
+
+    Functions of modules that snap itself loaded from a file (``path/to/file.py:fn`` specs)
+    are named by that path again.
+    """
+    module = getattr(fn, "__module__", None) or ""
+    qualname = getattr(fn, "__qualname__", "")
+    if module.startswith("_snap_pipeline_"):
+        path = getattr(sys.modules.get(module), "__file__", None)
+        if path and "<" not in qualname and os.path.isfile(path):
+            return f"{path}:{qualname}"
+        return None
+    return f"{module}:{qualname}" if _importable(module, qualname, fn) else None
+
+
+# --- by value --------------------------------------------------------------------------------
+
+
+def ship(fn: Callable[..., Any], name: str) -> str:
+    """Pickle ``fn`` by value (cloudpickle) → base64 text for a JSON job.
+
+    Raises:
+        PipelineLoadError: something ``fn`` uses cannot be pickled; the message names it.
+    """
+    import cloudpickle
+
+    try:
+        data = cloudpickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as err:
+        try:
+            identity(fn, strict=True)  # walks everything the function uses: finds the culprit
+        except Unshippable as found:
+            raise PipelineLoadError(_unshippable_message(name, found)) from err
+        raise PipelineLoadError(
+            f"the pipeline function {name!r} cannot be sent to worker processes: "
+            f"{type(err).__name__}: {err}; {_REMEDY}"
+        ) from err
+    if len(data) > BIG_PAYLOAD:
+        log.warning(
+            "the pipeline function %r pickles to %d MiB with the values it uses; every "
+            "worker process receives a copy (load large data inside the function instead)",
+            name,
+            len(data) >> 20,
+        )
+    return base64.b64encode(data).decode("ascii")
+
+
+_REMEDY = (
+    "create such objects inside the function (cache them with functools.cache to build "
+    "them once per worker), or pass workers=0 to run the pipeline in this process"
+)
+
+
+def _unshippable_message(name: str, found: Unshippable) -> str:
+    return (
+        f"the pipeline function {name!r} cannot be sent to worker processes: it uses "
+        f"{found.where}, which cannot be pickled ({type(found.err).__name__}: {found.err}); "
+        f"{_REMEDY}"
+    )
+
+
+def load(payload: str) -> Callable[..., Any]:
+    """Unpickle a function shipped by :func:`ship` (once per process and payload)."""
+    key = hashlib.sha256(payload.encode("ascii")).hexdigest()
+    if key not in _loaded:
+        try:
+            fn = pickle.loads(base64.b64decode(payload))
+        except Exception as err:
+            raise PipelineLoadError(
+                "the pipeline function shipped by value cannot be loaded in a worker process "
+                f"({type(err).__name__}: {err}); a module it uses must be importable there "
+                "too (installed, or on the same sys.path)"
+            ) from err
+        _loaded[key] = fn
+    return _loaded[key]
+
+
+# --- identity --------------------------------------------------------------------------------
+
+
+def identity(fn: Callable[..., Any], strict: bool = False) -> str:
+    """sha256 of a by-value function: its code and every value it uses (see module docs).
+
+    A value that cannot be pickled counts by its type alone, unless ``strict``.
+
+    Raises:
+        Unshippable: with ``strict``, a value it uses cannot be pickled (nor shipped).
+    """
+    walker = _Walker(strict)
+    walker.value(fn, "the function")
+    return walker.hexdigest()
+
+
+def _library_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+
+
+@functools.cache
+def _file_digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _user_module_file(module: str) -> str | None:
+    """The source file of ``module`` if it is the user's own code (not stdlib or installed)."""
+    path = getattr(sys.modules.get(module), "__file__", None)
+    if not path or not path.endswith(".py") or not os.path.isfile(path):
+        return None
+    real = os.path.realpath(path)
+    return None if real.startswith(_library_dirs()) else real
+
+
+def _code_names(code: types.CodeType) -> Iterator[str]:
+    """Global names ``code`` and the code nested in it (lambdas, comprehensions) refer to."""
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_names(const)
+
+
+def _code_digest(code: types.CodeType) -> str:
+    """Bytecode digest for functions without source (exec'd strings): stable in a process
+    and across runs of one Python version."""
+    h = hashlib.sha256()
+    h.update(code.co_code)
+    for const in code.co_consts:
+        h.update(_code_digest(const).encode() if isinstance(const, types.CodeType) else
+                 repr(const).encode())  # fmt: skip
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    return h.hexdigest()
+
+
+class _Walker:
+    """Feeds a value and everything it refers to into one sha256, deterministically."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self._h = hashlib.sha256()
+        self._seen: dict[int, int] = {}
+        self._keep: list[Any] = []  # ids stay unique while the walk runs
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+    def _add(self, *parts: Any) -> None:
+        for part in parts:
+            data = part if isinstance(part, bytes) else str(part).encode("utf-8")
+            self._h.update(len(data).to_bytes(8, "little"))
+            self._h.update(data)
+
+    def value(self, v: Any, where: str) -> None:
+        if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+            self._add(type(v).__name__, v if isinstance(v, bytes) else repr(v))
+            return
+        if id(v) in self._seen:
+            self._add("seen", self._seen[id(v)])
+            return
+        self._seen[id(v)] = len(self._seen)
+        self._keep.append(v)
+        if isinstance(v, (list, tuple, dict)) and len(v) > BIG_CONTAINER and self._pickled(v):
+            return  # plain data: one pickle, not a Python call per element
+        if isinstance(v, (list, tuple)):
+            self._add(type(v).__name__, len(v))
+            for i, item in enumerate(v):
+                self.value(item, f"{where}[{i}]")
+        elif isinstance(v, dict):
+            self._add("dict", len(v))
+            for key, item in v.items():
+                self.value(key, where)
+                self.value(item, f"{where}[{key!r}]")
+        elif isinstance(v, (set, frozenset)):
+            digests = []
+            for item in v:
+                sub = _Walker(self.strict)
+                sub.value(item, where)
+                digests.append(sub.hexdigest())
+            self._add(type(v).__name__, *sorted(digests))
+        elif isinstance(v, np.ndarray) and v.dtype != object:
+            self._add("ndarray", v.dtype.str, v.shape, hashlib.sha256(v.tobytes()).hexdigest())
+        elif isinstance(v, np.generic):
+            self._add("numpy", v.dtype.str, v.tobytes())
+        elif isinstance(v, types.ModuleType):
+            self._add("module", v.__name__)
+        elif isinstance(v, types.FunctionType):
+            self._function(v, where)
+        elif isinstance(v, functools.partial):
+            self._add("partial")
+            self.value(v.func, where)
+            self.value(v.args, f"{where} (its arguments)")
+            self.value(v.keywords, f"{where} (its keywords)")
+        elif isinstance(v, types.MethodType):
+            self._add("method")
+            self.value(v.__func__, where)
+            self.value(v.__self__, f"{where} (its object)")
+        elif isinstance(v, (types.BuiltinFunctionType, type)):
+            self._named(v, where)
+        else:
+            self._object(v, where)
+
+    def _pickled(self, v: Any) -> bool:
+        try:
+            self._add(pickle.dumps(v, protocol=4))
+        except Exception:
+            return False
+        return True
+
+    def _named(self, v: Any, where: str) -> None:
+        """Builtins and classes: by name when importable, else by their source."""
+        module, qualname = getattr(v, "__module__", None), getattr(v, "__qualname__", "")
+        if _importable(module, qualname, v) or isinstance(v, types.BuiltinFunctionType):
+            self._add("ref", module, qualname)
+            if module and (path := _user_module_file(module)):
+                self._add(_file_digest(path))
+            return
+        self._add("class", qualname)
+        try:
+            self._add(inspect.getsource(v))
+        except (OSError, TypeError):
+            for name, attr in sorted(vars(v).items()):
+                if isinstance(attr, (types.FunctionType, classmethod, staticmethod, property)):
+                    self._add(name)
+                    self.value(getattr(attr, "__func__", attr), f"{where}.{name}")
+
+    def _function(self, fn: types.FunctionType, where: str) -> None:
+        module, qualname = fn.__module__, fn.__qualname__
+        if where != "the function" and _importable(module, qualname, fn):
+            self._named(fn, where)  # a library (or your module's) function: by name
+            return
+        self._add("function", qualname)
+        try:
+            # a lambda's "source" is the whole statement around it: use its code instead
+            source = None if fn.__name__ == "<lambda>" else inspect.getsource(fn)
+        except (OSError, TypeError):
+            source = None
+        self._add(source if source is not None else _code_digest(fn.__code__))
+        self.value(fn.__defaults__, f"{where} (its defaults)")
+        self.value(fn.__kwdefaults__, f"{where} (its defaults)")
+        self.value(dict(sorted(vars(fn).items())), f"{where} (its attributes)")
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # not assigned yet
+                continue
+            self._add("closure", name)
+            self.value(contents, f"the closure variable {name!r}")
+        builtins = vars(__builtins__) if isinstance(__builtins__, types.ModuleType) else {}
+        for name in dict.fromkeys(_code_names(fn.__code__)):
+            if name in fn.__globals__:
+                self._add("global", name)
+                self.value(fn.__globals__[name], f"the global {name!r}")
+            elif name not in builtins:
+                self._add("unbound", name)  # an attribute name, or a global not set yet
+
+    def _object(self, v: Any, where: str) -> None:
+        """Any other object: its class, then its pickle (or its attributes, one by one)."""
+        self._named(type(v), where)
+        if self._pickled(v):
+            return
+        state = getattr(v, "__dict__", None)
+        if isinstance(state, dict) and state:
+            for name, attr in state.items():
+                self._add(name)
+                self.value(attr, f"{where} (its attribute {name!r})")
+            return
+        import cloudpickle
+
+        try:
+            self._add(cloudpickle.dumps(v, protocol=4))
+        except Exception as err:
+            if self.strict:
+                kind = f"{type(v).__module__}.{type(v).__qualname__}"
+                raise Unshippable(f"{where} (a {kind})", err) from err
+            self._add("unpicklable")

@@ -1,0 +1,112 @@
+"""A worker process of the local executor, and the task entry point every executor shares.
+
+The local executor starts each worker as a fresh interpreter running :func:`main`
+(``python -c "...worker import main; main(PARENT_PID)"``), not through ``multiprocessing``:
+a ``multiprocessing`` "spawn" child first re-runs the parent's ``__main__`` script, so a
+script that calls ``snap.create`` without an ``if __name__ == "__main__":`` guard would call
+it again in every worker, where it waits forever for the lease its parent holds. Here no
+user code runs in a worker except the pipeline function (loaded by name, or unpickled by
+value) and the modules it imports.
+
+Protocol: one JSON document per line. The parent writes to the worker's stdin a hello
+``{"sys_path", "job"}`` then one ``{"task"}`` per task; end of input means stop. The worker
+writes to its original stdout ``{"ready"}`` once the function is loaded, ``{"progress":
+[records, bytes]}`` while a task runs, and ``{"ok": result}`` or ``{"error": {type,
+message}}`` when it ends. Anything the pipeline prints (to ``sys.stdout`` or file
+descriptor 1) goes to stderr, so that it cannot break the protocol or ``--json`` output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import IO, Any
+
+from .. import errors
+from ..errors import SnapError
+from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
+
+ACTIVE = False  # True in a worker process: a nested snap.create there is refused at once
+
+
+def outcome(
+    job: dict[str, Any], task: dict[str, Any], report: ProgressFn | None = None
+) -> dict[str, Any]:
+    """Run one task; never raises: ``{"ok": result}`` or ``{"error": {type, message}}``.
+
+    The entry point of every executor's workers (Ray ships this function by name).
+    """
+    try:
+        return {"ok": run_task(Job(**job), TaskSpec(**task), report)}
+    except SnapError as err:
+        return error_outcome(err)
+    except OSError as err:
+        return {"error": {"type": "StorageError", "message": f"task {task['index']}: {err}"}}
+    except Exception:
+        return {"error": {"type": "internal", "message": traceback.format_exc()}}
+
+
+def error_outcome(err: SnapError) -> dict[str, Any]:
+    return {"error": {"type": type(err).__name__, "message": str(err)}}
+
+
+def rebuild_error(err: dict[str, Any]) -> BaseException:
+    """The exception a worker reported, raised again in the parent."""
+    cls = getattr(errors, err["type"], None)
+    if isinstance(cls, type) and issubclass(cls, SnapError):
+        return cls(err["message"])
+    return RuntimeError(f"internal error in a worker process (a bug in snap):\n{err['message']}")
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this worker when the parent dies (even by kill -9)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:
+    """Keep stdin/stdout for the protocol; point fd 0 at /dev/null and fd 1 at stderr."""
+    incoming = os.fdopen(os.dup(0), "rb")
+    outgoing = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return incoming, outgoing
+
+
+def main(parent_pid: int) -> None:
+    """Serve tasks from the parent until it closes our stdin."""
+    global ACTIVE
+    ACTIVE = True
+    _die_with_parent()
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+    incoming, outgoing = _protocol_streams()
+
+    def send(message: dict[str, Any]) -> None:
+        outgoing.write(json.dumps(message).encode("utf-8") + b"\n")
+        outgoing.flush()
+
+    hello = json.loads(incoming.readline())
+    sys.path[:] = hello["sys_path"]  # as multiprocessing does: the parent's imports work here
+    job = hello["job"]
+    try:
+        load_job_function(Job(**job))
+    except SnapError as err:
+        send(error_outcome(err))
+        return
+    send({"ready": True})
+    for line in incoming:
+        task = json.loads(line)["task"]
+        send(outcome(job, task, lambda records, nbytes: send({"progress": [records, nbytes]})))
+
+
+__all__ = ["ACTIVE", "main", "outcome", "rebuild_error"]
