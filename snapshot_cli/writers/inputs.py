@@ -123,10 +123,13 @@ def _as_items(values: Iterable[Any], what: str) -> list[Any]:
         except (TypeError, ValueError) as err:
             kind = type(value).__name__
             nan = isinstance(value, float) and not math.isfinite(value)
+            path = " (a list of paths must hold paths and globs only)" * isinstance(
+                value, os.PathLike
+            )
             raise OptionError(
                 f"{what}[{i}] is {'not finite' if nan else f'a {kind}'} ({value!r:.80}): items "
                 "must be JSON values (str, int, float, bool, None, and lists and dicts of them)"
-                f" ({err})"
+                f"{path} ({err})"
             ) from err
         items.append(json.loads(text))
     return items
@@ -180,14 +183,8 @@ def resolve(
             "inputs is an empty list: nothing to preprocess (leave inputs out to call the "
             "function once with no argument)"
         )
-    if all(isinstance(v, str) for v in values):
-        return _files(values, storage_options)
-    if any(isinstance(v, os.PathLike) for v in values):
-        bad = next(i for i, v in enumerate(values) if not isinstance(v, (str, os.PathLike)))
-        raise OptionError(
-            f"inputs[{bad}] is a {type(values[bad]).__name__} ({values[bad]!r:.80}) in a list "
-            "of paths: give paths and globs only, or JSON items only"
-        )
+    if all(isinstance(v, (str, os.PathLike)) for v in values):
+        return _files([os.fspath(v) for v in values], storage_options)
     return _items(_as_items(values, "inputs"), {})
 
 

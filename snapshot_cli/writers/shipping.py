@@ -337,18 +337,23 @@ class _Walker:
         self._named(type(v), where)
         if self._pickled(v):
             return
-        state = getattr(v, "__dict__", None)
-        if isinstance(state, dict) and state:
-            for name, attr in state.items():
-                self._add(name)
-                self.value(attr, f"{where} (its attribute {name!r})")
-            return
         import cloudpickle
 
+        state = getattr(v, "__dict__", None)
+        attributes = state.items() if isinstance(state, dict) else ()
         try:
-            self._add(cloudpickle.dumps(v, protocol=4))
+            data = cloudpickle.dumps(v, protocol=4)
         except Exception as err:
-            if self.strict:
-                kind = f"{type(v).__module__}.{type(v).__qualname__}"
-                raise Unshippable(f"{where} (a {kind})", err) from err
-            self._add("unpicklable")
+            if not self.strict:
+                self._add("unpicklable")
+                return
+            for name, attr in attributes:  # name the attribute that is to blame, if one is
+                self.value(attr, f"{where} (its attribute {name!r})")
+            kind = f"{type(v).__module__}.{type(v).__qualname__}"
+            raise Unshippable(f"{where} (a {kind})", err) from err
+        if not attributes:
+            self._add(data)
+            return
+        for name, attr in attributes:  # its class goes by value, with an id new every run
+            self._add(name)
+            self.value(attr, f"{where} (its attribute {name!r})")

@@ -1,0 +1,194 @@
+"""Where users first run snap.create: a script without a ``__main__`` guard, a create nested
+in a worker or a spawned child, a writer waiting for another, a worker that dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli import storage
+from snapshot_cli.progress import human_bytes
+from snapshot_cli.writers import create as create_mod
+from snapshot_cli.writers import lease as lease_mod
+from tests.conftest import REPO, wait_for
+
+
+def run_script(path: Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """A real ``python script.py``: a hang fails the test through ``timeout``."""
+    return subprocess.run(
+        [sys.executable, str(path)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+    )  # fmt: skip
+
+
+SCRIPT = """
+import numpy as np
+import snapshot_cli as snap
+
+SCALE = 10
+
+def preprocess(item, *, size=2):
+    print("working on", item)  # goes to stderr: stdout stays the script's
+    yield {"x": np.full(size, item * SCALE)}
+
+info = snap.create(preprocess, "out", inputs=[0, 1, 2, 3, 4, 5], params={"size": 3},
+                   workers=2, inputs_per_task=1)
+s = snap.open("out")
+print("records", info.num_records, "reused", info.reused)
+print("values", sorted(int(v) for b in s.loader(4) for v in b["x"][:, 0]))
+"""
+
+
+def test_a_script_without_a_main_guard_runs_in_worker_processes(tmp_path: Path) -> None:
+    (tmp_path / "script.py").write_text(SCRIPT)
+    first = run_script(tmp_path / "script.py", tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "records 6 reused False" in first.stdout
+    assert "values [0, 10, 20, 30, 40, 50]" in first.stdout
+    assert first.stderr.count("working on") == 6  # each input once: no worker re-ran the script
+    second = run_script(tmp_path / "script.py", tmp_path)
+    assert "records 6 reused True" in second.stdout and "working on" not in second.stderr
+
+
+def test_a_create_inside_a_worker_fails_at_once_and_shows_the_guard(tmp_path: Path) -> None:
+    """``snap create script.py:fn`` on a script that calls snap.create when imported: its
+    workers import the script again; the nested create is refused, never waits."""
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    res = subprocess.run(
+        [sys.executable, "-m", "snapshot_cli", "create", f"{script}:preprocess", "other",
+         "--workers", "2"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert res.returncode == 1
+    assert "snap worker process" in res.stderr and 'if __name__ == "__main__":' in res.stderr
+
+
+CHILD = """
+import multiprocessing, os, sys, time
+import snapshot_cli as snap
+
+def preprocess(item):
+    yield {"x": item}
+
+if os.environ.get("AS_SPAWNED_CHILD"):
+    # What multiprocessing sets in a "spawn" child while it re-runs its parent's script.
+    multiprocessing.current_process()._inheriting = True
+started = time.monotonic()
+try:
+    info = snap.create(preprocess, sys.argv[1], inputs=[1, 2], workers=2)
+    print("reused", info.reused)
+except snap.OptionError as err:
+    print("refused after", round(time.monotonic() - started, 1), "s:", err)
+"""
+
+
+def test_a_create_during_a_spawned_childs_bootstrap(tmp_path: Path) -> None:
+    (tmp_path / "child.py").write_text(CHILD)
+    cmd = [sys.executable, str(tmp_path / "child.py"), str(tmp_path / "s")]
+
+    def run(as_child: bool) -> str:
+        env = {**os.environ, "AS_SPAWNED_CHILD": "1" if as_child else ""}
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env,
+                             check=False)  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    refused = run(as_child=True)
+    assert "refused after" in refused and 'if __name__ == "__main__":' in refused
+    assert not (tmp_path / "s" / "manifest.json").exists()
+    # Once the parent has made the snapshot, the child's create reuses it: the script works.
+    assert "reused False" in run(as_child=False)
+    assert "reused True" in run(as_child=True)
+
+
+def test_a_child_waiting_for_its_parents_lease_fails_at_once(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    out.mkdir()
+    fs, root = storage.resolve(str(out))
+    held = lease_mod.try_acquire(fs, root)
+    assert isinstance(held, lease_mod.Lease)
+    try:
+        res = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(
+                f"""
+                import snapshot_cli as snap
+                snap.create(lambda x: iter([{{"x": x}}]), {str(out)!r}, inputs=[1], workers=0)
+                """
+            )],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        held.release()
+    assert res.returncode == 1
+    assert "held by this process's parent" in res.stderr
+    assert f"{socket.gethostname()}:{os.getpid()}" in res.stderr
+
+
+def test_a_waiting_writer_keeps_saying_who_holds_the_lease(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(create_mod, "WAIT_REPORT_S", 0.0)
+    out = tmp_path / "s"
+    out.mkdir()
+    fs, root = storage.resolve(str(out))
+    held = lease_mod.try_acquire(fs, root, ttl=3)
+    assert isinstance(held, lease_mod.Lease)
+    done: list[snap.CreateInfo] = []
+
+    def writer() -> None:
+        done.append(snap.create(lambda x: iter([{"x": x}]), str(out), inputs=[1], workers=0,
+                                lease_ttl=3))  # fmt: skip
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "waiting for the writer lease" in
+                r.getMessage()]  # fmt: skip
+
+    with caplog.at_level("WARNING", "snapshot_cli"):
+        thread = threading.Thread(target=writer)
+        thread.start()
+        wait_for(lambda: len(said()) >= 2, "the writer to say it waits, twice")
+        held.release()
+        thread.join(timeout=60)
+    assert done and done[0].num_records == 1
+    assert all(f"{socket.gethostname()}:{os.getpid()}" in m and "heartbeat" in m for m in said())
+
+
+def test_the_final_progress_line_says_what_the_summary_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def preprocess(item: int) -> Any:
+        yield {"x": [item] * 1000}
+
+    info = snap.create(preprocess, str(tmp_path / "s"), inputs=list(range(8)), workers=0,
+                       progress=True)  # fmt: skip
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "tasks 8/8" in last and "records 8 " in last, last
+    assert f"  {human_bytes(info.bytes)}  " in last, (last, info.bytes)
+
+
+def test_a_worker_killed_mid_task_is_named_and_the_run_resumes(tmp_path: Path) -> None:
+    marker = tmp_path / "kill"
+    marker.write_text("")
+
+    def preprocess(item: int) -> Any:
+        if item == 3 and marker.exists():
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield {"x": item}
+
+    out = str(tmp_path / "s")
+    with pytest.raises(snap.PipelineError, match=r"killed by SIGKILL.*task 3 \(inputs \[3\]\)"):
+        snap.create(preprocess, out, inputs=list(range(6)), workers=2, inputs_per_task=1)
+    marker.unlink()
+    info = snap.create(preprocess, out, inputs=list(range(6)), workers=2, inputs_per_task=1)
+    assert info.num_records == 6 and info.tasks_resumed >= 1

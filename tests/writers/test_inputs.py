@@ -1,0 +1,187 @@
+"""What ``inputs=`` accepts (paths, globs, JSON items) and how inputs are identified (a cheap
+stat first, contents only when the stat changed)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli.writers import inputs as inputs_mod
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+not_json = st.sampled_from(
+    [object(), {1, 2}, float("nan"), float("inf"), b"raw", datetime.date(2026, 1, 1), 1j,
+     Path("a.txt"), [1, {2}], {"k": object()}]
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=st.integers(), rest=st.lists(json_values, max_size=6))
+def test_a_list_of_json_items_is_taken_as_it_is(first: int, rest: list[Any]) -> None:
+    values = [first, *rest]
+    got = inputs_mod.resolve(values, None, None)
+    assert got.files is None and got.items == json.loads(json.dumps(values))
+    assert got.sizes == [0] * len(values)
+    assert got.content_identities() == got.items
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    items=st.lists(st.integers() | st.text(max_size=4), min_size=1, max_size=6),
+    bad=not_json,
+    data=st.data(),
+)
+def test_the_element_that_is_not_json_is_named(items: list[Any], bad: Any, data: Any) -> None:
+    at = data.draw(st.integers(0, len(items)))
+    values = [*items[:at], bad, *items[at:]]
+    if all(isinstance(v, (str, os.PathLike)) for v in values):
+        return  # a list of paths: globs, checked against the filesystem instead
+    with pytest.raises(snap.OptionError, match=rf"inputs\[{at}\] "):
+        inputs_mod.resolve(values, None, None)
+
+
+def test_numpy_values_become_items() -> None:
+    assert inputs_mod.resolve(np.arange(3), None, None).items == [0, 1, 2]
+    assert inputs_mod.resolve([np.float32(0.5), np.int64(2)], None, None).items == [0.5, 2]
+    assert inputs_mod.resolve((i * i for i in range(3)), None, None).items == [0, 1, 4]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ([], "empty list"),
+        (5, "got a int"),
+        ({"a": 1}, "got a dict"),
+        (b"raw/*.jpg", "got a bytes"),
+    ],
+)
+def test_what_is_not_inputs(inputs: Any, message: str) -> None:
+    with pytest.raises(snap.OptionError, match=message):
+        inputs_mod.resolve(inputs, None, None)
+
+
+def test_inputs_from_must_return_items(tmp_path: Path) -> None:
+    with pytest.raises(snap.OptionError, match="returned no items"):
+        snap.create(lambda x: iter([{"x": x}]), str(tmp_path / "s"), inputs_from=list, workers=0)
+    with pytest.raises(snap.OptionError, match="returned a int"):
+        snap.create(lambda x: iter([{"x": x}]), str(tmp_path / "s"), inputs_from=lambda: 3,
+                    workers=0)  # fmt: skip
+    with pytest.raises(snap.OptionError, match=r"\[1\] is a set"):
+        snap.create(lambda x: iter([{"x": x}]), str(tmp_path / "s"),
+                    inputs_from=lambda: [1, {2}], workers=0)  # fmt: skip
+
+
+def test_items_reach_the_function_in_worker_processes(tmp_path: Path) -> None:
+    def preprocess(item: Any) -> Any:
+        yield {"n": item["n"], "name": item["name"]}
+
+    items = [{"n": i, "name": f"item-{i}"} for i in range(5)]
+    info = snap.create(preprocess, str(tmp_path / "s"), inputs=items, workers=2)
+    rows = sorted(
+        (int(n), str(name))
+        for b in snap.open(str(tmp_path / "s")).loader(2)
+        for n, name in zip(b["n"], b["name"], strict=True)
+    )
+    assert info.num_records == 5 and rows == [(i, f"item-{i}") for i in range(5)]
+    assert snap.create(preprocess, str(tmp_path / "s"), inputs=items, workers=2).reused
+    with pytest.raises(snap.SnapshotExistsError, match="different inputs"):
+        snap.create(preprocess, str(tmp_path / "s"), inputs=items[:4], workers=2)
+
+
+# --- identity: stat first, contents when the stat changed --------------------------------------
+
+
+@snap.ragged("x")
+def read_bytes_pipeline(path: str) -> Any:
+    yield {"x": np.frombuffer(Path(path).read_bytes(), np.uint8).copy()}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    d = tmp_path / "raw"
+    d.mkdir()
+    for i in range(6):
+        (d / f"{i}.bin").write_bytes(bytes([i]) * (100 + i))
+    return d
+
+
+def later(path: Path) -> None:
+    """Give ``path`` a new mtime, as rewriting it with the same bytes does."""
+    stamp = time.time() + 100
+    os.utime(path, (stamp, stamp))
+
+
+def test_a_new_mtime_with_the_same_bytes_keeps_the_snapshot(
+    files: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out, glob = str(tmp_path / "s"), str(files / "*.bin")
+    first = snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    with caplog.at_level("INFO", "snapshot_cli"):
+        assert snap.create(read_bytes_pipeline, out, inputs=glob, workers=0).reused
+    assert "to identify their contents" not in caplog.text  # the stat matched: nothing read
+    for f in files.iterdir():
+        f.write_bytes(f.read_bytes())  # rewritten, byte-identical
+        later(f)
+    caplog.clear()
+    with caplog.at_level("INFO", "snapshot_cli"):
+        again = snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    assert again.reused and again.fingerprint == first.fingerprint
+    assert "read 6 input files" in caplog.text  # the stat differed: contents compared
+
+
+@pytest.mark.parametrize("change", ["same size", "other size", "renamed", "added", "removed"])
+def test_a_changed_input_is_detected(files: Path, tmp_path: Path, change: str) -> None:
+    out, glob = str(tmp_path / "s"), str(files / "*.bin")
+    snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    target = files / "3.bin"
+    if change == "same size":
+        target.write_bytes(b"\xff" * target.stat().st_size)
+        later(target)
+    elif change == "other size":
+        target.write_bytes(b"\x03" * 7)
+    elif change == "renamed":
+        target.rename(files / "3b.bin")
+    elif change == "added":
+        (files / "9.bin").write_bytes(b"new")
+    else:
+        target.unlink()
+    with pytest.raises(snap.SnapshotExistsError, match="different inputs"):
+        snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+
+
+def test_an_interrupted_run_resumes_after_its_inputs_were_touched(
+    files: Path, tmp_path: Path
+) -> None:
+    out, glob = str(tmp_path / "s"), str(files / "*.bin")
+    fail = tmp_path / "fail"
+    fail.write_text("")
+
+    @snap.ragged("x")
+    def flaky(path: str) -> Any:
+        if path.endswith("5.bin") and fail.exists():
+            raise ValueError("not today")
+        yield {"x": np.frombuffer(Path(path).read_bytes(), np.uint8).copy()}
+
+    with pytest.raises(snap.PipelineError, match="not today"):
+        snap.create(flaky, out, inputs=glob, workers=0, inputs_per_task=1)
+    for f in files.iterdir():
+        later(f)
+    fail.unlink()
+    info = snap.create(flaky, out, inputs=glob, workers=0, inputs_per_task=1)
+    assert info.tasks_resumed == 5 and info.num_records == 6

@@ -1,0 +1,233 @@
+"""Functions that worker processes cannot import by name: shipped by value, fingerprinted by
+their code and the values they use, refused with a message naming what cannot be shipped."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli.writers import pipeline as pipeline_mod
+from snapshot_cli.writers import shipping
+from tests.conftest import REPO
+
+
+def closure_over(value: Any) -> Any:
+    def preprocess(item: int) -> Any:
+        yield {"x": item, "v": repr(value)}
+
+    return preprocess
+
+
+def as_main(source: str, **env: Any) -> dict[str, Any]:
+    """Run ``source`` as a notebook cell or script would: functions of module ``__main__``."""
+    namespace: dict[str, Any] = {"__name__": "__main__", **env}
+    exec(compile(textwrap.dedent(source), "<cell>", "exec"), namespace)
+    return namespace
+
+
+def typed(v: Any) -> Any:
+    """``v`` with every value's type, so that 1, 1.0 and True differ as they do for snap."""
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, [typed(x) for x in v])
+    if isinstance(v, dict):
+        return ("dict", [(typed(k), typed(x)) for k, x in v.items()])
+    return (type(v).__name__, repr(v))
+
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=values, b=values)
+def test_identity_is_the_code_and_the_values_it_closes_over(a: Any, b: Any) -> None:
+    assert shipping.identity(closure_over(a)) == shipping.identity(closure_over(a))
+    same = typed(a) == typed(b)
+    assert (shipping.identity(closure_over(a)) == shipping.identity(closure_over(b))) == same
+
+
+def test_identity_covers_the_globals_and_helpers_it_uses() -> None:
+    source = """
+    import numpy as np
+    SCALE = {scale}
+    TABLE = np.arange(4) * {table}
+    def helper(x):
+        return x * SCALE
+    def preprocess(item):
+        yield {{"x": helper(item) + TABLE[item % 4]}}
+    UNUSED = {unused}
+    """
+    ids = {
+        key: shipping.identity(as_main(source.format(**dict(key)))["preprocess"])
+        for key in [
+            (("scale", 2), ("table", 1), ("unused", 0)),
+            (("scale", 3), ("table", 1), ("unused", 0)),  # a global the helper uses
+            (("scale", 2), ("table", 2), ("unused", 0)),  # an array it uses
+            (("scale", 2), ("table", 1), ("unused", 1)),  # a global nothing uses
+        ]
+    }
+    first, scale, table, unused = ids.values()
+    assert len({first, scale, table}) == 3
+    assert unused == first
+    edited = source.replace("x * SCALE", "x * SCALE + 0")
+    assert shipping.identity(as_main(edited.format(scale=2, table=1, unused=0))["preprocess"]) != (
+        first
+    )
+
+
+def test_identity_is_the_same_in_every_process(tmp_path: Path) -> None:
+    """No id(), no hash randomisation: another interpreter computes the same identity."""
+    (tmp_path / "mod.py").write_text(
+        textwrap.dedent(
+            """
+            from snapshot_cli.writers import shipping
+            def make():
+                words = {"b", "a", "c", "dd"}
+                lookup = {"k": [1, 2.5, None], "z": (True, b"x")}
+                def preprocess(item):
+                    yield {"x": len(words) + len(lookup) + item}
+                return preprocess
+            print(shipping.identity(make()))
+            """
+        )
+    )
+    got = {
+        subprocess.run(
+            [sys.executable, str(tmp_path / "mod.py")],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout  # fmt: skip
+        for seed in ("1", "2", "3")
+    }
+    assert len(got) == 1 and len(got.pop().strip()) == 64
+
+
+def test_a_main_function_runs_in_worker_processes(tmp_path: Path) -> None:
+    ns = as_main(
+        """
+        import numpy as np
+        OFFSET = 100
+        class Scaler:
+            def __init__(self, k):
+                self.k = k
+            def __call__(self, x):
+                return x * self.k
+        scale = Scaler(3)
+        def preprocess(item, *, extra=0):
+            yield {"x": np.full(2, scale(item) + OFFSET + extra)}
+        """
+    )
+    fn = ns["preprocess"]
+    assert shipping.importable_spec(fn) is None
+    info = snap.create(fn, str(tmp_path / "s"), inputs=[0, 1, 2, 3], params={"extra": 1},
+                       workers=2, inputs_per_task=1)  # fmt: skip
+    got = sorted(int(b["x"][i, 0]) for b in snap.open(str(tmp_path / "s")).loader(2)
+                 for i in range(len(b["x"])))  # fmt: skip
+    assert got == [101, 104, 107, 110]
+    manifest = snap.open(str(tmp_path / "s")).manifest
+    assert manifest.pipeline["shipped"] == "by value" and manifest.pipeline["spec"] is None
+    again = snap.create(fn, str(tmp_path / "s"), inputs=[0, 1, 2, 3], params={"extra": 1},
+                        workers=2)  # fmt: skip
+    assert again.reused and again.fingerprint == info.fingerprint
+
+
+def test_a_module_function_goes_by_name(tmp_path: Path, write_pipeline: Any) -> None:
+    spec = write_pipeline("def preprocess(item):\n    yield {'x': item}\n")
+    fn = pipeline_mod.load_function(spec)
+    assert shipping.importable_spec(fn) == spec  # a file snap loaded: by its path again
+    assert shipping.importable_spec(np.mean) == "numpy:mean"
+    ref = pipeline_mod.resolve(closure_over(1))
+    assert ref.by_value and ref.spec == ""
+
+
+@pytest.mark.parametrize(
+    ("setup", "named"),
+    [
+        ("lock = threading.Lock()", "the global 'lock' (a _thread.lock)"),
+        ("lock = open(os.devnull, 'w')", "the global 'lock' (a _io.TextIOWrapper)"),
+        (
+            "class Model:\n    def __init__(self):\n        self._mutex = threading.RLock()\n"
+            "lock = Model()",
+            "the global 'lock' (its attribute '_mutex') (a _thread.RLock)",
+        ),
+    ],
+)
+def test_what_cannot_be_shipped_is_named(tmp_path: Path, setup: str, named: str) -> None:
+    ns = as_main(
+        setup + "\ndef preprocess(item):\n    str(lock)\n    yield {'x': item}\n",
+        threading=threading, os=os,
+    )  # fmt: skip
+    fn = ns["preprocess"]
+    with pytest.raises(snap.PipelineLoadError) as caught:
+        snap.create(fn, str(tmp_path / "s"), inputs=[1, 2], workers=2)
+    message = str(caught.value)
+    assert named in message, message
+    assert "workers=0" in message and "functools.cache" in message
+    assert not (tmp_path / "s").exists()  # refused before anything was written
+    # In this process nothing needs shipping: it runs.
+    assert snap.create(fn, str(tmp_path / "s"), inputs=[1, 2], workers=0).num_records == 2
+    if isinstance(ns["lock"], io.IOBase):
+        ns["lock"].close()
+
+
+def test_a_closure_over_an_open_file_is_named(tmp_path: Path) -> None:
+    with open(os.devnull, "rb") as handle:
+
+        def preprocess(item: int) -> Any:
+            handle.read(0)
+            yield {"x": item}
+
+        with pytest.raises(snap.PipelineLoadError, match="the closure variable 'handle'"):
+            snap.create(preprocess, str(tmp_path / "s"), inputs=[1], workers=2)
+
+
+def test_a_function_that_fails_to_load_in_the_worker_says_so(tmp_path: Path) -> None:
+    """A module importable here but not in the worker: the error says where it broke."""
+    mod = tmp_path / "only_here.py"
+    mod.write_text("def f(x):\n    return x\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import only_here  # type: ignore[import-not-found]
+
+        def preprocess(item: int) -> Any:
+            yield {"x": only_here.f(item)}
+
+        mod.unlink()  # gone before the workers start
+        with pytest.raises(snap.PipelineLoadError, match="cannot be loaded in a worker process"):
+            snap.create(preprocess, str(tmp_path / "s"), inputs=[1], workers=1)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("only_here", None)
+
+
+def test_a_big_payload_is_worth_a_warning(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shipping, "BIG_PAYLOAD", 1000)
+    blob = np.zeros(10_000, np.uint8)
+
+    def preprocess(item: int) -> Any:
+        yield {"x": int(blob[item])}
+
+    with caplog.at_level("WARNING", "snapshot_cli"):
+        shipping.ship(preprocess, "preprocess")
+    assert "every worker process receives a copy" in caplog.text
