@@ -10,6 +10,23 @@ snapshot (make it with ``rank="auto"``: ``jax.process_index()``/``process_count(
 used once ``jax.distributed`` is initialised) and the global array is assembled with
 ``jax.make_array_from_process_local_data``. Ragged, string and bytes columns cannot be
 device arrays: they stay numpy object arrays.
+
+Every batch of an epoch must split evenly over the sharding's devices along the batch axis.
+``to_jax(sharding=...)`` checks that when it is made, from the loader's plan (arithmetic, no
+data read): the batch size, and with ``drop_last=False`` the final partial batch of each
+epoch (the records per rank modulo the batch size). The ``OptionError`` names the size, the
+number of devices and the way out: a batch size that divides, and ``drop_last=True`` or a
+world size that leaves a number of records per rank that divides. Two cases are checked only
+when a batch is placed, with the same advice: a multi-process job (``jax.process_count() >
+1``), where the global array is assembled from every process's part and this up-front check
+is not made; and a ``map`` that changes the number of records in a batch.
+
+64-bit columns: unless ``jax.config.update("jax_enable_x64", True)`` is on (before the
+first batch), JAX makes 32-bit arrays of them: int64 → int32, uint64 → uint32, float64 →
+float32. ``device_put`` does that without a warning, and values that do not fit are lost:
+an int64 keeps its low 32 bits (2**32 + 5 becomes 5), a float64 beyond float32's range
+becomes inf (numpy may then warn "overflow encountered in cast"). Turn x64 on for int64 ids
+or hashes, or write such columns as 32-bit in the pipeline.
 """
 
 from __future__ import annotations
@@ -18,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError
 from .adapter import Adapter
+from .plan import EpochPlan
 
 if TYPE_CHECKING:
     from .loader import Batch, Loader
@@ -47,12 +65,41 @@ class JaxBatches(Adapter[dict[str, Any]]):
                 "rank='auto', world_size='auto' so that each process reads its own part"
             )
         if sharding is not None and self._processes == 1:  # multi-process: checked per batch
-            pieces = self._pieces(options.batch_size)
-            if options.batch_size % pieces:
-                raise OptionError(
-                    f"batch_size {options.batch_size} does not split over the {pieces} "
-                    f"devices of {sharding} along the batch axis: use a multiple of {pieces}"
-                )
+            self._check_batches_split(loader)
+
+    def _check_batches_split(self, loader: Loader) -> None:
+        """Raise OptionError now if a batch of an epoch would not split over the devices.
+
+        Every epoch has the same sizes (the plan's records per rank do not depend on the
+        epoch): full batches of ``batch_size``, then with ``drop_last=False`` one partial
+        batch of the remainder. Found here, not at the end of the first epoch.
+        """
+        options = loader.plan_options
+        b = options.batch_size
+        pieces = self._pieces(b)
+        if b % pieces:
+            raise OptionError(
+                f"batch_size {b} does not split over the {pieces} devices of "
+                f"{self.sharding} along the batch axis: use a multiple of {pieces}"
+            )
+        plan = EpochPlan(loader.blocks, options, 0)
+        rows = plan.num_rows
+        last = 0 if options.drop_last else rows % b  # the partial batch (0: none)
+        if last % pieces:
+            # b is a multiple of pieces, so last ≡ rows (mod pieces): every batch size that
+            # splits leaves a last batch that does not; only the records per rank can change
+            ws = options.world_size
+            dropped = plan.total // ws // b  # batches per epoch with drop_last=True
+            raise OptionError(
+                f"the last batch of every epoch has {last} records, which do not split over "
+                f"the {pieces} devices of {self.sharding} along the batch axis: this rank "
+                f"reads {rows} records per epoch ({plan.total} over world_size {ws}, rounded "
+                f"up), and {rows} % batch_size {b} = {last}. Make the loader with "
+                f"drop_last=True (batches of {b} only: {dropped} per epoch"
+                + (", so choose a smaller batch_size too" if not dropped else "")
+                + f"), or a world_size for which the records per rank are a multiple of "
+                f"{pieces}; any other batch_size that splits leaves a last batch that does not"
+            )
 
     def _pieces(self, rows: int) -> int:
         """Into how many pieces ``sharding`` cuts the batch axis (1 if it cannot tell)."""

@@ -1,0 +1,232 @@
+"""SnapshotDataset epochs in a torch DataLoader: every iteration is a new epoch, even when
+each one starts new worker processes from the parent's copy of the dataset (which has not
+seen the earlier epochs), and ``set_epoch`` still decides when it is called."""
+
+from __future__ import annotations
+
+import gc
+import os
+import textwrap
+from collections.abc import Iterable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError
+
+torch = pytest.importorskip("torch")
+
+from snapshot_cli.readers import torch as torch_adapter  # noqa: E402 - needs torch
+from snapshot_cli.readers.torch import SnapshotDataset  # noqa: E402
+
+RECORDS = 120
+BATCH = 8
+SEED = 4
+
+
+@pytest.fixture(scope="module")
+def snapshot_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("epochs")
+    (root / "pipe.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            def preprocess(path):
+                with open(path) as f:
+                    i = int(f.read())
+                for k in range(40):
+                    yield {"label": np.int64(i * 40 + k), "x": np.full(3, k, np.float32)}
+            """
+        )
+    )
+    (root / "in").mkdir()
+    for i in range(RECORDS // 40):
+        (root / "in" / f"{i}.txt").write_text(str(i))
+    out = root / "snap"
+    snap.create(f"{root / 'pipe.py'}:preprocess", str(out), inputs=[str(root / "in" / "*.txt")],
+                workers=0, shard_size="2KiB")  # fmt: skip
+    return str(out)
+
+
+def _labels(batches: Iterable[Any]) -> list[int]:
+    return [int(x) for b in batches for x in np.asarray(b["label"])]
+
+
+def _expected(url: str, epoch: int, workers: int = 2) -> list[int]:
+    """What a DataLoader with ``workers`` workers yields in ``epoch``, from plain loaders.
+
+    Worker w reads part w of ``workers``; the DataLoader takes one batch from each worker in
+    turn, and every part has the same number of batches.
+    """
+    parts = []
+    for w in range(workers):
+        loader = snap.open(url).loader(BATCH, seed=SEED, rank=w, world_size=workers)
+        loader.set_epoch(epoch)
+        parts.append([np.asarray(b["label"]).tolist() for b in loader])
+    return [int(x) for turn in zip(*parts, strict=True) for batch in turn for x in batch]
+
+
+@pytest.fixture(scope="module")
+def expected(snapshot_url: str) -> dict[int, list[int]]:
+    return {e: _expected(snapshot_url, e) for e in (0, 1, 2, 5, 6)}
+
+
+def _dataloader(dataset: Any, **options: Any) -> Any:
+    return torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2, **options)
+
+
+def _check_epochs(orders: list[list[int]], expected: dict[int, list[int]]) -> None:
+    for epoch, order in enumerate(orders):
+        assert sorted(order) == list(range(RECORDS))  # complete, and disjoint across workers
+        assert order == expected[epoch]  # what set_epoch(epoch) gives
+    assert len({tuple(o) for o in orders}) == len(orders)  # a fresh shuffle every epoch
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["new-workers", "persistent"])
+def test_each_dataloader_iteration_is_the_next_epoch(
+    snapshot_url: str, expected: dict[int, list[int]], persistent: bool
+) -> None:
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    dl = _dataloader(dataset, persistent_workers=persistent)
+    _check_epochs([_labels(dl) for _ in range(3)], expected)
+
+
+def test_a_new_dataloader_with_the_same_generator_seed_is_the_next_epoch(
+    snapshot_url: str, expected: dict[int, list[int]]
+) -> None:
+    # every iteration then has the same base seed: the workers' own counts tell them apart
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    orders = []
+    for _ in range(3):
+        dl = _dataloader(dataset, generator=torch.Generator().manual_seed(0))
+        orders.append(_labels(dl))
+    _check_epochs(orders, expected)
+
+
+@pytest.mark.slow
+def test_each_iteration_is_the_next_epoch_with_spawned_workers(
+    snapshot_url: str, expected: dict[int, list[int]]
+) -> None:
+    # spawn pickles the dataset for each worker: the copy names the parent's counter. Two
+    # epochs, not three: each spawned worker imports torch again (seconds per epoch).
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    dl = _dataloader(dataset, multiprocessing_context="spawn")
+    _check_epochs([_labels(dl) for _ in range(2)], expected)
+
+
+def test_explicit_set_epoch_decides_and_later_iterations_count_on(
+    snapshot_url: str, expected: dict[int, list[int]]
+) -> None:
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    dl = _dataloader(dataset)
+    dataset.set_epoch(5)
+    assert _labels(dl) == expected[5]
+    assert _labels(dl) == expected[6]  # no set_epoch: the next one
+    dataset.set_epoch(1)
+    assert _labels(dl) == expected[1]
+    dataset.set_epoch(1)
+    assert _labels(dl) == expected[1]  # asked for again: the same order again
+
+
+def test_set_epoch_reaches_persistent_workers(
+    snapshot_url: str, expected: dict[int, list[int]]
+) -> None:
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    dl = _dataloader(dataset, persistent_workers=True)
+    assert _labels(dl) == expected[0]
+    dataset.set_epoch(5)
+    assert _labels(dl) == expected[5]
+    dataset.set_epoch(2)
+    assert _labels(dl) == expected[2]
+
+
+def test_a_break_ends_the_epoch(snapshot_url: str, expected: dict[int, list[int]]) -> None:
+    # a DataLoader iteration cannot be resumed (workers have read ahead): the next is new
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    dl = _dataloader(dataset)
+    for batch in dl:
+        assert int(batch["label"][0]) == expected[0][0]
+        break
+    assert _labels(dl) == expected[1]
+
+
+def test_main_process_passes_then_workers(snapshot_url: str) -> None:
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    first, second = _labels(dataset), _labels(dataset)  # num_workers=0: the loader counts
+    whole = snap.open(snapshot_url).loader(BATCH, seed=SEED, epochs=2)
+    assert first + second == _labels(whole)
+    # the forked workers inherit the parent's loader (for the whole snapshot): not reused
+    assert sorted(_labels(_dataloader(dataset))) == list(range(RECORDS))
+
+
+def test_the_counter_directory_goes_with_the_dataset(snapshot_url: str) -> None:
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    counter_dir = dataset._epochs.dir
+    assert os.path.isdir(counter_dir)
+    dl = _dataloader(dataset)
+    assert len(_labels(dl)) == RECORDS
+    assert os.path.isdir(counter_dir)  # the workers' copies, gone now, did not remove it
+    del dl, dataset
+    gc.collect()
+    assert not os.path.exists(counter_dir)
+
+
+def test_bad_epoch(snapshot_url: str) -> None:
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH)
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(OptionError, match="epoch must be an integer >= 0"):
+            dataset.set_epoch(bad)  # type: ignore[arg-type]
+    dataset.set_epoch(np.int64(3))  # type: ignore[arg-type]
+    assert dataset.epoch == 3
+
+
+# --- the counter and the fallback, in this process ----------------------------------------
+
+
+def test_counter_numbers_iterations_by_base_seed_and_repeat() -> None:
+    counter = torch_adapter._EpochCounter()
+    # iteration 0: base seed 100, two workers; iteration 1: base seed 7
+    assert [counter.register(100, 0), counter.register(100, 1)] == [0, 0]
+    assert [counter.register(7, 1), counter.register(7, 0)] == [1, 1]
+    # persistent workers keep their base seed: each pass of a worker is the next
+    assert [counter.register(7, 0), counter.register(7, 1)] == [2, 2]
+    counter.restart(10)
+    assert [counter.register(7, 1), counter.register(7, 0)] == [10, 10]
+    assert counter.register(55, 0) == 11
+
+
+def test_counter_forgets_old_iterations() -> None:
+    counter = torch_adapter._EpochCounter()
+    n = counter.KEEP + 10
+    assert [counter.register(seed, 0) for seed in range(n)] == list(range(n))
+    assert counter.register(n - 1, 1) == n - 1  # a late worker of a recent iteration
+
+
+def test_without_a_counter_a_worker_warns_once(
+    snapshot_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch_adapter, "fcntl", None)
+    monkeypatch.setattr(torch_adapter, "_warned_cannot_count", False)
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    assert dataset._epochs is None
+    info = SimpleNamespace(id=0, num_workers=2, seed=9)  # as worker 0 of a DataLoader sees
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: info)
+    with pytest.warns(UserWarning, match=r"set_epoch\(epoch\).*persistent_workers=True"):
+        _labels(dataset)
+    _labels(dataset)  # once: filterwarnings=error would fail this
+
+
+def test_explicit_epochs_do_not_warn_without_a_counter(
+    snapshot_url: str, monkeypatch: pytest.MonkeyPatch, expected: dict[int, list[int]]
+) -> None:
+    monkeypatch.setattr(torch_adapter, "fcntl", None)
+    monkeypatch.setattr(torch_adapter, "_warned_cannot_count", False)
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    orders = []
+    for epoch in range(2):
+        dataset.set_epoch(epoch)
+        orders.append(_labels(_dataloader(dataset)))
+    assert orders == [expected[0], expected[1]]
