@@ -70,7 +70,7 @@ def _emit_json(doc: Any) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="snap")
+@click.version_option(__version__)
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
@@ -446,4 +446,4 @@ def gc(snapshot: str, dry_run: bool, as_json: bool) -> None:
 
 
 def main() -> None:
-    cli(prog_name="snap")
+    cli()  # click names the program as it was run: snap, snapshot-cli, python -m ...

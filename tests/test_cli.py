@@ -191,3 +191,26 @@ def test_reuse_with_another_layout_says_so(setup) -> None:  # type: ignore[no-un
     code, stdout, stderr = run("create", spec, out, "--input", glob, "--compression", "lz4")
     assert code == 0 and stdout.startswith("up to date:")
     assert "compressed with" in stderr and "--overwrite" in stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (["snapshot-cli"], "snapshot-cli"),
+        (["snap"], "snap"),
+        ([sys.executable, "-m", "snapshot_cli"], "python -m snapshot_cli"),
+    ],
+)
+def test_help_shows_the_name_it_was_run_by(command: list[str], name: str) -> None:
+    if command[0] in ("snap", "snapshot-cli"):
+        command = [str(Path(sys.executable).parent / command[0])]
+    res = subprocess.run([*command, "--help"], capture_output=True, text=True, check=False)
+    assert res.returncode == 0 and res.stdout.startswith(f"Usage: {name} [OPTIONS] COMMAND")
+
+
+def test_nothing_tracked_is_also_ignored() -> None:
+    res = subprocess.run(
+        ["git", "ls-files", "--cached", "--ignored", "--exclude-standard"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert res.stdout == ""
