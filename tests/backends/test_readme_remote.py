@@ -16,13 +16,13 @@ from pathlib import Path
 
 from tests.conftest import REPO
 from tests.infra.servers import S3Server
+from tests.readme import block_with
+
+MARKER = "FSSPEC_S3_ENDPOINT_URL="  # how tests/test_readme.py knows this block runs here
 
 
 def _readme_block() -> str:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Remote storage") :]
-    start = section.index("```bash") + len("```bash")
-    return section[start : section.index("```", start)]
+    return block_with(MARKER).code
 
 
 def test_readme_remote_block_runs_against_s3(tmp_path: Path) -> None:

@@ -1,0 +1,134 @@
+"""Every code block of README.md runs as shown, taken from README.md itself.
+
+- The shell blocks run through bash, in README order, in a directory laid out as the
+  repository is after ``make demo`` (its examples, and the inputs ``make demo`` writes).
+- The Python blocks run twice: concatenated into one script run as ``python script.py``,
+  with no ``if __name__ == "__main__":`` guard (as a reader saves them); and cell by cell in
+  an IPython shell, as a notebook runs them, in two sessions one after the other (the second
+  finds the snapshots of the first up to date: a notebook's function keeps its identity).
+- ``make demo`` runs twice in a row (the second run is "up to date").
+- Two blocks run elsewhere: the one holding ``make test`` is this suite, and the remote one
+  runs against a real S3 server in tests/backends/test_readme_remote.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.backends.test_readme_remote import MARKER as REMOTE_MARKER
+from tests.conftest import REPO
+from tests.readme import Block, block_with, blocks
+
+VENV = Path(sys.executable).parent.parent
+ELSEWHERE = {
+    "make test": "the suite itself; make demo runs in test_make_demo_twice_in_a_row",
+    REMOTE_MARKER: "tests/backends/test_readme_remote.py, against a real S3 server",
+}
+NOTEBOOK = """
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+
+shell = InteractiveShell.instance()
+for i, cell in enumerate(json.load(open(sys.argv[1]))):
+    result = shell.run_cell(cell, store_history=True)
+    if not result.success:
+        sys.exit(f"cell {i} failed: {result.error_before_exec or result.error_in_exec!r}")
+"""
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}"}
+
+
+def runnable() -> tuple[list[Block], list[Block]]:
+    """(shell blocks, Python blocks) this module runs."""
+    mine = [b for b in blocks() if b.runnable and not any(m in b.code for m in ELSEWHERE)]
+    return [b for b in mine if b.lang != "python"], [b for b in mine if b.lang == "python"]
+
+
+def workdir(path: Path) -> Path:
+    """A directory as the repository is after ``make demo`` wrote its inputs."""
+    path.mkdir()
+    shutil.copytree(REPO / "examples", path / "examples")
+    (path / ".venv").symlink_to(VENV)
+    subprocess.run(
+        [sys.executable, "examples/quickstart/make_inputs.py", "demo-output/raw", "500"],
+        cwd=path, check=True,
+    )  # fmt: skip
+    return path
+
+
+def test_every_runnable_block_is_run_somewhere() -> None:
+    shell, python = runnable()
+    elsewhere = [block_with(marker) for marker in ELSEWHERE]
+    every = [b for b in blocks() if b.runnable]
+    assert sorted(b.line for b in shell + python + elsewhere) == [b.line for b in every]
+    assert len(python) >= 4 and len(shell) >= 3
+
+
+@pytest.mark.slow
+def test_shell_blocks_then_python_blocks_as_a_script(tmp_path: Path) -> None:
+    work = workdir(tmp_path / "work")
+    shell, python = runnable()
+    for block in shell:
+        res = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block.code], cwd=work, env=env(),
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert res.returncode == 0, f"README.md line {block.line}:\n{block.code}\n{res.stderr}"
+    assert (work / "demo-output" / "train" / "manifest.json").exists()
+    assert (work / "trace.json").exists()
+
+    script = work / "readme_example.py"
+    script.write_text("\n\n".join(b.code for b in python))
+    res = subprocess.run(
+        [sys.executable, str(script)], cwd=work, env=env(), capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert "500 False" in lines and "100" in lines, res.stdout
+    assert "500 ['image', 'label', 'tokens', 'caption'] 32" in lines[1], res.stdout
+    epochs = [line for line in lines if line.startswith(("0 [", "1 ["))]
+    assert len(epochs) == 2 and epochs[0][2:] != epochs[1][2:]  # a fresh shuffle each epoch
+
+
+@pytest.mark.slow
+def test_python_blocks_as_notebook_cells_in_two_sessions(tmp_path: Path) -> None:
+    work = workdir(tmp_path / "work")
+    _, python = runnable()
+    cells = work / "cells.json"
+    cells.write_text(json.dumps([b.code for b in python]))
+    (work / "notebook.py").write_text(NOTEBOOK)
+    outputs = []
+    for _session in range(2):
+        res = subprocess.run(
+            [sys.executable, "notebook.py", str(cells)], cwd=work, env=env(),
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
+        outputs.append(res.stdout.splitlines())
+    assert "500 False" in outputs[0] and "500 True" in outputs[1]
+    assert "100" in outputs[0] and "100" in outputs[1]
+    manifest = json.loads((work / "demo-output" / "train-py" / "manifest.json").read_text())
+    assert manifest["pipeline"]["shipped"] == "by value"  # a notebook's function, in workers
+
+
+@pytest.mark.slow
+def test_make_demo_twice_in_a_row(tmp_path: Path) -> None:
+    demo = tmp_path / "demo-output"
+    for run in range(2):
+        res = subprocess.run(
+            ["make", "-C", str(REPO), "demo", f"DEMO_DIR={demo}", f"VENV={VENV}"],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "replayed 500 records" in res.stdout
+        assert ("up to date" in res.stdout + res.stderr) == (run == 1)
