@@ -159,9 +159,6 @@ def create(
     if isinstance(ex, InProcessExecutor):
         ex.function = ref.function
     in_process = executor != "ray" and workers == 0
-    # Shipped by value (a notebook's or a script's function, a closure): pickled once here,
-    # before any work, so that a function that cannot be shipped is refused at once.
-    payload = None if in_process or not ref.by_value else shipping.ship(ref.function, ref.name)
     params = pipeline_mod.check_json(params or {}, "params")
     found = inputs_mod.resolve(inputs, inputs_from, storage_options)
     identity = inputs_mod.Identity(ref.code_hash, params, found)
@@ -199,6 +196,9 @@ def create(
             )
         return _info(url, m, started, reused=True)
     _refuse_nested(url)
+    # Shipped by value (a notebook's or a script's function, a closure): pickled once here,
+    # before any work, so that a function that cannot be shipped is refused at once.
+    payload = None if in_process or not ref.by_value else shipping.ship(ref.function, ref.name)
 
     lease = _wait_for_lease(fs, root, lease_ttl, wait, url, reusable)
     if not isinstance(lease, lease_mod.Lease):

@@ -74,12 +74,18 @@ class _WorkerProcess:
             f"from snapshot_cli.writers.worker import main; main({os.getpid()})"
         )
         # A new session: the terminal's Ctrl-C reaches only the parent, which stops us.
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as err:  # no memory, no process slots, too many open files
+            raise PipelineError(
+                f"cannot start a worker process ({err}); pass fewer --workers, or "
+                "--workers 0 to run in this process"
+            ) from err
         self.events = events
         self.task: TaskSpec | None = None
         self._send(hello)

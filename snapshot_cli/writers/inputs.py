@@ -49,7 +49,7 @@ class Inputs:
     storage_options: dict[str, Any] | None = None
     _content: list[Any] | None = field(default=None, repr=False)
 
-    @property
+    @functools.cached_property
     def stat(self) -> str:
         """Hash of the cheap identities (no file is read)."""
         ids = self.items if self.files is None else [f.stat_identity() for f in self.files]
