@@ -22,6 +22,7 @@ The code is shipped by value; data and metadata never are (the snapshot holds no
 from __future__ import annotations
 
 import base64
+import builtins
 import functools
 import hashlib
 import importlib.util
@@ -324,36 +325,37 @@ class _Walker:
                 continue
             self._add("closure", name)
             self.value(contents, f"the closure variable {name!r}")
-        builtins = vars(__builtins__) if isinstance(__builtins__, types.ModuleType) else {}
         for name in dict.fromkeys(_code_names(fn.__code__)):
             if name in fn.__globals__:
                 self._add("global", name)
                 self.value(fn.__globals__[name], f"the global {name!r}")
-            elif name not in builtins:
+            elif not hasattr(builtins, name):
                 self._add("unbound", name)  # an attribute name, or a global not set yet
 
     def _object(self, v: Any, where: str) -> None:
-        """Any other object: its class, then its pickle (or its attributes, one by one)."""
-        self._named(type(v), where)
-        if self._pickled(v):
-            return
+        """Any other object: its class, then its attributes one by one (so that a set in
+        them counts in a fixed order), or its pickle."""
         import cloudpickle
 
+        self._named(type(v), where)
         state = getattr(v, "__dict__", None)
-        attributes = state.items() if isinstance(state, dict) else ()
-        try:
-            data = cloudpickle.dumps(v, protocol=4)
-        except Exception as err:
-            if not self.strict:
-                self._add("unpicklable")
-                return
-            for name, attr in attributes:  # name the attribute that is to blame, if one is
+        attributes = list(state.items()) if isinstance(state, dict) else []
+        if self.strict:  # looking for what cannot be shipped: this object, or inside it?
+            try:
+                cloudpickle.dumps(v, protocol=4)
+            except Exception as err:
+                for name, attr in attributes:
+                    self.value(attr, f"{where} (its attribute {name!r})")
+                kind = f"{type(v).__module__}.{type(v).__qualname__}"
+                raise Unshippable(f"{where} (a {kind})", err) from err
+        if attributes:
+            for name, attr in attributes:
+                self._add(name)
                 self.value(attr, f"{where} (its attribute {name!r})")
-            kind = f"{type(v).__module__}.{type(v).__qualname__}"
-            raise Unshippable(f"{where} (a {kind})", err) from err
-        if not attributes:
-            self._add(data)
             return
-        for name, attr in attributes:  # its class goes by value, with an id new every run
-            self._add(name)
-            self.value(attr, f"{where} (its attribute {name!r})")
+        if self._pickled(v):
+            return
+        try:  # a class pickled by value has an id new every run: only without attributes
+            self._add(cloudpickle.dumps(v, protocol=4))
+        except Exception:
+            self._add("unpicklable")

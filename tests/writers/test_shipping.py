@@ -97,11 +97,15 @@ def test_identity_is_the_same_in_every_process(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             from snapshot_cli.writers import shipping
+            class Config:
+                def __init__(self):
+                    self.vocab = {"tok", "en", "izer", "s"}  # pickled, a set's order varies
             def make():
                 words = {"b", "a", "c", "dd"}
                 lookup = {"k": [1, 2.5, None], "z": (True, b"x")}
+                config = Config()
                 def preprocess(item):
-                    yield {"x": len(words) + len(lookup) + item}
+                    yield {"x": len(words) + len(lookup) + len(config.vocab) + item}
                 return preprocess
             print(shipping.identity(make()))
             """
