@@ -270,7 +270,8 @@ class Loader:
         finally:
             self._stats.consumer_wait = run.buffer.consumer_wait + run.wait_before
             run.close()
-            self._run = None
+            if self._run is run:  # a newer pass may have started since; leave its run alone
+                self._run = None
 
     def close(self) -> None:
         """Stop the background threads (iteration can start again later)."""
@@ -292,11 +293,16 @@ class Loader:
 
         return JaxBatches(self, sharding=sharding, prefetch=prefetch)
 
-    def to_tf(self) -> Any:
-        """A ``tf.data.Dataset`` of this loader's batches; see readers/tf.py."""
+    def to_tf(self, features: str | list[str] | None = None, label: str | None = None) -> Any:
+        """A ``tf.data.Dataset`` of ``x`` or ``(x, label)`` batches; see readers/tf.py.
+
+        ``x`` is the tensor of ``features`` (a column name) or a dict (a list of names, or
+        None: every column but the label). Each pass yields ``len(self)`` batches, and the
+        dataset keeps ``state_dict``/``load_state_dict``/``set_epoch``/``stats``/``close``.
+        """
         from .tf import to_dataset
 
-        return to_dataset(self)
+        return to_dataset(self, features=features, label=label)
 
     def __enter__(self) -> Loader:
         return self

@@ -171,10 +171,16 @@ def create(
             return None
         if identity.same_as(m.fingerprint, m.fingerprint_parts, _stat_of(m.pipeline)):
             return m
-        changed = ", ".join(changed_parts(m.fingerprint_parts, identity.full[1])) or "settings"
+        changed = changed_parts(m.fingerprint_parts, identity.full[1])
+        hint = (
+            " (for a function sent by value that includes the values of the globals and "
+            "closure variables it uses, such as a list it appends to)"
+            if ref.by_value and "pipeline code" in changed
+            else ""
+        )
         raise SnapshotExistsError(
-            f"{url} holds a snapshot made with different {changed}; "
-            "pass --overwrite (overwrite=True) to replace it, or choose another OUTPUT"
+            f"{url} holds a snapshot made with different {', '.join(changed) or 'settings'}"
+            f"{hint}; pass --overwrite (overwrite=True) to replace it, or choose another OUTPUT"
         )
 
     if storage.protocol(fs) == "memory" and not in_process:

@@ -305,15 +305,16 @@ def test_memory_filesystem(memfs: object) -> None:
 
 
 def test_snapshot_materialises_once_then_reuses(tmp_path: Path) -> None:
-    calls: list[int] = []
+    calls = tmp_path / "calls"  # not a list it appends to: that would change its identity
 
     def gen() -> Any:
-        calls.append(1)
+        with open(calls, "a") as f:
+            f.write("called\n")
         yield snap.Batch(v=np.arange(10))
 
     s = snap.snapshot(gen, str(tmp_path / "s"), workers=0)
     s2 = snap.snapshot(gen, str(tmp_path / "s"), workers=0)
-    assert len(calls) == 1 and s.num_records == s2.num_records == 10
+    assert calls.read_text() == "called\n" and s.num_records == s2.num_records == 10
     assert sorted(int(v) for b in s2.loader(batch_size=3) for v in b["v"]) == list(range(10))
 
 

@@ -235,3 +235,25 @@ def test_a_big_payload_is_worth_a_warning(
     with caplog.at_level("WARNING", "snapshot_cli"):
         shipping.ship(preprocess, "preprocess")
     assert "every worker process receives a copy" in caplog.text
+
+
+def test_a_functools_cache_does_not_count_but_a_list_it_appends_to_does() -> None:
+    ns = as_main(
+        """
+        import functools
+        seen = []
+        @functools.cache
+        def table(n):
+            return list(range(n))
+        def cached(x):
+            return table(x)
+        def appends(x):
+            seen.append(x)
+            return x
+        """
+    )
+    before = shipping.identity(ns["cached"]), shipping.identity(ns["appends"])
+    ns["cached"](5)
+    ns["appends"](5)
+    after = shipping.identity(ns["cached"]), shipping.identity(ns["appends"])
+    assert before[0] == after[0] and before[1] != after[1]

@@ -1,0 +1,429 @@
+"""``loader.to_tf()``: elements for Keras, known cardinality, exact resume, fresh shuffles.
+
+TensorFlow runs in one subprocess (as in test_adapters.py: loaded beside torch and a JVM in
+the test process its threads slowed later tests and could crash the interpreter at exit).
+The script below runs every check there and prints what it saw as JSON; the tests here
+compare that with what plain numpy loaders give for the same settings. Column validation
+needs no TensorFlow and is tested in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError
+
+RECORDS = 240
+BATCH = 32  # 7 full batches and one of 16 per epoch
+PER_EPOCH = -(-RECORDS // BATCH)
+
+
+@pytest.fixture(scope="module")
+def snapshot_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("tf")
+    (root / "pipe.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            def preprocess(path):
+                with open(path) as f:
+                    i = int(f.read())
+                for k in range(40):
+                    n = i * 40 + k
+                    image = n + np.arange(6, dtype=np.float32).reshape(2, 3) / 8
+                    yield {"id": np.int64(n), "label": np.int64(n % 3), "image": image,
+                           "tokens": np.arange(n % 5 + 1, dtype=np.int32), "name": f"r{n}"}
+            """
+        )
+    )
+    (root / "in").mkdir()
+    for i in range(RECORDS // 40):
+        (root / "in" / f"{i}.txt").write_text(str(i))
+    out = root / "snap"
+    snap.create(f"{root / 'pipe.py'}:preprocess", str(out), inputs=[str(root / "in" / "*.txt")],
+                workers=0, shard_size="8KiB")  # fmt: skip
+    return str(out)
+
+
+# --- what TensorFlow saw (one subprocess for every check) ----------------------------------
+
+TF_CHECKS = r'''
+import json, sys, traceback
+import numpy as np
+import tensorflow as tf
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError
+
+s = snap.open(sys.argv[1])
+BATCH = int(sys.argv[2])
+
+
+def ids(x):
+    """Record ids of a batch: from the "id" column, or from the image (its [0, 0] is the id)."""
+    if isinstance(x, dict):
+        x = x["id"] if "id" in x else x["image"]
+    x = x.numpy()
+    return (x[:, 0, 0] if x.ndim == 3 else x).astype(np.int64).tolist()
+
+
+def first_batch_ids(ds):
+    return ids(next(iter(ds))[0])
+
+
+def check_elements():
+    out = {}
+    ds = s.loader(BATCH, seed=3).to_tf(features="image", label="label")
+    x_spec, y_spec = ds.element_spec
+    out["spec"] = [x_spec.shape.as_list(), x_spec.dtype.name, y_spec.shape.as_list(),
+                   y_spec.dtype.name]
+    out["image"] = [x.numpy().tolist() for x, _ in ds]
+    ds = s.loader(BATCH, seed=3).to_tf(features="image", label="label")
+    out["label"] = [y.numpy().tolist() for _, y in ds]
+    # features=None with a label: every other column, ragged and strings included
+    ds = s.loader(BATCH, seed=3).to_tf(label="label")
+    x, y = next(iter(ds))
+    out["none_label_keys"] = sorted(x)
+    out["none_label"] = {"id": x["id"].numpy().tolist(), "label": y.numpy().tolist(),
+                         "tokens": x["tokens"].to_list(),
+                         "name": [v.decode() for v in x["name"].numpy()],
+                         "ragged": isinstance(x["tokens"], tf.RaggedTensor)}
+    ds = s.loader(BATCH, seed=3).to_tf(features=["id", "image"], label="label")
+    x, y = next(iter(ds))
+    out["list_label"] = [sorted(x), x["id"].numpy().tolist(), y.numpy().tolist()]
+    ds = s.loader(BATCH, seed=3).to_tf(features="id")
+    x = next(iter(ds))
+    out["str_only"] = [isinstance(x, tf.Tensor), x.numpy().tolist()]
+    ds = s.loader(BATCH, seed=3).to_tf()
+    x = next(iter(ds))
+    out["all_only"] = [sorted(x), x["id"].numpy().tolist(), x["name"].numpy()[0].decode()]
+    ds = s.loader(BATCH, seed=3, columns=["id", "tokens"]).to_tf(features=["tokens"])
+    out["columns_subset"] = sorted(next(iter(ds)))
+    try:
+        s.loader(BATCH).to_tf(features="nope", label="label")
+    except OptionError as err:
+        out["error"] = str(err)
+    return out
+
+
+def check_cardinality():
+    out = {}
+    for name, options in {"epochs1": {}, "epochs2": {"epochs": 2},
+                          "drop_last": {"drop_last": True}}.items():
+        loader = s.loader(BATCH, **options)
+        ds = loader.to_tf(features="image", label="label")
+        out[name] = [int(ds.cardinality()), len(ds), len(loader), len(list(ds))]
+    ds = s.loader(BATCH, epochs=None).to_tf(features="image")
+    out["endless"] = [int(ds.cardinality()), int(tf.data.INFINITE_CARDINALITY),
+                      len(list(ds.take(3 * 8 + 2)))]
+    return out
+
+
+def check_no_read_ahead():
+    """Batches the loader has handed to TensorFlow after the consumer received k."""
+    out = {"ours": [], "default_from_generator": []}
+    ds = s.loader(BATCH, seed=1).to_tf(features="image", label="label")
+    options = ds.options()
+    out["options"] = [options.experimental_optimization.inject_prefetch,
+                      options.autotune.enabled]
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+        out["ours"].append(ds.state_dict()["batch"])
+    # what tf.data does with its default options: the reason to_tf turns inject_prefetch off
+    loader = s.loader(BATCH, seed=1)
+    spec = {"id": tf.TensorSpec((None,), tf.int64)}
+    plain = tf.data.Dataset.from_generator(lambda: ({"id": b["id"]} for b in loader),
+                                           output_signature=spec)
+    it = iter(plain)
+    for _ in range(5):
+        next(it)
+        out["default_from_generator"].append(loader.state_dict()["batch"])
+    return out
+
+
+def check_resume():
+    """3 passes uninterrupted vs. 1 + 3 batches, state saved, 3 passes of a new loader."""
+    options = dict(seed=11)
+    full = s.loader(BATCH, **options).to_tf(features="image", label="label")
+    uninterrupted = [[ids(x) for x, _ in full] for _ in range(3)]
+    ds = s.loader(BATCH, **options).to_tf(features="image", label="label")
+    got = [[ids(x) for x, _ in ds]]
+    part = []
+    for x, _ in ds:
+        part.append(ids(x))
+        if len(part) == 3:
+            state = ds.state_dict()
+            break
+    got.append(part)
+    state = json.loads(json.dumps(state))  # as saved to disk
+    resumed = s.loader(BATCH, **options).to_tf(features="image", label="label")
+    resumed.load_state_dict(state)
+    passes = [[ids(x) for x, _ in resumed] for _ in range(3)]
+    return {"uninterrupted": uninterrupted, "before": got, "state": state,
+            "resumed": passes, "cardinality": int(resumed.cardinality()),
+            "state_after": resumed.state_dict()}
+
+
+def check_break_and_iterate_again():
+    ds = s.loader(BATCH, seed=4).to_tf(features="image")
+    first = []
+    for x in ds:
+        first.append(ids(x))
+        if len(first) == 5:
+            break
+    second = [ids(x) for x in ds]
+    return {"first": first, "second": second}
+
+
+def check_set_epoch_stats_close():
+    ds = s.loader(BATCH, seed=6).to_tf(features="id")
+    ds.set_epoch(5)
+    epoch5 = [ids(x) for x in ds]
+    stats = ds.stats()
+    it = iter(ds)
+    next(it)
+    ds.load_state_dict(ds.state_dict())
+    try:
+        next(it)
+        superseded = "no error"
+    except tf.errors.OpError as err:
+        superseded = err.message
+    ds.close()
+    return {"epoch5": epoch5, "batches": stats["batches"], "records": stats["records"],
+            "superseded": superseded, "after_close": len(list(ds))}
+
+
+def check_keras_fit():
+    import keras
+
+    ds = s.loader(BATCH, seed=2).to_tf(features="image", label="label")
+    model = keras.Sequential([keras.Input((2, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3, activation="softmax")])
+    model.compile("adam", "sparse_categorical_crossentropy")
+    history = model.fit(ds, epochs=2, verbose=0)
+    state = ds.state_dict()
+    return {"epochs": len(history.history["loss"]), "steps": history.params["steps"],
+            "finite": bool(np.isfinite(history.history["loss"]).all()),
+            "state": [state["epoch"], state["batch"]]}
+
+
+def check_map_arrays_are_copied_or_shared():
+    """A map may return arrays TensorFlow cannot share (unaligned, strided): copied then."""
+    def odd(batch):
+        raw = np.empty(batch["image"].nbytes + 1, np.uint8)[1:]  # unaligned
+        image = raw.view(np.float32).reshape(batch["image"].shape)
+        image[...] = batch["image"]
+        wide = np.repeat(batch["id"], 2)[::2]  # strided
+        return {"image": image, "id": wide, "label": batch["label"]}
+
+    got = [(ids(x), ids(x["image"]), y.numpy().tolist()) for x, y in
+           s.loader(BATCH, seed=8, map=odd).to_tf(features=["image", "id"], label="label")]
+    return {"ids": [g[0] for g in got], "image_ids": [g[1] for g in got],
+            "labels": [g[2] for g in got]}
+
+
+def check_sharing():
+    """The loader's numeric arrays reach TensorFlow without a copy; others are left to it."""
+    from snapshot_cli.readers.tf import output_signature, to_tensor
+
+    loader = s.loader(BATCH, seed=1)
+    spec = output_signature(loader)
+    batch = next(iter(loader))
+    image = to_tensor(batch["image"], spec["image"])
+    label = to_tensor(batch["label"], spec["label"])
+    batch["image"][0, 0, 0], batch["label"][1] = -7.0, 99
+    unaligned = np.empty(batch["image"].nbytes + 1, np.uint8)[1:].view(np.float32)
+    return {"shared": [float(image[0, 0, 0]), int(label[1])],
+            "tensor": isinstance(image, tf.Tensor),
+            "unaligned_left_as_is": to_tensor(unaligned, spec["image"]) is unaligned}
+
+
+results = {}
+for name, fn in list(globals().items()):
+    if name.startswith("check_"):
+        try:
+            results[name[6:]] = fn()
+        except BaseException:
+            results[name[6:]] = {"traceback": traceback.format_exc()}
+print(json.dumps(results))
+'''
+
+
+@pytest.fixture(scope="module")
+def tf_results(snapshot_url: str) -> dict[str, Any]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    res = subprocess.run([sys.executable, "-c", TF_CHECKS, snapshot_url, str(BATCH)], env=env,
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _result(results: dict[str, Any], name: str) -> Any:
+    out = results[name]
+    if isinstance(out, dict) and "traceback" in out:
+        pytest.fail(f"the TensorFlow check {name!r} raised:\n{out['traceback']}")
+    return out
+
+
+def _stream(url: str, passes: int, **options: Any) -> list[list[int]]:
+    """Record ids per batch of ``passes`` passes of a plain numpy loader."""
+    loader = snap.open(url).loader(BATCH, **options)
+    return [b["id"].tolist() for _ in range(passes) for b in loader]
+
+
+# --- elements -------------------------------------------------------------------------------
+
+
+def test_features_and_label_give_what_keras_expects(
+    snapshot_url: str, tf_results: dict[str, Any]
+) -> None:
+    out = _result(tf_results, "elements")
+    assert out["spec"] == [[None, 2, 3], "float32", [None], "int64"]
+    expected = list(snap.open(snapshot_url).loader(BATCH, seed=3))
+    assert len(out["image"]) == len(expected) == PER_EPOCH
+    for image, label, batch in zip(out["image"], out["label"], expected, strict=True):
+        np.testing.assert_array_equal(np.asarray(image, np.float32), batch["image"])
+        assert label == batch["label"].tolist()
+
+
+def test_features_none_list_and_str(snapshot_url: str, tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "elements")
+    first = next(iter(snap.open(snapshot_url).loader(BATCH, seed=3)))
+    ids = first["id"].tolist()
+    assert out["none_label_keys"] == ["id", "image", "name", "tokens"]  # all but the label
+    none_label = out["none_label"]
+    assert none_label["id"] == ids and none_label["label"] == [n % 3 for n in ids]
+    assert none_label["ragged"] is True
+    assert none_label["tokens"] == [list(range(n % 5 + 1)) for n in ids]
+    assert none_label["name"] == [f"r{n}" for n in ids]
+    assert out["list_label"] == [["id", "image"], ids, [n % 3 for n in ids]]
+    assert out["str_only"] == [True, ids]  # one column and no label: a bare tensor
+    assert out["all_only"] == [["id", "image", "label", "name", "tokens"], ids, f"r{ids[0]}"]
+    assert out["columns_subset"] == ["tokens"]
+    assert "unknown feature column 'nope'" in out["error"]
+
+
+@pytest.mark.parametrize(
+    ("options", "features", "label", "message"),
+    [
+        ({}, "nope", "label", "unknown feature column 'nope'; the loader reads ['id', 'label'"),
+        ({}, ["image", "nope"], None, "unknown feature column 'nope'"),
+        ({}, "image", "lbl", "unknown label column 'lbl'; the loader reads ['id', 'label'"),
+        ({}, ["image", "label"], "label", "column 'label' is both the label and a feature"),
+        ({}, "label", "label", "choose features from ['id', 'image', 'tokens', 'name']"),
+        ({"columns": ["id", "label"]}, "image", "label",
+         "feature column 'image' is not read by this loader, which reads ['id', 'label']"),
+        ({"columns": ["id", "image"]}, "image", "label",
+         "label column 'label' is not read by this loader, which reads ['id', 'image']"),
+        ({"columns": ["label"]}, None, "label", "no feature columns"),
+        ({}, [], None, "features must be a column name, a non-empty list"),
+        ({}, 3, None, "features must be a column name"),
+        ({}, ["id", "id"], None, "features name ['id'] more than once"),
+        ({}, "id", ["label"], "label must be a column name (a str)"),
+    ],
+)  # fmt: skip
+def test_bad_columns_fail_at_construction(
+    snapshot_url: str, options: dict[str, Any], features: Any, label: Any, message: str
+) -> None:
+    loader = snap.open(snapshot_url).loader(BATCH, **options)
+    imported = "tensorflow" in sys.modules
+    with pytest.raises(OptionError) as err:
+        loader.to_tf(features=features, label=label)
+    assert message in str(err.value)
+    assert imported or "tensorflow" not in sys.modules  # checked before importing TensorFlow
+
+
+# --- passes, cardinality, resume ----------------------------------------------------------
+
+
+def test_cardinality_is_len_of_the_loader(tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "cardinality")
+    # [ds.cardinality(), len(ds), len(loader), batches in a pass]
+    assert out["epochs1"] == [PER_EPOCH] * 4
+    assert out["epochs2"] == [2 * PER_EPOCH] * 4
+    assert out["drop_last"] == [RECORDS // BATCH] * 4
+    assert out["endless"] == [-1, -1, 3 * 8 + 2]
+
+
+def test_tf_takes_a_batch_only_when_the_consumer_asks(tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "no_read_ahead")
+    assert out["ours"] == [1, 2, 3, 4, 5]
+    assert out["options"] == [False, False]  # no injected prefetch, no autotuning thread
+    # For the record: tf.data's default options read ahead (inject_prefetch); not asserted,
+    # TensorFlow may change it, and to_tf turns it off either way.
+    assert len(out["default_from_generator"]) == 5
+
+
+def test_resume_is_exact_and_every_pass_has_len_batches(
+    snapshot_url: str, tf_results: dict[str, Any]
+) -> None:
+    out = _result(tf_results, "resume")
+    numpy_stream = _stream(snapshot_url, 6, seed=11)
+    uninterrupted = [b for p in out["uninterrupted"] for b in p]
+    assert uninterrupted == numpy_stream[: 3 * PER_EPOCH]  # the loader's own batches
+    assert [len(p) for p in out["before"]] == [PER_EPOCH, 3]
+    assert (out["state"]["epoch"], out["state"]["batch"]) == (1, 3)
+    assert out["cardinality"] == PER_EPOCH
+    # a resumed pass starts at the saved batch and runs into the next epoch: len() batches
+    assert [len(p) for p in out["resumed"]] == [PER_EPOCH] * 3
+    got = [b for p in out["before"] + out["resumed"] for b in p]
+    assert got == numpy_stream[: len(got)]  # nothing skipped, nothing repeated
+    for epoch in range(4):  # each snap epoch still holds every record once
+        records = sorted(n for b in got[epoch * PER_EPOCH : (epoch + 1) * PER_EPOCH] for n in b)
+        assert records == list(range(RECORDS))
+    assert (out["state_after"]["epoch"], out["state_after"]["batch"]) == (4, 3)
+
+
+def test_every_pass_is_a_fresh_shuffle(tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "resume")
+    passes = out["uninterrupted"]
+    flat = [sorted(n for b in p for n in b) for p in passes]
+    assert flat == [list(range(RECORDS))] * 3
+    orders = [[n for b in p for n in b] for p in passes]
+    assert orders[0] != orders[1] != orders[2] != orders[0]
+
+
+def test_a_pass_broken_off_and_started_again(snapshot_url: str, tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "break_and_iterate_again")
+    assert len(out["first"]) == 5 and len(out["second"]) == PER_EPOCH
+    assert out["first"] + out["second"] == _stream(snapshot_url, 2, seed=4)[: 5 + PER_EPOCH]
+
+
+def test_set_epoch_stats_and_a_superseded_iterator(
+    snapshot_url: str, tf_results: dict[str, Any]
+) -> None:
+    out = _result(tf_results, "set_epoch_stats_close")
+    loader = snap.open(snapshot_url).loader(BATCH, seed=6)
+    loader.set_epoch(5)
+    assert out["epoch5"] == [b["id"].tolist() for b in loader]
+    assert out["batches"] == PER_EPOCH and out["records"] == RECORDS
+    assert "superseded" in out["superseded"]
+    assert out["after_close"] == PER_EPOCH
+
+
+def test_keras_fit_runs_and_knows_its_steps(tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "keras_fit")
+    assert out["epochs"] == 2 and out["finite"]
+    assert out["steps"] == PER_EPOCH
+    assert out["state"] == [2, 0]  # fit took exactly two passes' batches, none ahead
+
+
+def test_arrays_tf_cannot_share_are_copied(snapshot_url: str, tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "map_arrays_are_copied_or_shared")
+    expected = _stream(snapshot_url, 1, seed=8)
+    assert out["ids"] == out["image_ids"] == expected
+    assert out["labels"] == [[n % 3 for n in b] for b in expected]
+
+
+def test_numeric_columns_reach_tensorflow_without_a_copy(tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "sharing")
+    assert out == {"shared": [-7.0, 99], "tensor": True, "unaligned_left_as_is": True}
