@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -16,34 +15,18 @@ import pytest
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
 from snapshot_cli.readers.adapter import Adapter, ahead
+from tests.readers.conftest import numbered_snapshot
 
 RECORDS = 240
 
 
 @pytest.fixture(scope="module")
 def snapshot_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("adapters")
-    (root / "pipe.py").write_text(
-        textwrap.dedent(
-            """
-            import numpy as np
-            def preprocess(path):
-                with open(path) as f:
-                    i = int(f.read())
-                for k in range(40):
-                    n = i * 40 + k
-                    yield {"label": np.int64(n), "x": np.full((2, 3), n, np.float32),
-                           "tokens": np.arange(n % 5 + 1, dtype=np.int32), "name": f"r{n}"}
-            """
-        )
+    record = (
+        '{"label": np.int64(n), "x": np.full((2, 3), n, np.float32), '
+        '"tokens": np.arange(n % 5 + 1, dtype=np.int32), "name": f"r{n}"}'
     )
-    (root / "in").mkdir()
-    for i in range(RECORDS // 40):
-        (root / "in" / f"{i}.txt").write_text(str(i))
-    out = root / "snap"
-    snap.create(f"{root / 'pipe.py'}:preprocess", str(out), inputs=[str(root / "in" / "*.txt")],
-                workers=0, shard_size="8KiB")  # fmt: skip
-    return str(out)
+    return numbered_snapshot(tmp_path_factory.mktemp("adapters"), RECORDS, record, "8KiB")
 
 
 # --- the shared logic ---------------------------------------------------------------------

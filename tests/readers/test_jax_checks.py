@@ -7,39 +7,19 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from typing import Any
 
 import pytest
 
-import snapshot_cli as snap
+from tests.readers.conftest import numbered_snapshot
 
 RECORDS = 120  # 120 / 7 ranks: 18 records per rank, not a multiple of 4
 
 
 @pytest.fixture(scope="module")
 def snapshot_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("jax_checks")
-    (root / "pipe.py").write_text(
-        textwrap.dedent(
-            """
-            import numpy as np
-            def preprocess(path):
-                with open(path) as f:
-                    i = int(f.read())
-                for k in range(40):
-                    n = i * 40 + k
-                    yield {"label": np.int64(n), "x": np.full(3, n, np.float32)}
-            """
-        )
-    )
-    (root / "in").mkdir()
-    for i in range(RECORDS // 40):
-        (root / "in" / f"{i}.txt").write_text(str(i))
-    out = root / "snap"
-    snap.create(f"{root / 'pipe.py'}:preprocess", str(out), inputs=[str(root / "in" / "*.txt")],
-                workers=0, shard_size="2KiB")  # fmt: skip
-    return str(out)
+    record = '{"label": np.int64(n), "x": np.full(3, n, np.float32)}'
+    return numbered_snapshot(tmp_path_factory.mktemp("jax_checks"), RECORDS, record, "2KiB")
 
 
 # Each case: loader options → the error at to_jax(...), or the batches of one epoch.

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
+from tests.readers.conftest import numbered_snapshot
 
 RECORDS = 240
 BATCH = 32  # 7 full batches and one of 16 per epoch
@@ -29,29 +29,12 @@ PER_EPOCH = -(-RECORDS // BATCH)
 
 @pytest.fixture(scope="module")
 def snapshot_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("tf")
-    (root / "pipe.py").write_text(
-        textwrap.dedent(
-            """
-            import numpy as np
-            def preprocess(path):
-                with open(path) as f:
-                    i = int(f.read())
-                for k in range(40):
-                    n = i * 40 + k
-                    image = n + np.arange(6, dtype=np.float32).reshape(2, 3) / 8
-                    yield {"id": np.int64(n), "label": np.int64(n % 3), "image": image,
-                           "tokens": np.arange(n % 5 + 1, dtype=np.int32), "name": f"r{n}"}
-            """
-        )
+    record = (
+        '{"id": np.int64(n), "label": np.int64(n % 3), '
+        '"image": n + np.arange(6, dtype=np.float32).reshape(2, 3) / 8, '
+        '"tokens": np.arange(n % 5 + 1, dtype=np.int32), "name": f"r{n}"}'
     )
-    (root / "in").mkdir()
-    for i in range(RECORDS // 40):
-        (root / "in" / f"{i}.txt").write_text(str(i))
-    out = root / "snap"
-    snap.create(f"{root / 'pipe.py'}:preprocess", str(out), inputs=[str(root / "in" / "*.txt")],
-                workers=0, shard_size="8KiB")  # fmt: skip
-    return str(out)
+    return numbered_snapshot(tmp_path_factory.mktemp("tf"), RECORDS, record, "8KiB")
 
 
 # --- what TensorFlow saw (one subprocess for every check) ----------------------------------

@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import gc
 import os
-import textwrap
 from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
-
-torch = pytest.importorskip("torch")
-
-from snapshot_cli.readers import torch as torch_adapter  # noqa: E402 - needs torch
-from snapshot_cli.readers.torch import SnapshotDataset  # noqa: E402
+from snapshot_cli.readers import torch as torch_adapter
+from snapshot_cli.readers.torch import SnapshotDataset
+from tests.readers.conftest import numbered_snapshot
 
 RECORDS = 120
 BATCH = 8
@@ -29,26 +27,8 @@ SEED = 4
 
 @pytest.fixture(scope="module")
 def snapshot_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("epochs")
-    (root / "pipe.py").write_text(
-        textwrap.dedent(
-            """
-            import numpy as np
-            def preprocess(path):
-                with open(path) as f:
-                    i = int(f.read())
-                for k in range(40):
-                    yield {"label": np.int64(i * 40 + k), "x": np.full(3, k, np.float32)}
-            """
-        )
-    )
-    (root / "in").mkdir()
-    for i in range(RECORDS // 40):
-        (root / "in" / f"{i}.txt").write_text(str(i))
-    out = root / "snap"
-    snap.create(f"{root / 'pipe.py'}:preprocess", str(out), inputs=[str(root / "in" / "*.txt")],
-                workers=0, shard_size="2KiB")  # fmt: skip
-    return str(out)
+    record = '{"label": np.int64(n), "x": np.full(3, k, np.float32)}'
+    return numbered_snapshot(tmp_path_factory.mktemp("epochs"), RECORDS, record, "2KiB")
 
 
 def _labels(batches: Iterable[Any]) -> list[int]:
