@@ -1,0 +1,105 @@
+"""Benchmark: what identifying the inputs costs ``snap create`` (issue 13: identity, not
+timestamps).
+
+A snapshot of a trivial pipeline over N local files is made once; then three checks of an
+up-to-date snapshot are timed, each against reading the same bytes in the same process with
+the same 8 threads and no hashing (the baseline):
+
+- ``stat``: nothing changed, the listing matches: no file is read;
+- ``content``: every file got a new mtime (rewritten with the same bytes): every file is read
+  and hashed (sha256) to find that nothing changed;
+- the first ``create`` itself, which reads every input once more to record its contents.
+
+Usage: python benchmarks/identity.py [--files 400] [--mib-per-file 2.5] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import snapshot_cli as snap
+from snapshot_cli.writers.inputs import HASH_THREADS
+
+
+def preprocess(path: str) -> Any:
+    yield {"size": os.path.getsize(path)}  # reads nothing: the cost measured is snap's own
+
+
+def read_all(paths: list[Path]) -> int:
+    """The baseline: read every byte with the threads snap hashes with, in 8 MiB pieces."""
+
+    def read(path: Path) -> int:
+        n = 0
+        with open(path, "rb") as f:
+            while chunk := f.read(8 << 20):
+                n += len(chunk)
+        return n
+
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        return sum(pool.map(read, paths))
+
+
+def timed(fn: Any) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", type=int, default=400)
+    ap.add_argument("--mib-per-file", type=float, default=2.5)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory(prefix="snap-identity-") as tmp:
+        raw = Path(tmp) / "raw"
+        raw.mkdir()
+        size = int(args.mib_per_file * 2**20)
+        paths = []
+        for i in range(args.files):
+            path = raw / f"{i:05d}.bin"
+            path.write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+            paths.append(path)
+        total = sum(p.stat().st_size for p in paths)
+        glob = str(raw / "*.bin")
+        names = ("read (baseline)", "first create", "up to date, stat", "up to date, content")
+        rows: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(args.repeats):
+            out = str(Path(tmp) / f"s{r}")
+            rows["read (baseline)"].append(timed(lambda: read_all(paths)))
+            rows["first create"].append(
+                timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
+            )
+            rows["up to date, stat"].append(
+                timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
+            )
+            stamp = time.time() + 100 + r
+            for p in paths:
+                os.utime(p, (stamp, stamp))
+            rows["up to date, content"].append(
+                timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
+            )
+    base = statistics.median(rows["read (baseline)"])
+    print(f"{args.files} files, {total / 2**30:.2f} GiB, page cache warm, median of "
+          f"{args.repeats}; {os.cpu_count()} cores")  # fmt: skip
+    print(f"{'check':24} {'median s':>9} {'GB/s':>6} {'x read':>7}  runs")
+    for name, runs in rows.items():
+        m = statistics.median(runs)
+        print(
+            f"{name:24} {m:9.3f} {total / m / 1e9:6.2f} {m / base:7.2f}  "
+            + " ".join(f"{x:.3f}" for x in runs)
+        )
+
+
+if __name__ == "__main__":
+    main()
