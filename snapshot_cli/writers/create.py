@@ -287,16 +287,17 @@ _GUARD = (
 
 def _refuse_nested(url: str) -> None:
     """Fail at once, not wait forever, where a create can only deadlock on its parent."""
-    if worker_mod.ACTIVE:
+    if worker_mod.IMPORTING:
         raise OptionError(
             f"snap.create({url!r}) was called inside a snap worker process, while it imported "
             f"the pipeline's module: {_GUARD}"
         )
     if _bootstrapping():
         raise OptionError(
-            f"snap.create({url!r}) was called while a child process of "
-            f"{multiprocessing.current_process().name} re-ran the parent's script "
-            f"(multiprocessing 'spawn' start method) and the snapshot is not ready yet: {_GUARD}"
+            f"snap.create({url!r}) was called while this process "
+            f"({multiprocessing.current_process().name}), started by multiprocessing's "
+            f"'spawn' or 'forkserver' method, re-ran its parent's script, and the snapshot is "
+            f"not ready yet: {_GUARD}"
         )
 
 

@@ -31,7 +31,7 @@ from .. import errors
 from ..errors import SnapError
 from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
 
-ACTIVE = False  # True in a worker process: a nested snap.create there is refused at once
+IMPORTING = False  # True while a worker loads the pipeline: a snap.create then is refused
 
 
 def outcome(
@@ -84,8 +84,7 @@ def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:
 
 def main(parent_pid: int) -> None:
     """Serve tasks from the parent until it closes our stdin."""
-    global ACTIVE
-    ACTIVE = True
+    global IMPORTING
     _die_with_parent()
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
@@ -98,15 +97,18 @@ def main(parent_pid: int) -> None:
     hello = json.loads(incoming.readline())
     sys.path[:] = hello["sys_path"]  # as multiprocessing does: the parent's imports work here
     job = hello["job"]
+    IMPORTING = True  # a module that calls snap.create when imported would wait for us
     try:
         load_job_function(Job(**job))
     except SnapError as err:
         send(error_outcome(err))
         return
+    finally:
+        IMPORTING = False
     send({"ready": True})
     for line in incoming:
         task = json.loads(line)["task"]
         send(outcome(job, task, lambda records, nbytes: send({"progress": [records, nbytes]})))
 
 
-__all__ = ["ACTIVE", "main", "outcome", "rebuild_error"]
+__all__ = ["IMPORTING", "main", "outcome", "rebuild_error"]

@@ -192,3 +192,17 @@ def test_a_worker_killed_mid_task_is_named_and_the_run_resumes(tmp_path: Path) -
     marker.unlink()
     info = snap.create(preprocess, out, inputs=list(range(6)), workers=2, inputs_per_task=1)
     assert info.num_records == 6 and info.tasks_resumed >= 1
+
+
+def test_a_pipeline_may_create_other_snapshots_from_its_workers(tmp_path: Path) -> None:
+    """Only a create that would wait for its own parent is refused, not every nested one."""
+    inner = str(tmp_path / "inner")
+
+    def preprocess(item: int) -> Any:
+        sub = snap.create(lambda x: iter([{"y": x}]), f"{inner}-{item}", inputs=[item],
+                          workers=0)  # fmt: skip
+        yield {"x": item, "inner_records": sub.num_records}
+
+    info = snap.create(preprocess, str(tmp_path / "s"), inputs=[1, 2], workers=2)
+    assert info.num_records == 2
+    assert all((tmp_path / f"inner-{i}" / "manifest.json").exists() for i in (1, 2))
