@@ -93,12 +93,10 @@ class _WorkerProcess:
         self.reader.start()
 
     def _read(self) -> None:
-        stdout = self.proc.stdout
-        try:
-            for line in stdout or ():
+        # A broken pipe or a torn line means the process is gone: reported as its end.
+        with contextlib.suppress(OSError, ValueError):
+            for line in self.proc.stdout or ():
                 self.events.put((self, json.loads(line)))
-        except (OSError, ValueError):
-            pass  # a broken pipe or a torn line: the process is gone, reported below
         self.events.put((self, None))
 
     def _send(self, data: bytes) -> None:
