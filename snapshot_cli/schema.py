@@ -133,3 +133,20 @@ def encode_schema(schema: pa.Schema) -> str:
 
 def decode_schema(text: str) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text.encode("ascii"), validate=True)))
+
+
+def difference(got: pa.Schema, want: pa.Schema) -> str | None:
+    """How a shard's schema differs from the manifest's (exact types: no cast is ever made),
+    or None if they agree."""
+    g = [(f.name, f.type) for f in got]
+    w = [(f.name, f.type) for f in want]
+    if g == w:
+        return None
+    return next(
+        (
+            f"column {b[0]!r}: {a[1]} instead of {b[1]}"
+            for a, b in zip(g, w, strict=False)
+            if a != b
+        ),
+        f"columns {[a[0] for a in g]} instead of {[b[0] for b in w]}",
+    )

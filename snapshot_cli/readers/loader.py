@@ -147,7 +147,7 @@ class Loader:
             raise OptionError("cache_limit needs cache_dir (the directory to cache shards in)")
         self.cache = cache
         self._readers = ShardReaders(
-            snapshot.fs, snapshot.root, m.shards, verify=verify, cache=cache
+            snapshot.fs, snapshot.root, m.shards, schema, verify=verify, cache=cache
         )
         # "auto": on local disk (and from a cache), decoding is CPU-bound and one thread per
         # core is best; the hill climber's explorations cost more than they found there

@@ -29,6 +29,7 @@ from typing import Any
 import crc32c
 import pyarrow as pa
 
+from .. import schema as schema_mod
 from .. import storage
 from ..errors import CorruptShardError
 from ..manifest import ShardEntry
@@ -55,6 +56,7 @@ class ShardReaders:
         fs: Any,
         root: str,
         shards: tuple[ShardEntry, ...],
+        schema: pa.Schema,
         verify: bool = True,
         max_open: int = 128,
         max_bytes: int | None = None,
@@ -62,7 +64,7 @@ class ShardReaders:
         fetcher: Fetcher | None = None,
     ) -> None:
         self._fs, self._pid = fs, os.getpid()
-        self.root, self.shards, self.verify = root, shards, verify
+        self.root, self.shards, self.schema, self.verify = root, shards, schema, verify
         self.local = storage.is_local(fs)
         max_bytes = MEMORY_BUDGET if max_bytes is None else max_bytes
         self.max_open, self.max_bytes = max_open, max_bytes
@@ -176,6 +178,7 @@ class ShardReaders:
             if isinstance(err, CorruptShardError):
                 raise
             raise CorruptShardError(f"shard {self.url(i)} cannot be opened: {err}") from err
+        self._check_layout(i, reader)
         readers[i] = reader
         if len(readers) > self.max_open:
             readers.popitem(last=False)
@@ -196,9 +199,12 @@ class ShardReaders:
             source, size, cached = self._source(i)
             try:
                 reader = pa.ipc.open_file(source)
+                self._check_layout(i, reader)
             except (pa.ArrowException, OSError) as err:
                 if cached is not None:
                     cached.close()
+                if isinstance(err, CorruptShardError):
+                    raise
                 raise CorruptShardError(f"shard {self.url(i)} cannot be opened: {err}") from err
             with self._lock:
                 held = 0 if self.local or cached is not None else size
@@ -214,11 +220,34 @@ class ShardReaders:
                 self._opening.pop(i, None)
             return reader
 
+    def _check_layout(self, i: int, reader: pa.ipc.RecordBatchFileReader) -> None:
+        """The file's schema is the manifest's, exactly (values are never cast), and it holds
+        the record batches the manifest lists: else CorruptShardError, before any is read."""
+        diff = schema_mod.difference(reader.schema, self.schema)
+        if diff is not None:
+            raise CorruptShardError(
+                f"shard {self.url(i)}: its schema differs from the manifest's ({diff}); the "
+                "shard was not written for this manifest"
+            )
+        expected = self.shards[i].record_batches
+        if reader.num_record_batches != expected:
+            raise CorruptShardError(
+                f"shard {self.url(i)} has {reader.num_record_batches} record batches, the "
+                f"manifest says {expected}"
+            )
+
     def read_batch(self, shard: int, batch: int, rows: int) -> pa.RecordBatch:
-        """Record batch ``batch`` of shard ``shard``, decoded; checks it has ``rows`` records."""
+        """Record batch ``batch`` of shard ``shard``, decoded and validated in full (buffer
+        sizes, offsets, UTF-8) before any value is used; checks it has ``rows`` records.
+
+        Full validation costs little next to decoding (``benchmarks/validation.py``), and it
+        is what keeps a crafted file (right checksum, lying offsets) from reading memory
+        outside its buffers.
+        """
         reader = self.reader(shard)
         try:
             rb = reader.get_batch(batch)
+            rb.validate(full=True)
         except (pa.ArrowException, OSError, IndexError) as err:
             raise CorruptShardError(
                 f"shard {self.url(shard)} record batch {batch} cannot be decoded: {err}"

@@ -60,7 +60,7 @@ class Snapshot:
         Raises:
             CorruptShardError: missing, wrong size, wrong checksum, or undecodable.
         """
-        readers = ShardReaders(self.fs, self.root, self.shards, verify=verify)
+        readers = ShardReaders(self.fs, self.root, self.shards, self.schema, verify=verify)
         sizes = self.shards[index].batch_sizes()
         batches = [readers.read_batch(index, j, rows) for j, rows in enumerate(sizes)]
         return pa.Table.from_batches(batches, schema=self.schema)
@@ -89,7 +89,7 @@ class Snapshot:
         if unknown:
             raise OptionError(f"unknown columns {unknown}; the snapshot has {self.schema.names}")
         out: list[dict[str, Any]] = []
-        readers = ShardReaders(self.fs, self.root, self.shards)
+        readers = ShardReaders(self.fs, self.root, self.shards, self.schema)
         for i, shard in enumerate(self.shards):
             for b, rows in enumerate(shard.batch_sizes()):
                 if len(out) >= n:

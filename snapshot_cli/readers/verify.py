@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import schema as schema_mod
 from .. import storage
 from ..errors import SnapError
 from ..manifest import ShardEntry
@@ -162,17 +163,8 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
         reader = pa.ipc.open_file(pa.OSFile(path, "r") if local else source)
     except (pa.ArrowException, OSError) as err:
         return f"is not a readable Arrow file: {err}"
-    got = [(f.name, f.type) for f in reader.schema]
-    want = [(f.name, f.type) for f in schema]
-    if got != want:
-        diff = next(
-            (
-                f"column {w[0]!r}: {g[1]} instead of {w[1]}"
-                for g, w in zip(got, want, strict=False)
-                if g != w
-            ),
-            f"columns {[g[0] for g in got]} instead of {[w[0] for w in want]}",
-        )
+    diff = schema_mod.difference(reader.schema, schema)
+    if diff is not None:
         return f"its schema differs from the manifest's ({diff})"
     expected = entry.batch_sizes()
     if reader.num_record_batches != len(expected):

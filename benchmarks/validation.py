@@ -1,0 +1,72 @@
+"""Benchmark: what validating every record batch costs (issue 14: reading untrusted bytes).
+
+For each codec, the record batches of the same image-like snapshot (with ragged int32 token
+ids, so that there are offsets to check) are read and decoded with 2 threads over different
+shards, as the loader reads them: without validation, with Arrow's structural validation
+(``validate()``: buffer sizes) and with its full validation (``validate(full=True)``: also
+offsets and UTF-8), alternating, in one process. The loader uses full validation.
+
+Usage: python benchmarks/validation.py [--size-gb 0.5] [--repeats 3] [--codecs zstd,lz4,none]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay import ensure_snapshot  # noqa: E402 - the benchmarks' shared snapshot writer
+
+MODES = ("none", "structural", "full")
+
+
+def read_all(paths: list[str], mode: str) -> int:
+    def one(path: str) -> int:
+        reader = pa.ipc.open_file(pa.memory_map(path))
+        n = 0
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            if mode == "structural":
+                batch.validate()
+            elif mode == "full":
+                batch.validate(full=True)
+            n += batch.nbytes
+        return n
+
+    with ThreadPoolExecutor(2) as pool:
+        return sum(pool.map(one, paths))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-gb", type=float, default=0.5)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--codecs", default="zstd,lz4,none")
+    ap.add_argument("--data-dir", default=str(Path(__file__).parent / "out" / "validation-data"))
+    args = ap.parse_args()
+    print(f"{'codec':6} {'mode':11} {'GB/s':>6} {'x none':>7}  runs (s)")
+    for codec in args.codecs.split(","):
+        s = ensure_snapshot(args.data_dir, codec, args.size_gb, tokens=True, workers=2)
+        paths = [str(Path(s.root) / e.path) for e in s.shards]
+        runs: dict[str, list[float]] = {m: [] for m in MODES}
+        nbytes = 0
+        for _ in range(args.repeats):
+            for mode in MODES:
+                started = time.perf_counter()
+                nbytes = read_all(paths, mode)
+                runs[mode].append(time.perf_counter() - started)
+        base = statistics.median(runs["none"])
+        for mode in MODES:
+            m = statistics.median(runs[mode])
+            print(f"{codec:6} {mode:11} {nbytes / m / 1e9:6.2f} {m / base:7.3f}  "
+                  + " ".join(f"{x:.3f}" for x in runs[mode]))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
