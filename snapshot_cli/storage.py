@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import posixpath
+import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -438,6 +439,25 @@ def remove(fs: AbstractFileSystem, path: str, recursive: bool = False) -> None:
         except OSError:
             if fs.exists(path):  # pyarrow's hdfs raises EIO, not FileNotFoundError, if missing
                 raise
+
+
+def local_file_problem(root: str, path: str) -> str | None:
+    """Why the local file ``path`` may not be read as part of the snapshot at ``root``, or
+    None: it must be a regular file (not a directory, FIFO or device: a FIFO would block the
+    reader forever) whose real path stays inside the snapshot (no symlink out of it).
+    Nothing is read. FileNotFoundError propagates."""
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    if os.path.commonpath([real_root, real]) != real_root:
+        return f"is a link to {real}, outside the snapshot"
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        return f"is {kind} (mode {stat.filemode(mode)})"
+    return None
 
 
 @dataclass(frozen=True)

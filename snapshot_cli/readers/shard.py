@@ -127,6 +127,8 @@ class ShardReaders:
         held = None
         try:
             if self.local:
+                if (problem := storage.local_file_problem(self.root, path)) is not None:
+                    raise CorruptShardError(f"shard {url} {problem}; it is not read")
                 source: Any = pa.OSFile(path, "r")
                 size = source.size()
             elif self.cache is not None:

@@ -115,6 +115,8 @@ def open(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = N
     fs, root = storage.resolve(os.fspath(url), storage_options)
     path = storage.join(root, MANIFEST_NAME)
     try:
+        if storage.is_local(fs) and (problem := storage.local_file_problem(root, path)):
+            raise ManifestError(f"{storage.to_url(fs, path)} {problem}; it is not read")
         data = storage.read_bytes(fs, path)
     except FileNotFoundError as err:
         if storage.exists(fs, storage.join(root, RUNS_DIR)):

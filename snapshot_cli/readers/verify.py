@@ -138,7 +138,9 @@ def _full_check(
     path = storage.join(root, entry.path)
     result = ShardCheck(entry.path, storage.to_url(fs, path), entry.bytes, entry.records, "full")
     try:
-        result.problem = _problem(fs, path, entry, schema, local)
+        result.problem = (storage.local_file_problem(root, path) if local else None) or _problem(
+            fs, path, entry, schema, local
+        )
     except FileNotFoundError:
         result.problem = "missing"
     except (OSError, SnapError) as err:

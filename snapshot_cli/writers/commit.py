@@ -13,7 +13,7 @@ from fsspec import AbstractFileSystem
 
 from .. import __version__, storage
 from .. import schema as schema_mod
-from ..errors import SnapshotExistsError
+from ..errors import ManifestError, SnapshotExistsError
 from ..manifest import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, Manifest, ShardEntry
 from . import convert
 
@@ -28,6 +28,8 @@ def read_manifest(fs: AbstractFileSystem, root: str) -> Manifest | None:
     """The committed manifest, or None if the snapshot was never committed."""
     path = storage.join(root, MANIFEST_NAME)
     try:
+        if storage.is_local(fs) and (problem := storage.local_file_problem(root, path)):
+            raise ManifestError(f"{storage.to_url(fs, path)} {problem}; it is not read")
         data = storage.read_bytes(fs, path)
     except FileNotFoundError:
         return None

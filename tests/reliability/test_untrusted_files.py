@@ -1,0 +1,123 @@
+"""Only regular files inside the snapshot are read as shards or manifests: a FIFO (which would
+block a reader forever), a directory, or a symlink out of the snapshot is refused without
+reading it, by the loader, ``head`` and ``verify``, and ``snap.open``. Probes run in their
+own processes with a time limit, so that a hang fails the test."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import snapshot_cli as snap
+from tests.conftest import REPO
+
+PROBE = """
+import sys
+import snapshot_cli as snap
+path, how = sys.argv[1], sys.argv[2]
+try:
+    s = snap.open(path)
+    if how == "head":
+        s.head(100)
+    elif how == "loader":
+        list(s.loader(4, shuffle=True))
+except (snap.CorruptShardError, snap.ManifestError) as err:
+    print(type(err).__name__ + ":", err)
+else:
+    print("read without an error")
+"""
+
+
+def probe(path: Path, how: str) -> str:
+    res = subprocess.run([sys.executable, "-c", PROBE, str(path), how], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    def preprocess(i: int) -> Any:
+        yield {"x": i}
+
+    snap.create(preprocess, str(tmp_path / "snap"), inputs=[0, 1, 2], workers=0,
+                inputs_per_task=1)  # fmt: skip
+    return tmp_path / "snap"
+
+
+def shard_path(out: Path, index: int = 1) -> Path:
+    return out / json.loads((out / "manifest.json").read_text())["shards"][index]["path"]
+
+
+def fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def link_out(path: Path) -> None:
+    outside = path.parent.parent.parent / "outside.arrow"  # the very same bytes, elsewhere
+    shutil.move(path, outside)
+    path.symlink_to(outside)
+
+
+SHARD_CASES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "fifo": (fifo, "not a regular file"),
+    "directory": (directory, "is a directory"),
+    "symlink out of the snapshot": (link_out, "outside the snapshot"),
+}
+
+
+@pytest.mark.parametrize("case", SHARD_CASES)
+def test_a_shard_that_is_no_regular_file_inside_is_refused(out: Path, case: str) -> None:
+    make, said = SHARD_CASES[case]
+    target = shard_path(out)
+    make(target)
+    for how in ("head", "loader"):
+        got = probe(out, how)
+        assert got.startswith("CorruptShardError:") and said in got and target.name in got, got
+    verify = [sys.executable, "-m", "snapshot_cli", "verify", str(out), "--json"]
+    res = subprocess.run(verify, cwd=REPO, capture_output=True, text=True, timeout=60,
+                         check=False)  # fmt: skip
+    assert res.returncode == 1
+    damaged = json.loads(res.stdout)["damaged"]
+    assert len(damaged) == 1 and said in damaged[0]["problem"]
+
+
+def test_a_symlink_inside_the_snapshot_is_read(out: Path) -> None:
+    target = shard_path(out)
+    (out / "moved").mkdir()
+    shutil.move(target, out / "moved" / target.name)
+    target.symlink_to(out / "moved" / target.name)
+    assert probe(out, "loader") == "read without an error"
+
+
+@pytest.mark.parametrize("case", ["fifo", "directory"])
+def test_a_manifest_that_is_no_regular_file_is_refused(out: Path, case: str) -> None:
+    manifest = out / "manifest.json"
+    fifo(manifest) if case == "fifo" else directory(manifest)
+    got = probe(out, "open")
+    assert got.startswith("ManifestError:") and "manifest.json" in got, got
+
+
+def test_inspect_and_create_refuse_a_fifo_manifest_at_once(out: Path) -> None:
+    fifo(out / "manifest.json")
+    pipe = out.parent / "pipe.py"
+    pipe.write_text("def f():\n    yield {'x': 1}\n")
+    for args in (["inspect", str(out)], ["create", f"{pipe}:f", str(out), "--workers", "0"]):
+        res = subprocess.run([sys.executable, "-m", "snapshot_cli", *args], cwd=REPO,
+                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert "manifest.json is not a regular file" in res.stderr, res.stderr
