@@ -222,7 +222,7 @@ def _feed(
                 iterator = iter(_iterate(result))
             except SnapError:
                 raise
-            except Exception as err:
+            except (Exception, SystemExit) as err:  # sys.exit() in it is its error too
                 raise _pipeline_error(err, where) from err
             while True:
                 try:
@@ -231,7 +231,7 @@ def _feed(
                     break
                 except SnapError:
                     raise
-                except Exception as err:
+                except (Exception, SystemExit) as err:
                     raise _pipeline_error(err, where) from err
                 try:
                     writer.add(out)
@@ -243,7 +243,7 @@ def _feed(
         raise
 
 
-def _pipeline_error(err: Exception, where: str) -> PipelineError:
+def _pipeline_error(err: BaseException, where: str) -> PipelineError:
     return PipelineError(
         f"the pipeline raised {type(err).__name__} on {where}:\n"
         f"{pipeline.format_user_traceback(err)}"

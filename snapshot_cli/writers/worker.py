@@ -47,6 +47,8 @@ def outcome(
         return error_outcome(err)
     except OSError as err:
         return {"error": {"type": "StorageError", "message": f"task {task['index']}: {err}"}}
+    except KeyboardInterrupt:  # raised by the function: an interrupt, as in the parent
+        return {"error": {"type": "KeyboardInterrupt", "message": f"task {task['index']}"}}
     except Exception:
         return {"error": {"type": "internal", "message": traceback.format_exc()}}
 
@@ -57,6 +59,8 @@ def error_outcome(err: SnapError) -> dict[str, Any]:
 
 def rebuild_error(err: dict[str, Any]) -> BaseException:
     """The exception a worker reported, raised again in the parent."""
+    if err["type"] == "KeyboardInterrupt":
+        return KeyboardInterrupt(err["message"])
     cls = getattr(errors, err["type"], None)
     if isinstance(cls, type) and issubclass(cls, SnapError):
         return cls(err["message"])

@@ -206,3 +206,28 @@ def test_a_pipeline_may_create_other_snapshots_from_its_workers(tmp_path: Path) 
     info = snap.create(preprocess, str(tmp_path / "s"), inputs=[1, 2], workers=2)
     assert info.num_records == 2
     assert all((tmp_path / f"inner-{i}" / "manifest.json").exists() for i in (1, 2))
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize(
+    ("raised", "code", "said"),
+    [
+        ("SystemExit(4)", 1, "the pipeline raised SystemExit on input '2'"),
+        ("KeyboardInterrupt()", 130, "interrupted; run the same command again to resume"),
+    ],
+)
+def test_exits_and_interrupts_in_the_function_are_reported_alike(
+    tmp_path: Path, workers: str, raised: str, code: int, said: str
+) -> None:
+    pipe = tmp_path / "pipe.py"
+    pipe.write_text(f"def f(i):\n    if i == 2:\n        raise {raised}\n    yield {{'x': i}}\n")
+    (tmp_path / "items.py").write_text("def items():\n    return [0, 1, 2, 3]\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "snapshot_cli", "create", f"{pipe}:f", str(tmp_path / "s"),
+         "--inputs-from", f"{tmp_path / 'items.py'}:items", "--workers", workers,
+         "--inputs-per-task", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert res.returncode == code, res.stderr
+    assert said in res.stderr, res.stderr
+    assert not (tmp_path / "s" / "manifest.json").exists()
