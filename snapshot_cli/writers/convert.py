@@ -285,10 +285,33 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
     if isinstance(item, Batch):
         return [batch_from_columns(item, schema, ragged)]
     if isinstance(item, pa.RecordBatch):
-        return [item]
-    if isinstance(item, pa.Table):
-        return item.combine_chunks().to_batches()
-    raise RecordError(f"not a batch: {type(item).__name__}")
+        batches = [item]
+    elif isinstance(item, pa.Table):
+        batches = item.combine_chunks().to_batches()
+    else:
+        raise RecordError(f"not a batch: {type(item).__name__}")
+    for batch in batches:
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            nulls = _nulls(column)
+            if nulls:
+                raise RecordError(
+                    f"column {name!r} of a yielded {type(item).__name__} holds {nulls} missing "
+                    "values (nulls); snap stores no missing values: fill them (e.g. "
+                    "pyarrow.compute.fill_null) or leave those rows out"
+                )
+    return batches
+
+
+def _nulls(array: pa.Array) -> int:
+    """Missing values in ``array`` and in the values of its lists, structs and extensions."""
+    if isinstance(array, pa.ExtensionArray):
+        return _nulls(array.storage)
+    count = array.null_count
+    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        count += _nulls(array.flatten())
+    elif isinstance(array, pa.StructArray):
+        count += sum(_nulls(array.field(i)) for i in range(array.type.num_fields))
+    return count
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
+import snapshot_cli as snap
 from snapshot_cli.errors import RecordError, SchemaMismatchError
 from snapshot_cli.readers.convert import batch_to_numpy
 from snapshot_cli.schema import format_type, kind
@@ -113,3 +117,26 @@ def test_arrow_batches_are_checked_and_reordered() -> None:
     assert conform(other_order, schema).schema.names == ["a", "b"]
     with pytest.raises(SchemaMismatchError, match="column 'a' changed type"):
         conform(pa.record_batch({"b": ["x"], "a": [1.5]}), schema)
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([1, None, 3]),
+        pa.array([[1], [None], [2, 3]], pa.list_(pa.int32())),
+        pa.array(["a", "b", None]),
+    ],
+)
+@pytest.mark.parametrize("as_table", [False, True])
+def test_nulls_in_a_yielded_arrow_batch_are_refused(
+    tmp_path: Path, column: pa.Array, as_table: bool
+) -> None:
+    batch = pa.RecordBatch.from_arrays([column], names=["c"])
+    item = pa.Table.from_batches([batch]) if as_table else batch
+
+    def preprocess() -> Any:
+        yield item
+
+    with pytest.raises(snap.RecordError, match="column 'c' of a yielded .* holds 1 missing"):
+        snap.create(preprocess, str(tmp_path / "s"), workers=0)
+    assert not (tmp_path / "s" / "manifest.json").exists()
