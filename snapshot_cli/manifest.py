@@ -121,8 +121,16 @@ class ShardEntry:
         check_relative_path(self.path, where)
         for name in ("records", "record_batches", "bytes", "uncompressed_bytes"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ManifestError(f"{where}: shard {self.path!r} has invalid {name} {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < MAX_INT:
+                raise ManifestError(
+                    f"{where}: shard {self.path!r} has invalid {name} {str(value)[:40]!r}"
+                )
+        if self.record_batches * MIN_BATCH_BYTES > self.bytes:
+            # bounded before anything is allocated per record batch
+            raise ManifestError(
+                f"{where}: shard {self.path!r} cannot hold {self.record_batches} record batches "
+                f"in {self.bytes} bytes"
+            )
         if not isinstance(self.crc32c, str) or not _CRC_RE.match(self.crc32c):
             raise ManifestError(f"{where}: shard {self.path!r} has invalid crc32c {self.crc32c!r}")
         counts = sum(c for _, c in self.batch_rows)
@@ -157,11 +165,80 @@ def _pairs(value: Any, where: str) -> tuple[tuple[int, int], ...]:
     return tuple((p[0], p[1]) for p in value)
 
 
+MAX_INT = 1 << 53  # counts and sizes above this are no real snapshot's
+MIN_BATCH_BYTES = 64  # an Arrow IPC record batch takes at least this much of its file
+MAX_PATH = 1024  # characters in a shard path
+MAX_DEPTH = 32  # nesting of JSON values in a manifest
+_TOP_KEYS: dict[str, type] = {
+    "fingerprint": str,
+    "fingerprint_parts": dict,
+    "pipeline": dict,
+    "schema": dict,
+    "compression": dict,
+    "totals": dict,
+    "created": str,
+    "created_by": dict,
+    "run": str,
+    "shards": list,
+}
+_CODECS = ("zstd", "lz4", "none")
+
+
+def _check_text(value: Any, where: str, key: str, depth: int = 0) -> None:
+    """Every string in a manifest is Unicode text without NUL; nesting is bounded."""
+    if depth > MAX_DEPTH:
+        raise ManifestError(f"{where}: {key!r} is nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")  # a lone surrogate (JSON "\\ud800") does not encode
+        except UnicodeEncodeError:
+            raise ManifestError(f"{where}: {key!r} holds text that is not valid Unicode") from None
+        if "\x00" in value:
+            raise ManifestError(f"{where}: {key!r} holds text with a NUL character")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_text(k, where, key, depth + 1)
+            _check_text(v, where, f"{key}.{k}", depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_text(v, where, f"{key}[{i}]", depth + 1)
+
+
+def _check_document(d: dict[str, Any], where: str) -> None:
+    """The shape of a manifest, every key, before anything uses it (ManifestError names it)."""
+    for key, kind in _TOP_KEYS.items():
+        if key not in d:
+            raise ManifestError(f"{where} lacks the field {key!r}")
+        if not isinstance(d[key], kind):
+            raise ManifestError(
+                f"{where}: {key!r} must be a JSON {'object' if kind is dict else kind.__name__}"
+                f"{' (list)' if kind is list else ''}, got {type(d[key]).__name__}"
+            )
+        _check_text(d[key], where, key)
+    if not isinstance(d["schema"].get("arrow_ipc_base64"), str):
+        raise ManifestError(f"{where}: 'schema.arrow_ipc_base64' must be a string")
+    codec, level = d["compression"].get("codec"), d["compression"].get("level")
+    if codec not in _CODECS:
+        raise ManifestError(f"{where}: 'compression.codec' must be one of {_CODECS}")
+    if level is not None and (not isinstance(level, int) or isinstance(level, bool)
+                              or not -100 <= level <= 100):  # fmt: skip
+        raise ManifestError(f"{where}: 'compression.level' must be null or a small integer")
+    for key in ("inputs", "params"):
+        if not isinstance(d["pipeline"].get(key, {}), dict):
+            raise ManifestError(f"{where}: 'pipeline.{key}' must be a JSON object")
+    for key, value in d["created_by"].items():
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ManifestError(f"{where}: 'created_by.{key}' must be a string")
+
+
 def check_relative_path(path: Any, where: str) -> None:
     """Reject shard paths that are absolute, URLs, or escape the snapshot directory."""
     if (
         not isinstance(path, str)
         or not path
+        or len(path) > MAX_PATH
+        or "\x00" in path
+        or any(0xD800 <= ord(c) <= 0xDFFF for c in path)
         or path.startswith("/")
         or "\\" in path
         or ":" in path
@@ -250,8 +327,8 @@ class Manifest:
         """
         try:
             d = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ManifestError(f"{where} is not valid JSON: {err}") from err
+        except (ValueError, RecursionError) as err:  # incl. integers over 4,300 digits
+            raise ManifestError(f"{where} is not valid JSON: {err}"[:500]) from err
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ManifestError(f'{where} is not a snap manifest (no "format": "snap")')
         version = d.get("format_version")
@@ -265,10 +342,9 @@ class Manifest:
                 f"{where} has format_version {version!r}; this snap reads version "
                 f"{FORMAT_VERSION} ({hint})"
             )
+        _check_document(d, where)
         try:
             shards_raw = d["shards"]
-            if not isinstance(shards_raw, list):
-                raise ManifestError(f'{where}: "shards" must be a list')
             shards = tuple(ShardEntry.from_json(s, where) for s in shards_raw)
             try:
                 arrow_schema = schema_mod.decode_schema(d["schema"]["arrow_ipc_base64"])

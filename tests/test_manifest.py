@@ -27,8 +27,8 @@ def make_manifest(**over: object) -> Manifest:
         ),
         "compression": {"codec": "zstd", "level": 1},
         "shards": (
-            ShardEntry("shards/a-00000-0000.arrow", 10, 2, 100, 80, "0000abcd", ((5, 2),)),
-            ShardEntry("shards/a-00001-0000.arrow", 5, 1, 50, 40, "12345678", ((5, 1),)),
+            ShardEntry("shards/a-00000-0000.arrow", 10, 2, 1000, 800, "0000abcd", ((5, 2),)),
+            ShardEntry("shards/a-00001-0000.arrow", 5, 1, 500, 400, "12345678", ((5, 1),)),
         ),
         "created": "2026-01-01T00:00:00+00:00",
         "created_by": {"snap": "0"},
@@ -43,7 +43,7 @@ def test_round_trip_keeps_everything() -> None:
     back = Manifest.from_json(m.to_json())
     assert back == m
     assert back.schema.field("img").type.shape == [2, 3]
-    assert (back.num_records, back.bytes, back.uncompressed_bytes) == (15, 150, 120)
+    assert (back.num_records, back.bytes, back.uncompressed_bytes) == (15, 1500, 1200)
     doc = json.loads(m.to_json())
     assert doc["format_version"] == FORMAT_VERSION
     assert doc["totals"]["records"] == 15
