@@ -51,6 +51,11 @@ def _handle_errors(fn: F) -> F:
                 raise
             click.echo("snap: interrupted; run the same command again to resume", err=True)
             sys.exit(130)
+        except OSError as err:  # a fault no layer below named: still one line, not a trace
+            if debug:
+                raise
+            click.echo(f"snap: error: {storage.fault(err, 'the snapshot')}", err=True)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 

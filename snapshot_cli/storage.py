@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import functools
 import hashlib
 import logging
@@ -153,6 +154,30 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
                 f"{RETRY_ATTEMPTS} tries: {err!r}; try again later"
             ) from err
         raise
+
+
+_FAULT_HINTS = {
+    errno.ENOSPC: "the disk is full: free space (or inodes) there, then run the same command "
+    "again: it resumes",
+    errno.EDQUOT: "the disk quota is used up: free some, then run the same command again: it "
+    "resumes",
+    errno.EROFS: "the filesystem is read-only: choose another OUTPUT, or remount it writable",
+    errno.EACCES: "permission denied: check that you may write there, or choose another OUTPUT",
+    errno.EPERM: "not permitted: check that you may write there, or choose another OUTPUT",
+    errno.EIO: "the storage reported an I/O error: check the disk, then run the same command again",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.ELOOP: "the path has a loop of symbolic links",
+    errno.ENAMETOOLONG: "the path is too long",
+}
+
+
+def fault(err: OSError, where: str) -> StorageError:
+    """An OS error while working on ``where`` as one line: the path, the cause, what to do."""
+    path = err.filename if isinstance(err.filename, str) else where
+    code = errno.errorcode.get(err.errno or 0, "")
+    hint = _FAULT_HINTS.get(err.errno or 0, "fix that, then run the same command again")
+    cause = err.strerror or str(err) or type(err).__name__
+    return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
 
 
 _OBJECT_STORES = frozenset({"gs", "gcs", "s3", "s3a", "az", "abfs", "abfss"})
@@ -303,14 +328,15 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
         if is_local(fs):
             # Link a finished temporary file: a reader never sees the file half-written.
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
             try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
                 os.link(tmp, path)
             except FileExistsError:
                 return False
             finally:
-                os.unlink(tmp)
+                with contextlib.suppress(FileNotFoundError):  # not left behind on a full disk
+                    os.unlink(tmp)
             return True
         if protocol(fs) in ("webhdfs", "webHDFS"):
             return _webhdfs_create(fs, path, data)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import multiprocessing
@@ -20,10 +21,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import storage
-from ..errors import OptionError, SnapshotExistsError
+from ..errors import OptionError, SnapError, SnapshotExistsError
 from ..manifest import Manifest, changed_parts
 from ..progress import Progress
 from . import commit as commit_mod
@@ -101,6 +102,26 @@ def _options(
         raise OptionError(str(err)) from err
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _faults_answered(fn: F) -> F:
+    """An OS error (disk full, read-only, permission denied, ...) in any phase of ``fn``
+    becomes a StorageError naming the path, the cause and what to do."""
+
+    @functools.wraps(fn)
+    def wrapper(pipeline: Any, output: str | os.PathLike[str], **options: Any) -> Any:
+        try:
+            return fn(pipeline, output, **options)
+        except OSError as err:
+            if isinstance(err, SnapError):
+                raise
+            raise storage.fault(err, os.fspath(output)) from err
+
+    return wrapper  # type: ignore[return-value]
+
+
+@_faults_answered
 def create(
     pipeline: str | Callable[..., Any],
     output: str | os.PathLike[str],

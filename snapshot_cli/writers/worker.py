@@ -27,7 +27,7 @@ import sys
 import traceback
 from typing import IO, Any
 
-from .. import errors
+from .. import errors, storage
 from ..errors import SnapError
 from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
 
@@ -46,7 +46,7 @@ def outcome(
     except SnapError as err:
         return error_outcome(err)
     except OSError as err:
-        return {"error": {"type": "StorageError", "message": f"task {task['index']}: {err}"}}
+        return error_outcome(storage.fault(err, f"{job['output']} (task {task['index']})"))
     except KeyboardInterrupt:  # raised by the function: an interrupt, as in the parent
         return {"error": {"type": "KeyboardInterrupt", "message": f"task {task['index']}"}}
     except Exception:
