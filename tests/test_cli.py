@@ -214,3 +214,9 @@ def test_nothing_tracked_is_also_ignored() -> None:
         cwd=REPO, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert res.stdout == ""
+
+
+def test_a_param_python_cannot_parse_is_a_usage_answer(tmp_path: Path) -> None:
+    res = snap_subprocess("create", "x.py:f", str(tmp_path / "s"), "--param", "n=" + "9" * 5000)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "--param n:" in res.stderr

@@ -173,6 +173,8 @@ def parse_params(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
             params[key] = json.loads(raw)
         except json.JSONDecodeError:
             params[key] = raw
+        except (ValueError, RecursionError) as err:  # an integer over 4,300 digits, deep nesting
+            raise OptionError(f"--param {key}: {str(err)[:200]}") from err
     return params
 
 
