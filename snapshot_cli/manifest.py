@@ -33,7 +33,7 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def _sha256(text: str) -> str:
+def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -53,11 +53,11 @@ def fingerprint(
     """
     parts = {
         "code": code_hash,
-        "params": _sha256(canonical_json(params)),
-        "inputs": _sha256(canonical_json(inputs)),
+        "params": sha256_text(canonical_json(params)),
+        "inputs": sha256_text(canonical_json(inputs)),
         "format": FORMAT_VERSION,
     }
-    return _sha256(canonical_json(parts)), parts
+    return sha256_text(canonical_json(parts)), parts
 
 
 def changed_parts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

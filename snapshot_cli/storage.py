@@ -475,11 +475,7 @@ def local_file_problem(root: str, path: str) -> str | None:
     real_root, real = os.path.realpath(root), os.path.realpath(path)
     if os.path.commonpath([real_root, real]) != real_root:
         return f"is a link to {real}, outside the snapshot"
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-    finally:
-        os.close(fd)
+    mode = os.stat(path).st_mode  # not opened: opening a FIFO or a device can block or act
     if not stat.S_ISREG(mode):
         kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
         return f"is {kind} (mode {stat.filemode(mode)})"

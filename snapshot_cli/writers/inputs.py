@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import storage
 from ..errors import OptionError, PipelineLoadError
-from ..manifest import canonical_json, fingerprint
+from ..manifest import canonical_json, fingerprint, sha256_text
 from . import pipeline as pipeline_mod
 
 log = logging.getLogger("snapshot_cli")
@@ -53,7 +53,7 @@ class Inputs:
     def stat(self) -> str:
         """Hash of the cheap identities (no file is read)."""
         ids = self.items if self.files is None else [f.stat_identity() for f in self.files]
-        return _sha256(canonical_json(ids))
+        return sha256_text(canonical_json(ids))
 
     def content_identities(self) -> list[Any]:
         """One identity per input from its contents (reads files the storage has no
@@ -78,12 +78,6 @@ class Inputs:
                 time.monotonic() - started,
             )
         return [[f.url, f.size, f.content or hashed[f.url]] for f in files]
-
-
-def _sha256(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Identity:
