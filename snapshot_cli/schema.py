@@ -29,11 +29,10 @@ _NUMPY_KINDS = frozenset("biuf")  # bool, signed, unsigned, float
 
 
 def is_supported_dtype(dtype: np.dtype) -> bool:
-    return dtype.kind in _NUMPY_KINDS and dtype.byteorder in (
-        "=",
-        "|",
-        "<" if np.little_endian else ">",
-    )
+    """bool, int8..int64, uint8..uint64 and float16/32/64 in native byte order (not float128,
+    which numpy has and Arrow has not)."""
+    native = dtype.byteorder in ("=", "|", "<" if np.little_endian else ">")
+    return dtype.kind in _NUMPY_KINDS and dtype.itemsize <= 8 and native
 
 
 def ragged_type(value_type: pa.DataType, ndim: int) -> pa.DataType:

@@ -53,10 +53,17 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     if isinstance(value, bool):
         return SCALAR, np.dtype(bool), ()
     if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise RecordError(
+                f"column {column!r} has an int outside the int64 range; "
+                "use a numpy uint64 scalar or a float"
+            )
         return SCALAR, np.dtype(np.int64), ()
     if isinstance(value, float):
         return SCALAR, np.dtype(np.float64), ()
     if isinstance(value, str):
+        if not value.isascii():
+            _check_utf8(value, column)
         return STRING, None, ()
     if isinstance(value, (bytes, bytearray, memoryview)):
         return BINARY, None, ()
@@ -70,6 +77,17 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
         "arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes "
         "(convert lists with np.asarray)"
     )
+
+
+def _check_utf8(value: str, column: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise RecordError(
+            f"column {column!r} has a str that is not valid Unicode text ({err.reason}: "
+            f"{value[err.start : err.end]!r} at position {err.start}, e.g. from decoding bytes "
+            "with errors='surrogateescape'); store it as bytes, or decode it with errors='replace'"
+        ) from None
 
 
 def _check_dtype(dtype: np.dtype, column: str) -> None:
@@ -292,6 +310,13 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
         raise RecordError(f"not a batch: {type(item).__name__}")
     for batch in batches:
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            try:
+                column.validate(full=True)
+            except pa.ArrowException as err:
+                raise RecordError(
+                    f"column {name!r} of a yielded {type(item).__name__} is not valid Arrow "
+                    f"data ({err}); build it with pyarrow's constructors (pa.array, ...)"
+                ) from None
             nulls = _nulls(column)
             if nulls:
                 raise RecordError(
