@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 a snap error (message on stderr, no traceback unless ``--deb
 from __future__ import annotations
 
 import functools
+import io
 import json
 import logging
 import sys
@@ -82,6 +83,16 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """snap: materialise a preprocessing function once as an Arrow snapshot; replay it fast."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    _print_paths_as_given()
+
+
+def _print_paths_as_given() -> None:
+    """Print a path that is not UTF-8 (Python holds its bytes as lone surrogates) as the bytes
+    the user typed, as a UTF-8 locale's ``surrogateescape`` does, instead of failing on it."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            utf8 = stream.encoding.lower().replace("-", "") == "utf8"
+            stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
 
 
 @cli.command()

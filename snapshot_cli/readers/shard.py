@@ -129,11 +129,11 @@ class ShardReaders:
             if self.local:
                 if (problem := storage.local_file_problem(self.root, path)) is not None:
                     raise CorruptShardError(f"shard {url} {problem}; it is not read")
-                source: Any = pa.OSFile(path, "r")
+                source: Any = pa.OSFile(os.fsencode(path), "r")
                 size = source.size()
             elif self.cache is not None:
                 held = self._cached(i)
-                source = pa.OSFile(held.path, "r")
+                source = pa.OSFile(os.fsencode(held.path), "r")
                 size = source.size()
             else:
                 data = self.fetcher.fetch(self.fs, path, entry.bytes)

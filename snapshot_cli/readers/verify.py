@@ -162,7 +162,7 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
     if crc != entry.crc32c:
         return f"crc32c {crc}, the manifest says {entry.crc32c}"
     try:
-        reader = pa.ipc.open_file(pa.OSFile(path, "r") if local else source)
+        reader = pa.ipc.open_file(pa.OSFile(os.fsencode(path), "r") if local else source)
     except (pa.ArrowException, OSError) as err:
         return f"is not a readable Arrow file: {err}"
     diff = schema_mod.difference(reader.schema, schema)
