@@ -9,6 +9,7 @@ at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import random
@@ -65,6 +66,26 @@ def is_transient(err: BaseException) -> bool:
     return False
 
 
+def worth_a_new_try(err: BaseException) -> bool:
+    """Transient, and not already retried by :func:`retrying` (one layer of retries only)."""
+    current: BaseException | None = err
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(current, "snap_tries", 1) > 1:
+            return False
+        current = current.__cause__ or current.__context__
+    return is_transient(err)
+
+
+def back_off(attempt: int, what: str, err: BaseException) -> None:
+    """Wait before try ``attempt + 2``: exponential backoff with full jitter."""
+    delay = random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt))
+    log.info("transient storage error while %s (%r); retry %d in %.2f s",
+             what, err, attempt + 1, delay)  # fmt: skip
+    time.sleep(delay)
+
+
 def retrying(fn: Callable[[], T], what: str = "", attempts: int | None = None) -> T:
     """Call ``fn``; retry transient failures with exponential backoff and full jitter.
 
@@ -77,9 +98,8 @@ def retrying(fn: Callable[[], T], what: str = "", attempts: int | None = None) -
             return fn()
         except Exception as err:
             if attempt + 1 >= tries or not is_transient(err):
+                with contextlib.suppress(AttributeError):  # for the message: how many tries
+                    err.snap_tries = attempt + 1  # type: ignore[attr-defined]
                 raise
-            delay = random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt))
-            log.info("transient storage error%s (%r); retry %d in %.2f s",
-                     f" while {what}" if what else "", err, attempt + 1, delay)  # fmt: skip
-            time.sleep(delay)
+            back_off(attempt, what or "calling the storage", err)
     raise AssertionError("unreachable")

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, TypeVar
 import fsspec
 from fsspec import AbstractFileSystem
 
-from .errors import OptionError, StorageError
+from .errors import OptionError, SnapError, StorageError
 from .retry import RETRY_ATTEMPTS, is_transient, retrying, status_of
 
 log = logging.getLogger(__name__)
@@ -135,25 +135,36 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
         ) from err
     except FileExistsError:
         raise
-    except Exception as err:
-        status = status_of(err)
-        if status in (401, 403):
-            raise StorageError(
-                f"access denied (HTTP {status}) while {action} {to_url(fs, path)}"
-                f"{_permanent_hint(fs, status)} ({err})"
-            ) from err
-        if status == 404:
-            if not action.startswith(("reading", "listing", "checking", "deleting")):
-                raise StorageError(
-                    f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
-                ) from err
-            raise FileNotFoundError(f"{to_url(fs, path)} not found (HTTP 404): {err}") from err
-        if is_transient(err):
-            raise StorageError(
-                f"storage kept failing while {action} {to_url(fs, path)} after "
-                f"{RETRY_ATTEMPTS} tries: {err!r}; try again later"
-            ) from err
+    except OSError as err:
+        if err.errno in _FAULT_HINTS and not isinstance(err, SnapError):
+            raise fault(err, to_url(fs, path)) from err  # ENOSPC, EIO, EROFS, ...
+        _answer_other(fs, path, action, err)
         raise
+    except Exception as err:
+        _answer_other(fs, path, action, err)
+        raise
+
+
+def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> None:
+    """Raise the StorageError an HTTP status or a transient failure calls for, if any."""
+    status = status_of(err)
+    if status in (401, 403):
+        raise StorageError(
+            f"access denied (HTTP {status}) while {action} {to_url(fs, path)}"
+            f"{_permanent_hint(fs, status)} ({err})"
+        ) from err
+    if status == 404:
+        if not action.startswith(("reading", "listing", "checking", "deleting")):
+            raise StorageError(
+                f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
+            ) from err
+        raise FileNotFoundError(f"{to_url(fs, path)} not found (HTTP 404): {err}") from err
+    if is_transient(err):
+        tries = getattr(err, "snap_tries", 1)
+        raise StorageError(
+            f"storage kept failing while {action} {to_url(fs, path)} (tried {tries} "
+            f"time{'s' if tries > 1 else ''}): {err!r}; try again later"
+        ) from err
 
 
 _FAULT_HINTS = {
@@ -280,7 +291,8 @@ def write_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
                     os.unlink(tmp)
         elif protocol(fs) in _HDFS_PROTOCOLS:
             _hdfs_replace(fs, path, data)
-        else:
+        else:  # other filesystems (sftp, smb, ...) need the directory made first
+            makedirs(fs, posixpath.dirname(path))
             retrying(lambda: fs.pipe_file(path, data), f"writing {path}")
 
 
@@ -319,7 +331,9 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     Locally a complete temporary file is hard-linked into place (atomic, fails if the path
     exists). On GCS and S3 one PUT with the store's precondition (``ifGenerationMatch=0``,
     ``If-None-Match: *``): the store itself refuses a second creator. Elsewhere the
-    filesystem's exclusive-create mode ("xb").
+    filesystem's exclusive-create mode ("xb"); a write that fails removes the partial file,
+    but a process killed while writing these few bytes leaves it (readers then get a
+    ManifestError, never wrong data).
     """
     with errors_named(fs, path, "creating"):
         if protocol(fs) in _PRECONDITION_PROTOCOLS:
@@ -342,12 +356,22 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
             return _webhdfs_create(fs, path, data)
         if protocol(fs) in _HDFS_PROTOCOLS:
             return _hdfs_create(fs, path, data)
-        try:
-            with fs.open(path, "xb") as f:
-                f.write(data)
-        except FileExistsError:
-            return False
-    return True
+
+        def put() -> bool:
+            try:
+                f = fs.open(path, "xb")
+            except FileExistsError:  # also our own write, if a retry follows a lost answer:
+                return False  # callers compare what is there with what they wrote
+            try:
+                with f:
+                    f.write(data)
+            except BaseException:  # a full disk: leave no half-written file under the name
+                with contextlib.suppress(Exception):
+                    fs.rm(path)
+                raise
+            return True
+
+        return retrying(put, f"creating {path}")
 
 
 def _webhdfs_create(fs: Any, path: str, data: bytes) -> bool:
@@ -447,14 +471,23 @@ def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
     return out
 
 
+def _info(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
+    """``fs.info(path)``, or None if nothing is there. Not ``fs.exists``/``fs.isdir``: they
+    answer False to any error, so a failing or forbidden storage would look empty."""
+    try:
+        with errors_named(fs, path, "checking"):
+            return retrying(lambda: fs.info(path), f"checking {path}")
+    except FileNotFoundError:
+        return None
+
+
 def exists(fs: AbstractFileSystem, path: str) -> bool:
-    with errors_named(fs, path, "checking"):
-        return retrying(lambda: fs.exists(path), f"checking {path}")
+    return _info(fs, path) is not None
 
 
 def isdir(fs: AbstractFileSystem, path: str) -> bool:
-    with errors_named(fs, path, "checking"):
-        return retrying(lambda: fs.isdir(path), f"checking {path}")
+    info = _info(fs, path)
+    return info is not None and info.get("type") == "directory"
 
 
 def remove(fs: AbstractFileSystem, path: str, recursive: bool = False) -> None:
@@ -463,7 +496,7 @@ def remove(fs: AbstractFileSystem, path: str, recursive: bool = False) -> None:
         try:
             retrying(lambda: fs.rm(path, recursive=recursive), f"deleting {path}")
         except OSError:
-            if fs.exists(path):  # pyarrow's hdfs raises EIO, not FileNotFoundError, if missing
+            if _info(fs, path) is not None:  # pyarrow's hdfs raises EIO if it is missing
                 raise
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import socket
 from datetime import datetime, timezone
@@ -13,9 +14,11 @@ from fsspec import AbstractFileSystem
 
 from .. import __version__, storage
 from .. import schema as schema_mod
-from ..errors import ManifestError, SnapshotExistsError
+from ..errors import ManifestError, SnapError, SnapshotExistsError
 from ..manifest import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, Manifest, ShardEntry
 from . import convert
+
+log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 
@@ -178,12 +181,23 @@ def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) 
     Called while holding the lease, so no live writer is using any of it: what goes are the
     shards of a replaced snapshot (--overwrite), of abandoned runs, and partial shards of
     writers that died. Readers still replaying a replaced snapshot lose its shards.
+
+    The snapshot is committed already, so a fault here (a full or failing disk) does not fail
+    the create: it is logged as a warning, and ``snap gc`` removes the rest later.
     """
     keep = {s.path for s in manifest.shards}
-    for name in storage.list_names(fs, storage.join(root, RUNS_DIR)):
-        if not name.startswith("lease-"):
-            storage.remove(fs, run_dir(root, name), recursive=True)
-    shards_dir = storage.join(root, SHARDS_DIR)
-    for name in storage.list_names(fs, shards_dir):
-        if f"{SHARDS_DIR}/{name}" not in keep:
-            storage.remove(fs, storage.join(shards_dir, name))
+    try:
+        for name in storage.list_names(fs, storage.join(root, RUNS_DIR)):
+            if not name.startswith("lease-"):
+                storage.remove(fs, run_dir(root, name), recursive=True)
+        shards_dir = storage.join(root, SHARDS_DIR)
+        for name in storage.list_names(fs, shards_dir):
+            if f"{SHARDS_DIR}/{name}" not in keep:
+                storage.remove(fs, storage.join(shards_dir, name))
+    except OSError as err:
+        log.warning(
+            "the snapshot is committed, but removing what it no longer needs failed: %s; "
+            "run snap gc %s later to free that space",
+            err if isinstance(err, SnapError) else storage.fault(err, "the snapshot"),
+            storage.to_url(fs, root),
+        )

@@ -54,9 +54,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+# Leases this process released, also when the storage refused to record it (a full or
+# read-only disk): a create retried in the same process (a notebook) need not wait the ttl.
+_released_here: set[str] = set()
+
+
 def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
     h = info.holder
-    if h.get("released"):
+    if h.get("released") or h.get("id") in _released_here:
         return False
     same_host = h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int)
     if same_host and not _pid_alive(h["pid"]):
@@ -137,12 +142,18 @@ class Lease:
         self._stop.set()
         self._thread.join()
         if self._lost is None:
+            _released_here.add(self.holder["id"])
             self.holder["released"] = True
-            with contextlib.suppress(OSError):  # else the lease expires by itself
+            try:
                 self._write()
-            for epoch in _epochs(self.fs, self.root):
-                if epoch < self.epoch:
-                    storage.remove(self.fs, _lease_path(self.root, epoch))
+            except OSError:  # a full disk still deletes; else the lease expires by itself
+                with contextlib.suppress(OSError):
+                    storage.remove(self.fs, _lease_path(self.root, self.epoch))
+                return
+            with contextlib.suppress(OSError):  # tidying only: never hide the real error
+                for epoch in _epochs(self.fs, self.root):
+                    if epoch < self.epoch:
+                        storage.remove(self.fs, _lease_path(self.root, epoch))
 
     def __enter__(self) -> Lease:
         return self
@@ -167,5 +178,7 @@ def try_acquire(fs: AbstractFileSystem, root: str, ttl: float = DEFAULT_TTL) -> 
     }
     if not storage.create_exclusive(fs, _lease_path(root, epoch), json.dumps(holder).encode()):
         taken = current(fs, root)
-        return taken if taken is not None else LeaseInfo(epoch, {})
+        mine = taken is not None and (taken.epoch, taken.holder.get("id")) == (epoch, holder["id"])
+        if not mine:  # (mine: a retried create found the file its lost first try wrote)
+            return taken if taken is not None else LeaseInfo(epoch, {})
     return Lease(fs, root, epoch, holder)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import retry, storage
 from .. import schema as schema_mod
-from .. import storage
 from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
 from ..manifest import RUNS_DIR, ShardEntry
 from . import convert, pipeline, shipping
@@ -185,14 +185,21 @@ def run_task(
     fn = function if function is not None else load_job_function(job)
     options = WriteOptions.from_json(job.options)
     fs, root = storage.resolve(job.output, job.storage_options)
-    roller = ShardRoller(fs, root, job.run, spec.index, options.compression, options.shard_size)
     ragged = getattr(fn, "__snap_ragged__", frozenset())
-    writer = TaskWriter(roller, options, ragged, on_batch)
     started = time.time()
     items = [None] if spec.call_once else spec.inputs
-    # stdout belongs to the command's result (--json); the user's prints go to stderr.
-    with contextlib.redirect_stdout(sys.stderr):
-        entries, schema = _feed(fn, job, spec, items, writer, roller)
+    for attempt in range(TASK_TRIES):
+        roller = ShardRoller(fs, root, job.run, spec.index, options.compression, options.shard_size)
+        writer = TaskWriter(roller, options, ragged, on_batch)
+        try:
+            # stdout belongs to the command's result (--json); the user's prints go to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                entries, schema = _feed(fn, job, spec, items, writer, roller)
+            break
+        except OSError as err:
+            if attempt + 1 >= TASK_TRIES or not retry.worth_a_new_try(err):
+                raise
+            retry.back_off(attempt, f"writing the shards of task {spec.index}", err)
     result = {
         "task": spec.index,
         "run": job.run,
@@ -203,6 +210,11 @@ def run_task(
     }
     storage.write_atomic(fs, result_path(root, job.run, spec.index), json.dumps(result).encode())
     return result
+
+
+# A streamed shard write cannot be retried call by call, as other storage calls are: a task
+# whose write failed transiently (a time-out, a dropped connection) runs again from its start.
+TASK_TRIES = 3
 
 
 def _feed(
