@@ -230,9 +230,9 @@ def _unfinished(url: str) -> dict[str, Any] | None:
     if storage.exists(fs, storage.join(root, MANIFEST_NAME)):
         return None
     runs = commit_mod.find_runs(fs, root)
-    if not runs:
-        return None
     holder = lease_mod.current(fs, root)
+    if not runs and holder is None:
+        return None  # no writer ever worked here: not a snapshot
     state = []
     for info in runs:
         done = commit_mod.finished_tasks(fs, root, info["run"])

@@ -103,7 +103,10 @@ def unfinished_lines(state: dict[str, Any]) -> list[str]:
     if w:
         alive = click.style("writing", fg="green") if w["alive"] else "not running"
         lines.append(f"  writer: {w['holder']}, {alive}")
-    if not w or not w["alive"]:
+    if not state["runs"]:
+        lines.append("  no run state left (snap gc removed it, or a writer is starting): "
+                     "snap create starts it from the beginning")  # fmt: skip
+    elif not w or not w["alive"]:
         lines.append("  run the same snap create again to resume it, or snap gc to remove it")
     return lines
 

@@ -226,6 +226,24 @@ def test_inspect_unfinished_snapshot(tmp_path: Path, writer_alive: bool) -> None
     assert doc["writer"]["run"] == "cafe000001"
 
 
+def test_inspect_after_gc_removed_an_unfinished_run(tmp_path: Path) -> None:
+    def preprocess(i: int) -> Any:
+        if i == 3:
+            raise ValueError("stop half-way")
+        yield {"i": i}
+
+    out = tmp_path / "snap"
+    with pytest.raises(snap.PipelineError):
+        snap.create(preprocess, str(out), inputs=[1, 2, 3, 4], workers=0, inputs_per_task=1)
+    code, stdout, _ = run("gc", str(out))
+    assert code == 0 and "state of a dead run" in stdout
+    code, stdout, stderr = run("inspect", str(out))
+    assert code == 0, stderr
+    assert "unfinished snapshot" in stdout and "no run state left" in stdout
+    doc = run_json("inspect", str(out))
+    assert doc["finished"] is False and doc["runs"] == []
+
+
 @pytest.mark.parametrize("command", ["inspect", "verify", "head", "bench", "gc"])
 @pytest.mark.parametrize("where", ["empty", "missing"])
 def test_not_a_snapshot_exits_1_without_traceback(tmp_path: Path, command: str, where: str) -> None:
