@@ -46,7 +46,18 @@ def resolve(
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
     except (ImportError, ValueError) as err:
         raise OptionError(f"cannot open {url!r}: {err}") from err
+    except OSError as err:  # the client itself cannot start (libhdfs, a JVM, a socket)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        hint = _HDFS_CLIENT_HINT if url.split("://", 1)[0] in _HDFS_PROTOCOLS else "check the URL"
+        raise StorageError(f"cannot open {url}: {first}; {hint}") from err
     return fs, path.rstrip("/") or path
+
+
+_HDFS_CLIENT_HINT = (
+    "hdfs:// goes through pyarrow's libhdfs, which needs a Hadoop client on this machine: set "
+    "JAVA_HOME, ARROW_LIBHDFS_DIR (the directory of libhdfs.so) and CLASSPATH (the output of "
+    "hadoop classpath --glob), or use webhdfs://, which needs none of that"
+)
 
 
 def fresh_instance(fs: AbstractFileSystem) -> AbstractFileSystem:

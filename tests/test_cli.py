@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -220,3 +221,25 @@ def test_a_param_python_cannot_parse_is_a_usage_answer(tmp_path: Path) -> None:
     res = snap_subprocess("create", "x.py:f", str(tmp_path / "s"), "--param", "n=" + "9" * 5000)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "--param n:" in res.stderr
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "head", "gc", "create"])
+def test_hdfs_without_a_hadoop_client_is_one_line_saying_what_to_set(
+    tmp_path: Path, command: str
+) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAVA_HOME", "ARROW_LIBHDFS_DIR", "CLASSPATH", "HADOOP_HOME")}  # fmt: skip
+    env["JAVA_HOME"] = str(tmp_path / "no-java-here")
+    (tmp_path / "pipe.py").write_text("def f(i):\n    yield {'i': i}\n")
+    url = "hdfs://127.0.0.1:9/snap"
+    args = [f"{tmp_path}/pipe.py:f", url, "--input", str(tmp_path / "pipe.py")] if (
+        command == "create") else [url]  # fmt: skip
+    res = subprocess.run([sys.executable, "-m", "snapshot_cli", command, *args],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                         check=False)  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith("snap: error:")]
+    assert len(errors) == 1, res.stderr
+    assert f"cannot open {url}" in errors[0]
+    assert "ARROW_LIBHDFS_DIR" in errors[0] and "webhdfs://" in errors[0]
