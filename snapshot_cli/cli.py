@@ -247,7 +247,7 @@ def _unfinished(url: str) -> dict[str, Any] | None:
         )
     writer = None
     if holder is not None:
-        heartbeat = float(holder.holder.get("heartbeat", 0) or 0)
+        heartbeat = holder.heartbeat
         writer = {
             "alive": lease_mod.is_alive(holder),
             "holder": holder.describe(),

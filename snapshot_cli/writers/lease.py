@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import socket
@@ -36,12 +37,28 @@ class LeaseInfo:
     epoch: int
     holder: dict[str, Any]
 
+    @property
+    def heartbeat(self) -> float | None:
+        """When the holder last wrote its lease (epoch seconds), if the file says."""
+        return _number(self.holder.get("heartbeat"))
+
     def describe(self) -> str:
         h = self.holder
-        who = f"{h.get('host')}:{h.get('pid')} (run {h.get('run') or '-'}"
+        heartbeat = self.heartbeat
+        if not isinstance(h.get("host"), str) or heartbeat is None:  # being written (HDFS
+            return f"an unknown writer (lease {self.epoch} is empty or unreadable)"  # shows it)
+        who = f"{h['host']}:{h.get('pid')} (run {h.get('run') or '-'}"
         if h.get("released"):
             return f"{who}, released)"
-        return f"{who}, heartbeat {time.time() - float(h.get('heartbeat', 0)):.0f}s ago)"
+        return f"{who}, heartbeat {time.time() - heartbeat:.0f}s ago)"
+
+
+def _number(value: Any) -> float | None:
+    """A lease field as a finite number, or None (a hand-edited or damaged lease file)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -60,14 +77,20 @@ _released_here: set[str] = set()
 
 
 def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
+    """Whether the lease's holder may still be writing. A lease file that is empty, damaged
+    or of another shape is dead: its writer died writing it, or never wrote one."""
     h = info.holder
-    if h.get("released") or h.get("id") in _released_here:
+    if h.get("released") or (isinstance(h.get("id"), str) and h["id"] in _released_here):
         return False
-    same_host = h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int)
-    if same_host and not _pid_alive(h["pid"]):
+    pid = h.get("pid")
+    same_host = h.get("host") == socket.gethostname() and type(pid) is int and 0 < pid < 2**22
+    if same_host and not _pid_alive(pid):  # type: ignore[arg-type]
+        return False
+    heartbeat, ttl = _number(h.get("heartbeat")), _number(h.get("ttl", DEFAULT_TTL))
+    if heartbeat is None or ttl is None:
         return False
     now = time.time() if now is None else now
-    return now - float(h.get("heartbeat", 0)) < float(h.get("ttl", DEFAULT_TTL))
+    return now - heartbeat < ttl
 
 
 def _lease_path(root: str, epoch: int) -> str:
