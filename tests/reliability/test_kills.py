@@ -1,0 +1,155 @@
+"""``kill -9`` at chosen points of create (lease, run state, shards, task results, the commit,
+the tidying after it) and of gc: the process that makes storage call N is killed with SIGKILL
+by :mod:`tests.reliability.faultfs`, so every phase is hit, not only the ones a timer finds.
+After each kill: nothing half-committed is visible (no manifest, or a whole one that
+verifies), and the same command run again finishes with exactly the records of a run that
+was never killed; gc afterwards leaves a snapshot that verifies."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import snapshot_cli as snap
+from tests.reliability import faultfs
+from tests.reliability.faultfs import OPS, Plan
+
+PIPE = """
+import numpy as np
+def preprocess(i, tag=0):
+    for k in range(3):
+        yield {"x": np.full(1000, i, np.uint8), "i": i * 3 + k}
+def items():
+    return list(range(6))
+"""
+RECORDS = list(range(18))
+
+
+@pytest.fixture(autouse=True)
+def registered() -> None:
+    faultfs.register()
+
+
+class Target:
+    def __init__(self, tmp: Path) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.tmp = tmp
+        self.pipe = tmp / "pipe.py"
+        self.pipe.write_text(PIPE)
+        self.out = tmp / "out"
+        self.url = faultfs.url(self.out)
+
+    def snap(self, plan: Plan | None, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "snapshot_cli", *args], cwd=self.tmp,
+                              env=faultfs.subprocess_env(self.tmp, plan), capture_output=True,
+                              text=True, timeout=180, check=False)  # fmt: skip
+
+    def create(
+        self, plan: Plan | None, workers: str, *extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        return self.snap(plan, "create", f"{self.pipe}:preprocess", self.url, "--inputs-from",
+                         f"{self.pipe}:items", "--workers", workers, "--inputs-per-task", "2",
+                         "--json", *extra)  # fmt: skip
+
+    def records(self) -> list[int]:
+        return sorted(int(i) for b in snap.open(self.url).loader(4) for i in b["i"])
+
+    def verified(self) -> bool:
+        res = self.snap(None, "verify", self.url, "--json")
+        return res.returncode == 0 and json.loads(res.stdout)["ok"]
+
+
+def points(total: int, every: int) -> list[int]:
+    """Every ``every``-th call, and the last few (the commit and what follows it)."""
+    return sorted(set(range(0, total, every)) | set(range(max(0, total - 4), total)))
+
+
+def kill_then_resume(target: Target, after: int, workers: str) -> None:
+    plan = Plan("kill", str(target.tmp / "plan"), ops=OPS, after_calls=after, times=1)
+    killed = target.create(plan, workers)
+    assert plan.fired(), after
+    victim = plan.fired()[0]["pid"]
+    assert killed.returncode != 0 or workers != "0", (after, killed.stderr)
+    if workers == "0":
+        assert killed.returncode == -signal.SIGKILL
+    else:  # the main process, or one worker, which the main process answers for in one line
+        assert "Traceback" not in killed.stderr, killed.stderr
+    if (target.out / "manifest.json").exists():  # killed after the commit: whole and right
+        assert target.records() == RECORDS and target.verified(), (after, victim)
+    again = target.create(None, workers)
+    assert again.returncode == 0, (after, again.stderr)
+    assert target.records() == RECORDS
+    assert target.snap(None, "gc", target.url).returncode == 0
+    assert target.verified()
+    assert not [p for p in target.out.rglob("*") if p.name.endswith(".tmp")]
+
+
+def count(target: Target, workers: str, *extra: str) -> int:
+    plan = Plan("none", str(target.tmp / "count"), ops=OPS)
+    assert target.create(plan, workers, *extra).returncode == 0
+    return plan.calls()
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_kill_9_at_points_of_create(tmp_path: Path, workers: str) -> None:
+    total = count(Target(tmp_path / "count"), workers)
+    for after in points(total, every=7):
+        kill_then_resume(Target(tmp_path / str(after)), after, workers)
+
+
+@pytest.mark.slow
+def test_kill_9_at_every_call_of_create(tmp_path: Path) -> None:
+    total = count(Target(tmp_path / "count"), "0")
+    for after in range(total):
+        kill_then_resume(Target(tmp_path / str(after)), after, "0")
+
+
+def test_kill_9_at_points_of_an_overwrite_and_its_commit(tmp_path: Path) -> None:
+    """--overwrite with other params replaces a committed snapshot: killed anywhere, readers
+    see the old snapshot or the new one, whole."""
+    probe = Target(tmp_path / "count")
+    assert probe.create(None, "0").returncode == 0
+    total = count(probe, "0", "--param", "tag=1", "--overwrite")
+    for after in points(total, every=9):
+        target = Target(tmp_path / str(after))
+        assert target.create(None, "0").returncode == 0
+        plan = Plan("kill", str(target.tmp / "plan"), ops=OPS, after_calls=after, times=1)
+        killed = target.create(plan, "0", "--param", "tag=1", "--overwrite")
+        assert killed.returncode == -signal.SIGKILL, (after, killed.stderr)
+        params = snap.open(target.url).manifest.pipeline["params"]
+        assert params in ({}, {"tag": 1}), params
+        assert target.records() == RECORDS and target.verified(), after
+        again = target.create(None, "0", "--param", "tag=1", "--overwrite")
+        assert again.returncode == 0, again.stderr
+        assert snap.open(target.url).manifest.pipeline["params"] == {"tag": 1}
+        assert target.records() == RECORDS and target.verified()
+
+
+def test_kill_9_at_points_of_gc(tmp_path: Path) -> None:
+    def with_garbage(target: Target) -> None:
+        assert target.create(None, "0").returncode == 0
+        crash = Plan("kill", str(target.tmp / "crash"), ops=("write",), after_calls=17, times=1)
+        assert target.create(crash, "0", "--param", "tag=1", "--overwrite").returncode != 0
+
+    probe = Target(tmp_path / "count")
+    with_garbage(probe)
+    counting = Plan("none", str(probe.tmp / "count"), ops=OPS)
+    res = probe.snap(counting, "gc", probe.url, "--json")
+    assert res.returncode == 0 and {g["kind"] for g in json.loads(res.stdout)["removed"]} >= {
+        "run", "shard"
+    }  # fmt: skip
+    for after in points(counting.calls(), every=6):
+        target = Target(tmp_path / str(after))
+        with_garbage(target)
+        plan = Plan("kill", str(target.tmp / "plan"), ops=OPS, after_calls=after, times=1)
+        assert target.snap(plan, "gc", target.url).returncode == -signal.SIGKILL
+        assert target.records() == RECORDS and target.verified(), after
+        assert target.snap(None, "gc", target.url).returncode == 0
+        dry = json.loads(target.snap(None, "gc", target.url, "--dry-run", "--json").stdout)
+        assert dry["would_remove"] == [], (after, dry)
+        assert target.records() == RECORDS and target.verified()
