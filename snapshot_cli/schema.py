@@ -149,3 +149,17 @@ def difference(got: pa.Schema, want: pa.Schema) -> str | None:
         ),
         f"columns {[a[0] for a in g]} instead of {[b[0] for b in w]}",
     )
+
+
+def null_count(array: pa.Array) -> int:
+    """Missing values in ``array`` and in the values of its lists, structs and extensions
+    (snap writes none: a yielded batch holding some is refused, a shard holding some is
+    damaged)."""
+    if isinstance(array, pa.ExtensionArray):
+        return null_count(array.storage)
+    count = array.null_count
+    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        count += null_count(array.flatten())
+    elif isinstance(array, pa.StructArray):
+        count += sum(null_count(array.field(i)) for i in range(array.type.num_fields))
+    return count

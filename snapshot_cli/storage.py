@@ -147,7 +147,7 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
     except FileExistsError:
         raise
     except OSError as err:
-        if err.errno in _FAULT_HINTS and not isinstance(err, SnapError):
+        if is_fault(err) and not isinstance(err, SnapError):
             raise fault(err, to_url(fs, path)) from err  # ENOSPC, EIO, EROFS, ...
         _answer_other(fs, path, action, err)
         raise
@@ -191,6 +191,12 @@ _FAULT_HINTS = {
     errno.ELOOP: "the path has a loop of symbolic links",
     errno.ENAMETOOLONG: "the path is too long",
 }
+
+
+def is_fault(err: OSError) -> bool:
+    """An OS error that is the storage's condition (full, read-only, forbidden, I/O error),
+    not a statement about the file's contents."""
+    return err.errno in _FAULT_HINTS
 
 
 def fault(err: OSError, where: str) -> StorageError:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import crc32c
+import numpy as np
 import pyarrow as pa
 
 from .. import schema as schema_mod
@@ -124,39 +125,40 @@ class ShardReaders:
         """The shard's bytes as an Arrow source, checked against the manifest."""
         entry, url = self.shards[i], self.url(i)
         path = storage.join(self.root, entry.path)
-        held = None
-        try:
-            if self.local:
-                if (problem := storage.local_file_problem(self.root, path)) is not None:
-                    raise CorruptShardError(f"shard {url} {problem}; it is not read")
-                source: Any = pa.OSFile(os.fsencode(path), "r")
-                size = source.size()
-            elif self.cache is not None:
-                held = self._cached(i)
-                source = pa.OSFile(os.fsencode(held.path), "r")
-                size = source.size()
-            else:
-                data = self.fetcher.fetch(self.fs, path, entry.bytes)
-                source, size = pa.py_buffer(data), len(data)
+        try:  # the path is used again after the open (stat, crc): it may go meanwhile
+            source, size, held = self._open_source(i, path)
+            if size != entry.bytes:
+                raise CorruptShardError(
+                    f"shard {url} has {size} bytes, the manifest says {entry.bytes}; "
+                    "the snapshot is damaged: recreate it with snap create --overwrite"
+                )
+            key = (path, size, os.stat(path).st_mtime_ns, entry.crc32c) if self.local else None
+            if self.verify and i not in self._verified and key not in _verified_local:
+                crc = crc32c_file(path) if self.local else crc32c_buffer(source)
+                if crc != entry.crc32c:
+                    raise CorruptShardError(
+                        f"shard {url} is damaged: crc32c {crc}, the manifest says "
+                        f"{entry.crc32c}; recreate the snapshot with snap create --overwrite"
+                    )
+                if key is not None:
+                    _verified_local.add(key)
         except FileNotFoundError as err:
             raise CorruptShardError(f"shard {url} is missing") from err
-        if size != entry.bytes:
-            raise CorruptShardError(
-                f"shard {url} has {size} bytes, the manifest says {entry.bytes}; "
-                "the snapshot is damaged: recreate it with snap create --overwrite"
-            )
-        key = (path, size, os.stat(path).st_mtime_ns, entry.crc32c) if self.local else None
-        if self.verify and i not in self._verified and key not in _verified_local:
-            crc = crc32c_file(path) if self.local else crc32c_buffer(source)
-            if crc != entry.crc32c:
-                raise CorruptShardError(
-                    f"shard {url} is damaged: crc32c {crc}, the manifest says {entry.crc32c}; "
-                    "recreate the snapshot with snap create --overwrite"
-                )
-            if key is not None:
-                _verified_local.add(key)
         self._verified.add(i)
         return source, size, held
+
+    def _open_source(self, i: int, path: str) -> tuple[Any, int, CachedShard | None]:
+        if self.local:
+            if (problem := storage.local_file_problem(self.root, path)) is not None:
+                raise CorruptShardError(f"shard {self.url(i)} {problem}; it is not read")
+            source = pa.OSFile(os.fsencode(path), "r")
+            return source, source.size(), None
+        if self.cache is not None:
+            held = self._cached(i)
+            source = pa.OSFile(os.fsencode(held.path), "r")
+            return source, source.size(), held
+        data = self.fetcher.fetch(self.fs, path, self.shards[i].bytes)
+        return pa.py_buffer(data), len(data), None
 
     def _ranged_reader(self, i: int) -> pa.ipc.RecordBatchFileReader:
         """This thread's reader of shard ``i`` over range requests (see :mod:`.ranged`)."""
@@ -240,7 +242,8 @@ class ShardReaders:
 
     def read_batch(self, shard: int, batch: int, rows: int) -> pa.RecordBatch:
         """Record batch ``batch`` of shard ``shard``, decoded and validated in full (buffer
-        sizes, offsets, UTF-8) before any value is used; checks it has ``rows`` records.
+        sizes, offsets, UTF-8) before any value is used; checks it has ``rows`` records and
+        keeps to snap's encodings (:func:`encoding_problem`).
 
         Full validation costs little next to decoding (``benchmarks/validation.py``), and it
         is what keeps a crafted file (right checksum, lying offsets) from reading memory
@@ -259,6 +262,9 @@ class ShardReaders:
                 f"shard {self.url(shard)} record batch {batch} has {rb.num_rows} records, "
                 f"the manifest says {rows}"
             )
+        problem = encoding_problem(rb)
+        if problem is not None:
+            raise CorruptShardError(f"shard {self.url(shard)} record batch {batch}: {problem}")
         return rb
 
     def close(self) -> None:
@@ -268,6 +274,46 @@ class ShardReaders:
             self._held_bytes = 0
         for entry in opened:
             entry.release()
+
+
+def encoding_problem(batch: pa.RecordBatch) -> str | None:
+    """What breaks snap's encodings in a record batch that Arrow has validated, or None.
+
+    Arrow accepts nulls and any ragged shape, but snap writes neither: in the columns snap
+    decodes itself a null would reach the model as NaN, a cast integer or None, and a shape
+    that does not hold its values would fail (or be guessed, for -1) in numpy's reshape.
+    Columns of other Arrow types go through pyarrow's own conversion, nulls included.
+    """
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if schema_mod.kind(column.type) == "arrow":
+            continue
+        nulls = schema_mod.null_count(column)
+        if nulls:
+            return (
+                f"column {name!r} ({schema_mod.format_type(column.type)}) holds {nulls} "
+                "missing values (nulls), which snap does not write"
+            )
+        info = schema_mod.ragged_info(column.type)
+        if info is not None and info[1] > 1:
+            bad = _bad_shape(column, info[1])
+            if bad is not None:
+                return f"column {name!r}: {bad}"
+    return None
+
+
+def _bad_shape(column: pa.StructArray, ndim: int) -> str | None:
+    """The first record of a ragged n-d column whose shape does not hold its values."""
+    values = column.field(0)
+    counts = np.diff(values.offsets.to_numpy())
+    dims = column.field(1).flatten().to_numpy().reshape(len(column), ndim).astype(np.int64)
+    total = np.ones(len(column), np.int64)
+    for k in range(ndim):  # dims < 2**31 and total clipped to 2**32: no overflow
+        total = np.minimum(total, 1 << 32) * dims[:, k]
+    bad = np.flatnonzero((dims < 0).any(axis=1) | (total != counts))
+    if not len(bad):
+        return None
+    i = int(bad[0])
+    return f"record {i} has shape {dims[i].tolist()} but {counts[i]} values"
 
 
 @dataclass

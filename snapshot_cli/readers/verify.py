@@ -22,9 +22,10 @@ import pyarrow as pa
 
 from .. import schema as schema_mod
 from .. import storage
-from ..errors import SnapError
+from ..errors import SnapError, StorageError
 from ..manifest import ShardEntry
 from .checksum import crc32c_buffer, crc32c_file
+from .shard import encoding_problem
 from .snapshot import Snapshot
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
@@ -119,6 +120,7 @@ def _fast_check(
         result.problem = "missing"
         return result
     except (OSError, SnapError) as err:
+        _raise_storage_fault(err, result.url)
         result.problem = f"cannot be read: {err}"
         return result
     if size != entry.bytes:
@@ -144,8 +146,19 @@ def _full_check(
     except FileNotFoundError:
         result.problem = "missing"
     except (OSError, SnapError) as err:
+        _raise_storage_fault(err, result.url)
         result.problem = f"cannot be read: {err}"
     return result
+
+
+def _raise_storage_fault(err: BaseException, url: str) -> None:
+    """A storage that fails (I/O error, time-outs, forbidden) says nothing about the shard:
+    verify stops with that answer instead of calling the shard damaged (and advising a
+    rebuild)."""
+    if isinstance(err, StorageError):
+        raise err
+    if isinstance(err, OSError) and not isinstance(err, SnapError) and storage.is_fault(err):
+        raise storage.fault(err, url) from err
 
 
 def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bool) -> str | None:
@@ -179,4 +192,7 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
             return f"record batch {i} cannot be decoded: {err}"
         if batch.num_rows != rows:
             return f"record batch {i} has {batch.num_rows} records, the manifest says {rows}"
+        problem = encoding_problem(batch)
+        if problem is not None:
+            return f"record batch {i}: {problem}"
     return None

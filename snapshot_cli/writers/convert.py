@@ -317,7 +317,7 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
                     f"column {name!r} of a yielded {type(item).__name__} is not valid Arrow "
                     f"data ({err}); build it with pyarrow's constructors (pa.array, ...)"
                 ) from None
-            nulls = _nulls(column)
+            nulls = schema_mod.null_count(column)
             if nulls:
                 raise RecordError(
                     f"column {name!r} of a yielded {type(item).__name__} holds {nulls} missing "
@@ -325,18 +325,6 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
                     "pyarrow.compute.fill_null) or leave those rows out"
                 )
     return batches
-
-
-def _nulls(array: pa.Array) -> int:
-    """Missing values in ``array`` and in the values of its lists, structs and extensions."""
-    if isinstance(array, pa.ExtensionArray):
-        return _nulls(array.storage)
-    count = array.null_count
-    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
-        count += _nulls(array.flatten())
-    elif isinstance(array, pa.StructArray):
-        count += sum(_nulls(array.field(i)) for i in range(array.type.num_fields))
-    return count
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:

@@ -19,8 +19,8 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli import schema as schema_mod
-from snapshot_cli.readers.checksum import crc32c_file
 from tests.conftest import REPO
+from tests.reliability.shards import copy_snapshot, load_manifest, refresh_entry
 
 ROWS = 8
 
@@ -79,21 +79,14 @@ KINDS = [
 
 def forge(out: Path, kind: str) -> str:
     """Replace shard 1 with a forged one; fix its manifest entry so its checksum is right."""
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = load_manifest(out)
     schema = schema_mod.decode_schema(manifest["schema"]["arrow_ipc_base64"])
     entry = manifest["shards"][1]
     batch = forged_batch(kind, schema)
     path = out / entry["path"]
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    entry.update(bytes=path.stat().st_size, crc32c=crc32c_file(str(path)),
-                 record_batches=1, batch_rows=[[ROWS, 1]], records=ROWS)  # fmt: skip
-    totals = manifest["totals"]
-    totals["records"] = sum(s["records"] for s in manifest["shards"])
-    totals["record_batches"] = sum(s["record_batches"] for s in manifest["shards"])
-    totals["bytes"] = sum(s["bytes"] for s in manifest["shards"])
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    return entry["path"]
+    return refresh_entry(out, 1, record_batches=1, batch_rows=[[ROWS, 1]], records=ROWS)
 
 
 PROBE = """
@@ -125,7 +118,7 @@ def test_a_forged_shard_is_a_clean_error_everywhere(
     pristine: Path, tmp_path: Path, kind: str
 ) -> None:
     out = tmp_path / "snap"
-    subprocess.run(["cp", "-r", str(pristine), str(out)], check=True)
+    copy_snapshot(pristine, out)
     shard = forge(out, kind)
     for how in ("head", "shuffle-verify", "ordered-verify", "shuffle-noverify",
                 "ordered-noverify"):  # fmt: skip
