@@ -98,9 +98,15 @@ def _check_dtype(dtype: np.dtype, column: str) -> None:
         )
 
 
-def _normalise(value: Any) -> Any:
+def _normalise(value: Any, column: str) -> Any:
     if isinstance(value, (list, tuple)):
-        return np.asarray(value)
+        try:
+            return np.asarray(value)
+        except (ValueError, TypeError, UnicodeError, OverflowError) as err:
+            raise RecordError(
+                f"column {column!r} has a {type(value).__name__} numpy cannot make one array "
+                f"of ({type(err).__name__}: {err}); yield a numpy array of one dtype"
+            ) from None
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     return value
@@ -129,7 +135,7 @@ class ColumnBuilder:
 
     def append(self, value: Any) -> int:
         """Add one value; returns its approximate size in bytes."""
-        value = _normalise(value)
+        value = _normalise(value, self.name)
         cls, dtype, shape = classify(value, self.name)
         if isinstance(value, np.ndarray) and value.ndim == 0:
             value = value[()]
