@@ -4,7 +4,9 @@ For each codec, the record batches of the same image-like snapshot (with ragged 
 ids, so that there are offsets to check) are read and decoded with 2 threads over different
 shards, as the loader reads them: without validation, with Arrow's structural validation
 (``validate()``: buffer sizes) and with its full validation (``validate(full=True)``: also
-offsets and UTF-8), alternating, in one process. The loader uses full validation.
+offsets and UTF-8) and with what the loader does (``loader``: full validation, then snap's
+own check that there are no nulls and that ragged shapes hold their values), alternating, in
+one process.
 
 Usage: python benchmarks/validation.py [--size-gb 0.5] [--repeats 3] [--codecs zstd,lz4,none]
 """
@@ -23,7 +25,9 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay import ensure_snapshot  # noqa: E402 - the benchmarks' shared snapshot writer
 
-MODES = ("none", "structural", "full")
+from snapshot_cli.readers.shard import encoding_problem  # noqa: E402
+
+MODES = ("none", "structural", "full", "loader")
 
 
 def read_all(paths: list[str], mode: str) -> int:
@@ -36,6 +40,9 @@ def read_all(paths: list[str], mode: str) -> int:
                 batch.validate()
             elif mode == "full":
                 batch.validate(full=True)
+            elif mode == "loader":
+                batch.validate(full=True)
+                assert encoding_problem(batch) is None
             n += batch.nbytes
         return n
 

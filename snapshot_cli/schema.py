@@ -159,7 +159,7 @@ def null_count(array: pa.Array) -> int:
         return null_count(array.storage)
     count = array.null_count
     if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
-        count += null_count(array.flatten())
+        count += null_count(array.values)  # all of them, not only the slice's: no copy
     elif isinstance(array, pa.StructArray):
         count += sum(null_count(array.field(i)) for i in range(array.type.num_fields))
     return count
