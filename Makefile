@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-output
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test test-fast lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,15 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check snapshot_cli tests examples benchmarks
 	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+# The edit-test loop: lint, types, and the tests that need no server, no kill, no slow sweep.
+test-fast: $(VENV)/.installed-test
+	$(BIN)/ruff check snapshot_cli tests examples benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -m "not slow" --ignore=tests/backends --ignore=tests/reliability \
+		--ignore=tests/test_readme.py
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check snapshot_cli tests examples benchmarks

@@ -7,6 +7,7 @@ whether a later ``snap create`` reuses, resumes, or refuses.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import posixpath
@@ -314,11 +315,11 @@ class Manifest:
             "shards": [s.to_json() for s in self.shards],
         }
 
-    def to_json(self) -> bytes:
+    def to_json(self) -> builtins.bytes:  # (the name "bytes" is the property above)
         return (json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8")
 
     @classmethod
-    def from_json(cls, data: bytes, where: str = MANIFEST_NAME) -> Manifest:
+    def from_json(cls, data: builtins.bytes, where: str = MANIFEST_NAME) -> Manifest:
         """Parse and validate a manifest.
 
         Raises:

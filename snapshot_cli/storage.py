@@ -481,7 +481,7 @@ def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
             size = int(e.get("size") or 0)
             if e.get("type") == "directory":
                 try:
-                    size = int(retrying(lambda e=e: fs.du(e["name"]), f"sizing {e['name']}"))
+                    size = int(retrying(functools.partial(fs.du, e["name"]), f"sizing {e['name']}"))
                 except (FileNotFoundError, OSError):
                     size = 0
             out[name] = size

@@ -61,7 +61,7 @@ class Adapter(Generic[U]):
 
     def _finish(self, started: Any) -> U:
         """Complete the conversion just before the batch is handed out."""
-        return started  # type: ignore[no-any-return]
+        return started
 
     # iteration -------------------------------------------------------------------------
 

@@ -40,7 +40,9 @@ class Blocks:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> Blocks:
-        shard, batch, rows = [], [], []
+        shard: list[int] = []
+        batch: list[int] = []
+        rows: list[int] = []
         for i, entry in enumerate(manifest.shards):
             sizes = entry.batch_sizes()
             shard.extend([i] * len(sizes))

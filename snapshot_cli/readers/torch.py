@@ -127,7 +127,7 @@ class TorchBatches(Adapter[dict[str, Any]]):
             current.wait_event(done)
             for value in tensors.values():  # memory made on the side stream, used on this one
                 _move(value, lambda t: t.record_stream(current))
-        return tensors  # type: ignore[no-any-return]
+        return tensors
 
 
 def _move(value: Any, fn: Any) -> Any:
@@ -263,7 +263,7 @@ def _warn_cannot_count(epoch: int, why: str) -> None:
 def _make_dataset_class() -> type:
     torch = _torch()
 
-    class SnapshotDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined,misc]
+    class SnapshotDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """A snapshot as a ``torch.utils.data.IterableDataset`` of whole batches.
 
         ``SnapshotDataset(url, storage_options=None, device=None, **loader_options)``; the

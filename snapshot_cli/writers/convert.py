@@ -25,7 +25,7 @@ from ..errors import RecordError, SchemaMismatchError
 SCALAR, ARRAY, STRING, BINARY = "scalar", "array", "string", "binary"
 
 
-class Batch(dict):  # type: ignore[type-arg]
+class Batch(dict):
     """Marks a dict of equal-length columns as a batch of records (vectorised preprocessing).
 
     ``yield snap.Batch(image=images, label=labels)`` where ``images`` is ``(n, 3, 64, 64)``

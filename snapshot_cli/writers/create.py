@@ -375,8 +375,8 @@ def _start_or_resume(
         parts = info.get("parts")
         if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
             plan = [range(a, b) for a, b in info["plan"]]
-            fp = (info["fingerprint"], parts or identity.full[1])
-            return info["run"], plan, WriteOptions.from_json(info["options"]), fp
+            found = (info["fingerprint"], parts or identity.full[1])
+            return info["run"], plan, WriteOptions.from_json(info["options"]), found
     run = uuid.uuid4().hex[:10]
     plan = plan_tasks(sizes, options.inputs_per_task)
     fp, parts = identity.full

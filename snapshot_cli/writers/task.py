@@ -185,7 +185,7 @@ def run_task(
     fn = function if function is not None else load_job_function(job)
     options = WriteOptions.from_json(job.options)
     fs, root = storage.resolve(job.output, job.storage_options)
-    ragged = getattr(fn, "__snap_ragged__", frozenset())
+    ragged: frozenset[str] = getattr(fn, "__snap_ragged__", frozenset())
     started = time.time()
     items = [None] if spec.call_once else spec.inputs
     for attempt in range(TASK_TRIES):
