@@ -1,0 +1,89 @@
+"""snap bench: records counted per epoch, shuffle, the trace, the simulated step, bad options."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.commands.conftest import NUM_RECORDS, TASKS, run, run_json, table
+from tests.conftest import snap_subprocess
+
+
+def test_bench_json_counts_every_record_of_every_epoch(snapshot: Path) -> None:
+    doc = run_json("bench", str(snapshot), "--epochs", "2", "--batch-size", "8")
+    per_epoch_batches = math.ceil(NUM_RECORDS / 8)  # drop_last is False
+    assert doc["records"] == 2 * NUM_RECORDS
+    assert doc["batches"] == 2 * per_epoch_batches
+    assert (doc["epochs"], doc["batch_size"], doc["step_ms"]) == (2, 8, 0.0)
+    assert [e["epoch"] for e in doc["per_epoch"]] == [0, 1]
+    assert all(e["seconds"] > 0 and e["records_per_s"] > 0 for e in doc["per_epoch"])
+    assert {"window_rows", "parallel_reads", "prefetch"} <= doc["settings"].keys()
+    assert all(isinstance(v, int) and v >= 1 for v in doc["settings"].values())
+    assert doc["options"]["shuffle"] is True and doc["trace"] is None
+    assert 0 <= doc["input_bound_pct"] <= 100
+    assert {"read_decode", "gather", "map"} <= doc["stage_seconds"].keys()
+
+
+def test_bench_no_shuffle(snapshot: Path) -> None:
+    code, stdout, stderr = run("bench", str(snapshot), "--no-shuffle", "--batch-size", "5")
+    assert code == 0, stderr
+    rows = table(stdout.splitlines())
+    batches = 2 * math.ceil(NUM_RECORDS / 5)
+    assert rows["replayed"].startswith(f"{2 * NUM_RECORDS} records in {batches} batches of 5")
+    assert len(re.findall(r"^  epoch \d: ", stdout, re.MULTILINE)) == 2
+    doc = run_json("bench", str(snapshot), "--no-shuffle", "--epochs", "1")
+    assert doc["options"]["shuffle"] is False and doc["records"] == NUM_RECORDS
+
+
+def test_bench_trace_names_the_loader_threads(snapshot: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    # Three epochs: every epoch's loader threads are new ones.
+    doc = run_json("bench", str(snapshot), "--epochs", "3", "--batch-size", "4", "--trace",
+                   str(trace))  # fmt: skip
+    assert doc["trace"] == str(trace)
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert doc["trace_events"] == sum(e["ph"] == "X" for e in events)
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    spans = [e for e in events if e["ph"] == "X"]
+    assert {e["tid"] for e in spans} <= names.keys()  # every thread that ran a span is named
+    reads = [e for e in spans if e["name"] == "read+decode"]
+    gathers = [e for e in spans if e["name"] == "gather batch"]
+    assert len(gathers) == doc["batches"] == 3 * math.ceil(NUM_RECORDS / 4)
+    assert len(reads) >= 3 * TASKS  # every record batch decoded once per epoch at least
+    assert all(names[e["tid"]].startswith("snap-") for e in reads + gathers)
+    # Each stage on the thread that runs it (not a name left over from an earlier thread).
+    assert {names[e["tid"]] for e in gathers} == {"snap-batch"}
+    assert all(names[e["tid"]].startswith("snap-read") for e in reads)
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+
+    code, stdout, _ = run("bench", str(snapshot), "--epochs", "1", "--trace", str(trace))
+    assert code == 0 and f"trace: {trace} (" in stdout
+
+
+def test_bench_step_ms_measures_input_bound_share(snapshot: Path) -> None:
+    doc = run_json("bench", str(snapshot), "--epochs", "1", "--batch-size", "4", "--step-ms", "2")
+    assert doc["step_ms"] == 2.0
+    assert 0 <= doc["input_bound_pct"] <= 100
+    # Each batch took one 2 ms step at least (seconds are rounded to 0.1 ms).
+    assert doc["seconds"] + 1e-4 >= doc["batches"] * 0.002
+    code, stdout, _ = run("bench", str(snapshot), "--epochs", "1", "--step-ms", "2")
+    assert code == 0 and "(simulated step 2 ms)" in stdout
+
+
+@pytest.mark.parametrize("value", ["zero", "0", "-3"])
+def test_bench_bad_prefetch_names_the_option(snapshot: Path, value: str) -> None:
+    code, stdout, stderr = run("bench", str(snapshot), "--prefetch", value)
+    # An OptionError (exit 1) today; "auto or int" as a click ParamType would make it 2.
+    assert code == 1 and stdout == ""
+    assert "--prefetch" in stderr and repr(value) in stderr and "Traceback" not in stderr
+
+
+def test_bench_as_a_real_process(snapshot: Path) -> None:
+    proc = snap_subprocess("bench", str(snapshot), "--epochs", "1", "--batch-size", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["records"] == NUM_RECORDS and doc["batches"] == math.ceil(NUM_RECORDS / 8)

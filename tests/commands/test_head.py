@@ -1,0 +1,127 @@
+"""snap head: the first records in written order, as text and as strict JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli import report
+from tests.commands.conftest import NUM_RECORDS, image, run, run_json, text, written_order
+from tests.conftest import snap_subprocess
+
+
+def no_nan(text: str) -> Any:
+    def refuse(constant: str) -> Any:
+        raise AssertionError(f"{constant} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def records_of(stdout: str) -> list[dict[str, str]]:
+    """``record N:`` blocks of snap head → [{column: shown value}]."""
+    out: list[dict[str, str]] = []
+    for line in stdout.splitlines():
+        if re.fullmatch(r"record \d+:", line):
+            assert line == f"record {len(out)}:"
+            out.append({})
+        elif line.startswith("  ") and out:
+            key, value = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+            out[-1][key] = value
+    return out
+
+
+def test_head_shows_the_first_records_in_written_order(snapshot: Path) -> None:
+    first = written_order(snapshot)[:3]
+    code, stdout, stderr = run("head", str(snapshot), "-n", "3")
+    assert code == 0, stderr
+    shown = records_of(stdout)
+    assert len(shown) == 3
+    assert [int(r["label"]) for r in shown] == [int(r["label"]) for r in first] == [0, 1, 2]
+    for rec, want in zip(shown, first, strict=True):
+        i = int(want["label"])
+        img = image(i)
+        assert rec["img"].startswith(f"uint8[3,4,4]  min {img.min()} max {img.max()} mean ")
+        assert rec["img"].endswith(", ".join(str(v) for v in img.reshape(-1)[:6]) + ", …]")
+        assert rec["tokens"].startswith(f"int32[{len(want['tokens'])}]")
+        start = text(i)[: report.TEXT_LIMIT - 1] + "…"
+        assert rec["text"] == f"str[{len(text(i))}] {start!r}"
+    assert stdout.splitlines()[-1] == f"(3 of {NUM_RECORDS} records)"
+
+
+def test_head_json(snapshot: Path) -> None:
+    first = written_order(snapshot)[:3]
+    doc = no_nan(run("head", str(snapshot), "-n", "3", "--json")[1])
+    assert doc["num_records"] == NUM_RECORDS and doc["path"] == str(snapshot)
+    assert len(doc["records"]) == 3
+    for rec, want in zip(doc["records"], first, strict=True):
+        i = int(want["label"])
+        assert rec["label"] == i
+        assert rec["img"] == {
+            "dtype": "uint8",
+            "shape": [3, 4, 4],
+            "min": int(image(i).min()),
+            "max": int(image(i).max()),
+            "mean": round(float(image(i).mean()), 6),
+            "first": image(i).reshape(-1)[:6].tolist(),
+        }
+        assert rec["tokens"]["dtype"] == "int32"
+        assert rec["tokens"]["first"] == list(range(i % 4 + 1))
+        assert rec["text"]["type"] == "str" and rec["text"]["length"] == len(text(i))
+        assert text(i).startswith(rec["text"]["start"].rstrip("…"))
+
+
+def test_head_zero_and_more_than_there_are(snapshot: Path) -> None:
+    code, stdout, _ = run("head", str(snapshot), "-n", "0")
+    assert code == 0 and "record" not in stdout.replace(f"of {NUM_RECORDS} records", "")
+    assert stdout.strip() == f"(0 of {NUM_RECORDS} records)"
+    assert run_json("head", str(snapshot), "-n", "0")["records"] == []
+    doc = run_json("head", str(snapshot), "-n", str(NUM_RECORDS + 10))
+    assert [r["label"] for r in doc["records"]] == list(range(NUM_RECORDS))
+
+
+def test_head_columns(snapshot: Path) -> None:
+    code, stdout, _ = run("head", str(snapshot), "-n", "4", "--columns", "label")
+    assert code == 0
+    assert records_of(stdout) == [{"label": str(i)} for i in range(4)]
+    assert "uint8" not in stdout and "str[" not in stdout
+    doc = run_json("head", str(snapshot), "-n", "2", "--columns", "text,label")
+    assert [list(r) for r in doc["records"]] == [["text", "label"]] * 2
+
+
+def test_head_unknown_column_exits_1_naming_it(snapshot: Path) -> None:
+    code, stdout, stderr = run("head", str(snapshot), "--columns", "label,nope")
+    assert code == 1 and stdout == ""
+    assert "'nope'" in stderr and "Traceback" not in stderr
+
+
+def test_head_as_a_real_process(snapshot: Path) -> None:
+    proc = snap_subprocess("head", str(snapshot), "-n", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert [r["label"] for r in json.loads(proc.stdout)["records"]] == [0, 1]
+
+
+def test_head_float_arrays_with_nan_and_inf(tmp_path: Path) -> None:
+    values = [np.array([0.5, np.nan, 2.0], np.float32), np.array([1.0, np.inf], np.float32)]
+
+    def gen() -> Iterator[dict[str, Any]]:
+        for i, v in enumerate(values):
+            yield {"x": v, "id": i}
+
+    path = tmp_path / "nan"
+    snap.create(gen, path, workers=0)
+    code, stdout, stderr = run("head", str(path))
+    assert code == 0, stderr
+    shown = records_of(stdout)
+    assert [r["id"] for r in shown] == ["0", "1"]
+    assert shown[0]["x"].startswith("float32[3]") and "nan" in shown[0]["x"]
+    assert shown[1]["x"].startswith("float32[2]") and "inf" in shown[1]["x"]
+    doc = no_nan(run("head", str(path), "--json")[1])  # strict JSON: no NaN literal
+    means = [r["x"]["mean"] for r in doc["records"]]
+    assert means == [pytest.approx(float(np.mean(v[np.isfinite(v)]))) for v in values]

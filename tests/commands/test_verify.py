@@ -1,0 +1,118 @@
+"""snap verify: a fresh snapshot checks out; a flipped byte, a cut or deleted shard is named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import snapshot_cli as snap
+from tests.commands.conftest import TASKS, run, run_json
+from tests.conftest import snap_subprocess
+
+
+def shard_files(path: Path) -> list[Path]:
+    return [path / s.path for s in snap.open(path).shards]
+
+
+def flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def check_only_victim_named(text: str, shards: list[Path], victim: Path) -> None:
+    assert victim.name in text
+    others = [s.name for s in shards if s != victim and s.name in text]
+    assert others == [], f"intact shards named as damaged: {others}"
+
+
+def test_verify_fresh_snapshot_is_ok(snapshot: Path) -> None:
+    code, stdout, stderr = run("verify", str(snapshot))
+    assert code == 0, stderr
+    assert f"{snapshot}: ok ({TASKS} shards; checks: {TASKS} full;" in stdout
+    assert "DAMAGED" not in stdout
+    doc = run_json("verify", str(snapshot))
+    m = snap.open(snapshot).manifest
+    assert doc["ok"] is True and doc["damaged"] == [] and doc["num_damaged"] == 0
+    assert doc["checks"] == {"full": TASKS} and doc["bytes_checked"] == m.bytes
+    assert [s["path"] for s in doc["shards"]] == [s.path for s in m.shards]
+    assert all(s["ok"] for s in doc["shards"])
+
+
+def test_verify_names_exactly_the_shard_with_a_flipped_byte(snapshot: Path) -> None:
+    shards = shard_files(snapshot)
+    assert len(shards) >= 4
+    victim = shards[len(shards) // 2]
+    flip_middle_byte(victim)
+
+    code, stdout, stderr = run("verify", str(snapshot))
+    assert code == 1, stderr
+    damaged = [line for line in stdout.splitlines() if line.startswith("DAMAGED")]
+    assert len(damaged) == 1 and f"{victim}: crc32c" in damaged[0]
+    check_only_victim_named(stdout, shards, victim)
+    assert f"1 of {len(shards)} shards damaged" in stdout
+
+    proc = snap_subprocess("verify", str(snapshot), "--json")  # also as a real process
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] is False and doc["num_damaged"] == 1
+    [bad] = doc["damaged"]
+    assert bad["url"] == str(victim) and bad["path"] == str(victim.relative_to(snapshot))
+    assert bad["problem"].startswith("crc32c ")
+    assert [s["path"] for s in doc["shards"] if not s["ok"]] == [bad["path"]]
+
+    # --fast compares sizes only here (local files report no crc32c), and says so.
+    code, stdout, _ = run("verify", str(snapshot), "--fast")
+    assert code == 0 and "compared sizes only" in stdout
+
+    # The loader refuses the damaged shard, by name, instead of returning its records.
+    with (
+        pytest.raises(snap.CorruptShardError) as err,
+        snap.open(snapshot).loader(batch_size=4) as loader,
+    ):
+        for _ in loader:
+            pass
+    assert victim.name in str(err.value)
+    check_only_victim_named(str(err.value), shards, victim)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_verify_reports_a_truncated_shard_with_its_size(snapshot: Path, fast: bool) -> None:
+    shards = shard_files(snapshot)
+    victim = shards[1]
+    size = victim.stat().st_size
+    victim.write_bytes(victim.read_bytes()[: size * 2 // 3])
+    args = ("verify", str(snapshot), *(["--fast"] if fast else []))
+    code, stdout, _ = run(*args)
+    assert code == 1
+    assert f"{victim}: has {size * 2 // 3} bytes, the manifest says {size}" in stdout
+    check_only_victim_named(stdout, shards, victim)
+    doc = run_json(*args, code=1)
+    assert [d["path"] for d in doc["damaged"]] == [str(victim.relative_to(snapshot))]
+    assert doc["checks"] == ({"size": len(shards)} if fast else {"full": len(shards)})
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_verify_reports_a_deleted_shard_as_missing(snapshot: Path, fast: bool) -> None:
+    shards = shard_files(snapshot)
+    victim = shards[-1]
+    victim.unlink()
+    args = ("verify", str(snapshot), *(["--fast"] if fast else []))
+    code, stdout, _ = run(*args)
+    assert code == 1 and f"{victim}: missing" in stdout
+    check_only_victim_named(stdout, shards, victim)
+    doc = run_json(*args, code=1)
+    assert [(d["path"], d["problem"]) for d in doc["damaged"]] == [
+        (str(victim.relative_to(snapshot)), "missing")
+    ]
+
+
+def test_verify_fast_on_local_storage_checks_sizes(snapshot: Path) -> None:
+    code, stdout, stderr = run("verify", str(snapshot), "--fast")
+    assert code == 0, stderr
+    assert "ok" in stdout and "compared sizes only" in stdout
+    doc = run_json("verify", str(snapshot), "--fast")
+    assert doc["ok"] is True and doc["fast"] is True
+    assert doc["checks"] == {"size": TASKS} and doc["bytes_checked"] == 0
