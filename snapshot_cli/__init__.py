@@ -22,9 +22,10 @@ from .errors import (
     SnapshotExistsError,
     StorageError,
 )
+from .facade import snapshot
 from .manifest import FORMAT_VERSION, Manifest, ShardEntry
 from .readers.loader import Loader
-from .readers.snapshot import Snapshot, open, snapshot
+from .readers.snapshot import Snapshot, open
 from .writers.convert import Batch, ragged
 from .writers.create import CreateInfo, create
 

@@ -18,13 +18,14 @@ from typing import Any, TypeVar
 import click
 
 from . import __version__, render, report, storage
-from .errors import ManifestError, OptionError, SnapError
+from .errors import ManifestError, SnapError
 from .manifest import MANIFEST_NAME
 from .progress import Progress, human_bytes, human_count
 from .readers import bench as bench_mod
 from .readers import verify as verify_mod
 from .readers.snapshot import Snapshot
 from .readers.snapshot import open as open_snapshot
+from .units import parse_size
 from .writers import commit as commit_mod
 from .writers import gc as gc_mod
 from .writers import lease as lease_mod
@@ -32,6 +33,39 @@ from .writers.create import create as create_snapshot
 from .writers.pipeline import parse_params
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AutoOrCount(click.ParamType):
+    """``auto`` or an integer >= 1; anything else is a usage error (exit 2)."""
+
+    name = "auto|N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
+            number = value
+        else:
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                self.fail(f"must be 'auto' or an integer, got {value!r}", param, ctx)
+        if number != "auto" and number < 1:
+            self.fail(f"must be 'auto' or an integer >= 1, got {value!r}", param, ctx)
+        return number
+
+
+class Size(click.ParamType):
+    """A size in bytes: ``256MiB``, ``1.5GB``, ``4096``; anything else is a usage error."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return parse_size(value)
+        except ValueError as err:
+            self.fail(str(err).replace("size ", "", 1), param, ctx)
+
+
+AUTO_OR_COUNT, SIZE = AutoOrCount(), Size()
 
 
 def _handle_errors(fn: F) -> F:
@@ -138,6 +172,7 @@ def _print_paths_as_given() -> None:
 )
 @click.option(
     "--shard-size",
+    type=SIZE,
     default="256MiB",
     show_default=True,
     help="Close a shard once it holds this many bytes on disk.",
@@ -361,9 +396,23 @@ def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
 @click.option("--shuffle/--no-shuffle", default=True, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--columns", default=None, help="Comma-separated columns to read.")
-@click.option("--shuffle-buffer", default="auto", show_default=True, help="Records, or auto.")
-@click.option("--num-parallel-reads", default="auto", show_default=True, help="Int, or auto.")
-@click.option("--prefetch", default="auto", show_default=True, help="Batches, or auto.")
+@click.option(
+    "--shuffle-buffer",
+    type=AUTO_OR_COUNT,
+    default="auto",
+    show_default=True,
+    help="Records, or auto.",
+)
+@click.option(
+    "--num-parallel-reads",
+    type=AUTO_OR_COUNT,
+    default="auto",
+    show_default=True,
+    help="Int, or auto.",
+)
+@click.option(
+    "--prefetch", type=AUTO_OR_COUNT, default="auto", show_default=True, help="Batches, or auto."
+)
 @click.option(
     "--step-ms",
     type=click.FloatRange(min=0),
@@ -408,9 +457,9 @@ def bench(
     options: dict[str, Any] = {
         "shuffle": shuffle,
         "seed": seed,
-        "shuffle_buffer": _int_or_auto(shuffle_buffer, "--shuffle-buffer"),
-        "num_parallel_reads": _int_or_auto(num_parallel_reads, "--num-parallel-reads"),
-        "prefetch": _int_or_auto(prefetch, "--prefetch"),
+        "shuffle_buffer": shuffle_buffer,
+        "num_parallel_reads": num_parallel_reads,
+        "prefetch": prefetch,
         "verify": not no_verify,
         "cache_dir": cache_dir,
         "cache_limit": cache_limit,
@@ -424,18 +473,6 @@ def bench(
         _emit_json(doc)
     else:
         _echo_lines(render.bench_lines(doc))
-
-
-def _int_or_auto(value: str, option: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        number = int(value)
-    except ValueError:
-        raise OptionError(f"{option} must be 'auto' or an integer, got {value!r}") from None
-    if number < 1:
-        raise OptionError(f"{option} must be 'auto' or an integer >= 1, got {value!r}")
-    return number
 
 
 @cli.command()

@@ -87,7 +87,6 @@ def test_progress_on_stderr_unless_quiet(setup) -> None:  # type: ignore[no-unty
     [
         (["--param", "oops"], "--param 'oops' must look like KEY=VALUE"),
         (["--param", "size=-1"], "ValueError on input"),
-        (["--shard-size", "huge"], "shard_size must look like"),
         (["--level", "5", "--compression", "lz4"], "zstd only"),
         (["--input", "/nonexistent/*.jpg"], "matched no files"),
     ],
@@ -243,3 +242,13 @@ def test_hdfs_without_a_hadoop_client_is_one_line_saying_what_to_set(
     assert len(errors) == 1, res.stderr
     assert f"cannot open {url}" in errors[0]
     assert "ARROW_LIBHDFS_DIR" in errors[0] and "webhdfs://" in errors[0]
+
+
+@pytest.mark.parametrize("value", ["huge", "0", "-1MiB", "1.5XB"])
+def test_a_bad_size_is_a_usage_error(setup, value: str) -> None:  # type: ignore[no-untyped-def]
+    spec, glob, tmp = setup
+    code, stdout, stderr = run("create", spec, str(tmp / "s"), "--input", glob, "--shard-size",
+                               value)  # fmt: skip
+    assert code == 2 and stdout == ""
+    assert "--shard-size" in stderr and "Traceback" not in stderr
+    assert not (tmp / "s").exists()

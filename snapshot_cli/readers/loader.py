@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import storage
 from ..errors import OptionError
-from ..writers.options import parse_size
+from ..units import parse_size
 from . import ranks
 from .autotune import ParallelismTuner, PrefetchTuner
 from .cache import ShardCache

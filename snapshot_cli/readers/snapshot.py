@@ -129,15 +129,3 @@ def open(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = N
             f"{storage.missing_bucket_hint(fs, root)}"
         ) from err
     return Snapshot(fs, root, Manifest.from_json(data, where=storage.to_url(fs, path)))
-
-
-def snapshot(pipeline: Any, path: str | os.PathLike[str], **create_options: Any) -> Snapshot:
-    """tf.data ``snapshot`` semantics: materialise ``pipeline`` at ``path`` on first use
-    (reusing a matching snapshot, resuming an interrupted one), then open it.
-
-    ``create_options`` are those of :func:`snapshot_cli.create` (inputs, params, workers...).
-    """
-    from ..writers.create import create
-
-    create(pipeline, path, **create_options)
-    return open(path, create_options.get("storage_options"))

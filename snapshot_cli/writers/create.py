@@ -27,6 +27,7 @@ from .. import storage
 from ..errors import OptionError, SnapError, SnapshotExistsError
 from ..manifest import Manifest, changed_parts
 from ..progress import Progress
+from ..units import parse_size
 from . import commit as commit_mod
 from . import inputs as inputs_mod
 from . import lease as lease_mod
@@ -34,8 +35,7 @@ from . import pipeline as pipeline_mod
 from . import shipping
 from . import worker as worker_mod
 from .executors import InProcessExecutor, make_executor
-from .options import WriteOptions, parse_size, plan_tasks
-from .shard import Compression
+from .options import Compression, WriteOptions, plan_tasks
 from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")

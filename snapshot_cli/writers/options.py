@@ -3,35 +3,50 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .shard import Compression
+import pyarrow as pa
 
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "kib": KiB,
-    "m": 1000**2, "mb": 1000**2, "mib": MiB,
-    "g": 1000**3, "gb": 1000**3, "gib": GiB,
-    "t": 1000**4, "tb": 1000**4, "tib": 1 << 40,
-}  # fmt: skip
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+from ..units import MiB
+
+CODECS = {"zstd": "zstd", "lz4": "lz4_frame", "none": None}
+DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (MEASUREMENTS.md)
 
 
-def parse_size(text: str | int, what: str = "size") -> int:
-    """``"256MiB"``, ``"1.5GB"``, ``"4096"`` or an int → bytes."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    else:
-        m = _SIZE_RE.match(str(text))
-        if not m or m.group(2).lower() not in _UNITS:
-            raise ValueError(f"{what} must look like 256MiB, 1GB or 4096, got {text!r}")
-        value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value <= 0:
-        raise ValueError(f"{what} must be > 0, got {text!r}")
-    return value
+@dataclass(frozen=True)
+class Compression:
+    """How shard buffers are compressed. ``level`` applies to zstd only."""
+
+    codec: str = "zstd"
+    level: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.codec not in CODECS:
+            raise ValueError(f"compression must be one of {sorted(CODECS)}, got {self.codec!r}")
+        if self.level is not None and self.codec != "zstd":
+            raise ValueError(f"--level applies to zstd only, not to {self.codec!r}")
+        if self.level is not None and not 1 <= self.level <= 22:
+            raise ValueError(f"zstd level must be between 1 and 22, got {self.level}")
+
+    def ipc_options(self) -> pa.ipc.IpcWriteOptions:
+        arrow_codec = CODECS[self.codec]
+        if arrow_codec is None:
+            return pa.ipc.IpcWriteOptions(compression=None)
+        if self.codec == "zstd":
+            codec = pa.Codec("zstd", compression_level=self.effective_level)
+        else:
+            codec = pa.Codec(arrow_codec)
+        return pa.ipc.IpcWriteOptions(compression=codec)
+
+    @property
+    def effective_level(self) -> int | None:
+        if self.codec != "zstd":
+            return None
+        return DEFAULT_LEVEL if self.level is None else self.level
+
+    def to_json(self) -> dict[str, Any]:
+        return {"codec": self.codec, "level": self.effective_level}
 
 
 @dataclass(frozen=True)

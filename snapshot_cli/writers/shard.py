@@ -8,7 +8,6 @@ shards ``shards/<run>-<task>-<seq>.arrow``, starting a new one when the current 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import crc32c
@@ -17,45 +16,9 @@ from fsspec import AbstractFileSystem
 
 from .. import storage
 from ..manifest import SHARDS_DIR, ShardEntry, encode_runs
+from .options import Compression
 
 log = logging.getLogger(__name__)
-CODECS = {"zstd": "zstd", "lz4": "lz4_frame", "none": None}
-DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (MEASUREMENTS.md)
-
-
-@dataclass(frozen=True)
-class Compression:
-    """How shard buffers are compressed. ``level`` applies to zstd only."""
-
-    codec: str = "zstd"
-    level: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.codec not in CODECS:
-            raise ValueError(f"compression must be one of {sorted(CODECS)}, got {self.codec!r}")
-        if self.level is not None and self.codec != "zstd":
-            raise ValueError(f"--level applies to zstd only, not to {self.codec!r}")
-        if self.level is not None and not 1 <= self.level <= 22:
-            raise ValueError(f"zstd level must be between 1 and 22, got {self.level}")
-
-    def ipc_options(self) -> pa.ipc.IpcWriteOptions:
-        arrow_codec = CODECS[self.codec]
-        if arrow_codec is None:
-            return pa.ipc.IpcWriteOptions(compression=None)
-        if self.codec == "zstd":
-            codec = pa.Codec("zstd", compression_level=self.effective_level)
-        else:
-            codec = pa.Codec(arrow_codec)
-        return pa.ipc.IpcWriteOptions(compression=codec)
-
-    @property
-    def effective_level(self) -> int | None:
-        if self.codec != "zstd":
-            return None
-        return DEFAULT_LEVEL if self.level is None else self.level
-
-    def to_json(self) -> dict[str, Any]:
-        return {"codec": self.codec, "level": self.effective_level}
 
 
 class ChecksumSink:

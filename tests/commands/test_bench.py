@@ -74,12 +74,12 @@ def test_bench_step_ms_measures_input_bound_share(snapshot: Path) -> None:
     assert code == 0 and "(simulated step 2 ms)" in stdout
 
 
-@pytest.mark.parametrize("value", ["zero", "0", "-3"])
-def test_bench_bad_prefetch_names_the_option(snapshot: Path, value: str) -> None:
-    code, stdout, stderr = run("bench", str(snapshot), "--prefetch", value)
-    # An OptionError (exit 1) today; "auto or int" as a click ParamType would make it 2.
-    assert code == 1 and stdout == ""
-    assert "--prefetch" in stderr and repr(value) in stderr and "Traceback" not in stderr
+@pytest.mark.parametrize("option", ["--prefetch", "--shuffle-buffer", "--num-parallel-reads"])
+@pytest.mark.parametrize("value", ["zero", "0", "-3", "1.5"])
+def test_bench_bad_auto_or_count_is_a_usage_error(snapshot: Path, option: str, value: str) -> None:
+    code, stdout, stderr = run("bench", str(snapshot), option, value)
+    assert code == 2 and stdout == ""  # a usage error, before the snapshot is even opened
+    assert option in stderr and repr(value) in stderr and "Traceback" not in stderr
 
 
 def test_bench_as_a_real_process(snapshot: Path) -> None:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from snapshot_cli.writers.options import MiB, WriteOptions, parse_size, plan_tasks
-from snapshot_cli.writers.shard import Compression
+from snapshot_cli.units import MiB, parse_size
+from snapshot_cli.writers.options import Compression, WriteOptions, plan_tasks
 
 
 @pytest.mark.parametrize(

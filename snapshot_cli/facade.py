@@ -1,0 +1,20 @@
+"""``snap.snapshot()``: the one call that uses both sides, create then open. It lives here, at
+the package top, so that ``readers`` and ``writers`` never import each other."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .readers.snapshot import Snapshot, open
+from .writers.create import create
+
+
+def snapshot(pipeline: Any, path: str | os.PathLike[str], **create_options: Any) -> Snapshot:
+    """tf.data ``snapshot`` semantics: materialise ``pipeline`` at ``path`` on first use
+    (reusing a matching snapshot, resuming an interrupted one), then open it.
+
+    ``create_options`` are those of :func:`snapshot_cli.create` (inputs, params, workers...).
+    """
+    create(pipeline, path, **create_options)
+    return open(path, create_options.get("storage_options"))

@@ -1,0 +1,29 @@
+"""Sizes in bytes as people write them (pure; shared by readers, writers and the CLI)."""
+
+from __future__ import annotations
+
+import re
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "kib": KiB,
+    "m": 1000**2, "mb": 1000**2, "mib": MiB,
+    "g": 1000**3, "gb": 1000**3, "gib": GiB,
+    "t": 1000**4, "tb": 1000**4, "tib": 1 << 40,
+}  # fmt: skip
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """``"256MiB"``, ``"1.5GB"``, ``"4096"`` or an int → bytes."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"{what} must look like 256MiB, 1GB or 4096, got {text!r}")
+        value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise ValueError(f"{what} must be > 0, got {text!r}")
+    return value
