@@ -2,13 +2,15 @@
 
 Everything else is handed a filesystem and a path from here. Filesystems are created per
 process (fsspec caches instances; worker processes make their own), never shared across fork.
+Which protocol gets which treatment is declared in :mod:`snapshot_cli.protocols`; failures
+become answers in :mod:`snapshot_cli.faults`; HDFS's quirks live in :mod:`snapshot_cli.hdfs`.
+The names re-exported from those (``to_url``, ``fault``, ...) are part of this door.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import errno
 import functools
 import hashlib
 import logging
@@ -16,15 +18,24 @@ import os
 import posixpath
 import stat
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
 import fsspec
 from fsspec import AbstractFileSystem
 
-from .errors import OptionError, SnapError, StorageError
-from .retry import RETRY_ATTEMPTS, is_transient, retrying, status_of
+from . import hdfs
+from .errors import OptionError, StorageError
+from .faults import errors_named as errors_named
+from .faults import fault as fault
+from .faults import is_fault as is_fault
+from .faults import missing_bucket_hint as missing_bucket_hint
+from .protocols import HDFS_PROTOCOLS, OBJECT_STORES, PRECONDITION_PROTOCOLS, WEBHDFS_PROTOCOLS
+from .protocols import is_local as is_local
+from .protocols import join as join
+from .protocols import protocol as protocol
+from .protocols import to_url as to_url
+from .retry import retrying, status_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,16 +59,9 @@ def resolve(
         raise OptionError(f"cannot open {url!r}: {err}") from err
     except OSError as err:  # the client itself cannot start (libhdfs, a JVM, a socket)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        hint = _HDFS_CLIENT_HINT if url.split("://", 1)[0] in _HDFS_PROTOCOLS else "check the URL"
+        hint = hdfs.CLIENT_HINT if url.split("://", 1)[0] in HDFS_PROTOCOLS else "check the URL"
         raise StorageError(f"cannot open {url}: {first}; {hint}") from err
     return fs, path.rstrip("/") or path
-
-
-_HDFS_CLIENT_HINT = (
-    "hdfs:// goes through pyarrow's libhdfs, which needs a Hadoop client on this machine: set "
-    "JAVA_HOME, ARROW_LIBHDFS_DIR (the directory of libhdfs.so) and CLASSPATH (the output of "
-    "hadoop classpath --glob), or use webhdfs://, which needs none of that"
-)
 
 
 def fresh_instance(fs: AbstractFileSystem) -> AbstractFileSystem:
@@ -66,155 +70,10 @@ def fresh_instance(fs: AbstractFileSystem) -> AbstractFileSystem:
     return fsspec.spec.make_instance(type(fs), fs.storage_args, fs.storage_options)
 
 
-def is_local(fs: AbstractFileSystem) -> bool:
-    """True for the local-disk filesystem (where rename is atomic and processes share a disk)."""
-    return protocol(fs) in ("file", "local")
-
-
-def to_url(fs: AbstractFileSystem, path: str) -> str:
-    """The string a user would type for ``path``: plain path locally, ``proto://...`` elsewhere.
-
-    It resolves back to the same filesystem (worker processes rebuild theirs from it): HDFS
-    paths keep the NameNode's host and port, which fsspec keeps outside the path.
-    """
-    if is_local(fs):
-        return path
-    host = fs.storage_options.get("host")
-    if protocol(fs) in _HDFS_PROTOCOLS and host and host != "default":
-        port = fs.storage_options.get("port")
-        netloc = f"{host}:{port}" if port else str(host)
-        return f"{protocol(fs)}://{netloc}/{path.lstrip('/')}"
-    return fs.unstrip_protocol(path)
-
-
-def join(*parts: str) -> str:
-    return posixpath.join(*parts)
-
-
-def _permanent_hint(fs: AbstractFileSystem, status: int | None) -> str:
-    if status in (401, 403) or status is None:
-        creds = {
-            "gs": "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login",
-            "gcs": "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login",
-            "s3": "AWS_PROFILE / AWS_ACCESS_KEY_ID, or the instance role",
-            "s3a": "AWS_PROFILE / AWS_ACCESS_KEY_ID, or the instance role",
-        }.get(protocol(fs))
-        return f"; check the credentials ({creds})" if creds else ""
-    return ""
-
-
-def _missing_container(fs: AbstractFileSystem, path: str) -> str:
-    if protocol(fs) in _OBJECT_STORES:
-        bucket = path.lstrip("/").split("/", 1)[0]
-        return f"the bucket {bucket!r} does not exist (create it, or check the URL)"
-    return "its parent directory does not exist"
-
-
-def missing_bucket_hint(fs: AbstractFileSystem, path: str) -> str:
-    """``"; the bucket 'b' does not exist"`` if ``path``'s bucket is missing, else ``""``."""
-    if protocol(fs) not in _OBJECT_STORES:
-        return ""
-    bucket = path.lstrip("/").split("/", 1)[0]
-    try:
-        found = retrying(lambda: fs.exists(bucket), f"checking {bucket}")
-    except Exception:  # only a hint: never hide the error it decorates
-        return ""
-    return "" if found else f"; the bucket {bucket!r} does not exist"
-
-
-@contextlib.contextmanager
-def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[None]:
-    """Turn storage refusals into a StorageError naming the path and what was being done."""
-    try:
-        yield
-    except PermissionError as err:
-        hint = (
-            "check that you may read it (file permissions or storage credentials)"
-            if action.startswith(("reading", "listing"))
-            else "check that you may write there, or choose another OUTPUT"
-        )
-        raise StorageError(
-            f"permission denied while {action} {to_url(fs, path)}: {hint} ({err})"
-        ) from err
-    except (NotADirectoryError, IsADirectoryError) as err:
-        raise StorageError(f"failed while {action} {to_url(fs, path)}: {err}") from err
-    except FileNotFoundError as err:
-        if action.startswith(("reading", "listing", "checking", "deleting")):
-            raise  # callers decide what a missing file means
-        raise StorageError(
-            f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
-        ) from err
-    except FileExistsError:
-        raise
-    except OSError as err:
-        if is_fault(err) and not isinstance(err, SnapError):
-            raise fault(err, to_url(fs, path)) from err  # ENOSPC, EIO, EROFS, ...
-        _answer_other(fs, path, action, err)
-        raise
-    except Exception as err:
-        _answer_other(fs, path, action, err)
-        raise
-
-
-def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> None:
-    """Raise the StorageError an HTTP status or a transient failure calls for, if any."""
-    status = status_of(err)
-    if status in (401, 403):
-        raise StorageError(
-            f"access denied (HTTP {status}) while {action} {to_url(fs, path)}"
-            f"{_permanent_hint(fs, status)} ({err})"
-        ) from err
-    if status == 404:
-        if not action.startswith(("reading", "listing", "checking", "deleting")):
-            raise StorageError(
-                f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
-            ) from err
-        raise FileNotFoundError(f"{to_url(fs, path)} not found (HTTP 404): {err}") from err
-    if is_transient(err):
-        tries = getattr(err, "snap_tries", 1)
-        raise StorageError(
-            f"storage kept failing while {action} {to_url(fs, path)} (tried {tries} "
-            f"time{'s' if tries > 1 else ''}): {err!r}; try again later"
-        ) from err
-
-
-_FAULT_HINTS = {
-    errno.ENOSPC: "the disk is full: free space (or inodes) there, then run the same command "
-    "again: it resumes",
-    errno.EDQUOT: "the disk quota is used up: free some, then run the same command again: it "
-    "resumes",
-    errno.EROFS: "the filesystem is read-only: choose another OUTPUT, or remount it writable",
-    errno.EACCES: "permission denied: check that you may write there, or choose another OUTPUT",
-    errno.EPERM: "not permitted: check that you may write there, or choose another OUTPUT",
-    errno.EIO: "the storage reported an I/O error: check the disk, then run the same command again",
-    errno.ENOTDIR: "a part of the path is a file, not a directory",
-    errno.ELOOP: "the path has a loop of symbolic links",
-    errno.ENAMETOOLONG: "the path is too long",
-}
-
-
-def is_fault(err: OSError) -> bool:
-    """An OS error that is the storage's condition (full, read-only, forbidden, I/O error),
-    not a statement about the file's contents."""
-    return err.errno in _FAULT_HINTS
-
-
-def fault(err: OSError, where: str) -> StorageError:
-    """An OS error while working on ``where`` as one line: the path, the cause, what to do."""
-    path = err.filename if isinstance(err.filename, str) else where
-    code = errno.errorcode.get(err.errno or 0, "")
-    hint = _FAULT_HINTS.get(err.errno or 0, "fix that, then run the same command again")
-    cause = err.strerror or str(err) or type(err).__name__
-    return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
-
-
-_OBJECT_STORES = frozenset({"gs", "gcs", "s3", "s3a", "az", "abfs", "abfss"})
-
-
 def makedirs(fs: AbstractFileSystem, path: str) -> None:
     """Create a directory; nothing on object stores (s3fs would create a missing *bucket*:
     a mistyped bucket name must fail, not appear)."""
-    if protocol(fs) in _OBJECT_STORES:
+    if protocol(fs) in OBJECT_STORES:
         return
     with errors_named(fs, path, "creating directory"):
         retrying(lambda: fs.makedirs(path, exist_ok=True), f"creating {path}")
@@ -223,39 +82,9 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
 def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
     """Read a whole (small) file. FileNotFoundError propagates unchanged."""
     with errors_named(fs, path, "reading"):
-        if protocol(fs) in _HDFS_PROTOCOLS:
-            return _read_hdfs(fs, path)
+        if protocol(fs) in HDFS_PROTOCOLS:
+            return hdfs.read(fs, path)
         return retrying(lambda: fs.cat_file(path), f"reading {path}")
-
-
-def _read_hdfs(fs: AbstractFileSystem, path: str) -> bytes:
-    """HDFS replaces a file by delete + rename (see :func:`_hdfs_replace`); a read racing
-    that can end early or mix versions without an error, so the length read must equal the
-    size the NameNode reports before and after it, else the read is repeated. Asking for
-    the size first also keeps libhdfs from printing a Java stack trace for a missing file."""
-
-    def size_now() -> int:
-        return int(retrying(lambda: fs.info(path), f"checking {path}")["size"])
-
-    for _ in range(RETRY_ATTEMPTS):
-        size = size_now()
-        data = _checked(fs, path, retrying(lambda: fs.cat_file(path), f"reading {path}"))
-        # fsspec's webhdfs reads as many bytes as the size it saw first: a file replaced in
-        # between comes back as the new content cut to the old length. The size after the
-        # read tells.
-        if len(data) == size == size_now():
-            return data
-    raise StorageError(f"{to_url(fs, path)} kept changing while it was read; try again")
-
-
-def _checked(fs: AbstractFileSystem, path: str, data: bytes) -> bytes:
-    """fsspec's webhdfs returns a DataNode's error document as the file's bytes when the
-    file vanishes between the NameNode's redirect and the read: raise it as the error."""
-    if protocol(fs) in ("webhdfs", "webHDFS") and data.startswith(b'{"RemoteException"'):
-        if b"FileNotFoundException" in data[:200]:
-            raise FileNotFoundError(f"{to_url(fs, path)}: {data[:300].decode(errors='replace')}")
-        raise OSError(f"{to_url(fs, path)}: {data[:300].decode(errors='replace')}")
-    return data
 
 
 def read_range(fs: AbstractFileSystem, path: str, start: int, end: int) -> bytes:
@@ -267,7 +96,7 @@ def read_range(fs: AbstractFileSystem, path: str, start: int, end: int) -> bytes
             with fs.open(path, "rb", seekable=True) as f:
                 f.seek(start)
                 return bytes(f.read(end - start))
-        return _checked(fs, path, bytes(fs.cat_file(path, start=start, end=end)))
+        return hdfs.checked(fs, path, bytes(fs.cat_file(path, start=start, end=end)))
 
     return retrying(read, f"reading {path}")
 
@@ -306,40 +135,11 @@ def write_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-        elif protocol(fs) in _HDFS_PROTOCOLS:
-            _hdfs_replace(fs, path, data)
+        elif protocol(fs) in HDFS_PROTOCOLS:
+            hdfs.replace(fs, path, data)
         else:  # other filesystems (sftp, smb, ...) need the directory made first
             makedirs(fs, posixpath.dirname(path))
             retrying(lambda: fs.pipe_file(path, data), f"writing {path}")
-
-
-_HDFS_PROTOCOLS = frozenset({"hdfs", "arrow_hdfs", "webhdfs", "webHDFS"})
-
-
-def _hdfs_replace(fs: AbstractFileSystem, path: str, data: bytes, replace: bool = True) -> bool:
-    """HDFS shows a file while it is being written, so write a temporary file and rename it.
-
-    Neither client renames over an existing file atomically (webhdfs's RENAME refuses and
-    fsspec ignores the refusal; pyarrow deletes the target first), so with ``replace`` an
-    existing file is deleted first: a reader can find ``path`` missing for a moment, never
-    half-written. Without ``replace``, returns False (and writes nothing) if ``path`` exists.
-    """
-    name = f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp"
-    tmp = posixpath.join(posixpath.dirname(path), name)
-    retrying(lambda: fs.pipe_file(tmp, data), f"writing {tmp}")
-    try:
-        if retrying(lambda: fs.exists(path), f"checking {path}"):
-            if not replace:
-                return False
-            retrying(lambda: fs.rm(path), f"deleting {path}")
-        retrying(lambda: fs.mv(tmp, path), f"renaming {tmp}")
-        if retrying(lambda: fs.exists(tmp), f"checking {tmp}"):
-            raise StorageError(f"could not rename {to_url(fs, tmp)} to {to_url(fs, path)}")
-        return True
-    finally:
-        with contextlib.suppress(Exception):
-            if fs.exists(tmp):
-                fs.rm(tmp)
 
 
 def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
@@ -353,7 +153,7 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     ManifestError, never wrong data).
     """
     with errors_named(fs, path, "creating"):
-        if protocol(fs) in _PRECONDITION_PROTOCOLS:
+        if protocol(fs) in PRECONDITION_PROTOCOLS:
             return _create_with_precondition(fs, path, data)
         makedirs(fs, posixpath.dirname(path))
         if is_local(fs):
@@ -369,10 +169,10 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
                 with contextlib.suppress(FileNotFoundError):  # not left behind on a full disk
                     os.unlink(tmp)
             return True
-        if protocol(fs) in ("webhdfs", "webHDFS"):
-            return _webhdfs_create(fs, path, data)
-        if protocol(fs) in _HDFS_PROTOCOLS:
-            return _hdfs_create(fs, path, data)
+        if protocol(fs) in WEBHDFS_PROTOCOLS:
+            return hdfs.webhdfs_create(fs, path, data)
+        if protocol(fs) in HDFS_PROTOCOLS:
+            return hdfs.create(fs, path, data)
 
         def put() -> bool:
             try:
@@ -391,44 +191,6 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
         return retrying(put, f"creating {path}")
 
 
-def _webhdfs_create(fs: Any, path: str, data: bytes) -> bool:
-    """WebHDFS CREATE with overwrite=false: the NameNode refuses a second creator (HTTP 403).
-
-    fsspec's ``open(path, "xb")`` cannot do this (it writes nothing), so the two-step REST
-    call is made here: the NameNode redirects, the DataNode creates and writes.
-    """
-
-    def put() -> bool:
-        redirect = fs._call("CREATE", "PUT", path, redirect=False, overwrite="false")
-        location = fs._apply_proxy(redirect.headers["Location"])
-        headers = {"content-type": "application/octet-stream"}
-        response = fs.session.put(location, data=data, headers=headers)
-        if response.status_code == 403 and (
-            "AlreadyExists" in response.text or "AlreadyBeingCreated" in response.text
-        ):
-            return False
-        response.raise_for_status()
-        return True
-
-    return retrying(put, f"creating {path}")
-
-
-def _hdfs_create(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
-    """Exclusive create through pyarrow's libhdfs binding, as far as it allows.
-
-    libhdfs always creates with overwrite and pyarrow's rename replaces an existing file, so
-    there is no atomic create-if-absent on ``hdfs://``: the file is written under a temporary
-    name and renamed only if ``path`` does not exist. Two writers racing within the same few
-    milliseconds can both succeed; use ``webhdfs://`` (atomic) for concurrent writers.
-    """
-    if retrying(lambda: fs.exists(path), f"checking {path}"):
-        return False
-    return _hdfs_replace(fs, path, data, replace=False)
-
-
-_PRECONDITION_PROTOCOLS = frozenset({"gs", "gcs", "s3", "s3a"})
-
-
 def _create_with_precondition(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     def put() -> bool:
         try:
@@ -444,10 +206,6 @@ def _create_with_precondition(fs: AbstractFileSystem, path: str, data: bytes) ->
     # A retried PUT whose first attempt did land fails its own precondition: callers that
     # must know re-read the object to see whose it is (see writers/commit.py).
     return retrying(put, f"creating {path}")
-
-
-def protocol(fs: AbstractFileSystem) -> str:
-    return fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
 
 
 def open_write(fs: AbstractFileSystem, path: str) -> BinaryIO:

@@ -241,7 +241,7 @@ def test_create_exclusive(backend: Backend) -> None:
     assert storage.read_bytes(fs, path) == b"first"
 
     if backend.name == "hdfs":
-        # libhdfs cannot create exclusively: storage._hdfs_create checks, writes a temporary
+        # libhdfs cannot create exclusively: hdfs.create checks, writes a temporary
         # file and renames it, so writers racing within milliseconds can both win (documented
         # there; webhdfs:// is the atomic client). Only the sequential case is promised.
         return
@@ -274,7 +274,7 @@ def test_write_atomic_readers_see_old_or_new(backend: Backend) -> None:
     assert storage.read_bytes(fs, path) == versions[0]
 
     # HDFS cannot rename over a file: the old one is deleted first, so a reader may find the
-    # path missing for a moment (storage._hdfs_replace) -- but never half-written.
+    # path missing for a moment (hdfs.replace) -- but never half-written.
     may_vanish = backend.name in ("webhdfs", "hdfs")
     seen: list[bytes] = []
     missing = 0

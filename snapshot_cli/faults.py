@@ -1,0 +1,134 @@
+"""Storage failures as answers: a StorageError naming the path, the cause and what to do.
+
+:func:`errors_named` wraps every storage call in :mod:`snapshot_cli.storage`; :func:`fault`
+turns an OS error (a full disk, a read-only filesystem, an I/O error) into one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+from collections.abc import Iterator
+
+from fsspec import AbstractFileSystem
+
+from .errors import SnapError, StorageError
+from .protocols import OBJECT_STORES, protocol, to_url
+from .retry import is_transient, retrying, status_of
+
+
+def _permanent_hint(fs: AbstractFileSystem, status: int | None) -> str:
+    if status in (401, 403) or status is None:
+        creds = {
+            "gs": "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login",
+            "gcs": "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login",
+            "s3": "AWS_PROFILE / AWS_ACCESS_KEY_ID, or the instance role",
+            "s3a": "AWS_PROFILE / AWS_ACCESS_KEY_ID, or the instance role",
+        }.get(protocol(fs))
+        return f"; check the credentials ({creds})" if creds else ""
+    return ""
+
+
+def _missing_container(fs: AbstractFileSystem, path: str) -> str:
+    if protocol(fs) in OBJECT_STORES:
+        bucket = path.lstrip("/").split("/", 1)[0]
+        return f"the bucket {bucket!r} does not exist (create it, or check the URL)"
+    return "its parent directory does not exist"
+
+
+def missing_bucket_hint(fs: AbstractFileSystem, path: str) -> str:
+    """``"; the bucket 'b' does not exist"`` if ``path``'s bucket is missing, else ``""``."""
+    if protocol(fs) not in OBJECT_STORES:
+        return ""
+    bucket = path.lstrip("/").split("/", 1)[0]
+    try:
+        found = retrying(lambda: fs.exists(bucket), f"checking {bucket}")
+    except Exception:  # only a hint: never hide the error it decorates
+        return ""
+    return "" if found else f"; the bucket {bucket!r} does not exist"
+
+
+@contextlib.contextmanager
+def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[None]:
+    """Turn storage refusals into a StorageError naming the path and what was being done."""
+    try:
+        yield
+    except PermissionError as err:
+        hint = (
+            "check that you may read it (file permissions or storage credentials)"
+            if action.startswith(("reading", "listing"))
+            else "check that you may write there, or choose another OUTPUT"
+        )
+        raise StorageError(
+            f"permission denied while {action} {to_url(fs, path)}: {hint} ({err})"
+        ) from err
+    except (NotADirectoryError, IsADirectoryError) as err:
+        raise StorageError(f"failed while {action} {to_url(fs, path)}: {err}") from err
+    except FileNotFoundError as err:
+        if action.startswith(("reading", "listing", "checking", "deleting")):
+            raise  # callers decide what a missing file means
+        raise StorageError(
+            f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
+        ) from err
+    except FileExistsError:
+        raise
+    except OSError as err:
+        if is_fault(err) and not isinstance(err, SnapError):
+            raise fault(err, to_url(fs, path)) from err  # ENOSPC, EIO, EROFS, ...
+        _answer_other(fs, path, action, err)
+        raise
+    except Exception as err:
+        _answer_other(fs, path, action, err)
+        raise
+
+
+def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> None:
+    """Raise the StorageError an HTTP status or a transient failure calls for, if any."""
+    status = status_of(err)
+    if status in (401, 403):
+        raise StorageError(
+            f"access denied (HTTP {status}) while {action} {to_url(fs, path)}"
+            f"{_permanent_hint(fs, status)} ({err})"
+        ) from err
+    if status == 404:
+        if not action.startswith(("reading", "listing", "checking", "deleting")):
+            raise StorageError(
+                f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
+            ) from err
+        raise FileNotFoundError(f"{to_url(fs, path)} not found (HTTP 404): {err}") from err
+    if is_transient(err):
+        tries = getattr(err, "snap_tries", 1)
+        raise StorageError(
+            f"storage kept failing while {action} {to_url(fs, path)} (tried {tries} "
+            f"time{'s' if tries > 1 else ''}): {err!r}; try again later"
+        ) from err
+
+
+_FAULT_HINTS = {
+    errno.ENOSPC: "the disk is full: free space (or inodes) there, then run the same command "
+    "again: it resumes",
+    errno.EDQUOT: "the disk quota is used up: free some, then run the same command again: it "
+    "resumes",
+    errno.EROFS: "the filesystem is read-only: choose another OUTPUT, or remount it writable",
+    errno.EACCES: "permission denied: check that you may write there, or choose another OUTPUT",
+    errno.EPERM: "not permitted: check that you may write there, or choose another OUTPUT",
+    errno.EIO: "the storage reported an I/O error: check the disk, then run the same command again",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.ELOOP: "the path has a loop of symbolic links",
+    errno.ENAMETOOLONG: "the path is too long",
+}
+
+
+def is_fault(err: OSError) -> bool:
+    """An OS error that is the storage's condition (full, read-only, forbidden, I/O error),
+    not a statement about the file's contents."""
+    return err.errno in _FAULT_HINTS
+
+
+def fault(err: OSError, where: str) -> StorageError:
+    """An OS error while working on ``where`` as one line: the path, the cause, what to do."""
+    path = err.filename if isinstance(err.filename, str) else where
+    code = errno.errorcode.get(err.errno or 0, "")
+    hint = _FAULT_HINTS.get(err.errno or 0, "fix that, then run the same command again")
+    cause = err.strerror or str(err) or type(err).__name__
+    return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
