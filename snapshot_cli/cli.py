@@ -19,7 +19,7 @@ import click
 
 from . import __version__, render, report, storage
 from .errors import ManifestError, SnapError
-from .manifest import MANIFEST_NAME
+from .layout import MANIFEST_NAME
 from .progress import Progress, human_bytes, human_count
 from .readers import bench as bench_mod
 from .readers import verify as verify_mod

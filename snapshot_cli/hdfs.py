@@ -6,12 +6,11 @@ which behaviour it works around (see ``tests/infra/hdfs.py`` for what was measur
 from __future__ import annotations
 
 import contextlib
-import posixpath
-import uuid
 from typing import Any
 
 from fsspec import AbstractFileSystem
 
+from . import layout
 from .errors import StorageError
 from .protocols import protocol, to_url
 from .retry import RETRY_ATTEMPTS, retrying
@@ -61,8 +60,7 @@ def replace(fs: AbstractFileSystem, path: str, data: bytes, replace: bool = True
     existing file is deleted first: a reader can find ``path`` missing for a moment, never
     half-written. Without ``replace``, returns False (and writes nothing) if ``path`` exists.
     """
-    name = f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp"
-    tmp = posixpath.join(posixpath.dirname(path), name)
+    tmp = layout.temporary_path(path)
     retrying(lambda: fs.pipe_file(tmp, data), f"writing {tmp}")
     try:
         if retrying(lambda: fs.exists(path), f"checking {path}"):

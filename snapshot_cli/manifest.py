@@ -19,12 +19,10 @@ import pyarrow as pa
 
 from . import schema as schema_mod
 from .errors import ManifestError
+from .layout import MANIFEST_NAME
 
 FORMAT = "snap"
 FORMAT_VERSION = 1
-MANIFEST_NAME = "manifest.json"
-SHARDS_DIR = "shards"
-RUNS_DIR = "_runs"
 
 _CRC_RE = re.compile(r"^[0-9a-f]{8}$")
 

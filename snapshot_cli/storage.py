@@ -17,14 +17,13 @@ import logging
 import os
 import posixpath
 import stat
-import uuid
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
 import fsspec
 from fsspec import AbstractFileSystem
 
-from . import hdfs
+from . import hdfs, layout
 from .errors import OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
@@ -125,7 +124,7 @@ def write_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
         if is_local(fs):
             directory = os.path.dirname(path)
             os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+            tmp = layout.temporary_path(path)
             try:
                 with open(tmp, "wb") as f:
                     f.write(data)
@@ -158,7 +157,7 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
         makedirs(fs, posixpath.dirname(path))
         if is_local(fs):
             # Link a finished temporary file: a reader never sees the file half-written.
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            tmp = layout.temporary_path(path)
             try:
                 with open(tmp, "wb") as f:
                     f.write(data)

@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from .. import storage
 from ..errors import ManifestError, OptionError
-from ..manifest import MANIFEST_NAME, RUNS_DIR, Manifest, ShardEntry
+from ..layout import MANIFEST_NAME, RUNS_DIR
+from ..manifest import Manifest, ShardEntry
 from .convert import batch_to_numpy
 from .loader import Loader
 from .shard import ShardReaders

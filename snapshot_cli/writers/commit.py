@@ -12,19 +12,14 @@ from typing import Any
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import __version__, storage
+from .. import __version__, layout, storage
 from .. import schema as schema_mod
 from ..errors import ManifestError, SnapError, SnapshotExistsError
-from ..manifest import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, Manifest, ShardEntry
+from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
+from ..manifest import Manifest, ShardEntry
 from . import convert
 
 log = logging.getLogger(__name__)
-
-RUN_FILE = "run.json"
-
-
-def run_dir(root: str, run: str) -> str:
-    return storage.join(root, RUNS_DIR, run)
 
 
 def read_manifest(fs: AbstractFileSystem, root: str) -> Manifest | None:
@@ -57,11 +52,11 @@ def check_output(fs: AbstractFileSystem, root: str) -> None:
 def find_runs(fs: AbstractFileSystem, root: str) -> list[dict[str, Any]]:
     """Every run directory's ``run.json`` (unreadable ones are skipped: abandoned, never used)."""
     runs = []
-    for name in storage.list_names(fs, storage.join(root, RUNS_DIR)):
-        if name.startswith("lease-"):
+    for name in storage.list_names(fs, layout.runs_dir(root)):
+        if not layout.is_run_name(name):
             continue
         try:
-            info = json.loads(storage.read_bytes(fs, storage.join(run_dir(root, name), RUN_FILE)))
+            info = json.loads(storage.read_bytes(fs, layout.run_file(root, name)))
         except (FileNotFoundError, ValueError, NotADirectoryError):
             continue
         if isinstance(info, dict) and info.get("run") == name:
@@ -72,7 +67,7 @@ def find_runs(fs: AbstractFileSystem, root: str) -> list[dict[str, Any]]:
 def finished_tasks(fs: AbstractFileSystem, root: str, run: str) -> dict[int, dict[str, Any]]:
     """Results of the tasks of ``run`` that finished (their result file was written)."""
     done: dict[int, dict[str, Any]] = {}
-    tasks_dir = storage.join(run_dir(root, run), "tasks")
+    tasks_dir = layout.tasks_dir(root, run)
     for name in storage.list_names(fs, tasks_dir):
         if not name.endswith(".json") or name.startswith("."):
             continue
@@ -187,9 +182,9 @@ def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) 
     """
     keep = {s.path for s in manifest.shards}
     try:
-        for name in storage.list_names(fs, storage.join(root, RUNS_DIR)):
-            if not name.startswith("lease-"):
-                storage.remove(fs, run_dir(root, name), recursive=True)
+        for name in storage.list_names(fs, layout.runs_dir(root)):
+            if layout.is_run_name(name):
+                storage.remove(fs, layout.run_dir(root, name), recursive=True)
         shards_dir = storage.join(root, SHARDS_DIR)
         for name in storage.list_names(fs, shards_dir):
             if f"{SHARDS_DIR}/{name}" not in keep:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from .. import storage
+from .. import layout, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError
 from ..manifest import Manifest, changed_parts
 from ..progress import Progress
@@ -390,6 +390,6 @@ def _start_or_resume(
         "options": options.to_json(),
         "plan": [[r.start, r.stop] for r in plan],
     }
-    path = storage.join(commit_mod.run_dir(root, run), commit_mod.RUN_FILE)
+    path = layout.run_file(root, run)
     storage.write_atomic(fs, path, json.dumps(info).encode())
     return run, plan, options, (fp, parts)

@@ -18,9 +18,9 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import storage
+from .. import layout, storage
 from ..errors import ManifestError
-from ..manifest import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
+from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
 from . import commit as commit_mod
 from . import lease as lease_mod
 
@@ -67,7 +67,7 @@ def find_garbage(
     keep_all = writer_live and live_run is None
     runs = storage.entry_sizes(fs, storage.join(root, RUNS_DIR))
     # lease files and the dot-named temporaries of atomic writes are not runs
-    run_names = [n for n in runs if not n.startswith(("lease-", "."))]
+    run_names = [n for n in runs if layout.is_run_name(n)]
     kept = sorted(n for n in run_names if keep_all or n == live_run)
     garbage = [
         Garbage(f"{RUNS_DIR}/{name}", "run", runs[name], "state of a dead run")
@@ -76,7 +76,7 @@ def find_garbage(
     ]
     for name, size in sorted(storage.entry_sizes(fs, storage.join(root, SHARDS_DIR)).items()):
         rel = f"{SHARDS_DIR}/{name}"
-        if rel in referenced or keep_all or (live_run and name.startswith(f"{live_run}-")):
+        if rel in referenced or keep_all or (live_run and layout.is_shard_of(name, live_run)):
             continue
         if name.startswith("."):
             reason = "temporary file of an interrupted write"
@@ -85,7 +85,7 @@ def find_garbage(
             reason = "not in the committed manifest" if manifest else "no committed manifest"
             garbage.append(Garbage(rel, "shard", size, reason))
     for name, size in sorted(storage.entry_sizes(fs, root).items()):
-        if name.startswith(".") and name.endswith(".tmp"):
+        if layout.is_temporary(name):
             garbage.append(Garbage(name, "temporary", size, "temporary file of an atomic write"))
     return garbage, kept
 

@@ -14,7 +14,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import socket
 import threading
 import time
@@ -24,12 +23,10 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import storage
+from .. import layout, storage
 from ..errors import LeaseError
-from ..manifest import RUNS_DIR
 
 DEFAULT_TTL = 30.0  # seconds; a dead writer on another host is taken over within this
-_LEASE_RE = re.compile(r"^lease-(\d{8})\.json$")
 
 
 @dataclass(frozen=True)
@@ -93,20 +90,16 @@ def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
     return now - heartbeat < ttl
 
 
-def _lease_path(root: str, epoch: int) -> str:
-    return storage.join(root, RUNS_DIR, f"lease-{epoch:08d}.json")
-
-
 def _epochs(fs: AbstractFileSystem, root: str) -> list[int]:
-    names = storage.list_names(fs, storage.join(root, RUNS_DIR))
-    return [int(m.group(1)) for n in names if (m := _LEASE_RE.match(n))]
+    names = storage.list_names(fs, layout.runs_dir(root))
+    return [e for n in names if (e := layout.lease_epoch(n)) is not None]
 
 
 def current(fs: AbstractFileSystem, root: str) -> LeaseInfo | None:
     """The lease with the highest epoch, or None if there never was one."""
     for epoch in sorted(_epochs(fs, root), reverse=True):
         try:
-            holder = json.loads(storage.read_bytes(fs, _lease_path(root, epoch)))
+            holder = json.loads(storage.read_bytes(fs, layout.lease_path(root, epoch)))
         except FileNotFoundError:
             continue
         except ValueError:
@@ -132,7 +125,7 @@ class Lease:
     def _write(self) -> None:
         self.holder["heartbeat"] = time.time()
         data = json.dumps(self.holder).encode()
-        storage.write_atomic(self.fs, _lease_path(self.root, self.epoch), data)
+        storage.write_atomic(self.fs, layout.lease_path(self.root, self.epoch), data)
 
     def _beat(self) -> None:
         interval = float(self.holder["ttl"]) / 6
@@ -171,12 +164,12 @@ class Lease:
                 self._write()
             except OSError:  # a full disk still deletes; else the lease expires by itself
                 with contextlib.suppress(OSError):
-                    storage.remove(self.fs, _lease_path(self.root, self.epoch))
+                    storage.remove(self.fs, layout.lease_path(self.root, self.epoch))
                 return
             with contextlib.suppress(OSError):  # tidying only: never hide the real error
                 for epoch in _epochs(self.fs, self.root):
                     if epoch < self.epoch:
-                        storage.remove(self.fs, _lease_path(self.root, epoch))
+                        storage.remove(self.fs, layout.lease_path(self.root, epoch))
 
     def __enter__(self) -> Lease:
         return self
@@ -199,7 +192,9 @@ def try_acquire(fs: AbstractFileSystem, root: str, ttl: float = DEFAULT_TTL) -> 
         "heartbeat": time.time(),
         "run": None,
     }
-    if not storage.create_exclusive(fs, _lease_path(root, epoch), json.dumps(holder).encode()):
+    if not storage.create_exclusive(
+        fs, layout.lease_path(root, epoch), json.dumps(holder).encode()
+    ):
         taken = current(fs, root)
         mine = taken is not None and (taken.epoch, taken.holder.get("id")) == (epoch, holder["id"])
         if not mine:  # (mine: a retried create found the file its lost first try wrote)

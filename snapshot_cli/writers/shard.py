@@ -14,8 +14,8 @@ import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import storage
-from ..manifest import SHARDS_DIR, ShardEntry, encode_runs
+from .. import layout, storage
+from ..manifest import ShardEntry, encode_runs
 from .options import Compression
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class ChecksumSink:
 
 
 def shard_name(run: str, task: int, seq: int) -> str:
-    return f"{SHARDS_DIR}/{run}-{task:05d}-{seq:04d}.arrow"
+    return layout.shard_path(run, task, seq)
 
 
 class ShardRoller:

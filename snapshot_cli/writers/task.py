@@ -18,10 +18,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import retry, storage
+from .. import layout, retry, storage
 from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
-from ..manifest import RUNS_DIR, ShardEntry
+from ..manifest import ShardEntry
 from . import convert, pipeline, shipping
 from .options import WriteOptions
 from .shard import ShardRoller
@@ -58,7 +58,7 @@ class TaskSpec:
 
 
 def result_path(root: str, run: str, task: int) -> str:
-    return storage.join(root, RUNS_DIR, run, "tasks", f"{task:05d}.json")
+    return layout.result_path(root, run, task)
 
 
 class TaskWriter:

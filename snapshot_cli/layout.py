@@ -1,0 +1,91 @@
+"""The on-disk layout of format v1 (DESIGN §2) in one place: every path and name snap reads or
+writes inside a snapshot comes from here (pure: strings only, nothing is touched).
+
+    OUTPUT/
+      manifest.json                       the commit: written last, atomically
+      shards/<run>-<task>-<seq>.arrow     Arrow IPC files, written once
+      _runs/lease-<epoch>.json            the writer lease (one file per epoch)
+      _runs/<run>/run.json                a run's plan and options
+      _runs/<run>/tasks/<task>.json       a finished task's result
+      .<name>.<uuid>.tmp                  a temporary file of an atomic write, anywhere
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import uuid
+
+MANIFEST_NAME = "manifest.json"
+SHARDS_DIR = "shards"
+RUNS_DIR = "_runs"
+RUN_FILE = "run.json"
+TASKS_DIR = "tasks"
+LEASE_PREFIX = "lease-"
+TEMPORARY_SUFFIX = ".tmp"
+_LEASE_RE = re.compile(r"^lease-(\d{8})\.json$")
+
+
+def manifest_path(root: str) -> str:
+    return posixpath.join(root, MANIFEST_NAME)
+
+
+def shards_dir(root: str) -> str:
+    return posixpath.join(root, SHARDS_DIR)
+
+
+def runs_dir(root: str) -> str:
+    return posixpath.join(root, RUNS_DIR)
+
+
+def run_dir(root: str, run: str) -> str:
+    return posixpath.join(root, RUNS_DIR, run)
+
+
+def run_file(root: str, run: str) -> str:
+    return posixpath.join(root, RUNS_DIR, run, RUN_FILE)
+
+
+def tasks_dir(root: str, run: str) -> str:
+    return posixpath.join(root, RUNS_DIR, run, TASKS_DIR)
+
+
+def result_path(root: str, run: str, task: int) -> str:
+    """Where task ``task`` of ``run`` writes its result once all its shards are written."""
+    return posixpath.join(tasks_dir(root, run), f"{task:05d}.json")
+
+
+def shard_path(run: str, task: int, seq: int) -> str:
+    """A shard's path relative to the snapshot, as the manifest records it."""
+    return f"{SHARDS_DIR}/{run}-{task:05d}-{seq:04d}.arrow"
+
+
+def is_shard_of(name: str, run: str) -> bool:
+    """Whether the shard file ``name`` (in ``shards/``) was written by ``run``."""
+    return name.startswith(f"{run}-")
+
+
+def lease_path(root: str, epoch: int) -> str:
+    return posixpath.join(root, RUNS_DIR, f"{LEASE_PREFIX}{epoch:08d}.json")
+
+
+def lease_epoch(name: str) -> int | None:
+    """The epoch of the lease file ``name`` (in ``_runs/``), or None if it is not one."""
+    m = _LEASE_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def is_run_name(name: str) -> bool:
+    """Whether the entry ``name`` of ``_runs/`` is a run's directory (not a lease, not a
+    temporary file)."""
+    return not name.startswith((LEASE_PREFIX, "."))
+
+
+def temporary_path(path: str) -> str:
+    """A fresh name, next to ``path``, for writing it before it is renamed into place."""
+    directory, name = posixpath.split(path)
+    return posixpath.join(directory, f".{name}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}")
+
+
+def is_temporary(name: str) -> bool:
+    return name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)
