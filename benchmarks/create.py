@@ -24,38 +24,32 @@ This is a report, not a test: nothing is asserted.
 
 from __future__ import annotations
 
-# Pin native thread pools to one thread *before numpy is imported* (by this script or by
-# snap): a numpy built on OpenBLAS/OpenMP may start one thread per core in every process.
-# The loop and workers=1 would then use more than one core while workers=2 oversubscribes the
-# machine, which skews both the overhead and the speedup. Worker processes are spawned and
-# inherit this environment. (The pipeline avoids BLAS-heavy operations anyway.)
-import os
-
-os.environ["OMP_NUM_THREADS"] = "1"
-os.environ["OPENBLAS_NUM_THREADS"] = "1"
-os.environ["MKL_NUM_THREADS"] = "1"
-
 import argparse
 import contextlib
 import functools
 import importlib.util
-import json
 import multiprocessing
+import os
 import platform
-import resource
 import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Before numpy: importing _common pins native thread pools to one thread, so that the loop and
+# workers=1 use one core each and workers=2 does not oversubscribe the machine. Worker
+# processes are spawned and inherit this environment. (The pipeline avoids BLAS anyway.)
+import _common
 import numpy as np
 
 import snapshot_cli as snap
@@ -114,13 +108,6 @@ def load_pipeline() -> ModuleType:
     return module
 
 
-def cpu_time() -> float:
-    """CPU seconds of this process and of its terminated, waited-for children."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def consume(records: Iterable[dict[str, Any]]) -> tuple[int, int]:
     """Touch every record like a writer would have to: → (records, array bytes)."""
     count = nbytes = 0
@@ -133,12 +120,12 @@ def consume(records: Iterable[dict[str, Any]]) -> tuple[int, int]:
 
 
 def run_loop(fn: Callable[..., Iterable[dict[str, Any]]], items: list[int], passes: int) -> Run:
-    t0, c0 = time.perf_counter(), cpu_time()
     records = 0
-    for item in items:
-        n, _ = consume(fn(item, passes=passes))
-        records += n
-    return Run(LOOP, time.perf_counter() - t0, cpu_time() - c0, records)
+    with _common.Stopwatch(children=True) as sw:
+        for item in items:
+            n, _ = consume(fn(item, passes=passes))
+            records += n
+    return Run(LOOP, sw.seconds, sw.cpu, records)
 
 
 def _loop_chunk(items: list[int], passes: int) -> int:
@@ -152,10 +139,12 @@ def run_parallel_loop(config: str, items: list[int], passes: int, workers: int) 
     the inputs cut into 32 chunks like snap's tasks, nothing written."""
     ctx = multiprocessing.get_context("spawn")
     chunks = [items[i::32] for i in range(32) if items[i::32]]
-    t0, c0 = time.perf_counter(), cpu_time()
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+    with (
+        _common.Stopwatch(children=True) as sw,
+        ProcessPoolExecutor(workers, mp_context=ctx) as pool,
+    ):
         records = sum(pool.map(_loop_chunk, chunks, [passes] * len(chunks)))
-    return Run(config, time.perf_counter() - t0, cpu_time() - c0, records)
+    return Run(config, sw.seconds, sw.cpu, records)
 
 
 def run_snap(
@@ -170,18 +159,18 @@ def run_snap(
     tmp = tempfile.mkdtemp(prefix="snap-bench-", dir=tmp_root)
     try:
         output = os.path.join(tmp, "snapshot")
-        t0, c0 = time.perf_counter(), cpu_time()
-        info = snap.create(
-            PIPELINE_SPEC,
-            output,
-            inputs_from=make_inputs,
-            params={"passes": passes},
-            workers=workers,
-            compression=compression,
-            progress=False,
-            **({"executor": "ray", "ray_address": ray_address} if ray_address else {}),
-        )
-        seconds, cpu = time.perf_counter() - t0, cpu_time() - c0
+        with _common.Stopwatch(children=True) as sw:
+            info = snap.create(
+                PIPELINE_SPEC,
+                output,
+                inputs_from=make_inputs,
+                params={"passes": passes},
+                workers=workers,
+                compression=compression,
+                progress=False,
+                **({"executor": "ray", "ray_address": ray_address} if ray_address else {}),
+            )
+        seconds, cpu = sw.seconds, sw.cpu
         if info.reused:  # cannot happen with a fresh directory; would make the numbers void
             raise RuntimeError(f"snap reused an existing snapshot at {output}")
         return Run(
@@ -253,10 +242,9 @@ def print_table(s: Summary, runs: list[Run], configs: list[str]) -> None:
         f"{s.compression}, median of {s.repeats}"
     )
     header = f"{'configuration':<16} {'median s':>9} {'cpu s':>7}  {'runs (s)':<22} note"
-    print(header)
-    print("-" * (len(header) + 40))
+    _common.print_header(header, 40)
     for config in configs:
-        times = " ".join(f"{r.seconds:.2f}" for r in runs if r.config == config)
+        times = _common.runs_text(r.seconds for r in runs if r.config == config)
         print(
             f"{config:<16} {s.median_seconds[config]:>9.2f} "
             f"{s.median_cpu_seconds[config]:>7.2f}  {times:<22} {notes[config]}"
@@ -275,7 +263,7 @@ def print_ray(s: Summary, runs: list[Run], ray_configs: list[str], local_one: st
     one, many = ray_configs
     per_task = (med[one] - s.median_seconds[local_one]) / max(1, s.tasks)
     for config in ray_configs:
-        times = " ".join(f"{r.seconds:.2f}" for r in runs if r.config == config)
+        times = _common.runs_text(r.seconds for r in runs if r.config == config)
         print(f"{config:<16} {med[config]:>9.2f} {'':>7}  {times:<22}")
     print(
         f"ray overhead per task: {per_task * 1000:.0f} ms ({s.tasks} tasks; ray 1 at a time vs "
@@ -285,27 +273,22 @@ def print_ray(s: Summary, runs: list[Run], ray_configs: list[str], local_one: st
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = _common.parser(__doc__)
     p.add_argument("--inputs", type=int, default=None, help=f"inputs (default {DEFAULT_INPUTS})")
     p.add_argument("--passes", type=int, default=36, help="blur/FFT passes per input (CPU work)")
     p.add_argument("--repeats", type=int, default=None, help="runs per configuration (3)")
     p.add_argument("--workers", type=int, default=2, help="workers of the parallel run (2)")
     p.add_argument("--compression", default="zstd", choices=["zstd", "lz4", "none"])
     p.add_argument("--tmpdir", default=None, help="where the temporary snapshots go")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the numbers here")
+    _common.add_json_option(p)
     p.add_argument(
         "--ray",
         action="store_true",
         help="also run --executor ray on a local Ray cluster (1 and --workers tasks at a time)",
     )
-    p.add_argument(
-        "--quick", action="store_true", help=f"smoke run: {QUICK_INPUTS} inputs, 1 repeat"
-    )
+    _common.add_quick_option(p, f"{QUICK_INPUTS} inputs")
     args = p.parse_args(argv)
-    if args.inputs is None:
-        args.inputs = QUICK_INPUTS if args.quick else DEFAULT_INPUTS
-    if args.repeats is None:
-        args.repeats = 1 if args.quick else 3
+    _common.resolve_quick(args, "inputs", DEFAULT_INPUTS, QUICK_INPUTS, repeats=3)
     if args.inputs < 1 or args.repeats < 1 or args.workers < 2 or args.passes < 0:
         p.error("need --inputs >= 1, --repeats >= 1, --workers >= 2, --passes >= 0")
     return args
@@ -329,10 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     workers.update(dict(zip(ray_configs, [1, args.workers], strict=False)))
     stack = contextlib.ExitStack()
     address = stack.enter_context(ray_cluster(args.workers)) if args.ray else None
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
+    cores = _common.usable_cores()
     load_start = os.getloadavg()[0]
     env = (
         f"python {platform.python_version()}, numpy {np.__version__}, snap {snap.__version__}, "
@@ -342,8 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     every = configs + ray_configs
     for rep in range(args.repeats):
-        k = rep % len(every)
-        for config in every[k:] + every[:k]:  # alternate, rotating the order
+        for config in _common.rotated(every, rep):
             if config in ray_configs:
                 run = run_snap(config, make_inputs, args.passes, workers[config],
                                args.compression, args.tmpdir, address)  # fmt: skip
@@ -369,26 +348,23 @@ def main(argv: list[str] | None = None) -> int:
     print_table(summary, runs, configs)
     if ray_configs:
         print_ray(summary, runs, ray_configs, configs[1])
-    # Other processes competing for the cores make every number noisy; say so.
-    print(f"{env}; 1-min load average {load_start:.2f} at start, {load_end:.2f} at end")
+    print(_common.load_summary(env, load_start, load_end))
     if args.quick:
         print("(--quick: a smoke run; fixed start-up costs dominate, so ignore the targets)")
     if args.json:
-        with open(args.json, "w") as f:
-            doc = {
-                "summary": asdict(summary),
-                "runs": [asdict(r) for r in runs],
-                "environment": {
-                    "python": platform.python_version(),
-                    "numpy": np.__version__,
-                    "snap": snap.__version__,
-                    "cores": cores,
-                    "load_average_start": load_start,
-                    "load_average_end": load_end,
-                },
-            }
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+        doc = {
+            "summary": asdict(summary),
+            "runs": [asdict(r) for r in runs],
+            "environment": {
+                "python": platform.python_version(),
+                "numpy": np.__version__,
+                "snap": snap.__version__,
+                "cores": cores,
+                "load_average_start": load_start,
+                "load_average_end": load_end,
+            },
+        }
+        _common.write_json(args.json, doc)
     return 0
 
 

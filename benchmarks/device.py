@@ -33,17 +33,17 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import replay  # noqa: E402  (benchmarks/replay.py: the snapshot and its cache)
+import _common  # benchmarks/_common.py: the snapshot and its cache
 
-import snapshot_cli as snap  # noqa: E402
+import snapshot_cli as snap
 
 BATCH = 256
 
@@ -112,35 +112,34 @@ def gpu_wait(s: snap.Snapshot, step_ms: float) -> dict[str, float] | None:
 def _child_run(name: str, args: argparse.Namespace) -> float:
     """One configuration in a fresh process: a framework's thread pools (TensorFlow's,
     XLA's) keep running once imported and would slow every later configuration."""
-    cmd = [sys.executable, __file__, "--child", name, "--codec", args.codec,
+    cmd = [__file__, "--child", name, "--codec", args.codec,
            "--size-gb", str(args.size_gb), "--data-dir", args.data_dir]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return float(json.loads(out.strip().splitlines()[-1])["gb_per_s"])
+    return float(_common.run_child(cmd, name)["gb_per_s"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = _common.parser(__doc__)
     p.add_argument("--codec", default="lz4", choices=["zstd", "lz4", "none"])
     p.add_argument("--size-gb", type=float, default=2.0)
-    p.add_argument("--data-dir", default=replay.DEFAULT_DATA_DIR)
+    p.add_argument("--data-dir", default=_common.SHARED_DATA_DIR)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--step-ms", type=float, default=20.0)
-    p.add_argument("--json", default=None)
+    _common.add_json_option(p)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    s = replay.ensure_snapshot(args.data_dir, args.codec, args.size_gb, False, 2)
+    s = _common.ensure_snapshot(args.data_dir, args.codec, args.size_gb, False, 2)
     cfgs = configs(args.step_ms)
     if args.child:
         print(json.dumps({"gb_per_s": _run(cfgs[args.child], s)}))
         return 0
-    mib = BATCH * replay.ROW_BYTES / 2**20
+    mib = BATCH * _common.ROW_BYTES / 2**20
     print(f"{os.cpu_count()} cores, python {platform.python_version()}; {args.codec} "
           f"{args.size_gb:g} GB, batch {BATCH} ({mib:.1f} MiB)")  # fmt: skip
     runs: dict[str, list[float]] = {name: [] for name in cfgs}
     names = list(cfgs)
     for r in range(args.repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            replay.raw_read(replay.shard_paths(s))  # page cache warm: measure memory
+        for name in _common.rotated(names, r):
+            _common.raw_read(_common.shard_paths(s))  # page cache warm: measure memory
             rate = _child_run(name, args)
             runs[name].append(rate)
             print(f"  repeat {r + 1}/{args.repeats} {name:28s} {rate:6.2f} GB/s", flush=True)
@@ -150,16 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         med = statistics.median(runs[name])
         ratio = med / base
-        verdict = "" if name.startswith("bare") else ("ok" if ratio >= 0.95 else "MISSED")
+        verdict = "" if name.startswith("bare") else _common.verdict(ratio >= 0.95)
         print(f"{name:28s} {med:6.2f} {ratio:7.3f}  {100 * (1 - ratio):6.1f} %  "
               f"{'< 5 %' if verdict else '':6s} {verdict:6s} "
-              + " ".join(f"{x:.2f}" for x in runs[name]))  # fmt: skip
+              + _common.runs_text(runs[name]))  # fmt: skip
         rows.append({"config": name, "gb_per_s": med, "ratio": ratio, "runs": runs[name]})
     wait = gpu_wait(s, args.step_ms)
     print("GPU input wait: " + (json.dumps(wait) if wait else "no CUDA device here: not measured"))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows, "gpu": wait, "codec": args.codec}, f, indent=2)
+        _common.write_json(args.json, {"rows": rows, "gpu": wait, "codec": args.codec})
     return 0
 
 

@@ -15,9 +15,9 @@ Usage: python benchmarks/identity.py [--files 400] [--mib-per-file 2.5] [--repea
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # timing and the runs column
 
 import snapshot_cli as snap
 from snapshot_cli.writers.inputs import HASH_THREADS
@@ -48,14 +51,8 @@ def read_all(paths: list[Path]) -> int:
         return sum(pool.map(read, paths))
 
 
-def timed(fn: Any) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = _common.parser(__doc__)
     ap.add_argument("--files", type=int, default=400)
     ap.add_argument("--mib-per-file", type=float, default=2.5)
     ap.add_argument("--repeats", type=int, default=3)
@@ -76,18 +73,18 @@ def main() -> None:
         rows: dict[str, list[float]] = {name: [] for name in names}
         for r in range(args.repeats):
             out = str(Path(tmp) / f"s{r}")
-            rows["read (baseline)"].append(timed(lambda: read_all(paths)))
+            rows["read (baseline)"].append(_common.timed(lambda: read_all(paths)))
             rows["first create"].append(
-                timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
+                _common.timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
             )
             rows["up to date, stat"].append(
-                timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
+                _common.timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
             )
             stamp = time.time() + 100 + r
             for p in paths:
                 os.utime(p, (stamp, stamp))
             rows["up to date, content"].append(
-                timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
+                _common.timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
             )
     base = statistics.median(rows["read (baseline)"])
     print(f"{args.files} files, {total / 2**30:.2f} GiB, page cache warm, median of "
@@ -97,7 +94,7 @@ def main() -> None:
         m = statistics.median(runs)
         print(
             f"{name:24} {m:9.3f} {total / m / 1e9:6.2f} {m / base:7.2f}  "
-            + " ".join(f"{x:.3f}" for x in runs)
+            + _common.runs_text(runs, 3)
         )
 
 

@@ -45,22 +45,21 @@ import platform
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import peers_tokens  # noqa: E402  (the token-sequence variant)
-import replay  # noqa: E402  (the records and the pyarrow/page-cache baselines)
+import _common  # the records and the pyarrow/page-cache baselines
+import peers_tokens  # the token-sequence variant
 
-import snapshot_cli as snap  # noqa: E402
+import snapshot_cli as snap
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 BATCH = 256
 SYSTEMS = ["snap", "tf.data", "hf datasets", "litdata", "npy + DataLoader"]
 SNAP2 = "snap (2nd epoch)"  # what every later epoch of a training run costs
@@ -69,7 +68,7 @@ TOKENS = os.environ.get(VARIANT_ENV) == "tokens"
 
 
 def record_bytes() -> int:
-    return peers_tokens.TOKEN_BYTES if TOKENS else replay.ROW_BYTES
+    return peers_tokens.TOKEN_BYTES if TOKENS else _common.ROW_BYTES
 
 
 LIMITS = ["page-cache read", "pyarrow alone (no shuffle)"]
@@ -81,8 +80,8 @@ TARGETS = {"tf.data": 1.5, "hf datasets": 3.0, "litdata": 2.0, "npy + DataLoader
 
 def chunks(records: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(images, labels) in chunks, the same bytes for every system."""
-    for index, rows in replay.chunk_items(records):
-        batch = next(replay.make_records([index, rows], replay.SEED, False, replay.DATA_VERSION))
+    for index, rows in _common.chunk_items(records):
+        batch = next(_common.make_records([index, rows], _common.SEED, False, _common.DATA_VERSION))
         yield batch["image"], batch["label"]
 
 
@@ -94,7 +93,7 @@ def records_of(n: int) -> Iterator[dict[str, Any]]:
 
 def litdata_chunk(item: list[int]) -> Iterator[dict[str, Any]]:
     """LitData's ``optimize`` function: one input chunk → its records."""
-    batch = next(replay.make_records(item, replay.SEED, False, replay.DATA_VERSION))
+    batch = next(_common.make_records(item, _common.SEED, False, _common.DATA_VERSION))
     for image, label in zip(batch["image"], batch["label"], strict=True):
         yield {"image": image, "label": int(label)}
 
@@ -120,8 +119,10 @@ def materialise(system: str, root: str, n: int) -> dict[str, Any]:
         peers_tokens.materialise(system, path, n)
         shutil.rmtree(path + "-cache", ignore_errors=True)
     elif system == "snap":
-        snap.create(replay.make_records, path, inputs_from=functools.partial(replay.chunk_items, n),
-                    params={"seed": replay.SEED, "tokens": False, "version": replay.DATA_VERSION},
+        snap.create(_common.make_records, path,
+                    inputs_from=functools.partial(_common.chunk_items, n),
+                    params={"seed": _common.SEED, "tokens": False,
+                            "version": _common.DATA_VERSION},
                     workers=2, shard_size="128MiB")  # fmt: skip
     elif system == "tf.data":
         import tensorflow as tf
@@ -143,7 +144,7 @@ def materialise(system: str, root: str, n: int) -> dict[str, Any]:
     elif system == "litdata":
         import litdata
 
-        litdata.optimize(fn=litdata_chunk, inputs=replay.chunk_items(n), output_dir=path,
+        litdata.optimize(fn=litdata_chunk, inputs=_common.chunk_items(n), output_dir=path,
                          chunk_bytes="64MB", num_workers=2)  # fmt: skip
     elif system == "npy + DataLoader":
         os.makedirs(path)
@@ -198,30 +199,25 @@ def epoch(system: str, path: str, snap_path: str) -> tuple[int, int]:
             records += len(label)
             nbytes += image.numel() + 8 * len(label)
     elif system == "page-cache read":
-        nbytes, _ = replay.raw_read(replay.shard_paths(snap.open(snap_path)))
+        nbytes, _ = _common.raw_read(_common.shard_paths(snap.open(snap_path)))
         records = snap.open(snap_path).num_records
     elif system == "pyarrow alone (no shuffle)":
-        nbytes, records = replay.pyarrow_alone(replay.shard_paths(snap.open(snap_path)), False)
+        nbytes, records = _common.pyarrow_alone(_common.shard_paths(snap.open(snap_path)), False)
     return records, nbytes
 
 
 def peak_rss_mib() -> float:
     """This process's peak RSS (VmHWM: ru_maxrss would include the parent's at fork) plus
     its largest worker process's (DataLoader workers; an upper bound: they share pages)."""
-    with open("/proc/self/status") as f:
-        hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    hwm = _common.proc_status_kib(("VmHWM",))["VmHWM"]
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB, the largest child
     return (hwm + kids) / 1024
 
 
 def child(system: str, path: str, snap_path: str) -> None:
-    replay.raw_read(replay.shard_paths(snap.open(snap_path)))  # everyone: a warm cache
-    if os.path.isdir(path) and system not in LIMITS:
-        for d, _, files in os.walk(path):  # warm the system's own files too
-            for f in files:
-                with open(os.path.join(d, f), "rb") as fh:
-                    while fh.read(1 << 20):
-                        pass
+    _common.raw_read(_common.shard_paths(snap.open(snap_path)))  # everyone: a warm cache
+    if os.path.isdir(path) and system not in LIMITS:  # warm the system's own files too
+        _common.raw_read(os.path.join(d, f) for d, _, files in os.walk(path) for f in files)
     if system == SNAP2:  # one untimed epoch (checksums, window memory), then the timed one
         loader = snap.open(path).loader(BATCH, shuffle=True, seed=0)
         for _ in loader:
@@ -245,20 +241,17 @@ def child(system: str, path: str, snap_path: str) -> None:
 
 
 def run_child(system: str, path: str, snap_path: str) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", system, path, snap_path]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=3600)
-    if res.returncode != 0:
-        raise RuntimeError(f"{system} failed:\n{res.stderr[-3000:]}")
-    return json.loads(res.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    cmd = [os.path.abspath(__file__), "--child", system, path, snap_path]
+    return _common.run_child(cmd, system, timeout=3600)  # type: ignore[no-any-return]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = _common.parser(__doc__)
     p.add_argument("--size-gb", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--data-dir", default=os.path.join(HERE, "out", "peers-data"))
+    p.add_argument("--data-dir", default=_common.out_dir("peers-data"))
     p.add_argument("--systems", default=",".join([*SYSTEMS, SNAP2, *LIMITS]))
-    p.add_argument("--json", default=None)
+    _common.add_json_option(p)
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
     p.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
     p.add_argument(
@@ -277,10 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     systems = [s for s in args.systems.split(",") if s]
     if TOKENS:  # the limits' readers know the image columns only
         systems = [s for s in systems if s not in LIMITS]
-    n = max(1, round(args.size_gb * replay.GB / record_bytes()))
+    n = max(1, round(args.size_gb * _common.GB / record_bytes()))
     root = os.path.join(args.data_dir, f"{args.size_gb:g}GB" + ("-tokens" if TOKENS else ""))
     os.makedirs(root, exist_ok=True)
-    env = (f"{len(os.sched_getaffinity(0))} cores, python {platform.python_version()}, "
+    env = (f"{_common.usable_cores()} cores, python {platform.python_version()}, "
            f"snap {snap.__version__}; {n} records, {args.size_gb:g} GB")  # fmt: skip
     print(env, file=sys.stderr)
     made = {}
@@ -292,8 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     snap_path = made["snap"]["path"]
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
     for r in range(args.repeats):
-        order = systems[r % len(systems) :] + systems[: r % len(systems)]
-        for system in order:
+        for system in _common.rotated(systems, r):
             path = made[system]["path"] if system in made else snap_path  # SNAP2, limits
             out = run_child(system, path, snap_path)
             runs[system].append(out)
@@ -321,16 +313,15 @@ def main(argv: list[str] | None = None) -> int:
         ratio = snap_rate / r["records_per_s"]
         target = TARGETS.get(r["system"])
         if r["system"] == "pyarrow alone (no shuffle)":
-            ratio_text, verdict = f"{ratio:6.2f}x", ("ok" if ratio >= 0.8 else "MISSED")
+            ratio_text, verdict = f"{ratio:6.2f}x", _common.verdict(ratio >= 0.8)
             target_text = f"snap >= 0.80x of it: {verdict}"
             if snap2_rate:
                 ratio2 = snap2_rate / r["records_per_s"]
-                verdict2 = "ok" if ratio2 >= 0.8 else "MISSED"
+                verdict2 = _common.verdict(ratio2 >= 0.8)
                 target_text += f"; 2nd epoch {ratio2:.2f}x: {verdict2}"
         else:
             ratio_text = f"{ratio:6.2f}x"
-            target_text = (f">= {target}x: {'ok' if ratio >= target else 'MISSED'}"
-                           if target else "")  # fmt: skip
+            target_text = f">= {target}x: {_common.verdict(ratio >= target)}" if target else ""
         disk = f"{r['disk_gb']:.2f} GB" if r["disk_gb"] is not None else ""
         make = f"{r['materialise_s']:.1f}" if r["materialise_s"] is not None else ""
         rss = f"{r['rss_mib']:6.0f} MiB"
@@ -338,8 +329,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{disk:>8s} {make:>7s} {ratio_text}  {target_text}")  # fmt: skip
     print("(snap/x: snap's records/s over the row's; for the limits, snap's fraction of them)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "rows": rows, "runs": runs}, f, indent=2)
+        _common.write_json(args.json, {"environment": env, "rows": rows, "runs": runs})
     if args.plot:
         plot(rows, env, args.plot)
     return 0

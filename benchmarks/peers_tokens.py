@@ -14,8 +14,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import _common
 import numpy as np
-import replay
 
 import snapshot_cli as snap
 
@@ -39,14 +39,14 @@ def _chunk(item: list[int], seed: int) -> tuple[list[np.ndarray], np.ndarray]:
 
 
 def records_of(n: int) -> Iterator[dict[str, Any]]:
-    for item in replay.chunk_items(n):
-        tokens, labels = _chunk(item, replay.SEED)
+    for item in _common.chunk_items(n):
+        tokens, labels = _chunk(item, _common.SEED)
         for t, label in zip(tokens, labels, strict=True):
             yield {"tokens": t, "label": int(label)}
 
 
 def litdata_chunk(item: list[int]) -> Iterator[dict[str, Any]]:
-    tokens, labels = _chunk(item, replay.SEED)
+    tokens, labels = _chunk(item, _common.SEED)
     for t, label in zip(tokens, labels, strict=True):
         yield {"tokens": t, "label": int(label)}
 
@@ -58,8 +58,8 @@ def list_collate(batch: list[Any]) -> list[Any]:
 
 def materialise(system: str, path: str, n: int) -> None:
     if system == "snap":
-        snap.create(token_records, path, inputs_from=functools.partial(replay.chunk_items, n),
-                    params={"seed": replay.SEED}, workers=2, shard_size="128MiB")  # fmt: skip
+        snap.create(token_records, path, inputs_from=functools.partial(_common.chunk_items, n),
+                    params={"seed": _common.SEED}, workers=2, shard_size="128MiB")  # fmt: skip
     elif system == "tf.data":
         import tensorflow as tf
 
@@ -78,7 +78,7 @@ def materialise(system: str, path: str, n: int) -> None:
     elif system == "litdata":
         import litdata
 
-        litdata.optimize(fn=litdata_chunk, inputs=replay.chunk_items(n), output_dir=path,
+        litdata.optimize(fn=litdata_chunk, inputs=_common.chunk_items(n), output_dir=path,
                          chunk_bytes="64MB", num_workers=2)  # fmt: skip
     elif system == "npy + DataLoader":
         os.makedirs(path)

@@ -8,7 +8,7 @@ measured is what the reader does about latency and bandwidth, not the disk. The 
 behind each request (a copy from the page cache into a fresh ``bytes``, as a socket read
 would make) happens within the modelled time, and its CPU time counts.
 
-A zstd snapshot of the image-like records of ``benchmarks/replay.py`` (3x64x64 uint8 +
+A zstd snapshot of the replay benchmark's records (``benchmarks/_common.py``: 3x64x64 uint8 +
 int64 label, ~1.2x), ``--size-gb`` uncompressed (1; ``--quick`` 0.2) in 64 MiB shards, is
 written once into ``--data-dir`` and reused. Every configuration replays it with shuffle=True,
 batch_size 256:
@@ -52,52 +52,49 @@ is asserted.
 
 from __future__ import annotations
 
-# Pin native thread pools to one thread before numpy is imported (see create.py).
-import os
-
-os.environ["OMP_NUM_THREADS"] = "1"
-os.environ["OPENBLAS_NUM_THREADS"] = "1"
-os.environ["MKL_NUM_THREADS"] = "1"
-
 import argparse
-import contextlib
 import functools
 import gc
-import json
+import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
+# The sibling modules below, also in the --child processes.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)  # the sibling modules below, also in the --child processes
+import _common  # before numpy: pins native thread pools to one thread
+import slowfs  # registers slow://
+from remote_runs import (
+    BATCH_SIZE,
+    BATCH_THREADS,
+    Meter,
+    Run,
+    forget_verified_local,
+    loader_epochs,
+    per_batch,
+    sequential,
+    shard_paths,
+    shared_fetcher,
+)
+from remote_sweep import Sweep, child, sweep
 
-import replay  # noqa: E402  (records, page-cache warming, environment line)
-import slowfs  # noqa: E402  (registers slow://)
-
-import snapshot_cli as snap  # noqa: E402
-from snapshot_cli import storage  # noqa: E402
-from snapshot_cli.readers import fetch, shard  # noqa: E402
+import snapshot_cli as snap
+from snapshot_cli import storage
+from snapshot_cli.readers import fetch
 
 SCRIPT = os.path.abspath(__file__)
-DEFAULT_DATA_DIR = os.path.join(HERE, "out", "remote-data")
+DEFAULT_DATA_DIR = _common.out_dir("remote-data")
 DEFAULT_SIZE_GB, QUICK_SIZE_GB = 1.0, 0.2
 SHARD_SIZE = 64 << 20
-BATCH_SIZE = 256
-BATCH_THREADS = 8  # threads of the per-record-batch range reader
 SWEEP_PROCS = 8
 WHOLE_CHUNK = 1 << 40  # a fetcher chunk larger than any shard: one GET per shard
-GB, MB = 1e9, 1e6
+GB, MB = _common.GB, 1e6
 TARGET = 0.80  # loader over slow:// >= 0.80 of local (2nd epoch)
 
 LOCAL1 = "local, 1st epoch"
@@ -130,201 +127,12 @@ ONCE: tuple[str, ...] = ()  # jobs run once, after the repeats (none now)
 CONFIGS = [c for configs in JOBS.values() for c in configs]
 
 
-# --- the snapshot ---------------------------------------------------------------------------
-
-
-def ensure_snapshot(data_dir: str, size_gb: float, workers: int) -> snap.Snapshot:
-    """replay.py's snapshot of these records (zstd), with 64 MiB shards, cached in data_dir."""
-    return replay.ensure_snapshot(data_dir, "zstd", size_gb, False, workers, SHARD_SIZE)
-
-
-def shard_paths(s: snap.Snapshot) -> list[str]:
-    """Protocol-less paths of the shards (local paths: slow:// serves them unchanged)."""
-    return [storage.join(s.root, e.path) for e in s.shards]
-
-
-# --- what is timed --------------------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    """One timed epoch (or pass) of one configuration."""
-
-    config: str
-    repeat: int
-    seconds: float
-    cpu_seconds: float
-    bytes: int  # uncompressed column bytes delivered
-    records: int
-    downloaded: int = 0  # bytes slow:// served during the epoch
-    requests: int = 0  # requests slow:// served during the epoch
-    first_batch: float | None = None  # seconds from the start of the epoch to its 1st batch
-    warm_gbps: float = 0.0  # the page-cache re-warming read before the job
-    stats: dict[str, Any] | None = None  # loader.stats() after the epoch
-
-    @property
-    def gbps(self) -> float:
-        return self.bytes / GB / max(1e-9, self.seconds)
-
-
-class Meter:
-    """Wall time, CPU time and slow:// traffic of one timed stretch."""
-
-    def __enter__(self) -> Meter:
-        self.net = slowfs.stats()
-        self.t0, self.c0 = time.perf_counter(), replay.cpu_time()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self.t0
-        self.cpu = replay.cpu_time() - self.c0
-        net = slowfs.stats()
-        self.downloaded = net["bytes"] - self.net["bytes"]
-        self.requests = net["requests"] - self.net["requests"]
-
-    def run(self, config: str, repeat: int, nbytes: int, records: int, **extra: Any) -> Run:
-        return Run(
-            config=config,
-            repeat=repeat,
-            seconds=self.seconds,
-            cpu_seconds=self.cpu,
-            bytes=nbytes,
-            records=records,
-            downloaded=self.downloaded,
-            requests=self.requests,
-            **extra,
-        )
-
-
-def forget_verified_local() -> None:
-    """Make the next local loader checksum its shards again, as a remote one always does.
-
-    snap remembers, per process, the local shards it has verified (by path, size and mtime);
-    without this only the first repeat's local 1st epoch would include the crc32c pass.
-    """
-    cache = getattr(shard, "_verified_local", None)
-    if isinstance(cache, set):
-        cache.clear()
-
-
-def loader_epochs(
-    s: snap.Snapshot,
-    configs: tuple[str, ...],
-    repeat: int,
-    max_bytes: float | None = None,
-    **options: Any,
-) -> list[Run]:
-    """One loader, one timed epoch per config (the 2nd continues with the same loader).
-
-    ``max_bytes``: shrink the loader's in-memory budget of fetched shards (``ShardReaders``,
-    1 GiB, no option) to this fraction of the snapshot's bytes: a snapshot that many times
-    larger than the budget, without writing one.
-    """
-    runs = []
-    saved_budget = shard.MEMORY_BUDGET
-    if max_bytes is not None:  # over the budget the loader reads record batches by range
-        shard.MEMORY_BUDGET = int(max_bytes * s.manifest.bytes)
-    try:
-        loader = s.loader(BATCH_SIZE, shuffle=True, **options)
-    finally:
-        shard.MEMORY_BUDGET = saved_budget
-    with loader:
-        for config in configs:
-            nbytes = records = 0
-            first = None
-            with Meter() as m:
-                for batch in loader:
-                    if first is None:
-                        first = time.perf_counter() - m.t0
-                    nbytes += replay.batch_bytes(batch)
-                    records += len(batch["label"])
-            stats = loader.stats()
-            runs.append(m.run(config, repeat, nbytes, records, first_batch=first, stats=stats))
-    return runs
-
-
-@contextlib.contextmanager
-def shared_fetcher(fetcher: fetch.Fetcher) -> Iterator[None]:
-    """Make ``fetcher`` the process's shared one while the block runs.
-
-    The loader has no option for its fetcher; ``ShardReaders`` uses ``shared_fetcher()``.
-    """
-    saved = fetch._shared, getattr(fetch, "_shared_pid", None)
-    with fetch._shared_lock:
-        fetch._shared = fetcher
-        if saved[1] is not None:
-            fetch._shared_pid = os.getpid()  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        fetcher.close()
-        with fetch._shared_lock:
-            fetch._shared = saved[0]
-            if saved[1] is not None:
-                fetch._shared_pid = saved[1]  # type: ignore[attr-defined]
-
-
-def decode(reader: pa.ipc.RecordBatchFileReader, i: int) -> tuple[int, int]:
-    """Record batch ``i`` decoded, columns to numpy → (bytes, rows)."""
-    batch = reader.get_batch(i)
-    image = batch.column("image").storage.flatten().to_numpy()
-    label = batch.column("label").to_numpy()
-    return image.nbytes + label.nbytes, batch.num_rows
-
-
-def sequential(fs: Any, paths: list[str]) -> tuple[int, int]:
-    """Every shard with one whole-file request after the other, then decoded."""
-    nbytes = rows = 0
-    for path in paths:
-        reader = pa.ipc.open_file(pa.py_buffer(fs.cat_file(path)))
-        for i in range(reader.num_record_batches):
-            b, r = decode(reader, i)
-            nbytes, rows = nbytes + b, rows + r
-    return nbytes, rows
-
-
-def per_batch(fs: Any, s: snap.Snapshot, seed: int) -> tuple[int, int]:
-    """Every record batch read with its own range requests, shuffled, by BATCH_THREADS threads.
-
-    Each shard is opened once (a HEAD and the footer reads) by the first thread that needs it;
-    ``cache_type="none"`` makes every read of the Arrow reader one request.
-    """
-    paths = shard_paths(s)
-    order = [(i, b) for i, e in enumerate(s.shards) for b in range(e.record_batches)]
-    perm = np.random.default_rng(seed).permutation(len(order))
-    readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
-    gates = [threading.Lock() for _ in paths]
-    files: list[Any] = []
-
-    def reader(i: int) -> pa.ipc.RecordBatchFileReader:
-        with gates[i]:
-            if i not in readers:
-                f = fs.open(paths[i], "rb", cache_type="none")
-                files.append(f)
-                readers[i] = pa.ipc.open_file(pa.PythonFile(f, mode="r"))
-            return readers[i]
-
-    def work(k: int) -> tuple[int, int]:
-        i, b = order[k]
-        return decode(reader(i), b)
-
-    try:
-        with ThreadPoolExecutor(BATCH_THREADS, thread_name_prefix="bench-batch") as pool:
-            parts = list(pool.map(work, perm.tolist()))
-    finally:
-        for f in files:
-            f.close()
-    return sum(p[0] for p in parts), sum(p[1] for p in parts)
-
-
 def run_job(
     job: str, repeat: int, local: snap.Snapshot, remote: snap.Snapshot, cache_root: str
 ) -> list[Run]:
     paths = shard_paths(local)
     # Re-warm the page cache under slow:// too: its latency model assumes the bytes are at hand.
-    w0 = time.perf_counter()
-    warm_bytes, _ = replay.raw_read(paths)
-    warm = warm_bytes / GB / max(1e-9, time.perf_counter() - w0)
+    warm = _common.rewarm(paths)
     gc.collect()
     runs: list[Run]
     if job == "local":
@@ -349,7 +157,7 @@ def run_job(
         reads: Callable[[], tuple[int, int]] = (
             functools.partial(sequential, remote.fs, paths)
             if job == "sequential"
-            else functools.partial(per_batch, remote.fs, remote, replay.SEED + repeat)
+            else functools.partial(per_batch, remote.fs, remote, _common.SEED + repeat)
         )
         with Meter() as m:
             nbytes, records = reads()
@@ -357,102 +165,6 @@ def run_job(
     for r in runs:
         r.warm_gbps = warm
     return runs
-
-
-# --- the sweep: concurrent processes sharing one cache --------------------------------------
-
-
-def child(url: str, cache_dir: str, epochs: int, seed: int) -> int:
-    """In a --child process: replay ``url`` for ``epochs`` epochs; print one JSON line."""
-    s = snap.open(url)
-    nbytes = records = 0
-    t0 = time.perf_counter()
-    with s.loader(BATCH_SIZE, shuffle=True, seed=seed, epochs=epochs, cache_dir=cache_dir) as ld:
-        for batch in ld:
-            nbytes += replay.batch_bytes(batch)
-            records += len(batch["label"])
-        stats = ld.stats()
-    seconds = time.perf_counter() - t0
-    print(json.dumps({"bytes": nbytes, "records": records, "seconds": seconds, "stats": stats}))
-    slowfs.dump_stats()  # also at exit; written here so a crash in teardown cannot lose it
-    slowfs.reset_stats()
-    return 0
-
-
-@dataclass
-class Sweep:
-    procs: int
-    epochs: int
-    wall_seconds: float
-    delivered_bytes: int  # uncompressed, all processes, all epochs
-    served_bytes: int  # every byte slow:// served (shards, manifests, footers)
-    served_shard_bytes: int
-    requests: int
-    file_bytes: int  # the snapshot's shards on disk
-    max_per_shard: float  # the most any one shard was downloaded, in copies
-    fills: int
-    hits: int
-    fill_bytes: int
-    child_seconds: list[float] = field(default_factory=list)
-
-    @property
-    def factor(self) -> float:
-        return self.served_shard_bytes / max(1, self.file_bytes)
-
-    @property
-    def gbps(self) -> float:
-        return self.delivered_bytes / GB / max(1e-9, self.wall_seconds)
-
-
-def sweep(remote: snap.Snapshot, local: snap.Snapshot, args: argparse.Namespace) -> Sweep:
-    replay.raw_read(shard_paths(local))
-    work = tempfile.mkdtemp(prefix="sweep-", dir=args.data_dir)
-    stats_file = os.path.join(work, "slow-stats.jsonl")
-    cache_dir = os.path.join(work, "cache")
-    env = {**os.environ, slowfs.ENV_STATS: stats_file}
-    try:
-        t0 = time.perf_counter()
-        procs = [
-            subprocess.Popen(
-                [sys.executable, SCRIPT, "--child", remote.url, "--cache-dir", cache_dir]
-                + ["--epochs", "2", "--seed", str(k)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-            for k in range(args.sweep_procs)
-        ]
-        outs = [p.communicate() for p in procs]
-        wall = time.perf_counter() - t0
-        for p, (_, err) in zip(procs, outs, strict=True):
-            if p.returncode != 0:
-                raise RuntimeError(f"a sweep process failed ({p.returncode}):\n{err}")
-        docs = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
-        lines = slowfs.read_stats(stats_file)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    sizes = {storage.join(remote.root, e.path): e.bytes for e in remote.shards}
-    per_path: dict[str, int] = {}
-    for line in lines:
-        for path, n in line["paths"].items():
-            per_path[path] = per_path.get(path, 0) + n
-    caches = [d["stats"].get("cache", {}) for d in docs]
-    return Sweep(
-        procs=args.sweep_procs,
-        epochs=2,
-        wall_seconds=wall,
-        delivered_bytes=sum(d["bytes"] for d in docs),
-        served_bytes=sum(line["bytes"] for line in lines),
-        served_shard_bytes=sum(n for p, n in per_path.items() if p in sizes),
-        requests=sum(line["requests"] for line in lines),
-        file_bytes=sum(sizes.values()),
-        max_per_shard=max((per_path.get(p, 0) / n for p, n in sizes.items()), default=0.0),
-        fills=sum(c.get("fills", 0) for c in caches),
-        hits=sum(c.get("hits", 0) for c in caches),
-        fill_bytes=sum(c.get("fill_bytes", 0) for c in caches),
-        child_seconds=[round(d["seconds"], 2) for d in docs],
-    )
 
 
 # --- summary and table ----------------------------------------------------------------------
@@ -496,10 +208,6 @@ def summarise(s: snap.Snapshot, runs: list[Run], configs: list[str]) -> Summary:
     return out
 
 
-def verdict(ok: bool, text: str) -> str:
-    return f"{text} {'ok' if ok else 'MISSED'}"
-
-
 def verdicts(summary: Summary, result: Sweep | None) -> dict[str, dict[str, Any]]:
     """The targets: loader over slow:// >= 0.80 of local; the sweep downloads each byte once."""
     out: dict[str, dict[str, Any]] = {}
@@ -532,8 +240,7 @@ def print_table(
         f"{'configuration':<38} {'GB/s':>6} {'x local':>7} {'cpu s':>6} {'MB down':>8} "
         f"{'requests':>8} {'1st batch':>9}  {'target':<14} {'runs (GB/s)':<20} note"
     )
-    print(header)
-    print("-" * (len(header) + 30))
+    _common.print_header(header)
     notes = {
         LOCAL1: "includes the crc32c pass over every shard",
         LOCAL2: "the baseline",
@@ -553,8 +260,8 @@ def print_table(
         frac = summary.fraction.get(config)
         target = ""
         if config in TARGETS and frac is not None:
-            target = verdict(frac >= TARGETS[config], f">= {TARGETS[config]:.2f}")
-        rates = " ".join(f"{r.gbps:.2f}" for r in runs if r.config == config)
+            target = _common.verdict(frac >= TARGETS[config], f">= {TARGETS[config]:.2f}")
+        rates = _common.runs_text(r.gbps for r in runs if r.config == config)
         note = notes.get(config, "")
         if config in summary.settings:
             st = summary.settings[config]
@@ -595,7 +302,7 @@ def print_table(
         print(
             f"  shard bytes served {r.served_shard_bytes / MB:.1f} MB / on disk "
             f"{r.file_bytes / MB:.1f} MB = {r.factor:.3f}x (most-fetched shard "
-            f"{r.max_per_shard:.2f}x)  {verdict(ok, 'target: each byte once')}"
+            f"{r.max_per_shard:.2f}x)  {_common.verdict(ok, 'target: each byte once')}"
         )
         print(
             f"  all bytes served {r.served_bytes / MB:.1f} MB in {r.requests} requests "
@@ -605,14 +312,14 @@ def print_table(
     print()
     print("verdicts (loader over slow:// vs local 2nd epoch; sweep bytes vs bytes on disk):")
     for name, v in checks.items():
-        print(f"  {name:<44} {v['value']:6.3f}  {verdict(v['ok'], v['target'])}")
+        print(f"  {name:<44} {v['value']:6.3f}  {_common.verdict(v['ok'], v['target'])}")
 
 
 # --- main -----------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = _common.parser(__doc__)
     p.add_argument(
         "--size-gb", type=float, default=None, help=f"uncompressed GB ({DEFAULT_SIZE_GB:g})"
     )
@@ -636,20 +343,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sweep-procs", type=int, default=SWEEP_PROCS, help="sweep processes (8; 0: no sweep)"
     )
     p.add_argument("--workers", type=int, default=2, help="processes writing the snapshot (2)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the numbers here")
-    p.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_SIZE_GB} GB, 1 repeat")
+    _common.add_json_option(p)
+    _common.add_quick_option(p, f"{QUICK_SIZE_GB} GB")
     p.add_argument("--child", metavar="URL", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
     p.add_argument("--epochs", type=int, default=2, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.size_gb is None:
-        args.size_gb = QUICK_SIZE_GB if args.quick else DEFAULT_SIZE_GB
-    if args.repeats is None:
-        args.repeats = 1 if args.quick else 5
-    args.jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
-    if not args.jobs or any(j not in JOBS for j in args.jobs):
-        p.error(f"--jobs must be a comma-separated subset of {','.join(JOBS)}")
+    _common.resolve_quick(args, "size_gb", DEFAULT_SIZE_GB, QUICK_SIZE_GB, repeats=5)
+    args.jobs = _common.subset(p, "--jobs", args.jobs, list(JOBS))
     if args.size_gb <= 0 or args.repeats < 1 or args.sweep_procs < 0 or args.workers < 0:
         p.error("need --size-gb > 0, --repeats >= 1, --sweep-procs >= 0, --workers >= 0")
     if args.ttfb_ms < 0 or args.mbps < 0:
@@ -666,10 +368,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ[slowfs.ENV_MBPS] = repr(args.mbps)
     os.environ.pop(slowfs.ENV_ROOT, None)
     os.environ.pop(slowfs.ENV_STATS, None)
-    env = replay.environment()
+    env = _common.environment()
     load_start = os.getloadavg()
-    print(f"{replay.describe(env)}; load average {load_start[0]:.2f} {load_start[1]:.2f} at start")
-    local = ensure_snapshot(args.data_dir, args.size_gb, args.workers)
+    print(_common.load_at_start(_common.describe(env), load_start))
+    # replay.py's records (zstd), with 64 MiB shards, cached in --data-dir.
+    local = _common.ensure_snapshot(
+        args.data_dir, "zstd", args.size_gb, False, args.workers, SHARD_SIZE
+    )
     remote = snap.open(slowfs.url_of(local.root))
     if storage.is_local(remote.fs):
         raise SystemExit("slow:// must not count as local storage")
@@ -679,9 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [j for j in args.jobs if j not in ONCE]
     schedule = []
     for rep in range(args.repeats):
-        k = (rep * 2) % max(1, len(jobs))
-        # Alternate, rotating the order between repeats.
-        schedule += [(rep, job) for job in jobs[k:] + jobs[:k]]
+        schedule += [(rep, job) for job in _common.rotated(jobs, rep * 2)]
     schedule += [(0, job) for job in args.jobs if job in ONCE]
     for rep, job in schedule:
         for run in run_job(job, rep, local, remote, cache_root):
@@ -695,44 +398,36 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-    result = sweep(remote, local, args) if args.sweep_procs else None
+    result = (
+        sweep(SCRIPT, remote, local, args.sweep_procs, args.data_dir) if args.sweep_procs else None
+    )
     load_end = os.getloadavg()
     summary = summarise(local, runs, CONFIGS)
     print_table(summary, runs, result, args)
     print()
-    print(
-        f"{replay.describe(env)}; 1-min load average {load_start[0]:.2f} at start, "
-        f"{load_end[0]:.2f} at end"
-    )
-    cold = [r for r in runs if r.warm_gbps < replay.COLD_GBPS]
+    print(_common.load_summary(_common.describe(env), load_start[0], load_end[0]))
+    cold = [r for r in runs if r.warm_gbps < _common.COLD_GBPS]
     print(
         f"page cache re-warmed before every job; {len(cold)} of {len(runs)} runs followed a "
-        f"re-warming read below {replay.COLD_GBPS:g} GB/s"
+        f"re-warming read below {_common.COLD_GBPS:g} GB/s"
     )
     if args.quick:
-        print("(--quick: a smoke run; start-up costs weigh more, so take the targets lightly)")
+        print(_common.QUICK_NOTE)
     if args.json:
-        with open(args.json, "w") as f:
-            doc = {
-                "summary": asdict(summary),
-                "runs": [{**asdict(r), "gbps": r.gbps} for r in runs],
-                "sweep": None if result is None else {**asdict(result), "factor": result.factor},
-                "verdicts": verdicts(summary, result),
-                "environment": {
-                    **env,
-                    "load_average_start": load_start,
-                    "load_average_end": load_end,
-                    "size_gb": args.size_gb,
-                    "repeats": args.repeats,
-                    "batch_size": BATCH_SIZE,
-                    "ttfb_ms": args.ttfb_ms,
-                    "mbps_per_stream": args.mbps,
-                    "fetch_streams": fetch.DEFAULT_STREAMS,
-                    "fetch_chunk": fetch.DEFAULT_CHUNK,
-                },
-            }
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+        doc = {
+            "summary": asdict(summary),
+            "runs": [{**asdict(r), "gbps": r.gbps} for r in runs],
+            "sweep": None if result is None else {**asdict(result), "factor": result.factor},
+            "verdicts": verdicts(summary, result),
+            "environment": {
+                **_common.run_environment(env, (load_start, load_end), args, BATCH_SIZE),
+                "ttfb_ms": args.ttfb_ms,
+                "mbps_per_stream": args.mbps,
+                "fetch_streams": fetch.DEFAULT_STREAMS,
+                "fetch_chunk": fetch.DEFAULT_CHUNK,
+            },
+        }
+        _common.write_json(args.json, doc)
     return 0
 
 

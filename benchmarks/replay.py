@@ -38,57 +38,36 @@ memory and file-backed pages (memory-mapped shards), sampled from /proc/self/sta
 
 from __future__ import annotations
 
-# Pin native thread pools to one thread before numpy is imported (see create.py): the loader
-# and the baseline choose their own threads; a BLAS pool would only add noise.
-import os
-
-os.environ["OMP_NUM_THREADS"] = "1"
-os.environ["OPENBLAS_NUM_THREADS"] = "1"
-os.environ["MKL_NUM_THREADS"] = "1"
-
 import argparse
-import functools
 import gc
 import itertools
 import json
-import platform
+import os
 import resource
 import statistics
-import subprocess
 import sys
 import threading
-import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Before numpy: importing _common pins native thread pools to one thread (the loader and the
+# baseline choose their own threads; a BLAS pool would only add noise).
+import _common
+from _common import GB, Stopwatch, raw_read, rewarm, shard_paths, timed_epoch
 
 import snapshot_cli as snap
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.abspath(__file__)
-DEFAULT_DATA_DIR = os.path.join(HERE, "out", "replay-data")
-
-# The records. Bump DATA_VERSION whenever make_records changes what it writes: a cached
-# snapshot is reused when its pipeline params (which include it) match.
-DATA_VERSION = 1
-SEED = 1234
-IMAGE_SHAPE = (3, 64, 64)
-ROW_BYTES = int(np.prod(IMAGE_SHAPE)) + 8  # image + label
-CHUNK_ROWS = 1024  # records per call of make_records (one input)
-SHARD_TARGET = 128 << 20  # inputs per task are chosen so that a task writes ~one such shard
-MIN_SHARDS = 8
+DEFAULT_DATA_DIR = _common.SHARED_DATA_DIR
 
 CODECS = ("zstd", "lz4", "none")
 DEFAULT_SIZE_GB, QUICK_SIZE_GB, MEMORY_SMALL_GB = 2.0, 0.2, 0.2
 BATCH_SIZE = 256
 TUNE_READS = (1, 2, 3, 4)
 TUNE_PREFETCH = (2, 8)
-GB = 1e9
-COLD_GBPS = 3.0  # a re-warming read slower than this found the page cache partly cold
 
 RAW = "page-cache read"
 BASE = "pyarrow alone"
@@ -113,127 +92,6 @@ def tuned_name(reads: int, prefetch: int) -> str:
 TUNED = [tuned_name(r, p) for r in TUNE_READS for p in TUNE_PREFETCH]
 
 
-# --- the records (also imported by snap's worker processes, by file path) -------------------
-
-
-@snap.ragged("tokens")
-def make_records(item: list[int], seed: int, tokens: bool, version: int) -> Iterator[snap.Batch]:
-    """Input ``[index, rows]`` → one batch of ``rows`` deterministic image-like records.
-
-    image: 128 + 60 sin(plane wave) per channel, + uniform noise in [0, 16), with the top 4
-    rows flat (a letterbox band): ~1.2x with zstd level 1, ~1.06x with lz4, like the noisy
-    uint8 images in MEASUREMENTS.md. label: int64 in [0, 1000). tokens (optional): ragged
-    int32, 16-256 Zipf-distributed ids per record.
-    """
-    del version  # part of the params only, so that changing the data changes the fingerprint
-    index, rows = item
-    rng = np.random.default_rng([seed, index])
-    y, x = np.mgrid[0:64, 0:64].astype(np.float32) / np.float32(64)
-    images = np.empty((rows, *IMAGE_SHAPE), dtype=np.uint8)
-    for a in range(0, rows, 256):  # bounded float temporaries
-        n = min(256, rows - a)
-        f = rng.uniform(0.5, 3.0, size=(n, 3, 2)).astype(np.float32)
-        phase = rng.uniform(0, 2 * np.pi, size=(n, 3, 1, 1)).astype(np.float32)
-        wave = f[..., 0, None, None] * x + f[..., 1, None, None] * y
-        base = 128 + 60 * np.sin(np.float32(2 * np.pi) * wave + phase)
-        part = base.astype(np.uint8)
-        part += rng.integers(0, 16, size=part.shape, dtype=np.uint8)
-        part[:, :, :4, :] = 16
-        images[a : a + n] = part
-    columns: dict[str, Any] = {
-        "image": images,
-        "label": rng.integers(0, 1000, size=rows, dtype=np.int64),
-    }
-    if tokens:
-        lengths = rng.integers(16, 257, size=rows)
-        ids = np.minimum(rng.zipf(1.3, size=int(lengths.sum())), 32000).astype(np.int32)
-        columns["tokens"] = np.split(ids, np.cumsum(lengths)[:-1])
-    yield snap.Batch(**columns)
-
-
-def chunk_items(records: int) -> list[list[int]]:
-    """The inputs: ``[index, rows]`` per chunk of CHUNK_ROWS records."""
-    return [[i, min(CHUNK_ROWS, records - a)] for i, a in enumerate(range(0, records, CHUNK_ROWS))]
-
-
-# --- snapshots --------------------------------------------------------------------------
-
-
-def snapshot_path(
-    data_dir: str, codec: str, size_gb: float, tokens: bool, shard_size: int = SHARD_TARGET
-) -> str:
-    shards = "" if shard_size == SHARD_TARGET else f"-{shard_size >> 20}MiB"
-    return os.path.join(data_dir, f"{codec}-{size_gb:g}GB{'-tokens' if tokens else ''}{shards}")
-
-
-def _matches(m: snap.Manifest, params: dict[str, Any], codec: str, records: int) -> bool:
-    return (
-        m.pipeline.get("function") == make_records.__name__
-        and m.pipeline.get("params") == params
-        and m.compression.get("codec") == codec
-        and (codec != "zstd" or m.compression.get("level") == 1)
-        and m.num_records == records
-    )
-
-
-def ensure_snapshot(
-    data_dir: str,
-    codec: str,
-    size_gb: float,
-    tokens: bool,
-    workers: int,
-    shard_size: int = SHARD_TARGET,
-) -> snap.Snapshot:
-    """Open the cached snapshot of these records, writing it first if needed.
-
-    snap.create reuses a snapshot with the same fingerprint; the fingerprint includes the hash
-    of this file, so an edit to the benchmark alone would force a rewrite. A snapshot whose
-    records are the same (same params, data version, codec and size) is reused instead.
-    """
-    path = snapshot_path(data_dir, codec, size_gb, tokens, shard_size)
-    records = max(1, round(size_gb * GB / ROW_BYTES))
-    items = chunk_items(records)
-    chunk_bytes = CHUNK_ROWS * ROW_BYTES
-    # Inputs per task so that a task writes about one shard (tasks never share shards).
-    per_task = max(1, min(shard_size // chunk_bytes, len(items) // MIN_SHARDS))
-    params = {"seed": SEED, "tokens": tokens, "version": DATA_VERSION}
-    options: dict[str, Any] = {
-        "inputs_from": functools.partial(chunk_items, records),
-        "params": params,
-        "workers": workers,
-        "compression": codec,
-        "level": 1 if codec == "zstd" else None,
-        "shard_size": shard_size,
-        "inputs_per_task": per_task,
-    }
-    existing = None
-    if os.path.exists(os.path.join(path, "manifest.json")):
-        try:
-            existing = snap.open(path)
-        except snap.SnapError:
-            existing = None
-    if existing is not None and _matches(existing.manifest, params, codec, records):
-        return existing
-    started = time.perf_counter()
-    print(f"writing {path} ({records} records, {codec}) ...", file=sys.stderr, flush=True)
-    # By file spec: worker processes import this file by path also when another benchmark
-    # imported it as a module.
-    spec = f"{os.path.abspath(__file__)}:make_records"
-    info = snap.create(spec, path, overwrite=existing is not None, **options)
-    print(
-        f"  {info.num_shards} shards, {info.bytes / GB:.2f} GB on disk "
-        f"(ratio {info.uncompressed_bytes / max(1, info.bytes):.2f}), "
-        f"{time.perf_counter() - started:.1f} s",
-        file=sys.stderr,
-        flush=True,
-    )
-    return snap.open(path)
-
-
-def shard_paths(s: snap.Snapshot) -> list[str]:
-    return [os.path.join(s.root, e.path) for e in s.shards]
-
-
 # --- what is timed ------------------------------------------------------------------------
 
 
@@ -252,79 +110,7 @@ class Run:
 
     @property
     def gbps(self) -> float:
-        return self.bytes / GB / max(1e-9, self.seconds)
-
-
-def cpu_time() -> float:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    return me.ru_utime + me.ru_stime
-
-
-def raw_read(paths: list[str]) -> tuple[int, int]:
-    """Read every file with plain 1 MiB reads into one reused buffer → (bytes, 0)."""
-    buf = memoryview(bytearray(1 << 20))
-    total = 0
-    for path in paths:
-        with open(path, "rb", buffering=0) as f:
-            while n := f.readinto(buf):
-                total += n
-    return total, 0
-
-
-def decode_shard(path: str, tokens: bool, copy: bool = False) -> tuple[int, int]:
-    """Decode every record batch of one shard with pyarrow, columns to numpy → (bytes, rows).
-
-    ``copy``: also copy the fixed-width columns once into fresh numpy arrays, the least work a
-    loader that hands out its own (writable, reusable-buffer-free) batches must add.
-    """
-    reader = pa.ipc.open_file(pa.memory_map(path, "r"))
-    nbytes = rows = 0
-    for i in range(reader.num_record_batches):
-        batch = reader.get_batch(i)
-        image = batch.column("image").storage.flatten().to_numpy()
-        label = batch.column("label").to_numpy()
-        if copy:
-            image, label = image.copy(), label.copy()
-        nbytes += image.nbytes + label.nbytes
-        if tokens:
-            nbytes += batch.column("tokens").values.to_numpy().nbytes
-        rows += batch.num_rows
-    return nbytes, rows
-
-
-def pyarrow_alone(paths: list[str], tokens: bool, copy: bool = False) -> tuple[int, int]:
-    with ThreadPoolExecutor(2) as pool:
-        parts = list(pool.map(functools.partial(decode_shard, tokens=tokens, copy=copy), paths))
-    return sum(p[0] for p in parts), sum(p[1] for p in parts)
-
-
-def batch_bytes(batch: dict[str, np.ndarray]) -> int:
-    total = 0
-    for v in batch.values():
-        if v.dtype == object:  # ragged: an array of arrays
-            total += sum(x.nbytes for x in v)
-        else:
-            total += v.nbytes
-    return total
-
-
-def replay(
-    s: snap.Snapshot, warm: bool = False, **options: Any
-) -> tuple[int, int, dict[str, Any], float, float]:
-    """One timed epoch of the loader → (bytes, records, stats, seconds, cpu seconds).
-
-    ``warm``: run one untimed epoch first and time the loader's second epoch.
-    """
-    nbytes = records = 0
-    with s.loader(BATCH_SIZE, **options) as loader:
-        if warm:
-            for _ in loader:
-                pass
-        t0, c0 = time.perf_counter(), cpu_time()
-        for batch in loader:
-            nbytes += batch_bytes(batch)
-            records += len(batch["label"])
-        return nbytes, records, loader.stats(), time.perf_counter() - t0, cpu_time() - c0
+        return _common.rate_gbps(self.bytes, self.seconds)
 
 
 def loader_options(config: str) -> dict[str, Any]:
@@ -343,23 +129,20 @@ def loader_options(config: str) -> dict[str, Any]:
 
 def run_config(codec: str, config: str, s: snap.Snapshot, tokens: bool) -> Run:
     paths = shard_paths(s)
-    # Re-warm the page cache right before every run: the OS may evict file pages that were
-    # not used for a while (this VM pages out unmapped file cache idle for ~30 s), and the
-    # other codecs' runs take longer than that.
-    w0 = time.perf_counter()
-    warm_bytes, _ = raw_read(paths)
-    warm_gbps = warm_bytes / GB / max(1e-9, time.perf_counter() - w0)
+    # Re-warm the page cache right before every run: the other codecs' runs take longer than
+    # the OS keeps idle file pages.
+    warm_gbps = rewarm(paths)
     gc.collect()
     stats = None
-    t0, c0 = time.perf_counter(), cpu_time()
     if config in (RAW, BASE, BASE_COPY):
-        if config == RAW:
-            nbytes, records = raw_read(paths)
-        else:
-            nbytes, records = pyarrow_alone(paths, tokens, copy=config == BASE_COPY)
-        seconds, cpu = time.perf_counter() - t0, cpu_time() - c0
+        with Stopwatch() as sw:
+            if config == RAW:
+                nbytes, records = raw_read(paths)
+            else:
+                nbytes, records = _common.pyarrow_alone(paths, tokens, copy=config == BASE_COPY)
+        seconds, cpu = sw.seconds, sw.cpu
     else:
-        nbytes, records, stats, seconds, cpu = replay(s, **loader_options(config))
+        nbytes, records, stats, seconds, cpu = timed_epoch(s, BATCH_SIZE, **loader_options(config))
     return Run(codec, config, seconds, cpu, nbytes, records, warm_gbps, stats)
 
 
@@ -412,7 +195,7 @@ def summarise(codec: str, s: snap.Snapshot, runs: list[Run], configs: list[str])
 
 
 def verdict(value: float, target: float) -> str:
-    return f">= {target:.2f} {'ok' if value >= target else 'MISSED'}"
+    return _common.verdict(value >= target, f">= {target:.2f}")
 
 
 def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.Namespace) -> None:
@@ -426,8 +209,7 @@ def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.
         f"{'codec':<5} {'configuration':<36} {'GB/s':>6} {'x base':>6} {'cpu s':>6}  "
         f"{'target':<14} {'runs (GB/s)':<20} note"
     )
-    print(header)
-    print("-" * (len(header) + 30))
+    _common.print_header(header)
     for cs in summaries:
         ratio = cs.uncompressed_bytes / max(1, cs.file_bytes)
         shown = [RAW, BASE, BASE_COPY, *LOADER_CONFIGS]
@@ -439,8 +221,8 @@ def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.
             gbps = cs.median_gbps[config]
             frac = cs.fraction.get(config)
             target = verdict(frac, TARGETS[config]) if config in TARGETS and frac else ""
-            rates = " ".join(
-                f"{r.gbps:.2f}" for r in runs if r.codec == cs.codec and r.config == config
+            rates = _common.runs_text(
+                r.gbps for r in runs if r.codec == cs.codec and r.config == config
             )
             note = ""
             if config == RAW:
@@ -501,37 +283,24 @@ def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.
 # --- memory mode --------------------------------------------------------------------------
 
 
-def _status_kib(fields: tuple[str, ...]) -> dict[str, int]:
-    out = dict.fromkeys(fields, 0)
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key in out:
-                    out[key] = int(value.split()[0])
-    except OSError:
-        pass
-    return out
-
-
 def memory_child(path: str) -> int:
     """In a fresh process: one shuffled epoch of ``path``; print peak memory as JSON."""
     fields = ("RssAnon", "RssFile", "VmRSS")
     s = snap.open(path)
-    before = _status_kib(fields)
+    before = _common.proc_status_kib(fields)
     maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     peak = dict(before)
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(0.01):
-            now = _status_kib(fields)
+            now = _common.proc_status_kib(fields)
             for k, v in now.items():
                 peak[k] = max(peak[k], v)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    nbytes, records, stats, seconds, _ = replay(s, shuffle=True)
+    nbytes, records, stats, seconds, _ = timed_epoch(s, BATCH_SIZE, shuffle=True)
     done.set()
     sampler.join()
     doc = {
@@ -539,7 +308,7 @@ def memory_child(path: str) -> int:
         "uncompressed_bytes": s.manifest.uncompressed_bytes,
         "file_bytes": s.manifest.bytes,
         "records": records,
-        "gbps": nbytes / GB / seconds,
+        "gbps": _common.rate_gbps(nbytes, seconds),
         "maxrss_kib_before": maxrss_before,
         "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "before_kib": before,
@@ -553,18 +322,13 @@ def memory_child(path: str) -> int:
 def memory_mode(args: argparse.Namespace) -> int:
     results = []
     for size in args.memory_sizes:
-        s = ensure_snapshot(args.data_dir, "zstd", size, args.tokens, args.workers)
+        s = _common.ensure_snapshot(args.data_dir, "zstd", size, args.tokens, args.workers)
         raw_read(shard_paths(s))  # warm the page cache: measure memory, not the disk
-        proc = subprocess.run(
-            [sys.executable, SCRIPT, "--memory-child", s.root],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            print(proc.stderr, file=sys.stderr)
-            return proc.returncode
-        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        try:
+            results.append(_common.run_child([SCRIPT, "--memory-child", s.root], "--memory-child"))
+        except _common.ChildError as err:
+            print(err.stderr, file=sys.stderr)
+            return err.returncode
     mib = 1024  # KiB per MiB
     print()
     print("peak memory of one shuffled epoch (zstd, default settings), each in a fresh process")
@@ -572,8 +336,7 @@ def memory_mode(args: argparse.Namespace) -> int:
         f"{'snapshot':>9} {'on disk':>8} {'GB/s':>5} {'ru_maxrss':>10} {'growth':>8} "
         f"{'peak anon':>10} {'peak file':>10} {'window':>8} {'anon/window':>11}  settings"
     )
-    print(header)
-    print("-" * (len(header) + 20))
+    _common.print_header(header, 20)
     for r in results:
         growth = r["maxrss_kib"] - r["maxrss_kib_before"]
         st = r["settings"]
@@ -603,39 +366,15 @@ def memory_mode(args: argparse.Namespace) -> int:
         "of fixed-width columns (a snapshot smaller than the window is one window)"
     )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"memory": results, "environment": environment()}, f, indent=2)
-            f.write("\n")
+        _common.write_json(args.json, {"memory": results, "environment": _common.environment()})
     return 0
 
 
 # --- main -----------------------------------------------------------------------------------
 
 
-def environment() -> dict[str, Any]:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return {
-        "cores": cores,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "pyarrow": pa.__version__,
-        "snap": snap.__version__,
-        "machine": platform.machine(),
-    }
-
-
-def describe(env: dict[str, Any]) -> str:
-    return (
-        f"{env['cores']} usable cores ({env['machine']}), python {env['python']}, "
-        f"pyarrow {env['pyarrow']}, numpy {env['numpy']}, snap {env['snap']}"
-    )
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = _common.parser(__doc__)
     p.add_argument(
         "--size-gb",
         type=float,
@@ -650,8 +389,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-tune", action="store_true", help="skip the hand-tuned grid")
     p.add_argument("--tokens", action="store_true", help="add a ragged int32 tokens column")
     p.add_argument("--workers", type=int, default=2, help="processes writing the snapshots (2)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the numbers here")
-    p.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_SIZE_GB} GB, 1 repeat")
+    _common.add_json_option(p)
+    _common.add_quick_option(p, f"{QUICK_SIZE_GB} GB")
     p.add_argument(
         "--memory",
         action="store_true",
@@ -664,10 +403,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--memory-child", metavar="PATH", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.size_gb is None:
-        args.size_gb = QUICK_SIZE_GB if args.quick else DEFAULT_SIZE_GB
-    if args.repeats is None:
-        args.repeats = 1 if args.quick else 3
+    _common.resolve_quick(args, "size_gb", DEFAULT_SIZE_GB, QUICK_SIZE_GB, repeats=3)
     try:
         sizes = (
             [float(x) for x in args.memory_sizes.split(",") if x.strip()]
@@ -677,9 +413,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     except ValueError:
         p.error("--memory-sizes must be comma-separated numbers of GB, e.g. 0.2,1,2")
     args.memory_sizes = sorted({x for x in sizes if x > 0})
-    args.codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
-    if not args.codecs or any(c not in CODECS for c in args.codecs):
-        p.error(f"--codecs must be a comma-separated subset of {','.join(CODECS)}")
+    args.codecs = _common.subset(p, "--codecs", args.codecs, CODECS)
     if args.size_gb <= 0 or args.repeats < 1 or args.workers < 0:
         p.error("need --size-gb > 0, --repeats >= 1, --workers >= 0")
     return args
@@ -689,23 +423,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.memory_child:
         return memory_child(args.memory_child)
-    env = environment()
+    env = _common.environment()
     load_start = os.getloadavg()
-    print(f"{describe(env)}; load average {load_start[0]:.2f} {load_start[1]:.2f} at start")
+    print(_common.load_at_start(_common.describe(env), load_start))
     if args.memory:
         code = memory_mode(args)
         print(f"load average {os.getloadavg()[0]:.2f} at end (1 min)")
         return code
 
     snapshots = {
-        c: ensure_snapshot(args.data_dir, c, args.size_gb, args.tokens, args.workers)
+        c: _common.ensure_snapshot(args.data_dir, c, args.size_gb, args.tokens, args.workers)
         for c in args.codecs
     }
     configs = [RAW, BASE, BASE_COPY, *LOADER_CONFIGS] + ([] if args.no_tune else TUNED)
     runs: list[Run] = []
     for rep in range(args.repeats):
-        k = (rep * 3) % len(configs)
-        order = configs[k:] + configs[:k]  # alternate, rotating the order between repeats
+        order = _common.rotated(configs, rep * 3)
         for codec, s in snapshots.items():
             for config in order:
                 run = run_config(codec, config, s, args.tokens)
@@ -718,36 +451,23 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     load_end = os.getloadavg()
-    cold = [r for r in runs if r.warm_gbps < COLD_GBPS]
+    cold = [r for r in runs if r.warm_gbps < _common.COLD_GBPS]
     summaries = [summarise(c, s, runs, configs) for c, s in snapshots.items()]
     print_tables(summaries, runs, args)
-    # Other processes competing for the two cores make every number noisy; say so.
-    print(
-        f"{describe(env)}; 1-min load average {load_start[0]:.2f} at start, "
-        f"{load_end[0]:.2f} at end"
-    )
+    print(_common.load_summary(_common.describe(env), load_start[0], load_end[0]))
     print(
         f"page cache re-warmed before every run; {len(cold)} of {len(runs)} re-warming reads "
-        f"ran below {COLD_GBPS:g} GB/s (the cache had been partly evicted meanwhile)"
+        f"ran below {_common.COLD_GBPS:g} GB/s (the cache had been partly evicted meanwhile)"
     )
     if args.quick:
-        print("(--quick: a smoke run; start-up costs weigh more, so take the targets lightly)")
+        print(_common.QUICK_NOTE)
     if args.json:
-        with open(args.json, "w") as f:
-            doc = {
-                "summaries": [asdict(cs) for cs in summaries],
-                "runs": [{**asdict(r), "gbps": r.gbps} for r in runs],
-                "environment": {
-                    **env,
-                    "load_average_start": load_start,
-                    "load_average_end": load_end,
-                    "size_gb": args.size_gb,
-                    "repeats": args.repeats,
-                    "batch_size": BATCH_SIZE,
-                },
-            }
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+        doc = {
+            "summaries": [asdict(cs) for cs in summaries],
+            "runs": [{**asdict(r), "gbps": r.gbps} for r in runs],
+            "environment": _common.run_environment(env, (load_start, load_end), args, BATCH_SIZE),
+        }
+        _common.write_json(args.json, doc)
     return 0
 
 

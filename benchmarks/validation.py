@@ -13,19 +13,17 @@ Usage: python benchmarks/validation.py [--size-gb 0.5] [--repeats 3] [--codecs z
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay import ensure_snapshot  # noqa: E402 - the benchmarks' shared snapshot writer
+import _common  # the benchmarks' shared snapshot writer
 
-from snapshot_cli.readers.shard import encoding_problem  # noqa: E402
+from snapshot_cli.readers.shard import encoding_problem
 
 MODES = ("none", "structural", "full", "loader")
 
@@ -51,28 +49,28 @@ def read_all(paths: list[str], mode: str) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = _common.parser(__doc__)
     ap.add_argument("--size-gb", type=float, default=0.5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--codecs", default="zstd,lz4,none")
-    ap.add_argument("--data-dir", default=str(Path(__file__).parent / "out" / "validation-data"))
+    ap.add_argument("--data-dir", default=_common.out_dir("validation-data"))
     args = ap.parse_args()
     print(f"{'codec':6} {'mode':11} {'GB/s':>6} {'x none':>7}  runs (s)")
     for codec in args.codecs.split(","):
-        s = ensure_snapshot(args.data_dir, codec, args.size_gb, tokens=True, workers=2)
-        paths = [str(Path(s.root) / e.path) for e in s.shards]
+        s = _common.ensure_snapshot(args.data_dir, codec, args.size_gb, tokens=True, workers=2)
+        paths = _common.shard_paths(s)
         runs: dict[str, list[float]] = {m: [] for m in MODES}
         nbytes = 0
         for _ in range(args.repeats):
             for mode in MODES:
-                started = time.perf_counter()
-                nbytes = read_all(paths, mode)
-                runs[mode].append(time.perf_counter() - started)
+                with _common.Stopwatch() as sw:
+                    nbytes = read_all(paths, mode)
+                runs[mode].append(sw.seconds)
         base = statistics.median(runs["none"])
         for mode in MODES:
             m = statistics.median(runs[mode])
             print(f"{codec:6} {mode:11} {nbytes / m / 1e9:6.2f} {m / base:7.3f}  "
-                  + " ".join(f"{x:.3f}" for x in runs[mode]))  # fmt: skip
+                  + _common.runs_text(runs[mode], 3))  # fmt: skip
 
 
 if __name__ == "__main__":
