@@ -6,107 +6,24 @@ Exit codes: 0 ok, 1 a snap error (message on stderr, no traceback unless ``--deb
 
 from __future__ import annotations
 
-import functools
-import io
-import json
-import logging
 import sys
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from . import __version__, render, report, storage
-from .errors import ManifestError, SnapError
-from .layout import MANIFEST_NAME
+from . import __version__, render, report
+from .cli_io import answer_errors, emit_json, print_paths_as_given, setup_logging
+from .cli_types import AUTO_OR_COUNT, SIZE
+from .errors import ManifestError
 from .progress import Progress, human_bytes, human_count
 from .readers import bench as bench_mod
 from .readers import verify as verify_mod
 from .readers.snapshot import Snapshot
 from .readers.snapshot import open as open_snapshot
-from .units import parse_size
-from .writers import commit as commit_mod
 from .writers import gc as gc_mod
-from .writers import lease as lease_mod
+from .writers import runs as runs_mod
 from .writers.create import create as create_snapshot
 from .writers.pipeline import parse_params
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class AutoOrCount(click.ParamType):
-    """``auto`` or an integer >= 1; anything else is a usage error (exit 2)."""
-
-    name = "auto|N"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
-            number = value
-        else:
-            try:
-                number = int(value)
-            except (TypeError, ValueError):
-                self.fail(f"must be 'auto' or an integer, got {value!r}", param, ctx)
-        if number != "auto" and number < 1:
-            self.fail(f"must be 'auto' or an integer >= 1, got {value!r}", param, ctx)
-        return number
-
-
-class Size(click.ParamType):
-    """A size in bytes: ``256MiB``, ``1.5GB``, ``4096``; anything else is a usage error."""
-
-    name = "size"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            return parse_size(value)
-        except ValueError as err:
-            self.fail(str(err).replace("size ", "", 1), param, ctx)
-
-
-AUTO_OR_COUNT, SIZE = AutoOrCount(), Size()
-
-
-def _handle_errors(fn: F) -> F:
-    """Run a command; SnapError → message on stderr and exit 1 (traceback with --debug)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        debug = bool((click.get_current_context().obj or {}).get("debug"))
-        try:
-            return fn(*args, **kwargs)
-        except SnapError as err:
-            if debug:
-                raise
-            click.echo(f"snap: error: {err}", err=True)
-            sys.exit(err.exit_code)
-        except KeyboardInterrupt:
-            if debug:
-                raise
-            click.echo("snap: interrupted; run the same command again to resume", err=True)
-            sys.exit(130)
-        except OSError as err:  # a fault no layer below named: still one line, not a trace
-            if debug:
-                raise
-            click.echo(f"snap: error: {storage.fault(err, 'the snapshot')}", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _setup_logging(quiet: bool) -> None:
-    logger = logging.getLogger("snapshot_cli")
-    logger.handlers.clear()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("snap: %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING if quiet else logging.INFO)
-    logger.propagate = False
-
-
-def _emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, sort_keys=False))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -117,16 +34,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """snap: materialise a preprocessing function once as an Arrow snapshot; replay it fast."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-    _print_paths_as_given()
-
-
-def _print_paths_as_given() -> None:
-    """Print a path that is not UTF-8 (Python holds its bytes as lone surrogates) as the bytes
-    the user typed, as a UTF-8 locale's ``surrogateescape`` does, instead of failing on it."""
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
-            utf8 = stream.encoding.lower().replace("-", "") == "utf8"
-            stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
+    print_paths_as_given()
 
 
 @cli.command()
@@ -201,7 +109,7 @@ def _print_paths_as_given() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout only.")
 @click.option("--quiet", is_flag=True, help="No progress or messages on stderr.")
-@_handle_errors
+@answer_errors
 def create(
     pipeline: str,
     output: str,
@@ -224,7 +132,7 @@ def create(
 
     Re-running the same command reuses a finished snapshot and resumes an interrupted one.
     """  # noqa: D301
-    _setup_logging(quiet)
+    setup_logging(quiet)
     info = create_snapshot(
         pipeline,
         output,
@@ -243,7 +151,7 @@ def create(
         batch_rows=batch_rows,
     )
     if as_json:
-        _emit_json(info.to_json())
+        emit_json(info.to_json())
         return
     ratio = info.uncompressed_bytes / info.bytes if info.bytes else 0.0
     verb = "up to date" if info.reused else "created"
@@ -253,45 +161,6 @@ def create(
         f"shards, {human_bytes(info.bytes)} on disk ({human_bytes(info.uncompressed_bytes)} "
         f"uncompressed, {ratio:.2f}x), {info.seconds:.1f} s{resumed}"
     )
-
-
-def _unfinished(url: str) -> dict[str, Any] | None:
-    """State of an unfinished snapshot (no manifest, but writer state), or None.
-
-    None too when a manifest.json exists: a damaged manifest is reported as such, never
-    hidden behind the state of the runs that wrote it.
-    """
-    fs, root = storage.resolve(url)
-    if storage.exists(fs, storage.join(root, MANIFEST_NAME)):
-        return None
-    runs = commit_mod.find_runs(fs, root)
-    holder = lease_mod.current(fs, root)
-    if not runs and holder is None:
-        return None  # no writer ever worked here: not a snapshot
-    state = []
-    for info in runs:
-        done = commit_mod.finished_tasks(fs, root, info["run"])
-        state.append(
-            {
-                "run": info["run"],
-                "tasks_done": len(done),
-                "tasks": len(info["plan"]),
-                "created": info.get("created"),
-                "pipeline": info.get("pipeline"),
-            }
-        )
-    writer = None
-    if holder is not None:
-        heartbeat = holder.heartbeat
-        writer = {
-            "alive": lease_mod.is_alive(holder),
-            "holder": holder.describe(),
-            "host": holder.holder.get("host"),
-            "pid": holder.holder.get("pid"),
-            "run": holder.holder.get("run"),
-            "heartbeat_age_s": round(time.time() - heartbeat, 1) if heartbeat else None,
-        }
-    return {"path": storage.to_url(fs, root), "finished": False, "runs": state, "writer": writer}
 
 
 def _open(snapshot: str) -> Snapshot:
@@ -307,23 +176,23 @@ def _echo_lines(lines: list[str]) -> None:
 @click.argument("snapshot")
 @click.option("--shards", "show_shards", is_flag=True, help="List every shard.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@_handle_errors
+@answer_errors
 def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
     """Summarise SNAPSHOT from its manifest (no shard is read, so it is fast anywhere)."""
     try:
         snap = _open(snapshot)
     except ManifestError:
-        state = _unfinished(snapshot)
+        state = runs_mod.unfinished_state(snapshot)
         if state is None:
             raise
         if as_json:
-            _emit_json(state)
+            emit_json(state)
         else:
             _echo_lines(render.unfinished_lines(state))
         return
     doc = report.inspect_doc(snap.url, snap.manifest, shards=show_shards)
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         _echo_lines(render.inspect_lines(doc))
 
@@ -338,7 +207,7 @@ def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Shards checked at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
-@_handle_errors
+@answer_errors
 def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet: bool) -> None:
     """Check every shard of SNAPSHOT: size, crc32c, and that every record batch decodes.
 
@@ -360,7 +229,7 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
             progress.close()
     doc = result.to_json()
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         _echo_lines(render.verify_lines(doc))
     if not result.ok:
@@ -372,7 +241,7 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 @click.option("-n", "count", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option("--columns", default=None, help="Comma-separated columns to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@_handle_errors
+@answer_errors
 def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
     """Show the first records of SNAPSHOT, readable: arrays summarised, text truncated."""
     snap = _open(snapshot)
@@ -382,7 +251,7 @@ def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
         for rec in snap.head(count, columns=names)
     ]
     if as_json:
-        _emit_json({"path": snap.url, "num_records": snap.num_records, "records": records})
+        emit_json({"path": snap.url, "num_records": snap.num_records, "records": records})
     else:
         _echo_lines(render.head_lines(records))
         shown = len(records)
@@ -434,7 +303,7 @@ def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
 )
 @click.option("--cache-limit", default=None, help="Most bytes in --cache-dir, e.g. 50GiB.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@_handle_errors
+@answer_errors
 def bench(
     snapshot: str,
     batch_size: int,
@@ -470,7 +339,7 @@ def bench(
         snap, batch_size=batch_size, epochs=epochs, step_ms=step_ms, trace=trace, **options
     )
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         _echo_lines(render.bench_lines(doc))
 
@@ -479,12 +348,12 @@ def bench(
 @click.argument("snapshot")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@_handle_errors
+@answer_errors
 def gc(snapshot: str, dry_run: bool, as_json: bool) -> None:
     """Remove shards and run state of SNAPSHOT that nothing committed or live uses."""
     result = gc_mod.gc(snapshot, dry_run=dry_run)
     if as_json:
-        _emit_json(result.to_json())
+        emit_json(result.to_json())
         return
     verb = "would remove" if dry_run else "removed"
     for g in result.garbage:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import platform
 import socket
@@ -47,37 +46,6 @@ def check_output(fs: AbstractFileSystem, root: str) -> None:
             f"OUTPUT {url} exists and is not a snapshot (it holds {shown}); choose a new or "
             "empty directory"
         )
-
-
-def find_runs(fs: AbstractFileSystem, root: str) -> list[dict[str, Any]]:
-    """Every run directory's ``run.json`` (unreadable ones are skipped: abandoned, never used)."""
-    runs = []
-    for name in storage.list_names(fs, layout.runs_dir(root)):
-        if not layout.is_run_name(name):
-            continue
-        try:
-            info = json.loads(storage.read_bytes(fs, layout.run_file(root, name)))
-        except (FileNotFoundError, ValueError, NotADirectoryError):
-            continue
-        if isinstance(info, dict) and info.get("run") == name:
-            runs.append(info)
-    return runs
-
-
-def finished_tasks(fs: AbstractFileSystem, root: str, run: str) -> dict[int, dict[str, Any]]:
-    """Results of the tasks of ``run`` that finished (their result file was written)."""
-    done: dict[int, dict[str, Any]] = {}
-    tasks_dir = layout.tasks_dir(root, run)
-    for name in storage.list_names(fs, tasks_dir):
-        if not name.endswith(".json") or name.startswith("."):
-            continue
-        try:
-            result = json.loads(storage.read_bytes(fs, storage.join(tasks_dir, name)))
-        except (FileNotFoundError, ValueError):
-            continue  # written by a writer that died mid-write? write_atomic prevents it
-        if isinstance(result, dict) and result.get("run") == run:
-            done[int(result["task"])] = result
-    return done
 
 
 def unify_schema(results: list[dict[str, Any]]) -> pa.Schema:

@@ -32,6 +32,7 @@ from . import commit as commit_mod
 from . import inputs as inputs_mod
 from . import lease as lease_mod
 from . import pipeline as pipeline_mod
+from . import runs as runs_mod
 from . import shipping
 from . import worker as worker_mod
 from .executors import InProcessExecutor, make_executor
@@ -239,7 +240,7 @@ def create(
             fs, root, identity, found.sizes, options, ref.spec
         )
         lease.set_run(run)
-        done = commit_mod.finished_tasks(fs, root, run)
+        done = runs_mod.finished_tasks(fs, root, run)
         tasks = [
             TaskSpec(i, [found.items[j] for j in r], call_once=not found.items)
             for i, r in enumerate(plan)
@@ -371,7 +372,7 @@ def _start_or_resume(
 ) -> tuple[str, list[range], WriteOptions, tuple[str, dict[str, Any]]]:
     """The unfinished run of this code, params and inputs (keeping its plan and options), or
     a new run. Also returns the run's ``(fingerprint, parts)``."""
-    for info in commit_mod.find_runs(fs, root):
+    for info in runs_mod.find_runs(fs, root):
         parts = info.get("parts")
         if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
             plan = [range(a, b) for a, b in info["plan"]]

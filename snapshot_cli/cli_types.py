@@ -1,0 +1,43 @@
+"""The command line's own value types: a wrong value is a usage error (exit 2), said by click
+before anything is opened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .units import parse_size
+
+
+class AutoOrCount(click.ParamType):
+    """``auto`` or an integer >= 1; anything else is a usage error (exit 2)."""
+
+    name = "auto|N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
+            number = value
+        else:
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                self.fail(f"must be 'auto' or an integer, got {value!r}", param, ctx)
+        if number != "auto" and number < 1:
+            self.fail(f"must be 'auto' or an integer >= 1, got {value!r}", param, ctx)
+        return number
+
+
+class Size(click.ParamType):
+    """A size in bytes: ``256MiB``, ``1.5GB``, ``4096``; anything else is a usage error."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return parse_size(value)
+        except ValueError as err:
+            self.fail(str(err).replace("size ", "", 1), param, ctx)
+
+
+AUTO_OR_COUNT, SIZE = AutoOrCount(), Size()
