@@ -12,24 +12,23 @@ thread timing, so ``state_dict()`` (epoch, batch) is enough to resume exactly.
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import storage
 from ..errors import OptionError
-from ..units import parse_size
 from . import ranks
 from .autotune import ParallelismTuner, PrefetchTuner
 from .cache import ShardCache
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
+from .options import LoaderOptions
 from .plan import Blocks, EpochPlan, PlanOptions
 from .prefetch import Closed
-from .run import Run
+from .run import Run, RunContext
 from .shard import ShardReaders
 from .stats import Stats
 from .trace import Tracer
@@ -44,14 +43,6 @@ ORDERED_WINDOW_BYTES = 32 << 20  # window when not shuffling: just enough to rea
 PREFETCH_BYTES = 64 << 20  # "auto" prefetch keeps at most this much in ready batches
 
 
-def _auto_or_int(value: Any, name: str, minimum: int) -> int | None:
-    if value == "auto":
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise OptionError(f"{name} must be 'auto' or an integer >= {minimum}, got {value!r}")
-    return value
-
-
 class Loader:
     """Iterate to get batches ``dict[str, np.ndarray]``; see :meth:`Snapshot.loader`.
 
@@ -64,112 +55,95 @@ class Loader:
         self,
         snapshot: Snapshot,
         batch_size: int,
-        *,
-        shuffle: bool = True,
-        seed: int = 0,
-        epochs: int | None = 1,
-        rank: int | str = 0,
-        world_size: int | str = 1,
-        drop_last: bool = False,
-        columns: list[str] | None = None,
-        shuffle_buffer: int | str = "auto",
-        num_parallel_reads: int | str = "auto",
-        prefetch: int | str = "auto",
-        map: Callable[..., Batch] | None = None,  # noqa: A002
-        verify: bool = True,
+        options: LoaderOptions | None = None,
         trace: Tracer | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | str | None = None,
     ) -> None:
-        self.snapshot = snapshot
-        self.trace = trace
-        schema = snapshot.schema
+        options = LoaderOptions() if options is None else options
+        self.snapshot, self.options, self.trace = snapshot, options, trace
+        schema, m = snapshot.schema, snapshot.manifest
+        rank, world_size = options.rank, options.world_size
         if rank == "auto" or world_size == "auto":
             auto_rank, auto_size, _ = ranks.detect()
             rank = auto_rank if rank == "auto" else rank
             world_size = auto_size if world_size == "auto" else world_size
-        if epochs is not None and (
-            isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1
-        ):
-            raise OptionError(f"epochs must be None (forever) or an integer >= 1, got {epochs!r}")
-        self.columns = list(schema.names) if columns is None else list(columns)
-        unknown = [c for c in self.columns if c not in schema.names]
-        if unknown or (not self.columns and schema.names):
-            raise OptionError(
-                f"unknown columns {unknown or '(none selected)'}; the snapshot has {schema.names}"
-            )
-        if map is not None and not callable(map):
-            raise OptionError(f"map must be a function of a batch, got {map!r}")
-        m = snapshot.manifest
+        self.columns = options.column_names(list(schema.names))
         bytes_per_row = max(
             1, row_bytes(schema, self.columns), m.uncompressed_bytes // max(1, m.num_records)
         )
-        buffer_rows = _auto_or_int(shuffle_buffer, "shuffle_buffer", 1)
+        buffer_rows = options.count_or_none(options.shuffle_buffer)
         if buffer_rows is None:
-            target = SHUFFLE_BUFFER_BYTES if shuffle else ORDERED_WINDOW_BYTES
+            target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
             buffer_rows = max(1, target // bytes_per_row)
         try:
             self.plan_options = PlanOptions(
                 batch_size=batch_size,
-                shuffle=bool(shuffle),
-                seed=seed,
-                rank=rank,  # type: ignore[arg-type]
-                world_size=world_size,  # type: ignore[arg-type]
-                drop_last=bool(drop_last),
+                shuffle=bool(options.shuffle),
+                seed=options.seed,
+                rank=rank,
+                world_size=world_size,
+                drop_last=bool(options.drop_last),
                 window_rows=buffer_rows,
             )
         except ValueError as err:
             raise OptionError(str(err)) from err
-        reads = _auto_or_int(num_parallel_reads, "num_parallel_reads", 1)
-        cores = os.cpu_count() or 1
-        self._cores = cores
-        depth = _auto_or_int(prefetch, "prefetch", 1)
-        batch_bytes = bytes_per_row * batch_size
-        self._prefetch = PrefetchTuner(
-            start=depth or 2,
-            high=depth or max(2, min(16, PREFETCH_BYTES // max(1, batch_bytes))),
-            fixed=depth is not None,
-        )
-        self.map = map
-        self._map_takes_rng = map is not None and _accepts_rng(map)
-        self.epochs = epochs
-        self.verify = verify
+        self.map, self.epochs, self.verify = options.map, options.epochs, options.verify
         self.blocks = Blocks.from_manifest(m)
-        self._bytes_per_row = bytes_per_row
-        cache = None
-        if cache_dir is not None:
-            try:
-                limit = None if cache_limit is None else parse_size(cache_limit, "cache_limit")
-            except ValueError as err:
-                raise OptionError(str(err)) from err
-            cache = ShardCache(cache_dir, limit)
-        elif cache_limit is not None:
-            raise OptionError("cache_limit needs cache_dir (the directory to cache shards in)")
-        self.cache = cache
-        self._readers = ShardReaders(
-            snapshot.fs, snapshot.root, m.shards, schema, verify=verify, cache=cache
+        self.cache = (
+            ShardCache(options.cache_dir, options.cache_bytes) if options.cache_dir else None
+        )
+        readers = ShardReaders(
+            snapshot.fs, snapshot.root, m.shards, schema, verify=options.verify, cache=self.cache
+        )
+        depth = options.count_or_none(options.prefetch)
+        prefetch = PrefetchTuner(
+            start=depth or 2,
+            high=depth or max(2, min(16, PREFETCH_BYTES // max(1, bytes_per_row * batch_size))),
+            fixed=depth is not None,
         )
         # "auto": on local disk (and from a cache), decoding is CPU-bound and one thread per
         # core is best; the hill climber's explorations cost more than they found there
         # (benchmarks/replay.py). Remote reads wait on the network: threads waiting cost no
         # CPU, so start at the fetch pool's width (more for one request per record batch)
         # and let the climber move (benchmarks/remote.py).
+        reads = options.count_or_none(options.num_parallel_reads)
+        cores = os.cpu_count() or 1
         floor = min(cores, 16)
         local = storage.is_local(snapshot.fs)
-        wide = 4 * FETCH_STREAMS if self._readers.ranged else 2 * FETCH_STREAMS
-        self._tuner = ParallelismTuner(
-            start=reads or (floor if local else wide if self._readers.ranged else FETCH_STREAMS),
+        wide = 4 * FETCH_STREAMS if readers.ranged else 2 * FETCH_STREAMS
+        tuner = ParallelismTuner(
+            start=reads or (floor if local else wide if readers.ranged else FETCH_STREAMS),
             low=reads or floor,
             high=reads or (4 * floor if local else wide),
             fixed=reads is not None or local,
         )
-        self._windows = WindowPool(schema, self.columns, contiguous=bool(shuffle))
+        self._stats = Stats()
+        self._stats.window_rows = EpochPlan(self.blocks, self.plan_options, 0).window_rows
+        self._context = RunContext(
+            blocks=self.blocks,
+            plan_options=self.plan_options,
+            schema=schema,
+            columns=tuple(self.columns),
+            readers=readers,
+            tuner=tuner,
+            prefetch=prefetch,
+            stats=self._stats,
+            windows=WindowPool(schema, self.columns, contiguous=bool(options.shuffle)),
+            map=options.map,
+            map_takes_rng=options.map_takes_rng,
+            map_threads=cores,
+            bytes_per_row=bytes_per_row,
+            trace=trace,
+        )
         self._epoch = 0
         self._batch = 0
         self._pass_end: int | None = None
         self._run: Run | None = None
-        self._stats = Stats()
-        self._stats.window_rows = EpochPlan(self.blocks, self.plan_options, 0).window_rows
+
+    @property
+    def reads_by_range(self) -> bool:
+        """Whether shards are read one record batch at a time (a remote snapshot whose
+        shards do not fit the memory budget) rather than whole."""
+        return bool(self._context.readers.ranged)
 
     # --- sizes and state ----------------------------------------------------------------
 
@@ -226,11 +200,11 @@ class Loader:
     def stats(self) -> dict[str, Any]:
         """Throughput, time waiting for data, per-stage seconds and the settings in use."""
         s = self._stats
-        s.parallel_reads, s.prefetch = self._tuner.current, self._prefetch.current
+        s.parallel_reads, s.prefetch = self._context.tuner.current, self._context.prefetch.current
         if self._run is not None:
             s.consumer_wait = self._run.buffer.consumer_wait + self._run.wait_before
         out = s.to_dict()
-        out["bytes_read"] = self._readers.bytes_read
+        out["bytes_read"] = self._context.readers.bytes_read
         if self.cache is not None:
             c = self.cache
             out["cache"] = {"dir": str(c.dir), "hits": c.hits, "fills": c.fills,
@@ -243,7 +217,7 @@ class Loader:
         self.close()
         if self._pass_end is None or self._epoch >= self._pass_end:
             self._pass_end = None if self.epochs is None else self._epoch + self.epochs
-        run = Run(self, self._epoch, self._batch, self._pass_end)
+        run = Run(self._context, self._epoch, self._batch, self._pass_end)
         self._run = run
         if not self._stats.started:
             self._stats.started = time.perf_counter()
@@ -314,12 +288,3 @@ class Loader:
         run = getattr(self, "_run", None)
         if run is not None:
             run.close()
-
-
-def _accepts_rng(fn: Callable[..., Any]) -> bool:
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)

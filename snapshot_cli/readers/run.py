@@ -3,7 +3,9 @@
 ``snap-batch`` walks the plan window by window: ``snap-read_N`` threads decode the next
 window's record batches while the current window is served (permuted, gathered into batches,
 optionally mapped by ``snap-map_N`` threads) into the bounded prefetch buffer the consumer
-reads. :class:`Run` shares only immutable plan data with its :class:`~.loader.Loader`.
+reads. A :class:`Run` gets what it uses from its :class:`~.loader.Loader` as one explicit
+:class:`RunContext`: immutable plan data, plus the objects that outlive a pass (the tuners
+and stats it updates, the window arrays it reuses, the shard readers).
 """
 
 from __future__ import annotations
@@ -23,7 +25,35 @@ from .prefetch import Closed, PrefetchBuffer
 from .window import Window
 
 if TYPE_CHECKING:
-    from .loader import Batch, Loader
+    import pyarrow as pa
+
+    from .autotune import ParallelismTuner, PrefetchTuner
+    from .loader import Batch
+    from .plan import Blocks, PlanOptions
+    from .shard import ShardReaders
+    from .stats import Stats
+    from .trace import Tracer
+    from .window import WindowPool
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a loader's passes share; made once by the loader, handed to each :class:`Run`."""
+
+    blocks: Blocks
+    plan_options: PlanOptions
+    schema: pa.Schema
+    columns: tuple[str, ...]
+    readers: ShardReaders
+    tuner: ParallelismTuner
+    prefetch: PrefetchTuner
+    stats: Stats
+    windows: WindowPool
+    map: Callable[..., Batch] | None
+    map_takes_rng: bool
+    map_threads: int
+    bytes_per_row: int
+    trace: Tracer | None
 
 
 @dataclass
@@ -37,24 +67,24 @@ class _Pending:
 
 
 class Run:
-    """One iteration's threads. Shares only immutable plan data with the Loader."""
+    """One iteration's threads, working from a :class:`RunContext`."""
 
-    def __init__(self, loader: Loader, epoch: int, batch: int, end: int | None) -> None:
-        self.blocks, self.options = loader.blocks, loader.plan_options
-        self.schema, self.columns = loader.snapshot.schema, loader.columns
-        self.readers, self.tuner, self.prefetch = loader._readers, loader._tuner, loader._prefetch
-        self.stats, self.map, self.map_takes_rng = loader._stats, loader.map, loader._map_takes_rng
-        self.bytes_per_row = loader._bytes_per_row
-        self.trace = loader.trace
+    def __init__(self, ctx: RunContext, epoch: int, batch: int, end: int | None) -> None:
+        self.blocks, self.options = ctx.blocks, ctx.plan_options
+        self.schema, self.columns = ctx.schema, list(ctx.columns)
+        self.readers, self.tuner, self.prefetch = ctx.readers, ctx.tuner, ctx.prefetch
+        self.stats, self.map, self.map_takes_rng = ctx.stats, ctx.map, ctx.map_takes_rng
+        self.bytes_per_row = ctx.bytes_per_row
+        self.trace = ctx.trace
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
         self.buffer = PrefetchBuffer(self.prefetch.current)
-        self.wait_before = loader._stats.consumer_wait
+        self.wait_before = ctx.stats.consumer_wait
         self._plans: dict[int, EpochPlan] = {}
-        self.windows = loader._windows  # kept by the loader: later passes reuse the arrays
+        self.windows = ctx.windows  # kept by the loader: later passes reuse the arrays
         self.read_pool = ThreadPoolExecutor(self.tuner.high, thread_name_prefix="snap-read")
         self.map_pool = (
-            ThreadPoolExecutor(loader._cores, thread_name_prefix="snap-map") if self.map else None
+            ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
         )
         self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
         self.thread.start()

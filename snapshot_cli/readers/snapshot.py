@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,9 @@ from ..layout import MANIFEST_NAME, RUNS_DIR
 from ..manifest import Manifest, ShardEntry
 from .convert import batch_to_numpy
 from .loader import Loader
+from .options import Auto, LoaderOptions
 from .shard import ShardReaders
+from .trace import Tracer
 
 
 class Snapshot:
@@ -66,19 +68,58 @@ class Snapshot:
         batches = [readers.read_batch(index, j, rows) for j, rows in enumerate(sizes)]
         return pa.Table.from_batches(batches, schema=self.schema)
 
-    def loader(self, batch_size: int = 256, **options: Any) -> Loader:
+    def loader(
+        self,
+        batch_size: int = 256,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        epochs: int | None = 1,
+        rank: int | Auto = 0,
+        world_size: int | Auto = 1,
+        drop_last: bool = False,
+        columns: Sequence[str] | None = None,
+        shuffle_buffer: int | Auto = "auto",
+        num_parallel_reads: int | Auto = "auto",
+        prefetch: int | Auto = "auto",
+        map: Callable[..., Any] | None = None,  # noqa: A002
+        verify: bool = True,
+        trace: Tracer | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+    ) -> Loader:
         """A shuffling, prefetching loader of numpy batches; see :class:`Loader`.
 
-        Options: ``shuffle=True, seed=0, epochs=1 (None: forever), rank=0, world_size=1
-        ("auto": torch.distributed or RANK/WORLD_SIZE), drop_last=False, columns=None,
-        shuffle_buffer="auto" (records; default 256 MiB worth), num_parallel_reads="auto",
-        prefetch="auto", map=None (fn(batch) or fn(batch, rng)), verify=True, trace=None``
-        (a :class:`~snapshot_cli.readers.trace.Tracer` recording each stage, as ``snap bench
-        --trace`` does), ``cache_dir=None, cache_limit=None`` (remote snapshots: keep fetched
-        shards in this local directory, shared by every process on the machine, at most
-        ``cache_limit`` bytes such as ``"50GiB"``; see :mod:`snapshot_cli.readers.cache`).
+        Args:
+            batch_size: records per batch (per rank).
+            shuffle, seed: shuffle after the snapshot, deterministic in (seed, epoch).
+            epochs: epochs per ``for`` loop over the loader (None: forever).
+            rank, world_size: this process's share ("auto": torch.distributed, or the RANK
+                and WORLD_SIZE environment variables).
+            drop_last: drop the last partial batch of each epoch (per rank).
+            columns: the columns to read (None: all).
+            shuffle_buffer: records in the shuffle window ("auto": 256 MiB worth).
+            num_parallel_reads, prefetch: threads decoding, batches ready ("auto": tuned).
+            map: ``fn(batch)`` or ``fn(batch, rng)`` applied in threads to each batch.
+            verify: check each shard's crc32c before its first use.
+            trace: a :class:`~snapshot_cli.readers.trace.Tracer` recording each stage, as
+                ``snap bench --trace`` does.
+            cache_dir, cache_limit: remote snapshots: keep fetched shards in this local
+                directory, shared by every process on the machine, at most ``cache_limit``
+                bytes such as ``"50GiB"`` (see :mod:`snapshot_cli.readers.cache`).
+
+        Raises:
+            OptionError: a value that cannot work, naming the option.
         """
-        return Loader(self, batch_size, **options)
+        options = LoaderOptions(
+            shuffle=shuffle, seed=seed, epochs=epochs, rank=rank, world_size=world_size,
+            drop_last=drop_last, columns=None if columns is None else tuple(columns),
+            shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
+            prefetch=prefetch, map=map, verify=verify,
+            cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+            cache_limit=cache_limit,
+        )  # fmt: skip
+        return Loader(self, batch_size, options, trace)
 
     def head(self, n: int = 5, columns: list[str] | None = None) -> list[dict[str, Any]]:
         """The first ``n`` records in the order written, one ``{column: value}`` each.

@@ -61,7 +61,7 @@ def test_over_budget_reads_batches_by_range(remote: str, monkeypatch: pytest.Mon
     counted = snap.open(remote.replace("memory://", "countmem://"))
     Counting.served = 0
     loader = counted.loader(64, seed=1, num_parallel_reads=4)
-    assert loader._readers.ranged
+    assert loader.reads_by_range
     ranged = [b["label"] for b in loader]
     np.testing.assert_array_equal(np.concatenate(ranged), np.concatenate(whole))
     assert sorted(np.concatenate(ranged).tolist()) == list(range(1200))

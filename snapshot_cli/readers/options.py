@@ -1,0 +1,104 @@
+"""How a loader reads a snapshot: one frozen, self-validating options object (as grain's
+``ReadOptions``). Every check of a loader option is here, made when the object is made, so a
+bad value is an :class:`~snapshot_cli.OptionError` naming the option before anything is
+opened or started (pure: no I/O, no threads)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import OptionError
+from ..units import parse_size
+
+Auto = Literal["auto"]
+
+
+def _auto_or_count(value: Any, name: str) -> None:
+    if value == "auto":
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise OptionError(f"{name} must be 'auto' or an integer >= 1, got {value!r}")
+
+
+def _accepts_rng(fn: Callable[..., Any]) -> bool:
+    """Whether ``map`` takes a second argument (the per-batch random generator)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    """Everything but the batch size; see :meth:`snapshot_cli.Snapshot.loader` for each.
+
+    ``rank``/``world_size`` "auto" are resolved by the loader (they read the environment);
+    ``cache_limit`` is kept in bytes; ``columns`` as a tuple (None: every column).
+    """
+
+    shuffle: bool = True
+    seed: int = 0
+    epochs: int | None = 1
+    rank: int | Auto = 0
+    world_size: int | Auto = 1
+    drop_last: bool = False
+    columns: tuple[str, ...] | None = None
+    shuffle_buffer: int | Auto = "auto"
+    num_parallel_reads: int | Auto = "auto"
+    prefetch: int | Auto = "auto"
+    map: Callable[..., Any] | None = None
+    verify: bool = True
+    cache_dir: str | None = None
+    cache_limit: int | str | None = None  # bytes once made ("50GiB" is parsed)
+    map_takes_rng: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        epochs = self.epochs
+        if epochs is not None and (
+            isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1
+        ):
+            raise OptionError(f"epochs must be None (forever) or an integer >= 1, got {epochs!r}")
+        for name in ("shuffle_buffer", "num_parallel_reads", "prefetch"):
+            _auto_or_count(getattr(self, name), name)
+        if self.map is not None and not callable(self.map):
+            raise OptionError(f"map must be a function of a batch, got {self.map!r}")
+        if self.columns is not None:
+            if isinstance(self.columns, str):
+                raise OptionError(f"columns must be a list of names, got {self.columns!r}")
+            object.__setattr__(self, "columns", tuple(self.columns))
+        if self.cache_dir is not None:
+            object.__setattr__(self, "cache_dir", os.fspath(self.cache_dir))
+        if self.cache_limit is not None:
+            if self.cache_dir is None:
+                raise OptionError("cache_limit needs cache_dir (the directory to cache shards in)")
+            try:
+                object.__setattr__(self, "cache_limit", parse_size(self.cache_limit, "cache_limit"))
+            except ValueError as err:
+                raise OptionError(str(err)) from err
+        object.__setattr__(self, "map_takes_rng", self.map is not None and _accepts_rng(self.map))
+
+    def column_names(self, available: list[str]) -> list[str]:
+        """The columns to read, checked against the snapshot's."""
+        names = list(available) if self.columns is None else list(self.columns)
+        unknown = [c for c in names if c not in available]
+        if unknown or (not names and available):
+            raise OptionError(
+                f"unknown columns {unknown or '(none selected)'}; the snapshot has {available}"
+            )
+        return names
+
+    @property
+    def cache_bytes(self) -> int | None:
+        """``cache_limit`` in bytes (None: no limit)."""
+        return None if self.cache_limit is None else int(self.cache_limit)
+
+    @staticmethod
+    def count_or_none(value: int | Auto) -> int | None:
+        """An "auto or N" option as N, or None for "auto"."""
+        return None if value == "auto" else int(value)
