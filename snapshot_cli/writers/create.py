@@ -27,7 +27,6 @@ from .. import layout, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError
 from ..manifest import Manifest, changed_parts
 from ..progress import Progress
-from ..units import parse_size
 from . import commit as commit_mod
 from . import inputs as inputs_mod
 from . import lease as lease_mod
@@ -36,7 +35,7 @@ from . import runs as runs_mod
 from . import shipping
 from . import worker as worker_mod
 from .executors import InProcessExecutor, make_executor
-from .options import Compression, WriteOptions, plan_tasks
+from .options import CreateOptions, WriteOptions, plan_tasks
 from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")
@@ -78,29 +77,6 @@ def _info(
         tasks_resumed=resumed,
         run=m.run,
     )
-
-
-def _options(
-    shard_size: str | int,
-    compression: str,
-    level: int | None,
-    batch_rows: int | None,
-    batch_bytes: str | int | None,
-    inputs_per_task: int | None,
-) -> WriteOptions:
-    try:
-        kwargs: dict[str, Any] = {
-            "shard_size": parse_size(shard_size, "shard_size"),
-            "compression": Compression(compression, level),
-            "inputs_per_task": inputs_per_task,
-        }
-        if batch_rows is not None:
-            kwargs["batch_rows"] = batch_rows
-        if batch_bytes is not None:
-            kwargs["batch_bytes"] = parse_size(batch_bytes, "batch_bytes")
-        return WriteOptions(**kwargs)
-    except ValueError as err:
-        raise OptionError(str(err)) from err
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -173,14 +149,30 @@ def create(
         SnapError: any of its subclasses, with a message that says what to do.
     """
     started = time.time()
-    options = _options(shard_size, compression, level, batch_rows, batch_bytes, inputs_per_task)
-    if workers is None:
-        workers = 0 if executor == "ray" else (os.cpu_count() or 1)
-    ex = make_executor(executor, workers, ray_address)
+    how = CreateOptions(
+        workers=workers, executor=executor, ray_address=ray_address, shard_size=shard_size,
+        compression=compression, level=level, batch_rows=batch_rows, batch_bytes=batch_bytes,
+        inputs_per_task=inputs_per_task, overwrite=overwrite, storage_options=storage_options,
+        progress=progress, wait=wait, lease_ttl=lease_ttl,
+    )  # fmt: skip
+    return _create(pipeline, output, inputs, inputs_from, params, how, started)
+
+
+def _create(
+    pipeline: str | Callable[..., Any],
+    output: str | os.PathLike[str],
+    inputs: str | os.PathLike[str] | Iterable[Any] | None,
+    inputs_from: str | Callable[[], Any] | None,
+    params: dict[str, Any] | None,
+    how: CreateOptions,
+    started: float,
+) -> CreateInfo:
+    options, overwrite, storage_options = how.write, how.overwrite, how.storage_options
+    ex = make_executor(how.executor, how.worker_count, how.ray_address)
     ref = pipeline_mod.resolve(pipeline)
     if isinstance(ex, InProcessExecutor):
         ex.function = ref.function
-    in_process = executor != "ray" and workers == 0
+    in_process = how.in_process
     params = pipeline_mod.check_json(params or {}, "params")
     found = inputs_mod.resolve(inputs, inputs_from, storage_options)
     identity = inputs_mod.Identity(ref.code_hash, params, found)
@@ -228,7 +220,7 @@ def create(
     # before any work, so that a function that cannot be shipped is refused at once.
     payload = None if in_process or not ref.by_value else shipping.ship(ref.function, ref.name)
 
-    lease = _wait_for_lease(fs, root, lease_ttl, wait, url, reusable)
+    lease = _wait_for_lease(fs, root, how.lease_ttl, how.wait, url, reusable)
     if not isinstance(lease, lease_mod.Lease):
         log.info("another writer committed %s meanwhile; reusing it", url)
         return _info(url, lease, started, reused=True)
@@ -249,7 +241,7 @@ def create(
         if done:
             log.info("resuming run %s: %d of %d tasks already done", run, len(done), len(plan))
         job = Job(url, storage_options or {}, run, ref.spec, params, options.to_json(), payload)
-        bar = Progress(len(plan), len(done)) if progress else None
+        bar = Progress(len(plan), len(done)) if how.progress else None
         results = dict(done)
 
         def on_result(result: dict[str, Any]) -> None:

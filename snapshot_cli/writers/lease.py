@@ -25,8 +25,9 @@ from fsspec import AbstractFileSystem
 
 from .. import layout, storage
 from ..errors import LeaseError
+from .options import DEFAULT_LEASE_TTL
 
-DEFAULT_TTL = 30.0  # seconds; a dead writer on another host is taken over within this
+DEFAULT_TTL = DEFAULT_LEASE_TTL
 
 
 @dataclass(frozen=True)

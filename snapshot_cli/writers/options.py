@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from ..units import MiB
+from ..errors import OptionError
+from ..units import MiB, parse_size
 
 CODECS = {"zstd": "zstd", "lz4": "lz4_frame", "none": None}
 DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (MEASUREMENTS.md)
@@ -134,3 +136,76 @@ def plan_tasks(sizes: list[int], inputs_per_task: int | None = None) -> list[ran
         plan.append(range(start, end))
         start = end
     return plan
+
+
+EXECUTORS = ("local", "ray")
+DEFAULT_LEASE_TTL = 30.0  # seconds; a dead writer on another host is taken over within this
+
+
+@dataclass(frozen=True)
+class CreateOptions:
+    """How ``create`` runs: everything but what it runs (pipeline, inputs, params) and where
+    (OUTPUT). Frozen and checked when made: a bad value is an OptionError naming the option,
+    before anything is read or started. See :func:`snapshot_cli.create` for each option."""
+
+    workers: int | None = None
+    executor: str = "local"
+    ray_address: str | None = None
+    shard_size: str | int = "256MiB"
+    compression: str = "zstd"
+    level: int | None = None
+    batch_rows: int | None = None
+    batch_bytes: str | int | None = None
+    inputs_per_task: int | None = None
+    overwrite: bool = False
+    storage_options: dict[str, Any] | None = None
+    progress: bool = False
+    wait: bool = True
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    write: WriteOptions = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise OptionError(
+                f"executor {self.executor!r} is not available; this version of snap has: "
+                + ", ".join(EXECUTORS)
+            )
+        if self.ray_address is not None and self.executor != "ray":
+            raise OptionError("--ray-address applies to --executor ray only")
+        workers = self.workers
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers < 0
+        ):
+            raise OptionError(f"--workers must be an integer >= 0, got {workers!r}")
+        if isinstance(self.lease_ttl, bool) or not (
+            isinstance(self.lease_ttl, (int, float)) and self.lease_ttl > 0
+        ):
+            raise OptionError(f"lease_ttl must be a number of seconds > 0, got {self.lease_ttl!r}")
+        try:
+            write = WriteOptions(
+                shard_size=parse_size(self.shard_size, "shard_size"),
+                compression=Compression(self.compression, self.level),
+                batch_bytes=(
+                    WriteOptions.batch_bytes
+                    if self.batch_bytes is None
+                    else parse_size(self.batch_bytes, "batch_bytes")
+                ),
+                batch_rows=WriteOptions.batch_rows if self.batch_rows is None else self.batch_rows,
+                inputs_per_task=self.inputs_per_task,
+            )
+        except ValueError as err:
+            raise OptionError(str(err)) from err
+        object.__setattr__(self, "write", write)
+
+    @property
+    def worker_count(self) -> int:
+        """Workers to start: the given number, else one per CPU (none for Ray, whose cluster
+        decides)."""
+        if self.workers is not None:
+            return self.workers
+        return 0 if self.executor == "ray" else (os.cpu_count() or 1)
+
+    @property
+    def in_process(self) -> bool:
+        """The pipeline runs in the calling process (``workers=0``, local executor)."""
+        return self.executor != "ray" and self.worker_count == 0
