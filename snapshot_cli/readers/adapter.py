@@ -42,7 +42,19 @@ def ahead(
         yield pending.popleft()
 
 
-class Adapter(Generic[U]):
+class LoaderFacing:
+    """What every wrapper of a loader answers straight from it (its length and stats)."""
+
+    loader: Loader
+
+    def stats(self) -> dict[str, Any]:
+        return self.loader.stats()
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+
+class Adapter(LoaderFacing, Generic[U]):
     """Iterates ``loader`` converting each batch with :meth:`_start` / :meth:`_finish`."""
 
     def __init__(self, loader: Loader, depth: int = 0) -> None:
@@ -97,12 +109,6 @@ class Adapter(Generic[U]):
 
     def set_epoch(self, epoch: int) -> None:
         self.loader.set_epoch(epoch)
-
-    def stats(self) -> dict[str, Any]:
-        return self.loader.stats()
-
-    def __len__(self) -> int:
-        return len(self.loader)
 
     def close(self) -> None:
         self.loader.close()

@@ -69,6 +69,7 @@ import numpy as np
 
 from .. import schema as schema_mod
 from ..errors import OptionError
+from .adapter import LoaderFacing
 from .window import ALIGN
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
     return value  # from_generator copies it into a tensor
 
 
-class TFBatches:
+class TFBatches(LoaderFacing):
     """The Python side of ``loader.to_tf()``: calling it is one pass over the dataset.
 
     ``from_generator`` calls it for each new iterator over the dataset. A pass yields exactly
@@ -269,12 +270,6 @@ class TFBatches:
         self._stop_reading()
         self._pass += 1
         self.loader.set_epoch(epoch)
-
-    def stats(self) -> dict[str, Any]:
-        return self.loader.stats()
-
-    def __len__(self) -> int:
-        return len(self.loader)
 
     def close(self) -> None:
         """Stop the loader's threads (a later pass starts them again)."""

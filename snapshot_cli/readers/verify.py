@@ -114,24 +114,19 @@ def _fast_check(
 ) -> ShardCheck:
     path = storage.join(root, entry.path)
     result = ShardCheck(entry.path, storage.to_url(fs, path), entry.bytes, entry.records, "size")
-    try:
+
+    def problem() -> str | None:
         size, crc = storage.stored_checksum(fs, path)
-    except FileNotFoundError:
-        result.problem = "missing"
-        return result
-    except (OSError, SnapError) as err:
-        _raise_storage_fault(err, result.url)
-        result.problem = f"cannot be read: {err}"
-        return result
-    if size != entry.bytes:
-        result.problem = f"has {size} bytes, the manifest says {entry.bytes}"
-    elif crc is not None:
+        if size != entry.bytes:
+            return f"has {size} bytes, the manifest says {entry.bytes}"
+        if crc is None:
+            return None
         result.check = "storage-crc32c"
         if crc != entry.crc32c:
-            result.problem = f"crc32c {crc} (reported by the storage), the manifest says " + (
-                entry.crc32c
-            )
-    return result
+            return f"crc32c {crc} (reported by the storage), the manifest says {entry.crc32c}"
+        return None
+
+    return _checked(result, problem)
 
 
 def _full_check(
@@ -139,10 +134,20 @@ def _full_check(
 ) -> ShardCheck:
     path = storage.join(root, entry.path)
     result = ShardCheck(entry.path, storage.to_url(fs, path), entry.bytes, entry.records, "full")
+    return _checked(
+        result,
+        lambda: (
+            (storage.local_file_problem(root, path) if local else None)
+            or _problem(fs, path, entry, schema, local)
+        ),
+    )
+
+
+def _checked(result: ShardCheck, problem: Callable[[], str | None]) -> ShardCheck:
+    """``result`` with the problem ``problem()`` finds; a missing or unreadable shard is a
+    problem too, a failing storage is not (it stops verify)."""
     try:
-        result.problem = (storage.local_file_problem(root, path) if local else None) or _problem(
-            fs, path, entry, schema, local
-        )
+        result.problem = problem()
     except FileNotFoundError:
         result.problem = "missing"
     except (OSError, SnapError) as err:
