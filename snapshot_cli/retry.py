@@ -13,8 +13,9 @@ import contextlib
 import errno
 import logging
 import random
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 log = logging.getLogger(__name__)
@@ -66,15 +67,33 @@ def is_transient(err: BaseException) -> bool:
     return False
 
 
-def worth_a_new_try(err: BaseException) -> bool:
-    """Transient, and not already retried by :func:`retrying` (one layer of retries only)."""
-    current: BaseException | None = err
+def _causes(err: BaseException) -> Iterator[BaseException]:
     seen: set[int] = set()
+    current: BaseException | None = err
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if getattr(current, "snap_tries", 1) > 1:
-            return False
+        yield current
         current = current.__cause__ or current.__context__
+
+
+def client_tries(err: BaseException) -> int:
+    """How many times the storage client already tried the call that raised ``err``: gcsfs
+    retries what its ``is_retriable`` accepts (5xx, 408, 429, dropped connections) 6 times
+    on its own. Then snap does not retry again: one layer of retries, not 6 x 6."""
+    gcs_retry = sys.modules.get("gcsfs.retry")
+    if gcs_retry is None:
+        return 0
+    for e in _causes(err):
+        if type(e).__module__.startswith("gcsfs") and gcs_retry.is_retriable(e):
+            gcs_core = sys.modules.get("gcsfs.core")
+            return int(getattr(getattr(gcs_core, "GCSFileSystem", None), "retries", 1))
+    return 0
+
+
+def worth_a_new_try(err: BaseException) -> bool:
+    """Transient, and not already retried by :func:`retrying` (one layer of retries only)."""
+    if any(getattr(e, "snap_tries", 1) > 1 for e in _causes(err)) or client_tries(err):
+        return False
     return is_transient(err)
 
 
@@ -90,16 +109,19 @@ def retrying(fn: Callable[[], T], what: str = "", attempts: int | None = None) -
     """Call ``fn``; retry transient failures with exponential backoff and full jitter.
 
     Bounded: after ``RETRY_ATTEMPTS`` tries (about 15 s of waiting in all) the last error
-    propagates. Permanent failures (missing, forbidden, exists) propagate at once.
+    propagates. Permanent failures (missing, forbidden, exists) propagate at once, and so do
+    failures the storage client already retried itself (:func:`client_tries`); the error
+    carries ``snap_tries``, the number of tries made, for the message.
     """
     tries = attempts or RETRY_ATTEMPTS
     for attempt in range(tries):
         try:
             return fn()
         except Exception as err:
-            if attempt + 1 >= tries or not is_transient(err):
+            by_client = client_tries(err)
+            if attempt + 1 >= tries or not is_transient(err) or by_client:
                 with contextlib.suppress(AttributeError):  # for the message: how many tries
-                    err.snap_tries = attempt + 1  # type: ignore[attr-defined]
+                    err.snap_tries = max(attempt + 1, by_client)  # type: ignore[attr-defined]
                 raise
             back_off(attempt, what or "calling the storage", err)
     raise AssertionError("unreachable")

@@ -277,8 +277,8 @@ def preprocess(k: int) -> Iterator[dict[str, Any]]:
 def test_storage_survives_real_server_errors(
     gcs: GcsServer, status: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """503: gcsfs retries it itself (after 1-2 s), snap's retries are the second line. 425:
-    gcsfs passes it through at once, so it is snap's own retrying that must recover."""
+    """503: gcsfs retries it itself (after 1-2 s), and snap does not retry it again (one layer
+    of retries). 425: gcsfs passes it through at once, so snap's own retrying recovers."""
     snap_retries: list[float] = []
     real_sleep = retry.time.sleep
 
@@ -309,5 +309,26 @@ def test_storage_survives_real_server_errors(
     assert proxy.injected >= 3, (proxy.requests, proxy.injected)
     if status == 425:  # every failure was retried by snap, once
         assert len(snap_retries) == proxy.injected, (snap_retries, proxy.injected)
+    else:  # gcsfs retried each itself: snap adds no second layer of retries
+        assert snap_retries == [], snap_retries
     assert proxy.forwarded == proxy.requests - proxy.injected
     assert direct.cat_file(f"{root}/lock") == b"first"  # what the server really holds
+
+
+@pytest.mark.parametrize(("code", "by_gcsfs"), [(503, True), (429, True), (425, False)])
+def test_what_gcsfs_retried_itself_is_not_retried_again(code: int, by_gcsfs: bool) -> None:
+    from gcsfs.retry import HttpError
+
+    calls: list[int] = []
+
+    def failing() -> None:
+        calls.append(1)
+        raise HttpError({"code": code, "message": "busy"})
+
+    wrapped = RuntimeError("outer")
+    wrapped.__cause__ = HttpError({"code": code, "message": "busy"})
+    assert (retry.client_tries(wrapped) > 1) is by_gcsfs
+    with pytest.raises(HttpError) as caught:
+        retry.retrying(failing, attempts=3)
+    assert len(calls) == (1 if by_gcsfs else 3)
+    assert caught.value.snap_tries == (6 if by_gcsfs else 3)  # type: ignore[attr-defined]
