@@ -1,0 +1,62 @@
+"""The layout README's "Development" section describes is the code's: readers and writers never
+import each other, the shared and storage modules import neither (nor the CLI), every module
+is named there, and none is over 400 lines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "snapshot_cli"
+SHARED = ["manifest", "layout", "schema", "units", "errors", "progress", "storage", "protocols",
+          "faults", "hdfs", "retry"]  # fmt: skip
+
+
+def imported(path: Path) -> set[str]:
+    """The snapshot_cli modules ``path`` imports, as dotted names below the package."""
+    package = path.relative_to(PACKAGE).parent.parts
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(package[: len(package) - node.level + 1])
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            names = [".".join(target)] + [".".join([*target, a.name]) for a in node.names]
+            out.update(n for n in names if n)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("snapshot_cli"):
+            out.add(node.module.removeprefix("snapshot_cli.") if node.module else "")
+    return out
+
+
+def modules(sub: str = "") -> list[Path]:
+    return sorted((PACKAGE / sub).glob("*.py"))
+
+
+@pytest.mark.parametrize(("side", "other"), [("readers", "writers"), ("writers", "readers")])
+def test_readers_and_writers_are_siblings(side: str, other: str) -> None:
+    for path in modules(side):
+        wrong = sorted(m for m in imported(path) if m.split(".")[0] == other)
+        assert not wrong, f"{path.relative_to(REPO)} imports {wrong}"
+
+
+def test_shared_modules_import_no_side_and_not_the_cli() -> None:
+    for name in SHARED:
+        path = PACKAGE / f"{name}.py"
+        wrong = sorted(m for m in imported(path)
+                       if m.split(".")[0] in ("readers", "writers", "cli", "cli_io", "render",
+                                               "report", "facade"))  # fmt: skip
+        assert not wrong, f"{path.relative_to(REPO)} imports {wrong}"
+
+
+def test_every_module_is_in_the_readme_and_none_is_long() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Development") :]
+    for path in [*modules(), *modules("readers"), *modules("writers")]:
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        lines = len(path.read_text().splitlines())
+        assert lines <= 400, f"{path.relative_to(REPO)} has {lines} lines"
+        assert f"`{path.name}`" in section, f"README's Development section lacks {path.name}"
