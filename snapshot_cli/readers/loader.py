@@ -92,7 +92,13 @@ class Loader:
             ShardCache(options.cache_dir, options.cache_bytes) if options.cache_dir else None
         )
         readers = ShardReaders(
-            snapshot.fs, snapshot.root, m.shards, schema, verify=options.verify, cache=self.cache
+            snapshot.fs,
+            snapshot.root,
+            m.shards,
+            schema,
+            verify=options.verify,
+            cache=self.cache,
+            deferred_checks=True,
         )
         depth = options.count_or_none(options.prefetch)
         prefetch = PrefetchTuner(

@@ -326,3 +326,33 @@ def test_empty_snapshot_yields_nothing(tmp_path: Path) -> None:
     assert info.num_records == 0 and info.num_shards == 0
     loader = snap.open(str(tmp_path / "s")).loader(batch_size=4)
     assert list(loader) == [] and len(loader) == 0
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_damaged_shard_met_mid_window_yields_none_of_its_records(
+    tmp_path: Path, shuffle: bool
+) -> None:
+    """Checksums are computed while batches decode (not in a pass before them); still no record
+    of a shard whose crc32c is wrong reaches the consumer, even when its bytes decode."""
+
+    def preprocess(i: int) -> Any:
+        for k in range(50):
+            yield {"label": i * 50 + k, "x": np.full(64, k, np.uint8)}
+
+    out = str(tmp_path / "s")
+    snap.create(preprocess, out, inputs=[0, 1, 2, 3], workers=0, inputs_per_task=1,
+                compression="none")  # fmt: skip
+    s = snap.open(out)
+    victim = s.shards[2]
+    shard_file = Path(out) / victim.path
+    data = bytearray(shard_file.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a value byte: the file still decodes, its checksum is wrong
+    shard_file.write_bytes(bytes(data))
+    with snap.open(out).loader(10, shuffle=shuffle, shuffle_buffer=60) as loader:
+        seen: list[int] = []
+        with pytest.raises(snap.CorruptShardError, match=f"{victim.path} is damaged: crc32c"):
+            for batch in loader:
+                seen.extend(int(v) for v in batch["label"])
+    owner = {label // 50 for label in seen}
+    assert 2 not in owner, sorted(owner)
+    assert snap_threads() == []
