@@ -92,13 +92,7 @@ class Loader:
             ShardCache(options.cache_dir, options.cache_bytes) if options.cache_dir else None
         )
         readers = ShardReaders(
-            snapshot.fs,
-            snapshot.root,
-            m.shards,
-            schema,
-            verify=options.verify,
-            cache=self.cache,
-            deferred_checks=True,
+            snapshot.fs, snapshot.root, m.shards, schema, verify=options.verify, cache=self.cache
         )
         depth = options.count_or_none(options.prefetch)
         prefetch = PrefetchTuner(

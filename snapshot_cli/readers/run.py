@@ -64,7 +64,6 @@ class _Pending:
     futures: list[Future[float]]
     started: float
     nbytes: int
-    shards: frozenset[int]  # whose checksums must be confirmed before the window is served
 
 
 class Run:
@@ -84,9 +83,6 @@ class Run:
         self._plans: dict[int, EpochPlan] = {}
         self.windows = ctx.windows  # kept by the loader: later passes reuse the arrays
         self.read_pool = ThreadPoolExecutor(self.tuner.high, thread_name_prefix="snap-read")
-        # checksums of shards met for the first time, computed while their batches decode
-        self.check_pool = ThreadPoolExecutor(1, thread_name_prefix="snap-crc")
-        self.readers.check_pool = self.check_pool
         self.map_pool = (
             ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
         )
@@ -174,13 +170,11 @@ class Run:
         n = max(1, min(self.tuner.current, len(segments)))
         started = time.perf_counter()
         futures = [self.read_pool.submit(worker) for _ in range(n)]
-        shards = frozenset(int(blocks.shard[seg.block]) for seg in segments)
-        return _Pending(window, futures, started, (b - a) * self.bytes_per_row, shards)
+        return _Pending(window, futures, started, (b - a) * self.bytes_per_row)
 
     def _finish(self, pending: _Pending) -> Window:
         waited = time.perf_counter()
         done = max([f.result() for f in pending.futures], default=pending.started)
-        self.readers.confirm(pending.shards)  # no record of a damaged shard is served
         if self.trace is not None:
             self.trace.add("wait for window", waited, time.perf_counter())
         pending.window.finish()
@@ -253,8 +247,5 @@ class Run:
         if self.thread is not threading.current_thread():
             self.thread.join()
         self.read_pool.shutdown(wait=True, cancel_futures=True)
-        if self.readers.check_pool is self.check_pool:
-            self.readers.check_pool = None
-        self.check_pool.shutdown(wait=True, cancel_futures=True)
         if self.map_pool is not None:
             self.map_pool.shutdown(wait=True, cancel_futures=True)

@@ -23,8 +23,6 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,15 +63,8 @@ class ShardReaders:
         max_bytes: int | None = None,
         cache: ShardCache | None = None,
         fetcher: Fetcher | None = None,
-        deferred_checks: bool = False,
     ) -> None:
         self._fs, self._pid = fs, os.getpid()
-        # With deferred_checks (the loader), a local shard's crc32c is computed in the
-        # background while its record batches decode, instead of in a pass before them: the
-        # caller must confirm() a shard before any of its records are used.
-        self.deferred_checks = deferred_checks
-        self._checks: dict[int, tuple[Future[str], tuple[Any, ...]]] = {}
-        self.check_pool: ThreadPoolExecutor | None = None  # set by a running pass (run.py)
         self.root, self.shards, self.schema, self.verify = root, shards, schema, verify
         self.local = storage.is_local(fs)
         max_bytes = MEMORY_BUDGET if max_bytes is None else max_bytes
@@ -143,9 +134,6 @@ class ShardReaders:
                 )
             key = (path, size, os.stat(path).st_mtime_ns, entry.crc32c) if self.local else None
             if self.verify and i not in self._verified and key not in _verified_local:
-                if self.local and self.deferred_checks and self.check_pool and key is not None:
-                    self._defer_check(i, path, key)
-                    return source, size, held
                 crc = crc32c_file(path) if self.local else crc32c_buffer(source)
                 if crc != entry.crc32c:
                     raise CorruptShardError(
@@ -158,40 +146,6 @@ class ShardReaders:
             raise CorruptShardError(f"shard {url} is missing") from err
         self._verified.add(i)
         return source, size, held
-
-    def _defer_check(self, i: int, path: str, key: tuple[Any, ...]) -> None:
-        with self._lock:
-            if i in self._checks or self.check_pool is None:
-                return
-            self._checks[i] = (self.check_pool.submit(crc32c_file, path), key)
-
-    def confirm(self, shards: Iterable[int]) -> None:
-        """Wait for the deferred checksums of ``shards``; CorruptShardError if one is wrong.
-        Called before any record of those shards reaches the consumer."""
-        for i in sorted(set(shards)):
-            with self._lock:
-                pending = self._checks.get(i)
-            if pending is None:
-                continue
-            future, key = pending
-            try:  # (cancelled by the pass that started it: this pass computes it)
-                crc = (
-                    crc32c_file(key[0])
-                    if future.cancel() or future.cancelled()
-                    else (future.result())
-                )
-            except FileNotFoundError as err:
-                raise CorruptShardError(f"shard {self.url(i)} is missing") from err
-            entry = self.shards[i]
-            if crc != entry.crc32c:
-                raise CorruptShardError(
-                    f"shard {self.url(i)} is damaged: crc32c {crc}, the manifest says "
-                    f"{entry.crc32c}; recreate the snapshot with snap create --overwrite"
-                )
-            _verified_local.add(key)
-            with self._lock:
-                self._checks.pop(i, None)
-                self._verified.add(i)
 
     def _open_source(self, i: int, path: str) -> tuple[Any, int, CachedShard | None]:
         if self.local:
