@@ -79,6 +79,13 @@ class Run:
     def records(self) -> list[int]:
         return sorted(int(i) for b in snap.open(self.url).loader(4) for i in b["i"])
 
+    def resumes(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With the fault gone, the same create finishes with every record."""
+        monkeypatch.delenv(faultfs.ENV, raising=False)
+        again = self.create()
+        assert again.exit_code == 0, again.output
+        assert self.records() == RECORDS
+
     def leftovers(self) -> list[Path]:
         return [p for p in self.out.rglob("*") if p.name.endswith(".tmp")]
 
@@ -119,10 +126,7 @@ def fault_then_resume(
     else:
         assert_one_line_fault(res, plan)
         assert not (run.out / "manifest.json").exists()
-    monkeypatch.delenv(faultfs.ENV, raising=False)
-    again = run.create()
-    assert again.exit_code == 0, again.output
-    assert run.records() == RECORDS
+    run.resumes(monkeypatch)
 
 
 def test_the_sweep_reaches_every_phase_of_create(
@@ -199,10 +203,7 @@ def test_a_disk_filling_up_mid_shard(
         assert plan.fired(), budget
         assert_one_line_fault(res, plan)
         assert not run.leftovers()
-        monkeypatch.delenv(faultfs.ENV, raising=False)
-        again = run.create()
-        assert again.exit_code == 0, again.output
-        assert run.records() == RECORDS
+        run.resumes(monkeypatch)
 
 
 def test_a_fault_tidying_up_after_the_commit_is_a_warning(
