@@ -22,9 +22,14 @@ from .errors import ManifestError
 from .layout import MANIFEST_NAME
 
 FORMAT = "snap"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: per record batch crc32c (``batch_crc32c``); readers also read 1
+READABLE_VERSIONS = (1, 2)
+# What the fingerprint's "format" part says: how records are encoded in shards. Format 2 only
+# added checksums to the manifest, so a snapshot written as format 1 is still up to date.
+RECORDS_FORMAT = 1
 
 _CRC_RE = re.compile(r"^[0-9a-f]{8}$")
+_HEX_RE = re.compile(r"^[0-9a-f]*$")
 
 
 def canonical_json(value: Any) -> str:
@@ -54,7 +59,7 @@ def fingerprint(
         "code": code_hash,
         "params": sha256_text(canonical_json(params)),
         "inputs": sha256_text(canonical_json(inputs)),
-        "format": FORMAT_VERSION,
+        "format": RECORDS_FORMAT,
     }
     return sha256_text(canonical_json(parts)), parts
 
@@ -71,7 +76,9 @@ class ShardEntry:
 
     ``batch_rows`` is the number of records in each record batch, run-length encoded as
     ``((rows, count), ...)``: readers plan reads and shuffles per record batch without
-    opening the shard.
+    opening the shard. ``batch_crc32c`` (format 2; "" in format 1 and where the writer could
+    not tell) is each record batch's crc32c, 8 hex digits each, concatenated: the bytes of
+    the batch's message as the file's footer places them (:mod:`.ipc_blocks`).
     """
 
     path: str
@@ -81,6 +88,7 @@ class ShardEntry:
     uncompressed_bytes: int
     crc32c: str
     batch_rows: tuple[tuple[int, int], ...]
+    batch_crc32c: str = ""
 
     def batch_sizes(self) -> list[int]:
         """Records in each record batch, in order."""
@@ -95,6 +103,7 @@ class ShardEntry:
             "uncompressed_bytes": self.uncompressed_bytes,
             "crc32c": self.crc32c,
             "batch_rows": [list(pair) for pair in self.batch_rows],
+            "batch_crc32c": self.batch_crc32c,
         }
 
     @classmethod
@@ -110,6 +119,7 @@ class ShardEntry:
                 uncompressed_bytes=d["uncompressed_bytes"],
                 crc32c=d["crc32c"],
                 batch_rows=_pairs(d["batch_rows"], where),
+                batch_crc32c=d.get("batch_crc32c", ""),
             )
         except KeyError as err:
             raise ManifestError(f"{where}: shard entry lacks {err.args[0]!r}") from err
@@ -132,6 +142,14 @@ class ShardEntry:
             )
         if not isinstance(self.crc32c, str) or not _CRC_RE.match(self.crc32c):
             raise ManifestError(f"{where}: shard {self.path!r} has invalid crc32c {self.crc32c!r}")
+        crcs = self.batch_crc32c
+        if not isinstance(crcs, str) or (
+            crcs and (len(crcs) != 8 * self.record_batches or not _HEX_RE.match(crcs))
+        ):
+            raise ManifestError(
+                f"{where}: shard {self.path!r} has invalid batch_crc32c {str(crcs)[:40]!r} "
+                f"(expected 8 hex digits for each of its {self.record_batches} record batches)"
+            )
         counts = sum(c for _, c in self.batch_rows)
         rows = sum(r * c for r, c in self.batch_rows)
         if (counts, rows) != (self.record_batches, self.records):
@@ -331,15 +349,15 @@ class Manifest:
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ManifestError(f'{where} is not a snap manifest (no "format": "snap")')
         version = d.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
             hint = (
                 "it was written by a newer snap; upgrade snap to read it"
                 if isinstance(version, int) and version > FORMAT_VERSION
                 else "the file is damaged or not from snap"
             )
             raise ManifestError(
-                f"{where} has format_version {version!r}; this snap reads version "
-                f"{FORMAT_VERSION} ({hint})"
+                f"{where} has format_version {version!r}; this snap reads versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))} ({hint})"
             )
         _check_document(d, where)
         try:

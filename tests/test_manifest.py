@@ -85,7 +85,7 @@ def test_accepts_plain_relative_paths() -> None:
 
 
 def test_newer_version_says_upgrade() -> None:
-    data = _edit(make_manifest(), lambda d: d.__setitem__("format_version", 2))
+    data = _edit(make_manifest(), lambda d: d.__setitem__("format_version", FORMAT_VERSION + 1))
     with pytest.raises(ManifestError, match="newer snap; upgrade"):
         Manifest.from_json(data)
 

@@ -1,4 +1,5 @@
-"""crc32c of shard bytes: a local file through a short-lived memory map, or a buffer."""
+"""crc32c of shard bytes (a local file through a short-lived memory map, or a buffer), whole
+or per record batch."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import os
 from typing import Any
 
 import crc32c
+
+from .. import ipc_blocks
+from ..manifest import ShardEntry
 
 _CRC_CHUNK = 8 << 20
 
@@ -32,3 +36,38 @@ def crc32c_buffer(source: Any) -> str:
     for start in range(0, len(view), _CRC_CHUNK):
         crc = crc32c.crc32c(view[start : start + _CRC_CHUNK], crc)
     return f"{crc:08x}"
+
+
+def block_problem(path: str | None, source: Any, entry: ShardEntry) -> str | None:
+    """What is wrong with the manifest's per record batch checksums of a shard whose whole
+    crc32c is right (a local ``path``, or the bytes ``source``), or None: the footer's blocks
+    must be the manifest's record batches, each with its checksum."""
+    if not entry.batch_crc32c:
+        return None
+    if path is None:
+        return _blocks_in(memoryview(source), entry)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        view = memoryview(m)
+        try:
+            return _blocks_in(view, entry)
+        finally:
+            view.release()
+
+
+def _blocks_in(view: memoryview, entry: ShardEntry) -> str | None:
+    size, tail = len(view), ipc_blocks.TAIL
+    try:
+        n = ipc_blocks.footer_length(bytes(view[size - tail :]))
+        if n > size - tail:
+            raise ipc_blocks.FooterError(f"footer length {n} exceeds the file")
+        blocks = ipc_blocks.record_batch_blocks(bytes(view[size - tail - n : size - tail]), size)
+    except ipc_blocks.FooterError as err:
+        return f"its footer cannot be read: {err}"
+    wanted = ipc_blocks.decode(entry.batch_crc32c)
+    if len(blocks) != len(wanted):
+        return f"has {len(blocks)} record batches, the manifest says {len(wanted)}"
+    for i, (block, want) in enumerate(zip(blocks, wanted, strict=True)):
+        got = crc32c.crc32c(view[block.offset : block.offset + block.length])
+        if got != want:
+            return f"record batch {i} has crc32c {got:08x}, the manifest says {want:08x}"
+    return None

@@ -1,4 +1,4 @@
-"""Random access to the record batches of a snapshot's shards, verified once per shard.
+"""Random access to the record batches of a snapshot's shards, verified before use.
 
 Local shards are read with positioned reads (``pread``) of just the record batch wanted: the
 page cache is shared by every process replaying the snapshot, and this process holds only
@@ -7,9 +7,10 @@ touched would then count in this process's resident memory until the shard is cl
 shuffled replay's RSS would grow with the snapshot.) Shards on other filesystems are fetched
 whole, as parallel range requests (:mod:`.fetch`), and either kept in memory (at most
 ``max_bytes`` of them) or, with a :class:`~.cache.ShardCache`, written once to a local
-directory shared by every process and read from there like local shards. The first time a
-shard is opened, its size and crc32c are checked against the manifest: damaged data raises
-:class:`CorruptShardError`, never reaches the model.
+directory shared by every process and read from there like local shards. Damaged data raises
+:class:`CorruptShardError`, never reaches the model: a local shard whose manifest entry has a
+crc32c per record batch (format 2) is checked one record batch at a time as it is read
+(:mod:`.blocks`); any other shard's size and crc32c are checked the first time it is opened.
 
 A remote snapshot larger than ``max_bytes`` read without a cache would have its shards
 fetched again for every window, so there each record batch is read by its own range request
@@ -34,6 +35,7 @@ from .. import schema as schema_mod
 from .. import storage
 from ..errors import CorruptShardError
 from ..manifest import ShardEntry
+from .blocks import BlockFile
 from .cache import CachedShard, ShardCache
 from .checksum import crc32c_buffer, crc32c_file
 from .fetch import Fetcher, shared_fetcher
@@ -147,6 +149,17 @@ class ShardReaders:
         self._verified.add(i)
         return source, size, held
 
+    def _block_file(self, i: int) -> BlockFile:
+        """A local shard whose record batches are checked one by one as they are read."""
+        entry, url = self.shards[i], self.url(i)
+        path = storage.join(self.root, entry.path)
+        try:
+            if (problem := storage.local_file_problem(self.root, path)) is not None:
+                raise CorruptShardError(f"shard {url} {problem}; it is not read")
+            return BlockFile(path, entry, self.schema, url)
+        except FileNotFoundError as err:
+            raise CorruptShardError(f"shard {url} is missing") from err
+
     def _open_source(self, i: int, path: str) -> tuple[Any, int, CachedShard | None]:
         if self.local:
             if (problem := storage.local_file_problem(self.root, path)) is not None:
@@ -188,7 +201,9 @@ class ShardReaders:
             readers.popitem(last=False)
         return reader
 
-    def reader(self, i: int) -> pa.ipc.RecordBatchFileReader:
+    def reader(self, i: int) -> pa.ipc.RecordBatchFileReader | BlockFile:
+        """Shard ``i``, open: a :class:`BlockFile` for a local shard with a checksum per record
+        batch, else Arrow's file reader (the whole shard checked once, when opened)."""
         if self.ranged:
             return self._ranged_reader(i)
         with self._lock:
@@ -200,16 +215,20 @@ class ShardReaders:
             with self._lock:
                 if i in self._open:
                     return self._open[i].reader
-            source, size, cached = self._source(i)
-            try:
-                reader = pa.ipc.open_file(source)
-                self._check_layout(i, reader)
-            except (pa.ArrowException, OSError) as err:
-                if cached is not None:
-                    cached.close()
-                if isinstance(err, CorruptShardError):
-                    raise
-                raise CorruptShardError(f"shard {self.url(i)} cannot be opened: {err}") from err
+            reader: pa.ipc.RecordBatchFileReader | BlockFile
+            if self.local and self.shards[i].batch_crc32c:
+                reader, size, cached = self._block_file(i), self.shards[i].bytes, None
+            else:
+                source, size, cached = self._source(i)
+                try:
+                    reader = pa.ipc.open_file(source)
+                    self._check_layout(i, reader)
+                except (pa.ArrowException, OSError) as err:
+                    if cached is not None:
+                        cached.close()
+                    if isinstance(err, CorruptShardError):
+                        raise
+                    raise CorruptShardError(f"shard {self.url(i)} cannot be opened: {err}") from err
             with self._lock:
                 held = 0 if self.local or cached is not None else size
                 self._open[i] = _Open(reader, held, cached)
@@ -251,8 +270,13 @@ class ShardReaders:
         """
         reader = self.reader(shard)
         try:
-            rb = reader.get_batch(batch)
+            if isinstance(reader, BlockFile):
+                rb = reader.read(batch, self.verify)
+            else:
+                rb = reader.get_batch(batch)
             rb.validate(full=True)
+        except CorruptShardError:
+            raise
         except (pa.ArrowException, OSError, IndexError) as err:
             raise CorruptShardError(
                 f"shard {self.url(shard)} record batch {batch} cannot be decoded: {err}"
@@ -320,7 +344,7 @@ def _bad_shape(column: pa.StructArray, ndim: int) -> str | None:
 class _Open:
     """An open shard: its reader, the bytes it holds in memory, its cache entry if any."""
 
-    reader: pa.ipc.RecordBatchFileReader
+    reader: pa.ipc.RecordBatchFileReader | BlockFile
     held: int
     cached: CachedShard | None = None
 

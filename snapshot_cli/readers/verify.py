@@ -1,6 +1,7 @@
 """``snap verify``: check every shard of a snapshot against its manifest, in parallel.
 
-A full check recomputes each shard's crc32c from its bytes, compares the size, opens the
+A full check recomputes each shard's crc32c from its bytes (and each record batch's, where the
+manifest lists them), compares the size, opens the
 Arrow file, checks its schema, and decodes every record batch, comparing record counts with
 the manifest: what the loader will need, proved ahead of a long run. A fast check
 (``fast=True``) downloads nothing: it compares the size and, where the storage keeps one
@@ -24,7 +25,7 @@ from .. import schema as schema_mod
 from .. import storage
 from ..errors import SnapError, StorageError
 from ..manifest import ShardEntry
-from .checksum import crc32c_buffer, crc32c_file
+from .checksum import block_problem, crc32c_buffer, crc32c_file
 from .shard import encoding_problem
 from .snapshot import Snapshot
 
@@ -179,6 +180,9 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
     crc = crc32c_file(path) if local else crc32c_buffer(source)
     if crc != entry.crc32c:
         return f"crc32c {crc}, the manifest says {entry.crc32c}"
+    problem = block_problem(path if local else None, source, entry)
+    if problem is not None:
+        return problem
     try:
         reader = pa.ipc.open_file(pa.OSFile(os.fsencode(path), "r") if local else source)
     except (pa.ArrowException, OSError) as err:

@@ -8,13 +8,14 @@ shards ``shards/<run>-<task>-<seq>.arrow``, starting a new one when the current 
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Any, BinaryIO
 
 import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import layout, storage
+from .. import ipc_blocks, layout, storage
 from ..manifest import ShardEntry, encode_runs
 from .options import Compression
 
@@ -22,20 +23,54 @@ log = logging.getLogger(__name__)
 
 
 class ChecksumSink:
-    """A write-only file wrapper that keeps a running crc32c and byte count."""
+    """A write-only file wrapper that keeps a running crc32c and byte count.
+
+    It also remembers the running crc32c at every write boundary (``crc_at``), and after
+    :meth:`keep_tail` the bytes written from then on (the footer), so that the checksum of each
+    record batch can be derived once the footer says where they are (:mod:`..ipc_blocks`).
+    """
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
         self.crc = 0
         self.size = 0
         self.closed = False
+        self.crc_at: dict[int, int] = {0: 0}
+        self.tail: bytearray | None = None
 
     def write(self, data: Any) -> int:
         self.crc = crc32c.crc32c(data, self.crc)
         n = memoryview(data).nbytes
         self.size += n
+        self.crc_at[self.size] = self.crc
+        if self.tail is not None:
+            self.tail += data
         self._raw.write(data)
         return n
+
+    def keep_tail(self) -> None:
+        self.tail = bytearray()
+
+    def block_crcs(self) -> str:
+        """The manifest's ``batch_crc32c`` of the file written (after close): each record
+        batch's crc32c, or "" where the footer's blocks do not fall on write boundaries (a
+        future Arrow writing differently: readers then check the whole file instead)."""
+        tail = bytes(self.tail or b"")
+        try:
+            n = ipc_blocks.footer_length(tail[-ipc_blocks.TAIL :])
+            if n > len(tail) - ipc_blocks.TAIL:
+                return ""
+            footer = tail[-ipc_blocks.TAIL - n : -ipc_blocks.TAIL]
+            blocks = ipc_blocks.record_batch_blocks(footer, self.size)
+        except (ipc_blocks.FooterError, struct.error):
+            return ""
+        crcs = []
+        for b in blocks:
+            before, after = self.crc_at.get(b.offset), self.crc_at.get(b.offset + b.length)
+            if before is None or after is None:
+                return ""
+            crcs.append(ipc_blocks.range_crc(before, after, b.length))
+        return ipc_blocks.encode(crcs)
 
     def tell(self) -> int:
         return self.size
@@ -121,8 +156,12 @@ class ShardRoller:
         """Close the current shard (if any) and record its manifest entry."""
         if self._writer is None or self._sink is None:
             return
+        self._sink.keep_tail()
         self._writer.close()
         self._sink.close()
+        batch_crcs = self._sink.block_crcs()
+        if len(batch_crcs) != 8 * len(self._batch_sizes):
+            batch_crcs = ""
         self.entries.append(
             ShardEntry(
                 path=self._rel,
@@ -132,6 +171,7 @@ class ShardRoller:
                 uncompressed_bytes=self._uncompressed,
                 crc32c=f"{self._sink.crc:08x}",
                 batch_rows=encode_runs(self._batch_sizes),
+                batch_crc32c=batch_crcs,
             )
         )
         self._writer = self._sink = None

@@ -28,10 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 import pyarrow as pa
 
 import snapshot_cli as snap
+from snapshot_cli import ipc_blocks
 from snapshot_cli import schema as schema_mod
 from snapshot_cli.readers.checksum import crc32c_file
 
@@ -48,6 +50,18 @@ def load_manifest(out: Path) -> dict[str, Any]:
     return manifest
 
 
+def block_crcs(data: bytes, old: str) -> str:
+    """The checksum of each record batch where the (possibly mutated) footer places it; the
+    manifest's old ones where the footer cannot be parsed (the reader must then say so)."""
+    try:
+        n = ipc_blocks.footer_length(data[-ipc_blocks.TAIL :])
+        footer = data[len(data) - ipc_blocks.TAIL - n : len(data) - ipc_blocks.TAIL]
+        blocks = ipc_blocks.record_batch_blocks(footer, len(data))
+    except (ipc_blocks.FooterError, struct.error):
+        return old
+    return ipc_blocks.encode([crc32c.crc32c(data[b.offset : b.offset + b.length]) for b in blocks])
+
+
 def refresh_entry(out: Path, index: int, **counts: Any) -> str:
     """Set shard ``index``'s manifest entry to the file's size and crc32c (and ``counts``:
     records, record_batches, batch_rows), recompute the totals; returns the shard's path."""
@@ -55,6 +69,7 @@ def refresh_entry(out: Path, index: int, **counts: Any) -> str:
     entry = manifest["shards"][index]
     path = out / entry["path"]
     entry.update(bytes=path.stat().st_size, crc32c=crc32c_file(str(path)), **counts)
+    entry["batch_crc32c"] = block_crcs(path.read_bytes(), entry.get("batch_crc32c", ""))
     totals = manifest["totals"]
     for key in ("records", "record_batches", "bytes"):
         totals[key] = sum(s[key] for s in manifest["shards"])

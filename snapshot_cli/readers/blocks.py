@@ -1,0 +1,113 @@
+"""Local shards read one record batch at a time, each checked against its own crc32c.
+
+For a shard whose manifest entry lists a crc32c per record batch (format 2), the loader does
+not read the whole file for its checksum before the first record is used: each record batch's
+message is read with one positioned read (``preadv`` into an Arrow buffer: the one copy out of
+the page cache that Arrow's own file reader makes too), its crc32c is computed while the bytes
+are still in the CPU's cache, and only then is it decoded. A damaged record batch raises
+:class:`CorruptShardError` before any of its records is used, whichever thread meets it.
+
+A record batch checked once is not checked again by this process while the file is unchanged
+(same path, size, mtime): later epochs cost what ``verify=False`` costs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+
+from .. import ipc_blocks
+from ..errors import CorruptShardError
+from ..manifest import ShardEntry
+
+# Record batches this process has checked, per file version: (path, size, mtime_ns, crc32c).
+_checked: dict[tuple[str, int, int, str], np.ndarray] = {}
+_checked_lock = threading.Lock()
+
+
+class BlockFile:
+    """One local shard, its footer's blocks read and checked against the manifest."""
+
+    def __init__(self, path: str, entry: ShardEntry, schema: pa.Schema, url: str) -> None:
+        self.url, self.schema = url, schema
+        self._file = _Descriptor(path)
+        fd = self._file.fd
+        st = os.fstat(fd)
+        self.size = st.st_size
+        if self.size != entry.bytes:
+            raise CorruptShardError(
+                f"shard {url} has {self.size} bytes, the manifest says {entry.bytes}; "
+                "the snapshot is damaged: recreate it with snap create --overwrite"
+            )
+        self._crcs = ipc_blocks.decode(entry.batch_crc32c)
+        try:
+            tail = os.pread(fd, ipc_blocks.TAIL, max(0, self.size - ipc_blocks.TAIL))
+            n = ipc_blocks.footer_length(tail)
+            if n > self.size - ipc_blocks.TAIL:
+                raise ipc_blocks.FooterError(f"footer length {n} exceeds the file")
+            footer = os.pread(fd, n, self.size - ipc_blocks.TAIL - n)
+            self.blocks = ipc_blocks.record_batch_blocks(footer, self.size)
+        except ipc_blocks.FooterError as err:
+            raise CorruptShardError(f"shard {url} cannot be opened: {err}") from err
+        if len(self.blocks) != len(self._crcs):
+            raise CorruptShardError(
+                f"shard {url} has {len(self.blocks)} record batches, the manifest says "
+                f"{len(self._crcs)}"
+            )
+        key = (path, self.size, st.st_mtime_ns, entry.crc32c)
+        with _checked_lock:
+            self._done = _checked.setdefault(key, np.zeros(len(self.blocks), bool))
+
+    def read(self, i: int, verify: bool) -> pa.RecordBatch:
+        """Record batch ``i``, its bytes checked (``verify``) before it is decoded."""
+        block = self.blocks[i]
+        buf = pa.allocate_buffer(block.length)
+        view = memoryview(buf)
+        try:
+            got = os.preadv(self._file.fd, [view], block.offset)
+        finally:
+            view.release()
+        if got != block.length:
+            raise CorruptShardError(
+                f"shard {self.url} record batch {i}: the file ends inside it (read {got} of "
+                f"{block.length} bytes); the snapshot is damaged: recreate it with "
+                "snap create --overwrite"
+            )
+        if verify and not self._done[i]:
+            crc = crc32c.crc32c(buf)
+            if crc != self._crcs[i]:
+                raise CorruptShardError(
+                    f"shard {self.url} is damaged: record batch {i} has crc32c {crc:08x}, the "
+                    f"manifest says {self._crcs[i]:08x}; recreate the snapshot with "
+                    "snap create --overwrite"
+                )
+            self._done[i] = True
+        return decode(buf, self.schema)
+
+
+class _Descriptor:
+    """An open file, closed when the last reference to it goes, not when its shard is evicted
+    from the open set: a thread may still be reading from it (its number must not be reused
+    by another open meanwhile)."""
+
+    fd = -1
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(os.fsencode(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+
+    def __del__(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+def decode(buf: Any, schema: pa.Schema) -> pa.RecordBatch:
+    """A record batch from the bytes of its IPC message (metadata and body)."""
+    message = pa.ipc.read_message(buf)
+    if message.type != "record batch":
+        raise pa.ArrowInvalid(f"the block holds a {message.type} message, not a record batch")
+    return pa.ipc.read_record_batch(message, schema)
