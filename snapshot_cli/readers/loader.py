@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 Batch = dict[str, np.ndarray]
 SHUFFLE_BUFFER_BYTES = 256 << 20  # default shuffle window: 256 MiB of records
 ORDERED_WINDOW_BYTES = 32 << 20  # window when not shuffling: just enough to read ahead
+# An epoch's first shuffle window: 32 MiB of records, decoded in a few tens of milliseconds;
+# each next window is twice the last, up to the shuffle buffer (plan.py's ramp).
+FIRST_WINDOW_BYTES = 32 << 20
 PREFETCH_BYTES = 64 << 20  # "auto" prefetch keeps at most this much in ready batches
 
 
@@ -83,6 +86,9 @@ class Loader:
                 world_size=world_size,
                 drop_last=bool(options.drop_last),
                 window_rows=buffer_rows,
+                first_window_rows=(
+                    max(1, FIRST_WINDOW_BYTES // bytes_per_row) if options.shuffle else 0
+                ),
             )
         except ValueError as err:
             raise OptionError(str(err)) from err
@@ -127,7 +133,12 @@ class Loader:
             tuner=tuner,
             prefetch=prefetch,
             stats=self._stats,
-            windows=WindowPool(schema, self.columns, contiguous=bool(options.shuffle)),
+            windows=WindowPool(
+                schema,
+                self.columns,
+                contiguous=bool(options.shuffle),
+                rows=self._stats.window_rows,
+            ),
             map=options.map,
             map_takes_rng=options.map_takes_rng,
             map_threads=cores,
@@ -166,6 +177,7 @@ class Loader:
             "world_size": o.world_size,
             "drop_last": o.drop_last,
             "window_rows": o.window_rows,
+            "first_window_rows": o.first_window_rows,
         }
 
     def state_dict(self) -> dict[str, Any]:

@@ -16,7 +16,11 @@ resume exactly.
    than ``world_size`` records, different ones every epoch) is skipped.
 4. **Windows.** A rank's part is cut into windows of ``window_rows`` records (a multiple of the
    batch size, so no batch spans two windows). With shuffle, the records of a window are
-   permuted per (seed, epoch, rank, window): the bounded shuffle buffer.
+   permuted per (seed, epoch, rank, window): the bounded shuffle buffer. With
+   ``first_window_rows``, an epoch starts with a ramp: a first window of that many records,
+   each next one twice the last, until ``window_rows`` (so the first batch waits for a small
+   window to be decoded, not a full one; the ramp is part of the plan, so order and resume
+   do not depend on where a pass started).
 5. **Batches.** Consecutive ``batch_size`` records of the (permuted) part; with
    ``drop_last=True`` a final partial batch is dropped. Every rank has the same number.
 """
@@ -87,6 +91,7 @@ class PlanOptions:
     world_size: int = 1
     drop_last: bool = False
     window_rows: int = 1 << 16
+    first_window_rows: int = 0  # 0: every window is window_rows
 
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or self.batch_size <= 0:
@@ -122,8 +127,29 @@ class EpochPlan:
         self._start = o.rank * per_rank
         b = o.batch_size
         self.num_batches = self.num_rows // b if o.drop_last else -(-self.num_rows // b)
-        self.window_rows = max(b, o.window_rows // b * b)
-        self.num_windows = -(-self.num_rows // self.window_rows) if self.num_rows else 0
+        self.window_rows = w = max(b, o.window_rows // b * b)
+        ramp: list[int] = []
+        size = max(b, min(w, o.first_window_rows) // b * b) if o.first_window_rows else w
+        while size < w and sum(ramp) < self.num_rows:
+            ramp.append(size)
+            size = min(w, 2 * size)
+        self._ramp_starts = np.concatenate([[0], np.cumsum(ramp, dtype=np.int64)]).tolist()
+        self._ramp_rows = int(self._ramp_starts[-1])
+        rest = max(0, self.num_rows - self._ramp_rows)
+        self.num_windows = len(ramp) + -(-rest // w) if self.num_rows else 0
+
+    def _window_start(self, k: int) -> int:
+        m = len(self._ramp_starts) - 1
+        if k <= m:
+            return int(self._ramp_starts[k])
+        return self._ramp_rows + (k - m) * self.window_rows
+
+    def window_of(self, position: int) -> int:
+        """The window that holds rank position ``position``."""
+        if position < self._ramp_rows:
+            return int(np.searchsorted(self._ramp_starts, position, side="right")) - 1
+        m = len(self._ramp_starts) - 1
+        return m + (position - self._ramp_rows) // self.window_rows
 
     def _segments(self, p: int, q: int) -> list[Segment]:
         """Segments covering epoch positions ``[p, q)`` (``0 <= p <= q <= total``)."""
@@ -142,8 +168,7 @@ class EpochPlan:
 
     def window_bounds(self, k: int) -> tuple[int, int]:
         """Rank positions ``[a, b)`` of window ``k``."""
-        a = k * self.window_rows
-        return a, min(a + self.window_rows, self.num_rows)
+        return self._window_start(k), min(self._window_start(k + 1), self.num_rows)
 
     def window(self, k: int) -> list[Segment]:
         """The segments of window ``k``, in sequence order (wrapping past the epoch's end)."""
@@ -167,8 +192,8 @@ class EpochPlan:
         """Batch ``i`` → ``(window, start, stop)`` in that window's (permuted) records."""
         b = self.options.batch_size
         a = i * b
-        k = a // self.window_rows
-        w0 = k * self.window_rows
+        k = self.window_of(a)
+        w0 = self._window_start(k)
         return k, a - w0, min(a + b, self.num_rows) - w0
 
     def positions(self) -> np.ndarray:

@@ -105,11 +105,11 @@ class Run:
         epoch, first = self.start_epoch, self.start_batch
         while self.end is None or epoch < self.end:
             plan = self.plan(epoch)
-            per_window = plan.window_rows // self.options.batch_size
+            b = self.options.batch_size
             if plan.num_batches and first < plan.num_batches:
-                for k in range(first // per_window, plan.num_windows):
-                    lo = max(first, k * per_window)
-                    hi = min(plan.num_batches, (k + 1) * per_window)
+                for k in range(plan.window_of(first * b), plan.num_windows):
+                    a, z = plan.window_bounds(k)  # window sizes are multiples of b
+                    lo, hi = max(first, a // b), min(plan.num_batches, -(-z // b))
                     if lo < hi:
                         yield plan, k, lo, hi
             elif plan.num_batches == 0 and self.end is None:

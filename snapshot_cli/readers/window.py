@@ -172,8 +172,12 @@ class WindowPool:
     windows at once (one served, one being decoded), so two sets of arrays go round.
     """
 
-    def __init__(self, schema: pa.Schema, columns: list[str], contiguous: bool = True) -> None:
+    def __init__(
+        self, schema: pa.Schema, columns: list[str], contiguous: bool = True, rows: int = 0
+    ) -> None:
         self.schema, self.columns, self.contiguous = schema, columns, contiguous
+        self.rows = rows  # arrays are made this long at least: the ramp's small windows use
+        # the start of full-size arrays, whose untouched pages cost nothing until used
         self._free: list[dict[str, np.ndarray]] = []
 
     def get(self, rows: int) -> Window:
@@ -184,6 +188,8 @@ class WindowPool:
             if all(len(a) >= rows for a in candidate.values()):
                 storage = self._free.pop(i)
                 break
+        if storage is None and rows < self.rows:
+            storage = Window(self.schema, self.columns, self.rows).storage
         return Window(self.schema, self.columns, rows, storage)
 
     def put(self, window: Window) -> None:

@@ -29,6 +29,7 @@ layouts = st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=6), min_siz
     world=st.integers(1, 5),
     batch=st.integers(1, 17),
     window=st.integers(1, 90),
+    first=st.integers(0, 90),
     seed=st.integers(0, 2**40),
     epoch=st.integers(0, 1000),
     shuffle=st.booleans(),
@@ -38,6 +39,7 @@ def test_ranks_are_disjoint_complete_and_balanced(
     world: int,
     batch: int,
     window: int,
+    first: int,
     seed: int,
     epoch: int,
     shuffle: bool,
@@ -49,12 +51,22 @@ def test_ranks_are_disjoint_complete_and_balanced(
         parts = [
             EpochPlan(
                 blocks,
-                PlanOptions(batch, shuffle, seed, r, world, drop_last, window),
+                PlanOptions(batch, shuffle, seed, r, world, drop_last, window, first),
                 epoch,
             )
             for r in range(world)
         ]
         assert len({p.num_batches for p in parts}) == 1  # every rank: same number of batches
+        for p in parts:  # windows tile the part; none but the last breaks a batch
+            bounds = [p.window_bounds(k) for k in range(p.num_windows)]
+            assert [a for a, _ in bounds] == [0, *[b for _, b in bounds[:-1]]][: len(bounds)]
+            assert not bounds or bounds[-1][1] == p.num_rows
+            assert all(b % batch == 0 for _, b in bounds[:-1])
+            assert all(b - a <= p.window_rows for a, b in bounds)
+            for i in range(p.num_batches):
+                k, lo, hi = p.batch_bounds(i)
+                a, b = p.window_bounds(k)
+                assert a + lo == i * batch and 0 <= lo < hi <= b - a
         seqs = [p.positions() for p in parts]
         if drop_last:
             every = np.concatenate(seqs)
@@ -87,6 +99,16 @@ def test_deterministic_and_fresh_per_epoch(
     if len(blocks) >= 6:  # 720 block orders: four epochs agree by chance with odds 1 / 720**3
         others = [EpochPlan(blocks, opts, e).positions() for e in (4, 5, 6)]
         assert not all(np.array_equal(a, o) for o in others)
+
+
+def test_an_epoch_starts_with_a_ramp_of_growing_windows() -> None:
+    blocks = blocks_from([[10] * 100])
+    plan = EpochPlan(blocks, PlanOptions(4, True, 0, 0, 1, False, 64, 9), 0)
+    sizes = [b - a for a, b in (plan.window_bounds(k) for k in range(plan.num_windows))]
+    assert sizes[:5] == [8, 16, 32, 64, 64] and sum(sizes) == 1000
+    flat = EpochPlan(blocks, PlanOptions(4, True, 0, 0, 1, False, 64), 0)
+    assert flat.num_windows == 16 and plan.num_windows == 18
+    assert sorted(plan.positions().tolist()) == list(range(1000))
 
 
 def test_batches_never_span_windows() -> None:
