@@ -119,6 +119,7 @@ def _matches(m: snap.Manifest, params: dict[str, Any], codec: str, records: int)
         and m.compression.get("codec") == codec
         and (codec != "zstd" or m.compression.get("level") == 1)
         and m.num_records == records
+        and all(e.batch_crc32c for e in m.shards)  # format 1 shards are checked whole
     )
 
 

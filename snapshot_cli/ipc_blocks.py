@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass
 
 import crc32c
+import pyarrow as pa
 
 MAGIC = b"ARROW1"
 TAIL = 10  # int32 footer length + "ARROW1"
@@ -115,3 +116,17 @@ def encode(crcs: list[int]) -> str:
 
 def decode(text: str) -> list[int]:
     return [int(text[i : i + 8], 16) for i in range(0, len(text), 8)]
+
+
+def self_contained(schema: pa.Schema) -> bool:
+    """Whether each record batch's message alone decodes (no dictionary-encoded column: those
+    keep their dictionaries in separate messages), so it can be read and checked by itself."""
+
+    def plain(t: pa.DataType) -> bool:
+        if isinstance(t, pa.ExtensionType):
+            return plain(t.storage_type)
+        if pa.types.is_dictionary(t):
+            return False
+        return all(plain(t.field(i).type) for i in range(t.num_fields))
+
+    return all(plain(f.type) for f in schema)

@@ -31,8 +31,8 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
+from .. import ipc_blocks, storage
 from .. import schema as schema_mod
-from .. import storage
 from ..errors import CorruptShardError
 from ..manifest import ShardEntry
 from .blocks import BlockFile
@@ -80,6 +80,7 @@ class ShardReaders:
         total = sum(e.bytes for e in shards)
         self.ranged = not self.local and self.cache is None and total > max_bytes
         self._tails = Tails()
+        self._self_contained = ipc_blocks.self_contained(schema)
         self._thread_readers = threading.local()
         self._open: OrderedDict[int, _Open] = OrderedDict()
         self._held_bytes = 0
@@ -216,7 +217,7 @@ class ShardReaders:
                 if i in self._open:
                     return self._open[i].reader
             reader: pa.ipc.RecordBatchFileReader | BlockFile
-            if self.local and self.shards[i].batch_crc32c:
+            if self.local and self.shards[i].batch_crc32c and self._self_contained:
                 reader, size, cached = self._block_file(i), self.shards[i].bytes, None
             else:
                 source, size, cached = self._source(i)

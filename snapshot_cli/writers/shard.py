@@ -125,6 +125,7 @@ class ShardRoller:
         self._rel = ""
         self._records = self._uncompressed = 0
         self._batch_sizes: list[int] = []
+        self._self_contained = True
 
     def write(self, batch: pa.RecordBatch) -> int:
         """Append ``batch`` to the current shard; returns the bytes it added on disk."""
@@ -148,6 +149,7 @@ class ShardRoller:
         path = storage.join(self.root, self._rel)
         self._sink = ChecksumSink(storage.open_write(self.fs, path))
         self._writer = pa.ipc.new_file(self._sink, schema, options=self.options)
+        self._self_contained = ipc_blocks.self_contained(schema)
         self._records = self._uncompressed = 0
         self._batch_sizes = []
         return self._writer, self._sink
@@ -159,7 +161,7 @@ class ShardRoller:
         self._sink.keep_tail()
         self._writer.close()
         self._sink.close()
-        batch_crcs = self._sink.block_crcs()
+        batch_crcs = self._sink.block_crcs() if self._self_contained else ""
         if len(batch_crcs) != 8 * len(self._batch_sizes):
             batch_crcs = ""
         self.entries.append(
