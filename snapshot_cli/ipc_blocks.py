@@ -123,7 +123,7 @@ def self_contained(schema: pa.Schema) -> bool:
     keep their dictionaries in separate messages), so it can be read and checked by itself."""
 
     def plain(t: pa.DataType) -> bool:
-        if isinstance(t, pa.ExtensionType):
+        if isinstance(t, pa.BaseExtensionType):
             return plain(t.storage_type)
         if pa.types.is_dictionary(t):
             return False

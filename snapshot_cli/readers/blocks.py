@@ -21,9 +21,13 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
-from .. import ipc_blocks
+from .. import ipc_blocks, ipc_layout
 from ..errors import CorruptShardError
 from ..manifest import ShardEntry
+from . import direct
+from .direct import Placement
+
+HEAD_BYTES = 4096  # read first from a record batch's message: its metadata, usually whole
 
 # Record batches this process has checked, per file version: (path, size, mtime_ns, crc32c).
 _checked: dict[tuple[str, int, int, str], np.ndarray] = {}
@@ -63,8 +67,75 @@ class BlockFile:
         with _checked_lock:
             self._done = _checked.setdefault(key, np.zeros(len(self.blocks), bool))
 
-    def read(self, i: int, verify: bool) -> pa.RecordBatch:
-        """Record batch ``i``, its bytes checked (``verify``) before it is decoded."""
+    def read_into(
+        self, i: int, verify: bool, rows: int, placement: Placement, targets: dict[str, Any]
+    ) -> bool:
+        """Record batch ``i``'s values decoded straight into ``targets`` (see :mod:`.direct`),
+        checked first like :meth:`read`; False where it is not in the form placed directly."""
+        block, fd = self.blocks[i], self._file.fd
+        head = os.pread(fd, min(block.length, HEAD_BYTES), block.offset)
+        try:
+            size = ipc_layout.metadata_size(head[:8])
+            if size > len(head):
+                head += os.pread(fd, size - len(head), block.offset + len(head))
+            layout = ipc_layout.batch_layout(head[:size], block.length)
+        except ipc_layout.LayoutError:
+            return False
+        check = verify and not self._done[i]
+        if layout.codec is None:
+            where = direct.regions(layout, placement, rows)
+            if not where or not self._scatter(i, head, layout, where, targets, check):
+                return False
+        else:
+            buf = self._read_block(i)
+            if check:
+                self._check(i, crc32c.crc32c(buf))
+            with memoryview(buf) as view:
+                if not direct.place(view, layout, placement, rows, targets):
+                    return False
+        if check:
+            self._done[i] = True
+        return True
+
+    def _scatter(
+        self,
+        i: int,
+        head: bytes,
+        layout: ipc_layout.BatchLayout,
+        where: dict[str, tuple[int, int]],
+        targets: dict[str, Any],
+        check: bool,
+    ) -> bool:
+        """An uncompressed record batch: its body read in one ``preadv``, each column's values
+        straight into its target rows, everything else into scratch; checksummed in order."""
+        block = self.blocks[i]
+        pieces: list[tuple[int, int, Any]] = []
+        for name, (start, _) in where.items():
+            dest = targets[name].reshape(-1).view(np.uint8)
+            pieces.append((start, dest.nbytes, dest))
+        pieces.sort(key=lambda p: p[0])
+        views: list[Any] = []
+        pos = layout.body_start
+        for start, length, dest in pieces:
+            if start < pos or start + length > block.length:
+                return False  # overlapping or outside: left to Arrow's decoder
+            if start > pos:
+                views.append(np.empty(start - pos, np.uint8))
+            views.append(dest)
+            pos = start + length
+        if pos < block.length:
+            views.append(np.empty(block.length - pos, np.uint8))
+        got = os.preadv(self._file.fd, views, block.offset + layout.body_start)
+        if got != block.length - layout.body_start:
+            self._short(i, got + layout.body_start, block.length)
+        if check:
+            crc = crc32c.crc32c(head[: layout.body_start])
+            for view in views:
+                crc = crc32c.crc32c(view, crc)
+            self._check(i, crc)
+        return True
+
+    def _read_block(self, i: int) -> pa.Buffer:
         block = self.blocks[i]
         buf = pa.allocate_buffer(block.length)
         view = memoryview(buf)
@@ -73,19 +144,29 @@ class BlockFile:
         finally:
             view.release()
         if got != block.length:
+            self._short(i, got, block.length)
+        return buf
+
+    def _short(self, i: int, got: int, length: int) -> None:
+        raise CorruptShardError(
+            f"shard {self.url} record batch {i}: the file ends inside it (read {got} of "
+            f"{length} bytes); the snapshot is damaged: recreate it with "
+            "snap create --overwrite"
+        )
+
+    def _check(self, i: int, crc: int) -> None:
+        if crc != self._crcs[i]:
             raise CorruptShardError(
-                f"shard {self.url} record batch {i}: the file ends inside it (read {got} of "
-                f"{block.length} bytes); the snapshot is damaged: recreate it with "
+                f"shard {self.url} is damaged: record batch {i} has crc32c {crc:08x}, the "
+                f"manifest says {self._crcs[i]:08x}; recreate the snapshot with "
                 "snap create --overwrite"
             )
+
+    def read(self, i: int, verify: bool) -> pa.RecordBatch:
+        """Record batch ``i``, its bytes checked (``verify``) before it is decoded."""
+        buf = self._read_block(i)
         if verify and not self._done[i]:
-            crc = crc32c.crc32c(buf)
-            if crc != self._crcs[i]:
-                raise CorruptShardError(
-                    f"shard {self.url} is damaged: record batch {i} has crc32c {crc:08x}, the "
-                    f"manifest says {self._crcs[i]:08x}; recreate the snapshot with "
-                    "snap create --overwrite"
-                )
+            self._check(i, crc32c.crc32c(buf))
             self._done[i] = True
         return decode(buf, self.schema)
 

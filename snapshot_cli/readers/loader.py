@@ -24,6 +24,7 @@ from ..errors import OptionError
 from . import ranks
 from .autotune import ParallelismTuner, PrefetchTuner
 from .cache import ShardCache
+from .direct import Placement
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
 from .options import LoaderOptions
 from .plan import Blocks, EpochPlan, PlanOptions
@@ -144,6 +145,7 @@ class Loader:
             map_threads=cores,
             bytes_per_row=bytes_per_row,
             trace=trace,
+            placement=Placement.of(schema, self.columns) if options.shuffle else None,
         )
         self._epoch = 0
         self._batch = 0

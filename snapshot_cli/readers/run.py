@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from .autotune import ParallelismTuner, PrefetchTuner
+    from .direct import Placement
     from .loader import Batch
     from .plan import Blocks, PlanOptions
     from .shard import ShardReaders
@@ -54,6 +55,7 @@ class RunContext:
     map_threads: int
     bytes_per_row: int
     trace: Tracer | None
+    placement: Placement | None = None  # how record batches are decoded into windows
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Run:
         self.stats, self.map, self.map_takes_rng = ctx.stats, ctx.map, ctx.map_takes_rng
         self.bytes_per_row = ctx.bytes_per_row
         self.trace = ctx.trace
+        self.placement = ctx.placement
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
         self.buffer = PrefetchBuffer(self.prefetch.current)
@@ -148,7 +151,7 @@ class Run:
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
         work = iter(list(zip(offsets, segments, strict=True)))
         lock = threading.Lock()
-        blocks, trace = self.blocks, self.trace
+        blocks, trace, placement = self.blocks, self.trace, self.placement
 
         def worker() -> float:
             while not self.stop.is_set():
@@ -158,8 +161,19 @@ class Run:
                     break
                 offset, seg = item
                 shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
+                rows = int(blocks.rows[seg.block])
                 t0 = time.perf_counter()
-                rb = self.readers.read_batch(shard, batch, int(blocks.rows[seg.block]))
+                whole = placement is not None and seg.start == 0 and seg.stop == rows
+                targets = window.targets(offset, rows) if whole else None
+                if (
+                    placement is not None
+                    and targets is not None
+                    and self.readers.read_into(shard, batch, rows, placement, targets)
+                ):
+                    if trace is not None:
+                        trace.add("read+decode into window", t0, time.perf_counter(), rows=rows)
+                    continue
+                rb = self.readers.read_batch(shard, batch, rows)
                 t1 = time.perf_counter()
                 window.fill(offset, rb.select(self.columns), seg.start, seg.stop)
                 if trace is not None:

@@ -38,6 +38,7 @@ from ..manifest import ShardEntry
 from .blocks import BlockFile
 from .cache import CachedShard, ShardCache
 from .checksum import crc32c_buffer, crc32c_file
+from .direct import Placement
 from .fetch import Fetcher, shared_fetcher
 from .ranged import RangeFile, Tails
 
@@ -291,6 +292,24 @@ class ShardReaders:
         if problem is not None:
             raise CorruptShardError(f"shard {self.url(shard)} record batch {batch}: {problem}")
         return rb
+
+    def read_into(
+        self, shard: int, batch: int, rows: int, placement: Placement, targets: dict[str, Any]
+    ) -> bool:
+        """Record batch ``batch`` of ``shard``, its values decoded straight into ``targets``
+        (:mod:`.direct`), checked like :meth:`read_batch`; False where that cannot be done
+        here (then use :meth:`read_batch`)."""
+        reader = self.reader(shard)
+        if not isinstance(reader, BlockFile):
+            return False
+        try:
+            return reader.read_into(batch, self.verify, rows, placement, targets)
+        except CorruptShardError:
+            raise
+        except (pa.ArrowException, OSError) as err:
+            raise CorruptShardError(
+                f"shard {self.url(shard)} record batch {batch} cannot be decoded: {err}"
+            ) from err
 
     def close(self) -> None:
         with self._lock:

@@ -100,6 +100,13 @@ class Window:
                 for name, part in parts:
                     self.var[name].append((offset, part))
 
+    def targets(self, offset: int, n: int) -> dict[str, np.ndarray] | None:
+        """Rows ``[offset, offset + n)`` of every column, to decode into directly; None unless
+        every column is a fixed-width one copied into the window."""
+        if self.var or self._views:
+            return None
+        return {name: dest[offset : offset + n] for name, dest in self.fixed.items()}
+
     def finish(self) -> None:
         """Put the parts in row order (call once, after every fill)."""
         for parts in self._views.values():

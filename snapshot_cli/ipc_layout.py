@@ -1,0 +1,206 @@
+"""The layout of one record batch's IPC message: its nodes, buffers and compression (pure).
+
+An encapsulated Arrow IPC message is ``0xFFFFFFFF``, an int32 metadata size, the metadata (a
+flatbuffer ``Message`` whose header is a ``RecordBatch``) and the body. The ``RecordBatch``
+lists a *node* (length, null count) for every array in the schema's pre-order and a *buffer*
+(offset, length within the body) for every buffer of those arrays. This module reads that
+list, bounds-checked (untrusted input: anything malformed is a :class:`LayoutError`), and
+says which node and buffers hold each column (:func:`column_slots`), so that a reader can
+decode the values of fixed-width columns straight to where they are wanted
+(:mod:`.readers.direct`) instead of through an intermediate Arrow array.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+CONTINUATION = b"\xff\xff\xff\xff"
+RECORD_BATCH = 3  # MessageHeader.RecordBatch
+LZ4_FRAME, ZSTD = 0, 1  # CompressionType
+
+
+class LayoutError(ValueError):
+    """The message is not a record batch snap can place directly; the text says why."""
+
+
+class _Table:
+    """A flatbuffer table at ``pos`` of ``buf``; every read is bounds-checked."""
+
+    def __init__(self, buf: bytes, pos: int) -> None:
+        self.buf, self.pos = buf, pos
+        vtable = pos - self._i32(pos)
+        self.vtable = vtable
+        self.vtable_size = self._u16(vtable)
+
+    def _check(self, pos: int, width: int) -> None:
+        if not 0 <= pos <= len(self.buf) - width:
+            raise LayoutError(f"an offset points outside the metadata ({pos})")
+
+    def _u16(self, pos: int) -> int:
+        self._check(pos, 2)
+        return int(struct.unpack_from("<H", self.buf, pos)[0])
+
+    def _i32(self, pos: int) -> int:
+        self._check(pos, 4)
+        return int(struct.unpack_from("<i", self.buf, pos)[0])
+
+    def _field(self, i: int) -> int | None:
+        entry = 4 + 2 * i
+        if entry + 2 > self.vtable_size:
+            return None
+        offset = self._u16(self.vtable + entry)
+        return self.pos + offset if offset else None
+
+    def scalar(self, i: int, fmt: str, default: int = 0) -> int:
+        pos = self._field(i)
+        if pos is None:
+            return default
+        self._check(pos, struct.calcsize(fmt))
+        return int(struct.unpack_from(fmt, self.buf, pos)[0])
+
+    def table(self, i: int) -> _Table | None:
+        pos = self._field(i)
+        if pos is None:
+            return None
+        return _Table(self.buf, pos + self._i32(pos) % (1 << 32))
+
+    def structs(self, i: int, width: int) -> np.ndarray:
+        """A vector of structs of two int64 (``width`` 16) as an ``(n, 2)`` array."""
+        pos = self._field(i)
+        if pos is None:
+            return np.zeros((0, 2), np.int64)
+        start = pos + self._i32(pos) % (1 << 32)
+        self._check(start, 4)
+        n = int(struct.unpack_from("<I", self.buf, start)[0])
+        if n > (len(self.buf) - start - 4) // width:
+            raise LayoutError(f"a vector of {n} entries does not fit the metadata")
+        return np.frombuffer(self.buf, "<i8", count=2 * n, offset=start + 4).reshape(n, 2)
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """Where a record batch's arrays are. Offsets are within the message bytes."""
+
+    length: int  # records
+    nodes: np.ndarray  # (n, 2) int64: length, null count of each array, schema pre-order
+    buffers: np.ndarray  # (m, 2) int64: offset, length of each buffer, from the body start
+    codec: int | None  # None: buffers are stored plain; else LZ4_FRAME or ZSTD
+    body_start: int  # where the body starts in the message
+    body_length: int
+
+
+def metadata_size(prefix: bytes) -> int:
+    """Bytes of the message before its body, from its first 8 bytes."""
+    if len(prefix) != 8 or prefix[:4] != CONTINUATION:
+        raise LayoutError("the message does not start with the IPC continuation marker")
+    (n,) = struct.unpack_from("<i", prefix, 4)
+    if n <= 0 or n % 8:
+        raise LayoutError(f"metadata size {n}")
+    return 8 + int(n)
+
+
+def batch_layout(metadata: bytes, message_length: int) -> BatchLayout:
+    """The layout of a record batch message of ``message_length`` bytes from its first
+    ``metadata_size`` bytes (``metadata``), every buffer checked to lie inside the body."""
+    body_start = metadata_size(metadata[:8])
+    if len(metadata) < body_start:
+        raise LayoutError("the metadata is cut short")
+    flat = metadata[8:body_start]
+    if len(flat) < 4:
+        raise LayoutError("the metadata is empty")
+    message = _Table(flat, int(struct.unpack_from("<I", flat, 0)[0]))
+    if message.scalar(1, "<B") != RECORD_BATCH:
+        raise LayoutError("the message is not a record batch")
+    body_length = message.scalar(3, "<q")
+    if body_length != message_length - body_start:
+        raise LayoutError(f"body length {body_length}, the block has {message_length - body_start}")
+    header = message.table(2)
+    if header is None:
+        raise LayoutError("the record batch has no header")
+    length = header.scalar(0, "<q")
+    nodes = header.structs(1, 16)
+    buffers = header.structs(2, 16)
+    compression = header.table(3)
+    codec = None
+    if compression is not None:
+        codec = compression.scalar(0, "<b")
+        if codec not in (LZ4_FRAME, ZSTD) or compression.scalar(1, "<b") != 0:
+            raise LayoutError(f"compression {codec} is not one snap decodes itself")
+    if length < 0 or (nodes < 0).any() or (buffers < 0).any():
+        raise LayoutError("negative lengths or offsets")
+    if len(buffers) and (buffers.sum(axis=1) > body_length).any():
+        raise LayoutError("a buffer lies outside the body")
+    return BatchLayout(int(length), nodes, buffers, codec, body_start, int(body_length))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A fixed-width column's values: node ``node`` (and its child ``child`` for a tensor),
+    buffer ``values``; ``width`` values per record of ``itemsize`` bytes."""
+
+    node: int
+    child: int | None
+    values: int
+    width: int
+    itemsize: int
+
+
+def column_slots(schema: pa.Schema) -> dict[str, Slot | None] | None:
+    """For each column, its :class:`Slot` where its values are fixed-width numbers (scalars,
+    fixed-shape tensors; not bool), None for any other column; None for the whole schema where
+    a type's buffer count is not known here (then nothing is placed directly)."""
+    out: dict[str, Slot | None] = {}
+    node = buffer = 0
+    for f in schema:
+        t = f.type.storage_type if isinstance(f.type, pa.BaseExtensionType) else f.type
+        counts = _counts(t)
+        if counts is None:
+            return None
+        slot = None
+        if _numeric(t):
+            slot = Slot(node, None, buffer + 1, 1, t.bit_width // 8)
+        elif pa.types.is_fixed_size_list(t) and _numeric(t.value_type):
+            width = t.list_size
+            slot = Slot(node, node + 1, buffer + 2, width, t.value_type.bit_width // 8)
+        out[f.name] = slot
+        node, buffer = node + counts[0], buffer + counts[1]
+    return out
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _counts(t: pa.DataType) -> tuple[int, int] | None:
+    """(nodes, buffers) an array of type ``t`` takes in a record batch message, or None."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _counts(t.storage_type)
+    if pa.types.is_null(t):
+        return 1, 0
+    if (
+        pa.types.is_boolean(t)
+        or _numeric(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_temporal(t)
+    ):
+        return 1, 2
+    if pa.types.is_binary(t) or pa.types.is_string(t):
+        return 1, 3
+    if pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+        return 1, 3
+    children: list[tuple[int, int] | None]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        own = (1, 2)
+    elif pa.types.is_fixed_size_list(t) or pa.types.is_struct(t):
+        own = (1, 1)
+    else:
+        return None  # views, unions, run-end encoded, dictionaries: not placed directly
+    children = [_counts(t.field(i).type) for i in range(t.num_fields)]
+    if any(c is None for c in children):
+        return None
+    return own[0] + sum(c[0] for c in children if c), own[1] + sum(c[1] for c in children if c)

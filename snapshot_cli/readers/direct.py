@@ -1,0 +1,107 @@
+"""Record batches decoded straight into a window's arrays: one write per byte.
+
+Arrow decodes a record batch into buffers of its own, which the loader then copied into the
+shuffle window: two writes of every byte before the gather. For fixed-width columns (scalars
+and fixed-shape tensors of numbers: images, embeddings, labels) the values are one buffer per
+column, so snap places them itself: a compressed buffer is decompressed (``cramjam``, the GIL
+released) straight into the window's rows, and an uncompressed one is read from the file into
+them (``preadv`` scattering the message: the window's rows for the values, a scratch buffer
+for the rest), the crc32c of the message computed over the pieces in order.
+
+What Arrow would check, this checks for these columns: the record count, each array's length,
+no nulls, each buffer inside the body and of exactly the size the rows need. Anything else (a
+column of another type, a partial record batch, an unusual layout) is left to Arrow's decoder:
+:func:`place` answers False and the caller decodes the batch as before.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import cramjam
+import numpy as np
+import pyarrow as pa
+
+from ..ipc_layout import LZ4_FRAME, BatchLayout, Slot, column_slots
+
+_DECOMPRESS = {LZ4_FRAME: cramjam.lz4.decompress_into, 1: cramjam.zstd.decompress_into}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The selected columns' slots, where every one of them is fixed-width (else None)."""
+
+    slots: dict[str, Slot]
+
+    @classmethod
+    def of(cls, schema: pa.Schema, columns: list[str]) -> Placement | None:
+        slots = column_slots(schema)
+        if slots is None or not all(slots.get(c) for c in columns):
+            return None
+        return cls({c: slots[c] for c in columns})  # type: ignore[misc]
+
+
+def regions(layout: BatchLayout, placement: Placement, rows: int) -> dict[str, tuple[int, int]]:
+    """Each column's values as ``(start in the message, bytes)``, after checking the arrays'
+    lengths and null counts; empty where the batch is not in the form placed directly."""
+    if layout.length != rows:
+        return {}
+    out = {}
+    nodes, buffers = layout.nodes, layout.buffers
+    for name, slot in placement.slots.items():
+        last_node = slot.node if slot.child is None else slot.child
+        if last_node >= len(nodes) or slot.values >= len(buffers):
+            return {}
+        if nodes[slot.node, 0] != rows or nodes[slot.node, 1] != 0:
+            return {}
+        if slot.child is not None and (
+            nodes[slot.child, 0] != rows * slot.width or nodes[slot.child, 1] != 0
+        ):
+            return {}
+        offset, length = (int(x) for x in buffers[slot.values])
+        out[name] = (layout.body_start + offset, length)
+    return out
+
+
+def place(
+    message: memoryview,
+    layout: BatchLayout,
+    placement: Placement,
+    rows: int,
+    targets: dict[str, np.ndarray],
+) -> bool:
+    """Decode the values of every placed column of ``message`` (the whole record batch
+    message) into ``targets`` (contiguous arrays of ``rows`` records); False where the batch
+    is not in the form placed directly (nothing is then known to be written)."""
+    where = regions(layout, placement, rows)
+    if not where:
+        return False
+    for name, (start, length) in where.items():
+        dest = targets[name].reshape(-1).view(np.uint8)
+        raw = message[start : start + length]
+        if layout.codec is None:
+            if length < dest.nbytes:
+                return False
+            dest[:] = np.frombuffer(raw, np.uint8, dest.nbytes)
+            continue
+        if length < 8:
+            return False
+        (plain,) = struct.unpack_from("<q", raw, 0)
+        if plain == -1:  # stored uncompressed: it did not shrink
+            if length - 8 < dest.nbytes:
+                return False
+            dest[:] = np.frombuffer(raw, np.uint8, dest.nbytes, 8)
+            continue
+        if plain != dest.nbytes:
+            return False
+        try:
+            written = _DECOMPRESS[layout.codec](raw[8:], dest)  # type: ignore[arg-type]
+        except Exception as err:  # cramjam's DecompressionError, and anything it may raise
+            raise pa.ArrowInvalid(f"column {name!r} cannot be decompressed: {err}") from err
+        if written != dest.nbytes:
+            raise pa.ArrowInvalid(
+                f"column {name!r} decompressed to {written} bytes, the record batch says "
+                f"{dest.nbytes}"
+            )
+    return True
