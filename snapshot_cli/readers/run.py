@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .autotune import ParallelismTuner, PrefetchTuner
     from .direct import Placement
     from .loader import Batch
-    from .plan import Blocks, PlanOptions
+    from .plan import Blocks, PlanOptions, Segment
     from .shard import ShardReaders
     from .stats import Stats
     from .trace import Tracer
@@ -79,6 +79,7 @@ class Run:
         self.bytes_per_row = ctx.bytes_per_row
         self.trace = ctx.trace
         self.placement = ctx.placement
+        self._scratch = threading.local()  # each read thread's decoded record batch
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
         self.buffer = PrefetchBuffer(self.prefetch.current)
@@ -147,7 +148,7 @@ class Run:
         plan, k, _, _ = key
         segments = plan.window(k)
         a, b = plan.window_bounds(k)
-        window = self.windows.get(b - a)
+        window = self.windows.get(b - a, plan.permutation(k))
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
         work = iter(list(zip(offsets, segments, strict=True)))
         lock = threading.Lock()
@@ -163,12 +164,8 @@ class Run:
                 shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
                 rows = int(blocks.rows[seg.block])
                 t0 = time.perf_counter()
-                whole = placement is not None and seg.start == 0 and seg.stop == rows
-                targets = window.targets(offset, rows) if whole else None
-                if (
-                    placement is not None
-                    and targets is not None
-                    and self.readers.read_into(shard, batch, rows, placement, targets)
+                if placement is not None and self._read_into(
+                    window, placement, offset, seg, shard, batch, rows
                 ):
                     if trace is not None:
                         trace.add("read+decode into window", t0, time.perf_counter(), rows=rows)
@@ -186,6 +183,34 @@ class Run:
         futures = [self.read_pool.submit(worker) for _ in range(n)]
         return _Pending(window, futures, started, (b - a) * self.bytes_per_row)
 
+    def _read_into(
+        self,
+        window: Window,
+        placement: Placement,
+        offset: int,
+        seg: Segment,
+        shard: int,
+        batch: int,
+        rows: int,
+    ) -> bool:
+        """Decode a whole record batch without Arrow (:mod:`.direct`): straight into the
+        window's rows when it keeps its records in order, else into this thread's scratch
+        arrays (still in the CPU's cache) and from there to the records' slots."""
+        if seg.start != 0 or seg.stop != rows:
+            return False
+        targets = window.targets(offset, rows)
+        if targets is not None:
+            return self.readers.read_into(shard, batch, rows, placement, targets)
+        scratch: dict[str, np.ndarray] = getattr(self._scratch, "arrays", {})
+        if any(len(a) < rows for a in scratch.values()) or scratch.keys() != window.fixed.keys():
+            scratch = {n: np.empty((rows, *a.shape[1:]), a.dtype) for n, a in window.fixed.items()}
+            self._scratch.arrays = scratch
+        views = {n: a[:rows] for n, a in scratch.items()}
+        if not self.readers.read_into(shard, batch, rows, placement, views):
+            return False
+        window.scatter(offset, views)
+        return True
+
     def _finish(self, pending: _Pending) -> Window:
         waited = time.perf_counter()
         done = max([f.result() for f in pending.futures], default=pending.started)
@@ -200,14 +225,13 @@ class Run:
 
     def _serve(self, key: tuple[EpochPlan, int, int, int], window: Window) -> None:
         plan, k, lo, hi = key
-        perm = plan.permutation(k)
         in_flight: deque[tuple[int, int, Future[Batch], int]] = deque()
         for i in range(lo, hi):
             if self.stop.is_set():
                 return
             _, a, b = plan.batch_bounds(i)
             started = time.perf_counter()
-            batch = window.take(slice(a, b) if perm is None else perm[a:b])
+            batch = window.take(a, b)
             gathered = time.perf_counter()
             self.stats.gather_seconds += gathered - started
             if self.trace is not None:

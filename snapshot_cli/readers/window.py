@@ -1,13 +1,22 @@
 """A window: the decoded records of one plan window, as contiguous numpy columns.
 
-Fixed-width columns (scalars and fixed-shape tensors) are copied into one preallocated array
-per column as record batches are decoded (several threads fill disjoint row ranges); a batch
-is then one vectorised ``np.take`` per column. Variable-width columns (ragged arrays,
-strings, bytes) stay Arrow arrays until a batch takes its rows.
+Fixed-width columns (scalars and fixed-shape tensors) are written into one preallocated array
+per column (a *slab*) as record batches are decoded, by several threads, straight to their
+place in the shuffled order: record ``r`` of the window goes to slot ``slot_of[r]``, so the
+batches are consecutive slots and serving one costs nothing but a view. Each byte is thus
+copied once after decoding, by the read threads, while the decoded record batch is still in
+the CPU's cache (gathering from a window afterwards read every byte back from memory).
+
+A batch is a view of a slab, so a slab is reused for a later window only once no batch the
+consumer holds refers to it (:class:`WindowPool` counts the references): batches stay owned,
+writable and contiguous, and 64-byte aligned where the batch's offset in the slab allows
+(else that column is copied). Variable-width columns (ragged arrays, strings, bytes) stay
+Arrow arrays until a batch takes its rows.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -43,9 +52,11 @@ def row_bytes(schema: pa.Schema, columns: list[str]) -> int:
 
 
 class Window:
-    """Records ``[0, rows)`` of one window. ``fill`` from any thread; then ``finish``.
+    """Records ``[0, rows)`` of one window. ``fill`` / ``scatter`` from any thread; then
+    ``finish``; then ``take`` batches of consecutive slots.
 
-    ``storage`` (from :class:`WindowPool`) supplies reusable arrays of at least ``rows`` rows.
+    ``order`` is the window's permutation (slot ``s`` holds record ``order[s]``; None: kept
+    in order). ``storage`` (from :class:`WindowPool`) supplies slabs of at least ``rows`` rows.
     With ``contiguous=False`` (unshuffled replay, where batches are runs of consecutive
     records) fixed-width columns are not copied into the window: each batch is one copy,
     straight from the decoded record batches.
@@ -58,6 +69,7 @@ class Window:
         rows: int,
         storage: dict[str, np.ndarray] | None = None,
         contiguous: bool = True,
+        order: np.ndarray | None = None,
     ) -> None:
         self.rows = rows
         self.storage: dict[str, np.ndarray] = {}
@@ -66,6 +78,11 @@ class Window:
         self._var_done: dict[str, pa.Array] = {}
         self.columns = columns
         self.contiguous = contiguous
+        self.order = order
+        self.slot_of: np.ndarray | None = None
+        if order is not None:
+            self.slot_of = np.empty(rows, np.int64)
+            self.slot_of[order] = np.arange(rows, dtype=np.int64)
         self._views: dict[str, list[tuple[int, np.ndarray]]] = {}
         self._starts = np.zeros(0, np.int64)
         self._lock = threading.Lock()
@@ -75,7 +92,7 @@ class Window:
                 self._views[name] = []
             elif schema_mod.kind(t) in FIXED_KINDS:
                 if storage is None or len(storage[name]) < rows:
-                    self.storage[name] = np.empty((rows, *row_shape(t)), dtype=numpy_dtype(t))
+                    self.storage[name] = aligned_empty((rows, *row_shape(t)), numpy_dtype(t))
                 else:
                     self.storage[name] = storage[name]
                 self.fixed[name] = self.storage[name][:rows]
@@ -83,10 +100,13 @@ class Window:
                 self.var[name] = []
 
     def fill(self, offset: int, batch: pa.RecordBatch, start: int, stop: int) -> None:
-        """Copy records ``[start, stop)`` of ``batch`` to rows ``offset...`` of the window."""
+        """Put records ``[start, stop)`` of ``batch`` at window records ``offset...``."""
         n = stop - start
-        for name, dest in self.fixed.items():
-            dest[offset : offset + n] = column_to_numpy(batch.column(name).slice(start, n))
+        if self.fixed:
+            self.scatter(
+                offset,
+                {name: column_to_numpy(batch.column(name).slice(start, n)) for name in self.fixed},
+            )
         if self._views:
             views = [
                 (name, column_to_numpy(batch.column(name).slice(start, n))) for name in self._views
@@ -100,10 +120,25 @@ class Window:
                 for name, part in parts:
                     self.var[name].append((offset, part))
 
+    def scatter(self, offset: int, values: dict[str, np.ndarray]) -> None:
+        """Copy decoded fixed-width values (``{column: (n, ...) array}``) of window records
+        ``offset...`` to their slots."""
+        for name, src in values.items():
+            n = len(src)
+            dest = self.fixed[name]
+            if self.slot_of is None:
+                dest[offset : offset + n] = src
+                continue
+            slots = self.slot_of[offset : offset + n]
+            if dest.ndim > 1:  # rows as bytes: one memcpy per row
+                dest = dest.reshape(len(dest), -1).view(np.uint8)
+                src = np.ascontiguousarray(src).reshape(n, -1).view(np.uint8)
+            dest[slots] = src
+
     def targets(self, offset: int, n: int) -> dict[str, np.ndarray] | None:
         """Rows ``[offset, offset + n)`` of every column, to decode into directly; None unless
-        every column is a fixed-width one copied into the window."""
-        if self.var or self._views:
+        the window keeps its records in order and every column is fixed-width."""
+        if self.var or self._views or self.slot_of is not None:
             return None
         return {name: dest[offset : offset + n] for name, dest in self.fixed.items()}
 
@@ -117,28 +152,22 @@ class Window:
             arrays = [p[1] for p in parts]
             self._var_done[name] = pa.concat_arrays(arrays) if len(arrays) != 1 else arrays[0]
 
-    def take(self, index: np.ndarray | slice) -> dict[str, np.ndarray]:
-        """The records at ``index`` (window rows), as ``{column: numpy array}``."""
+    def take(self, a: int, b: int) -> dict[str, np.ndarray]:
+        """The records of slots ``[a, b)`` (a batch), as ``{column: numpy array}``."""
         out: dict[str, np.ndarray] = {}
         for name in self.columns:
             if name in self._views:
-                if not isinstance(index, slice):
-                    raise TypeError("a non-contiguous window serves runs of records only")
-                out[name] = self._run(self._views[name], index.start, index.stop)
+                out[name] = self._run(self._views[name], a, b)
             elif name in self.fixed:
-                col = self.fixed[name]
-                # Always a copy: the window's arrays are reused for a later window.
-                if isinstance(index, slice):
-                    out[name] = aligned_copy(col[index])
-                else:
-                    dest = aligned_empty((len(index), *col.shape[1:]), col.dtype)
-                    out[name] = np.take(col, index, axis=0, out=dest, mode="clip")
+                view = self.fixed[name][a:b]
+                # A view of the slab: the pool reuses it only once no batch refers to it.
+                out[name] = view if view.ctypes.data % ALIGN == 0 else aligned_copy(view)
             else:
                 arr = self._var_done[name]
-                if isinstance(index, slice):
-                    part = arr.slice(index.start, index.stop - index.start)
+                if self.order is None:
+                    part = arr.slice(a, b - a)
                 else:
-                    part = arr.take(pa.array(index))
+                    part = arr.take(pa.array(self.order[a:b]))
                 out[name] = column_to_numpy(part)
         return out
 
@@ -172,34 +201,53 @@ def aligned_copy(a: np.ndarray) -> np.ndarray:
 
 
 class WindowPool:
-    """Hands out windows whose fixed-width arrays are reused once a window has been served.
+    """Hands out windows whose slabs are reused once nothing refers to them any more.
 
-    A fresh multi-MiB array costs a page fault and a zeroing per page on first touch: for a
-    256 MiB window that was a third of the loader's CPU time. The loader holds at most two
-    windows at once (one served, one being decoded), so two sets of arrays go round.
+    A fresh multi-MiB array costs a page fault and a zeroing per page on first touch (for a
+    256 MiB window that was a third of the loader's CPU time), so slabs go round: a slab is
+    free again once its window has been served and the consumer has let go of every batch
+    (view) of it; while a batch is held, its slab is not touched. The loader holds two windows
+    at once (one served, one being filled), so two or three slabs go round when the consumer
+    drops its batches as it goes.
     """
+
+    KEEP = 4  # slabs kept for reuse; more are left to the garbage collector
 
     def __init__(
         self, schema: pa.Schema, columns: list[str], contiguous: bool = True, rows: int = 0
     ) -> None:
         self.schema, self.columns, self.contiguous = schema, columns, contiguous
-        self.rows = rows  # arrays are made this long at least: the ramp's small windows use
-        # the start of full-size arrays, whose untouched pages cost nothing until used
-        self._free: list[dict[str, np.ndarray]] = []
+        self.rows = rows  # slabs are made this long at least: the ramp's small windows use
+        # the start of full-size slabs, whose untouched pages cost nothing until used
+        self._slabs: list[tuple[dict[str, np.ndarray], list[np.ndarray], int]] = []
+        self._lock = threading.Lock()
 
-    def get(self, rows: int) -> Window:
+    def get(self, rows: int, order: np.ndarray | None = None) -> Window:
         if not self.contiguous:
             return Window(self.schema, self.columns, rows, contiguous=False)
-        storage = None
-        for i, candidate in enumerate(self._free):
-            if all(len(a) >= rows for a in candidate.values()):
-                storage = self._free.pop(i)
-                break
-        if storage is None and rows < self.rows:
-            storage = Window(self.schema, self.columns, self.rows).storage
-        return Window(self.schema, self.columns, rows, storage)
+        with self._lock:
+            for storage, owners, unused in self._slabs:
+                if all(len(a) >= rows for a in storage.values()) and _refs(owners) == unused:
+                    return Window(self.schema, self.columns, rows, storage, order=order)
+        window = Window(self.schema, self.columns, max(rows, self.rows))
+        storage = window.storage
+        owners = [_owner(a) for a in storage.values()]
+        del window
+        with self._lock:
+            self._slabs.append((storage, owners, _refs(owners)))
+            del self._slabs[: -self.KEEP]
+        return Window(self.schema, self.columns, rows, storage, order=order)
 
     def put(self, window: Window) -> None:
-        if window.storage:
-            self._free.append(window.storage)
-            del self._free[:-2]
+        """The window is served: its slabs are free once its batches are dropped."""
+
+
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array that owns ``a``'s memory (every view of ``a`` refers to it)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _refs(owners: list[np.ndarray]) -> int:
+    return sum(sys.getrefcount(o) for o in owners)
