@@ -137,7 +137,6 @@ class Loader:
             windows=WindowPool(
                 schema,
                 self.columns,
-                contiguous=bool(options.shuffle),
                 rows=self._stats.window_rows,
             ),
             map=options.map,
@@ -145,7 +144,7 @@ class Loader:
             map_threads=cores,
             bytes_per_row=bytes_per_row,
             trace=trace,
-            placement=Placement.of(schema, self.columns) if options.shuffle else None,
+            placement=Placement.of(schema, self.columns),
         )
         self._epoch = 0
         self._batch = 0

@@ -57,9 +57,8 @@ class Window:
 
     ``order`` is the window's permutation (slot ``s`` holds record ``order[s]``; None: kept
     in order). ``storage`` (from :class:`WindowPool`) supplies slabs of at least ``rows`` rows.
-    With ``contiguous=False`` (unshuffled replay, where batches are runs of consecutive
-    records) fixed-width columns are not copied into the window: each batch is one copy,
-    straight from the decoded record batches.
+    Kept in order (unshuffled replay), record batches are decoded straight into the slab
+    (:meth:`targets`) where their layout allows, and a batch then costs no copy at all.
     """
 
     def __init__(
@@ -68,7 +67,6 @@ class Window:
         columns: list[str],
         rows: int,
         storage: dict[str, np.ndarray] | None = None,
-        contiguous: bool = True,
         order: np.ndarray | None = None,
     ) -> None:
         self.rows = rows
@@ -77,20 +75,15 @@ class Window:
         self.var: dict[str, list[tuple[int, pa.Array]]] = {}
         self._var_done: dict[str, pa.Array] = {}
         self.columns = columns
-        self.contiguous = contiguous
         self.order = order
         self.slot_of: np.ndarray | None = None
         if order is not None:
             self.slot_of = np.empty(rows, np.int64)
             self.slot_of[order] = np.arange(rows, dtype=np.int64)
-        self._views: dict[str, list[tuple[int, np.ndarray]]] = {}
-        self._starts = np.zeros(0, np.int64)
         self._lock = threading.Lock()
         for name in columns:
             t = schema.field(name).type
-            if schema_mod.kind(t) in FIXED_KINDS and not contiguous:
-                self._views[name] = []
-            elif schema_mod.kind(t) in FIXED_KINDS:
+            if schema_mod.kind(t) in FIXED_KINDS:
                 if storage is None or len(storage[name]) < rows:
                     self.storage[name] = aligned_empty((rows, *row_shape(t)), numpy_dtype(t))
                 else:
@@ -107,13 +100,6 @@ class Window:
                 offset,
                 {name: column_to_numpy(batch.column(name).slice(start, n)) for name in self.fixed},
             )
-        if self._views:
-            views = [
-                (name, column_to_numpy(batch.column(name).slice(start, n))) for name in self._views
-            ]
-            with self._lock:
-                for name, view in views:
-                    self._views[name].append((offset, view))
         if self.var:
             parts = [(name, batch.column(name).slice(start, n)) for name in self.var]
             with self._lock:
@@ -138,15 +124,12 @@ class Window:
     def targets(self, offset: int, n: int) -> dict[str, np.ndarray] | None:
         """Rows ``[offset, offset + n)`` of every column, to decode into directly; None unless
         the window keeps its records in order and every column is fixed-width."""
-        if self.var or self._views or self.slot_of is not None:
+        if self.var or self.slot_of is not None:
             return None
         return {name: dest[offset : offset + n] for name, dest in self.fixed.items()}
 
     def finish(self) -> None:
         """Put the parts in row order (call once, after every fill)."""
-        for parts in self._views.values():
-            parts.sort(key=lambda p: p[0])
-            self._starts = np.array([p[0] for p in parts], dtype=np.int64)
         for name, parts in self.var.items():
             parts.sort(key=lambda p: p[0])
             arrays = [p[1] for p in parts]
@@ -156,9 +139,7 @@ class Window:
         """The records of slots ``[a, b)`` (a batch), as ``{column: numpy array}``."""
         out: dict[str, np.ndarray] = {}
         for name in self.columns:
-            if name in self._views:
-                out[name] = self._run(self._views[name], a, b)
-            elif name in self.fixed:
+            if name in self.fixed:
                 view = self.fixed[name][a:b]
                 # A view of the slab: the pool reuses it only once no batch refers to it.
                 out[name] = view if view.ctypes.data % ALIGN == 0 else aligned_copy(view)
@@ -170,16 +151,6 @@ class Window:
                     part = arr.take(pa.array(self.order[a:b]))
                 out[name] = column_to_numpy(part)
         return out
-
-    def _run(self, parts: list[tuple[int, np.ndarray]], a: int, b: int) -> np.ndarray:
-        """Rows ``[a, b)`` from the decoded parts, copied once into a new array."""
-        first = int(np.searchsorted(self._starts, a, side="right")) - 1
-        last = int(np.searchsorted(self._starts, b, side="left"))
-        pieces = [view[max(a - off, 0) : b - off] for off, view in parts[first:last]]
-        if len(pieces) == 1:
-            return aligned_copy(pieces[0])  # Arrow-backed views are read-only
-        out = aligned_empty((sum(len(p) for p in pieces), *pieces[0].shape[1:]), pieces[0].dtype)
-        return np.concatenate(pieces, out=out)
 
 
 ALIGN = 64  # bytes: what XLA needs to use a host array in place (jax.device_put on CPU)
@@ -213,18 +184,14 @@ class WindowPool:
 
     KEEP = 4  # slabs kept for reuse; more are left to the garbage collector
 
-    def __init__(
-        self, schema: pa.Schema, columns: list[str], contiguous: bool = True, rows: int = 0
-    ) -> None:
-        self.schema, self.columns, self.contiguous = schema, columns, contiguous
+    def __init__(self, schema: pa.Schema, columns: list[str], rows: int = 0) -> None:
+        self.schema, self.columns = schema, columns
         self.rows = rows  # slabs are made this long at least: the ramp's small windows use
         # the start of full-size slabs, whose untouched pages cost nothing until used
         self._slabs: list[tuple[dict[str, np.ndarray], list[np.ndarray], int]] = []
         self._lock = threading.Lock()
 
     def get(self, rows: int, order: np.ndarray | None = None) -> Window:
-        if not self.contiguous:
-            return Window(self.schema, self.columns, rows, contiguous=False)
         with self._lock:
             for storage, owners, unused in self._slabs:
                 if all(len(a) >= rows for a in storage.values()) and _refs(owners) == unused:
