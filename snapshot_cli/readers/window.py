@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -153,6 +155,8 @@ class Window:
         return out
 
 
+# Warn when the consumer's batches keep this many windows' worth of slabs alive, and this much.
+PINNED_WARNING, PINNED_WARNING_BYTES = 8, 1 << 30
 ALIGN = 64  # bytes: what XLA needs to use a host array in place (jax.device_put on CPU)
 
 
@@ -189,6 +193,8 @@ class WindowPool:
         self.rows = rows  # slabs are made this long at least: the ramp's small windows use
         # the start of full-size slabs, whose untouched pages cost nothing until used
         self._slabs: list[tuple[dict[str, np.ndarray], list[np.ndarray], int]] = []
+        self._made: list[tuple[weakref.ref[np.ndarray], int]] = []  # slab arrays still alive
+        self._warned = False
         self._lock = threading.Lock()
 
     def get(self, rows: int, order: np.ndarray | None = None) -> Window:
@@ -203,6 +209,20 @@ class WindowPool:
         with self._lock:
             self._slabs.append((storage, owners, _refs(owners)))
             del self._slabs[: -self.KEEP]
+            alive = [(r, n) for r, n in self._made if r() is not None]
+            self._made = alive + [(weakref.ref(o), o.nbytes) for o in owners]
+            held = sum(n for _, n in self._made)
+            window_bytes = sum(o.nbytes for o in owners)
+        if held > max(PINNED_WARNING * window_bytes, PINNED_WARNING_BYTES) and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"batches you keep hold {held / window_bytes:.0f} loader windows' memory "
+                f"({held / 2**30:.1f} GiB): a batch is a view of its window's memory, which is "
+                "reused only once no batch refers to it. Copy what you keep "
+                "({k: v.copy() for k, v in batch.items()}) or use a smaller shuffle_buffer.",
+                ResourceWarning,
+                stacklevel=2,
+            )
         return Window(self.schema, self.columns, rows, storage, order=order)
 
     def put(self, window: Window) -> None:

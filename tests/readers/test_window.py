@@ -135,3 +135,17 @@ def _tiny(tmp_path: Path) -> str:
     out = str(tmp_path / "tiny")
     snap.create(gen, out, workers=0)
     return out
+
+
+def test_keeping_batches_of_many_windows_warns_once(
+    made: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches pin their window's slab: a consumer that keeps batches of many windows (here
+    with the 1 GiB floor of the warning lowered) is told what that costs and what to do, once."""
+    monkeypatch.setattr(window, "PINNED_WARNING_BYTES", 0)
+    s = snap.open(made)
+    pinned = r"batches you keep hold \d+ loader windows' memory"
+    with pytest.warns(ResourceWarning, match=pinned) as seen:
+        kept = [b["image"] for b in s.loader(50, seed=1, shuffle_buffer=300)]
+    assert len([w for w in seen if "loader windows" in str(w.message)]) == 1
+    assert sum(len(k) for k in kept) == N
