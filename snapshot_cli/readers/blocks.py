@@ -66,6 +66,7 @@ class BlockFile:
         key = (path, self.size, st.st_mtime_ns, entry.crc32c)
         with _checked_lock:
             self._done = _checked.setdefault(key, np.zeros(len(self.blocks), bool))
+        self._layouts: dict[int, ipc_layout.BatchLayout] = {}
 
     def read_into(
         self, i: int, verify: bool, rows: int, placement: Placement, targets: dict[str, Any]
@@ -73,17 +74,21 @@ class BlockFile:
         """Record batch ``i``'s values decoded straight into ``targets`` (see :mod:`.direct`),
         checked first like :meth:`read`; False where it is not in the form placed directly."""
         block, fd = self.blocks[i], self._file.fd
-        head = os.pread(fd, min(block.length, HEAD_BYTES), block.offset)
-        try:
-            size = ipc_layout.metadata_size(head[:8])
-            if size > len(head):
-                head += os.pread(fd, size - len(head), block.offset + len(head))
-            layout = ipc_layout.batch_layout(head[:size], block.length)
-        except ipc_layout.LayoutError:
-            return False
+        layout = self._layouts.get(i)
+        if layout is None:  # parsed once per process (a later epoch reads only the data)
+            head = os.pread(fd, min(block.length, HEAD_BYTES), block.offset)
+            try:
+                size = ipc_layout.metadata_size(head[:8])
+                if size > len(head):
+                    head += os.pread(fd, size - len(head), block.offset + len(head))
+                layout = ipc_layout.batch_layout(head[:size], block.length)
+            except ipc_layout.LayoutError:
+                return False
+            self._layouts[i] = layout
         check = verify and not self._done[i]
         if layout.codec is None:
             where = direct.regions(layout, placement, rows)
+            head = os.pread(fd, layout.body_start, block.offset) if check else b""
             if not where or not self._scatter(i, head, layout, where, targets, check):
                 return False
         else:

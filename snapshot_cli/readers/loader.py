@@ -234,24 +234,25 @@ class Loader:
         self._run = run
         if not self._stats.started:
             self._stats.started = time.perf_counter()
+        s = self._stats
         try:
             while True:
                 waited = time.perf_counter()
                 try:
-                    epoch, index, batch, nbytes = run.buffer.get()
+                    group = run.buffer.get()
                 except Closed:
                     break
                 if self.trace is not None:
-                    self.trace.add("wait for batch", waited, time.perf_counter(), batch=index)
-                per_epoch = run.batches_in(epoch)
-                self._epoch, self._batch = (
-                    (epoch + 1, 0) if index + 1 >= per_epoch else (epoch, index + 1)
-                )
-                s = self._stats
-                s.batches += 1
-                s.records += len(next(iter(batch.values())))
-                s.bytes += nbytes
-                yield batch
+                    self.trace.add("wait for batch", waited, time.perf_counter(), batch=group[0][1])
+                for epoch, index, batch, nbytes in group:
+                    per_epoch = run.batches_in(epoch)
+                    self._epoch, self._batch = (
+                        (epoch + 1, 0) if index + 1 >= per_epoch else (epoch, index + 1)
+                    )
+                    s.batches += 1
+                    s.records += len(next(iter(batch.values())))
+                    s.bytes += nbytes
+                    yield batch
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None
         finally:

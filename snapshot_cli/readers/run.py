@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from .window import WindowPool
 
 
+# Small batches go to the consumer in groups of up to GROUP_MAX, GROUP_BYTES at most.
+GROUP_BYTES, GROUP_MAX = 1 << 20, 64
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What a loader's passes share; made once by the loader, handed to each :class:`Run`."""
@@ -82,7 +86,10 @@ class Run:
         self._scratch = threading.local()  # each read thread's decoded record batch
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
-        self.buffer = PrefetchBuffer(self.prefetch.current)
+        batch_bytes = max(1, ctx.bytes_per_row * ctx.plan_options.batch_size)
+        self.group = max(1, min(GROUP_MAX, GROUP_BYTES // batch_bytes))
+        self._group: list[tuple[int, int, Batch, int]] = []
+        self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
         self.wait_before = ctx.stats.consumer_wait
         self._plans: dict[int, EpochPlan] = {}
         self.windows = ctx.windows  # kept by the loader: later passes reuse the arrays
@@ -249,6 +256,7 @@ class Run:
         while in_flight:
             e, j, fut, nb = in_flight.popleft()
             self._put(e, j, fut.result(), nb)
+        self._flush()
 
     def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
         started = time.perf_counter()
@@ -268,14 +276,28 @@ class Run:
         return out
 
     def _put(self, epoch: int, index: int, batch: Batch, nbytes: int) -> None:
+        """Queue a batch for the consumer; batches go over in groups of ``group`` (small
+        batches cost per hand-off, not per byte: one lock and one wake-up per group)."""
+        self._group.append((epoch, index, batch, nbytes))
+        if len(self._group) >= self.group:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._group:
+            return
+        items, self._group = self._group, []
         before = self.buffer.consumer_waits
         started = time.perf_counter()
-        self.buffer.put((epoch, index, batch, nbytes))
+        self.buffer.put(items)
         ended = time.perf_counter()
         if self.trace is not None and ended - started > 1e-4:  # blocked: the consumer is slower
-            self.trace.add("wait for room (prefetch full)", started, ended, batch=index)
+            self.trace.add("wait for room (prefetch full)", started, ended, batch=items[0][1])
         if self.buffer.consumer_waits > before:  # the consumer starved: keep more ready
-            self.buffer.resize(self.prefetch.consumer_waited())
+            self.buffer.resize(self._groups(self.prefetch.consumer_waited()))
+
+    def _groups(self, batches: int) -> int:
+        """Prefetch depth in groups, from a depth in batches."""
+        return max(1, -(-batches // self.group))
 
     # --- shutdown -----------------------------------------------------------------------
 

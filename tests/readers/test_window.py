@@ -107,7 +107,8 @@ def test_slabs_go_round_when_batches_are_dropped(made: str) -> None:
     for _ in loader:
         pass
     pool = loader._context.windows
-    assert 1 <= len(pool._slabs) <= 3
+    windows = 3 * -(-N // 500)
+    assert 1 <= pool.allocated <= 5 < windows, (pool.allocated, windows)
 
 
 def test_a_kept_batch_pins_its_slab(tmp_path: Path) -> None:
