@@ -150,3 +150,20 @@ def test_keeping_batches_of_many_windows_warns_once(
         kept = [b["image"] for b in s.loader(50, seed=1, shuffle_buffer=300)]
     assert len([w for w in seen if "loader windows" in str(w.message)]) == 1
     assert sum(len(k) for k in kept) == N
+
+
+def test_slabs_in_memory_of_their_own_behave_the_same(
+    made: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large slabs are anonymous maps (small pages): held batches stay right, dropped ones
+    let the slabs go round, and every batch is still a writable aligned array."""
+    monkeypatch.setattr(window, "SLAB_MMAP_MIN", 0)
+    s = snap.open(made)
+    loader = s.loader(64, seed=2, shuffle_buffer=700, epochs=2)
+    kept = list(loader)
+    check(kept[: len(kept) // 2], expected())
+    assert all(b["image"].flags.writeable and b["image"].ctypes.data % 64 == 0 for b in kept)
+    loader = s.loader(50, seed=1, shuffle_buffer=500, epochs=3, prefetch=2)
+    for _ in loader:
+        pass
+    assert loader._context.windows.allocated <= 5
