@@ -55,6 +55,7 @@ $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/create.py --ray
 	$(BIN)/python benchmarks/replay.py
+	$(BIN)/python benchmarks/small_records.py
 	$(BIN)/python benchmarks/remote.py
 	$(BIN)/python benchmarks/device.py --codec zstd
 	$(BIN)/python benchmarks/peers.py --plot docs/peers.png
