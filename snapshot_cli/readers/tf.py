@@ -50,7 +50,8 @@ releases, and would gain nothing: Keras, ``tf.distribute`` and every transformat
 is rebuilt from its type spec. Keep the object ``to_tf()`` returned to save state.
 
 **Cost.** TensorFlow calls back into Python once per batch. Numeric columns (the loader's
-fresh, 64-byte aligned arrays) are handed over without a copy through DLPack; other arrays
+64-byte aligned arrays, which it reuses only once nothing refers to them) are handed over
+without a copy through DLPack; other arrays
 (unaligned or strided output of a ``map``) are copied by TensorFlow. The options also turn
 tf.data's autotuning off: this pipeline has nothing to tune, and with it on, the last
 ``next()`` of a pass often waited for the autotuning thread's next wake-up (~2 s here, the
@@ -172,7 +173,8 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
         and value.dtype.isnative
         and value.dtype.kind in "biufc"
     ):
-        # No copy: the tensor holds the array (the loader never reuses a batch's arrays).
+        # No copy: the tensor holds the array, and the loader reuses a batch's memory only
+        # once nothing refers to it (window.WindowPool).
         with contextlib.suppress(BufferError, TypeError, ValueError):
             return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
     return value  # from_generator copies it into a tensor
