@@ -3,11 +3,11 @@
 ``loader.to_torch(device=None, prefetch=2)`` yields ``dict[str, torch.Tensor]``. Numeric
 columns become tensors that share memory with the loader's numpy batch (no copy: the loader
 reuses a batch's memory only once nothing, a tensor included, refers to it); ragged columns
-become lists of tensors, strings and bytes stay Python lists. With ``device="cuda"`` each batch is copied from pinned host memory with
-``non_blocking=True`` on a side CUDA stream, ``prefetch`` batches ahead of the one being
-used, so the copy of batch N+1 overlaps the step on batch N; the consumer's stream waits for
-the copy only when it takes the batch. Other devices (``"mps"``, ``"xpu"``) get a plain
-``.to(device)``; ``"cpu"`` or None adds nothing.
+become lists of tensors, strings and bytes stay Python lists. With ``device="cuda"`` each
+batch is copied from pinned host memory with ``non_blocking=True`` on a side CUDA stream,
+``prefetch`` batches ahead of the one being used, so the copy of batch N+1 overlaps the step
+on batch N; the consumer's stream waits for the copy only when it takes the batch. Other
+devices (``"mps"``, ``"xpu"``) get a plain ``.to(device)``; ``"cpu"`` or None adds nothing.
 
 :class:`SnapshotDataset` is for code that wants a ``torch.utils.data.DataLoader``: use
 ``DataLoader(SnapshotDataset(url, batch_size=256), batch_size=None, num_workers=W)``. Each
