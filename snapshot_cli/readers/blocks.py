@@ -102,6 +102,25 @@ class BlockFile:
             self._done[i] = True
         return True
 
+    def read_values(
+        self, i: int, verify: bool, rows: int, placement: Placement
+    ) -> dict[str, np.ndarray] | None:
+        """Record batch ``i``'s values (:func:`.direct.values`), checked first like
+        :meth:`read`; None where it is not in the form placed directly."""
+        buf = self._read_block(i)
+        if verify and not self._done[i]:
+            self._check(i, crc32c.crc32c(buf))
+            self._done[i] = True
+        layout = self._layouts.get(i)
+        if layout is None:
+            try:
+                size = ipc_layout.metadata_size(buf.slice(0, 8).to_pybytes())
+                layout = ipc_layout.batch_layout(buf.slice(0, size).to_pybytes(), len(buf))
+            except (ipc_layout.LayoutError, ValueError):
+                return None
+            self._layouts[i] = layout
+        return direct.values(memoryview(buf), layout, placement, rows)
+
     def _scatter(
         self,
         i: int,

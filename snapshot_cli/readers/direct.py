@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import cramjam
 import numpy as np
@@ -26,6 +27,7 @@ import pyarrow as pa
 from ..ipc_layout import LZ4_FRAME, BatchLayout, Slot, column_slots
 
 _DECOMPRESS = {LZ4_FRAME: cramjam.lz4.decompress_into, 1: cramjam.zstd.decompress_into}
+_CODECS = {LZ4_FRAME: pa.Codec("lz4"), 1: pa.Codec("zstd")}  # stateless: shared by threads
 
 
 @dataclass(frozen=True)
@@ -105,3 +107,38 @@ def place(
                 f"{dest.nbytes}"
             )
     return True
+
+
+def values(
+    message: memoryview, layout: BatchLayout, placement: Placement, rows: int
+) -> dict[str, np.ndarray] | None:
+    """The values of every placed column of ``message`` as ``(rows, bytes per record)`` uint8
+    arrays: views of the message where a buffer is stored plain, else Arrow's codec's output
+    (twice cramjam's speed on 1 MiB buffers, measured) for the caller to copy where they go;
+    None where the batch is not in the form placed directly."""
+    where = regions(layout, placement, rows)
+    if not where:
+        return None
+    out = {}
+    for name, (start, length) in where.items():
+        slot = placement.slots[name]
+        need = rows * slot.width * slot.itemsize
+        raw = message[start : start + length]
+        if layout.codec is None:
+            if length < need:
+                return None
+            data: Any = raw
+        else:
+            if length < 8:
+                return None
+            (plain,) = struct.unpack_from("<q", raw, 0)
+            if plain == -1:  # stored uncompressed: it did not shrink
+                if length - 8 < need:
+                    return None
+                data = raw[8:]
+            elif plain != need:
+                return None
+            else:
+                data = _CODECS[layout.codec].decompress(raw[8:], need)
+        out[name] = np.frombuffer(data, np.uint8, need).reshape(rows, -1)
+    return out

@@ -83,7 +83,6 @@ class Run:
         self.bytes_per_row = ctx.bytes_per_row
         self.trace = ctx.trace
         self.placement = ctx.placement
-        self._scratch = threading.local()  # each read thread's decoded record batch
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
         batch_bytes = max(1, ctx.bytes_per_row * ctx.plan_options.batch_size)
@@ -200,22 +199,18 @@ class Run:
         batch: int,
         rows: int,
     ) -> bool:
-        """Decode a whole record batch without Arrow (:mod:`.direct`): straight into the
-        window's rows when it keeps its records in order, else into this thread's scratch
-        arrays (still in the CPU's cache) and from there to the records' slots."""
+        """Decode a whole record batch without Arrow's IPC reader (:mod:`.direct`): straight
+        into the window's rows when it keeps its records in order, else to buffers still in
+        the CPU's cache and from there to the records' slots."""
         if seg.start != 0 or seg.stop != rows:
             return False
         targets = window.targets(offset, rows)
         if targets is not None:
             return self.readers.read_into(shard, batch, rows, placement, targets)
-        scratch: dict[str, np.ndarray] = getattr(self._scratch, "arrays", {})
-        if any(len(a) < rows for a in scratch.values()) or scratch.keys() != window.fixed.keys():
-            scratch = {n: np.empty((rows, *a.shape[1:]), a.dtype) for n, a in window.fixed.items()}
-            self._scratch.arrays = scratch
-        views = {n: a[:rows] for n, a in scratch.items()}
-        if not self.readers.read_into(shard, batch, rows, placement, views):
+        decoded = self.readers.read_values(shard, batch, rows, placement)
+        if decoded is None:
             return False
-        window.scatter(offset, views)
+        window.scatter(offset, decoded)
         return True
 
     def _finish(self, pending: _Pending) -> Window:

@@ -311,6 +311,23 @@ class ShardReaders:
                 f"shard {self.url(shard)} record batch {batch} cannot be decoded: {err}"
             ) from err
 
+    def read_values(
+        self, shard: int, batch: int, rows: int, placement: Placement
+    ) -> dict[str, np.ndarray] | None:
+        """Record batch ``batch`` of ``shard``: its values (:func:`.direct.values`), checked
+        like :meth:`read_batch`; None where that cannot be done here."""
+        reader = self.reader(shard)
+        if not isinstance(reader, BlockFile):
+            return None
+        try:
+            return reader.read_values(batch, self.verify, rows, placement)
+        except CorruptShardError:
+            raise
+        except (pa.ArrowException, OSError) as err:
+            raise CorruptShardError(
+                f"shard {self.url(shard)} record batch {batch} cannot be decoded: {err}"
+            ) from err
+
     def close(self) -> None:
         with self._lock:
             opened = list(self._open.values())
