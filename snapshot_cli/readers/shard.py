@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -299,28 +300,26 @@ class ShardReaders:
         """Record batch ``batch`` of ``shard``, its values decoded straight into ``targets``
         (:mod:`.direct`), checked like :meth:`read_batch`; False where that cannot be done
         here (then use :meth:`read_batch`)."""
-        reader = self.reader(shard)
-        if not isinstance(reader, BlockFile):
-            return False
-        try:
-            return reader.read_into(batch, self.verify, rows, placement, targets)
-        except CorruptShardError:
-            raise
-        except (pa.ArrowException, OSError) as err:
-            raise CorruptShardError(
-                f"shard {self.url(shard)} record batch {batch} cannot be decoded: {err}"
-            ) from err
+        done = self._direct(
+            shard, batch, lambda f: f.read_into(batch, self.verify, rows, placement, targets)
+        )
+        return bool(done)
 
     def read_values(
         self, shard: int, batch: int, rows: int, placement: Placement
     ) -> dict[str, np.ndarray] | None:
         """Record batch ``batch`` of ``shard``: its values (:func:`.direct.values`), checked
         like :meth:`read_batch`; None where that cannot be done here."""
+        return self._direct(
+            shard, batch, lambda f: f.read_values(batch, self.verify, rows, placement)
+        )
+
+    def _direct(self, shard: int, batch: int, read: Callable[[BlockFile], Any]) -> Any:
         reader = self.reader(shard)
         if not isinstance(reader, BlockFile):
             return None
         try:
-            return reader.read_values(batch, self.verify, rows, placement)
+            return read(reader)
         except CorruptShardError:
             raise
         except (pa.ArrowException, OSError) as err:
