@@ -134,8 +134,10 @@ class BlockFile:
         straight into its target rows, everything else into scratch; checksummed in order."""
         block = self.blocks[i]
         pieces: list[tuple[int, int, Any]] = []
-        for name, (start, _) in where.items():
+        for name, (start, length) in where.items():
             dest = targets[name].reshape(-1).view(np.uint8)
+            if length < dest.nbytes:
+                return False  # a buffer too short for its records: left to Arrow's decoder
             pieces.append((start, dest.nbytes, dest))
         pieces.sort(key=lambda p: p[0])
         views: list[Any] = []

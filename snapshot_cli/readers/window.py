@@ -119,9 +119,6 @@ class Window:
         for name, src in values.items():
             n = len(src)
             dest = self.fixed[name]
-            if src.dtype != dest.dtype:  # the records' raw bytes (direct.values)
-                src = np.ascontiguousarray(src).reshape(-1).view(dest.dtype)
-                src = src.reshape((n, *dest.shape[1:]))
             if self.slot_of is None:
                 dest[offset : offset + n] = src
                 continue

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import snapshot_cli as snap
@@ -24,6 +25,8 @@ def records() -> Any:
             id=ids,
             image=rng.integers(0, 256, (500, 3, 8, 8), dtype=np.uint8),
             f=(ids * 0.5).astype(np.float32),
+            small=(ids % 251).astype(np.uint8),  # one byte per record: no reshaping may hide
+            pair=np.stack([ids, -ids], axis=1).astype(np.int16),
         )
 
 
@@ -47,6 +50,11 @@ def check(batches: list[dict[str, np.ndarray]], want: dict[int, tuple[np.ndarray
     ids = [int(i) for b in batches for i in b["id"]]
     assert sorted(ids) == list(range(N))
     for b in batches:
+        assert b["small"].dtype == np.uint8 and b["pair"].dtype == np.int16
+        assert b["small"].shape == b["id"].shape and b["pair"].shape == (len(b["id"]), 2)
+        assert (b["small"] == b["id"] % 251).all()
+        assert (b["pair"][:, 0] == b["id"].astype(np.int16)).all()
+        assert (b["pair"][:, 1] == (-b["id"]).astype(np.int16)).all()
         for i, img, f in zip(b["id"], b["image"], b["f"], strict=True):
             assert np.array_equal(img, want[int(i)][0]) and f == want[int(i)][1]
 
@@ -167,3 +175,24 @@ def test_slabs_in_memory_of_their_own_behave_the_same(
     for _ in loader:
         pass
     assert loader._context.windows.allocated <= 5
+
+
+def test_columns_the_window_keeps_as_arrow_data_are_not_placed(tmp_path: Path) -> None:
+    """A plain fixed-size list column (Arrow data to snap, not a tensor) beside fixed-width
+    ones: the loader decodes such batches through Arrow, shuffled or not, and every record
+    arrives once with its values."""
+
+    def gen() -> Any:
+        for i in range(4):
+            ids = np.arange(i * 500, (i + 1) * 500)
+            flat = pa.array(np.stack([ids, ids + 1], axis=1).reshape(-1).astype(np.float32))
+            yield snap.Batch(v=pa.FixedSizeListArray.from_arrays(flat, 2), id=ids)
+
+    out = str(tmp_path / "fsl")
+    snap.create(gen, out, workers=0, batch_rows=100)
+    for shuffle in (True, False):
+        got = {}
+        for b in snap.open(out).loader(64, seed=1, shuffle=shuffle):
+            for i, v in zip(b["id"], b["v"], strict=True):
+                got[int(i)] = [float(x) for x in v]
+        assert got == {i: [float(i), float(i + 1)] for i in range(2000)}
