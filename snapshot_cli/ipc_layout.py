@@ -132,7 +132,9 @@ def batch_layout(metadata: bytes, message_length: int) -> BatchLayout:
             raise LayoutError(f"compression {codec} is not one snap decodes itself")
     if length < 0 or (nodes < 0).any() or (buffers < 0).any():
         raise LayoutError("negative lengths or offsets")
-    if len(buffers) and (buffers.sum(axis=1) > body_length).any():
+    if len(buffers) and (
+        (buffers > body_length).any() or (buffers.sum(axis=1) > body_length).any()
+    ):  # each bounded first, so that the sums cannot overflow
         raise LayoutError("a buffer lies outside the body")
     return BatchLayout(int(length), nodes, buffers, codec, body_start, int(body_length))
 

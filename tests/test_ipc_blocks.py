@@ -593,3 +593,47 @@ def test_dictionary_columns_replay_with_batch_checksums(tmp_path: Path) -> None:
     assert verify(s).ok
     got = [int(v) for b in s.loader(batch_size=50, shuffle=False) for v in b["y"]]
     assert got == list(range(400))
+
+
+@pytest.mark.parametrize(
+    "start", [b"\x00\x00\x00\x00", b"\xff\xff\xff\xff\x00\x00\x00\x00"], ids=["old-eos", "eos"]
+)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_block_that_starts_with_an_end_of_stream_marker_is_corrupt(
+    plain_copy: Path, start: bytes, shuffle: bool
+) -> None:
+    """A record batch whose message begins with an end-of-stream marker (a zero length), its
+    checksum in the manifest made to match: Arrow's reader raises EOFError on it, which must
+    reach the user as CorruptShardError naming the shard and the record batch, not as EOFError
+    (found by tests/reliability/test_mutations.py: 'batch 0 continuation -1 -> 0')."""
+    s = snap.open(str(plain_copy))
+    shard, k = 1, 0
+    entry = s.shards[shard]
+    victim = plain_copy / entry.path
+    data = bytearray(victim.read_bytes())
+    block = file_blocks(bytes(data))[k]
+    data[block.offset : block.offset + len(start)] = start
+    victim.write_bytes(bytes(data))
+    crcs = [
+        crc32c.crc32c(bytes(data[b.offset : b.offset + b.length])) for b in file_blocks(bytes(data))
+    ]
+
+    def fix(doc: dict[str, Any]) -> None:
+        doc["shards"][shard].update(
+            crc32c=f"{crc32c.crc32c(bytes(data)):08x}",
+            batch_crc32c="".join(f"{c:08x}" for c in crcs),
+        )
+
+    edit_manifest(plain_copy, fix)
+    for verify_flag in (True, False):
+        err = None
+        try:
+            with snap.open(str(plain_copy)).loader(
+                batch_size=50, shuffle=shuffle, verify=verify_flag
+            ) as loader:
+                for _ in loader:
+                    pass
+        except snap.CorruptShardError as e:
+            err = e
+        assert err is not None, f"verify={verify_flag}: the damaged block was read"
+        assert victim.name in str(err) and f"record batch {k}" in str(err), str(err)

@@ -214,7 +214,10 @@ class _Descriptor:
 
 def decode(buf: Any, schema: pa.Schema) -> pa.RecordBatch:
     """A record batch from the bytes of its IPC message (metadata and body)."""
-    message = pa.ipc.read_message(buf)
+    try:
+        message = pa.ipc.read_message(buf)
+    except EOFError as err:  # a zero length or end-of-stream marker where the message starts
+        raise pa.ArrowInvalid(f"the block holds no message ({err})") from err
     if message.type != "record batch":
         raise pa.ArrowInvalid(f"the block holds a {message.type} message, not a record batch")
     return pa.ipc.read_record_batch(message, schema)
