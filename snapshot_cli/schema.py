@@ -131,7 +131,13 @@ def encode_schema(schema: pa.Schema) -> str:
 
 
 def decode_schema(text: str) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text.encode("ascii"), validate=True)))
+    """The schema :func:`encode_schema` wrote; ValueError for anything else (Arrow's reader
+    answers bad bytes with ArrowInvalid, OSError or EOFError depending on where they break)."""
+    try:
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+        return pa.ipc.read_schema(pa.py_buffer(data))
+    except (ValueError, OSError, EOFError, pa.ArrowException) as err:  # binascii.Error too
+        raise ValueError(f"not an Arrow IPC schema: {err}") from err
 
 
 def difference(got: pa.Schema, want: pa.Schema) -> str | None:

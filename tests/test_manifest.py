@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import base64
 import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from snapshot_cli.errors import ManifestError
 from snapshot_cli.manifest import (
@@ -15,6 +18,7 @@ from snapshot_cli.manifest import (
     encode_runs,
     fingerprint,
 )
+from snapshot_cli.schema import decode_schema, encode_schema
 
 
 def make_manifest(**over: object) -> Manifest:
@@ -140,3 +144,38 @@ def test_batch_rows_are_run_length_encoded_and_checked() -> None:
     data = _edit(make_manifest(), lambda d: d["shards"][0].__setitem__("batch_rows", [[0, 1]]))
     with pytest.raises(ManifestError, match="pairs > 0"):
         Manifest.from_json(data)
+
+
+_SCHEMA_BYTES = base64.b64decode(encode_schema(make_manifest().schema))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.one_of(
+        st.binary(max_size=64),
+        st.tuples(st.integers(0, len(_SCHEMA_BYTES) - 1), st.binary(min_size=1, max_size=8)).map(
+            lambda e: _SCHEMA_BYTES[: e[0]] + e[1] + _SCHEMA_BYTES[e[0] + len(e[1]) :]
+        ),
+        st.integers(0, len(_SCHEMA_BYTES)).map(lambda n: _SCHEMA_BYTES[:n]),
+    )
+)
+@example(data=b"\xff\xff\xff\xfe\x00\x00\x00\x00")  # OSError: negative continuation token
+@example(data=b"\xff\xff\xff\xff\x08\x00\x00\x00abcdefgh")  # OSError: invalid flatbuffers
+@example(data=b"")
+def test_any_bytes_are_a_schema_or_value_error(data: bytes) -> None:
+    """Whatever bytes the manifest's schema field holds, decoding gives a schema or a
+    ValueError (which the manifest reports as ManifestError), never OSError or EOFError."""
+    text = base64.b64encode(data).decode("ascii")
+    try:
+        schema = decode_schema(text)
+    except ValueError:
+        return
+    assert isinstance(schema, pa.Schema)
+
+
+@pytest.mark.parametrize("text", ["not base64!", "////", "/////v////8=", "AAAA"])
+def test_a_bad_schema_field_is_a_manifest_error(text: str) -> None:
+    doc = json.loads(make_manifest().to_json())
+    doc["schema"]["arrow_ipc_base64"] = text
+    with pytest.raises(ManifestError, match="Arrow schema cannot be decoded"):
+        Manifest.from_json(json.dumps(doc).encode())
