@@ -82,6 +82,33 @@ def kind(t: pa.DataType) -> str:
     return "arrow"
 
 
+def dense_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every dictionary type, at any depth, replaced by its value type.
+
+    Shards store dictionary-encoded columns (pandas categoricals, ``pa.DictionaryArray``)
+    decoded: an Arrow IPC *file* holds one dictionary per column, so record batches that
+    bring different dictionaries (every yield may) could not be written to one shard, and
+    zstd/lz4 compress the repeated values well anyway.
+    """
+    if pa.types.is_dictionary(t):
+        return dense_type(t.value_type)
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(dense_type(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(dense_type(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(dense_type(t.value_type)), t.list_size)
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(dense_type(t.key_type)),
+            t.item_field.with_type(dense_type(t.item_type)),
+            t.keys_sorted,
+        )
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(dense_type(f.type)) for f in t])
+    return t
+
+
 def dtype_name(t: pa.DataType) -> str:
     """numpy-style name of a numeric Arrow type (``uint8``, ``float32``, ``bool``)."""
     if pa.types.is_boolean(t):

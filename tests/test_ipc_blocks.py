@@ -565,34 +565,42 @@ def test_malformed_batch_crc32c_is_a_manifest_error(
         snap.open(str(path))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, older than per-batch checksums (it fails the same at 55ff4a1): a "
-    "dictionary column whose batches are concatenated by the task writer gets a second "
-    "dictionary in the shard, and Arrow cannot read the file back ('Unsupported dictionary "
-    "replacement in IPC file'); reported in issue 16's closing note",
-)
-def test_dictionary_columns_replay_with_batch_checksums(tmp_path: Path) -> None:
-    """A dictionary-encoded column (a pyarrow DictionaryArray the pipeline yields) is written
-    and replayed like any other. Its record batches do not decode alone (the dictionary lives
-    in a message of its own), so such shards get no per-batch checksums and are checked whole."""
-    words = pa.array(["alpha", "beta", "gamma"])
+@pytest.mark.parametrize("form", ["Batch", "RecordBatch", "Table"])
+def test_dictionary_columns_are_stored_decoded(tmp_path: Path, form: str) -> None:
+    """Dictionary-encoded columns (a pandas categorical, a pyarrow DictionaryArray), whose
+    dictionaries differ from yield to yield and are nested in a list, are written decoded:
+    the shards read back (an IPC file holds one dictionary per column, so they once failed
+    with 'Unsupported dictionary replacement in IPC file'), every record batch has its own
+    checksum, and the loader gives the values."""
+    words = ["alpha", "beta", "gamma", "delta"]
 
-    def gen() -> Iterator[snap.Batch]:
+    def gen() -> Iterator[Any]:
         for start in range(0, 400, 100):
             idx = pa.array(np.arange(start, start + 100) % 3, pa.int32())
-            yield snap.Batch(
-                d=pa.DictionaryArray.from_arrays(idx, words),
-                y=np.arange(start, start + 100, dtype=np.int64),
-            )
+            vocab = pa.array(words[start // 100 % 2 :][:3])  # another dictionary every yield
+            d = pa.DictionaryArray.from_arrays(idx, vocab)
+            inner = pa.DictionaryArray.from_arrays(pa.array(np.arange(200) % 2, pa.int8()), vocab)
+            nested = pa.ListArray.from_arrays(pa.array(np.arange(0, 201, 2, np.int32)), inner)
+            y = pa.array(np.arange(start, start + 100, dtype=np.int64))
+            if form == "Batch":
+                yield snap.Batch(d=d, n=nested, y=y)
+            else:
+                rb = pa.RecordBatch.from_arrays([d, nested, y], names=["d", "n", "y"])
+                yield rb if form == "RecordBatch" else pa.Table.from_batches([rb])
 
     path = tmp_path / "d"
     snap.create(gen, str(path), workers=0, batch_rows=50)
     s = snap.open(str(path))
-    assert all(e.batch_crc32c == "" for e in s.shards)
+    assert s.schema.field("d").type == pa.string()
+    assert s.schema.field("n").type == pa.list_(pa.string())
+    assert all(e.batch_crc32c for e in s.shards)
     assert verify(s).ok
-    got = [int(v) for b in s.loader(batch_size=50, shuffle=False) for v in b["y"]]
-    assert got == list(range(400))
+    got = list(s.loader(batch_size=50, shuffle=False))
+    ids = [int(v) for b in got for v in b["y"]]
+    assert ids == list(range(400))
+    values = [str(v) for b in got for v in b["d"]]
+    expected = [words[i // 100 % 2 :][:3][i % 3] for i in range(400)]
+    assert values == expected
 
 
 @pytest.mark.parametrize(
