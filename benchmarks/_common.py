@@ -96,6 +96,21 @@ def make_records(item: list[int], seed: int, tokens: bool, version: int) -> Iter
     yield snap.Batch(**columns)
 
 
+def image_chunks(records: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(images, labels) of ``records`` image-like records in chunks, the same bytes for every
+    system (benchmarks/peers.py)."""
+    for index, rows in chunk_items(records):
+        batch = next(make_records([index, rows], SEED, False, DATA_VERSION))
+        yield batch["image"], batch["label"]
+
+
+def image_records(n: int) -> Iterator[dict[str, Any]]:
+    """The same records one dict at a time, as the peers' generators take them."""
+    for images, labels in image_chunks(n):
+        for image, label in zip(images, labels, strict=True):
+            yield {"image": image, "label": int(label)}
+
+
 def chunk_items(records: int) -> list[list[int]]:
     """The inputs: ``[index, rows]`` per chunk of CHUNK_ROWS records."""
     return [[i, min(CHUNK_ROWS, records - a)] for i, a in enumerate(range(0, records, CHUNK_ROWS))]

@@ -78,17 +78,10 @@ TARGETS = {"tf.data": 1.5, "hf datasets": 3.0, "litdata": 2.0, "npy + DataLoader
 # --- the records --------------------------------------------------------------------------
 
 
-def chunks(records: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(images, labels) in chunks, the same bytes for every system."""
-    for index, rows in _common.chunk_items(records):
-        batch = next(_common.make_records([index, rows], _common.SEED, False, _common.DATA_VERSION))
-        yield batch["image"], batch["label"]
-
-
-def records_of(n: int) -> Iterator[dict[str, Any]]:
-    for images, labels in chunks(n):
-        for image, label in zip(images, labels, strict=True):
-            yield {"image": image, "label": int(label)}
+chunks = _common.image_chunks
+# HF datasets hashes the generator with dill, which pickles a function of __main__ by value
+# and everything it reaches: the generator lives in an importable module instead.
+records_of = _common.image_records
 
 
 def litdata_chunk(item: list[int]) -> Iterator[dict[str, Any]]:

@@ -1,0 +1,364 @@
+"""The global order: one canonical order of global batches, dealt to any number of ranks (pure).
+
+With ``global_batch_size=G`` an epoch's order is defined once, for the whole job, and each
+rank takes its slice of every global batch, so the set of records in global batch ``t`` is
+the same whatever the number of ranks, and a position (epoch, step) saved on one cluster
+resumes on another. It also serves mixtures of several snapshots (:mod:`.mix`).
+
+1. **Sources and streams.** Each source (a snapshot) has a *stream*: passes over its record
+   batches (blocks), pass ``j`` of epoch ``e`` a permutation of them for (seed, e, source,
+   j), written order without shuffle. An epoch takes the first ``n_i`` records of source
+   ``i``'s stream: fewer than it has is a random subset (another one every epoch), more
+   repeats it (upsampling).
+2. **Interleave.** The epoch's ``E = sum(n_i)`` positions are dealt to the sources by a
+   low-discrepancy sequence: position ``q`` belongs to source ``i`` when ``A q mod 2**48``
+   falls in source ``i``'s interval, the intervals chosen so that exactly ``n_i`` of the
+   epoch's positions fall in each. Every stretch of positions holds the sources in their
+   proportions (within a few records), and how many positions of a source precede ``q`` is
+   counted in O(log q) arithmetic steps (:func:`floor_sum`), never by walking the epoch.
+3. **Steps.** ``T = ceil(E / G)`` global batches (steps); ``drop_last=True``: ``floor``.
+   The ``T G - E`` positions past the end wrap around to the epoch's start (fewer than
+   ``G`` records are seen twice, as with torch's DistributedSampler).
+4. **Windows and atoms.** Steps are grouped into windows: a ramp of small ones first (each
+   twice the last), then ``window_rows // G`` steps each. Window ``k`` holds the positions
+   ``[s_k G, s_{k+1} G)``, cut into ``G`` *atoms* of ``S_k = s_{k+1} - s_k`` consecutive
+   positions. Each atom's records are permuted for (seed, epoch, window, atom): at the
+   window's step ``s`` atom ``a`` gives its ``pi_a[s]``-th record, and global batch ``t``
+   is one record of every atom, in atom order. A batch thus samples ``G`` places spread
+   over the whole window, each a different stretch of the (permuted) stream.
+5. **Ranks.** ``W`` ranks (``W`` divides ``G``): rank ``r`` owns atoms
+   ``[r G/W, (r+1) G/W)``, consecutive positions of each window, so it decodes only its
+   share of the data; its batch at step ``t`` is its slice of global batch ``t``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .plan import Blocks, Segment, _rng
+
+M_BITS = 48
+M = 1 << M_BITS
+A = (int(0.6180339887498949 * M) | 1) % M  # odd: the positions of an epoch get distinct keys
+
+
+def floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """``sum(floor((a*i + b) / m) for i in range(n))`` for ``n, a, b >= 0, m >= 1``, exactly,
+    in O(log m) steps (the Euclid-like reduction of AtCoder's library)."""
+    total = 0
+    while True:
+        if a >= m:
+            total += n * (n - 1) // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y = a * n + b
+        if y < m:
+            return total
+        n, b = divmod(y, m)
+        m, a = a, m
+
+
+def count_below(bound: int, q: int) -> int:
+    """How many positions ``p < q`` have a key ``A p mod M`` below ``bound``."""
+    if q <= 0 or bound <= 0:
+        return 0
+    if bound >= M:
+        return q
+    at_or_above = floor_sum(q, M, A, M - bound) - floor_sum(q, M, A, 0)
+    return q - at_or_above
+
+
+def keys(start: int, stop: int) -> np.ndarray:
+    """The keys ``A p mod M`` of positions ``[start, stop)`` (uint64 arithmetic wraps modulo
+    2**64, of which M is a divisor)."""
+    p = np.arange(start, stop, dtype=np.uint64)
+    return (p * np.uint64(A)) & np.uint64(M - 1)
+
+
+def interleave_bounds(counts: list[int]) -> list[int]:
+    """Key bounds ``b_0 = 0 <= b_1 <= ... <= b_m = M``: exactly ``counts[i]`` of the positions
+    ``[0, sum(counts))`` have a key in ``[b_i, b_{i+1})``."""
+    total = sum(counts)
+    if total > M:
+        raise ValueError(f"an epoch of {total} records is more than the interleave can deal")
+    bounds, below = [0], 0
+    for c in counts[:-1]:
+        below += c
+        lo, hi = bounds[-1], M  # the smallest bound with exactly `below` keys under it
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if count_below(mid, total) >= below:
+                hi = mid
+            else:
+                lo = mid + 1
+        bounds.append(lo)
+    return [*bounds, M]
+
+
+@dataclass(frozen=True)
+class GlobalOptions:
+    """What decides the global order. Validated: bad values raise ValueError naming them."""
+
+    global_batch_size: int
+    counts: tuple[int, ...]  # records per epoch from each source (n_i)
+    shuffle: bool = True
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+    drop_last: bool = False
+    window_rows: int = 1 << 16
+    first_window_rows: int = 0  # 0: no ramp
+
+    def __post_init__(self) -> None:
+        g, w = self.global_batch_size, self.world_size
+        if isinstance(g, bool) or not isinstance(g, int) or g <= 0:
+            raise ValueError(f"global_batch_size must be a positive integer, got {g!r}")
+        if isinstance(w, bool) or not isinstance(w, int) or w <= 0:
+            raise ValueError(f"world_size must be a positive integer, got {w!r}")
+        if g % w:
+            divisors = [d for d in range(1, min(g, 64) + 1) if g % d == 0]
+            raise ValueError(
+                f"global_batch_size={g} is not divisible by world_size={w}: each rank takes "
+                f"an equal slice of every global batch; use a world size among {divisors}"
+                f"{' ...' if g > 64 else ''} or another global_batch_size"
+            )
+        if not isinstance(self.rank, int) or not 0 <= self.rank < w:
+            raise ValueError(f"rank must be in [0, world_size={w}), got {self.rank!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if not isinstance(self.window_rows, int) or self.window_rows <= 0:
+            raise ValueError(f"shuffle_buffer must be a positive integer, got {self.window_rows!r}")
+        if any(c < 0 for c in self.counts) or sum(self.counts) <= 0:
+            raise ValueError(f"records per epoch must be >= 0 and not all 0, got {self.counts}")
+
+    @property
+    def batch_size(self) -> int:
+        """Records per rank per step."""
+        return self.global_batch_size // self.world_size
+
+
+class Stream:
+    """One source's records for one epoch: passes over its blocks (see the module docstring)."""
+
+    def __init__(self, blocks: Blocks, first_block: int, source: int, options: GlobalOptions,
+                 epoch: int) -> None:  # fmt: skip
+        self.blocks, self.first_block, self.source = blocks, first_block, source
+        self.options, self.epoch = options, epoch
+        self.size = blocks.num_rows
+        self._passes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _pass(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Pass ``j``: the order of its blocks and the end position of each."""
+        if j not in self._passes:
+            o = self.options
+            n = len(self.blocks)
+            if o.shuffle:
+                order = _rng(o.seed, self.epoch, self.source + 1, j + 1).permutation(n)
+            else:
+                order = np.arange(n, dtype=np.int64)
+            self._passes = {k: v for k, v in self._passes.items() if k >= j - 1}
+            self._passes[j] = (order, np.cumsum(self.blocks.rows[order]))
+        return self._passes[j]
+
+    def segments(self, start: int, stop: int) -> list[Segment]:
+        """The stream's records ``[start, stop)`` as segments of (global) blocks."""
+        out: list[Segment] = []
+        while start < stop:
+            j, p = divmod(start, self.size)
+            q = min(self.size, p + stop - start)
+            order, ends = self._pass(j)
+            i = int(np.searchsorted(ends, p, side="right"))
+            while p < q:
+                end = int(ends[i])
+                block = int(order[i])
+                begin = end - int(self.blocks.rows[block])
+                hi = min(q, end)
+                out.append(Segment(self.first_block + block, p - begin, hi - begin))
+                p = hi
+                i += 1
+            start = j * self.size + q
+        return out
+
+
+class GlobalPlan:
+    """One rank's view of the global order of one epoch, in the interface of
+    :class:`~.plan.EpochPlan`: rank-local positions, windows, segments and permutations."""
+
+    def __init__(self, sources: list[Blocks], options: GlobalOptions, epoch: int,
+                 bounds: list[int] | None = None) -> None:  # fmt: skip
+        if len(sources) != len(options.counts):
+            raise ValueError(f"{len(sources)} sources but {len(options.counts)} counts")
+        self.options, self.epoch = options, epoch
+        firsts = np.concatenate([[0], np.cumsum([len(b) for b in sources])]).tolist()
+        self.streams = [Stream(b, int(firsts[i]), i, options, epoch) for i, b in enumerate(sources)]
+        for s, c in zip(self.streams, options.counts, strict=True):
+            if c and not s.size:
+                raise ValueError(f"source {s.source} has no records but {c} are asked of it")
+        self.bounds = interleave_bounds(list(options.counts)) if bounds is None else bounds
+        self._cuts = np.asarray(self.bounds[1:-1], dtype=np.uint64)
+        o = options
+        g, self.total = o.global_batch_size, sum(o.counts)
+        self.num_batches = self.total // g if o.drop_last else -(-self.total // g)
+        self.batch_size = o.batch_size
+        self.num_rows = self.num_batches * self.batch_size  # rank-local positions
+        steps = max(1, o.window_rows // g)
+        ramp: list[int] = []
+        size = (
+            max(1, min(o.window_rows, o.first_window_rows) // g) if o.first_window_rows else steps
+        )
+        while size < steps and sum(ramp) < self.num_batches:
+            ramp.append(size)
+            size = min(steps, 2 * size)
+        self.window_steps = steps
+        self.window_rows = steps * self.batch_size
+        self._ramp_starts = np.concatenate([[0], np.cumsum(ramp, dtype=np.int64)]).tolist()
+        ramp_steps = int(self._ramp_starts[-1])
+        rest = max(0, self.num_batches - ramp_steps)
+        self.num_windows = len(ramp) + -(-rest // steps) if self.num_batches else 0
+        self._ramp_steps = ramp_steps
+
+    # --- windows in steps -------------------------------------------------------------
+
+    def _step_start(self, k: int) -> int:
+        m = len(self._ramp_starts) - 1
+        if k <= m:
+            return int(self._ramp_starts[k])
+        return self._ramp_steps + (k - m) * self.window_steps
+
+    def window_steps_of(self, k: int) -> tuple[int, int]:
+        """Steps ``[s_k, s_{k+1})`` of window ``k``."""
+        return self._step_start(k), min(self._step_start(k + 1), self.num_batches)
+
+    def window_of(self, position: int) -> int:
+        """The window that holds rank-local position ``position``."""
+        step = position // self.batch_size
+        if step < self._ramp_steps:
+            return int(np.searchsorted(self._ramp_starts, step, side="right")) - 1
+        return len(self._ramp_starts) - 1 + (step - self._ramp_steps) // self.window_steps
+
+    def window_bounds(self, k: int) -> tuple[int, int]:
+        a, b = self.window_steps_of(k)
+        return a * self.batch_size, b * self.batch_size
+
+    def batch_bounds(self, i: int) -> tuple[int, int, int]:
+        """Batch (step) ``i`` → ``(window, start, stop)`` in that window's slots."""
+        k = self.window_of(i * self.batch_size)
+        s0 = self._step_start(k)
+        return k, (i - s0) * self.batch_size, (i - s0 + 1) * self.batch_size
+
+    # --- what a rank reads --------------------------------------------------------------
+
+    def count_before(self, source: int, q: int) -> int:
+        """Positions of ``source`` in ``[0, q)`` of the epoch (``0 <= q <= total``)."""
+        lo, hi = self.bounds[source], self.bounds[source + 1]
+        return count_below(hi, q) - count_below(lo, q)
+
+    def _range(self, k: int) -> tuple[int, int]:
+        """(this rank's first position, atom length S) in window ``k``: the rank's atoms are
+        consecutive, ``batch_size`` of them, after the ``rank * batch_size`` of the ranks
+        before it."""
+        a, b = self.window_steps_of(k)
+        first = a * self.options.global_batch_size + self.options.rank * self.batch_size * (b - a)
+        return first, b - a
+
+    def layout(self, k: int) -> tuple[list[Segment], np.ndarray, np.ndarray]:
+        """Window ``k`` for this rank: its segments (the records of the rank's positions,
+        source by source within each stretch), each position's record index in that
+        listing, and each record's source."""
+        start, s = self._range(k)
+        length = s * self.batch_size
+        segments: list[Segment] = []
+        single = len(self.streams) == 1
+        record = np.arange(length, dtype=np.int64) if single else np.empty(length, np.int64)
+        source_of = np.zeros(length, np.int16)
+        done = 0
+        while done < length:  # positions past the epoch's end wrap to its start
+            q = (start + done) % self.total
+            n = min(length - done, self.total - q)
+            if not single:
+                label = np.searchsorted(self._cuts, keys(q, q + n), side="right")
+                label = label.astype(np.int16)
+                by_source = np.argsort(label, kind="stable")  # a radix sort: O(n)
+                record[done + by_source] = np.arange(done, done + n)
+                source_of[done : done + n] = label[by_source]
+            for i, stream in enumerate(self.streams):
+                lo, hi = self.count_before(i, q), self.count_before(i, q + n)
+                segments.extend(stream.segments(lo, hi))
+            done += n
+        return segments, record, source_of
+
+    def permutation(self, k: int, record: np.ndarray | None = None) -> np.ndarray:
+        """Window ``k``'s slots: slot ``s*K + j`` (step ``s`` of the window, ``j``-th atom
+        of this rank) holds record ``order[s*K + j]`` of :meth:`layout`'s listing."""
+        if record is None:
+            record = self.layout(k)[1]
+        a, b = self.window_steps_of(k)
+        s, per = b - a, self.batch_size
+        first_atom = self.options.rank * per
+        o = self.options
+        if o.shuffle:
+            pi = np.stack([
+                _rng(o.seed, self.epoch, k + 1, first_atom + j + 1).permutation(s)
+                for j in range(per)
+            ])  # fmt: skip
+        else:
+            pi = np.broadcast_to(np.arange(s, dtype=np.int64), (per, s))
+        where = np.arange(per, dtype=np.int64)[:, None] * s + pi  # rank positions
+        return record[where.T.reshape(-1)]
+
+    def window(self, k: int) -> list[Segment]:
+        return self.layout(k)[0]
+
+    def positions(self) -> list[np.ndarray]:
+        """Every record this rank yields, step by step, as ``(source, record)`` pairs encoded
+        ``source * 2**40 + record`` (the record's index in the source's written order). For
+        tests: it materialises the epoch."""
+        out = []
+        for k in range(self.num_windows):
+            segments, record, source_of = self.layout(k)
+            ids = []
+            for seg in segments:
+                stream = next(
+                    s for s in self.streams
+                    if s.first_block <= seg.block < s.first_block + len(s.blocks)
+                )  # fmt: skip
+                ids.append(self._stream_ids(stream, seg))
+            flat = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+            order = self.permutation(k, record)
+            per = self.batch_size
+            steps = flat[order].reshape(-1, per)
+            out.extend(list(steps))
+        return out
+
+    def _stream_ids(self, stream: Stream, seg: Segment) -> np.ndarray:
+        block = seg.block - stream.first_block
+        start = int(np.concatenate([[0], np.cumsum(stream.blocks.rows)])[block])
+        return stream.source * (1 << 40) + start + np.arange(seg.start, seg.stop)
+
+
+def apportion(total: int, weights: list[float], caps: list[int] | None = None) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainders; ties to the first),
+    never above ``caps`` where a cap allows."""
+    s = math.fsum(weights)
+    exact = [total * w / s for w in weights]
+    out = [math.floor(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - out[i]), i))
+    left = total - sum(out)
+    for i in order:
+        if left <= 0:
+            break
+        if weights[i] > 0 and (caps is None or out[i] < caps[i]):
+            out[i] += 1
+            left -= 1
+    for i in order:  # only when the caps could not take it all
+        if left <= 0:
+            break
+        if weights[i] > 0:
+            out[i] += 1
+            left -= 1
+    return out
