@@ -25,6 +25,7 @@ from .errors import (
 from .facade import snapshot
 from .manifest import FORMAT_VERSION, Manifest, ShardEntry
 from .readers.loader import Loader
+from .readers.mix import Mixture, mix
 from .readers.snapshot import Snapshot, open
 from .writers.convert import Batch, ragged
 from .writers.create import CreateInfo, create
@@ -38,6 +39,7 @@ __all__ = [
     "Loader",
     "Manifest",
     "ManifestError",
+    "Mixture",
     "OptionError",
     "PipelineError",
     "PipelineLoadError",
@@ -50,6 +52,7 @@ __all__ = [
     "StorageError",
     "__version__",
     "create",
+    "mix",
     "open",
     "ragged",
     "snapshot",

@@ -196,3 +196,43 @@ def null_count(array: pa.Array) -> int:
     elif isinstance(array, pa.StructArray):
         count += sum(null_count(array.field(i)) for i in range(array.type.num_fields))
     return count
+
+
+def encoding_problem(batch: pa.RecordBatch) -> str | None:
+    """What breaks snap's encodings in a record batch that Arrow has validated, or None.
+
+    Arrow accepts nulls and any ragged shape, but snap writes neither: in the columns snap
+    decodes itself a null would reach the model as NaN, a cast integer or None, and a shape
+    that does not hold its values would fail (or be guessed, for -1) in numpy's reshape.
+    Columns of other Arrow types go through pyarrow's own conversion, nulls included.
+    """
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if kind(column.type) == "arrow":
+            continue
+        nulls = null_count(column)
+        if nulls:
+            return (
+                f"column {name!r} ({format_type(column.type)}) holds {nulls} "
+                "missing values (nulls), which snap does not write"
+            )
+        info = ragged_info(column.type)
+        if info is not None and info[1] > 1:
+            bad = _bad_shape(column, info[1])
+            if bad is not None:
+                return f"column {name!r}: {bad}"
+    return None
+
+
+def _bad_shape(column: pa.StructArray, ndim: int) -> str | None:
+    """The first record of a ragged n-d column whose shape does not hold its values."""
+    values = column.field(0)
+    counts = np.diff(values.offsets.to_numpy())
+    dims = column.field(1).flatten().to_numpy().reshape(len(column), ndim).astype(np.int64)
+    total = np.ones(len(column), np.int64)
+    for k in range(ndim):  # dims < 2**31 and total clipped to 2**32: no overflow
+        total = np.minimum(total, 1 << 32) * dims[:, k]
+    bad = np.flatnonzero((dims < 0).any(axis=1) | (total != counts))
+    if not len(bad):
+        return None
+    i = int(bad[0])
+    return f"record {i} has shape {dims[i].tolist()} but {counts[i]} values"

@@ -314,6 +314,13 @@ class GlobalPlan:
     def window(self, k: int) -> list[Segment]:
         return self.layout(k)[0]
 
+    def load(self, k: int) -> tuple[list[Segment], np.ndarray, np.ndarray | None]:
+        """What a loader needs to fill window ``k``: its segments, its permutation (slot →
+        record), and each slot's source (None: one source)."""
+        segments, record, source_of = self.layout(k)
+        order = self.permutation(k, record)
+        return segments, order, source_of[order] if len(self.streams) > 1 else None
+
     def positions(self) -> list[np.ndarray]:
         """Every record this rank yields, step by step, as ``(source, record)`` pairs encoded
         ``source * 2**40 + record`` (the record's index in the source's written order). For

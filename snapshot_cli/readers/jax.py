@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError
 from .adapter import Adapter
+from .elastic import GlobalOptions
 from .plan import EpochPlan
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ class JaxBatches(Adapter[dict[str, Any]]):
                 f"batch_size {b} does not split over the {pieces} devices of "
                 f"{self.sharding} along the batch axis: use a multiple of {pieces}"
             )
+        if isinstance(options, GlobalOptions):
+            return  # the global order pads its last batch: every batch is full
         plan = EpochPlan(loader.blocks, options, 0)
         rows = plan.num_rows
         last = 0 if options.drop_last else rows % b  # the partial batch (0: none)

@@ -23,17 +23,17 @@ from .. import storage
 from ..errors import OptionError
 from . import ranks
 from .autotune import ParallelismTuner, PrefetchTuner
-from .cache import ShardCache
-from .direct import Placement
+from .elastic import GlobalOptions, GlobalPlan
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
+from .mix import Mixture
 from .options import LoaderOptions
-from .plan import Blocks, EpochPlan, PlanOptions
+from .plan import EpochPlan, PlanOptions
 from .prefetch import Closed
 from .run import Run, RunContext
-from .shard import ShardReaders
+from .sources import ReadSet, resolve
 from .stats import Stats
 from .trace import Tracer
-from .window import WindowPool, row_bytes
+from .window import WindowPool
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -57,54 +57,40 @@ class Loader:
 
     def __init__(
         self,
-        snapshot: Snapshot,
-        batch_size: int,
+        source: Snapshot | Mixture,
+        batch_size: int | None,
         options: LoaderOptions | None = None,
         trace: Tracer | None = None,
     ) -> None:
         options = LoaderOptions() if options is None else options
-        self.snapshot, self.options, self.trace = snapshot, options, trace
-        schema, m = snapshot.schema, snapshot.manifest
+        self.options, self.trace = options, trace
         rank, world_size = options.rank, options.world_size
         if rank == "auto" or world_size == "auto":
             auto_rank, auto_size, _ = ranks.detect()
             rank = auto_rank if rank == "auto" else rank
             world_size = auto_size if world_size == "auto" else world_size
-        self.columns = options.column_names(list(schema.names))
-        bytes_per_row = max(
-            1, row_bytes(schema, self.columns), m.uncompressed_bytes // max(1, m.num_records)
-        )
+        reading = resolve(source, options)
+        self.reading = reading
+        self.snapshot: Snapshot | None = None if isinstance(source, Mixture) else source
+        self.schema, self.columns = reading.schema, reading.columns
+        bytes_per_row = reading.bytes_per_row()
         buffer_rows = options.count_or_none(options.shuffle_buffer)
         if buffer_rows is None:
             target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
             buffer_rows = max(1, target // bytes_per_row)
-        try:
-            self.plan_options = PlanOptions(
-                batch_size=batch_size,
-                shuffle=bool(options.shuffle),
-                seed=options.seed,
-                rank=rank,
-                world_size=world_size,
-                drop_last=bool(options.drop_last),
-                window_rows=buffer_rows,
-                first_window_rows=(
-                    max(1, FIRST_WINDOW_BYTES // bytes_per_row) if options.shuffle else 0
-                ),
-            )
-        except ValueError as err:
-            raise OptionError(str(err)) from err
+        first_rows = max(1, FIRST_WINDOW_BYTES // bytes_per_row) if options.shuffle else 0
+        self.blocks = reading.blocks
+        self.plan_options = self._plan_options(
+            batch_size, rank, world_size, buffer_rows, first_rows, reading
+        )
         self.map, self.epochs, self.verify = options.map, options.epochs, options.verify
-        self.blocks = Blocks.from_manifest(m)
-        self.cache = (
-            ShardCache(options.cache_dir, options.cache_bytes) if options.cache_dir else None
-        )
-        readers = ShardReaders(
-            snapshot.fs, snapshot.root, m.shards, schema, verify=options.verify, cache=self.cache
-        )
+        self.cache = reading.cache
+        readers = reading.readers
         depth = options.count_or_none(options.prefetch)
+        batch = self.plan_options.batch_size
         prefetch = PrefetchTuner(
             start=depth or 2,
-            high=depth or max(2, min(16, PREFETCH_BYTES // max(1, bytes_per_row * batch_size))),
+            high=depth or max(2, min(16, PREFETCH_BYTES // max(1, bytes_per_row * batch))),
             fixed=depth is not None,
         )
         # "auto": on local disk (and from a cache), decoding is CPU-bound and one thread per
@@ -115,7 +101,7 @@ class Loader:
         reads = options.count_or_none(options.num_parallel_reads)
         cores = os.cpu_count() or 1
         floor = min(cores, 16)
-        local = storage.is_local(snapshot.fs)
+        local = all(storage.is_local(s.fs) for s in reading.sources)
         wide = 4 * FETCH_STREAMS if readers.ranged else 2 * FETCH_STREAMS
         tuner = ParallelismTuner(
             start=reads or (floor if local else wide if readers.ranged else FETCH_STREAMS),
@@ -123,33 +109,84 @@ class Loader:
             high=reads or (4 * floor if local else wide),
             fixed=reads is not None or local,
         )
-        self._stats = Stats()
-        self._stats.window_rows = EpochPlan(self.blocks, self.plan_options, 0).window_rows
+        self._stats = Stats(sources=reading.names if reading.counts else [])
+        self._stats.window_rows = self._make_plan(0).window_rows
         self._context = RunContext(
             blocks=self.blocks,
-            plan_options=self.plan_options,
-            schema=schema,
+            make_plan=self._make_plan,
+            map_key=(self.plan_options.seed, self.plan_options.rank),
+            schema=reading.schema,
             columns=tuple(self.columns),
             readers=readers,
             tuner=tuner,
             prefetch=prefetch,
             stats=self._stats,
-            windows=WindowPool(
-                schema,
-                self.columns,
-                rows=self._stats.window_rows,
-            ),
+            windows=WindowPool(reading.schema, self.columns, rows=self._stats.window_rows),
             map=options.map,
             map_takes_rng=options.map_takes_rng,
             map_threads=cores,
             bytes_per_row=bytes_per_row,
             trace=trace,
-            placement=Placement.of(schema, self.columns),
+            sources=len(reading.sources),
         )
         self._epoch = 0
         self._batch = 0
         self._pass_end: int | None = None
         self._run: Run | None = None
+
+    def _plan_options(
+        self,
+        batch_size: int | None,
+        rank: int,
+        world_size: int,
+        window_rows: int,
+        first_rows: int,
+        reading: ReadSet,
+    ) -> PlanOptions | GlobalOptions:
+        """The per-rank plan's options, or the global order's (``global_batch_size``, or a
+        mixture); a value that cannot work is an OptionError naming it."""
+        o = self.options
+        g = o.global_batch_size
+        if g is not None and batch_size is not None:
+            raise OptionError(
+                "give batch_size (per rank) or global_batch_size (for all ranks), not both"
+            )
+        try:
+            if g is None and reading.counts is None:
+                return PlanOptions(
+                    batch_size=256 if batch_size is None else batch_size,
+                    shuffle=bool(o.shuffle), seed=o.seed, rank=rank, world_size=world_size,
+                    drop_last=bool(o.drop_last), window_rows=window_rows,
+                    first_window_rows=first_rows,
+                )  # fmt: skip
+            if g is None:  # a mixture given a per-rank batch size
+                per = 256 if batch_size is None else batch_size
+                if isinstance(per, bool) or not isinstance(per, int) or per <= 0:
+                    raise ValueError(f"batch_size must be a positive integer, got {per!r}")
+                if isinstance(world_size, bool) or not isinstance(world_size, int):
+                    raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
+                g = per * world_size
+            counts = reading.counts or (reading.sources[0].num_records,)
+            options = GlobalOptions(
+                global_batch_size=g, counts=counts, shuffle=bool(o.shuffle), seed=o.seed,
+                rank=rank, world_size=world_size, drop_last=bool(o.drop_last),
+                window_rows=window_rows, first_window_rows=first_rows,
+            )  # fmt: skip
+        except ValueError as err:
+            raise OptionError(str(err)) from err
+        if options.drop_last and sum(counts) < g:
+            raise OptionError(
+                f"an epoch of {sum(counts)} records holds no global batch of {g} with "
+                "drop_last=True: every rank would read nothing; use drop_last=False, a smaller "
+                "global batch or more records per epoch"
+            )
+        return options
+
+    def _make_plan(self, epoch: int) -> EpochPlan | GlobalPlan:
+        o = self.plan_options
+        if isinstance(o, GlobalOptions):
+            return GlobalPlan(self.reading.source_blocks, o, epoch)
+        return EpochPlan(self.blocks, o, epoch)
 
     @property
     def reads_by_range(self) -> bool:
@@ -160,7 +197,7 @@ class Loader:
     # --- sizes and state ----------------------------------------------------------------
 
     def batches_per_epoch(self) -> int:
-        return EpochPlan(self.blocks, self.plan_options, 0).num_batches
+        return self._make_plan(0).num_batches
 
     def __len__(self) -> int:
         if self.epochs is None:
@@ -169,16 +206,27 @@ class Loader:
 
     def _config(self) -> dict[str, Any]:
         o = self.plan_options
-        return {
-            "fingerprint": self.snapshot.manifest.fingerprint,
-            "batch_size": o.batch_size,
+        common = {
             "shuffle": o.shuffle,
             "seed": o.seed,
-            "rank": o.rank,
-            "world_size": o.world_size,
             "drop_last": o.drop_last,
             "window_rows": o.window_rows,
             "first_window_rows": o.first_window_rows,
+        }
+        if isinstance(o, GlobalOptions):  # the same on every rank, for every world size
+            return {
+                "order": "global",
+                "fingerprints": self.reading.fingerprints,
+                "records_per_epoch": list(o.counts),
+                "global_batch_size": o.global_batch_size,
+                **common,
+            }
+        return {
+            "fingerprint": self.reading.fingerprints[0],
+            "batch_size": o.batch_size,
+            "rank": o.rank,
+            "world_size": o.world_size,
+            **common,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -244,7 +292,7 @@ class Loader:
                     break
                 if self.trace is not None:
                     self.trace.add("wait for batch", waited, time.perf_counter(), batch=group[0][1])
-                for epoch, index, batch, nbytes in group:
+                for epoch, index, batch, nbytes, counts in group:
                     per_epoch = run.batches_in(epoch)
                     self._epoch, self._batch = (
                         (epoch + 1, 0) if index + 1 >= per_epoch else (epoch, index + 1)
@@ -252,6 +300,8 @@ class Loader:
                     s.batches += 1
                     s.records += len(next(iter(batch.values())))
                     s.bytes += nbytes
+                    if counts is not None:
+                        s.add_sources(counts)
                     yield batch
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None

@@ -56,6 +56,7 @@ class LoaderOptions:
     verify: bool = True
     cache_dir: str | None = None
     cache_limit: int | str | None = None  # bytes once made ("50GiB" is parsed)
+    global_batch_size: int | None = None  # the global order (readers/elastic.py)
     map_takes_rng: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -66,6 +67,9 @@ class LoaderOptions:
             raise OptionError(f"epochs must be None (forever) or an integer >= 1, got {epochs!r}")
         for name in ("shuffle_buffer", "num_parallel_reads", "prefetch"):
             _auto_or_count(getattr(self, name), name)
+        g = self.global_batch_size
+        if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
+            raise OptionError(f"global_batch_size must be None or an integer >= 1, got {g!r}")
         if self.map is not None and not callable(self.map):
             raise OptionError(f"map must be a function of a batch, got {self.map!r}")
         if self.columns is not None:

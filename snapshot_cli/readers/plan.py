@@ -55,6 +55,19 @@ class Blocks:
         as_array = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
         return cls(as_array(shard), as_array(batch), as_array(rows))
 
+    @classmethod
+    def concat(cls, parts: list[Blocks], shards: list[int]) -> Blocks:
+        """The blocks of several snapshots (of ``shards[i]`` shards each) as one table: shard
+        numbers count on from one snapshot's to the next's (a mixture's global numbers)."""
+        if len(parts) == 1:
+            return parts[0]
+        shift = np.cumsum([0, *shards[:-1]])
+        return cls(
+            np.concatenate([p.shard + int(k) for p, k in zip(parts, shift, strict=True)]),
+            np.concatenate([p.batch for p in parts]),
+            np.concatenate([p.rows for p in parts]),
+        )
+
     def __len__(self) -> int:
         return len(self.rows)
 
@@ -179,6 +192,15 @@ class EpochPlan:
         if q <= n:
             return self._segments(p, q)
         return self._segments(p, n) + self._segments(0, q - n)
+
+    @property
+    def batch_size(self) -> int:
+        return self.options.batch_size
+
+    def load(self, k: int) -> tuple[list[Segment], np.ndarray | None, np.ndarray | None]:
+        """What a loader needs to fill window ``k``: its segments, its permutation, and
+        each slot's source (None: one source)."""
+        return self.window(k), self.permutation(k), None
 
     def permutation(self, k: int) -> np.ndarray | None:
         """How window ``k``'s records are reordered (None: kept in order)."""

@@ -20,18 +20,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .plan import EpochPlan
 from .prefetch import Closed, PrefetchBuffer
 from .window import Window
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     import pyarrow as pa
 
     from .autotune import ParallelismTuner, PrefetchTuner
-    from .direct import Placement
+    from .elastic import GlobalPlan
     from .loader import Batch
-    from .plan import Blocks, PlanOptions, Segment
+    from .plan import Blocks, EpochPlan, Segment
+
+    Plan: TypeAlias = EpochPlan | GlobalPlan
     from .shard import ShardReaders
+    from .sources import MultiReaders
     from .stats import Stats
     from .trace import Tracer
     from .window import WindowPool
@@ -40,16 +44,20 @@ if TYPE_CHECKING:
 # Small batches go to the consumer in groups of up to GROUP_MAX, GROUP_BYTES at most.
 GROUP_BYTES, GROUP_MAX = 1 << 20, 64
 
+# What the consumer gets: (epoch, batch index, batch, bytes, records per source or None).
+Item = tuple[int, int, "Batch", int, "np.ndarray | None"]
+
 
 @dataclass(frozen=True)
 class RunContext:
     """What a loader's passes share; made once by the loader, handed to each :class:`Run`."""
 
     blocks: Blocks
-    plan_options: PlanOptions
+    make_plan: Callable[[int], Plan]  # epoch → its plan (EpochPlan or GlobalPlan)
+    map_key: tuple[int, int]  # (seed, rank): with epoch and batch, seeds map's rng
     schema: pa.Schema
     columns: tuple[str, ...]
-    readers: ShardReaders
+    readers: ShardReaders | MultiReaders
     tuner: ParallelismTuner
     prefetch: PrefetchTuner
     stats: Stats
@@ -59,7 +67,7 @@ class RunContext:
     map_threads: int
     bytes_per_row: int
     trace: Tracer | None
-    placement: Placement | None = None  # how record batches are decoded into windows
+    sources: int = 1  # snapshots mixed
 
 
 @dataclass
@@ -70,27 +78,28 @@ class _Pending:
     futures: list[Future[float]]
     started: float
     nbytes: int
+    sources: np.ndarray | None  # each slot's source (a mixture), else None
 
 
 class Run:
     """One iteration's threads, working from a :class:`RunContext`."""
 
     def __init__(self, ctx: RunContext, epoch: int, batch: int, end: int | None) -> None:
-        self.blocks, self.options = ctx.blocks, ctx.plan_options
+        self.blocks, self.make_plan, self.map_key = ctx.blocks, ctx.make_plan, ctx.map_key
         self.schema, self.columns = ctx.schema, list(ctx.columns)
         self.readers, self.tuner, self.prefetch = ctx.readers, ctx.tuner, ctx.prefetch
         self.stats, self.map, self.map_takes_rng = ctx.stats, ctx.map, ctx.map_takes_rng
         self.bytes_per_row = ctx.bytes_per_row
         self.trace = ctx.trace
-        self.placement = ctx.placement
+        self.mixed = ctx.sources
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
-        batch_bytes = max(1, ctx.bytes_per_row * ctx.plan_options.batch_size)
+        self._plans: dict[int, Plan] = {}
+        batch_bytes = max(1, ctx.bytes_per_row * self.plan(epoch).batch_size)
         self.group = max(1, min(GROUP_MAX, GROUP_BYTES // batch_bytes))
-        self._group: list[tuple[int, int, Batch, int]] = []
+        self._group: list[Item] = []
         self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
         self.wait_before = ctx.stats.consumer_wait
-        self._plans: dict[int, EpochPlan] = {}
         self.windows = ctx.windows  # kept by the loader: later passes reuse the arrays
         self.read_pool = ThreadPoolExecutor(self.tuner.high, thread_name_prefix="snap-read")
         self.map_pool = (
@@ -99,10 +108,10 @@ class Run:
         self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
         self.thread.start()
 
-    def plan(self, epoch: int) -> EpochPlan:
+    def plan(self, epoch: int) -> Plan:
         if epoch not in self._plans:
             self._plans = {e: p for e, p in self._plans.items() if e >= epoch - 1}
-            self._plans[epoch] = EpochPlan(self.blocks, self.options, epoch)
+            self._plans[epoch] = self.make_plan(epoch)
         return self._plans[epoch]
 
     def batches_in(self, epoch: int) -> int:
@@ -110,12 +119,12 @@ class Run:
 
     # --- producer thread ----------------------------------------------------------------
 
-    def _windows(self) -> Iterator[tuple[EpochPlan, int, int, int]]:
+    def _windows(self) -> Iterator[tuple[Plan, int, int, int]]:
         """(plan, window, first batch, end batch) in order, from the start position."""
         epoch, first = self.start_epoch, self.start_batch
         while self.end is None or epoch < self.end:
             plan = self.plan(epoch)
-            b = self.options.batch_size
+            b = plan.batch_size
             if plan.num_batches and first < plan.num_batches:
                 for k in range(plan.window_of(first * b), plan.num_windows):
                     a, z = plan.window_bounds(k)  # window sizes are multiples of b
@@ -134,10 +143,10 @@ class Run:
             current = next(windows, None)
             pending = self._load(current) if current else None
             while current is not None and pending is not None and not self.stop.is_set():
-                window = self._finish(pending)
+                window, sources = self._finish(pending)
                 upcoming = next(windows, None)
                 pending = self._load(upcoming) if upcoming else None
-                self._serve(current, window)
+                self._serve(current, window, sources)
                 self.windows.put(window)
                 current = upcoming
             self.buffer.close()
@@ -150,15 +159,15 @@ class Run:
             except Closed:
                 pass
 
-    def _load(self, key: tuple[EpochPlan, int, int, int]) -> _Pending:
+    def _load(self, key: tuple[Plan, int, int, int]) -> _Pending:
         plan, k, _, _ = key
-        segments = plan.window(k)
+        segments, order, sources = plan.load(k)
         a, b = plan.window_bounds(k)
-        window = self.windows.get(b - a, plan.permutation(k))
+        window = self.windows.get(b - a, order)
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
         work = iter(list(zip(offsets, segments, strict=True)))
         lock = threading.Lock()
-        blocks, trace, placement = self.blocks, self.trace, self.placement
+        blocks, trace, direct = self.blocks, self.trace, self.readers.direct
 
         def worker() -> float:
             while not self.stop.is_set():
@@ -170,9 +179,7 @@ class Run:
                 shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
                 rows = int(blocks.rows[seg.block])
                 t0 = time.perf_counter()
-                if placement is not None and self._read_into(
-                    window, placement, offset, seg, shard, batch, rows
-                ):
+                if direct and self._read_into(window, offset, seg, shard, batch, rows):
                     if trace is not None:
                         trace.add("read+decode into window", t0, time.perf_counter(), rows=rows)
                     continue
@@ -187,12 +194,11 @@ class Run:
         n = max(1, min(self.tuner.current, len(segments)))
         started = time.perf_counter()
         futures = [self.read_pool.submit(worker) for _ in range(n)]
-        return _Pending(window, futures, started, (b - a) * self.bytes_per_row)
+        return _Pending(window, futures, started, (b - a) * self.bytes_per_row, sources)
 
     def _read_into(
         self,
         window: Window,
-        placement: Placement,
         offset: int,
         seg: Segment,
         shard: int,
@@ -206,14 +212,14 @@ class Run:
             return False
         targets = window.targets(offset, rows)
         if targets is not None:
-            return self.readers.read_into(shard, batch, rows, placement, targets)
-        decoded = self.readers.read_values(shard, batch, rows, placement)
+            return self.readers.read_into(shard, batch, rows, targets)
+        decoded = self.readers.read_values(shard, batch, rows)
         if decoded is None:
             return False
         window.scatter(offset, decoded)
         return True
 
-    def _finish(self, pending: _Pending) -> Window:
+    def _finish(self, pending: _Pending) -> tuple[Window, np.ndarray | None]:
         waited = time.perf_counter()
         done = max([f.result() for f in pending.futures], default=pending.started)
         if self.trace is not None:
@@ -223,11 +229,13 @@ class Run:
         self.stats.read_seconds += seconds
         self.stats.windows += 1
         self.tuner.observe(pending.nbytes / seconds)
-        return pending.window
+        return pending.window, pending.sources
 
-    def _serve(self, key: tuple[EpochPlan, int, int, int], window: Window) -> None:
+    def _serve(
+        self, key: tuple[Plan, int, int, int], window: Window, sources: np.ndarray | None
+    ) -> None:
         plan, k, lo, hi = key
-        in_flight: deque[tuple[int, int, Future[Batch], int]] = deque()
+        in_flight: deque[tuple[int, int, Future[Batch], int, np.ndarray | None]] = deque()
         for i in range(lo, hi):
             if self.stop.is_set():
                 return
@@ -239,26 +247,26 @@ class Run:
             if self.trace is not None:
                 self.trace.add("gather batch", started, gathered, epoch=plan.epoch, batch=i)
             nbytes = sum(v.nbytes for v in batch.values())
+            counts = None if sources is None else np.bincount(sources[a:b], minlength=self.mixed)
             if self.map_pool is None:
-                self._put(plan.epoch, i, batch, nbytes)
+                self._put((plan.epoch, i, batch, nbytes, counts))
                 continue
-            in_flight.append(
-                (plan.epoch, i, self.map_pool.submit(self._apply, plan.epoch, i, batch), nbytes)
-            )
+            future = self.map_pool.submit(self._apply, plan.epoch, i, batch)
+            in_flight.append((plan.epoch, i, future, nbytes, counts))
             while len(in_flight) > self.prefetch.current:
-                e, j, fut, nb = in_flight.popleft()
-                self._put(e, j, fut.result(), nb)
+                e, j, fut, nb, c = in_flight.popleft()
+                self._put((e, j, fut.result(), nb, c))
         while in_flight:
-            e, j, fut, nb = in_flight.popleft()
-            self._put(e, j, fut.result(), nb)
+            e, j, fut, nb, c = in_flight.popleft()
+            self._put((e, j, fut.result(), nb, c))
         self._flush()
 
     def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
         started = time.perf_counter()
         fn: Callable[..., Batch] = self.map  # type: ignore[assignment]
         if self.map_takes_rng:
-            o = self.options
-            rng = np.random.default_rng([o.seed, epoch, o.rank, index, 0x6D6170])
+            seed, rank = self.map_key
+            rng = np.random.default_rng([seed, epoch, rank, index, 0x6D6170])
             out = fn(batch, rng)
         else:
             out = fn(batch)
@@ -270,10 +278,11 @@ class Run:
             raise TypeError(f"map must return a dict of arrays, returned {type(out).__name__}")
         return out
 
-    def _put(self, epoch: int, index: int, batch: Batch, nbytes: int) -> None:
-        """Queue a batch for the consumer; batches go over in groups of ``group`` (small
-        batches cost per hand-off, not per byte: one lock and one wake-up per group)."""
-        self._group.append((epoch, index, batch, nbytes))
+    def _put(self, item: Item) -> None:
+        """Queue a batch ``(epoch, index, batch, bytes, per-source counts)`` for the consumer;
+        batches go over in groups of ``group`` (small batches cost per hand-off, not per
+        byte: one lock and one wake-up per group)."""
+        self._group.append(item)
         if len(self._group) >= self.group:
             self._flush()
 

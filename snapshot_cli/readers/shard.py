@@ -90,6 +90,9 @@ class ShardReaders:
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}
         self.bytes_read = 0
+        # How the columns a loader reads are decoded straight into its windows (set by the
+        # loader, which knows the columns); None: through Arrow's decoder.
+        self.placement: Placement | None = None
 
     @property
     def fs(self) -> Any:
@@ -98,6 +101,11 @@ class ShardReaders:
         if self._pid != os.getpid():
             self._fs, self._pid = storage.fresh_instance(self._fs), os.getpid()
         return self._fs
+
+    @property
+    def direct(self) -> bool:
+        """Whether record batches may be decoded straight into windows (:attr:`placement`)."""
+        return self.placement is not None
 
     @property
     def fetcher(self) -> Fetcher:
@@ -265,7 +273,7 @@ class ShardReaders:
     def read_batch(self, shard: int, batch: int, rows: int) -> pa.RecordBatch:
         """Record batch ``batch`` of shard ``shard``, decoded and validated in full (buffer
         sizes, offsets, UTF-8) before any value is used; checks it has ``rows`` records and
-        keeps to snap's encodings (:func:`encoding_problem`).
+        keeps to snap's encodings (:func:`..schema.encoding_problem`).
 
         Full validation costs little next to decoding (``benchmarks/validation.py``), and it
         is what keeps a crafted file (right checksum, lying offsets) from reading memory
@@ -289,27 +297,30 @@ class ShardReaders:
                 f"shard {self.url(shard)} record batch {batch} has {rb.num_rows} records, "
                 f"the manifest says {rows}"
             )
-        problem = encoding_problem(rb)
+        problem = schema_mod.encoding_problem(rb)
         if problem is not None:
             raise CorruptShardError(f"shard {self.url(shard)} record batch {batch}: {problem}")
         return rb
 
-    def read_into(
-        self, shard: int, batch: int, rows: int, placement: Placement, targets: dict[str, Any]
-    ) -> bool:
+    def read_into(self, shard: int, batch: int, rows: int, targets: dict[str, Any]) -> bool:
         """Record batch ``batch`` of ``shard``, its values decoded straight into ``targets``
-        (:mod:`.direct`), checked like :meth:`read_batch`; False where that cannot be done
-        here (then use :meth:`read_batch`)."""
+        (:mod:`.direct`, by :attr:`placement`), checked like :meth:`read_batch`; False where
+        that cannot be done here (then use :meth:`read_batch`)."""
+        placement = self.placement
+        if placement is None:
+            return False
         done = self._direct(
             shard, batch, lambda f: f.read_into(batch, self.verify, rows, placement, targets)
         )
         return bool(done)
 
-    def read_values(
-        self, shard: int, batch: int, rows: int, placement: Placement
-    ) -> dict[str, np.ndarray] | None:
-        """Record batch ``batch`` of ``shard``: its values (:func:`.direct.values`), checked
-        like :meth:`read_batch`; None where that cannot be done here."""
+    def read_values(self, shard: int, batch: int, rows: int) -> dict[str, np.ndarray] | None:
+        """Record batch ``batch`` of ``shard``: its values (:func:`.direct.values`, by
+        :attr:`placement`), checked like :meth:`read_batch`; None where that cannot be done
+        here."""
+        placement = self.placement
+        if placement is None:
+            return None
         return self._direct(
             shard, batch, lambda f: f.read_values(batch, self.verify, rows, placement)
         )
@@ -334,46 +345,6 @@ class ShardReaders:
             self._held_bytes = 0
         for entry in opened:
             entry.release()
-
-
-def encoding_problem(batch: pa.RecordBatch) -> str | None:
-    """What breaks snap's encodings in a record batch that Arrow has validated, or None.
-
-    Arrow accepts nulls and any ragged shape, but snap writes neither: in the columns snap
-    decodes itself a null would reach the model as NaN, a cast integer or None, and a shape
-    that does not hold its values would fail (or be guessed, for -1) in numpy's reshape.
-    Columns of other Arrow types go through pyarrow's own conversion, nulls included.
-    """
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        if schema_mod.kind(column.type) == "arrow":
-            continue
-        nulls = schema_mod.null_count(column)
-        if nulls:
-            return (
-                f"column {name!r} ({schema_mod.format_type(column.type)}) holds {nulls} "
-                "missing values (nulls), which snap does not write"
-            )
-        info = schema_mod.ragged_info(column.type)
-        if info is not None and info[1] > 1:
-            bad = _bad_shape(column, info[1])
-            if bad is not None:
-                return f"column {name!r}: {bad}"
-    return None
-
-
-def _bad_shape(column: pa.StructArray, ndim: int) -> str | None:
-    """The first record of a ragged n-d column whose shape does not hold its values."""
-    values = column.field(0)
-    counts = np.diff(values.offsets.to_numpy())
-    dims = column.field(1).flatten().to_numpy().reshape(len(column), ndim).astype(np.int64)
-    total = np.ones(len(column), np.int64)
-    for k in range(ndim):  # dims < 2**31 and total clipped to 2**32: no overflow
-        total = np.minimum(total, 1 << 32) * dims[:, k]
-    bad = np.flatnonzero((dims < 0).any(axis=1) | (total != counts))
-    if not len(bad):
-        return None
-    i = int(bad[0])
-    return f"record {i} has shape {dims[i].tolist()} but {counts[i]} values"
 
 
 @dataclass

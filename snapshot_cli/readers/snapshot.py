@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ from ..layout import MANIFEST_NAME, RUNS_DIR
 from ..manifest import Manifest, ShardEntry
 from .convert import batch_to_numpy
 from .loader import Loader
+from .mix import Mixture
 from .options import Auto, LoaderOptions
 from .shard import ShardReaders
 from .trace import Tracer
@@ -70,8 +72,9 @@ class Snapshot:
 
     def loader(
         self,
-        batch_size: int = 256,
+        batch_size: int | None = None,
         *,
+        global_batch_size: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
         epochs: int | None = 1,
@@ -91,7 +94,10 @@ class Snapshot:
         """A shuffling, prefetching loader of numpy batches; see :class:`Loader`.
 
         Args:
-            batch_size: records per batch (per rank).
+            batch_size: records per batch (per rank; 256 if neither size is given).
+            global_batch_size: records per step over all ranks, instead of ``batch_size``:
+                the global order (:mod:`.elastic`), each rank yielding its slice of every
+                global batch, the same for any ``world_size`` that divides it.
             shuffle, seed: shuffle after the snapshot, deterministic in (seed, epoch).
             epochs: epochs per ``for`` loop over the loader (None: forever).
             rank, world_size: this process's share ("auto": torch.distributed, or the RANK
@@ -117,9 +123,25 @@ class Snapshot:
             shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
             prefetch=prefetch, map=map, verify=verify,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-            cache_limit=cache_limit,
+            cache_limit=cache_limit, global_batch_size=global_batch_size,
         )  # fmt: skip
         return Loader(self, batch_size, options, trace)
+
+    def sample(self, records: int | None = None, fraction: float | None = None) -> Mixture:
+        """This snapshot with ``records`` (or ``fraction`` of its records) per epoch: a random
+        subset, another every epoch, or for more than it has, each record repeated; nothing
+        is rewritten. Its ``.loader(...)`` reads in the global order (see :mod:`.mix`)."""
+        if (records is None) == (fraction is None):
+            raise OptionError("sample needs records=N or fraction=F (one of them)")
+        if fraction is not None:
+            if (
+                isinstance(fraction, bool)
+                or not isinstance(fraction, (int, float))
+                or not (math.isfinite(fraction) and fraction > 0)
+            ):
+                raise OptionError(f"fraction must be a number > 0, got {fraction!r}")
+            records = max(1, round(self.num_records * fraction))
+        return Mixture([self], None, records)
 
     def head(self, n: int = 5, columns: list[str] | None = None) -> list[dict[str, Any]]:
         """The first ``n`` records in the order written, one ``{column: value}`` each.

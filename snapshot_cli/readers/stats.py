@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 
 @dataclass
@@ -23,8 +25,23 @@ class Stats:
     window_rows: int = 0
     parallel_reads: int = 0
     prefetch: int = 0
+    sources: list[str] = field(default_factory=list)  # a mixture's snapshots, by name
+    per_source: list[int] = field(default_factory=list)  # records delivered from each
+
+    def add_sources(self, counts: np.ndarray) -> None:
+        if not self.per_source:
+            self.per_source = [0] * len(counts)
+        for i, c in enumerate(counts.tolist()):
+            self.per_source[i] += c
 
     def to_dict(self) -> dict[str, Any]:
+        out = self._rates()
+        if self.sources:
+            counts = self.per_source or [0] * len(self.sources)
+            out["sources"] = dict(zip(self.sources, counts, strict=True))
+        return out
+
+    def _rates(self) -> dict[str, Any]:
         elapsed = max(1e-9, time.perf_counter() - self.started) if self.started else 0.0
         rate = (lambda x: x / elapsed) if elapsed else (lambda x: 0.0)
         return {

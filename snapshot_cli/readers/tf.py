@@ -90,7 +90,7 @@ def _tf() -> Any:
 def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> dict[str, Any]:
     """``{column: TensorSpec | RaggedTensorSpec}`` of ``columns`` (default: all it reads)."""
     tf = _tf()
-    schema = loader.snapshot.schema
+    schema = loader.schema
     out: dict[str, Any] = {}
     for name in loader.columns if columns is None else columns:
         d = schema_mod.describe_type(schema.field(name).type)
@@ -122,7 +122,7 @@ def select_columns(
             raise OptionError(f"{role} must be a column name (a str), got {name!r}")
         if name in readable:
             return name
-        if name in loader.snapshot.schema.names:
+        if name in loader.schema.names:
             raise OptionError(
                 f"{role} column {name!r} is not read by this loader, which reads {readable}: "
                 "add it to loader(columns=[...])"

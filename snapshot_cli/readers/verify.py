@@ -26,7 +26,6 @@ from .. import storage
 from ..errors import SnapError, StorageError
 from ..manifest import ShardEntry
 from .checksum import block_problem, crc32c_buffer, crc32c_file
-from .shard import encoding_problem
 from .snapshot import Snapshot
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
@@ -201,7 +200,7 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
             return f"record batch {i} cannot be decoded: {err}"
         if batch.num_rows != rows:
             return f"record batch {i} has {batch.num_rows} records, the manifest says {rows}"
-        problem = encoding_problem(batch)
+        problem = schema_mod.encoding_problem(batch)
         if problem is not None:
             return f"record batch {i}: {problem}"
     return None

@@ -1,0 +1,197 @@
+"""``snap.mix``: several snapshots read as one, in set proportions; subsets of one snapshot.
+
+``snap.mix([s1, s2, s3], weights=[0.5, 0.3, 0.2])`` returns a :class:`Mixture`, which has
+the ``.loader(...)`` of a snapshot. Its batches hold records of every source in the given
+proportions (global batches dealt to ranks as in :mod:`.elastic`), each source shuffled as
+a snapshot is, deterministic in (seed, epoch), resumable exactly, on any world size that
+divides the global batch.
+
+**What an epoch is.** An epoch has ``E`` records, ``n_i = w_i E`` (rounded, summing to
+``E``) from source ``i``. ``epoch_records=E`` sets it. By default, with weights, ``E`` is the
+longest epoch in which no source repeats a record (the first source to run out ends it:
+``E = min(N_i / w_i)``), and without weights the sources are simply concatenated
+(``n_i = N_i``, every record once). A source asked for fewer records than it has gives a
+random subset, another every epoch; asked for more, it repeats (each record
+``n_i // N_i`` or ``n_i // N_i + 1`` times), as Mosaic's ``choose``/``repeat`` do.
+``snapshot.sample(records=n)`` or ``sample(fraction=f)`` is the same for one snapshot: a
+down- or upsampled epoch without rewriting anything.
+
+**Columns.** The columns every source has, in the first source's order (``columns=`` to
+choose); a chosen column of different types in two sources is an :class:`OptionError`
+naming both. ``loader.stats()["sources"]`` counts the records delivered from each source.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .. import schema as schema_mod
+from ..errors import OptionError
+from .elastic import apportion
+from .options import Auto, LoaderOptions
+
+if TYPE_CHECKING:
+    from .loader import Loader
+    from .snapshot import Snapshot
+    from .trace import Tracer
+
+
+class Mixture:
+    """Snapshots read together in set proportions; make with :func:`mix` (or
+    :meth:`Snapshot.sample` for one)."""
+
+    def __init__(
+        self,
+        sources: Sequence[Snapshot],
+        weights: Sequence[float] | None = None,
+        epoch_records: int | None = None,
+        names: Sequence[str] | None = None,
+    ) -> None:
+        if not sources:
+            raise OptionError("mix needs at least one snapshot")
+        self.sources = list(sources)
+        self.names = [s.url for s in self.sources] if names is None else [str(n) for n in names]
+        if len(self.names) != len(self.sources):
+            raise OptionError(f"{len(self.names)} names for {len(self.sources)} snapshots")
+        self.weights = _check_weights(weights, [s.num_records for s in self.sources])
+        self.counts = _counts(self.weights, [s.num_records for s in self.sources], epoch_records)
+        self.epoch_records = sum(self.counts)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{n}: {c}" for n, c in zip(self.names, self.counts, strict=True))
+        return f"Mixture({parts}; {self.epoch_records} records per epoch)"
+
+    @property
+    def num_records(self) -> int:
+        """Records per epoch."""
+        return self.epoch_records
+
+    def columns(self, wanted: Sequence[str] | None = None) -> tuple[pa.Schema, list[str]]:
+        """The schema the loader reads (the first source's) and the columns: ``wanted``, or
+        those every source has. Raises OptionError for a column missing from a source or of
+        different types in two."""
+        first = self.sources[0].schema
+        if wanted is None:
+            names = [c for c in first.names if all(c in s.schema.names for s in self.sources)]
+            if not names:
+                raise OptionError(f"the snapshots have no column in common: {self._columns()}")
+        else:
+            names = list(wanted)
+            for c in names:
+                missing = [n for n, s in zip(self.names, self.sources, strict=True)
+                           if c not in s.schema.names]  # fmt: skip
+                if missing:
+                    raise OptionError(f"column {c!r} is not in {missing}: {self._columns()}")
+        for c in names:
+            types = {n: s.schema.field(c).type for n, s in zip(self.names, self.sources,
+                                                              strict=True)}  # fmt: skip
+            if len(set(types.values())) > 1:
+                shown = "; ".join(f"{n}: {schema_mod.format_type(t)}" for n, t in types.items())
+                raise OptionError(
+                    f"column {c!r} has different types in the mixed snapshots ({shown}); leave "
+                    "it out with columns=[...] or recreate one of them"
+                )
+        return first, names
+
+    def _columns(self) -> str:
+        return "; ".join(f"{n}: {s.schema.names}" for n, s in zip(self.names, self.sources,
+                                                                  strict=True))  # fmt: skip
+
+    def loader(
+        self,
+        batch_size: int | None = None,
+        *,
+        global_batch_size: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        epochs: int | None = 1,
+        rank: int | Auto = 0,
+        world_size: int | Auto = 1,
+        drop_last: bool = False,
+        columns: Sequence[str] | None = None,
+        shuffle_buffer: int | Auto = "auto",
+        num_parallel_reads: int | Auto = "auto",
+        prefetch: int | Auto = "auto",
+        map: Callable[..., Any] | None = None,  # noqa: A002
+        verify: bool = True,
+        trace: Tracer | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+    ) -> Loader:
+        """A loader of the mixture; the options are those of :meth:`Snapshot.loader`. A
+        mixture always reads in the global order: ``global_batch_size`` (or ``batch_size``
+        per rank, the global batch then being ``batch_size * world_size``)."""
+        from .loader import Loader
+
+        options = LoaderOptions(
+            shuffle=shuffle, seed=seed, epochs=epochs, rank=rank, world_size=world_size,
+            drop_last=drop_last, columns=None if columns is None else tuple(columns),
+            shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
+            prefetch=prefetch, map=map, verify=verify,
+            cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+            cache_limit=cache_limit, global_batch_size=global_batch_size,
+        )  # fmt: skip
+        return Loader(self, batch_size, options, trace)
+
+
+def mix(
+    snapshots: Sequence[Snapshot | str | os.PathLike[str]],
+    weights: Sequence[float] | None = None,
+    epoch_records: int | None = None,
+    names: Sequence[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Mixture:
+    """Several snapshots (opened ones, or URLs) read as one; see the module docstring.
+
+    Raises:
+        OptionError: weights negative, NaN, all zero or not one per snapshot; an
+            ``epoch_records`` below 1; a source with weight but no records.
+    """
+    from .snapshot import Snapshot, open
+
+    opened = [s if isinstance(s, Snapshot) else open(s, storage_options) for s in snapshots]
+    return Mixture(opened, weights, epoch_records, names)
+
+
+def _check_weights(weights: Sequence[float] | None, sizes: list[int]) -> list[float]:
+    if weights is None:
+        return [float(n) for n in sizes]
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+        raise OptionError(f"weights must be a list of numbers, one per snapshot, got {weights!r}")
+    if len(weights) != len(sizes):
+        raise OptionError(f"{len(weights)} weights for {len(sizes)} snapshots: give one each")
+    out = []
+    for i, w in enumerate(weights):
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+            raise OptionError(
+                f"weight {i} is {w!r}: weights must be finite numbers >= 0 (proportions)"
+            )
+        out.append(float(w))
+    if not any(out):
+        raise OptionError("every weight is 0: give at least one snapshot a weight above 0")
+    empty = [i for i, (w, n) in enumerate(zip(out, sizes, strict=True)) if w > 0 and n == 0]
+    if empty:
+        raise OptionError(f"snapshots {empty} have no records but a weight above 0")
+    return out
+
+
+def _counts(weights: list[float], sizes: list[int], epoch_records: int | None) -> list[int]:
+    """Records per epoch from each source (see "What an epoch is")."""
+    if epoch_records is not None:
+        if (
+            isinstance(epoch_records, bool)
+            or not isinstance(epoch_records, int)
+            or (epoch_records < 1)
+        ):
+            raise OptionError(f"epoch_records must be an integer >= 1, got {epoch_records!r}")
+        return apportion(epoch_records, weights)
+    if all(w == n for w, n in zip(weights, sizes, strict=True)):
+        return list(sizes)
+    total = math.fsum(weights)
+    longest = min(n * total / w for w, n in zip(weights, sizes, strict=True) if w > 0)
+    return apportion(max(1, math.floor(longest)), weights, caps=sizes)

@@ -1,0 +1,126 @@
+"""What a loader reads: one snapshot or a mixture, as one table of blocks and one reader.
+
+:func:`resolve` turns a :class:`~.snapshot.Snapshot` or a :class:`~.mix.Mixture` into a
+:class:`ReadSet`: the sources, the schema and columns read, every source's blocks numbered
+as one table (:meth:`~.plan.Blocks.concat`), and readers that answer for any of them
+(:class:`MultiReaders` routes a global shard number to its snapshot's
+:class:`~.shard.ShardReaders`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from .cache import ShardCache
+from .direct import Placement
+from .mix import Mixture
+from .plan import Blocks
+from .shard import ShardReaders
+
+if TYPE_CHECKING:
+    from .options import LoaderOptions
+    from .snapshot import Snapshot
+
+
+class MultiReaders:
+    """Several snapshots' :class:`ShardReaders` behind the one interface the loader uses:
+    shard ``i`` of the mixture is shard ``i - first[s]`` of source ``s``."""
+
+    def __init__(self, parts: list[ShardReaders]) -> None:
+        self.parts = parts
+        self.first = np.cumsum([0] + [len(p.shards) for p in parts[:-1]]).tolist()
+
+    def _route(self, shard: int) -> tuple[ShardReaders, int]:
+        s = int(np.searchsorted(self.first, shard, side="right")) - 1
+        return self.parts[s], shard - int(self.first[s])
+
+    @property
+    def direct(self) -> bool:
+        return any(p.direct for p in self.parts)
+
+    @property
+    def ranged(self) -> bool:
+        return any(p.ranged for p in self.parts)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(p.bytes_read for p in self.parts)
+
+    def read_batch(self, shard: int, batch: int, rows: int) -> pa.RecordBatch:
+        part, i = self._route(shard)
+        return part.read_batch(i, batch, rows)
+
+    def read_into(self, shard: int, batch: int, rows: int, targets: dict[str, Any]) -> bool:
+        part, i = self._route(shard)
+        return part.read_into(i, batch, rows, targets)
+
+    def read_values(self, shard: int, batch: int, rows: int) -> dict[str, np.ndarray] | None:
+        part, i = self._route(shard)
+        return part.read_values(i, batch, rows)
+
+    def close(self) -> None:
+        for p in self.parts:
+            p.close()
+
+
+@dataclass
+class ReadSet:
+    """The sources of a loader and how to read them."""
+
+    sources: list[Snapshot]
+    names: list[str]
+    schema: pa.Schema  # the first source's: the columns read have the same types in all
+    columns: list[str]
+    blocks: Blocks  # every source's blocks, one table
+    source_blocks: list[Blocks]  # each source's own
+    readers: ShardReaders | MultiReaders
+    counts: tuple[int, ...] | None  # records per epoch from each source (a mixture)
+    cache: ShardCache | None
+
+    @property
+    def fingerprints(self) -> list[str]:
+        return [s.manifest.fingerprint for s in self.sources]
+
+    def bytes_per_row(self) -> int:
+        """Bytes per record the windows are sized by: the fixed-width columns' bytes, or
+        the sources' average record if that is more."""
+        from .window import row_bytes
+
+        records = sum(s.manifest.num_records for s in self.sources)
+        raw = sum(s.manifest.uncompressed_bytes for s in self.sources)
+        return max(1, row_bytes(self.schema, self.columns), raw // max(1, records))
+
+
+def resolve(source: Snapshot | Mixture, options: LoaderOptions) -> ReadSet:
+    """The :class:`ReadSet` of a snapshot or mixture (columns checked: OptionError)."""
+    if isinstance(source, Mixture):
+        schema, columns = source.columns(options.columns)
+        snapshots, names, counts = source.sources, source.names, tuple(source.counts)
+    else:
+        schema = source.schema
+        columns = options.column_names(list(schema.names))
+        snapshots, names, counts = [source], [source.url], None
+    cache = ShardCache(options.cache_dir, options.cache_bytes) if options.cache_dir else None
+    parts = []
+    for s in snapshots:
+        readers = ShardReaders(
+            s.fs, s.root, s.manifest.shards, s.schema, verify=options.verify, cache=cache
+        )
+        readers.placement = Placement.of(s.schema, columns)
+        parts.append(readers)
+    own = [Blocks.from_manifest(s.manifest) for s in snapshots]
+    return ReadSet(
+        sources=list(snapshots),
+        names=names,
+        schema=schema,
+        columns=columns,
+        blocks=Blocks.concat(own, [len(s.manifest.shards) for s in snapshots]),
+        source_blocks=own,
+        readers=parts[0] if len(parts) == 1 else MultiReaders(parts),
+        counts=counts,
+        cache=cache,
+    )
