@@ -20,7 +20,7 @@ without ``persistent_workers``, and ``dataset.set_epoch(e)`` (as with
 ``DistributedSampler``) makes the next iteration epoch ``e``, the one after ``e + 1``, ...
 Without ``persistent_workers`` each iteration starts new worker processes from the parent's
 copy of the dataset, which has not seen the previous epochs, so the workers count for
-themselves (:class:`_EpochCounter`): each registers its DataLoader iteration, known by the
+themselves (:class:`~.epochs.EpochCounter`): each registers its DataLoader iteration, known by the
 iterator's base seed (``get_worker_info().seed - id``), in a small file the parent's dataset
 owns, under ``fcntl.flock``; the epoch is that iteration's number in registration order. All
 workers of one iteration agree, under any start method (fork, spawn, forkserver), and the
@@ -33,15 +33,8 @@ Two DataLoader iterations running at the same time over one dataset are two epoc
 
 from __future__ import annotations
 
-import contextlib
-import json
 import operator
 import os
-import shutil
-import tempfile
-import warnings
-import weakref
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,11 +42,7 @@ import numpy as np
 from ..errors import OptionError
 from . import ranks
 from .adapter import Adapter
-
-try:
-    import fcntl
-except ImportError:  # Windows: DataLoader workers cannot count epochs (see _EpochCounter)
-    fcntl = None  # type: ignore[assignment]
+from .epochs import new_counter, warn_cannot_count
 
 if TYPE_CHECKING:
     from .loader import Batch, Loader
@@ -139,127 +128,6 @@ def _move(value: Any, fn: Any) -> Any:
     return value
 
 
-class _EpochCounter:
-    """Numbers the DataLoader iterations that reach a dataset's workers: 0, 1, 2, ...
-
-    The parent's dataset makes it (a private temporary directory, removed when the dataset
-    is garbage-collected); worker processes get a copy that names the same directory (fork
-    copies it, spawn pickles it) and call :meth:`register` at the start of each pass.
-
-    An iteration is known by ``(base_seed, k)``: the DataLoader iterator draws a new base
-    seed for each iteration and every worker of it sees the same one (``seed - id``); ``k``
-    counts the earlier registrations of that base seed by the same worker id, which tells
-    apart the passes of persistent workers (their base seed never changes) and iterations
-    that repeat a seed (a DataLoader ``generator`` seeded the same way each epoch). The
-    epoch of a key is its index among the distinct keys, counted from the last
-    :meth:`restart`. The state is a small JSON file, replaced atomically under an exclusive
-    ``flock`` of a separate lock file, so a worker killed mid-write corrupts nothing.
-    """
-
-    KEEP = 64  # distinct keys remembered: a worker that is later still is long stale
-
-    def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="snap-epochs-")
-        self._finalizer = weakref.finalize(self, _remove_dir, self.dir, os.getpid())
-        self._write({"epoch": 0, "start": 0, "first": 0, "keys": [], "counts": {}})
-        open(self._lock_path, "wb").close()  # noqa: SIM115 - created empty, never written
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"dir": self.dir}  # a copy in a worker names the directory; it does not own it
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.dir = state["dir"]
-
-    @property
-    def _lock_path(self) -> str:
-        return os.path.join(self.dir, "lock")
-
-    @property
-    def _path(self) -> str:
-        return os.path.join(self.dir, "epochs.json")
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[dict[str, Any]]:
-        """The state, locked for this process; written back when the block succeeds."""
-        with open(self._lock_path, "rb") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-            with open(self._path, encoding="utf-8") as f:
-                state: dict[str, Any] = json.load(f)
-            yield state
-            self._write(state)
-
-    def _write(self, state: dict[str, Any]) -> None:
-        tmp = f"{self._path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(state, f)
-        os.replace(tmp, self._path)
-
-    def register(self, base_seed: int, worker: int) -> int:
-        """The epoch of the pass this worker is starting.
-
-        Raises:
-            OSError: the directory is gone (the parent's dataset was collected, or a tmp
-                cleaner removed it).
-            ValueError: the state file is not JSON any more.
-        """
-        with self._locked() as state:
-            counts, keys = state["counts"], state["keys"]
-            name = f"{base_seed}/{worker}"
-            key = [base_seed, counts.get(name, 0)]
-            counts[name] = key[1] + 1
-            if key not in keys:
-                keys.append(key)
-            index = state["first"] + keys.index(key)
-            if len(keys) > self.KEEP:
-                drop = len(keys) - self.KEEP
-                del keys[:drop]
-                state["first"] += drop
-                bases = {str(b) for b, _ in keys}
-                state["counts"] = {n: c for n, c in counts.items() if n.split("/")[0] in bases}
-        return int(state["epoch"]) + index - int(state["start"])
-
-    def restart(self, epoch: int) -> None:
-        """The next iteration to register is ``epoch`` (``set_epoch`` in the parent)."""
-        with self._locked() as state:
-            state["epoch"] = epoch
-            state["start"] = state["first"] + len(state["keys"])
-
-
-def _remove_dir(path: str, owner: int) -> None:
-    # A forked worker inherits the finalizer with its copy of the dataset: only the process
-    # that made the directory removes it.
-    if os.getpid() == owner:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _new_counter() -> tuple[_EpochCounter | None, str]:
-    """A counter, or None and why DataLoader workers will not be able to count epochs."""
-    if fcntl is None:
-        return None, "no fcntl.flock on this platform"
-    try:
-        return _EpochCounter(), ""
-    except OSError as err:
-        return None, f"cannot make a temporary directory: {err}"
-
-
-_warned_cannot_count = False  # per process: each worker warns at most once
-
-
-def _warn_cannot_count(epoch: int, why: str) -> None:
-    global _warned_cannot_count
-    if _warned_cannot_count:
-        return
-    _warned_cannot_count = True
-    warnings.warn(
-        f"SnapshotDataset cannot tell DataLoader iterations apart in its workers ({why}): "
-        f"every iteration replays epoch {epoch}'s order. Call dataset.set_epoch(epoch) "
-        "before each epoch, or make the DataLoader with persistent_workers=True (their "
-        "loaders count epochs)",
-        UserWarning,
-        stacklevel=3,
-    )
-
-
 def _make_dataset_class() -> type:
     torch = _torch()
 
@@ -291,10 +159,14 @@ def _make_dataset_class() -> type:
             self._explicit = False  # set_epoch was called
             self._loader: Loader | None = None
             self._loader_key: tuple[int, int, int] | None = None  # (pid, part, parts)
-            self.batch_size = int(self.loader_options.pop("batch_size", 256))
+            size = self.loader_options.pop("batch_size", None)
+            if size is None and self.loader_options.get("global_batch_size") is None:
+                size = 256
+            self.batch_size: int | None = size
+            self._resume: dict[str, Any] | None = None  # load_state_dict: where to start
             self.rank, self.world_size = self._ranks()
             self.snapshot.loader(self.batch_size, **self._options(0, 1))  # validate options
-            self._epochs, self._cannot_count = _new_counter()
+            self._epochs, self._cannot_count = new_counter()
 
         def _ranks(self) -> tuple[int, int]:
             rank = self.loader_options.pop("rank", "auto")
@@ -327,6 +199,10 @@ def _make_dataset_class() -> type:
                 value = -1
             if value < 0 or isinstance(epoch, bool):
                 raise OptionError(f"epoch must be an integer >= 0, got {epoch!r}")
+            self._resume = None
+            self._restart(value)
+
+        def _restart(self, value: int) -> None:
             self.epoch, self._pending, self._explicit = value, True, True
             if self._epochs is not None:
                 try:
@@ -339,6 +215,13 @@ def _make_dataset_class() -> type:
             if self._loader is None or self._loader_key != key:
                 # new here: a forked worker may hold a copy of the parent's loader, made for
                 # another part, whose threads are not in this process
+                g = self.loader_options.get("global_batch_size")
+                if g is not None and g % parts:
+                    raise OptionError(
+                        f"global_batch_size={g} does not split over {self.world_size} ranks x "
+                        f"{parts // self.world_size} DataLoader workers ({parts} parts): use a "
+                        f"num_workers for which ranks x workers divides {g}"
+                    )
                 self._loader = self.snapshot.loader(self.batch_size, **self._options(part, parts))
                 self._loader_key, self._pending = key, True
             return self._loader
@@ -353,16 +236,48 @@ def _make_dataset_class() -> type:
                 except (OSError, ValueError) as err:  # the file went away or was damaged
                     self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"
                 else:
-                    loader.set_epoch(epoch)  # every pass starts at its epoch's beginning
+                    self._start(loader, epoch)  # every pass starts at its epoch's beginning
                     self._pending = False
                     return loader
             if info is not None and worker == 0 and not self._explicit:
-                _warn_cannot_count(self.epoch, self._cannot_count)
+                warn_cannot_count(self.epoch, self._cannot_count)
             if self._pending:
                 # an explicit set_epoch, or a new loader; otherwise its epochs keep counting
-                loader.set_epoch(self.epoch)
+                self._start(loader, self.epoch)
                 self._pending = False
             return loader
+
+        def _start(self, loader: Loader, epoch: int) -> None:
+            """Start the pass of ``epoch`` at its beginning, or where ``load_state_dict`` left
+            it if that is this epoch."""
+            if self._resume is not None and self._resume["epoch"] == epoch:
+                loader.load_state_dict(self._resume)
+            else:
+                loader.set_epoch(epoch)
+
+        def state_dict(self, epoch: int, step: int) -> dict[str, Any]:
+            """The state of the position ``step`` (batches from each worker since the start of
+            ``epoch``, counting those before a resume) for :meth:`load_state_dict`.
+
+            With ``global_batch_size`` it loads into a job of any world size and any
+            ``num_workers`` whose product divides the global batch: DataLoader workers are
+            parts of the topology (rank ``r``'s worker ``w`` of ``n`` reads part ``r n + w``
+            of ``W n``), a step is one global batch, and torch's DataLoader takes one item
+            from each worker in turn, so ``num_workers`` items make a rank's slice of a step
+            (``step = items // num_workers``). Without it (the per-rank order) a state loads
+            only into the same topology, and not with workers.
+            """
+            loader = self._part_loader(self.rank, self.world_size)
+            state = loader.state_dict()
+            state.update(epoch=int(epoch), batch=int(step), pass_end=None)
+            return state
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            """Make the next iteration start at ``state`` (from :meth:`state_dict`); later
+            iterations are the epochs after it. Checked against this dataset's loader now."""
+            self._part_loader(self.rank, self.world_size).load_state_dict(state)
+            self._restart(int(state["epoch"]))
+            self._resume = dict(state)
 
         def __iter__(self) -> Any:
             loader = self._worker_loader()

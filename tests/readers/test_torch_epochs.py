@@ -16,7 +16,7 @@ import torch
 
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
-from snapshot_cli.readers import torch as torch_adapter
+from snapshot_cli.readers import epochs as epochs_mod
 from snapshot_cli.readers.torch import SnapshotDataset
 from tests.readers.conftest import numbered_snapshot
 
@@ -167,7 +167,7 @@ def test_bad_epoch(snapshot_url: str) -> None:
 
 
 def test_counter_numbers_iterations_by_base_seed_and_repeat() -> None:
-    counter = torch_adapter._EpochCounter()
+    counter = epochs_mod.EpochCounter()
     # iteration 0: base seed 100, two workers; iteration 1: base seed 7
     assert [counter.register(100, 0), counter.register(100, 1)] == [0, 0]
     assert [counter.register(7, 1), counter.register(7, 0)] == [1, 1]
@@ -179,7 +179,7 @@ def test_counter_numbers_iterations_by_base_seed_and_repeat() -> None:
 
 
 def test_counter_forgets_old_iterations() -> None:
-    counter = torch_adapter._EpochCounter()
+    counter = epochs_mod.EpochCounter()
     n = counter.KEEP + 10
     assert [counter.register(seed, 0) for seed in range(n)] == list(range(n))
     assert counter.register(n - 1, 1) == n - 1  # a late worker of a recent iteration
@@ -188,8 +188,8 @@ def test_counter_forgets_old_iterations() -> None:
 def test_without_a_counter_a_worker_warns_once(
     snapshot_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(torch_adapter, "fcntl", None)
-    monkeypatch.setattr(torch_adapter, "_warned_cannot_count", False)
+    monkeypatch.setattr(epochs_mod, "fcntl", None)
+    monkeypatch.setattr(epochs_mod, "_warned_cannot_count", False)
     dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
     assert dataset._epochs is None
     info = SimpleNamespace(id=0, num_workers=2, seed=9)  # as worker 0 of a DataLoader sees
@@ -202,8 +202,8 @@ def test_without_a_counter_a_worker_warns_once(
 def test_explicit_epochs_do_not_warn_without_a_counter(
     snapshot_url: str, monkeypatch: pytest.MonkeyPatch, expected: dict[int, list[int]]
 ) -> None:
-    monkeypatch.setattr(torch_adapter, "fcntl", None)
-    monkeypatch.setattr(torch_adapter, "_warned_cannot_count", False)
+    monkeypatch.setattr(epochs_mod, "fcntl", None)
+    monkeypatch.setattr(epochs_mod, "_warned_cannot_count", False)
     dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
     orders = []
     for epoch in range(2):

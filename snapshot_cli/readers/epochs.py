@@ -1,0 +1,145 @@
+"""Counting the epochs of a torch ``DataLoader``'s iterations in its worker processes.
+
+Without ``persistent_workers`` each DataLoader iteration starts new worker processes from the
+parent's copy of a :class:`~.torch.SnapshotDataset`, which has not seen the previous
+epochs; :class:`EpochCounter` lets the workers count for themselves through a small file
+the parent's dataset owns (see its docstring, and the module docstring of :mod:`.torch`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: DataLoader workers cannot count epochs (see EpochCounter)
+    fcntl = None  # type: ignore[assignment]
+
+
+class EpochCounter:
+    """Numbers the DataLoader iterations that reach a dataset's workers: 0, 1, 2, ...
+
+    The parent's dataset makes it (a private temporary directory, removed when the dataset
+    is garbage-collected); worker processes get a copy that names the same directory (fork
+    copies it, spawn pickles it) and call :meth:`register` at the start of each pass.
+
+    An iteration is known by ``(base_seed, k)``: the DataLoader iterator draws a new base
+    seed for each iteration and every worker of it sees the same one (``seed - id``); ``k``
+    counts the earlier registrations of that base seed by the same worker id, which tells
+    apart the passes of persistent workers (their base seed never changes) and iterations
+    that repeat a seed (a DataLoader ``generator`` seeded the same way each epoch). The
+    epoch of a key is its index among the distinct keys, counted from the last
+    :meth:`restart`. The state is a small JSON file, replaced atomically under an exclusive
+    ``flock`` of a separate lock file, so a worker killed mid-write corrupts nothing.
+    """
+
+    KEEP = 64  # distinct keys remembered: a worker that is later still is long stale
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="snap-epochs-")
+        self._finalizer = weakref.finalize(self, _remove_dir, self.dir, os.getpid())
+        self._write({"epoch": 0, "start": 0, "first": 0, "keys": [], "counts": {}})
+        open(self._lock_path, "wb").close()  # noqa: SIM115 - created empty, never written
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"dir": self.dir}  # a copy in a worker names the directory; it does not own it
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.dir = state["dir"]
+
+    @property
+    def _lock_path(self) -> str:
+        return os.path.join(self.dir, "lock")
+
+    @property
+    def _path(self) -> str:
+        return os.path.join(self.dir, "epochs.json")
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """The state, locked for this process; written back when the block succeeds."""
+        with open(self._lock_path, "rb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            with open(self._path, encoding="utf-8") as f:
+                state: dict[str, Any] = json.load(f)
+            yield state
+            self._write(state)
+
+    def _write(self, state: dict[str, Any]) -> None:
+        tmp = f"{self._path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state, f)
+        os.replace(tmp, self._path)
+
+    def register(self, base_seed: int, worker: int) -> int:
+        """The epoch of the pass this worker is starting.
+
+        Raises:
+            OSError: the directory is gone (the parent's dataset was collected, or a tmp
+                cleaner removed it).
+            ValueError: the state file is not JSON any more.
+        """
+        with self._locked() as state:
+            counts, keys = state["counts"], state["keys"]
+            name = f"{base_seed}/{worker}"
+            key = [base_seed, counts.get(name, 0)]
+            counts[name] = key[1] + 1
+            if key not in keys:
+                keys.append(key)
+            index = state["first"] + keys.index(key)
+            if len(keys) > self.KEEP:
+                drop = len(keys) - self.KEEP
+                del keys[:drop]
+                state["first"] += drop
+                bases = {str(b) for b, _ in keys}
+                state["counts"] = {n: c for n, c in counts.items() if n.split("/")[0] in bases}
+        return int(state["epoch"]) + index - int(state["start"])
+
+    def restart(self, epoch: int) -> None:
+        """The next iteration to register is ``epoch`` (``set_epoch`` in the parent)."""
+        with self._locked() as state:
+            state["epoch"] = epoch
+            state["start"] = state["first"] + len(state["keys"])
+
+
+def _remove_dir(path: str, owner: int) -> None:
+    # A forked worker inherits the finalizer with its copy of the dataset: only the process
+    # that made the directory removes it.
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def new_counter() -> tuple[EpochCounter | None, str]:
+    """A counter, or None and why DataLoader workers will not be able to count epochs."""
+    if fcntl is None:
+        return None, "no fcntl.flock on this platform"
+    try:
+        return EpochCounter(), ""
+    except OSError as err:
+        return None, f"cannot make a temporary directory: {err}"
+
+
+_warned_cannot_count = False  # per process: each worker warns at most once
+
+
+def warn_cannot_count(epoch: int, why: str) -> None:
+    global _warned_cannot_count
+    if _warned_cannot_count:
+        return
+    _warned_cannot_count = True
+    warnings.warn(
+        f"SnapshotDataset cannot tell DataLoader iterations apart in its workers ({why}): "
+        f"every iteration replays epoch {epoch}'s order. Call dataset.set_epoch(epoch) "
+        "before each epoch, or make the DataLoader with persistent_workers=True (their "
+        "loaders count epochs)",
+        UserWarning,
+        stacklevel=3,
+    )

@@ -1,0 +1,257 @@
+"""The loader in the global order (global_batch_size) and mixtures, on real snapshots: the
+same global batches on every world size, exact resume on another, proportions, bad input."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError
+
+G = 12
+TAGS = {"a": 1, "b": 2, "c": 3}
+SIZES = {"a": 3000, "b": 1100, "c": 530}
+
+
+def records(tag: int, n: int) -> Iterator[snap.Batch]:
+    """``id``: tag * 10**7 + index; ``x``: a float32[3] per record; ``cls``: index // 100."""
+    for s in range(0, n, 97):
+        k = min(97, n - s)
+        ids = np.arange(s, s + k, dtype=np.int64)
+        yield snap.Batch(
+            id=tag * 10**7 + ids,
+            x=np.stack([ids, ids, ids], axis=1).astype(np.float32),
+            cls=ids // 100,
+        )
+
+
+def numbered(tag: int, n: int) -> Iterator[snap.Batch]:
+    for s in range(0, n, 5000):
+        yield snap.Batch(id=tag * 10**7 + np.arange(s, min(n, s + 5000)))
+
+
+@pytest.fixture(scope="module")
+def snaps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, snap.Snapshot]:
+    root = tmp_path_factory.mktemp("global")
+    out = {}
+    for name, tag in TAGS.items():
+        n = SIZES[name]
+        snap.create(lambda tag=tag, n=n: records(tag, n), str(root / name), workers=0,
+                    batch_rows=40, shard_size="16KiB")  # fmt: skip
+        out[name] = snap.open(str(root / name))
+    return out
+
+
+def ids_by_step(src: Any, w: int, r: int, steps: int | None = None, **kw: Any) -> list[np.ndarray]:
+    loader = src.loader(global_batch_size=G, rank=r, world_size=w, shuffle_buffer=120, **kw)
+    out = []
+    for batch in loader:
+        out.append(batch["id"].copy())
+        if steps is not None and len(out) == steps:
+            break
+    loader.close()
+    return out
+
+
+@pytest.mark.parametrize("source", ["a", "mix"])
+def test_every_world_size_sees_the_same_global_batches(
+    snaps: dict[str, snap.Snapshot], source: str
+) -> None:
+    src: Any = snaps["a"] if source == "a" else snap.mix([snaps["a"], snaps["b"]], [3, 1])
+    whole = ids_by_step(src, 1, 0)
+    n = src.num_records
+    assert len(whole) == math.ceil(n / G)
+    for w in (2, 3, 4, 6, 12):
+        ranks = [ids_by_step(src, w, r) for r in range(w)]
+        for t, batch in enumerate(whole):
+            assert np.array_equal(np.concatenate([rk[t] for rk in ranks]), batch), (w, t)
+            assert all(len(rk[t]) == G // w for rk in ranks)
+    ids = Counter(np.concatenate(whole).tolist())
+    assert sum(ids.values()) == len(whole) * G
+    if source == "a":  # every record once, and fewer than G of them twice (the padding)
+        assert set(ids) == {10**7 + i for i in range(SIZES["a"])}
+        assert sum(v - 1 for v in ids.values()) == len(whole) * G - n
+
+
+def test_the_global_order_shuffles_like_a_random_sample(snaps: dict[str, snap.Snapshot]) -> None:
+    """The snapshot is written in class order (30 classes of 100); a global batch of 12 holds
+    about as many distinct classes as 12 records drawn at random would (10.0 on average)."""
+    loader = snaps["a"].loader(global_batch_size=G, shuffle_buffer=1200)
+    distinct = [len(set(b["cls"].tolist())) for b in loader]
+    assert np.mean(distinct) > 9.0, np.mean(distinct)
+
+
+@pytest.mark.parametrize(("old", "new"), [(4, 2), (4, 3), (2, 6), (12, 1)])
+def test_a_state_saved_on_one_world_size_resumes_on_another(
+    snaps: dict[str, snap.Snapshot], old: int, new: int
+) -> None:
+    s = snaps["a"]
+    whole = ids_by_step(s, 1, 0, epochs=2)
+    cut = 37  # steps: mid window, mid epoch
+    loaders = [s.loader(global_batch_size=G, rank=r, world_size=old, shuffle_buffer=120,
+                        epochs=2) for r in range(old)]  # fmt: skip
+    seen = []
+    for loader in loaders:
+        it = iter(loader)
+        seen.append([next(it)["id"].copy() for _ in range(cut)])
+    states = [loader.state_dict() for loader in loaders]
+    assert all(st == states[0] for st in states)  # the state is global: the same on every rank
+    for loader in loaders:
+        loader.close()
+    rest = []
+    for r in range(new):
+        loader = s.loader(global_batch_size=G, rank=r, world_size=new, shuffle_buffer=120,
+                          epochs=2)  # fmt: skip
+        loader.load_state_dict(states[0])
+        rest.append([b["id"].copy() for b in loader])
+    for t in range(cut):
+        assert np.array_equal(np.concatenate([rk[t] for rk in seen]), whole[t])
+    assert {len(rk) for rk in rest} == {len(whole) - cut}
+    for t in range(len(whole) - cut):  # the rest of this epoch, then the next as a new job's
+        assert np.array_equal(np.concatenate([rk[t] for rk in rest]), whole[cut + t])
+
+
+def test_a_mixture_keeps_its_proportions_resumes_and_counts_sources(tmp_path: Path) -> None:
+    """Three snapshots of 60k, 25k and 8k records mixed 0.5 / 0.3 / 0.2 over an epoch of
+    120,000 records (the third repeated 3x): each source's share of the epoch within 1 %
+    of its weight (in every stretch of 200 batches too), exact resume, per-source stats."""
+    sizes = [60_000, 25_000, 8_000]
+    paths = []
+    for tag, n in enumerate(sizes, start=1):
+        path = tmp_path / f"s{tag}"
+        snap.create(lambda tag=tag, n=n: numbered(tag, n), str(path), workers=0)
+        paths.append(str(path))
+    weights = [0.5, 0.3, 0.2]
+    m = snap.mix(paths, weights, epoch_records=120_000, names=["big", "mid", "small"])
+    assert m.counts == [60_000, 36_000, 24_000]
+    loader = m.loader(global_batch_size=256, seed=7)
+    batches = [b["id"].copy() for b in loader]
+    tags = np.concatenate(batches) // 10**7
+    share = np.bincount(tags, minlength=4)[1:] / len(tags)
+    assert np.allclose(share, weights, atol=0.01), share
+    for k in range(0, len(batches) - 200, 200):
+        part = np.concatenate(batches[k : k + 200]) // 10**7
+        assert np.allclose(np.bincount(part, minlength=4)[1:] / len(part), weights, atol=0.01)
+    small = Counter(np.concatenate(batches)[tags == 3].tolist())
+    assert set(small.values()) <= {3, 4} and len(small) == sizes[2]  # upsampled 3x
+    big = Counter(np.concatenate(batches)[tags == 1].tolist())  # all 60,000, once each
+    assert len(big) == sizes[0] and sum(v - 1 for v in big.values()) < 256  # (and padding)
+    stats = loader.stats()["sources"]
+    assert stats == {"big": int((tags == 1).sum()), "mid": int((tags == 2).sum()),
+                     "small": int((tags == 3).sum())}  # fmt: skip
+    # exact resume, mid epoch, on another world size
+    first = m.loader(global_batch_size=256, seed=7, rank=1, world_size=2)
+    it = iter(first)
+    for _ in range(100):
+        next(it)
+    state = first.state_dict()
+    first.close()
+    again = [m.loader(global_batch_size=256, seed=7, rank=r, world_size=4) for r in range(4)]
+    for loader in again:
+        loader.load_state_dict(state)
+    rest = [[b["id"].copy() for b in loader] for loader in again]
+    assert len(rest[0]) == len(batches) - 100
+    for t, batch in enumerate(batches[100:]):
+        assert np.array_equal(np.concatenate([rk[t] for rk in rest]), batch)
+
+
+def test_sample_downsamples_and_upsamples(snaps: dict[str, snap.Snapshot]) -> None:
+    s = snaps["a"]
+    for records in (700, 7000):
+        loader = s.sample(records=records).loader(global_batch_size=10)
+        ids = np.concatenate([b["id"] for b in loader])
+        assert len(ids) == records  # 700 and 7000 are multiples of 10: no padding
+        counts = Counter(ids.tolist())
+        if records < s.num_records:
+            assert max(counts.values()) == 1  # a subset
+        else:
+            assert set(counts.values()) <= {2, 3} and len(counts) == s.num_records
+    half = s.sample(fraction=0.5)
+    assert half.epoch_records == s.num_records // 2
+    two = [set(np.concatenate([b["id"] for b in half.loader(12, epochs=1, seed=0)]).tolist())]
+    loader = half.loader(12, seed=0, epochs=2)
+    both = [b["id"] for b in loader]
+    per = len(both) // 2
+    assert set(np.concatenate(both[:per]).tolist()) == two[0]
+    assert set(np.concatenate(both[per:]).tolist()) != two[0]  # another subset next epoch
+
+
+def test_mixture_columns(snaps: dict[str, snap.Snapshot], tmp_path: Path) -> None:
+    other, third = tmp_path / "other", tmp_path / "third"
+    snap.create(lambda: iter([snap.Batch(id=np.arange(50, dtype=np.int32), y=np.ones(50))]),
+                str(other), workers=0)  # fmt: skip
+    snap.create(lambda: iter([snap.Batch(z=np.ones(50))]), str(third), workers=0)
+    a = snaps["a"]
+    with pytest.raises(OptionError, match=r"column 'id' has different types.*int64.*int32"):
+        snap.mix([a, str(other)]).loader(4)
+    with pytest.raises(OptionError, match=r"column 'x' is not in \['.*other'\]"):
+        snap.mix([a, str(other)]).loader(4, columns=["x"])
+    with pytest.raises(OptionError, match="no column in common"):
+        snap.mix([a, str(third)]).loader(4)
+    both = snap.mix([a, snaps["b"]]).loader(4, columns=["x"])
+    assert set(next(iter(both))) == {"x"}
+
+
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        ([1, -1, 1], "weight 1 is -1"),
+        ([0, 0, 0], "every weight is 0"),
+        ([1, float("nan"), 1], "weight 1 is nan"),
+        ([1, float("inf"), 1], "weight 1 is inf"),
+        ([1, 1], "2 weights for 3 snapshots"),
+        ([True, 1, 1], "weight 0 is True"),
+        ("abc", "weights must be a list"),
+    ],
+)
+def test_bad_weights(snaps: dict[str, snap.Snapshot], weights: Any, match: str) -> None:
+    with pytest.raises(OptionError, match=match):
+        snap.mix(list(snaps.values()), weights)
+
+
+def test_bad_global_options_say_what_to_change(snaps: dict[str, snap.Snapshot]) -> None:
+    s = snaps["c"]
+    with pytest.raises(OptionError, match=r"global_batch_size=12 is not divisible by world_size"
+                                          r"=5.*\[1, 2, 3, 4, 6, 12\]"):  # fmt: skip
+        s.loader(global_batch_size=12, world_size=5, rank=0)
+    with pytest.raises(OptionError, match="not both"):
+        s.loader(16, global_batch_size=32)
+    with pytest.raises(OptionError, match=r"holds no global batch of 1024 with drop_last=True"):
+        s.loader(global_batch_size=1024, drop_last=True)
+    with pytest.raises(OptionError, match="epoch_records must be an integer >= 1"):
+        snap.mix([s], epoch_records=0)
+    with pytest.raises(OptionError, match="sample needs records=N or fraction=F"):
+        s.sample()
+    with pytest.raises(OptionError, match="fraction must be a number > 0"):
+        s.sample(fraction=-0.5)
+
+
+def test_a_state_from_elsewhere_is_refused(snaps: dict[str, snap.Snapshot]) -> None:
+    def state(src: Any, **kw: Any) -> dict[str, Any]:
+        loader = src.loader(global_batch_size=G, **kw)
+        next(iter(loader))
+        out = loader.state_dict()
+        loader.close()
+        return out
+
+    a, b = snaps["a"], snaps["b"]
+    target = a.loader(global_batch_size=G, seed=1)
+    for other, keys in [
+        (state(b, seed=1), "fingerprints"),
+        (state(a, seed=2), "seed"),
+        (state(snap.mix([a, b], [1, 1]), seed=1), "fingerprints, records_per_epoch"),
+        (state(a, seed=1, shuffle=False), "shuffle"),
+        (a.loader(G, seed=1).state_dict(), "drop_last|order"),
+    ]:
+        with pytest.raises(OptionError, match=keys):
+            target.load_state_dict(other)
+    mixed = snap.mix([a, b], [1, 1]).loader(global_batch_size=G, seed=1)
+    with pytest.raises(OptionError, match="records_per_epoch"):
+        mixed.load_state_dict(state(snap.mix([a, b], [1, 2]), seed=1))
