@@ -1,0 +1,209 @@
+"""Elastic resume through the framework adapters, DataLoader workers and real
+``torch.distributed`` jobs of different sizes (gloo, separate processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError
+from snapshot_cli.readers.torch import SnapshotDataset
+from tests.conftest import REPO
+
+G = 12
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("elastic") / "s"
+
+    def records() -> Any:
+        for s in range(0, 480, 48):
+            yield snap.Batch(id=np.arange(s, s + 48, dtype=np.int64), x=np.ones((48, 2)))
+
+    snap.create(records, str(path), workers=0, batch_rows=30, shard_size="8KiB")
+    return str(path)
+
+
+def whole(url: str, **kw: Any) -> list[list[int]]:
+    """The global batches of an uninterrupted one-process run."""
+    return [b["id"].tolist() for b in snap.open(url).loader(global_batch_size=G, **kw)]
+
+
+ADAPTER_RESUME = """
+import json, sys
+import numpy as np
+import snapshot_cli as snap
+
+url, adapter = sys.argv[1], sys.argv[2]
+s = snap.open(url)
+first = getattr(s.loader(global_batch_size=12, seed=3, rank=1, world_size=2), adapter)()
+it = iter(first)
+for _ in range(7):
+    next(it)
+state = first.state_dict()
+first.close()
+rest = []
+for r in range(3):
+    again = getattr(s.loader(global_batch_size=12, seed=3, rank=r, world_size=3), adapter)()
+    again.load_state_dict(state)
+    rest.append([np.asarray(b["id"]).tolist() for b in again])
+print(json.dumps(rest))
+"""
+
+
+@pytest.mark.parametrize("adapter", ["to_torch", "to_jax"])
+def test_an_adapter_state_resumes_on_another_world_size(url: str, adapter: str) -> None:
+    """Through the adapter (which prefetches ahead of the consumer), a state taken on rank 1
+    of 2 loads on 3 ranks, which deliver exactly the rest of the global batches. In a
+    subprocess: JAX imported here would make later fork()s of the DataLoader tests warn."""
+    expected = whole(url, seed=3)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-c", ADAPTER_RESUME, url, adapter], env=env,
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    rest = json.loads(res.stdout.strip().splitlines()[-1])
+    assert len(rest[0]) == len(expected) - 7
+    for t, batch in enumerate(expected[7:]):
+        assert sum((rk[t] for rk in rest), []) == batch
+
+
+def _items(dataset: SnapshotDataset, workers: int, n: int | None = None) -> list[list[int]]:
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
+    out = []
+    for item in loader:
+        out.append(item["id"].tolist())
+        if n is not None and len(out) == n:
+            break
+    return out
+
+
+# torch suggests no more workers than cores (2 here); 3 and 5 are the point of these tests
+MANY_WORKERS = pytest.mark.filterwarnings("ignore:This DataLoader will create")
+
+
+@MANY_WORKERS
+def test_dataloader_workers_are_parts_of_the_topology_and_resume_on_another_count(
+    url: str,
+) -> None:
+    """Two workers each deliver half of every global batch, one after the other; a state
+    taken after k steps loads into a DataLoader with three workers (thirds)."""
+    expected = whole(url, seed=5)
+    ds = SnapshotDataset(url, global_batch_size=G, seed=5, rank=0, world_size=1)
+    k = 9
+    items = _items(ds, 2, 2 * k)
+    steps = [items[i] + items[i + 1] for i in range(0, len(items), 2)]
+    assert steps == expected[:k]
+    state = ds.state_dict(epoch=0, step=k)
+    ds2 = SnapshotDataset(url, global_batch_size=G, seed=5, rank=0, world_size=1)
+    ds2.load_state_dict(state)
+    items = _items(ds2, 3)
+    assert {len(i) for i in items} == {G // 3}
+    steps = [items[i] + items[i + 1] + items[i + 2] for i in range(0, len(items), 3)]
+    assert steps == expected[k:]
+    # the next iteration is the next epoch, from its start
+    nxt = _items(ds2, 3)
+    assert [nxt[i] + nxt[i + 1] + nxt[i + 2] for i in range(0, len(nxt), 3)] == whole(
+        url, seed=5, epochs=2
+    )[len(expected) :]
+
+
+def test_workers_that_do_not_split_the_global_batch_are_refused(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds = SnapshotDataset(url, global_batch_size=G, rank=0, world_size=1)
+    info = SimpleNamespace(id=0, num_workers=5, seed=9)  # as worker 0 of 5 sees it
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: info)
+    with pytest.raises(OptionError, match="does not split over 1 ranks x 5 DataLoader workers"):
+        next(iter(ds))
+
+
+JOB = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch
+    import torch.distributed as dist
+    import snapshot_cli as snap
+
+    url, out, steps, state_in = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    loader = snap.open(url).loader(global_batch_size=12, seed=11, epochs=2,
+                                   rank="auto", world_size="auto")
+    if state_in != "-":
+        with open(state_in) as f:
+            loader.load_state_dict(json.load(f))
+    model = torch.nn.Linear(2, 1)
+    model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    seen = []
+    for i, batch in enumerate(loader.to_torch()):
+        loss = model(batch["x"].float()).pow(2).mean()  # a training step: DDP all-reduces
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        parts = [None] * world
+        dist.all_gather_object(parts, batch["id"].tolist())
+        seen.append(sum(parts, []))
+        if steps and i + 1 == steps:
+            break
+    states = [None] * world
+    dist.all_gather_object(states, loader.state_dict())
+    if rank == 0:
+        assert all(s == states[0] for s in states), "the state differs between ranks"
+        with open(out, "w") as f:
+            json.dump({"seen": seen, "state": states[0]}, f)
+    dist.destroy_process_group()
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _job(tmp: Path, url: str, world: int, steps: int, state: Path | None, name: str) -> Any:
+    script = tmp / "job.py"
+    script.write_text(JOB)
+    out = tmp / f"{name}.json"
+    port = _free_port()
+    procs = []
+    for rank in range(world):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "RANK": str(rank), "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1",
+               "PYTHONPATH": str(REPO)}  # fmt: skip
+        args = [sys.executable, str(script), url, str(out), str(steps), str(state or "-")]
+        procs.append(subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_train_on_4_ranks_then_resume_on_2_and_on_3(url: str, tmp_path: Path) -> None:
+    """A real job: 4 processes (gloo) train 15 steps and save the state; jobs of 2 and of 3
+    processes resume from it and run to the end of the second epoch (40 steps each). Every
+    global batch is the one an uninterrupted run sees."""
+    expected = whole(url, seed=11, epochs=2)
+    first = _job(tmp_path, url, 4, 15, None, "first")
+    assert first["seen"] == expected[:15]
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(first["state"]))
+    for world in (2, 3):
+        rest = _job(tmp_path, url, world, 0, state, f"resumed-{world}")
+        assert rest["seen"] == expected[15:], world
