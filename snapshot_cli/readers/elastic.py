@@ -302,10 +302,7 @@ class GlobalPlan:
         first_atom = self.options.rank * per
         o = self.options
         if o.shuffle:
-            pi = np.stack([
-                _rng(o.seed, self.epoch, k + 1, first_atom + j + 1).permutation(s)
-                for j in range(per)
-            ])  # fmt: skip
+            pi = atom_permutations(o.seed, self.epoch, k, first_atom, per, s)
         else:
             pi = np.broadcast_to(np.arange(s, dtype=np.int64), (per, s))
         where = np.arange(per, dtype=np.int64)[:, None] * s + pi  # rank positions
@@ -346,6 +343,30 @@ class GlobalPlan:
         block = seg.block - stream.first_block
         start = int(np.concatenate([[0], np.cumsum(stream.blocks.rows)])[block])
         return stream.source * (1 << 40) + start + np.arange(seg.start, seg.stop)
+
+
+LONG_ATOM = 2048  # steps from which an atom is permuted by a generator of its own
+
+
+def atom_permutations(seed: int, epoch: int, k: int, first: int, count: int, s: int) -> np.ndarray:
+    """The permutations of atoms ``[first, first + count)`` of window ``k`` (``count`` rows of
+    ``s``): each a function of (seed, epoch, k, atom) only, whichever rank computes it. Short
+    atoms sort counter-based random keys (splitmix64 of the atom and step, all rows at once:
+    a generator per atom would cost more than the permutation); long ones use a generator
+    of their own."""
+    if s >= LONG_ATOM:
+        return np.stack([_rng(seed, epoch, k + 1, first + j + 1).permutation(s)
+                         for j in range(count)])  # fmt: skip
+    base = np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, epoch & 0xFFFFFFFF,
+                                   epoch >> 32, k]).generate_state(1, np.uint64)[0]  # fmt: skip
+    atoms = np.arange(first, first + count, dtype=np.uint64)[:, None] << np.uint64(32)
+    z = (atoms + np.arange(s, dtype=np.uint64)) + base
+    with np.errstate(over="ignore"):  # the mixing wraps modulo 2**64 by design
+        z += np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return np.argsort(z, axis=1, kind="stable")
 
 
 def apportion(total: int, weights: list[float], caps: list[int] | None = None) -> list[int]:

@@ -205,17 +205,19 @@ class Run:
         batch: int,
         rows: int,
     ) -> bool:
-        """Decode a whole record batch without Arrow's IPC reader (:mod:`.direct`): straight
-        into the window's rows when it keeps its records in order, else to buffers still in
-        the CPU's cache and from there to the records' slots."""
-        if seg.start != 0 or seg.stop != rows:
-            return False
-        targets = window.targets(offset, rows)
+        """Decode a record batch without Arrow's IPC reader (:mod:`.direct`): a whole one
+        straight into the window's rows when it keeps its records in order, else to buffers
+        still in the CPU's cache and from there the segment's records to their slots (a
+        window's first and last record batches are often used in part)."""
+        whole = seg.start == 0 and seg.stop == rows
+        targets = window.targets(offset, rows) if whole else None
         if targets is not None:
             return self.readers.read_into(shard, batch, rows, targets)
         decoded = self.readers.read_values(shard, batch, rows)
         if decoded is None:
             return False
+        if not whole:
+            decoded = {name: v[seg.start : seg.stop] for name, v in decoded.items()}
         window.scatter(offset, decoded)
         return True
 
