@@ -13,7 +13,7 @@ import click
 
 from . import __version__, render, report
 from .cli_io import answer_errors, emit_json, print_paths_as_given, setup_logging
-from .cli_types import AUTO_OR_COUNT, SIZE
+from .cli_types import AUTO_OR_COUNT, DURATION, SIZE
 from .errors import ManifestError
 from .progress import Progress, human_bytes, human_count
 from .readers import bench as bench_mod
@@ -107,6 +107,12 @@ def cli(ctx: click.Context, debug: bool) -> None:
     help="Write it again even if OUTPUT holds a snapshot (from other code/params/inputs, "
     "or to re-lay out a matching one).",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say which tasks would be reused and which computed (and the inputs added, removed, "
+    "changed); do nothing.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout only.")
 @click.option("--quiet", is_flag=True, help="No progress or messages on stderr.")
 @answer_errors
@@ -125,6 +131,7 @@ def create(
     inputs_per_task: int | None,
     batch_rows: int | None,
     overwrite: bool,
+    dry_run: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -149,18 +156,12 @@ def create(
         progress=not (quiet or as_json),
         inputs_per_task=inputs_per_task,
         batch_rows=batch_rows,
+        dry_run=dry_run,
     )
     if as_json:
         emit_json(info.to_json())
         return
-    ratio = info.uncompressed_bytes / info.bytes if info.bytes else 0.0
-    verb = "up to date" if info.reused else "created"
-    resumed = f", {info.tasks_resumed} of {info.tasks} tasks resumed" if info.tasks_resumed else ""
-    click.echo(
-        f"{verb}: {info.path}: {human_count(info.num_records)} records in {info.num_shards} "
-        f"shards, {human_bytes(info.bytes)} on disk ({human_bytes(info.uncompressed_bytes)} "
-        f"uncompressed, {ratio:.2f}x), {info.seconds:.1f} s{resumed}"
-    )
+    _echo_lines(render.created_lines(info.to_json()))
 
 
 def _open(snapshot: str) -> Snapshot:
@@ -175,9 +176,12 @@ def _echo_lines(lines: list[str]) -> None:
 @cli.command()
 @click.argument("snapshot")
 @click.option("--shards", "show_shards", is_flag=True, help="List every shard.")
+@click.option(
+    "--versions", "show_versions", is_flag=True, help="List the versions kept: when, what changed."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors
-def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
+def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool) -> None:
     """Summarise SNAPSHOT from its manifest (no shard is read, so it is fast anywhere)."""
     try:
         snap = _open(snapshot)
@@ -189,6 +193,13 @@ def inspect(snapshot: str, show_shards: bool, as_json: bool) -> None:
             emit_json(state)
         else:
             _echo_lines(render.unfinished_lines(state))
+        return
+    if show_versions:
+        history = snap.versions()
+        if as_json:
+            emit_json({"path": snap.url, "versions": history})
+        else:
+            _echo_lines(render.versions_lines(snap.url, history))
         return
     doc = report.inspect_doc(snap.url, snap.manifest, shards=show_shards)
     if as_json:
@@ -347,11 +358,19 @@ def bench(
 @cli.command()
 @click.argument("snapshot")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option(
+    "--retention",
+    type=DURATION,
+    default="7d",
+    show_default=True,
+    help="Keep a replaced version this long after it was replaced (7d, 12h, 30m, 0).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors
-def gc(snapshot: str, dry_run: bool, as_json: bool) -> None:
-    """Remove shards and run state of SNAPSHOT that nothing committed or live uses."""
-    result = gc_mod.gc(snapshot, dry_run=dry_run)
+def gc(snapshot: str, dry_run: bool, retention: float, as_json: bool) -> None:
+    """Remove what no kept version of SNAPSHOT and no live writer uses: files of dead runs, and
+    versions replaced more than --retention ago, with the shards only they had."""
+    result = gc_mod.gc(snapshot, dry_run=dry_run, retention=retention)
     if as_json:
         emit_json(result.to_json())
         return

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .units import parse_size
+from .units import parse_duration, parse_size
 
 
 class AutoOrCount(click.ParamType):
@@ -40,4 +40,16 @@ class Size(click.ParamType):
             self.fail(str(err).replace("size ", "", 1), param, ctx)
 
 
-AUTO_OR_COUNT, SIZE = AutoOrCount(), Size()
+class Duration(click.ParamType):
+    """A duration: ``7d``, ``12h``, ``30m``, ``90s``, ``0``; anything else is a usage error."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return parse_duration(value)
+        except ValueError as err:
+            self.fail(str(err).replace("duration ", "", 1), param, ctx)
+
+
+AUTO_OR_COUNT, SIZE, DURATION = AutoOrCount(), Size(), Duration()

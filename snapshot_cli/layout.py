@@ -7,6 +7,8 @@ writes inside a snapshot comes from here (pure: strings only, nothing is touched
       _runs/lease-<epoch>.json            the writer lease (one file per epoch)
       _runs/<run>/run.json                a run's plan and options
       _runs/<run>/tasks/<task>.json       a finished task's result
+      _versions/vNNNNNNNN.json            the manifest of each committed version (format 3)
+      _versions/vNNNNNNNN.tasks.json      a version's task table (see history.py)
       .<name>.<uuid>.tmp                  a temporary file of an atomic write, anywhere
 """
 
@@ -19,6 +21,9 @@ import uuid
 MANIFEST_NAME = "manifest.json"
 SHARDS_DIR = "shards"
 RUNS_DIR = "_runs"
+VERSIONS_DIR = "_versions"
+_VERSION_RE = re.compile(r"^v(\d{8})\.json$")
+_TASKS_RE = re.compile(r"^v(\d{8})\.tasks\.json$")
 RUN_FILE = "run.json"
 TASKS_DIR = "tasks"
 LEASE_PREFIX = "lease-"
@@ -63,6 +68,29 @@ def shard_path(run: str, task: int, seq: int) -> str:
 def is_shard_of(name: str, run: str) -> bool:
     """Whether the shard file ``name`` (in ``shards/``) was written by ``run``."""
     return name.startswith(f"{run}-")
+
+
+def versions_dir(root: str) -> str:
+    return posixpath.join(root, VERSIONS_DIR)
+
+
+def version_path(root: str, version: int) -> str:
+    """Where version ``version``'s manifest is kept once it is committed."""
+    return posixpath.join(root, VERSIONS_DIR, f"v{version:08d}.json")
+
+
+def tasks_table(version: int) -> str:
+    """Version ``version``'s task table, relative to the snapshot (as its manifest says)."""
+    return f"{VERSIONS_DIR}/v{version:08d}.tasks.json"
+
+
+def version_of(name: str) -> tuple[int, str] | None:
+    """``(version, "manifest" | "tasks")`` of a file in ``_versions/``, or None."""
+    if m := _VERSION_RE.match(name):
+        return int(m.group(1)), "manifest"
+    if m := _TASKS_RE.match(name):
+        return int(m.group(1)), "tasks"
+    return None
 
 
 def lease_path(root: str, epoch: int) -> str:

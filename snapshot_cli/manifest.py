@@ -8,7 +8,6 @@ whether a later ``snap create`` reuses, resumes, or refuses.
 from __future__ import annotations
 
 import builtins
-import hashlib
 import json
 import posixpath
 import re
@@ -19,55 +18,22 @@ import pyarrow as pa
 
 from . import schema as schema_mod
 from .errors import ManifestError
+from .fingerprint import RECORDS_FORMAT, canonical_json, changed_parts, fingerprint, sha256_text
+from .history import History
 from .layout import MANIFEST_NAME
 
 FORMAT = "snap"
-FORMAT_VERSION = 2  # 2: per record batch crc32c (``batch_crc32c``); readers also read 1
-READABLE_VERSIONS = (1, 2)
-# What the fingerprint's "format" part says: how records are encoded in shards. Format 2 only
-# added checksums to the manifest, so a snapshot written as format 1 is still up to date.
-RECORDS_FORMAT = 1
+# 2: per record batch crc32c (``batch_crc32c``); 3: versions (``history``, :mod:`.history`).
+# Readers read every one of them.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 _CRC_RE = re.compile(r"^[0-9a-f]{8}$")
 _HEX_RE = re.compile(r"^[0-9a-f]*$")
-
-
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON (sorted keys, no spaces) for hashing."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def fingerprint(
-    code_hash: str, params: dict[str, Any], inputs: list[Any]
-) -> tuple[str, dict[str, Any]]:
-    """Hash of what decides a snapshot's contents: code, params, input identities, format.
-
-    Args:
-        code_hash: sha256 of the pipeline's module source.
-        params: the keyword parameters (JSON values).
-        inputs: one JSON identity per input (e.g. ``[url, size, version]``), in order.
-
-    Returns:
-        ``(fingerprint, parts)``; parts are the per-component hashes stored in the manifest so
-        that a mismatch can say *what* changed.
-    """
-    parts = {
-        "code": code_hash,
-        "params": sha256_text(canonical_json(params)),
-        "inputs": sha256_text(canonical_json(inputs)),
-        "format": RECORDS_FORMAT,
-    }
-    return sha256_text(canonical_json(parts)), parts
-
-
-def changed_parts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Names of the fingerprint parts that differ, for error messages."""
-    names = {"code": "pipeline code", "params": "params", "inputs": "inputs", "format": "format"}
-    return [names[k] for k in names if old.get(k) != new.get(k)]
+__all__ = [  # what other modules import from here, the fingerprint's helpers among them
+    "FORMAT_VERSION", "RECORDS_FORMAT", "Manifest", "ShardEntry", "canonical_json",
+    "changed_parts", "check_relative_path", "encode_runs", "fingerprint", "sha256_text",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -281,6 +247,12 @@ class Manifest:
     created_by: dict[str, Any]
     run: str
     extra: dict[str, Any] = field(default_factory=dict)
+    history: History | None = None  # format 3: the version and where it came from
+
+    @property
+    def version(self) -> int:
+        """The version number (1 for a snapshot made before versions)."""
+        return self.history.version if self.history is not None else 1
 
     @property
     def num_records(self) -> int:
@@ -314,7 +286,8 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            # a manifest without versions is written as format 2 (which readers of 2 read)
+            "format_version": FORMAT_VERSION if self.history is not None else 2,
             "fingerprint": self.fingerprint,
             "fingerprint_parts": self.fingerprint_parts,
             "pipeline": self.pipeline,
@@ -328,6 +301,7 @@ class Manifest:
             "created_by": self.created_by,
             "run": self.run,
             **({"extra": self.extra} if self.extra else {}),
+            **({"history": self.history.to_json()} if self.history is not None else {}),
             "shards": [s.to_json() for s in self.shards],
         }
 
@@ -360,6 +334,12 @@ class Manifest:
                 f"{', '.join(map(str, READABLE_VERSIONS))} ({hint})"
             )
         _check_document(d, where)
+        history = None
+        if version >= 3:
+            if "history" not in d:
+                raise ManifestError(f"{where} lacks the field 'history' (format 3)")
+            _check_text(d["history"], where, "history")
+            history = History.from_json(d["history"], where)
         try:
             shards_raw = d["shards"]
             shards = tuple(ShardEntry.from_json(s, where) for s in shards_raw)
@@ -378,6 +358,7 @@ class Manifest:
                 created_by=d["created_by"],
                 run=d["run"],
                 extra=d.get("extra", {}),
+                history=history,
             )
             totals = d["totals"]
         except KeyError as err:

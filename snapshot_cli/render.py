@@ -51,6 +51,7 @@ def inspect_lines(doc: dict[str, Any]) -> list[str]:
         ("pipeline", str(doc["pipeline"].get("spec") or doc["pipeline"].get("function"))),
         ("params", json.dumps(doc["params"])),
         ("inputs", str(doc["num_inputs"])),
+        ("version", str(doc.get("version", 1))),
         ("created", f"{doc['created']} ({versions})"),
         ("records", _count(doc["num_records"])),
         ("shards", f"{doc['num_shards']} ({doc['num_record_batches']} record batches)"),
@@ -91,6 +92,56 @@ def inspect_lines(doc: dict[str, Any]) -> list[str]:
                 f"{human_bytes(s['bytes']):>10}  crc32c {s['crc32c']}"
             )
     return lines
+
+
+def versions_lines(path: str, versions: list[dict[str, Any]]) -> list[str]:
+    """``snap inspect --versions``: one line per kept version, oldest first."""
+    lines = [f"{path}: {len(versions)} versions kept"]
+    for v in versions:
+        c = v["changes"]
+        what = (
+            "made before versions"
+            if c is None
+            else f"{'overwrite: ' if c['overwrite'] else ''}{c['tasks_computed']} tasks computed, "
+            f"{c['tasks_reused']} reused; inputs +{c['inputs_added']} -{c['inputs_removed']} "
+            f"~{c['inputs_changed']}"
+        )
+        mark = " (current)" if v["current"] else ""
+        lines.append(
+            f"  v{v['version']:<4} {v['created']}  {_count(v['records']):>10} records  "
+            f"{human_bytes(v['bytes']):>10}  {what}{mark}"
+        )
+    return lines
+
+
+def created_lines(info: dict[str, Any]) -> list[str]:
+    """``snap create``'s summary: what the snapshot holds and what was done (the plan only,
+    for ``--dry-run``)."""
+    if info["dry_run"]:
+        return plan_lines(info)
+    ratio = info["uncompressed_bytes"] / info["bytes"] if info["bytes"] else 0.0
+    verb = "up to date" if info["reused"] else "created"
+    done = ""
+    if info["tasks_resumed"]:
+        done += f", {info['tasks_resumed']} of {info['tasks']} tasks resumed"
+    if info["tasks_reused"]:
+        done += f", {info['tasks_reused']} of {info['tasks']} tasks reused"
+    return [
+        f"{verb}: {info['path']} (version {info['version']}): "
+        f"{human_count(info['num_records'])} records in {info['num_shards']} shards, "
+        f"{human_bytes(info['bytes'])} on disk ({human_bytes(info['uncompressed_bytes'])} "
+        f"uncompressed, {ratio:.2f}x), {info['seconds']:.1f} s{done}"
+    ]
+
+
+def plan_lines(info: dict[str, Any]) -> list[str]:
+    """``snap create --dry-run``: what a create would reuse and compute."""
+    return [
+        f"dry run: {info['path']} would become version {info['version']}: "
+        f"{info['tasks'] - info['tasks_reused']} of {info['tasks']} tasks to compute, "
+        f"{info['tasks_reused']} reused; inputs {info['inputs_added']} added, "
+        f"{info['inputs_removed']} removed, {info['inputs_changed']} changed (nothing done)"
+    ]
 
 
 def unfinished_lines(state: dict[str, Any]) -> list[str]:

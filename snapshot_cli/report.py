@@ -81,6 +81,7 @@ def inspect_doc(url: str, m: Manifest, shards: bool = False) -> dict[str, Any]:
         "created": m.created,
         "created_by": m.created_by,
         "run": m.run,
+        "version": m.version,
         "num_records": m.num_records,
         "num_shards": m.num_shards,
         "num_record_batches": m.num_record_batches,

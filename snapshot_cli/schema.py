@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .errors import RecordError
+
 RAGGED_DATA = "data"
 RAGGED_SHAPE = "shape"
 
@@ -236,3 +238,20 @@ def _bad_shape(column: pa.StructArray, ndim: int) -> str | None:
         return None
     i = int(bad[0])
     return f"record {i} has shape {dims[i].tolist()} but {counts[i]} values"
+
+
+def dense_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with dictionary-encoded columns decoded (:func:`schema.dense_type`)."""
+    dense = [dense_type(f.type) for f in batch.schema]
+    if all(d == f.type for d, f in zip(dense, batch.schema, strict=True)):
+        return batch
+    arrays = []
+    for field, column, t in zip(batch.schema, batch.columns, dense, strict=True):
+        try:
+            arrays.append(column if t == field.type else column.cast(t))
+        except pa.ArrowException as err:
+            raise RecordError(
+                f"column {field.name!r} is dictionary-encoded ({field.type}) and cannot be "
+                f"decoded to {t}: {err}; yield it decoded (array.dictionary_decode())"
+            ) from None
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)

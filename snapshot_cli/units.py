@@ -1,4 +1,4 @@
-"""Sizes in bytes as people write them (pure; shared by readers, writers and the CLI)."""
+"""Sizes and durations as people write them (pure; shared by readers, writers and the CLI)."""
 
 from __future__ import annotations
 
@@ -26,4 +26,22 @@ def parse_size(text: str | int, what: str = "size") -> int:
         value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if value <= 0:
         raise ValueError(f"{what} must be > 0, got {text!r}")
+    return value
+
+
+_SECONDS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_duration(text: str | float, what: str = "duration") -> float:
+    """``"7d"``, ``"12h"``, ``"30m"``, ``"90s"``, ``"0"`` or a number of seconds → seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = _DURATION_RE.match(str(text))
+        if not m or m.group(2).lower() not in _SECONDS:
+            raise ValueError(f"{what} must look like 7d, 12h, 30m, 90s or 0, got {text!r}")
+        value = float(m.group(1)) * _SECONDS[m.group(2).lower()]
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"{what} must be >= 0 and finite, got {text!r}")
     return value

@@ -9,6 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from snapshot_cli.errors import ManifestError
+from snapshot_cli.history import History
 from snapshot_cli.manifest import (
     FORMAT_VERSION,
     Manifest,
@@ -37,19 +38,27 @@ def make_manifest(**over: object) -> Manifest:
         "created": "2026-01-01T00:00:00+00:00",
         "created_by": {"snap": "0"},
         "run": "a",
-    }
+        "history": History(
+            3, 2, {"inputs": 4, "bytes": 67108864, "fixed": False},
+            {"tasks_reused": 1, "tasks_computed": 1, "inputs_added": 2, "inputs_removed": 0,
+             "inputs_changed": 1, "overwrite": False},
+            "_versions/v00000003.tasks.json", "0badf00d",
+        ),
+    }  # fmt: skip
     fields.update(over)
     return Manifest(**fields)  # type: ignore[arg-type]
 
 
-def test_round_trip_keeps_everything() -> None:
-    m = make_manifest()
+@pytest.mark.parametrize("versions", [True, False], ids=["format 3", "format 2"])
+def test_round_trip_keeps_everything(versions: bool) -> None:
+    m = make_manifest() if versions else make_manifest(history=None)
     back = Manifest.from_json(m.to_json())
     assert back == m
     assert back.schema.field("img").type.shape == [2, 3]
     assert (back.num_records, back.bytes, back.uncompressed_bytes) == (15, 1500, 1200)
     doc = json.loads(m.to_json())
-    assert doc["format_version"] == FORMAT_VERSION
+    assert doc["format_version"] == (FORMAT_VERSION if versions else 2)
+    assert back.version == (3 if versions else 1)
     assert doc["totals"]["records"] == 15
     assert doc["schema"]["columns"][1] == {
         "name": "img",

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import snapshot_cli as snap
 from tests.backends.test_readme_remote import MARKER as REMOTE_MARKER
 from tests.conftest import REPO
 from tests.readme import Block, block_with, blocks
@@ -95,7 +96,8 @@ def test_shell_blocks_then_python_blocks_as_a_script(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert "500 False" in lines and "100" in lines, res.stdout
-    assert "500 ['image', 'label', 'tokens', 'caption'] 32" in lines[1], res.stdout
+    shards = len(snap.open(str(work / "demo-output" / "train-py"), version=1).shards)
+    assert f"500 ['image', 'label', 'tokens', 'caption'] {shards}" in lines[1], res.stdout
     epochs = [line for line in lines if line.startswith(("0 [", "1 ["))]
     assert len(epochs) == 2 and epochs[0][2:] != epochs[1][2:]  # a fresh shuffle each epoch
 

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import storage
+from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
 from ..layout import MANIFEST_NAME, RUNS_DIR
 from ..manifest import Manifest, ShardEntry
@@ -55,6 +56,25 @@ class Snapshot:
             "compression": m.compression,
             "ratio": round(m.uncompressed_bytes / m.bytes, 3) if m.bytes else None,
         }
+
+    def versions(self) -> list[dict[str, Any]]:
+        """The versions the snapshot keeps, oldest first: number, creation time, what changed
+        against its parent (``history.changes``), records and bytes."""
+        fs, root = self.fs, self.root
+        current = versions_mod.read(fs, storage.join(root, MANIFEST_NAME)) or self.manifest
+        out = []
+        for m in versions_mod.history(fs, root, current):
+            h = m.history
+            out.append({
+                "version": m.version, "parent": h.parent if h else None, "created": m.created,
+                "records": m.num_records, "bytes": m.bytes, "shards": m.num_shards,
+                "changes": dict(h.changes) if h else None, "current": m is current,
+            })  # fmt: skip
+        return out
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
 
     def shard_url(self, shard: ShardEntry) -> str:
         return storage.to_url(self.fs, storage.join(self.root, shard.path))
@@ -170,11 +190,17 @@ class Snapshot:
                 yield batch_to_numpy(batch, columns)
 
 
-def open(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> Snapshot:
-    """Open the committed snapshot at ``url`` (validates its manifest).
+def open(
+    url: str | os.PathLike[str],
+    storage_options: dict[str, Any] | None = None,
+    version: int | None = None,
+) -> Snapshot:
+    """Open the committed snapshot at ``url`` (validates its manifest): its current version,
+    or ``version`` (one it keeps: see :meth:`Snapshot.versions`).
 
     Raises:
-        ManifestError: no manifest (not a snapshot, or not finished), or an invalid one.
+        ManifestError: no manifest (not a snapshot, or not finished), an invalid one, or a
+            version it does not keep.
     """
     fs, root = storage.resolve(os.fspath(url), storage_options)
     path = storage.join(root, MANIFEST_NAME)
@@ -192,4 +218,7 @@ def open(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = N
             f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
             f"{storage.missing_bucket_hint(fs, root)}"
         ) from err
-    return Snapshot(fs, root, Manifest.from_json(data, where=storage.to_url(fs, path)))
+    current = Manifest.from_json(data, where=storage.to_url(fs, path))
+    if version is not None:
+        current = versions_mod.open_version(fs, root, current, version)
+    return Snapshot(fs, root, current)

@@ -8,13 +8,16 @@ import socket
 from datetime import datetime, timezone
 from typing import Any
 
+import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import __version__, layout, storage
+from .. import __version__, layout, storage, versions
+from .. import history as history_mod
 from .. import schema as schema_mod
 from ..errors import ManifestError, SnapError, SnapshotExistsError
-from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
+from ..history import History, TaskRecord
+from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
 from . import convert
 
@@ -39,7 +42,7 @@ def check_output(fs: AbstractFileSystem, root: str) -> None:
     if storage.exists(fs, root) and not storage.isdir(fs, root):
         raise SnapshotExistsError(f"OUTPUT {url} is a file, not a snapshot directory")
     names = [n for n in storage.list_names(fs, root) if not n.startswith(".")]
-    foreign = [n for n in names if n not in (MANIFEST_NAME, SHARDS_DIR, RUNS_DIR)]
+    foreign = [n for n in names if n not in (MANIFEST_NAME, SHARDS_DIR, RUNS_DIR, VERSIONS_DIR)]
     if foreign and MANIFEST_NAME not in names:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
         raise SnapshotExistsError(
@@ -85,6 +88,7 @@ def build_manifest(
     compression: dict[str, Any],
     results: list[dict[str, Any]],
     run: str,
+    history: History | None = None,
 ) -> Manifest:
     results = sorted(results, key=lambda r: r["task"])
     shards = tuple(
@@ -105,7 +109,44 @@ def build_manifest(
             "host": socket.gethostname(),
         },
         run=run,
+        history=history,
     )
+
+
+def write_tasks_table(
+    fs: AbstractFileSystem, root: str, version: int, tasks: list[TaskRecord]
+) -> tuple[str, str]:
+    """Write version ``version``'s task table; its path (relative) and crc32c."""
+    data = history_mod.encode_tasks(version, tasks)
+    rel = layout.tasks_table(version)
+    storage.write_atomic(fs, storage.join(root, rel), data)
+    return rel, f"{crc32c.crc32c(data):08x}"
+
+
+def read_tasks_table(fs: AbstractFileSystem, root: str, m: Manifest) -> list[TaskRecord] | None:
+    """The task table of the committed version ``m``, or None (with a warning saying why)
+    when it has none (made before versions) or it cannot be trusted: then nothing of it is
+    reused, and every task is computed again."""
+    h = m.history
+    if h is None:
+        return None
+    url = storage.to_url(fs, storage.join(root, h.tasks))
+    try:
+        data = storage.read_bytes(fs, storage.join(root, h.tasks))
+        if f"{crc32c.crc32c(data):08x}" != h.tasks_crc32c:
+            raise ManifestError(f"{url} does not have the crc32c the manifest gives")
+        return history_mod.decode_tasks(data, h.version, url)
+    except (FileNotFoundError, ManifestError) as err:
+        log.warning("cannot use the task table of version %d (%s): every task is computed "
+                    "again", h.version, err)  # fmt: skip
+        return None
+
+
+def _archive(fs: AbstractFileSystem, root: str, m: Manifest) -> None:
+    """Keep version ``m``'s manifest in ``_versions/`` (once)."""
+    path = layout.version_path(root, m.version)
+    if not storage.exists(fs, path):
+        storage.write_atomic(fs, path, m.to_json())
 
 
 def commit(
@@ -122,6 +163,7 @@ def commit(
     url = storage.to_url(fs, path)
     if replaces is None:
         if storage.create_exclusive(fs, path, manifest.to_json()):
+            _archive_after(fs, root, manifest)
             return
         now = read_manifest(fs, root)
         if now is not None and (now.fingerprint, now.run) == (manifest.fingerprint, manifest.run):
@@ -135,21 +177,33 @@ def commit(
         raise SnapshotExistsError(
             f"{url} was replaced by another writer meanwhile; nothing of this run was committed"
         )
+    _archive(fs, root, replaces)  # readers of it keep it until gc's retention period ends
     storage.write_atomic(fs, path, manifest.to_json())
+    _archive_after(fs, root, manifest)
+
+
+def _archive_after(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
+    """Archive the version just committed; the next commit does it if this fails."""
+    try:
+        _archive(fs, root, manifest)
+    except OSError as err:
+        log.warning("committed, but keeping a copy in _versions/ failed (%s); the next commit "
+                    "keeps it", err)  # fmt: skip
 
 
 def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
-    """Remove run state and every shard the new manifest does not reference.
+    """Remove run state, and the shards no kept version references.
 
     Called while holding the lease, so no live writer is using any of it: what goes are the
-    shards of a replaced snapshot (--overwrite), of abandoned runs, and partial shards of
-    writers that died. Readers still replaying a replaced snapshot lose its shards.
+    partial shards of writers that died and of abandoned runs, never visible to a reader. The
+    shards of the versions this one replaces stay for readers still replaying them, until
+    ``snap gc`` removes them after its retention period.
 
     The snapshot is committed already, so a fault here (a full or failing disk) does not fail
     the create: it is logged as a warning, and ``snap gc`` removes the rest later.
     """
-    keep = {s.path for s in manifest.shards}
     try:
+        keep = {s.path for m in versions.history(fs, root, manifest) for s in m.shards}
         for name in storage.list_names(fs, layout.runs_dir(root)):
             if layout.is_run_name(name):
                 storage.remove(fs, layout.run_dir(root, name), recursive=True)
@@ -157,7 +211,7 @@ def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) 
         for name in storage.list_names(fs, shards_dir):
             if f"{SHARDS_DIR}/{name}" not in keep:
                 storage.remove(fs, storage.join(shards_dir, name))
-    except OSError as err:
+    except (OSError, ManifestError) as err:
         log.warning(
             "the snapshot is committed, but removing what it no longer needs failed: %s; "
             "run snap gc %s later to free that space",

@@ -274,24 +274,7 @@ def batch_from_columns(
         arrays.append(arr)
     if len(set(lengths.values())) > 1:
         raise RecordError(f"Batch columns have different lengths: {lengths}")
-    return densify(pa.RecordBatch.from_arrays(arrays, names=list(cols)))
-
-
-def densify(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` with dictionary-encoded columns decoded (:func:`schema.dense_type`)."""
-    dense = [schema_mod.dense_type(f.type) for f in batch.schema]
-    if all(d == f.type for d, f in zip(dense, batch.schema, strict=True)):
-        return batch
-    arrays = []
-    for field, column, t in zip(batch.schema, batch.columns, dense, strict=True):
-        try:
-            arrays.append(column if t == field.type else column.cast(t))
-        except pa.ArrowException as err:
-            raise RecordError(
-                f"column {field.name!r} is dictionary-encoded ({field.type}) and cannot be "
-                f"decoded to {t}: {err}; yield it decoded (array.dictionary_decode())"
-            ) from None
-    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+    return schema_mod.dense_batch(pa.RecordBatch.from_arrays(arrays, names=list(cols)))
 
 
 def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa.Array:
@@ -331,7 +314,7 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
         batches = item.combine_chunks().to_batches()
     else:
         raise RecordError(f"not a batch: {type(item).__name__}")
-    batches = [densify(b) for b in batches]
+    batches = [schema_mod.dense_batch(b) for b in batches]
     for batch in batches:
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             try:

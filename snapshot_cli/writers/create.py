@@ -12,30 +12,27 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import multiprocessing
 import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from .. import layout, storage
+from .. import storage
 from ..errors import OptionError, SnapError, SnapshotExistsError
-from ..manifest import Manifest, changed_parts
+from ..history import History
+from ..manifest import Manifest
 from ..progress import Progress
 from . import commit as commit_mod
+from . import guards, incremental, shipping
 from . import inputs as inputs_mod
 from . import lease as lease_mod
 from . import pipeline as pipeline_mod
 from . import runs as runs_mod
-from . import shipping
-from . import worker as worker_mod
+from .chunking import Chunking
 from .executors import InProcessExecutor, make_executor
-from .options import CreateOptions, WriteOptions, plan_tasks
+from .options import CreateOptions
 from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")
@@ -56,26 +53,46 @@ class CreateInfo:
     tasks: int
     tasks_resumed: int
     run: str
+    version: int = 1  # the version committed (or found up to date)
+    tasks_reused: int = 0  # tasks whose shards the last version had (not computed again)
+    inputs_added: int = 0  # against the last version
+    inputs_removed: int = 0
+    inputs_changed: int = 0
+    dry_run: bool = False  # nothing was done: the plan only (tasks, tasks_reused, inputs_*)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def _info(
-    url: str, m: Manifest, started: float, reused: bool, tasks: int = 0, resumed: int = 0
+    url: str,
+    m: Manifest | None,
+    started: float,
+    reused: bool,
+    tasks: int = 0,
+    resumed: int = 0,
+    planned: incremental.Plan | None = None,
+    dry_run: bool = False,
 ) -> CreateInfo:
+    changes = planned.changes if planned is not None else {}
     return CreateInfo(
         path=url,
-        fingerprint=m.fingerprint,
-        num_records=m.num_records,
-        num_shards=m.num_shards,
-        bytes=m.bytes,
-        uncompressed_bytes=m.uncompressed_bytes,
+        fingerprint=m.fingerprint if m else "",
+        num_records=m.num_records if m else 0,
+        num_shards=m.num_shards if m else 0,
+        bytes=m.bytes if m else 0,
+        uncompressed_bytes=m.uncompressed_bytes if m else 0,
         seconds=round(time.time() - started, 3),
         reused=reused,
         tasks=tasks,
         tasks_resumed=resumed,
-        run=m.run,
+        run=m.run if m else "",
+        version=(m.version if m else 0) + (1 if dry_run else 0),
+        dry_run=dry_run,
+        **{
+            k: changes.get(k, 0)
+            for k in ("tasks_reused", "inputs_added", "inputs_removed", "inputs_changed")
+        },  # fmt: skip
     )
 
 
@@ -120,6 +137,7 @@ def create(
     batch_rows: int | None = None,
     batch_bytes: str | int | None = None,
     inputs_per_task: int | None = None,
+    dry_run: bool = False,
 ) -> CreateInfo:
     """Materialise ``pipeline`` over ``inputs`` as a snapshot at ``output`` (or reuse/resume it).
 
@@ -143,7 +161,10 @@ def create(
         wait: wait for another live writer of the same snapshot (else raise LeaseError).
         lease_ttl: seconds after which a silent writer's lease may be taken over.
         batch_rows, batch_bytes: most rows / target bytes per record batch.
-        inputs_per_task: inputs grouped into one task (default: chosen from the inputs).
+        inputs_per_task: inputs in each task, in order (default: content-defined groups
+            chosen when the snapshot is first made; see chunking.py).
+        dry_run: say what would be reused and computed (the log, and the returned info's
+            ``tasks``, ``tasks_reused`` and ``inputs_*``), do nothing.
 
     Raises:
         SnapError: any of its subclasses, with a message that says what to do.
@@ -153,7 +174,7 @@ def create(
         workers=workers, executor=executor, ray_address=ray_address, shard_size=shard_size,
         compression=compression, level=level, batch_rows=batch_rows, batch_bytes=batch_bytes,
         inputs_per_task=inputs_per_task, overwrite=overwrite, storage_options=storage_options,
-        progress=progress, wait=wait, lease_ttl=lease_ttl,
+        progress=progress, wait=wait, lease_ttl=lease_ttl, dry_run=dry_run,
     )  # fmt: skip
     return _create(pipeline, output, inputs, inputs_from, params, how, started)
 
@@ -180,22 +201,38 @@ def _create(
     url = storage.to_url(fs, root)
 
     def reusable() -> Manifest | None:
+        """The committed snapshot if it is up to date; None if there is none, or if only
+        its inputs changed (an incremental create); else SnapshotExistsError."""
         m = commit_mod.read_manifest(fs, root)
         if m is None or overwrite:
             return None
-        if identity.same_as(m.fingerprint, m.fingerprint_parts, _stat_of(m.pipeline)):
+        stat = _stat_of(m.pipeline)
+        if not identity.quick_match(m.fingerprint_parts, stat) and m.history is not None:
+            # an unchanged file is identified from the last version, not read again
+            found.records(incremental.known_contents(commit_mod.read_tasks_table(fs, root, m)))
+        if identity.same_as(m.fingerprint, m.fingerprint_parts, stat):
             return m
-        changed = changed_parts(m.fingerprint_parts, identity.full[1])
+        cheap = identity.cheap_parts
+        changed = [incremental.NAMES[k] for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]
         hint = (
             " (for a function sent by value that includes the values of the globals and "
             "closure variables it uses, such as a list it appends to)"
             if ref.by_value and "pipeline code" in changed
             else ""
         )
-        raise SnapshotExistsError(
-            f"{url} holds a snapshot made with different {', '.join(changed) or 'settings'}"
-            f"{hint}; pass --overwrite (overwrite=True) to replace it, or choose another OUTPUT"
-        )
+        if changed:
+            raise SnapshotExistsError(
+                f"{url} holds a snapshot made with different {', '.join(changed)}{hint}; pass "
+                "--overwrite (overwrite=True) to replace it, or choose another OUTPUT"
+            )
+        if m.history is None:
+            raise SnapshotExistsError(
+                f"{url} holds a snapshot of other inputs, made before snapshots had versions: "
+                "pass --overwrite (overwrite=True) once to make it anew (its readers keep the "
+                "old shards until snap gc); later creates compute only the tasks whose inputs "
+                "changed"
+            )
+        return None  # only the inputs changed: the tasks that kept theirs are reused
 
     if storage.protocol(fs) == "memory" and not in_process:
         raise OptionError(
@@ -205,8 +242,9 @@ def _create(
     commit_mod.check_output(fs, root)
     if (m := reusable()) is not None:
         log.info(
-            "snapshot %s is up to date (fingerprint %s); nothing to do", url, m.fingerprint[:12]
-        )
+            "snapshot %s is up to date (version %d, fingerprint %s); nothing to do",
+            url, m.version, m.fingerprint[:12],
+        )  # fmt: skip
         if m.compression != options.compression.to_json():
             log.warning(
                 "note: the existing snapshot is compressed with %s, not %s; the layout is "
@@ -215,34 +253,66 @@ def _create(
                 options.compression.to_json(),
             )
         return _info(url, m, started, reused=True)
-    _refuse_nested(url)
+
+    def plan_against(previous: Manifest | None, ranges: list[range] | None = None,
+                     chunking: Chunking | None = None) -> incremental.Plan:  # fmt: skip
+        table = commit_mod.read_tasks_table(fs, root, previous) if previous else None
+        records = found.records(incremental.known_contents(table))
+        chunking = chunking or incremental.chunking_for(
+            previous, options.inputs_per_task, found.sizes
+        )
+        if ranges is None:
+            ranges = chunking.plan([r[0] for r in records], found.sizes)
+        planned = incremental.plan(
+            chunking, ranges, records, found.sizes, ref.code_hash, params, table,
+            reuse=not overwrite, available={e.path for e in previous.shards} if previous else None,
+        )  # fmt: skip
+        log.info("%s", incremental.describe(url, planned, previous))
+        return planned
+
+    if how.dry_run:
+        previous = commit_mod.read_manifest(fs, root)
+        planned = plan_against(previous)
+        return _info(url, previous, started, False, len(planned.tasks), planned=planned,
+                     dry_run=True)  # fmt: skip
+    guards.refuse_nested(url)
     # Shipped by value (a notebook's or a script's function, a closure): pickled once here,
     # before any work, so that a function that cannot be shipped is refused at once.
     payload = None if in_process or not ref.by_value else shipping.ship(ref.function, ref.name)
 
-    lease = _wait_for_lease(fs, root, how.lease_ttl, how.wait, url, reusable)
+    lease = guards.wait_for_lease(fs, root, how.lease_ttl, how.wait, url, reusable)
     if not isinstance(lease, lease_mod.Lease):
         log.info("another writer committed %s meanwhile; reusing it", url)
         return _info(url, lease, started, reused=True)
     try:
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
-        previous = commit_mod.read_manifest(fs, root)  # what --overwrite replaces, or None
-        run, plan, options, (fp, parts) = _start_or_resume(
-            fs, root, identity, found.sizes, options, ref.spec
+        previous = commit_mod.read_manifest(fs, root)  # the version this one follows, or None
+        found.records(incremental.known_contents(
+            commit_mod.read_tasks_table(fs, root, previous) if previous else None))  # fmt: skip
+        run, ranges, options, (fp, parts), chunking = runs_mod.start_or_resume(
+            fs,
+            root,
+            identity,
+            found,
+            options,
+            ref.spec,
+            incremental.chunking_for(previous, options.inputs_per_task, found.sizes),
         )
+        planned = plan_against(previous, ranges, chunking)
         lease.set_run(run)
         done = runs_mod.finished_tasks(fs, root, run)
-        tasks = [
-            TaskSpec(i, [found.items[j] for j in r], call_once=not found.items)
-            for i, r in enumerate(plan)
-            if i not in done
-        ]
+        work = [t for t in planned.computed if t.index not in done]
+        tasks = [TaskSpec(t.index, [found.items[j] for j in t.inputs], call_once=not found.items)
+                 for t in work]  # fmt: skip
         if done:
-            log.info("resuming run %s: %d of %d tasks already done", run, len(done), len(plan))
+            log.info("resuming run %s: %d of %d tasks already done", run, len(done),
+                     len(planned.computed))  # fmt: skip
         job = Job(url, storage_options or {}, run, ref.spec, params, options.to_json(), payload)
-        bar = Progress(len(plan), len(done)) if how.progress else None
-        results = dict(done)
+        bar = Progress(len(planned.computed), len(done)) if how.progress else None
+        entries = {e.path: e for e in previous.shards} if previous else {}
+        results = {t.index: incremental.reused_result(t, entries) for t in planned.reused}
+        results.update(done)
 
         def on_result(result: dict[str, Any]) -> None:
             results[int(result["task"])] = result
@@ -259,6 +329,13 @@ def _create(
             if bar is not None:
                 bar.close()
             raise
+        version = previous.version + 1 if previous else 1
+        table = [
+            planned.task_record(t, [e["path"] for e in results[t.index]["shards"]],
+                                results[t.index]["schema"])
+            for t in planned.tasks
+        ]  # fmt: skip
+        rel, crc = commit_mod.write_tasks_table(fs, root, version, table)
         manifest = commit_mod.build_manifest(
             fingerprint=fp,
             parts=parts,
@@ -272,7 +349,11 @@ def _create(
             compression=options.compression.to_json(),
             results=list(results.values()),
             run=run,
-        )
+            history=History(
+                version, previous.version if previous else None, chunking.to_json(),
+                {**planned.changes, "overwrite": bool(overwrite and previous)}, rel, crc,
+            ),
+        )  # fmt: skip
         if bar is not None:  # the final line says what the snapshot holds, as the summary does
             bar.close(records=manifest.num_records, nbytes=manifest.bytes)
         lease.check()
@@ -280,109 +361,10 @@ def _create(
         commit_mod.cleanup_after_commit(fs, root, manifest)
     finally:
         lease.release()
-    return _info(url, manifest, started, reused=False, tasks=len(plan), resumed=len(done))
+    return _info(url, manifest, started, reused=False, tasks=len(planned.tasks),
+                 resumed=len(done), planned=planned)  # fmt: skip
 
 
 def _stat_of(pipeline: dict[str, Any]) -> str | None:
     inputs = pipeline.get("inputs") if isinstance(pipeline, dict) else None
     return inputs.get("stat") if isinstance(inputs, dict) else None
-
-
-def _bootstrapping() -> bool:
-    """True while a multiprocessing "spawn"/"forkserver" child re-runs its parent's script."""
-    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
-
-
-_GUARD = (
-    'put the code that runs snap.create under\n\n    if __name__ == "__main__":\n\n'
-    "so that it runs only when the script is started, not when another process imports it"
-)
-
-
-def _refuse_nested(url: str) -> None:
-    """Fail at once, not wait forever, where a create can only deadlock on its parent."""
-    if worker_mod.IMPORTING:
-        raise OptionError(
-            f"snap.create({url!r}) was called inside a snap worker process, while it imported "
-            f"the pipeline's module: {_GUARD}"
-        )
-    if _bootstrapping():
-        raise OptionError(
-            f"snap.create({url!r}) was called while this process "
-            f"({multiprocessing.current_process().name}), started by multiprocessing's "
-            f"'spawn' or 'forkserver' method, re-ran its parent's script, and the snapshot is "
-            f"not ready yet: {_GUARD}"
-        )
-
-
-WAIT_REPORT_S = 15.0  # a waiting writer says again who holds the lease this often
-
-
-def _wait_for_lease(
-    fs: Any, root: str, ttl: float, wait: bool, url: str, reusable: Callable[[], Manifest | None]
-) -> lease_mod.Lease | Manifest:
-    """Take the writer lease, waiting while another live writer holds it (saying so on
-    stderr, again every WAIT_REPORT_S), or return the snapshot that writer committed."""
-    storage.makedirs(fs, root)
-    said = -float("inf")
-    while True:
-        got = lease_mod.try_acquire(fs, root, ttl)
-        if isinstance(got, lease_mod.Lease):
-            return got
-        who = got.describe()
-        if not wait:
-            raise lease_mod.LeaseError(
-                f"another snap create is writing {url}: {who}; wait for it to finish"
-            )
-        h = got.holder
-        if h.get("host") == socket.gethostname() and h.get("pid") == os.getppid():
-            raise lease_mod.LeaseError(
-                f"the writer lease of {url} is held by this process's parent ({who}), which "
-                f"waits for this process: waiting would never end. {_GUARD[0].upper()}"
-                f"{_GUARD[1:]}"
-            )
-        if time.monotonic() - said >= WAIT_REPORT_S:
-            log.warning(
-                "waiting for the writer lease of %s, held by %s; it is taken over if that "
-                "writer stops (Ctrl-C to give up)",
-                url,
-                who,
-            )
-            said = time.monotonic()
-        time.sleep(min(2.0, ttl / 10))
-        if (m := reusable()) is not None:  # the other writer committed what we wanted
-            return m
-
-
-def _start_or_resume(
-    fs: Any,
-    root: str,
-    identity: inputs_mod.Identity,
-    sizes: list[int],
-    options: WriteOptions,
-    spec: str,
-) -> tuple[str, list[range], WriteOptions, tuple[str, dict[str, Any]]]:
-    """The unfinished run of this code, params and inputs (keeping its plan and options), or
-    a new run. Also returns the run's ``(fingerprint, parts)``."""
-    for info in runs_mod.find_runs(fs, root):
-        parts = info.get("parts")
-        if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
-            plan = [range(a, b) for a, b in info["plan"]]
-            found = (info["fingerprint"], parts or identity.full[1])
-            return info["run"], plan, WriteOptions.from_json(info["options"]), found
-    run = uuid.uuid4().hex[:10]
-    plan = plan_tasks(sizes, options.inputs_per_task)
-    fp, parts = identity.full
-    info = {
-        "run": run,
-        "fingerprint": fp,
-        "parts": parts,
-        "stat": identity.stat,
-        "pipeline": spec,
-        "created": time.time(),
-        "options": options.to_json(),
-        "plan": [[r.start, r.stop] for r in plan],
-    }
-    path = layout.run_file(root, run)
-    storage.write_atomic(fs, path, json.dumps(info).encode())
-    return run, plan, options, (fp, parts)

@@ -1,26 +1,33 @@
-"""``snap gc``: remove what no committed manifest references and no live writer uses.
+"""``snap gc``: remove what no kept version references and no live writer uses.
 
 Garbage is left by writers that died (partial shards, task results of a run nobody will
-resume), by ``--overwrite`` runs interrupted before their commit, and by stray temporary
-files of atomic writes. A commit already cleans up after itself; gc is for the rest.
+resume), by runs interrupted before their commit, by stray temporary files of atomic writes,
+and by versions: a commit never removes the shards of the version it replaces (a reader may
+be in the middle of an epoch of it). gc removes a version superseded more than the retention
+period ago (7 days by default, like Delta Lake's VACUUM; ``--retention``), with the shards no
+newer kept version shares, and its files in ``_versions/``.
 
 Safety: gc takes the snapshot's writer lease, the same one ``snap create`` takes, so no
 writer can start (and adopt a run) while files go. If a live writer holds the lease, gc
 keeps that writer's run (its directory and every shard named after it) and removes only
 what belongs to other, dead runs; a writer that has not yet chosen its run keeps everything.
-Shards of the committed manifest are never touched.
+Shards of the current version are never touched.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import layout, storage
-from ..errors import ManifestError
-from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
+from .. import layout, storage, versions
+from ..errors import ManifestError, OptionError
+from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
+from ..manifest import Manifest
+from ..units import parse_duration
 from . import commit as commit_mod
 from . import lease as lease_mod
 
@@ -28,7 +35,7 @@ from . import lease as lease_mod
 @dataclass
 class Garbage:
     path: str  # relative to the snapshot
-    kind: str  # "shard", "run" or "temporary"
+    kind: str  # "shard", "run", "version" or "temporary"
     bytes: int
     reason: str
 
@@ -58,18 +65,83 @@ class GcReport:
         }
 
 
+DEFAULT_RETENTION = 7 * 86400.0  # seconds: Delta Lake's VACUUM keeps 7 days too
+
+
+def _when(created: str) -> float:
+    try:
+        return datetime.fromisoformat(created).timestamp()
+    except (TypeError, ValueError):
+        return time.time()  # unreadable: as if just superseded (kept the longest)
+
+
+def retained_versions(
+    fs: AbstractFileSystem, root: str, current: Manifest, retention: float, now: float
+) -> tuple[list[Manifest], dict[int, str]]:
+    """The versions whose shards stay: the current one, and every one superseded less than
+    ``retention`` seconds ago (a reader may still be in an epoch of it); and why each other
+    kept version goes."""
+    chain = versions.history(fs, root, current)
+    keep, gone = [current], {}
+    for older, newer in zip(chain, chain[1:], strict=False):
+        age = now - _when(newer.created)  # superseded when the next version was committed
+        if age < retention:
+            keep.append(older)
+        else:
+            gone[older.version] = (
+                f"of version {older.version}, superseded {_age(age)} ago (retention "
+                f"{_age(retention)})"
+            )
+    return keep, gone
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
 def find_garbage(
-    fs: AbstractFileSystem, root: str, live_run: str | None, writer_live: bool
+    fs: AbstractFileSystem,
+    root: str,
+    live_run: str | None,
+    writer_live: bool,
+    retention: float = DEFAULT_RETENTION,
+    now: float | None = None,
 ) -> tuple[list[Garbage], list[str]]:
-    """What gc would remove given the live writer's run, and the runs it keeps."""
+    """What gc would remove given the live writer's run and the retention period, and the
+    runs it keeps."""
     manifest = commit_mod.read_manifest(fs, root)  # ManifestError if damaged: stop there
-    referenced = {s.path for s in manifest.shards} if manifest else set()
+    now = time.time() if now is None else now
     keep_all = writer_live and live_run is None
+    referenced: set[str] = set()
+    retired: dict[str, str] = {}  # shard → why it goes
+    kept_tables: set[str] = set()
+    garbage: list[Garbage] = []
+    if manifest is not None:
+        keep, gone = retained_versions(fs, root, manifest, retention, now)
+        referenced = {s.path for m in keep for s in m.shards}
+        kept_tables = {m.history.tasks for m in keep if m.history is not None}
+        for k in sorted(gone):
+            m = versions.read(fs, layout.version_path(root, k))
+            for s in m.shards if m is not None else ():
+                retired.setdefault(s.path, gone[k])
+        if not keep_all:
+            sizes = storage.entry_sizes(fs, layout.versions_dir(root))
+            kept_versions = {m.version for m in keep}
+            for name, size in sorted(sizes.items()):
+                found = layout.version_of(name)
+                rel = f"{VERSIONS_DIR}/{name}"
+                if found is None or rel in kept_tables or found[0] in kept_versions:
+                    continue
+                why = gone.get(found[0], "a version that was never committed")
+                garbage.append(Garbage(rel, "version", size, why))
     runs = storage.entry_sizes(fs, storage.join(root, RUNS_DIR))
     # lease files and the dot-named temporaries of atomic writes are not runs
     run_names = [n for n in runs if layout.is_run_name(n)]
     kept = sorted(n for n in run_names if keep_all or n == live_run)
-    garbage = [
+    garbage += [
         Garbage(f"{RUNS_DIR}/{name}", "run", runs[name], "state of a dead run")
         for name in sorted(run_names)
         if name not in kept
@@ -81,8 +153,10 @@ def find_garbage(
         if name.startswith("."):
             reason = "temporary file of an interrupted write"
             garbage.append(Garbage(rel, "temporary", size, reason))
+        elif rel in retired:
+            garbage.append(Garbage(rel, "shard", size, retired[rel]))
         else:
-            reason = "not in the committed manifest" if manifest else "no committed manifest"
+            reason = "in no committed version" if manifest else "no committed manifest"
             garbage.append(Garbage(rel, "shard", size, reason))
     for name, size in sorted(storage.entry_sizes(fs, root).items()):
         if layout.is_temporary(name):
@@ -90,8 +164,19 @@ def find_garbage(
     return garbage, kept
 
 
-def gc(url: str, dry_run: bool = False, storage_options: dict[str, Any] | None = None) -> GcReport:
-    """Remove (or with ``dry_run`` list) the garbage of the snapshot at ``url``."""
+def gc(
+    url: str,
+    dry_run: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    retention: float | str = DEFAULT_RETENTION,
+) -> GcReport:
+    """Remove (or with ``dry_run`` list) the garbage of the snapshot at ``url``: files no kept
+    version and no live writer uses; a version superseded more than ``retention`` ago (7
+    days: ``"7d"``, ``"12h"``, seconds) goes, with the shards only it had."""
+    try:
+        seconds = parse_duration(retention, "retention")
+    except ValueError as err:
+        raise OptionError(str(err)) from err
     fs, root = storage.resolve(url, storage_options)
     report = GcReport(storage.to_url(fs, root), dry_run)
     if not storage.exists(fs, root):
@@ -117,7 +202,9 @@ def gc(url: str, dry_run: bool = False, storage_options: dict[str, Any] | None =
             report.note = f"a live writer ({holder.describe()}) holds the snapshot; its run " + (
                 f"{live_run} is kept" if live_run else "is not chosen yet, so every run is kept"
             )
-        report.garbage, report.kept_runs = find_garbage(fs, root, live_run, holder is not None)
+        report.garbage, report.kept_runs = find_garbage(
+            fs, root, live_run, holder is not None, seconds
+        )
         if not dry_run:
             for g in report.garbage:
                 storage.remove(fs, storage.join(root, g.path), recursive=g.kind == "run")

@@ -32,6 +32,7 @@ from .. import storage
 from ..errors import OptionError, PipelineLoadError
 from ..manifest import canonical_json, fingerprint, sha256_text
 from . import pipeline as pipeline_mod
+from .chunking import input_name
 
 log = logging.getLogger("snapshot_cli")
 
@@ -47,7 +48,7 @@ class Inputs:
     description: dict[str, Any]  # for the manifest: count, patterns or inputs_from
     files: list[storage.InputFile] | None = None
     storage_options: dict[str, Any] | None = None
-    _content: list[Any] | None = field(default=None, repr=False)
+    _records: list[list[Any]] | None = field(default=None, repr=False)
 
     @functools.cached_property
     def stat(self) -> str:
@@ -55,29 +56,54 @@ class Inputs:
         ids = self.items if self.files is None else [f.stat_identity() for f in self.files]
         return sha256_text(canonical_json(ids))
 
-    def content_identities(self) -> list[Any]:
-        """One identity per input from its contents (reads files the storage has no
-        checksum for; once)."""
-        if self._content is None:
-            self._content = self.items if self.files is None else self._hash_files(self.files)
-        return self._content
+    def records(self, known: Mapping[tuple[str, int, str], str] | None = None) -> list[list[Any]]:
+        """``[name, size, version, content]`` per input (an item: its JSON, 0, "", its JSON).
 
-    def _hash_files(self, files: list[storage.InputFile]) -> list[Any]:
-        todo = [f.url for f in files if not f.content]
-        hashed: dict[str, str] = {}
-        if todo:
-            started = time.monotonic()
-            total = sum(f.size for f in files if not f.content)
-            hash_one = functools.partial(storage.hash_file, storage_options=self.storage_options)
-            with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="snap-hash") as pool:
-                hashed = dict(zip(todo, pool.map(hash_one, todo), strict=True))
-            log.info(
-                "read %d input files (%.1f MiB) in %.1f s to identify their contents",
-                len(todo),
-                total / 2**20,
-                time.monotonic() - started,
-            )
-        return [[f.url, f.size, f.content or hashed[f.url]] for f in files]
+        A file's content identity is read from the listing where the storage keeps a
+        checksum, taken from ``known`` (the last version's records, by name, size and
+        version: an unchanged file is not read again), else computed from its bytes. Made
+        once: the first call decides ``known``.
+        """
+        if self._records is None:
+            if self.files is None:
+                names = [input_name(item) for item in self.items]
+                self._records = [[n, 0, "", n] for n in names]
+            else:
+                known = known or {}
+
+                def kept(f: storage.InputFile) -> str | None:
+                    return known.get((f.url, f.size, f.version)) if f.version else None
+
+                todo = [f for f in self.files if not f.content and not kept(f)]
+                hashed = self._hash_files(todo)
+                self._records = [
+                    [f.url, f.size, f.version, f.content or kept(f) or hashed[f.url]]
+                    for f in self.files
+                ]
+        return self._records
+
+    def content_identities(self) -> list[Any]:
+        """One identity per input from its contents (the fingerprint's inputs part)."""
+        if self.files is None:
+            return self.items
+        return [[name, size, content] for name, size, _, content in self.records()]
+
+    def _hash_files(self, todo: list[storage.InputFile]) -> dict[str, str]:
+        if not todo:
+            return {}
+        started = time.monotonic()
+        total = sum(f.size for f in todo)
+        hash_one = functools.partial(storage.hash_file, storage_options=self.storage_options)
+        with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="snap-hash") as pool:
+            urls = [f.url for f in todo]
+            hashed = dict(zip(urls, pool.map(hash_one, urls), strict=True))
+        log.info(
+            "read %d input files (%.1f MiB) in %.1f s to identify their contents",
+            len(todo),
+            total / 2**20,
+            time.monotonic() - started,
+        )
+        return hashed
 
 
 class Identity:
@@ -97,11 +123,18 @@ class Identity:
         """``(fingerprint, parts)`` from the inputs' contents."""
         return fingerprint(self.code_hash, self.params, self.inputs.content_identities())
 
+    @property
+    def cheap_parts(self) -> dict[str, Any]:
+        """The fingerprint's parts but the inputs': code, params, format."""
+        return dict(self._cheap_parts)
+
+    def quick_match(self, parts: Mapping[str, Any], stat: str | None) -> bool:
+        """The same code and params and inputs listed the same: no file need be read."""
+        return stat == self.stat and all(parts.get(k) == v for k, v in self._cheap_parts.items())
+
     def same_as(self, fp: str, parts: Mapping[str, Any], stat: str | None) -> bool:
         """Whether a snapshot or run recorded as ``(fp, parts, stat)`` was made from this."""
-        if stat == self.stat and all(parts.get(k) == v for k, v in self._cheap_parts.items()):
-            return True
-        return fp == self.full[0]
+        return self.quick_match(parts, stat) or fp == self.full[0]
 
 
 def _as_items(values: Iterable[Any], what: str) -> list[Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,46 +97,6 @@ class WriteOptions:
         )
 
 
-# Task planning: enough tasks to balance workers and resume finely, few enough that every
-# shard is not tiny. Independent of --workers, so the same inputs give the same shards.
-MIN_TASKS = 32
-TASK_INPUT_BYTES = 64 * MiB
-MAX_ITEMS_PER_TASK = 1024
-
-
-def plan_tasks(sizes: list[int], inputs_per_task: int | None = None) -> list[range]:
-    """Split ``len(sizes)`` inputs into contiguous groups (tasks), in input order.
-
-    Args:
-        sizes: input sizes in bytes (0 where unknown).
-        inputs_per_task: a fixed group size; by default the plan aims for at least
-            ``MIN_TASKS`` tasks, ``TASK_INPUT_BYTES`` of input per task and at most
-            ``MAX_ITEMS_PER_TASK`` inputs per task.
-
-    Returns:
-        Ranges of input indices; an empty input list gives one empty task (the function is
-        then called once, with no argument).
-    """
-    n = len(sizes)
-    if n == 0:
-        return [range(0)]
-    if inputs_per_task is not None:
-        return [range(i, min(i + inputs_per_task, n)) for i in range(0, n, inputs_per_task)]
-    total = sum(sizes)
-    num_tasks = max(
-        MIN_TASKS, math.ceil(total / TASK_INPUT_BYTES), math.ceil(n / MAX_ITEMS_PER_TASK)
-    )
-    num_tasks = min(n, num_tasks)
-    # Equal numbers of inputs per task, remainder spread over the first tasks.
-    base, extra = divmod(n, num_tasks)
-    plan, start = [], 0
-    for t in range(num_tasks):
-        end = start + base + (1 if t < extra else 0)
-        plan.append(range(start, end))
-        start = end
-    return plan
-
-
 EXECUTORS = ("local", "ray")
 DEFAULT_LEASE_TTL = 30.0  # seconds; a dead writer on another host is taken over within this
 
@@ -162,6 +121,7 @@ class CreateOptions:
     progress: bool = False
     wait: bool = True
     lease_ttl: float = DEFAULT_LEASE_TTL
+    dry_run: bool = False
     write: WriteOptions = field(init=False)
 
     def __post_init__(self) -> None:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any
 
 from fsspec import AbstractFileSystem
 
 from .. import layout, storage
+from . import inputs as inputs_mod
 from . import lease
+from .chunking import Chunking
+from .options import WriteOptions
 
 
 def find_runs(fs: AbstractFileSystem, root: str) -> list[dict[str, Any]]:
@@ -81,3 +85,43 @@ def unfinished_state(url: str) -> dict[str, Any] | None:
             "heartbeat_age_s": round(time.time() - heartbeat, 1) if heartbeat else None,
         }
     return {"path": storage.to_url(fs, root), "finished": False, "runs": state, "writer": writer}
+
+
+def start_or_resume(
+    fs: Any,
+    root: str,
+    identity: inputs_mod.Identity,
+    found: inputs_mod.Inputs,
+    options: WriteOptions,
+    spec: str,
+    chunking: Chunking,
+) -> tuple[str, list[range], WriteOptions, tuple[str, dict[str, Any]], Chunking]:
+    """The unfinished run of this code, params and inputs (keeping its tasks and options), or
+    a new run. Also returns the run's ``(fingerprint, parts)`` and chunking."""
+    for info in find_runs(fs, root):
+        parts = info.get("parts")
+        if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
+            plan = [range(a, b) for a, b in info["plan"]]
+            found_fp = (info["fingerprint"], parts or identity.full[1])
+            try:
+                kept = Chunking.from_json(info.get("chunking"))
+            except ValueError:  # a run of an older snap: its tasks are what count
+                kept = chunking
+            return info["run"], plan, WriteOptions.from_json(info["options"]), found_fp, kept
+    run = uuid.uuid4().hex[:10]
+    plan = chunking.plan([r[0] for r in found.records()], found.sizes)
+    fp, parts = identity.full
+    info = {
+        "run": run,
+        "fingerprint": fp,
+        "parts": parts,
+        "stat": identity.stat,
+        "pipeline": spec,
+        "created": time.time(),
+        "options": options.to_json(),
+        "chunking": chunking.to_json(),
+        "plan": [[r.start, r.stop] for r in plan],
+    }
+    path = layout.run_file(root, run)
+    storage.write_atomic(fs, path, json.dumps(info).encode())
+    return run, plan, options, (fp, parts), chunking

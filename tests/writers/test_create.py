@@ -81,14 +81,19 @@ def test_create_then_reuse_then_refuse_then_overwrite(tmp_path: Path, pipe: str)
         snap.create(pipe, out, inputs=glob, params={"calls": str(log), "scale": 2}, workers=0)
 
     (tmp_path / "in" / "in-003.txt").write_text("3 ")  # same name, new contents
-    with pytest.raises(snap.SnapshotExistsError, match="different inputs"):
-        snap.create(pipe, out, inputs=glob, params={"calls": str(log)}, workers=0)
+    grown = snap.create(pipe, out, inputs=glob, params={"calls": str(log)}, workers=0)
+    assert not grown.reused and grown.version == 2 and grown.inputs_changed == 1
+    assert calls(log)[10:] == ["in-003.txt"]  # only the changed input's task ran (one each)
+    assert grown.tasks_reused == grown.tasks - 1
 
     new = snap.create(pipe, out, inputs=glob, params={"calls": str(log)}, workers=0, overwrite=True)
-    assert not new.reused and new.fingerprint != info.fingerprint
+    assert not new.reused and new.fingerprint != info.fingerprint and new.version == 3
+    assert new.tasks_reused == 0 and len(calls(log)) == 21  # overwrite: everything again
     assert records(out) == first  # int(" 3") == 3: same records, new snapshot
     shards = sorted(p.name for p in (tmp_path / "snap" / "shards").iterdir())
-    assert shards == sorted(Path(s.path).name for s in snap.open(out).shards)  # old ones removed
+    current = sorted(Path(s.path).name for s in snap.open(out).shards)
+    older = {Path(s.path).name for v in (1, 2) for s in snap.open(out, version=v).shards}
+    assert shards == sorted(set(current) | older)  # the replaced versions' stay, for readers
     assert not any(n.startswith("run") for n in os.listdir(tmp_path / "snap" / "_runs"))
 
 

@@ -18,7 +18,7 @@ import pytest
 import snapshot_cli as snap
 from snapshot_cli import storage
 from snapshot_cli.progress import human_bytes
-from snapshot_cli.writers import create as create_mod
+from snapshot_cli.writers import guards as guards_mod
 from snapshot_cli.writers import lease as lease_mod
 from tests.conftest import REPO, wait_for
 
@@ -138,7 +138,7 @@ def test_a_child_waiting_for_its_parents_lease_fails_at_once(tmp_path: Path) -> 
 def test_a_waiting_writer_keeps_saying_who_holds_the_lease(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(create_mod, "WAIT_REPORT_S", 0.0)
+    monkeypatch.setattr(guards_mod, "WAIT_REPORT_S", 0.0)
     out = tmp_path / "s"
     out.mkdir()
     fs, root = storage.resolve(str(out))

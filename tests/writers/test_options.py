@@ -3,11 +3,9 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from snapshot_cli.units import MiB, parse_size
-from snapshot_cli.writers.options import Compression, WriteOptions, plan_tasks
+from snapshot_cli.writers.options import Compression, WriteOptions
 
 
 @pytest.mark.parametrize(
@@ -37,25 +35,3 @@ def test_options_validate() -> None:
     with pytest.raises(ValueError, match="zstd only"):
         Compression("lz4", 3)
     assert WriteOptions.from_json(WriteOptions().to_json()) == WriteOptions()
-
-
-@given(st.lists(st.integers(0, 10**9), max_size=3000), st.one_of(st.none(), st.integers(1, 50)))
-def test_plan_is_contiguous_complete_and_nonempty(sizes: list[int], per_task: int | None) -> None:
-    plan = plan_tasks(sizes, per_task)
-    if not sizes:
-        assert plan == [range(0)]
-        return
-    assert plan[0].start == 0 and plan[-1].stop == len(sizes)
-    assert all(a.stop == b.start for a, b in zip(plan, plan[1:], strict=False))
-    assert all(len(r) > 0 for r in plan)
-    if per_task is not None:
-        assert max(len(r) for r in plan) <= per_task
-    else:  # balanced: group sizes differ by at most one input
-        assert max(len(r) for r in plan) - min(len(r) for r in plan) <= 1
-
-
-def test_plan_gives_parallel_slack_and_bounded_tasks() -> None:
-    assert len(plan_tasks([1000] * 200)) == 32
-    assert len(plan_tasks([10] * 5)) == 5
-    assert len(plan_tasks([0] * 1_000_000)) == 1_000_000 // 1024 + 1
-    assert len(plan_tasks([1 << 30] * 100)) == 100  # 100 GiB: one input per task

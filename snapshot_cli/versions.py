@@ -1,0 +1,70 @@
+"""The versions a snapshot keeps: ``manifest.json`` (the current one) and ``_versions/``.
+
+Every commit writes the manifest of the version it makes into ``_versions/vNNNNNNNN.json``
+(after ``manifest.json``, the commit point; a commit that died in between is completed by the
+next one, which archives the manifest it replaces first). So a version file always holds a
+version that was committed: readers may open any of them (``snap.open(path, version=k)``),
+and ``snap gc`` removes a version only with the shards it no longer shares with a newer one,
+once it has been superseded for longer than the retention period.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import layout, storage
+from .errors import ManifestError
+from .manifest import Manifest
+
+
+def read(fs: Any, path: str) -> Manifest | None:
+    """The manifest at ``path``, or None if there is none."""
+    try:
+        data = storage.read_bytes(fs, path)
+    except FileNotFoundError:
+        return None
+    return Manifest.from_json(data, where=storage.to_url(fs, path))
+
+
+def kept(fs: Any, root: str) -> list[int]:
+    """The version numbers ``_versions/`` holds manifests of, in order."""
+    out = []
+    for name in storage.list_names(fs, layout.versions_dir(root)):
+        found = layout.version_of(name)
+        if found is not None and found[1] == "manifest":
+            out.append(found[0])
+    return sorted(out)
+
+
+def history(fs: Any, root: str, current: Manifest) -> list[Manifest]:
+    """Every version kept, oldest first, ending with ``current`` (archived copies of newer
+    versions than the current one, left by a writer that lost a race, are not listed)."""
+    out = []
+    for k in kept(fs, root):
+        if k >= current.version:
+            continue
+        m = read(fs, layout.version_path(root, k))
+        if m is not None:
+            out.append(m)
+    return [*out, current]
+
+
+def open_version(fs: Any, root: str, current: Manifest, version: int) -> Manifest:
+    """Version ``version`` of the snapshot whose current manifest is ``current``.
+
+    Raises:
+        ManifestError: it is not kept (never made, or removed by ``snap gc``), naming those
+            that are.
+    """
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ManifestError(f"version must be an integer, got {version!r}")
+    if version == current.version:
+        return current
+    m = read(fs, layout.version_path(root, version)) if 0 < version < current.version else None
+    if m is None or m.version != version:
+        have = [v.version for v in history(fs, root, current)]
+        raise ManifestError(
+            f"{storage.to_url(fs, root)} keeps no version {version}: it keeps {have} (snap gc "
+            "removes versions superseded for longer than its retention period)"
+        )
+    return m

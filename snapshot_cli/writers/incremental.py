@@ -1,0 +1,156 @@
+"""What a create computes and what it takes from the last version (pure).
+
+The inputs are grouped into tasks (:mod:`.chunking`); each task gets a *key*, the hash of
+everything that decides its records: the pipeline's code, the params, the record format and
+its inputs' identities (name, size, content). A task whose key the last version's task table
+holds is *reused*: its shards go into the new version as they are. Every other task is
+computed. :class:`Plan` says which, and what changed between the two input lists (added,
+removed, changed inputs), for ``snap create`` to print before it works (``--dry-run`` stops
+there) and for the new version's ``history``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..history import TaskRecord
+from ..manifest import RECORDS_FORMAT, Manifest, canonical_json, sha256_text
+from ..progress import human_bytes
+from .chunking import Chunking
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    index: int
+    inputs: range  # indices into the run's inputs
+    key: str
+    reuse: TaskRecord | None = None  # the last version's task whose shards it takes
+
+
+@dataclass
+class Plan:
+    """The tasks of a create, the inputs' identities, and what changed."""
+
+    chunking: Chunking
+    tasks: list[PlannedTask]
+    records: list[list[Any]]  # per input: [name, size, version, content]
+    changes: dict[str, Any] = field(default_factory=dict)
+    input_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def computed(self) -> list[PlannedTask]:
+        return [t for t in self.tasks if t.reuse is None]
+
+    @property
+    def reused(self) -> list[PlannedTask]:
+        return [t for t in self.tasks if t.reuse is not None]
+
+    def task_record(self, task: PlannedTask, shards: list[str], schema: str | None) -> TaskRecord:
+        return TaskRecord(task.key, [self.records[j] for j in task.inputs], shards, schema)
+
+    def summary(self, reused_bytes: int) -> dict[str, Any]:
+        """What the create will do, for the log and ``--dry-run --json``."""
+        work = self.computed
+        return {
+            "tasks": len(self.tasks),
+            "tasks_reused": len(self.tasks) - len(work),
+            "tasks_computed": len(work),
+            "inputs_to_compute": sum(len(t.inputs) for t in work),
+            "input_bytes_to_compute": sum(self.input_sizes[j] for t in work for j in t.inputs),
+            "reused_bytes": reused_bytes,
+            **{k: self.changes[k] for k in ("inputs_added", "inputs_removed", "inputs_changed")},
+        }
+
+
+def known_contents(previous: list[TaskRecord] | None) -> dict[tuple[str, int, str], str]:
+    """The last version's content identities by (name, size, version): a file listed the
+    same is not read again to identify it."""
+    return {(x[0], x[1], x[2]): x[3] for t in previous or [] for x in t.inputs if x[2]}
+
+
+def reused_result(task: PlannedTask, entries: Mapping[str, Any]) -> dict[str, Any]:
+    """A task result (as a task writes one) for a reused task: its shards' entries as the
+    last version's manifest has them (``entries``, by path)."""
+    assert task.reuse is not None
+    return {
+        "task": task.index,
+        "run": None,
+        "shards": [entries[p].to_json() for p in task.reuse.shards],
+        "schema": task.reuse.schema,
+        "inputs": len(task.inputs),
+    }
+
+
+def task_key(code: str, params: Mapping[str, Any], identities: list[list[Any]]) -> str:
+    """The key of a task over inputs of these ``[name, size, version, content]`` records."""
+    what = [code, sha256_text(canonical_json(params)), RECORDS_FORMAT,
+            [[name, size, content] for name, size, _, content in identities]]  # fmt: skip
+    return sha256_text(canonical_json(what))
+
+
+def plan(
+    chunking: Chunking,
+    ranges: list[range],
+    records: list[list[Any]],
+    sizes: list[int],
+    code: str,
+    params: Mapping[str, Any],
+    previous: list[TaskRecord] | None,
+    reuse: bool = True,
+    available: set[str] | None = None,
+) -> Plan:
+    """Key the tasks (``ranges`` of the inputs, whose ``records`` identify them), and mark
+    those the last version (``previous``: its task table, None for none) holds as reused,
+    unless ``reuse`` is False (``--overwrite``: everything is computed; the changes are still
+    counted against the last version). A task is reused only if all its shards are among
+    ``available`` (the last version's)."""
+    by_key: dict[str, TaskRecord] = {}
+    for t in previous or [] if reuse else []:
+        if available is None or all(p in available for p in t.shards):
+            by_key.setdefault(t.key, t)
+    tasks = []
+    for i, r in enumerate(ranges):
+        key = task_key(code, params, [records[j] for j in r])
+        taken = by_key.pop(key, None)  # a task's shards go to one new task at most
+        tasks.append(PlannedTask(i, r, key, taken))
+    before = {x[0]: x[3] for t in previous or [] for x in t.inputs}
+    now = {r[0]: r[3] for r in records}
+    changes = {
+        "tasks_reused": sum(t.reuse is not None for t in tasks),
+        "tasks_computed": sum(t.reuse is None for t in tasks),
+        "inputs_added": sum(n not in before for n in now),
+        "inputs_removed": sum(n not in now for n in before),
+        "inputs_changed": sum(n in before and before[n] != c for n, c in now.items()),
+    }
+    return Plan(chunking, tasks, records, changes, list(sizes))
+
+
+NAMES = {"code": "pipeline code", "params": "params", "format": "format"}
+
+
+def chunking_for(
+    previous: Manifest | None, inputs_per_task: int | None, sizes: list[int]
+) -> Chunking:
+    """How inputs become tasks: ``inputs_per_task`` if given, else what the last version used
+    (so that its tasks are found again), else chosen for these inputs."""
+    if inputs_per_task is None and previous is not None and previous.history is not None:
+        return Chunking.from_json(previous.history.chunking)
+    return Chunking.choose(sizes, inputs_per_task)
+
+
+def describe(url: str, planned: Plan, previous: Manifest | None) -> str:
+    """What a create reuses and what it computes, said before any work."""
+    kept = {p for t in planned.reused if t.reuse is not None for p in t.reuse.shards}
+    reused = sum(e.bytes for e in previous.shards if e.path in kept) if previous else 0
+    s = planned.summary(reused)
+    c = planned.changes
+    return (
+        f"{url}: version {(previous.version if previous else 0) + 1}: reusing "
+        f"{s['tasks_reused']} of {s['tasks']} tasks ({human_bytes(reused)} of shards), "
+        f"computing {s['tasks_computed']} tasks over {s['inputs_to_compute']} inputs "
+        f"({human_bytes(s['input_bytes_to_compute'])}); against version "
+        f"{previous.version if previous else '-'}: {c['inputs_added']} inputs added, "
+        f"{c['inputs_removed']} removed, {c['inputs_changed']} changed"
+    )

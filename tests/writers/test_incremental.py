@@ -1,0 +1,243 @@
+"""Incremental snapshots: a create over changed inputs computes only the tasks whose inputs
+changed, makes a new version, and readers of the old one finish their epoch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.writers import gc as gc_mod
+from tests.conftest import REPO, snap_subprocess
+
+PIPE = """
+import os, signal
+import numpy as np
+
+def preprocess(path, *, calls=None):
+    name = os.path.basename(path)
+    if calls:
+        with open(calls, "a") as f:
+            f.write(name + "\\n")
+    die_on = os.environ.get("SNAP_TEST_DIE_ON")  # not a param: it must not change the snapshot
+    if die_on and name == die_on and not os.path.exists(die_on_marker(path)):
+        open(die_on_marker(path), "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)  # a crash in the middle of the create
+    with open(path) as f:
+        i = int(f.read())
+    for k in range(4):
+        yield {"i": np.int64(i * 10 + k), "x": np.full(16, i % 7, np.float32)}
+
+def die_on_marker(path):
+    return os.path.join(os.path.dirname(os.path.dirname(path)), "died")
+"""
+
+
+class Tree:
+    """A directory of numbered input files, a pipeline, and snapshots made from them."""
+
+    def __init__(self, root: Path, n: int) -> None:
+        self.root = root
+        (root / "in").mkdir(parents=True)
+        self.pipe = root / "pipe.py"
+        self.pipe.write_text(PIPE)
+        self.calls = root / "calls"
+        for i in range(n):
+            self.write(i)
+
+    def write(self, i: int, value: int | None = None) -> None:
+        (self.root / "in" / f"in-{i:05d}.txt").write_text(str(i if value is None else value))
+
+    def remove(self, i: int) -> None:
+        (self.root / "in" / f"in-{i:05d}.txt").unlink()
+
+    def create(self, out: str = "s", **kw: object) -> snap.CreateInfo:
+        params = {"calls": str(self.calls)}
+        return snap.create(f"{self.pipe}:preprocess", str(self.root / out),
+                           inputs=str(self.root / "in" / "*.txt"), params=params,
+                           workers=0, **kw)  # fmt: skip
+
+    def take_calls(self) -> list[str]:
+        text = self.calls.read_text() if self.calls.exists() else ""
+        self.calls.unlink(missing_ok=True)
+        return sorted(text.split())
+
+
+def content(path: str, version: int | None = None) -> list[list[int]]:
+    """Each shard's records (in order): what a from-scratch create must reproduce."""
+    s = snap.open(path, version=version)
+    return [s.read_shard(i).column("i").to_pylist() for i in range(len(s.shards))]
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+@pytest.mark.parametrize("edit", ["add", "remove", "modify"])
+def test_only_the_tasks_of_changed_inputs_run(tmp_path: Path, where: str, edit: str) -> None:
+    tree = Tree(tmp_path, 400)
+    first = tree.create()
+    assert first.version == 1 and len(tree.take_calls()) == 400
+    at = {"start": 0, "middle": 200, "end": 399}[where]
+    if edit == "add":
+        for k in range(3):  # three new inputs sorted next to `at`
+            (tmp_path / "in" / f"in-{at:05d}-{k}.txt").write_text(str(1000 + k))
+    elif edit == "remove":
+        tree.remove(at)
+    else:
+        tree.write(at, 5000 + at)
+    info = tree.create()
+    ran = tree.take_calls()
+    assert info.version == 2 and not info.reused
+    changed = {"add": (3, 0, 0), "remove": (0, 1, 0), "modify": (0, 0, 1)}[edit]
+    assert (info.inputs_added, info.inputs_removed, info.inputs_changed) == changed
+    computed = info.tasks - info.tasks_reused
+    low, high = {"add": (1, 4), "remove": (0, 2), "modify": (1, 2)}[edit]
+    assert low <= computed <= high, computed
+    # only the inputs of those tasks were read: a task holds ~16 inputs here (400 / 32)
+    assert len(ran) <= 2 * 16 * 8 and len(ran) < 100, len(ran)
+    if edit != "remove":
+        assert ran, "the changed input was not computed"
+    # a create from scratch over the same inputs (same targets) gives the same shards
+    scratch = tree.create("scratch")
+    assert scratch.tasks == info.tasks
+    assert content(str(tmp_path / "scratch")) == content(str(tmp_path / "s"))
+
+
+def test_nothing_changed_is_up_to_date_and_a_new_file_costs_one_task(tmp_path: Path) -> None:
+    tree = Tree(tmp_path, 40)
+    tree.create()
+    tree.take_calls()
+    assert tree.create().reused and tree.take_calls() == []
+    tree.write(40)  # a new last file
+    info = tree.create()
+    assert info.inputs_added == 1 and info.tasks - info.tasks_reused <= 2
+    assert "in-00040.txt" in tree.take_calls()
+
+
+def test_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Path) -> None:
+    tree = Tree(tmp_path, 30)
+    tree.create()
+    tree.take_calls()
+    tree.write(3, 333)
+    tree.remove(7)
+    res = snap_subprocess("create", f"{tree.pipe}:preprocess", str(tmp_path / "s"), "--input",
+                          str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
+                          "--workers", "0", "--dry-run", "--json")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["dry_run"] and doc["version"] == 2
+    assert (doc["inputs_added"], doc["inputs_removed"], doc["inputs_changed"]) == (0, 1, 1)
+    assert doc["tasks"] - doc["tasks_reused"] in (1, 2, 3)
+    assert "reusing" in res.stderr and "computing" in res.stderr  # said before any work
+    assert tree.take_calls() == [] and snap.open(str(tmp_path / "s")).version == 1
+    text = snap_subprocess("create", f"{tree.pipe}:preprocess", str(tmp_path / "s"), "--input",
+                           str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
+                           "--workers", "0", "--dry-run")  # fmt: skip
+    assert "would become version 2" in text.stdout and "nothing done" in text.stdout
+
+
+def test_a_code_change_still_needs_overwrite_and_overwrite_keeps_the_old_version(
+    tmp_path: Path,
+) -> None:
+    tree = Tree(tmp_path, 20)
+    tree.create()
+    tree.pipe.write_text(PIPE + "\n# an edit\n")
+    tree.write(2, 22)
+    with pytest.raises(snap.SnapshotExistsError, match="different pipeline code.*--overwrite"):
+        tree.create()
+    info = tree.create(overwrite=True)
+    assert info.version == 2 and info.tasks_reused == 0 and info.inputs_changed == 1
+    old = snap.open(str(tmp_path / "s"), version=1)
+    assert sorted(int(i) for b in old.loader(8) for i in b["i"]) == sorted(
+        i * 10 + k for i in range(20) for k in range(4)
+    )  # the replaced version's shards are kept for its readers
+
+
+def test_a_reader_of_the_old_version_finishes_its_epoch(tmp_path: Path) -> None:
+    """A loader opened on version 1 is in the middle of an epoch when version 2 is committed
+    and snap gc runs (default retention): it delivers every record of version 1."""
+    tree = Tree(tmp_path, 64)
+    tree.create(shard_size="2KiB")
+    loader = snap.open(str(tmp_path / "s")).loader(16, shuffle_buffer=32, prefetch=1,
+                                                   num_parallel_reads=1)  # fmt: skip
+    it = iter(loader)
+    seen = [int(i) for _ in range(3) for i in next(it)["i"]]
+    for i in range(0, 64, 2):
+        tree.write(i, 7000 + i)  # half the inputs change: most shards are replaced
+    info = tree.create(shard_size="2KiB")
+    assert info.version == 2
+    report = gc_mod.gc(str(tmp_path / "s"))
+    assert not [g for g in report.garbage if g.kind == "shard"]  # within the retention
+    seen += [int(i) for b in it for i in b["i"]]
+    assert sorted(seen) == sorted(i * 10 + k for i in range(64) for k in range(4))
+
+
+def test_gc_after_the_retention_removes_exactly_the_unreferenced_shards(tmp_path: Path) -> None:
+    tree = Tree(tmp_path, 64)
+    tree.create(shard_size="2KiB")
+    v1 = {s.path for s in snap.open(str(tmp_path / "s")).shards}
+    for i in range(0, 64, 3):
+        tree.write(i, 9000 + i)
+    tree.create(shard_size="2KiB")
+    v2 = {s.path for s in snap.open(str(tmp_path / "s")).shards}
+    shards = tmp_path / "s" / "shards"
+    assert {f"shards/{p.name}" for p in shards.iterdir()} == v1 | v2
+    dry = gc_mod.gc(str(tmp_path / "s"), dry_run=True, retention="1h")
+    assert [g for g in dry.garbage if g.kind == "shard"] == []
+    report = gc_mod.gc(str(tmp_path / "s"), retention=0)
+    gone = {g.path for g in report.garbage if g.kind == "shard"}
+    assert gone == v1 - v2 and gone  # exactly those only version 1 had
+    assert {f"shards/{p.name}" for p in shards.iterdir()} == v2
+    assert {g.path for g in report.garbage if g.kind == "version"} == {
+        "_versions/v00000001.json", "_versions/v00000001.tasks.json"
+    }  # fmt: skip
+    with pytest.raises(snap.ManifestError, match="keeps no version 1: it keeps \\[2\\]"):
+        snap.open(str(tmp_path / "s"), version=1)
+    assert snap.open(str(tmp_path / "s")).num_records == 64 * 4
+    res = snap_subprocess("verify", str(tmp_path / "s"))
+    assert res.returncode == 0, res.stdout
+
+
+def test_inspect_versions(tmp_path: Path) -> None:
+    tree = Tree(tmp_path, 20)
+    tree.create()
+    tree.write(20)
+    tree.create()
+    res = snap_subprocess("inspect", str(tmp_path / "s"), "--versions", "--json")
+    assert res.returncode == 0, res.stderr
+    versions = json.loads(res.stdout)["versions"]
+    assert [v["version"] for v in versions] == [1, 2] and versions[1]["current"]
+    assert versions[1]["changes"]["inputs_added"] == 1 and versions[1]["records"] == 84
+    text = snap_subprocess("inspect", str(tmp_path / "s"), "--versions").stdout
+    assert "v2" in text and "(current)" in text and "+1 -0 ~0" in text
+
+
+@pytest.mark.slow
+def test_kill_9_in_an_incremental_create_resumes(tmp_path: Path) -> None:
+    """The pipeline kills its process (SIGKILL) on a changed input, in the middle of an
+    incremental create with worker processes; the same command again finishes it, computing
+    only what was left, and the result is what a create from scratch gives."""
+    tree = Tree(tmp_path, 120)
+    tree.create()
+    tree.take_calls()
+    for i in (5, 60, 61, 119):
+        tree.write(i, 3000 + i)
+    cmd = [sys.executable, "-m", "snapshot_cli", "create", f"{tree.pipe}:preprocess",
+           str(tmp_path / "s"), "--input", str(tmp_path / "in" / "*.txt"), "--param",
+           f"calls={tree.calls}", "--workers", "2"]  # fmt: skip
+    env = {**os.environ, "SNAP_TEST_DIE_ON": "in-00061.txt"}
+    killed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert killed.returncode != 0 and (tmp_path / "died").exists()
+    assert snap.open(str(tmp_path / "s")).version == 1  # nothing half-made is visible
+    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0, again.stderr
+    s = snap.open(str(tmp_path / "s"))
+    assert s.version == 2
+    ran = tree.take_calls()
+    assert len(ran) < 120 and "in-00061.txt" in ran
+    expected = sorted((3000 + i if i in (5, 60, 61, 119) else i) * 10 + k
+                      for i in range(120) for k in range(4))  # fmt: skip
+    assert sorted(int(i) for b in s.loader(32) for i in b["i"]) == expected
