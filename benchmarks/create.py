@@ -20,6 +20,13 @@ This is a report, not a test: nothing is asserted.
     python benchmarks/create.py --quick         # smoke run, a few seconds
     python benchmarks/create.py --inputs 800 --repeats 5 --json results.json
     python benchmarks/create.py --ray            # adds --executor ray on a local Ray cluster
+    python benchmarks/create.py --incremental    # growing a snapshot (issue 18), see below
+
+``--incremental`` instead times, per repeat in a fresh directory, a full create of the
+inputs, then the same create with 5 % more inputs (appended, as a new day of data is), then
+with one input replaced (another seed in the middle of the list): what the incremental
+creates cost against the full one (targets: <= 10 % for 5 % more; <= 2 tasks' work for one
+changed input), with the tasks each computed.
 """
 
 from __future__ import annotations
@@ -286,6 +293,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also run --executor ray on a local Ray cluster (1 and --workers tasks at a time)",
     )
+    p.add_argument("--incremental", action="store_true", help="time growing a snapshot")
     _common.add_quick_option(p, f"{QUICK_INPUTS} inputs")
     args = p.parse_args(argv)
     _common.resolve_quick(args, "inputs", DEFAULT_INPUTS, QUICK_INPUTS, repeats=3)
@@ -294,8 +302,60 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def incremental(args: argparse.Namespace) -> int:
+    """``--incremental``: a full create, then 5 % more inputs, then one input changed."""
+    n, extra = args.inputs, max(1, args.inputs // 20)
+    changed_at = n // 2
+    rows: dict[str, list[tuple[float, int, int]]] = {"full": [], "add 5%": [], "change 1": []}
+    for rep in range(args.repeats):
+        tmp = tempfile.mkdtemp(prefix="snap-bench-", dir=args.tmpdir)
+        try:
+            out = os.path.join(tmp, "snapshot")
+            seeds = list(range(n))
+            for name, items in (
+                ("full", seeds),
+                ("add 5%", seeds + list(range(n, n + extra))),
+                ("change 1", [*seeds[:changed_at], 10**6, *seeds[changed_at + 1 :],
+                              *range(n, n + extra)]),
+            ):  # fmt: skip
+                with _common.Stopwatch(children=True) as sw:
+                    info = snap.create(PIPELINE_SPEC, out, inputs=items,
+                                       params={"passes": args.passes}, workers=args.workers,
+                                       compression=args.compression)  # fmt: skip
+                rows[name].append((sw.seconds, info.tasks - info.tasks_reused, info.tasks))
+                print(f"  repeat {rep + 1}/{args.repeats} {name:<9} {sw.seconds:6.2f} s, "
+                      f"{info.tasks - info.tasks_reused} of {info.tasks} tasks computed "
+                      f"(version {info.version})", file=sys.stderr, flush=True)  # fmt: skip
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    full = statistics.median(r[0] for r in rows["full"])
+    per_task = full / max(1, statistics.median(r[2] for r in rows["full"]))
+    print(f"\nsnap incremental create: {n} inputs (~30 ms each), workers={args.workers}, "
+          f"median of {args.repeats}")  # fmt: skip
+    print(f"{'create':<10} {'median s':>9} {'x full':>7} {'tasks computed':>15}  target")
+    for name, runs in rows.items():
+        sec = statistics.median(r[0] for r in runs)
+        computed = statistics.median(r[1] for r in runs)
+        target = ""
+        if name == "add 5%":
+            target = _common.verdict(sec / full <= 0.10, "<= 0.10 x full")
+        elif name == "change 1":
+            target = _common.verdict(computed <= 2, "<= 2 tasks computed")
+        print(
+            f"{name:<10} {sec:9.2f} {sec / full:7.3f} {computed:>15.0f}  {target}  runs: "
+            + _common.runs_text(r[0] for r in runs)
+        )
+    print(
+        f"(one task of the full create: {per_task:.2f} s on average, as wall time over "
+        f"{args.workers} workers; the incremental creates also list and key every input)"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.incremental:
+        return incremental(args)
     pipeline = load_pipeline()
     items = pipeline.make_inputs(args.inputs)
     make_inputs = functools.partial(pipeline.make_inputs, args.inputs)

@@ -142,11 +142,19 @@ def read_tasks_table(fs: AbstractFileSystem, root: str, m: Manifest) -> list[Tas
         return None
 
 
-def _archive(fs: AbstractFileSystem, root: str, m: Manifest) -> None:
-    """Keep version ``m``'s manifest in ``_versions/`` (once)."""
+def _archive(fs: AbstractFileSystem, root: str, m: Manifest, check: bool = True) -> None:
+    """Keep version ``m``'s manifest in ``_versions/``. ``check``: unless a copy of this very
+    version (same fingerprint and run) is there already; else it is written over (a copy a
+    writer left before failing to commit is no version)."""
     path = layout.version_path(root, m.version)
-    if not storage.exists(fs, path):
-        storage.write_atomic(fs, path, m.to_json())
+    if check:
+        try:
+            kept = versions.read(fs, path)
+        except ManifestError:
+            kept = None
+        if kept is not None and (kept.fingerprint, kept.run) == (m.fingerprint, m.run):
+            return
+    storage.write_atomic(fs, path, m.to_json())
 
 
 def commit(
@@ -156,14 +164,18 @@ def commit(
 
     A first commit creates the manifest exclusively (locally a hard link of a finished
     file; on GCS/S3 a PUT with the store's precondition), so two writers can never both
-    commit, even one that lost its lease without noticing. ``replaces`` (``--overwrite`` of
-    a committed snapshot) is checked to still be the committed one, then replaced.
+    commit, even one that lost its lease without noticing. ``replaces`` (the version this one
+    follows) is checked to still be the committed one, then replaced.
+
+    Both versions' manifests are kept in ``_versions/`` first (the new one's copy is no
+    version until manifest.json says so: readers and gc go by manifest.json), so nothing is
+    written after the commit point.
     """
     path = storage.join(root, MANIFEST_NAME)
     url = storage.to_url(fs, path)
     if replaces is None:
+        _archive(fs, root, manifest, check=False)
         if storage.create_exclusive(fs, path, manifest.to_json()):
-            _archive_after(fs, root, manifest)
             return
         now = read_manifest(fs, root)
         if now is not None and (now.fingerprint, now.run) == (manifest.fingerprint, manifest.run):
@@ -178,17 +190,8 @@ def commit(
             f"{url} was replaced by another writer meanwhile; nothing of this run was committed"
         )
     _archive(fs, root, replaces)  # readers of it keep it until gc's retention period ends
+    _archive(fs, root, manifest, check=False)
     storage.write_atomic(fs, path, manifest.to_json())
-    _archive_after(fs, root, manifest)
-
-
-def _archive_after(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
-    """Archive the version just committed; the next commit does it if this fails."""
-    try:
-        _archive(fs, root, manifest)
-    except OSError as err:
-        log.warning("committed, but keeping a copy in _versions/ failed (%s); the next commit "
-                    "keeps it", err)  # fmt: skip
 
 
 def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:

@@ -110,9 +110,12 @@ def assert_reported(result: Result | subprocess.CompletedProcess[str], *needles:
     return stderr
 
 
-def replay(url: str, shuffle: bool, seed: int = 0) -> dict[str, np.ndarray]:
+def replay(
+    url: str, shuffle: bool, seed: int = 0, version: int | None = None
+) -> dict[str, np.ndarray]:
     """Every record the loader hands out in one epoch, columns concatenated."""
-    with snap.open(url).loader(batch_size=5, shuffle=shuffle, seed=seed) as loader:
+    s = snap.open(url, version=version)
+    with s.loader(batch_size=5, shuffle=shuffle, seed=seed) as loader:
         batches = list(loader)
     return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
@@ -226,8 +229,44 @@ def test_second_create_needs_overwrite(backend: Backend, pipeline: str, inputs: 
     assert run_json("verify", url)["ok"] is True
     assert_records(replay(url, shuffle=True), scale=2)
     fs, root = backend.fs, backend.path(url)
-    shards = sorted(n.rsplit("/", 1)[-1] for n in fs.ls(storage.join(root, "shards"), False))
-    assert shards == sorted(s.path.split("/")[-1] for s in snap.open(url).shards)  # old ones gone
+
+    def on_disk() -> list[str]:
+        return sorted(n.rsplit("/", 1)[-1] for n in fs.ls(storage.join(root, "shards"), False))
+
+    def names(version: int | None = None) -> set[str]:
+        return {s.path.split("/")[-1] for s in snap.open(url, version=version).shards}
+
+    assert replaced["version"] == 2 and snap.open(url, version=1).num_records == N
+    assert on_disk() == sorted(names(1) | names())  # version 1's stay for its readers
+    assert_records(replay(url, shuffle=False, version=1))
+    assert run_json("gc", url, "--retention", "0")["removed"]
+    assert on_disk() == sorted(names())  # then gc after the retention removes them
+
+
+def test_a_grown_input_list_is_a_new_version_of_its_changed_tasks(
+    backend: Backend, pipeline: str, inputs: str
+) -> None:
+    """On every backend: one input added and one changed make version 2, which computes two
+    tasks and reuses the others' shards (the commit is still one write of manifest.json);
+    version 1 stays readable until gc after the retention period."""
+    url = backend.url()
+    first = create_here(pipeline, inputs, url)
+    folder = Path(inputs).parent
+    (folder / f"in-{N_INPUTS}.txt").write_text(f"{N} {PER_INPUT}")  # a new input
+    (folder / "in-1.txt").write_text(f"{PER_INPUT} {PER_INPUT - 1}")  # one record fewer
+    grown = create_here(pipeline, inputs, url)
+    assert (grown["version"], grown["tasks"], grown["tasks_reused"]) == (2, N_INPUTS + 1, 3)
+    assert (grown["inputs_added"], grown["inputs_changed"]) == (1, 1)
+    assert grown["num_records"] == N + PER_INPUT - 1
+    labels = sorted(replay(url, shuffle=True)["label"].tolist())
+    assert labels == sorted(
+        [*range(N + PER_INPUT)][: 2 * PER_INPUT - 1] + [*range(2 * PER_INPUT, N + PER_INPUT)]
+    )
+    old = replay(url, shuffle=False, version=1)
+    assert sorted(old["label"].tolist()) == list(range(N)) and first["version"] == 1
+    history = run_json("inspect", url, "--versions")["versions"]
+    assert [v["version"] for v in history] == [1, 2]
+    assert run_json("verify", url)["ok"] is True
 
 
 # --- 3. and 4. the storage primitives --------------------------------------------------------

@@ -325,6 +325,10 @@ def test_faults_in_worker_processes(tmp_path: Path, error: str) -> None:
         plan = Plan(error, str(tmp_path / f"plan-{after}"), ops=("write",), after_calls=after)
         res = create_process(run, plan, "2")
         assert plan.fired()
+        if res.returncode == 0:  # it hit the lease's release, after the commit: harmless, the
+            assert [f["path"] for f in plan.fired()][0].rsplit("/", 1)[-1].startswith("lease-")
+            assert run.records() == RECORDS  # lease then expires or is removed
+            continue
         assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
         (line,) = [x for x in res.stderr.splitlines() if x.startswith("snap: error:")]
         assert error in line and str(run.out) in line, line

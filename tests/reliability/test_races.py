@@ -201,15 +201,22 @@ def expected_records(s: Setup, tag: str) -> list[tuple[str, int]]:
 
 
 def assert_verifies_and_is_tidy(s: Setup, opened: snap.Snapshot) -> None:
-    """``snap verify`` passes; only the manifest's shards and released leases are left."""
+    """``snap verify`` passes; only the kept versions' shards and released leases are left,
+    and ``snap gc --retention 0`` leaves the current version's shards alone."""
     verify = run([sys.executable, "-m", "snapshot_cli", "verify", str(s.out), "--json"])
     assert verify.returncode == 0, verify.stderr
     report = json.loads(verify.stdout)
     assert report["ok"] and report["num_damaged"] == 0 and report["num_shards"] == ITEMS
+    versions = [snap.open(str(s.out), version=v["version"]) for v in opened.versions()]
+    kept = {e.path for v in versions for e in v.shards}
     on_disk = sorted(f"shards/{p.name}" for p in (s.out / "shards").iterdir())
-    assert on_disk == sorted(e.path for e in opened.shards)
+    assert on_disk == sorted(kept)  # every other version's shards stay for its readers
     leftovers = [p.name for p in (s.out / "_runs").iterdir() if not p.name.startswith("lease-")]
     assert leftovers == []
+    gc = run([sys.executable, "-m", "snapshot_cli", "gc", str(s.out), "--retention", "0"])
+    assert gc.returncode == 0, gc.stderr
+    on_disk = sorted(f"shards/{p.name}" for p in (s.out / "shards").iterdir())
+    assert on_disk == sorted(e.path for e in opened.shards)
 
 
 # -- 1. same params: one computes, the others wait and reuse --------------------------------

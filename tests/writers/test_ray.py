@@ -107,6 +107,15 @@ def test_ray_makes_the_same_snapshot_as_the_local_executor(
     # the tasks really ran in Ray's worker processes, not here or in a local pool
     ray_pids = {pid for name, pid in calls(tmp_path / "calls")[6:]}
     assert os.getpid() not in ray_pids
+    # incremental on Ray: one input changed and one added run as Ray tasks, the rest reused
+    (tmp_path / "in" / "in-002.txt").write_text("102")
+    (tmp_path / "in" / "in-006.txt").write_text("6")
+    grown = snap.create(spec, str(tmp_path / "ray"), executor="ray", **kwargs)
+    assert (grown.version, grown.tasks, grown.tasks_reused) == (2, 7, 5)
+    assert sorted(name for name, _ in calls(tmp_path / "calls")[12:]) == ["in-002.txt",
+                                                                         "in-006.txt"]  # fmt: skip
+    snap.create(spec, str(tmp_path / "local2"), workers=2, **kwargs)
+    assert records(str(tmp_path / "ray")) == records(str(tmp_path / "local2"))
 
 
 def test_ray_through_the_cli_as_a_real_process(ray_cluster: str, tmp_path: Path) -> None:
