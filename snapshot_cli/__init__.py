@@ -3,9 +3,15 @@
 import snapshot_cli as snap
 info = snap.create(preprocess, "out/train", inputs="raw/*.jpg", params={"size": 64})
 s = snap.open("out/train")
+
+The public names are imported on first use (PEP 562): a worker process that imports
+``snapshot_cli.writers.worker`` does not pay for the readers (or the other way round).
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -22,13 +28,45 @@ from .errors import (
     SnapshotExistsError,
     StorageError,
 )
-from .facade import snapshot
-from .manifest import FORMAT_VERSION, Manifest, ShardEntry
-from .readers.loader import Loader
-from .readers.mix import Mixture, mix
-from .readers.snapshot import Snapshot, open
-from .writers.convert import Batch, ragged
-from .writers.create import CreateInfo, create
+
+if TYPE_CHECKING:
+    from .facade import snapshot
+    from .manifest import FORMAT_VERSION, Manifest, ShardEntry
+    from .readers.loader import Loader
+    from .readers.mix import Mixture, mix
+    from .readers.snapshot import Snapshot, open
+    from .writers.convert import Batch, ragged
+    from .writers.create import CreateInfo, create
+
+_LAZY = {
+    "snapshot": ".facade",
+    "FORMAT_VERSION": ".manifest",
+    "Manifest": ".manifest",
+    "ShardEntry": ".manifest",
+    "Loader": ".readers.loader",
+    "Mixture": ".readers.mix",
+    "mix": ".readers.mix",
+    "Snapshot": ".readers.snapshot",
+    "open": ".readers.snapshot",
+    "Batch": ".writers.convert",
+    "ragged": ".writers.convert",
+    "CreateInfo": ".writers.create",
+    "create": ".writers.create",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'snapshot_cli' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "FORMAT_VERSION",

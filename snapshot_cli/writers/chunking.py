@@ -3,20 +3,22 @@
 A task is the unit of work and of reuse: an incremental ``snap create`` recomputes only the
 tasks whose inputs changed. So the boundaries between tasks must not depend on an input's
 place in the list ("every 16 inputs" would move every later boundary when one input is
-added): as in content-defined chunking, whether input ``j`` ends a task depends on that input
-alone — its name (file URL, or the item's JSON) and its size. An input ends a task when the
-hash of its name falls under a threshold that makes tasks hold ``inputs`` inputs on average
-(``bytes`` of input, for large files). Adding, removing or changing one input thus changes
-one task, or two when it is a boundary; every other task keeps its inputs, and the reuse
-follows.
+added): as in content-defined chunking, whether input ``j`` ends a task depends on its
+neighbourhood only. Each input's name (file URL, or the item's JSON) is hashed, and input
+``j`` ends a task when its hash is the largest within ``w`` inputs on either side (*local
+maximum* chunking): tasks then hold ``2w + 1`` inputs on average, never fewer than ``w + 1``,
+and rarely more than three times the average, where a
+threshold on the hash alone would make a tenth of them over twice as long. An input of
+``bytes`` or more ends a task and is one of its own (large files). Adding, removing or
+changing one input changes the task that holds it, or two when it moves a boundary; every
+other task keeps exactly its inputs, and the reuse follows.
 
 The targets are chosen once, when a snapshot is first made (from its inputs' count and
-sizes, as many tasks as the machine has use for: at least ``MIN_TASKS``, at most
-``MAX_ITEMS_PER_TASK`` inputs, about ``TASK_INPUT_BYTES`` each), stored in its manifest and
-kept by every later create; a create from scratch over the same inputs with the same targets
-makes the same tasks. ``inputs_per_task=k`` instead fixes groups of exactly ``k`` inputs in
-order (``1``: one task per input, stable by nature; larger: an insertion moves the groups
-after it).
+sizes: between ``MIN_TASKS`` and twice as many tasks, at most ``MAX_ITEMS_PER_TASK`` inputs,
+about ``TASK_INPUT_BYTES`` each), stored in its manifest and kept by every later create; a
+create from scratch over the same inputs with the same targets makes the same tasks.
+``inputs_per_task=k`` instead fixes groups of exactly ``k`` inputs in order (``1``: one task
+per input, stable by nature; larger: an insertion moves the groups after it).
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..manifest import canonical_json
 
 MIN_TASKS = 32
 TASK_INPUT_BYTES = 64 << 20
 MAX_ITEMS_PER_TASK = 1024
-LONGEST = 8  # a task is cut after this many times its average inputs (vanishingly rare)
-_ALL = 1 << 64
 
 
 def input_name(item: Any) -> str:
@@ -42,6 +44,23 @@ def input_name(item: Any) -> str:
 
 def _hash(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "little")
+
+
+def window_max(h: np.ndarray, w: int, pad: int = 0) -> np.ndarray:
+    """``max(h[j - w : j + w + 1])`` for every ``j``, the list's ends padded with ``pad``, in
+    O(n log w) vectorised steps (maxima of doubling spans, two of which cover a window)."""
+    n = len(h)
+    if w == 0:
+        return h.copy()
+    edge = np.full(w, pad, h.dtype)
+    padded = np.concatenate([edge, h, edge])
+    span, best = 1, padded
+    while 2 * span <= 2 * w + 1:  # best[i] = max(padded[i : i + 2 * span])
+        best = np.maximum(best[:-span], best[span:])
+        span *= 2
+    first = best[:n]  # max(padded[j : j + span])
+    last = best[2 * w + 1 - span : 2 * w + 1 - span + n]  # max ending at padded[j + 2w]
+    return np.maximum(first, last)
 
 
 @dataclass(frozen=True)
@@ -70,8 +89,15 @@ class Chunking:
         tasks = max(MIN_TASKS, math.ceil(sum(sizes) / TASK_INPUT_BYTES),
                     math.ceil(n / MAX_ITEMS_PER_TASK))  # fmt: skip
         average = max(1.0, n / min(n, tasks))
-        # a power of two: a snapshot that grows a little keeps its targets if made again
-        return cls(min(MAX_ITEMS_PER_TASK, 1 << max(0, round(math.log2(average)))))
+        # a power of two, at most that average (so between MIN_TASKS and twice as many
+        # tasks: parallel slack, and a small change computes little): a snapshot that grows
+        # a little keeps its targets if made again
+        return cls(min(MAX_ITEMS_PER_TASK, 1 << max(0, math.floor(math.log2(average)))))
+
+    @property
+    def window(self) -> int:
+        """Inputs on either side an input's hash must exceed to end a task."""
+        return max(0, (self.inputs - 1) // 2)
 
     def plan(self, names: list[str], sizes: list[int]) -> list[range]:
         """The tasks, as contiguous ranges of input indices in input order; no inputs: one
@@ -82,14 +108,18 @@ class Chunking:
         if self.fixed:
             k = self.inputs
             return [range(i, min(i + k, n)) for i in range(0, n, k)]
-        out, start = [], 0
-        longest = LONGEST * self.inputs
-        for j, (name, size) in enumerate(zip(names, sizes, strict=True)):
-            p = 1 / self.inputs + (size / self.bytes if self.bytes else 0.0)
-            if j + 1 == n or j + 1 - start >= longest or _hash(name) < min(_ALL, p * _ALL):
-                out.append(range(start, j + 1))
-                start = j + 1
-        return out
+        h = np.fromiter((_hash(name) for name in names), np.uint64, n)
+        # Beyond the ends, the largest hash: no input within w of an end ends a task (but the
+        # last), so inputs added after the last (a new day of files) or before the first
+        # change the tasks at that end only, never a boundary further in.
+        ends = h == window_max(h, self.window, pad=(1 << 64) - 1)
+        if self.bytes:
+            big = np.asarray(sizes, np.int64) >= self.bytes
+            ends |= big
+            ends[:-1] |= big[1:]  # a large input is a task of its own
+        ends[-1] = True
+        cuts = np.flatnonzero(ends) + 1
+        return [range(a, b) for a, b in zip([0, *cuts[:-1].tolist()], cuts.tolist(), strict=True)]
 
     def to_json(self) -> dict[str, Any]:
         return {"inputs": self.inputs, "bytes": self.bytes, "fixed": self.fixed}

@@ -119,11 +119,15 @@ class _WorkerProcess:
             return f"was killed by {name}{' (out of memory?)' if name == 'SIGKILL' else ''}"
         return f"exited with code {code}"
 
-    def stop(self, kill: bool) -> None:
-        """End its input (a worker between tasks then exits), or kill it; reap it."""
+    def close_input(self) -> None:
+        """End its input: a worker between tasks then exits."""
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
+
+    def stop(self, kill: bool) -> None:
+        """End its input (a worker between tasks then exits), or kill it; reap it."""
+        self.close_input()
         if kill:
             with contextlib.suppress(OSError):
                 self.proc.kill()
@@ -180,6 +184,8 @@ class LocalExecutor(Executor):
                     idle.append(proc)
             clean = True
         finally:
+            for proc in procs:  # all told first, so that they exit side by side
+                proc.close_input()
             for proc in procs:
                 proc.stop(kill=not clean)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snapshot_cli.writers.chunking import LONGEST, MAX_ITEMS_PER_TASK, MIN_TASKS, Chunking
+from snapshot_cli.writers.chunking import MAX_ITEMS_PER_TASK, MIN_TASKS, Chunking, window_max
 
 
 def names(n: int, prefix: str = "gs://b/raw/") -> list[str]:
@@ -41,8 +42,36 @@ def test_the_plan_is_contiguous_complete_and_nonempty(
     assert plan[0].start == 0 and plan[-1].stop == n
     assert all(a.stop == b.start for a, b in zip(plan, plan[1:], strict=False))
     assert all(len(r) > 0 for r in plan)
-    longest = target if fixed else LONGEST * target
-    assert max(len(r) for r in plan) <= longest
+    if fixed:
+        assert max(len(r) for r in plan) <= target
+    elif nbytes == 0:  # never shorter than w + 1 inputs (the last one: w)
+        w = Chunking(target).window
+        assert all(len(r) >= w + 1 for r in plan[:-1]) and len(plan[-1]) >= min(w, n)
+
+
+def test_tasks_are_about_their_target_and_rarely_much_longer() -> None:
+    for target in (4, 16, 64):
+        c = Chunking(target, 0)
+        sizes = [len(r) for r in c.plan([f"gs://b/{i:07d}.jpg" for i in range(50_000)],
+                                         [0] * 50_000)]  # fmt: skip
+        mean = np.mean(sizes)
+        assert 0.7 * target <= mean <= 1.1 * target, (target, mean)
+        assert np.percentile(sizes, 99) <= 2.5 * mean and max(sizes) <= 4 * mean
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=300), st.integers(0, 40))
+def test_window_max_is_the_max_of_each_window(values: list[int], w: int) -> None:
+    h = np.asarray(values, np.uint64)
+    want = [max(values[max(0, j - w) : j + w + 1]) for j in range(len(values))]
+    assert window_max(h, w).tolist() == want
+
+
+def test_a_large_input_is_a_task_of_its_own() -> None:
+    sizes = [10] * 20
+    sizes[7] = 100 << 20
+    plan = Chunking(8).plan([f"f{i}" for i in range(20)], sizes)
+    assert range(7, 8) in plan
 
 
 @settings(max_examples=100, deadline=None)
@@ -80,7 +109,7 @@ def test_the_targets_give_parallel_slack_and_bounded_tasks() -> None:
         c = Chunking.choose(sizes)
         return len(c.plan(names(len(sizes)), sizes))
 
-    assert MIN_TASKS // 2 <= tasks([1000] * 2000) <= MIN_TASKS * 2
+    assert MIN_TASKS * 3 // 4 <= tasks([1000] * 2000) <= MIN_TASKS * 3  # 32-64 on average
     assert tasks([10] * 5) >= 3
     c = Chunking.choose([0] * 1_000_000)
     assert c.inputs <= MAX_ITEMS_PER_TASK
@@ -102,3 +131,13 @@ def test_fixed_groups_are_exact() -> None:
 def test_bad_chunking_is_a_value_error(bad: object) -> None:
     with pytest.raises(ValueError):
         Chunking.from_json(bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 1500), more=st.integers(1, 100), target=st.sampled_from([2, 8, 32]))
+def test_appended_inputs_change_only_the_last_task(n: int, more: int, target: int) -> None:
+    """A new day of files sorts last: every task of the old list but its last is kept."""
+    c = Chunking(target, 0)
+    old = groups(c, names(n))
+    new = groups(c, names(n + more))
+    assert new[: len(old) - 1] == old[:-1]
