@@ -25,11 +25,15 @@ demo: $(VENV)/.installed
 	$(BIN)/snap inspect $(DEMO_DIR)/snapshot
 	$(BIN)/python examples/quickstart/replay.py $(DEMO_DIR)/snapshot
 
+# Two pytest runs: most tests on both cores (a file per worker), then the storage backends
+# and their servers in one process of their own (their hdfs:// tests load a JVM, after which
+# a process must not fork: see tests/conftest.py).
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check snapshot_cli tests examples benchmarks
 	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --ignore=tests/backends --ignore=tests/infra
+	$(BIN)/python -m pytest -q tests/backends tests/infra
 
 # The edit-test loop: lint, types, and the tests that need no server, no kill, no slow sweep.
 test-fast: $(VENV)/.installed-test

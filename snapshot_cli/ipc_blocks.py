@@ -36,10 +36,16 @@ class FooterError(ValueError):
 
 @dataclass(frozen=True)
 class Block:
-    """One record batch's message in the file: bytes ``[offset, offset + length)``."""
+    """One record batch's message in the file: bytes ``[offset, offset + length)``, of which
+    the first ``meta`` are its metadata (0: not said) and the rest its body."""
 
     offset: int
     length: int
+    meta: int = 0
+
+    @property
+    def body(self) -> int:
+        return self.length - self.meta
 
 
 def footer_length(tail: bytes) -> int:
@@ -87,7 +93,12 @@ def record_batch_blocks(footer: bytes, file_size: int) -> list[Block]:
                 f"record batch {i} is said to be at bytes {offset}..{offset + length}, "
                 f"outside the file's {end} bytes of messages"
             )
-        blocks.append(Block(int(offset), int(length)))
+        if offset % 8 or meta % 8 or body % 8:  # as Arrow's own file reader requires
+            raise FooterError(
+                f"record batch {i} is not aligned to 8 bytes (offset {offset}, metadata "
+                f"{meta} and body {body} bytes)"
+            )
+        blocks.append(Block(int(offset), int(length), int(meta)))
     return blocks
 
 

@@ -85,6 +85,7 @@ class BlockFile:
             except ipc_layout.LayoutError:
                 return False
             self._layouts[i] = layout
+        self._fits(i, layout.body_start, layout.body_length)
         check = verify and not self._done[i]
         if layout.codec is None:
             where = direct.regions(layout, placement, rows)
@@ -119,6 +120,7 @@ class BlockFile:
             except (ipc_layout.LayoutError, ValueError):
                 return None
             self._layouts[i] = layout
+        self._fits(i, layout.body_start, layout.body_length)
         return direct.values(memoryview(buf), layout, placement, rows)
 
     def _scatter(
@@ -180,6 +182,18 @@ class BlockFile:
             "snap create --overwrite"
         )
 
+    def _fits(self, i: int, metadata: int, body: int) -> None:
+        """The message of record batch ``i`` is where the footer says, as Arrow's own file
+        reader (which ``snap verify`` uses) requires: its metadata and its body exactly the
+        lengths the footer gives."""
+        block = self.blocks[i]
+        if metadata != block.meta or body != block.body:
+            raise CorruptShardError(
+                f"shard {self.url} record batch {i}: its message has {metadata} bytes of "
+                f"metadata and {body} of body, the footer says {block.meta} and {block.body}; "
+                "the snapshot is damaged: recreate it with snap create --overwrite"
+            )
+
     def _check(self, i: int, crc: int) -> None:
         if crc != self._crcs[i]:
             raise CorruptShardError(
@@ -194,7 +208,9 @@ class BlockFile:
         if verify and not self._done[i]:
             self._check(i, crc32c.crc32c(buf))
             self._done[i] = True
-        return decode(buf, self.schema)
+        batch, metadata, body = _decode(buf, self.schema)
+        self._fits(i, metadata, body)
+        return batch
 
 
 class _Descriptor:
@@ -214,10 +230,23 @@ class _Descriptor:
 
 def decode(buf: Any, schema: pa.Schema) -> pa.RecordBatch:
     """A record batch from the bytes of its IPC message (metadata and body)."""
+    return _decode(buf, schema)[0]
+
+
+def _decode(buf: Any, schema: pa.Schema) -> tuple[pa.RecordBatch, int, int]:
+    """:func:`decode`, with the sizes of the message's metadata (its length prefix included)
+    and body."""
     try:
         message = pa.ipc.read_message(buf)
     except EOFError as err:  # a zero length or end-of-stream marker where the message starts
         raise pa.ArrowInvalid(f"the block holds no message ({err})") from err
     if message.type != "record batch":
         raise pa.ArrowInvalid(f"the block holds a {message.type} message, not a record batch")
-    return pa.ipc.read_record_batch(message, schema)
+    batch = pa.ipc.read_record_batch(message, schema)
+    with memoryview(buf) as view:
+        head = bytes(view[:8])
+    if head[:4] == ipc_layout.CONTINUATION:
+        metadata = 8 + int.from_bytes(head[4:8], "little", signed=True)
+    else:  # the format before 0.15: a bare length
+        metadata = 4 + int.from_bytes(head[:4], "little", signed=True)
+    return batch, metadata, message.body.size
