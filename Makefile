@@ -32,7 +32,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff check snapshot_cli tests examples benchmarks
 	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --ignore=tests/backends --ignore=tests/infra
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal --ignore=tests/backends --ignore=tests/infra
 	$(BIN)/python -m pytest -q tests/backends tests/infra
 
 # The edit-test loop: lint, types, and the tests that need no server, no kill, no slow sweep.

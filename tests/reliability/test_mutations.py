@@ -529,6 +529,6 @@ def test_mutated_record_batches_are_caught_or_read_exactly(
 def test_many_mutated_record_batches(
     bases: dict[str, Base], prober: Prober, tmp_path_factory: pytest.TempPathFactory, codec: str
 ) -> None:
-    tally = run_cases(bases[codec], prober, tmp_path_factory.mktemp("cases"), examples=40)
+    tally = run_cases(bases[codec], prober, tmp_path_factory.mktemp("cases"), examples=25)
     print("\n" + tally.report(f"{codec}: mutations (slow)"))
     assert tally.counts[(codec, "caught")] > 0
