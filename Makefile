@@ -25,9 +25,9 @@ demo: $(VENV)/.installed
 	$(BIN)/snap inspect $(DEMO_DIR)/snapshot
 	$(BIN)/python examples/quickstart/replay.py $(DEMO_DIR)/snapshot
 
-# Two pytest runs: most tests on both cores (a file per worker), then the storage backends
-# and their servers in one process of their own (their hdfs:// tests load a JVM, after which
-# a process must not fork: see tests/conftest.py).
+# Two pytest runs: most tests on both cores (pytest-xdist; an idle worker takes tests from a
+# busy one), then the storage backends and their servers in one process of their own (their
+# hdfs:// tests load a JVM, after which a process must not fork: see tests/conftest.py).
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check snapshot_cli tests examples benchmarks
 	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks

@@ -66,9 +66,9 @@ class Target:
         return res.returncode == 0 and json.loads(res.stdout)["ok"]
 
 
-# Which calls a sweep kills at: every ``every``-th from an offset drawn for each run (set
-# SNAP_KILL_OFFSET to repeat a run's choice; a failure names the call it killed), so that
-# runs of the suite together cover every call while each one stays within its time.
+# Which calls a sweep kills at: every ``every``-th from an offset drawn for each run, so that
+# runs of the suite together cover every call while each one stays within its time. A
+# failure names the call it killed; SNAP_KILL_OFFSET=k fixes the offset.
 OFFSET = int(os.environ.get("SNAP_KILL_OFFSET", random.randrange(1 << 16)))
 
 

@@ -6,9 +6,9 @@
    without it): each exits 0 or with one clean ``snap: error:`` line; what is committed at
    the end is exactly one writer's version, never a mixture, and verifies.
 3. Reader processes replaying full passes while the snapshot is rewritten again and again
-   with alternating params: every pass delivers all records of exactly one version, or fails
-   with a snap error (an overwrite deletes the shards of the version a pass is reading:
-   expected until snapshots keep versions, issue 18); never a mixed pass or another exception.
+   with alternating params: every pass delivers all records of exactly one version, also
+   when an overwrite commits in its middle (a commit deletes no shard a kept version
+   references); never a failed or mixed pass.
 
 Processes are coordinated through files (a gate file that the pipeline waits for, the
 writers' own "waiting for the writer lease" messages, the readers' per-pass result lines)
@@ -447,8 +447,9 @@ def replay_during_rewrites(
     for p in complete:  # exactly one version, all of it, once; as its manifest says
         assert p["tags"] == [p["manifest_tag"]] == [runs[p["run"]]], p
         assert p["records"] == p["unique"] == total and p["ids_ok"] and p["bad_x"] == 0, p
-    for p in clean:  # the manifest is replaced atomically: only a shard can go missing
-        assert p["error"] == "CorruptShardError" and "is missing" in p["message"], p
+    # The manifest is replaced atomically, and since versions a commit deletes no shard a
+    # kept version references: a pass that began on the old version finishes it.
+    assert not clean, f"{len(clean)} passes failed during rewrites; the first: {clean[0]}"
     assert set(versions) == set(runs)  # every committed version was replayed whole
     assert len(seen) >= 2 * (rewrites + 1) * readers
     assert {p["shuffle"] for p in complete} == {True, False}
