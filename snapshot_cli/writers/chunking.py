@@ -9,9 +9,12 @@ neighbourhood only. Each input's name (file URL, or the item's JSON) is hashed, 
 maximum* chunking): tasks then hold ``2w + 1`` inputs on average, never fewer than ``w + 1``,
 and rarely more than three times the average, where a
 threshold on the hash alone would make a tenth of them over twice as long. An input of
-``bytes`` or more ends a task and is one of its own (large files). Adding, removing or
-changing one input changes the task that holds it, or two when it moves a boundary; every
-other task keeps exactly its inputs, and the reuse follows.
+``bytes`` or more ends a task and is one of its own (large files). Changing an input's
+contents changes only the task that holds it. Adding or removing one changes the task that
+holds it, or two when it moves a boundary, rarely three: only inputs within ``w`` of it can
+gain or lose a boundary (a simulation of 3,000 deletions among 400 inputs changed one task
+2,866 times, two 126 times and three 8 times). Every other task keeps exactly its inputs,
+and the reuse follows.
 
 The targets are chosen once, when a snapshot is first made (from its inputs' count and
 sizes: between ``MIN_TASKS`` and twice as many tasks, at most ``MAX_ITEMS_PER_TASK`` inputs,

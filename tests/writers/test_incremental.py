@@ -94,7 +94,9 @@ def test_only_the_tasks_of_changed_inputs_run(tmp_path: Path, where: str, edit: 
     changed = {"add": (3, 0, 0), "remove": (0, 1, 0), "modify": (0, 0, 1)}[edit]
     assert (info.inputs_added, info.inputs_removed, info.inputs_changed) == changed
     computed = info.tasks - info.tasks_reused
-    low, high = {"add": (1, 4), "remove": (0, 2), "modify": (1, 2)}[edit]
+    # a deletion rarely changes three tasks: the boundaries within w of it can move (in a
+    # simulation of 3,000 deletions over 400 inputs, 8 changed three; see chunking.py)
+    low, high = {"add": (1, 4), "remove": (0, 3), "modify": (1, 2)}[edit]
     assert low <= computed <= high, computed
     # only the inputs of those tasks were read: a task holds ~16 inputs here (400 / 32)
     assert len(ran) <= 2 * 16 * 8 and len(ran) < 100, len(ran)
