@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .errors import ManifestError
@@ -48,14 +48,7 @@ class History:
     tasks_crc32c: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "parent": self.parent,
-            "chunking": self.chunking,
-            "changes": self.changes,
-            "tasks": self.tasks,
-            "tasks_crc32c": self.tasks_crc32c,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, d: Any, where: str) -> History:

@@ -1,11 +1,12 @@
 """The versions a snapshot keeps: ``manifest.json`` (the current one) and ``_versions/``.
 
 Every commit writes the manifest of the version it makes into ``_versions/vNNNNNNNN.json``
-(after ``manifest.json``, the commit point; a commit that died in between is completed by the
-next one, which archives the manifest it replaces first). So a version file always holds a
-version that was committed: readers may open any of them (``snap.open(path, version=k)``),
-and ``snap gc`` removes a version only with the shards it no longer shares with a newer one,
-once it has been superseded for longer than the retention period.
+before ``manifest.json``, the commit point, and nothing after it. A copy whose version was
+never committed (its writer failed at the commit) is written over by the next commit, and a
+copy numbered at or above the current version is not listed. So the versions listed were
+committed: readers may open any of them (``snap.open(path, version=k)``), and ``snap gc``
+removes a version only with the shards it no longer shares with a newer one, once it has
+been superseded for longer than the retention period.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from .. import storage
 from ..errors import OptionError, SnapError, SnapshotExistsError
-from ..history import History
+from ..history import History, TaskRecord
 from ..manifest import Manifest
 from ..progress import Progress
 from . import commit as commit_mod
@@ -200,6 +200,17 @@ def _create(
     fs, root = storage.resolve(os.fspath(output), storage_options)
     url = storage.to_url(fs, root)
 
+    tables: dict[tuple[int, str], list[TaskRecord] | None] = {}
+
+    def table_of(m: Manifest | None) -> list[TaskRecord] | None:
+        """Version ``m``'s task table, read (and warned about) once per create."""
+        if m is None:
+            return None
+        key = (m.version, m.run)
+        if key not in tables:
+            tables[key] = commit_mod.read_tasks_table(fs, root, m)
+        return tables[key]
+
     def reusable() -> Manifest | None:
         """The committed snapshot if it is up to date; None if there is none, or if only
         its inputs changed (an incremental create); else SnapshotExistsError."""
@@ -209,7 +220,7 @@ def _create(
         stat = _stat_of(m.pipeline)
         if not identity.quick_match(m.fingerprint_parts, stat) and m.history is not None:
             # an unchanged file is identified from the last version, not read again
-            found.records(incremental.known_contents(commit_mod.read_tasks_table(fs, root, m)))
+            found.records(incremental.known_contents(table_of(m)))
         if identity.same_as(m.fingerprint, m.fingerprint_parts, stat):
             return m
         cheap = identity.cheap_parts
@@ -256,7 +267,7 @@ def _create(
 
     def plan_against(previous: Manifest | None, ranges: list[range] | None = None,
                      chunking: Chunking | None = None) -> incremental.Plan:  # fmt: skip
-        table = commit_mod.read_tasks_table(fs, root, previous) if previous else None
+        table = table_of(previous)
         records = found.records(incremental.known_contents(table))
         chunking = chunking or incremental.chunking_for(
             previous, options.inputs_per_task, found.sizes
@@ -288,8 +299,7 @@ def _create(
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
         previous = commit_mod.read_manifest(fs, root)  # the version this one follows, or None
-        found.records(incremental.known_contents(
-            commit_mod.read_tasks_table(fs, root, previous) if previous else None))  # fmt: skip
+        found.records(incremental.known_contents(table_of(previous)))
         run, ranges, options, (fp, parts), chunking = runs_mod.start_or_resume(
             fs,
             root,

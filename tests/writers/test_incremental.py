@@ -243,3 +243,31 @@ def test_kill_9_in_an_incremental_create_resumes(tmp_path: Path) -> None:
     expected = sorted((3000 + i if i in (5, 60, 61, 119) else i) * 10 + k
                       for i in range(120) for k in range(4))  # fmt: skip
     assert sorted(int(i) for b in s.loader(32) for i in b["i"]) == expected
+
+
+@pytest.mark.parametrize("damage", ["missing", "changed bytes", "not json"])
+def test_a_damaged_task_table_means_computing_every_task(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The last version's task table gone or damaged (its crc32c no longer matches): the
+    next create over changed inputs says once which file it cannot use, computes every task,
+    and commits records equal to a from-scratch create."""
+    tree = Tree(tmp_path, 60)
+    first = tree.create()
+    tree.take_calls()
+    table = tmp_path / "s" / snap.open(str(tmp_path / "s")).manifest.history.tasks
+    if damage == "missing":
+        table.unlink()
+    elif damage == "changed bytes":
+        table.write_bytes(table.read_bytes().replace(b"in-00001", b"in-00002", 1))
+    else:
+        table.write_bytes(b"\xff not json")
+    tree.write(60)
+    with caplog.at_level("WARNING", logger="snapshot_cli"):
+        info = tree.create()
+    warned = [r.getMessage() for r in caplog.records if "task table" in r.getMessage()]
+    assert len(warned) == 1 and "every task is computed again" in warned[0], warned
+    assert info.version == first.version + 1 and info.tasks_reused == 0
+    assert len(tree.take_calls()) == 61
+    assert tree.create("scratch").tasks == info.tasks
+    assert content(str(tmp_path / "scratch")) == content(str(tmp_path / "s"))
