@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import schema as schema_mod
 from .. import storage
 from ..errors import OptionError
-from . import ranks
+from . import ranks, shm
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
@@ -33,7 +34,7 @@ from .run import Run, RunContext
 from .sources import ReadSet, resolve
 from .stats import Stats
 from .trace import Tracer
-from .window import WindowPool
+from .window import FIXED_KINDS, WindowPool
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -109,6 +110,7 @@ class Loader:
             high=reads or (4 * floor if local else wide),
             fixed=reads is not None or local,
         )
+        processes = self._processes(reading)
         self._stats = Stats(sources=reading.names if reading.counts else [])
         self._stats.window_rows = self._make_plan(0).window_rows
         self._context = RunContext(
@@ -121,18 +123,45 @@ class Loader:
             tuner=tuner,
             prefetch=prefetch,
             stats=self._stats,
-            windows=WindowPool(reading.schema, self.columns, rows=self._stats.window_rows),
+            windows=WindowPool(
+                reading.schema, self.columns, rows=self._stats.window_rows, shared=processes > 0
+            ),
             map=options.map,
             map_takes_rng=options.map_takes_rng,
             map_threads=cores,
             bytes_per_row=bytes_per_row,
             trace=trace,
             sources=len(reading.sources),
+            processes=processes,
         )
         self._epoch = 0
         self._batch = 0
         self._pass_end: int | None = None
         self._run: Run | None = None
+
+    def _processes(self, reading: ReadSet) -> int:
+        """``processes``, checked against what decode processes can do (:mod:`.procs`)."""
+        n = self.options.processes
+        if not n:
+            return 0
+        if not shm.AVAILABLE:
+            raise OptionError(
+                "processes= needs Linux (shared memory by memfd_create); use processes=0"
+            )
+        for name in reading.columns:
+            t = reading.schema.field(name).type
+            if schema_mod.kind(t) not in FIXED_KINDS:
+                raise OptionError(
+                    f"processes= decodes fixed-width columns only, and column {name!r} is "
+                    f"{t}: leave it out with columns=[...] or use processes=0"
+                )
+        for s in reading.sources:
+            if storage.protocol(s.fs) == "memory":
+                raise OptionError(
+                    f"processes= cannot read {s.url}: another process cannot see this "
+                    "process's memory:// filesystem; use processes=0"
+                )
+        return int(n)
 
     def _plan_options(
         self,
@@ -265,7 +294,7 @@ class Loader:
         if self._run is not None:
             s.consumer_wait = self._run.buffer.consumer_wait + self._run.wait_before
         out = s.to_dict()
-        out["bytes_read"] = self._context.readers.bytes_read
+        out["bytes_read"] = self._context.readers.bytes_read + s.process_bytes_read
         if self.cache is not None:
             c = self.cache
             out["cache"] = {"dir": str(c.dir), "hits": c.hits, "fills": c.fills,

@@ -122,6 +122,7 @@ class Mixture:
         trace: Tracer | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
+        processes: int = 0,
     ) -> Loader:
         """A loader of the mixture; the options are those of :meth:`Snapshot.loader`. A
         mixture always reads in the global order: ``global_batch_size`` (or ``batch_size``
@@ -134,7 +135,7 @@ class Mixture:
             shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
             prefetch=prefetch, map=map, verify=verify,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-            cache_limit=cache_limit, global_batch_size=global_batch_size,
+            cache_limit=cache_limit, global_batch_size=global_batch_size, processes=processes,
         )  # fmt: skip
         return Loader(self, batch_size, options, trace)
 

@@ -57,6 +57,7 @@ class LoaderOptions:
     cache_dir: str | None = None
     cache_limit: int | str | None = None  # bytes once made ("50GiB" is parsed)
     global_batch_size: int | None = None  # the global order (readers/elastic.py)
+    processes: int = 0  # decode processes (readers/procs.py); 0: threads of this process
     map_takes_rng: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -70,6 +71,9 @@ class LoaderOptions:
         g = self.global_batch_size
         if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
             raise OptionError(f"global_batch_size must be None or an integer >= 1, got {g!r}")
+        p = self.processes
+        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+            raise OptionError(f"processes must be an integer >= 0, got {p!r}")
         if self.map is not None and not callable(self.map):
             raise OptionError(f"map must be a function of a batch, got {self.map!r}")
         if self.columns is not None:

@@ -16,10 +16,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import procs
+from .decode import decode_segment
 from .prefetch import Closed, PrefetchBuffer
 from .window import Window
 
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
     from .trace import Tracer
     from .window import WindowPool
 
+
+# Decode processes take a window in chunks of about this many bytes of records (a quarter of
+# a window's share per process, within these bounds).
+CHUNK_MIN, CHUNK_MAX = 1 << 20, 16 << 20
 
 # Small batches go to the consumer in groups of up to GROUP_MAX, GROUP_BYTES at most.
 GROUP_BYTES, GROUP_MAX = 1 << 20, 64
@@ -68,6 +74,7 @@ class RunContext:
     bytes_per_row: int
     trace: Tracer | None
     sources: int = 1  # snapshots mixed
+    processes: int = 0  # decode processes (:mod:`.procs`); 0: read threads decode
 
 
 @dataclass
@@ -94,6 +101,11 @@ class Run:
         self.mixed = ctx.sources
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
+        self.processes = ctx.processes
+        if self.processes:
+            self.pool = procs.pool()
+            self.pool.start(self.processes)
+            self.process_key = procs.reader_key(self.readers)
         self._plans: dict[int, Plan] = {}
         batch_bytes = max(1, ctx.bytes_per_row * self.plan(epoch).batch_size)
         self.group = max(1, min(GROUP_MAX, GROUP_BYTES // batch_bytes))
@@ -101,7 +113,9 @@ class Run:
         self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
         self.wait_before = ctx.stats.consumer_wait
         self.windows = ctx.windows  # kept by the loader: later passes reuse the arrays
-        self.read_pool = ThreadPoolExecutor(self.tuner.high, thread_name_prefix="snap-read")
+        self.read_pool = ThreadPoolExecutor(
+            max(self.tuner.high, self.processes), thread_name_prefix="snap-read"
+        )
         self.map_pool = (
             ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
         )
@@ -165,9 +179,15 @@ class Run:
         a, b = plan.window_bounds(k)
         window = self.windows.get(b - a, order)
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
+        nbytes = (b - a) * self.bytes_per_row
+        if self.processes:
+            children = self._children()
+            if children:
+                futures = self._in_processes(children, window, offsets, segments, nbytes)
+                return _Pending(window, futures, time.perf_counter(), nbytes, sources)
         work = iter(list(zip(offsets, segments, strict=True)))
         lock = threading.Lock()
-        blocks, trace, direct = self.blocks, self.trace, self.readers.direct
+        blocks, trace, columns = self.blocks, self.trace, self.columns
 
         def worker() -> float:
             while not self.stop.is_set():
@@ -179,47 +199,76 @@ class Run:
                 shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
                 rows = int(blocks.rows[seg.block])
                 t0 = time.perf_counter()
-                if direct and self._read_into(window, offset, seg, shard, batch, rows):
-                    if trace is not None:
-                        trace.add("read+decode into window", t0, time.perf_counter(), rows=rows)
-                    continue
-                rb = self.readers.read_batch(shard, batch, rows)
-                t1 = time.perf_counter()
-                window.fill(offset, rb.select(self.columns), seg.start, seg.stop)
+                how = decode_segment(
+                    self.readers, window, columns, offset, shard, batch, rows, seg.start, seg.stop
+                )
                 if trace is not None:
-                    trace.add("read+decode", t0, t1, shard=shard, record_batch=batch)
-                    trace.add("copy to window", t1, time.perf_counter(), rows=seg.rows)
+                    trace.add("read+decode", t0, time.perf_counter(), shard=shard,
+                              record_batch=batch, rows=seg.rows, how=how)  # fmt: skip
             return time.perf_counter()
 
         n = max(1, min(self.tuner.current, len(segments)))
         started = time.perf_counter()
         futures = [self.read_pool.submit(worker) for _ in range(n)]
-        return _Pending(window, futures, started, (b - a) * self.bytes_per_row, sources)
+        return _Pending(window, futures, started, nbytes, sources)
 
-    def _read_into(
+    # --- decode processes (processes=N) ---------------------------------------------------
+
+    def _children(self) -> list[Any]:
+        """The decode processes ready to take this window (none yet: threads decode it)."""
+        procs.note_freed(self.pool)
+        return self.pool.ready(self.processes)
+
+    def _in_processes(
         self,
+        children: list[Any],
         window: Window,
-        offset: int,
-        seg: Segment,
-        shard: int,
-        batch: int,
-        rows: int,
-    ) -> bool:
-        """Decode a record batch without Arrow's IPC reader (:mod:`.direct`): a whole one
-        straight into the window's rows when it keeps its records in order, else to buffers
-        still in the CPU's cache and from there the segment's records to their slots (a
-        window's first and last record batches are often used in part)."""
-        whole = seg.start == 0 and seg.stop == rows
-        targets = window.targets(offset, rows) if whole else None
-        if targets is not None:
-            return self.readers.read_into(shard, batch, rows, targets)
-        decoded = self.readers.read_values(shard, batch, rows)
-        if decoded is None:
-            return False
-        if not whole:
-            decoded = {name: v[seg.start : seg.stop] for name, v in decoded.items()}
-        window.scatter(offset, decoded)
-        return True
+        offsets: list[int],
+        segments: list[Segment],
+        nbytes: int,
+    ) -> list[Future[float]]:
+        """Hand the window's segments to the decode processes, a chunk at a time, from one
+        read thread per process (which waits on its socket, without the GIL)."""
+        blocks = self.blocks
+        index = np.fromiter((s.block for s in segments), np.int64, len(segments))
+        jobs = np.stack([
+            np.asarray(offsets, np.int64), blocks.shard[index].astype(np.int64),
+            blocks.batch[index].astype(np.int64), blocks.rows[index].astype(np.int64),
+            np.fromiter((s.start for s in segments), np.int64, len(segments)),
+            np.fromiter((s.stop for s in segments), np.int64, len(segments)),
+        ], axis=1)  # fmt: skip
+        target = max(CHUNK_MIN, min(CHUNK_MAX, nbytes // (4 * len(children))))
+        chunks = procs.chunked(jobs, self.bytes_per_row, target)
+        lock = threading.Lock()
+
+        def next_chunk() -> np.ndarray | None:
+            with lock:
+                return next(chunks, None)
+
+        def here(job: np.ndarray) -> None:  # a chunk of a process that died
+            for offset, shard, batch, rows, start, stop in job.tolist():
+                decode_segment(self.readers, window, self.columns, offset, shard, batch, rows,
+                               start, stop)  # fmt: skip
+
+        def worker(child: Any) -> float:
+            t0 = time.perf_counter()
+            done, cpu, read = procs.decode_window(
+                child, self.process_key, self._spec, window, next_chunk, self.stop, here
+            )
+            with lock:
+                self.stats.process_cpu_seconds += cpu
+                self.stats.process_bytes_read += read
+            if self.trace is not None:
+                self.trace.add("decode in process", t0, done, process=child.proc.pid, cpu=cpu)
+            return done
+
+        return [self.read_pool.submit(worker, c) for c in children]
+
+    def _spec(self) -> dict[str, Any]:
+        """The reader set, for a decode process to open (:meth:`.shard.ShardReaders.spec`)."""
+        parts = getattr(self.readers, "parts", [self.readers])
+        return {"parts": [p.spec() for p in parts], "schema": self.schema,
+                "columns": self.columns}  # fmt: skip
 
     def _finish(self, pending: _Pending) -> tuple[Window, np.ndarray | None]:
         waited = time.perf_counter()

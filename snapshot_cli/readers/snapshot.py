@@ -110,6 +110,7 @@ class Snapshot:
         trace: Tracer | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
+        processes: int = 0,
     ) -> Loader:
         """A shuffling, prefetching loader of numpy batches; see :class:`Loader`.
 
@@ -133,6 +134,9 @@ class Snapshot:
             cache_dir, cache_limit: remote snapshots: keep fetched shards in this local
                 directory, shared by every process on the machine, at most ``cache_limit``
                 bytes such as ``"50GiB"`` (see :mod:`snapshot_cli.readers.cache`).
+            processes: decode in this many processes instead of threads (Linux, fixed-width
+                columns): for a training step that runs Python most of the time, which the
+                read threads would wait on for the GIL (see :mod:`.procs`).
 
         Raises:
             OptionError: a value that cannot work, naming the option.
@@ -143,7 +147,7 @@ class Snapshot:
             shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
             prefetch=prefetch, map=map, verify=verify,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-            cache_limit=cache_limit, global_batch_size=global_batch_size,
+            cache_limit=cache_limit, global_batch_size=global_batch_size, processes=processes,
         )  # fmt: skip
         return Loader(self, batch_size, options, trace)
 

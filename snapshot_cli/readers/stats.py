@@ -21,6 +21,8 @@ class Stats:
     read_seconds: float = 0.0  # wall time of window loads (decode + copy), summed
     gather_seconds: float = 0.0
     map_seconds: float = 0.0
+    process_cpu_seconds: float = 0.0  # CPU time of decode processes (processes=N)
+    process_bytes_read: int = 0  # bytes decode processes read
     windows: int = 0
     window_rows: int = 0
     parallel_reads: int = 0
@@ -57,6 +59,7 @@ class Stats:
                 "read_decode": round(self.read_seconds, 4),
                 "gather": round(self.gather_seconds, 4),
                 "map": round(self.map_seconds, 4),
+                "decode_process_cpu": round(self.process_cpu_seconds, 4),
             },
             "windows": self.windows,
             "settings": {

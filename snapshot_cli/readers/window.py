@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import schema as schema_mod
+from . import shm
 from .convert import column_to_numpy
 
 FIXED_KINDS = ("scalar", "tensor")
@@ -63,6 +64,7 @@ class Window:
     in order). ``storage`` (from :class:`WindowPool`) supplies slabs of at least ``rows`` rows.
     Kept in order (unshuffled replay), record batches are decoded straight into the slab
     (:meth:`targets`) where their layout allows, and a batch then costs no copy at all.
+    ``slots`` (at least ``rows`` long) holds ``slot_of``, the inverse of ``order``.
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class Window:
         rows: int,
         storage: dict[str, np.ndarray] | None = None,
         order: np.ndarray | None = None,
+        slots: np.ndarray | None = None,
     ) -> None:
         self.rows = rows
         self.storage: dict[str, np.ndarray] = {}
@@ -81,8 +84,8 @@ class Window:
         self.columns = columns
         self.order = order
         self.slot_of: np.ndarray | None = None
-        if order is not None:
-            self.slot_of = np.empty(rows, np.int64)
+        if order is not None:  # in ``slots`` if given (shared memory: :mod:`.procs`)
+            self.slot_of = np.empty(rows, np.int64) if slots is None else slots[:rows]
             self.slot_of[order] = np.arange(rows, dtype=np.int64)
         self._lock = threading.Lock()
         self._addr: dict[str, tuple[int, int]] = {}  # slab address, bytes per record
@@ -215,11 +218,15 @@ class WindowPool:
 
     KEEP = 4  # slabs kept for reuse; more are left to the garbage collector
 
-    def __init__(self, schema: pa.Schema, columns: list[str], rows: int = 0) -> None:
+    def __init__(
+        self, schema: pa.Schema, columns: list[str], rows: int = 0, shared: bool = False
+    ) -> None:
         self.schema, self.columns = schema, columns
         self.rows = rows  # slabs are made this long at least: the ramp's small windows use
         # the start of full-size slabs, whose untouched pages cost nothing until used
-        self._slabs: list[tuple[dict[str, np.ndarray], list[np.ndarray], int]] = []
+        self.shared = shared  # slabs in shared memory, for decode processes (:mod:`.shm`)
+        Slabs = tuple[dict[str, np.ndarray], np.ndarray | None, list[np.ndarray], int]
+        self._slabs: list[Slabs] = []
         self._made: list[tuple[weakref.ref[np.ndarray], int]] = []  # slab arrays still alive
         self._warned = False
         self.allocated = 0  # slabs made (a figure for tests and benchmarks)
@@ -227,16 +234,14 @@ class WindowPool:
 
     def get(self, rows: int, order: np.ndarray | None = None) -> Window:
         with self._lock:
-            for storage, owners, unused in self._slabs:
+            for storage, slots, owners, unused in self._slabs:
                 if all(len(a) >= rows for a in storage.values()) and _refs(owners) == unused:
-                    return Window(self.schema, self.columns, rows, storage, order=order)
+                    return Window(self.schema, self.columns, rows, storage, order, slots)
         self.allocated += 1
-        window = Window(self.schema, self.columns, max(rows, self.rows))
-        storage = window.storage
+        storage, slots = self._allocate(max(rows, self.rows))
         owners = [_owner(a) for a in storage.values()]
-        del window
         with self._lock:
-            self._slabs.append((storage, owners, _refs(owners)))
+            self._slabs.append((storage, slots, owners, _refs(owners)))
             del self._slabs[: -self.KEEP]
             alive = [(r, n) for r, n in self._made if r() is not None]
             self._made = alive + [(weakref.ref(o), o.nbytes) for o in owners]
@@ -252,7 +257,18 @@ class WindowPool:
                 ResourceWarning,
                 stacklevel=2,
             )
-        return Window(self.schema, self.columns, rows, storage, order=order)
+        return Window(self.schema, self.columns, rows, storage, order, slots)
+
+    def _allocate(self, rows: int) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """A new slab per fixed-width column (and, shared, the slot table), ``rows`` long."""
+        if not self.shared:
+            return Window(self.schema, self.columns, rows).storage, None
+        storage = {}
+        for name in self.columns:
+            t = self.schema.field(name).type
+            if schema_mod.kind(t) in FIXED_KINDS:
+                storage[name] = shm.empty((rows, *row_shape(t)), numpy_dtype(t))
+        return storage, shm.empty((rows,), np.dtype(np.int64))
 
     def put(self, window: Window) -> None:
         """The window is served: its slabs are free once its batches are dropped."""

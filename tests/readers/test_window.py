@@ -133,7 +133,7 @@ def test_a_kept_batch_pins_its_slab(tmp_path: Path) -> None:
     del second, held
     third = pool.get(10, None)
     assert len(pool._slabs) == 2 and any(
-        np.shares_memory(third.fixed["id"], s["id"]) for s, _, _ in pool._slabs
+        np.shares_memory(third.fixed["id"], s["id"]) for s, _, _, _ in pool._slabs
     )
 
 

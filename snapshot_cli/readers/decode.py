@@ -1,0 +1,47 @@
+"""Decoding one segment of a window (records ``[start, stop)`` of one record batch) into its
+slots: the step a read thread (:mod:`.run`) or a decode process (:mod:`.decoder`) repeats."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .shard import ShardReaders
+    from .sources import MultiReaders
+    from .window import Window
+
+
+def decode_segment(
+    readers: ShardReaders | MultiReaders,
+    window: Window,
+    columns: list[str],
+    offset: int,
+    shard: int,
+    batch: int,
+    rows: int,
+    start: int,
+    stop: int,
+) -> str:
+    """Records ``[start, stop)`` of record batch ``batch`` (``rows`` records) of ``shard``
+    into window records ``offset...``; returns how ("into window", "values" or "arrow": the
+    trace's names).
+
+    Without Arrow's IPC reader where it can (:mod:`.direct`): a whole record batch kept in
+    order goes straight into the window's rows; otherwise its values are decoded to buffers
+    still in the CPU's cache, and from there the segment's records go to their slots (a
+    window's first and last record batches are often used in part).
+    """
+    if readers.direct:
+        whole = start == 0 and stop == rows
+        targets = window.targets(offset, rows) if whole else None
+        if targets is not None and readers.read_into(shard, batch, rows, targets):
+            return "into window"
+        decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows)
+        if decoded is not None:
+            if not whole:
+                decoded = {name: v[start:stop] for name, v in decoded.items()}
+            window.scatter(offset, decoded)
+            return "values"
+    rb = readers.read_batch(shard, batch, rows)
+    window.fill(offset, rb.select(columns), start, stop)
+    return "arrow"

@@ -1,0 +1,113 @@
+"""A decode process (``python -m snapshot_cli.readers.decoder FD``); see :mod:`.procs`.
+
+It answers each message on its socket in turn: open the reader set a message names (its
+``spec``, sent once), map the shared arrays whose descriptors came with it, decode the jobs
+(segments of record batches) into the window with :func:`.decode.decode_segment` (the read
+threads' own step, with the same checks), and reply ``("ok", cpu seconds, bytes read)`` or
+``("err", exception, traceback)``. It exits when the loader's process closes the socket.
+"""
+
+from __future__ import annotations
+
+import mmap
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from .decode import decode_segment
+from .procs import recv, send
+from .shard import ShardReaders
+from .shm import attach
+from .sources import MultiReaders
+from .window import Window
+
+KEEP_READERS = 8  # reader sets kept open (one per loader that used this process)
+
+
+class Decoder:
+    def __init__(self) -> None:
+        self.readers: OrderedDict[int, tuple[Any, Any, list[str]]] = OrderedDict()
+        self.maps: dict[int, tuple[mmap.mmap, np.ndarray]] = {}
+
+    def handle(self, msg: dict[str, Any], fds: list[int]) -> tuple[Any, ...]:
+        for i in msg.get("free", ()):
+            self._unmap(i)
+        for i, fd in zip(msg.get("fds", ()), fds, strict=True):
+            nbytes = next(a[1] for a in msg["window"]["arrays"].values() if a[0] == i)
+            m = attach(fd, nbytes)
+            self.maps[i] = (m, np.frombuffer(m, np.uint8))
+        key = msg["key"]
+        if "spec" in msg:
+            self._open(key, msg["spec"])
+        if key not in self.readers:
+            raise RuntimeError(f"reader set {key} was never sent to this process")
+        self.readers.move_to_end(key)
+        readers, schema, columns = self.readers[key]
+        window = self._window(msg["window"], schema, columns)
+        cpu, before = time.process_time(), readers.bytes_read
+        for offset, shard, batch, rows, start, stop in msg["jobs"].tolist():
+            decode_segment(readers, window, columns, offset, shard, batch, rows, start, stop)
+        return ("ok", time.process_time() - cpu, readers.bytes_read - before)
+
+    def _open(self, key: int, spec: dict[str, Any]) -> None:
+        parts = [ShardReaders.from_spec(s) for s in spec["parts"]]
+        readers = parts[0] if len(parts) == 1 else MultiReaders(parts)
+        self.readers[key] = (readers, spec["schema"], list(spec["columns"]))
+        while len(self.readers) > KEEP_READERS:
+            _, (old, _, _) = self.readers.popitem(last=False)
+            old.close()
+
+    def _window(self, desc: dict[str, Any], schema: Any, columns: list[str]) -> Window:
+        rows, storage, slots = desc["rows"], {}, None
+        for name, (i, _, dtype, shape) in desc["arrays"].items():
+            dt = np.dtype(dtype)
+            count = int(np.prod(shape, dtype=np.int64))
+            array = self.maps[i][1][: count * dt.itemsize].view(dt).reshape(shape)
+            if name == "\0slots":
+                slots = array[:rows]
+            else:
+                storage[name] = array
+        window = Window(schema, [c for c in columns if c in storage], rows, storage)
+        window.slot_of = slots
+        return window
+
+    def _unmap(self, i: int) -> None:
+        # The map is unmapped once nothing refers to it (no window of this process does:
+        # each lives for one message).
+        self.maps.pop(i, None)
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the loader's process
+    sock = socket.socket(fileno=int(argv[1]))
+    try:
+        send(sock, ("ready",))
+        serve(sock, Decoder())
+    except (EOFError, ConnectionError):  # the loader's process closed the socket, or died
+        pass
+    return 0
+
+
+def serve(sock: socket.socket, decoder: Decoder) -> None:
+    while True:
+        msg, fds = recv(sock)
+        try:
+            reply = decoder.handle(msg, fds)
+        except Exception as err:  # reaches the loader, raised in the read thread
+            trace = traceback.format_exc()
+            try:
+                send(sock, ("err", err, trace))
+                continue
+            except Exception:  # the error does not pickle: its text does
+                reply = ("err", f"{type(err).__name__}: {err}", trace)
+        send(sock, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,372 @@
+"""Decode processes: windows decoded outside this process's GIL (``processes=N``).
+
+A training step that runs Python (kernel launches, logging, optimizer code) holds the GIL,
+and the loader's read threads need it between the C calls that decode: CPython hands it over
+every 5 ms, so a Python-heavy step starves them and waits for data (``benchmarks/replay.py``,
+"busy step"). With ``processes=N`` the loader starts N decode processes (once per Python
+process; loaders share them) and the read threads hand each its part of a window: the
+process decodes the record batches, checks their checksums and writes each record to its
+slot in the window, which lives in shared memory (:mod:`.shm`). The read threads only wait on
+a socket, which needs no GIL, and the batches served are views of the same memory as before.
+
+Each process is ``python -m snapshot_cli.readers.decoder`` (:mod:`.decoder`): a fresh
+interpreter, not a fork, so nothing of this process (its threads, locks, CUDA context, the
+memory of a model) is copied, and the user's script is not run again. A process takes about
+half a second to start; until it is ready the read threads decode as before, so the first
+batch is not delayed. The processes leave in a new session (Ctrl-C reaches the loader, not
+them) and exit when this process closes their socket, including when it dies.
+
+Messages are pickles framed by length over a Unix stream socket; descriptors of shared
+memory travel with them (SCM_RIGHTS). A decode process that dies mid-window is an error
+naming it (:class:`DecodeProcessError`); it is started again for the next pass.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import pickle
+import select
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import shm
+
+_HEADER = struct.Struct("<QI")  # message bytes, descriptors attached
+MAX_FDS = 200  # descriptors per message (the kernel's limit is 253)
+_keys = itertools.count(1)
+
+
+class DecodeProcessError(RuntimeError):
+    """A decode process did not start, or answered out of protocol."""
+
+
+class _Died(Exception):
+    """The decode process died; ``how`` says how (its exit status or signal)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+def send(sock: socket.socket, obj: Any, fds: list[int] | tuple[int, ...] = ()) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    header = _HEADER.pack(len(data), len(fds))
+    sent = socket.send_fds(sock, [header], list(fds)) if fds else sock.send(header)
+    if sent < len(header):
+        sock.sendall(header[sent:])
+    sock.sendall(data)
+
+
+def recv(sock: socket.socket) -> tuple[Any, list[int]]:
+    """The next message and the descriptors sent with it; EOFError if the peer closed."""
+    head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, MAX_FDS)
+    if not head:
+        raise EOFError
+    head += _exact(sock, _HEADER.size - len(head))
+    n, nfds = _HEADER.unpack(head)
+    if len(fds) != nfds:
+        for fd in fds:
+            os.close(fd)
+        raise DecodeProcessError(f"expected {nfds} descriptors with a message, got {len(fds)}")
+    return pickle.loads(_exact(sock, n)), fds
+
+
+def _exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise EOFError
+        got += k
+    return bytes(buf)
+
+
+class _Child:
+    """One decode process and this side of its socket. ``lock`` is held by the read thread
+    exchanging a window with it; ``sent`` are the reader sets and arrays it has."""
+
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(os.environ)
+        package_parent = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_parent, env.get("PYTHONPATH", "")) if p
+        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "snapshot_cli.readers.decoder", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self.sock = mine
+        self.lock = threading.Lock()
+        self.ready = False
+        self.dead = False  # died while in use (its socket is not used again)
+        self.readers: set[int] = set()  # reader-set keys it has been sent
+        self.arrays: set[int] = set()  # shm handle ids it has mapped
+        self.freed: list[int] = []  # handle ids to tell it to unmap
+
+    def poll_ready(self) -> bool:
+        """Whether the process has started (reads its hello without waiting)."""
+        if self.ready:
+            return True
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if not self.ready and select.select([self.sock], [], [], 0)[0]:
+                try:
+                    msg, _ = recv(self.sock)
+                except (EOFError, OSError):  # it died starting: the next pass replaces it
+                    self.dead = True
+                    return False
+                if msg != ("ready",):
+                    raise DecodeProcessError(f"{self.name} said {msg!r} instead of hello")
+                self.ready = True
+        finally:
+            self.lock.release()
+        return self.ready
+
+    @property
+    def name(self) -> str:
+        return f"decode process {self.proc.pid}"
+
+    def alive(self) -> bool:
+        return not self.dead and self.proc.poll() is None
+
+    def send(self, msg: Any, fds: list[int]) -> None:
+        try:
+            send(self.sock, msg, fds)
+        except OSError as err:
+            raise _Died(self._how()) from err
+
+    def recv(self) -> tuple[Any, list[int]]:
+        try:
+            return recv(self.sock)
+        except (EOFError, OSError) as err:
+            raise _Died(self._how()) from err
+
+    def _how(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # alive, but its socket failed: stop it
+            self.proc.kill()
+            code = self.proc.wait()
+        return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+
+    def close(self) -> None:
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class DecodePool:
+    """This process's decode processes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.children: list[_Child] = []
+        self._lock = threading.Lock()
+
+    def start(self, n: int) -> None:
+        """At least ``n`` processes alive or starting (dead ones replaced)."""
+        with self._lock:
+            for c in [c for c in self.children if not c.alive() and not c.lock.locked()]:
+                self.children.remove(c)
+                c.close()
+            while len(self.children) < n:
+                self.children.append(_Child())
+
+    def ready(self, n: int) -> list[_Child]:
+        """Up to ``n`` of the processes that have started (none yet: decode in threads)."""
+        with self._lock:
+            children = list(self.children)
+        for c in children:
+            if c.ready and not c.dead and c.proc.poll() is not None:
+                c.dead = True
+                warnings.warn(
+                    f"snap's {c.name} {c._how()} between windows (out of memory?); the "
+                    "others decode this pass, and the next pass starts another",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        return [c for c in children if c.alive() and c.poll_ready()][:n]
+
+    def wait_ready(self, n: int, timeout: float = 60.0) -> list[_Child]:
+        """Start ``n`` processes and wait until they are ready (tests, benchmarks)."""
+        self.start(n)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            children = list(self.children)
+        for c in children[:n]:
+            with c.lock:
+                if not c.ready:
+                    left = max(0.0, deadline - time.monotonic())
+                    if not select.select([c.sock], [], [], left)[0]:
+                        raise DecodeProcessError(f"{c.name} did not start in {timeout} s")
+            c.poll_ready()
+        return self.ready(n)
+
+    def close(self) -> None:
+        with self._lock:
+            children, self.children = self.children, []
+        for c in children:
+            c.close()
+
+
+_pool: DecodePool | None = None
+_pool_pid = 0
+_pool_lock = threading.Lock()
+
+
+def pool() -> DecodePool:
+    """This process's pool (a forked child makes its own: sockets do not survive fork)."""
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool, _pool_pid = DecodePool(), os.getpid()
+            atexit.register(_pool.close)  # the processes exit as their sockets close
+        return _pool
+
+
+def reader_key(readers: Any) -> int:
+    """A number naming ``readers`` to the decode processes (they keep it open)."""
+    key = getattr(readers, "process_key", None)
+    if key is None:
+        key = readers.process_key = next(_keys)
+    return int(key)
+
+
+def describe(window: Any) -> tuple[dict[str, Any], list[shm.Handle]]:
+    """What a decode process needs to map ``window``: each column's array and the slot
+    table, by shared-memory handle, and the handles themselves."""
+    arrays: dict[str, tuple[int, int, str, tuple[int, ...]]] = {}
+    handles: list[shm.Handle] = []
+    parts = dict(window.fixed)
+    if window.slot_of is not None:
+        parts["\0slots"] = window.slot_of
+    for name, view in parts.items():
+        h = shm.handle_of(view)
+        if h is None:
+            raise DecodeProcessError(f"window column {name!r} is not in shared memory")
+        rows = h.nbytes // max(1, view.dtype.itemsize * int(np.prod(view.shape[1:])))
+        arrays[name] = (h.id, h.nbytes, view.dtype.str, (rows, *view.shape[1:]))
+        handles.append(h)
+    return {"rows": window.rows, "arrays": arrays}, handles
+
+
+def decode_window(
+    child: _Child,
+    key: int,
+    spec: Callable[[], dict[str, Any]],
+    window: Any,
+    chunks: Callable[[], np.ndarray | None],
+    stop: threading.Event,
+    fallback: Callable[[np.ndarray], None],
+    in_flight: int = 2,
+) -> tuple[float, float, int]:
+    """Have ``child`` decode chunks of ``window`` (rows of ``[offset, shard, batch, rows,
+    start, stop]``) until ``chunks()`` gives None or ``stop`` is set, ``in_flight`` chunks
+    at once → (time done, the process's CPU seconds, bytes it read). ``key`` names the
+    reader set, ``spec()`` describes it (sent once to each process). A decoding error
+    (CorruptShardError, ...) is raised here as the process raised it.
+
+    If the process dies (the OOM killer, a signal), nothing is lost: the chunks it did not
+    finish and the rest of its share are decoded here by ``fallback(chunk)``, with a warning
+    naming it, and the pool starts another for the next pass."""
+    desc, handles = describe(window)
+    cpu, nbytes, error = 0.0, 0, None
+    sent: deque[np.ndarray] = deque()  # chunks the process has not answered yet
+    with child.lock:
+        try:
+            while True:
+                job = None if stop.is_set() or error is not None else chunks()
+                if job is not None:
+                    msg: dict[str, Any] = {"key": key, "window": desc, "jobs": job}
+                    fds: list[int] = []
+                    new = [h for h in handles if h.id not in child.arrays]
+                    if new or key not in child.readers or child.freed:
+                        if key not in child.readers:
+                            msg["spec"] = spec()
+                        msg["fds"], fds = [h.id for h in new], [h.fd for h in new]
+                        msg["free"] = child.freed
+                    sent.append(job)
+                    child.send(msg, fds)
+                    child.readers.add(key)
+                    child.arrays.difference_update(msg.get("free", ()))
+                    child.arrays.update(h.id for h in new)
+                    child.freed = [] if "free" in msg else child.freed
+                    if len(sent) < in_flight:
+                        continue
+                if not sent:
+                    break
+                reply, _ = child.recv()
+                sent.popleft()
+                if reply[0] == "ok":
+                    cpu, nbytes = cpu + reply[1], nbytes + reply[2]
+                elif error is None:
+                    error = _error(child, reply[1], reply[2])
+        except _Died as died:
+            child.dead = True
+            warnings.warn(
+                f"snap's {child.name} {died.how} (out of memory?); this pass decodes its "
+                "share in threads, and the next pass starts another",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            while sent:
+                fallback(sent.popleft())
+            while error is None and not stop.is_set() and (job := chunks()) is not None:
+                fallback(job)
+    if error is not None:
+        raise error
+    return time.perf_counter(), cpu, nbytes
+
+
+def _error(child: _Child, error: Any, trace: str) -> BaseException:
+    """The exception a decode process reported (its traceback as a note, for bugs)."""
+    if not isinstance(error, BaseException):
+        return DecodeProcessError(f"{child.name} failed: {error}\n{trace}")
+    if not getattr(error, "exit_code", None) and hasattr(error, "add_note"):
+        error.add_note(f"raised in snap's {child.name}:\n{trace}")
+    return error
+
+
+def note_freed(p: DecodePool) -> None:
+    """Tell every process, with its next window, which shared arrays this process dropped."""
+    freed = shm.take_freed()
+    if freed:
+        for c in list(p.children):
+            c.freed.extend(freed)
+
+
+def chunked(jobs: np.ndarray, bytes_per_row: int, target: int) -> Iterator[np.ndarray]:
+    """``jobs`` in consecutive runs of about ``target`` bytes of records each."""
+    rows = jobs[:, 5] - jobs[:, 4]
+    ends = np.cumsum(rows) * max(1, bytes_per_row)
+    start = 0
+    while start < len(jobs):
+        base = ends[start - 1] if start else 0
+        stop = int(np.searchsorted(ends, base + target, side="left")) + 1
+        stop = min(len(jobs), max(start + 1, stop))
+        yield jobs[start:stop]
+        start = stop

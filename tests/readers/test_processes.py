@@ -1,0 +1,210 @@
+"""Decode processes (``processes=N``, readers/procs.py): the same batches as threads, the
+same checks, clear errors, and no shared memory left mapped."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.readers import procs
+
+from .conftest import numbered_snapshot
+
+
+@pytest.fixture(scope="module")
+def ready() -> procs.DecodePool:
+    """Two decode processes, started: every window below goes through them."""
+    pool = procs.pool()
+    assert len(pool.wait_ready(2)) == 2
+    return pool
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> str:
+    record = '{"label": np.int64(n), "x": np.full((4, 5), n % 251, np.uint8), "w": np.float32(n)}'
+    return numbered_snapshot(tmp_path_factory.mktemp("images"), 2400, record, "24KiB")
+
+
+def _epochs(loader: snap.Loader, passes: int = 1) -> list[dict[str, np.ndarray]]:
+    out = []
+    for _ in range(passes):
+        out.extend({k: v.copy() for k, v in b.items()} for b in loader)
+    return out
+
+
+def _same(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys()
+        for k in x:
+            assert x[k].dtype == y[k].dtype and np.array_equal(x[k], y[k]), k
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("n", [1, 2])
+def test_processes_give_the_batches_threads_give(
+    ready: procs.DecodePool, images: str, shuffle: bool, n: int
+) -> None:
+    s = snap.open(images)
+    kw: dict[str, Any] = {"shuffle": shuffle, "seed": 7, "epochs": 2, "shuffle_buffer": 500}
+    with s.loader(64, **kw) as threads:
+        expected = _epochs(threads)
+    with s.loader(64, processes=n, **kw) as loader:
+        got = _epochs(loader)
+        stats = loader.stats()
+    _same(got, expected)
+    # Every window went through the processes (they were ready), and they did the decoding.
+    assert stats["stage_seconds"]["decode_process_cpu"] > 0
+    for batch in got:
+        assert batch["x"].shape[1:] == (4, 5)
+        assert (batch["x"][:, 0, 0] == batch["label"] % 251).all()
+
+
+def test_batches_kept_across_windows_stay_intact(ready: procs.DecodePool, images: str) -> None:
+    """A batch is a view of shared memory that a process writes: its window's memory is not
+    reused while the batch is alive, so keeping every batch of three epochs (no copy) reads
+    the same values as copying each at once."""
+    s = snap.open(images)
+    kw: dict[str, Any] = {"seed": 1, "epochs": 3, "shuffle_buffer": 300}
+    with s.loader(50, **kw) as threads:
+        expected = _epochs(threads)
+    with s.loader(50, processes=2, **kw) as loader:
+        kept = list(loader)
+    _same([dict(b) for b in kept], expected)
+
+
+def test_resume_mid_epoch_with_processes(ready: procs.DecodePool, images: str) -> None:
+    s = snap.open(images)
+    kw: dict[str, Any] = {"seed": 3, "epochs": 2, "shuffle_buffer": 400, "processes": 2}
+    with s.loader(32, **kw) as whole:
+        expected = _epochs(whole)
+    with s.loader(32, **kw) as first:
+        head = []
+        for batch in first:
+            head.append({k: v.copy() for k, v in batch.items()})
+            if len(head) == 57:
+                break
+        state = first.state_dict()
+    with s.loader(32, **kw) as second:
+        second.load_state_dict(state)
+        tail = _epochs(second)
+    _same(head + tail, expected)
+
+
+def test_a_mixture_decodes_in_processes(ready: procs.DecodePool, images: str) -> None:
+    a, b = snap.open(images), snap.open(images)
+    kw: dict[str, Any] = {"seed": 5, "shuffle_buffer": 300}
+    with snap.mix([a, b], [0.25, 0.75]).loader(64, **kw) as threads:
+        expected = _epochs(threads)
+    with snap.mix([a, b], [0.25, 0.75]).loader(64, processes=2, **kw) as loader:
+        got = _epochs(loader)
+        assert loader.stats()["stage_seconds"]["decode_process_cpu"] > 0
+    _same(got, expected)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_damaged_shard_raises_and_none_of_its_records_arrive(
+    ready: procs.DecodePool, tmp_path: Path, shuffle: bool
+) -> None:
+    def preprocess(i: int) -> Any:
+        for k in range(50):
+            yield {"label": i * 50 + k, "x": np.full(64, k, np.uint8)}
+
+    out = str(tmp_path / "s")
+    snap.create(preprocess, out, inputs=[0, 1, 2, 3], workers=0, inputs_per_task=1,
+                compression="none")  # fmt: skip
+    victim = snap.open(out).shards[2]
+    shard_file = Path(out) / victim.path
+    data = bytearray(shard_file.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a value byte: it decodes, its checksum is wrong
+    shard_file.write_bytes(bytes(data))
+    seen: list[int] = []
+    with snap.open(out).loader(10, shuffle=shuffle, shuffle_buffer=60, processes=2) as loader:
+        damaged = f"{victim.path} is damaged: record batch 0 has crc32c"
+        with pytest.raises(snap.CorruptShardError, match=damaged):
+            for batch in loader:
+                seen.extend(int(v) for v in batch["label"])
+    assert seen and 2 not in {label // 50 for label in seen}
+
+
+def test_a_killed_process_loses_nothing(images: str) -> None:
+    """A decode process killed mid-pass (the OOM killer): the pass still delivers every
+    batch, the same as threads, with a warning naming the process; the next pass has a new
+    one. (Whether it dies between windows or during one, the outcome is the same.)"""
+    s = snap.open(images)
+    kw: dict[str, Any] = {"seed": 2, "shuffle_buffer": 200}
+    with s.loader(64, **kw) as threads:
+        expected = _epochs(threads)
+    pool = procs.pool()
+    victim = pool.wait_ready(2)[0]
+    got = []
+    killed = f"decode process {victim.proc.pid} was killed"
+    with pytest.warns(RuntimeWarning, match=killed), s.loader(64, processes=2, **kw) as loader:
+        for batch in loader:
+            got.append({k: v.copy() for k, v in batch.items()})
+            if len(got) == 1:
+                os.kill(victim.proc.pid, signal.SIGKILL)
+    _same(got, expected)
+    assert victim not in pool.wait_ready(2) and len(pool.ready(2)) == 2  # replaced
+    with s.loader(64, processes=2, **kw) as loader:
+        _same(_epochs(loader), expected)
+
+
+def _mapped_windows(pid: int) -> int:
+    with open(f"/proc/{pid}/maps") as f:
+        return sum("snap-window" in line for line in f)
+
+
+def test_processes_unmap_the_windows_this_process_dropped(
+    ready: procs.DecodePool, images: str
+) -> None:
+    s = snap.open(images)
+    for rows in (200, 300, 400, 500):  # another window size each time: new memory
+        with s.loader(64, processes=2, shuffle_buffer=rows) as loader:
+            _epochs(loader)
+        del loader
+        gc.collect()
+    with s.loader(64, processes=2, shuffle_buffer=100) as loader:
+        _epochs(loader)  # its first window carries the news of what was dropped
+        # What is left mapped is this loader's own windows (3 columns and slot tables, a
+        # few windows), not the 4 loaders' before it.
+        for child in ready.ready(2):
+            assert _mapped_windows(child.proc.pid) <= 4 * 4, child.name
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"processes": -1}, "processes must be an integer >= 0"),
+        ({"processes": True}, "processes must be an integer >= 0"),
+        ({"processes": "2"}, "processes must be an integer >= 0"),
+        ({"processes": 2, "columns": ["label", "name"]}, "column 'name' is string"),
+    ],
+)
+def test_bad_processes_options_are_errors_naming_the_option(
+    tmp_path: Path, kwargs: dict[str, Any], message: str
+) -> None:
+    def preprocess(i: int) -> Any:
+        yield {"label": i, "name": f"record {i}"}
+
+    out = str(tmp_path / "s")
+    snap.create(preprocess, out, inputs=[0, 1, 2], workers=0)
+    with pytest.raises(snap.OptionError, match=message):
+        snap.open(out).loader(2, **kwargs)
+
+
+def test_memory_filesystem_snapshots_are_refused_with_processes(tmp_path: Path) -> None:
+    def preprocess(i: int) -> Any:
+        yield {"label": i}
+
+    url = f"memory://{tmp_path.name}/s"
+    snap.create(preprocess, url, inputs=[0, 1], workers=0)
+    with pytest.raises(snap.OptionError, match="memory://"):
+        snap.open(url).loader(2, processes=1)
