@@ -69,6 +69,7 @@ import _common
 from _common import GB, Stopwatch, raw_read, rewarm, shard_paths, timed_epoch
 
 import snapshot_cli as snap
+from snapshot_cli.readers import procs
 
 SCRIPT = os.path.abspath(__file__)
 DEFAULT_DATA_DIR = _common.SHARED_DATA_DIR
@@ -90,6 +91,8 @@ FRESH_NOVERIFY = "snap ... verify=False, 1st epoch, new process"
 STEADY_ORDERED = "snap shuffle=False, 2nd epoch"
 STEADY = "snap shuffle=True, 2nd epoch"
 BUSY = "snap shuffle=True, 2nd epoch, busy step"
+BUSY_PROCS = "snap ... busy step, processes=2"
+BUSY_CONFIGS = {BUSY: 0, BUSY_PROCS: 2}  # config → decode processes
 # Issue 17: the global order and a mixture, against STEADY (today's per-rank order).
 GLOBAL = "snap global_batch_size=256, 2nd epoch"
 MIX3 = "snap 3-way mix (3 x the same), 2nd epoch"
@@ -101,7 +104,7 @@ FIRST_BATCH_TARGET = 0.3  # seconds from iter() to the first batch, new process
 INPUT_BOUND_TARGET = 5.0  # % of a Python-busy consumer's epoch spent waiting for batches
 BUSY_FACTOR = 2.0  # the busy step is this many times the loader's own time per batch
 AUTO_TARGET = 0.90  # auto >= 0.90 of the best hand-tuned setting (both 2nd epochs)
-LOADER_CONFIGS = (FRESH, FRESH_NOVERIFY, STEADY_ORDERED, STEADY, BUSY, GLOBAL, MIX3)
+LOADER_CONFIGS = (FRESH, FRESH_NOVERIFY, STEADY_ORDERED, STEADY, BUSY, BUSY_PROCS, GLOBAL, MIX3)
 
 
 def target_for(config: str, codec: str) -> float | None:
@@ -160,18 +163,23 @@ def spin(seconds: float) -> None:
             x += i
 
 
-def busy_epoch(s: snap.Snapshot) -> tuple[int, int, float, float, float, float]:
+def busy_epoch(s: snap.Snapshot, processes: int = 0) -> tuple[int, int, float, float, float, float]:
     """A warm loader's second epoch with a consumer that spends BUSY_FACTOR x the loader's own
     cost per batch in pure Python → (bytes, records, seconds, cpu, input-bound %, step ms).
 
     The loader's cost per batch is the CPU time (all its threads) per batch of an untimed
-    epoch of the same loader with an idle consumer. (Its wall time per batch would leave no
-    slack at all on 2 cores: the loader's threads keep both busy, so a consumer step of twice
-    that needs the whole machine, and any hand-off shows up as waiting.)"""
+    epoch of the default loader (threads) with an idle consumer: the same step for
+    ``processes=0`` and ``processes=2``. (Its wall time per batch would leave no slack at all
+    on 2 cores: the loader's threads keep both busy, so a consumer step of twice that needs
+    the whole machine, and any hand-off shows up as waiting.)"""
     with s.loader(BATCH_SIZE, shuffle=True) as loader:
         cpu0 = _common.cpu_time()
         batches = sum(1 for _ in loader)
         step = BUSY_FACTOR * (_common.cpu_time() - cpu0) / max(1, batches)
+    if processes:
+        procs.pool().wait_ready(processes)  # started (the first pass would use threads)
+    with s.loader(BATCH_SIZE, shuffle=True, processes=processes) as loader:
+        sum(1 for _ in loader)  # untimed first epoch
         waited = nbytes = records = 0
         with Stopwatch() as sw:
             it = iter(loader)
@@ -236,8 +244,8 @@ def run_config(codec: str, config: str, s: snap.Snapshot, tokens: bool) -> Run:
             src, None if size else BATCH_SIZE, warm=True, shuffle=True, **size
         )
         return Run(codec, config, seconds, cpu, nbytes, records, warm_gbps, stats)
-    if config == BUSY:
-        nbytes, records, seconds, cpu, bound, step_ms = busy_epoch(s)
+    if config in BUSY_CONFIGS:
+        nbytes, records, seconds, cpu, bound, step_ms = busy_epoch(s, BUSY_CONFIGS[config])
         return Run(codec, config, seconds, cpu, nbytes, records, warm_gbps,
                    input_bound_pct=bound, step_ms=step_ms)  # fmt: skip
     nbytes, records, stats, seconds, cpu = timed_epoch(s, BATCH_SIZE, **loader_options(config))
@@ -265,8 +273,8 @@ class CodecSummary:
     stage_seconds: dict[str, dict[str, float]] = field(default_factory=dict)
     first_batch: dict[str, float] = field(default_factory=dict)  # median seconds
     verify_ratio: float = 0.0  # FRESH / FRESH_NOVERIFY (rates)
-    busy_input_bound_pct: float = 0.0
-    busy_step_ms: float = 0.0
+    busy_input_bound_pct: dict[str, float] = field(default_factory=dict)
+    busy_step_ms: dict[str, float] = field(default_factory=dict)
 
 
 def summarise(codec: str, s: snap.Snapshot, runs: list[Run], configs: list[str]) -> CodecSummary:
@@ -290,9 +298,10 @@ def summarise(codec: str, s: snap.Snapshot, runs: list[Run], configs: list[str])
         firsts = [r.first_batch for r in mine if r.first_batch is not None]
         if firsts:
             out.first_batch[config] = statistics.median(firsts)
-        if config == BUSY:
-            out.busy_input_bound_pct = statistics.median(r.input_bound_pct or 0 for r in mine)
-            out.busy_step_ms = statistics.median(r.step_ms or 0 for r in mine)
+        if config in BUSY_CONFIGS:
+            bound = statistics.median(r.input_bound_pct or 0 for r in mine)
+            out.busy_input_bound_pct[config] = bound
+            out.busy_step_ms[config] = statistics.median(r.step_ms or 0 for r in mine)
     base = out.median_gbps[BASE_COPY]
     out.fraction = {c: v / base for c, v in out.median_gbps.items() if c != RAW}
     if FRESH in out.median_gbps and FRESH_NOVERIFY in out.median_gbps:
@@ -344,13 +353,12 @@ def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.
                     note += " (zero-copy: overhead only)"
             elif config == BASE_COPY:
                 note = "the baseline of 'x copy': decode + one copy, no shuffle"
-            elif config == BUSY:
+            elif config in BUSY_CONFIGS:
+                bound = cs.busy_input_bound_pct[config]
                 note = (
-                    f"consumer: {cs.busy_step_ms:.2f} ms of pure Python per batch; input-bound "
-                    f"{cs.busy_input_bound_pct:.1f}% "
-                    + _common.verdict(
-                        cs.busy_input_bound_pct <= INPUT_BOUND_TARGET, f"<= {INPUT_BOUND_TARGET}%"
-                    )
+                    f"consumer: {cs.busy_step_ms[config]:.2f} ms of pure Python per batch; "
+                    f"input-bound {bound:.1f}% "
+                    + _common.verdict(bound <= INPUT_BOUND_TARGET, f"<= {INPUT_BOUND_TARGET}%")
                 )
             elif config in (GLOBAL, MIX3) and STEADY in cs.median_gbps:
                 vs = gbps / cs.median_gbps[STEADY]

@@ -300,6 +300,13 @@ def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
     show_default=True,
     help="Simulated training step per batch; shows whether the loader keeps up.",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Decode in this many processes instead of threads (Linux, fixed-width columns).",
+)
 @click.option("--no-verify", is_flag=True, help="Skip the shards' checksums in epoch 1.")
 @click.option(
     "--trace",
@@ -326,6 +333,7 @@ def bench(
     num_parallel_reads: str,
     prefetch: str,
     step_ms: float,
+    processes: int,
     no_verify: bool,
     trace: str | None,
     cache_dir: str | None,
@@ -343,6 +351,7 @@ def bench(
         "verify": not no_verify,
         "cache_dir": cache_dir,
         "cache_limit": cache_limit,
+        "processes": processes,
     }
     if columns:
         options["columns"] = [c.strip() for c in columns.split(",") if c.strip()]

@@ -153,7 +153,8 @@ class Loader:
             if schema_mod.kind(t) not in FIXED_KINDS:
                 raise OptionError(
                     f"processes= decodes fixed-width columns only, and column {name!r} is "
-                    f"{t}: leave it out with columns=[...] or use processes=0"
+                    f"{t}: leave it out (columns=[...]; --columns in snap bench) or use "
+                    "processes=0"
                 )
         for s in reading.sources:
             if storage.protocol(s.fs) == "memory":

@@ -87,3 +87,14 @@ def test_bench_as_a_real_process(snapshot: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["records"] == NUM_RECORDS and doc["batches"] == math.ceil(NUM_RECORDS / 8)
+
+
+def test_bench_processes_decodes_in_processes_or_says_why_not(snapshot: Path) -> None:
+    doc = run_json("bench", str(snapshot), "--processes", "1", "--columns", "img,label",
+                   "--epochs", "3", "--batch-size", "4")  # fmt: skip
+    assert doc["records"] == 3 * NUM_RECORDS and doc["options"]["processes"] == 1
+    code, stdout, stderr = run("bench", str(snapshot), "--processes", "1")
+    assert code == 1 and "Traceback" not in stderr
+    assert "processes= decodes fixed-width columns only, and column 'tokens'" in stderr
+    code, _, stderr = run("bench", str(snapshot), "--processes", "-1")
+    assert code == 2 and "--processes" in stderr
