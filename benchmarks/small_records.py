@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 
 import snapshot_cli as snap
+from snapshot_cli.readers import procs
 
 CODECS = ("zstd", "lz4", "none")
 DEFAULT_ROWS, QUICK_ROWS = 4_000_000, 400_000
@@ -64,12 +65,17 @@ BATCH_SIZES = (256, 4096)
 TARGETS = {256: 0.50, 4096: 0.80}  # loader / BASE, records per second
 
 
-def loader_config(batch_size: int) -> str:
-    return f"snap shuffle=True, batch {batch_size}, 2nd epoch"
+PROCESSES = (0, 2)  # read threads decode (the default), or 2 decode processes
 
 
-CONFIGS = [BASE, *(loader_config(b) for b in BATCH_SIZES)]
-TARGET_OF = {loader_config(b): t for b, t in TARGETS.items()}
+def loader_config(batch_size: int, processes: int = 0) -> str:
+    extra = f", processes={processes}" if processes else ""
+    return f"snap shuffle=True, batch {batch_size}, 2nd epoch{extra}"
+
+
+LOADERS = {loader_config(b, p): (b, p) for b in BATCH_SIZES for p in PROCESSES}
+CONFIGS = [BASE, *LOADERS]
+TARGET_OF = {c: TARGETS[b] for c, (b, _) in LOADERS.items()}
 
 
 # --- the records (imported by snap's worker processes, by file path) ------------------------
@@ -213,9 +219,13 @@ def baseline_run(codec: str, paths: list[str]) -> Run:
     return Run(codec, BASE, sw.seconds, sw.cpu, records, warm)
 
 
-def loader_run(codec: str, s: snap.Snapshot, batch_size: int, paths: list[str]) -> Run:
+def loader_run(
+    codec: str, s: snap.Snapshot, batch_size: int, processes: int, paths: list[str]
+) -> Run:
     """The second epoch of one loader (default settings), timed alone."""
-    with s.loader(batch_size, shuffle=True, seed=1) as loader:
+    if processes:
+        procs.pool().wait_ready(processes)
+    with s.loader(batch_size, shuffle=True, seed=1, processes=processes) as loader:
         first = True
         for batch in loader:  # epoch 1, untimed: verifies the shards, allocates the windows
             if first and batch["x"].shape[1:] != (FEATURES,):
@@ -227,15 +237,16 @@ def loader_run(codec: str, s: snap.Snapshot, batch_size: int, paths: list[str]) 
             for batch in loader:  # epoch 2: each pass over the loader is the next epoch
                 records += len(batch["id"])
         settings = loader.stats()["settings"]
-    return Run(codec, loader_config(batch_size), sw.seconds, sw.cpu, records, warm, settings)
+    config = loader_config(batch_size, processes)
+    return Run(codec, config, sw.seconds, sw.cpu, records, warm, settings)
 
 
 def run_config(codec: str, config: str, s: snap.Snapshot, paths: list[str]) -> Run:
     if config == BASE:
         run = baseline_run(codec, paths)
     else:
-        batch_size = next(b for b in BATCH_SIZES if loader_config(b) == config)
-        run = loader_run(codec, s, batch_size, paths)
+        batch_size, processes = LOADERS[config]
+        run = loader_run(codec, s, batch_size, processes, paths)
     if run.records != s.num_records:
         raise RuntimeError(f"{codec} {config}: {run.records} records of {s.num_records}")
     return run
@@ -277,7 +288,7 @@ def print_table(summaries: list[Summary], runs: list[Run], args: argparse.Namesp
         f"{args.repeats}"
     )
     header = (
-        f"{'codec':<5} {'configuration':<40} {'M rows/s':>8} {'x base':>6} {'cpu s':>6}  "
+        f"{'codec':<5} {'configuration':<54} {'M rows/s':>8} {'x base':>6} {'cpu s':>6}  "
         f"{'target':<14} {'runs (M rows/s)':<20} note"
     )
     _common.print_header(header)
@@ -300,7 +311,7 @@ def print_table(summaries: list[Summary], runs: list[Run], args: argparse.Namesp
                     f"window={st['window_rows']}"
                 )
             print(
-                f"{cs.codec:<5} {config:<40} {rate:8.2f} {ratio_text} "
+                f"{cs.codec:<5} {config:<54} {rate:8.2f} {ratio_text} "
                 f"{cs.median_cpu_seconds[config]:6.2f}  {target:<14} {rates:<20} {note}"
             )
         st = cs.stats
