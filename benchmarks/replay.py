@@ -90,6 +90,7 @@ FRESH = "snap shuffle=True, 1st epoch, new process"
 FRESH_NOVERIFY = "snap ... verify=False, 1st epoch, new process"
 STEADY_ORDERED = "snap shuffle=False, 2nd epoch"
 STEADY = "snap shuffle=True, 2nd epoch"
+STEADY_PROCS = "snap shuffle=True, 2nd epoch, processes=2"
 BUSY = "snap shuffle=True, 2nd epoch, busy step"
 BUSY_PROCS = "snap ... busy step, processes=2"
 BUSY_CONFIGS = {BUSY: 0, BUSY_PROCS: 2}  # config → decode processes
@@ -104,7 +105,9 @@ FIRST_BATCH_TARGET = 0.3  # seconds from iter() to the first batch, new process
 INPUT_BOUND_TARGET = 5.0  # % of a Python-busy consumer's epoch spent waiting for batches
 BUSY_FACTOR = 2.0  # the busy step is this many times the loader's own time per batch
 AUTO_TARGET = 0.90  # auto >= 0.90 of the best hand-tuned setting (both 2nd epochs)
-LOADER_CONFIGS = (FRESH, FRESH_NOVERIFY, STEADY_ORDERED, STEADY, BUSY, BUSY_PROCS, GLOBAL, MIX3)
+LOADER_CONFIGS = (
+    FRESH, FRESH_NOVERIFY, STEADY_ORDERED, STEADY, STEADY_PROCS, BUSY, BUSY_PROCS, GLOBAL, MIX3
+)  # fmt: skip
 
 
 def target_for(config: str, codec: str) -> float | None:
@@ -147,6 +150,7 @@ def loader_options(config: str) -> dict[str, Any]:
     fixed: dict[str, dict[str, Any]] = {
         STEADY_ORDERED: {"shuffle": False, "warm": True},
         STEADY: {"shuffle": True, "warm": True},
+        STEADY_PROCS: {"shuffle": True, "warm": True, "processes": 2},
     }
     if config in fixed:
         return fixed[config]
@@ -181,6 +185,7 @@ def busy_epoch(s: snap.Snapshot, processes: int = 0) -> tuple[int, int, float, f
     with s.loader(BATCH_SIZE, shuffle=True, processes=processes) as loader:
         sum(1 for _ in loader)  # untimed first epoch
         waited = nbytes = records = 0
+        before = _common.process_cpu(loader)
         with Stopwatch() as sw:
             it = iter(loader)
             while True:
@@ -192,7 +197,8 @@ def busy_epoch(s: snap.Snapshot, processes: int = 0) -> tuple[int, int, float, f
                 nbytes += _common.batch_bytes(batch)
                 records += len(next(iter(batch.values())))
                 spin(step)
-    return nbytes, records, sw.seconds, sw.cpu, 100 * waited / sw.seconds, 1000 * step
+        cpu = sw.cpu + _common.process_cpu(loader) - before  # the decode processes' too
+    return nbytes, records, sw.seconds, cpu, 100 * waited / sw.seconds, 1000 * step
 
 
 def epoch_child(path: str, verify: bool) -> int:
@@ -248,7 +254,10 @@ def run_config(codec: str, config: str, s: snap.Snapshot, tokens: bool) -> Run:
         nbytes, records, seconds, cpu, bound, step_ms = busy_epoch(s, BUSY_CONFIGS[config])
         return Run(codec, config, seconds, cpu, nbytes, records, warm_gbps,
                    input_bound_pct=bound, step_ms=step_ms)  # fmt: skip
-    nbytes, records, stats, seconds, cpu = timed_epoch(s, BATCH_SIZE, **loader_options(config))
+    options = loader_options(config)
+    if options.get("processes"):
+        procs.pool().wait_ready(options["processes"])
+    nbytes, records, stats, seconds, cpu = timed_epoch(s, BATCH_SIZE, **options)
     return Run(codec, config, seconds, cpu, nbytes, records, warm_gbps, stats)
 
 
@@ -360,6 +369,8 @@ def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.
                     f"input-bound {bound:.1f}% "
                     + _common.verdict(bound <= INPUT_BOUND_TARGET, f"<= {INPUT_BOUND_TARGET}%")
                 )
+            elif config == STEADY_PROCS and STEADY in cs.median_gbps:
+                note = f"x threads (shuffle=True, 2nd epoch): {gbps / cs.median_gbps[STEADY]:.2f}"
             elif config in (GLOBAL, MIX3) and STEADY in cs.median_gbps:
                 vs = gbps / cs.median_gbps[STEADY]
                 target = verdict(vs, ORDER_TARGET)

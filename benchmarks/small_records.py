@@ -233,12 +233,14 @@ def loader_run(
             first = False
         warm = _common.rewarm(paths)
         records = 0
+        before = _common.process_cpu(loader)
         with _common.Stopwatch() as sw:
             for batch in loader:  # epoch 2: each pass over the loader is the next epoch
                 records += len(batch["id"])
         settings = loader.stats()["settings"]
+        cpu = sw.cpu + _common.process_cpu(loader) - before  # the decode processes' too
     config = loader_config(batch_size, processes)
-    return Run(codec, config, sw.seconds, sw.cpu, records, warm, settings)
+    return Run(codec, config, sw.seconds, cpu, records, warm, settings)
 
 
 def run_config(codec: str, config: str, s: snap.Snapshot, paths: list[str]) -> Run:

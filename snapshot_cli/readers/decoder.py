@@ -1,4 +1,4 @@
-"""A decode process (``python -m snapshot_cli.readers.decoder FD``); see :mod:`.procs`.
+"""A decode process (``main(["", FD])``, started by :mod:`.procs`); see there.
 
 It answers each message on its socket in turn: open the reader set a message names (its
 ``spec``, sent once), map the shared arrays whose descriptors came with it, decode the jobs
@@ -35,9 +35,12 @@ class Decoder:
         self.readers: OrderedDict[int, tuple[Any, Any, list[str]]] = OrderedDict()
         self.maps: dict[int, tuple[mmap.mmap, np.ndarray]] = {}
 
-    def handle(self, msg: dict[str, Any], fds: list[int]) -> tuple[Any, ...]:
+    def handle(self, msg: dict[str, Any], fds: list[int]) -> tuple[Any, ...] | None:
+        """Do what ``msg`` says → the reply (None: a message with no jobs has none)."""
         for i in msg.get("free", ()):
             self._unmap(i)
+        if "jobs" not in msg:
+            return None
         for i, fd in zip(msg.get("fds", ()), fds, strict=True):
             nbytes = next(a[1] for a in msg["window"]["arrays"].values() if a[0] == i)
             m = attach(fd, nbytes)
@@ -85,7 +88,7 @@ class Decoder:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the loader's process
-    sock = socket.socket(fileno=int(argv[1]))
+    sock = socket.socket(fileno=int(argv[-1]))
     try:
         send(sock, ("ready",))
         serve(sock, Decoder())
@@ -106,7 +109,8 @@ def serve(sock: socket.socket, decoder: Decoder) -> None:
                 continue
             except Exception:  # the error does not pickle: its text does
                 reply = ("err", f"{type(err).__name__}: {err}", trace)
-        send(sock, reply)
+        if reply is not None:
+            send(sock, reply)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ process decodes the record batches, checks their checksums and writes each recor
 slot in the window, which lives in shared memory (:mod:`.shm`). The read threads only wait on
 a socket, which needs no GIL, and the batches served are views of the same memory as before.
 
-Each process is ``python -m snapshot_cli.readers.decoder`` (:mod:`.decoder`): a fresh
+Each process is a fresh ``python`` running :mod:`.decoder`: a fresh
 interpreter, not a fork, so nothing of this process (its threads, locks, CUDA context, the
 memory of a model) is copied, and the user's script is not run again. A process takes about
 half a second to start; until it is ready the read threads decode as before, so the first
@@ -17,8 +17,11 @@ batch is not delayed. The processes leave in a new session (Ctrl-C reaches the l
 them) and exit when this process closes their socket, including when it dies.
 
 Messages are pickles framed by length over a Unix stream socket; descriptors of shared
-memory travel with them (SCM_RIGHTS). A decode process that dies mid-window is an error
-naming it (:class:`DecodeProcessError`); it is started again for the next pass.
+memory travel with them (SCM_RIGHTS), and when this process drops a window's memory the
+processes are told to unmap it (at once, or with their next message if busy), so memory is
+not held after a loader is gone. A decode process that dies (the OOM killer, a signal) loses
+nothing: its unfinished share of the window is decoded in the read thread, with a warning,
+and the pool starts another for the next pass.
 """
 
 from __future__ import annotations
@@ -96,24 +99,27 @@ def _exact(sock: socket.socket, n: int) -> bytes:
 
 
 class _Child:
-    """One decode process and this side of its socket. ``lock`` is held by the read thread
-    exchanging a window with it; ``sent`` are the reader sets and arrays it has."""
+    """One decode process and this side of its socket. ``lock`` is held by whoever talks
+    to it (the read thread exchanging a window with it); ``readers`` and ``arrays`` are the
+    reader sets and shared arrays it has, ``freed`` the arrays it is yet to unmap."""
 
     def __init__(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ)
         package_parent = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_parent, env.get("PYTHONPATH", "")) if p
+        code = (
+            f"import sys; sys.path.insert(0, {package_parent!r}); "
+            "from snapshot_cli.readers.decoder import main; sys.exit(main(sys.argv))"
         )
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "snapshot_cli.readers.decoder", str(theirs.fileno())],
+                [sys.executable, "-c", code, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
-                env=env,
                 start_new_session=True,
             )
+        except BaseException:
+            mine.close()
+            raise
         finally:
             theirs.close()
         self.sock = mine
@@ -122,7 +128,33 @@ class _Child:
         self.dead = False  # died while in use (its socket is not used again)
         self.readers: set[int] = set()  # reader-set keys it has been sent
         self.arrays: set[int] = set()  # shm handle ids it has mapped
-        self.freed: list[int] = []  # handle ids to tell it to unmap
+        self.freed: deque[int] = deque()  # handle ids to tell it to unmap
+
+    def drop(self, handle: int) -> None:
+        """This process dropped shared array ``handle``: tell the decode process to unmap
+        it now if no read thread is talking to it, else with the next message."""
+        if handle not in self.arrays:
+            return
+        self.arrays.discard(handle)
+        self.freed.append(handle)
+        if self.lock.acquire(blocking=False):
+            try:
+                self.send_freed()
+            except _Died:
+                self.dead = True
+            finally:
+                self.lock.release()
+
+    def take_freed(self) -> list[int]:
+        out = []
+        while self.freed:
+            out.append(self.freed.popleft())
+        return out
+
+    def send_freed(self) -> None:
+        """(holding ``lock``) A message with nothing but what to unmap; it has no answer."""
+        if self.freed and not self.dead:
+            self.send({"free": self.take_freed()}, [])
 
     def poll_ready(self) -> bool:
         """Whether the process has started (reads its hello without waiting)."""
@@ -186,6 +218,14 @@ class DecodePool:
     def __init__(self) -> None:
         self.children: list[_Child] = []
         self._lock = threading.Lock()
+        self.pid = os.getpid()
+        shm.listeners.append(self._dropped)
+
+    def _dropped(self, handle: int) -> None:
+        if os.getpid() != self.pid:  # a forked child's copy: the processes are not its own
+            return
+        for c in list(self.children):
+            c.drop(handle)
 
     def start(self, n: int) -> None:
         """At least ``n`` processes alive or starting (dead ones replaced)."""
@@ -194,7 +234,16 @@ class DecodePool:
                 self.children.remove(c)
                 c.close()
             while len(self.children) < n:
-                self.children.append(_Child())
+                try:
+                    self.children.append(_Child())
+                except OSError as err:  # no memory, no process slots, too many open files
+                    warnings.warn(
+                        f"snap cannot start a decode process ({err}): the read threads "
+                        "decode instead",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                    return
 
     def ready(self, n: int) -> list[_Child]:
         """Up to ``n`` of the processes that have started (none yet: decode in threads)."""
@@ -304,20 +353,20 @@ def decode_window(
                     msg: dict[str, Any] = {"key": key, "window": desc, "jobs": job}
                     fds: list[int] = []
                     new = [h for h in handles if h.id not in child.arrays]
-                    if new or key not in child.readers or child.freed:
-                        if key not in child.readers:
-                            msg["spec"] = spec()
+                    if key not in child.readers:
+                        msg["spec"] = spec()
+                    if new:
                         msg["fds"], fds = [h.id for h in new], [h.fd for h in new]
-                        msg["free"] = child.freed
+                    if child.freed:
+                        msg["free"] = child.take_freed()
                     sent.append(job)
                     child.send(msg, fds)
                     child.readers.add(key)
-                    child.arrays.difference_update(msg.get("free", ()))
                     child.arrays.update(h.id for h in new)
-                    child.freed = [] if "free" in msg else child.freed
                     if len(sent) < in_flight:
                         continue
                 if not sent:
+                    child.send_freed()  # dropped meanwhile: unmapped now, not next window
                     break
                 reply, _ = child.recv()
                 sent.popleft()
@@ -349,14 +398,6 @@ def _error(child: _Child, error: Any, trace: str) -> BaseException:
     if not getattr(error, "exit_code", None) and hasattr(error, "add_note"):
         error.add_note(f"raised in snap's {child.name}:\n{trace}")
     return error
-
-
-def note_freed(p: DecodePool) -> None:
-    """Tell every process, with its next window, which shared arrays this process dropped."""
-    freed = shm.take_freed()
-    if freed:
-        for c in list(p.children):
-            c.freed.extend(freed)
 
 
 def chunked(jobs: np.ndarray, bytes_per_row: int, target: int) -> Iterator[np.ndarray]:

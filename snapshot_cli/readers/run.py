@@ -216,7 +216,6 @@ class Run:
 
     def _children(self) -> list[Any]:
         """The decode processes ready to take this window (none yet: threads decode it)."""
-        procs.note_freed(self.pool)
         return self.pool.ready(self.processes)
 
     def _in_processes(

@@ -4,7 +4,7 @@ windows into.
 Each array is a memfd (an anonymous file, Linux): the owning process maps it, and a decode
 process gets its descriptor over a Unix socket and maps the same pages. The memory is freed
 once the owning array (every view of it) is garbage-collected *and* the decode processes have
-unmapped it: :func:`take_freed` lists the arrays this process has dropped, to tell them.
+unmapped it: :data:`listeners` hear of each array dropped, to tell them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import mmap
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,8 @@ class Handle:
 _lock = threading.Lock()
 _ids = itertools.count(1)
 _handles: dict[int, Handle] = {}  # id() of a live owning array → its handle
-_freed: list[int] = []  # handle ids whose arrays died since the last take_freed()
+# Called with a handle's id once its array is dropped (the decode processes then unmap it).
+listeners: list[Callable[[int], None]] = []
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -60,8 +62,9 @@ def _release(key: int, handle: Handle) -> None:
     with _lock:
         if _handles.get(key) is handle:
             del _handles[key]
-        _freed.append(handle.id)
     os.close(handle.fd)
+    for listener in listeners:
+        listener(handle.id)
 
 
 def handle_of(a: np.ndarray) -> Handle | None:
@@ -70,14 +73,6 @@ def handle_of(a: np.ndarray) -> Handle | None:
         a = a.base
     with _lock:
         return _handles.get(id(a))
-
-
-def take_freed() -> list[int]:
-    """Ids of the shared arrays dropped since the last call."""
-    with _lock:
-        out = list(_freed)
-        _freed.clear()
-    return out
 
 
 def attach(fd: int, nbytes: int) -> mmap.mmap:
