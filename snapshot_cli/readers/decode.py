@@ -21,10 +21,12 @@ def decode_segment(
     rows: int,
     start: int,
     stop: int,
+    verify: bool | None = None,
 ) -> str:
     """Records ``[start, stop)`` of record batch ``batch`` (``rows`` records) of ``shard``
     into window records ``offset...``; returns how ("into window", "values" or "arrow": the
-    trace's names).
+    trace's names). ``verify=False`` skips the checksum of a record batch another process
+    has checked (None: the readers' own setting).
 
     Without Arrow's IPC reader where it can (:mod:`.direct`): a whole record batch kept in
     order goes straight into the window's rows; otherwise its values are decoded to buffers
@@ -34,14 +36,14 @@ def decode_segment(
     if readers.direct:
         whole = start == 0 and stop == rows
         targets = window.targets(offset, rows) if whole else None
-        if targets is not None and readers.read_into(shard, batch, rows, targets):
+        if targets is not None and readers.read_into(shard, batch, rows, targets, verify):
             return "into window"
-        decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows)
+        decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows, verify)
         if decoded is not None:
             if not whole:
                 decoded = {name: v[start:stop] for name, v in decoded.items()}
             window.scatter(offset, decoded)
             return "values"
-    rb = readers.read_batch(shard, batch, rows)
+    rb = readers.read_batch(shard, batch, rows, verify)
     window.fill(offset, rb.select(columns), start, stop)
     return "arrow"

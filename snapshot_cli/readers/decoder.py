@@ -4,7 +4,8 @@ It answers each message on its socket in turn: open the reader set a message nam
 ``spec``, sent once), map the shared arrays whose descriptors came with it, decode the jobs
 (segments of record batches) into the window with :func:`.decode.decode_segment` (the read
 threads' own step, with the same checks), and reply ``("ok", cpu seconds, bytes read)`` or
-``("err", exception, traceback)``. It exits when the loader's process closes the socket.
+``("err", exception, traceback)``, each with the reader sets it has open. It exits when the
+loader's process closes the socket.
 """
 
 from __future__ import annotations
@@ -21,13 +22,11 @@ from typing import Any
 import numpy as np
 
 from .decode import decode_segment
-from .procs import recv, send
+from .procs import KEEP_READERS, recv, send
 from .shard import ShardReaders
 from .shm import attach
 from .sources import MultiReaders
 from .window import Window
-
-KEEP_READERS = 8  # reader sets kept open (one per loader that used this process)
 
 
 class Decoder:
@@ -54,13 +53,20 @@ class Decoder:
         readers, schema, columns = self.readers[key]
         window = self._window(msg["window"], schema, columns)
         cpu, before = time.process_time(), readers.bytes_read
-        for offset, shard, batch, rows, start, stop in msg["jobs"].tolist():
-            decode_segment(readers, window, columns, offset, shard, batch, rows, start, stop)
-        return ("ok", time.process_time() - cpu, readers.bytes_read - before)
+        for offset, shard, batch, rows, start, stop, check in msg["jobs"].tolist():
+            decode_segment(readers, window, columns, offset, shard, batch, rows, start, stop,
+                           None if check else False)  # fmt: skip
+        return ("ok", time.process_time() - cpu, readers.bytes_read - before, self.keys())
+
+    def keys(self) -> list[int]:
+        """The reader sets open here (every answer lists them: the loader's side follows)."""
+        return list(self.readers)
 
     def _open(self, key: int, spec: dict[str, Any]) -> None:
         parts = [ShardReaders.from_spec(s) for s in spec["parts"]]
         readers = parts[0] if len(parts) == 1 else MultiReaders(parts)
+        if key in self.readers:
+            self.readers.pop(key)[0].close()
         self.readers[key] = (readers, spec["schema"], list(spec["columns"]))
         while len(self.readers) > KEEP_READERS:
             _, (old, _, _) = self.readers.popitem(last=False)
@@ -105,10 +111,10 @@ def serve(sock: socket.socket, decoder: Decoder) -> None:
         except Exception as err:  # reaches the loader, raised in the read thread
             trace = traceback.format_exc()
             try:
-                send(sock, ("err", err, trace))
+                send(sock, ("err", err, trace, decoder.keys()))
                 continue
             except Exception:  # the error does not pickle: its text does
-                reply = ("err", f"{type(err).__name__}: {err}", trace)
+                reply = ("err", f"{type(err).__name__}: {err}", trace, decoder.keys())
         if reply is not None:
             send(sock, reply)
 

@@ -133,6 +133,7 @@ class Loader:
             trace=trace,
             sources=len(reading.sources),
             processes=processes,
+            checked=np.zeros(len(self.blocks.rows), bool) if processes else None,
         )
         self._epoch = 0
         self._batch = 0

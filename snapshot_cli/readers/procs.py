@@ -49,6 +49,7 @@ from . import shm
 
 _HEADER = struct.Struct("<QI")  # message bytes, descriptors attached
 MAX_FDS = 200  # descriptors per message (the kernel's limit is 253)
+KEEP_READERS = 8  # reader sets a decode process keeps open (one per loader that used it)
 _keys = itertools.count(1)
 
 
@@ -126,7 +127,9 @@ class _Child:
         self.lock = threading.Lock()
         self.ready = False
         self.dead = False  # died while in use (its socket is not used again)
-        self.readers: set[int] = set()  # reader-set keys it has been sent
+        # The reader sets it has open (as its last answer listed them): the next window's
+        # first message carries the spec of one it lacks.
+        self.readers: set[int] = set()
         self.arrays: set[int] = set()  # shm handle ids it has mapped
         self.freed: deque[int] = deque()  # handle ids to tell it to unmap
 
@@ -355,13 +358,13 @@ def decode_window(
                     new = [h for h in handles if h.id not in child.arrays]
                     if key not in child.readers:
                         msg["spec"] = spec()
+                        child.readers.add(key)
                     if new:
                         msg["fds"], fds = [h.id for h in new], [h.fd for h in new]
                     if child.freed:
                         msg["free"] = child.take_freed()
                     sent.append(job)
                     child.send(msg, fds)
-                    child.readers.add(key)
                     child.arrays.update(h.id for h in new)
                     if len(sent) < in_flight:
                         continue
@@ -370,6 +373,7 @@ def decode_window(
                     break
                 reply, _ = child.recv()
                 sent.popleft()
+                child.readers = set(reply[-1])  # what it has open now
                 if reply[0] == "ok":
                     cpu, nbytes = cpu + reply[1], nbytes + reply[2]
                 elif error is None:

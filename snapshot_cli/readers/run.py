@@ -75,6 +75,9 @@ class RunContext:
     trace: Tracer | None
     sources: int = 1  # snapshots mixed
     processes: int = 0  # decode processes (:mod:`.procs`); 0: read threads decode
+    # Record batches whose checksum some process of this loader has checked (processes=N:
+    # each decode process would otherwise check again the ones it had not met itself).
+    checked: np.ndarray | None = None
 
 
 @dataclass
@@ -86,6 +89,7 @@ class _Pending:
     started: float
     nbytes: int
     sources: np.ndarray | None  # each slot's source (a mixture), else None
+    blocks: np.ndarray | None = None  # the record batches it reads (processes=N)
 
 
 class Run:
@@ -99,6 +103,7 @@ class Run:
         self.bytes_per_row = ctx.bytes_per_row
         self.trace = ctx.trace
         self.mixed = ctx.sources
+        self.checked = ctx.checked
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
         self.processes = ctx.processes
@@ -183,8 +188,9 @@ class Run:
         if self.processes:
             children = self._children()
             if children:
-                futures = self._in_processes(children, window, offsets, segments, nbytes)
-                return _Pending(window, futures, time.perf_counter(), nbytes, sources)
+                index = np.fromiter((s.block for s in segments), np.int64, len(segments))
+                futures = self._in_processes(children, window, offsets, segments, index, nbytes)
+                return _Pending(window, futures, time.perf_counter(), nbytes, sources, index)
         work = iter(list(zip(offsets, segments, strict=True)))
         lock = threading.Lock()
         blocks, trace, columns = self.blocks, self.trace, self.columns
@@ -224,17 +230,21 @@ class Run:
         window: Window,
         offsets: list[int],
         segments: list[Segment],
+        index: np.ndarray,
         nbytes: int,
     ) -> list[Future[float]]:
         """Hand the window's segments to the decode processes, a chunk at a time, from one
-        read thread per process (which waits on its socket, without the GIL)."""
+        read thread per process (which waits on its socket, without the GIL). Each says
+        whether its record batch is yet to be checked by any process of this loader."""
         blocks = self.blocks
-        index = np.fromiter((s.block for s in segments), np.int64, len(segments))
+        unchecked = np.ones(len(index), np.int64)
+        if self.checked is not None:
+            unchecked = (~self.checked[index]).astype(np.int64)
         jobs = np.stack([
             np.asarray(offsets, np.int64), blocks.shard[index].astype(np.int64),
             blocks.batch[index].astype(np.int64), blocks.rows[index].astype(np.int64),
             np.fromiter((s.start for s in segments), np.int64, len(segments)),
-            np.fromiter((s.stop for s in segments), np.int64, len(segments)),
+            np.fromiter((s.stop for s in segments), np.int64, len(segments)), unchecked,
         ], axis=1)  # fmt: skip
         target = max(CHUNK_MIN, min(CHUNK_MAX, nbytes // (4 * len(children))))
         chunks = procs.chunked(jobs, self.bytes_per_row, target)
@@ -245,7 +255,7 @@ class Run:
                 return next(chunks, None)
 
         def here(job: np.ndarray) -> None:  # a chunk of a process that died
-            for offset, shard, batch, rows, start, stop in job.tolist():
+            for offset, shard, batch, rows, start, stop, _ in job.tolist():
                 decode_segment(self.readers, window, self.columns, offset, shard, batch, rows,
                                start, stop)  # fmt: skip
 
@@ -275,6 +285,8 @@ class Run:
         if self.trace is not None:
             self.trace.add("wait for window", waited, time.perf_counter())
         pending.window.finish()
+        if self.checked is not None and pending.blocks is not None:
+            self.checked[pending.blocks] = True  # every read of the window passed
         seconds = max(1e-9, done - pending.started)
         self.stats.read_seconds += seconds
         self.stats.windows += 1

@@ -288,7 +288,14 @@ class ShardReaders:
                 f"manifest says {expected}"
             )
 
-    def read_batch(self, shard: int, batch: int, rows: int) -> pa.RecordBatch:
+    def _check(self, verify: bool | None) -> bool:
+        """Whether to check a record batch's checksum: ``verify`` (None: as the readers
+        were made), never when the readers were made with ``verify=False``."""
+        return self.verify if verify is None else verify and self.verify
+
+    def read_batch(
+        self, shard: int, batch: int, rows: int, verify: bool | None = None
+    ) -> pa.RecordBatch:
         """Record batch ``batch`` of shard ``shard``, decoded and validated in full (buffer
         sizes, offsets, UTF-8) before any value is used; checks it has ``rows`` records and
         keeps to snap's encodings (:func:`..schema.encoding_problem`).
@@ -300,7 +307,7 @@ class ShardReaders:
         reader = self.reader(shard)
         try:
             if isinstance(reader, BlockFile):
-                rb = reader.read(batch, self.verify)
+                rb = reader.read(batch, self._check(verify))
             else:
                 rb = reader.get_batch(batch)
             rb.validate(full=True)
@@ -320,28 +327,37 @@ class ShardReaders:
             raise CorruptShardError(f"shard {self.url(shard)} record batch {batch}: {problem}")
         return rb
 
-    def read_into(self, shard: int, batch: int, rows: int, targets: dict[str, Any]) -> bool:
+    def read_into(
+        self,
+        shard: int,
+        batch: int,
+        rows: int,
+        targets: dict[str, Any],
+        verify: bool | None = None,
+    ) -> bool:
         """Record batch ``batch`` of ``shard``, its values decoded straight into ``targets``
         (:mod:`.direct`, by :attr:`placement`), checked like :meth:`read_batch`; False where
         that cannot be done here (then use :meth:`read_batch`)."""
         placement = self.placement
         if placement is None:
             return False
+        check = self._check(verify)
         done = self._direct(
-            shard, batch, lambda f: f.read_into(batch, self.verify, rows, placement, targets)
+            shard, batch, lambda f: f.read_into(batch, check, rows, placement, targets)
         )
         return bool(done)
 
-    def read_values(self, shard: int, batch: int, rows: int) -> dict[str, np.ndarray] | None:
+    def read_values(
+        self, shard: int, batch: int, rows: int, verify: bool | None = None
+    ) -> dict[str, np.ndarray] | None:
         """Record batch ``batch`` of ``shard``: its values (:func:`.direct.values`, by
         :attr:`placement`), checked like :meth:`read_batch`; None where that cannot be done
         here."""
         placement = self.placement
         if placement is None:
             return None
-        return self._direct(
-            shard, batch, lambda f: f.read_values(batch, self.verify, rows, placement)
-        )
+        check = self._check(verify)
+        return self._direct(shard, batch, lambda f: f.read_values(batch, check, rows, placement))
 
     def _direct(self, shard: int, batch: int, read: Callable[[BlockFile], Any]) -> Any:
         reader = self.reader(shard)

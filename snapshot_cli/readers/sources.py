@@ -50,17 +50,28 @@ class MultiReaders:
     def bytes_read(self) -> int:
         return sum(p.bytes_read for p in self.parts)
 
-    def read_batch(self, shard: int, batch: int, rows: int) -> pa.RecordBatch:
+    def read_batch(
+        self, shard: int, batch: int, rows: int, verify: bool | None = None
+    ) -> pa.RecordBatch:
         part, i = self._route(shard)
-        return part.read_batch(i, batch, rows)
+        return part.read_batch(i, batch, rows, verify)
 
-    def read_into(self, shard: int, batch: int, rows: int, targets: dict[str, Any]) -> bool:
+    def read_into(
+        self,
+        shard: int,
+        batch: int,
+        rows: int,
+        targets: dict[str, Any],
+        verify: bool | None = None,
+    ) -> bool:
         part, i = self._route(shard)
-        return part.read_into(i, batch, rows, targets)
+        return part.read_into(i, batch, rows, targets, verify)
 
-    def read_values(self, shard: int, batch: int, rows: int) -> dict[str, np.ndarray] | None:
+    def read_values(
+        self, shard: int, batch: int, rows: int, verify: bool | None = None
+    ) -> dict[str, np.ndarray] | None:
         part, i = self._route(shard)
-        return part.read_values(i, batch, rows)
+        return part.read_values(i, batch, rows, verify)
 
     def close(self) -> None:
         for p in self.parts:

@@ -157,6 +157,25 @@ def test_a_killed_process_loses_nothing(images: str) -> None:
         _same(_epochs(loader), expected)
 
 
+def test_more_loaders_than_a_process_keeps_open_take_turns(
+    ready: procs.DecodePool, images: str
+) -> None:
+    """A decode process keeps KEEP_READERS loaders' shards open; loaders beyond that, used
+    in turn, are opened again as needed (the two sides agree on which it has)."""
+    s = snap.open(images)
+    kw: dict[str, Any] = {"seed": 4, "shuffle_buffer": 600, "processes": 2}
+    with s.loader(128, **kw) as threads:
+        expected = _epochs(threads)
+    loaders = [s.loader(128, **kw) for _ in range(procs.KEEP_READERS + 3)]
+    for _ in range(2):
+        for loader in loaders:
+            loader.set_epoch(0)
+            _same(_epochs(loader), expected)
+    for loader in loaders:
+        assert loader.stats()["stage_seconds"]["decode_process_cpu"] > 0
+        loader.close()
+
+
 def _mapped_windows(pid: int) -> int:
     with open(f"/proc/{pid}/maps") as f:
         return sum("snap-window" in line for line in f)
