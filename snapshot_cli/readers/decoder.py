@@ -21,12 +21,34 @@ from typing import Any
 
 import numpy as np
 
+from .cache import ShardCache
 from .decode import decode_segment
-from .procs import KEEP_READERS, recv, send
+from .procs import KEEP_READERS
 from .shard import ShardReaders
 from .shm import attach
 from .sources import MultiReaders
 from .window import Window
+from .wire import recv, send
+
+
+def spec_of(readers: ShardReaders) -> dict[str, Any]:
+    """What a decode process needs to open the same shards the same way (picklable:
+    filesystems pickle as their options, a cache as its directory and limit)."""
+    cache = readers.cache
+    return {
+        "fs": readers._fs, "root": readers.root, "shards": readers.shards,
+        "schema": readers.schema, "verify": readers.verify, "max_open": readers.max_open,
+        "max_bytes": readers.max_bytes, "placement": readers.placement,
+        "cache": None if cache is None else (str(cache.dir), cache.limit),
+    }  # fmt: skip
+
+
+def from_spec(spec: dict[str, Any]) -> ShardReaders:
+    cache = None if spec["cache"] is None else ShardCache(*spec["cache"])
+    keys = ("fs", "root", "shards", "schema", "verify", "max_open", "max_bytes")
+    readers = ShardReaders(**{k: spec[k] for k in keys}, cache=cache)
+    readers.placement = spec["placement"]
+    return readers
 
 
 class Decoder:
@@ -63,7 +85,7 @@ class Decoder:
         return list(self.readers)
 
     def _open(self, key: int, spec: dict[str, Any]) -> None:
-        parts = [ShardReaders.from_spec(s) for s in spec["parts"]]
+        parts = [from_spec(s) for s in spec["parts"]]
         readers = parts[0] if len(parts) == 1 else MultiReaders(parts)
         if key in self.readers:
             self.readers.pop(key)[0].close()

@@ -35,6 +35,7 @@ from .sources import ReadSet, resolve
 from .stats import Stats
 from .trace import Tracer
 from .window import FIXED_KINDS, WindowPool
+from .wire import MAX_FDS
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -157,6 +158,12 @@ class Loader:
                     f"{t}: leave it out (columns=[...]; --columns in snap bench) or use "
                     "processes=0"
                 )
+        fixed = len(reading.columns)
+        if fixed >= MAX_FDS:
+            raise OptionError(
+                f"processes= reads at most {MAX_FDS - 1} columns, and {fixed} were selected: "
+                "choose fewer with columns=[...] or use processes=0"
+            )
         for s in reading.sources:
             if storage.protocol(s.fs) == "memory":
                 raise OptionError(

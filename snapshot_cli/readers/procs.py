@@ -29,10 +29,8 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
-import pickle
 import select
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -46,9 +44,8 @@ from typing import Any
 import numpy as np
 
 from . import shm
+from .wire import recv, send
 
-_HEADER = struct.Struct("<QI")  # message bytes, descriptors attached
-MAX_FDS = 200  # descriptors per message (the kernel's limit is 253)
 KEEP_READERS = 8  # reader sets a decode process keeps open (one per loader that used it)
 _keys = itertools.count(1)
 
@@ -63,40 +60,6 @@ class _Died(Exception):
     def __init__(self, how: str) -> None:
         super().__init__(how)
         self.how = how
-
-
-def send(sock: socket.socket, obj: Any, fds: list[int] | tuple[int, ...] = ()) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    header = _HEADER.pack(len(data), len(fds))
-    sent = socket.send_fds(sock, [header], list(fds)) if fds else sock.send(header)
-    if sent < len(header):
-        sock.sendall(header[sent:])
-    sock.sendall(data)
-
-
-def recv(sock: socket.socket) -> tuple[Any, list[int]]:
-    """The next message and the descriptors sent with it; EOFError if the peer closed."""
-    head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, MAX_FDS)
-    if not head:
-        raise EOFError
-    head += _exact(sock, _HEADER.size - len(head))
-    n, nfds = _HEADER.unpack(head)
-    if len(fds) != nfds:
-        for fd in fds:
-            os.close(fd)
-        raise DecodeProcessError(f"expected {nfds} descriptors with a message, got {len(fds)}")
-    return pickle.loads(_exact(sock, n)), fds
-
-
-def _exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if k == 0:
-            raise EOFError
-        got += k
-    return bytes(buf)
 
 
 class _Child:

@@ -274,9 +274,11 @@ class Run:
         return [self.read_pool.submit(worker, c) for c in children]
 
     def _spec(self) -> dict[str, Any]:
-        """The reader set, for a decode process to open (:meth:`.shard.ShardReaders.spec`)."""
+        """The reader set, for a decode process to open (:func:`.decoder.spec_of`)."""
+        from .decoder import spec_of
+
         parts = getattr(self.readers, "parts", [self.readers])
-        return {"parts": [p.spec() for p in parts], "schema": self.schema,
+        return {"parts": [spec_of(p) for p in parts], "schema": self.schema,
                 "columns": self.columns}  # fmt: skip
 
     def _finish(self, pending: _Pending) -> tuple[Window, np.ndarray | None]:

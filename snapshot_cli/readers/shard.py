@@ -94,24 +94,6 @@ class ShardReaders:
         # loader, which knows the columns); None: through Arrow's decoder.
         self.placement: Placement | None = None
 
-    def spec(self) -> dict[str, Any]:
-        """What another process needs to open the same shards the same way (picklable:
-        filesystems pickle as their options, a cache as its directory and limit)."""
-        return {
-            "fs": self._fs, "root": self.root, "shards": self.shards, "schema": self.schema,
-            "verify": self.verify, "max_open": self.max_open, "max_bytes": self.max_bytes,
-            "cache": None if self.cache is None else (str(self.cache.dir), self.cache.limit),
-            "placement": self.placement,
-        }  # fmt: skip
-
-    @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> ShardReaders:
-        cache = None if spec["cache"] is None else ShardCache(*spec["cache"])
-        keys = ("fs", "root", "shards", "schema", "verify", "max_open", "max_bytes")
-        readers = cls(**{k: spec[k] for k in keys}, cache=cache)
-        readers.placement = spec["placement"]
-        return readers
-
     @property
     def fs(self) -> Any:
         """The filesystem, made afresh in a forked child: an async client's event loop and
