@@ -95,6 +95,7 @@ class _Child:
         self.readers: set[int] = set()
         self.arrays: set[int] = set()  # shm handle ids it has mapped
         self.freed: deque[int] = deque()  # handle ids to tell it to unmap
+        self.stale = False  # it answered an error: send the arrays again with the next job
 
     def drop(self, handle: int) -> None:
         """This process dropped shared array ``handle``: tell the decode process to unmap
@@ -318,7 +319,8 @@ def decode_window(
                 if job is not None:
                     msg: dict[str, Any] = {"key": key, "window": desc, "jobs": job}
                     fds: list[int] = []
-                    new = [h for h in handles if h.id not in child.arrays]
+                    new = [h for h in handles if h.id not in child.arrays or child.stale]
+                    child.stale = False
                     if key not in child.readers:
                         msg["spec"] = spec()
                         child.readers.add(key)
@@ -339,8 +341,9 @@ def decode_window(
                 child.readers = set(reply[-1])  # what it has open now
                 if reply[0] == "ok":
                     cpu, nbytes = cpu + reply[1], nbytes + reply[2]
-                elif error is None:
-                    error = _error(child, reply[1], reply[2])
+                else:  # it may not have mapped what came with the message: send it again
+                    child.stale = True
+                    error = error or _error(child, reply[1], reply[2])
         except _Died as died:
             child.dead = True
             warnings.warn(

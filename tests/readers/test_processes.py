@@ -111,7 +111,7 @@ def test_a_mixture_decodes_in_processes(ready: procs.DecodePool, images: str) ->
 
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_a_damaged_shard_raises_and_none_of_its_records_arrive(
-    ready: procs.DecodePool, tmp_path: Path, shuffle: bool
+    ready: procs.DecodePool, images: str, tmp_path: Path, shuffle: bool
 ) -> None:
     def preprocess(i: int) -> Any:
         for k in range(50):
@@ -132,6 +132,13 @@ def test_a_damaged_shard_raises_and_none_of_its_records_arrive(
             for batch in loader:
                 seen.extend(int(v) for v in batch["label"])
     assert seen and 2 not in {label // 50 for label in seen}
+    # The processes that answered with the error decode the next loader's windows as before.
+    kw: dict[str, Any] = {"seed": 8, "shuffle_buffer": 300}
+    with snap.open(images).loader(64, **kw) as threads:
+        expected = _epochs(threads)
+    with snap.open(images).loader(64, processes=2, **kw) as loader:
+        _same(_epochs(loader), expected)
+        assert loader.stats()["stage_seconds"]["decode_process_cpu"] > 0
 
 
 def test_a_killed_process_loses_nothing(images: str) -> None:
