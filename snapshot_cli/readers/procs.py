@@ -301,10 +301,11 @@ def decode_window(
     in_flight: int = 2,
 ) -> tuple[float, float, int]:
     """Have ``child`` decode chunks of ``window`` (rows of ``[offset, shard, batch, rows,
-    start, stop]``) until ``chunks()`` gives None or ``stop`` is set, ``in_flight`` chunks
-    at once → (time done, the process's CPU seconds, bytes it read). ``key`` names the
-    reader set, ``spec()`` describes it (sent once to each process). A decoding error
-    (CorruptShardError, ...) is raised here as the process raised it.
+    start, stop, check]``, check 0 for a record batch already checked) until ``chunks()``
+    gives None or ``stop`` is set, ``in_flight`` chunks at once → (time done, the
+    process's CPU seconds, bytes it read). ``key`` names the reader set, ``spec()``
+    describes it (sent once to each process). A decoding error (CorruptShardError, ...) is
+    raised here as the process raised it.
 
     If the process dies (the OOM killer, a signal), nothing is lost: the chunks it did not
     finish and the rest of its share are decoded here by ``fallback(chunk)``, with a warning
