@@ -31,7 +31,7 @@ class Handle:
     nbytes: int
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a finalizer (_release) may run during GC anywhere
 _ids = itertools.count(1)
 _handles: dict[int, Handle] = {}  # id() of a live owning array → its handle
 # Called with a handle's id once its array is dropped (the decode processes then unmap it).
