@@ -21,6 +21,7 @@ import sys
 import threading
 import warnings
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -64,7 +65,8 @@ class Window:
     in order). ``storage`` (from :class:`WindowPool`) supplies slabs of at least ``rows`` rows.
     Kept in order (unshuffled replay), record batches are decoded straight into the slab
     (:meth:`targets`) where their layout allows, and a batch then costs no copy at all.
-    ``slots`` (at least ``rows`` long) holds ``slot_of``, the inverse of ``order``.
+    ``slots`` (at least ``rows`` long) holds ``slot_of``, the inverse of ``order``; ``alloc``
+    makes the slabs ``storage`` lacks (default :func:`slab_empty`).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Window:
         storage: dict[str, np.ndarray] | None = None,
         order: np.ndarray | None = None,
         slots: np.ndarray | None = None,
+        alloc: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None,
     ) -> None:
         self.rows = rows
         self.storage: dict[str, np.ndarray] = {}
@@ -93,7 +96,8 @@ class Window:
             t = schema.field(name).type
             if schema_mod.kind(t) in FIXED_KINDS:
                 if storage is None or len(storage[name]) < rows:
-                    self.storage[name] = slab_empty((rows, *row_shape(t)), numpy_dtype(t))
+                    make = alloc or slab_empty
+                    self.storage[name] = make((rows, *row_shape(t)), numpy_dtype(t))
                 else:
                     self.storage[name] = storage[name]
                 self.fixed[name] = self.storage[name][:rows]
@@ -263,11 +267,7 @@ class WindowPool:
         """A new slab per fixed-width column (and, shared, the slot table), ``rows`` long."""
         if not self.shared:
             return Window(self.schema, self.columns, rows).storage, None
-        storage = {}
-        for name in self.columns:
-            t = self.schema.field(name).type
-            if schema_mod.kind(t) in FIXED_KINDS:
-                storage[name] = shm.empty((rows, *row_shape(t)), numpy_dtype(t))
+        storage = Window(self.schema, self.columns, rows, alloc=shm.empty).storage
         return storage, shm.empty((rows,), np.dtype(np.int64))
 
     def put(self, window: Window) -> None:
