@@ -186,6 +186,7 @@ class DecodePool:
         self.children: list[_Child] = []
         self._lock = threading.Lock()
         self.pid = os.getpid()
+        self.broken = False  # a process died starting: none is started again
         shm.listeners.append(self._dropped)
 
     def _dropped(self, handle: int) -> None:
@@ -195,7 +196,12 @@ class DecodePool:
             c.drop(handle)
 
     def start(self, n: int) -> None:
-        """At least ``n`` processes alive or starting (dead ones replaced)."""
+        """At least ``n`` processes alive or starting (dead ones replaced), unless one has
+        died before it could start: then the read threads decode from now on."""
+        with self._lock:
+            children = list(self.children)
+        if any(self._failed_start(c) for c in children) or self.broken:
+            return
         with self._lock:
             for c in [c for c in self.children if not c.alive() and not c.lock.locked()]:
                 self.children.remove(c)
@@ -217,6 +223,8 @@ class DecodePool:
         with self._lock:
             children = list(self.children)
         for c in children:
+            if self._failed_start(c):
+                continue
             if c.ready and not c.dead and c.proc.poll() is not None:
                 c.dead = True
                 warnings.warn(
@@ -226,6 +234,21 @@ class DecodePool:
                     stacklevel=2,
                 )
         return [c for c in children if c.alive() and c.poll_ready()][:n]
+
+    def _failed_start(self, c: _Child) -> bool:
+        """Whether ``c`` exited before it could start (said once: the pool is then broken,
+        as the next one would most likely fail the same way)."""
+        if c.ready or c.proc.poll() is None:
+            return False
+        if not self.broken:
+            self.broken = c.dead = True
+            warnings.warn(
+                f"snap's {c.name} {c._how()} before it could start (its error is above); "
+                "the read threads decode instead, in this process from now on",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return True
 
     def wait_ready(self, n: int, timeout: float = 60.0) -> list[_Child]:
         """Start ``n`` processes and wait until they are ready (tests, benchmarks)."""

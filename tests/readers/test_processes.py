@@ -183,6 +183,37 @@ def test_more_loaders_than_a_process_keeps_open_take_turns(
         loader.close()
 
 
+def test_processes_that_cannot_start_leave_the_threads_decoding(
+    images: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decode process that exits before it starts (here the interpreter is a program that
+    exits at once: a broken environment) costs one warning naming it; the passes are the
+    threads', and no process is started again for each pass."""
+    s = snap.open(images)
+    kw: dict[str, Any] = {"seed": 6, "shuffle_buffer": 300}
+    with s.loader(64, **kw) as threads:
+        expected = _epochs(threads)
+    pool = procs.DecodePool()
+    monkeypatch.setattr(procs, "_pool", pool)
+    monkeypatch.setattr(procs, "_pool_pid", os.getpid())
+    monkeypatch.setattr(procs.sys, "executable", "/bin/false")
+    pool.start(2)
+    first = list(pool.children)
+    for child in first:
+        assert child.proc.wait(timeout=30) == 1
+    with (
+        pytest.warns(RuntimeWarning, match="before it could start") as warned,
+        s.loader(64, processes=2, **kw) as loader,
+    ):
+        _same(_epochs(loader), expected)
+        assert loader.stats()["stage_seconds"]["decode_process_cpu"] == 0
+    assert len([w for w in warned if "before it could start" in str(w.message)]) == 1
+    with s.loader(64, processes=2, **kw) as loader:
+        _same(_epochs(loader), expected)
+    assert pool.children == first  # none started again
+    pool.close()
+
+
 def _mapped_windows(pid: int) -> int:
     with open(f"/proc/{pid}/maps") as f:
         return sum("snap-window" in line for line in f)
