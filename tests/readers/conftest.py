@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import snapshot_cli as snap
 
@@ -39,3 +40,24 @@ def numbered_snapshot(root: Path, records: int, record: str, shard_size: str) ->
     snap.create(f"{root / 'pipe.py'}:preprocess", str(out), inputs=[str(root / "in" / "*.txt")],
                 workers=0, shard_size=shard_size)  # fmt: skip
     return str(out)
+
+
+def damaged_snapshot(root: Path) -> tuple[str, str]:
+    """Four shards of 50 records (``label`` 50 i + k, ``x`` 64 bytes of k), one record
+    batch each, uncompressed; shard 2 has one value byte flipped, so it still decodes but
+    fails its checksum → (the snapshot's path, the damaged shard's path in it)."""
+    import numpy as np
+
+    def preprocess(i: int) -> Any:
+        for k in range(50):
+            yield {"label": i * 50 + k, "x": np.full(64, k, np.uint8)}
+
+    out = str(root / "s")
+    snap.create(preprocess, out, inputs=[0, 1, 2, 3], workers=0, inputs_per_task=1,
+                compression="none")  # fmt: skip
+    victim = snap.open(out).shards[2].path
+    shard_file = Path(out) / victim
+    data = bytearray(shard_file.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a value byte: the file still decodes, its checksum is wrong
+    shard_file.write_bytes(bytes(data))
+    return out, victim

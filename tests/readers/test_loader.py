@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 
+from .conftest import damaged_snapshot
+
 N_CLASSES, PER_CLASS = 100, 1000
 
 
@@ -338,23 +340,10 @@ def test_a_damaged_shard_met_mid_window_yields_none_of_its_records(
     """No record whose bytes fail their checksum reaches the consumer, even when they decode
     and the damaged record batch (here the shard's only one) is met in the middle of a window:
     a window is served only once every read of it has been checked."""
-
-    def preprocess(i: int) -> Any:
-        for k in range(50):
-            yield {"label": i * 50 + k, "x": np.full(64, k, np.uint8)}
-
-    out = str(tmp_path / "s")
-    snap.create(preprocess, out, inputs=[0, 1, 2, 3], workers=0, inputs_per_task=1,
-                compression="none")  # fmt: skip
-    s = snap.open(out)
-    victim = s.shards[2]
-    shard_file = Path(out) / victim.path
-    data = bytearray(shard_file.read_bytes())
-    data[len(data) // 2] ^= 0x01  # a value byte: the file still decodes, its checksum is wrong
-    shard_file.write_bytes(bytes(data))
+    out, victim = damaged_snapshot(tmp_path)
     with snap.open(out).loader(10, shuffle=shuffle, shuffle_buffer=60) as loader:
         seen: list[int] = []
-        damaged = f"{victim.path} is damaged: record batch 0 has crc32c"
+        damaged = f"{victim} is damaged: record batch 0 has crc32c"
         with pytest.raises(snap.CorruptShardError, match=damaged):
             for batch in loader:
                 seen.extend(int(v) for v in batch["label"])

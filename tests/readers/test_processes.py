@@ -15,7 +15,7 @@ import pytest
 import snapshot_cli as snap
 from snapshot_cli.readers import procs
 
-from .conftest import numbered_snapshot
+from .conftest import damaged_snapshot, numbered_snapshot
 
 
 @pytest.fixture(scope="module")
@@ -113,21 +113,10 @@ def test_a_mixture_decodes_in_processes(ready: procs.DecodePool, images: str) ->
 def test_a_damaged_shard_raises_and_none_of_its_records_arrive(
     ready: procs.DecodePool, images: str, tmp_path: Path, shuffle: bool
 ) -> None:
-    def preprocess(i: int) -> Any:
-        for k in range(50):
-            yield {"label": i * 50 + k, "x": np.full(64, k, np.uint8)}
-
-    out = str(tmp_path / "s")
-    snap.create(preprocess, out, inputs=[0, 1, 2, 3], workers=0, inputs_per_task=1,
-                compression="none")  # fmt: skip
-    victim = snap.open(out).shards[2]
-    shard_file = Path(out) / victim.path
-    data = bytearray(shard_file.read_bytes())
-    data[len(data) // 2] ^= 0x01  # a value byte: it decodes, its checksum is wrong
-    shard_file.write_bytes(bytes(data))
+    out, victim = damaged_snapshot(tmp_path)
     seen: list[int] = []
     with snap.open(out).loader(10, shuffle=shuffle, shuffle_buffer=60, processes=2) as loader:
-        damaged = f"{victim.path} is damaged: record batch 0 has crc32c"
+        damaged = f"{victim} is damaged: record batch 0 has crc32c"
         with pytest.raises(snap.CorruptShardError, match=damaged):
             for batch in loader:
                 seen.extend(int(v) for v in batch["label"])
