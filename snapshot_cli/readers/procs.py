@@ -9,12 +9,11 @@ process decodes the record batches, checks their checksums and writes each recor
 slot in the window, which lives in shared memory (:mod:`.shm`). The read threads only wait on
 a socket, which needs no GIL, and the batches served are views of the same memory as before.
 
-Each process is a fresh ``python`` running :mod:`.decoder`: a fresh
-interpreter, not a fork, so nothing of this process (its threads, locks, CUDA context, the
-memory of a model) is copied, and the user's script is not run again. A process takes about
-half a second to start; until it is ready the read threads decode as before, so the first
-batch is not delayed. The processes leave in a new session (Ctrl-C reaches the loader, not
-them) and exit when this process closes their socket, including when it dies.
+Each process is a fresh interpreter running :mod:`.decoder`, not a fork: nothing of this
+process (threads, locks, CUDA context, a model's memory) is copied, nor its script re-run.
+A process takes about half a second to start; until it is ready the read threads decode as
+before, so the first batch is not delayed. The processes leave in a new session (Ctrl-C
+reaches the loader, not them) and exit when this process closes their socket, or dies.
 
 Messages are pickles framed by length over a Unix stream socket; descriptors of shared
 memory travel with them (SCM_RIGHTS), and when this process drops a window's memory the
@@ -37,7 +36,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -392,16 +391,3 @@ def _error(child: _Child, error: Any, trace: str) -> BaseException:
     if not getattr(error, "exit_code", None) and hasattr(error, "add_note"):
         error.add_note(f"raised in snap's {child.name}:\n{trace}")
     return error
-
-
-def chunked(jobs: np.ndarray, bytes_per_row: int, target: int) -> Iterator[np.ndarray]:
-    """``jobs`` in consecutive runs of about ``target`` bytes of records each."""
-    rows = jobs[:, 5] - jobs[:, 4]
-    ends = np.cumsum(rows) * max(1, bytes_per_row)
-    start = 0
-    while start < len(jobs):
-        base = ends[start - 1] if start else 0
-        stop = int(np.searchsorted(ends, base + target, side="left")) + 1
-        stop = min(len(jobs), max(start + 1, stop))
-        yield jobs[start:stop]
-        start = stop

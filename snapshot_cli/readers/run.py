@@ -247,7 +247,7 @@ class Run:
             np.fromiter((s.stop for s in segments), np.int64, len(segments)), unchecked,
         ], axis=1)  # fmt: skip
         target = max(CHUNK_MIN, min(CHUNK_MAX, nbytes // (4 * len(children))))
-        chunks = procs.chunked(jobs, self.bytes_per_row, target)
+        chunks = chunked(jobs, self.bytes_per_row, target)
         lock = threading.Lock()
 
         def next_chunk() -> np.ndarray | None:
@@ -377,3 +377,16 @@ class Run:
         self.read_pool.shutdown(wait=True, cancel_futures=True)
         if self.map_pool is not None:
             self.map_pool.shutdown(wait=True, cancel_futures=True)
+
+
+def chunked(jobs: np.ndarray, bytes_per_row: int, target: int) -> Iterator[np.ndarray]:
+    """``jobs`` in consecutive runs of about ``target`` bytes of records each."""
+    rows = jobs[:, 5] - jobs[:, 4]
+    ends = np.cumsum(rows) * max(1, bytes_per_row)
+    start = 0
+    while start < len(jobs):
+        base = ends[start - 1] if start else 0
+        stop = int(np.searchsorted(ends, base + target, side="left")) + 1
+        stop = min(len(jobs), max(start + 1, stop))
+        yield jobs[start:stop]
+        start = stop
