@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from . import arrays
 from .errors import RecordError
 
 RAGGED_DATA = "data"
@@ -228,8 +229,8 @@ def encoding_problem(batch: pa.RecordBatch) -> str | None:
 def _bad_shape(column: pa.StructArray, ndim: int) -> str | None:
     """The first record of a ragged n-d column whose shape does not hold its values."""
     values = column.field(0)
-    counts = np.diff(values.offsets.to_numpy())
-    dims = column.field(1).flatten().to_numpy().reshape(len(column), ndim).astype(np.int64)
+    counts = np.diff(arrays.to_numpy(values.offsets))
+    dims = arrays.to_numpy(column.field(1).flatten()).reshape(len(column), ndim).astype(np.int64)
     total = np.ones(len(column), np.int64)
     for k in range(ndim):  # dims < 2**31 and total clipped to 2**32: no overflow
         total = np.minimum(total, 1 << 32) * dims[:, k]

@@ -13,7 +13,7 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "snapshot_cli"
 SHARED = ["manifest", "layout", "schema", "units", "errors", "progress", "storage", "protocols",
-          "faults", "hdfs", "retry", "fingerprint", "history", "versions"]  # fmt: skip
+          "faults", "hdfs", "retry", "fingerprint", "history", "versions", "arrays"]  # fmt: skip
 
 
 def imported(path: Path) -> set[str]:

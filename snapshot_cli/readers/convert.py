@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .. import arrays
 from .. import schema as schema_mod
 
 
 def _values(arr: pa.Array) -> np.ndarray:
-    return arr.to_numpy(zero_copy_only=False)
+    return arrays.to_numpy(arr)
 
 
 def column_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -35,7 +36,7 @@ def column_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
         out = np.empty(n, dtype=object)
         out[:] = col.to_pylist()
         return out
-    return col.to_numpy(zero_copy_only=False)
+    return arrays.to_numpy(col)
 
 
 def _ragged_to_numpy(col: pa.Array) -> np.ndarray:
@@ -44,7 +45,7 @@ def _ragged_to_numpy(col: pa.Array) -> np.ndarray:
         lists, shapes = col, None
     else:
         lists, shapes = col.field(0), col.field(1)
-    offsets = lists.offsets.to_numpy()
+    offsets = arrays.to_numpy(lists.offsets)
     flat = _values(lists.values)
     parts = np.split(flat[offsets[0] : offsets[-1]], offsets[1:-1] - offsets[0])
     if shapes is not None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from .. import arrays
 from .. import schema as schema_mod
 from . import shm
 from .convert import column_to_numpy
@@ -169,7 +170,7 @@ class Window:
                 if self.order is None:
                     part = arr.slice(a, b - a)
                 else:
-                    part = arr.take(pa.array(self.order[a:b]))
+                    part = arr.take(arrays.from_numpy(self.order[a:b]))
                 out[name] = column_to_numpy(part)
         return out
 

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import schema as schema_mod
+from ..arrays import from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
 
 # Value classes a record field can have.
@@ -167,16 +168,16 @@ class ColumnBuilder:
         values, n = self.values, len(self.values)
         if self.cls == SCALAR:
             try:
-                return pa.array(np.asarray(values, dtype=self.dtype))
+                return from_numpy(np.asarray(values, dtype=self.dtype))
             except OverflowError as err:
                 raise RecordError(
                     f"column {self.name!r} has an int outside the int64 range; "
                     "use a numpy uint64 scalar or a float"
                 ) from err
         if self.cls == STRING:
-            return pa.array(values, pa.string())
+            return strings(values, pa.string())
         if self.cls == BINARY:
-            return pa.array(values, pa.binary())
+            return strings(values, pa.binary())
         target_ragged = target is not None and schema_mod.kind(target) == "ragged"
         empty = any(d == 0 for d in self.shape)
         if self.varying or ragged or target_ragged or empty:
@@ -187,7 +188,7 @@ class ColumnBuilder:
 def tensor_array(stacked: np.ndarray) -> pa.Array:
     """``(n, *shape)`` numpy array → ``fixed_shape_tensor`` array (one copy at most)."""
     shape = stacked.shape[1:]
-    flat = pa.array(np.ascontiguousarray(stacked).reshape(-1))
+    flat = from_numpy(np.ascontiguousarray(stacked).reshape(-1))
     storage = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(shape)))
     return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(flat.type, shape), storage)
 
@@ -202,11 +203,11 @@ def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa
     flat = (
         np.concatenate([np.ravel(v) for v in values]) if len(values) else np.empty(0, dtype)
     ).astype(dtype, copy=False)
-    data = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat))
+    data = pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32)), from_numpy(flat))
     if ndim == 1:
         return data
     shapes = np.array([v.shape for v in values], dtype=np.int32).reshape(-1)
-    shape_arr = pa.FixedSizeListArray.from_arrays(pa.array(shapes), ndim)
+    shape_arr = pa.FixedSizeListArray.from_arrays(from_numpy(shapes), ndim)
     return pa.StructArray.from_arrays(
         [data, shape_arr],
         fields=list(schema_mod.ragged_type(pa.from_numpy_dtype(dtype), ndim)),
@@ -287,7 +288,7 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
             raise RecordError(f"Batch column {name!r} is a 0-d array; columns need a length")
         _check_dtype(col.dtype, name)
         if col.ndim == 1:
-            return pa.array(col)
+            return from_numpy(col)
         target_ragged = target is not None and schema_mod.kind(target) == "ragged"
         if ragged or target_ragged or 0 in col.shape[1:]:
             return ragged_array(list(col), col.dtype, col.ndim - 1)

@@ -1,0 +1,88 @@
+"""numpy ↔ Arrow for snap's columns without pyarrow's pandas shim (pure).
+
+pyarrow's generic conversions (``pa.array``, ``Array.to_numpy``, ``pa.scalar``) import pandas
+on their first call whenever it is installed (apache/arrow#34994), as it is in most training
+environments: 0.5 s of CPU, paid by every create worker in its first task and by every loader
+before its first batch. snap's columns are fixed-width buffers (numbers, tensors, offsets) and
+strings, so they are built from and read as buffers directly here, which is also free of
+copies where ``pa.array`` made one. Anything else (nulls, non-native byte order, time zones,
+objects) goes through pyarrow's generic path as before, with its checks and errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+_KINDS = "iufMm"  # integers, floats, datetime64, timedelta64: one fixed-width buffer each
+
+
+def from_numpy(values: np.ndarray) -> pa.Array:
+    """A 1-d numpy array → an Arrow array of the same values (none null), no copy if it is
+    contiguous. bool is packed to bits; other dtypes go through ``pa.array``."""
+    if values.ndim != 1:
+        raise ValueError(f"from_numpy takes 1-d arrays, got shape {values.shape}")
+    dtype = values.dtype
+    if dtype == np.dtype(bool):
+        bits = np.packbits(values, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+    if dtype.kind not in _KINDS or not dtype.isnative:
+        return pa.array(values)
+    try:
+        arrow_type = pa.from_numpy_dtype(dtype)
+    except (pa.ArrowNotImplementedError, TypeError):  # e.g. datetime64 without a unit
+        return pa.array(values)
+    data = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(arrow_type, len(data), [None, pa.py_buffer(data)])
+
+
+def strings(values: Sequence[str | bytes], arrow_type: pa.DataType) -> pa.Array:
+    """``str`` values → ``pa.string()``, or ``bytes`` values → ``pa.binary()``; past 2 GiB
+    in one array, ``pa.array`` decides as before."""
+    data: list[bytes] = (
+        [str.encode(v, "utf-8") for v in values]  # type: ignore[arg-type]
+        if pa.types.is_string(arrow_type)
+        else list(values)  # type: ignore[arg-type]
+    )
+    sizes = np.fromiter(map(len, data), np.int64, len(data))
+    offsets = np.zeros(len(data) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        return pa.array(values, arrow_type)
+    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
+    return pa.Array.from_buffers(arrow_type, len(data), buffers)
+
+
+def to_numpy(arr: pa.Array) -> np.ndarray:
+    """An Arrow array → numpy: a read-only view for fixed-width values without nulls, bool
+    unpacked; anything else through ``Array.to_numpy`` (a copy)."""
+    t = arr.type
+    if arr.null_count == 0:
+        if pa.types.is_boolean(t):
+            bits = np.frombuffer(arr.buffers()[1], np.uint8)
+            unpacked = np.unpackbits(bits, bitorder="little", count=arr.offset + len(arr))
+            return unpacked[arr.offset :].view(bool)
+        dtype = numpy_dtype(t)
+        if dtype is not None:
+            data = arr.buffers()[1]
+            if data is None:  # an empty array may have no buffer
+                return np.empty(0, dtype)
+            return np.frombuffer(data, dtype, len(arr), arr.offset * dtype.itemsize)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def numpy_dtype(t: pa.DataType) -> np.dtype | None:
+    """The numpy dtype of a fixed-width Arrow type held as one buffer (numbers, timestamps
+    without a time zone, durations); None for any other."""
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return np.dtype(t.to_pandas_dtype())
+    if pa.types.is_timestamp(t) and t.tz is None:
+        return np.dtype(f"datetime64[{t.unit}]")
+    if pa.types.is_duration(t):
+        return np.dtype(f"timedelta64[{t.unit}]")
+    return None
+
+
+__all__ = ["from_numpy", "numpy_dtype", "strings", "to_numpy"]

@@ -1,0 +1,170 @@
+"""arrays.py: numpy ↔ Arrow as pyarrow's own conversions do it, without importing pandas.
+
+pyarrow's ``pa.array`` and ``Array.to_numpy`` import pandas when it is installed (0.5 s of CPU
+in every create worker and before every loader's first batch); snap must not trigger that."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from snapshot_cli import arrays
+from tests.conftest import REPO
+
+DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+          "uint32", "uint64", "float16", "float32", "float64", "datetime64[s]",
+          "datetime64[ms]", "datetime64[ns]", "timedelta64[us]")]  # fmt: skip
+
+
+@st.composite
+def numpy_1d(draw: st.DrawFn) -> np.ndarray:
+    dtype = draw(st.sampled_from(DTYPES))
+    values = draw(hnp.arrays(dtype, st.integers(0, 70)))
+    step = draw(st.sampled_from([1, 1, 2, -1]))  # strided and reversed views too
+    return values[::step]
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@given(numpy_1d())
+def test_from_numpy_builds_what_pa_array_builds(values: np.ndarray) -> None:
+    built = arrays.from_numpy(values)
+    expected = pa.array(values)
+    assert built.type == expected.type
+    assert built.null_count == 0
+    assert built.equals(expected) or same(  # NaN != NaN: compare the bits instead
+        built.to_numpy(zero_copy_only=False), expected.to_numpy(zero_copy_only=False)
+    )
+
+
+@given(numpy_1d(), st.data())
+def test_to_numpy_reads_any_slice_as_pyarrow_does(values: np.ndarray, data: st.DataObject) -> None:
+    arr = pa.array(values)
+    start = data.draw(st.integers(0, len(values)))
+    length = data.draw(st.integers(0, len(values) - start))
+    part = arr.slice(start, length)
+    assert same(arrays.to_numpy(part), part.to_numpy(zero_copy_only=False))
+    assert same(arrays.to_numpy(arrays.from_numpy(values)), np.ascontiguousarray(values))
+
+
+@given(st.lists(st.text(), max_size=40))
+def test_strings_builds_what_pa_array_builds(values: list[str]) -> None:
+    assert arrays.strings(values, pa.string()).equals(pa.array(values, pa.string()))
+
+
+@given(st.lists(st.binary(), max_size=40))
+def test_bytes_builds_what_pa_array_builds(values: list[bytes]) -> None:
+    assert arrays.strings(values, pa.binary()).equals(pa.array(values, pa.binary()))
+
+
+@pytest.mark.parametrize(
+    "arr",
+    [
+        pa.array([1, None, 3], pa.int32()),  # nulls
+        pa.array([1.5, None], pa.float64()),
+        pa.array([True, None, False]),
+        pa.array([0, 1], pa.timestamp("s", tz="UTC")),  # a time zone
+        pa.array([0, 1], pa.date32()),  # not one of numpy's fixed-width dtypes
+    ],
+    ids=["int-nulls", "float-nulls", "bool-nulls", "tz", "date"],
+)
+def test_other_arrays_go_through_pyarrow(arr: pa.Array) -> None:
+    assert same(arrays.to_numpy(arr), arr.to_numpy(zero_copy_only=False))
+
+
+def test_other_dtypes_go_through_pyarrow() -> None:
+    for values in (np.arange(5, dtype=">i4"), np.array(["a"], object), np.array([1 + 2j])):
+        try:
+            expected: pa.Array | type[Exception] = pa.array(values)
+        except Exception as err:  # pyarrow refuses it: so does from_numpy, the same way
+            expected = type(err)
+        if isinstance(expected, pa.Array):
+            assert arrays.from_numpy(values).equals(expected)
+        else:
+            with pytest.raises(expected):
+                arrays.from_numpy(values)
+    with pytest.raises(ValueError, match="1-d"):
+        arrays.from_numpy(np.zeros((2, 2)))
+
+
+def test_a_fixed_width_column_is_read_without_a_copy() -> None:
+    values = np.arange(10, dtype=np.float32)
+    arr = pa.array(values)
+    view = arrays.to_numpy(arr.slice(3, 4))
+    assert np.shares_memory(view, values)
+    assert view.tolist() == [3.0, 4.0, 5.0, 6.0]
+
+
+PIPELINE = '''
+import sys
+import numpy as np
+
+def records(i):
+    """Every kind of column, and whether this worker has imported pandas by now."""
+    for j in range(3):
+        yield {
+            "pandas_loaded": "pandas" in sys.modules,
+            "i": i * 10 + j, "f": float(j), "b": bool(j % 2),
+            "image": np.full((2, 3), i, np.uint8),
+            "ragged": np.arange(i + j, dtype=np.int16),
+            "text": f"input {i}", "blob": bytes([i, j]),
+        }
+
+def batches(i):
+    import snapshot_cli as snap
+
+    yield snap.Batch(pandas_loaded=np.array(["pandas" in sys.modules] * 2),
+                     i=np.array([i, i + 1]), x=np.zeros((2, 4), np.float32),
+                     name=[f"a{i}", f"b{i}"])
+'''
+
+SCRIPT = """
+import json, sys
+import snapshot_cli as snap
+
+out = {}
+for name in ("records", "batches"):
+    for workers in (0, 1):
+        path = f"{sys.argv[1]}/{name}-{workers}"
+        snap.create(f"{sys.argv[1]}/pipeline.py:{name}", path, inputs=list(range(4)),
+                    workers=workers, inputs_per_task=1)
+        s = snap.open(path)
+        seen = []
+        for shuffle in (False, True):
+            for batch in s.loader(batch_size=3, shuffle=shuffle, seed=1, drop_last=False):
+                seen.extend(batch["pandas_loaded"].tolist())
+        assert seen and all(type(v) is bool for v in seen), seen
+        fixed = [c for c in s.schema.names if c not in ("ragged", "text", "blob", "name")]
+        for batch in s.loader(batch_size=3, columns=fixed, processes=1, drop_last=False):
+            seen.extend(batch["pandas_loaded"].tolist())
+        out[f"{name}, workers={workers}"] = any(seen)
+out["this process"] = "pandas" in sys.modules
+print(json.dumps(out))
+"""
+
+
+def test_creating_and_replaying_never_imports_pandas(tmp_path: Path) -> None:
+    # the test extras install pandas: without it this test would prove nothing
+    assert importlib.util.find_spec("pandas") is not None, "pip install -e '.[test]'"
+    (tmp_path / "pipeline.py").write_text(textwrap.dedent(PIPELINE))
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    imported = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(imported) == 5
+    assert not any(imported.values()), imported
