@@ -349,3 +349,31 @@ def test_manifest_records_every_record_batch(tmp_path: Path, pipe: str) -> None:
     (shard,) = s.shards
     assert shard.batch_sizes() == [b.num_rows for b in s.read_shard(0).to_batches()]
     assert shard.batch_sizes() == [4] * 7 + [2]
+
+
+def test_workers_end_with_the_pipelines_exit_hooks_and_output(
+    tmp_path: Path,
+    write_pipeline,  # type: ignore[no-untyped-def]
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # A worker skips the interpreter's teardown when its input ends (0.1-0.2 s of every
+    # create), but not what a pipeline may rely on: its atexit hooks and its buffered prints.
+    spec = write_pipeline(
+        f"""
+        import atexit, os, sys
+
+        def _done():
+            with open(os.path.join({str(tmp_path)!r}, f"exited-{{os.getpid()}}"), "w") as f:
+                f.write("ok")
+
+        atexit.register(_done)
+
+        def preprocess(i):
+            print(f"unflushed line {{i}}", end="")  # no newline: still in the buffer at exit
+            yield {{"i": i}}
+        """
+    )
+    snap.create(spec, tmp_path / "out", inputs=[1, 2, 3], workers=2, inputs_per_task=1)
+    assert len(list(tmp_path.glob("exited-*"))) == 2  # one per worker
+    err = capfd.readouterr().err
+    assert all(f"unflushed line {i}" in err for i in (1, 2, 3)), err
