@@ -2,11 +2,12 @@
 
 pyarrow's generic conversions (``pa.array``, ``Array.to_numpy``, ``pa.scalar``) import pandas
 on their first call whenever it is installed (apache/arrow#34994), as it is in most training
-environments: 0.5 s of CPU, paid by every create worker in its first task and by every loader
-before its first batch. snap's columns are fixed-width buffers (numbers, tensors, offsets) and
-strings, so they are built from and read as buffers directly here, which is also free of
-copies where ``pa.array`` made one. Anything else (nulls, non-native byte order, time zones,
-objects) goes through pyarrow's generic path as before, with its checks and errors.
+environments: 0.5 s of CPU, paid by every create worker in its first task and, before its
+first batch, by every loader of a snapshot with string or ragged columns. snap's columns are
+fixed-width buffers (numbers, tensors, offsets) and strings, so they are built from and read
+as buffers directly here (numbers without a copy, as pyarrow does). Anything else (nulls,
+non-native byte order, time zones, objects) goes through pyarrow's generic path as before,
+with its checks and errors.
 """
 
 from __future__ import annotations

@@ -121,7 +121,8 @@ def _exit_now() -> None:
     """End the process without the interpreter's teardown, after the ``atexit`` hooks (the
     pipeline's too: logging flushes there) and stdio: every result is written and reported
     by now, and tearing down pyarrow and the pipeline's modules took 0.1-0.2 s, which the
-    parent waits for at the end of every create."""
+    parent waits for at the end of every create. Threads the pipeline left running end
+    with the process."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
