@@ -6,8 +6,8 @@ environments: 0.5 s of CPU, paid by every create worker in its first task and, b
 first batch, by every loader of a snapshot with string or ragged columns. snap's columns are
 fixed-width buffers (numbers, tensors, offsets) and strings, so they are built from and read
 as buffers directly here (numbers without a copy, as pyarrow does). Anything else (nulls,
-non-native byte order, time zones, objects) goes through pyarrow's generic path as before,
-with its checks and errors.
+non-native byte order, other Arrow types a pipeline yielded in its own record batches) goes
+through pyarrow's generic path as before, with its checks and errors.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-_KINDS = "iufMm"  # integers, floats, datetime64, timedelta64: one fixed-width buffer each
+_KINDS = "iuf"  # integers and floats: one fixed-width buffer each (bool is packed to bits)
 
 
 def from_numpy(values: np.ndarray) -> pa.Array:
@@ -29,13 +29,10 @@ def from_numpy(values: np.ndarray) -> pa.Array:
     if dtype == np.dtype(bool):
         bits = np.packbits(values, bitorder="little")
         return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
-    if dtype.kind not in _KINDS or not dtype.isnative:
-        return pa.array(values)
-    try:
-        arrow_type = pa.from_numpy_dtype(dtype)
-    except (pa.ArrowNotImplementedError, TypeError):  # e.g. datetime64 without a unit
-        return pa.array(values)
+    if dtype.kind not in _KINDS or not dtype.isnative or dtype.itemsize > 8:
+        return pa.array(values)  # float128, complex, objects, big-endian: pyarrow decides
     data = np.ascontiguousarray(values)
+    arrow_type = pa.from_numpy_dtype(dtype)
     return pa.Array.from_buffers(arrow_type, len(data), [None, pa.py_buffer(data)])
 
 
@@ -75,14 +72,9 @@ def to_numpy(arr: pa.Array) -> np.ndarray:
 
 
 def numpy_dtype(t: pa.DataType) -> np.dtype | None:
-    """The numpy dtype of a fixed-width Arrow type held as one buffer (numbers, timestamps
-    without a time zone, durations); None for any other."""
+    """The numpy dtype of an integer or floating Arrow type; None for any other."""
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         return np.dtype(t.to_pandas_dtype())
-    if pa.types.is_timestamp(t) and t.tz is None:
-        return np.dtype(f"datetime64[{t.unit}]")
-    if pa.types.is_duration(t):
-        return np.dtype(f"timedelta64[{t.unit}]")
     return None
 
 

@@ -22,9 +22,9 @@ from hypothesis.extra import numpy as hnp
 from snapshot_cli import arrays
 from tests.conftest import REPO
 
+# every dtype a snap column may have (schema.is_supported_dtype)
 DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
-          "uint32", "uint64", "float16", "float32", "float64", "datetime64[s]",
-          "datetime64[ms]", "datetime64[ns]", "timedelta64[us]")]  # fmt: skip
+          "uint32", "uint64", "float16", "float32", "float64")]  # fmt: skip
 
 
 @st.composite
@@ -86,7 +86,9 @@ def test_other_arrays_go_through_pyarrow(arr: pa.Array) -> None:
 
 
 def test_other_dtypes_go_through_pyarrow() -> None:
-    for values in (np.arange(5, dtype=">i4"), np.array(["a"], object), np.array([1 + 2j])):
+    others = (np.arange(5, dtype=">i4"), np.array(["a"], object), np.array([1 + 2j]),
+              np.array(["2020-01-01", "NaT"], "datetime64[s]"))  # fmt: skip
+    for values in others:
         try:
             expected: pa.Array | type[Exception] = pa.array(values)
         except Exception as err:  # pyarrow refuses it: so does from_numpy, the same way
