@@ -78,14 +78,13 @@ def regions(layout: BatchLayout, placement: Placement, rows: int) -> dict[str, t
 def place(
     message: memoryview,
     layout: BatchLayout,
-    placement: Placement,
-    rows: int,
+    where: dict[str, tuple[int, int]],
     targets: dict[str, np.ndarray],
 ) -> bool:
     """Decode the values of every placed column of ``message`` (the whole record batch
-    message) into ``targets`` (contiguous arrays of ``rows`` records); False where the batch
-    is not in the form placed directly (nothing is then known to be written)."""
-    where = regions(layout, placement, rows)
+    message; ``where``: its :func:`regions`) into ``targets`` (contiguous arrays of the
+    batch's records); False where the batch is not in the form placed directly (nothing is
+    then known to be written)."""
     if not where:
         return False
     for name, (start, length) in where.items():
@@ -119,14 +118,17 @@ def place(
 
 
 def values(
-    message: memoryview, layout: BatchLayout, placement: Placement, rows: int
+    message: memoryview,
+    layout: BatchLayout,
+    where: dict[str, tuple[int, int]],
+    placement: Placement,
+    rows: int,
 ) -> dict[str, np.ndarray] | None:
-    """The values of every placed column of ``message`` as arrays of ``rows`` records of the
-    column's dtype and shape: views of the message where a buffer is stored plain, else
-    Arrow's codec's output
-    (twice cramjam's speed on 1 MiB buffers, measured) for the caller to copy where they go;
-    None where the batch is not in the form placed directly."""
-    where = regions(layout, placement, rows)
+    """The values of every placed column of ``message`` (``where``: its :func:`regions`) as
+    arrays of ``rows`` records of the column's dtype and shape: views of the message where a
+    buffer is stored plain, else Arrow's codec's output (twice cramjam's speed on 1 MiB
+    buffers, measured) for the caller to copy where they go; None where the batch is not in
+    the form placed directly."""
     if not where:
         return None
     out = {}

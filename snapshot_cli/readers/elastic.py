@@ -33,6 +33,7 @@ resumes on another. It also serves mixtures of several snapshots (:mod:`.mix`).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -238,7 +239,7 @@ class GlobalPlan:
         """The window that holds rank-local position ``position``."""
         step = position // self.batch_size
         if step < self._ramp_steps:
-            return int(np.searchsorted(self._ramp_starts, step, side="right")) - 1
+            return bisect.bisect_right(self._ramp_starts, step) - 1
         return len(self._ramp_starts) - 1 + (step - self._ramp_steps) // self.window_steps
 
     def window_bounds(self, k: int) -> tuple[int, int]:

@@ -27,6 +27,7 @@ resume exactly.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,7 +161,7 @@ class EpochPlan:
     def window_of(self, position: int) -> int:
         """The window that holds rank position ``position``."""
         if position < self._ramp_rows:
-            return int(np.searchsorted(self._ramp_starts, position, side="right")) - 1
+            return bisect.bisect_right(self._ramp_starts, position) - 1
         m = len(self._ramp_starts) - 1
         return m + (position - self._ramp_rows) // self.window_rows
 
