@@ -16,6 +16,7 @@ Arrow arrays until a batch takes its rows.
 
 from __future__ import annotations
 
+import math
 import mmap
 import sys
 import threading
@@ -184,7 +185,7 @@ ALIGN = 64  # bytes: what XLA needs to use a host array in place (jax.device_put
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``np.empty`` whose data starts on a 64-byte boundary (numpy gives 16)."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize  # np.prod costs 10 µs: this can be per batch
     raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
     start = -raw.ctypes.data % ALIGN
     return raw[start : start + nbytes].view(dtype).reshape(shape)
