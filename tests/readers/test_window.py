@@ -196,3 +196,34 @@ def test_columns_the_window_keeps_as_arrow_data_are_not_placed(tmp_path: Path) -
             for i, v in zip(b["id"], b["v"], strict=True):
                 got[int(i)] = [float(x) for x in v]
         assert got == {i: [float(i), float(i + 1)] for i in range(2000)}
+
+
+def test_a_record_batchs_regions_are_remembered_per_column_selection(made: str) -> None:
+    """A shard file remembers where each record batch's columns are (a later epoch skips
+    working it out again), for the column selection it was worked out for: reading the same
+    record batches for other columns, then the first ones again, gives each its own values."""
+    from snapshot_cli import storage
+    from snapshot_cli.readers.blocks import BlockFile
+
+    s = snap.open(made)
+    entry = s.manifest.shards[0]
+    f = BlockFile(storage.join(made, entry.path), entry, s.schema, entry.path)
+    selections = [["image", "f"], ["small", "pair", "id"], ["image", "f"]]
+    for columns in selections:
+        placement = direct.Placement.of(s.schema, columns)
+        assert placement is not None
+        for i, rows in enumerate(entry.batch_sizes()):
+            got = f.read_values(i, True, rows, placement)
+            assert got is not None and list(got) == columns
+            want = f.read(i, False)
+            for name in columns:
+                arrow = want.column(name)
+                if name == "image":
+                    flat = arrow.storage.flatten().to_numpy()
+                    assert np.array_equal(got[name].reshape(-1), flat)
+                elif name == "pair":
+                    assert np.array_equal(
+                        got[name], arrow.storage.flatten().to_numpy().reshape(-1, 2)
+                    )
+                else:
+                    assert np.array_equal(got[name], arrow.to_numpy())
