@@ -29,14 +29,16 @@ def decode_segment(
     has checked (None: the readers' own setting).
 
     Without Arrow's IPC reader where it can (:mod:`.direct`): a whole record batch kept in
-    order goes straight into the window's rows; otherwise its values are decoded to buffers
-    still in the CPU's cache, and from there the segment's records go to their slots (a
-    window's first and last record batches are often used in part).
+    order goes straight into the window's rows (and an uncompressed one of large records
+    straight to its records' slots in a shuffled window); otherwise its values are decoded
+    to buffers still in the CPU's cache, and from there the segment's records go to their
+    slots (a window's first and last record batches are often used in part).
     """
     if readers.direct:
         whole = start == 0 and stop == rows
         targets = window.targets(offset, rows) if whole else None
         if targets is not None and readers.read_into(shard, batch, rows, targets, verify):
+            window.settle(offset, targets)
             return "into window"
         decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows, verify)
         if decoded is not None:

@@ -34,6 +34,9 @@ from .convert import column_to_numpy
 
 FIXED_KINDS = ("scalar", "tensor")
 VOID_MAX = 512  # bytes per record up to which a scatter copies records as opaque items
+# Bytes per record of a column from which a shuffled window has an uncompressed record batch
+# read straight into the records' slots, one piece of a preadv per record (SlotTarget).
+RECORD_READ_MIN = 4096
 
 
 def numpy_dtype(t: pa.DataType) -> np.dtype:
@@ -57,6 +60,31 @@ def row_bytes(schema: pa.Schema, columns: list[str]) -> int:
         if schema_mod.kind(t) in FIXED_KINDS:
             total += numpy_dtype(t).itemsize * int(np.prod(row_shape(t), dtype=np.int64))
     return total
+
+
+class SlotTarget:
+    """One fixed-width column of an uncompressed record batch bound for a shuffled window:
+    record ``r`` goes to row ``slots[r]`` of ``rows`` (the column's slab, one row of bytes
+    per record). A read fills :meth:`buffers` in the record batch's order: the records' own
+    rows where they are large (the kernel copies the file's bytes straight to their slots:
+    the one copy), else one staging array, which :meth:`Window.settle` then scatters."""
+
+    __slots__ = ("rows", "slots", "staged")
+
+    def __init__(self, rows: np.ndarray, slots: np.ndarray) -> None:
+        self.rows, self.slots = rows, slots
+        self.staged: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.slots) * int(self.rows.shape[1])
+
+    def buffers(self) -> list[np.ndarray]:
+        rows = self.rows
+        if rows.shape[1] >= RECORD_READ_MIN:
+            return [rows[s] for s in self.slots.tolist()]
+        self.staged = np.empty((len(self.slots), rows.shape[1]), np.uint8)
+        return [self.staged]
 
 
 class Window:
@@ -94,6 +122,7 @@ class Window:
             self.slot_of[order] = np.arange(rows, dtype=np.int64)
         self._lock = threading.Lock()
         self._addr: dict[str, tuple[int, int]] = {}  # slab address, bytes per record
+        self._bytes: dict[str, np.ndarray] = {}  # each slab as rows of bytes
         for name in columns:
             t = schema.field(name).type
             if schema_mod.kind(t) in FIXED_KINDS:
@@ -105,6 +134,7 @@ class Window:
                 self.fixed[name] = self.storage[name][:rows]
                 dest = self.fixed[name]
                 self._addr[name] = (dest.ctypes.data, dest.strides[0])
+                self._bytes[name] = dest.reshape(rows, -1).view(np.uint8)
             else:
                 self.var[name] = []
 
@@ -143,12 +173,31 @@ class Window:
                     dest, src = dest.reshape(len(dest)), src.reshape(n)
             dest[slots] = src
 
-    def targets(self, offset: int, n: int) -> dict[str, np.ndarray] | None:
-        """Rows ``[offset, offset + n)`` of every column, to decode into directly; None unless
-        the window keeps its records in order and every column is fixed-width."""
-        if self.var or self.slot_of is not None:
+    def targets(self, offset: int, n: int) -> dict[str, np.ndarray | SlotTarget] | None:
+        """Where records ``[offset, offset + n)`` of every column can be decoded directly:
+        their rows (kept in order), or in a shuffled window with a column of large records
+        a :class:`SlotTarget` per column (for an uncompressed record batch, read straight to
+        the records' slots; then call :meth:`settle`). None where neither applies: a column
+        that is not fixed-width, or small records only (decoded, then scattered)."""
+        if self.var:
             return None
-        return {name: dest[offset : offset + n] for name, dest in self.fixed.items()}
+        if self.slot_of is None:
+            return {name: dest[offset : offset + n] for name, dest in self.fixed.items()}
+        if not any(b.shape[1] >= RECORD_READ_MIN for b in self._bytes.values()):
+            return None
+        slots = self.slot_of[offset : offset + n]
+        return {name: SlotTarget(rows, slots) for name, rows in self._bytes.items()}
+
+    def settle(self, offset: int, targets: dict[str, np.ndarray | SlotTarget]) -> None:
+        """After a read into ``targets`` (from :meth:`targets`): the staged columns' records
+        to their slots."""
+        staged = {}
+        for name, t in targets.items():
+            if isinstance(t, SlotTarget) and t.staged is not None:
+                dest = self.fixed[name]
+                staged[name] = t.staged.view(dest.dtype).reshape((len(t.slots), *dest.shape[1:]))
+        if staged:
+            self.scatter(offset, staged)
 
     def finish(self) -> None:
         """Put the parts in row order (call once, after every fill)."""

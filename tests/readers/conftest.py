@@ -42,15 +42,15 @@ def numbered_snapshot(root: Path, records: int, record: str, shard_size: str) ->
     return str(out)
 
 
-def damaged_snapshot(root: Path) -> tuple[str, str]:
-    """Four shards of 50 records (``label`` 50 i + k, ``x`` 64 bytes of k), one record
-    batch each, uncompressed; shard 2 has one value byte flipped, so it still decodes but
-    fails its checksum → (the snapshot's path, the damaged shard's path in it)."""
+def damaged_snapshot(root: Path, width: int = 64) -> tuple[str, str]:
+    """Four shards of 50 records (``label`` 50 i + k, ``x`` ``width`` bytes of k), one
+    record batch each, uncompressed; shard 2 has one value byte flipped, so it still decodes
+    but fails its checksum → (the snapshot's path, the damaged shard's path in it)."""
     import numpy as np
 
     def preprocess(i: int) -> Any:
         for k in range(50):
-            yield {"label": i * 50 + k, "x": np.full(64, k, np.uint8)}
+            yield {"label": i * 50 + k, "x": np.full(width, k, np.uint8)}
 
     out = str(root / "s")
     snap.create(preprocess, out, inputs=[0, 1, 2, 3], workers=0, inputs_per_task=1,

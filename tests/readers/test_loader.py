@@ -334,13 +334,14 @@ def test_empty_snapshot_yields_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("width", [64, 6000])  # 6000: read straight to the records' slots
 def test_a_damaged_shard_met_mid_window_yields_none_of_its_records(
-    tmp_path: Path, shuffle: bool
+    tmp_path: Path, shuffle: bool, width: int
 ) -> None:
     """No record whose bytes fail their checksum reaches the consumer, even when they decode
     and the damaged record batch (here the shard's only one) is met in the middle of a window:
     a window is served only once every read of it has been checked."""
-    out, victim = damaged_snapshot(tmp_path)
+    out, victim = damaged_snapshot(tmp_path, width)
     with snap.open(out).loader(10, shuffle=shuffle, shuffle_buffer=60) as loader:
         seen: list[int] = []
         damaged = f"{victim} is damaged: record batch 0 has crc32c"
