@@ -130,11 +130,12 @@ def batch_layout(metadata: bytes, message_length: int) -> BatchLayout:
         codec = compression.scalar(0, "<b")
         if codec not in (LZ4_FRAME, ZSTD) or compression.scalar(1, "<b") != 0:
             raise LayoutError(f"compression {codec} is not one snap decodes itself")
-    if length < 0 or (nodes < 0).any() or (buffers < 0).any():
+    # Checked in Python: numpy's calls on such tiny arrays cost more than the loops (this
+    # runs once per record batch in a fresh process's first epoch).
+    spans = buffers.ravel().tolist()
+    if length < 0 or min(nodes.ravel().tolist(), default=0) < 0 or min(spans, default=0) < 0:
         raise LayoutError("negative lengths or offsets")
-    if len(buffers) and (
-        (buffers > body_length).any() or (buffers.sum(axis=1) > body_length).any()
-    ):  # each bounded first, so that the sums cannot overflow
+    if any(o + n > body_length for o, n in zip(spans[::2], spans[1::2], strict=True)):
         raise LayoutError("a buffer lies outside the body")
     return BatchLayout(int(length), nodes, buffers, codec, body_start, int(body_length))
 
