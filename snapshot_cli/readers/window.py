@@ -134,7 +134,8 @@ class Window:
                 self.fixed[name] = self.storage[name][:rows]
                 dest = self.fixed[name]
                 self._addr[name] = (dest.ctypes.data, dest.strides[0])
-                self._bytes[name] = dest.reshape(rows, -1).view(np.uint8)
+                width = math.prod(dest.shape[1:])  # explicit: -1 fails on 0 rows
+                self._bytes[name] = dest.reshape(rows, width).view(np.uint8)
             else:
                 self.var[name] = []
 

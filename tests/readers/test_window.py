@@ -280,3 +280,12 @@ def test_large_records_read_straight_to_their_slots_match_arrow(
         assert (a["tag"] == a["id"] % 7).all()
     ids = np.concatenate([b["id"] for b in ours[:18]])
     assert sorted(ids.tolist()) == list(range(900))
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_a_window_of_no_records_can_be_made_and_served(shuffled: bool) -> None:
+    schema = pa.schema([("id", pa.int64()), ("x", pa.fixed_shape_tensor(pa.float32(), [2, 4]))])
+    w = window.Window(schema, ["id", "x"], 0, order=np.arange(0) if shuffled else None)
+    w.finish()
+    batch = w.take(0, 0)
+    assert batch["id"].shape == (0,) and batch["x"].shape == (0, 2, 4)
