@@ -203,13 +203,26 @@ class EpochPlan:
         each slot's source (None: one source)."""
         return self.window(k), self.permutation(k), None
 
-    def permutation(self, k: int) -> np.ndarray | None:
-        """How window ``k``'s records are reordered (None: kept in order)."""
+    def load_slots(self, k: int) -> tuple[list[Segment], np.ndarray | None, None]:
+        """Like :meth:`load`, with the permutation given as :meth:`slots`, what a window
+        scatters its records by: one random permutation of the window to make, not that and
+        its inverse (each a pass of random accesses: 0.1 s for 2M records, measured)."""
+        return self.window(k), self.slots(k), None
+
+    def slots(self, k: int) -> np.ndarray | None:
+        """Where window ``k``'s records go: record ``r`` (in sequence order) is served at slot
+        ``slots[r]`` of the window (None: kept in order). A uniform random permutation."""
         if not self.options.shuffle:
             return None
         a, b = self.window_bounds(k)
         o = self.options
         return _rng(o.seed, self.epoch, o.rank + 1, k + 1).permutation(b - a)
+
+    def permutation(self, k: int) -> np.ndarray | None:
+        """How window ``k``'s records are reordered: slot ``s`` holds record
+        ``permutation[s]`` (None: kept in order); the inverse of :meth:`slots`."""
+        slots = self.slots(k)
+        return None if slots is None else inverse_permutation(slots)
 
     def batch_bounds(self, i: int) -> tuple[int, int, int]:
         """Batch ``i`` → ``(window, start, stop)`` in that window's (permuted) records."""
@@ -235,3 +248,10 @@ class EpochPlan:
             out.append(idx if perm is None else idx[perm])
         flat = np.concatenate(out) if out else np.zeros(0, np.int64)
         return flat[: self.num_batches * self.options.batch_size]
+
+
+def inverse_permutation(p: np.ndarray) -> np.ndarray:
+    """``q`` with ``q[p[i]] == i`` (``p`` a permutation of ``range(len(p))``)."""
+    q = np.empty(len(p), np.int64)
+    q[p] = np.arange(len(p), dtype=np.int64)
+    return q

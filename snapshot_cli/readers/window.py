@@ -95,8 +95,9 @@ class Window:
     in order). ``storage`` (from :class:`WindowPool`) supplies slabs of at least ``rows`` rows.
     Kept in order (unshuffled replay), record batches are decoded straight into the slab
     (:meth:`targets`) where their layout allows, and a batch then costs no copy at all.
-    ``slots`` (at least ``rows`` long) holds ``slot_of``, the inverse of ``order``; ``alloc``
-    makes the slabs ``storage`` lacks (default :func:`slab_empty`).
+    ``slots`` (at least ``rows`` long) holds ``slot_of``, the inverse of ``order`` (given as
+    ``inverse`` where it was worked out ahead); ``alloc`` makes the slabs ``storage`` lacks
+    (default :func:`slab_empty`).
     """
 
     def __init__(
@@ -108,6 +109,7 @@ class Window:
         order: np.ndarray | None = None,
         slots: np.ndarray | None = None,
         alloc: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None,
+        inverse: np.ndarray | None = None,
     ) -> None:
         self.rows = rows
         self.storage: dict[str, np.ndarray] = {}
@@ -115,11 +117,19 @@ class Window:
         self.var: dict[str, list[tuple[int, pa.Array]]] = {}
         self._var_done: dict[str, pa.Array] = {}
         self.columns = columns
-        self.order = order
+        self.order = order  # worked out from ``inverse`` by finish() where a column needs it
         self.slot_of: np.ndarray | None = None
-        if order is not None:  # in ``slots`` if given (shared memory: :mod:`.procs`)
-            self.slot_of = np.empty(rows, np.int64) if slots is None else slots[:rows]
-            self.slot_of[order] = np.arange(rows, dtype=np.int64)
+        if order is not None or inverse is not None:  # in ``slots`` if given (:mod:`.procs`)
+            if slots is not None:
+                self.slot_of = slots[:rows]
+                if inverse is not None:
+                    self.slot_of[:] = inverse
+            elif inverse is not None:
+                self.slot_of = inverse
+            else:
+                self.slot_of = np.empty(rows, np.int64)
+            if inverse is None:
+                self.slot_of[order] = np.arange(rows, dtype=np.int64)
         self._lock = threading.Lock()
         self._addr: dict[str, tuple[int, int]] = {}  # slab address, bytes per record
         self._bytes: dict[str, np.ndarray] = {}  # each slab as rows of bytes
@@ -202,6 +212,9 @@ class Window:
 
     def finish(self) -> None:
         """Put the parts in row order (call once, after every fill)."""
+        if self.var and self.order is None and self.slot_of is not None:
+            self.order = np.empty(self.rows, np.int64)  # the slots' records, for take()
+            self.order[self.slot_of] = np.arange(self.rows, dtype=np.int64)
         for name, parts in self.var.items():
             parts.sort(key=lambda p: p[0])
             arrays = [p[1] for p in parts]
@@ -288,11 +301,15 @@ class WindowPool:
         self.allocated = 0  # slabs made (a figure for tests and benchmarks)
         self._lock = threading.Lock()
 
-    def get(self, rows: int, order: np.ndarray | None = None) -> Window:
+    def get(
+        self, rows: int, order: np.ndarray | None = None, inverse: np.ndarray | None = None
+    ) -> Window:
         with self._lock:
             for storage, slots, owners, unused in self._slabs:
                 if all(len(a) >= rows for a in storage.values()) and _refs(owners) == unused:
-                    return Window(self.schema, self.columns, rows, storage, order, slots)
+                    return Window(
+                        self.schema, self.columns, rows, storage, order, slots, inverse=inverse
+                    )
         self.allocated += 1
         storage, slots = self._allocate(max(rows, self.rows))
         owners = [_owner(a) for a in storage.values()]
@@ -313,7 +330,7 @@ class WindowPool:
                 ResourceWarning,
                 stacklevel=2,
             )
-        return Window(self.schema, self.columns, rows, storage, order, slots)
+        return Window(self.schema, self.columns, rows, storage, order, slots, inverse=inverse)
 
     def _allocate(self, rows: int) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
         """A new slab per fixed-width column (and, shared, the slot table), ``rows`` long."""

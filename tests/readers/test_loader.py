@@ -98,6 +98,24 @@ def test_epochs_are_permutations_fresh_and_seeded(sorted_snap: snap.Snapshot) ->
     assert ids(loader) == first and ids(loader) == second
 
 
+@pytest.mark.parametrize("columns", [["id", "x"], ["id", "x", "tokens", "name"]])
+def test_the_loader_serves_the_plans_order(sorted_snap: snap.Snapshot, columns: list[str]) -> None:
+    """The batches are the plan's sequence exactly (each window's records put in the order
+    its slots say), with fixed-width columns only and with columns kept as Arrow data (whose
+    window works out the order from the slots), and every column of a record travels with
+    it."""
+    loader = sorted_snap.loader(batch_size=256, seed=11, shuffle_buffer=3000, columns=columns)
+    want = loader._make_plan(0).positions()
+    batches = list(loader)
+    got = np.concatenate([b["id"] for b in batches])
+    assert got.tolist() == want.tolist()
+    for b in batches:
+        assert (b["x"][:, 0] == b["id"]).all()
+        if "tokens" in columns:
+            for i, t, name in zip(b["id"].tolist(), b["tokens"], b["name"], strict=True):
+                assert t.tolist() == list(range(i % 7)) and name == f"r{i}"
+
+
 def test_order_does_not_depend_on_threads(sorted_snap: snap.Snapshot) -> None:
     base = ids(sorted_snap.loader(batch_size=500, seed=1, num_parallel_reads=1, prefetch=1))
     assert ids(sorted_snap.loader(batch_size=500, seed=1, num_parallel_reads=4, prefetch=8)) == base
