@@ -1,9 +1,13 @@
 """Decoding one segment of a window (records ``[start, stop)`` of one record batch) into its
-slots: the step a read thread (:mod:`.run`) or a decode process (:mod:`.decoder`) repeats."""
+slots: the step a read thread (:mod:`.run`) or a decode process (:mod:`.decoder`) repeats;
+and the runs of such steps (:func:`chunked`) a decode process is given at once."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from .shard import ShardReaders
@@ -49,3 +53,17 @@ def decode_segment(
     rb = readers.read_batch(shard, batch, rows, verify)
     window.fill(offset, rb.select(columns), start, stop)
     return "arrow"
+
+
+def chunked(jobs: np.ndarray, bytes_per_row: int, target: int) -> Iterator[np.ndarray]:
+    """Decode jobs (rows of ``[offset, shard, batch, rows, start, stop, ...]``) in consecutive
+    runs of about ``target`` bytes of records each: what a decode process takes at once."""
+    rows = jobs[:, 5] - jobs[:, 4]
+    ends = np.cumsum(rows) * max(1, bytes_per_row)
+    start = 0
+    while start < len(jobs):
+        base = ends[start - 1] if start else 0
+        stop = int(np.searchsorted(ends, base + target, side="left")) + 1
+        stop = min(len(jobs), max(start + 1, stop))
+        yield jobs[start:stop]
+        start = stop

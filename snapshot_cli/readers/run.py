@@ -3,11 +3,11 @@
 ``snap-batch`` walks the plan window by window: ``snap-read_N`` threads decode the next
 window's record batches while the current window is served (permuted, gathered into batches,
 optionally mapped by ``snap-map_N`` threads) into the bounded prefetch buffer the consumer
-reads, and ``snap-plan_0`` works out the window after that (its segments and permutation),
-so that the read threads go from one window to the next without waiting for it. A
-:class:`Run` gets what it uses from its :class:`~.loader.Loader` as one explicit
-:class:`RunContext`: immutable plan data, plus the objects that outlive a pass (the tuners
-and stats it updates, the window arrays it reuses, the shard readers).
+reads; ``snap-plan_0`` plans the window after that meanwhile (:func:`.plan.prepare`), so
+the read threads never wait for it. A :class:`Run` gets what it uses from its
+:class:`~.loader.Loader` as one explicit :class:`RunContext`: immutable plan data, plus the
+objects that outlive a pass (the tuners and stats it updates, the window arrays it reuses,
+the shard readers).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import procs
-from .decode import decode_segment
-from .plan import inverse_permutation
+from .decode import chunked, decode_segment
+from .plan import Prepared, prepare
 from .prefetch import Closed, PrefetchBuffer
 from .window import Window
 
@@ -55,10 +55,6 @@ GROUP_BYTES, GROUP_MAX = 1 << 20, 64
 
 # What the consumer gets: (epoch, batch index, batch, bytes, records per source or None).
 Item = tuple[int, int, "Batch", int, "np.ndarray | None"]
-
-# A window worked out ahead: its segments, its permutation and its inverse (each record's
-# slot), and each slot's source (None: one source).
-Prepared = tuple[list["Segment"], "np.ndarray | None", "np.ndarray | None", "np.ndarray | None"]
 
 
 @dataclass(frozen=True)
@@ -166,19 +162,17 @@ class Run:
         try:
             # One window decodes while the previous one is served: two windows at most, and
             # the read threads never decode two windows at once (their rate is measurable).
-            # The window after the one decoding is worked out meanwhile (for a window of
-            # millions of small records that takes 0.1-0.2 s, which the read threads waited
-            # for between windows: a third of an epoch of 4M records of 48 bytes, measured).
+            # The window after it is worked out meanwhile (0.1-0.2 s for 2M small records).
             windows = self._windows()
             current = next(windows, None)
-            pending = self._load(current, self._prepare(current)) if current else None
+            pending = self._load(current, None) if current else None
             upcoming = next(windows, None) if current else None
-            ahead = self._prepare(upcoming) if upcoming else None
+            planned = self._ahead(upcoming)
             while current is not None and pending is not None and not self.stop.is_set():
                 window, sources = self._finish(pending)
-                pending = self._load(upcoming, ahead) if upcoming and ahead else None
+                pending = self._load(upcoming, planned) if upcoming else None
                 after = next(windows, None) if upcoming else None
-                ahead = self._prepare(after) if after else None
+                planned = self._ahead(after)
                 self._serve(current, window, sources)
                 self.windows.put(window)
                 current, upcoming = upcoming, after
@@ -192,24 +186,12 @@ class Run:
             except Closed:
                 pass
 
-    def _prepare(self, key: tuple[Plan, int, int, int]) -> Future[Prepared]:
-        """Work out window ``key`` in the background (:data:`Prepared`)."""
+    def _ahead(self, key: tuple[Plan, int, int, int] | None) -> Future[Prepared] | None:
+        return self.plan_pool.submit(prepare, key[0], key[1]) if key else None
+
+    def _load(self, key: tuple[Plan, int, int, int], planned: Future[Prepared] | None) -> _Pending:
         plan, k, _, _ = key
-
-        def prepare() -> Prepared:
-            by_slot = getattr(plan, "load_slots", None)
-            if by_slot is not None:  # the slots alone (the window works out the rest if used)
-                segments, inverse, sources = by_slot(k)
-                return segments, None, inverse, sources
-            segments, order, sources = plan.load(k)
-            inverse = None if order is None else inverse_permutation(order)
-            return segments, order, inverse, sources
-
-        return self.plan_pool.submit(prepare)
-
-    def _load(self, key: tuple[Plan, int, int, int], prepared: Future[Prepared]) -> _Pending:
-        plan, k, _, _ = key
-        segments, order, inverse, sources = prepared.result()
+        segments, order, inverse, sources = planned.result() if planned else prepare(plan, k)
         a, b = plan.window_bounds(k)
         window = self.windows.get(b - a, order, inverse)
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
@@ -407,16 +389,3 @@ class Run:
         self.plan_pool.shutdown(wait=True, cancel_futures=True)
         if self.map_pool is not None:
             self.map_pool.shutdown(wait=True, cancel_futures=True)
-
-
-def chunked(jobs: np.ndarray, bytes_per_row: int, target: int) -> Iterator[np.ndarray]:
-    """``jobs`` in consecutive runs of about ``target`` bytes of records each."""
-    rows = jobs[:, 5] - jobs[:, 4]
-    ends = np.cumsum(rows) * max(1, bytes_per_row)
-    start = 0
-    while start < len(jobs):
-        base = ends[start - 1] if start else 0
-        stop = int(np.searchsorted(ends, base + target, side="left")) + 1
-        stop = min(len(jobs), max(start + 1, stop))
-        yield jobs[start:stop]
-        start = stop
