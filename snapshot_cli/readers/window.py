@@ -31,6 +31,7 @@ from .. import arrays
 from .. import schema as schema_mod
 from . import shm
 from .convert import column_to_numpy
+from .plan import inverse_permutation
 
 FIXED_KINDS = ("scalar", "tensor")
 VOID_MAX = 512  # bytes per record up to which a scatter copies records as opaque items
@@ -213,8 +214,7 @@ class Window:
     def finish(self) -> None:
         """Put the parts in row order (call once, after every fill)."""
         if self.var and self.order is None and self.slot_of is not None:
-            self.order = np.empty(self.rows, np.int64)  # the slots' records, for take()
-            self.order[self.slot_of] = np.arange(self.rows, dtype=np.int64)
+            self.order = inverse_permutation(self.slot_of)  # the slots' records, for take()
         for name, parts in self.var.items():
             parts.sort(key=lambda p: p[0])
             arrays = [p[1] for p in parts]
