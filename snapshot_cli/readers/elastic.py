@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .plan import Blocks, Segment, _rng
+from .plan import Blocks, Segment, _rng, inverse_permutation
 
 M_BITS = 48
 M = 1 << M_BITS
@@ -311,6 +311,12 @@ class GlobalPlan:
 
     def window(self, k: int) -> list[Segment]:
         return self.layout(k)[0]
+
+    def load_slots(self, k: int) -> tuple[list[Segment], np.ndarray, np.ndarray | None]:
+        """Like :meth:`load`, with the permutation given as each record's slot (what a window
+        scatters its records by), as :meth:`.plan.EpochPlan.load_slots`."""
+        segments, order, sources = self.load(k)
+        return segments, inverse_permutation(order), sources
 
     def load(self, k: int) -> tuple[list[Segment], np.ndarray, np.ndarray | None]:
         """What a loader needs to fill window ``k``: its segments, its permutation (slot →

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -206,8 +205,9 @@ class EpochPlan:
 
     def load_slots(self, k: int) -> tuple[list[Segment], np.ndarray | None, None]:
         """Like :meth:`load`, with the permutation given as :meth:`slots`, what a window
-        scatters its records by: one random permutation of the window to make, not that and
-        its inverse (each a pass of random accesses: 0.1 s for 2M records, measured)."""
+        scatters its records by (and what the loader asks for): one random permutation of the
+        window to make, not that and its inverse (each a pass of random accesses: 0.1 s for
+        2M records, measured). A window works the order out only for columns that need it."""
         return self.window(k), self.slots(k), None
 
     def slots(self, k: int) -> np.ndarray | None:
@@ -256,22 +256,3 @@ def inverse_permutation(p: np.ndarray) -> np.ndarray:
     q = np.empty(len(p), np.int64)
     q[p] = np.arange(len(p), dtype=np.int64)
     return q
-
-
-# A window worked out ahead (:func:`prepare`): its segments, its permutation (slot → record;
-# None where only the slots were drawn), its inverse (each record's slot) and each slot's
-# source (None: one source).
-Prepared = tuple[list[Segment], np.ndarray | None, np.ndarray | None, np.ndarray | None]
-
-
-def prepare(plan: Any, k: int) -> Prepared:
-    """What a loader needs to fill window ``k`` of ``plan`` (an :class:`EpochPlan` or a
-    global plan), worked out before the window is due: the slots alone where the plan draws
-    them (a window of columns kept as Arrow data works out the order itself), else the
-    permutation and its inverse."""
-    by_slot = getattr(plan, "load_slots", None)
-    if by_slot is not None:
-        segments, slots, sources = by_slot(k)
-        return segments, None, slots, sources
-    segments, order, sources = plan.load(k)
-    return segments, order, None if order is None else inverse_permutation(order), sources

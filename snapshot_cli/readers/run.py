@@ -3,7 +3,7 @@
 ``snap-batch`` walks the plan window by window: ``snap-read_N`` threads decode the next
 window's record batches while the current window is served (permuted, gathered into batches,
 optionally mapped by ``snap-map_N`` threads) into the bounded prefetch buffer the consumer
-reads; ``snap-plan_0`` plans the window after that meanwhile (:func:`.plan.prepare`), so
+reads; ``snap-plan_0`` plans the window after that meanwhile (its ``load_slots``), so
 the read threads never wait for it. A :class:`Run` gets what it uses from its
 :class:`~.loader.Loader` as one explicit :class:`RunContext`: immutable plan data, plus the
 objects that outlive a pass (the tuners and stats it updates, the window arrays it reuses,
@@ -24,7 +24,6 @@ import numpy as np
 
 from . import procs
 from .decode import chunked, decode_segment
-from .plan import Prepared, prepare
 from .prefetch import Closed, PrefetchBuffer
 from .window import Window
 
@@ -39,6 +38,8 @@ if TYPE_CHECKING:
     from .plan import Blocks, EpochPlan, Segment
 
     Plan: TypeAlias = EpochPlan | GlobalPlan
+    # a window's segments, each record's slot (None: kept in order), each slot's source
+    Loaded: TypeAlias = tuple[list[Segment], np.ndarray | None, np.ndarray | None]
     from .shard import ShardReaders
     from .sources import MultiReaders
     from .stats import Stats
@@ -186,14 +187,14 @@ class Run:
             except Closed:
                 pass
 
-    def _ahead(self, key: tuple[Plan, int, int, int] | None) -> Future[Prepared] | None:
-        return self.plan_pool.submit(prepare, key[0], key[1]) if key else None
+    def _ahead(self, key: tuple[Plan, int, int, int] | None) -> Future[Loaded] | None:
+        return self.plan_pool.submit(key[0].load_slots, key[1]) if key else None
 
-    def _load(self, key: tuple[Plan, int, int, int], planned: Future[Prepared] | None) -> _Pending:
+    def _load(self, key: tuple[Plan, int, int, int], planned: Future[Loaded] | None) -> _Pending:
         plan, k, _, _ = key
-        segments, order, inverse, sources = planned.result() if planned else prepare(plan, k)
+        segments, slots, sources = planned.result() if planned else plan.load_slots(k)
         a, b = plan.window_bounds(k)
-        window = self.windows.get(b - a, order, inverse)
+        window = self.windows.get(b - a, inverse=slots)
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
         nbytes = (b - a) * self.bytes_per_row
         if self.processes:

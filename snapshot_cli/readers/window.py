@@ -119,18 +119,13 @@ class Window:
         self._var_done: dict[str, pa.Array] = {}
         self.columns = columns
         self.order = order  # worked out from ``inverse`` by finish() where a column needs it
-        self.slot_of: np.ndarray | None = None
-        if order is not None or inverse is not None:  # in ``slots`` if given (:mod:`.procs`)
-            if slots is not None:
-                self.slot_of = slots[:rows]
-                if inverse is not None:
-                    self.slot_of[:] = inverse
-            elif inverse is not None:
-                self.slot_of = inverse
-            else:
-                self.slot_of = np.empty(rows, np.int64)
-            if inverse is None:
-                self.slot_of[order] = np.arange(rows, dtype=np.int64)
+        self.slot_of: np.ndarray | None
+        if inverse is None and order is not None:
+            inverse = inverse_permutation(order)
+        if inverse is not None and slots is not None:  # shared memory (:mod:`.procs`)
+            slots[:rows] = inverse
+            inverse = slots[:rows]
+        self.slot_of = inverse
         self._lock = threading.Lock()
         self._addr: dict[str, tuple[int, int]] = {}  # slab address, bytes per record
         self._bytes: dict[str, np.ndarray] = {}  # each slab as rows of bytes
