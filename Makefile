@@ -10,11 +10,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# setup.py and snapshot_cli/_gather.c: the compiled record gather, built by the install
+$(VENV)/.installed: pyproject.toml setup.py snapshot_cli/_gather.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py snapshot_cli/_gather.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
 
@@ -65,4 +66,4 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/peers.py --plot docs/peers.png
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache build snapshot_cli/_gather*.so

@@ -69,7 +69,7 @@ import _common
 from _common import GB, Stopwatch, raw_read, rewarm, shard_paths, timed_epoch
 
 import snapshot_cli as snap
-from snapshot_cli.readers import procs
+from snapshot_cli.readers import gather, procs
 
 SCRIPT = os.path.abspath(__file__)
 DEFAULT_DATA_DIR = _common.SHARED_DATA_DIR
@@ -94,6 +94,11 @@ STEADY_PROCS = "snap shuffle=True, 2nd epoch, processes=2"
 BUSY = "snap shuffle=True, 2nd epoch, busy step"
 BUSY_PROCS = "snap ... busy step, processes=2"
 BUSY_CONFIGS = {BUSY: 0, BUSY_PROCS: 2}  # config → decode processes
+# Uncompressed snapshots are read through gathered windows (snapshot_cli.readers.gather); the
+# same configurations with slot windows, as before them (and as without the compiled gather).
+FRESH_SLOT = "snap ... slot windows, 1st epoch, new process"
+STEADY_SLOT = "snap shuffle=True, 2nd epoch, slot windows"
+SLOT_CONFIGS = {FRESH_SLOT: FRESH, STEADY_SLOT: STEADY}  # → the configuration it compares with
 # Issue 17: the global order and a mixture, against STEADY (today's per-rank order).
 GLOBAL = "snap global_batch_size=256, 2nd epoch"
 MIX3 = "snap 3-way mix (3 x the same), 2nd epoch"
@@ -106,7 +111,8 @@ INPUT_BOUND_TARGET = 5.0  # % of a Python-busy consumer's epoch spent waiting fo
 BUSY_FACTOR = 2.0  # the busy step is this many times the loader's own time per batch
 AUTO_TARGET = 0.90  # auto >= 0.90 of the best hand-tuned setting (both 2nd epochs)
 LOADER_CONFIGS = (
-    FRESH, FRESH_NOVERIFY, STEADY_ORDERED, STEADY, STEADY_PROCS, BUSY, BUSY_PROCS, GLOBAL, MIX3
+    FRESH, FRESH_NOVERIFY, STEADY_ORDERED, STEADY, STEADY_PROCS, BUSY, BUSY_PROCS, GLOBAL, MIX3,
+    FRESH_SLOT, STEADY_SLOT,
 )  # fmt: skip
 
 
@@ -151,6 +157,7 @@ def loader_options(config: str) -> dict[str, Any]:
         STEADY_ORDERED: {"shuffle": False, "warm": True},
         STEADY: {"shuffle": True, "warm": True},
         STEADY_PROCS: {"shuffle": True, "warm": True, "processes": 2},
+        STEADY_SLOT: {"shuffle": True, "warm": True},
     }
     if config in fixed:
         return fixed[config]
@@ -201,8 +208,10 @@ def busy_epoch(s: snap.Snapshot, processes: int = 0) -> tuple[int, int, float, f
     return nbytes, records, sw.seconds, cpu, 100 * waited / sw.seconds, 1000 * step
 
 
-def epoch_child(path: str, verify: bool) -> int:
-    """In a fresh process: one shuffled epoch; prints its figures as JSON."""
+def epoch_child(path: str, verify: bool, slot: bool = False) -> int:
+    """In a fresh process: one shuffled epoch (``slot``: with slot windows); prints its
+    figures as JSON."""
+    gather.ENABLED = gather.ENABLED and not slot
     s = snap.open(path)
     nbytes = records = 0
     first = None
@@ -232,9 +241,10 @@ def run_config(codec: str, config: str, s: snap.Snapshot, tokens: bool) -> Run:
             else:
                 nbytes, records = _common.pyarrow_alone(paths, tokens, copy=config == BASE_COPY)
         return Run(codec, config, sw.seconds, sw.cpu, nbytes, records, warm_gbps)
-    if config in (FRESH, FRESH_NOVERIFY):
-        verify = "1" if config == FRESH else "0"
-        doc = _common.run_child([SCRIPT, "--epoch-child", s.root, verify], config)
+    if config in (FRESH, FRESH_NOVERIFY, FRESH_SLOT):
+        verify = "0" if config == FRESH_NOVERIFY else "1"
+        slot = ["slot"] if config == FRESH_SLOT else []
+        doc = _common.run_child([SCRIPT, "--epoch-child", s.root, verify, *slot], config)
         return Run(codec, config, doc["seconds"], doc["cpu"], doc["bytes"], doc["records"],
                    warm_gbps, doc["stats"], first_batch=doc["first"])  # fmt: skip
     if config in (GLOBAL, MIX3):
@@ -257,7 +267,12 @@ def run_config(codec: str, config: str, s: snap.Snapshot, tokens: bool) -> Run:
     options = loader_options(config)
     if options.get("processes"):
         procs.pool().wait_ready(options["processes"])
-    nbytes, records, stats, seconds, cpu = timed_epoch(s, BATCH_SIZE, **options)
+    enabled = gather.ENABLED
+    gather.ENABLED = enabled and config != STEADY_SLOT
+    try:
+        nbytes, records, stats, seconds, cpu = timed_epoch(s, BATCH_SIZE, **options)
+    finally:
+        gather.ENABLED = enabled
     return Run(codec, config, seconds, cpu, nbytes, records, warm_gbps, stats)
 
 
@@ -293,6 +308,8 @@ def summarise(codec: str, s: snap.Snapshot, runs: list[Run], configs: list[str])
     )
     for config in configs:
         mine = [r for r in runs if r.codec == codec and r.config == config]
+        if not mine:  # not run for this codec
+            continue
         out.median_gbps[config] = statistics.median(r.gbps for r in mine)
         out.median_cpu_seconds[config] = statistics.median(r.cpu_seconds for r in mine)
         with_stats = [r.stats for r in mine if r.stats]
@@ -369,6 +386,9 @@ def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.
                     f"input-bound {bound:.1f}% "
                     + _common.verdict(bound <= INPUT_BOUND_TARGET, f"<= {INPUT_BOUND_TARGET}%")
                 )
+            elif config in SLOT_CONFIGS and SLOT_CONFIGS[config] in cs.median_gbps:
+                vs = cs.median_gbps[SLOT_CONFIGS[config]] / gbps
+                note = f"gathered windows ({SLOT_CONFIGS[config]}) x these: {vs:.2f}"
             elif config == STEADY_PROCS and STEADY in cs.median_gbps:
                 note = f"x threads (shuffle=True, 2nd epoch): {gbps / cs.median_gbps[STEADY]:.2f}"
             elif config in (GLOBAL, MIX3) and STEADY in cs.median_gbps:
@@ -556,7 +576,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"GB of the --memory snapshots (default {MEMORY_SMALL_GB:g},1,--size-gb)",
     )
     p.add_argument("--memory-child", metavar="PATH", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--epoch-child", nargs=2, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--epoch-child", nargs="+", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     _common.resolve_quick(args, "size_gb", DEFAULT_SIZE_GB, QUICK_SIZE_GB, repeats=3)
     try:
@@ -579,7 +599,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_child:
         return memory_child(args.memory_child)
     if args.epoch_child:
-        return epoch_child(args.epoch_child[0], args.epoch_child[1] == "1")
+        return epoch_child(args.epoch_child[0], args.epoch_child[1] == "1",
+                           args.epoch_child[2:] == ["slot"])  # fmt: skip
     env = _common.environment()
     load_start = os.getloadavg()
     print(_common.load_at_start(_common.describe(env), load_start))
@@ -600,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
         order = _common.rotated(configs, rep * 3)
         for codec, s in snapshots.items():
             for config in order:
+                if config in SLOT_CONFIGS and codec != "none":
+                    continue  # compressed snapshots are read through slot windows anyway
                 run = run_config(codec, config, s, args.tokens)
                 runs.append(run)
                 print(

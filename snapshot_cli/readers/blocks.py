@@ -13,6 +13,7 @@ A record batch checked once is not checked again by this process while the file 
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from typing import Any
@@ -116,6 +117,53 @@ class BlockFile:
         if check:
             self._done[i] = True
         return True
+
+    def map(self) -> mmap.mmap:
+        """A read-only memory map of the whole file (for :meth:`mapped`). The caller unmaps
+        it (its pages count in this process's resident memory while it is mapped)."""
+        return mmap.mmap(self._file.fd, 0, access=mmap.ACCESS_READ)
+
+    def mapped(
+        self, i: int, verify: bool, rows: int, placement: Placement, m: mmap.mmap
+    ) -> dict[str, int] | None:
+        """Where record batch ``i``'s values are in ``m`` (:meth:`map`): each column's first
+        record's byte, the records following it; checked first like :meth:`read` (its
+        crc32c computed over the mapped bytes, no copy). None where the record batch is not
+        stored plain in the form placed directly (then use :meth:`read_values`)."""
+        block = self.blocks[i]
+        end = block.offset + block.length
+        if len(m) < end:  # the file shrank after it was opened
+            self._short(i, max(0, len(m) - block.offset), block.length)
+        check = verify and not self._done[i]
+        if check:
+            with memoryview(m) as whole, whole[block.offset : end] as view:
+                self._check(i, crc32c.crc32c(view))
+        layout = self._layouts.get(i)
+        if layout is None:
+            head = m[block.offset : block.offset + min(block.length, HEAD_BYTES)]
+            try:
+                size = ipc_layout.metadata_size(head[:8])
+                if size > len(head):
+                    head = m[block.offset : block.offset + min(block.length, size)]
+                layout = ipc_layout.batch_layout(head[:size], block.length)
+            except ipc_layout.LayoutError:
+                return None
+            self._layouts[i] = layout
+        self._fits(i, layout.body_start, layout.body_length)
+        if layout.codec is not None:
+            return None
+        where = self._regions(i, layout, placement, rows)
+        if not where:
+            return None
+        out = {}
+        for name, (start, length) in where.items():
+            slot = placement.slots[name]
+            if length < rows * slot.width * slot.itemsize or start + length > block.length:
+                return None  # a buffer too short for its records, or outside the message
+            out[name] = block.offset + start
+        if check:
+            self._done[i] = True
+        return out
 
     def read_values(
         self, i: int, verify: bool, rows: int, placement: Placement

@@ -1,6 +1,7 @@
 """Decoding one segment of a window (records ``[start, stop)`` of one record batch) into its
 slots: the step a read thread (:mod:`.run`) or a decode process (:mod:`.decoder`) repeats;
-and the runs of such steps (:func:`chunked`) a decode process is given at once."""
+the same step for a gathered window (:func:`gather_segment`: the records left where they
+are); and the runs of such steps (:func:`chunked`) a decode process is given at once."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .convert import column_to_numpy
+
 if TYPE_CHECKING:
+    from .gather import GatherWindow
     from .shard import ShardReaders
     from .sources import MultiReaders
     from .window import Window
@@ -52,6 +56,45 @@ def decode_segment(
             return "values"
     rb = readers.read_batch(shard, batch, rows, verify)
     window.fill(offset, rb.select(columns), start, stop)
+    return "arrow"
+
+
+def gather_segment(
+    readers: ShardReaders | MultiReaders,
+    window: GatherWindow,
+    segment: int,
+    offset: int,
+    shard: int,
+    batch: int,
+    rows: int,
+    start: int,
+    stop: int,
+) -> str:
+    """Records ``[start, stop)`` of record batch ``batch`` (``rows`` records) of ``shard``
+    as segment ``segment`` of a gathered window (window records ``offset...``), checked;
+    returns how ("mapped", "values" or "arrow": the trace's names).
+
+    An uncompressed record batch of a local shard stays in the page cache (the shard file
+    mapped, its crc32c computed there); a compressed one is decoded to buffers of its own
+    (:mod:`.direct`), else by Arrow's decoder; the window keeps those until it is closed.
+    """
+    n = stop - start
+    if readers.direct:
+        found = readers.read_mapped(shard, batch, rows, window.source)
+        if found is not None:
+            number, where = found
+            widths = window.widths
+            at = {c: (number, base + start * widths[c]) for c, base in where.items()}
+            window.add(segment, offset, n, at)
+            return "mapped"
+        values = readers.read_values(shard, batch, rows)
+        if values is not None:
+            window.add_values(segment, offset, {c: v[start:stop] for c, v in values.items()})
+            return "values"
+    rb = readers.read_batch(shard, batch, rows)
+    window.add_values(
+        segment, offset, {c: column_to_numpy(rb.column(c).slice(start, n)) for c in window.columns}
+    )
     return "arrow"
 
 

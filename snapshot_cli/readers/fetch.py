@@ -21,6 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import crc32c
+
 from .. import storage
 from ..errors import CorruptShardError
 
@@ -62,6 +64,22 @@ class Fetcher:
             self.requests += 1
             self.bytes += len(data)
         return data
+
+    def fetch_to_file(self, fs: Any, path: str, size: int, fd: int) -> str:
+        """Download ``path`` (``size`` bytes) into the open file ``fd``; its crc32c (hex),
+        computed on the way (a cache entry's filler, :class:`.cache.ShardCache`)."""
+        crc = 0
+
+        def put(offset: int, data: bytes) -> None:  # ranges arrive in offset order
+            nonlocal crc
+            crc = crc32c.crc32c(data, crc)
+            view = memoryview(data)
+            while view:
+                written = os.pwrite(fd, view, offset)
+                view, offset = view[written:], offset + written
+
+        self.fetch_into(fs, path, size, put)
+        return f"{crc:08x}"
 
     def fetch_into(self, fs: Any, path: str, size: int, sink: Sink) -> None:
         """Download ``path`` (``size`` bytes) calling ``sink(offset, data)`` for each range.

@@ -22,7 +22,7 @@ import numpy as np
 from .. import schema as schema_mod
 from .. import storage
 from ..errors import OptionError
-from . import ranks, shm
+from . import gather, ranks, shm
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
@@ -125,7 +125,11 @@ class Loader:
             prefetch=prefetch,
             stats=self._stats,
             windows=WindowPool(
-                reading.schema, self.columns, rows=self._stats.window_rows, shared=processes > 0
+                reading.schema,
+                self.columns,
+                rows=self._stats.window_rows,
+                shared=processes > 0,
+                gather=not processes and gather.suits(reading.sources, self._fixed_only()),
             ),
             map=options.map,
             map_takes_rng=options.map_takes_rng,
@@ -135,11 +139,15 @@ class Loader:
             sources=len(reading.sources),
             processes=processes,
             checked=np.zeros(len(self.blocks.rows), bool) if processes else None,
+            gather_threads=cores,
         )
         self._epoch = 0
         self._batch = 0
         self._pass_end: int | None = None
         self._run: Run | None = None
+
+    def _fixed_only(self) -> bool:
+        return all(schema_mod.kind(self.schema.field(c).type) in FIXED_KINDS for c in self.columns)
 
     def _processes(self, reading: ReadSet) -> int:
         """``processes``, checked against what decode processes can do (:mod:`.procs`)."""

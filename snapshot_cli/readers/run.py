@@ -1,10 +1,10 @@
 """One pass of a loader: its threads, from the epoch plan to the prefetch buffer.
 
 ``snap-batch`` walks the plan window by window: ``snap-read_N`` threads decode the next
-window's record batches while the current window is served (permuted, gathered into batches,
-optionally mapped by ``snap-map_N`` threads) into the bounded prefetch buffer the consumer
-reads; ``snap-plan_0`` plans the window after that meanwhile (its ``load_slots``), so
-the read threads never wait for it. A :class:`Run` gets what it uses from its
+window's record batches while the current window is served (:mod:`.serve`: its batches made,
+optionally mapped, into the bounded prefetch buffer the consumer reads); ``snap-plan_0``
+plans the window after that meanwhile (its ``load_slots``), so the read threads never wait
+for it. A :class:`Run` gets what it uses from its
 :class:`~.loader.Loader` as one explicit :class:`RunContext`: immutable plan data, plus the
 objects that outlive a pass (the tuners and stats it updates, the window arrays it reuses,
 the shard readers).
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import procs
-from .decode import chunked, decode_segment
-from .prefetch import Closed, PrefetchBuffer
+from .decode import chunked, decode_segment, gather_segment
+from .gather import GatherWindow
+from .prefetch import Closed
+from .serve import Server
 from .window import Window
 
 if TYPE_CHECKING:
@@ -51,12 +52,6 @@ if TYPE_CHECKING:
 # a window's share per process, within these bounds).
 CHUNK_MIN, CHUNK_MAX = 1 << 20, 16 << 20
 
-# Small batches go to the consumer in groups of up to GROUP_MAX, GROUP_BYTES at most.
-GROUP_BYTES, GROUP_MAX = 1 << 20, 64
-
-# What the consumer gets: (epoch, batch index, batch, bytes, records per source or None).
-Item = tuple[int, int, "Batch", int, "np.ndarray | None"]
-
 
 @dataclass(frozen=True)
 class RunContext:
@@ -82,13 +77,14 @@ class RunContext:
     # Record batches whose checksum some process of this loader has checked (processes=N:
     # each decode process would otherwise check again the ones it had not met itself).
     checked: np.ndarray | None = None
+    gather_threads: int = 1  # threads gathering batches from a gathered window (:mod:`.gather`)
 
 
 @dataclass
 class _Pending:
     """A window being decoded by the read threads."""
 
-    window: Window
+    window: Window | GatherWindow
     futures: list[Future[float]]
     started: float
     nbytes: int
@@ -100,13 +96,11 @@ class Run:
     """One iteration's threads, working from a :class:`RunContext`."""
 
     def __init__(self, ctx: RunContext, epoch: int, batch: int, end: int | None) -> None:
-        self.blocks, self.make_plan, self.map_key = ctx.blocks, ctx.make_plan, ctx.map_key
+        self.blocks, self.make_plan = ctx.blocks, ctx.make_plan
         self.schema, self.columns = ctx.schema, list(ctx.columns)
-        self.readers, self.tuner, self.prefetch = ctx.readers, ctx.tuner, ctx.prefetch
-        self.stats, self.map, self.map_takes_rng = ctx.stats, ctx.map, ctx.map_takes_rng
+        self.readers, self.tuner, self.stats = ctx.readers, ctx.tuner, ctx.stats
         self.bytes_per_row = ctx.bytes_per_row
         self.trace = ctx.trace
-        self.mixed = ctx.sources
         self.checked = ctx.checked
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
@@ -116,17 +110,12 @@ class Run:
             self.pool.start(self.processes)
             self.process_key = procs.reader_key(self.readers)
         self._plans: dict[int, Plan] = {}
-        batch_bytes = max(1, ctx.bytes_per_row * self.plan(epoch).batch_size)
-        self.group = max(1, min(GROUP_MAX, GROUP_BYTES // batch_bytes))
-        self._group: list[Item] = []
-        self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
+        self.server = Server(ctx, self.plan(epoch).batch_size, self.stop)
+        self.buffer = self.server.buffer
         self.wait_before = ctx.stats.consumer_wait
         self.windows = ctx.windows  # kept by the loader: later passes reuse the arrays
         self.read_pool = ThreadPoolExecutor(
             max(self.tuner.high, self.processes), thread_name_prefix="snap-read"
-        )
-        self.map_pool = (
-            ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
         )
         self.plan_pool = ThreadPoolExecutor(1, thread_name_prefix="snap-plan")
         self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
@@ -174,7 +163,7 @@ class Run:
                 pending = self._load(upcoming, planned) if upcoming else None
                 after = next(windows, None) if upcoming else None
                 planned = self._ahead(after)
-                self._serve(current, window, sources)
+                self.server.serve(current, window, sources)
                 self.windows.put(window)
                 current, upcoming = upcoming, after
             self.buffer.close()
@@ -194,16 +183,16 @@ class Run:
         plan, k, _, _ = key
         segments, slots, sources = planned.result() if planned else plan.load_slots(k)
         a, b = plan.window_bounds(k)
-        window = self.windows.get(b - a, inverse=slots)
+        window = self.windows.get(b - a, inverse=slots, segments=len(segments))
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
         nbytes = (b - a) * self.bytes_per_row
         if self.processes:
             children = self._children()
-            if children:
+            if children and isinstance(window, Window):
                 index = np.fromiter((s.block for s in segments), np.int64, len(segments))
                 futures = self._in_processes(children, window, offsets, segments, index, nbytes)
                 return _Pending(window, futures, time.perf_counter(), nbytes, sources, index)
-        work = iter(list(zip(offsets, segments, strict=True)))
+        work = iter(list(enumerate(zip(offsets, segments, strict=True))))
         lock = threading.Lock()
         blocks, trace, columns = self.blocks, self.trace, self.columns
 
@@ -213,13 +202,17 @@ class Run:
                     item = next(work, None)
                 if item is None:
                     break
-                offset, seg = item
+                k, (offset, seg) = item
                 shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
                 rows = int(blocks.rows[seg.block])
                 t0 = time.perf_counter()
-                how = decode_segment(
-                    self.readers, window, columns, offset, shard, batch, rows, seg.start, seg.stop
-                )
+                if isinstance(window, GatherWindow):
+                    how = gather_segment(
+                        self.readers, window, k, offset, shard, batch, rows, seg.start, seg.stop
+                    )
+                else:
+                    how = decode_segment(self.readers, window, columns, offset, shard, batch,
+                                         rows, seg.start, seg.stop)  # fmt: skip
                 if trace is not None:
                     trace.add("read+decode", t0, time.perf_counter(), shard=shard,
                               record_batch=batch, rows=seg.rows, how=how)  # fmt: skip
@@ -293,7 +286,7 @@ class Run:
         return {"parts": [spec_of(p) for p in parts], "schema": self.schema,
                 "columns": self.columns}  # fmt: skip
 
-    def _finish(self, pending: _Pending) -> tuple[Window, np.ndarray | None]:
+    def _finish(self, pending: _Pending) -> tuple[Window | GatherWindow, np.ndarray | None]:
         waited = time.perf_counter()
         done = max([f.result() for f in pending.futures], default=pending.started)
         if self.trace is not None:
@@ -307,86 +300,13 @@ class Run:
         self.tuner.observe(pending.nbytes / seconds)
         return pending.window, pending.sources
 
-    def _serve(
-        self, key: tuple[Plan, int, int, int], window: Window, sources: np.ndarray | None
-    ) -> None:
-        plan, k, lo, hi = key
-        in_flight: deque[tuple[int, int, Future[Batch], int, np.ndarray | None]] = deque()
-        for i in range(lo, hi):
-            if self.stop.is_set():
-                return
-            _, a, b = plan.batch_bounds(i)
-            started = time.perf_counter()
-            batch = window.take(a, b)
-            gathered = time.perf_counter()
-            self.stats.gather_seconds += gathered - started
-            if self.trace is not None:
-                self.trace.add("gather batch", started, gathered, epoch=plan.epoch, batch=i)
-            nbytes = sum(v.nbytes for v in batch.values())
-            counts = None if sources is None else np.bincount(sources[a:b], minlength=self.mixed)
-            if self.map_pool is None:
-                self._put((plan.epoch, i, batch, nbytes, counts))
-                continue
-            future = self.map_pool.submit(self._apply, plan.epoch, i, batch)
-            in_flight.append((plan.epoch, i, future, nbytes, counts))
-            while len(in_flight) > self.prefetch.current:
-                e, j, fut, nb, c = in_flight.popleft()
-                self._put((e, j, fut.result(), nb, c))
-        while in_flight:
-            e, j, fut, nb, c = in_flight.popleft()
-            self._put((e, j, fut.result(), nb, c))
-        self._flush()
-
-    def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
-        started = time.perf_counter()
-        fn: Callable[..., Batch] = self.map  # type: ignore[assignment]
-        if self.map_takes_rng:
-            seed, rank = self.map_key
-            rng = np.random.default_rng([seed, epoch, rank, index, 0x6D6170])
-            out = fn(batch, rng)
-        else:
-            out = fn(batch)
-        ended = time.perf_counter()
-        self.stats.map_seconds += ended - started
-        if self.trace is not None:
-            self.trace.add("map", started, ended, epoch=epoch, batch=index)
-        if not isinstance(out, dict):
-            raise TypeError(f"map must return a dict of arrays, returned {type(out).__name__}")
-        return out
-
-    def _put(self, item: Item) -> None:
-        """Queue a batch ``(epoch, index, batch, bytes, per-source counts)`` for the consumer;
-        batches go over in groups of ``group`` (small batches cost per hand-off, not per
-        byte: one lock and one wake-up per group)."""
-        self._group.append(item)
-        if len(self._group) >= self.group:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._group:
-            return
-        items, self._group = self._group, []
-        before = self.buffer.consumer_waits
-        started = time.perf_counter()
-        self.buffer.put(items)
-        ended = time.perf_counter()
-        if self.trace is not None and ended - started > 1e-4:  # blocked: the consumer is slower
-            self.trace.add("wait for room (prefetch full)", started, ended, batch=items[0][1])
-        if self.buffer.consumer_waits > before:  # the consumer starved: keep more ready
-            self.buffer.resize(self._groups(self.prefetch.consumer_waited()))
-
-    def _groups(self, batches: int) -> int:
-        """Prefetch depth in groups, from a depth in batches."""
-        return max(1, -(-batches // self.group))
-
     # --- shutdown -----------------------------------------------------------------------
 
     def close(self) -> None:
         self.stop.set()
-        self.buffer.discard()
+        self.server.buffer.discard()
         if self.thread is not threading.current_thread():
             self.thread.join()
         self.read_pool.shutdown(wait=True, cancel_futures=True)
         self.plan_pool.shutdown(wait=True, cancel_futures=True)
-        if self.map_pool is not None:
-            self.map_pool.shutdown(wait=True, cancel_futures=True)
+        self.server.close()

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
@@ -120,15 +119,7 @@ class ShardReaders:
         path = storage.join(self.root, entry.path)
 
         def fill(fd: int) -> str:
-            crc = 0
-
-            def put(offset: int, data: bytes) -> None:  # ranges arrive in offset order
-                nonlocal crc
-                crc = crc32c.crc32c(data, crc)
-                _pwrite(fd, data, offset)
-
-            self.fetcher.fetch_into(self.fs, path, entry.bytes, put)
-            return f"{crc:08x}"
+            return self.fetcher.fetch_to_file(self.fs, path, entry.bytes, fd)
 
         held = self.cache.open(self.url(i), entry.bytes, entry.crc32c, fill)
         self._verified.add(i)  # checked against size and crc32c when the entry was filled
@@ -341,6 +332,34 @@ class ShardReaders:
         check = self._check(verify)
         return self._direct(shard, batch, lambda f: f.read_values(batch, check, rows, placement))
 
+    def read_mapped(
+        self,
+        shard: int,
+        batch: int,
+        rows: int,
+        source: Callable[[Any, Callable[[], Any]], tuple[int, Any]],
+        verify: bool | None = None,
+    ) -> tuple[int, dict[str, int]] | None:
+        """Record batch ``batch`` of ``shard`` left in the page cache: checked like
+        :meth:`read_batch` over a memory map of the shard file, which ``source(key, make)``
+        (:meth:`.gather.GatherWindow.source`) makes once per window. Returns the map's source
+        number and where each column's first record is in it; None where that cannot be
+        done here (then use :meth:`read_values`)."""
+        placement = self.placement
+        if placement is None:
+            return None
+        check = self._check(verify)
+
+        def read(f: BlockFile) -> tuple[int, dict[str, int]] | None:
+            try:
+                number, m = source(f, f.map)
+            except (OSError, ValueError):  # no memory map here (ENOMEM, a special file)
+                return None
+            where = f.mapped(batch, check, rows, placement, m)
+            return None if where is None else (number, where)
+
+        return self._direct(shard, batch, read)
+
     def _direct(self, shard: int, batch: int, read: Callable[[BlockFile], Any]) -> Any:
         reader = self.reader(shard)
         if not isinstance(reader, BlockFile):
@@ -378,10 +397,3 @@ class _Open:
         if self.cached is not None:
             self.cached.close()
             self.cached = None
-
-
-def _pwrite(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written

@@ -9,6 +9,7 @@ as one table (:meth:`~.plan.Blocks.concat`), and readers that answer for any of 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,17 @@ class MultiReaders:
     ) -> dict[str, np.ndarray] | None:
         part, i = self._route(shard)
         return part.read_values(i, batch, rows, verify)
+
+    def read_mapped(
+        self,
+        shard: int,
+        batch: int,
+        rows: int,
+        source: Callable[[Any, Callable[[], Any]], tuple[int, Any]],
+        verify: bool | None = None,
+    ) -> tuple[int, dict[str, int]] | None:
+        part, i = self._route(shard)
+        return part.read_mapped(i, batch, rows, source, verify)
 
     def close(self) -> None:
         for p in self.parts:

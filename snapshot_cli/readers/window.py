@@ -31,6 +31,7 @@ from .. import arrays
 from .. import schema as schema_mod
 from . import shm
 from .convert import column_to_numpy
+from .gather import BatchPool, GatherWindow
 from .plan import inverse_permutation
 
 FIXED_KINDS = ("scalar", "tensor")
@@ -283,9 +284,21 @@ class WindowPool:
     KEEP = 4  # slabs kept for reuse; more are left to the garbage collector
 
     def __init__(
-        self, schema: pa.Schema, columns: list[str], rows: int = 0, shared: bool = False
+        self,
+        schema: pa.Schema,
+        columns: list[str],
+        rows: int = 0,
+        shared: bool = False,
+        gather: bool = False,
     ) -> None:
         self.schema, self.columns = schema, columns
+        # Gathered windows (:mod:`.gather`) instead of slot windows: batches then have
+        # buffers of their own (a BatchPool), and no slab is made here.
+        self.gather = gather
+        fixed = [schema.field(c).type for c in columns]
+        self.forms = {c: (numpy_dtype(t), row_shape(t)) for c, t in zip(columns, fixed, strict=True)
+                      if schema_mod.kind(t) in FIXED_KINDS}  # fmt: skip
+        self.batches = BatchPool()
         self.rows = rows  # slabs are made this long at least: the ramp's small windows use
         # the start of full-size slabs, whose untouched pages cost nothing until used
         self.shared = shared  # slabs in shared memory, for decode processes (:mod:`.shm`)
@@ -297,8 +310,18 @@ class WindowPool:
         self._lock = threading.Lock()
 
     def get(
-        self, rows: int, order: np.ndarray | None = None, inverse: np.ndarray | None = None
-    ) -> Window:
+        self,
+        rows: int,
+        order: np.ndarray | None = None,
+        inverse: np.ndarray | None = None,
+        segments: int = 0,
+    ) -> Window | GatherWindow:
+        """A window of ``rows`` records: slot ``s`` holds record ``order[s]``, or record
+        ``r`` goes to slot ``inverse[r]`` (None: kept in order); a gathered window of
+        ``segments`` segments where the pool makes those."""
+        if self.gather:
+            slots = inverse if order is None else inverse_permutation(order)
+            return GatherWindow(self.forms, rows, segments, slots, self.batches)
         with self._lock:
             for storage, slots, owners, unused in self._slabs:
                 if all(len(a) >= rows for a in storage.values()) and _refs(owners) == unused:
@@ -334,8 +357,11 @@ class WindowPool:
         storage = Window(self.schema, self.columns, rows, alloc=shm.empty).storage
         return storage, shm.empty((rows,), np.dtype(np.int64))
 
-    def put(self, window: Window) -> None:
-        """The window is served: its slabs are free once its batches are dropped."""
+    def put(self, window: Window | GatherWindow) -> None:
+        """The window is served: its slabs are free once its batches are dropped (a gathered
+        window lets its sources go at once: its batches have buffers of their own)."""
+        if isinstance(window, GatherWindow):
+            window.close()
 
 
 def _owner(a: np.ndarray) -> np.ndarray:

@@ -1,6 +1,10 @@
 """Shuffle windows: records scattered to their slots as they are decoded, batches served as
 views of recycled slabs. Held batches must never change, every decode path must give the same
-records, and the slabs must go round when the consumer drops its batches."""
+records, and the slabs must go round when the consumer drops its batches.
+
+Uncompressed snapshots are read through gathered windows instead (:mod:`.gather`, tested in
+test_gather.py): every test here runs with slot windows, as a loader without the compiled
+gather, or reading a compressed snapshot, does."""
 
 from __future__ import annotations
 
@@ -12,9 +16,14 @@ import pyarrow as pa
 import pytest
 
 import snapshot_cli as snap
-from snapshot_cli.readers import direct, window
+from snapshot_cli.readers import direct, gather, window
 
 N = 6000
+
+
+@pytest.fixture(autouse=True)
+def slot_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gather, "ENABLED", False)
 
 
 def records() -> Any:

@@ -1,0 +1,319 @@
+/* snapshot_cli._gather: copy records from many buffers into one, without the GIL.
+ *
+ * A shuffled batch of 256 records of an uncompressed snapshot has its records in 256 places
+ * of the page cache (or of decoded record batches). numpy can gather them only into a new,
+ * unaligned array (fancy indexing), or from a single contiguous array (np.take); copying
+ * them one by one from Python holds the GIL. This does the copy the batch needs, once, into
+ * the loader's own aligned buffer, with the GIL released, after checking that every record
+ * lies inside its source.
+ *
+ *   sources = Sources([buf0, buf1, ...])   # holds a buffer view of each until release()
+ *   sources.gather(out, width, seg_source, seg_base, seg, row[, batch_rows, batch_stride])
+ *   sources.release()                      # let the buffers go (an mmap may then close)
+ *
+ * Records come in segments (runs of consecutive records of one source, width bytes apart):
+ * segment k starts at byte seg_base[k] of source seg_source[k] (int64 buffers, one item per
+ * segment). Record i of out (out[i*width:(i+1)*width]) is record row[i] of segment seg[i]
+ * (int32 buffers, one item per record): eight bytes per record say where it is, whatever
+ * the number of columns. In out the records follow each other, or (batch_rows > 0) go in
+ * batches of batch_rows records, each batch starting batch_stride bytes after the last (a
+ * group of batches in one call, each batch aligned as the caller chose).
+ * Nothing is copied unless every record is in bounds (IndexError otherwise). Several threads may gather from one Sources at once; release()
+ * while a gather runs waits for the last one to finish before the views go.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n;        /* sources */
+    Py_buffer *views;    /* n views, held until release */
+    Py_ssize_t active;   /* gathers running (changed with the GIL held) */
+    int released;        /* release() was called: no new gathers */
+} SourcesObject;
+
+static void
+drop_views(SourcesObject *self)
+{
+    if (self->views == NULL) {
+        return;
+    }
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        if (self->views[i].obj != NULL) {
+            PyBuffer_Release(&self->views[i]);
+        }
+    }
+    PyMem_Free(self->views);
+    self->views = NULL;
+}
+
+static int
+Sources_init(SourcesObject *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *seq = NULL;
+    static char *kwlist[] = {"sources", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Sources", kwlist, &seq)) {
+        return -1;
+    }
+    if (self->views != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Sources is already initialised");
+        return -1;
+    }
+    PyObject *fast = PySequence_Fast(seq, "sources must be a sequence of buffers");
+    if (fast == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    self->views = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(Py_buffer));
+    if (self->views == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->n = n;
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* PyBUF_SIMPLE: contiguous bytes, read-only is fine */
+        if (PyObject_GetBuffer(items[i], &self->views[i], PyBUF_SIMPLE) < 0) {
+            drop_views(self);
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static void
+Sources_dealloc(SourcesObject *self)
+{
+    drop_views(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return -1;
+    }
+    const char *f = view->format == NULL ? "B" : view->format;
+    if (*f == '<' || *f == '=' || *f == '@') {
+        f++;
+    }
+    int ok = view->itemsize == itemsize && f[1] == '\0' &&
+             (itemsize == 8 ? (f[0] == 'q' || f[0] == 'l') : (f[0] == 'i' || f[0] == 'l'));
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s must be a buffer of int%zd, got format %s", name,
+                     8 * itemsize, view->format == NULL ? "(none)" : view->format);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* Where record i goes in out: batches of batch_rows records, batch_stride bytes apart. */
+#define DEST(i) (dest + ((i) / batch_rows) * batch_stride + ((i) % batch_rows) * width)
+
+#define COPY_LOOP(T)                                                                  \
+    for (Py_ssize_t i = 0; i < count; i++) {                                          \
+        const int32_t k = seg[i];                                                     \
+        memcpy(DEST(i), bases[src[k]] + base[k] + (int64_t)row[i] * (int64_t)sizeof(T), \
+               sizeof(T));                                                            \
+    }
+
+/* gather(out, width, seg_source, seg_base, seg, row[, batch_rows, batch_stride]): record i
+   is record row[i] of segment seg[i], whose records start at byte seg_base[seg[i]] of source
+   seg_source[seg[i]], width bytes apart. In out, records follow each other, or go in
+   batches of batch_rows records that start batch_stride bytes apart. */
+static PyObject *
+Sources_gather(SourcesObject *self, PyObject *args)
+{
+    PyObject *out_obj, *src_obj, *base_obj, *seg_obj, *row_obj;
+    Py_ssize_t width, batch_rows = 0, batch_stride = 0;
+    if (!PyArg_ParseTuple(args, "OnOOOO|nn:gather", &out_obj, &width, &src_obj, &base_obj,
+                          &seg_obj, &row_obj, &batch_rows, &batch_stride)) {
+        return NULL;
+    }
+    if (self->views == NULL || self->released) {
+        PyErr_SetString(PyExc_ValueError, "gather from released sources");
+        return NULL;
+    }
+    if (width <= 0) {
+        PyErr_Format(PyExc_ValueError, "width must be > 0, got %zd", width);
+        return NULL;
+    }
+    Py_buffer views[5];
+    int held = 0;
+    PyObject *result = NULL;
+    const char **bases = NULL;
+    if (PyObject_GetBuffer(out_obj, &views[0], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        goto done;
+    }
+    held = 1;
+    if (get_ints(src_obj, &views[1], 8, "seg_source") < 0) goto done;
+    held = 2;
+    if (get_ints(base_obj, &views[2], 8, "seg_base") < 0) goto done;
+    held = 3;
+    if (get_ints(seg_obj, &views[3], 4, "seg") < 0) goto done;
+    held = 4;
+    if (get_ints(row_obj, &views[4], 4, "row") < 0) goto done;
+    held = 5;
+    const Py_ssize_t segments = views[1].len / 8;
+    const Py_ssize_t count = views[3].len / 4;
+    const int64_t *src = (const int64_t *)views[1].buf;
+    const int64_t *base = (const int64_t *)views[2].buf;
+    const int32_t *seg = (const int32_t *)views[3].buf;
+    const int32_t *row = (const int32_t *)views[4].buf;
+    if (views[2].len != views[1].len || views[4].len != views[3].len) {
+        PyErr_SetString(PyExc_ValueError,
+                        "seg_source and seg_base, and seg and row, must have equal lengths");
+        goto done;
+    }
+    if (batch_rows <= 0) { /* one batch: records follow each other */
+        batch_rows = count > 0 ? count : 1;
+        batch_stride = batch_rows * width;
+    }
+    if (batch_stride < batch_rows * width) {
+        PyErr_Format(PyExc_ValueError, "batches of %zd records of %zd bytes cannot start %zd "
+                     "bytes apart", batch_rows, width, batch_stride);
+        goto done;
+    }
+    if (count > 0) {
+        const Py_ssize_t last = count - 1;
+        const Py_ssize_t need = (last / batch_rows) * batch_stride + (last % batch_rows + 1) * width;
+        if (views[0].len < need) {
+            PyErr_Format(PyExc_ValueError, "out holds %zd bytes, %zd records need %zd",
+                         views[0].len, count, need);
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const int32_t k = seg[i];
+        if (k < 0 || k >= segments) {
+            PyErr_Format(PyExc_IndexError, "record %zd: segment %d of %zd", i, (int)k,
+                         segments);
+            goto done;
+        }
+        const int64_t s = src[k];
+        if (s < 0 || s >= self->n) {
+            PyErr_Format(PyExc_IndexError, "record %zd: source %lld of %zd", i, (long long)s,
+                         self->n);
+            goto done;
+        }
+        const int64_t len = self->views[s].len;
+        const int64_t at = base[k] + (int64_t)row[i] * (int64_t)width;
+        if (row[i] < 0 || base[k] < 0 || len < width || at > len - width) {
+            PyErr_Format(PyExc_IndexError,
+                         "record %zd: bytes [%lld, %lld) outside source %lld of %lld bytes", i,
+                         (long long)at, (long long)at + width, (long long)s, (long long)len);
+            goto done;
+        }
+    }
+    bases = PyMem_Malloc((self->n > 0 ? (size_t)self->n : 1) * sizeof(char *));
+    if (bases == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < self->n; s++) {
+        bases[s] = (const char *)self->views[s].buf;
+    }
+    char *dest = (char *)views[0].buf;
+    self->active++;
+    Py_BEGIN_ALLOW_THREADS
+    switch (width) {
+    case 1: COPY_LOOP(uint8_t) break;
+    case 2: COPY_LOOP(uint16_t) break;
+    case 4: COPY_LOOP(uint32_t) break;
+    case 8: COPY_LOOP(uint64_t) break;
+    default:
+        for (Py_ssize_t i = 0; i < count; i++) {
+            const int32_t k = seg[i];
+            memcpy(DEST(i), bases[src[k]] + base[k] + (int64_t)row[i] * width, (size_t)width);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    self->active--;
+    if (self->released && self->active == 0) {
+        drop_views(self);
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyMem_Free((void *)bases);
+    for (int j = held - 1; j >= 0; j--) {
+        PyBuffer_Release(&views[j]);
+    }
+    return result;
+}
+
+static PyObject *
+Sources_release(SourcesObject *self, PyObject *Py_UNUSED(ignored))
+{
+    self->released = 1;
+    if (self->active == 0) {
+        drop_views(self);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Sources_len(SourcesObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->views == NULL ? 0 : self->n);
+}
+
+static PyMethodDef Sources_methods[] = {
+    {"gather", (PyCFunction)Sources_gather, METH_VARARGS,
+     "gather(out, width, seg_source, seg_base, seg, row): see the module's docstring"},
+    {"release", (PyCFunction)Sources_release, METH_NOARGS,
+     "Let the sources' buffers go (after any gather still running)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Sources_getset[] = {
+    {"held", (getter)Sources_len, NULL, "sources whose buffers are held", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject SourcesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "snapshot_cli._gather.Sources",
+    .tp_doc = "Buffers to gather records from, held until release().",
+    .tp_basicsize = sizeof(SourcesObject),
+    .tp_itemsize = 0,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Sources_init,
+    .tp_dealloc = (destructor)Sources_dealloc,
+    .tp_methods = Sources_methods,
+    .tp_getset = Sources_getset,
+};
+
+static struct PyModuleDef gather_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "snapshot_cli._gather",
+    .m_doc = "Copy records from many buffers into one, without the GIL.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__gather(void)
+{
+    if (PyType_Ready(&SourcesType) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&gather_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&SourcesType);
+    if (PyModule_AddObject(m, "Sources", (PyObject *)&SourcesType) < 0) {
+        Py_DECREF(&SourcesType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,231 @@
+"""A gathered window: records left where they are, each batch gathered from them in one copy.
+
+The slot window (:mod:`.window`) copies every record to its place in the shuffled order as it
+is decoded, and a batch is then a view of that window: the copy writes to a 256 MiB window in
+memory, and a fresh process first has to fault its pages in. Here nothing is copied while a
+window is read: an uncompressed record batch stays in the page cache (the shard file is
+memory-mapped, each record batch checked against its crc32c in place), a compressed one stays
+in the buffers it is decoded to, and the window only notes where each record is. A batch is
+then *gathered*: each of its records copied once, straight from where it is into a batch buffer
+the loader reuses once the consumer has dropped the batch (:class:`BatchPool`), which is still
+in the CPU's cache when the next batch is made. One copy per byte, into memory that is already
+there; the copy runs in C without the GIL (``snapshot_cli._gather``), from several threads.
+
+Where a record is takes eight bytes (its segment, its row in it) whatever the columns: a
+*segment* is a run of consecutive records of one record batch, and says per column in which
+source and at which byte its first record is.
+
+Needs the compiled ``snapshot_cli._gather`` (:data:`AVAILABLE`) and fixed-width columns only;
+the loader uses the slot window otherwise, and for compressed snapshots (:func:`suits`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import mmap
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import storage
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
+
+Sources: Any
+try:
+    from .._gather import Sources
+except ImportError:  # not compiled (no C compiler at install): the slot window is used
+    Sources = None
+
+AVAILABLE = Sources is not None
+# Whether loaders gather (tests and benchmarks switch it off to compare with slot windows).
+ENABLED = AVAILABLE
+ALIGN = 64  # bytes: batches start on a 64-byte boundary (what XLA and TensorFlow share)
+
+
+def suits(sources: list[Snapshot], fixed_only: bool) -> bool:
+    """Whether a loader reading ``sources`` (whose selected columns are all fixed-width:
+    ``fixed_only``) gathers its windows: uncompressed snapshots on local disk, whose record
+    batches are then read where they are in the page cache (for compressed ones, decoding
+    straight to the slots of a slot window measured faster)."""
+    return (
+        ENABLED
+        and fixed_only
+        and all(
+            s.manifest.compression.get("codec") == "none" and storage.is_local(s.fs)
+            for s in sources
+        )
+    )
+
+
+class GatherWindow:
+    """Records ``[0, rows)`` of one window: :meth:`source` and :meth:`add` from any thread
+    (a read thread per record batch), then :meth:`finish`, then :meth:`take` batches of
+    consecutive slots from any threads, then :meth:`close`.
+
+    ``forms`` gives each column's dtype and record shape, in the order batches list them;
+    ``slots`` maps record ``r`` (in read order) to its slot (None: kept in order).
+    """
+
+    def __init__(
+        self,
+        forms: dict[str, tuple[np.dtype, tuple[int, ...]]],
+        rows: int,
+        segments: int,
+        slots: np.ndarray | None,
+        batches: BatchPool,
+    ) -> None:
+        self.rows, self.forms, self.batches = rows, forms, batches
+        self.columns = list(forms)
+        self.widths = {c: d.itemsize * math.prod(s) for c, (d, s) in forms.items()}
+        self.slot_of = slots
+        # per slot: its record's segment, and row within the segment
+        self.seg = np.empty(rows, np.int32)
+        self.row = np.empty(rows, np.int32)
+        # per segment and column: the source, and the byte of the segment's first record
+        self.seg_source = {c: np.zeros(segments, np.int64) for c in forms}
+        self.seg_base = {c: np.zeros(segments, np.int64) for c in forms}
+        self._sources: list[Any] = []
+        self._keyed: dict[Any, int] = {}
+        self._maps: list[mmap.mmap] = []
+        self._lock = threading.Lock()
+        self._gather: Any = None
+
+    def source(self, key: Any, make: Callable[[], Any]) -> tuple[int, Any]:
+        """The source known as ``key`` in this window, made by ``make()`` the first time (a
+        memory map of a shard file: one per window, unmapped by :meth:`close`)."""
+        with self._lock:
+            known = self._keyed.get(key)
+            if known is not None:
+                return known, self._sources[known]
+        made = make()
+        with self._lock:
+            known = self._keyed.get(key)
+            if known is not None:  # another thread made it meanwhile
+                _close(made)
+                return known, self._sources[known]
+            self._keyed[key] = len(self._sources)
+            self._sources.append(made)
+            if isinstance(made, mmap.mmap):
+                self._maps.append(made)
+            return self._keyed[key], made
+
+    def add(self, segment: int, offset: int, n: int, where: dict[str, tuple[int, int]]) -> None:
+        """Window records ``[offset, offset + n)`` are segment ``segment``: column ``c``'s
+        first record at byte ``where[c][1]`` of source ``where[c][0]``, the rest following."""
+        for c, (src, base) in where.items():
+            self.seg_source[c][segment] = src
+            self.seg_base[c][segment] = base
+        rows = np.arange(n, dtype=np.int32)
+        if self.slot_of is None:
+            self.seg[offset : offset + n] = segment
+            self.row[offset : offset + n] = rows
+        else:
+            slots = self.slot_of[offset : offset + n]
+            self.seg[slots] = segment
+            self.row[slots] = rows
+
+    def add_values(self, segment: int, offset: int, values: dict[str, np.ndarray]) -> None:
+        """Window records ``[offset, offset + n)`` are ``values`` (``{column: (n, ...)
+        array}``, decoded): each column a source of its own."""
+        where = {}
+        with self._lock:
+            for c, v in values.items():
+                dtype, shape = self.forms[c]
+                if v.dtype != dtype or v.shape[1:] != shape:
+                    got = f"{v.dtype} {v.shape[1:]}"
+                    raise ValueError(f"column {c!r} decoded as {got}, expected {dtype} {shape}")
+                where[c] = (len(self._sources), 0)
+                self._sources.append(np.ascontiguousarray(v))
+        n = len(next(iter(values.values()))) if values else 0
+        self.add(segment, offset, n, where)
+
+    def finish(self) -> None:
+        """Every record is known: hold the sources for the gathers."""
+        assert Sources is not None
+        self._gather = Sources(self._sources)
+
+    def take(self, a: int, b: int) -> dict[str, np.ndarray]:
+        """The records of slots ``[a, b)`` (a batch), each column gathered into a buffer of
+        its own (64-byte aligned, contiguous, writable, reused once it is dropped)."""
+        return self.take_group([(a, b)])[0]
+
+    def take_group(self, bounds: list[tuple[int, int]]) -> list[dict[str, np.ndarray]]:
+        """Consecutive batches (slots ``[a, b)`` each, one after the other, all but the last
+        of the same size) gathered at once: one call per column, each batch of a column a
+        64-byte aligned part of one buffer (which is reused once every batch is dropped)."""
+        a0, size = bounds[0][0], bounds[0][1] - bounds[0][0]
+        end = bounds[-1][1]
+        seg, row = self.seg[a0:end], self.row[a0:end]
+        parts: dict[str, list[np.ndarray]] = {}
+        for c, (dtype, shape) in self.forms.items():
+            width = self.widths[c]
+            stride = -(-size * width // ALIGN) * ALIGN
+            buf = self.batches.get(stride * len(bounds))
+            self._gather.gather(buf, width, self.seg_source[c], self.seg_base[c], seg, row,
+                                size, stride)  # fmt: skip
+            parts[c] = [
+                buf[j * stride : j * stride + (b - a) * width].view(dtype).reshape((b - a, *shape))
+                for j, (a, b) in enumerate(bounds)
+            ]
+        return [{c: parts[c][j] for c in self.forms} for j in range(len(bounds))]
+
+    def close(self) -> None:
+        """Let the sources go (after any gather still running) and unmap the shard files."""
+        if self._gather is not None:
+            self._gather.release()
+            self._gather = None
+        for m in self._maps:
+            _close(m)
+        self._maps, self._sources, self._keyed = [], [], {}
+
+
+def _close(source: Any) -> None:
+    if isinstance(source, mmap.mmap):
+        with contextlib.suppress(BufferError):  # a gather still holds it: unmapped once done
+            source.close()
+
+
+class BatchPool:
+    """Batch buffers (64-byte aligned), each reused once no batch refers to it any more.
+
+    A batch the consumer drops is made again into the same memory, which is then still in the
+    CPU's cache and needs no page faults; a batch the consumer keeps keeps its own buffer
+    (only that). At most ``keep`` buffers of each size are kept for reuse.
+    """
+
+    def __init__(self, keep: int = 48) -> None:
+        self.keep = keep
+        # per size: [owner, its aligned bytes, the owner's reference count when unused]
+        self._kept: dict[int, list[tuple[np.ndarray, np.ndarray, int]]] = {}
+        self._next: dict[int, int] = {}  # where the next search starts (round robin)
+        self._lock = threading.Lock()
+        self.allocated = 0  # buffers made (a figure for tests)
+
+    def get(self, nbytes: int) -> np.ndarray:
+        """A buffer of ``nbytes`` bytes (uint8), 64-byte aligned."""
+        with self._lock:
+            kept = self._kept.setdefault(nbytes, [])
+            n = len(kept)
+            first = self._next.get(nbytes, 0)
+            for j in range(n):
+                # every view of a buffer (batches, and their own views) refers to its owner
+                owner, aligned, unused = kept[(first + j) % n]
+                if sys.getrefcount(owner) == unused:
+                    self._next[nbytes] = (first + j + 1) % n
+                    return aligned[:]
+            owner = np.empty(nbytes + ALIGN, np.uint8)
+            start = -owner.__array_interface__["data"][0] % ALIGN
+            aligned = owner[start : start + nbytes]
+            self.allocated += 1
+            if n < self.keep:
+                # as the search counts: the aligned view, the loop's name (here this one),
+                # getrefcount's argument, and the list's tuple
+                unused = sys.getrefcount(owner) + 1
+                kept.append((owner, aligned, unused))
+            return aligned[:]

@@ -1,0 +1,176 @@
+"""Serving a window: its batches made, mapped and handed to the consumer, in order.
+
+A slot window's batches are views of it (:mod:`.window`: no work); a gathered window's are
+copies (:mod:`.gather`), made a group of consecutive batches at a time (small batches cost per
+call, not per byte) by ``snap-gather_N`` threads at once (the copy runs in C, without the
+GIL). ``map`` runs in ``snap-map_N`` threads. Batches go to the bounded prefetch buffer the
+consumer reads in groups of up to ``GROUP_MAX`` (one lock and one wake-up per group), and the
+buffer grows whenever the consumer had to wait for one (``prefetch="auto"``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .gather import GatherWindow
+from .prefetch import PrefetchBuffer
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from .loader import Batch
+    from .run import Plan, RunContext
+    from .window import Window
+
+    # batches made from a window, when their making started and ended
+    Made: TypeAlias = tuple[list[Batch], float, float]
+    Bounds: TypeAlias = list[tuple[int, int, int]]  # (batch index, first slot, end slot)
+
+# Small batches go to the consumer in groups of up to GROUP_MAX, GROUP_BYTES at most.
+GROUP_BYTES, GROUP_MAX = 1 << 20, 64
+# A gathered window's batches are made in groups of about this many bytes (GROUP_MAX at most).
+GATHER_BYTES = 1 << 20
+
+# What the consumer gets: (epoch, batch index, batch, bytes, records per source or None).
+Item = tuple[int, int, "Batch", int, "np.ndarray | None"]
+
+
+class Server:
+    """The serving half of a :class:`~.run.Run`: its threads, and the prefetch buffer."""
+
+    def __init__(self, ctx: RunContext, batch_size: int, stop: threading.Event) -> None:
+        self.stats, self.trace, self.prefetch = ctx.stats, ctx.trace, ctx.prefetch
+        self.map, self.map_takes_rng, self.map_key = ctx.map, ctx.map_takes_rng, ctx.map_key
+        self.mixed, self.stop = ctx.sources, stop
+        self.batch_bytes = max(1, ctx.bytes_per_row * batch_size)
+        self.group = max(1, min(GROUP_MAX, GROUP_BYTES // self.batch_bytes))
+        self._group: list[Item] = []
+        self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
+        self.map_pool = (
+            ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
+        )
+        self.gather_threads = ctx.gather_threads
+        self.gather_pool = ThreadPoolExecutor(self.gather_threads, thread_name_prefix="snap-gather")
+
+    def serve(
+        self,
+        key: tuple[Plan, int, int, int],
+        window: Window | GatherWindow,
+        sources: np.ndarray | None,
+    ) -> None:
+        """Batches ``[lo, hi)`` of ``key = (plan, window, lo, hi)`` from ``window`` (each
+        slot's source: ``sources``, a mixture) into the buffer."""
+        plan, _, lo, hi = key
+        gathering = isinstance(window, GatherWindow)
+        taking: deque[tuple[Bounds, Future[Made]]] = deque()
+        in_flight: deque[tuple[int, int, Future[Batch], int, np.ndarray | None]] = deque()
+
+        def take(group: Bounds) -> Made:
+            started = time.perf_counter()
+            if isinstance(window, GatherWindow):
+                made = window.take_group([(a, b) for _, a, b in group])
+            else:
+                made = [window.take(a, b) for _, a, b in group]
+            return made, started, time.perf_counter()
+
+        def hand_on(group: Bounds, made: Made) -> None:
+            batches, started, gathered = made
+            self.stats.gather_seconds += gathered - started
+            if self.trace is not None:
+                self.trace.add("gather batch", started, gathered, epoch=plan.epoch,
+                               batch=group[0][0], batches=len(group))  # fmt: skip
+            for (i, a, b), batch in zip(group, batches, strict=True):
+                nbytes = sum(v.nbytes for v in batch.values())
+                counts = (
+                    None if sources is None else np.bincount(sources[a:b], minlength=self.mixed)
+                )
+                if self.map_pool is None:
+                    self._put((plan.epoch, i, batch, nbytes, counts))
+                    continue
+                future = self.map_pool.submit(self._apply, plan.epoch, i, batch)
+                in_flight.append((plan.epoch, i, future, nbytes, counts))
+                while len(in_flight) > self.prefetch.current:
+                    e, j, fut, nb, c = in_flight.popleft()
+                    self._put((e, j, fut.result(), nb, c))
+
+        per_group = min(GROUP_MAX, max(1, GATHER_BYTES // self.batch_bytes)) if gathering else 1
+        group: Bounds = []
+        for i in range(lo, hi):
+            if self.stop.is_set():
+                return
+            _, a, b = plan.batch_bounds(i)
+            group.append((i, a, b))
+            if len(group) < per_group and i + 1 < hi:
+                continue
+            if not gathering:
+                hand_on(group, take(group))
+            else:
+                taking.append((group, self.gather_pool.submit(take, group)))
+                while len(taking) > 2 * self.gather_threads:
+                    done, making = taking.popleft()
+                    hand_on(done, making.result())
+            group = []
+        while taking:
+            if self.stop.is_set():
+                return
+            done, making = taking.popleft()
+            hand_on(done, making.result())
+        while in_flight:
+            e, j, fut, nb, c = in_flight.popleft()
+            self._put((e, j, fut.result(), nb, c))
+        self._flush()
+
+    def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
+        started = time.perf_counter()
+        fn: Callable[..., Batch] = self.map  # type: ignore[assignment]
+        if self.map_takes_rng:
+            seed, rank = self.map_key
+            rng = np.random.default_rng([seed, epoch, rank, index, 0x6D6170])
+            out = fn(batch, rng)
+        else:
+            out = fn(batch)
+        ended = time.perf_counter()
+        self.stats.map_seconds += ended - started
+        if self.trace is not None:
+            self.trace.add("map", started, ended, epoch=epoch, batch=index)
+        if not isinstance(out, dict):
+            raise TypeError(f"map must return a dict of arrays, returned {type(out).__name__}")
+        return out
+
+    def _put(self, item: Item) -> None:
+        """Queue a batch ``(epoch, index, batch, bytes, per-source counts)`` for the consumer;
+        batches go over in groups of ``group`` (small batches cost per hand-off, not per
+        byte: one lock and one wake-up per group)."""
+        self._group.append(item)
+        if len(self._group) >= self.group:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._group:
+            return
+        items, self._group = self._group, []
+        before = self.buffer.consumer_waits
+        started = time.perf_counter()
+        self.buffer.put(items)
+        ended = time.perf_counter()
+        if self.trace is not None and ended - started > 1e-4:  # blocked: the consumer is slower
+            self.trace.add("wait for room (prefetch full)", started, ended, batch=items[0][1])
+        if self.buffer.consumer_waits > before:  # the consumer starved: keep more ready
+            self.buffer.resize(self._groups(self.prefetch.consumer_waited()))
+
+    def _groups(self, batches: int) -> int:
+        """Prefetch depth in groups, from a depth in batches."""
+        return max(1, -(-batches // self.group))
+
+    def close(self) -> None:
+        """After the producer has stopped: stop the gather and map threads."""
+        self.gather_pool.shutdown(wait=True, cancel_futures=True)
+        if self.map_pool is not None:
+            self.map_pool.shutdown(wait=True, cancel_futures=True)

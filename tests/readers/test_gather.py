@@ -1,0 +1,379 @@
+"""Gathered windows (:mod:`snapshot_cli.readers.gather`): uncompressed record batches read
+where they are in the page cache, each batch gathered once into a recycled aligned buffer.
+
+The compiled gather is checked against a plain Python model (Hypothesis) and on every kind of
+bad argument; the loader's gathered windows must give exactly the batches slot windows give
+(the same order, shuffled or not, every batch size, resume, mixtures), keep batches a consumer
+holds intact, leave no shard file mapped once a pass ends, and stop at a damaged record batch
+before any of its records reach the consumer.
+"""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli.readers import gather
+
+from .conftest import damaged_snapshot
+
+Sources = gather.Sources
+
+
+def test_the_compiled_gather_is_built() -> None:
+    """`make test` builds the extension (`pip install -e .`): the gathered path is tested,
+    never skipped for want of it."""
+    assert gather.AVAILABLE and gather.ENABLED
+
+
+# --- the compiled gather ----------------------------------------------------------------
+
+
+@st.composite
+def gathers(draw: st.DrawFn) -> dict[str, Any]:
+    width = draw(st.sampled_from([1, 2, 4, 8]) | st.integers(1, 300))
+    n_sources = draw(st.integers(1, 4))
+    sizes = [draw(st.integers(width, width * 20 + 7)) for _ in range(n_sources)]
+    n_seg = draw(st.integers(1, 6))
+    seg_source, seg_base, seg_len = [], [], []
+    for _ in range(n_seg):
+        s = draw(st.integers(0, n_sources - 1))
+        base = draw(st.integers(0, sizes[s] - width))
+        seg_source.append(s)
+        seg_base.append(base)
+        seg_len.append((sizes[s] - base) // width)  # records that fit from base on
+    count = draw(st.integers(0, 40))
+    seg = [draw(st.integers(0, n_seg - 1)) for _ in range(count)]
+    row = [draw(st.integers(0, seg_len[k] - 1)) for k in seg]
+    batch_rows = draw(st.integers(0, 9))
+    pad = draw(st.integers(0, 70))
+    seed = draw(st.integers(0, 2**32 - 1))
+    return {"width": width, "sizes": sizes, "seg_source": seg_source, "seg_base": seg_base,
+            "seg": seg, "row": row, "batch_rows": batch_rows, "pad": pad, "seed": seed}  # fmt: skip
+
+
+def model(case: dict[str, Any], sources: list[np.ndarray], out: np.ndarray) -> None:
+    w, b = case["width"], case["batch_rows"] or max(1, len(case["seg"]))
+    stride = b * w + (case["pad"] if case["batch_rows"] else 0)
+    for i, (k, r) in enumerate(zip(case["seg"], case["row"], strict=True)):
+        src = sources[case["seg_source"][k]]
+        at = case["seg_base"][k] + r * w
+        dest = (i // b) * stride + (i % b) * w
+        out[dest : dest + w] = src[at : at + w]
+
+
+@settings(max_examples=300, deadline=None)
+@given(gathers())
+def test_gather_copies_what_a_plain_loop_copies(case: dict[str, Any]) -> None:
+    rng = np.random.default_rng(case["seed"])
+    sources = [rng.integers(0, 256, n, dtype=np.uint8) for n in case["sizes"]]
+    w, count = case["width"], len(case["seg"])
+    b = case["batch_rows"] or max(1, count)
+    stride = b * w + (case["pad"] if case["batch_rows"] else 0)
+    size = (-(-count // b)) * stride if count else 0
+    got, want = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
+    args = [np.array(case["seg_source"], np.int64), np.array(case["seg_base"], np.int64),
+            np.array(case["seg"], np.int32), np.array(case["row"], np.int32)]  # fmt: skip
+    extra = (case["batch_rows"], stride) if case["batch_rows"] else ()
+    Sources(sources).gather(got, w, *args, *extra)
+    model(case, sources, want)
+    assert np.array_equal(got, want)
+
+
+def _args(seg_source: list[int], seg_base: list[int], seg: list[int], row: list[int]) -> list[Any]:
+    return [np.array(seg_source, np.int64), np.array(seg_base, np.int64),
+            np.array(seg, np.int32), np.array(row, np.int32)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "text"),
+    [
+        (_args([0], [0], [1], [0]), IndexError, "segment 1 of 1"),
+        (_args([0], [0], [-1], [0]), IndexError, "segment -1"),
+        (_args([2], [0], [0], [0]), IndexError, "source 2 of 2"),
+        (_args([-1], [0], [0], [0]), IndexError, "source -1"),
+        (_args([0], [0], [0], [25]), IndexError, "outside source 0 of 100 bytes"),
+        (_args([0], [97], [0], [0]), IndexError, "outside source"),
+        (_args([0], [-4], [0], [1]), IndexError, "outside source"),
+        (_args([0], [0], [0], [-1]), IndexError, "outside source"),
+        (_args([1], [0], [0], [0]), IndexError, "outside source 1 of 3 bytes"),
+        (_args([0, 0], [0], [0], [0]), ValueError, "equal lengths"),
+        (_args([0], [0], [0, 0], [0]), ValueError, "equal lengths"),
+        (_args([0], [0], [0] * 5, [0] * 5), ValueError, "need 20"),
+    ],
+)
+def test_gather_refuses_records_outside_their_sources(
+    args: list[Any], error: type[Exception], text: str
+) -> None:
+    """Nothing is copied unless every record is inside its source and the output."""
+    out = np.full(16, 7, np.uint8)
+    with pytest.raises(error, match=text):
+        Sources([np.zeros(100, np.uint8), b"abc"]).gather(out, 4, *args)
+    assert (out == 7).all()
+
+
+def test_gather_refuses_arguments_of_the_wrong_kind() -> None:
+    s = Sources([np.zeros(100, np.uint8)])
+    good = _args([0], [0], [0], [0])
+    out = np.zeros(16, np.uint8)
+    with pytest.raises(TypeError, match="seg must be a buffer of int32"):
+        s.gather(out, 4, good[0], good[1], good[2].astype(np.int64), good[3])
+    with pytest.raises(TypeError, match="seg_base must be a buffer of int64"):
+        s.gather(out, 4, good[0], good[1].astype(np.float64), good[2], good[3])
+    with pytest.raises(ValueError, match="width must be > 0"):
+        s.gather(out, 0, *good)
+    with pytest.raises(BufferError, match="not writable"):
+        s.gather(b"\0" * 16, 4, *good)
+    with pytest.raises(ValueError, match="cannot start 3 bytes apart"):
+        s.gather(out, 4, *good, 1, 3)
+    with pytest.raises(TypeError):
+        Sources([object()])
+
+
+def test_released_sources_let_their_maps_close() -> None:
+    """A source's buffer is held (an mmap cannot be closed) until release(); after it no
+    gather is possible."""
+    m = mmap.mmap(-1, 4096)
+    s = Sources([m])
+    with pytest.raises(BufferError):
+        m.close()
+    s.release()
+    m.close()
+    assert s.held == 0
+    with pytest.raises(ValueError, match="released"):
+        s.gather(np.zeros(4, np.uint8), 4, *_args([0], [0], [0], [0]))
+
+
+# --- batch buffers ------------------------------------------------------------------------
+
+
+def test_a_batch_buffer_is_reused_only_once_nothing_refers_to_it() -> None:
+    pool = gather.BatchPool()
+    a = pool.get(4096)
+    address = a.ctypes.data
+    assert address % 64 == 0 and a.flags.writeable and a.flags.c_contiguous
+    b = pool.get(4096)
+    assert b.ctypes.data != address
+    del a
+    c = pool.get(4096)
+    assert c.ctypes.data == address  # dropped: reused
+    view = c[100:].view(np.int8)
+    del c
+    d = pool.get(4096)
+    assert d.ctypes.data != address  # a view of it is still alive
+    del view, b, d
+    gc.collect()
+    assert pool.allocated == 3
+
+
+# --- the loader ---------------------------------------------------------------------------
+
+N = 3000
+
+
+def records(flag: bool) -> Any:
+    def gen() -> Any:
+        rng = np.random.default_rng(7)
+        for start in range(0, N, 500):
+            ids = np.arange(start, start + 500)
+            columns = {
+                "id": ids,
+                "image": rng.integers(0, 256, (500, 3, 10, 10), dtype=np.uint8),
+                "f": (ids * 0.25).astype(np.float32),
+                "small": (ids % 251).astype(np.uint8),
+            }
+            yield snap.Batch(**columns, **({"flag": ids % 3 == 0} if flag else {}))
+
+    return gen
+
+
+def make(root: Path, flag: bool) -> str:
+    out = root / ("flag" if flag else "plain")
+    snap.create(records(flag), str(out), workers=0, shard_size="64KiB", batch_rows=90,
+                compression="none")  # fmt: skip
+    assert len(snap.open(str(out)).shards) >= 8
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Numbers and tensors only: every record batch is read where it is (mapped)."""
+    return make(tmp_path_factory.mktemp("gather"), False)
+
+
+@pytest.fixture(scope="module")
+def with_bool(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A bool column too (bits in Arrow): record batches decoded by Arrow, then gathered."""
+    return make(tmp_path_factory.mktemp("gather"), True)
+
+
+def both_ways(
+    path: Any, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
+    """Every batch of a loader with gathered windows, and with slot windows (copied)."""
+    out = []
+    for enabled in (True, False):
+        monkeypatch.setattr(gather, "ENABLED", enabled)
+        source = snap.mix(path) if isinstance(path, list) else snap.open(path)
+        with source.loader(**options) as loader:
+            assert loader._context.windows.gather is enabled
+            out.append([{k: v.copy() for k, v in b.items()} for b in loader])
+    return out[0], out[1]
+
+
+def same(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert list(x) == list(y)
+        for k in x:
+            assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape, k
+            assert np.array_equal(x[k], y[k]), k
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("batch_size", [1, 7, 64, 100, 1000])
+@pytest.mark.parametrize("kind", ["plain", "with_bool"])
+def test_gathered_batches_are_the_slot_windows_batches(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    shuffle: bool,
+    batch_size: int,
+) -> None:
+    """Shuffled or not, any batch size (several batches gathered in one call, an epoch's
+    last batch short), two epochs, records read where they are or decoded by Arrow: the very
+    batches a slot window serves."""
+    path = request.getfixturevalue(kind)
+    ours, theirs = both_ways(path, monkeypatch, batch_size=batch_size, shuffle=shuffle,
+                             seed=3, shuffle_buffer=700, epochs=2)  # fmt: skip
+    same(ours, theirs)
+    ids = np.concatenate([b["id"] for b in ours])
+    assert sorted(ids.tolist()) == sorted(list(range(N)) * 2)
+    for b in ours:
+        assert (b["f"] == b["id"] * 0.25).all() and (b["small"] == b["id"] % 251).all()
+        if kind == "with_bool":
+            assert (b["flag"] == (b["id"] % 3 == 0)).all()
+
+
+def test_gathered_batches_of_a_selection_a_mixture_and_a_drop_last(
+    plain: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, theirs = both_ways(plain, monkeypatch, batch_size=50, columns=["small", "image"],
+                             drop_last=True, rank=1, world_size=3)  # fmt: skip
+    same(ours, theirs)
+    assert all(list(b) == ["small", "image"] for b in ours)
+    ours, theirs = both_ways([plain, plain], monkeypatch, batch_size=64, seed=5)
+    same(ours, theirs)
+
+
+def test_batches_kept_stay_intact_and_are_aligned_writable_buffers(plain: str) -> None:
+    """A batch is the consumer's: kept ones never change while the loader goes on (their
+    buffers are reused only once dropped), and each column is 64-byte aligned, contiguous,
+    writable and owned by no window."""
+    loader = snap.open(plain).loader(64, seed=1, shuffle_buffer=500, epochs=3)
+    kept = list(loader)
+    images = {}
+    for b in snap.open(plain).loader(256, shuffle=False):
+        for i, im in zip(b["id"], b["image"], strict=True):
+            images[int(i)] = im.copy()
+    for b in kept:
+        for k, v in b.items():
+            assert v.ctypes.data % 64 == 0 and v.flags.c_contiguous and v.flags.writeable, k
+        assert all(
+            np.array_equal(images[int(i)], im) for i, im in zip(b["id"], b["image"], strict=True)
+        )
+        assert (b["f"] == b["id"] * 0.25).all()
+
+
+def test_dropped_batches_let_a_few_buffers_go_round(plain: str) -> None:
+    loader = snap.open(plain).loader(50, seed=1, shuffle_buffer=500, epochs=3, prefetch=2)
+    batches = sum(1 for _ in loader)
+    assert 0 < loader._context.windows.batches.allocated < batches // 4
+
+
+def test_resume_mid_epoch_gives_the_same_gathered_batches(plain: str) -> None:
+    options: dict[str, Any] = {"batch_size": 37, "seed": 11, "shuffle_buffer": 600, "epochs": 2}
+    full = [{k: v.copy() for k, v in b.items()} for b in snap.open(plain).loader(**options)]
+    first = snap.open(plain).loader(**options)
+    it = iter(first)
+    head = [{k: v.copy() for k, v in next(it).items()} for _ in range(50)]
+    state = first.state_dict()
+    first.close()
+    second = snap.open(plain).loader(**options)
+    second.load_state_dict(state)
+    same(full, head + [{k: v.copy() for k, v in b.items()} for b in second])
+
+
+def mapped_shards(root: str) -> list[str]:
+    with open("/proc/self/maps") as f:
+        return [line for line in f if os.path.realpath(root) in line]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux only: /proc/self/maps")
+def test_no_shard_file_stays_mapped_once_a_pass_ends(
+    plain: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shard files are mapped per window and unmapped once it is served (their pages count in
+    this process's resident memory while mapped): nothing is left after a pass, a break or a
+    close."""
+    mapped_when_finished = []
+    finish = gather.GatherWindow.finish
+
+    def noting(self: gather.GatherWindow) -> None:
+        mapped_when_finished.append(len(mapped_shards(plain)))
+        finish(self)
+
+    monkeypatch.setattr(gather.GatherWindow, "finish", noting)
+    loader = snap.open(plain).loader(32, seed=2, shuffle_buffer=400, epochs=1)
+    for _ in loader:
+        pass
+    assert len(mapped_when_finished) > 3 and min(mapped_when_finished) > 0
+    assert mapped_shards(plain) == []
+    for _ in loader:
+        break
+    loader.close()
+    gc.collect()
+    assert mapped_shards(plain) == []
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_damaged_record_batch_mid_window_stops_before_its_records(
+    tmp_path: Path, shuffle: bool
+) -> None:
+    """The damaged record batch is checked where it is mapped, and its window is not served:
+    none of its records is seen, and the error names the shard and the record batch."""
+    out, victim = damaged_snapshot(tmp_path, 4096)
+    seen: list[int] = []
+    with snap.open(out).loader(10, shuffle=shuffle, shuffle_buffer=60) as loader:
+        assert loader._context.windows.gather
+        with pytest.raises(snap.CorruptShardError, match=f"{victim} is damaged: record batch 0"):
+            for batch in loader:
+                seen.extend(int(v) for v in batch["label"])
+    assert 2 not in {label // 50 for label in seen}
+
+
+def test_a_shard_that_shrank_after_it_was_opened_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard file cut short once the loader has it open (its size was checked then) is a
+    CorruptShardError naming it, not a crash: a map of it is as long as the file is now."""
+    out, _ = damaged_snapshot(tmp_path / "a", 64)
+    s = snap.open(out)
+    victim = Path(out) / s.shards[3].path
+    loader = s.loader(10, shuffle=False, verify=False)
+    readers = loader._context.readers
+    readers.reader(3)  # opened: size checked against the manifest
+    with open(victim, "r+b") as f:
+        f.truncate(victim.stat().st_size // 3)
+    with pytest.raises(snap.CorruptShardError, match="the file ends inside it"):
+        for _ in loader:
+            pass
