@@ -13,6 +13,7 @@ A record batch checked once is not checked again by this process while the file 
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
@@ -32,6 +33,7 @@ from .window import SlotTarget
 IOV_CHUNK = 512  # pieces per preadv (Linux allows IOV_MAX = 1024)
 
 HEAD_BYTES = 4096  # read first from a record batch's message: its metadata, usually whole
+_DROP = hasattr(mmap, "MADV_DONTNEED")  # pages of a mapped file can leave RSS on demand
 
 # Record batches this process has checked, per file version: (path, size, mtime_ns, crc32c).
 _checked: dict[tuple[str, int, int, str], np.ndarray] = {}
@@ -70,6 +72,9 @@ class BlockFile:
         key = (path, self.size, st.st_mtime_ns, entry.crc32c)
         with _checked_lock:
             self._done = _checked.setdefault(key, np.zeros(len(self.blocks), bool))
+        self._mapped: mmap.mmap | None = None  # the whole file, once mapped
+        self._unmappable = False
+        self._mapping = threading.Lock()
         self._layouts: dict[int, ipc_layout.BatchLayout] = {}
         self._where: dict[int, tuple[Placement, int, dict[str, tuple[int, int]]]] = {}
 
@@ -106,14 +111,15 @@ class BlockFile:
             if not where or not self._scatter(i, head, layout, where, targets, check):
                 return False
         else:
-            buf = self._read_block(i)
-            if check:
-                self._check(i, crc32c.crc32c(buf))
-            with memoryview(buf) as view:
-                if not direct.place(
+            with memoryview(self._message(i)) as view:
+                if check:
+                    self._check(i, crc32c.crc32c(view))
+                placed = direct.place(
                     view, layout, self._regions(i, layout, placement, rows), targets
-                ):
-                    return False
+                )
+            self.release(i)
+            if not placed:
+                return False
         if check:
             self._done[i] = True
         return True
@@ -169,22 +175,58 @@ class BlockFile:
         self, i: int, verify: bool, rows: int, placement: Placement
     ) -> dict[str, np.ndarray] | None:
         """Record batch ``i``'s values (:func:`.direct.values`), checked first like
-        :meth:`read`; None where it is not in the form placed directly."""
-        buf = self._read_block(i)
+        :meth:`read`; None where it is not in the form placed directly. Values stored plain
+        are views of the mapped file: :meth:`release` once they are copied."""
+        buf = memoryview(self._message(i))
         if verify and not self._done[i]:
             self._check(i, crc32c.crc32c(buf))
             self._done[i] = True
         layout = self._layouts.get(i)
         if layout is None:
             try:
-                size = ipc_layout.metadata_size(buf.slice(0, 8).to_pybytes())
-                layout = ipc_layout.batch_layout(buf.slice(0, size).to_pybytes(), len(buf))
+                size = ipc_layout.metadata_size(bytes(buf[:8]))
+                layout = ipc_layout.batch_layout(bytes(buf[:size]), len(buf))
             except (ipc_layout.LayoutError, ValueError):
                 return None
             self._layouts[i] = layout
         self._fits(i, layout.body_start, layout.body_length)
         where = self._regions(i, layout, placement, rows)
-        return direct.values(memoryview(buf), layout, where, placement, rows)
+        return direct.values(buf, layout, where, placement, rows)
+
+    def _message(self, i: int) -> Any:
+        """Record batch ``i``'s message: a view of the file mapped whole (no copy out of the
+        page cache: a compressed record batch is decoded from there), else read (a copy)."""
+        m = self._whole()
+        if m is None:
+            return self._read_block(i)
+        block = self.blocks[i]
+        if len(m) < block.offset + block.length:  # the file shrank after it was opened
+            self._short(i, max(0, len(m) - block.offset), block.length)
+        with memoryview(m) as whole:
+            return whole[block.offset : block.offset + block.length]
+
+    def _whole(self) -> mmap.mmap | None:
+        """The file, mapped once for this object's life (None where it cannot be)."""
+        if self._mapped is None and not self._unmappable:
+            with self._mapping:
+                if self._mapped is None and not self._unmappable:
+                    try:
+                        self._mapped = self.map()
+                    except (OSError, ValueError):  # ENOMEM, a file that cannot be mapped
+                        self._unmappable = True
+        return self._mapped
+
+    def release(self, i: int) -> None:
+        """Record batch ``i``'s pages of the mapped file leave this process's resident memory
+        (they stay in the page cache): a shuffled epoch's RSS does not grow with the
+        snapshot."""
+        m = self._mapped
+        if m is None or not _DROP:
+            return
+        block = self.blocks[i]
+        start = block.offset - block.offset % mmap.PAGESIZE
+        with contextlib.suppress(OSError):
+            m.madvise(mmap.MADV_DONTNEED, start, min(len(m), block.offset + block.length) - start)
 
     def _regions(
         self, i: int, layout: ipc_layout.BatchLayout, placement: Placement, rows: int

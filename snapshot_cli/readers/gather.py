@@ -37,10 +37,11 @@ if TYPE_CHECKING:
     from .snapshot import Snapshot
 
 Sources: Any
+populate: Any  # populate(buffer, start, length): map those pages now (used by :mod:`.slabs`)
 try:
-    from .._gather import Sources
+    from .._gather import Sources, populate
 except ImportError:  # not compiled (no C compiler at install): the slot window is used
-    Sources = None
+    Sources = populate = None
 
 AVAILABLE = Sources is not None
 # Whether loaders gather (tests and benchmarks switch it off to compare with slot windows).

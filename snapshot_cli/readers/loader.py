@@ -31,10 +31,11 @@ from .options import LoaderOptions
 from .plan import EpochPlan, PlanOptions
 from .prefetch import Closed
 from .run import Run, RunContext
+from .slabs import WindowPool
 from .sources import ReadSet, resolve
 from .stats import Stats
 from .trace import Tracer
-from .window import FIXED_KINDS, WindowPool
+from .window import FIXED_KINDS
 from .wire import MAX_FDS
 
 if TYPE_CHECKING:

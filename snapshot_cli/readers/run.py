@@ -23,7 +23,7 @@ import numpy as np
 
 from . import procs
 from .decode import chunked, decode_segment, gather_segment
-from .gather import GatherWindow
+from .gather import GatherWindow, populate
 from .prefetch import Closed
 from .serve import Server
 from .window import Window
@@ -42,10 +42,10 @@ if TYPE_CHECKING:
     # a window's segments, each record's slot (None: kept in order), each slot's source
     Loaded: TypeAlias = tuple[list[Segment], np.ndarray | None, np.ndarray | None]
     from .shard import ShardReaders
+    from .slabs import WindowPool
     from .sources import MultiReaders
     from .stats import Stats
     from .trace import Tracer
-    from .window import WindowPool
 
 
 # Decode processes take a window in chunks of about this many bytes of records (a quarter of
@@ -195,8 +195,14 @@ class Run:
         work = iter(list(enumerate(zip(offsets, segments, strict=True))))
         lock = threading.Lock()
         blocks, trace, columns = self.blocks, self.trace, self.columns
+        fresh = iter(window.fresh if isinstance(window, Window) else [])
 
         def worker() -> float:
+            while (part := next(fresh, None)) is not None:  # first: the slab's new pages
+                t0 = time.perf_counter()
+                populate(*part)
+                if trace is not None:
+                    trace.add("map new pages", t0, time.perf_counter(), bytes=part[2])
             while not self.stop.is_set():
                 with lock:
                     item = next(work, None)

@@ -332,6 +332,14 @@ class ShardReaders:
         check = self._check(verify)
         return self._direct(shard, batch, lambda f: f.read_values(batch, check, rows, placement))
 
+    def release(self, shard: int, batch: int) -> None:
+        """The values :meth:`read_values` gave for this record batch are copied: its pages
+        of the mapped shard file may leave this process's memory (:meth:`BlockFile.release`)."""
+        with self._lock:
+            opened = self._open.get(shard)
+        if opened is not None and isinstance(opened.reader, BlockFile):
+            opened.reader.release(batch)
+
     def read_mapped(
         self,
         shard: int,

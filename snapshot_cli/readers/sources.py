@@ -74,6 +74,10 @@ class MultiReaders:
         part, i = self._route(shard)
         return part.read_values(i, batch, rows, verify)
 
+    def release(self, shard: int, batch: int) -> None:
+        part, i = self._route(shard)
+        part.release(i, batch)
+
     def read_mapped(
         self,
         shard: int,

@@ -174,7 +174,7 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
         and value.dtype.kind in "biufc"
     ):
         # No copy: the tensor holds the array, and the loader reuses a batch's memory only
-        # once nothing refers to it (window.WindowPool).
+        # once nothing refers to it (slabs.WindowPool).
         with contextlib.suppress(BufferError, TypeError, ValueError):
             return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
     return value  # from_generator copies it into a tensor

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import math
 import mmap
-import sys
 import threading
-import warnings
-import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -29,9 +26,7 @@ import pyarrow as pa
 
 from .. import arrays
 from .. import schema as schema_mod
-from . import shm
 from .convert import column_to_numpy
-from .gather import BatchPool, GatherWindow
 from .plan import inverse_permutation
 
 FIXED_KINDS = ("scalar", "tensor")
@@ -128,6 +123,9 @@ class Window:
             inverse = slots[:rows]
         self.slot_of = inverse
         self._lock = threading.Lock()
+        # (bytes, start, length) of slab memory never used yet, for the read threads to map
+        # first (set by :class:`.slabs.WindowPool`)
+        self.fresh: list[tuple[np.ndarray, int, int]] = []
         self._addr: dict[str, tuple[int, int]] = {}  # slab address, bytes per record
         self._bytes: dict[str, np.ndarray] = {}  # each slab as rows of bytes
         for name in columns:
@@ -235,8 +233,6 @@ class Window:
         return out
 
 
-# Warn when the consumer's batches keep this many windows' worth of slabs alive, and this much.
-PINNED_WARNING, PINNED_WARNING_BYTES = 8, 1 << 30
 SLAB_MMAP_MIN = 1 << 20  # slabs this big get memory of their own (slab_empty)
 ALIGN = 64  # bytes: what XLA needs to use a host array in place (jax.device_put on CPU)
 
@@ -268,108 +264,3 @@ def aligned_copy(a: np.ndarray) -> np.ndarray:
     out = aligned_empty(a.shape, a.dtype)
     np.copyto(out, a)
     return out
-
-
-class WindowPool:
-    """Hands out windows whose slabs are reused once nothing refers to them any more.
-
-    A fresh multi-MiB array costs a page fault and a zeroing per page on first touch (for a
-    256 MiB window that was a third of the loader's CPU time), so slabs go round: a slab is
-    free again once its window has been served and the consumer has let go of every batch
-    (view) of it; while a batch is held, its slab is not touched. The loader holds two windows
-    at once (one served, one being filled), so two or three slabs go round when the consumer
-    drops its batches as it goes.
-    """
-
-    KEEP = 4  # slabs kept for reuse; more are left to the garbage collector
-
-    def __init__(
-        self,
-        schema: pa.Schema,
-        columns: list[str],
-        rows: int = 0,
-        shared: bool = False,
-        gather: bool = False,
-    ) -> None:
-        self.schema, self.columns = schema, columns
-        # Gathered windows (:mod:`.gather`) instead of slot windows: batches then have
-        # buffers of their own (a BatchPool), and no slab is made here.
-        self.gather = gather
-        fixed = [schema.field(c).type for c in columns]
-        self.forms = {c: (numpy_dtype(t), row_shape(t)) for c, t in zip(columns, fixed, strict=True)
-                      if schema_mod.kind(t) in FIXED_KINDS}  # fmt: skip
-        self.batches = BatchPool()
-        self.rows = rows  # slabs are made this long at least: the ramp's small windows use
-        # the start of full-size slabs, whose untouched pages cost nothing until used
-        self.shared = shared  # slabs in shared memory, for decode processes (:mod:`.shm`)
-        Slabs = tuple[dict[str, np.ndarray], np.ndarray | None, list[np.ndarray], int]
-        self._slabs: list[Slabs] = []
-        self._made: list[tuple[weakref.ref[np.ndarray], int]] = []  # slab arrays still alive
-        self._warned = False
-        self.allocated = 0  # slabs made (a figure for tests and benchmarks)
-        self._lock = threading.Lock()
-
-    def get(
-        self,
-        rows: int,
-        order: np.ndarray | None = None,
-        inverse: np.ndarray | None = None,
-        segments: int = 0,
-    ) -> Window | GatherWindow:
-        """A window of ``rows`` records: slot ``s`` holds record ``order[s]``, or record
-        ``r`` goes to slot ``inverse[r]`` (None: kept in order); a gathered window of
-        ``segments`` segments where the pool makes those."""
-        if self.gather:
-            slots = inverse if order is None else inverse_permutation(order)
-            return GatherWindow(self.forms, rows, segments, slots, self.batches)
-        with self._lock:
-            for storage, slots, owners, unused in self._slabs:
-                if all(len(a) >= rows for a in storage.values()) and _refs(owners) == unused:
-                    return Window(
-                        self.schema, self.columns, rows, storage, order, slots, inverse=inverse
-                    )
-        self.allocated += 1
-        storage, slots = self._allocate(max(rows, self.rows))
-        owners = [_owner(a) for a in storage.values()]
-        with self._lock:
-            self._slabs.append((storage, slots, owners, _refs(owners)))
-            del self._slabs[: -self.KEEP]
-            alive = [(r, n) for r, n in self._made if r() is not None]
-            self._made = alive + [(weakref.ref(o), o.nbytes) for o in owners]
-            held = sum(n for _, n in self._made)
-            window_bytes = sum(o.nbytes for o in owners)
-        if held > max(PINNED_WARNING * window_bytes, PINNED_WARNING_BYTES) and not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"batches you keep hold {held / window_bytes:.0f} loader windows' memory "
-                f"({held / 2**30:.1f} GiB): a batch is a view of its window's memory, which is "
-                "reused only once no batch refers to it. Copy what you keep "
-                "({k: v.copy() for k, v in batch.items()}) or use a smaller shuffle_buffer.",
-                ResourceWarning,
-                stacklevel=2,
-            )
-        return Window(self.schema, self.columns, rows, storage, order, slots, inverse=inverse)
-
-    def _allocate(self, rows: int) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
-        """A new slab per fixed-width column (and, shared, the slot table), ``rows`` long."""
-        if not self.shared:
-            return Window(self.schema, self.columns, rows).storage, None
-        storage = Window(self.schema, self.columns, rows, alloc=shm.empty).storage
-        return storage, shm.empty((rows,), np.dtype(np.int64))
-
-    def put(self, window: Window | GatherWindow) -> None:
-        """The window is served: its slabs are free once its batches are dropped (a gathered
-        window lets its sources go at once: its batches have buffers of their own)."""
-        if isinstance(window, GatherWindow):
-            window.close()
-
-
-def _owner(a: np.ndarray) -> np.ndarray:
-    """The array that owns ``a``'s memory (every view of ``a`` refers to it)."""
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
-
-
-def _refs(owners: list[np.ndarray]) -> int:
-    return sum(sys.getrefcount(o) for o in owners)

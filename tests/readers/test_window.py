@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import snapshot_cli as snap
-from snapshot_cli.readers import direct, gather, window
+from snapshot_cli.readers import direct, gather, slabs, window
 
 N = 6000
 
@@ -131,7 +131,7 @@ def test_slabs_go_round_when_batches_are_dropped(made: str) -> None:
 def test_a_kept_batch_pins_its_slab(tmp_path: Path) -> None:
     """The pool never hands out a slab a batch still refers to."""
     schema = snap.open(_tiny(tmp_path)).schema
-    pool = window.WindowPool(schema, ["id"], rows=10)
+    pool = slabs.WindowPool(schema, ["id"], rows=10)
     first = pool.get(10, np.arange(10)[::-1].copy())
     first.scatter(0, {"id": np.arange(10)})
     held = first.take(0, 5)
@@ -142,7 +142,7 @@ def test_a_kept_batch_pins_its_slab(tmp_path: Path) -> None:
     del second, held
     third = pool.get(10, None)
     assert len(pool._slabs) == 2 and any(
-        np.shares_memory(third.fixed["id"], s["id"]) for s, _, _, _ in pool._slabs
+        np.shares_memory(third.fixed["id"], s.storage["id"]) for s in pool._slabs
     )
 
 
@@ -160,7 +160,7 @@ def test_keeping_batches_of_many_windows_warns_once(
 ) -> None:
     """Batches pin their window's slab: a consumer that keeps batches of many windows (here
     with the 1 GiB floor of the warning lowered) is told what that costs and what to do, once."""
-    monkeypatch.setattr(window, "PINNED_WARNING_BYTES", 0)
+    monkeypatch.setattr(slabs, "PINNED_WARNING_BYTES", 0)
     s = snap.open(made)
     pinned = r"batches you keep hold \d+ loader windows' memory"
     with pytest.warns(ResourceWarning, match=pinned) as seen:

@@ -1,0 +1,172 @@
+"""Where windows' memory comes from: slabs that go round, made ready ahead of use.
+
+A slot window (:mod:`.window`) is one preallocated array per fixed-width column (a *slab*).
+A fresh multi-MiB array costs a page fault and a zeroing per page on first touch (for a 256
+MiB window that was a third of the loader's CPU time), so slabs go round: a slab is free again
+once its window has been served and the consumer has let go of every batch (view) of it; while
+a batch is held, its slab is not touched. The loader holds two windows at once (one served, one
+being filled), so two or three slabs go round when the consumer drops its batches as it goes.
+
+The pages a window uses for the first time are mapped by the read threads before they decode
+into it, a part at a time (``Window.fresh``): one call that maps and zeroes them
+(``MADV_POPULATE_WRITE``, without the GIL) costs about half what a page fault per page does,
+which was most of what the first epoch of a fresh process paid beyond a later epoch.
+
+A gathered window (:mod:`.gather`) has no slab: its batches have buffers of their own (a
+:class:`~.gather.BatchPool`), which this pool holds for the loader.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .. import schema as schema_mod
+from . import gather, shm
+from .gather import BatchPool, GatherWindow
+from .plan import inverse_permutation
+from .window import FIXED_KINDS, Window, numpy_dtype, row_shape
+
+# Warn when the consumer's batches keep this many windows' worth of slabs alive, and this much.
+PINNED_WARNING, PINNED_WARNING_BYTES = 8, 1 << 30
+FRESH_PART = 8 << 20  # new pages are mapped in parts of this many bytes, by the read threads
+
+
+@dataclass
+class _Slab:
+    storage: dict[str, np.ndarray]  # per fixed-width column
+    slots: np.ndarray | None  # the slot table, in shared memory (decode processes)
+    owners: list[np.ndarray]  # the arrays that own the memory (every view refers to them)
+    unused: int  # the owners' reference count when nothing else refers to them
+    ready: int = 0  # rows whose pages are mapped (prepared, or used by a window)
+
+    def free(self, rows: int) -> bool:
+        return (
+            all(len(a) >= rows for a in self.storage.values()) and _refs(self.owners) == self.unused
+        )
+
+
+class WindowPool:
+    """Hands out windows whose slabs are reused once nothing refers to them any more (see
+    the module docstring); for a loader that gathers (``gather``), gathered windows."""
+
+    KEEP = 4  # slabs kept for reuse; more are left to the garbage collector
+
+    def __init__(
+        self,
+        schema: pa.Schema,
+        columns: list[str],
+        rows: int = 0,
+        shared: bool = False,
+        gather: bool = False,
+    ) -> None:
+        self.schema, self.columns = schema, columns
+        self.gather = gather
+        types = [schema.field(c).type for c in columns]
+        self.forms = {c: (numpy_dtype(t), row_shape(t)) for c, t in zip(columns, types, strict=True)
+                      if schema_mod.kind(t) in FIXED_KINDS}  # fmt: skip
+        self.batches = BatchPool()
+        self.rows = rows  # slabs are made this long at least: the ramp's small windows use
+        # the start of full-size slabs, whose untouched pages cost nothing until used
+        self.shared = shared  # slabs in shared memory, for decode processes (:mod:`.shm`)
+        self._slabs: list[_Slab] = []
+        self._made: list[tuple[weakref.ref[np.ndarray], int]] = []  # slab arrays still alive
+        self._warned = False
+        self.allocated = 0  # slabs made (a figure for tests and benchmarks)
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        rows: int,
+        order: np.ndarray | None = None,
+        inverse: np.ndarray | None = None,
+        segments: int = 0,
+    ) -> Window | GatherWindow:
+        """A window of ``rows`` records: slot ``s`` holds record ``order[s]``, or record
+        ``r`` goes to slot ``inverse[r]`` (None: kept in order); a gathered window of
+        ``segments`` segments where the pool makes those."""
+        if self.gather:
+            slots = inverse if order is None else inverse_permutation(order)
+            return GatherWindow(self.forms, rows, segments, slots, self.batches)
+        slab = self._slab(rows)
+        window = Window(
+            self.schema, self.columns, rows, slab.storage, order, slab.slots, inverse=inverse
+        )
+        window.fresh = self._fresh(slab, rows)
+        return window
+
+    def _slab(self, rows: int) -> _Slab:
+        """The first free slab for these rows, else a new one."""
+        with self._lock:
+            for slab in self._slabs:
+                if slab.free(rows):
+                    return slab
+        self.allocated += 1
+        storage, slots = self._allocate(max(rows, self.rows))
+        owners = [_owner(a) for a in storage.values()]
+        slab = _Slab(storage, slots, owners, _refs(owners))
+        with self._lock:
+            self._slabs.append(slab)
+            del self._slabs[: -self.KEEP]
+            alive = [(r, n) for r, n in self._made if r() is not None]
+            self._made = alive + [(weakref.ref(o), o.nbytes) for o in owners]
+            held = sum(n for _, n in self._made)
+            window_bytes = sum(o.nbytes for o in owners)
+        if held > max(PINNED_WARNING * window_bytes, PINNED_WARNING_BYTES) and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"batches you keep hold {held / window_bytes:.0f} loader windows' memory "
+                f"({held / 2**30:.1f} GiB): a batch is a view of its window's memory, which is "
+                "reused only once no batch refers to it. Copy what you keep "
+                "({k: v.copy() for k, v in batch.items()}) or use a smaller shuffle_buffer.",
+                ResourceWarning,
+                stacklevel=3,
+            )
+        return slab
+
+    @staticmethod
+    def _fresh(slab: _Slab, rows: int) -> list[tuple[np.ndarray, int, int]]:
+        """The parts of the slab's first ``rows`` rows whose pages were never used, as
+        ``(bytes, start, length)`` of at most FRESH_PART bytes each: for the read threads to
+        map first (:func:`.gather.populate`; see the module docstring). None without the
+        compiled part of :mod:`.gather`."""
+        if rows <= slab.ready or gather.populate is None:
+            return []
+        parts = []
+        for a in slab.storage.values():
+            row = a.strides[0] if a.ndim else a.itemsize
+            flat = a.reshape(-1).view(np.uint8)
+            start, end = slab.ready * row, rows * row
+            parts += [(flat, p, min(FRESH_PART, end - p)) for p in range(start, end, FRESH_PART)]
+        slab.ready = rows
+        return parts
+
+    def _allocate(self, rows: int) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """A new slab per fixed-width column (and, shared, the slot table), ``rows`` long."""
+        if not self.shared:
+            return Window(self.schema, self.columns, rows).storage, None
+        storage = Window(self.schema, self.columns, rows, alloc=shm.empty).storage
+        return storage, shm.empty((rows,), np.dtype(np.int64))
+
+    def put(self, window: Window | GatherWindow) -> None:
+        """The window is served: its slabs are free once its batches are dropped (a gathered
+        window lets its sources go at once: its batches have buffers of their own)."""
+        if isinstance(window, GatherWindow):
+            window.close()
+
+
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array that owns ``a``'s memory (every view of ``a`` refers to it)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _refs(owners: list[np.ndarray]) -> int:
+    return sum(sys.getrefcount(o) for o in owners)
