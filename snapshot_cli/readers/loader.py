@@ -113,6 +113,7 @@ class Loader:
             fixed=reads is not None or local,
         )
         processes = self._processes(reading)
+        gathers = not processes and gather.suits(reading.sources, self._fixed_only())
         self._stats = Stats(sources=reading.names if reading.counts else [])
         self._stats.window_rows = self._make_plan(0).window_rows
         self._context = RunContext(
@@ -125,13 +126,8 @@ class Loader:
             tuner=tuner,
             prefetch=prefetch,
             stats=self._stats,
-            windows=WindowPool(
-                reading.schema,
-                self.columns,
-                rows=self._stats.window_rows,
-                shared=processes > 0,
-                gather=not processes and gather.suits(reading.sources, self._fixed_only()),
-            ),
+            windows=WindowPool(reading.schema, self.columns, rows=self._stats.window_rows,
+                               shared=processes > 0, gather=gathers),  # fmt: skip
             map=options.map,
             map_takes_rng=options.map_takes_rng,
             map_threads=cores,
