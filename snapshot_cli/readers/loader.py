@@ -116,6 +116,9 @@ class Loader:
         gathers = not processes and gather.suits(reading.sources, self._fixed_only())
         self._stats = Stats(sources=reading.names if reading.counts else [])
         self._stats.window_rows = self._make_plan(0).window_rows
+        windows = WindowPool(
+            reading.schema, self.columns, self._stats.window_rows, processes > 0, gathers
+        )
         self._context = RunContext(
             blocks=self.blocks,
             make_plan=self._make_plan,
@@ -126,8 +129,7 @@ class Loader:
             tuner=tuner,
             prefetch=prefetch,
             stats=self._stats,
-            windows=WindowPool(reading.schema, self.columns, rows=self._stats.window_rows,
-                               shared=processes > 0, gather=gathers),  # fmt: skip
+            windows=windows,
             map=options.map,
             map_takes_rng=options.map_takes_rng,
             map_threads=cores,

@@ -48,6 +48,8 @@ from .ranged import RangeFile, Tails
 _verified_local: set[tuple[str, int, int, str]] = set()
 
 
+# A gathered window's maps: source(key, make) → (number, map), made by make() the first time.
+MapSource = Callable[[Any, Callable[[], Any]], tuple[int, Any]]
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
 
@@ -311,12 +313,9 @@ class ShardReaders:
         """Record batch ``batch`` of ``shard``, its values decoded straight into ``targets``
         (:mod:`.direct`, by :attr:`placement`), checked like :meth:`read_batch`; False where
         that cannot be done here (then use :meth:`read_batch`)."""
-        placement = self.placement
-        if placement is None:
-            return False
         check = self._check(verify)
         done = self._direct(
-            shard, batch, lambda f: f.read_into(batch, check, rows, placement, targets)
+            shard, batch, lambda f, place: f.read_into(batch, check, rows, place, targets)
         )
         return bool(done)
 
@@ -326,39 +325,26 @@ class ShardReaders:
         """Record batch ``batch`` of ``shard``: its values (:func:`.direct.values`, by
         :attr:`placement`), checked like :meth:`read_batch`; None where that cannot be done
         here."""
-        placement = self.placement
-        if placement is None:
-            return None
         check = self._check(verify)
-        return self._direct(shard, batch, lambda f: f.read_values(batch, check, rows, placement))
+        return self._direct(shard, batch, lambda f, place: f.read_values(batch, check, rows, place))
 
     def release(self, shard: int, batch: int) -> None:
-        """The values :meth:`read_values` gave for this record batch are copied: its pages
-        of the mapped shard file may leave this process's memory (:meth:`BlockFile.release`)."""
+        """:meth:`read_values`' values are copied: :meth:`BlockFile.release` its pages."""
         with self._lock:
             opened = self._open.get(shard)
         if opened is not None and isinstance(opened.reader, BlockFile):
             opened.reader.release(batch)
 
     def read_mapped(
-        self,
-        shard: int,
-        batch: int,
-        rows: int,
-        source: Callable[[Any, Callable[[], Any]], tuple[int, Any]],
-        verify: bool | None = None,
+        self, shard: int, batch: int, rows: int, source: MapSource, verify: bool | None = None
     ) -> tuple[int, dict[str, int]] | None:
-        """Record batch ``batch`` of ``shard`` left in the page cache: checked like
-        :meth:`read_batch` over a memory map of the shard file, which ``source(key, make)``
-        (:meth:`.gather.GatherWindow.source`) makes once per window. Returns the map's source
-        number and where each column's first record is in it; None where that cannot be
-        done here (then use :meth:`read_values`)."""
-        placement = self.placement
-        if placement is None:
-            return None
+        """Record batch ``batch`` of ``shard`` left in the page cache, checked like
+        :meth:`read_batch` over a map of the shard file that ``source(key, make)``
+        (:meth:`.gather.GatherWindow.source`) makes once per window → (the map's number,
+        each column's first record's byte in it); None where it cannot be (:meth:`read_values`)."""
         check = self._check(verify)
 
-        def read(f: BlockFile) -> tuple[int, dict[str, int]] | None:
+        def read(f: BlockFile, placement: Placement) -> tuple[int, dict[str, int]] | None:
             try:
                 number, m = source(f, f.map)
             except (OSError, ValueError):  # no memory map here (ENOMEM, a special file)
@@ -368,12 +354,13 @@ class ShardReaders:
 
         return self._direct(shard, batch, read)
 
-    def _direct(self, shard: int, batch: int, read: Callable[[BlockFile], Any]) -> Any:
-        reader = self.reader(shard)
-        if not isinstance(reader, BlockFile):
+    def _direct(self, shard: int, batch: int, read: Callable[[BlockFile, Placement], Any]) -> Any:
+        """``read(shard's BlockFile, placement)``, errors named; None where there is none."""
+        reader = self.placement and self.reader(shard)
+        if not isinstance(reader, BlockFile) or self.placement is None:
             return None
         try:
-            return read(reader)
+            return read(reader, self.placement)
         except CorruptShardError:
             raise
         except (pa.ArrowException, OSError) as err:
