@@ -118,14 +118,33 @@ get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
     return 0;
 }
 
-/* Where record i goes in out: batches of batch_rows records, batch_stride bytes apart. */
-#define DEST(i) (dest + ((i) / batch_rows) * batch_stride + ((i) % batch_rows) * width)
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch((p), 0, 0)
+#define PREFETCH_W(p) __builtin_prefetch((p), 1, 0)
+#else
+#define PREFETCH(p) ((void)(p))
+#define PREFETCH_W(p) ((void)(p))
+#endif
+/* Records ahead whose first bytes are asked for before they are copied: a gather of small
+   records waits on memory for each one (random reads), unless the reads overlap. */
+#define AHEAD 16
 
-#define COPY_LOOP(T)                                                                  \
-    for (Py_ssize_t i = 0; i < count; i++) {                                          \
-        const int32_t k = seg[i];                                                     \
-        memcpy(DEST(i), bases[src[k]] + base[k] + (int64_t)row[i] * (int64_t)sizeof(T), \
-               sizeof(T));                                                            \
+/* Record i: out at dest (moving on by width, and to the next batch every batch_rows
+   records), from source byte base[seg[i]] + row[i] * W of source src[seg[i]]. */
+#define COPY_LOOP(W)                                                                   \
+    for (Py_ssize_t i = 0; i < count; i++) {                                           \
+        if (i + AHEAD < count) {                                                       \
+            const int32_t ka = seg[i + AHEAD];                                         \
+            PREFETCH(bases[src[ka]] + base[ka] + (int64_t)row[i + AHEAD] * (W));       \
+        }                                                                              \
+        const int32_t k = seg[i];                                                      \
+        memcpy(out, bases[src[k]] + base[k] + (int64_t)row[i] * (W), (size_t)(W));    \
+        out += (W);                                                                    \
+        if (++in_batch == batch_rows) {                                                \
+            in_batch = 0;                                                              \
+            batch_start += batch_stride;                                               \
+            out = batch_start;                                                         \
+        }                                                                              \
     }
 
 /* gather(out, width, seg_source, seg_base, seg, row[, batch_rows, batch_stride]): record i
@@ -224,19 +243,18 @@ Sources_gather(SourcesObject *self, PyObject *args)
     for (Py_ssize_t s = 0; s < self->n; s++) {
         bases[s] = (const char *)self->views[s].buf;
     }
-    char *dest = (char *)views[0].buf;
+    char *batch_start = (char *)views[0].buf, *out = batch_start;
+    Py_ssize_t in_batch = 0;
     self->active++;
     Py_BEGIN_ALLOW_THREADS
-    switch (width) {
-    case 1: COPY_LOOP(uint8_t) break;
-    case 2: COPY_LOOP(uint16_t) break;
-    case 4: COPY_LOOP(uint32_t) break;
-    case 8: COPY_LOOP(uint64_t) break;
-    default:
-        for (Py_ssize_t i = 0; i < count; i++) {
-            const int32_t k = seg[i];
-            memcpy(DEST(i), bases[src[k]] + base[k] + (int64_t)row[i] * width, (size_t)width);
-        }
+    switch (width) { /* constant widths: the copies are single moves */
+    case 1: COPY_LOOP(1) break;
+    case 2: COPY_LOOP(2) break;
+    case 4: COPY_LOOP(4) break;
+    case 8: COPY_LOOP(8) break;
+    case 16: COPY_LOOP(16) break;
+    case 32: COPY_LOOP(32) break;
+    default: COPY_LOOP(width)
     }
     Py_END_ALLOW_THREADS
     self->active--;
@@ -296,6 +314,81 @@ static PyTypeObject SourcesType = {
     .tp_getset = Sources_getset,
 };
 
+/* scatter(dest, width, slots, src): record i of src (src[i*width:(i+1)*width]) goes to
+   slot slots[i] of dest (dest[slots[i]*width:...]): a slot window's copy of a decoded record
+   batch, without the GIL, the destinations asked for ahead (random writes to a large window
+   each wait on memory unless they overlap). Nothing is copied unless every slot is inside
+   dest and src holds len(slots) records. */
+static PyObject *
+scatter(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *dest_obj, *slots_obj, *src_obj;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "OnOO:scatter", &dest_obj, &width, &slots_obj, &src_obj)) {
+        return NULL;
+    }
+    if (width <= 0) {
+        PyErr_Format(PyExc_ValueError, "width must be > 0, got %zd", width);
+        return NULL;
+    }
+    Py_buffer dest, slots, src;
+    if (PyObject_GetBuffer(dest_obj, &dest, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        return NULL;
+    }
+    if (get_ints(slots_obj, &slots, 8, "slots") < 0) {
+        PyBuffer_Release(&dest);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(src_obj, &src, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&slots);
+        PyBuffer_Release(&dest);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const Py_ssize_t count = slots.len / 8, capacity = dest.len / width;
+    const int64_t *to = (const int64_t *)slots.buf;
+    if (src.len / width < count) {
+        PyErr_Format(PyExc_ValueError, "src holds %zd bytes, %zd records of %zd need more",
+                     src.len, count, width);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (to[i] < 0 || to[i] >= capacity) {
+            PyErr_Format(PyExc_IndexError, "record %zd: slot %lld of %zd", i, (long long)to[i],
+                         capacity);
+            goto done;
+        }
+    }
+    char *d = (char *)dest.buf;
+    const char *from = (const char *)src.buf;
+    Py_BEGIN_ALLOW_THREADS
+#define SCATTER_LOOP(W)                                                            \
+    for (Py_ssize_t i = 0; i < count; i++) {                                       \
+        if (i + AHEAD < count) {                                                   \
+            PREFETCH_W(d + to[i + AHEAD] * (W));                                   \
+        }                                                                          \
+        memcpy(d + to[i] * (W), from + i * (W), (size_t)(W));                      \
+    }
+    switch (width) {
+    case 1: SCATTER_LOOP(1) break;
+    case 2: SCATTER_LOOP(2) break;
+    case 4: SCATTER_LOOP(4) break;
+    case 8: SCATTER_LOOP(8) break;
+    case 16: SCATTER_LOOP(16) break;
+    case 32: SCATTER_LOOP(32) break;
+    default: SCATTER_LOOP(width)
+    }
+#undef SCATTER_LOOP
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&slots);
+    PyBuffer_Release(&dest);
+    return result;
+}
+
 /* populate(buffer, start, length) -> bool: have the kernel map (and zero) the pages of
    buffer[start:start + length] that hold whole pages, writable, in one call and without the
    GIL (MADV_POPULATE_WRITE, Linux 5.14), instead of one page fault per page when they are
@@ -339,6 +432,8 @@ populate(PyObject *Py_UNUSED(module), PyObject *args)
 }
 
 static PyMethodDef module_methods[] = {
+    {"scatter", scatter, METH_VARARGS,
+     "scatter(dest, width, slots, src): record i of src to slot slots[i] of dest"},
     {"populate", populate, METH_VARARGS,
      "populate(buffer, start, length) -> bool: map those pages now (see the source)"},
     {NULL, NULL, 0, NULL},

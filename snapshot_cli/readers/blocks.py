@@ -117,7 +117,6 @@ class BlockFile:
                 placed = direct.place(
                     view, layout, self._regions(i, layout, placement, rows), targets
                 )
-            self.release(i)
             if not placed:
                 return False
         if check:
@@ -176,7 +175,7 @@ class BlockFile:
     ) -> dict[str, np.ndarray] | None:
         """Record batch ``i``'s values (:func:`.direct.values`), checked first like
         :meth:`read`; None where it is not in the form placed directly. Values stored plain
-        are views of the mapped file: :meth:`release` once they are copied."""
+        are views of the mapped file (:meth:`release` drops its pages from RSS later)."""
         buf = memoryview(self._message(i))
         if verify and not self._done[i]:
             self._check(i, crc32c.crc32c(buf))
@@ -216,17 +215,14 @@ class BlockFile:
                         self._unmappable = True
         return self._mapped
 
-    def release(self, i: int) -> None:
-        """Record batch ``i``'s pages of the mapped file leave this process's resident memory
-        (they stay in the page cache): a shuffled epoch's RSS does not grow with the
-        snapshot."""
+    def release(self) -> None:
+        """The pages of the mapped file leave this process's resident memory (they stay in
+        the page cache): called once a window's reads are done, a shuffled epoch's RSS does
+        not grow with the snapshot. (A view still in use is read again from the cache.)"""
         m = self._mapped
-        if m is None or not _DROP:
-            return
-        block = self.blocks[i]
-        start = block.offset - block.offset % mmap.PAGESIZE
-        with contextlib.suppress(OSError):
-            m.madvise(mmap.MADV_DONTNEED, start, min(len(m), block.offset + block.length) - start)
+        if m is not None and _DROP:
+            with contextlib.suppress(OSError):
+                m.madvise(mmap.MADV_DONTNEED)
 
     def _regions(
         self, i: int, layout: ipc_layout.BatchLayout, placement: Placement, rows: int

@@ -53,7 +53,6 @@ def decode_segment(
             if not whole:
                 decoded = {name: v[start:stop] for name, v in decoded.items()}
             window.scatter(offset, decoded)
-            readers.release(shard, batch)
             return "values"
     rb = readers.read_batch(shard, batch, rows, verify)
     window.fill(offset, rb.select(columns), start, stop)

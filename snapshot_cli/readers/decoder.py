@@ -78,6 +78,7 @@ class Decoder:
         for offset, shard, batch, rows, start, stop, check in msg["jobs"].tolist():
             decode_segment(readers, window, columns, offset, shard, batch, rows, start, stop,
                            None if check else False)  # fmt: skip
+        readers.release()  # this chunk's mapped pages leave RSS (they stay in the page cache)
         return ("ok", time.process_time() - cpu, readers.bytes_read - before, self.keys())
 
     def keys(self) -> list[int]:

@@ -36,12 +36,16 @@ from .. import storage
 if TYPE_CHECKING:
     from .snapshot import Snapshot
 
+# The compiled part (snapshot_cli/_gather.c). Also used by slot windows: scatter(dest, width,
+# slots, src) copies a decoded record batch's records to their slots (:mod:`.window`), and
+# populate(buffer, start, length) maps new pages in one call (:mod:`.slabs`).
 Sources: Any
-populate: Any  # populate(buffer, start, length): map those pages now (used by :mod:`.slabs`)
+scatter: Any
+populate: Any
 try:
-    from .._gather import Sources, populate
-except ImportError:  # not compiled (no C compiler at install): the slot window is used
-    Sources = populate = None
+    from .._gather import Sources, populate, scatter
+except ImportError:  # not compiled (no C compiler at install): numpy does it, slower
+    Sources = scatter = populate = None
 
 AVAILABLE = Sources is not None
 # Whether loaders gather (tests and benchmarks switch it off to compare with slot windows).

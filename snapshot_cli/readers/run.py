@@ -298,6 +298,7 @@ class Run:
         if self.trace is not None:
             self.trace.add("wait for window", waited, time.perf_counter())
         pending.window.finish()
+        self.readers.release()  # the window's reads are done: their mapped pages leave RSS
         if self.checked is not None and pending.blocks is not None:
             self.checked[pending.blocks] = True  # every read of the window passed
         seconds = max(1e-9, done - pending.started)

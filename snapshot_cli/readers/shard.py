@@ -328,12 +328,14 @@ class ShardReaders:
         check = self._check(verify)
         return self._direct(shard, batch, lambda f, place: f.read_values(batch, check, rows, place))
 
-    def release(self, shard: int, batch: int) -> None:
-        """:meth:`read_values`' values are copied: :meth:`BlockFile.release` its pages."""
+    def release(self) -> None:
+        """The open shards' mapped pages leave RSS (:meth:`BlockFile.release`): once a
+        window's reads are done."""
         with self._lock:
-            opened = self._open.get(shard)
-        if opened is not None and isinstance(opened.reader, BlockFile):
-            opened.reader.release(batch)
+            opened = [o.reader for o in self._open.values()]
+        for reader in opened:
+            if isinstance(reader, BlockFile):
+                reader.release()
 
     def read_mapped(
         self, shard: int, batch: int, rows: int, source: MapSource, verify: bool | None = None

@@ -74,9 +74,9 @@ class MultiReaders:
         part, i = self._route(shard)
         return part.read_values(i, batch, rows, verify)
 
-    def release(self, shard: int, batch: int) -> None:
-        part, i = self._route(shard)
-        part.release(i, batch)
+    def release(self) -> None:
+        for p in self.parts:
+            p.release()
 
     def read_mapped(
         self,

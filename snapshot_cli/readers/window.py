@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from .. import arrays
 from .. import schema as schema_mod
+from . import gather
 from .convert import column_to_numpy
 from .plan import inverse_permutation
 
@@ -168,6 +169,10 @@ class Window:
                 dest[offset : offset + n] = src
                 continue
             slots = self.slot_of[offset : offset + n]
+            if gather.scatter is not None:  # compiled: one call, the writes overlapping
+                src = np.ascontiguousarray(src, dest.dtype)
+                gather.scatter(self._bytes[name], dest.strides[0], slots, src)
+                continue
             if dest.ndim > 1:
                 # Small records as one opaque item each, large ones as rows of bytes: the
                 # faster of numpy's fancy copies for each (up to 6x apart, measured).

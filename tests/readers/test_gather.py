@@ -153,6 +153,51 @@ def test_released_sources_let_their_maps_close() -> None:
         s.gather(np.zeros(4, np.uint8), 4, *_args([0], [0], [0], [0]))
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300), st.integers(0, 50), st.integers(0, 20), st.integers(0, 2**32 - 1))
+def test_scatter_puts_each_record_in_its_slot(
+    width: int, count: int, spare: int, seed: int
+) -> None:
+    """The slot window's scatter: what numpy's fancy assignment does."""
+    rng = np.random.default_rng(seed)
+    slots = rng.permutation(count + spare)[:count].astype(np.int64)
+    src = rng.integers(0, 256, count * width, dtype=np.uint8)
+    got = np.zeros((count + spare) * width, np.uint8)
+    want = got.copy()
+    gather.scatter(got, width, slots, src)
+    want.reshape(-1, width)[slots] = src.reshape(-1, width)
+    assert np.array_equal(got, want)
+
+
+def test_scatter_refuses_slots_outside_the_window() -> None:
+    dest = np.zeros(40, np.uint8)
+    src = np.arange(8, dtype=np.uint8)
+    for slots, error, text in [
+        ([0, 10], IndexError, "slot 10 of 10"),
+        ([-1, 0], IndexError, "slot -1"),
+        ([0, 1, 2], ValueError, "src holds 8 bytes"),
+    ]:
+        with pytest.raises(error, match=text):
+            gather.scatter(dest, 4, np.array(slots, np.int64), src)
+        assert not dest.any()
+    with pytest.raises(TypeError, match="slots must be a buffer of int64"):
+        gather.scatter(dest, 4, np.array([0, 1], np.int32), src)
+
+
+def test_populate_maps_pages_and_keeps_what_is_there() -> None:
+    m = mmap.mmap(-1, 1 << 20)
+    a = np.frombuffer(m, np.uint8)
+    a[5000] = 7
+    u = os.uname()
+    new_linux = u.sysname == "Linux" and tuple(map(int, u.release.split(".")[:2])) >= (5, 14)
+    assert gather.populate(a, 0, len(a)) is new_linux  # MADV_POPULATE_WRITE: Linux 5.14
+    assert a[5000] == 7 and a.sum() == 7
+    with pytest.raises(ValueError, match="outside a buffer"):
+        gather.populate(a, 1, len(a))
+    del a
+    m.close()
+
+
 # --- batch buffers ------------------------------------------------------------------------
 
 
@@ -333,6 +378,8 @@ def test_no_shard_file_stays_mapped_once_a_pass_ends(
         finish(self)
 
     monkeypatch.setattr(gather.GatherWindow, "finish", noting)
+    gc.collect()  # loaders of other tests, and their open shards
+    assert mapped_shards(plain) == []
     loader = snap.open(plain).loader(32, seed=2, shuffle_buffer=400, epochs=1)
     for _ in loader:
         pass
