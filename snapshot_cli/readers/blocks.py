@@ -73,6 +73,7 @@ class BlockFile:
         with _checked_lock:
             self._done = _checked.setdefault(key, np.zeros(len(self.blocks), bool))
         self._mapped: mmap.mmap | None = None  # the whole file, once mapped
+        self.touched = 0  # bytes read through the map (a figure for ShardReaders.release)
         self._unmappable = False
         self._mapping = threading.Lock()
         self._layouts: dict[int, ipc_layout.BatchLayout] = {}
@@ -201,6 +202,7 @@ class BlockFile:
         block = self.blocks[i]
         if len(m) < block.offset + block.length:  # the file shrank after it was opened
             self._short(i, max(0, len(m) - block.offset), block.length)
+        self.touched += block.length
         with memoryview(m) as whole:
             return whole[block.offset : block.offset + block.length]
 

@@ -50,6 +50,7 @@ _verified_local: set[tuple[str, int, int, str]] = set()
 
 # A gathered window's maps: source(key, make) → (number, map), made by make() the first time.
 MapSource = Callable[[Any, Callable[[], Any]], tuple[int, Any]]
+RELEASE_BYTES = 64 << 20  # mapped shard bytes read between two releases (RSS they hold)
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
 
@@ -72,8 +73,8 @@ class ShardReaders:
         self._fs, self._pid = fs, os.getpid()
         self.root, self.shards, self.schema, self.verify = root, shards, schema, verify
         self.local = storage.is_local(fs)
-        max_bytes = MEMORY_BUDGET if max_bytes is None else max_bytes
-        self.max_open, self.max_bytes = max_open, max_bytes
+        self.max_open = max_open
+        self.max_bytes = max_bytes = MEMORY_BUDGET if max_bytes is None else max_bytes
         self.cache = None if self.local else cache
         if self.cache is not None:  # each open shard pins its cache entry: keep few open
             self.max_open = min(max_open, CACHED_OPEN)
@@ -86,13 +87,12 @@ class ShardReaders:
         self._self_contained = ipc_blocks.self_contained(schema)
         self._thread_readers = threading.local()
         self._open: OrderedDict[int, _Open] = OrderedDict()
-        self._held_bytes = 0
-        self._verified: set[int] = set()
+        self._held_bytes, self._verified = 0, set[int]()
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}
-        self.bytes_read = 0
-        # How the columns a loader reads are decoded straight into its windows (set by the
-        # loader, which knows the columns); None: through Arrow's decoder.
+        self.bytes_read, self._touched = 0, 0  # _touched: mapped bytes read since a release
+        # How the loader's columns are decoded straight into its windows (set by the loader,
+        # which knows them); None: through Arrow's decoder.
         self.placement: Placement | None = None
 
     @property
@@ -329,13 +329,13 @@ class ShardReaders:
         return self._direct(shard, batch, lambda f, place: f.read_values(batch, check, rows, place))
 
     def release(self) -> None:
-        """The open shards' mapped pages leave RSS (:meth:`BlockFile.release`): once a
-        window's reads are done."""
+        """The open shards' mapped pages leave RSS (:meth:`BlockFile.release`): when a
+        window's reads are done, and every RELEASE_BYTES read meanwhile."""
+        self._touched = 0
         with self._lock:
-            opened = [o.reader for o in self._open.values()]
+            opened = [o.reader for o in self._open.values() if isinstance(o.reader, BlockFile)]
         for reader in opened:
-            if isinstance(reader, BlockFile):
-                reader.release()
+            reader.release()
 
     def read_mapped(
         self, shard: int, batch: int, rows: int, source: MapSource, verify: bool | None = None
@@ -362,7 +362,11 @@ class ShardReaders:
         if not isinstance(reader, BlockFile) or self.placement is None:
             return None
         try:
-            return read(reader, self.placement)
+            out = read(reader, self.placement)
+            self._touched, reader.touched = self._touched + reader.touched, 0
+            if self._touched > RELEASE_BYTES:  # mapped pages read since the last release
+                self.release()
+            return out
         except CorruptShardError:
             raise
         except (pa.ArrowException, OSError) as err:
