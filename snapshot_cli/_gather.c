@@ -147,70 +147,61 @@ get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
         }                                                                              \
     }
 
-/* gather(out, width, seg_source, seg_base, seg, row[, batch_rows, batch_stride]): record i
-   is record row[i] of segment seg[i], whose records start at byte seg_base[seg[i]] of source
-   seg_source[seg[i]], width bytes apart. In out, records follow each other, or go in
-   batches of batch_rows records that start batch_stride bytes apart. */
-static PyObject *
-Sources_gather(SourcesObject *self, PyObject *args)
+/* One column of a gather: where its records go (out, batches batch_stride bytes apart), how
+   wide they are, and where each segment's records are (seg_source, seg_base). */
+typedef struct {
+    Py_buffer out, src, base;
+    int held; /* buffers acquired */
+    Py_ssize_t width, stride;
+} Column;
+
+static void
+column_close(Column *c)
 {
-    PyObject *out_obj, *src_obj, *base_obj, *seg_obj, *row_obj;
-    Py_ssize_t width, batch_rows = 0, batch_stride = 0;
-    if (!PyArg_ParseTuple(args, "OnOOOO|nn:gather", &out_obj, &width, &src_obj, &base_obj,
-                          &seg_obj, &row_obj, &batch_rows, &batch_stride)) {
-        return NULL;
-    }
-    if (self->views == NULL || self->released) {
-        PyErr_SetString(PyExc_ValueError, "gather from released sources");
-        return NULL;
-    }
+    if (c->held > 2) PyBuffer_Release(&c->base);
+    if (c->held > 1) PyBuffer_Release(&c->src);
+    if (c->held > 0) PyBuffer_Release(&c->out);
+    c->held = 0;
+}
+
+/* Acquire a column's buffers and check them against count records in batches of
+   batch_rows (stride 0: batch_rows * width); -1 with an exception set otherwise. */
+static int
+column_open(SourcesObject *self, Column *c, PyObject *out, Py_ssize_t width, PyObject *src,
+            PyObject *base, Py_ssize_t stride, const int32_t *seg, const int32_t *row,
+            Py_ssize_t count, Py_ssize_t batch_rows)
+{
+    c->held = 0;
+    c->width = width;
+    c->stride = stride > 0 ? stride : batch_rows * width;
     if (width <= 0) {
         PyErr_Format(PyExc_ValueError, "width must be > 0, got %zd", width);
-        return NULL;
+        return -1;
     }
-    Py_buffer views[5];
-    int held = 0;
-    PyObject *result = NULL;
-    const char **bases = NULL;
-    if (PyObject_GetBuffer(out_obj, &views[0], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        goto done;
+    if (PyObject_GetBuffer(out, &c->out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    c->held = 1;
+    if (get_ints(src, &c->src, 8, "seg_source") < 0) return -1;
+    c->held = 2;
+    if (get_ints(base, &c->base, 8, "seg_base") < 0) return -1;
+    c->held = 3;
+    const Py_ssize_t segments = c->src.len / 8;
+    const int64_t *srcs = (const int64_t *)c->src.buf, *bases = (const int64_t *)c->base.buf;
+    if (c->base.len != c->src.len) {
+        PyErr_SetString(PyExc_ValueError, "seg_source and seg_base must have equal lengths");
+        return -1;
     }
-    held = 1;
-    if (get_ints(src_obj, &views[1], 8, "seg_source") < 0) goto done;
-    held = 2;
-    if (get_ints(base_obj, &views[2], 8, "seg_base") < 0) goto done;
-    held = 3;
-    if (get_ints(seg_obj, &views[3], 4, "seg") < 0) goto done;
-    held = 4;
-    if (get_ints(row_obj, &views[4], 4, "row") < 0) goto done;
-    held = 5;
-    const Py_ssize_t segments = views[1].len / 8;
-    const Py_ssize_t count = views[3].len / 4;
-    const int64_t *src = (const int64_t *)views[1].buf;
-    const int64_t *base = (const int64_t *)views[2].buf;
-    const int32_t *seg = (const int32_t *)views[3].buf;
-    const int32_t *row = (const int32_t *)views[4].buf;
-    if (views[2].len != views[1].len || views[4].len != views[3].len) {
-        PyErr_SetString(PyExc_ValueError,
-                        "seg_source and seg_base, and seg and row, must have equal lengths");
-        goto done;
-    }
-    if (batch_rows <= 0) { /* one batch: records follow each other */
-        batch_rows = count > 0 ? count : 1;
-        batch_stride = batch_rows * width;
-    }
-    if (batch_stride < batch_rows * width) {
+    if (c->stride < batch_rows * width) {
         PyErr_Format(PyExc_ValueError, "batches of %zd records of %zd bytes cannot start %zd "
-                     "bytes apart", batch_rows, width, batch_stride);
-        goto done;
+                     "bytes apart", batch_rows, width, c->stride);
+        return -1;
     }
     if (count > 0) {
         const Py_ssize_t last = count - 1;
-        const Py_ssize_t need = (last / batch_rows) * batch_stride + (last % batch_rows + 1) * width;
-        if (views[0].len < need) {
+        const Py_ssize_t need = (last / batch_rows) * c->stride + (last % batch_rows + 1) * width;
+        if (c->out.len < need) {
             PyErr_Format(PyExc_ValueError, "out holds %zd bytes, %zd records need %zd",
-                         views[0].len, count, need);
-            goto done;
+                         c->out.len, count, need);
+            return -1;
         }
     }
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -218,35 +209,35 @@ Sources_gather(SourcesObject *self, PyObject *args)
         if (k < 0 || k >= segments) {
             PyErr_Format(PyExc_IndexError, "record %zd: segment %d of %zd", i, (int)k,
                          segments);
-            goto done;
+            return -1;
         }
-        const int64_t s = src[k];
+        const int64_t s = srcs[k];
         if (s < 0 || s >= self->n) {
             PyErr_Format(PyExc_IndexError, "record %zd: source %lld of %zd", i, (long long)s,
                          self->n);
-            goto done;
+            return -1;
         }
         const int64_t len = self->views[s].len;
-        const int64_t at = base[k] + (int64_t)row[i] * (int64_t)width;
-        if (row[i] < 0 || base[k] < 0 || len < width || at > len - width) {
+        const int64_t at = bases[k] + (int64_t)row[i] * (int64_t)width;
+        if (row[i] < 0 || bases[k] < 0 || len < width || at > len - width) {
             PyErr_Format(PyExc_IndexError,
                          "record %zd: bytes [%lld, %lld) outside source %lld of %lld bytes", i,
                          (long long)at, (long long)at + width, (long long)s, (long long)len);
-            goto done;
+            return -1;
         }
     }
-    bases = PyMem_Malloc((self->n > 0 ? (size_t)self->n : 1) * sizeof(char *));
-    if (bases == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t s = 0; s < self->n; s++) {
-        bases[s] = (const char *)self->views[s].buf;
-    }
-    char *batch_start = (char *)views[0].buf, *out = batch_start;
+    return 0;
+}
+
+/* The copy of one checked column (without the GIL). */
+static void
+column_copy(const Column *c, const char **bases, const int32_t *seg, const int32_t *row,
+            Py_ssize_t count, Py_ssize_t batch_rows)
+{
+    const int64_t *src = (const int64_t *)c->src.buf, *base = (const int64_t *)c->base.buf;
+    const Py_ssize_t width = c->width, batch_stride = c->stride;
+    char *batch_start = (char *)c->out.buf, *out = batch_start;
     Py_ssize_t in_batch = 0;
-    self->active++;
-    Py_BEGIN_ALLOW_THREADS
     switch (width) { /* constant widths: the copies are single moves */
     case 1: COPY_LOOP(1) break;
     case 2: COPY_LOOP(2) break;
@@ -256,6 +247,65 @@ Sources_gather(SourcesObject *self, PyObject *args)
     case 32: COPY_LOOP(32) break;
     default: COPY_LOOP(width)
     }
+}
+
+/* Gather the columns (each (out, width, seg_source, seg_base, batch_stride)) of count
+   records whose segment and row are seg and row, in batches of batch_rows records: one
+   release of the GIL for all of them. */
+static PyObject *
+gather_columns(SourcesObject *self, PyObject *columns, PyObject *seg_obj, PyObject *row_obj,
+               Py_ssize_t batch_rows)
+{
+    if (self->views == NULL || self->released) {
+        PyErr_SetString(PyExc_ValueError, "gather from released sources");
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(columns, "columns must be a sequence");
+    if (fast == NULL) return NULL;
+    const Py_ssize_t ncol = PySequence_Fast_GET_SIZE(fast);
+    Column *cols = PyMem_Calloc(ncol > 0 ? (size_t)ncol : 1, sizeof(Column));
+    const char **bases = PyMem_Malloc((self->n > 0 ? (size_t)self->n : 1) * sizeof(char *));
+    Py_buffer seg, row;
+    int have_seg = 0, have_row = 0;
+    PyObject *result = NULL;
+    Py_ssize_t opened = 0;
+    if (cols == NULL || bases == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (get_ints(seg_obj, &seg, 4, "seg") < 0) goto done;
+    have_seg = 1;
+    if (get_ints(row_obj, &row, 4, "row") < 0) goto done;
+    have_row = 1;
+    if (row.len != seg.len) {
+        PyErr_SetString(PyExc_ValueError, "seg and row must have equal lengths");
+        goto done;
+    }
+    const Py_ssize_t count = seg.len / 4;
+    if (batch_rows <= 0) batch_rows = count > 0 ? count : 1; /* one batch */
+    const int32_t *segs = (const int32_t *)seg.buf, *rows = (const int32_t *)row.buf;
+    for (; opened < ncol; opened++) {
+        PyObject *out, *src, *base;
+        Py_ssize_t width, stride;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, opened),
+                              "OnOOn;a column is (out, width, seg_source, seg_base, "
+                              "batch_stride)", &out, &width, &src, &base, &stride)) {
+            goto done;
+        }
+        if (column_open(self, &cols[opened], out, width, src, base, stride, segs, rows,
+                        count, batch_rows) < 0) {
+            opened++; /* its buffers so far are released below */
+            goto done;
+        }
+    }
+    for (Py_ssize_t s = 0; s < self->n; s++) {
+        bases[s] = (const char *)self->views[s].buf;
+    }
+    self->active++;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < ncol; j++) {
+        column_copy(&cols[j], bases, segs, rows, count, batch_rows);
+    }
     Py_END_ALLOW_THREADS
     self->active--;
     if (self->released && self->active == 0) {
@@ -264,11 +314,47 @@ Sources_gather(SourcesObject *self, PyObject *args)
     Py_INCREF(Py_None);
     result = Py_None;
 done:
+    for (Py_ssize_t j = 0; j < opened; j++) column_close(&cols[j]);
+    if (have_row) PyBuffer_Release(&row);
+    if (have_seg) PyBuffer_Release(&seg);
     PyMem_Free((void *)bases);
-    for (int j = held - 1; j >= 0; j--) {
-        PyBuffer_Release(&views[j]);
-    }
+    PyMem_Free(cols);
+    Py_DECREF(fast);
     return result;
+}
+
+/* gather(out, width, seg_source, seg_base, seg, row[, batch_rows, batch_stride]): record i
+   is record row[i] of segment seg[i], whose records start at byte seg_base[seg[i]] of source
+   seg_source[seg[i]], width bytes apart. In out, records follow each other, or go in
+   batches of batch_rows records that start batch_stride bytes apart. */
+static PyObject *
+Sources_gather(SourcesObject *self, PyObject *args)
+{
+    PyObject *out, *src, *base, *seg, *row;
+    Py_ssize_t width, batch_rows = 0, batch_stride = 0;
+    if (!PyArg_ParseTuple(args, "OnOOOO|nn:gather", &out, &width, &src, &base, &seg, &row,
+                          &batch_rows, &batch_stride)) {
+        return NULL;
+    }
+    PyObject *column = Py_BuildValue("((OnOOn))", out, width, src, base,
+                                     batch_rows > 0 ? batch_stride : (Py_ssize_t)0);
+    if (column == NULL) return NULL;
+    PyObject *result = gather_columns(self, column, seg, row, batch_rows);
+    Py_DECREF(column);
+    return result;
+}
+
+/* gather_columns(columns, seg, row, batch_rows): several columns of the same records, each
+   (out, width, seg_source, seg_base, batch_stride), in one call (the GIL let go once). */
+static PyObject *
+Sources_gather_columns(SourcesObject *self, PyObject *args)
+{
+    PyObject *columns, *seg, *row;
+    Py_ssize_t batch_rows;
+    if (!PyArg_ParseTuple(args, "OOOn:gather_columns", &columns, &seg, &row, &batch_rows)) {
+        return NULL;
+    }
+    return gather_columns(self, columns, seg, row, batch_rows);
 }
 
 static PyObject *
@@ -289,7 +375,10 @@ Sources_len(SourcesObject *self, void *Py_UNUSED(closure))
 
 static PyMethodDef Sources_methods[] = {
     {"gather", (PyCFunction)Sources_gather, METH_VARARGS,
-     "gather(out, width, seg_source, seg_base, seg, row): see the module's docstring"},
+     "gather(out, width, seg_source, seg_base, seg, row[, batch_rows, batch_stride])"},
+    {"gather_columns", (PyCFunction)Sources_gather_columns, METH_VARARGS,
+     "gather_columns(columns, seg, row, batch_rows): each column (out, width, seg_source, "
+     "seg_base, batch_stride), the GIL let go once"},
     {"release", (PyCFunction)Sources_release, METH_NOARGS,
      "Let the sources' buffers go (after any gather still running)."},
     {NULL, NULL, 0, NULL},

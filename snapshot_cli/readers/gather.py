@@ -166,19 +166,22 @@ class GatherWindow:
         64-byte aligned part of one buffer (which is reused once every batch is dropped)."""
         a0, size = bounds[0][0], bounds[0][1] - bounds[0][0]
         end = bounds[-1][1]
-        seg, row = self.seg[a0:end], self.row[a0:end]
-        parts: dict[str, list[np.ndarray]] = {}
-        for c, (dtype, shape) in self.forms.items():
+        columns = []
+        for c in self.forms:
             width = self.widths[c]
             stride = -(-size * width // ALIGN) * ALIGN
             buf = self.batches.get(stride * len(bounds))
-            self._gather.gather(buf, width, self.seg_source[c], self.seg_base[c], seg, row,
-                                size, stride)  # fmt: skip
-            parts[c] = [
-                buf[j * stride : j * stride + (b - a) * width].view(dtype).reshape((b - a, *shape))
-                for j, (a, b) in enumerate(bounds)
-            ]
-        return [{c: parts[c][j] for c in self.forms} for j in range(len(bounds))]
+            columns.append((buf, width, self.seg_source[c], self.seg_base[c], stride))
+        # every column in one call: the GIL is let go (and taken back) once
+        self._gather.gather_columns(columns, self.seg[a0:end], self.row[a0:end], size)
+        out: list[dict[str, np.ndarray]] = [{} for _ in bounds]
+        for (c, (dtype, shape)), (buf, width, _, _, stride) in zip(
+            self.forms.items(), columns, strict=True
+        ):
+            for j, (a, b) in enumerate(bounds):
+                at = j * stride
+                out[j][c] = buf[at : at + (b - a) * width].view(dtype).reshape((b - a, *shape))
+        return out
 
     def close(self) -> None:
         """Let the sources go (after any gather still running) and unmap the shard files."""

@@ -89,6 +89,34 @@ def test_gather_copies_what_a_plain_loop_copies(case: dict[str, Any]) -> None:
     assert np.array_equal(got, want)
 
 
+@settings(max_examples=100, deadline=None)
+@given(gathers(), st.integers(1, 40))
+def test_gather_columns_is_one_gather_per_column(case: dict[str, Any], other: int) -> None:
+    """Several columns of the same records in one call: each as its own gather would do."""
+    rng = np.random.default_rng(case["seed"])
+    w, count = case["width"], len(case["seg"])
+    b = case["batch_rows"] or max(1, count)
+    seg, row = np.array(case["seg"], np.int32), np.array(case["row"], np.int32)
+    # a second column, ``other`` bytes a record, its records at the same rows of sources of
+    # its own
+    sizes2 = [max(n // w, 1) * other for n in case["sizes"]]
+    sources = [rng.integers(0, 256, n, dtype=np.uint8) for n in case["sizes"] + sizes2]
+    n_src = len(case["sizes"])
+    cols, want = [], []
+    for width, offset, scale in ((w, 0, 1), (other, n_src, other / w)):
+        src = np.array([s + offset for s in case["seg_source"]], np.int64)
+        base = np.array([int(x * scale) // width * width for x in case["seg_base"]], np.int64)
+        stride = b * width + (case["pad"] if case["batch_rows"] else 0)
+        out = np.zeros(max(1, -(-count // b)) * stride, np.uint8)
+        alone = out.copy()
+        Sources(sources).gather(alone, width, src, base, seg, row, b, stride)
+        cols.append((out, width, src, base, stride))
+        want.append(alone)
+    Sources(sources).gather_columns(cols, seg, row, b)
+    for (got, *_), alone in zip(cols, want, strict=True):
+        assert np.array_equal(got, alone)
+
+
 def _args(seg_source: list[int], seg_base: list[int], seg: list[int], row: list[int]) -> list[Any]:
     return [np.array(seg_source, np.int64), np.array(seg_base, np.int64),
             np.array(seg, np.int32), np.array(row, np.int32)]  # fmt: skip
