@@ -4,8 +4,9 @@ The slot window (:mod:`.window`) copies every record to its place in the shuffle
 is decoded, and a batch is then a view of that window: the copy writes to a 256 MiB window in
 memory, and a fresh process first has to fault its pages in. Here nothing is copied while a
 window is read: an uncompressed record batch stays in the page cache (the shard file is
-memory-mapped, each record batch checked against its crc32c in place), a compressed one stays
-in the buffers it is decoded to, and the window only notes where each record is. A batch is
+memory-mapped, each record batch checked against its crc32c in place; one not in the form
+read in place is decoded to buffers the window keeps), and the window only notes where each
+record is. A batch is
 then *gathered*: each of its records copied once, straight from where it is into a batch buffer
 the loader reuses once the consumer has dropped the batch (:class:`BatchPool`), which is still
 in the CPU's cache when the next batch is made. One copy per byte, into memory that is already
