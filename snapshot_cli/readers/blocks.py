@@ -127,7 +127,10 @@ class BlockFile:
 
     def map(self) -> mmap.mmap:
         """A read-only memory map of the whole file (for :meth:`mapped`). The caller unmaps
-        it (its pages count in this process's resident memory while it is mapped)."""
+        it (its pages count in this process's resident memory while it is mapped, and the
+        kernel maps the page cache's large folios around each page read: about twice the
+        bytes read, measured. A map of each record batch alone held only its own pages but
+        cost 1.4x the CPU of an uncompressed epoch: an mmap and munmap per record batch)."""
         return mmap.mmap(self._file.fd, 0, access=mmap.ACCESS_READ)
 
     def mapped(

@@ -50,7 +50,7 @@ _verified_local: set[tuple[str, int, int, str]] = set()
 
 # A gathered window's maps: source(key, make) → (number, map), made by make() the first time.
 MapSource = Callable[[Any, Callable[[], Any]], tuple[int, Any]]
-RELEASE_BYTES = 64 << 20  # mapped shard bytes read between two releases (RSS they hold)
+RELEASE_BYTES = 32 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
 
