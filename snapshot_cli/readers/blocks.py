@@ -79,6 +79,7 @@ class BlockFile:
         self._layouts: dict[int, ipc_layout.BatchLayout] = {}
         self._where: dict[int, tuple[Placement, int, dict[str, tuple[int, int]]]] = {}
         self._placed: dict[int, tuple[Placement, int, dict[str, int]]] = {}  # (mapped)
+        self._bases: tuple[Placement, dict[str, np.ndarray]] | None = None  # the same, by column
 
     def read_into(
         self, i: int, verify: bool, rows: int, placement: Placement, targets: dict[str, Any]
@@ -177,7 +178,22 @@ class BlockFile:
         if check:
             self._done[i] = True
         self._placed[i] = (placement, rows, out)
+        if self._bases is None or self._bases[0] is not placement:
+            self._bases = (placement, {c: np.full(len(self.blocks), -1, np.int64) for c in out})
+        for name, at in out.items():
+            self._bases[1][name][i] = at
         return out
+
+    def placed(self, batches: np.ndarray, placement: Placement) -> dict[str, np.ndarray] | None:
+        """Where these record batches' columns start in the file (as :meth:`mapped` found
+        them, checked), for every one of them; None unless all were found before with this
+        placement: then a later epoch places a whole window without a read per record
+        batch."""
+        known = self._bases
+        if known is None or known[0] is not placement:
+            return None
+        out = {name: at[batches] for name, at in known[1].items()}
+        return out if all((v >= 0).all() for v in out.values()) else None
 
     def read_values(
         self, i: int, verify: bool, rows: int, placement: Placement

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .blocks import BlockFile
 from .convert import column_to_numpy
+from .shard import ShardReaders
 
 if TYPE_CHECKING:
     from .gather import GatherWindow
-    from .shard import ShardReaders
     from .sources import MultiReaders
     from .window import Window
 
@@ -96,6 +97,38 @@ def gather_segment(
         segment, offset, {c: column_to_numpy(rb.column(c).slice(start, n)) for c in window.columns}
     )
     return "arrow"
+
+
+def gather_known(
+    readers: ShardReaders | MultiReaders,
+    window: GatherWindow,
+    shards: np.ndarray,
+    batches: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+) -> bool:
+    """Every segment of a gathered window at once (record batch ``batches[k]`` of shard
+    ``shards[k]``, records ``starts[k]...`` for ``lengths[k]``), where each was read, checked
+    and placed before by :func:`gather_segment` (a later epoch): no read per record batch,
+    a few numpy calls per shard. False (nothing done) where any was not."""
+    placement = getattr(readers, "placement", None)  # one snapshot's readers (not a mixture)
+    if placement is None or readers.ranged:
+        return False
+    assert isinstance(readers, ShardReaders)
+    for shard in np.unique(shards).tolist():
+        mine = np.flatnonzero(shards == shard)
+        f = readers.reader(shard)
+        if not isinstance(f, BlockFile):
+            return False
+        bases = f.placed(batches[mine], placement)
+        if bases is None:
+            return False
+        number, _ = window.source(f, f.map)
+        for c, base in bases.items():
+            window.seg_source[c][mine] = number
+            window.seg_base[c][mine] = base + starts[mine] * window.widths[c]
+    window.add_all(lengths)
+    return True
 
 
 def chunked(jobs: np.ndarray, bytes_per_row: int, target: int) -> Iterator[np.ndarray]:

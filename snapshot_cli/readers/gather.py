@@ -136,6 +136,18 @@ class GatherWindow:
             self.seg[slots] = segment
             self.row[slots] = rows
 
+    def add_all(self, lengths: np.ndarray) -> None:
+        """Every segment, in order (``lengths[k]`` records each), once its sources and
+        bases are set: each record's segment and row, in one go."""
+        seg = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        row = (np.arange(len(seg), dtype=np.int64) - first).astype(np.int32)
+        if self.slot_of is None:
+            self.seg[: len(seg)], self.row[: len(seg)] = seg, row
+        else:
+            self.seg[self.slot_of[: len(seg)]] = seg
+            self.row[self.slot_of[: len(seg)]] = row
+
     def add_values(self, segment: int, offset: int, values: dict[str, np.ndarray]) -> None:
         """Window records ``[offset, offset + n)`` are ``values`` (``{column: (n, ...)
         array}``, decoded): each column a source of its own."""
