@@ -2,10 +2,10 @@
 
 For a shard whose manifest entry lists a crc32c per record batch (format 2), the loader does
 not read the whole file for its checksum before the first record is used: each record batch's
-message is read with one positioned read (``preadv`` into an Arrow buffer: the one copy out of
-the page cache that Arrow's own file reader makes too), its crc32c is computed while the bytes
-are still in the CPU's cache, and only then is it decoded. A damaged record batch raises
-:class:`CorruptShardError` before any of its records is used, whichever thread meets it.
+message is read where it is in the page cache (the file memory-mapped; ``preadv`` into the
+target where a copy is the point), its crc32c computed over those bytes, and only then is it
+decoded or gathered. A damaged record batch raises :class:`CorruptShardError` before any of
+its records is used, whichever thread meets it.
 
 A record batch checked once is not checked again by this process while the file is unchanged
 (same path, size, mtime): later epochs cost what ``verify=False`` costs.
@@ -127,20 +127,18 @@ class BlockFile:
         return True
 
     def map(self) -> mmap.mmap:
-        """A read-only memory map of the whole file (for :meth:`mapped`). The caller unmaps
-        it (its pages count in this process's resident memory while it is mapped, and the
-        kernel maps the page cache's large folios around each page read: about twice the
-        bytes read, measured. A map of each record batch alone held only its own pages but
-        cost 1.4x the CPU of an uncompressed epoch: an mmap and munmap per record batch)."""
+        """A read-only map of the whole file (for :meth:`mapped`), which the caller unmaps. Its
+        pages count in RSS while mapped: about twice the bytes read (the kernel maps the
+        page cache's large folios around them). Maps of each record batch alone held only
+        their own but cost 1.4x the CPU of an uncompressed epoch (measured)."""
         return mmap.mmap(self._file.fd, 0, access=mmap.ACCESS_READ)
 
     def mapped(
         self, i: int, verify: bool, rows: int, placement: Placement, m: mmap.mmap
     ) -> dict[str, int] | None:
-        """Where record batch ``i``'s values are in ``m`` (:meth:`map`): each column's first
-        record's byte, the records following it; checked first like :meth:`read` (its
-        crc32c computed over the mapped bytes, no copy). None where the record batch is not
-        stored plain in the form placed directly (then use :meth:`read_values`)."""
+        """Where record batch ``i``'s values are in ``m`` (:meth:`map`), each column's first
+        record's byte, checked first like :meth:`read` (crc32c over the mapped bytes); None
+        where it is not stored plain in the form placed directly (use :meth:`read_values`)."""
         block = self.blocks[i]
         end = block.offset + block.length
         if len(m) < end:  # the file shrank after it was opened
@@ -175,8 +173,7 @@ class BlockFile:
             if length < rows * slot.width * slot.itemsize or start + length > block.length:
                 return None  # a buffer too short for its records, or outside the message
             out[name] = block.offset + start
-        if check:
-            self._done[i] = True
+        self._done[i] = self._done[i] or check
         self._placed[i] = (placement, rows, out)
         if self._bases is None or self._bases[0] is not placement:
             self._bases = (placement, {c: np.full(len(self.blocks), -1, np.int64) for c in out})
@@ -185,10 +182,8 @@ class BlockFile:
         return out
 
     def placed(self, batches: np.ndarray, placement: Placement) -> dict[str, np.ndarray] | None:
-        """Where these record batches' columns start in the file (as :meth:`mapped` found
-        them, checked), for every one of them; None unless all were found before with this
-        placement: then a later epoch places a whole window without a read per record
-        batch."""
+        """Where these record batches' columns start in the file, as :meth:`mapped` found
+        (and checked) them before for this placement; None unless it found all of them."""
         known = self._bases
         if known is None or known[0] is not placement:
             return None
@@ -199,8 +194,8 @@ class BlockFile:
         self, i: int, verify: bool, rows: int, placement: Placement
     ) -> dict[str, np.ndarray] | None:
         """Record batch ``i``'s values (:func:`.direct.values`), checked first like
-        :meth:`read`; None where it is not in the form placed directly. Values stored plain
-        are views of the mapped file (:meth:`release` drops its pages from RSS later)."""
+        :meth:`read` (None where not in the form placed directly); values stored plain are
+        views of the mapped file."""
         buf = memoryview(self._message(i))
         if verify and not self._done[i]:
             self._check(i, crc32c.crc32c(buf))
@@ -242,13 +237,11 @@ class BlockFile:
         return self._mapped
 
     def release(self) -> None:
-        """The pages of the mapped file leave this process's resident memory (they stay in
-        the page cache): called once a window's reads are done, a shuffled epoch's RSS does
-        not grow with the snapshot. (A view still in use is read again from the cache.)"""
-        m = self._mapped
-        if m is not None and _DROP:
+        """The mapped file's pages leave this process's RSS (they stay in the page cache):
+        once a window's reads are done (a view still in use reads them again)."""
+        if self._mapped is not None and _DROP:
             with contextlib.suppress(OSError):
-                m.madvise(mmap.MADV_DONTNEED)
+                self._mapped.madvise(mmap.MADV_DONTNEED)
 
     def _regions(
         self, i: int, layout: ipc_layout.BatchLayout, placement: Placement, rows: int

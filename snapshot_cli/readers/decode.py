@@ -12,10 +12,10 @@ import numpy as np
 
 from .blocks import BlockFile
 from .convert import column_to_numpy
-from .shard import ShardReaders
 
 if TYPE_CHECKING:
     from .gather import GatherWindow
+    from .shard import ShardReaders
     from .sources import MultiReaders
     from .window import Window
 
@@ -111,14 +111,14 @@ def gather_known(
     ``shards[k]``, records ``starts[k]...`` for ``lengths[k]``), where each was read, checked
     and placed before by :func:`gather_segment` (a later epoch): no read per record batch,
     a few numpy calls per shard. False (nothing done) where any was not."""
-    placement = getattr(readers, "placement", None)  # one snapshot's readers (not a mixture)
-    if placement is None or readers.ranged:
+    if readers.ranged:
         return False
-    assert isinstance(readers, ShardReaders)
     for shard in np.unique(shards).tolist():
         mine = np.flatnonzero(shards == shard)
-        f = readers.reader(shard)
-        if not isinstance(f, BlockFile):
+        part, i = readers.route(shard)  # a mixture's snapshot, and the shard's number there
+        placement = part.placement
+        f = part.reader(i) if placement is not None else None
+        if not isinstance(f, BlockFile) or placement is None:
             return False
         bases = f.placed(batches[mine], placement)
         if bases is None:

@@ -50,6 +50,7 @@ _verified_local: set[tuple[str, int, int, str]] = set()
 
 # A gathered window's maps: source(key, make) → (number, map), made by make() the first time.
 MapSource = Callable[[Any, Callable[[], Any]], tuple[int, Any]]
+Check = bool | None  # a read's verify: None is as the readers were made
 RELEASE_BYTES = 32 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
@@ -303,12 +304,7 @@ class ShardReaders:
         return rb
 
     def read_into(
-        self,
-        shard: int,
-        batch: int,
-        rows: int,
-        targets: dict[str, Any],
-        verify: bool | None = None,
+        self, shard: int, batch: int, rows: int, targets: dict[str, Any], verify: Check = None
     ) -> bool:
         """Record batch ``batch`` of ``shard``, its values decoded straight into ``targets``
         (:mod:`.direct`, by :attr:`placement`), checked like :meth:`read_batch`; False where
@@ -327,6 +323,9 @@ class ShardReaders:
         here."""
         check = self._check(verify)
         return self._direct(shard, batch, lambda f, place: f.read_values(batch, check, rows, place))
+
+    def route(self, shard: int) -> tuple[ShardReaders, int]:
+        return self, shard  # (a mixture's MultiReaders answers with one snapshot's readers)
 
     def release(self) -> None:
         """The open shards' mapped pages leave RSS (:meth:`BlockFile.release`): when a

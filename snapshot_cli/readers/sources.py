@@ -35,7 +35,7 @@ class MultiReaders:
         self.parts = parts
         self.first = np.cumsum([0] + [len(p.shards) for p in parts[:-1]]).tolist()
 
-    def _route(self, shard: int) -> tuple[ShardReaders, int]:
+    def route(self, shard: int) -> tuple[ShardReaders, int]:
         s = int(np.searchsorted(self.first, shard, side="right")) - 1
         return self.parts[s], shard - int(self.first[s])
 
@@ -54,7 +54,7 @@ class MultiReaders:
     def read_batch(
         self, shard: int, batch: int, rows: int, verify: bool | None = None
     ) -> pa.RecordBatch:
-        part, i = self._route(shard)
+        part, i = self.route(shard)
         return part.read_batch(i, batch, rows, verify)
 
     def read_into(
@@ -65,13 +65,13 @@ class MultiReaders:
         targets: dict[str, Any],
         verify: bool | None = None,
     ) -> bool:
-        part, i = self._route(shard)
+        part, i = self.route(shard)
         return part.read_into(i, batch, rows, targets, verify)
 
     def read_values(
         self, shard: int, batch: int, rows: int, verify: bool | None = None
     ) -> dict[str, np.ndarray] | None:
-        part, i = self._route(shard)
+        part, i = self.route(shard)
         return part.read_values(i, batch, rows, verify)
 
     def release(self) -> None:
@@ -86,7 +86,7 @@ class MultiReaders:
         source: Callable[[Any, Callable[[], Any]], tuple[int, Any]],
         verify: bool | None = None,
     ) -> tuple[int, dict[str, int]] | None:
-        part, i = self._route(shard)
+        part, i = self.route(shard)
         return part.read_mapped(i, batch, rows, source, verify)
 
     def close(self) -> None:
