@@ -1,4 +1,4 @@
-/* snapshot_cli._gather: copy records from many buffers into one, without the GIL.
+/* snapshot_cli._gather: the loader's copies of records, in C and without the GIL.
  *
  * A shuffled batch of 256 records of an uncompressed snapshot has its records in 256 places
  * of the page cache (or of decoded record batches). numpy can gather them only into a new,
@@ -9,6 +9,8 @@
  *
  *   sources = Sources([buf0, buf1, ...])   # holds a buffer view of each until release()
  *   sources.gather(out, width, seg_source, seg_base, seg, row[, batch_rows, batch_stride])
+ *   sources.gather_columns([(out, width, seg_source, seg_base, batch_stride), ...],
+ *                          seg, row, batch_rows)   # several columns, the GIL let go once
  *   sources.release()                      # let the buffers go (an mmap may then close)
  *
  * Records come in segments (runs of consecutive records of one source, width bytes apart):
@@ -17,9 +19,15 @@
  * (int32 buffers, one item per record): eight bytes per record say where it is, whatever
  * the number of columns. In out the records follow each other, or (batch_rows > 0) go in
  * batches of batch_rows records, each batch starting batch_stride bytes after the last (a
- * group of batches in one call, each batch aligned as the caller chose).
- * Nothing is copied unless every record is in bounds (IndexError otherwise). Several threads may gather from one Sources at once; release()
- * while a gather runs waits for the last one to finish before the views go.
+ * group of batches in one call, each batch aligned as the caller chose). Nothing is copied
+ * unless every record is in bounds (IndexError otherwise). Several threads may gather from
+ * one Sources at once; release() while a gather runs waits for the last one to finish
+ * before the views go (the count of running gathers is kept with the GIL held: this module
+ * is not for Python's free-threaded build).
+ *
+ * Two more copies for slot windows (snapshot_cli.readers.window and .slabs):
+ *   scatter(dest, width, slots, src)       # record i of src to slot slots[i] of dest
+ *   populate(buffer, start, length)        # map those pages now (MADV_POPULATE_WRITE)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
