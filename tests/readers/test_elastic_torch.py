@@ -165,7 +165,15 @@ JOB = textwrap.dedent(
         assert all(s == states[0] for s in states), "the state differs between ranks"
         with open(out, "w") as f:
             json.dump({"seen": seen, "state": states[0]}, f)
+    loader.close()
     dist.destroy_process_group()
+    # torch's gloo threads may still drop the last reference to a finished collective's
+    # Python objects while the interpreter finalizes; taking the GIL then aborts the process
+    # ("terminate called without an active exception": pytorch/pytorch#179291, #190489).
+    # The job's work is done and written: end without the interpreter's teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
     """
 )
 
@@ -188,8 +196,8 @@ def _job(tmp: Path, url: str, world: int, steps: int, state: Path | None, name: 
                "PYTHONPATH": str(REPO)}  # fmt: skip
         args = [sys.executable, str(script), url, str(out), str(steps), str(state or "-")]
         procs.append(subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True))
-    for p in procs:
-        _, err = p.communicate(timeout=300)
+    errors = [p.communicate(timeout=300)[1] for p in procs]  # every process waited for
+    for p, err in zip(procs, errors):
         assert p.returncode == 0, err[-3000:]
     return json.loads(out.read_text())
 
