@@ -197,7 +197,7 @@ def _job(tmp: Path, url: str, world: int, steps: int, state: Path | None, name: 
         args = [sys.executable, str(script), url, str(out), str(steps), str(state or "-")]
         procs.append(subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True))
     errors = [p.communicate(timeout=300)[1] for p in procs]  # every process waited for
-    for p, err in zip(procs, errors):
+    for p, err in zip(procs, errors, strict=True):
         assert p.returncode == 0, err[-3000:]
     return json.loads(out.read_text())
 
