@@ -20,7 +20,9 @@
  * the number of columns. In out the records follow each other, or (batch_rows > 0) go in
  * batches of batch_rows records, each batch starting batch_stride bytes after the last (a
  * group of batches in one call, each batch aligned as the caller chose). Nothing is copied
- * unless every record is in bounds (IndexError otherwise). Several threads may gather from
+ * unless every record is in bounds (IndexError otherwise) and no out overlaps the indices;
+ * the indices are read again while copying, so no other thread may change them during a
+ * call (the loader's are its own, made for it). Several threads may gather from
  * one Sources at once; release() while a gather runs waits for the last one to finish
  * before the views go (the count of running gathers is kept with the GIL held: this module
  * is not for Python's free-threaded build).
@@ -115,11 +117,12 @@ get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
     if (*f == '<' || *f == '=' || *f == '@') {
         f++;
     }
-    int ok = view->itemsize == itemsize && f[1] == '\0' &&
-             (itemsize == 8 ? (f[0] == 'q' || f[0] == 'l') : (f[0] == 'i' || f[0] == 'l'));
+    int ok = view->itemsize == itemsize && f[0] != '\0' && f[1] == '\0' &&
+             (itemsize == 8 ? (f[0] == 'q' || f[0] == 'l') : (f[0] == 'i' || f[0] == 'l')) &&
+             (uintptr_t)view->buf % (uintptr_t)itemsize == 0;
     if (!ok) {
-        PyErr_Format(PyExc_TypeError, "%s must be a buffer of int%zd, got format %s", name,
-                     8 * itemsize, view->format == NULL ? "(none)" : view->format);
+        PyErr_Format(PyExc_TypeError, "%s must be an aligned buffer of int%zd, got format %s",
+                     name, 8 * itemsize, view->format == NULL ? "(none)" : view->format);
         PyBuffer_Release(view);
         return -1;
     }
@@ -155,6 +158,15 @@ get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
         }                                                                              \
     }
 
+/* Whether two buffers share a byte: a copy into one must not change the indices it reads
+   from the other (they are read again, without the GIL, after they were checked). */
+static int
+overlap(const Py_buffer *a, const Py_buffer *b)
+{
+    const char *p = (const char *)a->buf, *q = (const char *)b->buf;
+    return a->len > 0 && b->len > 0 && p < q + b->len && q < p + a->len;
+}
+
 /* One column of a gather: where its records go (out, batches batch_stride bytes apart), how
    wide they are, and where each segment's records are (seg_source, seg_base). */
 typedef struct {
@@ -181,11 +193,16 @@ column_open(SourcesObject *self, Column *c, PyObject *out, Py_ssize_t width, PyO
 {
     c->held = 0;
     c->width = width;
-    c->stride = stride > 0 ? stride : batch_rows * width;
     if (width <= 0) {
         PyErr_Format(PyExc_ValueError, "width must be > 0, got %zd", width);
         return -1;
     }
+    if (batch_rows > PY_SSIZE_T_MAX / width) {
+        PyErr_Format(PyExc_ValueError, "batches of %zd records of %zd bytes are too large",
+                     batch_rows, width);
+        return -1;
+    }
+    c->stride = stride > 0 ? stride : batch_rows * width;
     if (PyObject_GetBuffer(out, &c->out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
     c->held = 1;
     if (get_ints(src, &c->src, 8, "seg_source") < 0) return -1;
@@ -204,8 +221,14 @@ column_open(SourcesObject *self, Column *c, PyObject *out, Py_ssize_t width, PyO
         return -1;
     }
     if (count > 0) {
-        const Py_ssize_t last = count - 1;
-        const Py_ssize_t need = (last / batch_rows) * c->stride + (last % batch_rows + 1) * width;
+        const Py_ssize_t last = count - 1, whole = last / batch_rows;
+        const Py_ssize_t tail = (last % batch_rows + 1) * width; /* <= batch_rows * width */
+        if (whole > (PY_SSIZE_T_MAX - tail) / c->stride) {
+            PyErr_Format(PyExc_ValueError, "%zd records in batches %zd bytes apart are too "
+                         "large", count, c->stride);
+            return -1;
+        }
+        const Py_ssize_t need = whole * c->stride + tail;
         if (c->out.len < need) {
             PyErr_Format(PyExc_ValueError, "out holds %zd bytes, %zd records need %zd",
                          c->out.len, count, need);
@@ -225,12 +248,14 @@ column_open(SourcesObject *self, Column *c, PyObject *out, Py_ssize_t width, PyO
                          self->n);
             return -1;
         }
+        /* base + row * width + width <= len, worked out so that nothing overflows */
         const int64_t len = self->views[s].len;
-        const int64_t at = bases[k] + (int64_t)row[i] * (int64_t)width;
-        if (row[i] < 0 || bases[k] < 0 || len < width || at > len - width) {
+        if (row[i] < 0 || bases[k] < 0 || len < width || bases[k] > len - width ||
+            row[i] > (len - width - bases[k]) / width) {
             PyErr_Format(PyExc_IndexError,
-                         "record %zd: bytes [%lld, %lld) outside source %lld of %lld bytes", i,
-                         (long long)at, (long long)at + width, (long long)s, (long long)len);
+                         "record %zd: row %d of a segment at byte %lld, %zd bytes each, is "
+                         "outside source %lld of %lld bytes", i, (int)row[i],
+                         (long long)bases[k], width, (long long)s, (long long)len);
             return -1;
         }
     }
@@ -264,20 +289,37 @@ static PyObject *
 gather_columns(SourcesObject *self, PyObject *columns, PyObject *seg_obj, PyObject *row_obj,
                Py_ssize_t batch_rows)
 {
-    if (self->views == NULL || self->released) {
-        PyErr_SetString(PyExc_ValueError, "gather from released sources");
-        return NULL;
-    }
-    PyObject *fast = PySequence_Fast(columns, "columns must be a sequence");
+    /* A tuple of our own, every column parsed first: converting a width or stride may run
+       Python code (__index__), which must find nothing taken or checked yet. */
+    PyObject *fast = PySequence_Tuple(columns);
     if (fast == NULL) return NULL;
-    const Py_ssize_t ncol = PySequence_Fast_GET_SIZE(fast);
+    const Py_ssize_t ncol = PyTuple_GET_SIZE(fast);
     Column *cols = PyMem_Calloc(ncol > 0 ? (size_t)ncol : 1, sizeof(Column));
-    const char **bases = PyMem_Malloc((self->n > 0 ? (size_t)self->n : 1) * sizeof(char *));
+    PyObject **objs = PyMem_Calloc(ncol > 0 ? 3 * (size_t)ncol : 1, sizeof(PyObject *));
+    Py_ssize_t *ints = PyMem_Calloc(ncol > 0 ? 2 * (size_t)ncol : 1, sizeof(Py_ssize_t));
+    const char **bases = NULL;
     Py_buffer seg, row;
     int have_seg = 0, have_row = 0;
     PyObject *result = NULL;
     Py_ssize_t opened = 0;
-    if (cols == NULL || bases == NULL) {
+    if (cols == NULL || objs == NULL || ints == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < ncol; j++) { /* borrowed: the tuples are held by fast */
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fast, j),
+                              "OnOOn;a column is (out, width, seg_source, seg_base, "
+                              "batch_stride)", &objs[3 * j], &ints[2 * j], &objs[3 * j + 1],
+                              &objs[3 * j + 2], &ints[2 * j + 1])) {
+            goto done;
+        }
+    }
+    if (self->views == NULL || self->released) {
+        PyErr_SetString(PyExc_ValueError, "gather from released sources");
+        goto done;
+    }
+    bases = PyMem_Malloc((self->n > 0 ? (size_t)self->n : 1) * sizeof(char *));
+    if (bases == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -293,16 +335,22 @@ gather_columns(SourcesObject *self, PyObject *columns, PyObject *seg_obj, PyObje
     if (batch_rows <= 0) batch_rows = count > 0 ? count : 1; /* one batch */
     const int32_t *segs = (const int32_t *)seg.buf, *rows = (const int32_t *)row.buf;
     for (; opened < ncol; opened++) {
-        PyObject *out, *src, *base;
-        Py_ssize_t width, stride;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, opened),
-                              "OnOOn;a column is (out, width, seg_source, seg_base, "
-                              "batch_stride)", &out, &width, &src, &base, &stride)) {
+        if (column_open(self, &cols[opened], objs[3 * opened], ints[2 * opened],
+                        objs[3 * opened + 1], objs[3 * opened + 2], ints[2 * opened + 1], segs,
+                        rows, count, batch_rows) < 0) {
+            opened++; /* its buffers so far are released below */
             goto done;
         }
-        if (column_open(self, &cols[opened], out, width, src, base, stride, segs, rows,
-                        count, batch_rows) < 0) {
-            opened++; /* its buffers so far are released below */
+    }
+    for (Py_ssize_t j = 0; j < ncol; j++) { /* no copy may write over what is read */
+        int bad = overlap(&cols[j].out, &seg) || overlap(&cols[j].out, &row);
+        for (Py_ssize_t i = 0; i < ncol && !bad; i++) {
+            bad = overlap(&cols[j].out, &cols[i].src) || overlap(&cols[j].out, &cols[i].base) ||
+                  (i != j && overlap(&cols[j].out, &cols[i].out));
+        }
+        if (bad) {
+            PyErr_Format(PyExc_ValueError, "column %zd: out overlaps the indices or another "
+                         "column's out", j);
             goto done;
         }
     }
@@ -326,6 +374,8 @@ done:
     if (have_row) PyBuffer_Release(&row);
     if (have_seg) PyBuffer_Release(&seg);
     PyMem_Free((void *)bases);
+    PyMem_Free(ints);
+    PyMem_Free(objs);
     PyMem_Free(cols);
     Py_DECREF(fast);
     return result;
@@ -443,6 +493,10 @@ scatter(PyObject *Py_UNUSED(module), PyObject *args)
     }
     PyObject *result = NULL;
     const Py_ssize_t count = slots.len / 8, capacity = dest.len / width;
+    if (overlap(&dest, &slots)) {
+        PyErr_SetString(PyExc_ValueError, "dest overlaps slots");
+        goto done;
+    }
     const int64_t *to = (const int64_t *)slots.buf;
     if (src.len / width < count) {
         PyErr_Format(PyExc_ValueError, "src holds %zd bytes, %zd records of %zd need more",
@@ -506,8 +560,8 @@ populate(PyObject *Py_UNUSED(module), PyObject *args)
     int done = 0;
     if (start < 0 || length < 0 || start > view.len || length > view.len - start) {
         PyBuffer_Release(&view);
-        PyErr_Format(PyExc_ValueError, "bytes [%zd, %zd) are outside a buffer of %zd", start,
-                     start + length, view.len);
+        PyErr_Format(PyExc_ValueError, "%zd bytes from byte %zd are outside a buffer of %zd",
+                     length, start, view.len);
         return NULL;
     }
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)

@@ -153,10 +153,13 @@ def test_gather_refuses_arguments_of_the_wrong_kind() -> None:
     s = Sources([np.zeros(100, np.uint8)])
     good = _args([0], [0], [0], [0])
     out = np.zeros(16, np.uint8)
-    with pytest.raises(TypeError, match="seg must be a buffer of int32"):
+    with pytest.raises(TypeError, match="seg must be an aligned buffer of int32"):
         s.gather(out, 4, good[0], good[1], good[2].astype(np.int64), good[3])
-    with pytest.raises(TypeError, match="seg_base must be a buffer of int64"):
+    with pytest.raises(TypeError, match="seg_base must be an aligned buffer of int64"):
         s.gather(out, 4, good[0], good[1].astype(np.float64), good[2], good[3])
+    misaligned = np.frombuffer(bytes(9), np.int64, offset=1)  # int64 at an odd address
+    with pytest.raises(TypeError, match="seg_source must be an aligned buffer"):
+        s.gather(out, 4, misaligned, good[1], good[2], good[3])
     with pytest.raises(ValueError, match="width must be > 0"):
         s.gather(out, 0, *good)
     with pytest.raises(BufferError, match="not writable"):
@@ -165,6 +168,117 @@ def test_gather_refuses_arguments_of_the_wrong_kind() -> None:
         s.gather(out, 4, *good, 1, 3)
     with pytest.raises(TypeError):
         Sources([object()])
+
+
+HUGE = st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([2**31 - 1, -(2**31), 0, 1]))
+
+
+def _reference(sources: list[bytes], out_len: int, width: int, seg_source: list[int],
+               seg_base: list[int], seg: list[int], row: list[int], batch_rows: int,
+               stride: int) -> bytearray | None:  # fmt: skip
+    """What gather must do, in Python integers (no overflow): the output, or None where it
+    must refuse (and copy nothing)."""
+    count = len(seg)
+    rows = batch_rows if batch_rows > 0 else max(count, 1)
+    stride = stride if batch_rows > 0 and stride > 0 else rows * width
+    if width <= 0 or rows * width >= 2**63 or stride < rows * width:
+        return None  # (a batch of more than 2**63 bytes is refused, even an empty one)
+    out = bytearray(out_len)
+    for i, (k, r) in enumerate(zip(seg, row, strict=True)):
+        if not 0 <= k < len(seg_source) or not 0 <= seg_source[k] < len(sources):
+            return None
+        data, base = sources[seg_source[k]], seg_base[k]
+        if r < 0 or base < 0 or base + (r + 1) * width > len(data):
+            return None
+        at = (i // rows) * stride + (i % rows) * width
+        if at + width > out_len:
+            return None
+        out[at : at + width] = data[base + r * width : base + (r + 1) * width]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    width=st.one_of(st.integers(-2, 9), st.sampled_from([2**40, 2**62, 2**63 - 1])),
+    base=st.one_of(st.integers(-3, 40), st.sampled_from([2**62, 2**63 - 1, -(2**63)])),
+    rows=st.lists(HUGE, max_size=6),
+    batch_rows=st.one_of(st.integers(0, 4), st.sampled_from([2**61, 2**63 - 1])),
+    stride=st.one_of(st.integers(0, 40), st.sampled_from([2**62 + 4, 2**63 - 1])),
+)
+def test_gather_refuses_every_out_of_range_argument_without_overflow(
+    width: int, base: int, rows: list[int], batch_rows: int, stride: int
+) -> None:
+    """Any widths, byte offsets, rows and batch layouts, however large (sums and products
+    that overflow 64 bits among them): the gather copies exactly what the Python reference
+    does, or refuses with an exception and copies nothing; it never reads or writes outside
+    its buffers."""
+    data = bytes(range(64))
+    out = np.full(48, 7, np.uint8)
+    seg = [0] * len(rows)
+    want = _reference([data], len(out), width, [0], [base], seg, rows, batch_rows, stride)
+    try:
+        Sources([data]).gather(out, width, *_args([0], [base], seg, rows), batch_rows, stride)
+    except (IndexError, ValueError, OverflowError):
+        assert want is None
+        assert (out == 7).all()
+        return
+    assert want is not None
+    mask = np.zeros(len(out), bool)
+    n = max(batch_rows, 1) if batch_rows > 0 else max(len(rows), 1)
+    step = stride if batch_rows > 0 and stride > 0 else n * width
+    for i in range(len(rows)):
+        at = (i // n) * step + (i % n) * width
+        mask[at : at + width] = True
+    # only the records' bytes are compared: the reference's other bytes are zeros
+    assert np.array_equal(out[mask], np.frombuffer(bytes(want), np.uint8)[mask])
+    assert (out[~mask] == 7).all()
+
+
+def test_gather_refuses_outputs_that_overlap_what_it_reads() -> None:
+    """The indices are read again while copying: an output over them (or over another
+    column's output) is refused, not copied over what is still to be read."""
+    s = Sources([np.zeros(4096, np.uint8)])
+    seg, row = np.zeros(32, np.int32), np.arange(32, dtype=np.int32)
+    with pytest.raises(ValueError, match="overlaps"):
+        s.gather(seg.view(np.uint8)[4:], 4, *_args([0], [0], [], [])[:2], seg[:8], row[:8])
+    base = np.zeros(1, np.int64)
+    out = np.zeros(64, np.uint8)
+    columns = [(base.view(np.uint8), 8, np.zeros(1, np.int64), np.zeros(1, np.int64), 0),
+               (out, 8, np.zeros(1, np.int64), base, 0)]  # fmt: skip
+    with pytest.raises(ValueError, match="overlaps"):
+        s.gather_columns(columns, np.zeros(1, np.int32), np.zeros(1, np.int32), 0)
+    slots = np.array([1, 0, 0, 0], np.int64)
+    with pytest.raises(ValueError, match="overlaps"):
+        gather.scatter(slots.view(np.uint8), 8, slots, b"\x7f" * 32)
+    assert slots.tolist() == [1, 0, 0, 0]
+
+
+def test_gather_is_safe_from_python_code_run_by_its_arguments() -> None:
+    """A width whose conversion runs Python code (``__index__``) that releases the sources or
+    empties the list of columns: refused, or done on what was checked; never a crash."""
+    s = Sources([np.arange(64, dtype=np.uint8)])
+    out = np.zeros(8, np.uint8)
+    ints = _args([0], [0], [0], [1])
+
+    class Releases:
+        def __index__(self) -> int:
+            s.release()
+            return 4
+
+    with pytest.raises(ValueError, match="released"):
+        s.gather_columns([(out, Releases(), ints[0], ints[1], 0)], ints[2], ints[3], 0)
+    s = Sources([np.arange(64, dtype=np.uint8)])
+    columns: list[Any] = []
+
+    class Clears:
+        def __index__(self) -> int:
+            columns.clear()
+            return 4
+
+    other = np.zeros(8, np.uint8)
+    columns += [(out, 4, ints[0], ints[1], 0), (other, Clears(), ints[0], ints[1], 0)]
+    s.gather_columns(columns, ints[2], ints[3], 0)
+    assert out[:4].tolist() == other[:4].tolist() == [4, 5, 6, 7]
 
 
 def test_released_sources_let_their_maps_close() -> None:
@@ -208,7 +322,7 @@ def test_scatter_refuses_slots_outside_the_window() -> None:
         with pytest.raises(error, match=text):
             gather.scatter(dest, 4, np.array(slots, np.int64), src)
         assert not dest.any()
-    with pytest.raises(TypeError, match="slots must be a buffer of int64"):
+    with pytest.raises(TypeError, match="slots must be an aligned buffer of int64"):
         gather.scatter(dest, 4, np.array([0, 1], np.int32), src)
 
 
