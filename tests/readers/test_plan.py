@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from snapshot_cli.readers import plan as plan_mod
 from snapshot_cli.readers.plan import Blocks, EpochPlan, PlanOptions
 
 
@@ -134,3 +135,35 @@ def test_batches_never_span_windows() -> None:
 def test_options_are_validated(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PlanOptions(**kwargs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**64 - 1),
+    n=st.one_of(st.integers(0, 40), st.integers(plan_mod.COMPILED_FROM - 2, 1 << 19)),
+)
+def test_the_compiled_shuffle_is_numpys(seed: int, n: int) -> None:
+    """A window's order comes from the compiled shuffle for large windows: the same
+    permutation as ``Generator.permutation`` (the order of a seed must not depend on whether
+    the extension was built), and the generator left in the same state."""
+    assert plan_mod._shuffle is not None  # built by `make test`'s install, never skipped
+    mine, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+    got = plan_mod.permutation(mine, n)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, theirs.permutation(n))
+    assert mine.integers(0, 2**63) == theirs.integers(0, 2**63)
+    if n >= 2:  # the compiled path itself, below its threshold too
+        a = np.arange(n, dtype=np.int64)
+        bits = np.random.default_rng(seed).bit_generator
+        plan_mod._shuffle(bits.capsule, a)
+        assert np.array_equal(a, np.random.default_rng(seed).permutation(n))
+
+
+def test_the_compiled_shuffle_refuses_what_it_cannot_shuffle() -> None:
+    bits = np.random.default_rng(1).bit_generator
+    with pytest.raises(TypeError, match="8-byte items"):
+        plan_mod._shuffle(bits.capsule, np.arange(8, dtype=np.int32))
+    with pytest.raises(BufferError):
+        plan_mod._shuffle(bits.capsule, b"\0" * 64)
+    with pytest.raises(ValueError):
+        plan_mod._shuffle(object(), np.arange(8))
