@@ -43,10 +43,11 @@ if TYPE_CHECKING:
 Sources: Any
 scatter: Any
 populate: Any
+place: Any
 try:
-    from .._gather import Sources, populate, scatter
+    from .._gather import Sources, place, populate, scatter
 except ImportError:  # not compiled (no C compiler at install): numpy does it, slower
-    Sources = scatter = populate = None
+    Sources = scatter = populate = place = None
 
 AVAILABLE = Sources is not None
 # Whether loaders gather (tests and benchmarks switch it off to compare with slot windows).
@@ -139,6 +140,9 @@ class GatherWindow:
     def add_all(self, lengths: np.ndarray) -> None:
         """Every segment, in order (``lengths[k]`` records each), once its sources and
         bases are set: each record's segment and row, in one go."""
+        if place is not None:  # one pass, no temporaries (see _gather.c)
+            place(self.seg, self.row, self.slot_of, np.ascontiguousarray(lengths, np.int64))
+            return
         seg = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
         first = np.repeat(np.cumsum(lengths) - lengths, lengths)
         row = (np.arange(len(seg), dtype=np.int64) - first).astype(np.int32)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.readers import gather
+from snapshot_cli.readers.gather import GatherWindow
 
 from .conftest import damaged_snapshot
 
@@ -309,6 +310,73 @@ def test_scatter_puts_each_record_in_its_slot(
     gather.scatter(got, width, slots, src)
     want.reshape(-1, width)[slots] = src.reshape(-1, width)
     assert np.array_equal(got, want)
+
+
+def _place_in_numpy(n: int, slots: np.ndarray | None, lengths: list[int]) -> tuple[Any, Any]:
+    seg, row = np.full(n, -7, np.int32), np.full(n, -7, np.int32)
+    k = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    j = np.concatenate([np.arange(m, dtype=np.int32) for m in lengths] or [np.zeros(0, np.int32)])
+    at = np.arange(len(k)) if slots is None else slots[: len(k)]
+    seg[at], row[at] = k, j
+    return seg, row
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=12), st.integers(0, 30), st.booleans(),
+       st.integers(0, 2**32 - 1))  # fmt: skip
+def test_place_notes_each_records_segment_and_row_at_its_slot(
+    lengths: list[int], spare: int, shuffled: bool, seed: int
+) -> None:
+    """A gathered window's placement of every segment at once: what numpy's repeat and
+    fancy assignments do, with or without slots, in a window with rows to spare."""
+    n = sum(lengths) + spare
+    slots = np.random.default_rng(seed).permutation(n) if shuffled else None
+    seg, row = np.full(n, -7, np.int32), np.full(n, -7, np.int32)
+    gather.place(seg, row, slots, np.array(lengths, np.int64))
+    want_seg, want_row = _place_in_numpy(n, slots, lengths)
+    assert np.array_equal(seg, want_seg)
+    assert np.array_equal(row, want_row)
+
+
+def test_a_window_places_its_segments_as_numpy_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GatherWindow.add_all with the compiled place and with numpy: the same window."""
+    forms = {"x": (np.dtype(np.float32), (2,))}
+    lengths = np.array([3, 0, 5, 2], np.int64)
+    slots = np.random.default_rng(3).permutation(12)
+    got = GatherWindow(forms, 12, 4, slots, gather.BatchPool())
+    got.add_all(lengths)
+    monkeypatch.setattr(gather, "place", None)
+    want = GatherWindow(forms, 12, 4, slots, gather.BatchPool())
+    want.add_all(lengths)
+    filled = slots[:10]
+    assert np.array_equal(got.seg[filled], want.seg[filled])
+    assert np.array_equal(got.row[filled], want.row[filled])
+
+
+def test_place_refuses_what_does_not_fit() -> None:
+    """Nothing is written unless every record fits and every slot is inside the window."""
+    seg, row = np.full(8, -7, np.int32), np.full(8, -7, np.int32)
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    for slots, lengths, error, text in [
+        (None, i64(5, 4), ValueError, "segment 1: 4 records, after 5, where 8 fit"),
+        (None, i64(-1), ValueError, "segment 0: -1 records"),
+        (i64(0, 1), i64(3), ValueError, "2 slots for 3 records"),
+        (i64(0, 8), i64(2), IndexError, "record 1: slot 8 of 8"),
+        (i64(0, -1), i64(2), IndexError, "record 1: slot -1 of 8"),
+    ]:
+        with pytest.raises(error, match=text):
+            gather.place(seg, row, slots, lengths)
+        assert (seg == -7).all() and (row == -7).all()
+    with pytest.raises(ValueError, match="equal lengths"):
+        gather.place(seg, row[:4], None, i64(1))
+    with pytest.raises(ValueError, match="must not overlap"):
+        gather.place(seg, seg, None, i64(1))
+    frozen = seg.copy()
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        gather.place(frozen, row, None, i64(1))
+    with pytest.raises(TypeError, match="lengths must be an aligned buffer of int64"):
+        gather.place(seg, row, None, np.array([1], np.int32))
 
 
 def test_scatter_refuses_slots_outside_the_window() -> None:
