@@ -10,6 +10,7 @@ before any of its records reach the consumer.
 
 from __future__ import annotations
 
+import errno
 import gc
 import mmap
 import os
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.readers import gather
+from snapshot_cli.readers.blocks import BlockFile
 from snapshot_cli.readers.gather import GatherWindow
 
 from .conftest import damaged_snapshot
@@ -634,3 +636,45 @@ def test_a_shard_that_shrank_after_it_was_opened_is_named(
     with pytest.raises(snap.CorruptShardError, match="the file ends inside it"):
         for _ in loader:
             pass
+
+
+@pytest.fixture(scope="module")
+def compressed(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The same records, lz4: slot windows, record batches decoded from the mapped file."""
+    out = tmp_path_factory.mktemp("gather") / "lz4"
+    snap.create(records(False), str(out), workers=0, shard_size="64KiB", batch_rows=90,
+                compression="lz4")  # fmt: skip
+    return str(out)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOMEM, "Cannot allocate memory"),
+        OSError(errno.ENODEV, "No such device"),
+        OSError(errno.EACCES, "Permission denied"),
+        OSError(errno.EAGAIN, "Try again"),
+        ValueError("cannot mmap an empty file"),
+    ],  # fmt: skip
+    ids=["ENOMEM", "ENODEV", "EACCES", "EAGAIN", "ValueError"],
+)
+@pytest.mark.parametrize("kind", ["plain", "compressed"])
+def test_shards_that_cannot_be_mapped_are_read_instead(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str, error: Exception
+) -> None:
+    """Where a shard file cannot be mapped (no address space, a file system without mmap,
+    any error mmap gives), its record batches are read and checked instead: the same
+    batches, in the same order, as from mapped shards."""
+    path = request.getfixturevalue(kind)
+    options: dict[str, Any] = {"batch_size": 64, "seed": 4, "shuffle_buffer": 500, "epochs": 2}
+    want = [{k: v.copy() for k, v in b.items()} for b in snap.open(path).loader(**options)]
+    tried = []
+
+    def refuse(self: BlockFile) -> None:
+        tried.append(self)
+        raise error
+
+    monkeypatch.setattr(BlockFile, "map", refuse)
+    got = [{k: v.copy() for k, v in b.items()} for b in snap.open(path).loader(**options)]
+    assert tried  # the maps were asked for, and refused
+    same(got, want)
