@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from fsspec import AbstractFileSystem
 
-from .errors import SnapError, StorageError
+from .errors import CorruptShardError, SnapError, StorageError
 from .protocols import OBJECT_STORES, protocol, to_url
 from .retry import is_transient, retrying, status_of
 
@@ -132,3 +132,19 @@ def fault(err: OSError, where: str) -> StorageError:
     hint = _FAULT_HINTS.get(err.errno or 0, "fix that, then run the same command again")
     cause = err.strerror or str(err) or type(err).__name__
     return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
+
+
+def read_failure(url: str, batch: int, err: Exception) -> SnapError:
+    """What a failed read of record batch ``batch`` of shard ``url`` means: an OS error (one
+    with an errno: EIO from a failing disk, ESTALE from NFS, EACCES...) is the storage's, a
+    StorageError that says so, since the snapshot may be intact; anything else is that the
+    bytes do not decode (a damaged shard)."""
+    where = f"shard {url} record batch {batch}"
+    if isinstance(err, OSError) and err.errno is not None:
+        code = errno.errorcode.get(err.errno, str(err.errno))
+        return StorageError(
+            f"{where} could not be read: {err.strerror or err} ({code}); the storage failed, "
+            "not necessarily the snapshot: check the disk or file system (and that this "
+            "process may read the file), then run again"
+        )
+    return CorruptShardError(f"{where} cannot be decoded: {err}")

@@ -34,6 +34,7 @@ import pyarrow as pa
 from .. import ipc_blocks, storage
 from .. import schema as schema_mod
 from ..errors import CorruptShardError
+from ..faults import read_failure
 from ..manifest import ShardEntry
 from .blocks import BlockFile
 from .cache import CachedShard, ShardCache
@@ -290,9 +291,7 @@ class ShardReaders:
         except CorruptShardError:
             raise
         except (pa.ArrowException, OSError, IndexError) as err:
-            raise CorruptShardError(
-                f"shard {self.url(shard)} record batch {batch} cannot be decoded: {err}"
-            ) from err
+            raise read_failure(self.url(shard), batch, err) from err
         if rb.num_rows != rows:
             raise CorruptShardError(
                 f"shard {self.url(shard)} record batch {batch} has {rb.num_rows} records, "
@@ -369,9 +368,7 @@ class ShardReaders:
         except CorruptShardError:
             raise
         except (pa.ArrowException, OSError) as err:
-            raise CorruptShardError(
-                f"shard {self.url(shard)} record batch {batch} cannot be decoded: {err}"
-            ) from err
+            raise read_failure(self.url(shard), batch, err) from err
 
     def close(self) -> None:
         with self._lock:

@@ -678,3 +678,30 @@ def test_shards_that_cannot_be_mapped_are_read_instead(
     got = [{k: v.copy() for k, v in b.items()} for b in snap.open(path).loader(**options)]
     assert tried  # the maps were asked for, and refused
     same(got, want)
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ESTALE, errno.ETIMEDOUT, errno.EACCES])
+@pytest.mark.parametrize("kind", ["plain", "compressed"])
+def test_a_read_the_storage_fails_is_a_storage_error_naming_the_shard(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str, code: int
+) -> None:
+    """Where the shards cannot be mapped and a read fails with an OS error (a failing disk,
+    a stale NFS handle...), the error is the storage's, not a damaged snapshot's: a
+    StorageError naming the shard, the record batch and the errno, saying what to do."""
+    path = request.getfixturevalue(kind)
+
+    def refuse(self: BlockFile) -> None:
+        raise OSError(errno.ENODEV, "No such device")
+
+    def fail(fd: int, buffers: Any, offset: int) -> int:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(BlockFile, "map", refuse)
+    monkeypatch.setattr(os, "preadv", fail)
+    with pytest.raises(snap.StorageError) as caught:
+        for _ in snap.open(path).loader(64, seed=4, shuffle_buffer=500):
+            pass
+    text = str(caught.value)
+    assert not isinstance(caught.value, snap.CorruptShardError)
+    assert "/shards/" in text and ".arrow record batch " in text, text
+    assert f"({errno.errorcode[code]})" in text and "then run again" in text, text
