@@ -134,12 +134,11 @@ def fault(err: OSError, where: str) -> StorageError:
     return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
 
 
-def read_failure(url: str, batch: int, err: Exception) -> SnapError:
-    """What a failed read of record batch ``batch`` of shard ``url`` means: an OS error (one
-    with an errno: EIO from a failing disk, ESTALE from NFS, EACCES...) is the storage's, a
-    StorageError that says so, since the snapshot may be intact; anything else is that the
-    bytes do not decode (a damaged shard)."""
-    where = f"shard {url} record batch {batch}"
+def read_failure(where: str, err: Exception) -> SnapError:
+    """What a failed read of ``where`` (a shard, or one of its record batches) means: an OS
+    error (one with an errno: EIO from a failing disk, ESTALE from NFS, EACCES...) is the
+    storage's, a StorageError that says so, since the snapshot may be intact; anything else
+    is that the bytes do not decode (a damaged shard)."""
     if isinstance(err, OSError) and err.errno is not None:
         code = errno.errorcode.get(err.errno, str(err.errno))
         return StorageError(

@@ -1,22 +1,18 @@
 """Random access to the record batches of a snapshot's shards, verified before use.
 
-Local shards are read with positioned reads (``pread``) of just the record batch wanted: the
-page cache is shared by every process replaying the snapshot, and this process holds only
-what it decodes. (Memory-mapping would save one copy of uncompressed data, but every page
-touched would then count in this process's resident memory until the shard is closed, so a
-shuffled replay's RSS would grow with the snapshot.) Shards on other filesystems are fetched
-whole, as parallel range requests (:mod:`.fetch`), and either kept in memory (at most
-``max_bytes`` of them) or, with a :class:`~.cache.ShardCache`, written once to a local
-directory shared by every process and read from there like local shards. Damaged data raises
-:class:`CorruptShardError`, never reaches the model: a local shard whose manifest entry has a
-crc32c per record batch (format 2) is checked one record batch at a time as it is read
-(:mod:`.blocks`); any other shard's size and crc32c are checked the first time it is opened.
-
-A remote snapshot larger than ``max_bytes`` read without a cache would have its shards
-fetched again for every window, so there each record batch is read by its own range request
-instead (:mod:`.ranged`). Such reads see only part of a shard at a time, so the crc32c of the
-whole shard cannot be checked: record batches are still checked to decode with the manifest's
-record counts, and ``cache_dir=`` (or ``snap verify``) checks every byte.
+Local shards are memory-mapped and each record batch used where it is (:mod:`.blocks`): a
+compressed one decoded from the map, an uncompressed one gathered from it (:mod:`.gather`);
+the pages leave RSS every RELEASE_BYTES read and once a window is done (the page cache keeps
+them for every process). A file that cannot be mapped is read with ``pread``. Remote shards
+are fetched whole by parallel range requests (:mod:`.fetch`), kept in memory (``max_bytes``
+at most) or, with a :class:`~.cache.ShardCache`, written once to a shared local directory and
+read from there. Damaged data raises :class:`CorruptShardError` and never reaches the model:
+a shard listing a crc32c per record batch (format 2) is checked a record batch at a time as
+it is read, any other whole the first time it is opened. A read the storage fails (an OS
+error: EIO, ESTALE, EACCES) raises ``StorageError``. A remote snapshot over ``max_bytes``
+without a cache is read a record batch per range request (:mod:`.ranged`): the whole shard's
+crc32c cannot be checked then, only that record batches decode with the manifest's counts;
+``cache_dir=`` (or ``snap verify``) checks every byte.
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ import pyarrow as pa
 
 from .. import ipc_blocks, storage
 from .. import schema as schema_mod
-from ..errors import CorruptShardError
+from ..errors import CorruptShardError, SnapError
 from ..faults import read_failure
 from ..manifest import ShardEntry
 from .blocks import BlockFile
@@ -152,6 +148,10 @@ class ShardReaders:
                     _verified_local.add(key)
         except FileNotFoundError as err:
             raise CorruptShardError(f"shard {url} is missing") from err
+        except SnapError:
+            raise
+        except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
+            raise read_failure(f"shard {url}", err) from err
         self._verified.add(i)
         return source, size, held
 
@@ -165,6 +165,10 @@ class ShardReaders:
             return BlockFile(path, entry, self.schema, url)
         except FileNotFoundError as err:
             raise CorruptShardError(f"shard {url} is missing") from err
+        except SnapError:
+            raise
+        except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
+            raise read_failure(f"shard {url}", err) from err
 
     def _open_source(self, i: int, path: str) -> tuple[Any, int, CachedShard | None]:
         if self.local:
@@ -291,7 +295,7 @@ class ShardReaders:
         except CorruptShardError:
             raise
         except (pa.ArrowException, OSError, IndexError) as err:
-            raise read_failure(self.url(shard), batch, err) from err
+            raise read_failure(f"shard {self.url(shard)} record batch {batch}", err) from err
         if rb.num_rows != rows:
             raise CorruptShardError(
                 f"shard {self.url(shard)} record batch {batch} has {rb.num_rows} records, "
@@ -368,7 +372,7 @@ class ShardReaders:
         except CorruptShardError:
             raise
         except (pa.ArrowException, OSError) as err:
-            raise read_failure(self.url(shard), batch, err) from err
+            raise read_failure(f"shard {self.url(shard)} record batch {batch}", err) from err
 
     def close(self) -> None:
         with self._lock:

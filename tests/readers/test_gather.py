@@ -705,3 +705,35 @@ def test_a_read_the_storage_fails_is_a_storage_error_naming_the_shard(
     assert not isinstance(caught.value, snap.CorruptShardError)
     assert "/shards/" in text and ".arrow record batch " in text, text
     assert f"({errno.errorcode[code]})" in text and "then run again" in text, text
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EIO, errno.EMFILE])
+def test_a_shard_the_storage_cannot_open_is_a_storage_error(
+    plain: str, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """Opening a shard fails with an OS error (forbidden, an I/O error, out of file
+    descriptors): a StorageError naming the shard, not a damaged one; a missing shard stays
+    a CorruptShardError ("is missing")."""
+
+    def refuse(self: BlockFile, *args: Any) -> None:
+        raise OSError(code, os.strerror(code), args[0])
+
+    monkeypatch.setattr(BlockFile, "__init__", refuse)
+    with pytest.raises(
+        snap.StorageError,
+        match=rf"shard .*\.arrow could not be read: .*\({errno.errorcode[code]}\)",
+    ):
+        for _ in snap.open(plain).loader(64):
+            pass
+
+
+def test_a_missing_shard_is_still_named_missing(plain: str, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(plain, copy)
+    s = snap.open(str(copy))
+    (copy / s.shards[2].path).unlink()
+    with pytest.raises(snap.CorruptShardError, match="is missing"):
+        for _ in s.loader(64):
+            pass
