@@ -292,7 +292,7 @@ class ShardReaders:
             else:
                 rb = reader.get_batch(batch)
             rb.validate(full=True)
-        except CorruptShardError:
+        except SnapError:  # damaged, or the storage's answer already (a remote range read)
             raise
         except (pa.ArrowException, OSError, IndexError) as err:
             raise read_failure(f"shard {self.url(shard)} record batch {batch}", err) from err
@@ -369,7 +369,7 @@ class ShardReaders:
             if self._touched > RELEASE_BYTES:  # mapped pages read since the last release
                 self.release()
             return out
-        except CorruptShardError:
+        except SnapError:
             raise
         except (pa.ArrowException, OSError) as err:
             raise read_failure(f"shard {self.url(shard)} record batch {batch}", err) from err

@@ -3,6 +3,7 @@ request: every record, the same order as whole-shard reads, and each byte fetche
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import fsspec
@@ -12,6 +13,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import snapshot_cli as snap
 from snapshot_cli.errors import CorruptShardError
+from snapshot_cli.readers import ranged as ranged_mod
 from snapshot_cli.readers import shard as shard_mod
 
 
@@ -81,3 +83,38 @@ def test_ranged_read_of_a_truncated_shard_names_it(
     with pytest.raises(CorruptShardError, match=s.shards[1].path):
         for _ in s.loader(64, shuffle=False):
             pass
+
+
+class Failing(MemoryFileSystem):
+    """memory:// whose range reads of record batches fail (a storage error mid-epoch), once
+    the shards' tails (footers) have been read."""
+
+    protocol = "failmem"
+
+    @classmethod
+    def _strip_protocol(cls, path):  # type: ignore[no-untyped-def]
+        return super()._strip_protocol(path.replace("failmem://", "memory://", 1))
+
+    def cat_file(self, path, start=None, end=None, **kwargs):  # type: ignore[no-untyped-def]
+        # a range that ends before the file does is not the tail (the footer): a record batch
+        if path.endswith(".arrow") and end is not None and end < self.size(path):
+            raise OSError(errno.EIO, "Input/output error", path)
+        return super().cat_file(path, start=start, end=end, **kwargs)
+
+
+def test_a_range_read_the_storage_fails_is_a_storage_error(
+    remote: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record batch's range request that the storage fails reaches the loop as the
+    storage's error (a StorageError naming the shard), not as a damaged shard."""
+    monkeypatch.setattr(shard_mod, "MEMORY_BUDGET", 1024)
+    monkeypatch.setattr(ranged_mod, "TAIL_GUESS", 1024)  # the tail read is not the whole shard
+    fsspec.register_implementation("failmem", Failing, clobber=True)
+    s = snap.open(remote.replace("memory://", "failmem://"))
+    loader = s.loader(64, shuffle=False)
+    assert loader.reads_by_range
+    with pytest.raises(snap.StorageError) as caught:
+        for _ in loader:
+            pass
+    assert not isinstance(caught.value, CorruptShardError)
+    assert ".arrow" in str(caught.value), caught.value
