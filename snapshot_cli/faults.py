@@ -134,11 +134,11 @@ def fault(err: OSError, where: str) -> StorageError:
     return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
 
 
-def read_failure(where: str, err: Exception) -> SnapError:
+def read_failure(where: str, err: Exception, doing: str = "decoded") -> SnapError:
     """What a failed read of ``where`` (a shard, or one of its record batches) means: an OS
     error (one with an errno: EIO from a failing disk, ESTALE from NFS, EACCES...) is the
     storage's, a StorageError that says so, since the snapshot may be intact; anything else
-    is that the bytes do not decode (a damaged shard)."""
+    is that the bytes cannot be ``doing`` (opened, decoded: a damaged shard)."""
     if isinstance(err, OSError) and err.errno is not None:
         code = errno.errorcode.get(err.errno, str(err.errno))
         return StorageError(
@@ -146,4 +146,4 @@ def read_failure(where: str, err: Exception) -> SnapError:
             "not necessarily the snapshot: check the disk or file system (and that this "
             "process may read the file), then run again"
         )
-    return CorruptShardError(f"{where} cannot be decoded: {err}")
+    return CorruptShardError(f"{where} cannot be {doing}: {err}")

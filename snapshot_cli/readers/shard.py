@@ -202,9 +202,9 @@ class ShardReaders:
         except FileNotFoundError as err:
             raise CorruptShardError(f"shard {self.url(i)} is missing") from err
         except (pa.ArrowException, OSError) as err:
-            if isinstance(err, CorruptShardError):
+            if isinstance(err, SnapError):  # damaged, or the storage's answer already
                 raise
-            raise CorruptShardError(f"shard {self.url(i)} cannot be opened: {err}") from err
+            raise read_failure(f"shard {self.url(i)}", err, "opened") from err
         self._check_layout(i, reader)
         readers[i] = reader
         if len(readers) > self.max_open:
@@ -236,9 +236,9 @@ class ShardReaders:
                 except (pa.ArrowException, OSError) as err:
                     if cached is not None:
                         cached.close()
-                    if isinstance(err, CorruptShardError):
+                    if isinstance(err, SnapError):
                         raise
-                    raise CorruptShardError(f"shard {self.url(i)} cannot be opened: {err}") from err
+                    raise read_failure(f"shard {self.url(i)}", err, "opened") from err
             with self._lock:
                 held = 0 if self.local or cached is not None else size
                 self._open[i] = _Open(reader, held, cached)

@@ -118,3 +118,35 @@ def test_a_range_read_the_storage_fails_is_a_storage_error(
             pass
     assert not isinstance(caught.value, CorruptShardError)
     assert ".arrow" in str(caught.value), caught.value
+
+
+class Refusing(Failing):
+    """memory:// whose every read of a shard fails: its footer cannot be fetched either."""
+
+    protocol = "refusemem"
+
+    @classmethod
+    def _strip_protocol(cls, path):  # type: ignore[no-untyped-def]
+        return MemoryFileSystem._strip_protocol(path.replace("refusemem://", "memory://", 1))
+
+    def cat_file(self, path, start=None, end=None, **kwargs):  # type: ignore[no-untyped-def]
+        if path.endswith(".arrow"):
+            raise OSError(errno.EIO, "Input/output error", path)
+        return super().cat_file(path, start=start, end=end, **kwargs)
+
+
+@pytest.mark.parametrize("budget", [1024, None], ids=["by range", "whole shards"])
+def test_a_shard_the_storage_cannot_serve_at_all_is_a_storage_error(
+    remote: str, monkeypatch: pytest.MonkeyPatch, budget: int | None
+) -> None:
+    """The storage fails every read of a shard (its footer too), read by range or whole:
+    the storage's StorageError names it, never a damaged shard's error."""
+    if budget is not None:
+        monkeypatch.setattr(shard_mod, "MEMORY_BUDGET", budget)
+    fsspec.register_implementation("refusemem", Refusing, clobber=True)
+    s = snap.open(remote.replace("memory://", "refusemem://"))
+    with pytest.raises(snap.StorageError) as caught:
+        for _ in s.loader(64, shuffle=False):
+            pass
+    assert not isinstance(caught.value, CorruptShardError)
+    assert ".arrow" in str(caught.value), caught.value
