@@ -33,7 +33,7 @@
  *   populate(buffer, start, length)        # map those pages now (MADV_POPULATE_WRITE)
  *
  * And the shuffle of a window's order (snapshot_cli.readers.plan), numpy's own algorithm:
- *   shuffle(capsule, array)                # Generator.shuffle(array), the same result
+ *   shuffle(bit_generator, array)          # Generator.shuffle(array), the same result
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -636,7 +636,7 @@ place(PyObject *Py_UNUSED(module), PyObject *args)
     const int64_t *len = (const int64_t *)lengths.buf;
     Py_ssize_t total = 0;
     for (Py_ssize_t k = 0; k < nseg; k++) {
-        if (len[k] < 0 || len[k] > capacity - total) {
+        if (len[k] < 0 || len[k] > capacity - total || len[k] > (int64_t)INT32_MAX + 1) {
             PyErr_Format(PyExc_ValueError, "segment %zd: %lld records, after %zd, where %zd "
                          "fit", k, (long long)len[k], total, capacity);
             goto done;
@@ -660,8 +660,9 @@ place(PyObject *Py_UNUSED(module), PyObject *args)
     int32_t *sg = (int32_t *)seg.buf, *rw = (int32_t *)row.buf;
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t r = 0;
-    for (Py_ssize_t k = 0; k < nseg; k++) {
-        const Py_ssize_t n = (Py_ssize_t)len[k];
+    for (Py_ssize_t k = 0; k < nseg && r < total; k++) {
+        /* read again without the GIL: kept inside what was checked, whatever happened */
+        const Py_ssize_t n = len[k] < 0 ? 0 : len[k] > total - r ? total - r : (Py_ssize_t)len[k];
         if (to == NULL) {
             for (Py_ssize_t j = 0; j < n; j++, r++) {
                 sg[r] = (int32_t)k;
@@ -727,8 +728,8 @@ interval(bitgen_t *bg, uint64_t max)
    ahead changes nothing but the timing. */
 #define SHUFFLE_AHEAD 32
 
-/* shuffle(capsule, array): array (8-byte items, contiguous, writable) shuffled in place by
-   the bit generator of capsule (a numpy BitGenerator's .capsule; hold its .lock), exactly as
+/* shuffle(bit_generator, array): array (1-d, 8-byte items, contiguous, writable) shuffled in
+   place by bit_generator (a numpy BitGenerator, held for the call; hold its .lock), exactly as
    numpy's Generator.shuffle does for a 1-d array (Fisher-Yates from the end, j drawn by
    random_interval(i)): the same permutation, the generator left in the same state. numpy
    swaps one item at a time through memcpy, waiting on memory at each far item (38 ns an item
@@ -736,11 +737,17 @@ interval(bitgen_t *bg, uint64_t max)
 static PyObject *
 shuffle(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *capsule, *obj;
-    if (!PyArg_ParseTuple(args, "OO:shuffle", &capsule, &obj)) {
+    PyObject *generator, *obj;
+    if (!PyArg_ParseTuple(args, "OO:shuffle", &generator, &obj)) {
+        return NULL;
+    }
+    /* The capsule does not keep its generator alive; the argument does, for the call. */
+    PyObject *capsule = PyObject_GetAttrString(generator, "capsule");
+    if (capsule == NULL) {
         return NULL;
     }
     bitgen_t *bg = (bitgen_t *)PyCapsule_GetPointer(capsule, "BitGenerator");
+    Py_DECREF(capsule); /* the pointer is the generator's, which the caller holds */
     if (bg == NULL) {
         return NULL;
     }
@@ -749,9 +756,9 @@ shuffle(PyObject *Py_UNUSED(module), PyObject *args)
         0) {
         return NULL;
     }
-    if (view.itemsize != 8 || (uintptr_t)view.buf % 8 != 0) {
-        PyErr_Format(PyExc_TypeError, "shuffle needs an aligned array of 8-byte items, got "
-                     "items of %zd bytes", view.itemsize);
+    if (view.ndim != 1 || view.itemsize != 8 || (uintptr_t)view.buf % 8 != 0) {
+        PyErr_Format(PyExc_TypeError, "shuffle needs a 1-d, aligned array of 8-byte items, "
+                     "got %d dimensions of %zd-byte items", view.ndim, view.itemsize);
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -792,7 +799,8 @@ static PyMethodDef module_methods[] = {
     {"place", place, METH_VARARGS,
      "place(seg, row, slots, lengths): each record's segment and row at its slot"},
     {"shuffle", shuffle, METH_VARARGS,
-     "shuffle(capsule, array): numpy's Generator.shuffle of a 1-d array of 8-byte items"},
+     "shuffle(bit_generator, array): numpy's Generator.shuffle of a 1-d array of 8-byte "
+     "items"},
     {NULL, NULL, 0, NULL},
 };
 

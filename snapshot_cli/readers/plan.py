@@ -110,7 +110,7 @@ def permutation(rng: np.random.Generator, n: int) -> np.ndarray:
     out = np.arange(n, dtype=np.int64)
     bits = rng.bit_generator
     with bits.lock:
-        _shuffle(bits.capsule, out)
+        _shuffle(bits, out)
     return out
 
 

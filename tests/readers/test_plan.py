@@ -155,15 +155,34 @@ def test_the_compiled_shuffle_is_numpys(seed: int, n: int) -> None:
     if n >= 2:  # the compiled path itself, below its threshold too
         a = np.arange(n, dtype=np.int64)
         bits = np.random.default_rng(seed).bit_generator
-        plan_mod._shuffle(bits.capsule, a)
+        plan_mod._shuffle(bits, a)
         assert np.array_equal(a, np.random.default_rng(seed).permutation(n))
 
 
 def test_the_compiled_shuffle_refuses_what_it_cannot_shuffle() -> None:
     bits = np.random.default_rng(1).bit_generator
     with pytest.raises(TypeError, match="8-byte items"):
-        plan_mod._shuffle(bits.capsule, np.arange(8, dtype=np.int32))
+        plan_mod._shuffle(bits, np.arange(8, dtype=np.int32))
+    with pytest.raises(TypeError, match="1-d"):  # numpy shuffles a 2-d array's rows
+        plan_mod._shuffle(bits, np.arange(12).reshape(6, 2))
     with pytest.raises(BufferError):
-        plan_mod._shuffle(bits.capsule, b"\0" * 64)
-    with pytest.raises(ValueError):
+        plan_mod._shuffle(bits, b"\0" * 64)
+    with pytest.raises(AttributeError):
         plan_mod._shuffle(object(), np.arange(8))
+    with pytest.raises(ValueError):  # a capsule of another kind
+        plan_mod._shuffle(type("Fake", (), {"capsule": object()})(), np.arange(8))
+
+
+@pytest.mark.parametrize("kind", ["PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"])
+@pytest.mark.parametrize("n", [2, 3, 129, 70_001])
+def test_the_compiled_shuffle_is_numpys_for_every_bit_generator(kind: str, n: int) -> None:
+    """Whatever numpy bit generator: numpy's permutation, and the same state after."""
+    mine = np.random.Generator(getattr(np.random, kind)(17))
+    theirs = np.random.Generator(getattr(np.random, kind)(17))
+    mine.integers(0, 2**32)  # a generator that has drawn before (a half-used 32-bit draw)
+    theirs.integers(0, 2**32)
+    a = np.arange(n, dtype=np.int64)
+    plan_mod._shuffle(mine.bit_generator, a)
+    assert np.array_equal(a, theirs.permutation(n))
+    assert mine.integers(0, 2**63, size=5).tolist() == theirs.integers(0, 2**63, size=5).tolist()
+    assert mine.integers(0, 7, size=5).tolist() == theirs.integers(0, 7, size=5).tolist()
