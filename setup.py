@@ -1,8 +1,10 @@
-"""The one compiled part: the loader's record gather (``snapshot_cli/_gather.c``).
+"""The compiled parts: the loader's record gather (``snapshot_cli/_gather.c``) and the
+shuffle of a window's order (``snapshot_cli/_shuffle.c``).
 
-Everything else is in pyproject.toml. The extension is optional: where it cannot be compiled
-(no C compiler), the install goes on without it and the loader uses its pure-Python path
-(slower for uncompressed snapshots; README, Performance).
+Everything else is in pyproject.toml. Both are optional: where they cannot be compiled (no C
+compiler), the install goes on without them and the loader uses its pure-Python paths (slower
+for uncompressed snapshots and for windows of millions of records; the same batches, in the
+same order; README, Performance).
 """
 
 from setuptools import Extension, setup
@@ -13,6 +15,11 @@ setup(
             "snapshot_cli._gather",
             sources=["snapshot_cli/_gather.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "snapshot_cli._shuffle",
+            sources=["snapshot_cli/_shuffle.c"],
+            optional=True,
+        ),
     ]
 )

@@ -96,8 +96,8 @@ def _rng(*key: int) -> np.random.Generator:
 
 
 _shuffle: Any
-try:  # numpy's shuffle, compiled with its far items asked for ahead (snapshot_cli/_gather.c)
-    from .._gather import shuffle as _shuffle
+try:  # numpy's shuffle, compiled with its far items asked for ahead (snapshot_cli/_shuffle.c)
+    from .._shuffle import shuffle as _shuffle
 except ImportError:
     _shuffle = None
 COMPILED_FROM = 1 << 18  # items from which the compiled shuffle is faster (1.4x at 4M)
