@@ -103,7 +103,7 @@ except ImportError:
 COMPILED_FROM = 1 << 18  # items from which the compiled shuffle is faster (1.4x at 4M)
 
 
-def permutation(rng: np.random.Generator, n: int) -> np.ndarray:
+def random_permutation(rng: np.random.Generator, n: int) -> np.ndarray:
     """``rng.permutation(n)``: the same permutation, and ``rng`` left in the same state."""
     if _shuffle is None or n < COMPILED_FROM:
         return rng.permutation(n)
@@ -237,7 +237,7 @@ class EpochPlan:
             return None
         a, b = self.window_bounds(k)
         o = self.options
-        return permutation(_rng(o.seed, self.epoch, o.rank + 1, k + 1), b - a)
+        return random_permutation(_rng(o.seed, self.epoch, o.rank + 1, k + 1), b - a)
 
     def permutation(self, k: int) -> np.ndarray | None:
         """How window ``k``'s records are reordered: slot ``s`` holds record

@@ -148,7 +148,7 @@ def test_the_compiled_shuffle_is_numpys(seed: int, n: int) -> None:
     the extension was built), and the generator left in the same state."""
     assert plan_mod._shuffle is not None  # built by `make test`'s install, never skipped
     mine, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
-    got = plan_mod.permutation(mine, n)
+    got = plan_mod.random_permutation(mine, n)
     assert got.dtype == np.int64
     assert np.array_equal(got, theirs.permutation(n))
     assert mine.integers(0, 2**63) == theirs.integers(0, 2**63)
