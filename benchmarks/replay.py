@@ -528,10 +528,11 @@ def memory_mode(args: argparse.Namespace) -> int:
         row = max(1, r["uncompressed_bytes"] // max(1, r["records"]))
         window = min(st["window_rows"], r["records"]) * row / (1 << 20)
         prefetch = st["prefetch"] * BATCH_SIZE * row / (1 << 20)
-        # The windows a loader holds by design: a slot window being served, one being filled
-        # and one whose last batches the consumer may still hold; a gathered window's pages
-        # of the shard files, for the window served and the one being read.
-        windows = 2 if r["gathered"] else 3
+        # The windows a loader holds by design: a slot window being served and one being
+        # filled (the next starts in the first one's slab once the consumer has let go of
+        # it); a gathered window's pages of the shard files, for the window served and the
+        # one being read.
+        windows = 2
         budget = windows * window + prefetch + 64
         held = f"{r['held']} {'batch buffers' if r['gathered'] else 'slabs'}"
         print(
@@ -546,7 +547,7 @@ def memory_mode(args: argparse.Namespace) -> int:
         "growth = ru_maxrss after the epoch minus before it; anon, file = the peak growth of "
         "anonymous memory (windows, batches, decode buffers) and of file-backed pages mapped "
         "(shard files); window = the shuffle window of fixed-width columns (a snapshot smaller "
-        "than the window is one window); budget = the windows the loader holds by design (3 "
+        "than the window is one window); budget = the windows the loader holds by design (2 "
         "slot windows, or the mapped pages of 2 gathered ones) + prefetched batches + 64 MiB"
     )
     if args.json:

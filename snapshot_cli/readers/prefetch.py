@@ -30,6 +30,8 @@ class PrefetchBuffer:
         self.consumer_wait = 0.0  # seconds the consumer waited for an item
         self.producer_wait = 0.0  # seconds the producer waited for room
         self.consumer_waits = 0  # how many gets found the buffer empty
+        self._waiting = False  # the consumer is waiting for an item
+        self._taken = 0  # items the consumer has taken
 
     def resize(self, depth: int) -> None:
         with self._cond:
@@ -55,16 +57,37 @@ class PrefetchBuffer:
             if not self._items and not self._closed:
                 self.consumer_waits += 1
                 started = time.perf_counter()
+                self._waiting = True
+                self._cond.notify_all()  # for drained()
                 while not self._items and not self._closed:
                     self._cond.wait()
+                self._waiting = False
                 self.consumer_wait += time.perf_counter() - started
             if not self._items:
                 raise Closed
             value, error = self._items.popleft()
+            self._taken += 1
             self._cond.notify_all()
         if error is not None:
             raise error
         return value
+
+    def taken(self) -> None:
+        """Wait until the consumer takes an item, or waits for one with none left, or the
+        buffer is closed."""
+        with self._cond:
+            mark = self._taken
+            while self._taken == mark and not (self._waiting and not self._items):
+                if self._closed:
+                    return
+                self._cond.wait()
+
+    def drained(self) -> None:
+        """Wait until the consumer has taken every item and asks for the next (or the buffer
+        is closed): by then it holds nothing from before the last item but what it kept."""
+        with self._cond:
+            while not (self._waiting and not self._items) and not self._closed:
+                self._cond.wait()
 
     def close(self) -> None:
         """Wake everyone; later puts raise Closed, gets drain what is left then raise Closed."""

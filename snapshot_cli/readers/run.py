@@ -92,6 +92,41 @@ class _Pending:
     blocks: np.ndarray | None = None  # the record batches it reads (processes=N)
 
 
+class _Later:
+    """The next window, to be started in the slab the consumer lets go of (see
+    :meth:`.slabs.WindowPool.short`): as soon as it does, while the current window is served
+    (:meth:`when_free`, between hand-overs), else once it has been served (:meth:`now`)."""
+
+    def __init__(
+        self, run: Run, key: tuple[Plan, int, int, int], planned: Future[Loaded] | None
+    ) -> None:
+        self.run, self.key, self.planned = run, key, planned
+        self.rows = run._rows(key)
+        self.pending: _Pending | None = None
+
+    def when_free(self) -> None:
+        """Start the window if the slab is free now, or once the consumer takes its next
+        batch (which hands it the GIL: it lets go of the window before as it moves on)."""
+        run = self.run
+        if self.pending is None:
+            if run.windows.short(self.rows):
+                run.buffer.taken()
+                if run.windows.short(self.rows):
+                    return
+            self.pending = run._load(self.key, self.planned)
+
+    def now(self) -> _Pending:
+        """Start the window now that the served one has been handed over whole: once the
+        consumer has taken every batch (a consumer that keeps batches gets a new slab)."""
+        run = self.run
+        if self.pending is None:
+            run.buffer.drained()
+            if run.windows.short(self.rows):  # it keeps batches: new slabs from now on
+                run.windows.kept = True
+            self.pending = run._load(self.key, self.planned)
+        return self.pending
+
+
 class Run:
     """One iteration's threads, working from a :class:`RunContext`."""
 
@@ -153,6 +188,8 @@ class Run:
             # One window decodes while the previous one is served: two windows at most, and
             # the read threads never decode two windows at once (their rate is measurable).
             # The window after it is worked out meanwhile (0.1-0.2 s for 2M small records).
+            # Where it needs a third slab, it is started once the consumer lets go of the
+            # slab of the window before (:class:`_Later`), not in a new one.
             windows = self._windows()
             current = next(windows, None)
             pending = self._load(current, None) if current else None
@@ -160,10 +197,15 @@ class Run:
             planned = self._ahead(upcoming)
             while current is not None and pending is not None and not self.stop.is_set():
                 window, sources = self._finish(pending)
-                pending = self._load(upcoming, planned) if upcoming else None
+                later = (
+                    _Later(self, upcoming, planned) if upcoming and self._short(upcoming) else None
+                )
+                pending = self._load(upcoming, planned) if upcoming and not later else None
                 after = next(windows, None) if upcoming else None
                 planned = self._ahead(after)
-                self.server.serve(current, window, sources)
+                self.server.serve(current, window, sources, later.when_free if later else None)
+                if later is not None and not self.stop.is_set():
+                    pending = later.now()
                 self.windows.put(window)
                 current, upcoming = upcoming, after
             self.buffer.close()
@@ -175,6 +217,15 @@ class Run:
                 self.buffer.close()
             except Closed:
                 pass
+
+    def _short(self, key: tuple[Plan, int, int, int]) -> bool:
+        """Whether window ``key`` would need a third slab now (:meth:`.slabs.WindowPool.short`)."""
+        return self.windows.short(self._rows(key))
+
+    @staticmethod
+    def _rows(key: tuple[Plan, int, int, int]) -> int:
+        a, b = key[0].window_bounds(key[1])
+        return b - a
 
     def _ahead(self, key: tuple[Plan, int, int, int] | None) -> Future[Loaded] | None:
         return self.plan_pool.submit(key[0].load_slots, key[1]) if key else None

@@ -54,6 +54,7 @@ class Server:
         self.batch_bytes = max(1, ctx.bytes_per_row * batch_size)
         self.group = max(1, min(GROUP_MAX, GROUP_BYTES // self.batch_bytes))
         self._group: list[Item] = []
+        self._between: Callable[[], None] | None = None
         self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
         self.map_pool = (
             ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
@@ -66,10 +67,13 @@ class Server:
         key: tuple[Plan, int, int, int],
         window: Window | GatherWindow,
         sources: np.ndarray | None,
+        between: Callable[[], None] | None = None,
     ) -> None:
         """Batches ``[lo, hi)`` of ``key = (plan, window, lo, hi)`` from ``window`` (each
-        slot's source: ``sources``, a mixture) into the buffer."""
+        slot's source: ``sources``, a mixture) into the buffer; ``between()`` is called after
+        each hand-over to the buffer."""
         plan, _, lo, hi = key
+        self._between = between
         gathering = isinstance(window, GatherWindow)
         taking: deque[tuple[Bounds, Future[Made]]] = deque()
         in_flight: deque[tuple[int, int, Future[Batch], int, np.ndarray | None]] = deque()
@@ -166,6 +170,8 @@ class Server:
             self.trace.add("wait for room (prefetch full)", started, ended, batch=items[0][1])
         if self.buffer.consumer_waits > before:  # the consumer starved: keep more ready
             self.buffer.resize(self._groups(self.prefetch.consumer_waited()))
+        if self._between is not None:
+            self._between()
 
     def _groups(self, batches: int) -> int:
         """Prefetch depth in groups, from a depth in batches."""

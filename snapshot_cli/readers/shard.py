@@ -48,7 +48,7 @@ _verified_local: set[tuple[str, int, int, str]] = set()
 # A gathered window's maps: source(key, make) → (number, map), made by make() the first time.
 MapSource = Callable[[Any, Callable[[], Any]], tuple[int, Any]]
 Check = bool | None  # a read's verify: None is as the readers were made
-RELEASE_BYTES = 32 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
+RELEASE_BYTES = 16 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
 

@@ -5,7 +5,9 @@ A fresh multi-MiB array costs a page fault and a zeroing per page on first touch
 MiB window that was a third of the loader's CPU time), so slabs go round: a slab is free again
 once its window has been served and the consumer has let go of every batch (view) of it; while
 a batch is held, its slab is not touched. The loader holds two windows at once (one served, one
-being filled), so two or three slabs go round when the consumer drops its batches as it goes.
+being filled), so two slabs go round when the consumer drops its batches as it goes: the next
+window starts in the slab of the window before the served one once the consumer has moved on
+from it (:meth:`WindowPool.short`); a consumer that keeps batches gets more slabs instead.
 
 The pages a window uses for the first time are mapped by the read threads before they decode
 into it, a part at a time (``Window.fresh``): one call that maps and zeroes them
@@ -78,6 +80,7 @@ class WindowPool:
         self._slabs: list[_Slab] = []
         self._made: list[tuple[weakref.ref[np.ndarray], int]] = []  # slab arrays still alive
         self._warned = False
+        self.kept = False  # the consumer keeps batches: a slab may stay taken (see short)
         self.allocated = 0  # slabs made (a figure for tests and benchmarks)
         self._lock = threading.Lock()
 
@@ -100,6 +103,19 @@ class WindowPool:
         )
         window.fresh = self._fresh(slab, rows)
         return window
+
+    def short(self, rows: int) -> bool:
+        """Whether a window of ``rows`` records now would need a third slab: none is free,
+        and two that fit exist already (the window being served, and the one before it, which
+        the consumer lets go of once it has moved on to the served one). The loader then
+        starts the next window once that slab is free, instead of making one more (a third
+        256 MiB of new memory, a quarter of a loader's peak RSS). Not once a consumer has kept
+        batches (:attr:`kept`): waiting for it to let go would only hold the reads back."""
+        if self.gather or self.kept:
+            return False
+        with self._lock:
+            fitting = [s for s in self._slabs if all(len(a) >= rows for a in s.storage.values())]
+            return len(fitting) >= 2 and not any(s.free(rows) for s in fitting)
 
     def _slab(self, rows: int) -> _Slab:
         """The first free slab for these rows, else a new one."""

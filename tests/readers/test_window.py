@@ -128,6 +128,41 @@ def test_slabs_go_round_when_batches_are_dropped(made: str) -> None:
     assert 1 <= pool.allocated <= 5 < windows, (pool.allocated, windows)
 
 
+@pytest.mark.parametrize("processes", [0, 2])
+def test_a_consumer_that_drops_its_batches_needs_two_slabs(made: str, processes: int) -> None:
+    """One slab is served while the next window is read into the other: the window after
+    waits for the first slab to come free (the consumer moves on) instead of a third slab,
+    a window's memory more, being made."""
+    s = snap.open(made)
+    loader = s.loader(50, seed=1, shuffle_buffer=500, epochs=3, processes=processes)
+    ids = [int(i) for b in loader for i in b["id"]]
+    assert sorted(ids) == sorted(list(range(N)) * 3)
+    assert loader._context.windows.allocated == 2
+    assert not loader._context.windows.kept
+
+
+@pytest.mark.parametrize("keep", ["all", "one per window", "first ten"])
+def test_a_consumer_that_keeps_batches_gets_new_slabs_and_right_records(
+    made: str, keep: str
+) -> None:
+    """A consumer that keeps batches (all, one in a while, or only at the start) never waits
+    for a slab it holds: the loader makes another, and every kept batch stays right."""
+    s = snap.open(made)
+    loader = s.loader(50, seed=1, shuffle_buffer=500, epochs=2)
+    kept, seen = [], []
+    for i, b in enumerate(loader):
+        seen += b["id"].tolist()
+        if keep == "all" or (keep == "one per window" and i % 10 == 3) or (
+            keep == "first ten" and i < 10
+        ):
+            kept.append((b, b["id"].copy(), b["image"].copy()))
+    assert sorted(seen) == sorted(list(range(N)) * 2)
+    for b, ids, image in kept:
+        assert np.array_equal(b["id"], ids) and np.array_equal(b["image"], image)
+    pool = loader._context.windows
+    assert pool.kept and pool.allocated >= 3
+
+
 def test_a_kept_batch_pins_its_slab(tmp_path: Path) -> None:
     """The pool never hands out a slab a batch still refers to."""
     schema = snap.open(_tiny(tmp_path)).schema
