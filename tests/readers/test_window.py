@@ -152,8 +152,10 @@ def test_a_consumer_that_keeps_batches_gets_new_slabs_and_right_records(
     kept, seen = [], []
     for i, b in enumerate(loader):
         seen += b["id"].tolist()
-        if keep == "all" or (keep == "one per window" and i % 10 == 3) or (
-            keep == "first ten" and i < 10
+        if (
+            keep == "all"
+            or (keep == "one per window" and i % 10 == 3)
+            or (keep == "first ten" and i < 10)
         ):
             kept.append((b, b["id"].copy(), b["image"].copy()))
     assert sorted(seen) == sorted(list(range(N)) * 2)
