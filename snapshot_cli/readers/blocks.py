@@ -80,6 +80,10 @@ class BlockFile:
         self._where: dict[int, tuple[Placement, int, dict[str, tuple[int, int]]]] = {}
         self._placed: dict[int, tuple[Placement, int, dict[str, int]]] = {}  # (mapped)
         self._bases: tuple[Placement, dict[str, np.ndarray]] | None = None  # the same, by column
+        # the last layout parsed, and its regions: record batches of as many records have
+        # the same metadata, byte for byte, where their buffers are stored plain
+        self._last_layout: tuple[bytes, int, ipc_layout.BatchLayout] | None = None
+        self._last_where: tuple[Any, ...] | None = None
 
     def read_into(
         self, i: int, verify: bool, rows: int, placement: Placement, targets: dict[str, Any]
@@ -101,7 +105,7 @@ class BlockFile:
                 size = ipc_layout.metadata_size(head[:8])
                 if size > len(head):
                     head += os.pread(fd, size - len(head), block.offset + len(head))
-                layout = ipc_layout.batch_layout(head[:size], block.length)
+                layout = self._parse(head[:size], block.length)
             except ipc_layout.LayoutError:
                 return False
             self._layouts[i] = layout
@@ -157,7 +161,7 @@ class BlockFile:
                 size = ipc_layout.metadata_size(head[:8])
                 if size > len(head):
                     head = m[block.offset : block.offset + min(block.length, size)]
-                layout = ipc_layout.batch_layout(head[:size], block.length)
+                layout = self._parse(head[:size], block.length)
             except ipc_layout.LayoutError:
                 return None
             self._layouts[i] = layout
@@ -204,7 +208,7 @@ class BlockFile:
         if layout is None:
             try:
                 size = ipc_layout.metadata_size(bytes(buf[:8]))
-                layout = ipc_layout.batch_layout(bytes(buf[:size]), len(buf))
+                layout = self._parse(bytes(buf[:size]), len(buf))
             except (ipc_layout.LayoutError, ValueError):
                 return None
             self._layouts[i] = layout
@@ -243,16 +247,33 @@ class BlockFile:
             with contextlib.suppress(OSError):
                 self._mapped.madvise(mmap.MADV_DONTNEED)
 
+    def _parse(self, metadata: bytes, length: int) -> ipc_layout.BatchLayout:
+        """The layout of a record batch of ``length`` bytes whose metadata is ``metadata``:
+        the last one's where they are the same (uncompressed record batches of as many
+        records are, byte for byte: parsing costs ~20 µs of Python holding the GIL, a
+        comparison well under one), else parsed (:func:`.ipc_layout.batch_layout`)."""
+        last = self._last_layout
+        if last is not None and last[1] == length and last[0] == metadata:
+            return last[2]
+        layout = ipc_layout.batch_layout(metadata, length)
+        self._last_layout = (metadata, length, layout)
+        return layout
+
     def _regions(
         self, i: int, layout: ipc_layout.BatchLayout, placement: Placement, rows: int
     ) -> dict[str, tuple[int, int]]:
-        """:func:`.direct.regions` of record batch ``i``, worked out once per placement:
-        every later read would spend ~35 µs of Python on the same answer, holding the GIL (a
-        quarter of the cost of a record batch of 1,024 small records, measured)."""
+        """:func:`.direct.regions` of record batch ``i``, worked out once per placement and
+        layout: every later read would spend ~35 µs of Python on the same answer, holding the
+        GIL (a quarter of the cost of a record batch of 1,024 small records, measured)."""
         known = self._where.get(i)
         if known is not None and known[0] is placement and known[1] == rows:
             return known[2]
-        where = direct.regions(layout, placement, rows)
+        last = self._last_where
+        if last is not None and last[0] is layout and last[1] is placement and last[2] == rows:
+            where = last[3]
+        else:
+            where = direct.regions(layout, placement, rows)
+            self._last_where = (layout, placement, rows, where)
         self._where[i] = (placement, rows, where)
         return where
 

@@ -604,6 +604,52 @@ def test_no_shard_file_stays_mapped_once_a_pass_ends(
     assert mapped_shards(plain) == []
 
 
+def test_record_batches_with_the_same_metadata_are_parsed_once(
+    plain: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Uncompressed record batches of as many records have the same metadata, byte for byte:
+    a first epoch parses it once per run of them (not once per record batch), and every
+    other metadata on its own; the batches are those of a loader that parses each."""
+    from snapshot_cli import ipc_blocks, ipc_layout
+
+    real = ipc_layout.batch_layout
+    calls: list[bytes] = []
+
+    def counting(metadata: bytes, length: int) -> Any:
+        calls.append(metadata)
+        return real(metadata, length)
+
+    monkeypatch.setattr(ipc_layout, "batch_layout", counting)
+    with snap.open(plain).loader(64, seed=2, shuffle_buffer=700) as loader:
+        ours = [{k: v.copy() for k, v in b.items()} for b in loader]
+    blocks = distinct = 0
+    every: set[bytes] = set()
+    for shard in snap.open(plain).shards:
+        data = (Path(plain) / shard.path).read_bytes()
+        n = ipc_blocks.footer_length(data[-ipc_blocks.TAIL :])
+        found = ipc_blocks.record_batch_blocks(
+            data[len(data) - ipc_blocks.TAIL - n : -ipc_blocks.TAIL], len(data)
+        )
+        metadata = set()
+        for block in found:
+            size = ipc_layout.metadata_size(data[block.offset : block.offset + 8])
+            metadata.add((data[block.offset : block.offset + size], block.length))
+        blocks, distinct = blocks + len(found), distinct + len(metadata)
+        every |= {m for m, _ in metadata}
+    assert distinct <= len(calls) < blocks / 2, (distinct, len(calls), blocks)
+    assert {bytes(c) for c in calls} == every  # each one parsed, none taken for another
+
+    class Each(BlockFile):  # the reference: every record batch parsed
+        def _parse(self, metadata: bytes, length: int) -> Any:
+            return ipc_layout.batch_layout(metadata, length)
+
+    monkeypatch.setattr("snapshot_cli.readers.shard.BlockFile", Each)
+    before = len(calls)
+    with snap.open(plain).loader(64, seed=2, shuffle_buffer=700) as loader:
+        same(ours, [{k: v.copy() for k, v in b.items()} for b in loader])
+    assert len(calls) - before == blocks
+
+
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_a_damaged_record_batch_mid_window_stops_before_its_records(
     tmp_path: Path, shuffle: bool
