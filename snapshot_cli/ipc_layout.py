@@ -140,6 +140,23 @@ def batch_layout(metadata: bytes, message_length: int) -> BatchLayout:
     return BatchLayout(int(length), nodes, buffers, codec, body_start, int(body_length))
 
 
+class LastLayout:
+    """:func:`batch_layout`, remembering its last answer: uncompressed record batches of as
+    many records have the same metadata, byte for byte (parsing costs ~20 µs of Python
+    holding the GIL, comparing well under one)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[bytes, int, BatchLayout] | None = None
+
+    def __call__(self, metadata: bytes, message_length: int) -> BatchLayout:
+        last = self._last
+        if last is not None and last[1] == message_length and last[0] == metadata:
+            return last[2]
+        layout = batch_layout(metadata, message_length)
+        self._last = (metadata, message_length, layout)
+        return layout
+
+
 @dataclass(frozen=True)
 class Slot:
     """A fixed-width column's values: node ``node`` (and its child ``child`` for a tensor),

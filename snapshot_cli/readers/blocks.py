@@ -17,6 +17,7 @@ import contextlib
 import mmap
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import crc32c
@@ -80,10 +81,8 @@ class BlockFile:
         self._where: dict[int, tuple[Placement, int, dict[str, tuple[int, int]]]] = {}
         self._placed: dict[int, tuple[Placement, int, dict[str, int]]] = {}  # (mapped)
         self._bases: tuple[Placement, dict[str, np.ndarray]] | None = None  # the same, by column
-        # the last layout parsed, and its regions: record batches of as many records have
-        # the same metadata, byte for byte, where their buffers are stored plain
-        self._last_layout: tuple[bytes, int, ipc_layout.BatchLayout] | None = None
-        self._last_where: tuple[Any, ...] | None = None
+        self._parse = ipc_layout.LastLayout()  # plain record batches' metadata repeats
+        self._last_where: tuple[Any, ...] | None = None  # the last regions worked out
 
     def read_into(
         self, i: int, verify: bool, rows: int, placement: Placement, targets: dict[str, Any]
@@ -98,17 +97,9 @@ class BlockFile:
             # over records already scattered to their slots than over the record batch while
             # it is in the CPU's cache (measured).
             return False
-        layout = self._layouts.get(i)
-        if layout is None:  # parsed once per process (a later epoch reads only the data)
-            head = os.pread(fd, min(block.length, HEAD_BYTES), block.offset)
-            try:
-                size = ipc_layout.metadata_size(head[:8])
-                if size > len(head):
-                    head += os.pread(fd, size - len(head), block.offset + len(head))
-                layout = self._parse(head[:size], block.length)
-            except ipc_layout.LayoutError:
-                return False
-            self._layouts[i] = layout
+        layout = self._layout(i, lambda n: os.pread(fd, n, block.offset))
+        if layout is None:
+            return False
         self._fits(i, layout.body_start, layout.body_length)
         if slotted and layout.codec is not None:
             return False  # compressed: decoded whole, then scattered (read_values)
@@ -131,10 +122,8 @@ class BlockFile:
         return True
 
     def map(self) -> mmap.mmap:
-        """A read-only map of the whole file (for :meth:`mapped`), which the caller unmaps. Its
-        pages count in RSS while mapped: about twice the bytes read (the kernel maps the
-        page cache's large folios around them). Maps of each record batch alone held only
-        their own but cost 1.4x the CPU of an uncompressed epoch (measured)."""
+        """A read-only map of the whole file (for :meth:`mapped`; the caller unmaps it). Its
+        pages count in RSS: ~2x those read (large folios); a map per record batch cost 1.4x."""
         return mmap.mmap(self._file.fd, 0, access=mmap.ACCESS_READ)
 
     def mapped(
@@ -154,17 +143,9 @@ class BlockFile:
         if check:
             with memoryview(m) as whole, whole[block.offset : end] as view:
                 self._check(i, crc32c.crc32c(view))
-        layout = self._layouts.get(i)
+        layout = self._layout(i, lambda n: m[block.offset : block.offset + n])
         if layout is None:
-            head = m[block.offset : block.offset + min(block.length, HEAD_BYTES)]
-            try:
-                size = ipc_layout.metadata_size(head[:8])
-                if size > len(head):
-                    head = m[block.offset : block.offset + min(block.length, size)]
-                layout = self._parse(head[:size], block.length)
-            except ipc_layout.LayoutError:
-                return None
-            self._layouts[i] = layout
+            return None
         self._fits(i, layout.body_start, layout.body_length)
         if layout.codec is not None:
             return None
@@ -204,14 +185,9 @@ class BlockFile:
         if verify and not self._done[i]:
             self._check(i, crc32c.crc32c(buf))
             self._done[i] = True
-        layout = self._layouts.get(i)
+        layout = self._layout(i, lambda n: bytes(buf[:n]))
         if layout is None:
-            try:
-                size = ipc_layout.metadata_size(bytes(buf[:8]))
-                layout = self._parse(bytes(buf[:size]), len(buf))
-            except (ipc_layout.LayoutError, ValueError):
-                return None
-            self._layouts[i] = layout
+            return None
         self._fits(i, layout.body_start, layout.body_length)
         where = self._regions(i, layout, placement, rows)
         return direct.values(buf, layout, where, placement, rows)
@@ -247,35 +223,37 @@ class BlockFile:
             with contextlib.suppress(OSError):
                 self._mapped.madvise(mmap.MADV_DONTNEED)
 
-    def _parse(self, metadata: bytes, length: int) -> ipc_layout.BatchLayout:
-        """The layout of a record batch of ``length`` bytes whose metadata is ``metadata``:
-        the last one's where they are the same (uncompressed record batches of as many
-        records are, byte for byte: parsing costs ~20 µs of Python holding the GIL, a
-        comparison well under one), else parsed (:func:`.ipc_layout.batch_layout`)."""
-        last = self._last_layout
-        if last is not None and last[1] == length and last[0] == metadata:
-            return last[2]
-        layout = ipc_layout.batch_layout(metadata, length)
-        self._last_layout = (metadata, length, layout)
+    def _layout(self, i: int, read: Callable[[int], bytes]) -> ipc_layout.BatchLayout | None:
+        """Record batch ``i``'s layout, parsed once per process from the first bytes of its
+        message (``read(n)``: the first ``n``); None where it is not one placed directly."""
+        layout = self._layouts.get(i)
+        if layout is None:
+            length = self.blocks[i].length
+            head = read(min(length, HEAD_BYTES))
+            try:
+                size = ipc_layout.metadata_size(head[:8])
+                if size > len(head):
+                    head = read(min(length, size))
+                layout = self._parse(head[:size], length)
+            except ValueError:  # a LayoutError, or a message cut short
+                return None
+            self._layouts[i] = layout
         return layout
 
     def _regions(
         self, i: int, layout: ipc_layout.BatchLayout, placement: Placement, rows: int
     ) -> dict[str, tuple[int, int]]:
-        """:func:`.direct.regions` of record batch ``i``, worked out once per placement and
-        layout: every later read would spend ~35 µs of Python on the same answer, holding the
-        GIL (a quarter of the cost of a record batch of 1,024 small records, measured)."""
+        """:func:`.direct.regions` of record batch ``i``, once per placement and layout: ~35
+        µs of Python holding the GIL (a quarter of a record batch of 1,024 small records)."""
         known = self._where.get(i)
         if known is not None and known[0] is placement and known[1] == rows:
             return known[2]
         last = self._last_where
-        if last is not None and last[0] is layout and last[1] is placement and last[2] == rows:
-            where = last[3]
-        else:
-            where = direct.regions(layout, placement, rows)
-            self._last_where = (layout, placement, rows, where)
-        self._where[i] = (placement, rows, where)
-        return where
+        if last is None or last[0] is not layout or last[1] is not placement or last[2] != rows:
+            last = (layout, placement, rows, direct.regions(layout, placement, rows))
+            self._last_where = last
+        self._where[i] = (placement, rows, last[3])
+        return last[3]
 
     def _scatter(
         self,

@@ -639,11 +639,11 @@ def test_record_batches_with_the_same_metadata_are_parsed_once(
     assert distinct <= len(calls) < blocks / 2, (distinct, len(calls), blocks)
     assert {bytes(c) for c in calls} == every  # each one parsed, none taken for another
 
-    class Each(BlockFile):  # the reference: every record batch parsed
-        def _parse(self, metadata: bytes, length: int) -> Any:
+    class Each(ipc_layout.LastLayout):  # the reference: every record batch parsed
+        def __call__(self, metadata: bytes, length: int) -> Any:
             return ipc_layout.batch_layout(metadata, length)
 
-    monkeypatch.setattr("snapshot_cli.readers.shard.BlockFile", Each)
+    monkeypatch.setattr(ipc_layout, "LastLayout", Each)
     before = len(calls)
     with snap.open(plain).loader(64, seed=2, shuffle_buffer=700) as loader:
         same(ours, [{k: v.copy() for k, v in b.items()} for b in loader])
