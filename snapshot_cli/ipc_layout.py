@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -224,3 +225,22 @@ def _counts(t: pa.DataType) -> tuple[int, int] | None:
     if any(c is None for c in children):
         return None
     return own[0] + sum(c[0] for c in children if c), own[1] + sum(c[1] for c in children if c)
+
+
+def message_batch(buf: Any, schema: pa.Schema) -> tuple[pa.RecordBatch, int, int]:
+    """The record batch of an IPC message (its metadata and body, ``buf``), decoded by
+    Arrow, with the sizes of the metadata (its length prefix included) and of the body."""
+    try:
+        message = pa.ipc.read_message(buf)
+    except EOFError as err:  # a zero length or end-of-stream marker where the message starts
+        raise pa.ArrowInvalid(f"the block holds no message ({err})") from err
+    if message.type != "record batch":
+        raise pa.ArrowInvalid(f"the block holds a {message.type} message, not a record batch")
+    batch = pa.ipc.read_record_batch(message, schema)
+    with memoryview(buf) as view:
+        head = bytes(view[:8])
+    if head[:4] == CONTINUATION:
+        metadata = 8 + int.from_bytes(head[4:8], "little", signed=True)
+    else:  # the format before 0.15: a bare length
+        metadata = 4 + int.from_bytes(head[:4], "little", signed=True)
+    return batch, metadata, message.body.size

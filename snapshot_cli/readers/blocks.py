@@ -108,6 +108,7 @@ class BlockFile:
             head = os.pread(fd, layout.body_start, block.offset) if check else b""
             if not where or not self._scatter(i, head, layout, where, targets, check):
                 return False
+            self._note(i, placement, rows, where)  # a later epoch may gather from it
         else:
             with memoryview(self._message(i)) as view:
                 if check:
@@ -122,43 +123,22 @@ class BlockFile:
         return True
 
     def map(self) -> mmap.mmap:
-        """A read-only map of the whole file (for :meth:`mapped`; the caller unmaps it). Its
+        """A read-only map of the whole file (a gathered window's; the caller unmaps it). Its
         pages count in RSS: ~2x those read (large folios); a map per record batch cost 1.4x."""
         return mmap.mmap(self._file.fd, 0, access=mmap.ACCESS_READ)
 
-    def mapped(
-        self, i: int, verify: bool, rows: int, placement: Placement, m: mmap.mmap
+    def _note(
+        self, i: int, placement: Placement, rows: int, where: dict[str, tuple[int, int]]
     ) -> dict[str, int] | None:
-        """Where record batch ``i``'s values are in ``m`` (:meth:`map`), each column's first
-        record's byte, checked first like :meth:`read` (crc32c over the mapped bytes); None
-        where it is not stored plain in the form placed directly (use :meth:`read_values`)."""
-        block = self.blocks[i]
-        end = block.offset + block.length
-        if len(m) < end:  # the file shrank after it was opened
-            self._short(i, max(0, len(m) - block.offset), block.length)
-        check = verify and not self._done[i]
-        known = self._placed.get(i)
-        if not check and known is not None and known[0] is placement and known[1] == rows:
-            return known[2]  # a later epoch: found and checked before (small records: ~40 %)
-        if check:
-            with memoryview(m) as whole, whole[block.offset : end] as view:
-                self._check(i, crc32c.crc32c(view))
-        layout = self._layout(i, lambda n: m[block.offset : block.offset + n])
-        if layout is None:
-            return None
-        self._fits(i, layout.body_start, layout.body_length)
-        if layout.codec is not None:
-            return None
-        where = self._regions(i, layout, placement, rows)
-        if not where:
-            return None
-        out = {}
+        """Where record batch ``i``'s columns (stored plain: ``where``, its regions) start in
+        the file, noted for :meth:`placed` once it was read and checked; None where a buffer
+        is too short for its records or outside the message."""
+        block, out = self.blocks[i], {}
         for name, (start, length) in where.items():
             slot = placement.slots[name]
             if length < rows * slot.width * slot.itemsize or start + length > block.length:
-                return None  # a buffer too short for its records, or outside the message
+                return None
             out[name] = block.offset + start
-        self._done[i] = self._done[i] or check
         self._placed[i] = (placement, rows, out)
         if self._bases is None or self._bases[0] is not placement:
             self._bases = (placement, {c: np.full(len(self.blocks), -1, np.int64) for c in out})
@@ -167,8 +147,8 @@ class BlockFile:
         return out
 
     def placed(self, batches: np.ndarray, placement: Placement) -> dict[str, np.ndarray] | None:
-        """Where these record batches' columns start in the file, as :meth:`mapped` found
-        (and checked) them before for this placement; None unless it found all of them."""
+        """Where these record batches' columns start in the file, as a read noted them
+        (:meth:`_note`, once checked) for this placement; None unless it noted all of them."""
         known = self._bases
         if known is None or known[0] is not placement:
             return None
@@ -190,6 +170,8 @@ class BlockFile:
             return None
         self._fits(i, layout.body_start, layout.body_length)
         where = self._regions(i, layout, placement, rows)
+        if layout.codec is None and where:
+            self._note(i, placement, rows, where)  # a later epoch may gather from it
         return direct.values(buf, layout, where, placement, rows)
 
     def _message(self, i: int) -> Any:
@@ -355,7 +337,7 @@ class BlockFile:
         if verify and not self._done[i]:
             self._check(i, crc32c.crc32c(buf))
             self._done[i] = True
-        batch, metadata, body = _decode(buf, self.schema)
+        batch, metadata, body = ipc_layout.message_batch(buf, self.schema)
         self._fits(i, metadata, body)
         return batch
 
@@ -373,27 +355,3 @@ class _Descriptor:
     def __del__(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
-
-
-def decode(buf: Any, schema: pa.Schema) -> pa.RecordBatch:
-    """A record batch from the bytes of its IPC message (metadata and body)."""
-    return _decode(buf, schema)[0]
-
-
-def _decode(buf: Any, schema: pa.Schema) -> tuple[pa.RecordBatch, int, int]:
-    """:func:`decode`, with the sizes of the message's metadata (its length prefix included)
-    and body."""
-    try:
-        message = pa.ipc.read_message(buf)
-    except EOFError as err:  # a zero length or end-of-stream marker where the message starts
-        raise pa.ArrowInvalid(f"the block holds no message ({err})") from err
-    if message.type != "record batch":
-        raise pa.ArrowInvalid(f"the block holds a {message.type} message, not a record batch")
-    batch = pa.ipc.read_record_batch(message, schema)
-    with memoryview(buf) as view:
-        head = bytes(view[:8])
-    if head[:4] == ipc_layout.CONTINUATION:
-        metadata = 8 + int.from_bytes(head[4:8], "little", signed=True)
-    else:  # the format before 0.15: a bare length
-        metadata = 4 + int.from_bytes(head[:4], "little", signed=True)
-    return batch, metadata, message.body.size

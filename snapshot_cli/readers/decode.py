@@ -1,7 +1,8 @@
 """Decoding one segment of a window (records ``[start, stop)`` of one record batch) into its
-slots: the step a read thread (:mod:`.run`) or a decode process (:mod:`.decoder`) repeats;
-the same step for a gathered window (:func:`gather_segment`: the records left where they
-are); and the runs of such steps (:func:`chunked`) a decode process is given at once."""
+slots: the step a read thread (:mod:`.run`) or a decode process (:mod:`.decoder`) repeats; a
+gathered window placed whole from where a first epoch found its record batches
+(:func:`gather_known`); and the runs of such steps (:func:`chunked`) a decode process is
+given at once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .blocks import BlockFile
-from .convert import column_to_numpy
 
 if TYPE_CHECKING:
     from .gather import GatherWindow
@@ -60,45 +60,6 @@ def decode_segment(
     return "arrow"
 
 
-def gather_segment(
-    readers: ShardReaders | MultiReaders,
-    window: GatherWindow,
-    segment: int,
-    offset: int,
-    shard: int,
-    batch: int,
-    rows: int,
-    start: int,
-    stop: int,
-) -> str:
-    """Records ``[start, stop)`` of record batch ``batch`` (``rows`` records) of ``shard``
-    as segment ``segment`` of a gathered window (window records ``offset...``), checked;
-    returns how ("mapped", "values" or "arrow": the trace's names).
-
-    An uncompressed record batch of a local shard stays in the page cache (the shard file
-    mapped, its crc32c computed there); a compressed one is decoded to buffers of its own
-    (:mod:`.direct`), else by Arrow's decoder; the window keeps those until it is closed.
-    """
-    n = stop - start
-    if readers.direct:
-        found = readers.read_mapped(shard, batch, rows, window.source)
-        if found is not None:
-            number, where = found
-            widths = window.widths
-            at = {c: (number, base + start * widths[c]) for c, base in where.items()}
-            window.add(segment, offset, n, at)
-            return "mapped"
-        values = readers.read_values(shard, batch, rows)
-        if values is not None:
-            window.add_values(segment, offset, {c: v[start:stop] for c, v in values.items()})
-            return "values"
-    rb = readers.read_batch(shard, batch, rows)
-    window.add_values(
-        segment, offset, {c: column_to_numpy(rb.column(c).slice(start, n)) for c in window.columns}
-    )
-    return "arrow"
-
-
 def gather_known(
     readers: ShardReaders | MultiReaders,
     window: GatherWindow,
@@ -109,7 +70,7 @@ def gather_known(
 ) -> bool:
     """Every segment of a gathered window at once (record batch ``batches[k]`` of shard
     ``shards[k]``, records ``starts[k]...`` for ``lengths[k]``), where each was read, checked
-    and placed before by :func:`gather_segment` (a later epoch): no read per record batch,
+    and noted before (a later epoch: :meth:`.blocks.BlockFile.placed`): no read per record batch,
     a few numpy calls per shard. False (nothing done) where any was not."""
     if readers.ranged:
         return False
@@ -123,7 +84,10 @@ def gather_known(
         bases = f.placed(batches[mine], placement)
         if bases is None:
             return False
-        number, _ = window.source(f, f.map)
+        try:
+            number, _ = window.source(f, f.map)
+        except (OSError, ValueError):  # no memory map here (ENOMEM, a special file)
+            return False
         for c, base in bases.items():
             window.seg_source[c][mine] = number
             window.seg_base[c][mine] = base + starts[mine] * window.widths[c]

@@ -3,10 +3,11 @@
 The slot window (:mod:`.window`) copies every record to its place in the shuffled order as it
 is decoded, and a batch is then a view of that window: the copy writes to a 256 MiB window in
 memory, and a fresh process first has to fault its pages in. Here nothing is copied while a
-window is read: an uncompressed record batch stays in the page cache (the shard file is
-memory-mapped, each record batch checked against its crc32c in place; one not in the form
-read in place is decoded to buffers the window keeps), and the window only notes where each
-record is. A batch is
+window is placed: its uncompressed record batches stay in the page cache (each shard file is
+memory-mapped while the window is served), and the window only notes where each record is,
+from where the first epoch's reads found (and checked) each record batch
+(:func:`.decode.gather_known`). A first epoch reads slot windows: as fast here, and it maps
+no shard pages while a window is served (measured: half the peak RSS). A batch is
 then *gathered*: each of its records copied once, straight from where it is into a batch buffer
 the loader reuses once the consumer has dropped the batch (:class:`BatchPool`), which is still
 in the CPU's cache when the next batch is made. One copy per byte, into memory that is already
@@ -71,9 +72,9 @@ def suits(sources: list[Snapshot], fixed_only: bool) -> bool:
 
 
 class GatherWindow:
-    """Records ``[0, rows)`` of one window: :meth:`source` and :meth:`add` from any thread
-    (a read thread per record batch), then :meth:`finish`, then :meth:`take` batches of
-    consecutive slots from any threads, then :meth:`close`.
+    """Records ``[0, rows)`` of one window: every segment's :meth:`source` and base (by
+    :func:`.decode.gather_known`), then :meth:`add_all`, :meth:`finish`, then :meth:`take`
+    batches of consecutive slots from any threads, then :meth:`close`.
 
     ``forms`` gives each column's dtype and record shape, in the order batches list them;
     ``slots`` maps record ``r`` (in read order) to its slot (None: kept in order).
@@ -122,21 +123,6 @@ class GatherWindow:
                 self._maps.append(made)
             return self._keyed[key], made
 
-    def add(self, segment: int, offset: int, n: int, where: dict[str, tuple[int, int]]) -> None:
-        """Window records ``[offset, offset + n)`` are segment ``segment``: column ``c``'s
-        first record at byte ``where[c][1]`` of source ``where[c][0]``, the rest following."""
-        for c, (src, base) in where.items():
-            self.seg_source[c][segment] = src
-            self.seg_base[c][segment] = base
-        rows = np.arange(n, dtype=np.int32)
-        if self.slot_of is None:
-            self.seg[offset : offset + n] = segment
-            self.row[offset : offset + n] = rows
-        else:
-            slots = self.slot_of[offset : offset + n]
-            self.seg[slots] = segment
-            self.row[slots] = rows
-
     def add_all(self, lengths: np.ndarray) -> None:
         """Every segment, in order (``lengths[k]`` records each), once its sources and
         bases are set: each record's segment and row, in one go."""
@@ -151,21 +137,6 @@ class GatherWindow:
         else:
             self.seg[self.slot_of[: len(seg)]] = seg
             self.row[self.slot_of[: len(seg)]] = row
-
-    def add_values(self, segment: int, offset: int, values: dict[str, np.ndarray]) -> None:
-        """Window records ``[offset, offset + n)`` are ``values`` (``{column: (n, ...)
-        array}``, decoded): each column a source of its own."""
-        where = {}
-        with self._lock:
-            for c, v in values.items():
-                dtype, shape = self.forms[c]
-                if v.dtype != dtype or v.shape[1:] != shape:
-                    got = f"{v.dtype} {v.shape[1:]}"
-                    raise ValueError(f"column {c!r} decoded as {got}, expected {dtype} {shape}")
-                where[c] = (len(self._sources), 0)
-                self._sources.append(np.ascontiguousarray(v))
-        n = len(next(iter(values.values()))) if values else 0
-        self.add(segment, offset, n, where)
 
     def finish(self) -> None:
         """Every record is known: hold the sources for the gathers."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import procs
-from .decode import chunked, decode_segment, gather_known, gather_segment
+from .decode import chunked, decode_segment, gather_known
 from .gather import GatherWindow, populate
 from .prefetch import Closed
 from .serve import Server
@@ -254,9 +254,15 @@ class Run:
                 if trace is not None:
                     trace.add("place window", t0, time.perf_counter(), segments=len(segments))
                 return _Pending(window, [], t0, nbytes, sources)
+            # A first epoch: read into a slot window, which notes where each record batch is
+            # for the gathered windows of later epochs (as fast as a gathered first epoch,
+            # and no shard pages mapped while it is served: half the peak RSS, measured).
+            window.close()
+            window = self.windows.get(b - a, inverse=slots, gathered=False)
+        assert isinstance(window, Window)
         work = iter(list(enumerate(zip(offsets, segments, strict=True))))
         lock = threading.Lock()
-        fresh = iter(window.fresh if isinstance(window, Window) else [])
+        fresh = iter(window.fresh)
 
         def worker() -> float:
             while (part := next(fresh, None)) is not None:  # first: the slab's new pages
@@ -273,13 +279,8 @@ class Run:
                 shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
                 rows = int(blocks.rows[seg.block])
                 t0 = time.perf_counter()
-                if isinstance(window, GatherWindow):
-                    how = gather_segment(
-                        self.readers, window, k, offset, shard, batch, rows, seg.start, seg.stop
-                    )
-                else:
-                    how = decode_segment(self.readers, window, columns, offset, shard, batch,
-                                         rows, seg.start, seg.stop)  # fmt: skip
+                how = decode_segment(self.readers, window, columns, offset, shard, batch, rows,
+                                     seg.start, seg.stop)  # fmt: skip
                 if trace is not None:
                     trace.add("read+decode", t0, time.perf_counter(), shard=shard,
                               record_batch=batch, rows=seg.rows, how=how)  # fmt: skip

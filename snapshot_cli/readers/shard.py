@@ -45,8 +45,6 @@ from .ranged import RangeFile, Tails
 _verified_local: set[tuple[str, int, int, str]] = set()
 
 
-# A gathered window's maps: source(key, make) → (number, map), made by make() the first time.
-MapSource = Callable[[Any, Callable[[], Any]], tuple[int, Any]]
 Check = bool | None  # a read's verify: None is as the readers were made
 RELEASE_BYTES = 16 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
@@ -338,25 +336,6 @@ class ShardReaders:
             opened = [o.reader for o in self._open.values() if isinstance(o.reader, BlockFile)]
         for reader in opened:
             reader.release()
-
-    def read_mapped(
-        self, shard: int, batch: int, rows: int, source: MapSource, verify: bool | None = None
-    ) -> tuple[int, dict[str, int]] | None:
-        """Record batch ``batch`` of ``shard`` left in the page cache, checked like
-        :meth:`read_batch` over a map of the shard file that ``source(key, make)``
-        (:meth:`.gather.GatherWindow.source`) makes once per window → (the map's number,
-        each column's first record's byte in it); None where it cannot be (:meth:`read_values`)."""
-        check = self._check(verify)
-
-        def read(f: BlockFile, placement: Placement) -> tuple[int, dict[str, int]] | None:
-            try:
-                number, m = source(f, f.map)
-            except (OSError, ValueError):  # no memory map here (ENOMEM, a special file)
-                return None
-            where = f.mapped(batch, check, rows, placement, m)
-            return None if where is None else (number, where)
-
-        return self._direct(shard, batch, read)
 
     def _direct(self, shard: int, batch: int, read: Callable[[BlockFile, Placement], Any]) -> Any:
         """``read(shard's BlockFile, placement)``, errors named; None where there is none."""

@@ -81,6 +81,7 @@ class WindowPool:
         self._made: list[tuple[weakref.ref[np.ndarray], int]] = []  # slab arrays still alive
         self._warned = False
         self.kept = False  # the consumer keeps batches: a slab may stay taken (see short)
+        self._dropped = False  # whether the slabs were let go for gathered windows
         self.allocated = 0  # slabs made (a figure for tests and benchmarks)
         self._lock = threading.Lock()
 
@@ -90,11 +91,14 @@ class WindowPool:
         order: np.ndarray | None = None,
         inverse: np.ndarray | None = None,
         segments: int = 0,
+        gathered: bool = True,
     ) -> Window | GatherWindow:
         """A window of ``rows`` records: slot ``s`` holds record ``order[s]``, or record
         ``r`` goes to slot ``inverse[r]`` (None: kept in order); a gathered window of
-        ``segments`` segments where the pool makes those."""
-        if self.gather:
+        ``segments`` segments where the pool makes those, unless ``gathered`` is False."""
+        if self.gather and gathered:
+            if not self._dropped:  # the slabs of slot windows before: let them go
+                self._dropped, self._slabs = True, []
             slots = inverse if order is None else inverse_permutation(order)
             return GatherWindow(self.forms, rows, segments, slots, self.batches)
         slab = self._slab(rows)
@@ -111,7 +115,7 @@ class WindowPool:
         starts the next window once that slab is free, instead of making one more (a third
         256 MiB of new memory, a quarter of a loader's peak RSS). Not once a consumer has kept
         batches (:attr:`kept`): waiting for it to let go would only hold the reads back."""
-        if self.gather or self.kept:
+        if self.kept:
             return False
         with self._lock:
             fitting = [s for s in self._slabs if all(len(a) >= rows for a in s.storage.values())]

@@ -9,7 +9,6 @@ as one table (:meth:`~.plan.Blocks.concat`), and readers that answer for any of 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,17 +76,6 @@ class MultiReaders:
     def release(self) -> None:
         for p in self.parts:
             p.release()
-
-    def read_mapped(
-        self,
-        shard: int,
-        batch: int,
-        rows: int,
-        source: Callable[[Any, Callable[[], Any]], tuple[int, Any]],
-        verify: bool | None = None,
-    ) -> tuple[int, dict[str, int]] | None:
-        part, i = self.route(shard)
-        return part.read_mapped(i, batch, rows, source, verify)
 
     def close(self) -> None:
         for p in self.parts:

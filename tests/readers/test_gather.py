@@ -575,13 +575,27 @@ def mapped_shards(root: str) -> list[str]:
         return [line for line in f if os.path.realpath(root) in line]
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux only: /proc/self/maps")
-def test_no_shard_file_stays_mapped_once_a_pass_ends(
+def resident_shard_kib(root: str) -> int:
+    """KiB of the snapshot's shard files resident in this process's maps (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            first = line.split(maxsplit=1)[0]
+            if "-" in first and not first.endswith(":"):  # a mapping's header line
+                inside = os.path.realpath(root) in line
+            elif inside and first == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux only: /proc/self/smaps")
+def test_no_shard_page_stays_resident_once_a_pass_ends(
     plain: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Shard files are mapped per window and unmapped once it is served (their pages count in
-    this process's resident memory while mapped): nothing is left after a pass, a break or a
-    close."""
+    """A gathered window maps the shard files it reads, and unmaps them once it is served;
+    the slot windows of a first epoch read through maps whose pages leave this process's
+    resident memory once each window is read. Nothing stays resident after a pass, a break
+    or a close, and nothing stays mapped once the loader is gone."""
     mapped_when_finished = []
     finish = gather.GatherWindow.finish
 
@@ -592,16 +606,48 @@ def test_no_shard_file_stays_mapped_once_a_pass_ends(
     monkeypatch.setattr(gather.GatherWindow, "finish", noting)
     gc.collect()  # loaders of other tests, and their open shards
     assert mapped_shards(plain) == []
-    loader = snap.open(plain).loader(32, seed=2, shuffle_buffer=400, epochs=1)
+    loader = snap.open(plain).loader(32, seed=2, shuffle_buffer=400, epochs=2)
     for _ in loader:
         pass
+    # the 2nd epoch's windows were gathered, each from the shard files mapped
     assert len(mapped_when_finished) > 3 and min(mapped_when_finished) > 0
-    assert mapped_shards(plain) == []
+    assert resident_shard_kib(plain) == 0
     for _ in loader:
         break
     loader.close()
+    assert resident_shard_kib(plain) == 0
+    del loader
     gc.collect()
     assert mapped_shards(plain) == []
+
+
+def test_a_first_epoch_reads_slot_windows_and_later_epochs_gather(
+    plain: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first epoch reads (and checks) every record batch into slot windows, noting where
+    each one's columns are; every window of the epochs after is placed whole from those notes
+    and gathered, no record batch read again."""
+    from snapshot_cli.readers import slabs
+
+    made: list[tuple[int, str]] = []
+    get = slabs.WindowPool.get
+
+    def noting(self: slabs.WindowPool, rows: int, *args: Any, **kwargs: Any) -> Any:
+        window = get(self, rows, *args, **kwargs)
+        made.append((len(made), type(window).__name__))
+        return window
+
+    monkeypatch.setattr(slabs.WindowPool, "get", noting)
+    loader = snap.open(plain).loader(32, seed=2, shuffle_buffer=400, epochs=1)
+    per_epoch = []
+    for _ in range(3):
+        made.clear()
+        ids = [int(i) for b in loader for i in b["id"]]
+        assert sorted(ids) == list(range(N))
+        # a window given up for a slot window shows as a GatherWindow, then a Window
+        per_epoch.append([kind for _, kind in made])
+    assert per_epoch[0] and all(k == "Window" for k in per_epoch[0][1::2])
+    assert set(per_epoch[1]) == set(per_epoch[2]) == {"GatherWindow"}
 
 
 def test_record_batches_with_the_same_metadata_are_parsed_once(
@@ -654,7 +700,7 @@ def test_record_batches_with_the_same_metadata_are_parsed_once(
 def test_a_damaged_record_batch_mid_window_stops_before_its_records(
     tmp_path: Path, shuffle: bool
 ) -> None:
-    """The damaged record batch is checked where it is mapped, and its window is not served:
+    """The damaged record batch is checked as it is read, and its window is not served:
     none of its records is seen, and the error names the shard and the record batch."""
     out, victim = damaged_snapshot(tmp_path, 4096)
     seen: list[int] = []
