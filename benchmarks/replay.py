@@ -30,9 +30,10 @@ codec gets:
   * the global order (``global_batch_size=256``) and a 3-way mixture (the snapshot opened
     three times, mixed whole: an epoch of 3x the bytes), 2nd epoch, against the per-rank
     order's 2nd epoch (issue 17: at most 5 % slower);
-  * for the uncompressed snapshot, which the loader reads through gathered windows, the
-    shuffled 1st epoch (new process) and 2nd epoch again with slot windows (as without the
-    compiled gather), and gathered against slot windows.
+  * for the uncompressed snapshot, which the loader reads through gathered windows after its
+    first epoch (a first epoch reads slot windows either way), the shuffled 1st epoch (new
+    process) and 2nd epoch again with slot windows only (as without the compiled gather),
+    and gathered against slot windows.
 
 Rates are GB/s (1e9 bytes) of uncompressed column data delivered (the sum of the ``nbytes``
 of the numpy arrays). Configurations alternate within each repeat (the order rotates between

@@ -22,9 +22,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
-from snapshot_cli import ipc_blocks
+from snapshot_cli import ipc_blocks, ipc_layout
 from snapshot_cli.ipc_blocks import TAIL, Block, FooterError
-from snapshot_cli.readers import blocks as reader_blocks
 from snapshot_cli.readers.verify import verify
 from snapshot_cli.writers.shard import ChecksumSink
 from tests.conftest import snap_subprocess
@@ -141,7 +140,7 @@ def decode_block(buf: bytes, schema: pa.Schema) -> pa.RecordBatch:
     indices = [
         pa.field(f.name, f.type.index_type) if pa.types.is_dictionary(f.type) else f for f in schema
     ]
-    return reader_blocks.decode(pa.py_buffer(buf), pa.schema(indices, schema.metadata))
+    return ipc_layout.message_batch(pa.py_buffer(buf), pa.schema(indices, schema.metadata))[0]
 
 
 def as_decoded(batch: pa.RecordBatch) -> pa.RecordBatch:
