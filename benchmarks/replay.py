@@ -481,13 +481,13 @@ def memory_child(path: str) -> int:
             nbytes, records = _common.drain(loader)
         stats = loader.stats()
         pool = loader._context.windows
-        held = pool.batches.allocated if pool.gather else pool.allocated
+        held = [pool.allocated, pool.batches.allocated]
     seconds = sw.seconds
     done.set()
     sampler.join()
     doc = {
         "gathered": pool.gather,
-        "held": held,  # slabs made (slot windows) or batch buffers made (gathered windows)
+        "held": held,  # slabs made (slot windows), batch buffers made (gathered windows)
         "path": path,
         "uncompressed_bytes": s.manifest.uncompressed_bytes,
         "file_bytes": s.manifest.bytes,
@@ -535,7 +535,7 @@ def memory_mode(args: argparse.Namespace) -> int:
         # one being read.
         windows = 2
         budget = windows * window + prefetch + 64
-        held = f"{r['held']} {'batch buffers' if r['gathered'] else 'slabs'}"
+        held = f"{r['held'][0]} slabs, {r['held'][1]} batch buffers"
         print(
             f"{r['codec']:<5} {r['uncompressed_bytes'] / GB:6.2f}GB {r['gbps']:5.2f} "
             f"{growth:4.0f}MiB {(r['peak_kib']['RssAnon'] - r['before_kib']['RssAnon']) / mib:3.0f}"
