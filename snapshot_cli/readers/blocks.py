@@ -79,8 +79,8 @@ class BlockFile:
         self._mapping = threading.Lock()
         self._layouts: dict[int, ipc_layout.BatchLayout] = {}
         self._where: dict[int, tuple[Placement, int, dict[str, tuple[int, int]]]] = {}
-        self._placed: dict[int, tuple[Placement, int, dict[str, int]]] = {}  # (mapped)
-        self._bases: tuple[Placement, dict[str, np.ndarray]] | None = None  # the same, by column
+        # where each record batch's columns start in the file, by column (-1: not noted)
+        self._bases: tuple[Placement, dict[str, np.ndarray]] | None = None
         self._parse = ipc_layout.LastLayout()  # plain record batches' metadata repeats
         self._last_where: tuple[Any, ...] | None = None  # the last regions worked out
 
@@ -129,22 +129,30 @@ class BlockFile:
 
     def _note(
         self, i: int, placement: Placement, rows: int, where: dict[str, tuple[int, int]]
-    ) -> dict[str, int] | None:
-        """Where record batch ``i``'s columns (stored plain: ``where``, its regions) start in
-        the file, noted for :meth:`placed` once it was read and checked; None where a buffer
-        is too short for its records or outside the message."""
+    ) -> None:
+        """Note where record batch ``i``'s columns (stored plain: ``where``, its regions)
+        start in the file, for :meth:`placed`, once it was read and checked; not where a
+        buffer is too short for its records or outside the message."""
+        known = self._bases
+        if (
+            known is not None
+            and known[0] is placement
+            and all(a[i] >= 0 for a in known[1].values())
+        ):
+            return  # noted before (a later epoch reading slot windows)
         block, out = self.blocks[i], {}
         for name, (start, length) in where.items():
             slot = placement.slots[name]
             if length < rows * slot.width * slot.itemsize or start + length > block.length:
-                return None
+                return
             out[name] = block.offset + start
-        self._placed[i] = (placement, rows, out)
-        if self._bases is None or self._bases[0] is not placement:
-            self._bases = (placement, {c: np.full(len(self.blocks), -1, np.int64) for c in out})
+        if known is None or known[0] is not placement:
+            known = self._bases = (
+                placement,
+                {c: np.full(len(self.blocks), -1, np.int64) for c in out},
+            )
         for name, at in out.items():
-            self._bases[1][name][i] = at
-        return out
+            known[1][name][i] = at
 
     def placed(self, batches: np.ndarray, placement: Placement) -> dict[str, np.ndarray] | None:
         """Where these record batches' columns start in the file, as a read noted them

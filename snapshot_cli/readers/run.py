@@ -197,9 +197,8 @@ class Run:
             planned = self._ahead(upcoming)
             while current is not None and pending is not None and not self.stop.is_set():
                 window, sources = self._finish(pending)
-                later = (
-                    _Later(self, upcoming, planned) if upcoming and self._short(upcoming) else None
-                )
+                short = upcoming and self.windows.short(self._rows(upcoming))
+                later = _Later(self, upcoming, planned) if upcoming and short else None
                 pending = self._load(upcoming, planned) if upcoming and not later else None
                 after = next(windows, None) if upcoming else None
                 planned = self._ahead(after)
@@ -217,10 +216,6 @@ class Run:
                 self.buffer.close()
             except Closed:
                 pass
-
-    def _short(self, key: tuple[Plan, int, int, int]) -> bool:
-        """Whether window ``key`` would need a third slab now (:meth:`.slabs.WindowPool.short`)."""
-        return self.windows.short(self._rows(key))
 
     @staticmethod
     def _rows(key: tuple[Plan, int, int, int]) -> int:
