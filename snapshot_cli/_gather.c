@@ -29,7 +29,7 @@
  * is not for Python's free-threaded build).
  *
  * Two more copies for slot windows (snapshot_cli.readers.window and .slabs):
- *   scatter(dest, width, slots, src)       # record i of src to slot slots[i] of dest
+ *   scatter(slots, [(dest, width, src), ...])  # record i of each src to slot slots[i]
  *   populate(buffer, start, length)        # map those pages now (MADV_POPULATE_WRITE)
  */
 #define PY_SSIZE_T_CLEAN
@@ -467,52 +467,81 @@ static PyTypeObject SourcesType = {
    batch, without the GIL, the destinations asked for ahead (random writes to a large window
    each wait on memory unless they overlap). Nothing is copied unless every slot is inside
    dest and src holds len(slots) records. */
+#define SCATTER_MAX 64 /* columns of one scatter call */
+
+/* scatter(slots, columns): for each (dest, width, src) of columns, record i of src (width
+   bytes) to slot slots[i] of dest, the GIL let go once for all of them (a read thread calls
+   this once per record batch: each hand-back of the GIL costs it a wait while the consumer
+   runs Python). Nothing is copied unless every slot is inside every dest, every src holds
+   its records and no dest overlaps slots. */
 static PyObject *
 scatter(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *dest_obj, *slots_obj, *src_obj;
-    Py_ssize_t width;
-    if (!PyArg_ParseTuple(args, "OnOO:scatter", &dest_obj, &width, &slots_obj, &src_obj)) {
+    PyObject *slots_obj, *cols_obj;
+    if (!PyArg_ParseTuple(args, "OO:scatter", &slots_obj, &cols_obj)) {
         return NULL;
     }
-    if (width <= 0) {
-        PyErr_Format(PyExc_ValueError, "width must be > 0, got %zd", width);
+    /* a tuple of its own: a width's __index__ may run Python code that changes a list */
+    PyObject *fast = PySequence_Tuple(cols_obj);
+    if (fast == NULL) {
         return NULL;
     }
-    Py_buffer dest, slots, src;
-    if (PyObject_GetBuffer(dest_obj, &dest, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+    const Py_ssize_t ncols = PyTuple_GET_SIZE(fast);
+    if (ncols > SCATTER_MAX) {
+        PyErr_Format(PyExc_ValueError, "at most %d columns, got %zd", SCATTER_MAX, ncols);
+        Py_DECREF(fast);
         return NULL;
     }
-    if (get_ints(slots_obj, &slots, 8, "slots") < 0) {
-        PyBuffer_Release(&dest);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(src_obj, &src, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&slots);
-        PyBuffer_Release(&dest);
-        return NULL;
-    }
+    Py_buffer slots, dest[SCATTER_MAX], src[SCATTER_MAX];
+    Py_ssize_t width[SCATTER_MAX];
+    Py_ssize_t held = 0; /* columns whose two views are held */
     PyObject *result = NULL;
-    const Py_ssize_t count = slots.len / 8, capacity = dest.len / width;
-    if (overlap(&dest, &slots)) {
-        PyErr_SetString(PyExc_ValueError, "dest overlaps slots");
-        goto done;
+    if (get_ints(slots_obj, &slots, 8, "slots") < 0) {
+        Py_DECREF(fast);
+        return NULL;
     }
+    const Py_ssize_t count = slots.len / 8;
     const int64_t *to = (const int64_t *)slots.buf;
-    if (src.len / width < count) {
-        PyErr_Format(PyExc_ValueError, "src holds %zd bytes, %zd records of %zd need more",
-                     src.len, count, width);
-        goto done;
+    Py_ssize_t least = count ? to[0] : 0, most = least;
+    for (Py_ssize_t i = 1; i < count; i++) {
+        least = to[i] < least ? to[i] : least;
+        most = to[i] > most ? to[i] : most;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (to[i] < 0 || to[i] >= capacity) {
-            PyErr_Format(PyExc_IndexError, "record %zd: slot %lld of %zd", i, (long long)to[i],
-                         capacity);
+    PyObject **items = &PyTuple_GET_ITEM(fast, 0);
+    for (; held < ncols; held++) {
+        PyObject *d, *s;
+        Py_ssize_t w;
+        if (!PyArg_ParseTuple(items[held], "OnO:scatter column", &d, &w, &s)) {
             goto done;
         }
+        if (w <= 0) {
+            PyErr_Format(PyExc_ValueError, "column %zd: width must be > 0, got %zd", held, w);
+            goto done;
+        }
+        if (PyObject_GetBuffer(d, &dest[held], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            goto done;
+        }
+        if (PyObject_GetBuffer(s, &src[held], PyBUF_C_CONTIGUOUS) < 0) {
+            PyBuffer_Release(&dest[held]);
+            goto done;
+        }
+        width[held] = w;
+        const Py_ssize_t capacity = dest[held].len / w;
+        if (overlap(&dest[held], &slots)) {
+            PyErr_Format(PyExc_ValueError, "column %zd: dest overlaps slots", held);
+        } else if (src[held].len / w < count) {
+            PyErr_Format(PyExc_ValueError,
+                         "column %zd: src holds %zd bytes, %zd records of %zd need more", held,
+                         src[held].len, count, w);
+        } else if (count && (least < 0 || most >= capacity)) {
+            PyErr_Format(PyExc_IndexError, "column %zd: slot %lld of %zd", held,
+                         (long long)(least < 0 ? least : most), capacity);
+        } else {
+            continue;
+        }
+        held++; /* this column's views are released below */
+        goto done;
     }
-    char *d = (char *)dest.buf;
-    const char *from = (const char *)src.buf;
     Py_BEGIN_ALLOW_THREADS
 #define SCATTER_LOOP(W)                                                            \
     for (Py_ssize_t i = 0; i < count; i++) {                                       \
@@ -521,23 +550,30 @@ scatter(PyObject *Py_UNUSED(module), PyObject *args)
         }                                                                          \
         memcpy(d + to[i] * (W), from + i * (W), (size_t)(W));                      \
     }
-    switch (width) {
-    case 1: SCATTER_LOOP(1) break;
-    case 2: SCATTER_LOOP(2) break;
-    case 4: SCATTER_LOOP(4) break;
-    case 8: SCATTER_LOOP(8) break;
-    case 16: SCATTER_LOOP(16) break;
-    case 32: SCATTER_LOOP(32) break;
-    default: SCATTER_LOOP(width)
+    for (Py_ssize_t c = 0; c < ncols; c++) {
+        char *d = (char *)dest[c].buf;
+        const char *from = (const char *)src[c].buf;
+        switch (width[c]) {
+        case 1: SCATTER_LOOP(1) break;
+        case 2: SCATTER_LOOP(2) break;
+        case 4: SCATTER_LOOP(4) break;
+        case 8: SCATTER_LOOP(8) break;
+        case 16: SCATTER_LOOP(16) break;
+        case 32: SCATTER_LOOP(32) break;
+        default: SCATTER_LOOP(width[c])
+        }
     }
 #undef SCATTER_LOOP
     Py_END_ALLOW_THREADS
     Py_INCREF(Py_None);
     result = Py_None;
 done:
-    PyBuffer_Release(&src);
+    for (Py_ssize_t c = 0; c < held; c++) {
+        PyBuffer_Release(&src[c]);
+        PyBuffer_Release(&dest[c]);
+    }
     PyBuffer_Release(&slots);
-    PyBuffer_Release(&dest);
+    Py_DECREF(fast);
     return result;
 }
 
@@ -689,7 +725,8 @@ done:
 
 static PyMethodDef module_methods[] = {
     {"scatter", scatter, METH_VARARGS,
-     "scatter(dest, width, slots, src): record i of src to slot slots[i] of dest"},
+     "scatter(slots, [(dest, width, src), ...]): record i of each src to slot slots[i] of "
+     "its dest"},
     {"populate", populate, METH_VARARGS,
      "populate(buffer, start, length) -> bool: map those pages now (see the source)"},
     {"place", place, METH_VARARGS,

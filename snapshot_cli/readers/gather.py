@@ -38,9 +38,10 @@ from .. import storage
 if TYPE_CHECKING:
     from .snapshot import Snapshot
 
-# The compiled part (snapshot_cli/_gather.c). Also used by slot windows: scatter(dest, width,
-# slots, src) copies a decoded record batch's records to their slots (:mod:`.window`), and
-# populate(buffer, start, length) maps new pages in one call (:mod:`.slabs`).
+# The compiled part (snapshot_cli/_gather.c). Also used by slot windows: scatter(slots,
+# [(dest, width, src), ...]) copies a decoded record batch's records to their slots, every
+# column in one call (:mod:`.window`), and populate(buffer, start, length) maps new pages in
+# one call (:mod:`.slabs`).
 Sources: Any
 scatter: Any
 populate: Any

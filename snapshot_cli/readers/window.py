@@ -162,6 +162,18 @@ class Window:
     def scatter(self, offset: int, values: dict[str, np.ndarray]) -> None:
         """Copy decoded fixed-width values (``{column: (n, ...) array}``) of window records
         ``offset...`` to their slots."""
+        if self.slot_of is not None and gather.scatter is not None and values:
+            # compiled: one call for every column, the GIL let go once, the writes overlapping
+            n = len(next(iter(values.values())))
+            gather.scatter(
+                self.slot_of[offset : offset + n],
+                [
+                    (self._bytes[name], self.fixed[name].strides[0],
+                     np.ascontiguousarray(src, self.fixed[name].dtype))
+                    for name, src in values.items()
+                ],
+            )  # fmt: skip
+            return
         for name, src in values.items():
             n = len(src)
             dest = self.fixed[name]
@@ -169,10 +181,6 @@ class Window:
                 dest[offset : offset + n] = src
                 continue
             slots = self.slot_of[offset : offset + n]
-            if gather.scatter is not None:  # compiled: one call, the writes overlapping
-                src = np.ascontiguousarray(src, dest.dtype)
-                gather.scatter(self._bytes[name], dest.strides[0], slots, src)
-                continue
             if dest.ndim > 1:
                 # Small records as one opaque item each, large ones as rows of bytes: the
                 # faster of numpy's fancy copies for each (up to 6x apart, measured).

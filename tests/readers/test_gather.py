@@ -252,7 +252,7 @@ def test_gather_refuses_outputs_that_overlap_what_it_reads() -> None:
         s.gather_columns(columns, np.zeros(1, np.int32), np.zeros(1, np.int32), 0)
     slots = np.array([1, 0, 0, 0], np.int64)
     with pytest.raises(ValueError, match="overlaps"):
-        gather.scatter(slots.view(np.uint8), 8, slots, b"\x7f" * 32)
+        gather.scatter(slots, [(slots.view(np.uint8), 8, b"\x7f" * 32)])
     assert slots.tolist() == [1, 0, 0, 0]
 
 
@@ -299,19 +299,30 @@ def test_released_sources_let_their_maps_close() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 300), st.integers(0, 50), st.integers(0, 20), st.integers(0, 2**32 - 1))
+@given(
+    st.lists(st.integers(1, 300), min_size=1, max_size=4),
+    st.integers(0, 50),
+    st.integers(0, 20),
+    st.integers(0, 2**32 - 1),
+)
 def test_scatter_puts_each_record_in_its_slot(
-    width: int, count: int, spare: int, seed: int
+    widths: list[int], count: int, spare: int, seed: int
 ) -> None:
-    """The slot window's scatter: what numpy's fancy assignment does."""
+    """The slot window's scatter, every column in one call: what numpy's fancy assignment
+    does, column by column."""
     rng = np.random.default_rng(seed)
     slots = rng.permutation(count + spare)[:count].astype(np.int64)
-    src = rng.integers(0, 256, count * width, dtype=np.uint8)
-    got = np.zeros((count + spare) * width, np.uint8)
-    want = got.copy()
-    gather.scatter(got, width, slots, src)
-    want.reshape(-1, width)[slots] = src.reshape(-1, width)
-    assert np.array_equal(got, want)
+    columns, wants = [], []
+    for width in widths:
+        src = rng.integers(0, 256, count * width, dtype=np.uint8)
+        got = np.zeros((count + spare) * width, np.uint8)
+        want = got.copy()
+        want.reshape(-1, width)[slots] = src.reshape(-1, width)
+        columns.append((got, width, src))
+        wants.append(want)
+    gather.scatter(slots, columns)
+    for (got, _, _), want in zip(columns, wants, strict=True):
+        assert np.array_equal(got, want)
 
 
 def _place_in_numpy(n: int, slots: np.ndarray | None, lengths: list[int]) -> tuple[Any, Any]:
@@ -382,18 +393,27 @@ def test_place_refuses_what_does_not_fit() -> None:
 
 
 def test_scatter_refuses_slots_outside_the_window() -> None:
-    dest = np.zeros(40, np.uint8)
+    """A bad slot, a short source or a bad width in any column: an error naming the column,
+    and nothing copied to any column (the good one before it included)."""
+    good, dest = np.zeros(40, np.uint8), np.zeros(40, np.uint8)
     src = np.arange(8, dtype=np.uint8)
-    for slots, error, text in [
-        ([0, 10], IndexError, "slot 10 of 10"),
-        ([-1, 0], IndexError, "slot -1"),
-        ([0, 1, 2], ValueError, "src holds 8 bytes"),
+    for slots, width, error, text in [
+        ([0, 10], 4, IndexError, "column 1: slot 10 of 10"),
+        ([-1, 0], 4, IndexError, "column 0: slot -1"),
+        ([0, 1, 2], 4, ValueError, "column 1: src holds 8 bytes"),
+        ([0, 1], 0, ValueError, "column 1: width must be > 0"),
     ]:
         with pytest.raises(error, match=text):
-            gather.scatter(dest, 4, np.array(slots, np.int64), src)
-        assert not dest.any()
+            gather.scatter(
+                np.array(slots, np.int64), [(good, 1, np.ones(3, np.uint8)), (dest, width, src)]
+            )
+        assert not dest.any() and not good.any()
     with pytest.raises(TypeError, match="slots must be an aligned buffer of int64"):
-        gather.scatter(dest, 4, np.array([0, 1], np.int32), src)
+        gather.scatter(np.array([0, 1], np.int32), [(dest, 4, src)])
+    with pytest.raises(TypeError):
+        gather.scatter(np.array([0, 1], np.int64), [(dest, 4)])
+    with pytest.raises(ValueError, match="at most 64 columns"):
+        gather.scatter(np.array([0], np.int64), [(dest, 4, src)] * 65)
 
 
 def test_populate_maps_pages_and_keeps_what_is_there() -> None:
