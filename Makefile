@@ -10,12 +10,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# setup.py, snapshot_cli/_gather.c and _shuffle.c: the compiled parts, built by the install
-$(VENV)/.installed: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c | $(BIN)/python
+# setup.py, snapshot_cli/_gather.c, _shuffle.c and _decode.c: the compiled parts, built by the install
+$(VENV)/.installed: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
 
@@ -66,4 +66,4 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/peers.py --plot docs/peers.png
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache build snapshot_cli/_gather*.so snapshot_cli/_shuffle*.so
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache build snapshot_cli/_gather*.so snapshot_cli/_shuffle*.so snapshot_cli/_decode*.so

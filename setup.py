@@ -1,11 +1,14 @@
-"""The compiled parts: the loader's record gather (``snapshot_cli/_gather.c``) and the
-shuffle of a window's order (``snapshot_cli/_shuffle.c``).
+"""The compiled parts: the loader's record gather (``snapshot_cli/_gather.c``), the shuffle
+of a window's order (``snapshot_cli/_shuffle.c``) and a record batch decoded into its slots
+in one call (``snapshot_cli/_decode.c``, which loads the system's liblz4 and libzstd).
 
 Everything else is in pyproject.toml. Both are optional: where they cannot be compiled (no C
 compiler), the install goes on without them and the loader uses its pure-Python paths (slower
 for uncompressed snapshots and for windows of millions of records; the same batches, in the
 same order; README, Performance).
 """
+
+import sys
 
 from setuptools import Extension, setup
 
@@ -14,6 +17,12 @@ setup(
         Extension(
             "snapshot_cli._gather",
             sources=["snapshot_cli/_gather.c"],
+            optional=True,
+        ),
+        Extension(
+            "snapshot_cli._decode",
+            sources=["snapshot_cli/_decode.c"],
+            libraries=["dl"] if sys.platform.startswith("linux") else [],
             optional=True,
         ),
         Extension(

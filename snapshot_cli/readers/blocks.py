@@ -182,6 +182,37 @@ class BlockFile:
             self._note(i, placement, rows, where)  # a later epoch may gather from it
         return direct.values(buf, layout, where, placement, rows)
 
+    def read_slots(
+        self,
+        i: int,
+        verify: bool,
+        placement: Placement,
+        dests: dict[str, tuple[np.ndarray, int]],
+        slots: np.ndarray,
+        span: tuple[int, int, int],
+    ) -> bool:
+        """Records ``[start, stop)`` of record batch ``i`` (``span``: and its records) straight
+        to their ``slots`` of ``dests`` (:func:`.direct.decode`: checked, decoded and placed in
+        one call), checked first like :meth:`read`; False where not done that way."""
+        check = verify and not self._done[i]
+        buf = self._message(i)
+        layout = self._layout(i, lambda n: bytes(buf[:n]))
+        if layout is None or not direct.slots_ready(layout, check):
+            return False
+        self._fits(i, layout.body_start, layout.body_length)
+        where = self._regions(i, layout, placement, span[2])
+        if not where:
+            return False
+        crc = direct.decode(buf, layout, where, dests, slots, span, self._crcs[i] if check else -1)
+        if crc == -2:
+            return False
+        if check:
+            self._check(i, crc)
+            self._done[i] = True
+        if layout.codec is None:
+            self._note(i, placement, span[2], where)  # a later epoch may gather from it
+        return True
+
     def _message(self, i: int) -> Any:
         """Record batch ``i``'s message: a view of the file mapped whole (no copy out of the
         page cache: a compressed record batch is decoded from there), else read (a copy)."""

@@ -33,9 +33,9 @@ def decode_segment(
     verify: bool | None = None,
 ) -> str:
     """Records ``[start, stop)`` of record batch ``batch`` (``rows`` records) of ``shard``
-    into window records ``offset...``; returns how ("into window", "values" or "arrow": the
-    trace's names). ``verify=False`` skips the checksum of a record batch another process
-    has checked (None: the readers' own setting).
+    into window records ``offset...``; returns how ("into window", "into slots", "values" or
+    "arrow": the trace's names). ``verify=False`` skips the checksum of a record batch
+    another process has checked (None: the readers' own setting).
 
     Without Arrow's IPC reader where it can (:mod:`.direct`): a whole record batch kept in
     order goes straight into the window's rows (and an uncompressed one of large records
@@ -49,6 +49,12 @@ def decode_segment(
         if targets is not None and readers.read_into(shard, batch, rows, targets, verify):
             window.settle(offset, targets)
             return "into window"
+        slotted = window.slot_columns()
+        if slotted is not None and readers.read_slots(
+            shard, batch, slotted[0], slotted[1][offset : offset + stop - start],
+            (start, stop, rows), verify,
+        ):  # fmt: skip
+            return "into slots"
         decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows, verify)
         if decoded is not None:
             if not whole:

@@ -24,6 +24,11 @@ import cramjam
 import numpy as np
 import pyarrow as pa
 
+try:
+    from .. import _decode
+except ImportError:  # not compiled (no C compiler at install): the steps below, one by one
+    _decode = None  # type: ignore[assignment]
+
 from .. import schema as schema_mod
 from ..ipc_layout import LZ4_FRAME, BatchLayout, Slot, column_slots
 from .window import FIXED_KINDS, numpy_dtype, row_shape
@@ -155,3 +160,37 @@ def values(
         dtype, shape = placement.forms[name]
         out[name] = np.frombuffer(data, dtype, need // dtype.itemsize).reshape((rows, *shape))
     return out
+
+
+def slots_ready(layout: BatchLayout, check: bool) -> bool:
+    """Whether :func:`decode` can place a record batch of this layout (``check``: and compute
+    its crc32c): compiled, with the codec's library and the CPU's crc32c where needed."""
+    if _decode is None or (check and not _decode.HW_CRC):
+        return False
+    return layout.codec is None or bool(_decode.LZ4 if layout.codec == LZ4_FRAME else _decode.ZSTD)
+
+
+def decode(
+    message: Any,
+    layout: BatchLayout,
+    where: dict[str, tuple[int, int]],
+    dests: dict[str, tuple[np.ndarray, int]],
+    slots: np.ndarray,
+    span: tuple[int, int, int],
+    expected: int,
+) -> int:
+    """Records ``[start, stop)`` of a record batch of ``rows`` (``span``), every placed column
+    (``where``: its :func:`regions`) decoded and put in its slots: record ``start + i`` to row
+    ``slots[i]`` of ``dests[column]`` (rows of bytes, and their width), in one compiled call
+    that lets go of the GIL once (``snapshot_cli/_decode.c``: with threads, each time a read
+    thread wants the GIL back, a consumer running Python may keep it for 5 ms). The crc32c of
+    the whole message is computed first where ``expected`` >= 0, and nothing is written
+    unless it matches. Returns the crc32c (-1 unchecked), or -2 where the batch is not in the
+    form placed directly (nothing checked or written)."""
+    start, stop, rows = span
+    codec = -1 if layout.codec is None else (0 if layout.codec == LZ4_FRAME else 1)
+    columns = [(begin, length, *dests[name]) for name, (begin, length) in where.items()]
+    try:
+        return int(_decode.decode(message, codec, columns, slots, start, stop, rows, expected))
+    except ValueError as err:  # the decompressor's, of a buffer not checked by its crc32c
+        raise pa.ArrowInvalid(str(err)) from err

@@ -325,6 +325,24 @@ class ShardReaders:
         check = self._check(verify)
         return self._direct(shard, batch, lambda f, place: f.read_values(batch, check, rows, place))
 
+    def read_slots(
+        self,
+        shard: int,
+        batch: int,
+        dests: dict[str, tuple[np.ndarray, int]],
+        slots: np.ndarray,
+        span: tuple[int, int, int],
+        verify: bool | None = None,
+    ) -> bool:
+        """Records ``[start, stop)`` of record batch ``batch`` of ``shard`` (of ``rows``:
+        ``span``) straight to their slots (:meth:`BlockFile.read_slots`), checked like
+        :meth:`read_batch`; False where that cannot be done here."""
+        check = self._check(verify)
+        done = self._direct(
+            shard, batch, lambda f, place: f.read_slots(batch, check, place, dests, slots, span)
+        )
+        return bool(done)
+
     def route(self, shard: int) -> tuple[ShardReaders, int]:
         return self, shard  # (a mixture's MultiReaders answers with one snapshot's readers)
 

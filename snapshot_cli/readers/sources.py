@@ -73,6 +73,18 @@ class MultiReaders:
         part, i = self.route(shard)
         return part.read_values(i, batch, rows, verify)
 
+    def read_slots(
+        self,
+        shard: int,
+        batch: int,
+        dests: dict[str, tuple[np.ndarray, int]],
+        slots: np.ndarray,
+        span: tuple[int, int, int],
+        verify: bool | None = None,
+    ) -> bool:
+        part, i = self.route(shard)
+        return part.read_slots(i, batch, dests, slots, span, verify)
+
     def release(self) -> None:
         for p in self.parts:
             p.release()

@@ -192,6 +192,14 @@ class Window:
                     dest, src = dest.reshape(len(dest)), src.reshape(n)
             dest[slots] = src
 
+    def slot_columns(self) -> tuple[dict[str, tuple[np.ndarray, int]], np.ndarray] | None:
+        """Each column's slots as rows of bytes and their width, and ``slot_of``: where a
+        shuffled window of fixed-width columns only takes records decoded straight to their
+        slots (None otherwise)."""
+        if self.var or self.slot_of is None:
+            return None
+        return {n: (rows, int(rows.shape[1])) for n, rows in self._bytes.items()}, self.slot_of
+
     def targets(self, offset: int, n: int) -> dict[str, np.ndarray | SlotTarget] | None:
         """Where records ``[offset, offset + n)`` of every column can be decoded directly:
         their rows (kept in order), or in a shuffled window with a column of large records

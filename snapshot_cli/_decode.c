@@ -1,0 +1,559 @@
+/* snapshot_cli._decode: a record batch's fixed-width columns checked, decoded and put in
+ * their slots of a shuffled window, in one call that lets go of the GIL once.
+ *
+ * A read thread used to make four or more calls per record batch that each let go of the
+ * GIL (the crc32c, one decompression per column, each in two steps, the scatter). Each time
+ * it wants the GIL back, a consumer running Python keeps it for up to the interpreter's
+ * switch interval (5 ms): with a training step that holds the GIL, the read threads spent a
+ * third of their time waiting for it, and the loop waited for data (measured: 14 % of the
+ * epoch). Here all of it happens between one release and one re-acquisition.
+ *
+ *   decode(message, codec, columns, slots, start, stop, rows, expected) -> int
+ *
+ * message: the record batch's whole IPC message (its crc32c is the manifest's); codec: -1
+ * (buffers stored plain), 0 (LZ4 frame) or 1 (zstd), Arrow's IPC body compression; columns:
+ * (begin, length, dest, width) per column: its values buffer at message[begin:begin+length],
+ * rows records of width bytes each; record start + i goes to row slots[i] of dest (a
+ * writable buffer of rows of width bytes), for the records [start, stop). expected: the
+ * crc32c the message must have (-1: not checked here).
+ *
+ * Returns the message's crc32c (-1 when not checked). When it is not `expected`, nothing is
+ * written: the caller raises. Returns -2, nothing written and nothing checked, when a buffer
+ * is not in the form placed directly (the caller then decodes it another way): a buffer
+ * outside the message, too short for its records, a compressed buffer whose stated size does
+ * not fit, a codec whose library is not there. ValueError when the decompressor fails
+ * (damaged data whose checksum was not checked), IndexError for a slot outside a dest.
+ *
+ * The decompressors are the system's liblz4 and libzstd (loaded at import, by their stable
+ * C API; Debian, Ubuntu, Fedora and macOS with Homebrew have them): LZ4 and ZSTD say
+ * whether each was found. The crc32c is computed with the CPU's crc32 instruction
+ * (SSE 4.2, three streams at once), where there is one: HW_CRC. Without them the loader
+ * keeps its other paths (crc32c package, Arrow's decompression).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <dlfcn.h>
+#define HAVE_DL 1
+#endif
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+#define HAVE_X86_CRC 1
+#endif
+
+/* ---- crc32c (Castagnoli), the CPU's instruction, three streams at once ---- */
+
+#define POLY 0x82f63b78u
+#define LONG_BLOCK 8192
+#define SHORT_BLOCK 256
+
+static uint32_t long_shift[4][256], short_shift[4][256];
+static int hw_crc = 0;
+
+static uint32_t
+gf2_times(const uint32_t *mat, uint32_t vec)
+{
+    uint32_t sum = 0;
+    while (vec) {
+        if (vec & 1) {
+            sum ^= *mat;
+        }
+        vec >>= 1;
+        mat++;
+    }
+    return sum;
+}
+
+static void
+gf2_square(uint32_t *square, const uint32_t *mat)
+{
+    for (int n = 0; n < 32; n++) {
+        square[n] = gf2_times(mat, mat[n]);
+    }
+}
+
+/* The operator that appends len zero bytes to a crc register. */
+static void
+zeros_operator(uint32_t *even, size_t len)
+{
+    uint32_t odd[32], row = 1;
+    odd[0] = POLY;
+    for (int n = 1; n < 32; n++) {
+        odd[n] = row;
+        row <<= 1;
+    }
+    gf2_square(even, odd); /* 2 zero bits */
+    gf2_square(odd, even); /* 4 zero bits */
+    do {
+        gf2_square(even, odd);
+        len >>= 1;
+        if (len == 0) {
+            return;
+        }
+        gf2_square(odd, even);
+        len >>= 1;
+    } while (len);
+    memcpy(even, odd, sizeof(odd));
+}
+
+static void
+zeros_table(uint32_t table[4][256], size_t len)
+{
+    uint32_t op[32];
+    zeros_operator(op, len);
+    for (uint32_t n = 0; n < 256; n++) {
+        table[0][n] = gf2_times(op, n);
+        table[1][n] = gf2_times(op, n << 8);
+        table[2][n] = gf2_times(op, n << 16);
+        table[3][n] = gf2_times(op, n << 24);
+    }
+}
+
+static inline uint32_t
+shift(uint32_t table[4][256], uint32_t crc)
+{
+    return table[0][crc & 0xff] ^ table[1][(crc >> 8) & 0xff] ^ table[2][(crc >> 16) & 0xff] ^
+           table[3][crc >> 24];
+}
+
+#ifdef HAVE_X86_CRC
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_hw(uint32_t crc, const unsigned char *next, size_t len)
+{
+    uint64_t crc0 = crc ^ 0xffffffffu, crc1, crc2, word;
+    while (len && ((uintptr_t)next & 7) != 0) {
+        crc0 = _mm_crc32_u8((uint32_t)crc0, *next++);
+        len--;
+    }
+#define THREE_STREAMS(BLOCK, TABLE)                                                      \
+    while (len >= 3 * (BLOCK)) {                                                         \
+        crc1 = crc2 = 0;                                                                 \
+        const unsigned char *end = next + (BLOCK);                                       \
+        do {                                                                             \
+            memcpy(&word, next, 8);                                                      \
+            crc0 = _mm_crc32_u64(crc0, word);                                            \
+            memcpy(&word, next + (BLOCK), 8);                                            \
+            crc1 = _mm_crc32_u64(crc1, word);                                            \
+            memcpy(&word, next + 2 * (BLOCK), 8);                                        \
+            crc2 = _mm_crc32_u64(crc2, word);                                            \
+            next += 8;                                                                   \
+        } while (next < end);                                                            \
+        crc0 = shift(TABLE, (uint32_t)crc0) ^ crc1;                                      \
+        crc0 = shift(TABLE, (uint32_t)crc0) ^ crc2;                                      \
+        next += 2 * (BLOCK);                                                             \
+        len -= 3 * (BLOCK);                                                              \
+    }
+    THREE_STREAMS(LONG_BLOCK, long_shift)
+    THREE_STREAMS(SHORT_BLOCK, short_shift)
+#undef THREE_STREAMS
+    while (len >= 8) {
+        memcpy(&word, next, 8);
+        crc0 = _mm_crc32_u64(crc0, word);
+        next += 8;
+        len -= 8;
+    }
+    while (len) {
+        crc0 = _mm_crc32_u8((uint32_t)crc0, *next++);
+        len--;
+    }
+    return (uint32_t)crc0 ^ 0xffffffffu;
+}
+#endif
+
+/* ---- the system's decompressors, by their stable C APIs ---- */
+
+typedef size_t (*lz4f_create_t)(void **, unsigned);
+typedef size_t (*lz4f_free_t)(void *);
+typedef size_t (*lz4f_decompress_t)(void *, void *, size_t *, const void *, size_t *,
+                                    const void *);
+typedef unsigned (*is_error_t)(size_t);
+typedef const char *(*error_name_t)(size_t);
+typedef size_t (*zstd_decompress_t)(void *, size_t, const void *, size_t);
+
+static lz4f_create_t lz4f_create;
+static lz4f_free_t lz4f_free;
+static lz4f_decompress_t lz4f_decompress;
+static is_error_t lz4f_is_error, zstd_is_error;
+static error_name_t lz4f_error_name, zstd_error_name;
+static zstd_decompress_t zstd_decompress;
+#define LZ4F_VERSION 100
+
+static void *
+open_library(const char *const *names)
+{
+#ifdef HAVE_DL
+    for (; *names != NULL; names++) {
+        void *lib = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
+        if (lib != NULL) {
+            return lib;
+        }
+    }
+#else
+    (void)names;
+#endif
+    return NULL;
+}
+
+static void
+load_codecs(void)
+{
+#ifdef HAVE_DL
+    static const char *const lz4_names[] = {"liblz4.so.1", "liblz4.so", "liblz4.1.dylib",
+                                            "liblz4.dylib", NULL};
+    static const char *const zstd_names[] = {"libzstd.so.1", "libzstd.so", "libzstd.1.dylib",
+                                             "libzstd.dylib", NULL};
+    void *lz4 = open_library(lz4_names);
+    if (lz4 != NULL) {
+        lz4f_create = (lz4f_create_t)dlsym(lz4, "LZ4F_createDecompressionContext");
+        lz4f_free = (lz4f_free_t)dlsym(lz4, "LZ4F_freeDecompressionContext");
+        lz4f_decompress = (lz4f_decompress_t)dlsym(lz4, "LZ4F_decompress");
+        lz4f_is_error = (is_error_t)dlsym(lz4, "LZ4F_isError");
+        lz4f_error_name = (error_name_t)dlsym(lz4, "LZ4F_getErrorName");
+        if (!lz4f_create || !lz4f_free || !lz4f_decompress || !lz4f_is_error ||
+            !lz4f_error_name) {
+            lz4f_create = NULL;
+        }
+    }
+    void *zstd = open_library(zstd_names);
+    if (zstd != NULL) {
+        zstd_decompress = (zstd_decompress_t)dlsym(zstd, "ZSTD_decompress");
+        zstd_is_error = (is_error_t)dlsym(zstd, "ZSTD_isError");
+        zstd_error_name = (error_name_t)dlsym(zstd, "ZSTD_getErrorName");
+        if (!zstd_decompress || !zstd_is_error || !zstd_error_name) {
+            zstd_decompress = NULL;
+        }
+    }
+#endif
+}
+
+/* Decompress src into exactly want bytes of dst; NULL, or what went wrong. */
+static const char *
+inflate(int codec, const unsigned char *src, size_t size, unsigned char *dst, size_t want)
+{
+    if (codec == 1) {
+        size_t got = zstd_decompress(dst, want, src, size);
+        if (zstd_is_error(got)) {
+            return zstd_error_name(got);
+        }
+        return got == want ? NULL : "decompressed to another size than the record batch says";
+    }
+    void *ctx = NULL;
+    size_t status = lz4f_create(&ctx, LZ4F_VERSION);
+    if (lz4f_is_error(status)) {
+        return lz4f_error_name(status);
+    }
+    const char *problem = NULL;
+    size_t out = 0, in = 0;
+    for (;;) {
+        size_t dst_size = want - out, src_size = size - in;
+        status = lz4f_decompress(ctx, dst + out, &dst_size, src + in, &src_size, NULL);
+        if (lz4f_is_error(status)) {
+            problem = lz4f_error_name(status);
+            break;
+        }
+        out += dst_size;
+        in += src_size;
+        if (status == 0) { /* the frame is complete */
+            if (out != want) {
+                problem = "decompressed to another size than the record batch says";
+            }
+            break;
+        }
+        if (in >= size || (dst_size == 0 && src_size == 0)) {
+            problem = out >= want ? "decompressed to more than the record batch says"
+                                  : "the compressed buffer ends before its frame";
+            break;
+        }
+    }
+    lz4f_free(ctx);
+    return problem;
+}
+
+/* ---- decode ---- */
+
+#define MAX_COLUMNS 64
+#define AHEAD 16
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_W(p) __builtin_prefetch((p), 1, 0)
+#else
+#define PREFETCH_W(p) ((void)(p))
+#endif
+
+typedef struct {
+    Py_buffer dest;
+    Py_ssize_t width;
+    const unsigned char *values; /* plain values, or the compressed stream */
+    size_t size;                 /* bytes of the compressed stream */
+    size_t plain;                /* bytes it decompresses to (0: stored plain) */
+} Column;
+
+static void
+put(unsigned char *dest, Py_ssize_t width, const int64_t *to, Py_ssize_t count,
+    const unsigned char *from)
+{
+#define PUT_LOOP(W)                                                                \
+    for (Py_ssize_t i = 0; i < count; i++) {                                       \
+        if (i + AHEAD < count) {                                                   \
+            PREFETCH_W(dest + to[i + AHEAD] * (W));                                \
+        }                                                                          \
+        memcpy(dest + to[i] * (W), from + i * (W), (size_t)(W));                   \
+    }
+    switch (width) {
+    case 1: PUT_LOOP(1) break;
+    case 2: PUT_LOOP(2) break;
+    case 4: PUT_LOOP(4) break;
+    case 8: PUT_LOOP(8) break;
+    case 16: PUT_LOOP(16) break;
+    case 32: PUT_LOOP(32) break;
+    default: PUT_LOOP(width)
+    }
+#undef PUT_LOOP
+}
+
+static int
+slots_view(PyObject *obj, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return -1;
+    }
+    const char *f = view->format == NULL ? "B" : view->format;
+    if (*f == '<' || *f == '=' || *f == '@') {
+        f++;
+    }
+    if (view->itemsize != 8 || (f[0] != 'q' && f[0] != 'l') || f[1] != '\0' ||
+        (uintptr_t)view->buf % 8 != 0) {
+        PyErr_Format(PyExc_TypeError, "slots must be an aligned buffer of int64, got format %s",
+                     view->format == NULL ? "(none)" : view->format);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+decode(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *message_obj, *columns_obj, *slots_obj;
+    int codec;
+    Py_ssize_t start, stop, rows;
+    long long expected;
+    if (!PyArg_ParseTuple(args, "OiOOnnnL:decode", &message_obj, &codec, &columns_obj,
+                          &slots_obj, &start, &stop, &rows, &expected)) {
+        return NULL;
+    }
+    if (codec < -1 || codec > 1) {
+        PyErr_Format(PyExc_ValueError, "codec must be -1, 0 or 1, got %d", codec);
+        return NULL;
+    }
+    if (start < 0 || stop < start || rows < stop) {
+        PyErr_Format(PyExc_ValueError, "records [%zd, %zd) of %zd", start, stop, rows);
+        return NULL;
+    }
+    if (expected >= 0 && !hw_crc) {
+        PyErr_SetString(PyExc_ValueError, "no crc32c instruction here (HW_CRC is False)");
+        return NULL;
+    }
+    /* a tuple of its own: converting an item may run Python code that changes a list */
+    PyObject *columns = PySequence_Tuple(columns_obj);
+    if (columns == NULL) {
+        return NULL;
+    }
+    const Py_ssize_t ncols = PyTuple_GET_SIZE(columns);
+    if (ncols > MAX_COLUMNS) {
+        Py_DECREF(columns);
+        PyErr_Format(PyExc_ValueError, "at most %d columns, got %zd", MAX_COLUMNS, ncols);
+        return NULL;
+    }
+    Py_buffer message, slots;
+    Column cols[MAX_COLUMNS];
+    Py_ssize_t held = 0;
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(message_obj, &message, PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(columns);
+        return NULL;
+    }
+    if (slots_view(slots_obj, &slots) < 0) {
+        PyBuffer_Release(&message);
+        Py_DECREF(columns);
+        return NULL;
+    }
+    const Py_ssize_t count = stop - start;
+    const int64_t *to = (const int64_t *)slots.buf;
+    if (slots.len / 8 < count) {
+        PyErr_Format(PyExc_ValueError, "%zd slots for %zd records", slots.len / 8, count);
+        goto done;
+    }
+    int64_t least = 0, most = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        least = (i == 0 || to[i] < least) ? to[i] : least;
+        most = (i == 0 || to[i] > most) ? to[i] : most;
+    }
+    int direct = codec == -1 || (codec == 0 ? lz4f_create != NULL : zstd_decompress != NULL);
+    const unsigned char *base = (const unsigned char *)message.buf;
+    for (; held < ncols; held++) {
+        Py_ssize_t begin, length, width;
+        PyObject *dest;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(columns, held), "nnOn:decode column", &begin,
+                              &length, &dest, &width)) {
+            goto done;
+        }
+        if (width <= 0) {
+            PyErr_Format(PyExc_ValueError, "column %zd: width must be > 0, got %zd", held,
+                         width);
+            goto done;
+        }
+        Column *c = &cols[held];
+        if (PyObject_GetBuffer(dest, &c->dest, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            goto done;
+        }
+        c->width = width;
+        c->plain = 0;
+        Py_ssize_t need = rows * width;
+        if (count && (least < 0 || most >= c->dest.len / width)) {
+            PyErr_Format(PyExc_IndexError, "column %zd: slot %lld of %zd", held,
+                         (long long)(least < 0 ? least : most), c->dest.len / width);
+            held++;
+            goto done;
+        }
+        if (begin < 0 || length < 0 || begin > message.len || length > message.len - begin) {
+            direct = 0; /* outside the message: left to Arrow's decoder */
+            continue;
+        }
+        const unsigned char *raw = base + begin;
+        if (codec == -1) {
+            direct = direct && length >= need;
+            c->values = raw;
+            continue;
+        }
+        int64_t stated = -2;
+        if (length >= 8) {
+            memcpy(&stated, raw, 8); /* little-endian, as Arrow writes it */
+        }
+        if (stated == -1) { /* stored plain: it did not shrink */
+            direct = direct && length - 8 >= need;
+            c->values = raw + 8;
+        } else if (stated >= need && stated < need + 64) { /* padded to 8 bytes */
+            c->values = raw + 8;
+            c->size = (size_t)(length - 8);
+            c->plain = (size_t)stated;
+        } else {
+            direct = 0;
+        }
+    }
+    if (!direct) {
+        result = PyLong_FromLong(-2);
+        goto done;
+    }
+    long long crc = -1;
+    const char *problem = NULL;
+    Py_ssize_t failed = -1;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_X86_CRC
+    if (expected >= 0) {
+        crc = crc32c_hw(0, base, (size_t)message.len);
+    }
+#endif
+    if (expected < 0 || crc == expected) {
+        for (Py_ssize_t k = 0; k < ncols && problem == NULL; k++) {
+            Column *c = &cols[k];
+            const unsigned char *from = c->values;
+            unsigned char *scratch = NULL;
+            if (c->plain) {
+                scratch = malloc(c->plain);
+                problem = scratch == NULL ? "out of memory"
+                                          : inflate(codec, c->values, c->size, scratch,
+                                                    c->plain);
+                from = scratch;
+            }
+            if (problem == NULL) {
+                put((unsigned char *)c->dest.buf, c->width, to, count,
+                    from + start * c->width);
+            } else {
+                failed = k;
+            }
+            free(scratch);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (problem != NULL) {
+        PyErr_Format(PyExc_ValueError, "column %zd cannot be decompressed: %s", failed,
+                     problem);
+        goto done;
+    }
+    result = PyLong_FromLongLong(crc);
+done:
+    for (Py_ssize_t k = 0; k < held; k++) {
+        PyBuffer_Release(&cols[k].dest);
+    }
+    PyBuffer_Release(&slots);
+    PyBuffer_Release(&message);
+    Py_DECREF(columns);
+    return result;
+}
+
+/* crc32c(data, crc=0) -> int: the CPU's crc32c of data, continuing crc (for tests; needs
+   HW_CRC). */
+static PyObject *
+crc32c(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer data;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I:crc32c", &data, &crc)) {
+        return NULL;
+    }
+    if (!hw_crc) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "no crc32c instruction here (HW_CRC is False)");
+        return NULL;
+    }
+    uint32_t out = crc;
+#ifdef HAVE_X86_CRC
+    Py_BEGIN_ALLOW_THREADS
+    out = crc32c_hw(crc, (const unsigned char *)data.buf, (size_t)data.len);
+    Py_END_ALLOW_THREADS
+#endif
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(out);
+}
+
+static PyMethodDef module_methods[] = {
+    {"decode", decode, METH_VARARGS,
+     "decode(message, codec, columns, slots, start, stop, rows, expected) -> crc32c, -1 or "
+     "-2 (see the source)"},
+    {"crc32c", crc32c, METH_VARARGS, "crc32c(data, crc=0) -> int"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef decode_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "snapshot_cli._decode",
+    .m_doc = "A record batch's columns checked, decoded and put in their slots, without the "
+             "GIL.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__decode(void)
+{
+#ifdef HAVE_X86_CRC
+    __builtin_cpu_init();
+    hw_crc = __builtin_cpu_supports("sse4.2");
+#endif
+    zeros_table(long_shift, LONG_BLOCK);
+    zeros_table(short_shift, SHORT_BLOCK);
+    load_codecs();
+    PyObject *m = PyModule_Create(&decode_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObject(m, "HW_CRC", PyBool_FromLong(hw_crc)) < 0 ||
+        PyModule_AddObject(m, "LZ4", PyBool_FromLong(lz4f_create != NULL)) < 0 ||
+        PyModule_AddObject(m, "ZSTD", PyBool_FromLong(zstd_decompress != NULL)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

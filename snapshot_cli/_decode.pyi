@@ -1,0 +1,18 @@
+# Types of the compiled record batch decode (snapshot_cli/_decode.c).
+from typing import Any
+
+HW_CRC: bool
+LZ4: bool
+ZSTD: bool
+
+def decode(
+    message: Any,
+    codec: int,
+    columns: Any,
+    slots: Any,
+    start: int,
+    stop: int,
+    rows: int,
+    expected: int,
+) -> int: ...
+def crc32c(data: Any, crc: int = ...) -> int: ...
