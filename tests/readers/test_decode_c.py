@@ -1,0 +1,255 @@
+"""The compiled record batch decode (``snapshot_cli/_decode.c``): a record batch checked,
+decompressed and put in its slots in one call, equal to the step-by-step path it replaces."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli import _decode, ipc_layout
+from snapshot_cli.readers import direct, procs
+
+
+def test_the_system_codecs_and_the_crc_instruction_are_found_here() -> None:
+    """This suite runs on Linux x86-64 (Debian and Ubuntu install liblz4 and libzstd with
+    apt itself): the one-call path must be the one tested, not the fallback."""
+    assert sys.platform.startswith("linux")
+    assert _decode.HW_CRC and _decode.LZ4 and _decode.ZSTD
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=70_000), st.integers(0, 9), st.integers(0, 2**32 - 1))
+def test_crc32c_is_the_crc32c_packages(data: bytes, skip: int, start: int) -> None:
+    """Any length (the three-stream blocks of 8 KiB and 256 bytes, and the tail), any
+    alignment, continuing any crc."""
+    part = data[skip:]
+    assert _decode.crc32c(part) == crc32c.crc32c(part)
+    assert _decode.crc32c(part, start) == crc32c.crc32c(part, start)
+
+
+def _message(columns: dict[str, np.ndarray], codec: str | None) -> tuple[bytes, Any, Any]:
+    """A record batch of these (n, width) uint8 columns, as Arrow writes it → (its message,
+    its layout, the placement of its columns)."""
+    arrays = [
+        pa.ExtensionArray.from_storage(
+            pa.fixed_shape_tensor(pa.uint8(), [v.shape[1]]),
+            pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), v.shape[1]),
+        )
+        for v in columns.values()
+    ]
+    batch = pa.record_batch(arrays, names=list(columns))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(
+        sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression=codec)
+    ) as w:
+        w.write_batch(batch)
+    data = sink.getvalue().to_pybytes()
+    reader = pa.BufferReader(data)
+    pa.ipc.read_message(reader)
+    start = reader.tell()
+    pa.ipc.read_message(reader)
+    message = data[start : reader.tell()]
+    layout = ipc_layout.batch_layout(message[: ipc_layout.metadata_size(message[:8])], len(message))
+    placement = direct.Placement.of(batch.schema, list(columns))
+    assert placement is not None
+    return message, layout, placement
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.sampled_from([None, "lz4", "zstd"]),
+    st.lists(st.sampled_from([1, 3, 4, 8, 32, 100]), min_size=1, max_size=3),
+    st.integers(1, 300),
+    st.data(),
+)
+def test_decode_puts_each_record_in_its_slot(
+    codec: str | None, widths: list[int], rows: int, data: st.DataObject
+) -> None:
+    """Any codec, widths (the fixed ones and others), records [start, stop) of the batch, to
+    any slots of a window with spare rows: what numpy's fancy assignment does, and the
+    message's crc32c returned when asked for."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    smooth = data.draw(st.booleans())  # compressible, or not (then stored plain: size -1)
+    columns = {}
+    for k, w in enumerate(widths):
+        v = rng.integers(0, 256, (rows, w), dtype=np.uint8)
+        columns[f"c{k}"] = (v // 64 if smooth else v).astype(np.uint8)
+    message, layout, placement = _message(columns, codec)
+    start = data.draw(st.integers(0, rows))
+    stop = data.draw(st.integers(start, rows))
+    spare = data.draw(st.integers(0, 20))
+    slots = rng.permutation(rows + spare)[: stop - start].astype(np.int64)
+    dests = {
+        c: (np.zeros((rows + spare, v.shape[1]), np.uint8), v.shape[1]) for c, v in columns.items()
+    }
+    where = direct.regions(layout, placement, rows)
+    expected = crc32c.crc32c(message)
+    got = direct.decode(message, layout, where, dests, slots, (start, stop, rows), expected)
+    assert got == expected
+    for c, v in columns.items():
+        want = np.zeros_like(dests[c][0])
+        want[slots] = v[start:stop]
+        assert np.array_equal(dests[c][0], want), c
+    unchecked = {c: (np.zeros_like(d), w) for c, (d, w) in dests.items()}
+    assert direct.decode(message, layout, where, unchecked, slots, (start, stop, rows), -1) == -1
+    assert all(np.array_equal(unchecked[c][0], dests[c][0]) for c in columns)
+
+
+@pytest.mark.parametrize("codec", [None, "lz4", "zstd"])
+def test_decode_writes_nothing_when_the_checksum_differs(codec: str | None) -> None:
+    columns = {"x": (np.arange(400) % 7).astype(np.uint8).reshape(100, 4)}
+    message, layout, placement = _message(columns, codec)
+    dests = {"x": (np.zeros((100, 4), np.uint8), 4)}
+    where = direct.regions(layout, placement, 100)
+    slots = np.arange(100, dtype=np.int64)
+    right = crc32c.crc32c(message)
+    got = direct.decode(message, layout, where, dests, slots, (0, 100, 100), right ^ 1)
+    assert got == right
+    assert not dests["x"][0].any()
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_a_damaged_compressed_buffer_is_an_arrow_error_naming_its_column(codec: str) -> None:
+    """Unchecked (verify=False), a compressed stream that is damaged is the decompressor's
+    error, as Arrow's decoder would raise it: never a crash or a silent short write."""
+    columns = {"x": (np.arange(4000) % 5).astype(np.uint8).reshape(1000, 4)}
+    message, layout, placement = _message(columns, codec)
+    where = direct.regions(layout, placement, 1000)
+    begin, length = where["x"]
+    assert int.from_bytes(message[begin : begin + 8], "little") == 4000  # compressed
+    damaged = bytearray(message)
+    damaged[begin + 8 : begin + length] = bytes(length - 8)  # the stream zeroed
+    dests = {"x": (np.zeros((1000, 4), np.uint8), 4)}
+    slots = np.arange(1000, dtype=np.int64)
+    with pytest.raises(pa.ArrowInvalid, match="column 0 cannot be decompressed"):
+        direct.decode(bytes(damaged), layout, where, dests, slots, (0, 1000, 1000), -1)
+    truncated = bytearray(message)
+    truncated[begin : begin + 8] = (4000 + 64).to_bytes(8, "little")  # not this column's size
+    assert direct.decode(bytes(truncated), layout, where, dests, slots, (0, 1000, 1000), -1) == -2
+
+
+def test_decode_refuses_what_it_cannot_place_and_writes_nothing() -> None:
+    columns = {"a": np.ones((10, 4), np.uint8), "b": np.full((10, 8), 2, np.uint8)}
+    message, layout, placement = _message(columns, None)
+    where = direct.regions(layout, placement, 10)
+    good, dest = np.zeros((10, 4), np.uint8), np.zeros((10, 8), np.uint8)
+    dests = {"a": (good, 4), "b": (dest, 8)}
+    slots = np.arange(10, dtype=np.int64)
+    span = (0, 10, 10)
+    outside = {**where, "b": (len(message) - 8, 80)}  # past the message's end
+    assert direct.decode(message, layout, outside, dests, slots, span, -1) == -2
+    short = {**where, "b": (where["b"][0], 79)}  # a buffer too short for its records
+    assert direct.decode(message, layout, short, dests, slots, span, -1) == -2
+    with pytest.raises(IndexError, match="column 0: slot 10 of 10"):
+        direct.decode(message, layout, where, dests, slots + 1, span, -1)
+    with pytest.raises(IndexError, match="slot -1"):
+        direct.decode(message, layout, where, dests, slots - 1, span, -1)
+    assert not good.any() and not dest.any()
+    with pytest.raises(TypeError, match="slots must be an aligned buffer of int64"):
+        _decode.decode(message, -1, [(0, 8, good, 4)], slots.astype(np.int32), 0, 10, 10, -1)
+    with pytest.raises(ValueError, match=r"records \[3, 2\) of 10"):
+        _decode.decode(message, -1, [(0, 8, good, 4)], slots, 3, 2, 10, -1)
+    with pytest.raises(ValueError, match="1 slots for 10 records"):
+        _decode.decode(message, -1, [(0, 80, good, 4)], slots[:1], 0, 10, 10, -1)
+    with pytest.raises(ValueError, match="codec must be"):
+        _decode.decode(message, 2, [], slots, 0, 10, 10, -1)
+
+
+def _records() -> Any:
+    rng = np.random.default_rng(3)
+    for start in range(0, 3000, 300):
+        ids = np.arange(start, start + 300)
+        yield snap.Batch(
+            id=ids,
+            image=(rng.integers(0, 4, (300, 3, 20, 20)) * 60).astype(np.uint8),  # 1,200 bytes
+            rgb=np.stack([ids % 256] * 3, axis=1).astype(np.uint8),  # 3 bytes: no fixed loop
+            f=(ids * 0.25).astype(np.float32),
+        )
+
+
+@pytest.fixture(scope="module", params=["zstd", "lz4", "none"])
+def made(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("dec") / request.param
+    snap.create(_records, str(out), workers=0, shard_size="200KiB", batch_rows=100,
+                compression=request.param)  # fmt: skip
+    return str(out)
+
+
+def _epochs(path: str, verify: bool, **options: Any) -> list[list[dict[str, np.ndarray]]]:
+    with snap.open(path).loader(64, shuffle=True, seed=7, verify=verify, shuffle_buffer=700,
+                                **options) as loader:  # fmt: skip
+        return [[{k: v.copy() for k, v in b.items()} for b in loader] for _ in range(2)]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_the_loader_decodes_in_one_call_and_its_batches_are_the_same(
+    made: str, verify: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two shuffled epochs: the record batches of slot windows go through the one-call path
+    (counted), and every batch equals the one the step-by-step path (decode, then scatter)
+    gives, record for record."""
+    calls = []
+    real = direct.decode
+
+    def counted(*args: Any) -> int:
+        calls.append(args[-2])
+        return real(*args)
+
+    monkeypatch.setattr(direct, "decode", counted)
+    fused = _epochs(made, verify)
+    assert calls, "no record batch was decoded in one call"
+    assert any(start > 0 or stop < rows for start, stop, rows in calls)  # parts of batches
+    monkeypatch.setattr(direct, "_decode", None)
+    stepwise = _epochs(made, verify)
+    assert [len(e) for e in fused] == [len(e) for e in stepwise]
+    for a_epoch, b_epoch in zip(fused, stepwise, strict=True):
+        for a, b in zip(a_epoch, b_epoch, strict=True):
+            assert a.keys() == b.keys()
+            assert all(np.array_equal(a[k], b[k]) for k in a)
+    ids = np.sort(np.concatenate([b["id"] for b in fused[0]]))
+    assert np.array_equal(ids, np.arange(3000))
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_a_damaged_compressed_shard_unchecked_names_its_shard(tmp_path: Path, codec: str) -> None:
+    """verify=False and a compressed stream zeroed in a shard: the loader's error names the
+    shard and the record batch; nothing crashes."""
+    out = tmp_path / codec
+    snap.create(_records, str(out), workers=0, shard_size="200KiB", batch_rows=100,
+                compression=codec)  # fmt: skip
+    s = snap.open(str(out))
+    victim = Path(out) / s.shards[1].path
+    data = bytearray(victim.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 2000] = bytes(2000)
+    victim.write_bytes(bytes(data))
+    with pytest.raises(snap.SnapError, match=f"shard .*{victim.name}.* record batch"):
+        for _ in s.loader(64, shuffle=True, verify=False):
+            pass
+    with pytest.raises(snap.CorruptShardError, match=f"{victim.name} is damaged"):
+        for _ in s.loader(64, shuffle=True):
+            pass
+
+
+def test_decode_processes_take_the_same_path(made: str) -> None:
+    """Decode processes (started first, so that they decode every window) write the same
+    batches as threads."""
+    assert len(procs.pool().wait_ready(1)) >= 1
+    threads = _epochs(made, True)
+    with snap.open(made).loader(
+        64, shuffle=True, seed=7, shuffle_buffer=700, processes=1
+    ) as loader:
+        in_processes = [[{k: v.copy() for k, v in b.items()} for b in loader] for _ in range(2)]
+        assert loader.stats()["stage_seconds"]["decode_process_cpu"] > 0
+    for a_epoch, b_epoch in zip(threads, in_processes, strict=True):
+        for a, b in zip(a_epoch, b_epoch, strict=True):
+            assert all(np.array_equal(a[k], b[k]) for k in a)
