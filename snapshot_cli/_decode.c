@@ -21,8 +21,9 @@
  * written: the caller raises. Returns -2, nothing written and nothing checked, when a buffer
  * is not in the form placed directly (the caller then decodes it another way): a buffer
  * outside the message, too short for its records, a compressed buffer whose stated size does
- * not fit, a codec whose library is not there. ValueError when the decompressor fails
- * (damaged data whose checksum was not checked), IndexError for a slot outside a dest.
+ * not fit, a codec whose library is not there. DecompressError (a ValueError) when the
+ * decompressor fails (damaged data whose checksum was not checked; columns before it may
+ * have been written), IndexError for a slot outside a dest.
  *
  * The decompressors are the system's liblz4 and libzstd (loaded at import, by their stable
  * C API; Debian, Ubuntu, Fedora and macOS with Homebrew have them): LZ4 and ZSTD say
@@ -178,6 +179,7 @@ static lz4f_decompress_t lz4f_decompress;
 static is_error_t lz4f_is_error, zstd_is_error;
 static error_name_t lz4f_error_name, zstd_error_name;
 static zstd_decompress_t zstd_decompress;
+static PyObject *DecompressError; /* a ValueError: the data, not the call, is wrong */
 #define LZ4F_VERSION 100
 
 static void *
@@ -478,7 +480,7 @@ decode(PyObject *Py_UNUSED(module), PyObject *args)
     }
     Py_END_ALLOW_THREADS
     if (problem != NULL) {
-        PyErr_Format(PyExc_ValueError, "column %zd cannot be decompressed: %s", failed,
+        PyErr_Format(DecompressError, "column %zd cannot be decompressed: %s", failed,
                      problem);
         goto done;
     }
@@ -547,6 +549,12 @@ PyInit__decode(void)
     load_codecs();
     PyObject *m = PyModule_Create(&decode_module);
     if (m == NULL) {
+        return NULL;
+    }
+    DecompressError = PyErr_NewException("snapshot_cli._decode.DecompressError",
+                                         PyExc_ValueError, NULL);
+    if (DecompressError == NULL || PyModule_AddObjectRef(m, "DecompressError", DecompressError) < 0) {
+        Py_DECREF(m);
         return NULL;
     }
     if (PyModule_AddObject(m, "HW_CRC", PyBool_FromLong(hw_crc)) < 0 ||

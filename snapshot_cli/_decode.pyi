@@ -5,6 +5,8 @@ HW_CRC: bool
 LZ4: bool
 ZSTD: bool
 
+class DecompressError(ValueError): ...
+
 def decode(
     message: Any,
     codec: int,

@@ -192,5 +192,5 @@ def decode(
     columns = [(begin, length, *dests[name]) for name, (begin, length) in where.items()]
     try:
         return int(_decode.decode(message, codec, columns, slots, start, stop, rows, expected))
-    except ValueError as err:  # the decompressor's, of a buffer not checked by its crc32c
+    except _decode.DecompressError as err:  # a buffer not checked by its crc32c is damaged
         raise pa.ArrowInvalid(str(err)) from err
