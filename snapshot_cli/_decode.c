@@ -9,6 +9,7 @@
  * epoch). Here all of it happens between one release and one re-acquisition.
  *
  *   decode(message, codec, columns, slots, start, stop, rows, expected) -> int
+ *   decode_many([(message, codec, ...), ...]) -> [int or str, ...]  # many, one release
  *
  * message: the record batch's whole IPC message (its crc32c is the manifest's); codec: -1
  * (buffers stored plain), 0 (LZ4 frame) or 1 (zstd), Arrow's IPC body compression; columns:
@@ -291,6 +292,19 @@ typedef struct {
     size_t plain;                /* bytes it decompresses to (0: stored plain) */
 } Column;
 
+/* One record batch's part: what decode(...) is given, its views, and what became of it. */
+typedef struct {
+    Py_buffer message, slots;
+    int have_message, have_slots;
+    int codec;
+    Py_ssize_t start, stop, rows, ncols, held; /* held: columns whose dest view is held */
+    long long expected, crc;
+    int direct;          /* in the form placed here (else nothing is done: -2) */
+    const char *problem; /* the decompressor's complaint, of column failed */
+    Py_ssize_t failed;
+    Column *cols;
+} Job;
+
 static void
 put(unsigned char *dest, Py_ssize_t width, const int64_t *to, Py_ssize_t count,
     const unsigned char *from)
@@ -334,98 +348,119 @@ slots_view(PyObject *obj, Py_buffer *view)
     return 0;
 }
 
-static PyObject *
-decode(PyObject *Py_UNUSED(module), PyObject *args)
+static void
+job_release(Job *j)
+{
+    for (Py_ssize_t k = 0; k < j->held; k++) {
+        PyBuffer_Release(&j->cols[k].dest);
+    }
+    j->held = 0;
+    PyMem_Free(j->cols);
+    j->cols = NULL;
+    if (j->have_slots) {
+        PyBuffer_Release(&j->slots);
+        j->have_slots = 0;
+    }
+    if (j->have_message) {
+        PyBuffer_Release(&j->message);
+        j->have_message = 0;
+    }
+}
+
+/* Take a job's arguments (a tuple of decode's), hold its views and check them, with the
+   GIL: 0, or -1 with an exception set (the job's views are then released). */
+static int
+job_prepare(PyObject *args, Job *j)
 {
     PyObject *message_obj, *columns_obj, *slots_obj;
-    int codec;
-    Py_ssize_t start, stop, rows;
-    long long expected;
-    if (!PyArg_ParseTuple(args, "OiOOnnnL:decode", &message_obj, &codec, &columns_obj,
-                          &slots_obj, &start, &stop, &rows, &expected)) {
-        return NULL;
+    memset(j, 0, sizeof(*j));
+    j->failed = -1;
+    if (!PyArg_ParseTuple(args, "OiOOnnnL:decode", &message_obj, &j->codec, &columns_obj,
+                          &slots_obj, &j->start, &j->stop, &j->rows, &j->expected)) {
+        return -1;
     }
-    if (codec < -1 || codec > 1) {
-        PyErr_Format(PyExc_ValueError, "codec must be -1, 0 or 1, got %d", codec);
-        return NULL;
+    if (j->codec < -1 || j->codec > 1) {
+        PyErr_Format(PyExc_ValueError, "codec must be -1, 0 or 1, got %d", j->codec);
+        return -1;
     }
-    if (start < 0 || stop < start || rows < stop) {
-        PyErr_Format(PyExc_ValueError, "records [%zd, %zd) of %zd", start, stop, rows);
-        return NULL;
+    if (j->start < 0 || j->stop < j->start || j->rows < j->stop) {
+        PyErr_Format(PyExc_ValueError, "records [%zd, %zd) of %zd", j->start, j->stop,
+                     j->rows);
+        return -1;
     }
-    if (expected >= 0 && !hw_crc) {
+    if (j->expected >= 0 && !hw_crc) {
         PyErr_SetString(PyExc_ValueError, "no crc32c instruction here (HW_CRC is False)");
-        return NULL;
+        return -1;
     }
     /* a tuple of its own: converting an item may run Python code that changes a list */
     PyObject *columns = PySequence_Tuple(columns_obj);
     if (columns == NULL) {
-        return NULL;
+        return -1;
     }
-    const Py_ssize_t ncols = PyTuple_GET_SIZE(columns);
-    if (ncols > MAX_COLUMNS) {
-        Py_DECREF(columns);
-        PyErr_Format(PyExc_ValueError, "at most %d columns, got %zd", MAX_COLUMNS, ncols);
-        return NULL;
+    j->ncols = PyTuple_GET_SIZE(columns);
+    if (j->ncols > MAX_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "at most %d columns, got %zd", MAX_COLUMNS, j->ncols);
+        goto fail;
     }
-    Py_buffer message, slots;
-    Column cols[MAX_COLUMNS];
-    Py_ssize_t held = 0;
-    PyObject *result = NULL;
-    if (PyObject_GetBuffer(message_obj, &message, PyBUF_C_CONTIGUOUS) < 0) {
-        Py_DECREF(columns);
-        return NULL;
+    j->cols = PyMem_Calloc(j->ncols > 0 ? (size_t)j->ncols : 1, sizeof(Column));
+    if (j->cols == NULL) {
+        PyErr_NoMemory();
+        goto fail;
     }
-    if (slots_view(slots_obj, &slots) < 0) {
-        PyBuffer_Release(&message);
-        Py_DECREF(columns);
-        return NULL;
+    if (PyObject_GetBuffer(message_obj, &j->message, PyBUF_C_CONTIGUOUS) < 0) {
+        goto fail;
     }
-    const Py_ssize_t count = stop - start;
-    const int64_t *to = (const int64_t *)slots.buf;
-    if (slots.len / 8 < count) {
-        PyErr_Format(PyExc_ValueError, "%zd slots for %zd records", slots.len / 8, count);
-        goto done;
+    j->have_message = 1;
+    if (slots_view(slots_obj, &j->slots) < 0) {
+        goto fail;
+    }
+    j->have_slots = 1;
+    const Py_ssize_t count = j->stop - j->start;
+    const int64_t *to = (const int64_t *)j->slots.buf;
+    if (j->slots.len / 8 < count) {
+        PyErr_Format(PyExc_ValueError, "%zd slots for %zd records", j->slots.len / 8, count);
+        goto fail;
     }
     int64_t least = 0, most = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         least = (i == 0 || to[i] < least) ? to[i] : least;
         most = (i == 0 || to[i] > most) ? to[i] : most;
     }
-    int direct = codec == -1 || (codec == 0 ? lz4f_create != NULL : zstd_decompress != NULL);
-    const unsigned char *base = (const unsigned char *)message.buf;
-    for (; held < ncols; held++) {
+    j->direct =
+        j->codec == -1 || (j->codec == 0 ? lz4f_create != NULL : zstd_decompress != NULL);
+    const unsigned char *base = (const unsigned char *)j->message.buf;
+    const Py_ssize_t length_of_message = j->message.len;
+    for (Py_ssize_t k = 0; k < j->ncols; k++) {
         Py_ssize_t begin, length, width;
         PyObject *dest;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(columns, held), "nnOn:decode column", &begin,
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(columns, k), "nnOn:decode column", &begin,
                               &length, &dest, &width)) {
-            goto done;
+            goto fail;
         }
         if (width <= 0) {
-            PyErr_Format(PyExc_ValueError, "column %zd: width must be > 0, got %zd", held,
-                         width);
-            goto done;
+            PyErr_Format(PyExc_ValueError, "column %zd: width must be > 0, got %zd", k, width);
+            goto fail;
         }
-        Column *c = &cols[held];
+        Column *c = &j->cols[k];
         if (PyObject_GetBuffer(dest, &c->dest, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-            goto done;
+            goto fail;
         }
+        j->held = k + 1;
         c->width = width;
-        c->plain = 0;
-        Py_ssize_t need = rows * width;
         if (count && (least < 0 || most >= c->dest.len / width)) {
-            PyErr_Format(PyExc_IndexError, "column %zd: slot %lld of %zd", held,
+            PyErr_Format(PyExc_IndexError, "column %zd: slot %lld of %zd", k,
                          (long long)(least < 0 ? least : most), c->dest.len / width);
-            held++;
-            goto done;
+            goto fail;
         }
-        if (begin < 0 || length < 0 || begin > message.len || length > message.len - begin) {
-            direct = 0; /* outside the message: left to Arrow's decoder */
+        const Py_ssize_t need = j->rows * width;
+        if (begin < 0 || length < 0 || begin > length_of_message ||
+            length > length_of_message - begin) {
+            j->direct = 0; /* outside the message: left to Arrow's decoder */
             continue;
         }
         const unsigned char *raw = base + begin;
-        if (codec == -1) {
-            direct = direct && length >= need;
+        if (j->codec == -1) {
+            j->direct = j->direct && length >= need;
             c->values = raw;
             continue;
         }
@@ -434,65 +469,144 @@ decode(PyObject *Py_UNUSED(module), PyObject *args)
             memcpy(&stated, raw, 8); /* little-endian, as Arrow writes it */
         }
         if (stated == -1) { /* stored plain: it did not shrink */
-            direct = direct && length - 8 >= need;
+            j->direct = j->direct && length - 8 >= need;
             c->values = raw + 8;
         } else if (stated >= need && stated < need + 64) { /* padded to 8 bytes */
             c->values = raw + 8;
             c->size = (size_t)(length - 8);
             c->plain = (size_t)stated;
         } else {
-            direct = 0;
+            j->direct = 0;
         }
     }
-    if (!direct) {
-        result = PyLong_FromLong(-2);
-        goto done;
+    Py_DECREF(columns);
+    return 0;
+fail:
+    Py_DECREF(columns);
+    job_release(j);
+    return -1;
+}
+
+/* Without the GIL: check, decompress, put. Nothing is written on a checksum mismatch. */
+static void
+job_run(Job *j)
+{
+    j->crc = -1;
+    if (!j->direct) {
+        return;
     }
-    long long crc = -1;
-    const char *problem = NULL;
-    Py_ssize_t failed = -1;
-    Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_X86_CRC
-    if (expected >= 0) {
-        crc = crc32c_hw(0, base, (size_t)message.len);
+    if (j->expected >= 0) {
+        j->crc = crc32c_hw(0, (const unsigned char *)j->message.buf, (size_t)j->message.len);
+        if (j->crc != j->expected) {
+            return;
+        }
     }
 #endif
-    if (expected < 0 || crc == expected) {
-        for (Py_ssize_t k = 0; k < ncols && problem == NULL; k++) {
-            Column *c = &cols[k];
-            const unsigned char *from = c->values;
-            unsigned char *scratch = NULL;
-            if (c->plain) {
-                scratch = malloc(c->plain);
-                problem = scratch == NULL ? "out of memory"
-                                          : inflate(codec, c->values, c->size, scratch,
-                                                    c->plain);
-                from = scratch;
-            }
-            if (problem == NULL) {
-                put((unsigned char *)c->dest.buf, c->width, to, count,
-                    from + start * c->width);
-            } else {
-                failed = k;
-            }
-            free(scratch);
+    const int64_t *to = (const int64_t *)j->slots.buf;
+    const Py_ssize_t count = j->stop - j->start;
+    for (Py_ssize_t k = 0; k < j->ncols; k++) {
+        Column *c = &j->cols[k];
+        const unsigned char *from = c->values;
+        unsigned char *scratch = NULL;
+        if (c->plain) {
+            scratch = malloc(c->plain);
+            j->problem = scratch == NULL
+                             ? "out of memory"
+                             : inflate(j->codec, c->values, c->size, scratch, c->plain);
+            from = scratch;
+        }
+        if (j->problem == NULL) {
+            put((unsigned char *)c->dest.buf, c->width, to, count, from + j->start * c->width);
+        }
+        free(scratch);
+        if (j->problem != NULL) {
+            j->failed = k;
+            return;
         }
     }
+}
+
+/* A job's outcome: its crc32c (-1 unchecked), -2 (not placed here), or the decompressor's
+   complaint (a str). */
+static PyObject *
+job_result(const Job *j)
+{
+    if (!j->direct) {
+        return PyLong_FromLong(-2);
+    }
+    if (j->problem != NULL) {
+        return PyUnicode_FromFormat("column %zd cannot be decompressed: %s", j->failed,
+                                    j->problem);
+    }
+    return PyLong_FromLongLong(j->crc);
+}
+
+static PyObject *
+decode(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Job j;
+    if (job_prepare(args, &j) < 0) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    job_run(&j);
     Py_END_ALLOW_THREADS
-    if (problem != NULL) {
-        PyErr_Format(DecompressError, "column %zd cannot be decompressed: %s", failed,
-                     problem);
+    PyObject *result = job_result(&j);
+    job_release(&j);
+    if (result != NULL && PyUnicode_Check(result)) {
+        PyErr_SetObject(DecompressError, result);
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+/* decode_many(jobs) -> list: decode(*job) for each job (a tuple of decode's arguments), the
+   GIL let go once for all of them. Each item of the list is what decode returns for its job,
+   or, where its data could not be decompressed, what DecompressError would say (a str; the
+   other jobs are done). A job with wrong arguments raises, and no job is done. */
+static PyObject *
+decode_many(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    PyObject *jobs = PySequence_Tuple(arg);
+    if (jobs == NULL) {
+        return NULL;
+    }
+    const Py_ssize_t n = PyTuple_GET_SIZE(jobs);
+    Job *all = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(Job));
+    PyObject *out = NULL;
+    Py_ssize_t ready = 0;
+    if (all == NULL) {
+        PyErr_NoMemory();
         goto done;
     }
-    result = PyLong_FromLongLong(crc);
-done:
-    for (Py_ssize_t k = 0; k < held; k++) {
-        PyBuffer_Release(&cols[k].dest);
+    for (; ready < n; ready++) {
+        if (job_prepare(PyTuple_GET_ITEM(jobs, ready), &all[ready]) < 0) {
+            goto done;
+        }
     }
-    PyBuffer_Release(&slots);
-    PyBuffer_Release(&message);
-    Py_DECREF(columns);
-    return result;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        job_run(&all[k]);
+    }
+    Py_END_ALLOW_THREADS
+    out = PyList_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+        PyObject *item = job_result(&all[k]);
+        if (item == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, k, item);
+    }
+done:
+    for (Py_ssize_t k = 0; k < ready; k++) {
+        job_release(&all[k]);
+    }
+    PyMem_Free(all);
+    Py_DECREF(jobs);
+    return out;
 }
 
 /* crc32c(data, crc=0) -> int: the CPU's crc32c of data, continuing crc (for tests; needs
@@ -524,6 +638,8 @@ static PyMethodDef module_methods[] = {
     {"decode", decode, METH_VARARGS,
      "decode(message, codec, columns, slots, start, stop, rows, expected) -> crc32c, -1 or "
      "-2 (see the source)"},
+    {"decode_many", decode_many, METH_O,
+     "decode_many(jobs) -> list: decode(*job) for each, the GIL let go once (see the source)"},
     {"crc32c", crc32c, METH_VARARGS, "crc32c(data, crc=0) -> int"},
     {NULL, NULL, 0, NULL},
 };

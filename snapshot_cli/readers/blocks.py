@@ -116,10 +116,7 @@ class BlockFile:
                 placed = direct.place(
                     view, layout, self._regions(i, layout, placement, rows), targets
                 )
-            if not placed:
-                return False
-        if check:
-            self._done[i] = True
+            return bool(placed)
         return True
 
     def map(self) -> mmap.mmap:
@@ -172,7 +169,6 @@ class BlockFile:
         buf = memoryview(self._message(i))
         if verify and not self._done[i]:
             self._check(i, crc32c.crc32c(buf))
-            self._done[i] = True
         layout = self._layout(i, lambda n: bytes(buf[:n]))
         if layout is None:
             return None
@@ -182,7 +178,7 @@ class BlockFile:
             self._note(i, placement, rows, where)  # a later epoch may gather from it
         return direct.values(buf, layout, where, placement, rows)
 
-    def read_slots(
+    def slot_job(
         self,
         i: int,
         verify: bool,
@@ -190,27 +186,32 @@ class BlockFile:
         dests: dict[str, tuple[np.ndarray, int]],
         slots: np.ndarray,
         span: tuple[int, int, int],
-    ) -> bool:
-        """Records ``[start, stop)`` of record batch ``i`` (``span``: and its records) straight
-        to their ``slots`` of ``dests`` (:func:`.direct.decode`: checked, decoded and placed in
-        one call), checked first like :meth:`read`; False where not done that way."""
+        read_large: bool = False,
+    ) -> direct.SlotJob | None:
+        """Records ``[start, stop)`` of record batch ``i`` (``span``) as a job for
+        :func:`.direct.decode_many` (then :meth:`slot_done`), checked first like :meth:`read`:
+        :func:`.direct.slot_job`."""
         check = verify and not self._done[i]
         buf = self._message(i)
         layout = self._layout(i, lambda n: bytes(buf[:n]))
-        if layout is None or not direct.slots_ready(layout, check):
-            return False
+        if layout is None:
+            return None
         self._fits(i, layout.body_start, layout.body_length)
         where = self._regions(i, layout, placement, span[2])
-        if not where:
+        expected = int(self._crcs[i]) if check else -1
+        return direct.slot_job(buf, layout, where, dests, slots, span, expected, i, read_large)
+
+    def slot_done(self, job: direct.SlotJob, result: int | str, placement: Placement) -> bool:
+        """After :func:`.direct.decode_many`: CorruptShardError, or ArrowInvalid for damaged
+        data; False where it was not placed (nothing done)."""
+        if isinstance(result, str):
+            raise pa.ArrowInvalid(result)
+        if result == -2:
             return False
-        crc = direct.decode(buf, layout, where, dests, slots, span, self._crcs[i] if check else -1)
-        if crc == -2:
-            return False
-        if check:
-            self._check(i, crc)
-            self._done[i] = True
-        if layout.codec is None:
-            self._note(i, placement, span[2], where)  # a later epoch may gather from it
+        if job.check:
+            self._check(job.batch, result)
+        if job.plain:  # a later epoch may gather from it
+            self._note(job.batch, placement, int(job.args[6]), job.where)
         return True
 
     def _message(self, i: int) -> Any:
@@ -363,7 +364,11 @@ class BlockFile:
             )
 
     def _check(self, i: int, crc: int) -> None:
-        if crc != self._crcs[i]:
+        """Record batch ``i`` is not checked again if ``crc`` is the manifest's; else
+        CorruptShardError."""
+        if crc == self._crcs[i]:
+            self._done[i] = True
+        else:
             raise CorruptShardError(
                 f"shard {self.url} is damaged: record batch {i} has crc32c {crc:08x}, the "
                 f"manifest says {self._crcs[i]:08x}; recreate the snapshot with "
@@ -375,7 +380,6 @@ class BlockFile:
         buf = self._read_block(i)
         if verify and not self._done[i]:
             self._check(i, crc32c.crc32c(buf))
-            self._done[i] = True
         batch, metadata, body = ipc_layout.message_batch(buf, self.schema)
         self._fits(i, metadata, body)
         return batch

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import direct
 from .blocks import BlockFile
 
 if TYPE_CHECKING:
+    from .direct import SlotJob
     from .gather import GatherWindow
     from .shard import ShardReaders
     from .sources import MultiReaders
@@ -49,11 +51,9 @@ def decode_segment(
         if targets is not None and readers.read_into(shard, batch, rows, targets, verify):
             window.settle(offset, targets)
             return "into window"
-        slotted = window.slot_columns()
-        if slotted is not None and readers.read_slots(
-            shard, batch, slotted[0], slotted[1][offset : offset + stop - start],
-            (start, stop, rows), verify,
-        ):  # fmt: skip
+        if _in_slots(readers, window, [(offset, shard, batch, rows, start, stop)], verify, False)[
+            0
+        ]:
             return "into slots"
         decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows, verify)
         if decoded is not None:
@@ -64,6 +64,56 @@ def decode_segment(
     rb = readers.read_batch(shard, batch, rows, verify)
     window.fill(offset, rb.select(columns), start, stop)
     return "arrow"
+
+
+def decode_segments(
+    readers: ShardReaders | MultiReaders,
+    window: Window,
+    columns: list[str],
+    segments: list[tuple[int, int, int, int, int, int]],
+) -> list[str]:
+    """Several segments (``(offset, shard, batch, rows, start, stop)`` each, as
+    :func:`decode_segment` takes them) of one window: in a shuffled window, every one that
+    can be is checked, decoded and put in its slots in one compiled call for all of them
+    (:func:`.direct.decode_many`: a read thread then waits once for the GIL, not once per
+    record batch); the others one by one. Returns how, per segment."""
+    if not readers.direct:
+        return [decode_segment(readers, window, columns, *seg) for seg in segments]
+    done = _in_slots(readers, window, segments, None, window.reads_large)
+    return [
+        "into slots" if placed else decode_segment(readers, window, columns, *seg)
+        for seg, placed in zip(segments, done, strict=True)
+    ]
+
+
+def _in_slots(
+    readers: ShardReaders | MultiReaders,
+    window: Window,
+    segments: list[tuple[int, int, int, int, int, int]],
+    verify: bool | None,
+    read_large: bool,
+) -> list[bool]:
+    """Each segment straight to its slots where it can be (:func:`.direct.decode_many`, one
+    call for all; ``read_large``: not a whole uncompressed record batch that needs no check,
+    which the kernel reads to its slots faster); per segment, whether it was (nothing was
+    done for the others)."""
+    slotted = window.slot_columns() if readers.direct else None
+    if slotted is None or not direct.AVAILABLE:
+        return [False] * len(segments)
+    dests, slot_of = slotted
+    jobs: list[tuple[int, int, SlotJob]] = []  # (segment, shard, job)
+    for k, (offset, shard, batch, rows, start, stop) in enumerate(segments):
+        slots = slot_of[offset : offset + stop - start]
+        span = (start, stop, rows)
+        job = readers.slot_job(shard, batch, dests, slots, span, verify, read_large)
+        if job is not None:
+            jobs.append((k, shard, job))
+    done = [False] * len(segments)
+    if jobs:
+        results = direct.decode_many([job.args for _, _, job in jobs])
+        for (k, shard, job), result in zip(jobs, results, strict=True):
+            done[k] = readers.slot_done(shard, job, result)
+    return done
 
 
 def gather_known(

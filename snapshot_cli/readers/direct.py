@@ -24,14 +24,15 @@ import cramjam
 import numpy as np
 import pyarrow as pa
 
+from .. import schema as schema_mod
+from ..ipc_layout import LZ4_FRAME, BatchLayout, Slot, column_slots
+from .window import FIXED_KINDS, numpy_dtype, row_shape
+
 try:
     from .. import _decode
 except ImportError:  # not compiled (no C compiler at install): the steps below, one by one
     _decode = None  # type: ignore[assignment]
-
-from .. import schema as schema_mod
-from ..ipc_layout import LZ4_FRAME, BatchLayout, Slot, column_slots
-from .window import FIXED_KINDS, numpy_dtype, row_shape
+AVAILABLE = _decode is not None  # record batches may be decoded into slots in one call
 
 _DECOMPRESS = {LZ4_FRAME: cramjam.lz4.decompress_into, 1: cramjam.zstd.decompress_into}
 _CODECS = {LZ4_FRAME: pa.Codec("lz4"), 1: pa.Codec("zstd")}  # stateless: shared by threads
@@ -170,7 +171,19 @@ def slots_ready(layout: BatchLayout, check: bool) -> bool:
     return layout.codec is None or bool(_decode.LZ4 if layout.codec == LZ4_FRAME else _decode.ZSTD)
 
 
-def decode(
+@dataclass
+class SlotJob:
+    """A record batch's part prepared for :func:`decode_many` (``args``: the compiled
+    ``decode``'s arguments), and what its reader needs to finish it."""
+
+    args: tuple[Any, ...]
+    batch: int  # the record batch's number in its shard
+    check: bool  # its crc32c is computed and must match
+    where: dict[str, tuple[int, int]]
+    plain: bool  # stored uncompressed: a later epoch may gather from it
+
+
+def slot_job(
     message: Any,
     layout: BatchLayout,
     where: dict[str, tuple[int, int]],
@@ -178,19 +191,31 @@ def decode(
     slots: np.ndarray,
     span: tuple[int, int, int],
     expected: int,
-) -> int:
-    """Records ``[start, stop)`` of a record batch of ``rows`` (``span``), every placed column
-    (``where``: its :func:`regions`) decoded and put in its slots: record ``start + i`` to row
-    ``slots[i]`` of ``dests[column]`` (rows of bytes, and their width), in one compiled call
-    that lets go of the GIL once (``snapshot_cli/_decode.c``: with threads, each time a read
-    thread wants the GIL back, a consumer running Python may keep it for 5 ms). The crc32c of
-    the whole message is computed first where ``expected`` >= 0, and nothing is written
-    unless it matches. Returns the crc32c (-1 unchecked), or -2 where the batch is not in the
-    form placed directly (nothing checked or written)."""
+    batch: int = 0,
+    read_large: bool = False,
+) -> SlotJob | None:
+    """Records ``[start, stop)`` of record batch ``batch`` of ``rows`` (``span``), every
+    placed column (``where``: its :func:`regions`) bound for its slots, record ``start + i``
+    to row ``slots[i]`` of ``dests[column]`` (rows of bytes, and their width), its crc32c
+    checked first where ``expected`` >= 0: a job for :func:`decode_many`. None where that
+    cannot be done here, or (``read_large``) for a whole uncompressed record batch that needs
+    no check (the kernel reads it to its slots faster: :meth:`.blocks.BlockFile.read_into`)."""
     start, stop, rows = span
+    if not where or not slots_ready(layout, expected >= 0):
+        return None
+    if read_large and layout.codec is None and expected < 0 and stop - start == rows:
+        return None
     codec = -1 if layout.codec is None else (0 if layout.codec == LZ4_FRAME else 1)
     columns = [(begin, length, *dests[name]) for name, (begin, length) in where.items()]
-    try:
-        return int(_decode.decode(message, codec, columns, slots, start, stop, rows, expected))
-    except _decode.DecompressError as err:  # a buffer not checked by its crc32c is damaged
-        raise pa.ArrowInvalid(str(err)) from err
+    args = (message, codec, columns, slots, start, stop, rows, expected)
+    return SlotJob(args, batch, expected >= 0, where, layout.codec is None)
+
+
+def decode_many(jobs: list[tuple[Any, ...]]) -> list[int | str]:
+    """Each job (a :func:`slot_job`'s ``args``) checked, decoded and put in its slots, all in
+    one compiled call that lets go of the GIL once (``snapshot_cli/_decode.c``: with threads,
+    each time a read thread wants the GIL back, a consumer running Python may keep it for
+    5 ms). Per job: its crc32c (-1 unchecked; where it differs from the expected one nothing
+    of that job was written), -2 where it is not in the form placed directly (nothing checked
+    or written), or the decompressor's complaint about its damaged data (a str)."""
+    return list(_decode.decode_many(jobs))

@@ -12,6 +12,7 @@ the shard readers).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import procs
-from .decode import chunked, decode_segment, gather_known
+from .decode import chunked, decode_segment, decode_segments, gather_known
 from .gather import GatherWindow, populate
 from .prefetch import Closed
 from .serve import Server
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 # Decode processes take a window in chunks of about this many bytes of records (a quarter of
 # a window's share per process, within these bounds).
 CHUNK_MIN, CHUNK_MAX = 1 << 20, 16 << 20
+GROUP_BYTES = 4 << 20  # records a read thread decodes at once (see Run._load)
 
 
 @dataclass(frozen=True)
@@ -255,7 +257,13 @@ class Run:
             window.close()
             window = self.windows.get(b - a, inverse=slots, gathered=False)
         assert isinstance(window, Window)
-        work = iter(list(enumerate(zip(offsets, segments, strict=True))))
+        work = iter(list(zip(offsets, segments, strict=True)))
+        # Segments a read thread takes at once: ~GROUP_BYTES of records, so that it waits for
+        # the GIL once per group (a consumer running Python keeps it up to 5 ms each time),
+        # and at least 4 groups per thread, so that the threads finish together.
+        per_segment = max(1, nbytes // max(1, len(segments)))
+        n_threads = max(1, min(self.tuner.current, len(segments)))
+        group_size = max(1, min(GROUP_BYTES // per_segment, len(segments) // (4 * n_threads)))
         lock = threading.Lock()
         fresh = iter(window.fresh)
 
@@ -266,24 +274,25 @@ class Run:
                 if trace is not None:
                     trace.add("map new pages", t0, time.perf_counter(), bytes=part[2])
             while not self.stop.is_set():
-                with lock:
-                    item = next(work, None)
-                if item is None:
+                with lock:  # a group: decoded in one compiled call where it can be
+                    group = list(itertools.islice(work, group_size))
+                if not group:
                     break
-                k, (offset, seg) = item
-                shard, batch = int(blocks.shard[seg.block]), int(blocks.batch[seg.block])
-                rows = int(blocks.rows[seg.block])
+                jobs = [
+                    (offset, int(blocks.shard[seg.block]), int(blocks.batch[seg.block]),
+                     int(blocks.rows[seg.block]), seg.start, seg.stop)
+                    for offset, seg in group
+                ]  # fmt: skip
                 t0 = time.perf_counter()
-                how = decode_segment(self.readers, window, columns, offset, shard, batch, rows,
-                                     seg.start, seg.stop)  # fmt: skip
+                hows = decode_segments(self.readers, window, columns, jobs)
                 if trace is not None:
-                    trace.add("read+decode", t0, time.perf_counter(), shard=shard,
-                              record_batch=batch, rows=seg.rows, how=how)  # fmt: skip
+                    rows = sum(seg.rows for _, seg in group)
+                    trace.add("read+decode", t0, time.perf_counter(), segments=len(jobs),
+                              rows=rows, how=sorted(set(hows)))  # fmt: skip
             return time.perf_counter()
 
-        n = max(1, min(self.tuner.current, len(segments)))
         started = time.perf_counter()
-        futures = [self.read_pool.submit(worker) for _ in range(n)]
+        futures = [self.read_pool.submit(worker) for _ in range(n_threads)]
         return _Pending(window, futures, started, nbytes, sources)
 
     # --- decode processes (processes=N) ---------------------------------------------------

@@ -35,7 +35,7 @@ from ..manifest import ShardEntry
 from .blocks import BlockFile
 from .cache import CachedShard, ShardCache
 from .checksum import crc32c_buffer, crc32c_file
-from .direct import Placement
+from .direct import Placement, SlotJob
 from .fetch import Fetcher, shared_fetcher
 from .ranged import RangeFile, Tails
 
@@ -319,13 +319,12 @@ class ShardReaders:
     def read_values(
         self, shard: int, batch: int, rows: int, verify: bool | None = None
     ) -> dict[str, np.ndarray] | None:
-        """Record batch ``batch`` of ``shard``: its values (:func:`.direct.values`, by
-        :attr:`placement`), checked like :meth:`read_batch`; None where that cannot be done
-        here."""
+        """Record batch ``batch`` of ``shard``: its values (:func:`.direct.values`), checked
+        like :meth:`read_batch`; None where that cannot be done here."""
         check = self._check(verify)
         return self._direct(shard, batch, lambda f, place: f.read_values(batch, check, rows, place))
 
-    def read_slots(
+    def slot_job(
         self,
         shard: int,
         batch: int,
@@ -333,15 +332,18 @@ class ShardReaders:
         slots: np.ndarray,
         span: tuple[int, int, int],
         verify: bool | None = None,
-    ) -> bool:
-        """Records ``[start, stop)`` of record batch ``batch`` of ``shard`` (of ``rows``:
-        ``span``) straight to their slots (:meth:`BlockFile.read_slots`), checked like
-        :meth:`read_batch`; False where that cannot be done here."""
+        read_large: bool = False,
+    ) -> SlotJob | None:
+        """:meth:`BlockFile.slot_job` of record batch ``batch`` of ``shard``, checked like
+        :meth:`read_batch`, its errors named; None where it cannot be done here."""
         check = self._check(verify)
-        done = self._direct(
-            shard, batch, lambda f, place: f.read_slots(batch, check, place, dests, slots, span)
+        return self._direct(
+            shard, batch, lambda f, p: f.slot_job(batch, check, p, dests, slots, span, read_large)
         )
-        return bool(done)
+
+    def slot_done(self, shard: int, job: SlotJob, result: int | str) -> bool:
+        """:meth:`BlockFile.slot_done`, its errors named."""
+        return bool(self._direct(shard, job.batch, lambda f, p: f.slot_done(job, result, p)))
 
     def route(self, shard: int) -> tuple[ShardReaders, int]:
         return self, shard  # (a mixture's MultiReaders answers with one snapshot's readers)

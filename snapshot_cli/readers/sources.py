@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from .cache import ShardCache
-from .direct import Placement
+from .direct import Placement, SlotJob
 from .mix import Mixture
 from .plan import Blocks
 from .shard import ShardReaders
@@ -73,7 +73,7 @@ class MultiReaders:
         part, i = self.route(shard)
         return part.read_values(i, batch, rows, verify)
 
-    def read_slots(
+    def slot_job(
         self,
         shard: int,
         batch: int,
@@ -81,9 +81,14 @@ class MultiReaders:
         slots: np.ndarray,
         span: tuple[int, int, int],
         verify: bool | None = None,
-    ) -> bool:
+        read_large: bool = False,
+    ) -> SlotJob | None:
         part, i = self.route(shard)
-        return part.read_slots(i, batch, dests, slots, span, verify)
+        return part.slot_job(i, batch, dests, slots, span, verify, read_large)
+
+    def slot_done(self, shard: int, job: SlotJob, result: int | str) -> bool:
+        part, i = self.route(shard)
+        return part.slot_done(i, job, result)
 
     def release(self) -> None:
         for p in self.parts:

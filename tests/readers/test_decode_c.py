@@ -64,6 +64,18 @@ def _message(columns: dict[str, np.ndarray], codec: str | None) -> tuple[bytes, 
     return message, layout, placement
 
 
+def _job(message: Any, layout: Any, where: Any, dests: Any, slots: Any, span: Any, crc: int) -> Any:
+    job = direct.slot_job(message, layout, where, dests, slots, span, crc)
+    assert job is not None
+    return job.args
+
+
+def _one(message: Any, layout: Any, where: Any, dests: Any, slots: Any, span: Any, crc: int) -> int:
+    """One record batch's part through the compiled decode (DecompressError where damaged)."""
+    job = direct.slot_job(message, layout, where, dests, slots, span, crc)
+    return -2 if job is None else int(_decode.decode(*job.args))
+
+
 @settings(max_examples=120, deadline=None)
 @given(
     st.sampled_from([None, "lz4", "zstd"]),
@@ -93,15 +105,21 @@ def test_decode_puts_each_record_in_its_slot(
     }
     where = direct.regions(layout, placement, rows)
     expected = crc32c.crc32c(message)
-    got = direct.decode(message, layout, where, dests, slots, (start, stop, rows), expected)
-    assert got == expected
+    unchecked = {c: (np.zeros_like(d), w) for c, (d, w) in dests.items()}
+    span = (start, stop, rows)
+    jobs = [
+        _job(message, layout, where, dests, slots, span, expected),
+        _job(message, layout, where, unchecked, slots, span, -1),
+    ]
+    assert direct.decode_many(jobs) == [expected, -1]
     for c, v in columns.items():
         want = np.zeros_like(dests[c][0])
         want[slots] = v[start:stop]
         assert np.array_equal(dests[c][0], want), c
-    unchecked = {c: (np.zeros_like(d), w) for c, (d, w) in dests.items()}
-    assert direct.decode(message, layout, where, unchecked, slots, (start, stop, rows), -1) == -1
-    assert all(np.array_equal(unchecked[c][0], dests[c][0]) for c in columns)
+        assert np.array_equal(unchecked[c][0], want), c
+    again = {c: (np.zeros_like(d), w) for c, (d, w) in dests.items()}
+    assert _one(message, layout, where, again, slots, span, expected) == expected
+    assert all(np.array_equal(again[c][0], dests[c][0]) for c in columns)
 
 
 @pytest.mark.parametrize("codec", [None, "lz4", "zstd"])
@@ -112,8 +130,7 @@ def test_decode_writes_nothing_when_the_checksum_differs(codec: str | None) -> N
     where = direct.regions(layout, placement, 100)
     slots = np.arange(100, dtype=np.int64)
     right = crc32c.crc32c(message)
-    got = direct.decode(message, layout, where, dests, slots, (0, 100, 100), right ^ 1)
-    assert got == right
+    assert _one(message, layout, where, dests, slots, (0, 100, 100), right ^ 1) == right
     assert not dests["x"][0].any()
 
 
@@ -130,11 +147,20 @@ def test_a_damaged_compressed_buffer_is_an_arrow_error_naming_its_column(codec: 
     damaged[begin + 8 : begin + length] = bytes(length - 8)  # the stream zeroed
     dests = {"x": (np.zeros((1000, 4), np.uint8), 4)}
     slots = np.arange(1000, dtype=np.int64)
-    with pytest.raises(pa.ArrowInvalid, match="column 0 cannot be decompressed"):
-        direct.decode(bytes(damaged), layout, where, dests, slots, (0, 1000, 1000), -1)
+    span = (0, 1000, 1000)
+    with pytest.raises(_decode.DecompressError, match="column 0 cannot be decompressed"):
+        _one(bytes(damaged), layout, where, dests, slots, span, -1)
+    good = {"x": (np.zeros((1000, 4), np.uint8), 4)}
+    jobs = [
+        _job(bytes(damaged), layout, where, dests, slots, span, -1),
+        _job(message, layout, where, good, slots, span, -1),
+    ]
+    got = direct.decode_many(jobs)  # the damaged one said, the other one done
+    assert isinstance(got[0], str) and got[0].startswith("column 0 cannot be decompressed")
+    assert got[1] == -1 and np.array_equal(good["x"][0], columns["x"])
     truncated = bytearray(message)
     truncated[begin : begin + 8] = (4000 + 64).to_bytes(8, "little")  # not this column's size
-    assert direct.decode(bytes(truncated), layout, where, dests, slots, (0, 1000, 1000), -1) == -2
+    assert _one(bytes(truncated), layout, where, dests, slots, span, -1) == -2
 
 
 def test_decode_refuses_what_it_cannot_place_and_writes_nothing() -> None:
@@ -146,13 +172,13 @@ def test_decode_refuses_what_it_cannot_place_and_writes_nothing() -> None:
     slots = np.arange(10, dtype=np.int64)
     span = (0, 10, 10)
     outside = {**where, "b": (len(message) - 8, 80)}  # past the message's end
-    assert direct.decode(message, layout, outside, dests, slots, span, -1) == -2
+    assert _one(message, layout, outside, dests, slots, span, -1) == -2
     short = {**where, "b": (where["b"][0], 79)}  # a buffer too short for its records
-    assert direct.decode(message, layout, short, dests, slots, span, -1) == -2
+    assert _one(message, layout, short, dests, slots, span, -1) == -2
     with pytest.raises(IndexError, match="column 0: slot 10 of 10"):
-        direct.decode(message, layout, where, dests, slots + 1, span, -1)
+        _one(message, layout, where, dests, slots + 1, span, -1)
     with pytest.raises(IndexError, match="slot -1"):
-        direct.decode(message, layout, where, dests, slots - 1, span, -1)
+        _one(message, layout, where, dests, slots - 1, span, -1)
     assert not good.any() and not dest.any()
     with pytest.raises(TypeError, match="slots must be an aligned buffer of int64"):
         _decode.decode(message, -1, [(0, 8, good, 4)], slots.astype(np.int32), 0, 10, 10, -1)
@@ -185,7 +211,7 @@ def made(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 def _epochs(path: str, verify: bool, **options: Any) -> list[list[dict[str, np.ndarray]]]:
-    with snap.open(path).loader(64, shuffle=True, seed=7, verify=verify, shuffle_buffer=700,
+    with snap.open(path).loader(64, shuffle=True, seed=7, verify=verify, shuffle_buffer=3000,
                                 **options) as loader:  # fmt: skip
         return [[{k: v.copy() for k, v in b.items()} for b in loader] for _ in range(2)]
 
@@ -195,20 +221,23 @@ def test_the_loader_decodes_in_one_call_and_its_batches_are_the_same(
     made: str, verify: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two shuffled epochs: the record batches of slot windows go through the one-call path
-    (counted), and every batch equals the one the step-by-step path (decode, then scatter)
-    gives, record for record."""
-    calls = []
-    real = direct.decode
+    (counted), in groups, and every batch equals the one the step-by-step path (decode, then
+    scatter) gives, record for record."""
+    calls: list[tuple[int, int, int]] = []
+    sizes: list[int] = []
+    real = direct.decode_many
 
-    def counted(*args: Any) -> int:
-        calls.append(args[-2])
-        return real(*args)
+    def counted(jobs: list[tuple[Any, ...]]) -> list[int | str]:
+        calls.extend(job[4:7] for job in jobs)  # start, stop, rows
+        sizes.append(len(jobs))
+        return real(jobs)
 
-    monkeypatch.setattr(direct, "decode", counted)
+    monkeypatch.setattr(direct, "decode_many", counted)
     fused = _epochs(made, verify)
     assert calls, "no record batch was decoded in one call"
     assert any(start > 0 or stop < rows for start, stop, rows in calls)  # parts of batches
-    monkeypatch.setattr(direct, "_decode", None)
+    assert max(sizes) > 1  # record batches in groups, one call each
+    monkeypatch.setattr(direct, "AVAILABLE", False)
     stepwise = _epochs(made, verify)
     assert [len(e) for e in fused] == [len(e) for e in stepwise]
     for a_epoch, b_epoch in zip(fused, stepwise, strict=True):
@@ -246,7 +275,7 @@ def test_decode_processes_take_the_same_path(made: str) -> None:
     assert len(procs.pool().wait_ready(1)) >= 1
     threads = _epochs(made, True)
     with snap.open(made).loader(
-        64, shuffle=True, seed=7, shuffle_buffer=700, processes=1
+        64, shuffle=True, seed=7, shuffle_buffer=3000, processes=1
     ) as loader:
         in_processes = [[{k: v.copy() for k, v in b.items()} for b in loader] for _ in range(2)]
         assert loader.stats()["stage_seconds"]["decode_process_cpu"] > 0
