@@ -3,6 +3,7 @@ decompressed and put in its slots in one call, equal to the step-by-step path it
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -282,3 +283,30 @@ def test_decode_processes_take_the_same_path(made: str) -> None:
     for a_epoch, b_epoch in zip(threads, in_processes, strict=True):
         for a, b in zip(a_epoch, b_epoch, strict=True):
             assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("missing", ["HW_CRC", "LZ4", "ZSTD"])
+def test_without_a_library_or_the_crc_instruction_the_batches_are_the_same(
+    made: str, missing: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A machine without liblz4, libzstd or the crc32c instruction decodes step by step
+    where it must (a checksum to compute, that codec), in one call elsewhere: the batches are
+    the same either way. (A copy of the snapshot: its record batches not checked yet.)"""
+    want = _epochs(made, True)
+    codec = Path(made).name  # the fixture's snapshot is named after its codec
+    made = str(shutil.copytree(made, tmp_path / "copy"))
+    jobs: list[tuple[Any, ...]] = []
+    real = direct.decode_many
+    monkeypatch.setattr(direct, "decode_many", lambda js: jobs.extend(js) or real(js))
+    monkeypatch.setattr(_decode, missing, False)
+    got = _epochs(made, True)
+    for a_epoch, b_epoch in zip(got, want, strict=True):
+        assert len(a_epoch) == len(b_epoch)
+        for a, b in zip(a_epoch, b_epoch, strict=True):
+            assert all(np.array_equal(a[k], b[k]) for k in a)
+    codecs = {job[1] for job in jobs}
+    if missing == "HW_CRC":  # none checked in the compiled call (a 2nd epoch: some decoded)
+        assert all(job[7] == -1 for job in jobs)
+        assert jobs or codec == "none"  # whose 2nd epoch gathers
+    else:
+        assert (0 if missing == "LZ4" else 1) not in codecs
