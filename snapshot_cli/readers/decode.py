@@ -1,5 +1,6 @@
 """Decoding one segment of a window (records ``[start, stop)`` of one record batch) into its
-slots: the step a read thread (:mod:`.run`) or a decode process (:mod:`.decoder`) repeats; a
+slots: the step a decode process (:mod:`.decoder`) repeats, and a read thread (:mod:`.run`)
+takes in groups (:func:`decode_segments`: one compiled call for a group where it can be); a
 gathered window placed whole from where a first epoch found its record batches
 (:func:`gather_known`); and the runs of such steps (:func:`chunked`) a decode process is
 given at once."""
@@ -51,9 +52,8 @@ def decode_segment(
         if targets is not None and readers.read_into(shard, batch, rows, targets, verify):
             window.settle(offset, targets)
             return "into window"
-        if _in_slots(readers, window, [(offset, shard, batch, rows, start, stop)], verify, False)[
-            0
-        ]:
+        segment = (offset, shard, batch, rows, start, stop)
+        if _in_slots(readers, window, [segment], verify, read_large=False)[0]:
             return "into slots"
         decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows, verify)
         if decoded is not None:
