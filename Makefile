@@ -10,12 +10,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# setup.py, snapshot_cli/_gather.c, _shuffle.c and _decode.c: the compiled parts, built by the install
-$(VENV)/.installed: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c | $(BIN)/python
+# setup.py, snapshot_cli/_gather.c, _shuffle.c, _decode.c and _records.h: the compiled parts, built by the install
+$(VENV)/.installed: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c snapshot_cli/_records.h | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c snapshot_cli/_records.h | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
 

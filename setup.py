@@ -17,17 +17,20 @@ setup(
         Extension(
             "snapshot_cli._gather",
             sources=["snapshot_cli/_gather.c"],
+            depends=["snapshot_cli/_records.h"],
             optional=True,
         ),
         Extension(
             "snapshot_cli._decode",
             sources=["snapshot_cli/_decode.c"],
+            depends=["snapshot_cli/_records.h"],
             libraries=["dl"] if sys.platform.startswith("linux") else [],
             optional=True,
         ),
         Extension(
             "snapshot_cli._shuffle",
             sources=["snapshot_cli/_shuffle.c"],
+            depends=["snapshot_cli/_records.h"],
             optional=True,
         ),
     ]

@@ -32,10 +32,7 @@
  * (SSE 4.2, three streams at once), where there is one: HW_CRC. Without them the loader
  * keeps its other paths (crc32c package, Arrow's decompression).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_records.h"
 #if defined(__unix__) || defined(__APPLE__)
 #include <dlfcn.h>
 #define HAVE_DL 1
@@ -277,12 +274,6 @@ inflate(int codec, const unsigned char *src, size_t size, unsigned char *dst, si
 /* ---- decode ---- */
 
 #define MAX_COLUMNS 64
-#define AHEAD 16
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH_W(p) __builtin_prefetch((p), 1, 0)
-#else
-#define PREFETCH_W(p) ((void)(p))
-#endif
 
 typedef struct {
     Py_buffer dest;
@@ -304,49 +295,6 @@ typedef struct {
     Py_ssize_t failed;
     Column *cols;
 } Job;
-
-static void
-put(unsigned char *dest, Py_ssize_t width, const int64_t *to, Py_ssize_t count,
-    const unsigned char *from)
-{
-#define PUT_LOOP(W)                                                                \
-    for (Py_ssize_t i = 0; i < count; i++) {                                       \
-        if (i + AHEAD < count) {                                                   \
-            PREFETCH_W(dest + to[i + AHEAD] * (W));                                \
-        }                                                                          \
-        memcpy(dest + to[i] * (W), from + i * (W), (size_t)(W));                   \
-    }
-    switch (width) {
-    case 1: PUT_LOOP(1) break;
-    case 2: PUT_LOOP(2) break;
-    case 4: PUT_LOOP(4) break;
-    case 8: PUT_LOOP(8) break;
-    case 16: PUT_LOOP(16) break;
-    case 32: PUT_LOOP(32) break;
-    default: PUT_LOOP(width)
-    }
-#undef PUT_LOOP
-}
-
-static int
-slots_view(PyObject *obj, Py_buffer *view)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        return -1;
-    }
-    const char *f = view->format == NULL ? "B" : view->format;
-    if (*f == '<' || *f == '=' || *f == '@') {
-        f++;
-    }
-    if (view->itemsize != 8 || (f[0] != 'q' && f[0] != 'l') || f[1] != '\0' ||
-        (uintptr_t)view->buf % 8 != 0) {
-        PyErr_Format(PyExc_TypeError, "slots must be an aligned buffer of int64, got format %s",
-                     view->format == NULL ? "(none)" : view->format);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 static void
 job_release(Job *j)
@@ -411,7 +359,7 @@ job_prepare(PyObject *args, Job *j)
         goto fail;
     }
     j->have_message = 1;
-    if (slots_view(slots_obj, &j->slots) < 0) {
+    if (get_ints(slots_obj, &j->slots, 8, "slots") < 0) {
         goto fail;
     }
     j->have_slots = 1;
@@ -517,7 +465,8 @@ job_run(Job *j)
             from = scratch;
         }
         if (j->problem == NULL) {
-            put((unsigned char *)c->dest.buf, c->width, to, count, from + j->start * c->width);
+            put_records((unsigned char *)c->dest.buf, c->width, to, count,
+                        from + j->start * c->width);
         }
         free(scratch);
         if (j->problem != NULL) {

@@ -32,10 +32,7 @@
  *   scatter(slots, [(dest, width, src), ...])  # record i of each src to slot slots[i]
  *   populate(buffer, start, length)        # map those pages now (MADV_POPULATE_WRITE)
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_records.h"
 #if defined(__linux__)
 #include <sys/mman.h>
 #include <unistd.h>
@@ -108,38 +105,6 @@ Sources_dealloc(SourcesObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int
-get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        return -1;
-    }
-    const char *f = view->format == NULL ? "B" : view->format;
-    if (*f == '<' || *f == '=' || *f == '@') {
-        f++;
-    }
-    int ok = view->itemsize == itemsize && f[0] != '\0' && f[1] == '\0' &&
-             (itemsize == 8 ? (f[0] == 'q' || f[0] == 'l') : (f[0] == 'i' || f[0] == 'l')) &&
-             (uintptr_t)view->buf % (uintptr_t)itemsize == 0;
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError, "%s must be an aligned buffer of int%zd, got format %s",
-                     name, 8 * itemsize, view->format == NULL ? "(none)" : view->format);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH(p) __builtin_prefetch((p), 0, 0)
-#define PREFETCH_W(p) __builtin_prefetch((p), 1, 0)
-#else
-#define PREFETCH(p) ((void)(p))
-#define PREFETCH_W(p) ((void)(p))
-#endif
-/* Records ahead whose first bytes are asked for before they are copied: a gather of small
-   records waits on memory for each one (random reads), unless the reads overlap. */
-#define AHEAD 16
 
 /* Record i: out at dest (moving on by width, and to the next batch every batch_rows
    records), from source byte base[seg[i]] + row[i] * W of source src[seg[i]]. */
@@ -543,27 +508,10 @@ scatter(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
-#define SCATTER_LOOP(W)                                                            \
-    for (Py_ssize_t i = 0; i < count; i++) {                                       \
-        if (i + AHEAD < count) {                                                   \
-            PREFETCH_W(d + to[i + AHEAD] * (W));                                   \
-        }                                                                          \
-        memcpy(d + to[i] * (W), from + i * (W), (size_t)(W));                      \
-    }
     for (Py_ssize_t c = 0; c < ncols; c++) {
-        char *d = (char *)dest[c].buf;
-        const char *from = (const char *)src[c].buf;
-        switch (width[c]) {
-        case 1: SCATTER_LOOP(1) break;
-        case 2: SCATTER_LOOP(2) break;
-        case 4: SCATTER_LOOP(4) break;
-        case 8: SCATTER_LOOP(8) break;
-        case 16: SCATTER_LOOP(16) break;
-        case 32: SCATTER_LOOP(32) break;
-        default: SCATTER_LOOP(width[c])
-        }
+        put_records((unsigned char *)dest[c].buf, width[c], to, count,
+                    (const unsigned char *)src[c].buf);
     }
-#undef SCATTER_LOOP
     Py_END_ALLOW_THREADS
     Py_INCREF(Py_None);
     result = Py_None;

@@ -10,15 +10,7 @@
  * are numpy's (tests/readers/test_plan.py holds it to Generator.permutation for every numpy
  * bit generator), and asks for the far items a few swaps ahead.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH_W(p) __builtin_prefetch((p), 1, 0)
-#else
-#define PREFETCH_W(p) ((void)(p))
-#endif
+#include "_records.h"
 
 /* numpy's bit generator interface (numpy/random/bitgen.h; a BitGenerator's "capsule"). */
 typedef struct {
