@@ -6,7 +6,11 @@ and fixed-shape tensors of numbers: images, embeddings, labels) the values are o
 column, so snap places them itself: a compressed buffer is decompressed (``cramjam``, the GIL
 released) straight into the window's rows, and an uncompressed one is read from the file into
 them (``preadv`` scattering the message: the window's rows for the values, a scratch buffer
-for the rest), the crc32c of the message computed over the pieces in order.
+for the rest), the crc32c of the message computed over the pieces in order. In a shuffled
+window, record batches go to their records' slots: checked, decompressed and placed by a
+compiled call that takes a group of them and lets go of the GIL once (:func:`slot_job`,
+:func:`decode_many`; ``snapshot_cli/_decode.c``), else decoded (:func:`values`) and then
+scattered.
 
 What Arrow would check, this checks for these columns: the record count, each array's length,
 no nulls, each buffer inside the body and of exactly the size the rows need. Anything else (a
@@ -164,8 +168,8 @@ def values(
 
 
 def slots_ready(layout: BatchLayout, check: bool) -> bool:
-    """Whether :func:`decode` can place a record batch of this layout (``check``: and compute
-    its crc32c): compiled, with the codec's library and the CPU's crc32c where needed."""
+    """Whether :func:`decode_many` can place a record batch of this layout (``check``: and
+    compute its crc32c): compiled, with the codec's library and the CPU's crc32c if needed."""
     if _decode is None or (check and not _decode.HW_CRC):
         return False
     return layout.codec is None or bool(_decode.LZ4 if layout.codec == LZ4_FRAME else _decode.ZSTD)
