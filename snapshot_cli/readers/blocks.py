@@ -191,15 +191,14 @@ class BlockFile:
         """Records ``[start, stop)`` of record batch ``i`` (``span``) as a job for
         :func:`.direct.decode_many` (then :meth:`slot_done`), checked first like :meth:`read`:
         :func:`.direct.slot_job`."""
-        check = verify and not self._done[i]
         buf = self._message(i)
         layout = self._layout(i, lambda n: bytes(buf[:n]))
         if layout is None:
             return None
         self._fits(i, layout.body_start, layout.body_length)
         where = self._regions(i, layout, placement, span[2])
-        expected = int(self._crcs[i]) if check else -1
-        return direct.slot_job(buf, layout, where, dests, slots, span, expected, i, read_large)
+        crc = int(self._crcs[i]) if verify and not self._done[i] else -1  # -1: not checked
+        return direct.slot_job(buf, layout, where, dests, slots, span, crc, i, read_large, self)
 
     def slot_done(self, job: direct.SlotJob, result: int | str, placement: Placement) -> bool:
         """After :func:`.direct.decode_many`: CorruptShardError, or ArrowInvalid for damaged

@@ -34,11 +34,13 @@ def decode_segment(
     start: int,
     stop: int,
     verify: bool | None = None,
+    in_slots: bool = True,
 ) -> str:
     """Records ``[start, stop)`` of record batch ``batch`` (``rows`` records) of ``shard``
     into window records ``offset...``; returns how ("into window", "into slots", "values" or
     "arrow": the trace's names). ``verify=False`` skips the checksum of a record batch
-    another process has checked (None: the readers' own setting).
+    another process has checked (None: the readers' own setting); ``in_slots=False``: the
+    compiled call was tried already (:func:`decode_segments`).
 
     Without Arrow's IPC reader where it can (:mod:`.direct`): a whole record batch kept in
     order goes straight into the window's rows (and an uncompressed one of large records
@@ -53,7 +55,7 @@ def decode_segment(
             window.settle(offset, targets)
             return "into window"
         segment = (offset, shard, batch, rows, start, stop)
-        if _in_slots(readers, window, [segment], verify, read_large=False)[0]:
+        if in_slots and _in_slots(readers, window, [segment], verify, read_large=False)[0]:
             return "into slots"
         decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows, verify)
         if decoded is not None:
@@ -79,9 +81,12 @@ def decode_segments(
     record batch); the others one by one. Returns how, per segment."""
     if not readers.direct:
         return [decode_segment(readers, window, columns, *seg) for seg in segments]
-    done = _in_slots(readers, window, segments, None, window.reads_large)
+    read_large = window.reads_large  # such a segment left out is read to its slots below
+    done = _in_slots(readers, window, segments, None, read_large)
     return [
-        "into slots" if placed else decode_segment(readers, window, columns, *seg)
+        "into slots"
+        if placed
+        else decode_segment(readers, window, columns, *seg, in_slots=read_large)
         for seg, placed in zip(segments, done, strict=True)
     ]
 

@@ -185,6 +185,7 @@ class SlotJob:
     check: bool  # its crc32c is computed and must match
     where: dict[str, tuple[int, int]]
     plain: bool  # stored uncompressed: a later epoch may gather from it
+    reader: Any = None  # the BlockFile that made it, which finishes it (not one reopened)
 
 
 def slot_job(
@@ -197,11 +198,13 @@ def slot_job(
     expected: int,
     batch: int = 0,
     read_large: bool = False,
+    reader: Any = None,
 ) -> SlotJob | None:
     """Records ``[start, stop)`` of record batch ``batch`` of ``rows`` (``span``), every
     placed column (``where``: its :func:`regions`) bound for its slots, record ``start + i``
     to row ``slots[i]`` of ``dests[column]`` (rows of bytes, and their width), its crc32c
-    checked first where ``expected`` >= 0: a job for :func:`decode_many`. None where that
+    checked first where ``expected`` >= 0: a job for :func:`decode_many` (``reader``: the
+    :class:`.blocks.BlockFile` that finishes it). None where that
     cannot be done here, or (``read_large``) for a whole uncompressed record batch that needs
     no check (the kernel reads it to its slots faster: :meth:`.blocks.BlockFile.read_into`)."""
     start, stop, rows = span
@@ -212,7 +215,7 @@ def slot_job(
     codec = -1 if layout.codec is None else (0 if layout.codec == LZ4_FRAME else 1)
     columns = [(begin, length, *dests[name]) for name, (begin, length) in where.items()]
     args = (message, codec, columns, slots, start, stop, rows, expected)
-    return SlotJob(args, batch, expected >= 0, where, layout.codec is None)
+    return SlotJob(args, batch, expected >= 0, where, layout.codec is None, reader)
 
 
 def decode_many(jobs: list[tuple[Any, ...]]) -> list[int | str]:

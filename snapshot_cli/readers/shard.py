@@ -46,6 +46,7 @@ _verified_local: set[tuple[str, int, int, str]] = set()
 
 
 Check = bool | None  # a read's verify: None is as the readers were made
+Read = Callable[[BlockFile, Placement], Any]  # what ShardReaders._direct does with a shard
 RELEASE_BYTES = 16 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
@@ -334,16 +335,16 @@ class ShardReaders:
         verify: bool | None = None,
         read_large: bool = False,
     ) -> SlotJob | None:
-        """:meth:`BlockFile.slot_job` of record batch ``batch`` of ``shard``, checked like
-        :meth:`read_batch`, its errors named; None where it cannot be done here."""
+        """:meth:`BlockFile.slot_job` of record batch ``batch`` of ``shard``, errors named."""
         check = self._check(verify)
         return self._direct(
             shard, batch, lambda f, p: f.slot_job(batch, check, p, dests, slots, span, read_large)
         )
 
     def slot_done(self, shard: int, job: SlotJob, result: int | str) -> bool:
-        """:meth:`BlockFile.slot_done`, its errors named."""
-        return bool(self._direct(shard, job.batch, lambda f, p: f.slot_done(job, result, p)))
+        """:meth:`BlockFile.slot_done` of the job's own reader, its errors named."""
+        done = self._direct(shard, job.batch, lambda f, p: f.slot_done(job, result, p), job.reader)
+        return bool(done)
 
     def route(self, shard: int) -> tuple[ShardReaders, int]:
         return self, shard  # (a mixture's MultiReaders answers with one snapshot's readers)
@@ -357,9 +358,9 @@ class ShardReaders:
         for reader in opened:
             reader.release()
 
-    def _direct(self, shard: int, batch: int, read: Callable[[BlockFile, Placement], Any]) -> Any:
-        """``read(shard's BlockFile, placement)``, errors named; None where there is none."""
-        reader = self.placement and self.reader(shard)
+    def _direct(self, shard: int, batch: int, read: Read, known: Any = None) -> Any:
+        """``read(shard's BlockFile, or ``known``, placement)``, errors named; else None."""
+        reader = known or (self.placement and self.reader(shard))
         if not isinstance(reader, BlockFile) or self.placement is None:
             return None
         try:

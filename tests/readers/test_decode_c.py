@@ -310,3 +310,28 @@ def test_without_a_library_or_the_crc_instruction_the_batches_are_the_same(
         assert jobs or codec == "none"  # whose 2nd epoch gathers
     else:
         assert (0 if missing == "LZ4" else 1) not in codecs
+
+
+def test_a_job_is_finished_by_its_own_reader_even_once_its_shard_was_closed(made: str) -> None:
+    """A group's jobs are finished after the compiled call; a shard the open set let go of
+    meanwhile is not opened again for that (its reader made the job and finishes it)."""
+    loader = snap.open(made).loader(64, shuffle=True, seed=7)
+    readers = loader._context.readers
+    blocks = loader._context.blocks
+    rows = int(blocks.rows[0])
+    dests = {c: (np.zeros((rows, w), np.uint8), w) for c, w in _widths(made).items()}
+    slots = np.arange(rows, dtype=np.int64)
+    shard, batch = int(blocks.shard[0]), int(blocks.batch[0])
+    job = readers.slot_job(shard, batch, dests, slots, (0, rows, rows))
+    assert job is not None and job.reader is readers.reader(shard)
+    readers.close()  # every shard let go of
+    (result,) = direct.decode_many([job.args])
+    assert readers.slot_done(shard, job, result)
+    assert not readers._open  # nothing opened again
+    loader.close()
+
+
+def _widths(path: str) -> dict[str, int]:
+    """Each column's bytes per record in the ``made`` snapshots."""
+    batch = next(iter(snap.open(path).loader(1, shuffle=False)))
+    return {c: v[0].nbytes for c, v in batch.items()}
