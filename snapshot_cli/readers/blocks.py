@@ -186,7 +186,6 @@ class BlockFile:
         dests: dict[str, tuple[np.ndarray, int]],
         slots: np.ndarray,
         span: tuple[int, int, int],
-        read_large: bool = False,
     ) -> direct.SlotJob | None:
         """Records ``[start, stop)`` of record batch ``i`` (``span``) as a job for
         :func:`.direct.decode_many` (then :meth:`slot_done`), checked first like :meth:`read`:
@@ -198,7 +197,7 @@ class BlockFile:
         self._fits(i, layout.body_start, layout.body_length)
         where = self._regions(i, layout, placement, span[2])
         crc = int(self._crcs[i]) if verify and not self._done[i] else -1  # -1: not checked
-        return direct.slot_job(buf, layout, where, dests, slots, span, crc, i, read_large, self)
+        return direct.slot_job(buf, layout, where, dests, slots, span, crc, i, self)
 
     def slot_done(self, job: direct.SlotJob, result: int | str, placement: Placement) -> bool:
         """After :func:`.direct.decode_many`: CorruptShardError, or ArrowInvalid for damaged

@@ -42,21 +42,23 @@ def decode_segment(
     another process has checked (None: the readers' own setting); ``in_slots=False``: the
     compiled call was tried already (:func:`decode_segments`).
 
-    Without Arrow's IPC reader where it can (:mod:`.direct`): a whole record batch kept in
-    order goes straight into the window's rows (and an uncompressed one of large records
-    straight to its records' slots in a shuffled window); otherwise its values are decoded
-    to buffers still in the CPU's cache, and from there the segment's records go to their
-    slots (a window's first and last record batches are often used in part).
+    Without Arrow's IPC reader where it can (:mod:`.direct`): in a shuffled window, the
+    segment checked, decoded and put in its slots by one compiled call; a whole record batch
+    kept in order goes straight into the window's rows (and, without the compiled call, an
+    uncompressed one of large records straight to its records' slots by ``preadv``);
+    otherwise its values are decoded to buffers still in the CPU's cache, and from there the
+    segment's records go to their slots (a window's first and last record batches are often
+    used in part).
     """
     if readers.direct:
+        segment = (offset, shard, batch, rows, start, stop)
+        if in_slots and _in_slots(readers, window, [segment], verify)[0]:
+            return "into slots"
         whole = start == 0 and stop == rows
         targets = window.targets(offset, rows) if whole else None
         if targets is not None and readers.read_into(shard, batch, rows, targets, verify):
             window.settle(offset, targets)
             return "into window"
-        segment = (offset, shard, batch, rows, start, stop)
-        if in_slots and _in_slots(readers, window, [segment], verify, read_large=False)[0]:
-            return "into slots"
         decoded: dict[str, Any] | None = readers.read_values(shard, batch, rows, verify)
         if decoded is not None:
             if not whole:
@@ -81,12 +83,9 @@ def decode_segments(
     record batch); the others one by one. Returns how, per segment."""
     if not readers.direct:
         return [decode_segment(readers, window, columns, *seg) for seg in segments]
-    read_large = window.reads_large  # such a segment left out is read to its slots below
-    done = _in_slots(readers, window, segments, None, read_large)
+    done = _in_slots(readers, window, segments, None)
     return [
-        "into slots"
-        if placed
-        else decode_segment(readers, window, columns, *seg, in_slots=read_large)
+        "into slots" if placed else decode_segment(readers, window, columns, *seg, in_slots=False)
         for seg, placed in zip(segments, done, strict=True)
     ]
 
@@ -96,12 +95,9 @@ def _in_slots(
     window: Window,
     segments: list[tuple[int, int, int, int, int, int]],
     verify: bool | None,
-    read_large: bool,
 ) -> list[bool]:
     """Each segment straight to its slots where it can be (:func:`.direct.decode_many`, one
-    call for all; ``read_large``: not a whole uncompressed record batch that needs no check,
-    which the kernel reads to its slots faster); per segment, whether it was (nothing was
-    done for the others)."""
+    call for all); per segment, whether it was (nothing was done for the others)."""
     slotted = window.slot_columns() if readers.direct else None
     if slotted is None or not direct.AVAILABLE:
         return [False] * len(segments)
@@ -110,7 +106,7 @@ def _in_slots(
     for k, (offset, shard, batch, rows, start, stop) in enumerate(segments):
         slots = slot_of[offset : offset + stop - start]
         span = (start, stop, rows)
-        job = readers.slot_job(shard, batch, dests, slots, span, verify, read_large)
+        job = readers.slot_job(shard, batch, dests, slots, span, verify)
         if job is not None:
             jobs.append((k, shard, job))
     done = [False] * len(segments)

@@ -197,20 +197,19 @@ def slot_job(
     span: tuple[int, int, int],
     expected: int,
     batch: int = 0,
-    read_large: bool = False,
     reader: Any = None,
 ) -> SlotJob | None:
     """Records ``[start, stop)`` of record batch ``batch`` of ``rows`` (``span``), every
     placed column (``where``: its :func:`regions`) bound for its slots, record ``start + i``
     to row ``slots[i]`` of ``dests[column]`` (rows of bytes, and their width), its crc32c
     checked first where ``expected`` >= 0: a job for :func:`decode_many` (``reader``: the
-    :class:`.blocks.BlockFile` that finishes it). None where that
-    cannot be done here, or (``read_large``) for a whole uncompressed record batch that needs
-    no check (the kernel reads it to its slots faster: :meth:`.blocks.BlockFile.read_into`)."""
+    :class:`.blocks.BlockFile` that finishes it). None where that cannot be done here.
+    An uncompressed record batch that needs no check goes this way too: the kernel's
+    ``preadv`` to the slots (:meth:`.blocks.BlockFile.read_into`, where this module is not
+    compiled) measured 1.35x slower in a first epoch with ``verify=False``, 1.4x in a later
+    epoch of slot windows."""
     start, stop, rows = span
     if not where or not slots_ready(layout, expected >= 0):
-        return None
-    if read_large and layout.codec is None and expected < 0 and stop - start == rows:
         return None
     codec = -1 if layout.codec is None else (0 if layout.codec == LZ4_FRAME else 1)
     columns = [(begin, length, *dests[name]) for name, (begin, length) in where.items()]

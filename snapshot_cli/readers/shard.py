@@ -333,12 +333,11 @@ class ShardReaders:
         slots: np.ndarray,
         span: tuple[int, int, int],
         verify: bool | None = None,
-        read_large: bool = False,
     ) -> SlotJob | None:
         """:meth:`BlockFile.slot_job` of record batch ``batch`` of ``shard``, errors named."""
         check = self._check(verify)
         return self._direct(
-            shard, batch, lambda f, p: f.slot_job(batch, check, p, dests, slots, span, read_large)
+            shard, batch, lambda f, p: f.slot_job(batch, check, p, dests, slots, span)
         )
 
     def slot_done(self, shard: int, job: SlotJob, result: int | str) -> bool:

@@ -81,10 +81,9 @@ class MultiReaders:
         slots: np.ndarray,
         span: tuple[int, int, int],
         verify: bool | None = None,
-        read_large: bool = False,
     ) -> SlotJob | None:
         part, i = self.route(shard)
-        return part.slot_job(i, batch, dests, slots, span, verify, read_large)
+        return part.slot_job(i, batch, dests, slots, span, verify)
 
     def slot_done(self, shard: int, job: SlotJob, result: int | str) -> bool:
         part, i = self.route(shard)

@@ -237,6 +237,7 @@ def test_the_loader_decodes_in_one_call_and_its_batches_are_the_same(
     fused = _epochs(made, verify)
     assert calls, "no record batch was decoded in one call"
     assert any(start > 0 or stop < rows for start, stop, rows in calls)  # parts of batches
+    assert any(start == 0 and stop == rows for start, stop, rows in calls)  # and whole ones
     assert max(sizes) > 1  # record batches in groups, one call each
     monkeypatch.setattr(direct, "AVAILABLE", False)
     stepwise = _epochs(made, verify)
