@@ -465,7 +465,7 @@ job_run(Job *j)
             from = scratch;
         }
         if (j->problem == NULL) {
-            put_records((unsigned char *)c->dest.buf, c->width, to, count,
+            put_records((unsigned char *)c->dest.buf, c->dest.len, c->width, to, count,
                         from + j->start * c->width);
         }
         free(scratch);

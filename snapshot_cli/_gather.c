@@ -509,7 +509,7 @@ scatter(PyObject *Py_UNUSED(module), PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t c = 0; c < ncols; c++) {
-        put_records((unsigned char *)dest[c].buf, width[c], to, count,
+        put_records((unsigned char *)dest[c].buf, dest[c].len, width[c], to, count,
                     (const unsigned char *)src[c].buf);
     }
     Py_END_ALLOW_THREADS

@@ -44,13 +44,53 @@ get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
     return 0;
 }
 
-/* Record i of from (width bytes each) to row to[i] of dest, for i < count, the writes asked
-   for ahead (a slot window's rows are random places in memory). No bounds are checked:
-   the caller has. Without the GIL. */
+#if defined(__SSE2__) || defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#define HAVE_STREAM 1
+/* Records of at least STREAM_MIN bytes bound for a buffer of at least STREAM_DEST_MIN are
+   written past the CPU's caches (non-temporal stores): a slot window is up to 256 MiB, read
+   only once it is whole, so a cached write only reads each line from memory first and
+   evicts what the reads need. Measured, 2 GB of 12 KiB records in fresh processes: slot
+   windows 1.07x (uncompressed) and 1.10x (lz4) in a first epoch, 1.16x and 1.21x later. A
+   smaller window may still be in the caches when its batches are used: written as before. */
+#define STREAM_MIN 1024
+#define STREAM_DEST_MIN (16 << 20)
+
+/* n bytes (a multiple of 64) from src to dest (16-byte aligned), past the caches. */
 static inline void
-put_records(unsigned char *dest, Py_ssize_t width, const int64_t *to, Py_ssize_t count,
-            const unsigned char *from)
+stream_copy(unsigned char *dest, const unsigned char *src, size_t n)
 {
+    for (size_t i = 0; i < n; i += 64) {
+        const __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+        const __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+        const __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+        const __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+        _mm_stream_si128((__m128i *)(dest + i), a);
+        _mm_stream_si128((__m128i *)(dest + i + 16), b);
+        _mm_stream_si128((__m128i *)(dest + i + 32), c);
+        _mm_stream_si128((__m128i *)(dest + i + 48), d);
+    }
+}
+#endif
+
+/* Record i of from (width bytes each) to row to[i] of dest (dest_len bytes), for i < count,
+   the writes asked for ahead (a slot window's rows are random places in memory), large
+   records to a large buffer written past the caches. No bounds are checked: the caller has.
+   Without the GIL. */
+static inline void
+put_records(unsigned char *dest, Py_ssize_t dest_len, Py_ssize_t width, const int64_t *to,
+            Py_ssize_t count, const unsigned char *from)
+{
+#ifdef HAVE_STREAM
+    if (width >= STREAM_MIN && width % 64 == 0 && dest_len >= STREAM_DEST_MIN &&
+        (uintptr_t)dest % 16 == 0) {
+        for (Py_ssize_t i = 0; i < count; i++) {
+            stream_copy(dest + to[i] * width, from + i * width, (size_t)width);
+        }
+        _mm_sfence(); /* the stores are seen before anything this thread does next */
+        return;
+    }
+#endif
 #define PUT_LOOP(W)                                                                \
     for (Py_ssize_t i = 0; i < count; i++) {                                       \
         if (i + AHEAD < count) {                                                   \

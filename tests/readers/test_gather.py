@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
+from snapshot_cli import _decode
 from snapshot_cli.readers import gather
 from snapshot_cli.readers.blocks import BlockFile
 from snapshot_cli.readers.gather import GatherWindow
@@ -323,6 +324,36 @@ def test_scatter_puts_each_record_in_its_slot(
     gather.scatter(slots, columns)
     for (got, _, _), want in zip(columns, wants, strict=True):
         assert np.array_equal(got, want)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from([1024, 1088, 4096, 12288, 1040, 1000]), st.integers(1, 300),
+       st.integers(0, 2**32 - 1))  # fmt: skip
+def test_scatter_of_large_records_to_a_large_window_is_exact(
+    width: int, count: int, seed: int
+) -> None:
+    """Records of 1 KiB or more bound for a buffer of 16 MiB or more are written past the
+    CPU's caches (multiples of 64 bytes to a 16-byte aligned buffer; the others as before):
+    every byte lands where numpy's assignment puts it, at any alignment of the buffer, and
+    the rows not written keep their bytes; the same through the compiled decode."""
+    rng = np.random.default_rng(seed)
+    rows = (16 << 20) // width + 1  # just over the size from which stores stream
+    slots = rng.choice(rows, count, replace=False).astype(np.int64)
+    src = rng.integers(0, 256, count * width, dtype=np.uint8)
+    backing = rng.integers(0, 256, rows * width + 128, dtype=np.uint8)
+    aligned = -backing.ctypes.data % 64
+    for shift in (0, 16, 8):  # streamed (when the width allows), streamed, not
+        got = backing[aligned + shift : aligned + shift + rows * width]
+        want = got.copy()
+        want.reshape(-1, width)[slots] = src.reshape(-1, width)
+        gather.scatter(slots, [(got, width, src)])
+        assert np.array_equal(got, want)
+    dest = np.zeros((rows, width), np.uint8)
+    message = bytes(64) + src.tobytes()  # the values at byte 64
+    columns = [(64, src.size, dest, width)]
+    assert _decode.decode(message, -1, columns, slots, 0, count, count, -1) == -1
+    assert np.array_equal(dest[slots], src.reshape(-1, width))
+    assert not np.delete(dest, slots, axis=0).any()
 
 
 def _place_in_numpy(n: int, slots: np.ndarray | None, lengths: list[int]) -> tuple[Any, Any]:
