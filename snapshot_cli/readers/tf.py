@@ -30,34 +30,35 @@ stream of batches is the one an uninterrupted run would have seen.
 ``close``; ``len(ds)`` is the cardinality) work as on the other adapters: after a loop has
 received k batches from ``iter(ds)``, the state points at the first batch it has not
 received, and a fresh loader's ``to_tf()`` given that state continues with bit-identical
-batches. This holds because TensorFlow takes a batch from the loader only when its consumer
-asks for one: there is no ``prefetch`` here (snap's own threads already read, shuffle and
-batch ahead), and the dataset's options turn off ``inject_prefetch``, the tf.data default
-that otherwise puts an autotuned prefetch at the end of the pipeline (measured: with the
-default options, ``from_generator`` had taken up to 4 batches when its consumer had 2;
-``tests/readers/test_tf.py``). Whatever prefetches downstream (``ds.prefetch(n)``, Keras's
-``class_weight``, a multi-device ``tf.distribute`` strategy) takes batches early, and the
-state then counts those as received. ``load_state_dict`` and ``set_epoch`` move the loader
-for the next pass; an iterator made before them fails if used again.
+batches. TensorFlow takes CHUNK (8) batches from the loader per call into Python, so the
+loader runs up to 7 batches ahead of the consumer; the dataset counts what its consumer has
+taken (a ``tf.Variable`` incremented as each element leaves it), and the state is the
+loader's state recorded after that many batches. A new iterator after a pass broken off
+starts where the consumer was, not where the loader is. This needs the elements to leave
+the dataset only when the consumer asks for them: the dataset's options turn off
+``inject_prefetch``, the tf.data default that otherwise puts an autotuned prefetch at the
+end of the pipeline (measured: with the default options, ``from_generator`` had taken up to
+4 batches when its consumer had 2; ``tests/readers/test_tf.py``). Whatever prefetches
+downstream (``ds.prefetch(n)``, Keras's ``class_weight``, a multi-device ``tf.distribute``
+strategy) takes batches early, and the state then counts those as received.
+``load_state_dict`` and ``set_epoch`` move the loader for the next pass; an iterator made
+before them fails if used again.
 
-**Why a plain dataset with methods attached, not a subclass.** The object returned is the
-``tf.data.Dataset`` that ``from_generator`` -> ``assert_cardinality`` -> ``with_options``
-built with public API, with ``state_dict`` & co. set on the instance (:class:`TFBatches`
-holds the Python side). A subclass of ``tf.data.Dataset`` would have to implement its
-private constructor protocol (``_variant_tensor``, ``_inputs``), which changes between
-releases, and would gain nothing: Keras, ``tf.distribute`` and every transformation
-(``ds.map``) hand on a plain dataset anyway, and a dataset passed through a ``tf.function``
-is rebuilt from its type spec. Keep the object ``to_tf()`` returned to save state.
+**A plain dataset with methods attached**, built with public API, ``state_dict`` & co. set
+on the instance (:class:`TFBatches` holds the Python side): a subclass would have to
+implement ``tf.data.Dataset``'s private constructor protocol, which changes between
+releases, and Keras and every transformation hand on a plain dataset anyway. Keep the object
+``to_tf()`` returned to save state.
 
-**Cost.** TensorFlow calls back into Python once per batch. Numeric columns (the loader's
-64-byte aligned arrays, which it reuses only once nothing refers to them) are handed over
-without a copy through DLPack; other arrays
-(unaligned or strided output of a ``map``) are copied by TensorFlow. The options also turn
-tf.data's autotuning off: this pipeline has nothing to tune, and with it on, the last
-``next()`` of a pass often waited for the autotuning thread's next wake-up (~2 s here, the
-pass ending at 5.1 s every time). Re-enable it (``options.autotune.enabled = True``) if
-``AUTOTUNE`` transformations follow. ``benchmarks/device.py`` compares the rate with the
-bare loader.
+**Cost.** Each call from TensorFlow into Python costs it 150-300 us whatever it returns,
+more than handing on a batch does: batches go over 8 per call (``benchmarks/device.py``,
+lz4, 2 GB: 2.0x the rate of one ``from_generator`` call per batch). Numeric columns (the
+loader's 64-byte aligned arrays, which it reuses only once nothing refers to them) are
+handed over without a copy through DLPack; other arrays (unaligned or strided output of a
+``map``) are copied by TensorFlow. The options also turn tf.data's autotuning off: this
+pipeline has nothing to tune, and with it on, the last ``next()`` of a pass often waited for
+the autotuning thread's next wake-up (~2 s here). Re-enable it
+(``options.autotune.enabled = True``) if ``AUTOTUNE`` transformations follow.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ from .window import ALIGN
 
 if TYPE_CHECKING:
     from .loader import Batch, Loader
+
+# Batches TensorFlow takes from Python per call: each call back into Python costs TensorFlow
+# 150-300 us whatever it returns (measured), 2 to 4 times what one batch then costs it.
+CHUNK = 8
+SUPERSEDED = (
+    "this pass over the dataset was superseded: load_state_dict, set_epoch or a newer "
+    "iterator moved the loader; iterate again"
+)
 
 
 def _tf() -> Any:
@@ -181,10 +190,13 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
 
 
 class TFBatches(LoaderFacing):
-    """The Python side of ``loader.to_tf()``: calling it is one pass over the dataset.
+    """The Python side of ``loader.to_tf()``: its passes, and the state of its consumer.
 
-    ``from_generator`` calls it for each new iterator over the dataset. A pass yields exactly
+    Each iterator over the dataset is a pass (:meth:`start_pass`), which yields exactly
     :meth:`cardinality` batches, taking them from as many loader passes as it needs.
+    TensorFlow calls :meth:`chunk` for CHUNK batches at a time; the dataset counts the
+    batches its consumer has received (``delivered``), from which :meth:`state_dict` tells
+    where the consumer is, not where the loader is (up to CHUNK - 1 batches ahead).
     """
 
     def __init__(
@@ -196,12 +208,19 @@ class TFBatches(LoaderFacing):
         self.loader, self.label = loader, label
         self.features = features if isinstance(features, str) else None
         self.columns = select_columns(loader, features, label)  # imports no TensorFlow
-        spec = output_signature(loader, self.columns + ([label] if label else []))
+        self.names = self.columns + ([label] if label else [])  # the order of a chunk's parts
+        spec = output_signature(loader, self.names)
         self._spec = spec
         x = spec[self.features] if self.features else {c: spec[c] for c in self.columns}
         self.signature: Any = x if label is None else (x, spec[label])
         self._reading: Iterator[Batch] | None = None  # the loader pass batches come from
         self._pass = 0  # number of the newest pass; an older one may no longer read
+        self._batches: Iterator[Batch] | None = None  # the newest pass's batches
+        self.delivered: Any = None  # tf.Variable: batches the newest pass's consumer got
+        self.current: Any = None  # tf.Variable: the newest pass's number
+        # the loader's state before and after each batch of the last chunk, and the number
+        # of the chunk's first batch in its pass (None: the loader is where the consumer is)
+        self._chunk: tuple[list[dict[str, Any]], int] | None = None
 
     def cardinality(self) -> int:
         """Batches per pass: ``len(loader)``, or infinite (-1) for ``epochs=None``."""
@@ -211,44 +230,99 @@ class TFBatches(LoaderFacing):
             return int(_tf().data.INFINITE_CARDINALITY)
         return len(self.loader)
 
-    def __call__(self) -> Iterator[Any]:
+    def start_pass(self) -> int:
+        """A new iterator over the dataset: the loader is put back where the consumer is
+        (a pass broken off mid-chunk leaves it ahead), then a pass starts; its number."""
+        consumer = self.state_dict()
         self._stop_reading()  # an abandoned pass (an iterator dropped early) reads no more
+        if self._chunk is not None and consumer != self.loader.state_dict():
+            self.loader.load_state_dict(consumer)
+        self._chunk = None
         self._pass += 1
-        mine = self._pass
+        self._batches = self._pass_batches(self._pass)
+        if self.delivered is not None:
+            self.delivered.assign(0)
+            self.current.assign(self._pass)
+        return self._pass
+
+    def _pass_batches(self, mine: int) -> Iterator[Batch]:
         n = self.cardinality()
         remaining = None if n < 0 else n
-        try:
-            while remaining is None or remaining > 0:
-                if self._pass != mine:
-                    raise RuntimeError(
-                        "this pass over the dataset was superseded: load_state_dict, "
-                        "set_epoch or a newer iterator moved the loader; iterate again"
-                    )
-                fresh = self._reading is None
-                if self._reading is None:
-                    self._reading = iter(self.loader)
-                batch = next(self._reading, None)
-                if batch is None:  # the loader's pass ended; this pass goes on into the next
-                    self._reading = None
-                    if fresh:
-                        return  # the loader yields nothing at all: nothing more will come
-                    continue
-                yield self._element(batch)
-                if remaining is not None:
-                    remaining -= 1
-        finally:
-            if self._pass == mine:
-                self._stop_reading()
+        while remaining is None or remaining > 0:
+            fresh = self._reading is None
+            if self._reading is None:
+                self._reading = iter(self.loader)
+            batch = next(self._reading, None)
+            if batch is None:  # the loader's pass ended; this pass goes on into the next
+                self._reading = None
+                if fresh:
+                    return  # the loader yields nothing at all: nothing more will come
+                continue
+            yield batch
+            if remaining is not None:
+                remaining -= 1
 
-    def _element(self, batch: Batch) -> Any:
-        spec = self._spec
-        if self.features:
-            x: Any = to_tensor(batch[self.features], spec[self.features])
-        else:
-            x = {c: to_tensor(batch[c], spec[c]) for c in self.columns}
-        if self.label is None:
-            return x
-        return x, to_tensor(batch[self.label], spec[self.label])
+    def chunk(self, pass_number: Any, index: Any) -> list[Any]:
+        """Chunk ``index`` of pass ``pass_number``: each of up to CHUNK batches as its
+        columns' tensors (a ragged column as values and row lengths), empty ones after the
+        pass's last batch, then how many batches it holds."""
+        if int(pass_number) != self._pass or self._batches is None:
+            raise RuntimeError(SUPERSEDED)
+        states, parts, got = [self.loader.state_dict()], [], 0
+        for _ in range(CHUNK):
+            batch = next(self._batches, None)
+            if batch is not None:
+                got += 1
+                states.append(self.loader.state_dict())
+            for name in self.names:
+                parts += self._parts(None if batch is None else batch[name], self._spec[name])
+        self._chunk = (states, int(index) * CHUNK)
+        return [*parts, np.int64(got)]
+
+    def _parts(self, value: np.ndarray | None, spec: Any) -> list[Any]:
+        tf = _tf()
+        if isinstance(spec, tf.RaggedTensorSpec):
+            dtype = spec.dtype.as_numpy_dtype
+            if value is None or not len(value):
+                return [np.zeros((0,), dtype), np.zeros((0,), np.int64)]
+            lengths = np.fromiter((len(v) for v in value), np.int64, len(value))
+            return [np.concatenate(value).astype(dtype, copy=False), lengths]
+        if value is None:
+            shape = [0 if d is None else d for d in spec.shape.as_list()]
+            return [tf.zeros(shape, spec.dtype)]
+        return [to_tensor(value, spec)]
+
+    def types(self) -> list[Any]:
+        """What :meth:`chunk` returns, as TensorFlow dtypes."""
+        tf = _tf()
+        one: list[Any] = []
+        for spec in (self._spec[n] for n in self.names):
+            one += [spec.dtype, tf.int64] if isinstance(spec, tf.RaggedTensorSpec) else [spec.dtype]
+        return one * CHUNK + [tf.int64]
+
+    def split(self, *parts: Any) -> Any:
+        """A chunk (:meth:`chunk`'s tensors) as a dataset of its batches, each an element."""
+        tf = _tf()
+        elements: Any = None
+        at = 0
+        for _ in range(CHUNK):
+            columns = {}
+            for name in self.names:
+                spec = self._spec[name]
+                if isinstance(spec, tf.RaggedTensorSpec):
+                    values, lengths = parts[at], parts[at + 1]
+                    values.set_shape([None])
+                    columns[name] = tf.RaggedTensor.from_row_lengths(values, lengths)
+                    at += 2
+                else:
+                    parts[at].set_shape(spec.shape)
+                    columns[name] = parts[at]
+                    at += 1
+            x = columns[self.features] if self.features else {c: columns[c] for c in self.columns}
+            element = x if self.label is None else (x, columns[self.label])
+            one = tf.data.Dataset.from_tensors(element)
+            elements = one if elements is None else elements.concatenate(one)
+        return elements.take(parts[-1])
 
     def _stop_reading(self) -> None:
         if self._reading is not None:
@@ -259,19 +333,29 @@ class TFBatches(LoaderFacing):
 
     def state_dict(self) -> dict[str, Any]:
         """Where the consumer is: the first batch it has not received (see the docstring)."""
+        if self._chunk is not None and self.delivered is not None:
+            states, first = self._chunk
+            at = int(self.delivered.numpy()) - first
+            if 0 <= at < len(states):
+                return dict(states[at])
         return self.loader.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where ``state`` was taken; the next pass starts there."""
-        self._stop_reading()
-        self._pass += 1
+        self._moved()
         self.loader.load_state_dict(state)
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next pass at the beginning of ``epoch``."""
+        self._moved()
+        self.loader.set_epoch(epoch)
+
+    def _moved(self) -> None:
         self._stop_reading()
         self._pass += 1
-        self.loader.set_epoch(epoch)
+        self._batches, self._chunk = None, None
+        if self.current is not None:
+            self.current.assign(self._pass)  # an iterator made before fails if used again
 
     def close(self) -> None:
         """Stop the loader's threads (a later pass starts them again)."""
@@ -285,8 +369,27 @@ def to_dataset(
     """See the module docstring."""
     batches = TFBatches(loader, features, label)  # bad column names fail before the import
     tf = _tf()
-    ds = tf.data.Dataset.from_generator(batches, output_signature=batches.signature)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(batches.cardinality()))
+    with tf.init_scope():
+        batches.delivered = tf.Variable(0, dtype=tf.int64, trainable=False)
+        batches.current = tf.Variable(0, dtype=tf.int64, trainable=False)
+    n = batches.cardinality()
+    chunks = tf.data.Dataset.range(-(-n // CHUNK) if n >= 0 else np.iinfo(np.int64).max)
+    types = batches.types()
+
+    def one_pass(number: Any) -> Any:
+        def counted(*element: Any) -> Any:  # the consumer takes it: one more delivered
+            # (a dataset function runs its stateful ops, whatever its outputs depend on)
+            tf.debugging.assert_equal(number, batches.current, message=SUPERSEDED)
+            batches.delivered.assign_add(1)
+            return element[0] if len(element) == 1 else element
+
+        calls = chunks.map(lambda i: tuple(tf.py_function(batches.chunk, [number, i], types)))
+        calls = calls.take_while(lambda *parts: parts[-1] > 0)
+        return calls.flat_map(batches.split).map(counted)
+
+    start = tf.data.Dataset.from_tensors(np.int64(0))
+    ds = start.map(lambda _: tf.py_function(batches.start_pass, [], tf.int64)).flat_map(one_pass)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(n))
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False  # no element read ahead
     options.autotune.enabled = False  # nothing to tune here; see "Cost" in the docstring

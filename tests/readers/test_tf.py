@@ -118,9 +118,12 @@ def check_no_read_ahead():
     out["options"] = [options.experimental_optimization.inject_prefetch,
                       options.autotune.enabled]
     it = iter(ds)
+    out["loader"] = []
     for _ in range(5):
         next(it)
         out["ours"].append(ds.state_dict()["batch"])
+        ahead = ds.loader.state_dict()
+        out["loader"].append(ahead["epoch"] * len(ds.loader) + ahead["batch"])
     # what tf.data does with its default options: the reason to_tf turns inject_prefetch off
     loader = s.loader(BATCH, seed=1)
     spec = {"id": tf.TensorSpec((None,), tf.int64)}
@@ -337,9 +340,17 @@ def test_cardinality_is_len_of_the_loader(tf_results: dict[str, Any]) -> None:
     assert out["endless"] == [-1, -1, 3 * 8 + 2]
 
 
-def test_tf_takes_a_batch_only_when_the_consumer_asks(tf_results: dict[str, Any]) -> None:
+def test_state_is_where_the_consumer_is_though_tf_takes_batches_in_chunks(
+    tf_results: dict[str, Any],
+) -> None:
+    """TensorFlow takes CHUNK batches per call into Python (what a call costs it is paid
+    once per chunk); the state still points at the first batch the consumer has not
+    received, not at the loader's position, which is up to CHUNK - 1 batches ahead."""
+    from snapshot_cli.readers.tf import CHUNK
+
     out = _result(tf_results, "no_read_ahead")
     assert out["ours"] == [1, 2, 3, 4, 5]
+    assert out["loader"] == [min(CHUNK, PER_EPOCH)] * 5  # the first chunk, taken at once
     assert out["options"] == [False, False]  # no injected prefetch, no autotuning thread
     # For the record: tf.data's default options read ahead (inject_prefetch); not asserted,
     # TensorFlow may change it, and to_tf turns it off either way.
