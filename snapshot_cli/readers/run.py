@@ -260,6 +260,7 @@ class Run:
             lengths = np.fromiter((s.rows for s in segments), np.int64, len(segments))
             if gather_known(self.readers, window, blocks.shard[index], blocks.batch[index],
                             starts, lengths):  # fmt: skip
+                self.windows.gathering()
                 if trace is not None:
                     trace.add("place window", t0, time.perf_counter(), segments=len(segments))
                 return _Pending(window, [], t0, nbytes, sources)

@@ -81,7 +81,6 @@ class WindowPool:
         self._made: list[tuple[weakref.ref[np.ndarray], int]] = []  # slab arrays still alive
         self._warned = False
         self.kept = False  # the consumer keeps batches: a slab may stay taken (see short)
-        self._dropped = False  # whether the slabs were let go for gathered windows
         self.allocated = 0  # slabs made (a figure for tests and benchmarks)
         self._lock = threading.Lock()
 
@@ -97,8 +96,6 @@ class WindowPool:
         ``r`` goes to slot ``inverse[r]`` (None: kept in order); a gathered window of
         ``segments`` segments where the pool makes those, unless ``gathered`` is False."""
         if self.gather and gathered:
-            if not self._dropped:  # the slabs of slot windows before: let them go
-                self._dropped, self._slabs = True, []
             slots = inverse if order is None else inverse_permutation(order)
             return GatherWindow(self.forms, rows, segments, slots, self.batches)
         slab = self._slab(rows)
@@ -107,6 +104,14 @@ class WindowPool:
         )
         window.fresh = self._fresh(slab, rows)
         return window
+
+    def gathering(self) -> None:
+        """A gathered window was placed: the slabs of the slot windows before (a first
+        epoch's) are let go, freed once no batch refers to them. (They were let go when the
+        first gathered window was asked for, which is in the first epoch, before any slab
+        was made: later epochs kept both, 512 MiB for nothing.)"""
+        with self._lock:
+            self._slabs = []
 
     def short(self, rows: int) -> bool:
         """Whether a window of ``rows`` records now would need a third slab: none is free,
