@@ -155,7 +155,6 @@ class Run:
             max(self.tuner.high, self.processes), thread_name_prefix="snap-read"
         )
         self.plan_pool = ThreadPoolExecutor(1, thread_name_prefix="snap-plan")
-        self._unmapping: list[tuple[Future[None], GatherWindow]] = []
         self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
         self.thread.start()
 
@@ -205,13 +204,11 @@ class Run:
                 pending = self._load(upcoming, planned) if upcoming and not later else None
                 after = next(windows, None) if upcoming else None
                 planned = self._ahead(after)
-                self.server.serve(current, window, sources, later.when_free if later else None)
+                between = later.when_free if later else self.windows.unmapped
+                self.server.serve(current, window, sources, between)
                 if later is not None and not self.stop.is_set():
                     pending = later.now()
-                if isinstance(window, GatherWindow):
-                    self._unmap(window)
-                else:
-                    self.windows.put(window)
+                self.windows.put(window, self.read_pool)
                 current, upcoming = upcoming, after
             self.buffer.close()
         except Closed:
@@ -227,14 +224,6 @@ class Run:
     def _rows(key: tuple[Plan, int, int, int]) -> int:
         a, b = key[0].window_bounds(key[1])
         return b - a
-
-    def _unmap(self, window: GatherWindow) -> None:
-        """Let a served gathered window go from a read thread: each unmap lets go of the
-        GIL and takes it back, which a consumer running Python may hold 5 ms each time. Done
-        here, between two windows, that emptied the prefetch buffer (measured: a wait of
-        5-12 ms at each window's start, 5.2-5.9 % of a Python-busy epoch; 2.3-3.5 % now)."""
-        self._unmapping = [(f, w) for f, w in self._unmapping if not f.done()]
-        self._unmapping.append((self.read_pool.submit(self.windows.put, window), window))
 
     def _ahead(self, key: tuple[Plan, int, int, int] | None) -> Future[Loaded] | None:
         return self.plan_pool.submit(key[0].load_slots, key[1]) if key else None
@@ -394,7 +383,6 @@ class Run:
         if self.thread is not threading.current_thread():
             self.thread.join()
         self.read_pool.shutdown(wait=True, cancel_futures=True)
-        for _, window in self._unmapping:  # any not unmapped yet (a second time: a no-op)
-            self.windows.put(window)
+        self.windows.unmapped(cancelled=True)  # any window not unmapped yet
         self.plan_pool.shutdown(wait=True, cancel_futures=True)
         self.server.close()

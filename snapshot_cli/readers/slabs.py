@@ -24,6 +24,7 @@ import sys
 import threading
 import warnings
 import weakref
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +82,7 @@ class WindowPool:
         self._made: list[tuple[weakref.ref[np.ndarray], int]] = []  # slab arrays still alive
         self._warned = False
         self.kept = False  # the consumer keeps batches: a slab may stay taken (see short)
+        self._unmapping: list[tuple[Future[None], GatherWindow]] = []  # see put
         self.allocated = 0  # slabs made (a figure for tests and benchmarks)
         self._lock = threading.Lock()
 
@@ -179,11 +181,32 @@ class WindowPool:
         storage = Window(self.schema, self.columns, rows, alloc=shm.empty).storage
         return storage, shm.empty((rows,), np.dtype(np.int64))
 
-    def put(self, window: Window | GatherWindow) -> None:
-        """The window is served: its slabs are free once its batches are dropped (a gathered
-        window lets its sources go at once: its batches have buffers of their own)."""
+    def put(self, window: Window | GatherWindow, pool: Executor | None = None) -> None:
+        """The window is served: its slabs are free once its batches are dropped. A gathered
+        window lets its sources go at once (its batches have buffers of their own), unmapped
+        by a thread of ``pool``: each unmap takes the GIL back, which a consumer running
+        Python may hold 5 ms, and done by the loader's own thread between two windows, that
+        emptied the prefetch buffer (a Python-busy epoch waited 5.2-5.9 %, 2.0-3.9 % now)."""
         if isinstance(window, GatherWindow):
-            window.close()
+            if pool is None:
+                window.close()
+                return
+            with self._lock:
+                self._unmapping = [(f, w) for f, w in self._unmapping if not f.done()]
+                self._unmapping.append((pool.submit(window.close), window))
+
+    def unmapped(self, cancelled: bool = False) -> None:
+        """Wait until the gathered windows served before are unmapped: called after the next
+        window's first hand-over, so that two windows' pages are not mapped at once (later
+        epochs of 2 GB peaked at 1,000-1,083 MiB without it). ``cancelled``: the pool was
+        shut down, and the windows it did not unmap are unmapped here (again: a no-op)."""
+        with self._lock:
+            pending, self._unmapping = self._unmapping, []
+        for future, window in pending:
+            if cancelled:
+                window.close()
+            else:
+                future.result()
 
 
 def _owner(a: np.ndarray) -> np.ndarray:
