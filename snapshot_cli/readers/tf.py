@@ -186,7 +186,7 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
         # once nothing refers to it (slabs.WindowPool).
         with contextlib.suppress(BufferError, TypeError, ValueError):
             return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
-    return value  # from_generator copies it into a tensor
+    return value  # TensorFlow copies it into a tensor (py_function converts what it returns)
 
 
 class TFBatches(LoaderFacing):
