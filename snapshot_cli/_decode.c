@@ -28,8 +28,9 @@
  *
  * The decompressors are the system's liblz4 and libzstd (loaded at import, by their stable
  * C API; Debian, Ubuntu and Fedora install them with the package manager itself, and dlopen
- * finds them where the system's linker would): LZ4 and ZSTD say whether each was found. The crc32c is computed with the CPU's crc32 instruction
- * (SSE 4.2, three streams at once), where there is one: HW_CRC. Without them the loader
+ * finds them where the system's linker would): LZ4 and ZSTD say whether each was found. The
+ * crc32c is computed with the CPU's crc32 instruction (SSE 4.2, three streams at once), where
+ * there is one: HW_CRC. Without them the loader
  * keeps its other paths (crc32c package, Arrow's decompression).
  */
 #include "_records.h"

@@ -209,7 +209,7 @@ class BlockFile:
         if job.check:
             self._check(job.batch, result)
         if job.plain:  # a later epoch may gather from it
-            self._note(job.batch, placement, int(job.args[6]), job.where)
+            self._note(job.batch, placement, job.rows, job.where)
         return True
 
     def _message(self, i: int) -> Any:

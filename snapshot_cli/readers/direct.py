@@ -182,10 +182,23 @@ class SlotJob:
 
     args: tuple[Any, ...]
     batch: int  # the record batch's number in its shard
-    check: bool  # its crc32c is computed and must match
     where: dict[str, tuple[int, int]]
-    plain: bool  # stored uncompressed: a later epoch may gather from it
     reader: Any = None  # the BlockFile that made it, which finishes it (not one reopened)
+
+    @property
+    def check(self) -> bool:
+        """Its crc32c is computed and must match (``expected`` >= 0)."""
+        return bool(self.args[7] >= 0)
+
+    @property
+    def plain(self) -> bool:
+        """Stored uncompressed (codec -1): a later epoch may gather from it."""
+        return bool(self.args[1] == -1)
+
+    @property
+    def rows(self) -> int:
+        """Records in the whole record batch."""
+        return int(self.args[6])
 
 
 def slot_job(
@@ -214,7 +227,7 @@ def slot_job(
     codec = -1 if layout.codec is None else (0 if layout.codec == LZ4_FRAME else 1)
     columns = [(begin, length, *dests[name]) for name, (begin, length) in where.items()]
     args = (message, codec, columns, slots, start, stop, rows, expected)
-    return SlotJob(args, batch, expected >= 0, where, layout.codec is None, reader)
+    return SlotJob(args, batch, where, reader)
 
 
 def decode_many(jobs: list[tuple[Any, ...]]) -> list[int | str]:

@@ -193,12 +193,6 @@ class Window:
                     dest, src = dest.reshape(len(dest)), src.reshape(n)
             dest[slots] = src
 
-    @property
-    def reads_large(self) -> bool:
-        """Whether a column's records are large enough to be read straight to their slots
-        by the kernel (:meth:`targets`), where an uncompressed record batch needs no check."""
-        return any(b.shape[1] >= RECORD_READ_MIN for b in self._bytes.values())
-
     def slot_columns(self) -> tuple[dict[str, tuple[np.ndarray, int]], np.ndarray] | None:
         """Each column's slots as rows of bytes and their width, and ``slot_of``: where a
         shuffled window of fixed-width columns only takes records decoded straight to their
@@ -217,7 +211,7 @@ class Window:
             return None
         if self.slot_of is None:
             return {name: dest[offset : offset + n] for name, dest in self.fixed.items()}
-        if not self.reads_large:
+        if not any(b.shape[1] >= RECORD_READ_MIN for b in self._bytes.values()):
             return None
         slots = self.slot_of[offset : offset + n]
         return {name: SlotTarget(rows, slots) for name, rows in self._bytes.items()}
