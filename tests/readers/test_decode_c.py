@@ -135,6 +135,59 @@ def test_decode_writes_nothing_when_the_checksum_differs(codec: str | None) -> N
     assert not dests["x"][0].any()
 
 
+_BIG = 16 << 20  # a window from which large records are written past the caches
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([1024, 1088, 12288, 8, 1000, 3072]), st.integers(0, 700)),
+        min_size=1,
+        max_size=3,
+    ),
+    st.integers(1, 40),
+    st.data(),
+)
+def test_large_uncompressed_records_are_put_while_the_message_is_checked(
+    columns: list[tuple[int, int]], rows: int, data: st.DataObject
+) -> None:
+    """An uncompressed record batch's large records bound for a large window are put in
+    their slots as the message's crc32c is summed (each byte read once): the crc32c is the
+    whole message's, in any layout (columns in any order, at any offset, overlapping as no
+    writer would make them, records [start, stop) of the batch), and every slot of every
+    column holds what numpy's assignment puts there. A wrong checksum still returns the
+    message's own (the caller raises) and leaves the small columns unwritten."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    length = sum(w * rows + gap for w, gap in columns) + 64
+    message = rng.integers(0, 256, length, dtype=np.uint8).tobytes()
+    start = data.draw(st.integers(0, rows))
+    stop = data.draw(st.integers(start, rows))
+    slots = data.draw(st.sampled_from(["shuffled", "ordered"]))
+    args, wants = [], []
+    for width, _ in columns:
+        begin = data.draw(st.integers(0, length - width * rows))  # may overlap another
+        capacity = max(rows, _BIG // width + 1)
+        dest = np.zeros((capacity, width), np.uint8)
+        values = np.frombuffer(message, np.uint8, width * rows, begin).reshape(rows, width)
+        args.append((begin, width * rows, dest, width))
+        wants.append(values[start:stop])
+    to = np.arange(stop - start, dtype=np.int64)
+    if slots == "shuffled":
+        to = rng.choice(args[0][2].shape[0] if len(args) == 1 else rows, stop - start, False)
+        to = to.astype(np.int64)
+    right = crc32c.crc32c(message)
+    assert _decode.decode(message, -1, args, to, start, stop, rows, right) == right
+    for (_, _, dest, width), want in zip(args, wants, strict=True):
+        assert np.array_equal(dest[to], want), width
+        assert not np.delete(dest, to, axis=0).any(), width
+    for _, _, dest, _ in args:
+        dest[:] = 0
+    assert _decode.decode(message, -1, args, to, start, stop, rows, right ^ 1) == right
+    for _, _, dest, width in args:
+        if width < 1024 or width % 64:  # not streamed: put only after a check that passed
+            assert not dest.any(), width
+
+
 @pytest.mark.parametrize("codec", ["lz4", "zstd"])
 def test_a_damaged_compressed_buffer_is_an_arrow_error_naming_its_column(codec: str) -> None:
     """Unchecked (verify=False), a compressed stream that is damaged is the decompressor's
