@@ -20,8 +20,9 @@
  *
  * Returns the message's crc32c (-1 when not checked). When it is not `expected`, the caller
  * raises: nothing is written but the large records of an uncompressed record batch, which
- * are put in their slots as the crc32c is summed (their window is then never served). Returns -2, nothing written and nothing checked, when a buffer
- * is not in the form placed directly (the caller then decodes it another way): a buffer
+ * are put in their slots as the crc32c is summed (their window is then never served).
+ * Returns -2, nothing written and nothing checked, when a buffer is not in the form placed
+ * directly (the caller then decodes it another way): a buffer
  * outside the message, too short for its records, a compressed buffer whose stated size does
  * not fit, a codec whose library is not there. DecompressError (a ValueError) when the
  * decompressor fails (damaged data whose checksum was not checked; columns before it may
