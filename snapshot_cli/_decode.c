@@ -739,7 +739,8 @@ PyInit__decode(void)
     }
     DecompressError = PyErr_NewException("snapshot_cli._decode.DecompressError",
                                          PyExc_ValueError, NULL);
-    if (DecompressError == NULL || PyModule_AddObjectRef(m, "DecompressError", DecompressError) < 0) {
+    if (DecompressError == NULL ||
+        PyModule_AddObjectRef(m, "DecompressError", DecompressError) < 0) {
         Py_DECREF(m);
         return NULL;
     }
