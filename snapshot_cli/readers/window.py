@@ -269,61 +269,17 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 
 def slab_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A page-aligned array in anonymous memory of its own. In transparent huge pages when the
-    kernel's free lists hold enough 2 MiB blocks for it already (:func:`huge_pages_ready`):
-    then its pages cost a third of small ones to map and zero (256 MiB: 0.034-0.047 s against
-    0.077-0.104 s, measured here), which is most of what the first epoch of an uncompressed
-    snapshot paid beyond a later one. Else in small pages, mapped lazily: on a machine whose
-    memory the page cache has fragmented, compacting it for huge pages cost seconds of system
-    time in a first epoch (numpy asks for them for every large array, so slabs are not numpy's
-    allocations). Small slabs, or a platform without anonymous maps, use :func:`aligned_empty`."""
+    """A page-aligned array in anonymous memory of its own, in small pages: numpy asks for
+    transparent huge pages for large arrays, and on a machine whose memory the page cache has
+    fragmented their compaction cost seconds of system time in a first epoch (measured:
+    lazily faulted small pages halved it; populating up front delayed the first batch).
+    Small slabs, or a platform without anonymous maps, use :func:`aligned_empty`."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if nbytes < SLAB_MMAP_MIN or not hasattr(mmap, "MAP_ANONYMOUS"):
         return aligned_empty(shape, dtype)
     memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if nbytes >= HUGE_SLAB_MIN and huge_pages_ready(nbytes):
-        memory.madvise(mmap.MADV_HUGEPAGE)
     return np.frombuffer(memory, np.uint8, nbytes).view(dtype).reshape(shape)
-
-
-HUGE_PAGE = 2 << 20
-HUGE_SLAB_MIN = 32 << 20  # smaller slabs are not worth reading /proc/buddyinfo for
-HUGE_MARGIN = 2  # the free 2 MiB blocks must hold this many times the slab
-
-
-def huge_pages_ready(nbytes: int) -> bool:
-    """Whether ``nbytes`` can be had in transparent huge pages without compacting memory: the
-    kernel gives them for a mapping that asks (``enabled`` is not ``never``), and its free
-    lists hold twice that in blocks of 2 MiB or more (``/proc/buddyinfo``). False where either
-    cannot be read (not Linux) or the page size is not 4 KiB."""
-    if not hasattr(mmap, "MADV_HUGEPAGE") or mmap.PAGESIZE != 4096:
-        return False
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-            if "[never]" in f.read():
-                return False
-        with open("/proc/buddyinfo") as f:
-            buddyinfo = f.read()
-    except OSError:
-        return False
-    return free_in_blocks(buddyinfo, HUGE_PAGE, mmap.PAGESIZE) >= HUGE_MARGIN * nbytes
-
-
-def free_in_blocks(buddyinfo: str, block: int, page: int) -> int:
-    """Bytes free in blocks of at least ``block`` bytes, from ``/proc/buddyinfo``'s text (per
-    zone: "Node 0, zone Normal" and the count of free blocks of 2**order pages, order 0 up)."""
-    least = max(0, (block // page).bit_length() - 1)
-    total = 0
-    for line in buddyinfo.splitlines():
-        words = line.replace(",", " ").split()
-        if "zone" not in words:
-            continue
-        counts = words[words.index("zone") + 2 :]
-        for order, count in enumerate(counts):
-            if order >= least and count.isdigit():
-                total += int(count) * (page << order)
-    return total
 
 
 def aligned_copy(a: np.ndarray) -> np.ndarray:

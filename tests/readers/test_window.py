@@ -250,16 +250,12 @@ def test_keeping_batches_of_many_windows_warns_once(
     assert sum(len(k) for k in kept) == N
 
 
-@pytest.mark.parametrize("margin", [0, 1 << 40])  # huge pages asked for where THP is on, never
 def test_slabs_in_memory_of_their_own_behave_the_same(
-    made: str, monkeypatch: pytest.MonkeyPatch, margin: int
+    made: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Large slabs are anonymous maps (in huge pages when the kernel has them free, else small
-    pages): held batches stay right, dropped ones let the slabs go round, and every batch is
-    still a writable aligned array."""
+    """Large slabs are anonymous maps (small pages): held batches stay right, dropped ones
+    let the slabs go round, and every batch is still a writable aligned array."""
     monkeypatch.setattr(window, "SLAB_MMAP_MIN", 0)
-    monkeypatch.setattr(window, "HUGE_SLAB_MIN", 0)
-    monkeypatch.setattr(window, "HUGE_MARGIN", margin)
     s = snap.open(made)
     loader = s.loader(64, seed=2, shuffle_buffer=700, epochs=2)
     kept = list(loader)
@@ -269,29 +265,6 @@ def test_slabs_in_memory_of_their_own_behave_the_same(
     for _ in loader:
         pass
     assert loader._context.windows.allocated <= 5
-
-
-def test_free_huge_blocks_are_read_from_buddyinfo() -> None:
-    """/proc/buddyinfo: per zone, the free blocks of 2**order pages; what is free in blocks of
-    2 MiB (order 9 of 4 KiB pages) or more is what a slab in huge pages can have without the
-    kernel compacting memory first. Lines that are not a zone's count nothing."""
-    text = (
-        "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1"
-        "      1      3 \n"
-        "Node 0, zone    DMA32    122    116    125    108     87     65     43     32     21"
-        "     23    726 \n"
-        "Node 1, zone   Normal  53876  36469  16032  21508   7661   4060   1967    890    190"
-        "     55    891\n"
-        "something else 7 7 7\n"
-    )
-    mib = 1 << 20
-    want = (1 * 2 + 3 * 4) * mib + (23 * 2 + 726 * 4) * mib + (55 * 2 + 891 * 4) * mib
-    assert window.free_in_blocks(text, 2 * mib, 4096) == want
-    assert window.free_in_blocks(text, 4 * mib, 4096) == (3 + 726 + 891) * 4 * mib
-    assert window.free_in_blocks("", 2 * mib, 4096) == 0
-    zones = [line.split()[4:] for line in text.splitlines()[:3]]
-    pages = sum(int(c) * 2**k for counts in zones for k, c in enumerate(counts))
-    assert window.free_in_blocks(text, 4096, 4096) == pages * 4096
 
 
 def test_columns_the_window_keeps_as_arrow_data_are_not_placed(tmp_path: Path) -> None:
