@@ -18,11 +18,9 @@
  * writable buffer of rows of width bytes), for the records [start, stop). expected: the
  * crc32c the message must have (-1: not checked here).
  *
- * Returns the message's crc32c (-1 when not checked). When it is not `expected`, the caller
- * raises: nothing is written but the large records of an uncompressed record batch, which
- * are put in their slots as the crc32c is summed (their window is then never served).
- * Returns -2, nothing written and nothing checked, when a buffer is not in the form placed
- * directly (the caller then decodes it another way): a buffer
+ * Returns the message's crc32c (-1 when not checked). When it is not `expected`, nothing is
+ * written: the caller raises. Returns -2, nothing written and nothing checked, when a buffer
+ * is not in the form placed directly (the caller then decodes it another way): a buffer
  * outside the message, too short for its records, a compressed buffer whose stated size does
  * not fit, a codec whose library is not there. DecompressError (a ValueError) when the
  * decompressor fails (damaged data whose checksum was not checked; columns before it may
@@ -49,10 +47,9 @@
 
 #define POLY 0x82f63b78u
 #define LONG_BLOCK 8192
-#define MID_BLOCK 1024 /* crc32c_stream_copy's: a 12 KiB record is four blocks of three */
 #define SHORT_BLOCK 256
 
-static uint32_t long_shift[4][256], mid_shift[4][256], short_shift[4][256];
+static uint32_t long_shift[4][256], short_shift[4][256];
 static int hw_crc = 0;
 
 static uint32_t
@@ -163,63 +160,6 @@ crc32c_hw(uint32_t crc, const unsigned char *next, size_t len)
     }
     return (uint32_t)crc0 ^ 0xffffffffu;
 }
-
-#ifdef HAVE_STREAM
-#define FUSED 1
-/* One 64-byte line at S + i: its eight words into the crc register REG, and the line to
-   D + i past the caches. */
-#define CRC_LINE(S, D, REG)                                                              \
-    do {                                                                                 \
-        const __m128i v0 = _mm_loadu_si128((const __m128i *)((S) + i));                   \
-        const __m128i v1 = _mm_loadu_si128((const __m128i *)((S) + i + 16));              \
-        const __m128i v2 = _mm_loadu_si128((const __m128i *)((S) + i + 32));              \
-        const __m128i v3 = _mm_loadu_si128((const __m128i *)((S) + i + 48));              \
-        REG = _mm_crc32_u64(REG, (uint64_t)_mm_cvtsi128_si64(v0));                        \
-        REG = _mm_crc32_u64(REG, (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v0, v0))); \
-        REG = _mm_crc32_u64(REG, (uint64_t)_mm_cvtsi128_si64(v1));                        \
-        REG = _mm_crc32_u64(REG, (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v1, v1))); \
-        REG = _mm_crc32_u64(REG, (uint64_t)_mm_cvtsi128_si64(v2));                        \
-        REG = _mm_crc32_u64(REG, (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v2, v2))); \
-        REG = _mm_crc32_u64(REG, (uint64_t)_mm_cvtsi128_si64(v3));                        \
-        REG = _mm_crc32_u64(REG, (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v3, v3))); \
-        _mm_stream_si128((__m128i *)((D) + i), v0);                                      \
-        _mm_stream_si128((__m128i *)((D) + i + 16), v1);                                 \
-        _mm_stream_si128((__m128i *)((D) + i + 32), v2);                                 \
-        _mm_stream_si128((__m128i *)((D) + i + 48), v3);                                 \
-    } while (0)
-
-/* The crc32c of n bytes at src (n a multiple of 64), continuing crc, while they are copied
-   to dest (16-byte aligned) past the caches: each byte is read from memory once. A crc32c
-   pass and then the copy read it twice: measured on 12 KiB records, two threads, 16-17
-   against 11-12 GB/s, as fast as the copy alone (the caller issues the _mm_sfence). */
-__attribute__((target("sse4.2"))) static uint32_t
-crc32c_stream_copy(uint32_t crc, unsigned char *dest, const unsigned char *src, size_t n)
-{
-    uint64_t crc0 = crc ^ 0xffffffffu, crc1, crc2;
-#define THREE_LINES(BLOCK, TABLE)                                                        \
-    while (n >= 3 * (BLOCK)) {                                                           \
-        crc1 = crc2 = 0;                                                                 \
-        for (size_t i = 0; i < (BLOCK); i += 64) {                                       \
-            CRC_LINE(src, dest, crc0);                                                   \
-            CRC_LINE(src + (BLOCK), dest + (BLOCK), crc1);                               \
-            CRC_LINE(src + 2 * (BLOCK), dest + 2 * (BLOCK), crc2);                       \
-        }                                                                                \
-        crc0 = shift(TABLE, (uint32_t)crc0) ^ crc1;                                      \
-        crc0 = shift(TABLE, (uint32_t)crc0) ^ crc2;                                      \
-        src += 3 * (BLOCK);                                                              \
-        dest += 3 * (BLOCK);                                                             \
-        n -= 3 * (BLOCK);                                                                \
-    }
-    THREE_LINES(MID_BLOCK, mid_shift)
-    THREE_LINES(SHORT_BLOCK, short_shift)
-#undef THREE_LINES
-    for (size_t i = 0; i < n; i += 64) {
-        CRC_LINE(src, dest, crc0);
-    }
-    return (uint32_t)crc0 ^ 0xffffffffu;
-}
-#undef CRC_LINE
-#endif
 #endif
 
 /* ---- the system's decompressors, by their stable C APIs ---- */
@@ -342,7 +282,6 @@ typedef struct {
     const unsigned char *values; /* plain values, or the compressed stream */
     size_t size;                 /* bytes of the compressed stream */
     size_t plain;                /* bytes it decompresses to (0: stored plain) */
-    int put;                     /* put in its slots while the message was checked */
 } Column;
 
 /* One record batch's part: what decode(...) is given, its views, and what became of it. */
@@ -497,56 +436,7 @@ fail:
     return -1;
 }
 
-#ifdef FUSED
-/* The crc32c of an uncompressed record batch's message, its records of the columns written
-   past the caches (put_records' large ones) put in their slots as their bytes are summed, in
-   the order of the message: each of those bytes is read from memory once (measured: the
-   first epoch of 2 GB of 12 KiB records, uncompressed, 4.43 -> 5.04 GB/s, medians of 6 in
-   fresh processes). Those columns are marked put; the others are put after the check.
-   Without the GIL. */
-static uint32_t
-check_while_putting(Job *j)
-{
-    const unsigned char *base = (const unsigned char *)j->message.buf;
-    const int64_t *to = (const int64_t *)j->slots.buf;
-    const Py_ssize_t count = j->stop - j->start;
-    Column *order[MAX_COLUMNS];
-    Py_ssize_t n = 0;
-    for (Py_ssize_t k = 0; count > 0 && k < j->ncols; k++) { /* by place in the message */
-        Column *c = &j->cols[k];
-        if (streamed((unsigned char *)c->dest.buf, c->dest.len, c->width)) {
-            Py_ssize_t at = n++;
-            for (; at > 0 && order[at - 1]->values > c->values; at--) {
-                order[at] = order[at - 1];
-            }
-            order[at] = c;
-        }
-    }
-    uint32_t crc = 0;
-    size_t summed = 0; /* bytes of the message in crc */
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Column *c = order[k];
-        const unsigned char *first = c->values + j->start * c->width;
-        if ((size_t)(first - base) < summed) {
-            continue; /* overlaps a column before it (not as Arrow writes): put after */
-        }
-        crc = crc32c_hw(crc, base + summed, (size_t)(first - base) - summed);
-        unsigned char *dest = (unsigned char *)c->dest.buf;
-        for (Py_ssize_t i = 0; i < count; i++) {
-            crc = crc32c_stream_copy(crc, dest + to[i] * c->width, first + i * c->width,
-                                     (size_t)c->width);
-        }
-        summed = (size_t)(first - base) + (size_t)(count * c->width);
-        c->put = 1;
-    }
-    _mm_sfence(); /* the stores are seen before anything this thread does next */
-    return crc32c_hw(crc, base + summed, (size_t)j->message.len - summed);
-}
-#endif
-
-/* Without the GIL: check, decompress, put. On a checksum mismatch nothing is written but
-   the large records of an uncompressed record batch, put while it was checked: the caller
-   raises, and the window they went to is never served. */
+/* Without the GIL: check, decompress, put. Nothing is written on a checksum mismatch. */
 static void
 job_run(Job *j)
 {
@@ -556,13 +446,7 @@ job_run(Job *j)
     }
 #ifdef HAVE_X86_CRC
     if (j->expected >= 0) {
-#ifdef FUSED
-        if (j->codec == -1) {
-            j->crc = check_while_putting(j);
-        } else
-#endif
-            j->crc =
-                crc32c_hw(0, (const unsigned char *)j->message.buf, (size_t)j->message.len);
+        j->crc = crc32c_hw(0, (const unsigned char *)j->message.buf, (size_t)j->message.len);
         if (j->crc != j->expected) {
             return;
         }
@@ -572,9 +456,6 @@ job_run(Job *j)
     const Py_ssize_t count = j->stop - j->start;
     for (Py_ssize_t k = 0; k < j->ncols; k++) {
         Column *c = &j->cols[k];
-        if (c->put) {
-            continue;
-        }
         const unsigned char *from = c->values;
         unsigned char *scratch = NULL;
         if (c->plain) {
@@ -730,7 +611,6 @@ PyInit__decode(void)
     hw_crc = __builtin_cpu_supports("sse4.2");
 #endif
     zeros_table(long_shift, LONG_BLOCK);
-    zeros_table(mid_shift, MID_BLOCK);
     zeros_table(short_shift, SHORT_BLOCK);
     load_codecs();
     PyObject *m = PyModule_Create(&decode_module);

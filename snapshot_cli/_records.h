@@ -56,15 +56,6 @@ get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
 #define STREAM_MIN 1024
 #define STREAM_DEST_MIN (16 << 20)
 
-/* Whether records of width bytes bound for dest (dest_len bytes) are written past the caches
-   (then with stream_copy: width is a multiple of 64 and dest 16-byte aligned). */
-static inline int
-streamed(const unsigned char *dest, Py_ssize_t dest_len, Py_ssize_t width)
-{
-    return width >= STREAM_MIN && width % 64 == 0 && dest_len >= STREAM_DEST_MIN &&
-           (uintptr_t)dest % 16 == 0;
-}
-
 /* n bytes (a multiple of 64) from src to dest (16-byte aligned), past the caches. */
 static inline void
 stream_copy(unsigned char *dest, const unsigned char *src, size_t n)
@@ -91,7 +82,8 @@ put_records(unsigned char *dest, Py_ssize_t dest_len, Py_ssize_t width, const in
             Py_ssize_t count, const unsigned char *from)
 {
 #ifdef HAVE_STREAM
-    if (streamed(dest, dest_len, width)) {
+    if (width >= STREAM_MIN && width % 64 == 0 && dest_len >= STREAM_DEST_MIN &&
+        (uintptr_t)dest % 16 == 0) {
         for (Py_ssize_t i = 0; i < count; i++) {
             stream_copy(dest + to[i] * width, from + i * width, (size_t)width);
         }
