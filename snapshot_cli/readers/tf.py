@@ -50,14 +50,12 @@ implement ``tf.data.Dataset``'s private constructor protocol, which changes betw
 releases, and Keras and every transformation hand on a plain dataset anyway. Keep the object
 ``to_tf()`` returned to save state.
 
-**Cost.** Each call from TensorFlow into Python costs it 150-300 us whatever it returns,
-more than handing on a batch does: batches go over 8 per call (``benchmarks/device.py``,
-lz4, 2 GB: 2.0x the rate of one ``from_generator`` call per batch). Numeric columns (the
-loader's 64-byte aligned arrays, which it reuses only once nothing refers to them) are
-handed over without a copy through DLPack; other arrays (unaligned or strided output of a
-``map``) are copied by TensorFlow. The options also turn tf.data's autotuning off: this
-pipeline has nothing to tune, and with it on, the last ``next()`` of a pass often waited for
-the autotuning thread's next wake-up (~2 s here). Re-enable it
+**Cost.** Each call from TensorFlow into Python costs it 150-300 us whatever it returns:
+batches go over 8 per call (``benchmarks/device.py``, lz4: 2.0x one call per batch). Numeric
+columns (the loader's 64-byte aligned arrays, reused only once nothing refers to them) are
+shared through DLPack; other arrays (unaligned or strided ``map`` output) are copied. The
+options turn tf.data's autotuning off: there is nothing to tune, and with it on the last
+``next()`` of a pass often waited ~2 s for the autotuning thread. Re-enable it
 (``options.autotune.enabled = True``) if ``AUTOTUNE`` transformations follow.
 """
 
@@ -170,9 +168,7 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
     """One column of a batch in TensorFlow's form; numeric arrays shared when TF can."""
     tf = _tf()
     if isinstance(spec, tf.RaggedTensorSpec):
-        lengths = np.fromiter((len(v) for v in value), np.int64, len(value))
-        flat = np.concatenate(value) if len(value) else np.zeros((0,), spec.dtype.as_numpy_dtype)
-        return tf.RaggedTensor.from_row_lengths(flat, lengths)
+        return tf.RaggedTensor.from_row_lengths(*_ragged(value, spec.dtype.as_numpy_dtype))
     if spec.dtype == tf.string:
         return tf.constant(list(value), tf.string)
     if (
@@ -189,14 +185,20 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
     return value  # TensorFlow copies it into a tensor (py_function converts what it returns)
 
 
+def _ragged(value: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A ragged column (an object array of arrays) as its values, flat, and row lengths."""
+    lengths = np.fromiter((len(v) for v in value), np.int64, len(value))
+    flat = np.concatenate(value).astype(dtype, copy=False) if len(value) else np.zeros(0, dtype)
+    return flat, lengths
+
+
 class TFBatches(LoaderFacing):
     """The Python side of ``loader.to_tf()``: its passes, and the state of its consumer.
 
-    Each iterator over the dataset is a pass (:meth:`start_pass`), which yields exactly
-    :meth:`cardinality` batches, taking them from as many loader passes as it needs.
-    TensorFlow calls :meth:`chunk` for CHUNK batches at a time; the dataset counts the
-    batches its consumer has received (``delivered``), from which :meth:`state_dict` tells
-    where the consumer is, not where the loader is (up to CHUNK - 1 batches ahead).
+    Each iterator over the dataset is a pass (:meth:`start_pass`) of exactly
+    :meth:`cardinality` batches, from as many loader passes as it needs. TensorFlow calls
+    :meth:`chunk` for CHUNK batches at a time and counts those its consumer received
+    (``delivered``): :meth:`state_dict` is where the consumer is, not the loader.
     """
 
     def __init__(
@@ -237,15 +239,14 @@ class TFBatches(LoaderFacing):
         self._stop_reading()  # an abandoned pass (an iterator dropped early) reads no more
         if self._chunk is not None and consumer != self.loader.state_dict():
             self.loader.load_state_dict(consumer)
-        self._chunk = None
-        self._pass += 1
-        self._batches = self._pass_batches(self._pass)
+        self._pass, self._chunk = self._pass + 1, None
+        self._batches = self._pass_batches()
         if self.delivered is not None:
             self.delivered.assign(0)
             self.current.assign(self._pass)
         return self._pass
 
-    def _pass_batches(self, mine: int) -> Iterator[Batch]:
+    def _pass_batches(self) -> Iterator[Batch]:
         n = self.cardinality()
         remaining = None if n < 0 else n
         while remaining is None or remaining > 0:
@@ -258,9 +259,11 @@ class TFBatches(LoaderFacing):
                 if fresh:
                     return  # the loader yields nothing at all: nothing more will come
                 continue
-            yield batch
             if remaining is not None:
                 remaining -= 1
+                if not remaining:  # the pass's last: no thread runs on (the loader keeps its
+                    self._stop_reading()  # place; TensorFlow may never ask for one more)
+            yield batch
 
     def chunk(self, pass_number: Any, index: Any) -> list[Any]:
         """Chunk ``index`` of pass ``pass_number``: each of up to CHUNK batches as its
@@ -282,11 +285,8 @@ class TFBatches(LoaderFacing):
     def _parts(self, value: np.ndarray | None, spec: Any) -> list[Any]:
         tf = _tf()
         if isinstance(spec, tf.RaggedTensorSpec):
-            dtype = spec.dtype.as_numpy_dtype
-            if value is None or not len(value):
-                return [np.zeros((0,), dtype), np.zeros((0,), np.int64)]
-            lengths = np.fromiter((len(v) for v in value), np.int64, len(value))
-            return [np.concatenate(value).astype(dtype, copy=False), lengths]
+            none = np.empty(0, object)  # a batch after the pass's last: no rows
+            return list(_ragged(none if value is None else value, spec.dtype.as_numpy_dtype))
         if value is None:
             shape = [0 if d is None else d for d in spec.shape.as_list()]
             return [tf.zeros(shape, spec.dtype)]

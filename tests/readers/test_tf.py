@@ -174,6 +174,7 @@ def check_set_epoch_stats_close():
     ds = s.loader(BATCH, seed=6).to_tf(features="id")
     ds.set_epoch(5)
     epoch5 = [ids(x) for x in ds]
+    running = ds.loader._run is not None  # its threads (other checks' loaders run on here)
     stats = ds.stats()
     it = iter(ds)
     next(it)
@@ -184,7 +185,8 @@ def check_set_epoch_stats_close():
     except tf.errors.OpError as err:
         superseded = err.message
     ds.close()
-    return {"epoch5": epoch5, "batches": stats["batches"], "records": stats["records"],
+    return {"epoch5": epoch5, "running_after_pass": running,
+            "batches": stats["batches"], "records": stats["records"],
             "superseded": superseded, "after_close": len(list(ds))}
 
 
@@ -399,6 +401,7 @@ def test_set_epoch_stats_and_a_superseded_iterator(
     loader = snap.open(snapshot_url).loader(BATCH, seed=6)
     loader.set_epoch(5)
     assert out["epoch5"] == [b["id"].tolist() for b in loader]
+    assert out["running_after_pass"] is False  # a pass run to its end stops the loader's threads
     assert out["batches"] == PER_EPOCH and out["records"] == RECORDS
     assert "superseded" in out["superseded"]
     assert out["after_close"] == PER_EPOCH
