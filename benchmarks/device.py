@@ -15,7 +15,7 @@ it), the configurations alternate within each repeat, and the table reports medi
 of each adapter's rate to the bare loader's (targets: to_torch and to_jax >= 0.95, to_tf >=
 0.85). Each child also times its framework alone on batches made in advance (no loader
 running): the adapter's conversion and the framework's own per-batch work (``device_put``; a
-dataset built as to_tf builds it). The table's "ceiling" is bare / (bare +
+dataset built by to_tf's own code over them). The table's "ceiling" is bare / (bare +
 alone) per batch: the best ratio the adapter can reach where that work cannot overlap with
 the loader's, as on 2 cores the loader keeps busy.
 On a machine with a CUDA GPU, ``to_torch(device="cuda")`` is added with a simulated step
@@ -40,7 +40,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,36 @@ def _prepared() -> list[dict[str, Any]]:
     return out
 
 
-def framework_floor(name: str) -> float:
+class _Prepared:
+    """What ``to_tf()`` asks of a loader, over the prepared batches (FLOOR_BATCHES a pass)."""
+
+    epochs = 1
+
+    def __init__(self, schema: Any, batches: list[dict[str, Any]]) -> None:
+        self.schema, self.columns, self._batches, self._at = schema, list(batches[0]), batches, 0
+
+    def __len__(self) -> int:
+        return FLOOR_BATCHES
+
+    def batches_per_epoch(self) -> int:
+        return FLOOR_BATCHES
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(FLOOR_BATCHES):
+            self._at = i + 1
+            yield self._batches[i % 8]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"batch": self._at}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._at = state["batch"]
+
+    def close(self) -> None:
+        pass
+
+
+def framework_floor(name: str, schema: Any = None) -> float:
     """Seconds per batch the adapter's framework spends on batches that already exist (no
     loader running): the adapter's own conversion, then what the framework does per batch.
     On 2 cores that the loader keeps busy, this cannot overlap with reading, so
@@ -123,45 +152,9 @@ def framework_floor(name: str) -> float:
                 yield jax.device_put(batches[i % 8])  # what JaxBatches._start does
 
     elif name.startswith("to_tf"):
-        import numpy as np
-        import tensorflow as tf
+        from snapshot_cli.readers.tf import to_dataset
 
-        from snapshot_cli.readers.tf import CHUNK, to_tensor
-
-        spec = {"image": tf.TensorSpec((None, *_common.IMAGE_SHAPE), tf.uint8),
-                "label": tf.TensorSpec((None,), tf.int64)}  # fmt: skip
-        counter = tf.Variable(0, dtype=tf.int64)
-
-        def chunk(i: Any) -> list[Any]:  # what to_tf's TFBatches.chunk hands over
-            out = []
-            for j in range(CHUNK):
-                batch = batches[(int(i) * CHUNK + j) % 8]
-                out += [to_tensor(batch["image"], spec["image"]),
-                        to_tensor(batch["label"], spec["label"])]  # fmt: skip
-            return [*out, np.int64(CHUNK)]
-
-        def split(*parts: Any) -> Any:
-            elements = None
-            for j in range(CHUNK):
-                image, label = parts[2 * j], parts[2 * j + 1]
-                image.set_shape(spec["image"].shape)
-                label.set_shape(spec["label"].shape)
-                one = tf.data.Dataset.from_tensors({"image": image, "label": label})
-                elements = one if elements is None else elements.concatenate(one)
-            return elements.take(parts[-1])
-
-        def counted(element: Any) -> Any:
-            counter.assign_add(1)
-            return element
-
-        types = [tf.uint8, tf.int64] * CHUNK + [tf.int64]
-        ds = tf.data.Dataset.range(FLOOR_BATCHES // CHUNK)
-        ds = ds.map(lambda i: tuple(tf.py_function(chunk, [i], types))).flat_map(split)
-        ds = ds.map(counted)
-        options = tf.data.Options()  # the options to_tf() sets
-        options.experimental_optimization.inject_prefetch = False
-        options.autotune.enabled = False
-        ds = ds.with_options(options)
+        ds = to_dataset(_Prepared(schema, batches))  # to_tf()'s own dataset, over them
 
         def each() -> Iterable[Any]:
             return ds
@@ -236,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     cfgs = configs(args.step_ms)
     if args.child:
         rate = _run(cfgs[args.child], s)
-        print(json.dumps({"gb_per_s": rate, "floor_s": framework_floor(args.child)}))
+        floor = framework_floor(args.child, s.schema)
+        print(json.dumps({"gb_per_s": rate, "floor_s": floor}))
         return 0
     mib = BATCH * _common.ROW_BYTES / 2**20
     print(f"{os.cpu_count()} cores, python {platform.python_version()}; {args.codec} "
