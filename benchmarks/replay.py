@@ -348,10 +348,10 @@ def summarise(codec: str, s: snap.Snapshot, runs: list[Run], configs: list[str])
     out.fraction = {c: v / base for c, v in out.median_gbps.items() if c != RAW}
     if FRESH in out.median_gbps and FRESH_NOVERIFY in out.median_gbps:
         out.verify_ratio = out.median_gbps[FRESH] / out.median_gbps[FRESH_NOVERIFY]
-    tuned = [c for c in configs if c in TUNED and c in out.median_gbps]
-    if tuned:
-        out.best_tuned = max(tuned, key=lambda c: out.median_gbps[c])
-        out.auto_vs_best = out.median_gbps[STEADY] / out.median_gbps[out.best_tuned]
+    best = best_tuned(runs, codec)
+    if best:
+        out.best_tuned = best
+        out.auto_vs_best = out.median_gbps[STEADY] / out.median_gbps[best]
     again = [r for r in runs if r.codec == codec and r.config in (CONFIRM_AUTO, CONFIRM_BEST)]
     if again:  # head to head after the grid: what auto/best is measured from
         for config in (CONFIRM_AUTO, CONFIRM_BEST):
@@ -365,14 +365,19 @@ def summarise(codec: str, s: snap.Snapshot, runs: list[Run], configs: list[str])
     return out
 
 
+def best_tuned(runs: list[Run], codec: str) -> str:
+    """The hand-tuned setting with the highest median rate ("" where the grid was not run)."""
+    grid = {c: [r.gbps for r in runs if r.codec == codec and r.config == c] for c in TUNED}
+    medians = {c: statistics.median(v) for c, v in grid.items() if v}
+    return max(medians, key=lambda c: medians[c]) if medians else ""
+
+
 def head_to_head(codec: str, s: snap.Snapshot, runs: list[Run], args: argparse.Namespace) -> None:
     """After the grid: "auto" and the grid's best setting again, alternating, ``repeats``
     times each (the best of eight medians alone would flatter the hand-tuned side)."""
-    grid = {c: [r.gbps for r in runs if r.codec == codec and r.config == c] for c in TUNED}
-    grid = {c: v for c, v in grid.items() if v}
-    if not grid:
+    best = best_tuned(runs, codec)
+    if not best:
         return
-    best = max(grid, key=lambda c: statistics.median(grid[c]))
     for rep in range(args.repeats):
         pair = [(CONFIRM_AUTO, STEADY), (CONFIRM_BEST, best)]
         for config, like in pair if rep % 2 == 0 else pair[::-1]:
