@@ -31,6 +31,7 @@
  * Two more copies for slot windows (snapshot_cli.readers.window and .slabs):
  *   scatter(slots, [(dest, width, src), ...])  # record i of each src to slot slots[i]
  *   populate(buffer, start, length)        # map those pages now (MADV_POPULATE_WRITE)
+ *   discard(buffer, start, length, part)   # give those pages back (MADV_DONTNEED)
  */
 #include "_records.h"
 #if defined(__linux__)
@@ -525,6 +526,54 @@ done:
     return result;
 }
 
+/* advise(format, args, advice) -> 1 where done, 0 where it cannot be done here or the kernel
+   refused (nothing happened after that), -1 with an exception set on bad arguments:
+   madvise(advice) of the pages of buffer[start:start + length] that hold whole pages, without
+   the GIL (args: buffer, start, length and, optionally, part; advice < 0: not on this
+   system). With part > 0, one call per part of that many bytes (rounded up to whole pages):
+   the process's map lock is let go between two. */
+static int
+advise(const char *format, PyObject *args, int advice)
+{
+    PyObject *obj;
+    Py_ssize_t start, length, part = 0;
+    if (!PyArg_ParseTuple(args, format, &obj, &start, &length, &part)) {
+        return -1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        return -1;
+    }
+    int done = 0;
+    if (start < 0 || length < 0 || start > view.len || length > view.len - start || part < 0) {
+        PyBuffer_Release(&view);
+        PyErr_Format(PyExc_ValueError, "%zd bytes from byte %zd (parts of %zd) are outside a "
+                     "buffer of %zd", length, start, part, view.len);
+        return -1;
+    }
+#if defined(__linux__)
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t first = (uintptr_t)view.buf + (uintptr_t)start;
+    uintptr_t end = first + (uintptr_t)length;
+    first = (first + page - 1) / page * page;
+    end = end / page * page;
+    uintptr_t step = part > 0 ? ((uintptr_t)part + page - 1) / page * page : end - first;
+    if (advice >= 0 && end > first) {
+        int rc = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (uintptr_t at = first; at < end && rc == 0; at += step) {
+            rc = madvise((void *)at, end - at < step ? end - at : step, advice);
+        }
+        Py_END_ALLOW_THREADS
+        done = rc == 0;
+    }
+#else
+    (void)advice;
+#endif
+    PyBuffer_Release(&view);
+    return done;
+}
+
 /* populate(buffer, start, length) -> bool: have the kernel map (and zero) the pages of
    buffer[start:start + length] that hold whole pages, writable, in one call and without the
    GIL (MADV_POPULATE_WRITE, Linux 5.14), instead of one page fault per page when they are
@@ -533,38 +582,30 @@ done:
 static PyObject *
 populate(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *obj;
-    Py_ssize_t start, length;
-    if (!PyArg_ParseTuple(args, "Onn:populate", &obj, &start, &length)) {
-        return NULL;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        return NULL;
-    }
-    int done = 0;
-    if (start < 0 || length < 0 || start > view.len || length > view.len - start) {
-        PyBuffer_Release(&view);
-        PyErr_Format(PyExc_ValueError, "%zd bytes from byte %zd are outside a buffer of %zd",
-                     length, start, view.len);
-        return NULL;
-    }
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t first = (uintptr_t)view.buf + (uintptr_t)start;
-    uintptr_t end = first + (uintptr_t)length;
-    first = (first + page - 1) / page * page;
-    end = end / page * page;
-    if (end > first) {
-        int rc;
-        Py_BEGIN_ALLOW_THREADS
-        rc = madvise((void *)first, end - first, MADV_POPULATE_WRITE);
-        Py_END_ALLOW_THREADS
-        done = rc == 0;
-    }
+    const int done = advise("Onn|n:populate", args, MADV_POPULATE_WRITE);
+#else
+    const int done = advise("Onn|n:populate", args, -1);
 #endif
-    PyBuffer_Release(&view);
-    return PyBool_FromLong(done);
+    return done < 0 ? NULL : PyBool_FromLong(done);
+}
+
+/* discard(buffer, start, length, part=0) -> bool: give the pages of buffer[start:start +
+   length] that hold whole pages back to the system (MADV_DONTNEED), without the GIL, in
+   parts of ``part`` bytes (0: at once); private anonymous memory reads as zeros afterwards.
+   Only for memory nothing else uses: snapshot_cli.readers.slabs gives back a slab no batch
+   refers to any more (unmapping 512 MiB at once held every map of the process up for ~50
+   ms; a part at a time, a map waits for one part). False where that cannot be done here
+   (nothing happened) or the kernel refused (the parts before were given back). */
+static PyObject *
+discard(PyObject *Py_UNUSED(module), PyObject *args)
+{
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    const int done = advise("Onn|n:discard", args, MADV_DONTNEED);
+#else
+    const int done = advise("Onn|n:discard", args, -1);
+#endif
+    return done < 0 ? NULL : PyBool_FromLong(done);
 }
 
 /* place(seg, row, slots, lengths): the records of consecutive segments (lengths[k] records
@@ -676,7 +717,10 @@ static PyMethodDef module_methods[] = {
      "scatter(slots, [(dest, width, src), ...]): record i of each src to slot slots[i] of "
      "its dest"},
     {"populate", populate, METH_VARARGS,
-     "populate(buffer, start, length) -> bool: map those pages now (see the source)"},
+     "populate(buffer, start, length, part=0) -> bool: map those pages now (see the source)"},
+    {"discard", discard, METH_VARARGS,
+     "discard(buffer, start, length, part=0) -> bool: give those pages back (see the "
+     "source)"},
     {"place", place, METH_VARARGS,
      "place(seg, row, slots, lengths): each record's segment and row at its slot"},
     {NULL, NULL, 0, NULL},

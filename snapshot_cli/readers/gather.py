@@ -40,16 +40,17 @@ if TYPE_CHECKING:
 
 # The compiled part (snapshot_cli/_gather.c). Also used by slot windows: scatter(slots,
 # [(dest, width, src), ...]) copies a decoded record batch's records to their slots, every
-# column in one call (:mod:`.window`), and populate(buffer, start, length) maps new pages in
-# one call (:mod:`.slabs`).
+# column in one call (:mod:`.window`), populate(buffer, start, length) maps new pages in
+# one call and discard(buffer, start, length) gives pages back (:mod:`.slabs`).
 Sources: Any
 scatter: Any
 populate: Any
+discard: Any
 place: Any
 try:
-    from .._gather import Sources, place, populate, scatter
+    from .._gather import Sources, discard, place, populate, scatter
 except ImportError:  # not compiled (no C compiler at install): numpy does it, slower
-    Sources = scatter = populate = place = None
+    Sources = scatter = populate = discard = place = None
 
 AVAILABLE = Sources is not None
 # Whether loaders gather (tests and benchmarks switch it off to compare with slot windows).

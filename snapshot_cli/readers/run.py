@@ -204,12 +204,13 @@ class Run:
                 pending = self._load(upcoming, planned) if upcoming and not later else None
                 after = next(windows, None) if upcoming else None
                 planned = self._ahead(after)
-                between = later.when_free if later else self.windows.unmapped
+                between = later.when_free if later else self._between
                 self.server.serve(current, window, sources, between)
                 if later is not None and not self.stop.is_set():
                     pending = later.now()
                 self.windows.put(window, self.read_pool)
                 current, upcoming = upcoming, after
+            self.windows.let_go()
             self.buffer.close()
         except Closed:
             pass
@@ -219,6 +220,9 @@ class Run:
                 self.buffer.close()
             except Closed:
                 pass
+
+    def _between(self) -> None:
+        self.windows.between(self.read_pool)
 
     @staticmethod
     def _rows(key: tuple[Plan, int, int, int]) -> int:

@@ -461,6 +461,34 @@ def test_populate_maps_pages_and_keeps_what_is_there() -> None:
     m.close()
 
 
+def test_discard_gives_whole_pages_back_and_keeps_the_rest() -> None:
+    """The pages wholly inside the range read as zeros afterwards (given back: private
+    anonymous memory); the bytes of partly covered pages, and outside the range, are kept."""
+    page = mmap.PAGESIZE
+    m = mmap.mmap(-1, 8 * page, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # as a slab's
+    a = np.frombuffer(m, np.uint8)
+    a[:] = 7
+    linux = os.uname().sysname == "Linux"
+    assert gather.discard(a, 100, 3 * page) is linux  # pages 1 and 2 only
+    if linux:
+        assert not a[page : 3 * page].any()
+        assert (a[:page] == 7).all() and (a[3 * page :] == 7).all()
+    a[:] = 7
+    assert gather.discard(a, page - 1, 6 * page + 2, 2 * page - 1) is linux  # in parts
+    if linux:  # pages 1 to 6, in parts of two pages
+        assert not a[page : 7 * page].any()
+        assert (a[:page] == 7).all() and (a[7 * page :] == 7).all()
+    assert gather.discard(a, 0, 0) is False  # no whole page: nothing to do
+    with pytest.raises(ValueError, match="outside a buffer"):
+        gather.discard(a, page, 8 * page)
+    with pytest.raises(ValueError, match="outside a buffer"):
+        gather.discard(a, 0, page, -1)
+    with pytest.raises(BufferError):  # read-only memory is never given back
+        gather.discard(b"x" * 2 * page, 0, 2 * page)
+    del a
+    m.close()
+
+
 # --- batch buffers ------------------------------------------------------------------------
 
 
