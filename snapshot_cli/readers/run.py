@@ -210,7 +210,6 @@ class Run:
                     pending = later.now()
                 self.windows.put(window, self.read_pool)
                 current, upcoming = upcoming, after
-            self.windows.let_go()
             self.buffer.close()
         except Closed:
             pass
@@ -388,5 +387,6 @@ class Run:
             self.thread.join()
         self.read_pool.shutdown(wait=True, cancel_futures=True)
         self.windows.unmapped(cancelled=True)  # any window not unmapped yet
+        self.windows.let_go()  # slabs not given back (a batch of them was held), however it ended
         self.plan_pool.shutdown(wait=True, cancel_futures=True)
         self.server.close()

@@ -143,9 +143,9 @@ class WindowPool:
             pool.submit(_give_back, free)
 
     def let_go(self) -> None:
-        """A pass's last batch is handed over: the slabs let go and not given back yet (a
-        batch of them was held) are dropped, so that none outlives the pass for nothing: each
-        is freed once no batch refers to it."""
+        """A pass ended (or was stopped): the slabs let go and not given back yet (a batch of
+        them was held) are dropped, so that none outlives the pass for nothing: each is freed
+        once no batch refers to it."""
         with self._lock:
             leaving, self._leaving = self._leaving, []
         leaving.clear()  # unmapped here, the lock free

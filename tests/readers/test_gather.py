@@ -700,10 +700,18 @@ def test_no_shard_page_stays_resident_once_a_pass_ends(
     assert mapped_shards(plain) == []
 
 
-def test_later_epochs_let_the_first_epochs_slabs_go(plain: str) -> None:
+@pytest.mark.parametrize("own_maps", [False, True], ids=["small slabs", "slabs in maps"])
+def test_later_epochs_let_the_first_epochs_slabs_go(
+    plain: str, own_maps: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The slabs the slot windows of a first epoch were read into are freed once the epochs
     after it gather: nothing holds them (the pool kept them for the loader's life, twice the
-    window's memory, 512 MiB at the default window)."""
+    window's memory, 512 MiB at the default window). Slabs in maps of their own are given
+    back by a read thread, in parts (slabs.between), before they go."""
+    from snapshot_cli.readers import window
+
+    if own_maps:
+        monkeypatch.setattr(window, "SLAB_MMAP_MIN", 0)
     loader = snap.open(plain).loader(32, seed=2, shuffle_buffer=400, epochs=1)
     assert sum(1 for _ in loader) > 0
     pool = loader._context.windows
@@ -712,6 +720,35 @@ def test_later_epochs_let_the_first_epochs_slabs_go(plain: str) -> None:
     assert sum(1 for _ in loader) > 0  # gathered
     gc.collect()
     assert [ref() for ref in made] == [None] * len(made)
+    loader.close()
+
+
+def test_a_slab_whose_batch_is_held_goes_with_the_batch(
+    plain: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer that keeps the first epoch's last batch through the gathered epochs after
+    it: that batch stays right (its slab is not given back under it), and once the pass ends
+    the pool lets go of the slab, which is freed when the batch is dropped."""
+    from snapshot_cli.readers import window
+
+    monkeypatch.setattr(window, "SLAB_MMAP_MIN", 0)  # slabs in maps of their own
+    loader = snap.open(plain).loader(32, seed=2, shuffle_buffer=400, epochs=1)
+    kept = None
+    for batch in loader:
+        kept = batch  # the last one is kept
+    assert kept is not None
+    copy = {k: v.copy() for k, v in kept.items()}
+    pool = loader._context.windows
+    owners = [ref for ref, _ in pool._made]
+    ids = [int(i) for _ in range(2) for b in loader for i in b["id"]]  # two gathered epochs
+    assert sorted(ids) == sorted(list(range(N)) * 2)
+    assert all(np.array_equal(kept[k], copy[k]) for k in copy)
+    assert pool._leaving == []  # let go at the pass's end
+    alive = [ref for ref in owners if ref() is not None]
+    assert alive  # the slab of the kept batch
+    del kept, batch
+    gc.collect()
+    assert [ref() for ref in alive] == [None] * len(alive)
     loader.close()
 
 
