@@ -529,9 +529,9 @@ done:
 /* advise(format, args, advice) -> 1 where done, 0 where it cannot be done here or the kernel
    refused (nothing happened after that), -1 with an exception set on bad arguments:
    madvise(advice) of the pages of buffer[start:start + length] that hold whole pages, without
-   the GIL (args: buffer, start, length and, optionally, part; advice < 0: not on this
-   system). With part > 0, one call per part of that many bytes (rounded up to whole pages):
-   the process's map lock is let go between two. */
+   the GIL (args: buffer, start, length and, where the format takes it, part; advice < 0: not
+   on this system). With part > 0, one call per part of that many bytes (rounded up to whole
+   pages): the process's map lock is let go between two. */
 static int
 advise(const char *format, PyObject *args, int advice)
 {
@@ -583,9 +583,9 @@ static PyObject *
 populate(PyObject *Py_UNUSED(module), PyObject *args)
 {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    const int done = advise("Onn|n:populate", args, MADV_POPULATE_WRITE);
+    const int done = advise("Onn:populate", args, MADV_POPULATE_WRITE);
 #else
-    const int done = advise("Onn|n:populate", args, -1);
+    const int done = advise("Onn:populate", args, -1);
 #endif
     return done < 0 ? NULL : PyBool_FromLong(done);
 }
@@ -717,7 +717,7 @@ static PyMethodDef module_methods[] = {
      "scatter(slots, [(dest, width, src), ...]): record i of each src to slot slots[i] of "
      "its dest"},
     {"populate", populate, METH_VARARGS,
-     "populate(buffer, start, length, part=0) -> bool: map those pages now (see the source)"},
+     "populate(buffer, start, length) -> bool: map those pages now (see the source)"},
     {"discard", discard, METH_VARARGS,
      "discard(buffer, start, length, part=0) -> bool: give those pages back (see the "
      "source)"},

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 # The compiled part (snapshot_cli/_gather.c). Also used by slot windows: scatter(slots,
 # [(dest, width, src), ...]) copies a decoded record batch's records to their slots, every
 # column in one call (:mod:`.window`), populate(buffer, start, length) maps new pages in
-# one call and discard(buffer, start, length) gives pages back (:mod:`.slabs`).
+# one call and discard(buffer, start, length, part) gives pages back (:mod:`.slabs`).
 Sources: Any
 scatter: Any
 populate: Any

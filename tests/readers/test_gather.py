@@ -457,6 +457,8 @@ def test_populate_maps_pages_and_keeps_what_is_there() -> None:
     assert a[5000] == 7 and a.sum() == 7
     with pytest.raises(ValueError, match="outside a buffer"):
         gather.populate(a, 1, len(a))
+    with pytest.raises(TypeError):  # no parts: one call
+        gather.populate(a, 0, len(a), 4096)
     del a
     m.close()
 
