@@ -526,30 +526,42 @@ done:
     return result;
 }
 
-/* advise(format, args, advice) -> 1 where done, 0 where it cannot be done here or the kernel
-   refused (nothing happened after that), -1 with an exception set on bad arguments:
+/* The advice populate and discard give (-1: not on this system). */
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+#define ADVICE_POPULATE MADV_POPULATE_WRITE
+#else
+#define ADVICE_POPULATE (-1)
+#endif
+#if defined(__linux__) && defined(MADV_DONTNEED)
+#define ADVICE_DISCARD MADV_DONTNEED
+#else
+#define ADVICE_DISCARD (-1)
+#endif
+
+/* advise(format, args, advice) -> True where done, False where it cannot be done here or the
+   kernel refused (nothing happened after that), NULL with an exception set on bad arguments:
    madvise(advice) of the pages of buffer[start:start + length] that hold whole pages, without
    the GIL (args: buffer, start, length and, where the format takes it, part; advice < 0: not
    on this system). With part > 0, one call per part of that many bytes (rounded up to whole
    pages): the process's map lock is let go between two. */
-static int
+static PyObject *
 advise(const char *format, PyObject *args, int advice)
 {
     PyObject *obj;
     Py_ssize_t start, length, part = 0;
     if (!PyArg_ParseTuple(args, format, &obj, &start, &length, &part)) {
-        return -1;
+        return NULL;
     }
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        return -1;
+        return NULL;
     }
     int done = 0;
     if (start < 0 || length < 0 || start > view.len || length > view.len - start || part < 0) {
         PyBuffer_Release(&view);
         PyErr_Format(PyExc_ValueError, "%zd bytes from byte %zd (parts of %zd) are outside a "
                      "buffer of %zd", length, start, part, view.len);
-        return -1;
+        return NULL;
     }
 #if defined(__linux__)
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -571,7 +583,7 @@ advise(const char *format, PyObject *args, int advice)
     (void)advice;
 #endif
     PyBuffer_Release(&view);
-    return done;
+    return PyBool_FromLong(done);
 }
 
 /* populate(buffer, start, length) -> bool: have the kernel map (and zero) the pages of
@@ -582,12 +594,7 @@ advise(const char *format, PyObject *args, int advice)
 static PyObject *
 populate(PyObject *Py_UNUSED(module), PyObject *args)
 {
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    const int done = advise("Onn:populate", args, MADV_POPULATE_WRITE);
-#else
-    const int done = advise("Onn:populate", args, -1);
-#endif
-    return done < 0 ? NULL : PyBool_FromLong(done);
+    return advise("Onn:populate", args, ADVICE_POPULATE);
 }
 
 /* discard(buffer, start, length, part=0) -> bool: give the pages of buffer[start:start +
@@ -600,12 +607,7 @@ populate(PyObject *Py_UNUSED(module), PyObject *args)
 static PyObject *
 discard(PyObject *Py_UNUSED(module), PyObject *args)
 {
-#if defined(__linux__) && defined(MADV_DONTNEED)
-    const int done = advise("Onn|n:discard", args, MADV_DONTNEED);
-#else
-    const int done = advise("Onn|n:discard", args, -1);
-#endif
-    return done < 0 ? NULL : PyBool_FromLong(done);
+    return advise("Onn|n:discard", args, ADVICE_DISCARD);
 }
 
 /* place(seg, row, slots, lengths): the records of consecutive segments (lengths[k] records
