@@ -2,7 +2,7 @@
 
 Replays the replay benchmark's 2 GB snapshot of image-like records (3x64x64 uint8 + label,
 batches of 256 = 3 MiB; ``--codec`` lz4 by default, the fastest compressed replay, so any
-per-batch overhead shows) and times the second epoch of:
+per-batch overhead shows) and times three passes, after a first untimed one, of:
 
   * the bare loader (numpy batches): the baseline;
   * ``loader.to_torch()``: tensors sharing the numpy memory (CPU, no device copy);
@@ -10,19 +10,19 @@ per-batch overhead shows) and times the second epoch of:
   * ``loader.to_tf()``: a ``tf.data.Dataset`` taking 8 batches per call into Python.
 
 Each consumer touches one byte of every batch (so lazy conversions are paid for), each run
-is a fresh process (an imported framework's thread pools would slow whatever runs after
-it), the configurations alternate within each repeat, and the table reports medians and the ratio
-of each adapter's rate to the bare loader's (targets: to_torch and to_jax >= 0.95, to_tf >=
-0.85). Each child also times its framework alone on batches made in advance (no loader
-running): the adapter's conversion and the framework's own per-batch work (``device_put``; a
-dataset built by to_tf's own code over them). The table's "ceiling" is bare / (bare +
-alone) per batch: the best ratio the adapter can reach where that work cannot overlap with
-the loader's, as on 2 cores the loader keeps busy.
+is a fresh process (an imported framework's thread pools would slow whatever runs after it),
+the configurations alternate within each repeat, and the table reports the median of each
+repeat's ratio of an adapter's rate to the bare loader's (targets: to_torch and to_jax >=
+0.95, to_tf >= 0.85). Each child also times its framework alone on batches made in advance
+(no loader running): the adapter's conversion and the framework's own per-batch work
+(``device_put``; a dataset built by to_tf's own code over them). The table's "ceiling" is
+bare / (bare + alone) per batch: the best ratio the adapter can reach where that work cannot
+overlap with the loader's, as on 2 cores the loader keeps busy.
 On a machine with a CUDA GPU, ``to_torch(device="cuda")`` is added with a simulated step
 (``--step-ms``) and the table reports the share of step time spent waiting for input.
 This is a report, not a test: nothing is asserted.
 
-    python benchmarks/device.py                      # ~3 minutes (reuses replay's snapshot)
+    python benchmarks/device.py                      # ~6 minutes (reuses replay's snapshot)
     python benchmarks/device.py --codec zstd --repeats 5 --json device.json
 """
 
@@ -51,6 +51,7 @@ import _common  # benchmarks/_common.py: the snapshot and its cache
 import snapshot_cli as snap
 
 BATCH = 256
+TIMED_PASSES = 3  # passes timed per run, after an untimed one
 
 
 def _touch(value: Any) -> int:
@@ -67,15 +68,17 @@ def _touch(value: Any) -> int:
 
 
 def _run(make: Callable[[snap.Loader], Iterable[dict[str, Any]]], s: snap.Snapshot) -> float:
-    """GB/s of the second pass of one loader (the first is untimed: verify, allocations)."""
+    """GB/s of TIMED_PASSES passes of one loader after a first, untimed one (verify,
+    allocations): one 2 GB pass takes ~0.5 s, short enough for the machine's noise to show."""
     loader = s.loader(BATCH, shuffle=True, seed=0, epochs=1)
     adapted = make(loader)
     for _ in adapted:
         pass
     t0 = time.perf_counter()
     nbytes = 0
-    for batch in adapted:
-        nbytes += _touch(batch["image"]) + _touch(batch["label"])
+    for _ in range(TIMED_PASSES):
+        for batch in adapted:
+            nbytes += _touch(batch["image"]) + _touch(batch["label"])
     seconds = time.perf_counter() - t0
     loader.close()
     return nbytes / seconds / 1e9
@@ -246,14 +249,18 @@ def main(argv: list[str] | None = None) -> int:
             floors[name].append(floor)
             print(f"  repeat {r + 1}/{args.repeats} {name:28s} {rate:6.2f} GB/s  framework "
                   f"alone {floor * 1e6:6.0f} us/batch", flush=True)  # fmt: skip
-    base = statistics.median(runs["bare loader (numpy)"])
+    bare_runs = runs["bare loader (numpy)"]
+    base = statistics.median(bare_runs)
     per_batch = BATCH * _common.ROW_BYTES / (base * 1e9)  # the bare loader's seconds per batch
     rows = []
     print(f"\n{'configuration':28s} {'GB/s':>6s} {'x bare':>7s}  overhead  target        "
-          f"{'alone':>8s} {'ceiling':>7s}  runs")  # fmt: skip
+          f"{'alone':>8s} {'ceiling':>7s}  runs; x bare of each repeat")  # fmt: skip
     for name in names:
         med = statistics.median(runs[name])
-        ratio = med / base
+        # each repeat's own ratio (its runs alternate with the bare loader's), then their
+        # median: a slow minute of the machine slows both sides of a ratio, not one median
+        ratios = [a / b for a, b in zip(runs[name], bare_runs, strict=True)]
+        ratio = statistics.median(ratios)
         target = TARGETS.get(name, 0.0)
         verdict = _common.verdict(ratio >= target) if target else ""
         floor = statistics.median(floors[name])
@@ -261,9 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:28s} {med:6.2f} {ratio:7.3f}  {100 * (1 - ratio):6.1f} %  "
               f"{f'>= {target:.2f}' if target else '':7s} {verdict:6s} "
               f"{floor * 1e6:5.0f} us {ceiling:7.2f}  "
-              + _common.runs_text(runs[name]))  # fmt: skip
+              + _common.runs_text(runs[name]) + "; " + _common.runs_text(ratios))  # fmt: skip
         rows.append({"config": name, "gb_per_s": med, "ratio": ratio, "runs": runs[name],
-                     "framework_s_per_batch": floor, "ceiling": ceiling})  # fmt: skip
+                     "ratios": ratios, "framework_s_per_batch": floor,
+                     "ceiling": ceiling})  # fmt: skip
     print(
         f"alone: the framework's own time per batch for batches made in advance (no loader: "
         f"the adapter's conversion, then {FLOOR_BATCHES} batches through the framework); "
