@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import platform
 import socket
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -51,8 +52,12 @@ def check_output(fs: AbstractFileSystem, root: str) -> None:
         )
 
 
-def unify_schema(results: list[dict[str, Any]]) -> pa.Schema:
-    """The snapshot's schema: every task that wrote records must have written the same one."""
+def unify_schema(
+    results: list[dict[str, Any]], describe: Callable[[int], str] | None = None
+) -> pa.Schema:
+    """The snapshot's schema: every task that wrote records must have written the same one.
+    ``describe(task)`` names a task in the error (default: ``task N``), e.g. with its inputs."""
+    name = describe or (lambda task: f"task {task}")
     first: tuple[pa.Schema, int] | None = None
     for r in results:
         if r["schema"] is None:
@@ -69,13 +74,13 @@ def unify_schema(results: list[dict[str, Any]]) -> pa.Schema:
                 raise convert.unify_error(
                     field.name,
                     [
-                        (field.type, f"task {base_task}"),
-                        (s.field(field.name).type, f"task {r['task']}"),
+                        (field.type, name(base_task)),
+                        (s.field(field.name).type, name(r["task"])),
                     ],
                 )
         raise convert.SchemaMismatchError(
-            f"tasks {base_task} and {r['task']} wrote different columns: {base.names} vs "
-            f"{s.names}; every record must have the same keys, in the same order"
+            f"{name(base_task)} and {name(r['task'])} wrote different columns: {base.names} "
+            f"vs {s.names}; every record must have the same keys, in the same order"
         )
     return first[0] if first is not None else pa.schema([])
 
@@ -89,7 +94,9 @@ def build_manifest(
     results: list[dict[str, Any]],
     run: str,
     history: History | None = None,
+    describe: Callable[[int], str] | None = None,
 ) -> Manifest:
+    """The manifest of a create's results (``describe``: see :func:`unify_schema`)."""
     results = sorted(results, key=lambda r: r["task"])
     shards = tuple(
         ShardEntry.from_json(e, f"task {r['task']} result") for r in results for e in r["shards"]
@@ -98,7 +105,7 @@ def build_manifest(
         fingerprint=fingerprint,
         fingerprint_parts=parts,
         pipeline=pipeline,
-        schema=unify_schema(results),
+        schema=unify_schema(results, describe),
         compression=compression,
         shards=shards,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

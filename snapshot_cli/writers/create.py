@@ -33,7 +33,7 @@ from . import runs as runs_mod
 from .chunking import Chunking
 from .executors import InProcessExecutor, make_executor
 from .options import CreateOptions
-from .task import Job, TaskSpec
+from .task import Job, TaskSpec, describe_task
 
 log = logging.getLogger("snapshot_cli")
 
@@ -346,6 +346,7 @@ def _create(
             for t in planned.tasks
         ]  # fmt: skip
         rel, crc = commit_mod.write_tasks_table(fs, root, version, table)
+        by_index = {t.index: t for t in planned.tasks}  # to name a task's inputs in errors
         manifest = commit_mod.build_manifest(
             fingerprint=fp,
             parts=parts,
@@ -359,6 +360,7 @@ def _create(
             compression=options.compression.to_json(),
             results=list(results.values()),
             run=run,
+            describe=lambda i: describe_task(i, [found.items[j] for j in by_index[i].inputs]),
             history=History(
                 version, previous.version if previous else None, chunking.to_json(),
                 {**planned.changes, "overwrite": bool(overwrite and previous)}, rel, crc,

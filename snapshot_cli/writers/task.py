@@ -155,8 +155,21 @@ def _iterate(result: Any) -> Iterable[Any]:
 def _describe_input(spec: TaskSpec, item: Any) -> str:
     if spec.call_once:
         return "the single call (no inputs)"
-    text = item if isinstance(item, str) else json.dumps(item)[:200]
-    return f"input {text!r} (task {spec.index})"
+    return f"input {_input_text(item)!r} (task {spec.index})"
+
+
+def describe_task(index: int, inputs: list[Any]) -> str:
+    """A task as an error names it: its number and its inputs (a run of consecutive ones)."""
+    if not inputs:
+        return f"task {index} (the single call, no inputs)"
+    if len(inputs) == 1:
+        return f"task {index} (input {_input_text(inputs[0])!r})"
+    first, last = _input_text(inputs[0]), _input_text(inputs[-1])
+    return f"task {index} (inputs {first!r} to {last!r}, {len(inputs)} in all)"
+
+
+def _input_text(item: Any) -> str:
+    return item if isinstance(item, str) else json.dumps(item)[:200]
 
 
 def load_job_function(job: Job) -> Callable[..., Any]:

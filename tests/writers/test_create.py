@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -291,8 +292,35 @@ def test_type_change_across_tasks_is_refused_with_hint(tmp_path: Path, write_pip
     )
     with pytest.raises(
         snap.SchemaMismatchError, match=r"uint8\[2,2\] before, uint8\[3,3\].*ragged"
-    ):
+    ) as exc:
         snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0, inputs_per_task=1)
+    # each task is named with the input that wrote it, so the user can look at that input
+    assert re.search(r"first from task 0 \(input '[^']*in-000\.txt'\), then task 1 "
+                     r"\(input '[^']*in-001\.txt'\)", str(exc.value))  # fmt: skip
+    assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_tasks_with_other_keys_are_refused_naming_their_inputs(
+    tmp_path: Path,
+    write_pipeline,  # type: ignore[no-untyped-def]
+) -> None:
+    glob = make_inputs(tmp_path / "in", 4)
+    spec = write_pipeline(
+        """
+        def preprocess(path):
+            with open(path) as f:
+                n = int(f.read())
+            yield {"a": 1} if n < 2 else {"b": 1}
+        """
+    )
+    with pytest.raises(snap.SchemaMismatchError, match="wrote different columns") as exc:
+        snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0, inputs_per_task=2)
+    msg = str(exc.value)
+    assert re.search(r"task 0 \(inputs '[^']*in-000\.txt' to '[^']*in-001\.txt', 2 in all\)",
+                     msg), msg  # fmt: skip
+    assert re.search(r"task 1 \(inputs '[^']*in-002\.txt' to '[^']*in-003\.txt', 2 in all\)",
+                     msg), msg  # fmt: skip
+    assert "['a'] vs ['b']" in msg
     assert not (tmp_path / "s" / "manifest.json").exists()
 
 
