@@ -1,7 +1,9 @@
-"""Sizes and durations as people write them (pure; shared by readers, writers and the CLI)."""
+"""Sizes, durations and on/off flags as people write them (pure; shared by readers, writers
+and the CLI)."""
 
 from __future__ import annotations
 
+import numbers
 import re
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -45,3 +47,14 @@ def parse_duration(text: str | float, what: str = "duration") -> float:
     if not value >= 0 or value == float("inf"):
         raise ValueError(f"{what} must be >= 0 and finite, got {text!r}")
     return value
+
+
+def flag(value: object, what: str) -> bool:
+    """An on/off option: True, False, numpy's bools, or the integers 0 and 1, as a bool.
+    Anything else raises ValueError: a string from a config file ("false") is truthy, and
+    taking it as True would, say, shuffle where the user asked not to."""
+    if isinstance(value, numbers.Integral) and value in (0, 1):  # bool, int, numpy ints
+        return bool(value)
+    if type(value).__name__ == "bool" and type(value).__module__ == "numpy":
+        return bool(value)
+    raise ValueError(f"{what} must be True or False, got {value!r}")

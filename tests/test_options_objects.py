@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.readers.options import LoaderOptions
 from snapshot_cli.writers.options import CreateOptions
 
 LOADER_BAD: dict[str, list[Any]] = {
+    "shuffle": ["false", "no", None, 2, 0.0],
+    "drop_last": ["yes", None, -1],
+    "verify": ["0", None, [True]],
     "epochs": [0, -1, 1.5, True, "2"],
     "shuffle_buffer": [0, -5, 2.5, "big", True],
     "num_parallel_reads": [0, "many", False],
@@ -21,6 +27,10 @@ LOADER_BAD: dict[str, list[Any]] = {
     "cache_limit": ["50XB", -1],
 }
 CREATE_BAD: dict[str, list[Any]] = {
+    "overwrite": ["false", None, 2],
+    "dry_run": ["no", 0.5],
+    "wait": ["yes"],
+    "progress": [None],
     "workers": [-1, 1.5, True, "2"],
     "executor": ["dask", ""],
     "shard_size": ["huge", 0, "-1MiB"],
@@ -58,3 +68,33 @@ def test_good_values_pass_and_are_normalised() -> None:
         LoaderOptions(cache_limit="1GiB")
     with pytest.raises(snap.OptionError, match="ray-address"):
         CreateOptions(ray_address="ray://x:1")
+
+
+FLAGS = [(LoaderOptions, n) for n in ("shuffle", "drop_last", "verify")] + [
+    (CreateOptions, n) for n in ("overwrite", "progress", "wait", "dry_run")
+]
+
+
+@given(
+    option=st.sampled_from(FLAGS),
+    value=st.one_of(
+        st.booleans(),
+        st.integers(-3, 3),
+        st.sampled_from([np.bool_(True), np.bool_(False), np.int64(1), np.uint8(0)]),
+        st.text(max_size=5),
+        st.floats(allow_nan=False),
+        st.none(),
+        st.lists(st.booleans(), max_size=2),
+    ),
+)
+def test_an_on_off_option_is_a_bool_or_refused(option: tuple[type, str], value: Any) -> None:
+    """A flag is True/False, numpy's bools, or 0/1 (kept as a bool); anything else, a
+    string from a config file ("false" is truthy) above all, is refused naming the flag."""
+    cls, name = option
+    flag_like = isinstance(value, (bool, int, np.bool_, np.integer)) and value in (0, 1)
+    if flag_like:
+        got = getattr(cls(**{name: value}), name)
+        assert type(got) is bool and got == bool(value)
+    else:
+        with pytest.raises(snap.OptionError, match=f"{name} must be True or False"):
+            cls(**{name: value})

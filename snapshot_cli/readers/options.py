@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import OptionError
-from ..units import parse_size
+from ..units import flag, parse_size
 
 Auto = Literal["auto"]
 
@@ -61,6 +61,11 @@ class LoaderOptions:
     map_takes_rng: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
+        for name in ("shuffle", "drop_last", "verify"):
+            try:
+                object.__setattr__(self, name, flag(getattr(self, name), name))
+            except ValueError as err:
+                raise OptionError(str(err)) from err
         epochs = self.epochs
         if epochs is not None and (
             isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1

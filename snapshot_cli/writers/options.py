@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import OptionError
-from ..units import MiB, parse_size
+from ..units import MiB, flag, parse_size
 
 CODECS = {"zstd": "zstd", "lz4": "lz4_frame", "none": None}
 DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (MEASUREMENTS.md)
@@ -125,6 +125,11 @@ class CreateOptions:
     write: WriteOptions = field(init=False)
 
     def __post_init__(self) -> None:
+        for name in ("overwrite", "progress", "wait", "dry_run"):
+            try:
+                object.__setattr__(self, name, flag(getattr(self, name), name))
+            except ValueError as err:
+                raise OptionError(str(err)) from err
         if self.executor not in EXECUTORS:
             raise OptionError(
                 f"executor {self.executor!r} is not available; this version of snap has: "
