@@ -48,6 +48,10 @@ ORDERED_WINDOW_BYTES = 32 << 20  # window when not shuffling: just enough to rea
 # each next window is twice the last, up to the shuffle buffer (plan.py's ramp).
 FIRST_WINDOW_BYTES = 32 << 20
 PREFETCH_BYTES = 64 << 20  # "auto" prefetch keeps at most this much in ready batches
+SUPERSEDED = (
+    "this pass over the loader was superseded: iter(), load_state_dict() or set_epoch() was "
+    "called on the loader since it started; iterate the loader again"
+)
 
 
 class Loader:
@@ -144,6 +148,7 @@ class Loader:
         self._batch = 0
         self._pass_end: int | None = None
         self._run: Run | None = None
+        self._passes = 0  # iter(), load_state_dict() and set_epoch() each start a new one
 
     def _fixed_only(self) -> bool:
         return all(schema_mod.kind(self.schema.field(c).type) in FIXED_KINDS for c in self.columns)
@@ -296,11 +301,13 @@ class Loader:
                 f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"
             )
         self.close()
+        self._passes += 1
         self._epoch, self._batch, self._pass_end = state["epoch"], state["batch"], state["pass_end"]
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next pass at ``epoch`` (like DistributedSampler.set_epoch)."""
         self.close()
+        self._passes += 1
         self._epoch, self._batch, self._pass_end = epoch, 0, None
 
     def stats(self) -> dict[str, Any]:
@@ -320,7 +327,12 @@ class Loader:
     # --- iteration ----------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Batch]:
+        """One pass. A pass superseded by a newer one (``iter()``, ``load_state_dict``,
+        ``set_epoch``) raises RuntimeError if used again, rather than hand out stale batches
+        and move the loader's position; after ``close()`` it ends."""
         self.close()
+        self._passes += 1
+        mine = self._passes
         if self._pass_end is None or self._epoch >= self._pass_end:
             self._pass_end = None if self.epochs is None else self._epoch + self.epochs
         run = Run(self._context, self._epoch, self._batch, self._pass_end)
@@ -338,6 +350,10 @@ class Loader:
                 if self.trace is not None:
                     self.trace.add("wait for batch", waited, time.perf_counter(), batch=group[0][1])
                 for epoch, index, batch, nbytes, counts in group:
+                    if self._passes != mine:
+                        raise RuntimeError(SUPERSEDED)
+                    if self._run is not run:  # close() was called: this pass is over
+                        return
                     per_epoch = run.batches_in(epoch)
                     self._epoch, self._batch = (
                         (epoch + 1, 0) if index + 1 >= per_epoch else (epoch, index + 1)
@@ -351,15 +367,17 @@ class Loader:
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None
         finally:
-            self._stats.consumer_wait = run.buffer.consumer_wait + run.wait_before
             run.close()
-            if self._run is run:  # a newer pass may have started since; leave its run alone
+            if self._run is run:  # a newer pass may have started since; leave it alone
+                self._stats.consumer_wait = run.buffer.consumer_wait + run.wait_before
                 self._run = None
 
     def close(self) -> None:
         """Stop the background threads (iteration can start again later)."""
-        if self._run is not None:
-            self._run.close()
+        run = self._run
+        if run is not None:
+            self._stats.consumer_wait = run.buffer.consumer_wait + run.wait_before
+            run.close()
             self._run = None
 
     # framework adapters (each imports its framework only when called) -----------------

@@ -190,6 +190,42 @@ def test_state_from_other_settings_is_refused(sorted_snap: snap.Snapshot) -> Non
         sorted_snap.loader(batch_size=50, seed=2).load_state_dict(state)
 
 
+@pytest.mark.parametrize("supersede", ["iter", "load_state_dict", "set_epoch", "close"])
+def test_a_superseded_pass_hands_out_nothing_and_leaves_the_position_alone(
+    sorted_snap: snap.Snapshot, supersede: str
+) -> None:
+    """Small batches reach the consumer in groups (up to 64 at a time): a pass superseded
+    mid-group used to hand out the rest of its group and move the loader's position."""
+    opts: dict[str, Any] = {"batch_size": 8, "seed": 1, "columns": ["id"]}
+    full = [b["id"] for b in sorted_snap.loader(**opts)]
+    loader = sorted_snap.loader(**opts)
+    old = iter(loader)
+    head = [next(old)["id"] for _ in range(2)]
+    saved = loader.state_dict()
+    if supersede == "iter":
+        new = iter(loader)
+        head += [next(new)["id"] for _ in range(3)]
+    elif supersede == "load_state_dict":
+        loader.load_state_dict(saved)
+    elif supersede == "set_epoch":
+        loader.set_epoch(0)
+        head = []
+    else:
+        loader.close()
+    position = loader.state_dict()
+    if supersede == "close":
+        assert next(old, None) is None  # a closed pass ends
+    else:
+        with pytest.raises(RuntimeError, match="superseded"):
+            next(old)
+    assert loader.state_dict() == position  # and did not move the loader
+    rest = [b["id"] for b in (new if supersede == "iter" else loader)]
+    assert len(head) + len(rest) == len(full)
+    for got, want in zip(head + rest, full, strict=True):
+        assert np.array_equal(got, want)
+    assert snap_threads() == []
+
+
 def test_map_runs_in_threads_with_a_reproducible_rng(sorted_snap: snap.Snapshot) -> None:
     seen: set[str] = set()
 
