@@ -1,7 +1,7 @@
 """The ``snap`` command line. The only place that maps errors to exit codes.
 
-Exit codes: 0 ok, 1 a snap error (message on stderr, no traceback unless ``--debug``),
-2 usage error (click), 130 interrupted.
+Exit codes: 0 ok, 1 a snap error (message on stderr, no traceback unless ``--debug``; an
+unexpected error too, named by its class), 2 usage error (click), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from typing import Any
 import click
 
 from . import __version__, render, report
-from .cli_io import answer_errors, emit_json, print_paths_as_given, setup_logging
+from .cli_io import (
+    answer_errors,
+    emit_json,
+    print_paths_as_given,
+    route_library_logs,
+    setup_logging,
+)
 from .cli_types import AUTO_OR_COUNT, DURATION, SIZE
 from .errors import ManifestError
 from .progress import Progress, human_bytes, human_count
@@ -35,6 +41,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
     print_paths_as_given()
+    route_library_logs(debug)
 
 
 @cli.command()

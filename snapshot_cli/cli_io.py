@@ -21,7 +21,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def answer_errors(fn: F) -> F:
-    """Run a command; SnapError → message on stderr and exit 1 (traceback with --debug)."""
+    """Run a command; any error → one line on stderr and its exit code (traceback with
+    --debug): a SnapError's message, an OS error's cause, or an unexpected error's class."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -43,6 +44,18 @@ def answer_errors(fn: F) -> F:
                 raise
             click.echo(f"snap: error: {storage.fault(err, 'the snapshot')}", err=True)
             sys.exit(1)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: usage errors (exit 2), --help, aborts
+        except Exception as err:  # none of the above: a bug in snap, still not a traceback
+            if debug:
+                raise
+            text = " ".join(str(err).split())
+            click.echo(
+                f"snap: error: unexpected {type(err).__name__}{f': {text}' if text else ''} "
+                "(a bug in snap: run with --debug for the traceback, and please report it)",
+                err=True,
+            )
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 
@@ -55,6 +68,39 @@ def setup_logging(quiet: bool) -> None:
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
     logger.propagate = False
+
+
+class _OneLine(logging.Formatter):
+    """Another library's log record as one line (``snap: gcsfs: ...``): its traceback only
+    with ``--debug``. Without a handler, Python prints such records with their traceback
+    (gcsfs logs one as it gives up on a request, before snap says what failed)."""
+
+    def __init__(self, debug: bool) -> None:
+        super().__init__("snap: %(name)s: %(message)s")
+        self.debug = debug
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.debug:
+            return super().format(record)
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        try:
+            return " ".join(super().format(record).split())
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def route_library_logs(debug: bool) -> None:
+    """Warnings and errors other libraries log go to stderr as one line each (see _OneLine);
+    called once per command (a second call replaces the handler, it does not add one)."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
+        root.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_OneLine(debug))
+    handler.snap_one_line = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
 
 
 def emit_json(doc: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import re
 from collections.abc import Iterator
 
 from fsspec import AbstractFileSystem
@@ -72,14 +73,16 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
         ) from err
     except FileExistsError:
         raise
+    except SnapError:
+        raise  # said already (a StorageError from below, a CorruptShardError...)
     except OSError as err:
-        if is_fault(err) and not isinstance(err, SnapError):
+        if is_fault(err):
             raise fault(err, to_url(fs, path)) from err  # ENOSPC, EIO, EROFS, ...
         _answer_other(fs, path, action, err)
-        raise
-    except Exception as err:
+        raise _unexpected(fs, path, action, err) from err
+    except Exception as err:  # a storage library's own: botocore's, google-auth's, ...
         _answer_other(fs, path, action, err)
-        raise
+        raise _unexpected(fs, path, action, err) from err
 
 
 def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> None:
@@ -103,6 +106,41 @@ def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception
             f"time{'s' if tries > 1 else ''}): {err!r}; try again later"
         ) from err
 
+
+def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> StorageError:
+    """Any other failure of a storage call, as one line naming the path and the error's own
+    class and text (the library's: botocore's ParamValidationError, aiohttp's DNS error...),
+    with what to check where the kind is known: credentials, or the network."""
+    kinds = [c.__name__ for e in _chain(err) for c in type(e).__mro__]
+    text = " ".join(str(err).split())  # one line, whatever the library put in it
+    what = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    if any(_AUTH_WORDS.search(k) for k in kinds):
+        hint = _permanent_hint(fs, None).removeprefix("; ") or "check the credentials"
+        return StorageError(
+            f"cannot authenticate to the storage while {action} {to_url(fs, path)}: {what}; {hint}"
+        )
+    if any(_NETWORK_WORDS.search(k) for k in kinds):
+        hint = "check the network, and the storage's address (endpoint, bucket name)"
+    else:
+        hint = "check the URL and the storage, then run the same command again"
+    return StorageError(f"failed while {action} {to_url(fs, path)}: {what}; {hint}")
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+# Class names that say what failed, whichever library raised it: botocore's
+# NoCredentialsError, google-auth's DefaultCredentialsError and RefreshError, azure's
+# ClientAuthenticationError; aiohttp's ClientConnectorDNSError, botocore's
+# EndpointConnectionError, socket.gaierror.
+_AUTH_WORDS = re.compile(r"Credential|Authenticat|Unauthori[sz]ed|RefreshError|TokenRetrieval")
+_NETWORK_WORDS = re.compile(r"Connect|DNS|gaierror|herror|Resolver|Proxy|SSL")
 
 _FAULT_HINTS = {
     errno.ENOSPC: "the disk is full: free space (or inodes) there, then run the same command "

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from snapshot_cli.cli import cli
+from snapshot_cli.cli_io import answer_errors, route_library_logs
 from tests.conftest import REPO, snap_subprocess
 
 PIPE = """
@@ -107,6 +110,67 @@ def test_debug_shows_the_traceback(setup) -> None:  # type: ignore[no-untyped-de
     result = CliRunner().invoke(cli, ["--debug", "create", "nope.py:f", str(tmp / "s")])
     assert result.exit_code == 1 and result.exc_info is not None
     assert type(result.exception).__name__ == "PipelineLoadError"
+
+
+def _command(fail: BaseException) -> click.Command:
+    """A command that fails as ``fail``, through the same error answering as snap's own."""
+
+    @click.command()
+    @click.pass_context
+    @answer_errors
+    def failing(ctx: click.Context) -> None:
+        raise fail
+
+    return failing
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize(
+    ("fail", "said"),
+    [
+        (KeyError("k"), "unexpected KeyError: 'k'"),
+        (ValueError("two\nlines"), "unexpected ValueError: two lines"),
+        (AttributeError(), "unexpected AttributeError (a bug in snap"),
+    ],
+)
+def test_an_unexpected_error_is_one_line_unless_debug(
+    fail: Exception, said: str, debug: bool
+) -> None:
+    result = CliRunner().invoke(_command(fail), [], obj={"debug": debug})
+    if debug:
+        assert result.exception is fail  # the traceback, as asked
+        return
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("snap: error: " + said), lines
+    assert "--debug" in lines[0] and "Traceback" not in result.output
+
+
+def test_click_s_own_exits_pass_through() -> None:
+    result = CliRunner().invoke(_command(click.UsageError("bad option")), [], obj={})
+    assert result.exit_code == 2 and "bad option" in result.stderr
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_other_libraries_log_one_line_each(debug: bool, capsys: pytest.CaptureFixture) -> None:  # type: ignore[type-arg]
+    """gcsfs logs an error with its traceback as it gives up on a request, before snap says
+    what failed: without --debug that is one line on stderr."""
+    route_library_logs(debug)
+    route_library_logs(debug)  # once per command: a second call replaces the first
+    try:
+        raise ConnectionError("no route\nto host")
+    except ConnectionError:
+        logging.getLogger("gcsfs").exception("_request out of retries on exception")
+    logging.getLogger("gcsfs").info("not shown: below WARNING")
+    err = capsys.readouterr().err
+    if debug:
+        assert err.startswith("snap: gcsfs: _request out of retries on exception\n")
+        assert "Traceback (most recent call last)" in err and "no route" in err
+    else:
+        assert err == "snap: gcsfs: _request out of retries on exception\n"
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
+        root.removeHandler(h)
 
 
 def test_usage_errors_exit_2(setup) -> None:  # type: ignore[no-untyped-def]

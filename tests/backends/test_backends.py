@@ -8,8 +8,10 @@ Snapshots are tiny (32 records in 4 shards): what is tested is the storage, not 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -453,3 +455,34 @@ def test_missing_bucket_is_a_clear_error(backend: Backend, pipeline: str, inputs
     started = time.monotonic()
     assert_reported(invoke("inspect", missing), missing, "not a snapshot")
     assert time.monotonic() - started < 5
+
+
+# --- 8. object stores: no credentials -------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["s3"], indirect=True)
+def test_no_credentials_is_a_clear_error(backend: Backend, tmp_path: Path) -> None:
+    """A new user without credentials runs a reading command: botocore refuses to sign the
+    request (NoCredentialsError: no errno, no HTTP status), which reached the user as a
+    traceback. Now one line naming the URL and where credentials come from."""
+    url = backend.url("snap")
+    no_credentials = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "FSSPEC_S3_KEY", "FSSPEC_S3_SECRET"))
+    }
+    no_credentials.update(
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",  # no instance role to ask for
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    for command in ("inspect", "verify", "head"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "snapshot_cli", command, url],
+            env=no_credentials, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        stderr = assert_reported(proc, url, "cannot authenticate", "AWS_ACCESS_KEY_ID")
+        assert "NoCredentialsError" in stderr
+        errors = [line for line in stderr.splitlines() if line.startswith("snap: error: ")]
+        assert len(errors) == 1, stderr

@@ -6,9 +6,12 @@ a :class:`Plan` in the environment variable ``SNAP_TEST_FAULTS`` (JSON), read at
 so worker processes inherit it and a test can change it between commands:
 
 - ``error``: an errno name (``ENOSPC``, ``EDQUOT``, ``EROFS``, ``EACCES``, ``EIO``, ...), or
-  ``timeout`` (a ``TimeoutError``, as a stalled network store gives), or ``kill`` (the
-  process that makes the call is killed with SIGKILL: a crash at a chosen point), or
-  ``none`` (only count).
+  ``timeout`` (a ``TimeoutError``, as a stalled network store gives), or one of the failures
+  storage libraries raise with neither an errno nor an HTTP status: ``nocreds`` (a
+  :class:`NoCredentialsError`, as botocore raises without credentials), ``foreign`` (a
+  :class:`BackendError` of two lines, as a library's own validation error), ``nodns`` (a
+  ``socket.gaierror``, a host name that does not resolve); or ``kill`` (the process that makes
+  the call is killed with SIGKILL: a crash at a chosen point), or ``none`` (only count).
 - ``ops``: the kinds of call that count: ``write`` (opening for writing, pipe, put, copy,
   rename, mkdir, touch), ``read`` (opening for reading, cat), ``list`` (ls, info), ``delete``.
 - ``after_calls``: that many calls of those kinds succeed first (counted over every process
@@ -28,6 +31,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -95,13 +99,36 @@ def _counted(plan: Plan) -> Iterator[dict[str, int]]:
         counter.write_text(json.dumps(state))
 
 
+class NoCredentialsError(Exception):
+    """Named as botocore's: the client found no credentials (no errno, no HTTP status)."""
+
+
+class BackendError(Exception):
+    """A storage library's own failure that snap knows nothing about."""
+
+
+# What each of the errors that are not an errno says (the CLI's line must carry it).
+SAYS = {
+    "timeout": "the storage did not answer in time",
+    "nocreds": "Unable to locate credentials",
+    "foreign": "BackendError: the backend refused the call (a second line)",
+    "nodns": "Name or service not known",
+}
+
+
 def _fire(plan: Plan, op: str, path: str) -> None:
     with open(plan.fired_log, "a") as log:
         log.write(json.dumps({"pid": os.getpid(), "op": op, "path": path}) + "\n")
     if plan.error == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if plan.error == "timeout":
-        raise TimeoutError(errno.ETIMEDOUT, "the storage did not answer in time", path)
+        raise TimeoutError(errno.ETIMEDOUT, SAYS["timeout"], path)
+    if plan.error == "nocreds":
+        raise NoCredentialsError(SAYS["nocreds"])
+    if plan.error == "foreign":
+        raise BackendError("the backend refused the call\n(a second line)")
+    if plan.error == "nodns":
+        raise socket.gaierror(socket.EAI_NONAME, SAYS["nodns"])
     code = getattr(errno, plan.error)
     raise OSError(code, os.strerror(code), path)
 

@@ -1,9 +1,11 @@
 """Faults injected at every call snap makes to a filesystem (``faulty://``, see
 :mod:`tests.reliability.faultfs`): full disk, quota, read-only, permission denied, I/O error,
-time-outs, in create (lease, run state, shards, manifest: the commit), gc, the loader and the
-reading commands. Every fault is one ``snap: error:`` line naming the path and the cause, exit
-1, no traceback, no temporary file left and nothing half-committed; once the fault is gone the
-same command finishes, with exactly the records of a run that never failed.
+time-outs, and what storage libraries raise with neither an errno nor an HTTP status (no
+credentials, their own errors, a host that does not resolve), in create (lease, run state,
+shards, manifest: the commit), gc, the loader and the reading commands. Every fault is one
+``snap: error:`` line naming the path and the cause, exit 1, no traceback, no temporary file
+left and nothing half-committed; once the fault is gone the same command finishes, with exactly
+the records of a run that never failed.
 
 Commands run in this process (CliRunner, ``--workers 0``) so that a sweep over every call is
 quick; worker processes are covered by the subprocess tests at the end."""
@@ -40,6 +42,8 @@ def items():
 """
 RECORDS = list(range(18))
 ERRNOS = ["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EIO"]
+# what storage libraries raise with neither an errno nor an HTTP status (see faultfs)
+FOREIGN = ["nocreds", "foreign", "nodns"]
 
 
 @pytest.fixture(autouse=True)
@@ -97,13 +101,21 @@ def assert_one_line_fault(res: Result, plan: Plan) -> None:
     assert isinstance(res.exception, SystemExit), repr(res.exception)
     errors = [line for line in res.output.splitlines() if line.startswith("snap: error:")]
     assert len(errors) == 1, res.output
-    if plan.error == "timeout":
-        assert "did not answer in time" in errors[0], errors[0]
+    if plan.error in faultfs.SAYS:
+        assert faultfs.SAYS[plan.error] in errors[0], errors[0]
+        if plan.error == "nocreds":
+            assert "cannot authenticate" in errors[0] and "credentials" in errors[0], errors[0]
+        if plan.error == "nodns":
+            assert "check the network" in errors[0], errors[0]
     else:
         cause = os.strerror(getattr(errno, plan.error))  # e.g. "No space left on device"
         assert cause.lower() in errors[0].lower(), errors[0]
-    named = [f for f in plan.fired() if f["path"] in errors[0]]  # (some faults only cost
-    assert named, (plan.fired(), errors[0])  # a size in a report: the answer is a later one)
+    # (some faults only cost a size in a report: the answer is a later one; an error with
+    # no file name of its own names what snap was working on: the file or its directory)
+    places = [f["path"] for f in plan.fired()]
+    if plan.error in FOREIGN:
+        places += [os.path.dirname(p) for p in places]
+    assert any(p in errors[0] for p in places), (plan.fired(), errors[0])
 
 
 def calls_of(run: Run, monkeypatch: pytest.MonkeyPatch, ops: tuple[str, ...], fn: Any) -> int:
@@ -152,7 +164,11 @@ def test_a_fault_at_any_write_of_create(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(error=st.sampled_from([*ERRNOS, "timeout"]), ops=st.sampled_from(OPS), data=st.data())
+@given(
+    error=st.sampled_from([*ERRNOS, "timeout", *FOREIGN]),
+    ops=st.sampled_from(OPS),
+    data=st.data(),
+)
 def test_any_fault_at_any_call_of_create(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
@@ -246,6 +262,16 @@ def test_a_read_fault_in_the_loader_is_a_clean_error_and_never_wrong_data(
         plan = run.plan(monkeypatch, "timeout", ops=ops, after_calls=total // 2, times=2)
         assert run.records() == RECORDS  # a transient fault is retried
         monkeypatch.delenv(faultfs.ENV, raising=False)
+        for error in FOREIGN:  # a library's own failure is a StorageError naming the path
+            plan = run.plan(monkeypatch, error, ops=ops)  # the first such call fails
+            try:
+                got = run.records()
+            except snap.StorageError as err:
+                assert plan.fired()
+                assert faultfs.SAYS[error] in str(err) and str(run.out) in str(err), err
+            else:
+                assert got == RECORDS and not plan.fired()  # the loader makes no such call
+            monkeypatch.delenv(faultfs.ENV, raising=False)
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "head"])
@@ -255,11 +281,11 @@ def test_a_read_fault_in_a_reading_command(
     run = made(tmp_path)
     total = calls_of(run, monkeypatch, ("read", "list"), lambda: run.command(command, run.url))
     for after in range(total):
-        error = ERRNOS[after % len(ERRNOS)]
-        plan = run.plan(monkeypatch, error, ops=("read", "list"), after_calls=after)
-        res = run.command(command, run.url)
-        assert plan.fired()
-        assert_one_line_fault(res, plan)
+        for error in (ERRNOS[after % len(ERRNOS)], FOREIGN[after % len(FOREIGN)]):
+            plan = run.plan(monkeypatch, error, ops=("read", "list"), after_calls=after)
+            res = run.command(command, run.url)
+            assert plan.fired()
+            assert_one_line_fault(res, plan)
     monkeypatch.delenv(faultfs.ENV, raising=False)
     assert run.command("verify", run.url).exit_code == 0
 
@@ -283,9 +309,10 @@ def test_a_fault_at_any_call_of_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                      lambda: answers.append(probe.command("gc", probe.url, "--json")))  # fmt: skip
     removed = json.loads(answers[0].output)["removed"]
     assert {g["kind"] for g in removed} == {"run", "shard"}, removed
+    kinds = [*ERRNOS, *FOREIGN]
     for after in range(total):
         run = with_leftovers(tmp_path / str(after), monkeypatch)
-        error = ERRNOS[after % len(ERRNOS)]
+        error = kinds[after % len(kinds)]
         plan = run.plan(monkeypatch, error, ops=OPS, after_calls=after)
         res = run.command("gc", run.url)
         assert plan.fired()
@@ -314,7 +341,7 @@ def create_process(run: Run, plan: Plan | None, workers: str) -> subprocess.Comp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("error", ["ENOSPC", "EIO"])
+@pytest.mark.parametrize("error", ["ENOSPC", "EIO", "nocreds"])
 def test_faults_in_worker_processes(tmp_path: Path, error: str) -> None:
     count = Run(tmp_path / "count")
     counting = Plan("none", str(tmp_path / "counted"), ops=("write",))
@@ -331,7 +358,7 @@ def test_faults_in_worker_processes(tmp_path: Path, error: str) -> None:
             continue
         assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
         (line,) = [x for x in res.stderr.splitlines() if x.startswith("snap: error:")]
-        assert error in line and str(run.out) in line, line
+        assert faultfs.SAYS.get(error, error) in line and str(run.out) in line, line
         assert not run.leftovers() and not (run.out / "manifest.json").exists()
         again = create_process(run, None, "2")
         assert again.returncode == 0, again.stderr
