@@ -12,13 +12,7 @@ from typing import Any
 import click
 
 from . import __version__, render, report
-from .cli_io import (
-    answer_errors,
-    emit_json,
-    print_paths_as_given,
-    route_library_logs,
-    setup_logging,
-)
+from .cli_io import answer_errors, configure_output, emit_json, setup_logging
 from .cli_types import AUTO_OR_COUNT, DURATION, SIZE
 from .errors import ManifestError
 from .progress import Progress, human_bytes, human_count
@@ -40,8 +34,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """snap: materialise a preprocessing function once as an Arrow snapshot; replay it fast."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-    print_paths_as_given()
-    route_library_logs(debug)
+    configure_output(debug)
 
 
 @cli.command()

@@ -114,3 +114,9 @@ def print_paths_as_given() -> None:
         if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
             utf8 = stream.encoding.lower().replace("-", "") == "utf8"
             stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
+
+
+def configure_output(debug: bool) -> None:
+    """Before any command: paths printed as given, other libraries' logs one line each."""
+    print_paths_as_given()
+    route_library_logs(debug)

@@ -118,3 +118,31 @@ class Adapter(LoaderFacing, Generic[U]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class FrameworkAdapters:
+    """The loader's ``to_torch`` / ``to_jax`` / ``to_tf``: each imports its framework only
+    when called (a mixin of :class:`~.loader.Loader`)."""
+
+    def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:
+        """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead; see readers/torch.py."""
+        from .torch import TorchBatches
+
+        return TorchBatches(self, device=device, prefetch=prefetch)  # type: ignore[arg-type]
+
+    def to_jax(self, sharding: Any = None, prefetch: int = 2) -> Any:
+        """``dict[str, jax.Array]`` batches placed ahead of use; see readers/jax.py."""
+        from .jax import JaxBatches
+
+        return JaxBatches(self, sharding=sharding, prefetch=prefetch)  # type: ignore[arg-type]
+
+    def to_tf(self, features: str | list[str] | None = None, label: str | None = None) -> Any:
+        """A ``tf.data.Dataset`` of ``x`` or ``(x, label)`` batches; see readers/tf.py.
+
+        ``x`` is the tensor of ``features`` (a column name) or a dict (a list of names, or
+        None: every column but the label). Each pass yields ``len(self)`` batches, and the
+        dataset keeps ``state_dict``/``load_state_dict``/``set_epoch``/``stats``/``close``.
+        """
+        from .tf import to_dataset
+
+        return to_dataset(self, features=features, label=label)  # type: ignore[arg-type]

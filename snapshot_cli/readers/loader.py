@@ -23,6 +23,7 @@ from .. import schema as schema_mod
 from .. import storage
 from ..errors import OptionError
 from . import gather, ranks, shm
+from .adapter import FrameworkAdapters
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
@@ -54,7 +55,7 @@ SUPERSEDED = (
 )
 
 
-class Loader:
+class Loader(FrameworkAdapters):
     """Iterate to get batches ``dict[str, np.ndarray]``; see :meth:`Snapshot.loader`.
 
     Each ``for batch in loader`` runs ``epochs`` epochs (``None``: forever), continuing the
@@ -379,31 +380,6 @@ class Loader:
             self._stats.consumer_wait = run.buffer.consumer_wait + run.wait_before
             run.close()
             self._run = None
-
-    # framework adapters (each imports its framework only when called) -----------------
-
-    def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:
-        """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead; see readers/torch.py."""
-        from .torch import TorchBatches
-
-        return TorchBatches(self, device=device, prefetch=prefetch)
-
-    def to_jax(self, sharding: Any = None, prefetch: int = 2) -> Any:
-        """``dict[str, jax.Array]`` batches placed ahead of use; see readers/jax.py."""
-        from .jax import JaxBatches
-
-        return JaxBatches(self, sharding=sharding, prefetch=prefetch)
-
-    def to_tf(self, features: str | list[str] | None = None, label: str | None = None) -> Any:
-        """A ``tf.data.Dataset`` of ``x`` or ``(x, label)`` batches; see readers/tf.py.
-
-        ``x`` is the tensor of ``features`` (a column name) or a dict (a list of names, or
-        None: every column but the label). Each pass yields ``len(self)`` batches, and the
-        dataset keeps ``state_dict``/``load_state_dict``/``set_epoch``/``stats``/``close``.
-        """
-        from .tf import to_dataset
-
-        return to_dataset(self, features=features, label=label)
 
     def __enter__(self) -> Loader:
         return self
