@@ -50,11 +50,12 @@ def parse_duration(text: str | float, what: str = "duration") -> float:
 
 
 def flag(value: object, what: str) -> bool:
-    """An on/off option: True, False, numpy's bools, or the integers 0 and 1, as a bool.
+    """An on/off option: True, False, numpy's bools (``bool_`` before numpy 2), or the
+    integers 0 and 1, as a bool.
     Anything else raises ValueError: a string from a config file ("false") is truthy, and
     taking it as True would, say, shuffle where the user asked not to."""
     if isinstance(value, numbers.Integral) and value in (0, 1):  # bool, int, numpy ints
         return bool(value)
-    if type(value).__name__ == "bool" and type(value).__module__ == "numpy":
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
         return bool(value)
     raise ValueError(f"{what} must be True or False, got {value!r}")
