@@ -2,7 +2,7 @@
 
 Replays the replay benchmark's 2 GB snapshot of image-like records (3x64x64 uint8 + label,
 batches of 256 = 3 MiB; ``--codec`` lz4 by default, the fastest compressed replay, so any
-per-batch overhead shows) and times three passes, after a first untimed one, of:
+per-batch overhead shows) and times three passes, after two untimed ones, of:
 
   * the bare loader (numpy batches): the baseline;
   * ``loader.to_torch()``: tensors sharing the numpy memory (CPU, no device copy);
@@ -51,7 +51,7 @@ import _common  # benchmarks/_common.py: the snapshot and its cache
 import snapshot_cli as snap
 
 BATCH = 256
-TIMED_PASSES = 3  # passes timed per run, after an untimed one
+TIMED_PASSES = 3  # passes timed per run (and as many bare ones), after two untimed ones
 
 
 def _touch(value: Any) -> int:
@@ -67,21 +67,29 @@ def _touch(value: Any) -> int:
     raise TypeError(f"cannot count the bytes of {type(value)}")
 
 
-def _run(make: Callable[[snap.Loader], Iterable[dict[str, Any]]], s: snap.Snapshot) -> float:
-    """GB/s of TIMED_PASSES passes of one loader after a first, untimed one (verify,
-    allocations): one 2 GB pass takes ~0.5 s, short enough for the machine's noise to show."""
+def _run(
+    make: Callable[[snap.Loader], Iterable[dict[str, Any]]], s: snap.Snapshot
+) -> tuple[float, float]:
+    """GB/s of TIMED_PASSES passes through the adapter after two untimed ones (verify,
+    allocations), and of as many passes of the same loader bare, alternating with them in
+    this process (the framework imported, its threads running): (adapter, bare). The order
+    is ABBAAB..., so neither side always runs first."""
     loader = s.loader(BATCH, shuffle=True, seed=0, epochs=1)
     adapted = make(loader)
-    for _ in adapted:
-        pass
-    t0 = time.perf_counter()
-    nbytes = 0
-    for _ in range(TIMED_PASSES):
-        for batch in adapted:
-            nbytes += _touch(batch["image"]) + _touch(batch["label"])
-    seconds = time.perf_counter() - t0
+    for source in (adapted, loader):  # untimed: the 1st epoch, and an uncompressed
+        for _ in source:  # snapshot's first gathered one (its batch buffers made)
+            pass
+    took = {"adapter": 0.0, "bare": 0.0}
+    nbytes = {"adapter": 0, "bare": 0}
+    for i in range(2 * TIMED_PASSES):
+        side = ("adapter", "bare")[i % 2] if (i // 2) % 2 == 0 else ("bare", "adapter")[i % 2]
+        source = adapted if side == "adapter" else loader
+        t0 = time.perf_counter()
+        for batch in source:
+            nbytes[side] += _touch(batch["image"]) + _touch(batch["label"])
+        took[side] += time.perf_counter() - t0
     loader.close()
-    return nbytes / seconds / 1e9
+    return nbytes["adapter"] / took["adapter"] / 1e9, nbytes["bare"] / took["bare"] / 1e9
 
 
 FLOOR_BATCHES = 400  # conversions timed by framework_floor
@@ -208,14 +216,15 @@ def gpu_wait(s: snap.Snapshot, step_ms: float) -> dict[str, float] | None:
     return {"input_wait_pct": round(100 * waited / max(1e-9, total), 2), "steps": steps}
 
 
-def _child_run(name: str, args: argparse.Namespace) -> tuple[float, float]:
+def _child_run(name: str, args: argparse.Namespace) -> tuple[float, float, float]:
     """One configuration in a fresh process: a framework's thread pools (TensorFlow's,
     XLA's) keep running once imported and would slow every later configuration. →
-    (GB/s, the framework's own seconds per batch: :func:`framework_floor`)."""
+    (GB/s, the bare loader's GB/s in the same process, the framework's own seconds per
+    batch: :func:`framework_floor`)."""
     cmd = [__file__, "--child", name, "--codec", args.codec,
            "--size-gb", str(args.size_gb), "--data-dir", args.data_dir]  # fmt: skip
     out = _common.run_child(cmd, name)
-    return float(out["gb_per_s"]), float(out["floor_s"])
+    return float(out["gb_per_s"]), float(out["bare_gb_per_s"]), float(out["floor_s"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,30 +240,33 @@ def main(argv: list[str] | None = None) -> int:
     s = _common.ensure_snapshot(args.data_dir, args.codec, args.size_gb, False, 2)
     cfgs = configs(args.step_ms)
     if args.child:
-        rate = _run(cfgs[args.child], s)
+        rate, bare = _run(cfgs[args.child], s)
         floor = framework_floor(args.child, s.schema)
-        print(json.dumps({"gb_per_s": rate, "floor_s": floor}))
+        print(json.dumps({"gb_per_s": rate, "bare_gb_per_s": bare, "floor_s": floor}))
         return 0
     mib = BATCH * _common.ROW_BYTES / 2**20
     print(f"{os.cpu_count()} cores, python {platform.python_version()}; {args.codec} "
           f"{args.size_gb:g} GB, batch {BATCH} ({mib:.1f} MiB)")  # fmt: skip
     runs: dict[str, list[float]] = {name: [] for name in cfgs}
+    same: dict[str, list[float]] = {name: [] for name in cfgs}  # x its own process's bare
     floors: dict[str, list[float]] = {name: [] for name in cfgs}
     names = list(cfgs)
     for r in range(args.repeats):
         for name in _common.rotated(names, r):
             _common.raw_read(_common.shard_paths(s))  # page cache warm: measure memory
-            rate, floor = _child_run(name, args)
+            rate, bare, floor = _child_run(name, args)
             runs[name].append(rate)
+            same[name].append(rate / bare)
             floors[name].append(floor)
-            print(f"  repeat {r + 1}/{args.repeats} {name:28s} {rate:6.2f} GB/s  framework "
-                  f"alone {floor * 1e6:6.0f} us/batch", flush=True)  # fmt: skip
+            print(f"  repeat {r + 1}/{args.repeats} {name:28s} {rate:6.2f} GB/s  bare in the "
+                  f"same process {bare:6.2f} GB/s  framework alone {floor * 1e6:6.0f} "
+                  "us/batch", flush=True)  # fmt: skip
     bare_runs = runs["bare loader (numpy)"]
     base = statistics.median(bare_runs)
     per_batch = BATCH * _common.ROW_BYTES / (base * 1e9)  # the bare loader's seconds per batch
     rows = []
     print(f"\n{'configuration':28s} {'GB/s':>6s} {'x bare':>7s}  overhead  target        "
-          f"{'alone':>8s} {'ceiling':>7s}  runs; x bare of each repeat")  # fmt: skip
+          f"{'alone':>8s} {'ceiling':>7s} {'same':>5s}  runs; x bare of each repeat")  # fmt: skip
     for name in names:
         med = statistics.median(runs[name])
         # each repeat's own ratio (its runs alternate with the bare loader's), then their
@@ -265,18 +277,22 @@ def main(argv: list[str] | None = None) -> int:
         verdict = _common.verdict(ratio >= target) if target else ""
         floor = statistics.median(floors[name])
         ceiling = per_batch / (per_batch + floor)
+        in_process = statistics.median(same[name])
         print(f"{name:28s} {med:6.2f} {ratio:7.3f}  {100 * (1 - ratio):6.1f} %  "
               f"{f'>= {target:.2f}' if target else '':7s} {verdict:6s} "
-              f"{floor * 1e6:5.0f} us {ceiling:7.2f}  "
+              f"{floor * 1e6:5.0f} us {ceiling:7.2f} {in_process:5.2f}  "
               + _common.runs_text(runs[name]) + "; " + _common.runs_text(ratios))  # fmt: skip
         rows.append({"config": name, "gb_per_s": med, "ratio": ratio, "runs": runs[name],
-                     "ratios": ratios, "framework_s_per_batch": floor,
-                     "ceiling": ceiling})  # fmt: skip
+                     "ratios": ratios, "framework_s_per_batch": floor, "ceiling": ceiling,
+                     "same_process_ratio": in_process,
+                     "same_process_ratios": same[name]})  # fmt: skip
     print(
         f"alone: the framework's own time per batch for batches made in advance (no loader: "
         f"the adapter's conversion, then {FLOOR_BATCHES} batches through the framework); "
         f"ceiling: bare / (bare + alone) per batch ({per_batch * 1e6:.0f} us bare), the best "
-        "ratio when the framework's work cannot overlap with the loader's (no idle core)"
+        "ratio when the framework's work cannot overlap with the loader's (no idle core); "
+        "same: the adapter against the bare loader in its own process, their passes "
+        "alternating (the framework imported for both: what a user of it compares)"
     )
     wait = gpu_wait(s, args.step_ms)
     print("GPU input wait: " + (json.dumps(wait) if wait else "no CUDA device here: not measured"))
