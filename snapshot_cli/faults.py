@@ -15,7 +15,7 @@ from fsspec import AbstractFileSystem
 
 from .errors import CorruptShardError, SnapError, StorageError
 from .protocols import OBJECT_STORES, protocol, to_url
-from .retry import is_transient, retrying, status_of
+from .retry import causes, is_transient, retrying, status_of
 
 
 def _permanent_hint(fs: AbstractFileSystem, status: int | None) -> str:
@@ -111,7 +111,7 @@ def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) 
     """Any other failure of a storage call, as one line naming the path and the error's own
     class and text (the library's: botocore's ParamValidationError, aiohttp's DNS error...),
     with what to check where the kind is known: credentials, or the network."""
-    kinds = [c.__name__ for e in _chain(err) for c in type(e).__mro__]
+    kinds = [c.__name__ for e in causes(err) for c in type(e).__mro__]
     text = " ".join(str(err).split())  # one line, whatever the library put in it
     what = f"{type(err).__name__}: {text}" if text else type(err).__name__
     if any(_AUTH_WORDS.search(k) for k in kinds):
@@ -124,15 +124,6 @@ def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) 
     else:
         hint = "check the URL and the storage, then run the same command again"
     return StorageError(f"failed while {action} {to_url(fs, path)}: {what}; {hint}")
-
-
-def _chain(err: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
 
 
 # Class names that say what failed, whichever library raised it: botocore's

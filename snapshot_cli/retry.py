@@ -48,10 +48,7 @@ def status_of(err: BaseException) -> int | None:
 
 def is_transient(err: BaseException) -> bool:
     """Worth retrying: throttling, server errors, dropped connections, timeouts."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:  # look through wrapped causes
-        seen.add(id(current))
+    for current in causes(err):  # look through wrapped causes
         if isinstance(current, _PERMANENT):
             return False
         status = status_of(current)
@@ -63,11 +60,11 @@ def is_transient(err: BaseException) -> bool:
             return True
         if type(current).__name__ in _TRANSIENT_NAMES:
             return True
-        current = current.__cause__ or current.__context__
     return False
 
 
-def _causes(err: BaseException) -> Iterator[BaseException]:
+def causes(err: BaseException) -> Iterator[BaseException]:
+    """``err``, then what it was raised from or during, and so on (each once)."""
     seen: set[int] = set()
     current: BaseException | None = err
     while current is not None and id(current) not in seen:
@@ -83,7 +80,7 @@ def client_tries(err: BaseException) -> int:
     gcs_retry = sys.modules.get("gcsfs.retry")
     if gcs_retry is None:
         return 0
-    for e in _causes(err):
+    for e in causes(err):
         if type(e).__module__.startswith("gcsfs") and gcs_retry.is_retriable(e):
             gcs_core = sys.modules.get("gcsfs.core")
             return int(getattr(getattr(gcs_core, "GCSFileSystem", None), "retries", 1))
@@ -92,7 +89,7 @@ def client_tries(err: BaseException) -> int:
 
 def worth_a_new_try(err: BaseException) -> bool:
     """Transient, and not already retried by :func:`retrying` (one layer of retries only)."""
-    if any(getattr(e, "snap_tries", 1) > 1 for e in _causes(err)) or client_tries(err):
+    if any(getattr(e, "snap_tries", 1) > 1 for e in causes(err)) or client_tries(err):
         return False
     return is_transient(err)
 
