@@ -90,13 +90,26 @@ class _OneLine(logging.Formatter):
             record.exc_info, record.exc_text, record.stack_info = saved
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (as Python's last-resort
+    handler does): a command run in-process (CliRunner) swaps it, then closes its own."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        pass
+
+
 def route_library_logs(debug: bool) -> None:
     """Warnings and errors other libraries log go to stderr as one line each (see _OneLine);
     called once per command (a second call replaces the handler, it does not add one)."""
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
         root.removeHandler(old)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr()
     handler.setLevel(logging.WARNING)
     handler.setFormatter(_OneLine(debug))
     handler.snap_one_line = True  # type: ignore[attr-defined]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -168,6 +169,19 @@ def test_other_libraries_log_one_line_each(debug: bool, capsys: pytest.CaptureFi
         assert "Traceback (most recent call last)" in err and "no route" in err
     else:
         assert err == "snap: gcsfs: _request out of retries on exception\n"
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
+        root.removeHandler(h)
+
+
+def test_library_logs_go_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command run in-process (CliRunner) swaps sys.stderr and closes its own after: a
+    record logged later goes to the stderr in place then, not to a closed stream."""
+    CliRunner().invoke(cli, ["inspect", "/nonexistent/snapshot"])
+    now = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", now)
+    logging.getLogger("somelib").warning("after the command")
+    assert now.getvalue() == "snap: somelib: after the command\n"
     root = logging.getLogger()
     for h in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
         root.removeHandler(h)
