@@ -13,6 +13,7 @@ so callers can catch either::
     ├── ManifestError (ValueError)            manifest.json missing, unreadable or invalid
     ├── CorruptShardError (OSError)           a shard's size, checksum or contents are wrong
     ├── StorageError (OSError)                the storage refused (permission, missing bucket)
+    ├── OutOfMemoryError (MemoryError)        no memory for the loader's window or batch
     └── LeaseError (RuntimeError)             another writer holds or took over the snapshot
 
 The CLI maps SnapError to exit code 1 and prints only the message; anything else is a bug.
@@ -61,6 +62,10 @@ class CorruptShardError(SnapError, OSError):
 
 class StorageError(SnapError, OSError):
     """The storage refused an operation (permission denied, not a directory, no such bucket)."""
+
+
+class OutOfMemoryError(SnapError, MemoryError):
+    """The loader could not allocate a window or a batch (the message says how large)."""
 
 
 class LeaseError(SnapError, RuntimeError):

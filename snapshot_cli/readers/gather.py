@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import storage
+from . import memory
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -217,7 +218,12 @@ class BatchPool:
                 if sys.getrefcount(owner) == unused:
                     self._next[nbytes] = (first + j + 1) % n
                     return aligned[:]
-            owner = np.empty(nbytes + ALIGN, np.uint8)
+            fix = "lower batch_size, read fewer columns (columns=[...]), or free memory"
+            memory.check(nbytes, "a batch's column", fix)
+            try:
+                owner = np.empty(nbytes + ALIGN, np.uint8)
+            except MemoryError as err:
+                raise memory.failed(err, "a batch's column", nbytes, fix) from err
             start = -owner.__array_interface__["data"][0] % ALIGN
             aligned = owner[start : start + nbytes]
             self.allocated += 1

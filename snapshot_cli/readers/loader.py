@@ -120,7 +120,10 @@ class Loader(FrameworkAdapters):
         processes = self._processes(reading)
         gathers = not processes and gather.suits(reading.sources, self._fixed_only())
         self._stats = Stats(sources=reading.names if reading.counts else [])
-        self._stats.window_rows = self._make_plan(0).window_rows
+        # a window never holds more than a rank's epoch: a batch larger than the snapshot
+        # must not size the slabs (batch_size=10**7 over 500 records asked for 120 GB)
+        first = self._make_plan(0)
+        self._stats.window_rows = max(1, min(first.window_rows, first.num_rows))
         windows = WindowPool(
             reading.schema, self.columns, self._stats.window_rows, processes > 0, gathers
         )
@@ -225,11 +228,15 @@ class Loader(FrameworkAdapters):
             )  # fmt: skip
         except ValueError as err:
             raise OptionError(str(err)) from err
-        if options.drop_last and sum(counts) < g:
+        if sum(counts) < g:
+            why = (
+                " with drop_last=True: every rank would read nothing; use drop_last=False, "
+                if options.drop_last
+                else ": it would hold records twice (the last batch fills up from the start); use "
+            )
             raise OptionError(
-                f"an epoch of {sum(counts)} records holds no global batch of {g} with "
-                "drop_last=True: every rank would read nothing; use drop_last=False, a smaller "
-                "global batch or more records per epoch"
+                f"an epoch of {sum(counts)} records holds no global batch of {g}{why}"
+                "a smaller global batch or more records per epoch"
             )
         return options
 

@@ -20,13 +20,14 @@ import math
 import mmap
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from .. import arrays
 from .. import schema as schema_mod
-from . import gather
+from . import gather, memory
 from .convert import column_to_numpy
 from .plan import inverse_permutation
 
@@ -45,6 +46,12 @@ def numpy_dtype(t: pa.DataType) -> np.dtype:
         if pa.types.is_boolean(value_type)
         else np.dtype(value_type.to_pandas_dtype())
     )
+
+
+WINDOW_FIX = (
+    "a window holds the larger of batch_size and shuffle_buffer in records (at most an "
+    "epoch's): lower them, read fewer columns (columns=[...]), or free memory"
+)
 
 
 def row_shape(t: pa.DataType) -> tuple[int, ...]:
@@ -134,8 +141,7 @@ class Window:
             t = schema.field(name).type
             if schema_mod.kind(t) in FIXED_KINDS:
                 if storage is None or len(storage[name]) < rows:
-                    make = alloc or slab_empty
-                    self.storage[name] = make((rows, *row_shape(t)), numpy_dtype(t))
+                    self.storage[name] = self._slab(schema, rows, name, alloc or slab_empty)
                 else:
                     self.storage[name] = storage[name]
                 self.fixed[name] = self.storage[name][:rows]
@@ -145,6 +151,17 @@ class Window:
                 self._bytes[name] = dest.reshape(rows, width).view(np.uint8)
             else:
                 self.var[name] = []
+
+    def _slab(self, schema: pa.Schema, rows: int, name: str, make: Callable[..., Any]) -> Any:
+        """A new slab of ``rows`` rows for column ``name`` (see :mod:`.memory`)."""
+        per = row_bytes(schema, self.columns)
+        what = f"a loader window of {rows:,} records of {per:,} bytes"
+        memory.check(rows * per, what, WINDOW_FIX)
+        t = schema.field(name).type
+        try:
+            return make((rows, *row_shape(t)), numpy_dtype(t))
+        except (MemoryError, OSError) as err:
+            raise memory.failed(err, what, rows * per, WINDOW_FIX) from err
 
     def fill(self, offset: int, batch: pa.RecordBatch, start: int, stop: int) -> None:
         """Put records ``[start, stop)`` of ``batch`` at window records ``offset...``."""

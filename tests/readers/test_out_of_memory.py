@@ -1,0 +1,184 @@
+"""A loader asked for more memory than it can have says so, and what to lower.
+
+A window holds the larger of batch_size and shuffle_buffer records, at most an epoch's; a
+batch bigger than the snapshot is one batch of every record (``batch_size=10**7`` over 500
+records used to ask for 120 GB and fail with a bare ENOMEM). Requests larger than the memory
+the process may use are refused before they are made (shared memory for decode processes is
+not reserved when made: it would kill the process once filled), and an allocation that
+fails becomes an OutOfMemoryError, in every way the loader reads.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.cli import cli
+from snapshot_cli.readers import gather, memory, shm, window
+
+from .conftest import numbered_snapshot
+
+RECORDS = 200
+RECORD = '{"label": np.int64(n), "x": np.full(64, k, np.uint8)}'
+ROW_BYTES = 8 + 64  # label and x: what a window holds per record
+WAYS: dict[str, dict[str, Any]] = {
+    "shuffled": {},
+    "in order": {"shuffle": False},
+    "decode processes": {"processes": 2},
+    "rank 1 of 2": {"world_size": 2, "rank": 1},
+    "global batch": {"global_batch_size": RECORDS, "batch_size": None},
+}
+
+
+@pytest.fixture(scope="module")
+def numbered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("oom")
+    (root / "zstd").mkdir()
+    (root / "none").mkdir()
+    return {
+        "zstd": numbered_snapshot(root / "zstd", RECORDS, RECORD, "4KiB"),
+        "none": snap.create(
+            lambda: (eval(RECORD, {"np": np, "n": n, "k": n % 7}) for n in range(RECORDS)),
+            str(root / "none" / "snap"), workers=0, compression="none", shard_size="4KiB",
+        ).path,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_batch_larger_than_the_snapshot_is_one_batch_of_it(
+    numbered: dict[str, str], way: str
+) -> None:
+    # 10**9 records of 72 bytes would be 67 GiB: more than this machine, and any CI's, has
+    kw = {"batch_size": 10**9, "seed": 3, **WAYS[way]}
+    loader = snap.open(numbered["zstd"]).loader(**kw)
+    batches = [b["label"].copy() for b in loader]
+    expected = RECORDS // 2 if "rank" in kw else RECORDS
+    assert [len(b) for b in batches] == [expected]
+    if "rank" not in kw:
+        assert sorted(batches[0].tolist()) == list(range(RECORDS))
+    assert loader.stats()["settings"]["window_rows"] == expected  # what a window may hold
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_a_global_batch_larger_than_an_epoch_is_refused(
+    numbered: dict[str, str], drop_last: bool
+) -> None:
+    # every global batch is full (the last one filled up from the epoch's start): one of
+    # 10**9 records over 200 would have repeated each 5 million times (and filled the memory
+    # with its plan before any check of the window)
+    s = snap.open(numbered["zstd"])
+    with pytest.raises(snap.OptionError, match=f"an epoch of {RECORDS} records holds no global"):
+        s.loader(global_batch_size=RECORDS + 1, drop_last=drop_last)
+    assert len(s.loader(global_batch_size=RECORDS, drop_last=drop_last)) == 1
+
+
+def small_limit(monkeypatch: pytest.MonkeyPatch, nbytes: int) -> None:
+    """As a cgroup limit of ``nbytes`` would: :func:`memory.limit` reads it."""
+    monkeypatch.setattr(memory, "limit", lambda: nbytes)
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_window_larger_than_the_memory_limit_is_refused_before_it_is_made(
+    numbered: dict[str, str], monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    made: list[tuple[int, ...]] = []
+    real_shm = shm.empty
+    monkeypatch.setattr(
+        shm, "empty", lambda shape, dtype: made.append(shape) or real_shm(shape, dtype)
+    )
+    small_limit(monkeypatch, 100 * ROW_BYTES - 1)  # a window of 100 records is one byte more
+    kw = {"batch_size": 100, "shuffle_buffer": 100, "seed": 0, **WAYS[way]}
+    if "global_batch_size" in kw:
+        kw["global_batch_size"] = 100
+    with pytest.raises(snap.OutOfMemoryError) as err:
+        list(snap.open(numbered["zstd"]).loader(**kw))
+    message = str(err.value)
+    assert "a loader window of 100 records of 72 bytes needs" in message
+    assert "lower them" in message and "batch_size and shuffle_buffer" in message
+    assert not [s for s in made if s[0] >= 100], "a slab was made before the check"
+    assert isinstance(err.value, MemoryError) and isinstance(err.value, snap.SnapError)
+
+
+def test_a_gathered_batch_larger_than_the_memory_limit_is_refused(
+    numbered: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loader = snap.open(numbered["none"]).loader(batch_size=50, shuffle_buffer=50, seed=0)
+    first = [b["label"].copy() for b in loader]  # the first epoch checks every shard
+    assert len(first) == RECORDS // 50
+    # later epochs of an uncompressed snapshot gather from the shard files into buffers of
+    # their own, a column at a time: x is 50 x 64 bytes a batch
+    small_limit(monkeypatch, 50 * 64 - 1)
+    with pytest.raises(snap.OutOfMemoryError, match=r"^a batch's column needs 3.1 KiB, more"):
+        list(loader)
+
+
+@pytest.mark.parametrize(
+    "error", [MemoryError(), OSError(errno.ENOMEM, "Cannot allocate memory")], ids=repr
+)
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_failed_allocation_is_an_out_of_memory_error(
+    numbered: dict[str, str], monkeypatch: pytest.MonkeyPatch, error: Exception, way: str
+) -> None:
+    def fail(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        raise error
+
+    monkeypatch.setattr(window, "slab_empty", fail)  # threads' slabs
+    monkeypatch.setattr(shm, "empty", fail)  # decode processes' slabs
+    with pytest.raises(snap.OutOfMemoryError) as err:
+        list(snap.open(numbered["zstd"]).loader(**{"batch_size": 64, "seed": 0, **WAYS[way]}))
+    assert str(err.value).startswith("out of memory: could not allocate ")
+    assert "for a loader window of " in str(err.value) and "lower them" in str(err.value)
+    assert err.value.__cause__ is error
+
+
+def test_other_allocation_errors_are_not_called_out_of_memory(
+    numbered: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        raise OSError(errno.EMFILE, "Too many open files")  # memfd_create's, say
+
+    monkeypatch.setattr(shm, "empty", fail)
+    with pytest.raises(OSError) as err:
+        list(snap.open(numbered["zstd"]).loader(batch_size=64, processes=2))
+    assert err.value.errno == errno.EMFILE
+    assert not isinstance(err.value, snap.OutOfMemoryError)
+
+
+def test_batch_buffers_too_large_for_any_machine_are_refused() -> None:
+    with pytest.raises(snap.OutOfMemoryError, match=r"a batch's column needs .* TiB, more than"):
+        gather.BatchPool().get(1 << 60)
+
+
+def test_the_limit_is_physical_memory_or_a_cgroup_limit_below_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory.limit.cache_clear()
+    monkeypatch.setattr(memory, "CGROUP_LIMITS", ())
+    physical = memory.limit()
+    assert physical > 2**26  # this machine has more than 64 MiB
+    v2, v1 = tmp_path / "memory.max", tmp_path / "limit_in_bytes"
+    v2.write_text("max\n")  # cgroup v2: no limit
+    v1.write_text(f"{2**30}\n")
+    for files, expected in (((v2,), physical), ((v2, v1), min(physical, 2**30))):
+        memory.limit.cache_clear()
+        monkeypatch.setattr(memory, "CGROUP_LIMITS", tuple(map(str, files)))
+        assert memory.limit() == expected
+    memory.limit.cache_clear()
+
+
+def test_snap_bench_answers_in_one_line(
+    numbered: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    small_limit(monkeypatch, 64 * ROW_BYTES - 1)
+    result = CliRunner().invoke(cli, ["bench", numbered["zstd"], "--batch-size", "64"])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("snap: error: a loader window of 200 records")
+    assert "Traceback" not in result.output
