@@ -29,7 +29,7 @@ from .elastic import GlobalOptions, GlobalPlan
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
 from .mix import Mixture
 from .options import LoaderOptions
-from .plan import EpochPlan, PlanOptions
+from .plan import EpochPlan
 from .prefetch import Closed
 from .run import Run, RunContext
 from .slabs import WindowPool
@@ -88,8 +88,9 @@ class Loader(FrameworkAdapters):
             buffer_rows = max(1, target // bytes_per_row)
         first_rows = max(1, FIRST_WINDOW_BYTES // bytes_per_row) if options.shuffle else 0
         self.blocks = reading.blocks
-        self.plan_options = self._plan_options(
-            batch_size, rank, world_size, buffer_rows, first_rows, reading
+        counts = reading.counts or (reading.sources[0].num_records,)
+        self.plan_options = options.plan_options(
+            batch_size, rank, world_size, buffer_rows, first_rows, counts, reading.counts is None
         )
         self.map, self.epochs, self.verify = options.map, options.epochs, options.verify
         self.cache = reading.cache
@@ -187,58 +188,6 @@ class Loader(FrameworkAdapters):
                     "process's memory:// filesystem; use processes=0"
                 )
         return int(n)
-
-    def _plan_options(
-        self,
-        batch_size: int | None,
-        rank: int,
-        world_size: int,
-        window_rows: int,
-        first_rows: int,
-        reading: ReadSet,
-    ) -> PlanOptions | GlobalOptions:
-        """The per-rank plan's options, or the global order's (``global_batch_size``, or a
-        mixture); a value that cannot work is an OptionError naming it."""
-        o = self.options
-        g = o.global_batch_size
-        if g is not None and batch_size is not None:
-            raise OptionError(
-                "give batch_size (per rank) or global_batch_size (for all ranks), not both"
-            )
-        try:
-            if g is None and reading.counts is None:
-                return PlanOptions(
-                    batch_size=256 if batch_size is None else batch_size,
-                    shuffle=bool(o.shuffle), seed=o.seed, rank=rank, world_size=world_size,
-                    drop_last=bool(o.drop_last), window_rows=window_rows,
-                    first_window_rows=first_rows,
-                )  # fmt: skip
-            if g is None:  # a mixture given a per-rank batch size
-                per = 256 if batch_size is None else batch_size
-                if isinstance(per, bool) or not isinstance(per, int) or per <= 0:
-                    raise ValueError(f"batch_size must be a positive integer, got {per!r}")
-                if isinstance(world_size, bool) or not isinstance(world_size, int):
-                    raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
-                g = per * world_size
-            counts = reading.counts or (reading.sources[0].num_records,)
-            options = GlobalOptions(
-                global_batch_size=g, counts=counts, shuffle=bool(o.shuffle), seed=o.seed,
-                rank=rank, world_size=world_size, drop_last=bool(o.drop_last),
-                window_rows=window_rows, first_window_rows=first_rows,
-            )  # fmt: skip
-        except ValueError as err:
-            raise OptionError(str(err)) from err
-        if sum(counts) < g:
-            why = (
-                " with drop_last=True: every rank would read nothing; use drop_last=False, "
-                if options.drop_last
-                else ": it would hold records twice (the last batch fills up from the start); use "
-            )
-            raise OptionError(
-                f"an epoch of {sum(counts)} records holds no global batch of {g}{why}"
-                "a smaller global batch or more records per epoch"
-            )
-        return options
 
     def _make_plan(self, epoch: int) -> EpochPlan | GlobalPlan:
         o = self.plan_options

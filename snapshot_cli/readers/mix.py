@@ -33,7 +33,7 @@ import pyarrow as pa
 from .. import schema as schema_mod
 from ..errors import OptionError
 from .elastic import apportion
-from .options import Auto, LoaderOptions
+from .options import Auto, LoaderOptions, checked_columns
 
 if TYPE_CHECKING:
     from .loader import Loader
@@ -58,6 +58,8 @@ class Mixture:
         self.names = [s.url for s in self.sources] if names is None else [str(n) for n in names]
         if len(self.names) != len(self.sources):
             raise OptionError(f"{len(self.names)} names for {len(self.sources)} snapshots")
+        if not any(s.num_records for s in self.sources):
+            raise OptionError(f"{self.names} hold no records: there is nothing to mix or sample")
         self.weights = _check_weights(weights, [s.num_records for s in self.sources])
         self.counts = _counts(self.weights, [s.num_records for s in self.sources], epoch_records)
         self.epoch_records = sum(self.counts)
@@ -87,6 +89,7 @@ class Mixture:
                            if c not in s.schema.names]  # fmt: skip
                 if missing:
                     raise OptionError(f"column {c!r} is not in {missing}: {self._columns()}")
+            names = checked_columns(names, list(first.names))  # none, or one twice
         for c in names:
             types = {n: s.schema.field(c).type for n, s in zip(self.names, self.sources,
                                                               strict=True)}  # fmt: skip
@@ -131,7 +134,7 @@ class Mixture:
 
         options = LoaderOptions(
             shuffle=shuffle, seed=seed, epochs=epochs, rank=rank, world_size=world_size,
-            drop_last=drop_last, columns=None if columns is None else tuple(columns),
+            drop_last=drop_last, columns=columns,
             shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
             prefetch=prefetch, map=map, verify=verify,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import OptionError
 from ..units import flag, parse_size
+from .elastic import GlobalOptions
+from .plan import PlanOptions
 
 Auto = Literal["auto"]
 
@@ -48,7 +50,7 @@ class LoaderOptions:
     rank: int | Auto = 0
     world_size: int | Auto = 1
     drop_last: bool = False
-    columns: tuple[str, ...] | None = None
+    columns: Sequence[str] | None = None
     shuffle_buffer: int | Auto = "auto"
     num_parallel_reads: int | Auto = "auto"
     prefetch: int | Auto = "auto"
@@ -82,9 +84,7 @@ class LoaderOptions:
         if self.map is not None and not callable(self.map):
             raise OptionError(f"map must be a function of a batch, got {self.map!r}")
         if self.columns is not None:
-            if isinstance(self.columns, str):
-                raise OptionError(f"columns must be a list of names, got {self.columns!r}")
-            object.__setattr__(self, "columns", tuple(self.columns))
+            object.__setattr__(self, "columns", tuple(column_list(self.columns)))
         if self.cache_dir is not None:
             object.__setattr__(self, "cache_dir", os.fspath(self.cache_dir))
         if self.cache_limit is not None:
@@ -98,13 +98,60 @@ class LoaderOptions:
 
     def column_names(self, available: list[str]) -> list[str]:
         """The columns to read, checked against the snapshot's."""
-        names = list(available) if self.columns is None else list(self.columns)
-        unknown = [c for c in names if c not in available]
-        if unknown or (not names and available):
+        return checked_columns(self.columns, available)
+
+    def plan_options(
+        self,
+        batch_size: int | None,
+        rank: int,
+        world_size: int,
+        window_rows: int,
+        first_rows: int,
+        counts: tuple[int, ...],
+        single: bool,
+    ) -> PlanOptions | GlobalOptions:
+        """The per-rank plan's options, or the global order's (``global_batch_size``, or a
+        mixture or sample: not ``single``, reading ``counts`` records of each source an
+        epoch); a value that cannot work is an OptionError naming it."""
+        g = self.global_batch_size
+        if g is not None and batch_size is not None:
             raise OptionError(
-                f"unknown columns {unknown or '(none selected)'}; the snapshot has {available}"
+                "give batch_size (per rank) or global_batch_size (for all ranks), not both"
             )
-        return names
+        try:
+            if g is None and single:
+                return PlanOptions(
+                    batch_size=256 if batch_size is None else batch_size,
+                    shuffle=bool(self.shuffle), seed=self.seed, rank=rank,
+                    world_size=world_size, drop_last=bool(self.drop_last),
+                    window_rows=window_rows, first_window_rows=first_rows,
+                )  # fmt: skip
+            if g is None:  # a mixture given a per-rank batch size
+                per = 256 if batch_size is None else batch_size
+                if isinstance(per, bool) or not isinstance(per, int) or per <= 0:
+                    raise ValueError(f"batch_size must be a positive integer, got {per!r}")
+                if isinstance(world_size, bool) or not isinstance(world_size, int):
+                    raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
+                g = per * world_size
+            if sum(counts) < g:
+                raise OptionError(self._no_global_batch(sum(counts), g, world_size))
+            return GlobalOptions(
+                global_batch_size=g, counts=counts, shuffle=bool(self.shuffle), seed=self.seed,
+                rank=rank, world_size=world_size, drop_last=bool(self.drop_last),
+                window_rows=window_rows, first_window_rows=first_rows,
+            )  # fmt: skip
+        except ValueError as err:
+            raise OptionError(str(err)) from err
+
+    def _no_global_batch(self, records: int, g: int, world_size: int) -> str:
+        per = "" if self.global_batch_size else f" (batch_size {g // world_size} x {world_size})"
+        if not records:
+            return f"an epoch of 0 records (nothing to read) holds no global batch of {g}{per}"
+        return (
+            f"an epoch of {records} records holds no global batch of {g}{per}: with "
+            "drop_last=True no rank would read any, without it the one batch would hold "
+            "records twice; use a smaller batch or more records per epoch"
+        )
 
     @property
     def cache_bytes(self) -> int | None:
@@ -115,3 +162,33 @@ class LoaderOptions:
     def count_or_none(value: int | Auto) -> int | None:
         """An "auto or N" option as N, or None for "auto"."""
         return None if value == "auto" else int(value)
+
+
+def checked_columns(columns: object, available: list[str]) -> list[str]:
+    """``columns`` (None: all of ``available``) as a list of distinct names of ``available``;
+    anything else is an OptionError saying what to give."""
+    if columns is None:
+        return list(available)
+    names = column_list(columns)
+    unknown = [c for c in names if c not in available]
+    if unknown:
+        raise OptionError(f"unknown columns {unknown}; the snapshot has {available}")
+    if not names and available:
+        raise OptionError(f"columns=[] selects no column; the snapshot has {available}")
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        raise OptionError(f"columns name {repeated} more than once")
+    return names
+
+
+def column_list(columns: object) -> list[str]:
+    """``columns`` as a list, if it is a collection of names (a str is not)."""
+    if isinstance(columns, (str, bytes)):
+        raise OptionError(
+            f"columns must be a list of column names, got {columns!r}: for one column, "
+            f"columns=[{columns!r}]"
+        )
+    try:
+        return list(columns)  # type: ignore[call-overload]
+    except TypeError:
+        raise OptionError(f"columns must be a list of column names, got {columns!r}") from None

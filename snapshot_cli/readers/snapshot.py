@@ -18,7 +18,7 @@ from ..manifest import Manifest, ShardEntry
 from .convert import batch_to_numpy
 from .loader import Loader
 from .mix import Mixture
-from .options import Auto, LoaderOptions
+from .options import Auto, LoaderOptions, checked_columns
 from .shard import ShardReaders
 from .trace import Tracer
 
@@ -143,7 +143,7 @@ class Snapshot:
         """
         options = LoaderOptions(
             shuffle=shuffle, seed=seed, epochs=epochs, rank=rank, world_size=world_size,
-            drop_last=drop_last, columns=None if columns is None else tuple(columns),
+            drop_last=drop_last, columns=columns,
             shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
             prefetch=prefetch, map=map, verify=verify,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
@@ -172,10 +172,7 @@ class Snapshot:
 
         Reads only the record batches it needs (their shards are checksummed first).
         """
-        names = list(self.schema.names) if columns is None else list(columns)
-        unknown = [c for c in names if c not in self.schema.names]
-        if unknown:
-            raise OptionError(f"unknown columns {unknown}; the snapshot has {self.schema.names}")
+        names = checked_columns(columns, list(self.schema.names))
         out: list[dict[str, Any]] = []
         readers = ShardReaders(self.fs, self.root, self.shards, self.schema)
         for i, shard in enumerate(self.shards):
@@ -189,9 +186,10 @@ class Snapshot:
 
     def iter_batches(self, columns: list[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
         """Every record batch, in the order written, as ``{column: numpy array}``."""
+        names = checked_columns(columns, list(self.schema.names))
         for i in range(len(self.shards)):
             for batch in self.read_shard(i).to_batches():
-                yield batch_to_numpy(batch, columns)
+                yield batch_to_numpy(batch, names)
 
 
 def open(

@@ -216,6 +216,23 @@ def test_bad_weights(snaps: dict[str, snap.Snapshot], weights: Any, match: str) 
         snap.mix(list(snaps.values()), weights)
 
 
+def test_an_empty_snapshot_has_nothing_to_mix_sample_or_batch_globally(tmp_path: Path) -> None:
+    snap.create(lambda: iter(()), str(tmp_path / "empty"), workers=0)  # a pipeline that yields none
+    empty = snap.open(tmp_path / "empty")
+    assert list(empty.loader(4)) == []  # the per-rank order: no batch
+    for make in (
+        lambda: empty.sample(fraction=0.5),  # was a ZeroDivisionError
+        lambda: empty.sample(records=3),
+        lambda: snap.mix([empty, empty]),
+    ):
+        with pytest.raises(
+            OptionError, match=r"hold no records: there is nothing to mix or sample"
+        ):
+            make()
+    with pytest.raises(OptionError, match=r"an epoch of 0 records \(nothing to read\) holds no"):
+        empty.loader(global_batch_size=4)  # was "records per epoch must be >= 0 and not all 0"
+
+
 def test_bad_global_options_say_what_to_change(snaps: dict[str, snap.Snapshot]) -> None:
     s = snaps["c"]
     with pytest.raises(OptionError, match=r"global_batch_size=12 is not divisible by world_size"
@@ -223,8 +240,11 @@ def test_bad_global_options_say_what_to_change(snaps: dict[str, snap.Snapshot]) 
         s.loader(global_batch_size=12, world_size=5, rank=0)
     with pytest.raises(OptionError, match="not both"):
         s.loader(16, global_batch_size=32)
-    with pytest.raises(OptionError, match=r"holds no global batch of 1024 with drop_last=True"):
-        s.loader(global_batch_size=1024, drop_last=True)
+    for drop_last in (True, False):
+        with pytest.raises(OptionError, match=r"holds no global batch of 1024: with drop_last"):
+            s.loader(global_batch_size=1024, drop_last=drop_last)
+    with pytest.raises(OptionError, match=r"holds no global batch of 2048 \(batch_size 1024 x 2"):
+        s.sample(fraction=0.5).loader(1024, world_size=2)  # a sample reads in the global order
     with pytest.raises(OptionError, match="epoch_records must be an integer >= 1"):
         snap.mix([s], epoch_records=0)
     with pytest.raises(OptionError, match="sample needs records=N or fraction=F"):

@@ -308,6 +308,32 @@ def test_columns_subset(sorted_snap: snap.Snapshot) -> None:
     assert list(batch) == ["label"]
 
 
+BAD_COLUMNS = [
+    ("label", r"must be a list of column names, got 'label': for one column, columns=\['label'\]"),
+    (3, "must be a list of column names, got 3"),
+    ([], r"columns=\[\] selects no column; the snapshot has \['label', 'id'"),
+    (["label", "label"], r"columns name \['label'\] more than once"),
+    (["label", "nope"], r"(unknown columns \['nope'\]|column 'nope' is not in)"),
+]
+
+
+@pytest.mark.parametrize(("columns", "message"), BAD_COLUMNS)
+@pytest.mark.parametrize("where", ["loader", "mixture", "head", "iter_batches"])
+def test_bad_columns_are_refused_everywhere(
+    sorted_snap: snap.Snapshot, where: str, columns: Any, message: str
+) -> None:
+    # a str used to be read as a list of one-letter columns ("unknown columns ['l', 'a', ...");
+    # a column named twice was read once, and an int was a TypeError from list()
+    calls = {
+        "loader": lambda: sorted_snap.loader(batch_size=8, columns=columns),
+        "mixture": lambda: snap.mix([sorted_snap, sorted_snap]).loader(8, columns=columns),
+        "head": lambda: sorted_snap.head(2, columns=columns),
+        "iter_batches": lambda: next(sorted_snap.iter_batches(columns=columns)),
+    }
+    with pytest.raises(snap.OptionError, match=message):
+        calls[where]()
+
+
 def _small(tmp_path: Path) -> str:
     def gen() -> Any:
         for i in range(50):
