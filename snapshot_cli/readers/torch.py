@@ -84,7 +84,11 @@ class TorchBatches(Adapter[dict[str, Any]]):
 
     def __init__(self, loader: Loader, device: Any = None, prefetch: int = 2) -> None:
         torch = _torch()
-        self.device = None if device is None else torch.device(device)
+        try:
+            self.device = None if device is None else torch.device(device)
+        except (RuntimeError, TypeError) as err:  # torch's own text lists the device types
+            first = str(err).strip().splitlines()[0]
+            raise OptionError(f"device={device!r} is not a torch device: {first}") from None
         self._cuda = self.device is not None and self.device.type == "cuda"
         if self._cuda and not torch.cuda.is_available():
             raise OptionError(f"device={device!r} but torch sees no CUDA device")

@@ -131,6 +131,9 @@ def test_to_torch_on_another_device_keeps_resume_exact(snapshot_url: str) -> Non
     if not torch.cuda.is_available():
         with pytest.raises(OptionError, match="no CUDA device"):
             s.loader(16).to_torch(device="cuda")
+    for bad in ("gpu0", 3.5):  # torch's RuntimeError and TypeError (a paragraph) before
+        with pytest.raises(OptionError, match=rf"^device={bad!r} is not a torch device: [^\n]+$"):
+            s.loader(16).to_torch(device=bad)
 
 
 def test_torch_dataloader_workers_read_disjoint_complete_parts(snapshot_url: str) -> None:
