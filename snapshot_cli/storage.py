@@ -52,6 +52,9 @@ def resolve(
     """Return the filesystem and the protocol-less path of ``url`` (a local path or any URL)."""
     if not url:
         raise OptionError("empty path or URL")
+    scheme, _, rest = url.partition("://")
+    if scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
+        raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")
     try:
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
     except (ImportError, ValueError) as err:

@@ -62,3 +62,11 @@ def test_permission_denied_is_named() -> None:
 def test_filesystems_are_picklable(tmp_path: Path) -> None:
     fs, _ = storage.resolve(str(tmp_path))
     assert pickle.loads(pickle.dumps(fs)).protocol == fs.protocol
+
+
+@pytest.mark.parametrize("url", ["gs://", "gs:///", "gcs://", "s3://", "s3:///", "s3a://"])
+def test_an_object_store_url_without_a_bucket_says_so(url: str) -> None:
+    # it used to be sent to the store as the path "manifest.json" (a DNS or credentials error
+    # about a bucket nobody named); no client is made and nothing is sent
+    with pytest.raises(OptionError, match=rf"^'{url}' names no bucket: give one, as in "):
+        storage.resolve(url)
