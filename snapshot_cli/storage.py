@@ -329,13 +329,16 @@ def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
 
 
 def expand_inputs(
-    patterns: list[str], storage_options: dict[str, Any] | None = None
+    patterns: list[str], storage_options: dict[str, Any] | None = None, output: str | None = None
 ) -> list[InputFile]:
-    """Expand ``--input`` globs and URLs into a sorted, de-duplicated list of files.
+    """Expand ``--input`` globs and URLs into a sorted, de-duplicated list of files; none
+    inside ``output`` (the snapshot's URL: its own files are no input, and a glob such as
+    ``data/**`` with OUTPUT ``data/snap`` would take them in from the second run on).
 
     Raises:
-        OptionError: a pattern matched nothing, or names a directory.
+        OptionError: a pattern matched nothing (but the snapshot's files), or names a directory.
     """
+    inside = None if output is None else output.rstrip("/") + "/"
     found: dict[str, InputFile] = {}
     for pattern in patterns:
         fs, path = resolve(pattern, storage_options)
@@ -348,7 +351,14 @@ def expand_inputs(
                 except FileNotFoundError:
                     infos = {}
         files = {p: i for p, i in infos.items() if i.get("type") != "directory"}
+        own = {p for p in files if inside and _url(fs, p).startswith(inside)}
+        files = {p: i for p, i in files.items() if p not in own}
         if not files:
+            if own:
+                raise OptionError(
+                    f"--input {pattern!r} matched only files of the snapshot being written "
+                    f"({output}); point it at the inputs"
+                )
             if infos:
                 raise OptionError(
                     f"--input {pattern!r} is a directory; pass a glob such as "
@@ -356,9 +366,14 @@ def expand_inputs(
                 )
             raise OptionError(f"--input {pattern!r} matched no files")
         for p, info in files.items():
-            url = os.path.abspath(p) if is_local(fs) else fs.unstrip_protocol(p)
+            url = _url(fs, p)
             size = int(info.get("size") or 0)
             found[url] = InputFile(
                 url, size, _first(info, _VERSION_KEYS), _first(info, _CONTENT_KEYS)
             )
     return [found[u] for u in sorted(found)]
+
+
+def _url(fs: AbstractFileSystem, path: str) -> str:
+    """An input's URL as runs record it (an absolute path on local disk)."""
+    return os.path.abspath(path) if is_local(fs) else fs.unstrip_protocol(path)

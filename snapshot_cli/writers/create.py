@@ -195,10 +195,10 @@ def _create(
         ex.function = ref.function
     in_process = how.in_process
     params = pipeline_mod.check_json(params or {}, "params")
-    found = inputs_mod.resolve(inputs, inputs_from, storage_options)
-    identity = inputs_mod.Identity(ref.code_hash, params, found)
     fs, root = storage.resolve(os.fspath(output), storage_options)
     url = storage.to_url(fs, root)
+    found = inputs_mod.resolve(inputs, inputs_from, storage_options, output=url)
+    identity = inputs_mod.Identity(ref.code_hash, params, found)
 
     tables: dict[tuple[int, str], list[TaskRecord] | None] = {}
 

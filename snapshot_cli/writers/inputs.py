@@ -162,8 +162,10 @@ def _as_items(values: Iterable[Any], what: str) -> list[Any]:
     return items
 
 
-def _files(patterns: list[str], storage_options: dict[str, Any] | None) -> Inputs:
-    files = storage.expand_inputs(patterns, storage_options)
+def _files(
+    patterns: list[str], storage_options: dict[str, Any] | None, output: str | None
+) -> Inputs:
+    files = storage.expand_inputs(patterns, storage_options, output)
     return Inputs(
         items=[f.url for f in files],
         sizes=[f.size for f in files],
@@ -181,8 +183,10 @@ def resolve(
     inputs: Any,
     inputs_from: str | Callable[[], Any] | None,
     storage_options: dict[str, Any] | None,
+    output: str | None = None,
 ) -> Inputs:
-    """``inputs=`` / ``--input`` and ``inputs_from=`` / ``--inputs-from`` → :class:`Inputs`.
+    """``inputs=`` / ``--input`` and ``inputs_from=`` / ``--inputs-from`` → :class:`Inputs`
+    (files inside ``output``, the snapshot's URL, are left out).
 
     Raises:
         OptionError: both given, an empty list, or a value that is neither a path nor JSON
@@ -196,7 +200,7 @@ def resolve(
     if inputs is None:
         return _items([], {})  # the function is called once, with no argument
     if isinstance(inputs, (str, os.PathLike)):
-        return _files([os.fspath(inputs)], storage_options)
+        return _files([os.fspath(inputs)], storage_options, output)
     if isinstance(inputs, np.ndarray):
         inputs = inputs.tolist()
     if isinstance(inputs, (bytes, Mapping)) or not isinstance(inputs, Iterable):
@@ -211,7 +215,7 @@ def resolve(
             "function once with no argument)"
         )
     if all(isinstance(v, (str, os.PathLike)) for v in values):
-        return _files([os.fspath(v) for v in values], storage_options)
+        return _files([os.fspath(v) for v in values], storage_options, output)
     return _items(_as_items(values, "inputs"), {})
 
 

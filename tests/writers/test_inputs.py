@@ -191,3 +191,32 @@ def test_an_interrupted_run_resumes_after_its_inputs_were_touched(
     fail.unlink()
     info = snap.create(flaky, out, inputs=glob, workers=0, inputs_per_task=1)
     assert info.tasks_resumed == 5 and info.num_records == 6
+
+
+def _sizes(path: Any) -> Any:
+    import fsspec
+
+    with fsspec.open(path, "rb") as f:
+        yield {"n": len(f.read())}
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_the_snapshots_own_files_are_never_its_inputs(tmp_path: Path, where: str) -> None:
+    # OUTPUT under the inputs' glob: from the second run on, the glob also matched the
+    # snapshot's manifest and shards, which became inputs of a new version (3 -> 10 records)
+    root = str(tmp_path / "data") if where == "local" else f"memory://own-{os.getpid()}/data"
+    import fsspec
+
+    fs, base = fsspec.core.url_to_fs(root)
+    fs.makedirs(base, exist_ok=True)
+    for i in range(3):
+        fs.pipe(f"{base}/{i}.txt", b"x" * (i + 1))
+    out, glob = f"{root}/snap", f"{root}/**"
+    first = snap.create(_sizes, out, inputs=glob, workers=0)
+    again = snap.create(_sizes, out, inputs=glob, workers=0)
+    assert (first.num_records, again.num_records, again.reused) == (3, 3, True)
+    assert again.version == 1
+    s = snap.open(out)
+    assert sorted(b["n"].tolist() for b in s.iter_batches()) == [[1], [2], [3]]
+    with pytest.raises(snap.OptionError, match=r"matched only files of the snapshot being"):
+        snap.create(_sizes, out, inputs=f"{out}/*", workers=0, overwrite=True)
