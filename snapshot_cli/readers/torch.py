@@ -132,8 +132,27 @@ def _move(value: Any, fn: Any) -> Any:
     return value
 
 
+class DatasetBatch(dict[str, Any]):
+    """A whole batch as :class:`SnapshotDataset` yields it (a dict of tensors and lists).
+
+    Its own type so that torch's default collate refuses it: ``DataLoader(dataset)`` batches
+    items (``batch_size=1`` by default) and would have stacked whole batches into one more
+    dimension, ``(1, 64, 3, 32, 32)``, or failed on the last, shorter one."""
+
+
+def _refuse_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
+    raise OptionError(
+        "a DataLoader with a batch_size batches SnapshotDataset's items, which are whole "
+        "batches already: make it with DataLoader(dataset, batch_size=None) and set the "
+        "batch size on the dataset (SnapshotDataset(url, batch_size=...))"
+    )
+
+
 def _make_dataset_class() -> type:
     torch = _torch()
+    from torch.utils.data._utils.collate import default_collate_fn_map  # torch's extension point
+
+    default_collate_fn_map[DatasetBatch] = _refuse_collate
 
     class SnapshotDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """A snapshot as a ``torch.utils.data.IterableDataset`` of whole batches.
@@ -286,7 +305,7 @@ def _make_dataset_class() -> type:
         def __iter__(self) -> Any:
             loader = self._worker_loader()
             for batch in loader:
-                yield to_tensors(batch)
+                yield DatasetBatch(to_tensors(batch))
 
     # pickled by reference (spawn workers): snapshot_cli.readers.torch.SnapshotDataset
     SnapshotDataset.__qualname__ = "SnapshotDataset"

@@ -153,6 +153,21 @@ def test_torch_dataloader_workers_read_disjoint_complete_parts(snapshot_url: str
     assert orders[0] != orders[1]  # set_epoch gave a fresh shuffle
 
 
+@pytest.mark.parametrize("options", [{}, {"batch_size": 4}, {"batch_size": 4, "num_workers": 2}])
+def test_a_dataloader_that_batches_whole_batches_says_so(snapshot_url: str, options: dict) -> None:
+    import torch
+
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    dataset = SnapshotDataset(snapshot_url, batch_size=16, seed=4)
+    # DataLoader's default batch_size=1 stacked each batch into (1, 16, ...); batch_size=4
+    # failed only at the epoch's last, shorter batch, in torch.stack
+    with pytest.raises(OptionError, match=r"DataLoader\(dataset, batch_size=None\)"):
+        next(iter(torch.utils.data.DataLoader(dataset, **options)))
+    batch = next(iter(torch.utils.data.DataLoader(dataset, batch_size=None)))
+    assert isinstance(batch, dict) and batch["label"].shape == (16,)
+
+
 def test_torch_dataset_splits_ranks_then_workers(snapshot_url: str) -> None:
     import torch  # noqa: F401 - in the test extras
 
