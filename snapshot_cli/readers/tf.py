@@ -15,7 +15,10 @@ loader does not read (``loader(columns=[...])``), or a label that is also a feat
 The ``output_signature`` comes from the snapshot's schema: fixed-shape columns are
 ``TensorSpec((None, *shape), dtype)`` (the batch dimension is None: the last batch may be
 partial unless ``drop_last=True``), ragged columns ``RaggedTensorSpec`` built from row
-lengths (no Python loop over values), strings and bytes ``tf.string``.
+lengths (no Python loop over values), strings and bytes ``tf.string``. A loader with a
+``map`` yields what the map returns: the columns and spec are then those of its first batch
+(the loader is put back where it was; :mod:`.tf_elements`), and a later batch with another
+dtype or row shape is a TypeError naming the column, raised inside TensorFlow's call.
 
 **Passes.** Each pass over the dataset (each ``iter(ds)``, each Keras epoch) yields exactly
 ``len(loader)`` batches, so ``ds.cardinality()`` is known (``INFINITE_CARDINALITY`` for
@@ -61,16 +64,22 @@ options turn tf.data's autotuning off: there is nothing to tune, and with it on 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import schema as schema_mod
-from ..errors import OptionError
 from .adapter import LoaderFacing
-from .window import ALIGN
+from .tf_elements import (
+    batch_signature,
+    check_batch,
+    import_tf,
+    output_signature,
+    peek,
+    ragged_parts,
+    select_columns,
+    to_tensor,
+)
 
 if TYPE_CHECKING:
     from .loader import Batch, Loader
@@ -82,114 +91,6 @@ SUPERSEDED = (
     "this pass over the dataset was superseded: load_state_dict, set_epoch or a newer "
     "iterator moved the loader; iterate again"
 )
-
-
-def _tf() -> Any:
-    try:
-        import tensorflow as tf
-    except ImportError as err:
-        raise ImportError(
-            "the TensorFlow adapter needs tensorflow: pip install 'arrowsnap[tf]'"
-        ) from err
-    return tf
-
-
-def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> dict[str, Any]:
-    """``{column: TensorSpec | RaggedTensorSpec}`` of ``columns`` (default: all it reads)."""
-    tf = _tf()
-    schema = loader.schema
-    out: dict[str, Any] = {}
-    for name in loader.columns if columns is None else columns:
-        d = schema_mod.describe_type(schema.field(name).type)
-        if d["kind"] in ("string", "binary"):
-            out[name] = tf.TensorSpec((None,), tf.string)
-        elif d["kind"] == "ragged":
-            dtype = tf.as_dtype(np.dtype(d["dtype"]))
-            out[name] = tf.RaggedTensorSpec(
-                (None, *([None] * len(d["shape"]))), dtype, ragged_rank=1
-            )
-        elif d["kind"] in ("tensor", "scalar"):
-            out[name] = tf.TensorSpec((None, *d["shape"]), tf.as_dtype(np.dtype(d["dtype"])))
-        else:
-            raise TypeError(
-                f"column {name!r} ({d['dtype']}) has no TensorFlow form; read the others with "
-                "loader(columns=[...])"
-            )
-    return out
-
-
-def select_columns(
-    loader: Loader, features: str | Sequence[str] | None, label: str | None
-) -> list[str]:
-    """The feature columns that ``features``/``label`` name; raises OptionError if unusable."""
-    readable = list(loader.columns)
-
-    def check(name: object, role: str) -> str:
-        if not isinstance(name, str):
-            raise OptionError(f"{role} must be a column name (a str), got {name!r}")
-        if name in readable:
-            return name
-        if name in loader.schema.names:
-            raise OptionError(
-                f"{role} column {name!r} is not read by this loader, which reads {readable}: "
-                "add it to loader(columns=[...])"
-            )
-        raise OptionError(f"unknown {role} column {name!r}; the loader reads {readable}")
-
-    if label is not None:
-        check(label, "label")
-    if features is None:
-        names = [c for c in readable if c != label]
-        if not names:
-            raise OptionError(
-                f"no feature columns: the loader reads only {readable}, all taken by the label"
-            )
-        return names
-    if isinstance(features, str):
-        names = [check(features, "feature")]
-    elif isinstance(features, Sequence) and features:
-        names = [check(c, "feature") for c in features]
-    else:
-        raise OptionError(
-            f"features must be a column name, a non-empty list of them or None, got {features!r}"
-        )
-    repeated = sorted({c for c in names if names.count(c) > 1})
-    if repeated:
-        raise OptionError(f"features name {repeated} more than once")
-    if label in names:
-        others = [c for c in readable if c != label]
-        raise OptionError(
-            f"column {label!r} is both the label and a feature; choose features from {others}"
-        )
-    return names
-
-
-def to_tensor(value: np.ndarray, spec: Any) -> Any:
-    """One column of a batch in TensorFlow's form; numeric arrays shared when TF can."""
-    tf = _tf()
-    if isinstance(spec, tf.RaggedTensorSpec):
-        return tf.RaggedTensor.from_row_lengths(*_ragged(value, spec.dtype.as_numpy_dtype))
-    if spec.dtype == tf.string:
-        return tf.constant(list(value), tf.string)
-    if (
-        value.size
-        and value.flags.c_contiguous
-        and value.ctypes.data % ALIGN == 0  # TensorFlow aborts the process on unaligned data
-        and value.dtype.isnative
-        and value.dtype.kind in "biufc"
-    ):
-        # No copy: the tensor holds the array, and the loader reuses a batch's memory only
-        # once nothing refers to it (slabs.WindowPool).
-        with contextlib.suppress(BufferError, TypeError, ValueError):
-            return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
-    return value  # TensorFlow copies it into a tensor (py_function converts what it returns)
-
-
-def _ragged(value: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    """A ragged column (an object array of arrays) as its values, flat, and row lengths."""
-    lengths = np.fromiter((len(v) for v in value), np.int64, len(value))
-    flat = np.concatenate(value).astype(dtype, copy=False) if len(value) else np.zeros(0, dtype)
-    return flat, lengths
 
 
 class TFBatches(LoaderFacing):
@@ -209,9 +110,16 @@ class TFBatches(LoaderFacing):
     ) -> None:
         self.loader, self.label = loader, label
         self.features = features if isinstance(features, str) else None
-        self.columns = select_columns(loader, features, label)  # imports no TensorFlow
+        # with a map, the batches' columns, dtypes and shapes are the map's: taken from the
+        # first batch (the loader is put back where it was); else from the schema
+        sample = peek(loader) if loader.map is not None else None
+        readable = None if sample is None else list(sample)
+        self.columns = select_columns(loader, features, label, readable)  # no TensorFlow yet
         self.names = self.columns + ([label] if label else [])  # the order of a chunk's parts
-        spec = output_signature(loader, self.names)
+        if sample is None:
+            spec = output_signature(loader, self.names)
+        else:
+            spec = batch_signature(sample, self.names)
         self._spec = spec
         x = spec[self.features] if self.features else {c: spec[c] for c in self.columns}
         self.signature: Any = x if label is None else (x, spec[label])
@@ -229,7 +137,7 @@ class TFBatches(LoaderFacing):
         if self.loader.batches_per_epoch() == 0:
             return 0
         if self.loader.epochs is None:
-            return int(_tf().data.INFINITE_CARDINALITY)
+            return int(import_tf().data.INFINITE_CARDINALITY)
         return len(self.loader)
 
     def start_pass(self) -> int:
@@ -277,16 +185,18 @@ class TFBatches(LoaderFacing):
             if batch is not None:
                 got += 1
                 states.append(self.loader.state_dict())
+                if self.loader.map is not None:
+                    check_batch(batch, self._spec, self.names)
             for name in self.names:
                 parts += self._parts(None if batch is None else batch[name], self._spec[name])
         self._chunk = (states, int(index) * CHUNK)
         return [*parts, np.int64(got)]
 
     def _parts(self, value: np.ndarray | None, spec: Any) -> list[Any]:
-        tf = _tf()
+        tf = import_tf()
         if isinstance(spec, tf.RaggedTensorSpec):
             none = np.empty(0, object)  # a batch after the pass's last: no rows
-            return list(_ragged(none if value is None else value, spec.dtype.as_numpy_dtype))
+            return list(ragged_parts(none if value is None else value, spec.dtype.as_numpy_dtype))
         if value is None:
             shape = [0 if d is None else d for d in spec.shape.as_list()]
             return [tf.zeros(shape, spec.dtype)]
@@ -294,7 +204,7 @@ class TFBatches(LoaderFacing):
 
     def types(self) -> list[Any]:
         """What :meth:`chunk` returns, as TensorFlow dtypes."""
-        tf = _tf()
+        tf = import_tf()
         one: list[Any] = []
         for spec in (self._spec[n] for n in self.names):
             one += [spec.dtype, tf.int64] if isinstance(spec, tf.RaggedTensorSpec) else [spec.dtype]
@@ -302,7 +212,7 @@ class TFBatches(LoaderFacing):
 
     def split(self, *parts: Any) -> Any:
         """A chunk (:meth:`chunk`'s tensors) as a dataset of its batches, each an element."""
-        tf = _tf()
+        tf = import_tf()
         elements: Any = None
         at = 0
         for _ in range(CHUNK):
@@ -368,7 +278,7 @@ def to_dataset(
 ) -> Any:
     """See the module docstring."""
     batches = TFBatches(loader, features, label)  # bad column names fail before the import
-    tf = _tf()
+    tf = import_tf()
     with tf.init_scope():
         batches.delivered = tf.Variable(0, dtype=tf.int64, trainable=False)
         batches.current = tf.Variable(0, dtype=tf.int64, trainable=False)

@@ -219,6 +219,34 @@ def check_map_arrays_are_copied_or_shared():
             "labels": [g[2] for g in got]}
 
 
+def check_map_sets_the_columns():
+    """With a map, the elements are what the map returns (columns added, dtypes and shapes
+    changed), taken from its first batch; the loader's position is left where it was."""
+    def crop(batch):
+        return {"id": batch["id"], "small": batch["image"][:, :1, :2].copy(),
+                "y": batch["label"].astype(np.float32)}
+
+    loader = s.loader(BATCH, seed=5, map=crop)
+    ds = loader.to_tf(label="y")
+    x_spec, y_spec = ds.element_spec
+    got = [(ids(x), x["small"].shape.as_list(), y.dtype.name) for x, y in ds]
+    calls = []
+
+    def varying(batch):
+        calls.append(1)
+        return {"id": batch["id"][:, None].repeat(len(calls) % 2 + 1, axis=1)}
+
+    try:
+        list(s.loader(BATCH, seed=5, map=varying).to_tf())
+        error = None
+    except tf.errors.InvalidArgumentError as err:
+        error = [line for line in str(err).splitlines() if "map returned column" in line]
+    return {"keys": sorted(x_spec), "small": x_spec["small"].shape.as_list(),
+            "y": [y_spec.shape.as_list(), y_spec.dtype.name], "ids": [g[0] for g in got],
+            "shapes": sorted({str(g[1]) for g in got}), "dtypes": sorted({g[2] for g in got}),
+            "error": error}
+
+
 def check_sharing():
     """The loader's numeric arrays reach TensorFlow without a copy; others are left to it."""
     from snapshot_cli.readers.tf import output_signature, to_tensor
@@ -419,6 +447,19 @@ def test_arrays_tf_cannot_share_are_copied(snapshot_url: str, tf_results: dict[s
     expected = _stream(snapshot_url, 1, seed=8)
     assert out["ids"] == out["image_ids"] == expected
     assert out["labels"] == [[n % 3 for n in b] for b in expected]
+
+
+def test_with_a_map_the_elements_are_what_it_returns(
+    snapshot_url: str, tf_results: dict[str, Any]
+) -> None:
+    # the spec used to come from the schema alone: a column the map added was left out of
+    # the element, and a changed dtype or shape failed inside TensorFlow
+    out = _result(tf_results, "map_sets_the_columns")
+    assert out["keys"] == ["id", "small"] and out["small"] == [None, 1, 2]
+    assert out["y"] == [[None], "float32"] and out["dtypes"] == ["float32"]
+    assert out["ids"] == _stream(snapshot_url, 1, seed=5)  # the first batch was not lost
+    assert out["shapes"] == ["[16, 1, 2]", "[32, 1, 2]"]  # sorted: the last batch has 16
+    assert out["error"] and "map returned column 'id' as int64 rows of shape" in out["error"][0]
 
 
 def test_numeric_columns_reach_tensorflow_without_a_copy(tf_results: dict[str, Any]) -> None:

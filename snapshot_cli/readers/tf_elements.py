@@ -1,0 +1,192 @@
+"""TensorFlow's side of ``loader.to_tf()``: which columns an element holds, their specs
+(``TensorSpec``/``RaggedTensorSpec``, from the snapshot's schema or, with a ``map``, from
+the map's first batch), and each column of a batch as a tensor (numeric arrays shared
+through DLPack, not copied). The dataset itself is :mod:`.tf`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import schema as schema_mod
+from ..errors import OptionError
+from .window import ALIGN
+
+if TYPE_CHECKING:
+    from .loader import Loader
+
+
+def import_tf() -> Any:
+    """TensorFlow, or an ImportError saying how to install it."""
+    try:
+        import tensorflow as tf
+    except ImportError as err:
+        raise ImportError(
+            "the TensorFlow adapter needs tensorflow: pip install 'arrowsnap[tf]'"
+        ) from err
+    return tf
+
+
+def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> dict[str, Any]:
+    """``{column: TensorSpec | RaggedTensorSpec}`` of ``columns`` (default: all it reads)."""
+    tf = import_tf()
+    schema = loader.schema
+    out: dict[str, Any] = {}
+    for name in loader.columns if columns is None else columns:
+        d = schema_mod.describe_type(schema.field(name).type)
+        if d["kind"] in ("string", "binary"):
+            out[name] = tf.TensorSpec((None,), tf.string)
+        elif d["kind"] == "ragged":
+            dtype = tf.as_dtype(np.dtype(d["dtype"]))
+            out[name] = tf.RaggedTensorSpec(
+                (None, *([None] * len(d["shape"]))), dtype, ragged_rank=1
+            )
+        elif d["kind"] in ("tensor", "scalar"):
+            out[name] = tf.TensorSpec((None, *d["shape"]), tf.as_dtype(np.dtype(d["dtype"])))
+        else:
+            raise TypeError(
+                f"column {name!r} ({d['dtype']}) has no TensorFlow form; read the others with "
+                "loader(columns=[...])"
+            )
+    return out
+
+
+def batch_signature(batch: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """``{column: spec}`` of ``columns`` as they are in ``batch`` (what a ``map`` returned):
+    numeric arrays by dtype and shape, object arrays of arrays ragged, of text or bytes
+    strings."""
+    tf = import_tf()
+    out: dict[str, Any] = {}
+    for name in columns:
+        value = np.asarray(batch[name])
+        if value.dtype != object and value.dtype.kind in "biuf" and value.ndim:
+            out[name] = tf.TensorSpec((None, *value.shape[1:]), tf.as_dtype(value.dtype))
+        elif value.dtype == object and len(value) and isinstance(value[0], np.ndarray):
+            inner = np.asarray(value[0])
+            dims = (None, *([None] * max(1, inner.ndim)))
+            out[name] = tf.RaggedTensorSpec(dims, tf.as_dtype(inner.dtype), ragged_rank=1)
+        elif value.dtype.kind in "OSU" and value.ndim == 1:
+            out[name] = tf.TensorSpec((None,), tf.string)
+        else:
+            raise TypeError(
+                f"map returned column {name!r} as {value.dtype} {value.shape}, which has no "
+                "TensorFlow form: return numeric arrays (a row per record), arrays of arrays, "
+                "or arrays of str/bytes"
+            )
+    return out
+
+
+def peek(loader: Loader) -> dict[str, Any] | None:
+    """The loader's next batch, its position left as it was (None: it yields none)."""
+    state = loader.state_dict()
+    batches = iter(loader)
+    try:
+        batch = next(batches, None)
+    finally:
+        batches.close()  # type: ignore[attr-defined]  # a generator: stops its threads
+    loader.load_state_dict(state)
+    return None if batch is None else dict(batch)
+
+
+def select_columns(
+    loader: Loader,
+    features: str | Sequence[str] | None,
+    label: str | None,
+    readable: list[str] | None = None,
+) -> list[str]:
+    """The feature columns that ``features``/``label`` name, of ``readable`` (default: the
+    loader's columns; with a map, its batches'); raises OptionError if unusable."""
+    readable = list(loader.columns) if readable is None else readable
+
+    def check(name: object, role: str) -> str:
+        if not isinstance(name, str):
+            raise OptionError(f"{role} must be a column name (a str), got {name!r}")
+        if name in readable:
+            return name
+        if name in loader.schema.names:
+            raise OptionError(
+                f"{role} column {name!r} is not read by this loader, which reads {readable}: "
+                "add it to loader(columns=[...])"
+            )
+        raise OptionError(f"unknown {role} column {name!r}; the loader reads {readable}")
+
+    if label is not None:
+        check(label, "label")
+    if features is None:
+        names = [c for c in readable if c != label]
+        if not names:
+            raise OptionError(
+                f"no feature columns: the loader reads only {readable}, all taken by the label"
+            )
+        return names
+    if isinstance(features, str):
+        names = [check(features, "feature")]
+    elif isinstance(features, Sequence) and features:
+        names = [check(c, "feature") for c in features]
+    else:
+        raise OptionError(
+            f"features must be a column name, a non-empty list of them or None, got {features!r}"
+        )
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        raise OptionError(f"features name {repeated} more than once")
+    if label in names:
+        others = [c for c in readable if c != label]
+        raise OptionError(
+            f"column {label!r} is both the label and a feature; choose features from {others}"
+        )
+    return names
+
+
+def to_tensor(value: np.ndarray, spec: Any) -> Any:
+    """One column of a batch in TensorFlow's form; numeric arrays shared when TF can."""
+    tf = import_tf()
+    if isinstance(spec, tf.RaggedTensorSpec):
+        return tf.RaggedTensor.from_row_lengths(*ragged_parts(value, spec.dtype.as_numpy_dtype))
+    if spec.dtype == tf.string:
+        return tf.constant(list(value), tf.string)
+    if (
+        value.size
+        and value.flags.c_contiguous
+        and value.ctypes.data % ALIGN == 0  # TensorFlow aborts the process on unaligned data
+        and value.dtype.isnative
+        and value.dtype.kind in "biufc"
+    ):
+        # No copy: the tensor holds the array, and the loader reuses a batch's memory only
+        # once nothing refers to it (slabs.WindowPool).
+        with contextlib.suppress(BufferError, TypeError, ValueError):
+            return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
+    return value  # TensorFlow copies it into a tensor (py_function converts what it returns)
+
+
+def ragged_parts(value: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A ragged column (an object array of arrays) as its values, flat, and row lengths."""
+    lengths = np.fromiter((len(v) for v in value), np.int64, len(value))
+    flat = np.concatenate(value).astype(dtype, copy=False) if len(value) else np.zeros(0, dtype)
+    return flat, lengths
+
+
+def check_batch(batch: dict[str, Any], specs: dict[str, Any], names: Sequence[str]) -> None:
+    """A ``map``'s batch against the specs taken from its first batch: a TypeError naming
+    the column that differs (TensorFlow's own error shows neither the column nor the map)."""
+    tf = import_tf()
+    for name in names:
+        if name not in batch:
+            raise TypeError(
+                f"map returned no column {name!r} in this batch, though it did in the first "
+                "one, from which to_tf() took its element spec: return the same columns"
+            )
+        spec, value = specs[name], batch[name]
+        if isinstance(spec, tf.TensorSpec) and spec.dtype != tf.string:
+            want = (spec.dtype.as_numpy_dtype, tuple(spec.shape.as_list()[1:]))
+            got = (getattr(value, "dtype", type(value)), tuple(getattr(value, "shape", ())[1:]))
+            if got != want:
+                raise TypeError(
+                    f"map returned column {name!r} as {got[0]} rows of shape {got[1]}, but "
+                    f"{want[0].__name__} rows of shape {want[1]} in the first batch, from "
+                    "which to_tf() took its element spec: keep each column's dtype and shape"
+                )
