@@ -169,6 +169,8 @@ def parse_params(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key.isidentifier():
             raise OptionError(f"--param {item!r} must look like KEY=VALUE with KEY a Python name")
+        if key in params:
+            raise OptionError(f"--param {key} is given twice; give each parameter once")
         try:
             params[key] = json.loads(raw)
         except json.JSONDecodeError:

@@ -30,6 +30,7 @@ import contextlib
 import glob
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Sequence
 from typing import Any
@@ -75,6 +76,27 @@ def ship_pipeline(spec: str, into: str) -> str | None:
     return f"{os.path.basename(path)}:{fn}"
 
 
+REACH_TIMEOUT = 10.0  # seconds to open a TCP connection to a given Ray address
+
+
+def _check_reachable(address: str | None) -> None:
+    """Refuse a ``host:port`` (or ``ray://host:port``) nothing answers at: ``ray.init`` would
+    retry for minutes, printing its own warnings, before it gave up."""
+    if not address:
+        return
+    host, sep, port = address.split("://", 1)[-1].rstrip("/").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return  # "auto", "local" or another form: Ray's to judge
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_TIMEOUT):
+            pass
+    except OSError as err:
+        raise OptionError(
+            f"cannot reach the Ray cluster at {address} ({err.strerror or err}): start it "
+            "(ray start --head) or give its address (--ray-address, RAY_ADDRESS)"
+        ) from err
+
+
 class RayExecutor(Executor):
     name = "ray"
 
@@ -116,6 +138,7 @@ class RayExecutor(Executor):
                     "the pipeline as package.module:function installed on the cluster"
                 )
             return False
+        _check_reachable(self.address)
         try:
             ray.init(
                 address=self.address,

@@ -214,6 +214,11 @@ def test_ray_runs_a_closure_and_refuses_bad_options(ray_cluster: str, tmp_path: 
                        inputs=str(tmp_path / "in" / "*.txt"), executor="ray")  # fmt: skip
     got = sorted(int(x) for b in snap.open(str(tmp_path / "a")).loader(8) for x in b["x"])
     assert info.num_records == 2 and got == [40, 41]
+    nobody = f"127.0.0.1:{free_port()}"  # ray.init kept retrying for minutes here
+    with pytest.raises(OptionError, match=rf"cannot reach the Ray cluster at {nobody} \("):
+        snap.create(lambda path: iter([{"x": 1}]), str(tmp_path / "c"),
+                    inputs=str(tmp_path / "in" / "*.txt"), executor="ray",
+                    ray_address=nobody)  # fmt: skip
     with pytest.raises(OptionError, match="--ray-address applies to --executor ray only"):
         snap.create("x.py:f", str(tmp_path / "b"), inputs=str(tmp_path / "in" / "*.txt"),
                     ray_address="127.0.0.1:1")  # fmt: skip
