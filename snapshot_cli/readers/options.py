@@ -86,7 +86,14 @@ class LoaderOptions:
         if self.columns is not None:
             object.__setattr__(self, "columns", tuple(column_list(self.columns)))
         if self.cache_dir is not None:
-            object.__setattr__(self, "cache_dir", os.fspath(self.cache_dir))
+            where = os.fspath(self.cache_dir)
+            scheme, sep, rest = str(where).partition("://")
+            if sep and scheme != "file":  # it was made as the directory ./memory:/c
+                raise OptionError(
+                    f"cache_dir must be a local directory (the cache is this machine's disk), "
+                    f"got the URL {where!r}"
+                )
+            object.__setattr__(self, "cache_dir", rest if sep else where)
         if self.cache_limit is not None:
             if self.cache_dir is None:
                 raise OptionError("cache_limit needs cache_dir (the directory to cache shards in)")

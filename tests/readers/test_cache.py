@@ -192,6 +192,23 @@ def test_loader_reads_through_the_cache(remote_snapshot: str, tmp_path: Path) ->
     assert len(list(cache_dir.glob("*.arrow"))) == len(s.shards)
 
 
+def test_cache_dir_is_a_local_directory_or_a_file_url(
+    remote_snapshot: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # both used to be made as relative directories in the working directory: ./memory:/c
+    # (a "cache" that was local disk after all) and ./file:/...
+    monkeypatch.chdir(tmp_path)
+    s = snap.open(remote_snapshot)
+    for url in ("memory://c", "gs://bucket/cache"):
+        with pytest.raises(OptionError, match=r"cache_dir must be a local directory .* the URL"):
+            s.loader(32, cache_dir=url)
+    target = tmp_path / "by-url"
+    with s.loader(32, cache_dir=f"file://{target}") as loader:
+        assert sum(len(b["label"]) for b in loader) == 240
+    assert len(list(target.glob("*.arrow"))) == len(s.shards)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(":")]  # no ./file:
+
+
 def test_loader_cache_refuses_a_damaged_shard(remote_snapshot: str, tmp_path: Path) -> None:
     s = snap.open(remote_snapshot)
     fs = fsspec.filesystem("memory")
