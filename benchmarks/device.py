@@ -17,7 +17,9 @@ repeat's ratio of an adapter's rate to the bare loader's (targets: to_torch and 
 (no loader running): the adapter's conversion and the framework's own per-batch work
 (``device_put``; a dataset built by to_tf's own code over them). The table's "ceiling" is
 bare / (bare + alone) per batch: the best ratio the adapter can reach where that work cannot
-overlap with the loader's, as on 2 cores the loader keeps busy.
+overlap with the loader's, as on 2 cores the loader keeps busy. The to_tf() child also times
+tf.data alone handing a Python loop one prepared batch over and over (no Python, no adapter
+per element): the least any tf.data.Dataset iterated in Python costs per batch.
 On a machine with a CUDA GPU, ``to_torch(device="cuda")`` is added with a simulated step
 (``--step-ms``) and the table reports the share of step time spent waiting for input.
 This is a report, not a test: nothing is asserted.
@@ -118,6 +120,7 @@ class _Prepared:
     """What ``to_tf()`` asks of a loader, over the prepared batches (FLOOR_BATCHES a pass)."""
 
     epochs = 1
+    map = None  # to_tf() takes a map's columns from its first batch
 
     def __init__(self, schema: Any, batches: list[dict[str, Any]]) -> None:
         self.schema, self.columns, self._batches, self._at = schema, list(batches[0]), batches, 0
@@ -183,6 +186,25 @@ def framework_floor(name: str, schema: Any = None) -> float:
     return (time.perf_counter() - t0) / FLOOR_BATCHES
 
 
+def tfdata_floor() -> float:
+    """Seconds per element tf.data itself takes to hand a Python loop an element it already
+    holds: one prepared batch, repeated, with no Python and no adapter per element (the
+    options to_tf() sets). Any ``tf.data.Dataset`` iterated in Python pays this per batch."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensors(_prepared()[0]).repeat(FLOOR_BATCHES)
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    options.autotune.enabled = False
+    ds = ds.with_options(options)
+    for _ in ds:  # warm up
+        pass
+    t0 = time.perf_counter()
+    for element in ds:
+        _touch(element["image"]) + _touch(element["label"])
+    return (time.perf_counter() - t0) / FLOOR_BATCHES
+
+
 TARGETS = {"to_torch() (cpu)": 0.95, "to_jax(prefetch=2) (cpu)": 0.95, "to_tf()": 0.85}
 
 
@@ -219,7 +241,7 @@ def gpu_wait(s: snap.Snapshot, step_ms: float) -> dict[str, float] | None:
     return {"input_wait_pct": round(100 * waited / max(1e-9, total), 2), "steps": steps}
 
 
-def _child_run(name: str, args: argparse.Namespace) -> tuple[float, float, float]:
+def _child_run(name: str, args: argparse.Namespace) -> tuple[float, float, float, float | None]:
     """One configuration in a fresh process: a framework's thread pools (TensorFlow's,
     XLA's) keep running once imported and would slow every later configuration. →
     (GB/s, the bare loader's GB/s in the same process, the framework's own seconds per
@@ -227,7 +249,9 @@ def _child_run(name: str, args: argparse.Namespace) -> tuple[float, float, float
     cmd = [__file__, "--child", name, "--codec", args.codec,
            "--size-gb", str(args.size_gb), "--data-dir", args.data_dir]  # fmt: skip
     out = _common.run_child(cmd, name)
-    return float(out["gb_per_s"]), float(out["bare_gb_per_s"]), float(out["floor_s"])
+    tfdata = out.get("tfdata_s")
+    return (float(out["gb_per_s"]), float(out["bare_gb_per_s"]), float(out["floor_s"]),
+            None if tfdata is None else float(tfdata))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         rate, bare = _run(cfgs[args.child], s)
         floor = framework_floor(args.child, s.schema)
-        print(json.dumps({"gb_per_s": rate, "bare_gb_per_s": bare, "floor_s": floor}))
+        tfdata = tfdata_floor() if args.child.startswith("to_tf") else None
+        print(json.dumps({"gb_per_s": rate, "bare_gb_per_s": bare, "floor_s": floor,
+                          "tfdata_s": tfdata}))  # fmt: skip
         return 0
     mib = BATCH * _common.ROW_BYTES / 2**20
     print(f"{os.cpu_count()} cores, python {platform.python_version()}; {args.codec} "
@@ -253,11 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[float]] = {name: [] for name in cfgs}
     same: dict[str, list[float]] = {name: [] for name in cfgs}  # x its own process's bare
     floors: dict[str, list[float]] = {name: [] for name in cfgs}
+    tfdata_runs: list[float] = []  # tf.data's own cost per element (tfdata_floor)
     names = list(cfgs)
     for r in range(args.repeats):
         for name in _common.rotated(names, r):
             _common.raw_read(_common.shard_paths(s))  # page cache warm: measure memory
-            rate, bare, floor = _child_run(name, args)
+            rate, bare, floor, tfdata = _child_run(name, args)
+            if tfdata is not None:
+                tfdata_runs.append(tfdata)
             runs[name].append(rate)
             same[name].append(rate / bare)
             floors[name].append(floor)
@@ -297,10 +326,18 @@ def main(argv: list[str] | None = None) -> int:
         "same: the adapter against the bare loader in its own process, their passes "
         "alternating (the framework imported for both: what a user of it compares)"
     )
+    tfdata = statistics.median(tfdata_runs) if tfdata_runs else None
+    if tfdata is not None:
+        print(
+            f"tf.data alone: {tfdata * 1e6:.0f} us an element (one batch repeated, no Python "
+            f"per element): no tf.data.Dataset iterated in Python passes "
+            f"{per_batch / (per_batch + tfdata):.2f} of the bare loader here"
+        )
     wait = gpu_wait(s, args.step_ms)
     print("GPU input wait: " + (json.dumps(wait) if wait else "no CUDA device here: not measured"))
     if args.json:
-        _common.write_json(args.json, {"rows": rows, "gpu": wait, "codec": args.codec})
+        _common.write_json(args.json, {"rows": rows, "gpu": wait, "codec": args.codec,
+                                       "tfdata_s_per_element": tfdata})  # fmt: skip
     return 0
 
 
