@@ -251,6 +251,7 @@ def _create(
             "pass --workers 0 (workers=0) to run the pipeline in this process"
         )
     commit_mod.check_output(fs, root)
+    pipeline_mod.check_call(ref.function, params, with_input=bool(found.items))
     if (m := reusable()) is not None:
         log.info(
             "snapshot %s is up to date (version %d, fingerprint %s); nothing to do",

@@ -7,6 +7,7 @@ that is not importable by name is shipped by value instead (see :mod:`.shipping`
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -159,6 +160,37 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     if spec is not None:
         return PipelineRef(spec, pipeline, code_hash(pipeline))
     return PipelineRef("", pipeline, shipping.identity(pipeline))
+
+
+def check_call(function: Callable[..., Any], params: dict[str, Any], with_input: bool) -> None:
+    """Refuse, before any work, params (or an input) the function cannot take: a misspelt
+    ``--param`` used to fail in the first task, after every input was read and identified.
+    Functions whose signature Python cannot tell, or that take ``**kwargs``, are not judged."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return
+    args = ("<input>",) if with_input else ()
+    try:
+        signature.bind(*args, **params)
+    except TypeError as err:
+        name = getattr(function, "__name__", "the pipeline")
+        plain = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
+        bare = signature.replace(parameters=plain, return_annotation=signature.empty)
+        shown = ", ".join([*args, *(f"{k}=..." for k in params)])
+        names = [p.name for p in signature.parameters.values() if p.kind != p.VAR_POSITIONAL]
+        unknown = [k for k in params if k not in signature.parameters]
+        close = {k: difflib.get_close_matches(k, names, 1) for k in unknown}
+        hint = "".join(f"; did you mean {m[0]}= for {k}=?" for k, m in close.items() if m)
+        how = (
+            "with each input as its argument"
+            if with_input
+            else "once with no argument, as no inputs were given (--input, --inputs-from)"
+        )
+        raise OptionError(
+            f"{name}{bare} cannot be called as {name}({shown}): {err}{hint}; it is called "
+            f"{how}, and each --param is a keyword argument"
+        ) from None
 
 
 def parse_params(items: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -349,9 +349,31 @@ def test_output_that_is_not_a_snapshot(tmp_path: Path, pipe: str) -> None:
         snap.create(pipe, str(tmp_path / "file"), workers=0)
 
 
-def test_unwritable_output(pipe: str) -> None:
+def test_unwritable_output(tmp_path: Path, pipe: str) -> None:
+    glob = make_inputs(tmp_path / "in", 2)
     with pytest.raises(snap.StorageError, match="permission denied.*snap-test"):
-        snap.create(pipe, "/sys/snap-test/out", workers=0)
+        snap.create(pipe, "/sys/snap-test/out", inputs=glob, workers=0)
+
+
+def test_a_call_the_function_cannot_take_is_refused_before_any_work(
+    tmp_path: Path, pipe: str
+) -> None:
+    # it used to fail in the first task, after every input was read to identify it
+    glob, out = make_inputs(tmp_path / "in", 2), str(tmp_path / "s")
+    cases = [
+        ({"inputs": glob, "params": {"scal": 2}}, r"preprocess\(path, \*, calls=None, scale=1, "
+         r"fail_on=None\) cannot be called as preprocess\(<input>, scal=...\): got an "
+         r"unexpected keyword argument 'scal'; did you mean scale= for scal=\?"),
+        ({}, r"cannot be called as preprocess\(\): missing a required argument: 'path'; it "
+         r"is called once with no argument, as no inputs were given"),
+    ]  # fmt: skip
+    for kwargs, message in cases:
+        with pytest.raises(snap.OptionError, match=message):
+            snap.create(pipe, out, workers=2, **kwargs)
+        assert not os.path.exists(out)  # nothing written: no lease, no run
+    anything = snap.create(lambda *a, **k: iter([{"n": len(a) + len(k)}]), out, inputs=glob,
+                           params={"whatever": 1}, workers=0)  # fmt: skip
+    assert anything.num_records == 2  # *args, **kwargs take any call
 
 
 def test_lambda_runs_in_worker_processes_and_in_process_alike(tmp_path: Path) -> None:
