@@ -194,7 +194,7 @@ def _create(
     if isinstance(ex, InProcessExecutor):
         ex.function = ref.function
     in_process = how.in_process
-    params = pipeline_mod.check_json(params or {}, "params")
+    params = pipeline_mod.check_params(params)
     fs, root = storage.resolve(os.fspath(output), storage_options)
     url = storage.to_url(fs, root)
     found = inputs_mod.resolve(inputs, inputs_from, storage_options, output=url)

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,10 +212,37 @@ def parse_params(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     return params
 
 
+def check_params(params: object) -> dict[str, Any]:
+    """``params=`` as keyword arguments of JSON values (a numpy scalar becomes the Python
+    number it holds), or an OptionError."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise OptionError(
+            f"params must be a dict of keyword arguments (name -> JSON value), got a "
+            f"{type(params).__name__}: {params!r:.80}"
+        )
+    bad = [k for k in params if not (isinstance(k, str) and k.isidentifier())]
+    if bad:
+        raise OptionError(f"params keys must be Python names (keyword arguments), got {bad}")
+    return check_json(dict(params), "params")
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (json.dumps' default); an array is not
+    taken: the function would get a list where it was given an array."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return value.item()
+    hint = " (pass a list, arr.tolist(): the function receives JSON values)" * hasattr(
+        value, "tolist"
+    )
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable{hint}")
+
+
 def check_json(value: Any, what: str) -> Any:
     """Return ``value`` as its JSON round trip, or explain why it cannot be one."""
     try:
-        return json.loads(json.dumps(value, allow_nan=False))
+        return json.loads(json.dumps(value, allow_nan=False, default=_plain))
     except (TypeError, ValueError) as err:
         raise OptionError(
             f"{what} must be JSON values (str, numbers, bools, lists, dicts): {err}"

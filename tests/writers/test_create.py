@@ -384,8 +384,20 @@ def test_lambda_runs_in_worker_processes_and_in_process_alike(tmp_path: Path) ->
 
 
 def test_params_must_be_json(tmp_path: Path, pipe: str) -> None:
-    with pytest.raises(snap.OptionError, match="params must be JSON values"):
+    with pytest.raises(snap.OptionError, match=r"params must be JSON values.*arr.tolist\(\)"):
         snap.create(pipe, str(tmp_path / "s"), params={"a": np.zeros(2)})
+    for bad, message in (
+        ([("scale", 2)], r"params must be a dict of keyword arguments .* got a list"),
+        ({1: 2}, r"params keys must be Python names \(keyword arguments\), got \[1\]"),
+        ({"a-b": 2}, r"got \['a-b'\]"),  # a TypeError from the call, or unhashable, before
+    ):
+        with pytest.raises(snap.OptionError, match=message):
+            snap.create(pipe, str(tmp_path / "s"), params=bad)
+    glob = make_inputs(tmp_path / "in", 2)
+    a = snap.create(pipe, str(tmp_path / "a"), inputs=glob, params={"scale": np.int64(2)},
+                    workers=0)  # fmt: skip
+    b = snap.create(pipe, str(tmp_path / "b"), inputs=glob, params={"scale": 2}, workers=0)
+    assert a.fingerprint == b.fingerprint  # numpy's 2 is the number 2 (was refused)
     with pytest.raises(snap.OptionError, match="zstd only"):
         snap.create(pipe, str(tmp_path / "s"), compression="lz4", level=3)
     with pytest.raises(snap.OptionError, match="shard_size must look like"):
