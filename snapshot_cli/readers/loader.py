@@ -22,7 +22,7 @@ import numpy as np
 from .. import schema as schema_mod
 from .. import storage
 from ..errors import OptionError
-from . import gather, ranks, shm
+from . import gather, memory, ranks, shm
 from .adapter import FrameworkAdapters
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
@@ -125,6 +125,10 @@ class Loader(FrameworkAdapters):
         # must not size the slabs (batch_size=10**7 over 500 records asked for 120 GB)
         first = self._make_plan(0)
         self._stats.window_rows = max(1, min(first.window_rows, first.num_rows))
+        if depth is not None:  # batches held ready may each have memory of their own
+            held = depth if self.epochs is None else min(depth, first.num_batches * self.epochs)
+            what = f"prefetch={depth} ({held} batches of {batch:,} records)"
+            memory.check(held * bytes_per_row * batch, what, "lower prefetch (or leave it auto)")
         windows = WindowPool(
             reading.schema, self.columns, self._stats.window_rows, processes > 0, gathers
         )

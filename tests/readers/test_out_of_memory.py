@@ -182,3 +182,14 @@ def test_snap_bench_answers_in_one_line(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("snap: error: a loader window of 200 records")
     assert "Traceback" not in result.output
+
+
+def test_a_prefetch_deeper_than_memory_is_refused_when_it_can_fill(
+    numbered: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = snap.open(numbered["zstd"])
+    small_limit(monkeypatch, 50 * 10 * ROW_BYTES)  # 10 batches of 50 records fit, not 11
+    with pytest.raises(snap.OutOfMemoryError, match=r"^prefetch=11 \(11 batches of 50 records\)"):
+        s.loader(batch_size=50, prefetch=11, epochs=None)  # endless: it could hold 11
+    # an epoch of 200 records has 4 batches: a deeper prefetch never holds more than those
+    assert len(list(s.loader(batch_size=50, prefetch=1000, epochs=2))) == 8
