@@ -295,7 +295,7 @@ def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
 )
 @click.option(
     "--step-ms",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(min=0, max=60_000),  # a minute a step: any more is a typo
     default=0.0,
     show_default=True,
     help="Simulated training step per batch; shows whether the loader keeps up.",

@@ -72,6 +72,9 @@ def test_bench_step_ms_measures_input_bound_share(snapshot: Path) -> None:
     assert doc["seconds"] + 1e-4 >= doc["batches"] * 0.002
     code, stdout, _ = run("bench", str(snapshot), "--epochs", "1", "--step-ms", "2")
     assert code == 0 and "(simulated step 2 ms)" in stdout
+    # a step of 1e9 ms (11 days a batch) ran until killed; more than a minute is refused
+    code, stdout, stderr = run("bench", str(snapshot), "--step-ms", "1e9")
+    assert code == 2 and stdout == "" and "0<=x<=60000" in stderr
 
 
 @pytest.mark.parametrize("option", ["--prefetch", "--shuffle-buffer", "--num-parallel-reads"])
