@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -129,7 +130,23 @@ def print_paths_as_given() -> None:
             stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
 
 
+def route_warnings(debug: bool) -> None:
+    """Python warnings (snap's own, or a library's) as one ``snap: warning:`` line each,
+    not Python's two lines of a file, a line number and a line of snap's source; with
+    ``--debug``, Python's own form."""
+    if debug:
+        return
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:  # fmt: skip
+        print(f"snap: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+    warnings.showwarning = show
+
+
 def configure_output(debug: bool) -> None:
-    """Before any command: paths printed as given, other libraries' logs one line each."""
+    """Before any command: paths printed as given, other libraries' logs and warnings one
+    line each."""
     print_paths_as_given()
     route_library_logs(debug)
+    route_warnings(debug)

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -16,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from snapshot_cli.cli import cli
-from snapshot_cli.cli_io import answer_errors, route_library_logs
+from snapshot_cli.cli_io import answer_errors, route_library_logs, route_warnings
 from tests.conftest import REPO, snap_subprocess
 
 PIPE = """
@@ -173,6 +174,24 @@ def test_other_libraries_log_one_line_each(debug: bool, capsys: pytest.CaptureFi
     root = logging.getLogger()
     for h in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
         root.removeHandler(h)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_warnings_are_one_line_unless_debug(debug: bool, capsys: pytest.CaptureFixture) -> None:  # type: ignore[type-arg]
+    """A warning (processes= beyond the cores, batches kept) was Python's two lines: snap's
+    file and line number, then a line of snap's source."""
+    with warnings.catch_warnings():  # restores warnings.showwarning after
+        warnings.simplefilter("always")
+        before = warnings.showwarning
+        route_warnings(debug)
+        replaced = warnings.showwarning is not before
+        if not debug:
+            warnings.warn("processes=3 on 2 cores:\n decode processes", UserWarning, stacklevel=1)
+    err = capsys.readouterr().err
+    if debug:
+        assert not replaced  # Python's own form (here pytest's, which records it)
+    else:
+        assert err == "snap: warning: processes=3 on 2 cores: decode processes\n"
 
 
 def test_library_logs_go_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatch) -> None:

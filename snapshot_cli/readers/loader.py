@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -191,6 +192,14 @@ class Loader(FrameworkAdapters):
                     f"processes= cannot read {s.url}: another process cannot see this "
                     "process's memory:// filesystem; use processes=0"
                 )
+        cores = os.cpu_count() or 1
+        if n > cores:  # as torch's DataLoader warns of more workers than cores
+            warnings.warn(
+                f"processes={n} on {cores} cores: decode processes beyond the core count add "
+                "memory (each is a Python interpreter with pyarrow) and no speed",
+                UserWarning,
+                stacklevel=4,
+            )
         return int(n)
 
     def _make_plan(self, epoch: int) -> EpochPlan | GlobalPlan:

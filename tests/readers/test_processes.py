@@ -254,3 +254,11 @@ def test_memory_filesystem_snapshots_are_refused_with_processes(tmp_path: Path) 
     snap.create(preprocess, url, inputs=[0, 1], workers=0)
     with pytest.raises(snap.OptionError, match="memory://"):
         snap.open(url).loader(2, processes=1)
+
+
+def test_more_processes_than_cores_is_warned_of(images: str) -> None:
+    # as torch's DataLoader warns of more workers than cores: they add memory, not speed
+    cores = os.cpu_count() or 1
+    with pytest.warns(UserWarning, match=rf"processes={cores + 1} on {cores} cores: decode"):
+        loader = snap.open(images).loader(8, processes=cores + 1)
+    loader.close()
