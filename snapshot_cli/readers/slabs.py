@@ -187,7 +187,7 @@ class WindowPool:
                 f"({held / 2**30:.1f} GiB): a batch is a view of its window's memory, which is "
                 "reused only once no batch refers to it. Copy what you keep "
                 "({k: v.copy() for k, v in batch.items()}) or use a smaller shuffle_buffer.",
-                ResourceWarning,
+                RuntimeWarning,  # shown by default (ResourceWarning is not: nobody saw it)
                 stacklevel=3,
             )
         return slab

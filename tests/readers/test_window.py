@@ -12,6 +12,7 @@ import ctypes
 import errno
 import mmap
 import os
+import subprocess
 import sys
 import threading
 from concurrent.futures import Executor, Future
@@ -250,10 +251,19 @@ def test_keeping_batches_of_many_windows_warns_once(
     monkeypatch.setattr(slabs, "PINNED_WARNING_BYTES", 0)
     s = snap.open(made)
     pinned = r"batches you keep hold \d+ loader windows' memory"
-    with pytest.warns(ResourceWarning, match=pinned) as seen:
+    with pytest.warns(RuntimeWarning, match=pinned) as seen:
         kept = [b["image"] for b in s.loader(50, seed=1, shuffle_buffer=300)]
     assert len([w for w in seen if "loader windows" in str(w.message)]) == 1
     assert sum(len(k) for k in kept) == N
+    # and a user sees it: Python's default filters (it was a ResourceWarning, which they hide)
+    script = (
+        "import sys; import snapshot_cli as snap; from snapshot_cli.readers import slabs; "
+        "slabs.PINNED_WARNING_BYTES = 0; "
+        "kept = [b['image'] for b in snap.open(sys.argv[1]).loader(50, seed=1, shuffle_buffer=300)]"
+    )
+    err = subprocess.run([sys.executable, "-c", script, made], capture_output=True, text=True,
+                         check=True).stderr  # fmt: skip
+    assert "RuntimeWarning: batches you keep hold" in err
 
 
 def test_slabs_in_memory_of_their_own_behave_the_same(
