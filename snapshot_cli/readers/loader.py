@@ -72,7 +72,7 @@ class Loader(FrameworkAdapters):
         trace: Tracer | None = None,
     ) -> None:
         options = LoaderOptions() if options is None else options
-        self.options, self.trace = options, trace
+        self.options, self.trace, self._source = options, trace, source
         rank, world_size = options.rank, options.world_size
         if rank == "auto" or world_size == "auto":
             auto_rank, auto_size, _ = ranks.detect()
@@ -218,6 +218,13 @@ class Loader(FrameworkAdapters):
 
     def batches_per_epoch(self) -> int:
         return self._make_plan(0).num_batches
+
+    def __repr__(self) -> str:
+        o, at = self.plan_options, f"at epoch {self._epoch} batch {self._batch}"
+        return (
+            f"Loader({self._source!r}, batch_size={o.batch_size}, shuffle={o.shuffle}, "
+            f"seed={o.seed}, rank={o.rank}/{o.world_size}, {at})"
+        )
 
     def __len__(self) -> int:
         if self.epochs is None:

@@ -172,6 +172,8 @@ class Snapshot:
 
         Reads only the record batches it needs (their shards are checksummed first).
         """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise OptionError(f"n must be an integer >= 0 (records to show), got {n!r}")
         names = checked_columns(columns, list(self.schema.names))
         out: list[dict[str, Any]] = []
         readers = ShardReaders(self.fs, self.root, self.shards, self.schema)

@@ -308,6 +308,18 @@ def test_columns_subset(sorted_snap: snap.Snapshot) -> None:
     assert list(batch) == ["label"]
 
 
+def test_a_loader_shows_what_it_reads_and_where_it_is(sorted_snap: snap.Snapshot) -> None:
+    loader = sorted_snap.loader(batch_size=10, seed=4)
+    batches = iter(loader)
+    next(batches), next(batches)
+    shown = repr(loader)  # was <snapshot_cli.readers.loader.Loader object at 0x...>
+    assert shown.startswith(f"Loader({sorted_snap!r}, batch_size=10, shuffle=True, seed=4, ")
+    assert shown.endswith("rank=0/1, at epoch 0 batch 2)")
+    for bad in (-1, "3", True, 2.0):  # head(-1) was [], head("3") a TypeError from a compare
+        with pytest.raises(snap.OptionError, match=r"n must be an integer >= 0"):
+            sorted_snap.head(bad)
+
+
 BAD_COLUMNS = [
     ("label", r"must be a list of column names, got 'label': for one column, columns=\['label'\]"),
     (3, "must be a list of column names, got 3"),
