@@ -157,7 +157,7 @@ def _make_dataset_class() -> type:
     class SnapshotDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """A snapshot as a ``torch.utils.data.IterableDataset`` of whole batches.
 
-        ``SnapshotDataset(url, storage_options=None, device=None, **loader_options)``; the
+        ``SnapshotDataset(url, storage_options=None, **loader_options)``; the
         loader options are those of :meth:`Snapshot.loader` (``batch_size=256``,
         ``shuffle``, ``seed``, ...) except ``rank``/``world_size``, which come from
         ``torch.distributed`` (or pass them explicitly) and are split further across
@@ -198,7 +198,20 @@ def _make_dataset_class() -> type:
                 auto_rank, auto_world, _ = ranks.detect()
                 rank = auto_rank if rank == "auto" else rank
                 world = auto_world if world == "auto" else world
-            return int(rank), int(world)
+            checked = []
+            for name, value, least in (("rank", rank, 0), ("world_size", world, 1)):
+                try:
+                    checked.append(-1 if isinstance(value, bool) else operator.index(value))
+                except TypeError:
+                    checked.append(-1)
+                if checked[-1] < least:
+                    raise OptionError(
+                        f"{name} must be an integer >= {least} or 'auto', got {value!r}"
+                    )
+            rank, world = checked
+            if not rank < world:  # checked here: each worker's loader has its own part
+                raise OptionError(f"rank must be in [0, world_size={world}), got {rank}")
+            return rank, world
 
         def _options(self, part: int, parts: int) -> dict[str, Any]:
             return {**self.loader_options, "rank": part, "world_size": parts}

@@ -168,6 +168,22 @@ def test_a_dataloader_that_batches_whole_batches_says_so(snapshot_url: str, opti
     assert isinstance(batch, dict) and batch["label"].shape == (16,)
 
 
+def test_torch_dataset_checks_its_rank_when_made(snapshot_url: str) -> None:
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    # rank=5 of 2 was taken and failed in each DataLoader worker; rank="a" was int()'s error
+    for kw, message in (
+        ({"rank": 5, "world_size": 2}, r"rank must be in \[0, world_size=2\), got 5"),
+        ({"rank": "a", "world_size": 2}, r"rank must be an integer >= 0 or 'auto', got 'a'"),
+        ({"rank": True, "world_size": 2}, r"rank must be an integer >= 0"),
+        ({"rank": 0, "world_size": 0}, r"world_size must be an integer >= 1"),
+    ):
+        with pytest.raises(OptionError, match=message):
+            SnapshotDataset(snapshot_url, batch_size=8, **kw)
+    made = SnapshotDataset(snapshot_url, batch_size=8, rank=np.int64(1), world_size=2)
+    assert (made.rank, made.world_size) == (1, 2)
+
+
 def test_torch_dataset_splits_ranks_then_workers(snapshot_url: str) -> None:
     import torch  # noqa: F401 - in the test extras
 
