@@ -58,12 +58,17 @@ class Adapter(LoaderFacing, Generic[U]):
     """Iterates ``loader`` converting each batch with :meth:`_start` / :meth:`_finish`."""
 
     def __init__(self, loader: Loader, depth: int = 0) -> None:
+        self.loader, self.depth = loader, self.checked_prefetch(depth)
+        self._consumer_state: dict[str, Any] | None = None  # set while iterating
+
+    @staticmethod
+    def checked_prefetch(depth: object) -> int:
+        """``prefetch`` if it is an integer >= 0; else an OptionError."""
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
             from ..errors import OptionError
 
             raise OptionError(f"prefetch must be an integer >= 0, got {depth!r}")
-        self.loader, self.depth = loader, depth
-        self._consumer_state: dict[str, Any] | None = None  # set while iterating
+        return depth
 
     # conversion: override -------------------------------------------------------------
 

@@ -56,7 +56,12 @@ class JaxBatches(Adapter[dict[str, Any]]):
     def __init__(self, loader: Loader, sharding: Any = None, prefetch: int = 2) -> None:
         jax = _jax()
         super().__init__(loader, depth=prefetch)
-        self.sharding = sharding
+        if sharding is not None and not isinstance(sharding, (jax.sharding.Sharding, jax.Device)):
+            raise OptionError(
+                f"sharding must be None, a jax.sharding.Sharding or a jax.Device, got "
+                f"{sharding!r:.80}"
+            )
+        self.sharding: Any = sharding
         self._processes = jax.process_count()
         options = loader.plan_options
         if self._processes > 1 and options.world_size != self._processes:

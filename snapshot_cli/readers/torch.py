@@ -93,6 +93,7 @@ class TorchBatches(Adapter[dict[str, Any]]):
         if self._cuda and not torch.cuda.is_available():
             raise OptionError(f"device={device!r} but torch sees no CUDA device")
         on_host = self.device is None or self.device.type == "cpu"
+        prefetch = self.checked_prefetch(prefetch)  # on the host too, where it is not used
         super().__init__(loader, depth=0 if on_host else prefetch)
         self._stream = torch.cuda.Stream(self.device) if self._cuda else None
 

@@ -78,6 +78,10 @@ def test_adapter_iterated_again_after_a_break_skips_nothing(snapshot_url: str) -
 def test_bad_prefetch(snapshot_url: str) -> None:
     with pytest.raises(OptionError, match="prefetch must be an integer >= 0"):
         Adapter(snap.open(snapshot_url).loader(8), depth=-1)
+    loader = snap.open(snapshot_url).loader(8)
+    for bad in (-1, "2"):  # to_torch() on the host used to take any value (it uses none)
+        with pytest.raises(OptionError, match=rf"prefetch must be an integer >= 0, got {bad!r}"):
+            loader.to_torch(prefetch=bad)  # type: ignore[arg-type]
 
 
 # --- torch --------------------------------------------------------------------------------

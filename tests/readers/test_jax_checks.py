@@ -56,6 +56,14 @@ for name, (options, sharding) in cases.items():
         dtypes.add(str(b["label"].dtype))
         labels.extend(np.asarray(b["label"]).tolist())
     out[name] = {"rows": rows, "dtypes": sorted(dtypes), "labels": labels}
+out["bad_sharding"] = []
+for bad in ("cpu", 3):  # failed at the first batch, blamed on "the last, partial batch"
+    try:
+        s.loader(8, drop_last=True).to_jax(bad)
+    except OptionError as err:
+        out["bad_sharding"].append(str(err))
+device = s.loader(8, drop_last=True).to_jax(jax.devices()[1])  # a device is a placement too
+out["device"] = [str(next(iter(device))["label"].devices())]
 print(json.dumps(out))
 """
 
@@ -112,3 +120,11 @@ def test_batches_that_split_iterate_a_full_epoch(results: dict[str, Any]) -> Non
 def test_int64_columns_become_int32_without_x64(results: dict[str, Any]) -> None:
     # what the module docstring says; and the subprocess ran with -W error: no warning
     assert results["divides"]["dtypes"] == ["int32"]
+
+
+def test_a_sharding_that_is_none_of_jaxs_is_refused_when_made(results: dict[str, Any]) -> None:
+    assert results["bad_sharding"] == [
+        "sharding must be None, a jax.sharding.Sharding or a jax.Device, got 'cpu'",
+        "sharding must be None, a jax.sharding.Sharding or a jax.Device, got 3",
+    ]
+    assert results["device"] == ["{CpuDevice(id=1)}"]
