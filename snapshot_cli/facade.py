@@ -3,6 +3,7 @@ the package top, so that ``readers`` and ``writers`` never import each other."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -16,5 +17,13 @@ def snapshot(pipeline: Any, path: str | os.PathLike[str], **create_options: Any)
 
     ``create_options`` are those of :func:`snapshot_cli.create` (inputs, params, workers...).
     """
+    takes, loads = inspect.signature(create).parameters, inspect.signature(Snapshot.loader)
+    for_loader = sorted(k for k in create_options if k not in takes and k in loads.parameters)
+    if for_loader:  # tf.data's snapshot is a dataset; this is a Snapshot, read by its loader
+        shown = ", ".join(f"{k}=..." for k in for_loader)
+        raise TypeError(
+            f"snap.snapshot() got loader options ({shown}): it returns a Snapshot; pass them "
+            f"to its loader, as in snap.snapshot(...).loader({shown})"
+        )
     create(pipeline, path, **create_options)
     return open(path, create_options.get("storage_options"))

@@ -413,6 +413,14 @@ def test_snapshot_materialises_once_then_reuses(tmp_path: Path) -> None:
     s2 = snap.snapshot(gen, str(tmp_path / "s"), workers=0)
     assert calls.read_text() == "called\n" and s.num_records == s2.num_records == 10
     assert sorted(int(v) for b in s2.loader(batch_size=3) for v in b["v"]) == list(range(10))
+    # as tf.data's snapshot() is a dataset, loader options are a natural thing to pass here:
+    # they were "create() got an unexpected keyword argument 'batch_size'"
+    said = r"got loader options \(batch_size=..., seed=...\): it returns a Snapshot; pass them"
+    with pytest.raises(TypeError, match=said):
+        snap.snapshot(gen, str(tmp_path / "s"), workers=0, batch_size=3, seed=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shardsize'"):
+        snap.snapshot(gen, str(tmp_path / "s"), workers=0, shardsize=3)
+    assert calls.read_text() == "called\n"  # neither ran anything
 
 
 def test_empty_snapshot_yields_nothing(tmp_path: Path) -> None:
