@@ -350,9 +350,9 @@ def expand_inputs(
                     infos = {path: retrying(functools.partial(fs.info, path), "reading")}
                 except FileNotFoundError:
                     infos = {}
-        files = {p: i for p, i in infos.items() if i.get("type") != "directory"}
-        own = {p for p in files if inside and _url(fs, p).startswith(inside)}
-        files = {p: i for p, i in files.items() if p not in own}
+        urls = {_url(fs, p): i for p, i in infos.items() if i.get("type") != "directory"}
+        files = {u: i for u, i in urls.items() if not (inside and u.startswith(inside))}
+        own = len(urls) - len(files)
         if not files:
             if own:
                 raise OptionError(
@@ -365,8 +365,7 @@ def expand_inputs(
                     f"'{pattern.rstrip('/')}/*' to use the files in it"
                 )
             raise OptionError(f"--input {pattern!r} matched no files")
-        for p, info in files.items():
-            url = _url(fs, p)
+        for url, info in files.items():
             size = int(info.get("size") or 0)
             found[url] = InputFile(
                 url, size, _first(info, _VERSION_KEYS), _first(info, _CONTENT_KEYS)

@@ -5,6 +5,7 @@ opened or started (pure: no I/O, no threads)."""
 
 from __future__ import annotations
 
+import collections
 import inspect
 import os
 from collections.abc import Callable, Sequence
@@ -177,12 +178,13 @@ def checked_columns(columns: object, available: list[str]) -> list[str]:
     if columns is None:
         return list(available)
     names = column_list(columns)
-    unknown = [c for c in names if c not in available]
+    known = set(available)  # sets: a wide table has tens of thousands of columns
+    unknown = [c for c in names if c not in known]
     if unknown:
         raise OptionError(f"unknown columns {unknown}; the snapshot has {available}")
     if not names and available:
         raise OptionError(f"columns=[] selects no column; the snapshot has {available}")
-    repeated = sorted({c for c in names if names.count(c) > 1})
+    repeated = sorted(c for c, n in collections.Counter(names).items() if n > 1)
     if repeated:
         raise OptionError(f"columns name {repeated} more than once")
     return names

@@ -6,6 +6,7 @@ through DLPack, not copied). The dataset itself is :mod:`.tf`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -131,7 +132,7 @@ def select_columns(
         raise OptionError(
             f"features must be a column name, a non-empty list of them or None, got {features!r}"
         )
-    repeated = sorted({c for c in names if names.count(c) > 1})
+    repeated = sorted(c for c, n in collections.Counter(names).items() if n > 1)
     if repeated:
         raise OptionError(f"features name {repeated} more than once")
     if label in names:
