@@ -17,6 +17,7 @@ arrow      anything else, from a user's RecordBatch/Table        pyarrow's own c
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -256,3 +257,33 @@ def dense_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
                 f"decoded to {t}: {err}; yield it decoded (array.dictionary_decode())"
             ) from None
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def tensor_array(stacked: np.ndarray) -> pa.Array:
+    """``(n, *shape)`` numpy array → ``fixed_shape_tensor`` array (one copy at most)."""
+    shape = stacked.shape[1:]
+    flat = arrays.from_numpy(np.ascontiguousarray(stacked).reshape(-1))
+    storage = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(shape)))
+    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(flat.type, shape), storage)
+
+
+def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa.Array:
+    """A list of arrays of equal ndim and dtype → the ragged encoding of that ndim."""
+    sizes = np.fromiter((v.size for v in values), dtype=np.int64, count=len(values))
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise RecordError("a ragged column holds more than 2**31 values in one record batch")
+    flat = (
+        np.concatenate([np.ravel(v) for v in values]) if len(values) else np.empty(0, dtype)
+    ).astype(dtype, copy=False)
+    offsets32 = arrays.from_numpy(offsets.astype(np.int32))
+    data = pa.ListArray.from_arrays(offsets32, arrays.from_numpy(flat))
+    if ndim == 1:
+        return data
+    shapes = np.array([v.shape for v in values], dtype=np.int32).reshape(-1)
+    shape_arr = pa.FixedSizeListArray.from_arrays(arrays.from_numpy(shapes), ndim)
+    return pa.StructArray.from_arrays(
+        [data, shape_arr],
+        fields=list(ragged_type(pa.from_numpy_dtype(dtype), ndim)),
+    )

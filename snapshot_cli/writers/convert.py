@@ -21,6 +21,7 @@ import pyarrow as pa
 from .. import schema as schema_mod
 from ..arrays import from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
+from . import foreign
 
 # Value classes a record field can have.
 SCALAR, ARRAY, STRING, BINARY = "scalar", "array", "string", "binary"
@@ -68,9 +69,9 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
         return STRING, None, ()
     if isinstance(value, (bytes, bytearray, memoryview)):
         return BINARY, None, ()
-    if value is None:
+    if foreign.is_missing(value):
         raise RecordError(
-            f"column {column!r} is None; snap columns have no missing values "
+            f"column {column!r} is {value!r}; snap columns have no missing values "
             "(use a sentinel value or a separate mask column)"
         )
     raise RecordError(
@@ -110,7 +111,9 @@ def _normalise(value: Any, column: str) -> Any:
             ) from None
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
-    return value
+    if foreign.is_array_like(value):
+        value = foreign.as_numpy(value, column)
+    return foreign.native(value)
 
 
 def _describe(cls: str, dtype: Any, shape: Any) -> str:
@@ -181,37 +184,9 @@ class ColumnBuilder:
         target_ragged = target is not None and schema_mod.kind(target) == "ragged"
         empty = any(d == 0 for d in self.shape)
         if self.varying or ragged or target_ragged or empty:
-            return ragged_array(values, self.dtype, len(self.shape))
-        return tensor_array(np.stack(values) if n else np.empty((0, *self.shape), self.dtype))
-
-
-def tensor_array(stacked: np.ndarray) -> pa.Array:
-    """``(n, *shape)`` numpy array → ``fixed_shape_tensor`` array (one copy at most)."""
-    shape = stacked.shape[1:]
-    flat = from_numpy(np.ascontiguousarray(stacked).reshape(-1))
-    storage = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(shape)))
-    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(flat.type, shape), storage)
-
-
-def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa.Array:
-    """A list of arrays of equal ndim and dtype → the ragged encoding of that ndim."""
-    sizes = np.fromiter((v.size for v in values), dtype=np.int64, count=len(values))
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    if offsets[-1] > np.iinfo(np.int32).max:
-        raise RecordError("a ragged column holds more than 2**31 values in one record batch")
-    flat = (
-        np.concatenate([np.ravel(v) for v in values]) if len(values) else np.empty(0, dtype)
-    ).astype(dtype, copy=False)
-    data = pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32)), from_numpy(flat))
-    if ndim == 1:
-        return data
-    shapes = np.array([v.shape for v in values], dtype=np.int32).reshape(-1)
-    shape_arr = pa.FixedSizeListArray.from_arrays(from_numpy(shapes), ndim)
-    return pa.StructArray.from_arrays(
-        [data, shape_arr],
-        fields=list(schema_mod.ragged_type(pa.from_numpy_dtype(dtype), ndim)),
-    )
+            return schema_mod.ragged_array(values, self.dtype, len(self.shape))
+        stacked = np.stack(values) if n else np.empty((0, *self.shape), self.dtype)
+        return schema_mod.tensor_array(stacked)
 
 
 class RecordBuffer:
@@ -283,6 +258,9 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
         return col.combine_chunks()
     if isinstance(col, pa.Array):
         return col
+    if foreign.is_array_like(col):
+        col = foreign.as_numpy(col, name)
+    col = foreign.native(col)
     if isinstance(col, np.ndarray) and col.dtype != object:
         if col.ndim == 0:
             raise RecordError(f"Batch column {name!r} is a 0-d array; columns need a length")
@@ -291,8 +269,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
             return from_numpy(col)
         target_ragged = target is not None and schema_mod.kind(target) == "ragged"
         if ragged or target_ragged or 0 in col.shape[1:]:
-            return ragged_array(list(col), col.dtype, col.ndim - 1)
-        return tensor_array(col)
+            return schema_mod.ragged_array(list(col), col.dtype, col.ndim - 1)
+        return schema_mod.tensor_array(col)
     if isinstance(col, (list, tuple, np.ndarray)):
         builder = ColumnBuilder(name)
         for value in col:
@@ -307,6 +285,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
 
 def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> list[pa.RecordBatch]:
     """A yielded batch (Batch, RecordBatch or Table) → record batches (records go elsewhere)."""
+    if foreign.is_dataframe(item):
+        item = Batch(foreign.dataframe_columns(item))
     if isinstance(item, Batch):
         return [batch_from_columns(item, schema, ragged)]
     if isinstance(item, pa.RecordBatch):
@@ -391,7 +371,7 @@ def ragged(*columns: str) -> Any:
 
 
 def is_batch(item: Any) -> bool:
-    return isinstance(item, (Batch, pa.RecordBatch, pa.Table))
+    return isinstance(item, (Batch, pa.RecordBatch, pa.Table)) or foreign.is_dataframe(item)
 
 
 def unify_error(name: str, types: Sequence[tuple[pa.DataType, str]]) -> SchemaMismatchError:

@@ -90,9 +90,11 @@ class TaskWriter:
             if self.records.rows >= opts.batch_rows or self.records.nbytes >= opts.batch_bytes:
                 self.flush_records()
         else:
+            hint = " (`yield from` a list of records)" if isinstance(item, (list, tuple)) else ""
             raise RecordError(
                 f"the pipeline yielded a {type(item).__name__}; yield records (dict of "
-                "column → value) or batches (snapshot_cli.Batch, pyarrow.RecordBatch/Table)"
+                "column → value) or batches (snapshot_cli.Batch, pyarrow.RecordBatch/Table, "
+                f"pandas.DataFrame){hint}"
             )
 
     def flush_records(self) -> None:

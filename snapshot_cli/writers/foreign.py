@@ -1,0 +1,89 @@
+"""Other libraries' values → what :mod:`.convert` stores (pure: no I/O).
+
+Preprocessing code yields torch, JAX and TensorFlow tensors, PIL images, pandas Series and
+DataFrames, and numpy arrays read in the other byte order. Each becomes the numpy value
+``np.asarray`` makes of it, or a :class:`RecordError` with the library's own reason, naming
+the column. No library is imported here: a value of one can only exist if it is loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import schema as schema_mod
+from ..errors import RecordError
+
+
+def native(value: Any) -> Any:
+    """A numpy array or scalar in the other byte order (``np.fromfile(f, ">i4")``, MNIST's
+    idx files, FITS) → the same values in native order; anything else as it is."""
+    dtype = getattr(value, "dtype", None)
+    if (
+        isinstance(dtype, np.dtype)
+        and isinstance(value, (np.ndarray, np.generic))
+        and dtype.kind in "biuf"
+        and not schema_mod.is_supported_dtype(dtype)
+        and schema_mod.is_supported_dtype(dtype.newbyteorder("="))
+    ):
+        return value.astype(dtype.newbyteorder("="))
+    return value
+
+
+def is_array_like(value: Any) -> bool:
+    """A tensor or image of another library that numpy can view or copy (torch, JAX,
+    TensorFlow, PIL, pandas): it has one of numpy's array protocols."""
+    if isinstance(value, (np.ndarray, np.generic, str, bytes, pa.Array, pa.ChunkedArray)):
+        return False
+    kind = type(value)
+    return any(
+        hasattr(kind, name) for name in ("__array__", "__array_interface__", "__array_struct__")
+    )
+
+
+def as_numpy(value: Any, column: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except Exception as err:  # the library's own reason: grad, a GPU device, bfloat16, ...
+        raise RecordError(
+            f"column {column!r} has a {type(value).__name__} numpy cannot convert "
+            f"({type(err).__name__}: {err}); yield a numpy array (for a torch tensor: "
+            "t.detach().cpu().numpy())"
+        ) from None
+
+
+def is_missing(value: Any) -> bool:
+    """None, pandas' NA and NaT: a missing value, not a type."""
+    return value is None or type(value).__name__ in ("NAType", "NaTType")
+
+
+def is_dataframe(item: Any) -> bool:
+    pandas = sys.modules.get("pandas")  # never imported here: only a loaded pandas made one
+    return pandas is not None and isinstance(item, pandas.DataFrame)
+
+
+def dataframe_columns(frame: Any) -> dict[str, Any]:
+    """A pandas DataFrame → its columns as numpy arrays, by name (the index is not stored)."""
+    names = list(frame.columns)
+    odd = [n for n in names if not isinstance(n, str)]
+    if odd:
+        raise RecordError(
+            f"a yielded DataFrame has column names that are not str: {odd[:5]}; rename them "
+            "(df.columns = df.columns.astype(str))"
+        )
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise RecordError(f"a yielded DataFrame has the column names {twice} more than once")
+    for name in names:
+        column = frame[name]
+        # a nullable column (Int64, string, categorical) turns its NA into NaN or None in numpy
+        if not isinstance(column.dtype, np.dtype) and column.isna().any():
+            raise RecordError(
+                f"column {name!r} of a yielded DataFrame holds {int(column.isna().sum())} "
+                "missing values (NA); snap stores no missing values: fill them (fillna) or "
+                "leave those rows out"
+            )
+    return {name: frame[name].to_numpy() for name in names}

@@ -1,0 +1,120 @@
+"""What preprocessing code in the wild yields besides numpy: torch, JAX and TensorFlow tensors,
+PIL images, pandas DataFrames and Series, byte-swapped arrays. Each is stored as the numpy
+array it converts to, or refused with the library's own reason, naming the column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+import snapshot_cli as snap
+
+
+def roundtrip(tmp_path: Path, *items: Any, workers: int = 0) -> list[dict[str, Any]]:
+    def preprocess() -> Any:
+        yield from items
+
+    out = str(tmp_path / "out")
+    snap.create(preprocess, out, workers=workers)
+    return snap.open(out).head(100)
+
+
+def test_torch_tensors_in_records_and_batches_are_stored_as_their_arrays(tmp_path: Path) -> None:
+    image = torch.arange(12, dtype=torch.uint8).reshape(3, 2, 2)
+    rows = roundtrip(
+        tmp_path,
+        {"image": image, "label": torch.tensor(3)},
+        snap.Batch(image=torch.stack([image, image + 1]), label=torch.tensor([4, 5])),
+    )
+    assert [int(r["label"]) for r in rows] == [3, 4, 5]
+    for row, expected in zip(rows, [image, image, image + 1], strict=True):
+        assert row["image"].dtype == np.uint8
+        np.testing.assert_array_equal(row["image"], expected.numpy())
+
+
+def test_a_tensor_numpy_cannot_take_is_refused_with_torchs_reason(tmp_path: Path) -> None:
+    weights = torch.ones(3, requires_grad=True)
+    with pytest.raises(snap.RecordError, match=r"'w' has a Tensor .*requires grad.*detach"):
+        roundtrip(tmp_path, {"w": weights})
+    with pytest.raises(snap.RecordError, match=r"'w' has a Tensor .*BFloat16"):
+        roundtrip(tmp_path, {"w": torch.ones(3, dtype=torch.bfloat16)})
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_jax_and_tensorflow_arrays(tmp_path: Path) -> None:
+    import jax.numpy as jnp
+
+    rows = roundtrip(tmp_path, {"x": jnp.arange(4, dtype=jnp.float32), "n": jnp.int32(7)})
+    np.testing.assert_array_equal(rows[0]["x"], np.arange(4, dtype=np.float32))
+    assert int(rows[0]["n"]) == 7
+
+
+def test_pil_images_are_stored_as_height_width_channels(tmp_path: Path) -> None:
+    pixels = np.random.default_rng(0).integers(0, 255, (5, 4, 3), dtype=np.uint8)
+    gray = Image.fromarray(pixels[..., 0])
+    rows = roundtrip(tmp_path, {"img": Image.fromarray(pixels), "gray": gray}, workers=1)
+    np.testing.assert_array_equal(rows[0]["img"], pixels)
+    np.testing.assert_array_equal(rows[0]["gray"], pixels[..., 0])
+
+
+def test_a_dataframe_is_a_batch_of_its_columns_without_the_index(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {"id": [10, 11, 12], "text": ["a", "bb", "ccc"], "score": [0.5, 1.5, 2.5]},
+        index=[7, 8, 9],
+    )
+    frame["kind"] = pd.Categorical(["x", "y", "x"])
+    series = {"id": [13], "text": ["d"], "score": [3.5], "kind": ["z"]}
+    batch = snap.Batch({name: pd.Series(values) for name, values in series.items()})
+    rows = roundtrip(tmp_path, frame[frame.id > 10], batch)
+    assert [r["id"] for r in rows] == [11, 12, 13]
+    assert [r["text"] for r in rows] == ["bb", "ccc", "d"]
+    assert [r["kind"] for r in rows] == ["y", "x", "z"]
+    assert set(rows[0]) == {"id", "text", "score", "kind"}  # no index column
+
+
+def test_a_dataframe_returned_not_yielded_is_one_batch(tmp_path: Path) -> None:
+    def preprocess() -> Any:
+        return pd.DataFrame({"a": [1, 2]})
+
+    out = str(tmp_path / "out")
+    snap.create(preprocess, out, workers=0)
+    assert [r["a"] for r in snap.open(out).head(5)] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (pd.DataFrame({0: [1], 1: [2]}), r"column names that are not str: \[0, 1\]"),
+        (pd.DataFrame([[1, 2]], columns=["a", "a"]), r"names \['a'\] more than once"),
+        (pd.DataFrame({"a": pd.array([1, None], dtype="Int64")}), r"'a' of a .* holds 1 missing"),
+        (pd.DataFrame({"t": pd.to_datetime(["2020-01-01"])}), r"'t' has dtype datetime64"),
+    ],
+)
+def test_a_dataframe_snap_cannot_store_is_refused_by_column(
+    tmp_path: Path, frame: pd.DataFrame, message: str
+) -> None:
+    with pytest.raises(snap.RecordError, match=message):
+        roundtrip(tmp_path, frame)
+
+
+def test_byte_swapped_arrays_and_scalars_come_back_in_native_order(tmp_path: Path) -> None:
+    values = np.arange(6, dtype=">i4").reshape(2, 3)
+    rows = roundtrip(
+        tmp_path,
+        {"a": values[0], "s": np.float64(2.5).astype(">f8")},
+        snap.Batch(a=values[1:], s=np.array([3.5], dtype=">f8")),
+    )
+    assert rows[0]["a"].dtype == np.dtype("=i4")
+    np.testing.assert_array_equal(np.stack([r["a"] for r in rows]), values)
+    assert [float(r["s"]) for r in rows] == [2.5, 3.5]
+
+
+def test_a_list_of_records_yielded_whole_says_to_yield_from_it(tmp_path: Path) -> None:
+    with pytest.raises(snap.RecordError, match=r"yielded a list; .*`yield from` a list"):
+        roundtrip(tmp_path, [{"a": 1}, {"a": 2}])
