@@ -8,6 +8,9 @@ import functools
 import io
 import json
 import logging
+import os
+import select
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -29,7 +32,9 @@ def answer_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool((click.get_current_context().obj or {}).get("debug"))
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+            return result
         except SnapError as err:
             if debug:
                 raise
@@ -41,6 +46,8 @@ def answer_errors(fn: F) -> F:
             click.echo("snap: interrupted; run the same command again to resume", err=True)
             sys.exit(130)
         except OSError as err:  # a fault no layer below named: still one line, not a trace
+            if isinstance(err, BrokenPipeError) and _stdout_closed():
+                _quiet_exit_on_closed_stdout()
             if debug:
                 raise
             click.echo(f"snap: error: {storage.fault(err, 'the snapshot')}", err=True)
@@ -59,6 +66,26 @@ def answer_errors(fn: F) -> F:
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _stdout_closed() -> bool:
+    """Whether the reader of stdout went away (``snap head ... | head``), not some other pipe."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(mask & select.POLLERR for _, mask in poller.poll(0))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+
+
+def _quiet_exit_on_closed_stdout() -> None:
+    """Stop as a Unix tool does when its reader stops reading: no message, the status of a
+    process ended by SIGPIPE (141), and no second error when Python flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(128 + signal.SIGPIPE)
 
 
 def setup_logging(quiet: bool) -> None:

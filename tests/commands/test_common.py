@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,3 +36,37 @@ def test_manifest_that_cannot_be_read_exits_1_naming_it(snapshot: Path, command:
     assert code == 1 and stdout == ""
     assert stderr.startswith("snap: error: ") and str(manifest) in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["head", "-n", "21"], ["inspect", "--shards"], ["inspect", "--json"], ["gc"]]
+)
+def test_a_reader_that_stops_reading_ends_it_quietly_as_sigpipe_would(
+    snapshot: Path, args: list[str]
+) -> None:
+    """``snap head SNAP | head -3``: the pipe's reader is gone before snap writes."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "snapshot_cli", *args[:1], str(snapshot), *args[1:]],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert res.returncode == 128 + signal.SIGPIPE, res.stderr
+    assert res.stderr == ""
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(
+    snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection to storage that breaks is a fault to report, not a reader going away."""
+
+    def broken(*_: object, **__: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("snapshot_cli.cli.open_snapshot", broken)
+    code, stdout, stderr = run("head", str(snapshot))
+    assert code == 1 and stdout == ""
+    assert stderr.startswith("snap: error: ") and "Broken pipe" in stderr
