@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numbers
 import re
+from typing import Any
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 _UNITS = {
@@ -59,3 +60,12 @@ def flag(value: object, what: str) -> bool:
     if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
         return bool(value)
     raise ValueError(f"{what} must be True or False, got {value!r}")
+
+
+def integer(value: Any) -> Any:
+    """A count option as Python's ``int`` when it is an integer of any kind (numpy's, from a
+    config array or ``np.prod``), else unchanged for the option's own check to refuse; a bool
+    is never taken as a count (``batch_size=True`` is a mistake, not 1)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value

@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ..units import integer
+
 if TYPE_CHECKING:
     from .loader import Batch, Loader
 
@@ -64,6 +66,7 @@ class Adapter(LoaderFacing, Generic[U]):
     @staticmethod
     def checked_prefetch(depth: object) -> int:
         """``prefetch`` if it is an integer >= 0; else an OptionError."""
+        depth = integer(depth)
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
             from ..errors import OptionError
 

@@ -23,6 +23,7 @@ import numpy as np
 from .. import schema as schema_mod
 from .. import storage
 from ..errors import OptionError
+from ..units import integer
 from . import gather, memory, ranks, shm
 from .adapter import FrameworkAdapters
 from .autotune import ParallelismTuner, PrefetchTuner
@@ -283,6 +284,9 @@ class Loader(FrameworkAdapters):
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next pass at ``epoch`` (like DistributedSampler.set_epoch)."""
+        epoch = integer(epoch)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise OptionError(f"epoch must be an integer >= 0, got {epoch!r}")
         self.close()
         self._passes += 1
         self._epoch, self._batch, self._pass_end = epoch, 0, None

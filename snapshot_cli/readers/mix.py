@@ -24,6 +24,7 @@ naming both. ``loader.stats()["sources"]`` counts the records delivered from eac
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ import pyarrow as pa
 
 from .. import schema as schema_mod
 from ..errors import OptionError
+from ..units import integer
 from .elastic import apportion
 from .options import Auto, LoaderOptions, checked_columns
 
@@ -165,13 +167,15 @@ def mix(
 def _check_weights(weights: Sequence[float] | None, sizes: list[int]) -> list[float]:
     if weights is None:
         return [float(n) for n in sizes]
+    if getattr(weights, "ndim", 1) == 1 and hasattr(weights, "tolist"):  # a numpy array
+        weights = weights.tolist()
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
         raise OptionError(f"weights must be a list of numbers, one per snapshot, got {weights!r}")
     if len(weights) != len(sizes):
         raise OptionError(f"{len(weights)} weights for {len(sizes)} snapshots: give one each")
-    out = []
+    out: list[float] = []
     for i, w in enumerate(weights):
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w) or w < 0:
             raise OptionError(
                 f"weight {i} is {w!r}: weights must be finite numbers >= 0 (proportions)"
             )
@@ -187,6 +191,7 @@ def _check_weights(weights: Sequence[float] | None, sizes: list[int]) -> list[fl
 def _counts(weights: list[float], sizes: list[int], epoch_records: int | None) -> list[int]:
     """Records per epoch from each source (see "What an epoch is")."""
     if epoch_records is not None:
+        epoch_records = integer(epoch_records)
         if (
             isinstance(epoch_records, bool)
             or not isinstance(epoch_records, int)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import OptionError
-from ..units import flag, parse_size
+from ..units import flag, integer, parse_size
 from .elastic import GlobalOptions
 from .plan import PlanOptions
 
@@ -69,6 +69,13 @@ class LoaderOptions:
                 object.__setattr__(self, name, flag(getattr(self, name), name))
             except ValueError as err:
                 raise OptionError(str(err)) from err
+        for name in ("seed", "epochs", "rank", "world_size", "shuffle_buffer", "prefetch",
+                     "num_parallel_reads", "global_batch_size", "processes"):  # fmt: skip
+            object.__setattr__(self, name, integer(getattr(self, name)))
+        for name, what in (("seed", "an integer >= 0"), ("rank", "an integer or 'auto'"),
+                           ("world_size", "a positive integer or 'auto'")):  # fmt: skip
+            if isinstance(getattr(self, name), bool):  # True == 1: a mistake, not a count
+                raise OptionError(f"{name} must be {what}, got {getattr(self, name)!r}")
         epochs = self.epochs
         if epochs is not None and (
             isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1
@@ -121,7 +128,9 @@ class LoaderOptions:
         """The per-rank plan's options, or the global order's (``global_batch_size``, or a
         mixture or sample: not ``single``, reading ``counts`` records of each source an
         epoch); a value that cannot work is an OptionError naming it."""
-        g = self.global_batch_size
+        g, batch_size = self.global_batch_size, integer(batch_size)
+        if isinstance(batch_size, bool):
+            raise OptionError(f"batch_size must be a positive integer, got {batch_size!r}")
         if g is not None and batch_size is not None:
             raise OptionError(
                 "give batch_size (per rank) or global_batch_size (for all ranks), not both"

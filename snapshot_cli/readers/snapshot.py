@@ -15,6 +15,7 @@ from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
 from ..layout import MANIFEST_NAME, RUNS_DIR
 from ..manifest import Manifest, ShardEntry
+from ..units import integer
 from .convert import batch_to_numpy
 from .loader import Loader
 from .mix import Mixture
@@ -172,6 +173,7 @@ class Snapshot:
 
         Reads only the record batches it needs (their shards are checksummed first).
         """
+        n = integer(n)
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise OptionError(f"n must be an integer >= 0 (records to show), got {n!r}")
         names = checked_columns(columns, list(self.schema.names))
