@@ -28,13 +28,36 @@ def _auto_or_count(value: Any, name: str) -> None:
 
 
 def _accepts_rng(fn: Callable[..., Any]) -> bool:
-    """Whether ``map`` takes a second argument (the per-batch random generator)."""
+    """Whether ``map`` is called ``fn(batch, rng)`` rather than ``fn(batch)``.
+
+    With a second positional parameter that has no default, or one named ``rng``, or only
+    ``*args``: yes. A second parameter with a default (``def augment(batch, p=0.5)``) keeps
+    its default: passing the generator there would make ``p`` a Generator. A function that
+    can be called neither way is an OptionError now, not a TypeError at the first batch.
+    """
     try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: call it with the batch
         return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+    one, two = _binds(sig, 1), _binds(sig, 2)
+    if not (one or two):
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        raise OptionError(f"map must take (batch) or (batch, rng); {name}{sig} takes neither")
+    if not one:
+        return True
+    if not two:
+        return False
+    positional = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY,
+                  p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+    return len(positional) < 2 or positional[1].name == "rng"
+
+
+def _binds(sig: inspect.Signature, count: int) -> bool:
+    try:
+        sig.bind(*range(count))
+    except TypeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

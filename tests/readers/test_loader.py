@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import re
 import threading
 from pathlib import Path
@@ -242,6 +243,41 @@ def test_map_runs_in_threads_with_a_reproducible_rng(sorted_snap: snap.Snapshot)
     negative = np.mean([np.mean(x[:, 0] < 0) for x in a])
     assert 0.4 < negative < 0.6
     assert seen and all(name.startswith("snap-map") for name in seen)
+
+
+@pytest.mark.parametrize(
+    ("fn", "gets_rng"),
+    [
+        (lambda batch: batch, False),
+        (lambda batch, rng: batch, True),
+        (lambda batch, rng=None: batch, True),
+        (lambda batch, p=0.5: batch, False),  # p keeps its default, not a Generator
+        (lambda batch, *rest: batch, True),
+        (lambda batch, *, scale=2: batch, False),
+    ],
+)
+def test_map_gets_the_rng_only_where_it_asks_for_it(
+    sorted_snap: snap.Snapshot, fn: Any, gets_rng: bool
+) -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    def spy(*args: Any) -> Any:
+        calls.append(args)
+        return args[0]
+
+    spy.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    next(iter(sorted_snap.loader(batch_size=10, map=spy)))
+    assert {len(args) for args in calls} == {2 if gets_rng else 1}
+    if gets_rng:
+        assert all(isinstance(args[1], np.random.Generator) for args in calls)
+
+
+@pytest.mark.parametrize("fn", [lambda: {}, lambda batch, rng, extra: batch])
+def test_a_map_that_takes_neither_form_is_refused_when_the_loader_is_made(
+    sorted_snap: snap.Snapshot, fn: Any
+) -> None:
+    with pytest.raises(snap.OptionError, match=r"map must take \(batch\) or \(batch, rng\)"):
+        sorted_snap.loader(batch_size=10, map=fn)
 
 
 def test_errors_in_threads_reach_the_consumer_with_traceback(sorted_snap: snap.Snapshot) -> None:
