@@ -137,8 +137,9 @@ class Identity:
         return self.quick_match(parts, stat) or fp == self.full[0]
 
 
-def _as_items(values: Iterable[Any], what: str) -> list[Any]:
-    """Check each value is JSON (numpy scalars become Python ones); name the first that is not."""
+def _as_items(values: Iterable[Any], source: str | None = None) -> list[Any]:
+    """Check each value is JSON (numpy scalars become Python ones); name the first that is not
+    (``inputs[i]``, or item i of what the ``source`` function returned)."""
     items = []
     for i, value in enumerate(values):
         if isinstance(value, np.generic):
@@ -150,11 +151,19 @@ def _as_items(values: Iterable[Any], what: str) -> list[Any]:
         except (TypeError, ValueError) as err:
             kind = type(value).__name__
             nan = isinstance(value, float) and not math.isfinite(value)
-            path = " (a list of paths must hold paths and globs only)" * isinstance(
-                value, os.PathLike
+            what = (
+                f"inputs[{i}]" if source is None else f"item {i} --inputs-from {source!r} returned"
             )
+            path = ""
+            if isinstance(value, os.PathLike):
+                path = (
+                    " (a list of paths must hold paths and globs only)"
+                    if source is None
+                    else " (return files' paths from it as str, or pass files with --input / "
+                    "inputs=, which fingerprints their contents)"
+                )
             raise OptionError(
-                f"{what}[{i}] is {'not finite' if nan else f'a {kind}'} ({value!r:.80}): items "
+                f"{what} is {'not finite' if nan else f'a {kind}'} ({value!r:.80}): items "
                 "must be JSON values (str, int, float, bool, None, and lists and dicts of them)"
                 f"{path} ({err})"
             ) from err
@@ -216,7 +225,7 @@ def resolve(
         )
     if all(isinstance(v, (str, os.PathLike)) for v in values):
         return _files([os.fspath(v) for v in values], storage_options, output)
-    return _items(_as_items(values, "inputs"), {})
+    return _items(_as_items(values), {})
 
 
 def _from_function(inputs_from: str | Callable[[], Any]) -> Inputs:
@@ -244,5 +253,4 @@ def _from_function(inputs_from: str | Callable[[], Any]) -> Inputs:
     values = list(raw)
     if not values:
         raise OptionError(f"--inputs-from {name!r} returned no items: nothing to preprocess")
-    return _items(_as_items(values, f"the items of --inputs-from {name!r}"),
-                  {"inputs_from": name})  # fmt: skip
+    return _items(_as_items(values, name), {"inputs_from": name})

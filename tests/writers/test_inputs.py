@@ -82,7 +82,7 @@ def test_inputs_from_must_return_items(tmp_path: Path) -> None:
     with pytest.raises(snap.OptionError, match="returned a int"):
         snap.create(lambda x: iter([{"x": x}]), str(tmp_path / "s"), inputs_from=lambda: 3,
                     workers=0)  # fmt: skip
-    with pytest.raises(snap.OptionError, match=r"\[1\] is a set"):
+    with pytest.raises(snap.OptionError, match=r"item 1 .* returned is a set"):
         snap.create(lambda x: iter([{"x": x}]), str(tmp_path / "s"),
                     inputs_from=lambda: [1, {2}], workers=0)  # fmt: skip
 
@@ -220,3 +220,21 @@ def test_the_snapshots_own_files_are_never_its_inputs(tmp_path: Path, where: str
     assert sorted(b["n"].tolist() for b in s.iter_batches()) == [[1], [2], [3]]
     with pytest.raises(snap.OptionError, match=r"matched only files of the snapshot being"):
         snap.create(_sizes, out, inputs=f"{out}/*", workers=0, overwrite=True)
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        ([1, {"a": object()}], r"item 1 --inputs-from '.*listing' returned is a dict"),
+        ([Path("x.txt")], r"item 0 .* is a PosixPath .*pass files with --input"),
+        ([0.5, float("nan")], r"item 1 .* is not finite"),
+    ],
+)
+def test_an_item_a_function_returned_that_is_not_json_is_named(
+    returned: list[Any], message: str
+) -> None:
+    def listing() -> list[Any]:
+        return returned
+
+    with pytest.raises(snap.OptionError, match=message):
+        inputs_mod.resolve(None, listing, None)
