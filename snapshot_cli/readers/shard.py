@@ -70,6 +70,7 @@ class ShardReaders:
         self._fs, self._pid = fs, os.getpid()
         self.root, self.shards, self.schema, self.verify = root, shards, schema, verify
         self.local = storage.is_local(fs)
+        self._real_root = os.path.realpath(root) if self.local else root
         self.max_open = max_open
         self.max_bytes = max_bytes = MEMORY_BUDGET if max_bytes is None else max_bytes
         self.cache = None if self.local else cache
@@ -159,8 +160,7 @@ class ShardReaders:
         entry, url = self.shards[i], self.url(i)
         path = storage.join(self.root, entry.path)
         try:
-            if (problem := storage.local_file_problem(self.root, path)) is not None:
-                raise CorruptShardError(f"shard {url} {problem}; it is not read")
+            self._check_local(url, path)
             return BlockFile(path, entry, self.schema, url)
         except FileNotFoundError as err:
             raise CorruptShardError(f"shard {url} is missing") from err
@@ -169,10 +169,13 @@ class ShardReaders:
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
             raise read_failure(f"shard {url}", err) from err
 
+    def _check_local(self, url: str, path: str) -> None:
+        if (problem := storage.local_file_problem(self.root, path, self._real_root)) is not None:
+            raise CorruptShardError(f"shard {url} {problem}; it is not read")
+
     def _open_source(self, i: int, path: str) -> tuple[Any, int, CachedShard | None]:
         if self.local:
-            if (problem := storage.local_file_problem(self.root, path)) is not None:
-                raise CorruptShardError(f"shard {self.url(i)} {problem}; it is not read")
+            self._check_local(self.url(i), path)
             source = pa.OSFile(os.fsencode(path), "r")
             return source, source.size(), None
         if self.cache is not None:

@@ -104,6 +104,23 @@ def test_a_symlink_inside_the_snapshot_is_read(out: Path) -> None:
     assert probe(out, "loader") == "read without an error"
 
 
+def test_a_shard_directory_linked_out_of_the_snapshot_is_refused(out: Path) -> None:
+    """A link above the file, not at it: every component below the root counts."""
+    target = shard_path(out)
+    moved = out.parent / "elsewhere"
+    shutil.move(target.parent, moved)
+    target.parent.symlink_to(moved)
+    got = probe(out, "loader")
+    assert got.startswith("CorruptShardError:") and "outside the snapshot" in got, got
+
+
+def test_a_snapshot_opened_through_a_link_to_it_is_read(out: Path) -> None:
+    link = out.parent / "latest"
+    link.symlink_to(out)
+    assert probe(link, "loader") == "read without an error"
+    assert probe(link, "head") == "read without an error"
+
+
 @pytest.mark.parametrize("case", ["fifo", "directory"])
 def test_a_manifest_that_is_no_regular_file_is_refused(out: Path, case: str) -> None:
     manifest = out / "manifest.json"
