@@ -146,11 +146,15 @@ def describe(url: str, planned: Plan, previous: Manifest | None) -> str:
     reused = sum(e.bytes for e in previous.shards if e.path in kept) if previous else 0
     s = planned.summary(reused)
     c = planned.changes
-    return (
-        f"{url}: version {(previous.version if previous else 0) + 1}: reusing "
-        f"{s['tasks_reused']} of {s['tasks']} tasks ({human_bytes(reused)} of shards), "
+    computing = (
         f"computing {s['tasks_computed']} tasks over {s['inputs_to_compute']} inputs "
-        f"({human_bytes(s['input_bytes_to_compute'])}); against version "
-        f"{previous.version if previous else '-'}: {c['inputs_added']} inputs added, "
-        f"{c['inputs_removed']} removed, {c['inputs_changed']} changed"
+        f"({human_bytes(s['input_bytes_to_compute'])})"
+    )
+    if previous is None:  # nothing to reuse or compare with
+        return f"{url}: version 1: {computing}"
+    return (
+        f"{url}: version {previous.version + 1}: reusing {s['tasks_reused']} of {s['tasks']} "
+        f"tasks ({human_bytes(reused)} of shards), {computing}; against version "
+        f"{previous.version}: {c['inputs_added']} inputs added, {c['inputs_removed']} removed, "
+        f"{c['inputs_changed']} changed"
     )

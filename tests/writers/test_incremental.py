@@ -4,6 +4,7 @@ changed, makes a new version, and readers of the old one finish their epoch."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -139,6 +140,25 @@ def test_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Path) -> None:
                            str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
                            "--workers", "0", "--dry-run")  # fmt: skip
     assert "would become version 2" in text.stdout and "nothing done" in text.stdout
+
+
+def test_the_plan_said_before_work_compares_only_with_a_version_that_exists(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tree = Tree(tmp_path, 6)
+    with caplog.at_level(logging.INFO, logger="snapshot_cli"):
+        tree.create()
+    (first,) = [r.getMessage() for r in caplog.records if "computing" in r.getMessage()]
+    assert first.endswith("version 1: computing 6 tasks over 6 inputs (6 B)"), first
+    caplog.clear()
+    tree.write(2, 22)
+    with caplog.at_level(logging.INFO, logger="snapshot_cli"):
+        tree.create()
+    (second,) = [r.getMessage() for r in caplog.records if "computing" in r.getMessage()]
+    assert (
+        "version 2: reusing 5 of 6 tasks" in second
+        and "against version 1: 0 inputs added, 0 removed, 1 changed" in second
+    ), second
 
 
 def test_a_code_change_still_needs_overwrite_and_overwrite_keeps_the_old_version(
