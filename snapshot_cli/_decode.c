@@ -274,7 +274,9 @@ inflate(int codec, const unsigned char *src, size_t size, unsigned char *dst, si
 
 /* ---- decode ---- */
 
-#define MAX_COLUMNS 64
+/* columns of one job: their descriptions are allocated per job, so only a bound on an
+   argument that is nonsense beyond it (Arrow schemas of tens of thousands of columns) */
+#define MAX_COLUMNS 65536
 
 typedef struct {
     Py_buffer dest;
@@ -626,7 +628,8 @@ PyInit__decode(void)
     }
     if (PyModule_AddObject(m, "HW_CRC", PyBool_FromLong(hw_crc)) < 0 ||
         PyModule_AddObject(m, "LZ4", PyBool_FromLong(lz4f_create != NULL)) < 0 ||
-        PyModule_AddObject(m, "ZSTD", PyBool_FromLong(zstd_decompress != NULL)) < 0) {
+        PyModule_AddObject(m, "ZSTD", PyBool_FromLong(zstd_decompress != NULL)) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_COLUMNS", MAX_COLUMNS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

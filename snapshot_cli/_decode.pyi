@@ -4,6 +4,7 @@ from typing import Any
 HW_CRC: bool
 LZ4: bool
 ZSTD: bool
+MAX_COLUMNS: int
 
 class DecompressError(ValueError): ...
 

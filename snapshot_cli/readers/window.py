@@ -64,7 +64,7 @@ def row_bytes(schema: pa.Schema, columns: list[str]) -> int:
     for name in columns:
         t = schema.field(name).type
         if schema_mod.kind(t) in FIXED_KINDS:
-            total += numpy_dtype(t).itemsize * int(np.prod(row_shape(t), dtype=np.int64))
+            total += numpy_dtype(t).itemsize * math.prod(row_shape(t))
     return total
 
 
@@ -137,6 +137,7 @@ class Window:
         self.fresh: list[tuple[np.ndarray, int, int]] = []
         self._addr: dict[str, tuple[int, int]] = {}  # slab address, bytes per record
         self._bytes: dict[str, np.ndarray] = {}  # each slab as rows of bytes
+        self._per: int | None = None  # bytes a record of the fixed-width columns
         for name in columns:
             t = schema.field(name).type
             if schema_mod.kind(t) in FIXED_KINDS:
@@ -154,7 +155,9 @@ class Window:
 
     def _slab(self, schema: pa.Schema, rows: int, name: str, make: Callable[..., Any]) -> Any:
         """A new slab of ``rows`` rows for column ``name`` (see :mod:`.memory`)."""
-        per = row_bytes(schema, self.columns)
+        if self._per is None:  # once a window, not once a column (500 columns: 1.2 s)
+            self._per = row_bytes(schema, self.columns)
+        per = self._per
         what = f"a loader window of {rows:,} records of {per:,} bytes"
         memory.check(rows * per, what, WINDOW_FIX)
         t = schema.field(name).type
@@ -183,14 +186,15 @@ class Window:
         if self.slot_of is not None and gather.scatter is not None and values:
             # compiled: one call for every column, the GIL let go once, the writes overlapping
             n = len(next(iter(values.values())))
-            gather.scatter(
-                self.slot_of[offset : offset + n],
-                [
-                    (self._bytes[name], self.fixed[name].strides[0],
-                     np.ascontiguousarray(src, self.fixed[name].dtype))
-                    for name, src in values.items()
-                ],
-            )  # fmt: skip
+            columns = [
+                (self._bytes[name], self.fixed[name].strides[0],
+                 np.ascontiguousarray(src, self.fixed[name].dtype))
+                for name, src in values.items()
+            ]  # fmt: skip
+            for at in range(0, len(columns), gather.SCATTER_MAX):  # a call takes at most 64
+                gather.scatter(
+                    self.slot_of[offset : offset + n], columns[at : at + gather.SCATTER_MAX]
+                )
             return
         for name, src in values.items():
             n = len(src)
