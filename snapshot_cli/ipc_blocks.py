@@ -19,14 +19,18 @@ checksum of ``len`` zero bytes continued from a value (:func:`range_crc`).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import crc32c
+import numpy as np
 import pyarrow as pa
 
 MAGIC = b"ARROW1"
 TAIL = 10  # int32 footer length + "ARROW1"
 BLOCK_BYTES = 24  # struct Block {offset: long; metaDataLength: int; (pad); bodyLength: long}
+_BLOCK_DTYPE = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
 _ZEROS = bytes(1 << 20)
 
 
@@ -58,7 +62,7 @@ def footer_length(tail: bytes) -> int:
     return int(n)
 
 
-def record_batch_blocks(footer: bytes, file_size: int) -> list[Block]:
+def record_batch_blocks(footer: bytes, file_size: int) -> BlockList:
     """The record batch blocks listed by ``footer`` (the flatbuffer alone), each checked to
     lie inside a file of ``file_size`` bytes before its footer."""
     end = file_size - TAIL - len(footer)
@@ -74,32 +78,73 @@ def record_batch_blocks(footer: bytes, file_size: int) -> list[Block]:
         raise FooterError("the footer's table is outside it")
     vtable_size = struct.unpack_from("<H", footer, vtable)[0]
     entry = 4 + 2 * 3  # field 3: recordBatches
+    none = BlockList(*(np.zeros(0, np.int64),) * 3)
     if entry + 2 > vtable_size or vtable + entry + 2 > len(footer):
-        return []
+        return none
     field = struct.unpack_from("<H", footer, vtable + entry)[0]
     if not field:
-        return []
+        return none
     vector = root + field + u32(root + field)
     count = u32(vector)
     first = vector + 4
     if count > (len(footer) - first) // BLOCK_BYTES:
         raise FooterError(f"the footer lists {count} record batches it has no room for")
-    blocks = []
-    for i in range(count):
-        offset, meta, _, body = struct.unpack_from("<qiiq", footer, first + i * BLOCK_BYTES)
-        length = meta + body
-        if offset < 0 or meta <= 0 or body < 0 or offset + length > end:
+    table = np.frombuffer(footer, _BLOCK_DTYPE, count, first)
+    offset, body = table["offset"].astype(np.int64), table["body"].astype(np.int64)
+    meta = table["meta"].astype(np.int64)
+    outside = (offset < 0) | (meta <= 0) | (body < 0) | (offset > end) | (body > end)
+    length = np.where(outside, 0, meta + body)  # each term at most end: no overflow
+    outside |= offset + length > end
+    misaligned = (offset % 8 != 0) | (meta % 8 != 0) | (body % 8 != 0)  # as Arrow's reader
+    bad = outside | misaligned
+    if bad.any():
+        i = int(np.argmax(bad))
+        o, m, b = int(offset[i]), int(meta[i]), int(body[i])
+        if outside[i]:
             raise FooterError(
-                f"record batch {i} is said to be at bytes {offset}..{offset + length}, "
-                f"outside the file's {end} bytes of messages"
+                f"record batch {i} is said to be at bytes {o}..{o + m + b}, outside the "
+                f"file's {end} bytes of messages"
             )
-        if offset % 8 or meta % 8 or body % 8:  # as Arrow's own file reader requires
-            raise FooterError(
-                f"record batch {i} is not aligned to 8 bytes (offset {offset}, metadata "
-                f"{meta} and body {body} bytes)"
-            )
-        blocks.append(Block(int(offset), int(length), int(meta)))
-    return blocks
+        raise FooterError(
+            f"record batch {i} is not aligned to 8 bytes (offset {o}, metadata {m} and "
+            f"body {b} bytes)"
+        )
+    return BlockList(offset, length, meta)
+
+
+class BlockList(Sequence[Block]):
+    """The blocks of a footer as three arrays (a shard may hold tens of thousands of record
+    batches: a Python object each cost 13 ms a 12,000, parsing them one by one 34 ms more);
+    each :class:`Block` is made when asked for."""
+
+    def __init__(self, offsets: np.ndarray, lengths: np.ndarray, metas: np.ndarray) -> None:
+        self._offsets, self._lengths, self._metas = offsets, lengths, metas
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, i: int) -> Block: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Block]: ...
+    def __getitem__(self, i: int | slice) -> Block | list[Block]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return Block(int(self._offsets[i]), int(self._lengths[i]), int(self._metas[i]))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BlockList):
+            return all(
+                np.array_equal(a, b)
+                for a, b in ((self._offsets, other._offsets), (self._lengths, other._lengths),
+                             (self._metas, other._metas))
+            )  # fmt: skip
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"BlockList({list(self)!r})"
 
 
 def shift(crc: int, length: int) -> int:
@@ -126,7 +171,10 @@ def encode(crcs: list[int]) -> str:
 
 
 def decode(text: str) -> list[int]:
-    return [int(text[i : i + 8], 16) for i in range(0, len(text), 8)]
+    """The checksums :func:`encode` wrote (a ValueError for anything but hex digits)."""
+    if len(text) % 8:
+        raise ValueError(f"{len(text)} hex digits are not 8 a checksum")
+    return np.frombuffer(bytes.fromhex(text), ">u4").tolist()
 
 
 def self_contained(schema: pa.Schema) -> bool:

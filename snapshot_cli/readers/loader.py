@@ -50,6 +50,9 @@ ORDERED_WINDOW_BYTES = 32 << 20  # window when not shuffling: just enough to rea
 # An epoch's first shuffle window: 32 MiB of records, decoded in a few tens of milliseconds;
 # each next window is twice the last, up to the shuffle buffer (plan.py's ramp).
 FIRST_WINDOW_BYTES = 32 << 20
+# ... and at most 2**20 records: a record costs its slot's permutation and a scattered write,
+# so 32 MiB of 4-byte records (8M) took 0.9 s to the first batch; 1M take ~0.1 s.
+FIRST_WINDOW_ROWS = 1 << 20
 PREFETCH_BYTES = 64 << 20  # "auto" prefetch keeps at most this much in ready batches
 SUPERSEDED = (
     "this pass over the loader was superseded: iter(), load_state_dict() or set_epoch() was "
@@ -88,7 +91,8 @@ class Loader(FrameworkAdapters):
         if buffer_rows is None:
             target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
             buffer_rows = max(1, target // bytes_per_row)
-        first_rows = max(1, FIRST_WINDOW_BYTES // bytes_per_row) if options.shuffle else 0
+        first_rows = FIRST_WINDOW_ROWS if options.shuffle else 0
+        first_rows = min(first_rows, max(1, FIRST_WINDOW_BYTES // bytes_per_row))
         self.blocks = reading.blocks
         counts = reading.counts or (reading.sources[0].num_records,)
         self.plan_options = options.plan_options(
