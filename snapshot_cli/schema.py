@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import arrays
-from .errors import RecordError
+from .errors import RecordError, SchemaMismatchError
 
 RAGGED_DATA = "data"
 RAGGED_SHAPE = "shape"
@@ -287,3 +287,21 @@ def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa
         [data, shape_arr],
         fields=list(ragged_type(pa.from_numpy_dtype(dtype), ndim)),
     )
+
+
+def mismatch_message(name: str, before: pa.DataType, now: pa.DataType) -> str:
+    """Explain a type change of one column, with the fix for the common ragged case."""
+    msg = f"column {name!r} changed type: {format_type(before)} before, {format_type(now)} now"
+    kinds = {kind(before), kind(now)}
+    if kinds <= {"tensor", "ragged"}:
+        msg += (
+            f". If its shape varies between records, declare it ragged: decorate the "
+            f"pipeline function with @snapshot_cli.ragged({name!r})"
+        )
+    return msg
+
+
+def unify_error(name: str, types: Sequence[tuple[pa.DataType, str]]) -> SchemaMismatchError:
+    """Error for tasks that wrote different types for one column (``(type, where)`` pairs)."""
+    (t1, w1), (t2, w2) = types[0], types[1]
+    return SchemaMismatchError(mismatch_message(name, t1, t2) + f" (first from {w1}, then {w2})")

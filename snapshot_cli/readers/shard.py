@@ -70,8 +70,7 @@ class ShardReaders:
         self._fs, self._pid = fs, os.getpid()
         self.root, self.shards, self.schema, self.verify = root, shards, schema, verify
         self.local = storage.is_local(fs)
-        self._real_root = os.path.realpath(root) if self.local else root
-        self.max_open = max_open
+        self._real_root, self.max_open = os.path.realpath(root) if self.local else root, max_open
         self.max_bytes = max_bytes = MEMORY_BUDGET if max_bytes is None else max_bytes
         self.cache = None if self.local else cache
         if self.cache is not None:  # each open shard pins its cache entry: keep few open
@@ -158,9 +157,8 @@ class ShardReaders:
     def _block_file(self, i: int) -> BlockFile:
         """A local shard whose record batches are checked one by one as they are read."""
         entry, url = self.shards[i], self.url(i)
-        path = storage.join(self.root, entry.path)
         try:
-            self._check_local(url, path)
+            self._check_local(url, path := storage.join(self.root, entry.path))
             return BlockFile(path, entry, self.schema, url)
         except FileNotFoundError as err:
             raise CorruptShardError(f"shard {url} is missing") from err
@@ -170,7 +168,7 @@ class ShardReaders:
             raise read_failure(f"shard {url}", err) from err
 
     def _check_local(self, url: str, path: str) -> None:
-        if (problem := storage.local_file_problem(self.root, path, self._real_root)) is not None:
+        if problem := storage.local_file_problem(self.root, path, self._real_root):
             raise CorruptShardError(f"shard {url} {problem}; it is not read")
 
     def _open_source(self, i: int, path: str) -> tuple[Any, int, CachedShard | None]:

@@ -16,11 +16,10 @@ from fsspec import AbstractFileSystem
 from .. import __version__, layout, storage, versions
 from .. import history as history_mod
 from .. import schema as schema_mod
-from ..errors import ManifestError, SnapError, SnapshotExistsError
+from ..errors import ManifestError, SchemaMismatchError, SnapError, SnapshotExistsError
 from ..history import History, TaskRecord
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
-from . import convert
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +70,14 @@ def unify_schema(
             continue
         for field in base:
             if field.name in s.names and s.field(field.name).type != field.type:
-                raise convert.unify_error(
+                raise schema_mod.unify_error(
                     field.name,
                     [
                         (field.type, name(base_task)),
                         (s.field(field.name).type, name(r["task"])),
                     ],
                 )
-        raise convert.SchemaMismatchError(
+        raise SchemaMismatchError(
             f"{name(base_task)} and {name(r['task'])} wrote different columns: {base.names} "
             f"vs {s.names}; every record must have the same keys, in the same order"
         )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +141,25 @@ def test_nulls_in_a_yielded_arrow_batch_are_refused(
     with pytest.raises(snap.RecordError, match="column 'c' of a yielded .* holds 1 missing"):
         snap.create(preprocess, str(tmp_path / "s"), workers=0)
     assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "message"),
+    [
+        (1, 2**70, "'v' has an int outside the int64 range"),
+        ("ok", "caf\udce9", "'v' has a str that is not valid Unicode"),
+        (1.5, 2, "'v' changed type between records: float64 scalar before, int64 scalar now"),
+        (True, 1, "'v' changed type between records: bool scalar before, int64 scalar now"),
+        ("a", b"a", "'v' changed type between records: str before, bytes now"),
+    ],
+)
+def test_a_value_unlike_the_columns_first_is_checked_however_plain(
+    first: Any, later: Any, message: str
+) -> None:
+    """Plain Python values like the column's first one take a short path: it keeps the
+    checks that can fail for them."""
+    buffer = RecordBuffer()
+    buffer.add({"v": first})
+    buffer.add({"v": first})
+    with pytest.raises((RecordError, SchemaMismatchError), match=re.escape(message)):
+        buffer.add({"v": later})
