@@ -61,6 +61,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/create.py --ray
 	$(BIN)/python benchmarks/replay.py
 	$(BIN)/python benchmarks/small_records.py
+	$(BIN)/python benchmarks/shapes.py
 	$(BIN)/python benchmarks/remote.py
 	$(BIN)/python benchmarks/device.py --codec zstd
 	$(BIN)/python benchmarks/peers.py --plot docs/peers.png

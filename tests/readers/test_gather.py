@@ -33,6 +33,33 @@ from .conftest import damaged_snapshot
 Sources = gather.Sources
 
 
+@pytest.fixture(autouse=True)
+def gather_any_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check how windows gather on small test records, whose values are smaller
+    than a loader gathers by default (:data:`gather.GATHER_MIN_VALUE_BYTES`)."""
+    monkeypatch.setattr(gather, "GATHER_MIN_VALUE_BYTES", 0)
+
+
+def test_a_loader_gathers_values_large_enough_to_copy_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default only: shuffled, feature columns of 4-byte values read faster through slot
+    windows (their read and scatter), images through gathered ones."""
+    monkeypatch.undo()
+
+    def preprocess(i: int) -> Any:
+        yield snap.Batch(image=np.zeros((100, 3, 8, 8), np.uint8), label=np.arange(100) + i,
+                         f=np.zeros((100, 1), np.float32))  # fmt: skip
+
+    out = str(tmp_path / "s")
+    snap.create(preprocess, out, inputs=[0, 100], workers=0, compression="none")
+    for columns, gathers in ((None, True), (["label", "f"], False), (["image"], True)):
+        with snap.open(out).loader(16, columns=columns) as loader:
+            assert loader._context.windows.gather is gathers, columns
+    with snap.open(out).loader(16, columns=["label", "f"], shuffle=False) as loader:
+        assert loader._context.windows.gather  # kept in order: runs of records, copied whole
+
+
 def test_the_compiled_gather_is_built() -> None:
     """`make test` builds the extension (`pip install -e .`): the gathered path is tested,
     never skipped for want of it."""

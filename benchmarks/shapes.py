@@ -1,0 +1,181 @@
+"""Benchmark: snapshots of unusual shapes, against decode + one copy of the same shards.
+
+Two shapes the image-like benchmarks never meet (issue 16's trust work, 2026-11-27):
+
+  * **wide**: ``--wide-rows`` rows of ``--columns`` float32 columns (tabular features). Before
+    this benchmark existed a shuffled loader over more than 64 columns failed, and once it
+    read, its epochs cost 7 s where pyarrow took 1.4 s.
+  * **tiny**: ``--tiny-rows`` rows of one int32 column (token ids, labels). The loader's
+    per-record costs (a slot, a scattered write) and per-record-batch costs (a footer entry,
+    a checksum) dominate; its first batch came after 1.0 s.
+
+For each shape and codec, alternating within each repeat:
+
+  * decode + one copy (the baseline): every record batch of every shard decoded by
+    ``pa.ipc`` from a memory map, 2 threads on different shards, each column converted to
+    numpy and copied once;
+  * snap, ``shuffle=True`` and ``shuffle=False``: a fresh loader's first epoch (with its time
+    to the first batch) and, right after, its second epoch.
+
+Rates are records per second; ratios are loader / baseline of the same repeat, medians over
+repeats. A report, nothing is asserted. Snapshots are written once into ``--data-dir`` (reused
+while their parameters match).
+
+    python benchmarks/shapes.py                 # ~1 minute after ~20 s writing
+    python benchmarks/shapes.py --quick         # smoke run, small sizes, 1 repeat
+    python benchmarks/shapes.py --codecs lz4 --repeats 5 --json shapes.json
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # before numpy: pins native thread pools to one thread
+import numpy as np
+import pyarrow as pa
+
+import snapshot_cli as snap
+
+CODECS = ("lz4", "zstd", "none")
+DEFAULT_DATA_DIR = _common.out_dir("shapes")
+SHAPES = ("wide", "tiny")
+PARTS = 4  # inputs (and shards) per snapshot
+
+
+def make_part(part: int, shape: str, rows: int, columns: int) -> Iterator[pa.RecordBatch]:
+    """Input ``part`` of a snapshot: ``rows // PARTS`` deterministic rows."""
+    rng = np.random.default_rng([7, part])
+    n = rows // PARTS
+    if shape == "wide":  # small integers as float32: compressible, like real features
+        values = [rng.integers(0, 100, n).astype(np.float32) for _ in range(columns)]
+        yield pa.RecordBatch.from_arrays(values, names=[f"c{i}" for i in range(columns)])
+    else:
+        yield pa.RecordBatch.from_arrays([pa.array(rng.integers(0, 50_000, n, np.int32))], ["c0"])
+
+
+def ensure(data_dir: str, shape: str, codec: str, rows: int, columns: int) -> snap.Snapshot:
+    path = os.path.join(data_dir, f"{shape}-{codec}-{rows}x{columns}")
+    params = {"shape": shape, "rows": rows, "columns": columns}
+    try:
+        s = snap.open(path)
+        if s.manifest.pipeline.get("params") == params:
+            return s
+    except snap.SnapError:
+        pass
+    snap.create(f"{__file__}:make_part", path, inputs=list(range(PARTS)), params=params,
+                compression=codec, workers=0, inputs_per_task=1, overwrite=True)  # fmt: skip
+    return snap.open(path)
+
+
+def baseline(paths: list[str]) -> int:
+    """Decode + one copy of every shard, 2 threads → records."""
+
+    def shard(path: str) -> int:
+        reader = pa.ipc.open_file(pa.memory_map(path, "r"))
+        rows = 0
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            for column in batch.columns:
+                column.to_numpy().copy()
+            rows += batch.num_rows
+        return rows
+
+    with ThreadPoolExecutor(2) as pool:
+        return sum(pool.map(shard, paths))
+
+
+def loader_epochs(s: snap.Snapshot, shuffle: bool, batch_size: int) -> dict[str, float]:
+    """A fresh loader's first epoch (and its first batch), then its second → seconds."""
+    out: dict[str, float] = {}
+    with s.loader(batch_size, shuffle=shuffle, epochs=1) as loader:
+        started = time.perf_counter()
+        rows = 0
+        for batch in loader:
+            if not rows:
+                out["first batch"] = time.perf_counter() - started
+            rows += len(batch["c0"])
+        out["epoch 1"] = time.perf_counter() - started
+        started = time.perf_counter()
+        rows2 = sum(len(batch["c0"]) for batch in loader)
+        out["epoch 2"] = time.perf_counter() - started
+    assert rows == rows2 == s.num_records, (rows, rows2, s.num_records)
+    return out
+
+
+def run(args: Any) -> dict[str, Any]:
+    sizes = {"wide": (args.wide_rows, args.columns), "tiny": (args.tiny_rows, 1)}
+    batch = {"wide": 1024, "tiny": 65536}
+    report: dict[str, Any] = {"environment": _common.environment(), "results": []}
+    for shape in args.shapes:
+        rows, columns = sizes[shape]
+        for codec in args.codecs:
+            s = ensure(args.data_dir, shape, codec, rows, columns)
+            paths = _common.shard_paths(s)
+            runs: dict[str, list[float]] = {}
+            for repeat in range(args.repeats):
+                for config in _common.rotated(["base", "shuffled", "in order"], repeat):
+                    _common.rewarm(paths)
+                    if config == "base":
+                        seconds = _common.timed(lambda paths=paths: baseline(paths))
+                        runs.setdefault("base", []).append(s.num_records / seconds)
+                        continue
+                    times = loader_epochs(s, config == "shuffled", batch[shape])
+                    for what, t in times.items():
+                        value = t if what == "first batch" else s.num_records / t
+                        runs.setdefault(f"{config} {what}", []).append(value)
+            base = statistics.median(runs["base"])
+            row = {"shape": shape, "codec": codec, "rows": rows, "columns": columns,
+                   "batch_size": batch[shape], "base_per_s": base, "runs": runs}  # fmt: skip
+            print(f"\n{shape} ({rows:,} rows x {columns} columns), {codec}, batch "
+                  f"{batch[shape]:,}: decode + one copy {base / 1e6:.2f}M records/s "
+                  f"(runs {_common.runs_text(r / 1e6 for r in runs['base'])})")  # fmt: skip
+            for key, values in runs.items():
+                if key == "base":
+                    continue
+                if key.endswith("first batch"):
+                    print(f"  {key:<26} {statistics.median(values) * 1000:8.0f} ms  "
+                          f"(runs {_common.runs_text((v * 1000 for v in values), 0)})")  # fmt: skip
+                    row[key] = statistics.median(values)
+                    continue
+                ratios = [v / b for v, b in zip(values, runs["base"], strict=True)]
+                row[key] = statistics.median(ratios)
+                print(f"  {key:<26} {statistics.median(values) / 1e6:8.2f}M records/s  "
+                      f"x base {statistics.median(ratios):.2f}  "
+                      f"(runs {_common.runs_text(ratios)})")  # fmt: skip
+            report["results"].append(row)
+    return report
+
+
+def main() -> None:
+    p = _common.parser(__doc__ or "")
+    p.add_argument("--wide-rows", type=int, default=100_000)
+    p.add_argument("--columns", type=int, default=500)
+    p.add_argument("--tiny-rows", type=int, default=20_000_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    p.add_argument("--codecs", default=",".join(CODECS))
+    p.add_argument("--shapes", default=",".join(SHAPES))
+    _common.add_quick_option(p, "small sizes, 1 repeat")
+    _common.add_json_option(p)
+    args = p.parse_args()
+    args.codecs = _common.subset(p, "--codecs", args.codecs, CODECS)
+    args.shapes = _common.subset(p, "--shapes", args.shapes, SHAPES)
+    if args.quick:
+        args.wide_rows, args.columns, args.tiny_rows, args.repeats = 8_000, 100, 400_000, 1
+    print(_common.describe(_common.environment()))
+    report = run(args)
+    if args.json:
+        _common.write_json(args.json, report)
+
+
+if __name__ == "__main__":
+    main()
