@@ -284,9 +284,9 @@ def local_file_problem(root: str, path: str, real_root: str | None = None) -> st
     Nothing is read. FileNotFoundError propagates. ``real_root`` is ``realpath(root)`` when
     the caller knows it (a reader of thousands of shards: realpath stats every component).
     """
-    real_root = os.path.realpath(root) if real_root is None else real_root
     mode = _mode_below(root, path)  # no symlink below root: path is inside it
     if mode is None:
+        real_root = os.path.realpath(root) if real_root is None else real_root
         real = os.path.realpath(path)
         if os.path.commonpath([real_root, real]) != real_root:
             return f"is a link to {real}, outside the snapshot"
