@@ -67,7 +67,7 @@ ALIGN = 64  # bytes: batches start on a 64-byte boundary (what XLA and TensorFlo
 GATHER_MIN_VALUE_BYTES = 64
 
 
-def suits(sources: list[Snapshot], fixed_only: bool, value_bytes: float = 1 << 20) -> bool:
+def suits(sources: list[Snapshot], fixed_only: bool, value_bytes: float) -> bool:
     """Whether a loader reading ``sources`` (whose selected columns are all fixed-width:
     ``fixed_only``, of ``value_bytes`` a record and column on average) gathers its windows:
     uncompressed snapshots on local disk, whose record batches are then read where they are

@@ -77,13 +77,15 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise RecordError(f"a yielded DataFrame has the column names {twice} more than once")
+    out = {}
     for name in names:
         column = frame[name]
         # a nullable column (Int64, string, categorical) turns its NA into NaN or None in numpy
-        if not isinstance(column.dtype, np.dtype) and column.isna().any():
+        missing = 0 if isinstance(column.dtype, np.dtype) else int(column.isna().sum())
+        if missing:
             raise RecordError(
-                f"column {name!r} of a yielded DataFrame holds {int(column.isna().sum())} "
-                "missing values (NA); snap stores no missing values: fill them (fillna) or "
-                "leave those rows out"
+                f"column {name!r} of a yielded DataFrame holds {missing} missing values (NA); "
+                "snap stores no missing values: fill them (fillna) or leave those rows out"
             )
-    return {name: frame[name].to_numpy() for name in names}
+        out[name] = column.to_numpy()
+    return out
