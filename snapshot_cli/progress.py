@@ -47,6 +47,7 @@ class Progress:
         self.records = self.bytes = 0
         self.started = time.monotonic()
         self._last = 0.0
+        self._drawn: tuple[int, int, int] | None = None  # the counts the last line showed
         self._lock = threading.Lock()
 
     def add(self, records: int, nbytes: int) -> None:
@@ -78,6 +79,7 @@ class Progress:
             self._draw()
 
     def _draw(self, end: str = "") -> None:
+        self._drawn = (self.done_tasks, self.records, self.bytes)
         if self.tty:
             self.stream.write("\r\x1b[K" + self.line() + end)
         else:
@@ -92,4 +94,6 @@ class Progress:
                 self.records = records
             if nbytes is not None:
                 self.bytes = nbytes
+            if not self.tty and self._drawn == (self.done_tasks, self.records, self.bytes):
+                return  # a log already has this line (only the rates would differ)
             self._draw(end="\n")

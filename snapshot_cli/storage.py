@@ -357,19 +357,21 @@ def expand_inputs(
 
     Raises:
         OptionError: a pattern matched nothing (but the snapshot's files), or names a directory.
+
+    A pattern whose glob matches nothing but which is itself a file's name (``a[1].jpg``,
+    ``what?.txt``) is that file, as a shell passes an unmatched pattern on as it is.
     """
     inside = None if output is None else output.rstrip("/") + "/"
     found: dict[str, InputFile] = {}
     for pattern in patterns:
         fs, path = resolve(pattern, storage_options)
         with errors_named(fs, path, "listing"):
+            infos: dict[str, Any] = {}
             if _GLOB_CHARS & set(path):
                 infos = retrying(functools.partial(fs.glob, path, detail=True), "listing")
-            else:
-                try:
+            if not infos:  # no glob, or one matching nothing: a file named so (`a[1].jpg`)
+                with contextlib.suppress(FileNotFoundError):
                     infos = {path: retrying(functools.partial(fs.info, path), "reading")}
-                except FileNotFoundError:
-                    infos = {}
         urls = {_url(fs, p): i for p, i in infos.items() if i.get("type") != "directory"}
         files = {u: i for u, i in urls.items() if not (inside and u.startswith(inside))}
         own = len(urls) - len(files)

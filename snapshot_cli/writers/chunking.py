@@ -49,7 +49,9 @@ def input_name(item: Any) -> str:
 
 
 def _hash(name: str) -> int:
-    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "little")
+    # surrogateescape: a local file name that is not UTF-8 reaches here as Python decodes it
+    data = name.encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "little")
 
 
 def window_max(h: np.ndarray, w: int, pad: int = 0) -> np.ndarray:

@@ -178,10 +178,16 @@ def _files(
     return Inputs(
         items=[f.url for f in files],
         sizes=[f.size for f in files],
-        description={"count": len(files), "patterns": patterns},
+        description={"count": len(files), "patterns": [_text(p) for p in patterns]},
         files=files,
         storage_options=storage_options,
     )
+
+
+def _text(name: str) -> str:
+    """``name`` as Unicode text for the manifest: the bytes of a local file name that are not
+    UTF-8 (Python holds them as lone surrogates, which no JSON reader takes) written ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _items(items: list[Any], description: dict[str, Any]) -> Inputs:

@@ -61,7 +61,7 @@ def _is_file_target(target: str) -> bool:
 
 
 def _module_name_for(path: str) -> str:
-    digest = hashlib.sha256(path.encode()).hexdigest()[:12]
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:12]
     stem = os.path.splitext(os.path.basename(path))[0]
     return f"_snap_pipeline_{stem}_{digest}"
 

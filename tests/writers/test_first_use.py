@@ -3,6 +3,7 @@ in a worker or a spawned child, a writer waiting for another, a worker that dies
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli import storage
-from snapshot_cli.progress import human_bytes
+from snapshot_cli.progress import Progress, human_bytes
 from snapshot_cli.writers import guards as guards_mod
 from snapshot_cli.writers import lease as lease_mod
 from tests.conftest import REPO, wait_for
@@ -175,6 +176,22 @@ def test_the_final_progress_line_says_what_the_summary_says(
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "tasks 8/8" in last and "records 8 " in last, last
     assert f"  {human_bytes(info.bytes)}  " in last, (last, info.bytes)
+
+
+def test_a_log_gets_each_progress_line_once() -> None:
+    """Not on a terminal (CI logs, ``2> log``) the final line is not the last line again."""
+    log = io.StringIO()
+    bar = Progress(1, stream=log, unit="shards")
+    bar.task_done(3, 300)  # the first event draws at once
+    bar.close()
+    assert log.getvalue().count("shards 1/1") == 1, log.getvalue()
+    bar = Progress(2, stream=log)
+    bar.task_done(3, 300)
+    bar.task_done(4, 400)  # within the log interval: not drawn yet
+    bar.close(records=7, nbytes=700)
+    lines = log.getvalue().splitlines()[1:]
+    assert [ln.split("  ")[:2] for ln in lines] == [["snap: tasks 1/2", "records 3"],
+                                                    ["snap: tasks 2/2", "records 7"]]  # fmt: skip
 
 
 def test_a_worker_killed_mid_task_is_named_and_the_run_resumes(tmp_path: Path) -> None:

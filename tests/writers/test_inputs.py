@@ -238,3 +238,44 @@ def test_an_item_a_function_returned_that_is_not_json_is_named(
 
     with pytest.raises(snap.OptionError, match=message):
         inputs_mod.resolve(None, listing, None)
+
+
+# --- file names of every kind -------------------------------------------------------------------
+
+# What a file system holds that a user did not choose: bytes that are not UTF-8 (old archives),
+# glob characters, URL characters, a shell's specials, decomposed Unicode, a newline.
+AWKWARD_NAMES = [b"latin1-\xe9t\xe9.bin", b"a[1].bin", b"b*.bin", b"c?.bin", b"d#x.bin",
+                 b"e %20&.bin", b"f\\g.bin", b"h{1,2}.bin", b"~i.bin", b"-j.bin",
+                 "ke\u0301.bin".encode(), b"l\nm.bin", b"'n\".bin"]  # fmt: skip
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_files_of_any_name_are_inputs(tmp_path: Path, workers: int) -> None:
+    raw = os.fsencode(tmp_path / "raw")
+    os.mkdir(raw)
+    for i, name in enumerate(AWKWARD_NAMES):
+        with open(os.path.join(raw, name), "wb") as f:
+            f.write(bytes([i]) * (i + 1))
+    out = str(tmp_path / "s")
+    info = snap.create(read_bytes_pipeline, out, inputs=str(tmp_path / "raw" / "*"),
+                       workers=workers)  # fmt: skip
+    assert info.num_records == len(AWKWARD_NAMES)
+    got = sorted(bytes(b["x"][0]) for b in snap.open(out).loader(1, shuffle=False))
+    assert got == sorted(bytes([i]) * (i + 1) for i in range(len(AWKWARD_NAMES)))
+    assert snap.create(read_bytes_pipeline, out, inputs=str(tmp_path / "raw" / "*"),
+                       workers=workers).reused  # fmt: skip
+    # each named exactly, as a shell passes a file: a glob character in a name is that file's
+    for i, name in enumerate(AWKWARD_NAMES):
+        one = snap.create(read_bytes_pipeline, str(tmp_path / f"one{i}"),
+                          inputs=[os.fsdecode(os.path.join(raw, name))], workers=0)  # fmt: skip
+        assert one.num_records == 1
+        batch = next(iter(snap.open(str(tmp_path / f"one{i}")).loader(1)))
+        assert bytes(batch["x"][0]) == bytes([i]) * (i + 1)
+
+
+def test_a_glob_matching_nothing_is_still_an_error(tmp_path: Path) -> None:
+    (tmp_path / "a1.bin").write_bytes(b"x")
+    with pytest.raises(snap.OptionError, match=r"'.*a\[2\]\.bin' matched no files"):
+        snap.create(read_bytes_pipeline, str(tmp_path / "s"), inputs=str(tmp_path / "a[2].bin"))
+    info = snap.create(read_bytes_pipeline, str(tmp_path / "s"), inputs=str(tmp_path / "a[1].bin"))
+    assert info.num_records == 1  # the glob matched a1.bin: a glob still globs
