@@ -39,6 +39,28 @@ def is_supported_dtype(dtype: np.dtype) -> bool:
     return dtype.kind in _NUMPY_KINDS and dtype.itemsize <= 8 and native
 
 
+# What to do instead, by numpy dtype kind, for the dtypes a column cannot hold
+_DTYPE_HINTS = {
+    "U": "a column of text holds one str per record: join the strings (' '.join(words)) or "
+    "store their token ids",
+    "S": "a column of bytes holds one bytes value per record: join them or store their codes",
+    "O": "yield a numpy array of one numeric dtype, or one str or bytes value per record",
+    "c": "store the real and imaginary parts as two float columns",
+    "M": "store it as integers (value.astype('int64'), e.g. nanoseconds since 1970)",
+    "m": "store it as integers (value.astype('int64'))",
+    "V": "store each field of a structured array as its own column",
+}
+
+
+def unsupported_dtype_message(name: str, dtype: np.dtype) -> str:
+    """Why column ``name`` cannot hold ``dtype``, and what to store instead."""
+    hint = _DTYPE_HINTS.get(dtype.kind, "convert it to one of these")
+    return (
+        f"column {name!r} has dtype {dtype}; supported dtypes are bool, int8..int64, "
+        f"uint8..uint64, float16/32/64: {hint}"
+    )
+
+
 def ragged_type(value_type: pa.DataType, ndim: int) -> pa.DataType:
     """The Arrow type of a ragged column of ``ndim``-dimensional arrays."""
     if ndim == 1:

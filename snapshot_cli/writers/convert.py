@@ -74,10 +74,14 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
             f"column {column!r} is {value!r}; snap columns have no missing values "
             "(use a sentinel value or a separate mask column)"
         )
+    hint = (
+        f"flatten it into columns of their own ({column}_{next(iter(value), 'key')}, ...)"
+        if isinstance(value, dict)
+        else "convert lists with np.asarray"
+    )
     raise RecordError(
         f"column {column!r} has a value of type {type(value).__name__}; supported: numpy "
-        "arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes "
-        "(convert lists with np.asarray)"
+        f"arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes ({hint})"
     )
 
 
@@ -94,10 +98,7 @@ def _check_utf8(value: str, column: str) -> None:
 
 def _check_dtype(dtype: np.dtype, column: str) -> None:
     if not schema_mod.is_supported_dtype(dtype):
-        raise RecordError(
-            f"column {column!r} has dtype {dtype}; supported dtypes are bool, int8..int64, "
-            "uint8..uint64, float16/32/64 in native byte order"
-        )
+        raise RecordError(schema_mod.unsupported_dtype_message(column, dtype))
 
 
 # Python types stored as they are: (class, dtype) of a value of each

@@ -68,6 +68,7 @@ def test_scalars_strings_bytes_bools() -> None:
     [
         ([{"x": None}], "None"),
         ([{"x": object()}], "type object"),
+        ([{"x": {"a": 1, "b": 2}}], r"type dict; .*flatten it into columns .*\(x_a, \.\.\.\)"),
         ([{"x": np.zeros(2, complex)}], "dtype complex128"),
         ([{"x": np.array(["a"])}], "dtype <U1"),
         ([{}], "empty dict"),
@@ -82,6 +83,26 @@ def test_scalars_strings_bytes_bools() -> None:
 def test_bad_records_name_the_column(records: list[dict], message: str) -> None:
     with pytest.raises(RecordError, match=message):
         build(records)
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (["a", "bb"], r"join the strings"),  # a list of words
+        (np.array([b"a"]), r"one bytes value per record"),
+        (np.array([1, None], dtype=object), r"one numeric dtype"),
+        (np.zeros(2, np.complex64), r"real and imaginary parts"),
+        (np.datetime64("2024-01-01"), r"astype\('int64'\)"),
+        (np.array([1], "timedelta64[s]"), r"astype\('int64'\)"),
+        (np.zeros(2, [("a", "i4"), ("b", "f4")]), r"each field .* own column"),
+        (np.zeros(2, np.longdouble), r"convert it to one of these"),
+    ],
+)
+def test_every_dtype_a_column_cannot_hold_says_what_to_do(value: object, hint: str) -> None:
+    if isinstance(value, np.ndarray) and value.dtype == np.float64:
+        pytest.skip("long double is float64 on this platform")  # (not on x86-64 Linux)
+    with pytest.raises(RecordError, match=rf"column 'x' has dtype .*: .*{hint}"):
+        build([{"x": value}])
 
 
 def test_later_batch_with_other_shape_is_a_mismatch_with_a_hint() -> None:
