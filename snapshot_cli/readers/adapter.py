@@ -44,10 +44,21 @@ def ahead(
         yield pending.popleft()
 
 
+NOT_PICKLABLE = (
+    "a snap {what} cannot be pickled (it holds read threads and buffers): send the snapshot's "
+    "URL and the loader's options instead and call snap.open(url).loader(...) in the process "
+    "that reads (loader.state_dict() carries its position); for a torch DataLoader with "
+    "workers use snapshot_cli.readers.torch.SnapshotDataset"
+)
+
+
 class LoaderFacing:
     """What every wrapper of a loader answers straight from it (its length and stats)."""
 
     loader: Loader
+
+    def __reduce__(self) -> Any:
+        raise TypeError(NOT_PICKLABLE.format(what=type(self).__name__))
 
     def stats(self) -> dict[str, Any]:
         return self.loader.stats()
@@ -131,6 +142,9 @@ class Adapter(LoaderFacing, Generic[U]):
 class FrameworkAdapters:
     """The loader's ``to_torch`` / ``to_jax`` / ``to_tf``: each imports its framework only
     when called (a mixin of :class:`~.loader.Loader`)."""
+
+    def __reduce__(self) -> Any:  # (pickle, copy, multiprocessing, Ray: all ask here first)
+        raise TypeError(NOT_PICKLABLE.format(what=type(self).__name__))
 
     def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:
         """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead; see readers/torch.py."""

@@ -4,10 +4,13 @@ the shared prefetch-ahead logic with exact resume."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import pickle
 import subprocess
 import sys
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 import pytest
@@ -82,6 +85,29 @@ def test_bad_prefetch(snapshot_url: str) -> None:
     for bad in (-1, "2"):  # to_torch() on the host used to take any value (it uses none)
         with pytest.raises(OptionError, match=rf"prefetch must be an integer >= 0, got {bad!r}"):
             loader.to_torch(prefetch=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("make", ["loader", "mixture", "to_torch"])
+@pytest.mark.parametrize("how", ["pickle", "copy", "multiprocessing"])
+def test_a_loader_that_cannot_be_pickled_says_what_to_send_instead(
+    snapshot_url: str, make: str, how: str
+) -> None:
+    """pickle said "cannot pickle '_thread.lock' object" (a Loader holds threads). (to_jax's
+    wrapper is an Adapter as to_torch's is; importing JAX here would make later forks warn.)"""
+    s = snap.open(snapshot_url)
+    obj: object = {
+        "loader": lambda: s.loader(8),
+        "mixture": lambda: snap.mix([s, s], [0.5, 0.5]).loader(8),
+        "to_torch": lambda: s.loader(8).to_torch(),
+    }[make]()
+    with pytest.raises(TypeError, match=r"snap \w+ cannot be pickled .* snap\.open\(url\)\.loader"):
+        if how == "pickle":
+            pickle.dumps(obj)
+        elif how == "copy":
+            copy.copy(obj)
+        else:
+            ForkingPickler.dumps(obj)  # what a spawned Process's arguments go through
+    assert pickle.loads(pickle.dumps(s)).num_records == s.num_records  # the snapshot does pickle
 
 
 # --- torch --------------------------------------------------------------------------------
