@@ -253,13 +253,21 @@ def _info(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
     answer False to any error, so a failing or forbidden storage would look empty."""
     try:
         with errors_named(fs, path, "checking"):
-            return retrying(lambda: fs.info(path), f"checking {path}")
+            try:
+                return retrying(lambda: fs.info(path), f"checking {path}")
+            except NotADirectoryError:
+                return None  # a part of the path is a file: nothing is there
     except FileNotFoundError:
         return None
 
 
 def exists(fs: AbstractFileSystem, path: str) -> bool:
     return _info(fs, path) is not None
+
+
+def isfile(fs: AbstractFileSystem, path: str) -> bool:
+    info = _info(fs, path)
+    return info is not None and info.get("type") == "file"
 
 
 def isdir(fs: AbstractFileSystem, path: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import posixpath
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ import pyarrow as pa
 from .. import storage
 from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
-from ..layout import MANIFEST_NAME, RUNS_DIR
+from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
 from ..manifest import Manifest, ShardEntry
 from ..units import integer
 from .convert import batch_to_numpy
@@ -209,12 +210,16 @@ def open(
             version it does not keep.
     """
     fs, root = storage.resolve(os.fspath(url), storage_options)
+    if storage.is_local(fs) and os.path.isfile(root):
+        root = _directory_of(fs, root)
     path = storage.join(root, MANIFEST_NAME)
     try:
         if storage.is_local(fs) and (problem := storage.local_file_problem(root, path)):
             raise ManifestError(f"{storage.to_url(fs, path)} {problem}; it is not read")
         data = storage.read_bytes(fs, path)
     except FileNotFoundError as err:
+        if not storage.is_local(fs) and storage.isfile(fs, root):  # (one more call, if missing)
+            return open(storage.to_url(fs, _directory_of(fs, root)), storage_options, version)
         if storage.exists(fs, storage.join(root, RUNS_DIR)):
             raise ManifestError(
                 f"{storage.to_url(fs, root)} is an unfinished snapshot (no manifest.json yet): "
@@ -228,3 +233,21 @@ def open(
     if version is not None:
         current = versions_mod.open_version(fs, root, current, version)
     return Snapshot(fs, root, current)
+
+
+def _directory_of(fs: Any, file: str) -> str:
+    """The snapshot a file given as one stands for: its directory, if the file is its
+    manifest; else a ManifestError (a shard named: which snapshot it belongs to)."""
+    parent = posixpath.dirname(file)
+    if posixpath.basename(file) == MANIFEST_NAME:
+        return parent
+    url, above = storage.to_url(fs, file), posixpath.dirname(parent)
+    if posixpath.basename(parent) == SHARDS_DIR and storage.exists(
+        fs, storage.join(above, MANIFEST_NAME)
+    ):
+        snapshot = storage.to_url(fs, above)
+        raise ManifestError(
+            f"{url} is a shard of the snapshot {snapshot}: give the snapshot's directory "
+            f"(snap inspect {snapshot} --shards lists its shards, snap head shows records)"
+        )
+    raise ManifestError(f"{url} is a file, not a snapshot (a directory with a manifest.json)")

@@ -181,6 +181,11 @@ def gc(
     report = GcReport(storage.to_url(fs, root), dry_run)
     if not storage.exists(fs, root):
         raise ManifestError(f"{report.url} does not exist")
+    if storage.isfile(fs, root):  # (listing a file lists the file: manifest.json looked right)
+        raise ManifestError(
+            f"{report.url} is a file, not a snapshot: give the snapshot's directory "
+            f"(the one holding {MANIFEST_NAME})"
+        )
     names = storage.list_names(fs, root)
     if MANIFEST_NAME not in names and RUNS_DIR not in names and SHARDS_DIR not in names:
         raise ManifestError(

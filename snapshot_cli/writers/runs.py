@@ -55,7 +55,7 @@ def unfinished_state(url: str) -> dict[str, Any] | None:
     hidden behind the state of the runs that wrote it.
     """
     fs, root = storage.resolve(url)
-    if storage.exists(fs, layout.manifest_path(root)):
+    if storage.exists(fs, layout.manifest_path(root)) or storage.isfile(fs, root):
         return None
     runs = find_runs(fs, root)
     holder = lease.current(fs, root)

@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fsspec
 import pytest
 
+import snapshot_cli as snap
 from tests.commands.conftest import run
 
 
@@ -24,6 +26,44 @@ def test_not_a_snapshot_exits_1_without_traceback(tmp_path: Path, command: str, 
     assert stderr.startswith("snap: error: ") and str(path) in stderr
     assert "is not a snapshot" in stderr or (command == "gc" and "does not exist" in stderr)
     assert "Traceback" not in stderr and stdout == ""
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "head", "bench", "gc"])
+@pytest.mark.parametrize("given", ["manifest", "shard", "other file"])
+def test_a_file_given_as_the_snapshot(snapshot: Path, command: str, given: str) -> None:
+    """Each said "<file>/manifest.json: Not a directory (ENOTDIR)"; gc went on to list runs
+    below its manifest. The manifest stands for its snapshot wherever nothing is removed."""
+    (snapshot.parent / "notes.txt").write_text("x")
+    path = {"manifest": snapshot / "manifest.json", "other file": snapshot.parent / "notes.txt",
+            "shard": snapshot / snap.open(snapshot).shards[0].path}[given]  # fmt: skip
+    code, stdout, stderr = run(
+        command, str(path), *(["--epochs", "1"] if command == "bench" else [])
+    )
+    if given == "manifest" and command != "gc":
+        said = "of 21 records" if command == "head" else str(snapshot)  # (head names no path)
+        assert code == 0 and said in stdout + stderr and "error" not in stderr, stderr
+        return
+    assert code == 1 and stdout == "" and "Traceback" not in stderr
+    assert stderr.startswith(f"snap: error: {path} is ")
+    if given == "shard" and command != "gc":
+        assert f"is a shard of the snapshot {snapshot}: give the snapshot's directory" in stderr
+    else:
+        assert "is a file, not a snapshot" in stderr
+
+
+@pytest.mark.parametrize("given", ["manifest", "shard"])
+def test_a_remote_file_given_as_the_snapshot(given: str) -> None:
+    url = "memory://file-given/snap"
+    snap.create(lambda i: iter([{"x": i}]), url, inputs=[1, 2], workers=0)
+    try:
+        if given == "manifest":
+            assert snap.open(f"{url}/manifest.json").num_records == 2
+        else:
+            shard = f"{url}/{snap.open(url).shards[0].path}"
+            with pytest.raises(snap.ManifestError, match=r"is a shard of the snapshot memory:///file-given/snap:"):
+                snap.open(shard)
+    finally:
+        fsspec.filesystem("memory").rm("/file-given", recursive=True)
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "head", "gc"])
