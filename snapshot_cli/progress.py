@@ -23,6 +23,11 @@ def human_count(n: float) -> str:
     return f"{n:.0f}"
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 shard", "2 shards", "1.5k records"."""
+    return f"{human_count(n)} {noun}{'' if n == 1 else 's'}"
+
+
 class Progress:
     """Counts tasks, records and bytes; redraws at most every ``interval`` seconds.
 

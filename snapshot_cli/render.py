@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from .progress import human_bytes, human_count
+from .progress import counted, human_bytes, human_count
 from .report import bars, format_summary
 from .schema import format_type_doc
 
@@ -114,10 +114,6 @@ def versions_lines(path: str, versions: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _counted(n: int, noun: str) -> str:
-    return f"{human_count(n)} {noun}{'' if n == 1 else 's'}"
-
-
 def created_lines(info: dict[str, Any]) -> list[str]:
     """``snap create``'s summary: what the snapshot holds and what was done (the plan only,
     for ``--dry-run``)."""
@@ -132,7 +128,7 @@ def created_lines(info: dict[str, Any]) -> list[str]:
         done += f", {info['tasks_reused']} of {info['tasks']} tasks reused"
     return [
         f"{verb}: {info['path']} (version {info['version']}): "
-        f"{_counted(info['num_records'], 'record')} in {_counted(info['num_shards'], 'shard')}, "
+        f"{counted(info['num_records'], 'record')} in {counted(info['num_shards'], 'shard')}, "
         f"{human_bytes(info['bytes'])} on disk ({human_bytes(info['uncompressed_bytes'])} "
         f"uncompressed, {ratio:.2f}x), {info['seconds']:.1f} s{done}"
     ]
@@ -176,7 +172,7 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
         else click.style(f"{doc['num_damaged']} of {doc['num_shards']} shards damaged", fg="red")
     )
     lines.append(
-        f"{doc['path']}: {verdict} ({_counted(doc['num_shards'], 'shard')}; "
+        f"{doc['path']}: {verdict} ({counted(doc['num_shards'], 'shard')}; "
         f"checks: {checks or 'none'}; "
         f"{human_bytes(doc['bytes_checked'])} read in {doc['seconds']:.1f} s)"
     )

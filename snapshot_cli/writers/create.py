@@ -23,7 +23,7 @@ from .. import storage
 from ..errors import OptionError, SnapError, SnapshotExistsError
 from ..history import History, TaskRecord
 from ..manifest import Manifest
-from ..progress import Progress
+from ..progress import Progress, counted
 from . import commit as commit_mod
 from . import guards, incremental, shipping
 from . import inputs as inputs_mod
@@ -372,6 +372,12 @@ def _create(
         lease.check()
         commit_mod.commit(fs, root, manifest, replaces=previous)
         commit_mod.cleanup_after_commit(fs, root, manifest)
+        if manifest.num_records == 0 and found.items:
+            log.warning(
+                "note: the pipeline made no records from %s; a function that neither yields "
+                "nor returns its records returns None, which is taken as 'no records'",
+                counted(len(found.items), "input"),
+            )
     finally:
         lease.release()
     return _info(url, manifest, started, reused=False, tasks=len(planned.tasks),

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..history import TaskRecord
 from ..manifest import RECORDS_FORMAT, Manifest, canonical_json, sha256_text
-from ..progress import human_bytes
+from ..progress import counted, human_bytes
 from .chunking import Chunking
 
 
@@ -147,7 +147,8 @@ def describe(url: str, planned: Plan, previous: Manifest | None) -> str:
     s = planned.summary(reused)
     c = planned.changes
     computing = (
-        f"computing {s['tasks_computed']} tasks over {s['inputs_to_compute']} inputs "
+        f"computing {counted(s['tasks_computed'], 'task')} over "
+        f"{counted(s['inputs_to_compute'], 'input')} "
         f"({human_bytes(s['input_bytes_to_compute'])})"
     )
     if previous is None:  # nothing to reuse or compare with

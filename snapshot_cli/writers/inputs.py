@@ -31,6 +31,7 @@ import numpy as np
 from .. import storage
 from ..errors import OptionError, PipelineLoadError
 from ..manifest import canonical_json, fingerprint, sha256_text
+from ..progress import counted
 from . import pipeline as pipeline_mod
 from .chunking import input_name
 
@@ -98,8 +99,8 @@ class Inputs:
             urls = [f.url for f in todo]
             hashed = dict(zip(urls, pool.map(hash_one, urls), strict=True))
         log.info(
-            "read %d input files (%.1f MiB) in %.1f s to identify their contents",
-            len(todo),
+            "read %s (%.1f MiB) in %.1f s to identify their contents",
+            counted(len(todo), "input file"),
             total / 2**20,
             time.monotonic() - started,
         )
@@ -254,7 +255,8 @@ def _from_function(inputs_from: str | Callable[[], Any]) -> Inputs:
         raw = raw.tolist()
     if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
         raise OptionError(
-            f"--inputs-from {name!r} returned a {type(raw).__name__}, not a list of items"
+            f"--inputs-from {name!r} returned a value of type {type(raw).__name__}, "
+            "not a list of items"
         )
     values = list(raw)
     if not values:

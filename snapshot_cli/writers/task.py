@@ -9,6 +9,7 @@ never pickled objects, so that any executor can ship it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import sys
 import time
@@ -92,9 +93,9 @@ class TaskWriter:
         else:
             hint = " (`yield from` a list of records)" if isinstance(item, (list, tuple)) else ""
             raise RecordError(
-                f"the pipeline yielded a {type(item).__name__}; yield records (dict of "
-                "column → value) or batches (snapshot_cli.Batch, pyarrow.RecordBatch/Table, "
-                f"pandas.DataFrame){hint}"
+                f"the pipeline yielded a value of type {type(item).__name__}; yield records "
+                "(dict of column → value) or batches (snapshot_cli.Batch, "
+                f"pyarrow.RecordBatch/Table, pandas.DataFrame){hint}"
             )
 
     def flush_records(self) -> None:
@@ -146,10 +147,18 @@ def _iterate(result: Any) -> Iterable[Any]:
         return ()
     if isinstance(result, Mapping) or convert.is_batch(result):
         return (result,)
+    if inspect.isasyncgen(result) or inspect.isawaitable(result):
+        kind = "an async generator" if inspect.isasyncgen(result) else "a coroutine"
+        if inspect.iscoroutine(result):
+            result.close()  # (never awaited: Python would warn of it at exit)
+        raise RecordError(
+            f"the pipeline is async (it returned {kind}): snap calls it as a plain function; "
+            "make it a plain def that yields, and run any async code in it with asyncio.run"
+        )
     if isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
         raise RecordError(
-            f"the pipeline returned a {type(result).__name__}; it must yield or return "
-            "records (dicts) or batches"
+            f"the pipeline returned a value of type {type(result).__name__}; it must yield or "
+            "return records (dicts) or batches"
         )
     return result
 

@@ -60,7 +60,9 @@ def test_a_remote_file_given_as_the_snapshot(given: str) -> None:
             assert snap.open(f"{url}/manifest.json").num_records == 2
         else:
             shard = f"{url}/{snap.open(url).shards[0].path}"
-            with pytest.raises(snap.ManifestError, match=r"is a shard of the snapshot memory:///file-given/snap:"):
+            with pytest.raises(
+                snap.ManifestError, match=r"is a shard of the snapshot memory:///file-given/snap:"
+            ):
                 snap.open(shard)
     finally:
         fsspec.filesystem("memory").rm("/file-given", recursive=True)

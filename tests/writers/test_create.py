@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -254,8 +255,18 @@ def test_function_error_names_input_and_shows_user_traceback(tmp_path: Path, pip
 @pytest.mark.parametrize(
     ("body", "error", "message"),
     [
-        ("yield 5", snap.RecordError, "yielded a int"),
-        ("return 5", snap.RecordError, "returned a int"),
+        ("yield 5", snap.RecordError, "yielded a value of type int"),
+        ("return 5", snap.RecordError, "returned a value of type int"),
+        (
+            "async def g(): yield 1\n    return g()",
+            snap.RecordError,
+            r"the pipeline is async \(it returned an async generator\)",
+        ),
+        (
+            "async def g(): return [{'a': 1}]\n    return g()",
+            snap.RecordError,
+            r"the pipeline is async \(it returned a coroutine\)",
+        ),
         ("yield {'a': None}", snap.RecordError, "column 'a' is None"),
         ("yield {'a': {1: 2}}", snap.RecordError, "column 'a' has a value of type dict"),
         (
@@ -277,6 +288,30 @@ def test_bad_yields_name_input_and_column(
     with pytest.raises(error, match=message):
         snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0)
     assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_a_pipeline_that_makes_no_records_at_all_is_noted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A function missing its yield returns None, taken as "no records" for that input: an
+    empty snapshot made that way was committed without a word."""
+
+    def forgot_to_yield(i: int) -> None:
+        {"x": i}  # noqa: B018
+
+    def filters(i: int) -> Any:
+        return [{"x": i}] if i == 2 else None
+
+    with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
+        info = snap.create(forgot_to_yield, str(tmp_path / "a"), inputs=[1, 2, 3], workers=0)
+    assert info.num_records == 0
+    assert "made no records from 3 inputs; a function that neither yields nor returns" in (
+        caplog.text
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
+        assert snap.create(filters, str(tmp_path / "b"), inputs=[1, 2, 3], workers=0).num_records
+    assert "made no records" not in caplog.text
 
 
 def test_type_change_across_tasks_is_refused_with_hint(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]

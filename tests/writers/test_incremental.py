@@ -158,6 +158,7 @@ def test_the_plan_said_before_work_compares_only_with_a_version_that_exists(
     assert (
         "version 2: reusing 5 of 6 tasks" in second
         and "against version 1: 0 inputs added, 0 removed, 1 changed" in second
+        and "computing 1 task over 1 input (" in second  # (not "1 tasks over 1 inputs")
     ), second
 
 

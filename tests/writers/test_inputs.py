@@ -79,7 +79,7 @@ def test_what_is_not_inputs(inputs: Any, message: str) -> None:
 def test_inputs_from_must_return_items(tmp_path: Path) -> None:
     with pytest.raises(snap.OptionError, match="returned no items"):
         snap.create(lambda x: iter([{"x": x}]), str(tmp_path / "s"), inputs_from=list, workers=0)
-    with pytest.raises(snap.OptionError, match="returned a int"):
+    with pytest.raises(snap.OptionError, match="returned a value of type int"):
         snap.create(lambda x: iter([{"x": x}]), str(tmp_path / "s"), inputs_from=lambda: 3,
                     workers=0)  # fmt: skip
     with pytest.raises(snap.OptionError, match=r"item 1 .* returned is a set"):
