@@ -18,7 +18,6 @@ from .errors import ManifestError
 from .progress import Progress, human_bytes, human_count
 from .readers import bench as bench_mod
 from .readers import verify as verify_mod
-from .readers.snapshot import Snapshot
 from .readers.snapshot import open as open_snapshot
 from .writers import gc as gc_mod
 from .writers import runs as runs_mod
@@ -86,7 +85,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
     help="Close a shard once it holds this many bytes on disk.",
 )
 @click.option(
-    "--compression", type=click.Choice(["zstd", "lz4", "none"]), default="zstd", show_default=True
+    "--compression",
+    type=click.Choice(["zstd", "lz4", "none"], case_sensitive=False),
+    default="zstd",
+    show_default=True,
 )
 @click.option("--level", type=int, default=None, help="zstd level (default 1).")
 @click.option(
@@ -164,10 +166,6 @@ def create(
     _echo_lines(render.created_lines(info.to_json()))
 
 
-def _open(snapshot: str) -> Snapshot:
-    return open_snapshot(snapshot)
-
-
 def _echo_lines(lines: list[str]) -> None:
     for line in lines:
         click.echo(line)
@@ -184,7 +182,7 @@ def _echo_lines(lines: list[str]) -> None:
 def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool) -> None:
     """Summarise SNAPSHOT from its manifest (no shard is read, so it is fast anywhere)."""
     try:
-        snap = _open(snapshot)
+        snap = open_snapshot(snapshot)
     except ManifestError:
         state = runs_mod.unfinished_state(snapshot)
         if state is None:
@@ -224,7 +222,7 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 
     Exits 1 if any shard is damaged, naming each one.
     """
-    snap = _open(snapshot)
+    snap = open_snapshot(snapshot)
     progress = None
     if not (quiet or as_json):
         progress = Progress(len(snap.shards), unit="shards")
@@ -255,7 +253,7 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 @answer_errors
 def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
     """Show the first records of SNAPSHOT, readable: arrays summarised, text truncated."""
-    snap = _open(snapshot)
+    snap = open_snapshot(snapshot)
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     records = [
         {k: report.summarise_value(v) for k, v in rec.items()}
@@ -341,7 +339,7 @@ def bench(
     as_json: bool,
 ) -> None:
     """Replay SNAPSHOT with the loader; print records/s, MB/s, input-bound % and stage times."""
-    snap = _open(snapshot)
+    snap = open_snapshot(snapshot)
     options: dict[str, Any] = {
         "shuffle": shuffle,
         "seed": seed,

@@ -15,6 +15,17 @@ CODECS = {"zstd": "zstd", "lz4": "lz4_frame", "none": None}
 DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (MEASUREMENTS.md)
 
 
+def codec_name(value: Any) -> Any:
+    """``compression=`` as :data:`CODECS` names it: any case, ``None`` for "none", and
+    pyarrow's ``"lz4_frame"``; anything else as it is (:class:`Compression` refuses it)."""
+    if value is None:
+        return "none"
+    if isinstance(value, str):
+        name = value.lower()
+        return {arrow: ours for ours, arrow in CODECS.items() if arrow}.get(name, name)
+    return value
+
+
 @dataclass(frozen=True)
 class Compression:
     """How shard buffers are compressed. ``level`` applies to zstd only."""
@@ -149,7 +160,7 @@ class CreateOptions:
         try:
             write = WriteOptions(
                 shard_size=parse_size(self.shard_size, "shard_size"),
-                compression=Compression(self.compression, self.level),
+                compression=Compression(codec_name(self.compression), self.level),
                 batch_bytes=(
                     WriteOptions.batch_bytes
                     if self.batch_bytes is None

@@ -128,7 +128,9 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
             )
         obj = getattr(obj, part)
     if not callable(obj):
-        raise PipelineLoadError(f"{what} {spec!r} is a {type(obj).__name__}, not a function")
+        raise PipelineLoadError(
+            f"{what} {spec!r} is a value of type {type(obj).__name__}, not a function"
+        )
     _loaded[key] = obj
     return obj
 
