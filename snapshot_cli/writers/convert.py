@@ -348,6 +348,8 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:
     if schema is None:
         if len(set(batch.schema.names)) != len(batch.schema.names):
             raise RecordError(f"duplicate column names in {batch.schema.names}")
+        if "" in batch.schema.names:  # (no columns=, --columns or to_tf() could name it)
+            raise RecordError(f"a column name is empty ('') in {batch.schema.names}; name it")
         return batch
     if set(batch.schema.names) != set(schema.names):
         missing = sorted(set(schema.names) - set(batch.schema.names))

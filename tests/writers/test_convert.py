@@ -105,6 +105,12 @@ def test_every_dtype_a_column_cannot_hold_says_what_to_do(value: object, hint: s
         build([{"x": value}])
 
 
+def test_an_empty_column_name_is_refused() -> None:
+    """Every batch's first check (records, ``snap.Batch``, Arrow, DataFrames all end here)."""
+    with pytest.raises(RecordError, match=r"a column name is empty \(''\) in \['', 'y'\]"):
+        conform(build([{"": 1, "y": 2}]), None)
+
+
 def test_later_batch_with_other_shape_is_a_mismatch_with_a_hint() -> None:
     first = build([{"img": np.zeros((2, 2), np.uint8)}])
     second = build([{"img": np.zeros((3, 3), np.uint8)}])
