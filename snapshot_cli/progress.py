@@ -25,7 +25,8 @@ def human_count(n: float) -> str:
 
 def counted(n: int, noun: str) -> str:
     """``n`` and ``noun``, plural unless ``n`` is 1: "1 shard", "2 shards", "1.5k records"."""
-    return f"{human_count(n)} {noun}{'' if n == 1 else 's'}"
+    plural = "es" if noun.endswith(("s", "sh", "ch", "x")) else "s"
+    return f"{human_count(n)} {noun}{'' if n == 1 else plural}"
 
 
 class Progress:

@@ -96,13 +96,14 @@ def inspect_lines(doc: dict[str, Any]) -> list[str]:
 
 def versions_lines(path: str, versions: list[dict[str, Any]]) -> list[str]:
     """``snap inspect --versions``: one line per kept version, oldest first."""
-    lines = [f"{path}: {len(versions)} versions kept"]
+    lines = [f"{path}: {counted(len(versions), 'version')} kept"]
     for v in versions:
         c = v["changes"]
         what = (
             "made before versions"
             if c is None
-            else f"{'overwrite: ' if c['overwrite'] else ''}{c['tasks_computed']} tasks computed, "
+            else f"{'overwrite: ' if c['overwrite'] else ''}{counted(c['tasks_computed'], 'task')} "
+            "computed, "
             f"{c['tasks_reused']} reused; inputs +{c['inputs_added']} -{c['inputs_removed']} "
             f"~{c['inputs_changed']}"
         )
@@ -200,8 +201,8 @@ def bench_lines(doc: dict[str, Any]) -> list[str]:
         ("snapshot", doc["path"]),
         (
             "replayed",
-            f"{human_count(doc['records'])} records in {doc['batches']} batches of "
-            f"{doc['batch_size']}, {doc['epochs']} epochs, {doc['seconds']:.2f} s",
+            f"{counted(doc['records'], 'record')} in {counted(doc['batches'], 'batch')} of "
+            f"{doc['batch_size']}, {counted(doc['epochs'], 'epoch')}, {doc['seconds']:.2f} s",
         ),
         (
             "throughput",
@@ -229,7 +230,7 @@ def bench_lines(doc: dict[str, Any]) -> list[str]:
         rows.append(
             (
                 "cache",
-                f"{cache['dir']}: {cache['fills']} shards fetched "
+                f"{cache['dir']}: {counted(cache['fills'], 'shard')} fetched "
                 f"({human_bytes(cache['fill_bytes'])}), {cache['hits']} reused, "
                 f"{cache['evicted']} evicted",
             )

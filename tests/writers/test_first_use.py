@@ -18,7 +18,7 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli import storage
-from snapshot_cli.progress import Progress, human_bytes
+from snapshot_cli.progress import Progress, counted, human_bytes
 from snapshot_cli.writers import guards as guards_mod
 from snapshot_cli.writers import lease as lease_mod
 from tests.conftest import REPO, wait_for
@@ -192,6 +192,16 @@ def test_a_log_gets_each_progress_line_once() -> None:
     lines = log.getvalue().splitlines()[1:]
     assert [ln.split("  ")[:2] for ln in lines] == [["snap: tasks 1/2", "records 3"],
                                                     ["snap: tasks 2/2", "records 7"]]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("n", "noun", "said"),
+    [(1, "shard", "1 shard"), (0, "shard", "0 shards"), (2, "batch", "2 batches"),
+     (1, "version", "1 version"), (1500, "record", "1.5k records"),
+     (3, "input file", "3 input files")],
+)  # fmt: skip
+def test_counts_in_messages_are_singular_only_for_one(n: int, noun: str, said: str) -> None:
+    assert counted(n, noun) == said
 
 
 def test_a_worker_killed_mid_task_is_named_and_the_run_resumes(tmp_path: Path) -> None:
