@@ -404,5 +404,7 @@ def expand_inputs(
 
 
 def _url(fs: AbstractFileSystem, path: str) -> str:
-    """An input's URL as runs record it (an absolute path on local disk)."""
-    return os.path.abspath(path) if is_local(fs) else fs.unstrip_protocol(path)
+    """An input's URL as runs record it (an absolute path on local disk), one that resolves
+    to the same file in a worker: on HDFS with the NameNode's host and port, which
+    ``unstrip_protocol`` leaves out (``hdfs:///path`` opened the default filesystem)."""
+    return os.path.abspath(path) if is_local(fs) else to_url(fs, path)
