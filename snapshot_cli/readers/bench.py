@@ -9,9 +9,11 @@ that speed; with 0 the consumer only counts, and the loader is measured flat out
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
+from ..errors import OptionError
 from .snapshot import Snapshot
 from .trace import Tracer
 
@@ -24,7 +26,16 @@ def bench(
     trace: str | None = None,
     **loader_options: Any,
 ) -> dict[str, Any]:
-    """Replay ``epochs`` epochs; return the ``snap bench --json`` document."""
+    """Replay ``epochs`` epochs; return the ``snap bench --json`` document.
+
+    Raises:
+        OptionError: ``trace`` cannot be written (said before the replay, not after it).
+    """
+    if trace:
+        folder = os.path.dirname(os.path.abspath(trace))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            problem = "does not exist" if not os.path.isdir(folder) else "is not writable"
+            raise OptionError(f"--trace {trace!r}: its directory {folder} {problem}")
     tracer = Tracer() if trace else None
     per_epoch = []
     records = nbytes = batches = 0

@@ -64,6 +64,16 @@ def test_bench_trace_names_the_loader_threads(snapshot: Path, tmp_path: Path) ->
     assert code == 0 and f"trace: {trace} (" in stdout
 
 
+def test_a_trace_that_cannot_be_written_is_said_before_the_replay(
+    snapshot: Path, tmp_path: Path
+) -> None:
+    """It was found when the trace was written, after every epoch had run."""
+    trace = tmp_path / "no such dir" / "t.json"
+    code, stdout, stderr = run("bench", str(snapshot), "--trace", str(trace))
+    assert code == 1 and stdout == "" and "Traceback" not in stderr
+    assert f"--trace '{trace}': its directory {trace.parent} does not exist" in stderr
+
+
 def test_bench_step_ms_measures_input_bound_share(snapshot: Path) -> None:
     doc = run_json("bench", str(snapshot), "--epochs", "1", "--batch-size", "4", "--step-ms", "2")
     assert doc["step_ms"] == 2.0
