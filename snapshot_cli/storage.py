@@ -17,7 +17,6 @@ import logging
 import os
 import posixpath
 import stat
-from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
 import fsspec
@@ -38,12 +37,6 @@ from .retry import retrying, status_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_GLOB_CHARS = frozenset("*?[")
-# Keys that identify a file's version, most specific first (GCS, S3, local).
-_VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime", "created")
-# Keys that are a checksum of a file's contents, as the storage reports it (GCS, S3).
-_CONTENT_KEYS = ("crc32c", "md5Hash", "ETag", "etag")
-_HASH_CHUNK = 8 << 20
 
 
 def resolve(
@@ -248,6 +241,33 @@ def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
     return out
 
 
+_GLOB_CHARS = frozenset("*?[")
+_HASH_CHUNK = 8 << 20
+
+
+def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
+    """``fs.info`` of each file or directory ``path`` names: a glob's matches, or the one at
+    ``path``, also where a glob matches nothing but a file is named so (``a[1].jpg``)."""
+    infos: dict[str, dict[str, Any]] = {}
+    with errors_named(fs, path, "listing"):
+        if _GLOB_CHARS & set(path):
+            infos = retrying(functools.partial(fs.glob, path, detail=True), "listing")
+        if not infos:
+            with contextlib.suppress(FileNotFoundError):
+                infos = {path: retrying(functools.partial(fs.info, path), "reading")}
+    return infos
+
+
+def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
+    """sha256 of a file's bytes, read in 8 MiB pieces."""
+    fs, path = resolve(url, storage_options)
+    digest = hashlib.sha256()
+    with errors_named(fs, path, "reading"), fs.open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return f"sha256={digest.hexdigest()}"
+
+
 def _info(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
     """``fs.info(path)``, or None if nothing is there. Not ``fs.exists``/``fs.isdir``: they
     answer False to any error, so a failing or forbidden storage would look empty."""
@@ -318,93 +338,3 @@ def _mode_below(root: str, path: str) -> int | None:
         if stat.S_ISLNK(mode):
             return None
     return mode
-
-
-@dataclass(frozen=True)
-class InputFile:
-    """One input file: what the pipeline receives (``url``) and what identifies it.
-
-    ``version`` is cheap to get (a listing: mtime, generation or checksum); ``content`` is a
-    checksum of the bytes the storage reports (GCS crc32c, S3 ETag), or "" when only
-    :func:`hash_file` can tell (local disk, HDFS).
-    """
-
-    url: str
-    size: int
-    version: str
-    content: str
-
-    def stat_identity(self) -> list[Any]:
-        return [self.url, self.size, self.version]
-
-
-def _first(info: dict[str, Any], keys: tuple[str, ...]) -> str:
-    for key in keys:
-        value = info.get(key)
-        if value not in (None, ""):
-            return f"{key}={value}"
-    return ""
-
-
-def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
-    """sha256 of a file's bytes, read in 8 MiB pieces."""
-    fs, path = resolve(url, storage_options)
-    digest = hashlib.sha256()
-    with errors_named(fs, path, "reading"), fs.open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return f"sha256={digest.hexdigest()}"
-
-
-def expand_inputs(
-    patterns: list[str], storage_options: dict[str, Any] | None = None, output: str | None = None
-) -> list[InputFile]:
-    """Expand ``--input`` globs and URLs into a sorted, de-duplicated list of files; none
-    inside ``output`` (the snapshot's URL: its own files are no input, and a glob such as
-    ``data/**`` with OUTPUT ``data/snap`` would take them in from the second run on).
-
-    Raises:
-        OptionError: a pattern matched nothing (but the snapshot's files), or names a directory.
-
-    A pattern whose glob matches nothing but which is itself a file's name (``a[1].jpg``,
-    ``what?.txt``) is that file, as a shell passes an unmatched pattern on as it is.
-    """
-    inside = None if output is None else output.rstrip("/") + "/"
-    found: dict[str, InputFile] = {}
-    for pattern in patterns:
-        fs, path = resolve(pattern, storage_options)
-        with errors_named(fs, path, "listing"):
-            infos: dict[str, Any] = {}
-            if _GLOB_CHARS & set(path):
-                infos = retrying(functools.partial(fs.glob, path, detail=True), "listing")
-            if not infos:  # no glob, or one matching nothing: a file named so (`a[1].jpg`)
-                with contextlib.suppress(FileNotFoundError):
-                    infos = {path: retrying(functools.partial(fs.info, path), "reading")}
-        urls = {_url(fs, p): i for p, i in infos.items() if i.get("type") != "directory"}
-        files = {u: i for u, i in urls.items() if not (inside and u.startswith(inside))}
-        own = len(urls) - len(files)
-        if not files:
-            if own:
-                raise OptionError(
-                    f"--input {pattern!r} matched only files of the snapshot being written "
-                    f"({output}); point it at the inputs"
-                )
-            if infos:
-                raise OptionError(
-                    f"--input {pattern!r} is a directory; pass a glob such as "
-                    f"'{pattern.rstrip('/')}/*' to use the files in it"
-                )
-            raise OptionError(f"--input {pattern!r} matched no files")
-        for url, info in files.items():
-            size = int(info.get("size") or 0)
-            found[url] = InputFile(
-                url, size, _first(info, _VERSION_KEYS), _first(info, _CONTENT_KEYS)
-            )
-    return [found[u] for u in sorted(found)]
-
-
-def _url(fs: AbstractFileSystem, path: str) -> str:
-    """An input's URL as runs record it (an absolute path on local disk), one that resolves
-    to the same file in a worker: on HDFS with the NameNode's host and port, which
-    ``unstrip_protocol`` leaves out (``hdfs:///path`` opened the default filesystem)."""
-    return os.path.abspath(path) if is_local(fs) else to_url(fs, path)

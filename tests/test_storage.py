@@ -8,12 +8,13 @@ import pytest
 
 from snapshot_cli import storage
 from snapshot_cli.errors import OptionError, StorageError
+from snapshot_cli.writers import inputs as inputs_mod
 
 
 def test_expand_inputs_sorted_deduplicated_with_identity(tmp_path: Path) -> None:
     for name in ["b.txt", "a.txt", "c.bin"]:
         (tmp_path / name).write_text(name)
-    files = storage.expand_inputs([str(tmp_path / "*.txt"), str(tmp_path / "a.txt")])
+    files = inputs_mod.expand_inputs([str(tmp_path / "*.txt"), str(tmp_path / "a.txt")])
     assert [Path(f.url).name for f in files] == ["a.txt", "b.txt"]
     assert all(Path(f.url).is_absolute() for f in files)
     assert files[0].size == 5
@@ -23,18 +24,18 @@ def test_expand_inputs_sorted_deduplicated_with_identity(tmp_path: Path) -> None
 def test_expand_inputs_memory_urls(memfs: fsspec.AbstractFileSystem) -> None:
     memfs.pipe("/in/x1", b"1")
     memfs.pipe("/in/x2", b"22")
-    files = storage.expand_inputs(["memory://in/x*"])
+    files = inputs_mod.expand_inputs(["memory://in/x*"])
     assert [f.url for f in files] == ["memory:///in/x1", "memory:///in/x2"]
     assert [f.size for f in files] == [1, 2]
 
 
 def test_expand_inputs_errors(tmp_path: Path) -> None:
     with pytest.raises(OptionError, match="matched no files"):
-        storage.expand_inputs([str(tmp_path / "*.jpg")])
+        inputs_mod.expand_inputs([str(tmp_path / "*.jpg")])
     with pytest.raises(OptionError, match="matched no files"):
-        storage.expand_inputs([str(tmp_path / "missing.jpg")])
+        inputs_mod.expand_inputs([str(tmp_path / "missing.jpg")])
     with pytest.raises(OptionError, match="is a directory"):
-        storage.expand_inputs([str(tmp_path)])
+        inputs_mod.expand_inputs([str(tmp_path)])
 
 
 @pytest.mark.parametrize("proto", ["file", "memory"])

@@ -38,6 +38,85 @@ from .chunking import input_name
 log = logging.getLogger("snapshot_cli")
 
 HASH_THREADS = 8  # files hashed at once (reads and sha256 release the GIL)
+# Keys that identify a file's version, most specific first (GCS, S3, local).
+_VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime", "created")
+# Keys that are a checksum of a file's contents, as the storage reports it (GCS, S3).
+_CONTENT_KEYS = ("crc32c", "md5Hash", "ETag", "etag")
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file: what the pipeline receives (``url``) and what identifies it.
+
+    ``version`` is cheap to get (a listing: mtime, generation or checksum); ``content`` is a
+    checksum of the bytes the storage reports (GCS crc32c, S3 ETag), or "" when only
+    :func:`storage.hash_file` can tell (local disk, HDFS).
+    """
+
+    url: str
+    size: int
+    version: str
+    content: str
+
+    def stat_identity(self) -> list[Any]:
+        return [self.url, self.size, self.version]
+
+
+def _first(info: dict[str, Any], keys: tuple[str, ...]) -> str:
+    for key in keys:
+        value = info.get(key)
+        if value not in (None, ""):
+            return f"{key}={value}"
+    return ""
+
+
+def expand_inputs(
+    patterns: list[str], storage_options: dict[str, Any] | None = None, output: str | None = None
+) -> list[InputFile]:
+    """Expand ``--input`` globs and URLs into a sorted, de-duplicated list of files; none
+    inside ``output`` (the snapshot's URL: its own files are no input, and a glob such as
+    ``data/**`` with OUTPUT ``data/snap`` would take them in from the second run on).
+
+    Raises:
+        OptionError: a pattern matched nothing (but the snapshot's files), or names a directory.
+
+    A pattern whose glob matches nothing but which is itself a file's name (``a[1].jpg``,
+    ``what?.txt``) is that file, as a shell passes an unmatched pattern on as it is
+    (:func:`storage.matching`).
+    """
+    inside = None if output is None else output.rstrip("/") + "/"
+    found: dict[str, InputFile] = {}
+    for pattern in patterns:
+        fs, path = storage.resolve(pattern, storage_options)
+        infos = storage.matching(fs, path)
+        urls = {_url(fs, p): i for p, i in infos.items() if i.get("type") != "directory"}
+        files = {u: i for u, i in urls.items() if not (inside and u.startswith(inside))}
+        own = len(urls) - len(files)
+        if not files:
+            if own:
+                raise OptionError(
+                    f"--input {pattern!r} matched only files of the snapshot being written "
+                    f"({output}); point it at the inputs"
+                )
+            if infos:
+                raise OptionError(
+                    f"--input {pattern!r} is a directory; pass a glob such as "
+                    f"'{pattern.rstrip('/')}/*' to use the files in it"
+                )
+            raise OptionError(f"--input {pattern!r} matched no files")
+        for url, info in files.items():
+            size = int(info.get("size") or 0)
+            found[url] = InputFile(
+                url, size, _first(info, _VERSION_KEYS), _first(info, _CONTENT_KEYS)
+            )
+    return [found[u] for u in sorted(found)]
+
+
+def _url(fs: Any, path: str) -> str:
+    """An input's URL as runs record it (an absolute path on local disk), one that resolves
+    to the same file in a worker: on HDFS with the NameNode's host and port, which
+    ``unstrip_protocol`` leaves out (``hdfs:///path`` opened the default filesystem)."""
+    return os.path.abspath(path) if storage.is_local(fs) else storage.to_url(fs, path)
 
 
 @dataclass
@@ -47,7 +126,7 @@ class Inputs:
     items: list[Any]  # what the function is called with (file URLs, or JSON items)
     sizes: list[int]  # bytes per input (0 for items): tasks are planned from these
     description: dict[str, Any]  # for the manifest: count, patterns or inputs_from
-    files: list[storage.InputFile] | None = None
+    files: list[InputFile] | None = None
     storage_options: dict[str, Any] | None = None
     _records: list[list[Any]] | None = field(default=None, repr=False)
 
@@ -72,7 +151,7 @@ class Inputs:
             else:
                 known = known or {}
 
-                def kept(f: storage.InputFile) -> str | None:
+                def kept(f: InputFile) -> str | None:
                     return known.get((f.url, f.size, f.version)) if f.version else None
 
                 todo = [f for f in self.files if not f.content and not kept(f)]
@@ -89,7 +168,7 @@ class Inputs:
             return self.items
         return [[name, size, content] for name, size, _, content in self.records()]
 
-    def _hash_files(self, todo: list[storage.InputFile]) -> dict[str, str]:
+    def _hash_files(self, todo: list[InputFile]) -> dict[str, str]:
         if not todo:
             return {}
         started = time.monotonic()
@@ -175,7 +254,7 @@ def _as_items(values: Iterable[Any], source: str | None = None) -> list[Any]:
 def _files(
     patterns: list[str], storage_options: dict[str, Any] | None, output: str | None
 ) -> Inputs:
-    files = storage.expand_inputs(patterns, storage_options, output)
+    files = expand_inputs(patterns, storage_options, output)
     return Inputs(
         items=[f.url for f in files],
         sizes=[f.size for f in files],
