@@ -1,6 +1,7 @@
 """Names a user did not choose, on every backend: inputs and snapshots whose names hold spaces,
 URL characters (``#``, ``%20``, ``+``), glob characters and non-ASCII text. Each is found by a
-glob and by its exact name, read by the pipeline, replayed, and found again (reused).
+glob (read by worker processes where they can see the store) and by its exact name, read by
+the pipeline, replayed, and found again (reused).
 
 On ``hdfs://`` an input's recorded URL lost the NameNode's host and port (``hdfs:///path``),
 so reading it opened the default filesystem: every HDFS input failed unless the NameNode
@@ -35,7 +36,7 @@ def test_awkward_names_of_inputs_and_snapshots(backend: Backend) -> None:
         with fs.open(backend.path(backend.url(f"in/{name}")), "wb") as f:
             f.write(np.arange(10 * i, 10 * i + 3, dtype=np.int64).tobytes())
     url = backend.url("my snap #1")
-    info = snap.create(read_values, url, inputs=backend.url("in/*"), workers=0)
+    info = snap.create(read_values, url, inputs=backend.url("in/*"), workers=backend.workers)
     assert info.path == url and info.num_records == 3 * len(names)
     batches = list(snap.open(url).loader(8))
     got = {(int(v), str(s)) for b in batches for v, s in zip(b["v"], b["source"], strict=True)}
