@@ -350,6 +350,12 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:
             raise RecordError(f"duplicate column names in {batch.schema.names}")
         if "" in batch.schema.names:  # (no columns=, --columns or to_tf() could name it)
             raise RecordError(f"a column name is empty ('') in {batch.schema.names}; name it")
+        for name in batch.schema.names:  # a CSV header's "\r", an escape: none meant, all shown
+            if any(c < " " or "\x7f" <= c <= "\x9f" for c in name):
+                raise RecordError(
+                    f"column name {name!r} holds a control character; strip it "
+                    "(df.columns.str.strip() for a CSV's line ends)"
+                )
         return batch
     if set(batch.schema.names) != set(schema.names):
         missing = sorted(set(schema.names) - set(batch.schema.names))

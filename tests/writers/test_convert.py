@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.errors import RecordError, SchemaMismatchError
@@ -109,6 +111,20 @@ def test_an_empty_column_name_is_refused() -> None:
     """Every batch's first check (records, ``snap.Batch``, Arrow, DataFrames all end here)."""
     with pytest.raises(RecordError, match=r"a column name is empty \(''\) in \['', 'y'\]"):
         conform(build([{"": 1, "y": 2}]), None)
+
+
+@given(st.text(min_size=1, max_size=6), st.characters(max_codepoint=0x9F), st.integers(0, 6))
+def test_a_column_name_with_a_control_character_is_refused(name: str, c: str, at: int) -> None:
+    """ "label\r" from a CSV with CRLF line ends could not be selected as "label"; a name
+    holding a terminal escape or a newline was printed as it is by inspect and head."""
+    bad = name[:at] + c + name[at:]
+    if c >= " " and not c >= "\x7f":
+        return  # a printable character: fine wherever it is
+    with pytest.raises(RecordError, match=r"holds a control character; strip it"):
+        conform(build([{bad: 1}]), None)
+    printable = "".join(ch for ch in name if ch >= " " and not "\x7f" <= ch <= "\x9f")
+    if printable:
+        assert conform(build([{printable: 1}]), None).schema.names == [printable]
 
 
 def test_later_batch_with_other_shape_is_a_mismatch_with_a_hint() -> None:
