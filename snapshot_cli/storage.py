@@ -253,8 +253,12 @@ def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
         if _GLOB_CHARS & set(path):
             infos = retrying(functools.partial(fs.glob, path, detail=True), "listing")
         if not infos:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 infos = {path: retrying(functools.partial(fs.info, path), "reading")}
+            except FileNotFoundError:
+                if is_local(fs) and os.path.islink(path):  # a broken link: said as such
+                    infos = {path: {"type": "other", "islink": True,
+                                    "destination": os.readlink(path)}}  # fmt: skip
     return infos
 
 
@@ -266,6 +270,12 @@ def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
         while chunk := f.read(_HASH_CHUNK):
             digest.update(chunk)
     return f"sha256={digest.hexdigest()}"
+
+
+def file_info(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
+    """``fs.info(path)`` (a link followed); FileNotFoundError if nothing is there."""
+    with errors_named(fs, path, "checking"):
+        return retrying(lambda: fs.info(path), f"checking {path}")
 
 
 def _info(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:

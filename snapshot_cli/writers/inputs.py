@@ -88,7 +88,9 @@ def expand_inputs(
     found: dict[str, InputFile] = {}
     for pattern in patterns:
         fs, path = storage.resolve(pattern, storage_options)
-        infos = storage.matching(fs, path)
+        infos = {
+            p: _followed(fs, p, info, pattern) for p, info in storage.matching(fs, path).items()
+        }
         urls = {_url(fs, p): i for p, i in infos.items() if i.get("type") != "directory"}
         files = {u: i for u, i in urls.items() if not (inside and u.startswith(inside))}
         own = len(urls) - len(files)
@@ -110,6 +112,26 @@ def expand_inputs(
                 url, size, _first(info, _VERSION_KEYS), _first(info, _CONTENT_KEYS)
             )
     return [found[u] for u in sorted(found)]
+
+
+def _followed(fs: Any, path: str, info: dict[str, Any], pattern: str) -> dict[str, Any]:
+    """``info`` of what ``path`` is: for a symbolic link, its target's (a local glob lists the
+    link itself: its mtime, not the file's, and a changed file looked unchanged). A broken
+    link, a FIFO, a socket or a device is an OptionError: reading one fails or blocks."""
+    if info.get("islink"):
+        try:
+            info = storage.file_info(fs, path)
+        except FileNotFoundError:
+            raise OptionError(
+                f"--input {pattern!r} matched {_url(fs, path)}, a link to "
+                f"{info.get('destination')}, which does not exist; remove it or narrow the pattern"
+            ) from None
+    if info.get("type") not in ("file", "directory"):  # (local disk's "other")
+        raise OptionError(
+            f"--input {pattern!r} matched {_url(fs, path)}, which is not a regular file (a FIFO, "
+            "socket or device: reading it blocks or fails); remove it or narrow the pattern"
+        )
+    return info
 
 
 def _url(fs: Any, path: str) -> str:

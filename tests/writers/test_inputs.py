@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -279,3 +280,52 @@ def test_a_glob_matching_nothing_is_still_an_error(tmp_path: Path) -> None:
         snap.create(read_bytes_pipeline, str(tmp_path / "s"), inputs=str(tmp_path / "a[2].bin"))
     info = snap.create(read_bytes_pipeline, str(tmp_path / "s"), inputs=str(tmp_path / "a[1].bin"))
     assert info.num_records == 1  # the glob matched a1.bin: a glob still globs
+
+
+# --- what a glob may match on local disk --------------------------------------------------------
+
+
+def test_a_linked_input_is_its_target(tmp_path: Path) -> None:
+    """A local glob lists a symbolic link with the link's own mtime: a file changed behind a
+    link (data directories of links: DVC, git-annex, caches) left the snapshot "up to date"
+    with the old records."""
+    (tmp_path / "store").mkdir()
+    (tmp_path / "raw").mkdir()
+    target = tmp_path / "store" / "blob"
+    target.write_bytes(b"\x01\x02")
+    (tmp_path / "raw" / "a.bin").symlink_to(target)
+    (tmp_path / "raw" / "more").symlink_to(tmp_path / "store", target_is_directory=True)
+    out, glob = str(tmp_path / "s"), str(tmp_path / "raw" / "*")
+    assert snap.create(read_bytes_pipeline, out, inputs=glob, workers=0).num_records == 1
+    target.write_bytes(b"\x07\x08")  # same size, other bytes, a later mtime
+    later(target)
+    again = snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    assert not again.reused and (again.version, again.inputs_changed) == (2, 1)
+    batch = next(iter(snap.open(out).loader(1)))
+    assert bytes(batch["x"][0]) == b"\x07\x08"
+    (found,) = inputs_mod.expand_inputs([glob])  # the linked directory is no input
+    assert found.size == 2 and found.version == f"mtime={target.stat().st_mtime}"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "broken link"])
+def test_what_is_not_a_readable_file_is_named_not_read(tmp_path: Path, kind: str) -> None:
+    """A FIFO in the glob blocked ``snap create`` forever, in the first read of its bytes."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "ok.bin").write_bytes(b"x")
+    odd = raw / "odd"
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(odd))
+        server.close()
+    else:
+        odd.symlink_to(tmp_path / "gone")
+    said = "a link to .*gone, which does not exist" if kind == "broken link" else (
+        r"which is not a regular file \(a FIFO, socket or device"
+    )  # fmt: skip
+    with pytest.raises(snap.OptionError, match=rf"--input '.*raw/\*' matched .*raw/odd, {said}"):
+        inputs_mod.expand_inputs([str(raw / "*")])
+    with pytest.raises(snap.OptionError, match=said):
+        snap.create(read_bytes_pipeline, str(tmp_path / "s"), inputs=str(odd), workers=0)
