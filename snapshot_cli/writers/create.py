@@ -225,12 +225,14 @@ def _create(
             return m
         cheap = identity.cheap_parts
         changed = [incremental.NAMES[k] for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]
-        hint = (
-            " (for a function sent by value that includes the values of the globals and "
-            "closure variables it uses, such as a list it appends to)"
-            if ref.by_value and "pipeline code" in changed
-            else ""
-        )
+        hint = ""
+        if "pipeline code" in changed:
+            hint = (
+                " (for a function sent by value that includes the values of the globals and "
+                "closure variables it uses, such as a list it appends to)"
+                if ref.by_value
+                else " (its file, or a file of your own modules its code uses)"
+            )
         if changed:
             raise SnapshotExistsError(
                 f"{url} holds a snapshot made with different {', '.join(changed)}{hint}; pass "

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptionError, PipelineLoadError
-from . import shipping
+from . import codedeps, shipping
 
 _loaded: dict[str, Callable[..., Any]] = {}
 
@@ -136,15 +136,24 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
 
 
 def code_hash(fn: Callable[..., Any]) -> str:
-    """sha256 of the source file that defines ``fn`` (any edit to it changes the fingerprint)."""
+    """sha256 of the source file that defines ``fn`` (any edit to it changes the fingerprint)
+    and of the files of your other modules its code reaches (:mod:`.codedeps`); with none,
+    the file's own sha256, as before they counted."""
     try:
         path = inspect.getsourcefile(inspect.unwrap(fn))
     except TypeError:
         path = None
     if not path or not os.path.isfile(path):
         raise PipelineLoadError(f"cannot find the source file of {fn!r} to fingerprint it")
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    own = codedeps.file_digest(path)
+    mine = os.path.realpath(path)
+    others = sorted((m, p) for m, p in codedeps.user_modules(fn).items() if p != mine)
+    if not others:
+        return own
+    h = hashlib.sha256(own.encode())
+    for module, dep in others:  # by module name, not path: a moved checkout keeps its snapshot
+        h.update(f"\n{module}={codedeps.file_digest(dep)}".encode())
+    return h.hexdigest()
 
 
 def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:

@@ -4,7 +4,8 @@ Two ways, chosen per function:
 
 - **By name.** A function defined at the top level of an importable module (a package, or a
   ``.py`` file given as ``path/to/file.py:function``) is loaded again by name in every worker.
-  Its identity is the sha256 of its module's source file: any edit there changes it.
+  Its identity is the sha256 of its module's source file (any edit there changes it) and of
+  the files of your other modules its code reaches (:mod:`.codedeps`).
 - **By value.** Anything else: a function defined in a notebook, in the script being run
   (``__main__``: a worker never re-runs the script), a closure, a lambda, a
   ``functools.partial``. It is pickled with cloudpickle (as Ray, Dask and joblib ship
@@ -12,7 +13,7 @@ Two ways, chosen per function:
   bytecode where no source exists) and, recursively, the values it uses from outside:
   closure variables, globals it names, defaults, and the functions it calls that are shipped
   by value too. Functions from installed packages count by name only; functions from your
-  own modules count by their file's contents.
+  own modules count by their file's contents and those of the modules they reach.
 
 A function that cannot be pickled (it holds a lock, an open file, a live connection) is
 refused with a message naming the global or closure variable that could not be shipped.
@@ -31,14 +32,14 @@ import logging
 import os
 import pickle
 import sys
-import sysconfig
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..errors import PipelineLoadError
+from .codedeps import code_names, file_digest, user_module_file, user_modules
 
 log = logging.getLogger("snapshot_cli")
 
@@ -171,35 +172,6 @@ def identity(fn: Callable[..., Any], strict: bool = False) -> str:
     return walker.hexdigest()
 
 
-def _library_dirs() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    return tuple(os.path.realpath(d) + os.sep for d in dirs)
-
-
-@functools.cache
-def _file_digest(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def _user_module_file(module: str) -> str | None:
-    """The source file of ``module`` if it is the user's own code (not stdlib or installed)."""
-    path = getattr(sys.modules.get(module), "__file__", None)
-    if not path or not path.endswith(".py") or not os.path.isfile(path):
-        return None
-    real = os.path.realpath(path)
-    return None if real.startswith(_library_dirs()) else real
-
-
-def _code_names(code: types.CodeType) -> Iterator[str]:
-    """Global names ``code`` and the code nested in it (lambdas, comprehensions) refer to."""
-    yield from code.co_names
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _code_names(const)
-
-
 def _code_digest(code: types.CodeType) -> str:
     """Bytecode digest for functions without source (exec'd strings): stable in a process
     and across runs of one Python version."""
@@ -291,8 +263,10 @@ class _Walker:
         module, qualname = getattr(v, "__module__", None), getattr(v, "__qualname__", "")
         if _importable(module, qualname, v) or isinstance(v, types.BuiltinFunctionType):
             self._add("ref", module, qualname)
-            if module and (path := _user_module_file(module)):
-                self._add(_file_digest(path))
+            if module and (path := user_module_file(module)):
+                self._add(file_digest(path))
+                for name, dep in sorted(user_modules(v).items()):  # what its code uses
+                    self._add(name, file_digest(dep))
             return
         self._add("class", qualname)
         try:
@@ -325,12 +299,15 @@ class _Walker:
                 continue
             self._add("closure", name)
             self.value(contents, f"the closure variable {name!r}")
-        for name in dict.fromkeys(_code_names(fn.__code__)):
+        for name in dict.fromkeys(code_names(fn.__code__)):
             if name in fn.__globals__:
                 self._add("global", name)
                 self.value(fn.__globals__[name], f"the global {name!r}")
             elif not hasattr(builtins, name):
                 self._add("unbound", name)  # an attribute name, or a global not set yet
+        for name, dep in sorted(user_modules(fn).items()):  # (`helper.scale` reaches helper)
+            if name != module and name not in _MAIN_MODULES:
+                self._add("uses", name, file_digest(dep))
 
     def _object(self, v: Any, where: str) -> None:
         """Any other object: its class, then its attributes one by one (so that a set in
