@@ -56,6 +56,8 @@ def resolve(
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         hint = hdfs.CLIENT_HINT if url.split("://", 1)[0] in HDFS_PROTOCOLS else "check the URL"
         raise StorageError(f"cannot open {url}: {first}; {hint}") from err
+    if is_local(fs):  # "runs/../snap" as "snap", as inputs' paths are (os.path.abspath)
+        return fs, os.path.normpath(path)
     return fs, path.rstrip("/") or path
 
 

@@ -201,11 +201,13 @@ def _sizes(path: Any) -> Any:
         yield {"n": len(f.read())}
 
 
-@pytest.mark.parametrize("where", ["local", "memory"])
+@pytest.mark.parametrize("where", ["local", "local via ..", "memory"])
 def test_the_snapshots_own_files_are_never_its_inputs(tmp_path: Path, where: str) -> None:
     # OUTPUT under the inputs' glob: from the second run on, the glob also matched the
-    # snapshot's manifest and shards, which became inputs of a new version (3 -> 10 records)
-    root = str(tmp_path / "data") if where == "local" else f"memory://own-{os.getpid()}/data"
+    # snapshot's manifest and shards, which became inputs of a new version (3 -> 10 records).
+    # With OUTPUT given as "x/../data/snap" it still did: inputs' paths were normalised and
+    # OUTPUT's were not.
+    root = str(tmp_path / "data") if where != "memory" else f"memory://own-{os.getpid()}/data"
     import fsspec
 
     fs, base = fsspec.core.url_to_fs(root)
@@ -213,6 +215,10 @@ def test_the_snapshots_own_files_are_never_its_inputs(tmp_path: Path, where: str
     for i in range(3):
         fs.pipe(f"{base}/{i}.txt", b"x" * (i + 1))
     out, glob = f"{root}/snap", f"{root}/**"
+    if where == "local via ..":
+        (tmp_path / "x").mkdir()
+        out = str(tmp_path / "x" / ".." / "data" / "snap")
+        assert snap.create(_sizes, out, inputs=glob, workers=0).path == f"{root}/snap"
     first = snap.create(_sizes, out, inputs=glob, workers=0)
     again = snap.create(_sizes, out, inputs=glob, workers=0)
     assert (first.num_records, again.num_records, again.reused) == (3, 3, True)
