@@ -38,8 +38,10 @@ from .chunking import input_name
 log = logging.getLogger("snapshot_cli")
 
 HASH_THREADS = 8  # files hashed at once (reads and sha256 release the GIL)
-# Keys that identify a file's version, most specific first (GCS, S3, local).
-_VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime", "created")
+# Keys that identify a file's version, most specific first (GCS, S3, local and HDFS, WebHDFS,
+# memory). A file with none of them has no version: its bytes are read on every create.
+_VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime",
+                 "modificationTime", "created")  # fmt: skip
 # Keys that are a checksum of a file's contents, as the storage reports it (GCS, S3).
 _CONTENT_KEYS = ("crc32c", "md5Hash", "ETag", "etag")
 
@@ -152,6 +154,11 @@ class Inputs:
     storage_options: dict[str, Any] | None = None
     _records: list[list[Any]] | None = field(default=None, repr=False)
 
+    @property
+    def versioned(self) -> bool:
+        """Whether the listing tells every file's version (else the stat vouches for none)."""
+        return self.files is None or all(f.version for f in self.files)
+
     @functools.cached_property
     def stat(self) -> str:
         """Hash of the cheap identities (no file is read)."""
@@ -232,7 +239,11 @@ class Identity:
 
     def quick_match(self, parts: Mapping[str, Any], stat: str | None) -> bool:
         """The same code and params and inputs listed the same: no file need be read."""
-        return stat == self.stat and all(parts.get(k) == v for k, v in self._cheap_parts.items())
+        return (
+            self.inputs.versioned
+            and stat == self.stat
+            and all(parts.get(k) == v for k, v in self._cheap_parts.items())
+        )
 
     def same_as(self, fp: str, parts: Mapping[str, Any], stat: str | None) -> bool:
         """Whether a snapshot or run recorded as ``(fp, parts, stat)`` was made from this."""

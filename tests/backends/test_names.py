@@ -9,12 +9,14 @@ given was the default one."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import fsspec
 import numpy as np
 
 import snapshot_cli as snap
+from snapshot_cli.writers import inputs as inputs_mod
 from tests.backends.conftest import Backend
 
 NAMES = ["a b.bin", "c#d.bin", "e%20f.bin", "g[1].bin", "h+i.bin", "j\u00fc.bin", "k=l,m.bin"]
@@ -48,3 +50,28 @@ def test_awkward_names_of_inputs_and_snapshots(backend: Backend) -> None:
         assert one.num_records == 3, name
         first = next(iter(snap.open(backend.url(f"one {i}")).loader(3, shuffle=False)))
         assert first["v"].tolist() == [10 * i, 10 * i + 1, 10 * i + 2], name
+
+
+def test_an_input_rewritten_with_other_bytes_of_the_same_size_is_changed(backend: Backend) -> None:
+    """Over WebHDFS the listing's version key (``modificationTime``) was not one snap knew:
+    every input had an empty version, the listing matched, and a rewritten input left the
+    snapshot "up to date" with the old records."""
+    fs = backend.fs
+    fs.makedirs(backend.path(backend.url("in")), exist_ok=True)
+    path = backend.path(backend.url("in/a.bin"))
+    with fs.open(path, "wb") as f:
+        f.write(np.arange(3, dtype=np.int64).tobytes())
+    url = backend.url("s")
+    snap.create(read_values, url, inputs=backend.url("in/*"), workers=0)
+    listed = inputs_mod.expand_inputs([backend.url("in/*")])[0]
+    assert listed.version, "the listing tells no version"  # (else every create reads it)
+    seen = listed.version
+    deadline = time.monotonic() + 30
+    while seen == listed.version and time.monotonic() < deadline:  # hdfs: 1 s mtimes
+        with fs.open(path, "wb") as f:
+            f.write(np.arange(7, 10, dtype=np.int64).tobytes())
+        backend.refresh()
+        seen = inputs_mod.expand_inputs([backend.url("in/*")])[0].version
+    again = snap.create(read_values, url, inputs=backend.url("in/*"), workers=0)
+    assert not again.reused and (again.version, again.inputs_changed) == (2, 1)
+    assert sorted(int(v) for b in snap.open(url).loader(3) for v in b["v"]) == [7, 8, 9]

@@ -335,3 +335,20 @@ def test_what_is_not_a_readable_file_is_named_not_read(tmp_path: Path, kind: str
         inputs_mod.expand_inputs([str(raw / "*")])
     with pytest.raises(snap.OptionError, match=said):
         snap.create(read_bytes_pipeline, str(tmp_path / "s"), inputs=str(odd), workers=0)
+
+
+def test_a_listing_without_versions_vouches_for_nothing(tmp_path: Path) -> None:
+    """A store whose listing names no version (mtime, generation, ETag, ...) gave every input
+    the version "": the listing then always matched, and no change was ever seen."""
+    f = tmp_path / "a.bin"
+    f.write_bytes(b"ab")
+    unversioned = [inputs_mod.InputFile(str(f), 2, "", "")]
+    found = inputs_mod.Inputs([str(f)], [2], {"count": 1}, files=unversioned)
+    identity = inputs_mod.Identity("code", {}, found)
+    fp, parts = identity.full
+    assert not found.versioned
+    assert not identity.quick_match(parts, identity.stat)  # the listing proves nothing
+    assert identity.same_as(fp, parts, identity.stat)  # the contents, read, still match
+    f.write_bytes(b"cd")
+    reread = inputs_mod.Inputs([str(f)], [2], {"count": 1}, files=unversioned)
+    assert not inputs_mod.Identity("code", {}, reread).same_as(fp, parts, identity.stat)
