@@ -64,7 +64,12 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
             f"permission denied while {action} {to_url(fs, path)}: {hint} ({err})"
         ) from err
     except (NotADirectoryError, IsADirectoryError) as err:
-        raise StorageError(f"failed while {action} {to_url(fs, path)}: {err}") from err
+        what = (
+            "a part of the path is a file, not a directory"
+            if isinstance(err, NotADirectoryError)
+            else "it is a directory, not a file"
+        )
+        raise StorageError(f"{to_url(fs, path)}: {what} (while {action}: {err})") from err
     except FileNotFoundError as err:
         if action.startswith(("reading", "listing", "checking", "deleting")):
             raise  # callers decide what a missing file means

@@ -112,3 +112,12 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(
     code, stdout, stderr = run("head", str(snapshot))
     assert code == 1 and stdout == ""
     assert stderr.startswith("snap: error: ") and "Broken pipe" in stderr
+
+
+def test_an_output_below_a_file_says_so(tmp_path: Path) -> None:
+    """It said "failed while listing ...: [Errno 20] Not a directory"."""
+    (tmp_path / "p.py").write_text("def f():\n    yield {'x': 1}\n")
+    out = tmp_path / "p.py" / "snap"
+    code, stdout, stderr = run("create", f"{tmp_path / 'p.py'}:f", str(out), "--workers", "0")
+    assert code == 1 and stdout == "" and "Traceback" not in stderr
+    assert stderr.startswith(f"snap: error: {out}: a part of the path is a file, not a directory")
