@@ -17,6 +17,7 @@ import functools
 import hashlib
 import inspect
 import os
+import site
 import sys
 import sysconfig
 import types
@@ -25,9 +26,19 @@ from typing import Any
 
 
 def _library_dirs() -> tuple[str, ...]:
+    return _library_dirs_for(tuple(sys.path))
+
+
+@functools.cache
+def _library_dirs_for(path: tuple[str, ...]) -> tuple[str, ...]:
+    """The standard library and every directory packages are installed in: this
+    environment's, the user's (``pip install --user``) and any other on ``sys.path``
+    (a venv's system site-packages, Debian's dist-packages)."""
     paths = sysconfig.get_paths()
     dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+    dirs.update(site.getsitepackages() + [site.getusersitepackages()])
+    dirs.update(p for p in path if os.path.basename(p) in ("site-packages", "dist-packages"))
+    return tuple(os.path.realpath(d) + os.sep for d in dirs if d)
 
 
 def file_digest(path: str) -> str:

@@ -127,12 +127,32 @@ def test_a_function_sent_by_value_counts_what_its_helpers_reach(project: Project
     other = project.root / f"{project.name('other')}.py"
     other.write_text(other.read_text() + "\n# an edit\n")
     assert shipping.identity(by_value) != before
-    assert np.int64(1) == 1  # (numpy imported for the layout's pipeline)
 
 
-def test_modules_already_on_sys_path_and_installed_ones_count_by_name() -> None:
-    """numpy and snap itself are installed or library code here: never read."""
+def test_installed_and_standard_modules_count_by_name() -> None:
+    """numpy (installed) and os (the standard library) are never read."""
+    assert sys.modules["numpy"].__file__ and sys.modules["os"].__file__  # (they have files)
     assert codedeps.user_module_file("numpy") is None
     assert codedeps.user_module_file("os") is None
     assert "numpy" not in codedeps.user_modules(np.mean)
-    assert sys.modules["numpy"].__file__  # (a real module, with a file)
+
+
+def test_a_package_installed_elsewhere_on_sys_path_counts_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A venv's system site-packages, Debian's dist-packages, ``pip install --user``: not
+    this environment's own package directory, but installed code all the same."""
+    for where in ("site-packages", "dist-packages"):
+        folder = tmp_path / where
+        folder.mkdir()
+        name = f"installed_{where.split('-')[0]}_{uuid.uuid4().hex[:8]}"
+        (folder / f"{name}.py").write_text("def f():\n    return 1\n")
+        monkeypatch.syspath_prepend(str(folder))
+        importlib.invalidate_caches()
+        importlib.import_module(name)
+        assert codedeps.user_module_file(name) is None, where
+    (tmp_path / "mine").mkdir()
+    mine = Project(tmp_path / "mine", monkeypatch)  # the user's own directory: read
+    own = mine.write("own", "def f():\n    return 1\n")
+    mine.load("own")
+    assert codedeps.user_module_file(mine.name("own")) == str(own.resolve())
