@@ -82,8 +82,8 @@ def _filled(cell: Any) -> bool:
 def user_modules(fn: Callable[..., Any]) -> dict[str, str]:
     """Your modules whose code ``fn`` reaches: module name → source file, ``fn``'s own
     module included if it is yours. Followed: the globals and closure variables its code
-    names (a function, a class, a module and the attributes of it the code names), then the
-    same for each of your functions and classes' methods reached."""
+    names (a function, a class, an object's class, a module and the attributes of it the
+    code names), then the same for each of your functions and classes' methods reached."""
     found: dict[str, str] = {}
     todo: list[Any] = [inspect.unwrap(fn)]
     seen = {id(todo[0])}
@@ -105,6 +105,8 @@ def user_modules(fn: Callable[..., Any]) -> dict[str, str]:
                     reached += [a for a in attrs if isinstance(a, (types.FunctionType, type))]
             elif isinstance(value, (types.FunctionType, type)):
                 reached.append(value)
+            elif value is not None:  # an object (a tokenizer made at import): its class's code
+                reached.append(type(value))
         for value in reached:
             module = getattr(
                 value, "__name__" if isinstance(value, types.ModuleType) else "__module__", None

@@ -47,10 +47,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
 
 def layout(project: Project) -> Path:
     """pipe → (from helper import scale) → other.offset; pipe also imports unused, never
-    reached; a class of helper's whose method calls third."""
+    reached; a class of helper's whose method calls third; an object made at import from
+    tok's class (only the object is named in the code)."""
     project.write("other", "OFFSET = 0\ndef offset(v):\n    return v + OFFSET\n")
     project.write("third", "def twice(v):\n    return 2 * v\n")
     project.write("unused", "X = 1\n")
+    project.write("tok", "class Tokenizer:\n    def encode(self, v):\n        return v\n")
     project.write(
         "helper",
         """
@@ -70,15 +72,24 @@ def layout(project: Project) -> Path:
         import numpy as np
         import unused_TAG
         from helper_TAG import Doubler, scale
+        from tok_TAG import Tokenizer
+        TOKENIZER = Tokenizer()
         def preprocess(i):
-            yield {"x": int(np.int64(scale(Doubler()(i))))}
+            yield {"x": int(np.int64(scale(Doubler()(TOKENIZER.encode(i)))))}
         """,
     )
 
 
 @pytest.mark.parametrize(
     ("edited", "counts"),
-    [("helper", True), ("other", True), ("third", True), ("unused", False), ("pipe", True)],
+    [
+        ("helper", True),
+        ("other", True),
+        ("third", True),
+        ("tok", True),
+        ("unused", False),
+        ("pipe", True),
+    ],
 )
 def test_an_edit_counts_where_the_code_reaches(project: Project, edited: str, counts: bool) -> None:
     pipe = layout(project)
@@ -88,7 +99,7 @@ def test_an_edit_counts_where_the_code_reaches(project: Project, edited: str, co
     path.write_text(path.read_text() + "\n# an edit\n")
     assert (code_hash(fn) != before) is counts  # (the digest is read again after an edit)
     reached = set(codedeps.user_modules(fn))
-    assert {project.name(m) for m in ("helper", "other", "third")} <= reached
+    assert {project.name(m) for m in ("helper", "other", "third", "tok")} <= reached
     assert project.name("unused") not in reached and "numpy" not in reached
 
 
