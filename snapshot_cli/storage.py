@@ -275,20 +275,20 @@ def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
 
 
 def file_info(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
-    """``fs.info(path)`` (a link followed); FileNotFoundError if nothing is there."""
+    """``fs.info(path)`` (a link followed); FileNotFoundError if nothing is there, also
+    where a part of the path is a file."""
     with errors_named(fs, path, "checking"):
-        return retrying(lambda: fs.info(path), f"checking {path}")
+        try:
+            return retrying(lambda: fs.info(path), f"checking {path}")
+        except NotADirectoryError as err:
+            raise FileNotFoundError(err.errno, err.strerror, path) from err
 
 
 def _info(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
     """``fs.info(path)``, or None if nothing is there. Not ``fs.exists``/``fs.isdir``: they
     answer False to any error, so a failing or forbidden storage would look empty."""
     try:
-        with errors_named(fs, path, "checking"):
-            try:
-                return retrying(lambda: fs.info(path), f"checking {path}")
-            except NotADirectoryError:
-                return None  # a part of the path is a file: nothing is there
+        return file_info(fs, path)
     except FileNotFoundError:
         return None
 
