@@ -79,16 +79,24 @@ def _filled(cell: Any) -> bool:
     return True
 
 
+def _unwrapped(fn: Any) -> Any:
+    """What a decorator wraps (``__wrapped__``), or ``fn`` where that chain loops."""
+    try:
+        return inspect.unwrap(fn)
+    except ValueError:
+        return fn
+
+
 def user_modules(fn: Callable[..., Any]) -> dict[str, str]:
     """Your modules whose code ``fn`` reaches: module name → source file, ``fn``'s own
     module included if it is yours. Followed: the globals and closure variables its code
     names (a function, a class, an object's class, a module and the attributes of it the
     code names), then the same for each of your functions and classes' methods reached."""
     found: dict[str, str] = {}
-    todo: list[Any] = [inspect.unwrap(fn)]
+    todo: list[Any] = [_unwrapped(fn)]
     seen = {id(todo[0])}
     while todo:
-        f = inspect.unwrap(todo.pop())
+        f = _unwrapped(todo.pop())
         code, names = getattr(f, "__code__", None), getattr(f, "__globals__", None)
         if not isinstance(code, types.CodeType) or not isinstance(names, dict):
             continue

@@ -167,3 +167,15 @@ def test_a_package_installed_elsewhere_on_sys_path_counts_by_name(
     own = mine.write("own", "def f():\n    return 1\n")
     mine.load("own")
     assert codedeps.user_module_file(mine.name("own")) == str(own.resolve())
+
+
+def test_a_wrapper_chain_that_loops_is_walked_as_it_is(project: Project) -> None:
+    """``inspect.unwrap`` raises ValueError on a ``__wrapped__`` cycle: it was "a bug in snap"."""
+    layout(project)
+    helper = project.load("helper")
+
+    def looped(i: int) -> Any:
+        return helper.scale(i)
+
+    looped.__wrapped__ = looped  # type: ignore[attr-defined]
+    assert project.name("helper") in codedeps.user_modules(looped)
