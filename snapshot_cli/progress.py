@@ -29,6 +29,12 @@ def counted(n: int, noun: str) -> str:
     return f"{human_count(n)} {noun}{'' if n == 1 else plural}"
 
 
+def ordinal(n: int) -> str:
+    """``n`` as an English ordinal, digits grouped: "1st", "22nd", "113th", "5,001st"."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix}"
+
+
 class Progress:
     """Counts tasks, records and bytes; redraws at most every ``interval`` seconds.
 

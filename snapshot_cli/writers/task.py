@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import json
 import sys
 import time
@@ -23,7 +24,8 @@ from .. import layout, retry, storage
 from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
 from ..manifest import ShardEntry
-from . import convert, pipeline, shipping
+from ..progress import ordinal
+from . import convert, pipeline, records, shipping
 from .options import WriteOptions
 from .shard import ShardRoller
 
@@ -75,7 +77,7 @@ class TaskWriter:
         self.roller, self.options, self.ragged = roller, options, ragged
         self.on_batch = on_batch
         self.schema: pa.Schema | None = None
-        self.records = convert.RecordBuffer()
+        self.records = records.RecordBuffer(ragged)
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = self.pending_bytes = 0
 
@@ -86,7 +88,7 @@ class TaskWriter:
             for batch in convert.to_batches(item, self.schema, self.ragged):
                 self._push(batch)
         elif isinstance(item, Mapping):
-            self.records.add(item)
+            self.records.add(item, self.schema)
             opts = self.options
             if self.records.rows >= opts.batch_rows or self.records.nbytes >= opts.batch_bytes:
                 self.flush_records()
@@ -100,7 +102,7 @@ class TaskWriter:
 
     def flush_records(self) -> None:
         if self.records.rows:
-            self._push(self.records.take(self.schema, self.ragged))
+            self._push(self.records.take())
 
     def _push(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -260,7 +262,7 @@ def _feed(
                 raise
             except (Exception, SystemExit) as err:  # sys.exit() in it is its error too
                 raise _pipeline_error(err, where) from err
-            while True:
+            for count in itertools.count(1):
                 try:
                     out = next(iterator)
                 except StopIteration:
@@ -272,7 +274,7 @@ def _feed(
                 try:
                     writer.add(out)
                 except RecordError as err:
-                    raise type(err)(f"{where}: {err}") from err
+                    raise type(err)(f"{where}, {ordinal(count)} item it yielded: {err}") from err
         return writer.close()
     except BaseException:
         roller.abort()

@@ -1,0 +1,96 @@
+"""A record that breaks the rules is named by its place in what the pipeline yielded, wherever
+it falls against the record batches snap cuts (records are buffered, so a type the task wrote
+in an earlier batch is met only by a later one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli.progress import ordinal
+
+
+def good(k: int) -> dict[str, Any]:
+    return {"id": k, "vec": np.full(3, k, np.float32), "text": f"r{k}"}
+
+
+# Every way one record can differ from the ones before it, and the words that say how.
+BREAKS: dict[str, tuple[Any, str]] = {
+    "missing key": (lambda r: {"id": r["id"], "vec": r["vec"]}, "missing 'text'"),
+    "extra key": (lambda r: {**r, "more": 1}, "unexpected 'more'"),
+    "scalar type": (lambda r: {**r, "id": float(r["id"])}, "column 'id' changed type"),
+    "str for int": (lambda r: {**r, "id": "7"}, "column 'id' changed type"),
+    "bytes for str": (lambda r: {**r, "text": b"x"}, "column 'text' changed type"),
+    "array dtype": (lambda r: {**r, "vec": r["vec"].astype(np.float64)}, "column 'vec' changed"),
+    "array shape": (lambda r: {**r, "vec": np.zeros(4, np.float32)}, "column 'vec' changed"),
+    "array ndim": (lambda r: {**r, "vec": np.zeros((3, 1), np.float32)}, "column 'vec' changed"),
+    "scalar for array": (lambda r: {**r, "vec": 1.5}, "column 'vec' changed type"),
+    "unsupported value": (lambda r: {**r, "id": None}, "column 'id' is None"),
+}
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    kind=st.sampled_from(sorted(BREAKS)),
+    at=st.integers(1, 40),
+    batch_rows=st.sampled_from([1, 2, 3, 7, 16, 1024]),
+    inputs=st.integers(1, 3),
+)
+def test_the_error_names_the_item_and_the_input_wherever_a_batch_ends(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, at: int, batch_rows: int, inputs: int
+) -> None:
+    """``at`` good records (over ``inputs`` inputs of one task), then a bad one: the message
+    names the last input and the bad record's place among what that call yielded. (A shape
+    change within the task's first record batch is no error: that column is ragged.)"""
+    breaks, words = BREAKS[kind]
+    per_input = -(-at // inputs)
+    ragged = kind == "array shape" and per_input * inputs < batch_rows
+
+    def preprocess(i: int) -> Any:
+        for k in range(per_input):
+            yield good(i * per_input + k)
+        if i == inputs - 1:
+            yield breaks(good(0))
+
+    out = tmp_path_factory.mktemp("s") / "snap"
+    options = {"workers": 0, "inputs_per_task": inputs, "batch_rows": batch_rows}
+    if ragged:
+        snap.create(preprocess, str(out), inputs=list(range(inputs)), **options)
+        assert snap.open(str(out)).schema.field("vec").type == pa.list_(pa.float32())
+        return
+    with pytest.raises(snap.RecordError) as exc:
+        snap.create(preprocess, str(out), inputs=list(range(inputs)), **options)
+    message = str(exc.value)
+    assert f"input '{inputs - 1}' (task 0), {ordinal(per_input + 1)} item it yielded: " in message
+    assert words in message
+    assert not (out / "manifest.json").exists()
+
+
+def test_a_batch_unlike_the_records_before_it_is_named_too(tmp_path: Path) -> None:
+    def preprocess() -> Any:
+        yield good(0)
+        yield good(1)
+        yield snap.Batch(id=np.arange(2), vec=np.zeros((2, 3), np.float32))
+
+    with pytest.raises(snap.SchemaMismatchError) as exc:
+        snap.create(preprocess, str(tmp_path / "s"), workers=0)
+    assert "the single call (no inputs), 3rd item it yielded: a batch" in str(exc.value)
+    assert "(missing 'text')" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (13, "13th"),
+     (21, "21st"), (102, "102nd"), (111, "111th"), (5001, "5,001st")],
+)  # fmt: skip
+def test_ordinal(n: int, text: str) -> None:
+    assert ordinal(n) == text
