@@ -160,12 +160,16 @@ class LoaderOptions:
             )
         try:
             if g is None and single:
-                return PlanOptions(
+                plan = PlanOptions(
                     batch_size=256 if batch_size is None else batch_size,
                     shuffle=bool(self.shuffle), seed=self.seed, rank=rank,
                     world_size=world_size, drop_last=bool(self.drop_last),
                     window_rows=window_rows, first_window_rows=first_rows,
                 )  # fmt: skip
+                part = counts[0] // plan.world_size  # (an empty snapshot reads nothing, no error)
+                if plan.drop_last and 0 < part < plan.batch_size:
+                    raise OptionError(self._no_batch(counts[0], plan.batch_size, world_size))
+                return plan
             if g is None:  # a mixture given a per-rank batch size
                 per = 256 if batch_size is None else batch_size
                 if isinstance(per, bool) or not isinstance(per, int) or per <= 0:
@@ -182,6 +186,14 @@ class LoaderOptions:
             )  # fmt: skip
         except ValueError as err:
             raise OptionError(str(err)) from err
+
+    @staticmethod
+    def _no_batch(records: int, per: int, world_size: int) -> str:
+        part = f" ({records // world_size} on each of {world_size} ranks)" if world_size > 1 else ""
+        return (
+            f"an epoch of {records} records{part} holds no batch of {per}: with drop_last=True "
+            "every epoch would be empty; use a smaller batch_size or drop_last=False"
+        )
 
     def _no_global_batch(self, records: int, g: int, world_size: int) -> str:
         per = "" if self.global_batch_size else f" (batch_size {g // world_size} x {world_size})"

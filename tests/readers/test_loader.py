@@ -333,6 +333,21 @@ def test_bad_options(sorted_snap: snap.Snapshot, kwargs: dict, message: str) -> 
         sorted_snap.loader(**kwargs)
 
 
+@pytest.mark.parametrize("world", [1, 3, 7])
+def test_drop_last_with_a_batch_larger_than_a_ranks_part_is_refused(
+    sorted_snap: snap.Snapshot, world: int
+) -> None:
+    """Every epoch would be empty (and ``epochs=None`` would end at once): said when made.
+    One record fewer per batch reads one batch an epoch."""
+    part = 100_000 // world
+    loader = sorted_snap.loader(part, drop_last=True, rank=world - 1, world_size=world)
+    assert len(loader) == 1
+    assert len(ids(loader)) == part
+    with pytest.raises(snap.OptionError, match=rf"holds no batch of {part + 1}: with drop_last"):
+        sorted_snap.loader(part + 1, drop_last=True, rank=0, world_size=world, epochs=None)
+    assert len(sorted_snap.loader(part + 1, rank=0, world_size=world)) == 1  # one short batch
+
+
 def test_snapshot_stats(sorted_snap: snap.Snapshot) -> None:
     stats = sorted_snap.stats()
     assert stats["records"] == 100_000 and stats["shards"] == len(sorted_snap.shards)
