@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -15,9 +16,13 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from snapshot_cli.cli import cli
 from snapshot_cli.cli_io import answer_errors, route_library_logs, route_warnings
+from snapshot_cli.errors import OptionError
+from snapshot_cli.writers.pipeline import parse_params
 from tests.conftest import REPO, snap_subprocess
 
 PIPE = """
@@ -318,6 +323,29 @@ def test_a_param_python_cannot_parse_is_a_usage_answer(tmp_path: Path) -> None:
     res = snap_subprocess("create", "x.py:f", str(tmp_path / "s"), "--param", "n=" + "9" * 5000)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "--param n:" in res.stderr
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.text() | st.sampled_from(["NaN", "-Infinity", "[1,NaN]", '{"a": Infinity}', "1e999"]))
+def test_a_param_value_is_strict_json_or_else_the_string_given(raw: str) -> None:
+    """JSON as RFC 8259 has it (Python's json also reads NaN and Infinity, which the manifest
+    cannot hold): what parses is that value, anything else the string as given."""
+    try:
+        value = parse_params([f"k={raw}"])["k"]
+    except OptionError as err:  # only what Python cannot hold: a 5,000-digit int, deep nesting
+        assert str(err).startswith("--param k: ")
+        return
+    json.dumps(value, allow_nan=False)  # it can be kept in the manifest
+    def finite(text: str) -> float:
+        assert math.isfinite(float(text)), "1e999: a float overflows to inf"
+        return float(text)
+
+    try:
+        strict = json.loads(raw, parse_constant=lambda name: 1 / 0, parse_float=finite)
+    except (ValueError, ZeroDivisionError, AssertionError):
+        assert value == raw
+    else:
+        assert value == strict
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "head", "gc", "create"])

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import sys
 import traceback
@@ -215,12 +216,29 @@ def parse_params(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         if key in params:
             raise OptionError(f"--param {key} is given twice; give each parameter once")
         try:
-            params[key] = json.loads(raw)
-        except json.JSONDecodeError:
+            params[key] = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        except (json.JSONDecodeError, _NotJson):
             params[key] = raw
         except (ValueError, RecursionError) as err:  # an integer over 4,300 digits, deep nesting
             raise OptionError(f"--param {key}: {str(err)[:200]}") from err
     return params
+
+
+class _NotJson(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    """Python's json reads NaN and Infinity, which JSON has not: such a VALUE is a string."""
+    raise _NotJson(name)
+
+
+def _finite(text: str) -> float:
+    """A JSON number too large for a float (1e999) would be infinity: the VALUE is a string."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJson(text)
+    return value
 
 
 def check_params(params: object) -> dict[str, Any]:
@@ -236,7 +254,7 @@ def check_params(params: object) -> dict[str, Any]:
     bad = [k for k in params if not (isinstance(k, str) and k.isidentifier())]
     if bad:
         raise OptionError(f"params keys must be Python names (keyword arguments), got {bad}")
-    return check_json(dict(params), "params")
+    return {key: check_json(value, f"params[{key!r}]") for key, value in params.items()}
 
 
 def _plain(value: Any) -> Any:
@@ -255,8 +273,15 @@ def check_json(value: Any, what: str) -> Any:
     try:
         return json.loads(json.dumps(value, allow_nan=False, default=_plain))
     except (TypeError, ValueError) as err:
+        hint = (
+            " (NaN and infinities have none: pass a string such as 'inf' and convert it in "
+            "the function)"
+            if str(err).startswith("Out of range float")
+            else ""
+        )
         raise OptionError(
-            f"{what} must be JSON values (str, numbers, bools, lists, dicts): {err}"
+            f"{what} must be JSON (str, numbers, bools, lists, dicts; it is kept in the "
+            f"manifest): {err}{hint}"
         ) from err
 
 

@@ -419,8 +419,10 @@ def test_lambda_runs_in_worker_processes_and_in_process_alike(tmp_path: Path) ->
 
 
 def test_params_must_be_json(tmp_path: Path, pipe: str) -> None:
-    with pytest.raises(snap.OptionError, match=r"params must be JSON values.*arr.tolist\(\)"):
+    with pytest.raises(snap.OptionError, match=r"params\['a'\] must be JSON .*arr.tolist\(\)"):
         snap.create(pipe, str(tmp_path / "s"), params={"a": np.zeros(2)})
+    with pytest.raises(snap.OptionError, match=r"params\['b'\] .*NaN and infinities have none"):
+        snap.create(pipe, str(tmp_path / "s"), params={"a": 1, "b": [1.0, float("-inf")]})
     for bad, message in (
         ([("scale", 2)], r"params must be a dict of keyword arguments .* got a list"),
         ({1: 2}, r"params keys must be Python names \(keyword arguments\), got \[1\]"),
