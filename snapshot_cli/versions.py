@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import layout, storage
-from .errors import ManifestError
+from .errors import CorruptShardError, ManifestError, SnapError
 from .manifest import Manifest
 
 
@@ -69,3 +69,24 @@ def open_version(fs: Any, root: str, current: Manifest, version: int) -> Manifes
             "removes versions superseded for longer than its retention period)"
         )
     return m
+
+
+def missing_shard(fs: Any, root: str, shard: str, url: str) -> CorruptShardError:
+    """The error for shard ``shard`` (its path in the snapshot) not being there, with the
+    likely reason: a reader of a version since replaced whose shards ``snap gc`` removed,
+    or a damaged snapshot."""
+    try:
+        current = read(fs, layout.manifest_path(root))
+    except (OSError, SnapError):
+        current = None
+    if current is not None and shard not in {s.path for s in current.shards}:
+        return CorruptShardError(
+            f"shard {url} is missing: it belongs to a version of the snapshot that version "
+            f"{current.version} has replaced since it was opened, and was removed (by snap gc, "
+            "once a replaced version is older than its --retention, 7d by default); open "
+            f"the snapshot again to read version {current.version}"
+        )
+    return CorruptShardError(
+        f"shard {url} is missing: the snapshot is damaged (a file deleted or lost); "
+        "snap verify lists what else is, and snap create --overwrite makes it anew"
+    )

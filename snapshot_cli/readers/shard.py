@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import ipc_blocks, storage
+from .. import ipc_blocks, storage, versions
 from .. import schema as schema_mod
 from ..errors import CorruptShardError, SnapError
 from ..faults import read_failure
@@ -146,7 +146,7 @@ class ShardReaders:
                 if key is not None:
                     _verified_local.add(key)
         except FileNotFoundError as err:
-            raise CorruptShardError(f"shard {url} is missing") from err
+            raise versions.missing_shard(self.fs, self.root, entry.path, url) from err
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
@@ -161,7 +161,7 @@ class ShardReaders:
             self._check_local(url, path := storage.join(self.root, entry.path))
             return BlockFile(path, entry, self.schema, url)
         except FileNotFoundError as err:
-            raise CorruptShardError(f"shard {url} is missing") from err
+            raise versions.missing_shard(self.fs, self.root, entry.path, url) from err
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
@@ -200,7 +200,7 @@ class ShardReaders:
             source = pa.PythonFile(RangeFile(self.fs, path, entry.bytes, tail), mode="r")
             reader = pa.ipc.open_file(source)
         except FileNotFoundError as err:
-            raise CorruptShardError(f"shard {self.url(i)} is missing") from err
+            raise versions.missing_shard(self.fs, self.root, entry.path, self.url(i)) from err
         except (pa.ArrowException, OSError) as err:
             if isinstance(err, SnapError):  # damaged, or the storage's answer already
                 raise

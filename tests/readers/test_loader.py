@@ -424,12 +424,31 @@ def test_missing_or_truncated_shard_is_named(tmp_path: Path) -> None:
     path = _small(tmp_path)
     s = snap.open(path)
     (Path(path) / s.shards[1].path).unlink()
-    with pytest.raises(snap.CorruptShardError, match="is missing"):
+    with pytest.raises(snap.CorruptShardError, match="is missing: the snapshot is damaged"):
         list(s.loader(batch_size=10, shuffle=False))
     victim = Path(path) / s.shards[0].path
     victim.write_bytes(victim.read_bytes()[:-10])
     with pytest.raises(snap.CorruptShardError, match="bytes, the manifest says"):
         list(s.loader(batch_size=10, shuffle=False, verify=False))
+
+
+def test_a_shard_gc_removed_from_a_replaced_version_says_so(tmp_path: Path) -> None:
+    """A training run reads the version it opened; when a create replaces it and ``snap gc``
+    (retention 0) removes its shards, the error says that and what to do, not "damaged"."""
+    from snapshot_cli.writers.gc import gc
+
+    path = _small(tmp_path)
+    s = snap.open(path)
+    snap.create(lambda: iter([{"v": np.zeros(1000, np.int32)}]), path, workers=0,
+                overwrite=True)  # fmt: skip
+    assert gc(path, retention=0).garbage
+    with pytest.raises(snap.CorruptShardError) as exc:
+        list(s.loader(batch_size=10))
+    assert "is missing: it belongs to a version of the snapshot that version 2 has replaced" in (
+        str(exc.value)
+    )
+    assert str(exc.value).endswith("open the snapshot again to read version 2")
+    assert len(list(snap.open(path).loader(batch_size=10))) == 1
 
 
 def test_open_errors(tmp_path: Path) -> None:
