@@ -198,18 +198,24 @@ class Snapshot:
 
 
 def open(
-    url: str | os.PathLike[str],
+    url: str | os.PathLike[str] | Snapshot,
     storage_options: dict[str, Any] | None = None,
     version: int | None = None,
 ) -> Snapshot:
     """Open the committed snapshot at ``url`` (validates its manifest): its current version,
-    or ``version`` (one it keeps: see :meth:`Snapshot.versions`).
+    or ``version`` (one it keeps: see :meth:`Snapshot.versions`). An open ``Snapshot`` is
+    itself (its current version: the one it opened, as it was opened).
 
     Raises:
         ManifestError: no manifest (not a snapshot, or not finished), an invalid one, or a
             version it does not keep.
     """
-    fs, root = storage.resolve(os.fspath(url), storage_options)
+    if isinstance(url, Snapshot):
+        if version is None or version == url.version:
+            return url
+        fs, root = url.fs, url.root
+    else:
+        fs, root = storage.resolve(os.fspath(url), storage_options)
     if storage.is_local(fs) and os.path.isfile(root):
         root = _directory_of(fs, root)
     path = storage.join(root, MANIFEST_NAME)

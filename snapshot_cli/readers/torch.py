@@ -46,6 +46,7 @@ from .epochs import new_counter, warn_cannot_count
 
 if TYPE_CHECKING:
     from .loader import Batch, Loader
+    from .snapshot import Snapshot
 
 
 def _torch() -> Any:
@@ -158,7 +159,8 @@ def _make_dataset_class() -> type:
     class SnapshotDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """A snapshot as a ``torch.utils.data.IterableDataset`` of whole batches.
 
-        ``SnapshotDataset(url, storage_options=None, **loader_options)``; the
+        ``SnapshotDataset(url, storage_options=None, **loader_options)`` (``url`` a path or
+        URL, or a ``Snapshot`` from ``snap.open``: the version it opened); the
         loader options are those of :meth:`Snapshot.loader` (``batch_size=256``,
         ``shuffle``, ``seed``, ...) except ``rank``/``world_size``, which come from
         ``torch.distributed`` (or pass them explicitly) and are split further across
@@ -168,16 +170,16 @@ def _make_dataset_class() -> type:
 
         def __init__(
             self,
-            url: str,
+            url: str | os.PathLike[str] | Snapshot,
             storage_options: dict[str, Any] | None = None,
             **loader_options: Any,
         ) -> None:
             super().__init__()
             from .snapshot import open as open_snapshot
 
-            self.url, self.storage_options = str(url), storage_options
+            self.snapshot = open_snapshot(url, storage_options)  # a path, or an open Snapshot
+            self.url, self.storage_options = self.snapshot.url, storage_options
             self.loader_options = dict(loader_options)
-            self.snapshot = open_snapshot(self.url, storage_options)
             self.epoch = 0
             self._pending = True  # self.epoch is still to be applied to a pass
             self._explicit = False  # set_epoch was called
@@ -259,7 +261,18 @@ def _make_dataset_class() -> type:
                         f"{parts // self.world_size} DataLoader workers ({parts} parts): use a "
                         f"num_workers for which ranks x workers divides {g}"
                     )
-                self._loader = self.snapshot.loader(self.batch_size, **self._options(part, parts))
+                try:
+                    self._loader = self.snapshot.loader(
+                        self.batch_size, **self._options(part, parts)
+                    )
+                except OptionError as err:
+                    if parts == self.world_size:
+                        raise
+                    ranks = "1 rank" if self.world_size == 1 else f"{self.world_size} ranks"
+                    raise OptionError(
+                        f"{err} (the {parts} 'ranks' are {ranks} x {parts // self.world_size} "
+                        "DataLoader workers: fewer workers help too)"
+                    ) from None
                 self._loader_key, self._pending = key, True
             return self._loader
 

@@ -11,6 +11,7 @@ import pickle
 import subprocess
 import sys
 from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,6 +227,43 @@ def test_torch_dataset_splits_ranks_then_workers(snapshot_url: str) -> None:
         seen.append({int(x) for b in dl for x in b["label"]})
     assert not seen[0] & seen[1]
     assert seen[0] | seen[1] == set(range(RECORDS))
+
+
+def test_torch_dataset_takes_an_open_snapshot_at_its_version(tmp_path: Path) -> None:
+    """``SnapshotDataset(snap.open(...))`` took the Snapshot's repr for a path ("/cwd/
+    Snapshot('...', records=...) is not a snapshot"); it reads the version that was opened,
+    in DataLoader workers too."""
+    import torch  # noqa: F401 - in the test extras
+
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    path = str(tmp_path / "s")
+    for version in (1, 2):
+        snap.create(lambda v=version: ({"v": v, "i": i} for i in range(40)), path, workers=0,
+                    overwrite=True)  # fmt: skip
+    old = snap.open(path, version=1)
+    assert snap.open(old) is old and snap.open(old, version=2).version == 2
+    dataset = SnapshotDataset(old, batch_size=8)
+    assert dataset.url == old.url
+    dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    rows = [(int(v), int(i)) for b in dl for v, i in zip(b["v"], b["i"], strict=True)]
+    assert sorted(rows) == [(1, i) for i in range(40)]
+
+
+def test_drop_last_over_dataloader_workers_names_the_workers(tmp_path: Path) -> None:
+    """40 records, batches of 32, 2 workers: 20 a worker, no batch anywhere; it said "on each
+    of 2 ranks" to a job of one rank."""
+    import torch  # noqa: F401 - in the test extras
+
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    path = str(tmp_path / "s")
+    snap.create(lambda: ({"i": i} for i in range(40)), path, workers=0)
+    dataset = SnapshotDataset(path, batch_size=32, drop_last=True)
+    assert len(list(torch.utils.data.DataLoader(dataset, batch_size=None))) == 1
+    dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    with pytest.raises(OptionError, match=r"holds no batch of 32.*the 2 'ranks' are 1 rank x 2 "):
+        next(iter(dl))
 
 
 # --- JAX ----------------------------------------------------------------------------------
