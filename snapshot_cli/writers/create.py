@@ -374,11 +374,11 @@ def _create(
         lease.check()
         commit_mod.commit(fs, root, manifest, replaces=previous)
         commit_mod.cleanup_after_commit(fs, root, manifest)
-        if manifest.num_records == 0 and found.items:
+        if manifest.num_records == 0:
             log.warning(
                 "note: the pipeline made no records from %s; a function that neither yields "
                 "nor returns its records returns None, which is taken as 'no records'",
-                counted(len(found.items), "input"),
+                counted(len(found.items), "input") if found.items else "its one call (no inputs)",
             )
     finally:
         lease.release()

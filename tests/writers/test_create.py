@@ -312,6 +312,9 @@ def test_a_pipeline_that_makes_no_records_at_all_is_noted(
     with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
         assert snap.create(filters, str(tmp_path / "b"), inputs=[1, 2, 3], workers=0).num_records
     assert "made no records" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="snapshot_cli"):  # no inputs: one call
+        assert not snap.create(lambda: None, str(tmp_path / "c"), workers=0).num_records
+    assert "made no records from its one call (no inputs); a function that neither" in caplog.text
 
 
 def test_type_change_across_tasks_is_refused_with_hint(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]
