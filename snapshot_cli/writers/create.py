@@ -197,6 +197,12 @@ def _create(
     params = pipeline_mod.check_params(params)
     fs, root = storage.resolve(os.fspath(output), storage_options)
     url = storage.to_url(fs, root)
+    if storage.protocol(fs) == "memory" and not in_process:
+        raise OptionError(
+            f"{url} is in this process's memory, which worker processes cannot write into: "
+            "pass --workers 0 (workers=0) to run the pipeline in this process"
+        )
+    commit_mod.check_output(fs, root)
     found = inputs_mod.resolve(inputs, inputs_from, storage_options, output=url)
     identity = inputs_mod.Identity(ref.code_hash, params, found)
 
@@ -247,12 +253,6 @@ def _create(
             )
         return None  # only the inputs changed: the tasks that kept theirs are reused
 
-    if storage.protocol(fs) == "memory" and not in_process:
-        raise OptionError(
-            f"{url} is in this process's memory, which worker processes cannot write into: "
-            "pass --workers 0 (workers=0) to run the pipeline in this process"
-        )
-    commit_mod.check_output(fs, root)
     pipeline_mod.check_call(ref.function, params, with_input=bool(found.items))
     if (m := reusable()) is not None:
         log.info(

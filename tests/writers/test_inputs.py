@@ -227,6 +227,10 @@ def test_the_snapshots_own_files_are_never_its_inputs(tmp_path: Path, where: str
     assert sorted(b["n"].tolist() for b in s.iter_batches()) == [[1], [2], [3]]
     with pytest.raises(snap.OptionError, match=r"matched only files of the snapshot being"):
         snap.create(_sizes, out, inputs=f"{out}/*", workers=0, overwrite=True)
+    # OUTPUT the inputs' own directory: that it is no snapshot is the answer (it said the
+    # inputs "matched only files of the snapshot being written")
+    with pytest.raises(snap.SnapshotExistsError, match=r"exists and is not a snapshot \(it holds"):
+        snap.create(_sizes, root, inputs=f"{root}/*.txt", workers=0)
 
 
 @pytest.mark.parametrize(
