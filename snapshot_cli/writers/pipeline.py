@@ -89,6 +89,7 @@ def _import_target(target: str, what: str, spec: str) -> Any:
             del sys.modules[name]
             raise PipelineLoadError(
                 f"importing {what} file {target!r} failed:\n{format_user_traceback(err)}"
+                f"{_package_hint(err, path, spec)}"
             ) from err
         return module
     if os.getcwd() not in sys.path and "" not in sys.path:
@@ -108,6 +109,23 @@ def _import_target(target: str, what: str, spec: str) -> Any:
         raise PipelineLoadError(
             f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
         ) from err
+
+
+def _package_hint(err: BaseException, path: str, spec: str) -> str:
+    """For a file of a package that imports relatively (as ``python file.py`` fails too):
+    the module spec to give instead, and where to run it from."""
+    if not (isinstance(err, ImportError) and "relative import" in str(err)):
+        return ""
+    parts, directory = [os.path.splitext(os.path.basename(path))[0]], os.path.dirname(path)
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        parts.insert(0, os.path.basename(directory))
+        directory = os.path.dirname(directory)
+    if len(parts) == 1:
+        return ""
+    return (
+        f"\n{os.path.basename(path)} is a module of the package {'.'.join(parts[:-1])}: give "
+        f"it as {'.'.join(parts)}:{spec.rpartition(':')[2]}, run from {directory}"
+    )
 
 
 def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:

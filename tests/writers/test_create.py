@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -375,6 +376,30 @@ def test_missing_pipeline_pieces(tmp_path: Path, write_pipeline) -> None:  # typ
         snap.create(bad, str(tmp_path / "s"))
     with pytest.raises(snap.PipelineLoadError, match="must look like"):
         snap.create("justaname", str(tmp_path / "s"))
+
+
+def test_a_package_file_that_imports_relatively_is_told_its_module_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``snap create proj/pkg/sub/pipe.py:f`` where pipe.py does ``from .helpers import g``
+    fails as ``python pipe.py`` does; the error gives the spec that works and where from."""
+    sub = tmp_path / "proj" / "relpkg" / "sub"
+    sub.mkdir(parents=True)
+    for init in (sub.parent / "__init__.py", sub / "__init__.py"):
+        init.write_text("")
+    (sub / "helpers.py").write_text("def g():\n    return 3\n")
+    (sub / "pipe.py").write_text("from .helpers import g\n\ndef f():\n    yield {'x': g()}\n")
+    with pytest.raises(snap.PipelineLoadError) as exc:
+        snap.create(str(sub / "pipe.py") + ":f", str(tmp_path / "s"), workers=0)
+    proj = tmp_path / "proj"
+    assert str(exc.value).endswith(
+        f"pipe.py is a module of the package relpkg.sub: give it as relpkg.sub.pipe:f, run "
+        f"from {proj}"
+    )
+    monkeypatch.chdir(proj)  # the advice works
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    assert snap.create("relpkg.sub.pipe:f", str(tmp_path / "s"), workers=0).num_records == 1
 
 
 def test_output_that_is_not_a_snapshot(tmp_path: Path, pipe: str) -> None:
