@@ -336,6 +336,7 @@ def test_a_param_value_is_strict_json_or_else_the_string_given(raw: str) -> None
         assert str(err).startswith("--param k: ")
         return
     json.dumps(value, allow_nan=False)  # it can be kept in the manifest
+
     def finite(text: str) -> float:
         assert math.isfinite(float(text)), "1e999: a float overflows to inf"
         return float(text)
