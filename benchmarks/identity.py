@@ -3,7 +3,7 @@ timestamps).
 
 A snapshot of a trivial pipeline over N local files is made once; then three checks of an
 up-to-date snapshot are timed, each against reading the same bytes in the same process with
-the same 8 threads and no hashing (the baseline):
+as many threads and no hashing (the baseline):
 
 - ``stat``: nothing changed, the listing matches: no file is read;
 - ``content``: every file got a new mtime (rewritten with the same bytes): every file is read
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # timing and the runs column
 
 import snapshot_cli as snap
-from snapshot_cli.writers.inputs import HASH_THREADS
+from snapshot_cli.writers.contents import threads_for
 
 
 def preprocess(path: str) -> Any:
@@ -38,7 +38,8 @@ def preprocess(path: str) -> Any:
 
 
 def read_all(paths: list[Path]) -> int:
-    """The baseline: read every byte with the threads snap hashes with, in 8 MiB pieces."""
+    """The baseline: read every byte with as many threads as snap hashes them with, in 8 MiB
+    pieces."""
 
     def read(path: Path) -> int:
         n = 0
@@ -47,7 +48,7 @@ def read_all(paths: list[Path]) -> int:
                 n += len(chunk)
         return n
 
-    with ThreadPoolExecutor(HASH_THREADS) as pool:
+    with ThreadPoolExecutor(threads_for([(str(p), p.stat().st_size) for p in paths])) as pool:
         return sum(pool.map(read, paths))
 
 

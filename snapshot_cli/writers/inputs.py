@@ -20,9 +20,7 @@ import json
 import logging
 import math
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,13 +29,12 @@ import numpy as np
 from .. import storage
 from ..errors import OptionError, PipelineLoadError
 from ..manifest import canonical_json, fingerprint, sha256_text
-from ..progress import counted
+from . import contents
 from . import pipeline as pipeline_mod
 from .chunking import input_name
 
 log = logging.getLogger("snapshot_cli")
 
-HASH_THREADS = 8  # files hashed at once (reads and sha256 release the GIL)
 # Keys that identify a file's version, most specific first (GCS, S3, local and HDFS, WebHDFS,
 # memory). A file with none of them has no version: its bytes are read on every create.
 _VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime",
@@ -184,7 +181,7 @@ class Inputs:
                     return known.get((f.url, f.size, f.version)) if f.version else None
 
                 todo = [f for f in self.files if not f.content and not kept(f)]
-                hashed = self._hash_files(todo)
+                hashed = contents.hash_files([(f.url, f.size) for f in todo], self.storage_options)
                 self._records = [
                     [f.url, f.size, f.version, f.content or kept(f) or hashed[f.url]]
                     for f in self.files
@@ -196,23 +193,6 @@ class Inputs:
         if self.files is None:
             return self.items
         return [[name, size, content] for name, size, _, content in self.records()]
-
-    def _hash_files(self, todo: list[InputFile]) -> dict[str, str]:
-        if not todo:
-            return {}
-        started = time.monotonic()
-        total = sum(f.size for f in todo)
-        hash_one = functools.partial(storage.hash_file, storage_options=self.storage_options)
-        with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="snap-hash") as pool:
-            urls = [f.url for f in todo]
-            hashed = dict(zip(urls, pool.map(hash_one, urls), strict=True))
-        log.info(
-            "read %s (%.1f MiB) in %.1f s to identify their contents",
-            counted(len(todo), "input file"),
-            total / 2**20,
-            time.monotonic() - started,
-        )
-        return hashed
 
 
 class Identity:

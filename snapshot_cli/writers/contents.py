@@ -1,0 +1,66 @@
+"""Reading input files' bytes to identify them (sha256), in threads sized to the storage.
+
+A file whose listing gives no checksum (local disk, HDFS) is identified by its bytes the
+first time a create sees it; later creates trust its version (size and mtime) unless it
+changed. See :mod:`.inputs`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .. import storage
+from ..progress import counted
+
+log = logging.getLogger("snapshot_cli")
+
+HASH_THREADS = 8  # remote files hashed at once (reads and sha256 release the GIL)
+GROUP_FILES, GROUP_BYTES = 64, 64 << 20  # a thread's task: this many files, or bytes
+
+
+def hash_files(files: list[tuple[str, int]], storage_options: Any = None) -> dict[str, str]:
+    """``{url: "sha256=..."}`` of ``(url, size)`` files; logs how long it took."""
+    if not files:
+        return {}
+    started = time.monotonic()
+    hash_one = functools.partial(storage.hash_file, storage_options=storage_options)
+    with ThreadPoolExecutor(threads_for(files), thread_name_prefix="snap-hash") as pool:
+        digests = pool.map(lambda urls: [hash_one(u) for u in urls], _groups(files))
+        hashed = dict(zip((u for u, _ in files), (d for ds in digests for d in ds), strict=True))
+    log.info(
+        "read %s (%.1f MiB) in %.1f s to identify their contents",
+        counted(len(files), "input file"),
+        sum(size for _, size in files) / 2**20,
+        time.monotonic() - started,
+    )
+    return hashed
+
+
+def _groups(files: list[tuple[str, int]]) -> list[list[str]]:
+    """Runs of files to hash in one task (a future per file cost ~80 us of GIL hand-offs)."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for url, n in files:
+        if len(groups[-1]) >= GROUP_FILES or size >= GROUP_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(url)
+        size += n
+    return groups
+
+
+def threads_for(files: list[tuple[str, int]]) -> int:
+    """Remote reads wait on the network: HASH_THREADS. Local files of under 1 MiB on average
+    cost Python more than I/O, and threads only fight over the GIL (50,000 files of 4 bytes:
+    45 us a file in one thread, 150 in eight; 110 KB ones, cold or warm: one thread as fast
+    as two, eight 25 % slower); larger ones hash in a thread per core."""
+    if any("://" in url or "::" in url for url, _ in files):
+        return HASH_THREADS
+    if sum(size for _, size in files) < len(files) << 20:
+        return 1
+    return min(HASH_THREADS, os.cpu_count() or 1)
