@@ -10,7 +10,7 @@ as many threads and no hashing (the baseline):
   and hashed (sha256) to find that nothing changed;
 - the first ``create`` itself, which reads every input once more to record its contents.
 
-Usage: python benchmarks/identity.py [--files 400] [--mib-per-file 2.5] [--repeats 3]
+Usage: python benchmarks/identity.py [--files 400] [--mib-per-file 2.5] [--repeats 3] [--cold]
 """
 
 from __future__ import annotations
@@ -57,7 +57,19 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=400)
     ap.add_argument("--mib-per-file", type=float, default=2.5)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="drop the page cache before each read (root: /proc/sys/vm/drop_caches)",
+    )
     args = ap.parse_args()
+
+    def cold() -> None:
+        if args.cold:
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="snap-identity-") as tmp:
         raw = Path(tmp) / "raw"
@@ -74,7 +86,9 @@ def main() -> None:
         rows: dict[str, list[float]] = {name: [] for name in names}
         for r in range(args.repeats):
             out = str(Path(tmp) / f"s{r}")
+            cold()
             rows["read (baseline)"].append(_common.timed(lambda: read_all(paths)))
+            cold()
             rows["first create"].append(
                 _common.timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
             )
@@ -84,11 +98,13 @@ def main() -> None:
             stamp = time.time() + 100 + r
             for p in paths:
                 os.utime(p, (stamp, stamp))
+            cold()
             rows["up to date, content"].append(
                 _common.timed(lambda out=out: snap.create(preprocess, out, inputs=glob, workers=0))
             )
     base = statistics.median(rows["read (baseline)"])
-    print(f"{args.files} files, {total / 2**30:.2f} GiB, page cache warm, median of "
+    cache = "dropped before each read" if args.cold else "warm"
+    print(f"{args.files} files, {total / 2**30:.2f} GiB, page cache {cache}, median of "
           f"{args.repeats}; {os.cpu_count()} cores")  # fmt: skip
     print(f"{'check':24} {'median s':>9} {'GB/s':>6} {'x read':>7}  runs")
     for name, runs in rows.items():

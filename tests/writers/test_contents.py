@@ -34,10 +34,8 @@ def test_groups_keep_every_file_once_in_order_within_their_bounds(sizes: list[in
         assert sum(size[u] for u in g[:-1]) < contents.GROUP_BYTES
 
 
-def test_threads_follow_the_storage_and_the_file_size() -> None:
-    cores = os.cpu_count() or 1
-    assert contents.threads_for([("/d/a", 10)] * 100) == 1  # small local files: the GIL
-    assert contents.threads_for([("/d/a", 8 << 20)] * 4) == min(contents.HASH_THREADS, cores)
+def test_threads_follow_the_storage() -> None:
+    assert contents.threads_for([("/d/a", 10)] * 100) == contents.LOCAL_THREADS
     assert contents.threads_for([("gs://b/a", 10)]) == contents.HASH_THREADS  # the network
     assert contents.threads_for([("/d/a", 10), ("memory://x/a", 10)]) == contents.HASH_THREADS
 
