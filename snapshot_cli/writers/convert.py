@@ -22,6 +22,7 @@ import pyarrow as pa
 from .. import schema as schema_mod
 from ..arrays import from_numpy
 from ..errors import RecordError, SchemaMismatchError
+from ..progress import counted
 from . import foreign
 from .records import ColumnBuilder, check_dtype, check_names, different_columns
 
@@ -108,9 +109,9 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
             nulls = schema_mod.null_count(column)
             if nulls:
                 raise RecordError(
-                    f"column {name!r} of a yielded {type(item).__name__} holds {nulls} missing "
-                    "values (nulls); snap stores no missing values: fill them (e.g. "
-                    "pyarrow.compute.fill_null) or leave those rows out"
+                    f"column {name!r} of a yielded {type(item).__name__} holds "
+                    f"{counted(nulls, 'missing value')} (nulls); snap stores no missing values: "
+                    "fill them (e.g. pyarrow.compute.fill_null) or leave those rows out"
                 )
     return batches
 

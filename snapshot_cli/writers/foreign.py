@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from .. import schema as schema_mod
 from ..errors import RecordError
+from ..progress import counted
 
 
 def native(value: Any) -> Any:
@@ -70,9 +71,13 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
     names = list(frame.columns)
     odd = [n for n in names if not isinstance(n, str)]
     if odd:
+        fix = (
+            "df.columns = ['_'.join(map(str, c)) for c in df.columns]"  # a MultiIndex's
+            if any(isinstance(n, tuple) for n in odd)
+            else "df.columns = df.columns.astype(str)"
+        )
         raise RecordError(
-            f"a yielded DataFrame has column names that are not str: {odd[:5]}; rename them "
-            "(df.columns = df.columns.astype(str))"
+            f"a yielded DataFrame has column names that are not str: {odd[:5]}; rename them ({fix})"
         )
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -84,7 +89,8 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
         missing = 0 if isinstance(column.dtype, np.dtype) else int(column.isna().sum())
         if missing:
             raise RecordError(
-                f"column {name!r} of a yielded DataFrame holds {missing} missing values (NA); "
+                f"column {name!r} of a yielded DataFrame holds {counted(missing, 'missing value')}"
+                " (NA); "
                 "snap stores no missing values: fill them (fillna) or leave those rows out"
             )
         out[name] = column.to_numpy()

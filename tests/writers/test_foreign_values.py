@@ -92,7 +92,14 @@ def test_a_dataframe_returned_not_yielded_is_one_batch(tmp_path: Path) -> None:
     [
         (pd.DataFrame({0: [1], 1: [2]}), r"column names that are not str: \[0, 1\]"),
         (pd.DataFrame([[1, 2]], columns=["a", "a"]), r"names \['a'\] more than once"),
-        (pd.DataFrame({"a": pd.array([1, None], dtype="Int64")}), r"'a' of a .* holds 1 missing"),
+        (
+            pd.DataFrame({"a": pd.array([1, None], dtype="Int64")}),
+            r"'a' of a .* holds 1 missing value \(NA\)",
+        ),
+        (
+            pd.DataFrame([[1, 2]], columns=pd.MultiIndex.from_tuples([("a", "x"), ("a", "y")])),
+            r"not str: \[\('a', 'x'\), \('a', 'y'\)\]; rename them \(df.columns = \['_'.join",
+        ),
         (pd.DataFrame({"t": pd.to_datetime(["2020-01-01"])}), r"'t' has dtype datetime64"),
     ],
 )
