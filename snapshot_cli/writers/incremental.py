@@ -156,6 +156,6 @@ def describe(url: str, planned: Plan, previous: Manifest | None) -> str:
     return (
         f"{url}: version {previous.version + 1}: reusing {s['tasks_reused']} of {s['tasks']} "
         f"tasks ({human_bytes(reused)} of shards), {computing}; against version "
-        f"{previous.version}: {c['inputs_added']} inputs added, {c['inputs_removed']} removed, "
-        f"{c['inputs_changed']} changed"
+        f"{previous.version}: {counted(c['inputs_added'], 'input')} added, "
+        f"{c['inputs_removed']} removed, {c['inputs_changed']} changed"
     )
