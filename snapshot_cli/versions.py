@@ -82,9 +82,9 @@ def missing_shard(fs: Any, root: str, shard: str, url: str) -> CorruptShardError
     if current is not None and shard not in {s.path for s in current.shards}:
         return CorruptShardError(
             f"shard {url} is missing: it belongs to a version of the snapshot that version "
-            f"{current.version} has replaced since it was opened, and was removed (by snap gc, "
-            "once a replaced version is older than its --retention, 7d by default); open "
-            f"the snapshot again to read version {current.version}"
+            f"{current.version} has replaced, and was removed (by snap gc, once a replaced "
+            "version is older than its --retention, 7d by default); open the snapshot again "
+            f"to read version {current.version}"
         )
     return CorruptShardError(
         f"shard {url} is missing: the snapshot is damaged (a file deleted or lost); "

@@ -254,7 +254,9 @@ class RecordBuffer:
             elif record.keys() != set(schema.names):
                 raise SchemaMismatchError(f"a record {different_columns(schema.names, record)}")
             self.columns = {
-                k: ColumnBuilder(k, schema.field(k).type if schema else None, k in self.ragged)
+                k: ColumnBuilder(
+                    k, schema.field(k).type if schema is not None else None, k in self.ragged
+                )
                 for k in record
             }
         elif record.keys() != self.columns.keys():
