@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from .. import schema as schema_mod
 from ..errors import OptionError
+from ..progress import counted
 from ..units import integer
 from .elastic import apportion
 from .options import Auto, LoaderOptions, checked_columns
@@ -172,7 +173,8 @@ def _check_weights(weights: Sequence[float] | None, sizes: list[int]) -> list[fl
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
         raise OptionError(f"weights must be a list of numbers, one per snapshot, got {weights!r}")
     if len(weights) != len(sizes):
-        raise OptionError(f"{len(weights)} weights for {len(sizes)} snapshots: give one each")
+        given, wanted = counted(len(weights), "weight"), counted(len(sizes), "snapshot")
+        raise OptionError(f"{given} for {wanted}: give one each")
     out: list[float] = []
     for i, w in enumerate(weights):
         if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w) or w < 0:
