@@ -178,7 +178,10 @@ class Server:
         return max(1, -(-batches // self.group))
 
     def close(self) -> None:
-        """After the producer has stopped: stop the gather and map threads."""
+        """After the producer has stopped: stop the gather and map threads, and let go of
+        ``between`` (the run's method: a cycle that would keep the run, and through it the
+        loader's windows and maps, until the cyclic garbage collector runs)."""
+        self._between = None
         self.gather_pool.shutdown(wait=True, cancel_futures=True)
         if self.map_pool is not None:
             self.map_pool.shutdown(wait=True, cancel_futures=True)

@@ -150,6 +150,14 @@ class WindowPool:
             leaving, self._leaving = self._leaving, []
         leaving.clear()  # unmapped here, the lock free
 
+    def drop(self) -> None:
+        """The loader was closed: the slabs kept for reuse go (each freed once no batch
+        refers to it) and the gathered batches' buffers with them; a later pass makes new."""
+        with self._lock:
+            slabs, self._slabs, self._leaving = self._slabs + self._leaving, [], []
+        self.batches = BatchPool()
+        slabs.clear()
+
     def short(self, rows: int) -> bool:
         """Whether a window of ``rows`` records now would need a third slab: none is free,
         and two that fit exist already (the window being served, and the one before it, which

@@ -6,6 +6,7 @@ import gc
 import inspect
 import re
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,47 @@ def test_threads_stop_on_break_close_and_gc(sorted_snap: snap.Snapshot) -> None:
     del it
     gc.collect()
     assert snap_threads() == []
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_a_dropped_loader_frees_its_memory_without_the_cyclic_collector(
+    sorted_snap: snap.Snapshot, processes: int
+) -> None:
+    """A loader's run and its context were in reference cycles (the run's server held a
+    method of the run; the context a method of the loader): a loader dropped mid-epoch kept
+    its windows and shard maps (360 MiB for 586 MiB of records) until ``gc.collect()``, and
+    a sweep or a notebook making loader after loader grew by that much each time."""
+    gc.collect()
+    gc.disable()
+    try:
+        loader = sorted_snap.loader(
+            batch_size=100, processes=processes, shuffle_buffer=5_000, columns=["id", "x"]
+        )
+        for _ in loader:
+            break
+        alive = [weakref.ref(o) for o in (loader, loader._context, loader._context.windows)]
+        del loader, _
+        assert [ref() for ref in alive] == [None, None, None]
+    finally:
+        gc.enable()
+
+
+def test_close_lets_go_of_the_memory_kept_for_the_next_pass(sorted_snap: snap.Snapshot) -> None:
+    """A new pass reuses the windows' slabs and the open shards of the last; ``close()``
+    lets go of them (a loader kept, as an adapter or a trainer holds it, kept them all), and
+    a pass after it reads on from where the loader was."""
+    loader = sorted_snap.loader(batch_size=100, seed=4, shuffle_buffer=5_000)
+    it = iter(loader)
+    first = [next(it)["id"].tolist() for _ in range(3)]
+    pool, readers = loader._context.windows, loader._context.readers
+    assert pool._slabs and readers._open  # kept for the next pass
+    del it
+    loader.close()
+    assert not pool._slabs and not pool._leaving and not readers._open
+    rest = [b["id"].tolist() for b in loader]
+    fresh = [b["id"].tolist() for b in sorted_snap.loader(batch_size=100, seed=4,
+                                                            shuffle_buffer=5_000)]  # fmt: skip
+    assert first + rest == fresh
 
 
 def test_stats_report_rates_and_settings(sorted_snap: snap.Snapshot) -> None:
