@@ -64,6 +64,7 @@ options turn tf.data's autotuning off: there is nothing to tune, and with it on 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -123,7 +124,7 @@ class TFBatches(LoaderFacing):
         self._spec = spec
         x = spec[self.features] if self.features else {c: spec[c] for c in self.columns}
         self.signature: Any = x if label is None else (x, spec[label])
-        self._reading: Iterator[Batch] | None = None  # the loader pass batches come from
+        self._reading = _Reading(loader)  # the loader passes batches come from
         self._pass = 0  # number of the newest pass; an older one may no longer read
         self._batches: Iterator[Batch] | None = None  # the newest pass's batches
         self.delivered: Any = None  # tf.Variable: batches the newest pass's consumer got
@@ -144,34 +145,15 @@ class TFBatches(LoaderFacing):
         """A new iterator over the dataset: the loader is put back where the consumer is
         (a pass broken off mid-chunk leaves it ahead), then a pass starts; its number."""
         consumer = self.state_dict()
-        self._stop_reading()  # an abandoned pass (an iterator dropped early) reads no more
+        self._reading.stop()  # an abandoned pass (an iterator dropped early) reads no more
         if self._chunk is not None and consumer != self.loader.state_dict():
             self.loader.load_state_dict(consumer)
         self._pass, self._chunk = self._pass + 1, None
-        self._batches = self._pass_batches()
+        self._batches = self._reading.batches(self.cardinality())
         if self.delivered is not None:
             self.delivered.assign(0)
             self.current.assign(self._pass)
         return self._pass
-
-    def _pass_batches(self) -> Iterator[Batch]:
-        n = self.cardinality()
-        remaining = None if n < 0 else n
-        while remaining is None or remaining > 0:
-            fresh = self._reading is None
-            if self._reading is None:
-                self._reading = iter(self.loader)
-            batch = next(self._reading, None)
-            if batch is None:  # the loader's pass ended; this pass goes on into the next
-                self._reading = None
-                if fresh:
-                    return  # the loader yields nothing at all: nothing more will come
-                continue
-            if remaining is not None:
-                remaining -= 1
-                if not remaining:  # the pass's last: no thread runs on (the loader keeps its
-                    self._stop_reading()  # place; TensorFlow may never ask for one more)
-            yield batch
 
     def chunk(self, pass_number: Any, index: Any) -> list[Any]:
         """Chunk ``index`` of pass ``pass_number``: each of up to CHUNK batches as its
@@ -234,11 +216,6 @@ class TFBatches(LoaderFacing):
             elements = one if elements is None else elements.concatenate(one)
         return elements.take(parts[-1])
 
-    def _stop_reading(self) -> None:
-        if self._reading is not None:
-            reading, self._reading = self._reading, None
-            reading.close()  # type: ignore[attr-defined]  # a generator: stops its threads
-
     # the loader's interface ------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -261,7 +238,7 @@ class TFBatches(LoaderFacing):
         self.loader.set_epoch(epoch)
 
     def _moved(self) -> None:
-        self._stop_reading()
+        self._reading.stop()
         self._pass += 1
         self._batches, self._chunk = None, None
         if self.current is not None:
@@ -269,8 +246,59 @@ class TFBatches(LoaderFacing):
 
     def close(self) -> None:
         """Stop the loader's threads (a later pass starts them again)."""
-        self._stop_reading()
+        self._reading.stop()
         self.loader.close()
+
+
+class _Reading:
+    """The loader passes a :class:`TFBatches` takes its batches from. Apart from it, so that
+    the generator of a pass holds this, not the TFBatches: a dataset dropped with its
+    iterators frees both at once, and the loader's pass stops (the generator would make a
+    cycle with the TFBatches, freed only by the cyclic garbage collector)."""
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+        self.pass_: Iterator[Batch] | None = None  # the loader's pass under way
+
+    def stop(self) -> None:
+        if self.pass_ is not None:
+            reading, self.pass_ = self.pass_, None
+            reading.close()  # type: ignore[attr-defined]  # a generator: stops its threads
+
+    def batches(self, n: int) -> Iterator[Batch]:
+        """``n`` batches (-1: endless) from as many loader passes as they take."""
+        remaining = None if n < 0 else n
+        while remaining is None or remaining > 0:
+            fresh = self.pass_ is None
+            if self.pass_ is None:
+                self.pass_ = iter(self.loader)
+            batch = next(self.pass_, None)
+            if batch is None:  # the loader's pass ended; this pass goes on into the next
+                self.pass_ = None
+                if fresh:
+                    return  # the loader yields nothing at all: nothing more will come
+                continue
+            if remaining is not None:
+                remaining -= 1
+                if not remaining:  # the pass's last: no thread runs on (the loader keeps its
+                    self.stop()  # place; TensorFlow may never ask for one more)
+            yield batch
+
+
+def _weak(batches: TFBatches, name: str) -> Any:
+    """``batches.name`` as a function that holds ``batches`` weakly. TensorFlow keeps the
+    functions of a dataset's ``py_function`` and ``flat_map`` for as long as it likes (past
+    the dataset and its iterators): holding the TFBatches, they kept its loader's pass
+    reading, with its threads and windows, after a Keras epoch dropped its iterator."""
+    ref = weakref.ref(batches)
+
+    def call(*args: Any) -> Any:
+        me = ref()
+        if me is None:  # (an iterator keeps its dataset, and the dataset the TFBatches)
+            raise RuntimeError("the dataset of this iterator is gone")
+        return getattr(me, name)(*args)
+
+    return call
 
 
 def to_dataset(
@@ -285,20 +313,22 @@ def to_dataset(
     n = batches.cardinality()
     chunks = tf.data.Dataset.range(-(-n // CHUNK) if n >= 0 else np.iinfo(np.int64).max)
     types = batches.types()
+    delivered, current = batches.delivered, batches.current  # (no closure holds `batches`)
+    chunk, split, start_pass = (_weak(batches, m) for m in ("chunk", "split", "start_pass"))
 
     def one_pass(number: Any) -> Any:
         def counted(*element: Any) -> Any:  # the consumer takes it: one more delivered
             # (a dataset function runs its stateful ops, whatever its outputs depend on)
-            tf.debugging.assert_equal(number, batches.current, message=SUPERSEDED)
-            batches.delivered.assign_add(1)
+            tf.debugging.assert_equal(number, current, message=SUPERSEDED)
+            delivered.assign_add(1)
             return element[0] if len(element) == 1 else element
 
-        calls = chunks.map(lambda i: tuple(tf.py_function(batches.chunk, [number, i], types)))
+        calls = chunks.map(lambda i: tuple(tf.py_function(chunk, [number, i], types)))
         calls = calls.take_while(lambda *parts: parts[-1] > 0)
-        return calls.flat_map(batches.split).map(counted)
+        return calls.flat_map(split).map(counted)
 
     start = tf.data.Dataset.from_tensors(np.int64(0))
-    ds = start.map(lambda _: tf.py_function(batches.start_pass, [], tf.int64)).flat_map(one_pass)
+    ds = start.map(lambda _: tf.py_function(start_pass, [], tf.int64)).flat_map(one_pass)
     ds = ds.apply(tf.data.experimental.assert_cardinality(n))
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False  # no element read ahead

@@ -190,6 +190,23 @@ def check_set_epoch_stats_close():
             "superseded": superseded, "after_close": len(list(ds))}
 
 
+def check_dropped_iterators_free_their_loader():
+    """An iterator dropped mid-pass (a Keras epoch cut short), its dataset and loader with
+    it: TensorFlow kept the dataset's functions, which held the loader's pass running."""
+    import gc, weakref
+    freed = []
+    for seed in range(3):
+        loader = s.loader(BATCH, seed=seed)
+        ds = loader.to_tf(features="id")
+        it = iter(ds)
+        next(it), next(it)
+        context = weakref.ref(loader._context)
+        del it, ds, loader
+        gc.collect()
+        freed.append(context() is None)
+    return {"freed": freed}
+
+
 def check_keras_fit():
     import keras
 
@@ -433,6 +450,10 @@ def test_set_epoch_stats_and_a_superseded_iterator(
     assert out["batches"] == PER_EPOCH and out["records"] == RECORDS
     assert "superseded" in out["superseded"]
     assert out["after_close"] == PER_EPOCH
+
+
+def test_a_dropped_iterator_frees_its_loader(tf_results: dict[str, Any]) -> None:
+    assert _result(tf_results, "dropped_iterators_free_their_loader")["freed"] == [True] * 3
 
 
 def test_keras_fit_runs_and_knows_its_steps(tf_results: dict[str, Any]) -> None:
