@@ -87,6 +87,10 @@ class Snapshot:
         Raises:
             CorruptShardError: missing, wrong size, wrong checksum, or undecodable.
         """
+        n, index = len(self.shards), integer(index)
+        if isinstance(index, bool) or not isinstance(index, int) or not -n <= index < n:
+            raise OptionError(f"no shard {index!r}: the snapshot has {n} (0 to {n - 1})")
+        index %= n
         readers = ShardReaders(self.fs, self.root, self.shards, self.schema, verify=verify)
         sizes = self.shards[index].batch_sizes()
         batches = [readers.read_batch(index, j, rows) for j, rows in enumerate(sizes)]
@@ -167,6 +171,9 @@ class Snapshot:
             ):
                 raise OptionError(f"fraction must be a number > 0, got {fraction!r}")
             records = max(1, round(self.num_records * fraction))
+        records = integer(records)
+        if isinstance(records, bool) or not isinstance(records, int) or records < 1:
+            raise OptionError(f"records must be an integer >= 1, got {records!r}")
         return Mixture([self], None, records)
 
     def head(self, n: int = 5, columns: list[str] | None = None) -> list[dict[str, Any]]:

@@ -249,6 +249,10 @@ def test_bad_global_options_say_what_to_change(snaps: dict[str, snap.Snapshot]) 
         snap.mix([s], epoch_records=0)
     with pytest.raises(OptionError, match="sample needs records=N or fraction=F"):
         s.sample()
+    for bad in (0, -3, 2.5, True):  # 0 said "epoch_records must be ...", a name not given
+        with pytest.raises(OptionError, match=rf"^records must be an integer >= 1, got {bad!r}$"):
+            s.sample(records=bad)
+    assert s.sample(records=np.int64(5)).loader(5).batches_per_epoch() == 1
     with pytest.raises(OptionError, match="fraction must be a number > 0"):
         s.sample(fraction=-0.5)
 

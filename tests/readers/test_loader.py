@@ -493,6 +493,15 @@ def test_a_shard_gc_removed_from_a_replaced_version_says_so(tmp_path: Path) -> N
     assert len(list(snap.open(path).loader(batch_size=10))) == 1
 
 
+def test_read_shard_names_a_shard_that_is_not_there(tmp_path: Path) -> None:
+    s = snap.open(_small(tmp_path))
+    n = len(s.shards)
+    for bad in (n, -n - 1, "1", 1.0, True):  # n was IndexError "tuple index out of range"
+        with pytest.raises(snap.OptionError, match=rf"no shard .*: the snapshot has {n} \(0 to"):
+            s.read_shard(bad)
+    assert s.read_shard(np.int64(n - 1)).equals(s.read_shard(-1))
+
+
 def test_open_errors(tmp_path: Path) -> None:
     with pytest.raises(snap.ManifestError, match="not a snapshot"):
         snap.open(str(tmp_path / "nothing"))
