@@ -147,7 +147,10 @@ class Server:
         if self.trace is not None:
             self.trace.add("map", started, ended, epoch=epoch, batch=index)
         if not isinstance(out, dict):
-            raise TypeError(f"map must return a dict of arrays, returned {type(out).__name__}")
+            hint = " (a map that changes the batch in place must still return it)" * (out is None)
+            raise TypeError(
+                f"map must return a dict of arrays, returned {type(out).__name__}{hint}"
+            )
         return out
 
     def _put(self, item: Item) -> None:

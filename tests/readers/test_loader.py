@@ -292,6 +292,16 @@ def test_errors_in_threads_reach_the_consumer_with_traceback(sorted_snap: snap.S
     assert snap_threads() == []
 
 
+def test_a_map_that_returns_no_dict_is_told_so(sorted_snap: snap.Snapshot) -> None:
+    def in_place(batch: dict[str, np.ndarray]) -> None:  # forgot `return batch`
+        batch["x"] *= 2
+
+    with pytest.raises(TypeError, match=r"returned NoneType \(a map that changes the batch in pl"):
+        next(iter(sorted_snap.loader(batch_size=100, map=in_place)))
+    with pytest.raises(TypeError, match=r"returned list$"):
+        next(iter(sorted_snap.loader(batch_size=100, map=lambda batch: [batch])))
+
+
 def test_threads_stop_on_break_close_and_gc(sorted_snap: snap.Snapshot) -> None:
     loader = sorted_snap.loader(batch_size=100)
     for _ in loader:
