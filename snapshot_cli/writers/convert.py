@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import schema as schema_mod
-from ..arrays import from_numpy
+from ..arrays import from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
 from ..progress import counted
 from . import foreign
@@ -62,6 +62,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
     if foreign.is_array_like(col):
         col = foreign.as_numpy(col, name)
     col = foreign.native(col)
+    if isinstance(col, np.ndarray) and col.dtype.kind in "US" and col.ndim == 1:
+        return strings(col.tolist(), pa.string() if col.dtype.kind == "U" else pa.binary())
     if isinstance(col, np.ndarray) and col.dtype != object:
         if col.ndim == 0:
             raise RecordError(f"Batch column {name!r} is a 0-d array; columns need a length")

@@ -94,3 +94,27 @@ def test_a_batch_unlike_the_records_before_it_is_named_too(tmp_path: Path) -> No
 )  # fmt: skip
 def test_ordinal(n: int, text: str) -> None:
     assert ordinal(n) == text
+
+
+def test_numpy_text_scalars_and_arrays_of_one_text_per_record_are_text(tmp_path: Path) -> None:
+    """Iterating a numpy string array gives ``np.str_`` items, a str's subclass: refused as
+    "dtype <U3 ... join the strings", as if each were a list of words. A Batch column of
+    such an array (one text per record) was refused the same way."""
+    names = np.array(["cat", "dög", ""])
+    raw = np.array([b"\x00a", b"b", b""])
+
+    def preprocess() -> Any:
+        for name, blob in zip(names, raw, strict=True):
+            yield {"name": name, "blob": blob, "zero_d": np.array(name)}
+        yield snap.Batch(name=names, blob=raw, zero_d=names)
+
+    snap.create(preprocess, str(tmp_path / "s"), workers=0)
+    s = snap.open(str(tmp_path / "s"))
+    assert [str(f.type) for f in s.schema] == ["string", "binary", "string"]
+    rows = s.head(6)
+    assert [r["name"] for r in rows] == ["cat", "dög", ""] * 2
+    assert [r["zero_d"] for r in rows] == ["cat", "dög", ""] * 2
+    assert [r["blob"] for r in rows] == [b"\x00a", b"b", b""] * 2
+    with pytest.raises(snap.RecordError, match=r"column 'words' has dtype <U5.*join the strings"):
+        snap.create(lambda: iter([{"words": np.array(["hello", "world"])}]),
+                    str(tmp_path / "t"), workers=0)  # fmt: skip
