@@ -8,7 +8,13 @@ broke the rule, not a batch built later.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import datetime
+import decimal
+import enum
+import numbers
+import os
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,15 +70,30 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
             f"column {column!r} is {value!r}; snap columns have no missing values "
             "(use a sentinel value or a separate mask column)"
         )
-    hint = (
-        f"flatten it into columns of their own ({column}_{next(iter(value), 'key')}, ...)"
-        if isinstance(value, dict)
-        else "convert lists with np.asarray"
-    )
+    hint = _store_instead(value, column)
     raise RecordError(
         f"column {column!r} has a value of type {type(value).__name__}; supported: numpy "
         f"arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes ({hint})"
     )
+
+
+def _store_instead(value: Any, column: str) -> str:
+    """What to store instead of a value of an unsupported type, by its kind."""
+    if isinstance(value, dict):
+        return f"flatten it into columns of their own ({column}_{next(iter(value), 'key')}, ...)"
+    if isinstance(value, (numbers.Rational, numbers.Real, decimal.Decimal)):  # Fraction, ...
+        return "store it as a float (float(v)), or as text (str(v)) to keep every digit"
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
+        return "store it as a number (v.timestamp(), v.toordinal(), seconds) or as text"
+    if isinstance(value, enum.Enum):
+        return "store v.value or v.name"
+    if isinstance(value, (uuid.UUID, os.PathLike)):
+        return "store str(v)" + (" or v.bytes" if isinstance(value, uuid.UUID) else "")
+    if isinstance(value, (set, frozenset)):
+        return "store sorted(v) as an array (np.asarray), or a str"
+    if isinstance(value, Iterator):
+        return "make it a list first (list(v)), then an array (np.asarray)"
+    return "convert it to one of these; lists with np.asarray"
 
 
 def _check_utf8(value: str, column: str) -> None:

@@ -4,6 +4,12 @@ in an earlier batch is met only by a later one)."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import enum
+import fractions
+import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +21,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.progress import ordinal
+from snapshot_cli.writers.records import RecordBuffer
 
 
 def good(k: int) -> dict[str, Any]:
@@ -118,3 +125,31 @@ def test_numpy_text_scalars_and_arrays_of_one_text_per_record_are_text(tmp_path:
     with pytest.raises(snap.RecordError, match=r"column 'words' has dtype <U5.*join the strings"):
         snap.create(lambda: iter([{"words": np.array(["hello", "world"])}]),
                     str(tmp_path / "t"), workers=0)  # fmt: skip
+
+
+class _Colour(enum.Enum):
+    RED = 1
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (decimal.Decimal("1.5"), "store it as a float (float(v)), or as text"),
+        (fractions.Fraction(1, 3), "store it as a float (float(v)), or as text"),
+        (datetime.date(2020, 1, 2), "store it as a number (v.timestamp(), v.toordinal()"),
+        (datetime.timedelta(seconds=3), "store it as a number"),
+        (_Colour.RED, "store v.value or v.name"),
+        (uuid.UUID(int=7), "store str(v) or v.bytes"),
+        (Path("/a/b"), "store str(v))"),
+        ({3, 1}, "store sorted(v) as an array"),
+        (iter([1, 2]), "make it a list first (list(v))"),
+        (object(), "convert it to one of these; lists with np.asarray"),
+    ],
+)
+def test_a_value_of_another_type_is_told_what_to_store(value: Any, hint: str) -> None:
+    """The hint was "convert lists with np.asarray" for every type, a Path or a date too."""
+    buffer = RecordBuffer()
+    with pytest.raises(
+        snap.RecordError, match=rf"column 'v' has a value of type \w+; .*\({re.escape(hint)}"
+    ):
+        buffer.add({"v": value})
