@@ -49,10 +49,15 @@ def as_numpy(value: Any, column: str) -> np.ndarray:
     try:
         return np.asarray(value)
     except Exception as err:  # the library's own reason: grad, a GPU device, bfloat16, ...
+        hint = "yield a numpy array (for a torch tensor: t.detach().cpu().numpy())"
+        if str(getattr(value, "dtype", "")).rpartition(".")[2].startswith(schema_mod.LOW_PRECISION):
+            hint = (  # torch's bfloat16 and float8s
+                "Arrow has no such type: store it widened (t.float()), or its bits as integers "
+                "of its width (t.view(torch.int16) for bfloat16) and view them back when read"
+            )
         raise RecordError(
             f"column {column!r} has a {type(value).__name__} numpy cannot convert "
-            f"({type(err).__name__}: {err}); yield a numpy array (for a torch tensor: "
-            "t.detach().cpu().numpy())"
+            f"({type(err).__name__}: {err}); {hint}"
         ) from None
 
 
