@@ -94,9 +94,13 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # A zombie (killed, not yet reaped by its parent) counts as dead.
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(")")[-1].split()[0] != "Z"
+    # A zombie (killed, not yet reaped by its parent) counts as dead; so does one reaped
+    # between the two looks (reading its /proc entry then fails with ESRCH or ENOENT).
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
 
 
 @pytest.mark.slow
