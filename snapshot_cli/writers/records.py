@@ -43,8 +43,8 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
         else:
             check_dtype(value.dtype, column)
             return ARRAY, value.dtype, value.shape
-    if isinstance(value, (str, bytes)) and isinstance(value, np.generic):
-        value = value.item()  # np.str_ / np.bytes_ (a numpy string array's items): text
+    if isinstance(value, (np.str_, np.bytes_)):  # np.array("cat")[()]: text
+        value = value.item()
     if isinstance(value, np.generic):
         check_dtype(value.dtype, column)
         return SCALAR, value.dtype, ()
@@ -125,8 +125,8 @@ _PLAIN: dict[type, tuple[str, Any]] = {
 def _normalise(value: Any, column: str) -> Any:
     if type(value) in _PLAIN:
         return value
-    if isinstance(value, (np.str_, np.bytes_)):
-        return value.item()  # the Python str or bytes: stored as text, as a str is
+    if isinstance(value, (np.str_, np.bytes_)):  # a numpy string array's items: text
+        return value.item()
     if isinstance(value, (list, tuple)):
         try:
             return np.asarray(value)
