@@ -323,7 +323,14 @@ def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa
 
 def mismatch_message(name: str, before: pa.DataType, now: pa.DataType) -> str:
     """Explain a type change of one column, with the fix for the common ragged case."""
-    msg = f"column {name!r} changed type: {format_type(before)} before, {format_type(now)} now"
+    shown = format_type(before), format_type(now)
+    if shown[0] == shown[1]:  # one look, two Arrow types: a large_string and a string
+        cast = f": array.cast(pa.{before}())" if str(before).isidentifier() else ""
+        return (
+            f"column {name!r} changed type: {shown[0]} (Arrow {before}) before, {shown[1]} "
+            f"(Arrow {now}) now; yield one of them throughout (cast the other{cast})"
+        )
+    msg = f"column {name!r} changed type: {shown[0]} before, {shown[1]} now"
     kinds = {kind(before), kind(now)}
     if kinds <= {"tensor", "ragged"}:
         msg += (

@@ -135,6 +135,23 @@ def test_later_batch_with_other_shape_is_a_mismatch_with_a_hint() -> None:
         conform(second, first.schema)
 
 
+@pytest.mark.parametrize(
+    ("first", "later"),
+    [(pa.large_string(), pa.string()), (pa.binary(), pa.large_binary())],
+)
+def test_two_arrow_types_that_look_the_same_are_told_apart(
+    first: pa.DataType, later: pa.DataType
+) -> None:
+    """A large_string then a string said "changed type: str before, str now"."""
+    schema = pa.schema([("s", first)])
+    later_batch = pa.record_batch([pa.array(["x"], later)], names=["s"])
+    with pytest.raises(SchemaMismatchError) as exc:
+        conform(later_batch, schema)
+    assert f"(Arrow {first}) before" in str(exc.value)
+    assert f"(Arrow {later}) now; yield one of them throughout" in str(exc.value)
+    assert f"array.cast(pa.{first}())" in str(exc.value)
+
+
 def test_ragged_target_makes_uniform_batch_ragged() -> None:
     first = build([{"t": np.arange(2)}, {"t": np.arange(3)}])
     buf = RecordBuffer()
