@@ -54,17 +54,24 @@ _DTYPE_HINTS = {
 
 # ml_dtypes' (JAX's bfloat16, the float8s, int4): numpy kind "V", as a structured array's
 LOW_PRECISION = ("bfloat16", "float8", "float4", "float6", "int4", "uint4", "int2", "uint2")
-LOW_PRECISION_HINT = (
-    "Arrow has no such type: store it widened (v.astype(np.float32)), or its bits as "
-    "integers of its width (v.view(np.uint16) for bfloat16) and view them back when read"
-)
+
+
+def low_precision_hint(
+    widened: str = "v.astype(np.float32)", bits: str = "v.view(np.uint16)"
+) -> str:
+    """What to store instead of a bfloat16 or float8 value (the calls shown: numpy's, or a
+    library's)."""
+    return (
+        f"Arrow has no such type: store it widened ({widened}), or its bits as integers of "
+        f"its width ({bits} for bfloat16) and view them back when read"
+    )
 
 
 def unsupported_dtype_message(name: str, dtype: np.dtype) -> str:
     """Why column ``name`` cannot hold ``dtype``, and what to store instead."""
     hint = _DTYPE_HINTS.get(dtype.kind, "convert it to one of these")
     if dtype.name.startswith(LOW_PRECISION):
-        hint = LOW_PRECISION_HINT
+        hint = low_precision_hint()
     return (
         f"column {name!r} has dtype {dtype}; supported dtypes are bool, int8..int64, "
         f"uint8..uint64, float16/32/64: {hint}"

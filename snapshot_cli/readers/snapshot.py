@@ -89,7 +89,8 @@ class Snapshot:
         """
         n, index = len(self.shards), integer(index)
         if isinstance(index, bool) or not isinstance(index, int) or not -n <= index < n:
-            raise OptionError(f"no shard {index!r}: the snapshot has {n} (0 to {n - 1})")
+            have = f"{n} (0 to {n - 1})" if n else "none"
+            raise OptionError(f"no shard {index!r}: the snapshot has {have}")
         index %= n
         readers = ShardReaders(self.fs, self.root, self.shards, self.schema, verify=verify)
         sizes = self.shards[index].batch_sizes()

@@ -60,6 +60,4 @@ def threads_for(files: list[tuple[str, int]]) -> int:
     cache 150/145/180/200, from disk 460/360/290/295; 4-byte files from the page cache
     46/83/102/146 (the threads fight over the GIL: Python costs more than the I/O), from
     disk 250/215/196/262. Reads from disk are where the time goes, so four."""
-    if any("://" in url or "::" in url for url, _ in files):
-        return HASH_THREADS
-    return LOCAL_THREADS
+    return LOCAL_THREADS if all(storage.plain_local(url) for url, _ in files) else HASH_THREADS

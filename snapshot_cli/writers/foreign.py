@@ -50,11 +50,9 @@ def as_numpy(value: Any, column: str) -> np.ndarray:
         return np.asarray(value)
     except Exception as err:  # the library's own reason: grad, a GPU device, bfloat16, ...
         hint = "yield a numpy array (for a torch tensor: t.detach().cpu().numpy())"
-        if str(getattr(value, "dtype", "")).rpartition(".")[2].startswith(schema_mod.LOW_PRECISION):
-            hint = (  # torch's bfloat16 and float8s
-                "Arrow has no such type: store it widened (t.float()), or its bits as integers "
-                "of its width (t.view(torch.int16) for bfloat16) and view them back when read"
-            )
+        dtype = str(getattr(value, "dtype", "")).rpartition(".")[2]  # "torch.bfloat16"
+        if dtype.startswith(schema_mod.LOW_PRECISION):
+            hint = schema_mod.low_precision_hint("t.float()", "t.view(torch.int16)")
         raise RecordError(
             f"column {column!r} has a {type(value).__name__} numpy cannot convert "
             f"({type(err).__name__}: {err}); {hint}"
@@ -95,8 +93,7 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
         if missing:
             raise RecordError(
                 f"column {name!r} of a yielded DataFrame holds {counted(missing, 'missing value')}"
-                " (NA); "
-                "snap stores no missing values: fill them (fillna) or leave those rows out"
+                " (NA); snap stores no missing values: fill them (fillna) or leave those rows out"
             )
         out[name] = column.to_numpy()
     return out

@@ -184,7 +184,7 @@ class ColumnBuilder:
         if self.cls is None:
             self.cls, self.dtype, self.shape = cls, dtype, shape
             if self.target is not None:
-                self._check_target()
+                self._check_target(self.target)
         elif cls != self.cls or dtype != self.dtype:
             raise SchemaMismatchError(
                 f"column {self.name!r} changed type between records: "
@@ -209,7 +209,7 @@ class ColumnBuilder:
             return len(value)
         return 8
 
-    def _check_target(self) -> None:
+    def _check_target(self, target: pa.DataType) -> None:
         """The first value of this buffer has the type the task wrote before, or raise."""
         if self.cls == SCALAR:
             now = pa.from_numpy_dtype(self.dtype)
@@ -217,13 +217,12 @@ class ColumnBuilder:
             now = pa.string()
         elif self.cls == BINARY:
             now = pa.binary()
-        elif self._is_ragged(self.target):
+        elif self._is_ragged(target):
             now = schema_mod.ragged_type(pa.from_numpy_dtype(self.dtype), len(self.shape))
         else:
             now = pa.fixed_shape_tensor(pa.from_numpy_dtype(self.dtype), self.shape)
-        if now != self.target:
-            assert self.target is not None
-            raise SchemaMismatchError(schema_mod.mismatch_message(self.name, self.target, now))
+        if now != target:
+            raise SchemaMismatchError(schema_mod.mismatch_message(self.name, target, now))
 
     def _is_ragged(self, target: pa.DataType | None) -> bool:
         target_ragged = target is not None and schema_mod.kind(target) == "ragged"

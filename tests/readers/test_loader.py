@@ -510,6 +510,9 @@ def test_read_shard_names_a_shard_that_is_not_there(tmp_path: Path) -> None:
         with pytest.raises(snap.OptionError, match=rf"no shard .*: the snapshot has {n} \(0 to"):
             s.read_shard(bad)
     assert s.read_shard(np.int64(n - 1)).equals(s.read_shard(-1))
+    snap.create(lambda: iter(()), str(tmp_path / "empty"), workers=0)
+    with pytest.raises(snap.OptionError, match=r"^no shard 0: the snapshot has none$"):
+        snap.open(str(tmp_path / "empty")).read_shard(0)  # it said "has 0 (0 to -1)"
 
 
 def test_open_errors(tmp_path: Path) -> None:
