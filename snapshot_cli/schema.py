@@ -328,18 +328,20 @@ def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa
     )
 
 
-def mismatch_message(name: str, before: pa.DataType, now: pa.DataType) -> str:
+def mismatch_message(name: str, before: pa.DataType, now: pa.DataType, where: str = "") -> str:
     """Explain a type change of one column, with the fix for the common ragged case."""
     shown = format_type(before), format_type(now)
     if shown[0] == shown[1]:  # one look, two Arrow types: a large_string and a string
         cast = f": array.cast(pa.{before}())" if str(before).isidentifier() else ""
         return (
             f"column {name!r} changed type: {shown[0]} (Arrow {before}) before, {shown[1]} "
-            f"(Arrow {now}) now; yield one of them throughout (cast the other{cast})"
+            f"(Arrow {now}) now{where}; yield one of them throughout (cast the other{cast})"
         )
-    msg = f"column {name!r} changed type: {shown[0]} before, {shown[1]} now"
-    kinds = {kind(before), kind(now)}
-    if kinds <= {"tensor", "ragged"}:
+    msg = f"column {name!r} changed type: {shown[0]} before, {shown[1]} now{where}"
+    hint = convert_hint(before, now)
+    if hint:
+        return msg + hint
+    if {kind(before), kind(now)} <= {"tensor", "ragged"}:
         msg += (
             f". If its shape varies between records, declare it ragged: decorate the "
             f"pipeline function with @snapshot_cli.ragged({name!r})"
@@ -347,7 +349,27 @@ def mismatch_message(name: str, before: pa.DataType, now: pa.DataType) -> str:
     return msg
 
 
+def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
+    """How to give a column one type when its records' values differ only in dtype (an int
+    in a float column) or in str against bytes; "" for other changes."""
+    b, n = describe_type(before), describe_type(now)
+    if {b["kind"], n["kind"]} == {"string", "binary"}:
+        return "; yield text as str throughout (bytes.decode()) or every value as bytes"
+    arrays = ("tensor", "ragged")
+    same_kind = b["kind"] == n["kind"] == "scalar" or (b["kind"] in arrays and n["kind"] in arrays)
+    if not same_kind or b["dtype"] == n["dtype"] or "arrow" in (b["kind"], n["kind"]):
+        return ""
+    common = np.result_type(np.dtype(b["dtype"]), np.dtype(n["dtype"]))
+    name = "bool_" if common == np.bool_ else common.name
+    if b["kind"] == "scalar":
+        plain = {"float64": "float(value) or ", "int64": "int(value) or "}.get(common.name, "")
+        return f"; give every record's value one dtype: {plain}np.{name}(value)"
+    if b["shape"] != n["shape"] and b["kind"] == n["kind"] == "tensor":
+        return ""  # the shape changed too: the ragged hint is the one to give
+    return f"; give every record's array one dtype, e.g. value.astype(np.{name})"
+
+
 def unify_error(name: str, types: Sequence[tuple[pa.DataType, str]]) -> SchemaMismatchError:
     """Error for tasks that wrote different types for one column (``(type, where)`` pairs)."""
     (t1, w1), (t2, w2) = types[0], types[1]
-    return SchemaMismatchError(mismatch_message(name, t1, t2) + f" (first from {w1}, then {w2})")
+    return SchemaMismatchError(mismatch_message(name, t1, t2, f" (first from {w1}, then {w2})"))

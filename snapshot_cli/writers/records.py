@@ -150,6 +150,14 @@ def _describe(cls: str, dtype: Any, shape: Any) -> str:
     return "str" if cls == STRING else "bytes"
 
 
+def _arrow(cls: str, dtype: Any) -> pa.DataType:
+    """An Arrow type of the value class and dtype (any shape: for messages)."""
+    if cls in (STRING, BINARY):
+        return pa.string() if cls == STRING else pa.binary()
+    value_type = pa.from_numpy_dtype(dtype)
+    return value_type if cls == SCALAR else pa.list_(value_type)
+
+
 class ColumnBuilder:
     """Collects one column's values and checks that each matches the first one's class/dtype
     and, when the task has written the column before, the type it wrote (``target``)."""
@@ -190,6 +198,7 @@ class ColumnBuilder:
                 f"column {self.name!r} changed type between records: "
                 f"{_describe(self.cls, self.dtype, self.shape)} before, "
                 f"{_describe(cls, dtype, shape)} now"
+                + schema_mod.convert_hint(_arrow(self.cls, self.dtype), _arrow(cls, dtype))
             )
         elif cls == ARRAY and shape != self.shape:
             if len(shape) != len(self.shape):

@@ -224,3 +224,35 @@ def test_a_value_unlike_the_columns_first_is_checked_however_plain(
     buffer.add({"v": first})
     with pytest.raises((RecordError, SchemaMismatchError), match=re.escape(message)):
         buffer.add({"v": later})
+
+
+_NUMERIC = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+_NUMERIC += ["float16", "float32", "float64"]
+
+
+@given(first=st.sampled_from(_NUMERIC), later=st.sampled_from(_NUMERIC), array=st.booleans())
+def test_a_dtype_change_is_told_a_dtype_that_holds_both(
+    first: str, later: str, array: bool
+) -> None:
+    """Every pair of numeric dtypes, as scalars or arrays: the message names a dtype, and
+    converting both values to it, as it says, makes records the buffer takes."""
+
+    def value(dtype: str) -> Any:
+        return np.ones(3, dtype) if array else np.dtype(dtype).type(1)
+
+    buffer = RecordBuffer()
+    buffer.add({"v": value(first)})
+    if first == later:
+        buffer.add({"v": value(later)})
+        return
+    with pytest.raises(SchemaMismatchError) as exc:
+        buffer.add({"v": value(later)})
+    form = r"value\.astype\(np\.(\w+)\)" if array else r"np\.(\w+)\(value\)$"
+    found = re.search(form, str(exc.value))
+    assert found, str(exc.value)
+    common = getattr(np, found.group(1))
+    fixed = RecordBuffer()
+    for dtype in (first, later):
+        v = value(dtype)
+        fixed.add({"v": v.astype(common) if array else common(v)})
+    assert fixed.take().num_rows == 2

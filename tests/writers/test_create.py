@@ -339,6 +339,29 @@ def test_type_change_across_tasks_is_refused_with_hint(tmp_path: Path, write_pip
     assert not (tmp_path / "s" / "manifest.json").exists()
 
 
+def test_a_dtype_change_across_tasks_says_how_to_give_one_dtype(
+    tmp_path: Path,
+    write_pipeline,  # type: ignore[no-untyped-def]
+) -> None:
+    """One task's values were ints and another's floats (``x / 2`` of even and odd inputs):
+    the message names both tasks, then says what to convert to."""
+    glob = make_inputs(tmp_path / "in", 2)
+    spec = write_pipeline(
+        """
+        def preprocess(path):
+            with open(path) as f:
+                n = int(f.read())
+            yield {"x": n // 2 if n % 2 == 0 else n / 2}
+        """
+    )
+    with pytest.raises(snap.SchemaMismatchError) as exc:
+        snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0, inputs_per_task=1)
+    message = str(exc.value)
+    assert "column 'x' changed type: int64 before, float64 now (first from task 0" in message
+    assert message.endswith("; give every record's value one dtype: float(value) or "
+                            "np.float64(value)")  # fmt: skip
+
+
 def test_tasks_with_other_keys_are_refused_naming_their_inputs(
     tmp_path: Path,
     write_pipeline,  # type: ignore[no-untyped-def]

@@ -32,10 +32,16 @@ def good(k: int) -> dict[str, Any]:
 BREAKS: dict[str, tuple[Any, str]] = {
     "missing key": (lambda r: {"id": r["id"], "vec": r["vec"]}, "missing 'text'"),
     "extra key": (lambda r: {**r, "more": 1}, "unexpected 'more'"),
-    "scalar type": (lambda r: {**r, "id": float(r["id"])}, "column 'id' changed type"),
+    "scalar type": (
+        lambda r: {**r, "id": float(r["id"])},
+        "one dtype: float(value) or np.float64(value)",
+    ),
     "str for int": (lambda r: {**r, "id": "7"}, "column 'id' changed type"),
-    "bytes for str": (lambda r: {**r, "text": b"x"}, "column 'text' changed type"),
-    "array dtype": (lambda r: {**r, "vec": r["vec"].astype(np.float64)}, "column 'vec' changed"),
+    "bytes for str": (lambda r: {**r, "text": b"x"}, "yield text as str throughout"),
+    "array dtype": (
+        lambda r: {**r, "vec": r["vec"].astype(np.float64)},
+        "one dtype, e.g. value.astype(np.float64)",
+    ),
     "array shape": (lambda r: {**r, "vec": np.zeros(4, np.float32)}, "column 'vec' changed"),
     "array ndim": (lambda r: {**r, "vec": np.zeros((3, 1), np.float32)}, "column 'vec' changed"),
     "scalar for array": (lambda r: {**r, "vec": 1.5}, "column 'vec' changed type"),
