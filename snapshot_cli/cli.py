@@ -7,6 +7,7 @@ unexpected error too, named by its class), 2 usage error (click), 130 interrupte
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -15,10 +16,12 @@ from . import __version__, render, report
 from .cli_io import answer_errors, configure_output, emit_json, setup_logging
 from .cli_types import AUTO_OR_COUNT, DURATION, SIZE
 from .errors import ManifestError
-from .progress import Progress, human_bytes, human_count
+from .progress import Progress, human_bytes
 from .readers import bench as bench_mod
+from .readers import target as target_mod
 from .readers import verify as verify_mod
 from .readers.snapshot import open as open_snapshot
+from .readers.target import open_target
 from .writers import gc as gc_mod
 from .writers import runs as runs_mod
 from .writers.create import create as create_snapshot
@@ -171,6 +174,14 @@ def _echo_lines(lines: list[str]) -> None:
         click.echo(line)
 
 
+def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_json: bool) -> None:
+    """A command's document: as JSON on stdout, or as the lines ``lines`` makes of it."""
+    if as_json:
+        emit_json(doc)
+    else:
+        _echo_lines(lines(doc))
+
+
 @cli.command()
 @click.argument("snapshot")
 @click.option("--shards", "show_shards", is_flag=True, help="List every shard.")
@@ -180,30 +191,25 @@ def _echo_lines(lines: list[str]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors
 def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool) -> None:
-    """Summarise SNAPSHOT from its manifest (no shard is read, so it is fast anywhere)."""
+    """Summarise SNAPSHOT, or one shard file of it, from the manifest (no shard is read).
+
+    A shard is shown with its records, checksum and the inputs that made it."""
     try:
-        snap = open_snapshot(snapshot)
+        target = open_target(snapshot)
     except ManifestError:
         state = runs_mod.unfinished_state(snapshot)
         if state is None:
             raise
-        if as_json:
-            emit_json(state)
-        else:
-            _echo_lines(render.unfinished_lines(state))
+        _show(state, render.unfinished_lines, as_json)
         return
+    snap = target.snapshot
     if show_versions:
-        history = snap.versions()
-        if as_json:
-            emit_json({"path": snap.url, "versions": history})
-        else:
-            _echo_lines(render.versions_lines(snap.url, history))
-        return
-    doc = report.inspect_doc(snap.url, snap.manifest, shards=show_shards)
-    if as_json:
-        emit_json(doc)
+        _show({"path": snap.url, "versions": snap.versions()}, render.versions_lines, as_json)
+    elif target.shard is not None:
+        _show(target_mod.shard_doc(target), render.shard_lines, as_json)
     else:
-        _echo_lines(render.inspect_lines(doc))
+        doc = report.inspect_doc(snap.url, snap.manifest, show_shards)
+        _show(doc, render.inspect_lines, as_json)
 
 
 @cli.command()
@@ -218,11 +224,12 @@ def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 @answer_errors
 def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet: bool) -> None:
-    """Check every shard of SNAPSHOT: size, crc32c, and that every record batch decodes.
+    """Check every shard of SNAPSHOT (or one shard file): size, crc32c, that it decodes.
 
     Exits 1 if any shard is damaged, naming each one.
     """
-    snap = open_snapshot(snapshot)
+    target = open_target(snapshot)
+    snap = target.snapshot
     progress = None
     if not (quiet or as_json):
         progress = Progress(len(snap.shards), unit="shards")
@@ -236,11 +243,7 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
     finally:
         if progress is not None:
             progress.close()
-    doc = result.to_json()
-    if as_json:
-        emit_json(doc)
-    else:
-        _echo_lines(render.verify_lines(doc))
+    _show({**result.to_json(), "shard": target.shard_url}, render.verify_lines, as_json)
     if not result.ok:
         sys.exit(1)
 
@@ -252,19 +255,17 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors
 def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
-    """Show the first records of SNAPSHOT, readable: arrays summarised, text truncated."""
-    snap = open_snapshot(snapshot)
+    """Show the first records of SNAPSHOT (or of one shard file), arrays summarised."""
+    target = open_target(snapshot)
+    snap = target.snapshot
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     records = [
         {k: report.summarise_value(v) for k, v in rec.items()}
         for rec in snap.head(count, columns=names)
     ]
-    if as_json:
-        emit_json({"path": snap.url, "num_records": snap.num_records, "records": records})
-    else:
-        _echo_lines(render.head_lines(records))
-        shown = len(records)
-        click.echo(f"({shown} of {human_count(snap.num_records)} records)")
+    doc = {"path": snap.url, "shard": target.shard_url, "num_records": snap.num_records,
+           "records": records}  # fmt: skip
+    _show(doc, render.head_lines, as_json)
 
 
 @cli.command()

@@ -17,6 +17,8 @@ from .progress import counted, human_bytes, human_count
 from .report import bars, format_summary
 from .schema import format_type_doc
 
+INPUTS_SHOWN = 10  # inputs of a task named by snap inspect SHARD
+
 
 def table(rows: list[tuple[str, str]], indent: str = "") -> list[str]:
     """``key  value`` lines with keys padded to one width."""
@@ -94,10 +96,45 @@ def inspect_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def versions_lines(path: str, versions: list[dict[str, Any]]) -> list[str]:
+def shard_lines(doc: dict[str, Any]) -> list[str]:
+    """``snap inspect SHARD``: one shard, as the version that lists it describes it."""
+    comp, first, n = doc["compression"], doc["first_record"], doc["records"]
+    runs = ", ".join(
+        f"{human_count(rows)}" + (f" x {count}" if count > 1 else "")
+        for rows, count in doc["batch_rows"]
+    )
+    ratio = doc["uncompressed_bytes"] / doc["bytes"] if doc["bytes"] else 0.0
+    current = doc["current_version"]
+    replaced = "" if current == doc["version"] else f", replaced by version {current}"
+    place = f"records {first:,} to {first + n - 1:,} of the version" if n else "no records"
+    rows = [
+        ("shard", doc["path"]),
+        ("snapshot", f"{doc['snapshot']} (version {doc['version']}{replaced}, shard index "
+                     f"{doc['index']} of {doc['num_shards']})"),
+        ("records", f"{_count(n)} ({place}, in the order written)"),
+        ("record batches", f"{doc['record_batches']} ({runs or 'none'} records)"),
+        ("on disk", f"{human_bytes(doc['bytes'])} ({human_bytes(doc['uncompressed_bytes'])} "
+                    f"uncompressed, {ratio:.2f}x), {comp['codec']}"
+                    + (f" level {comp['level']}" if comp.get("level") else "")),
+        ("crc32c", doc["crc32c"]),
+    ]  # fmt: skip
+    task = doc["task"]
+    if task is not None:
+        inputs = task["inputs"]
+        shown = ", ".join(inputs[:INPUTS_SHOWN])
+        more = f", ... ({len(inputs)} in all)" if len(inputs) > INPUTS_SHOWN else ""
+        rows.append(("task", f"{task['key'][:16]}, {counted(len(task['shards']), 'shard')}"))
+        rows.append(("inputs", f"{shown}{more}" if inputs else "none (the single call)"))
+    lines = table(rows)
+    lines.append("columns:")
+    lines += table([(c["name"], format_type_doc(c)) for c in doc["schema"]], indent="  ")
+    return lines
+
+
+def versions_lines(doc: dict[str, Any]) -> list[str]:
     """``snap inspect --versions``: one line per kept version, oldest first."""
-    lines = [f"{path}: {counted(len(versions), 'version')} kept"]
-    for v in versions:
+    lines = [f"{doc['path']}: {counted(len(doc['versions']), 'version')} kept"]
+    for v in doc["versions"]:
         c = v["changes"]
         what = (
             "made before versions"
@@ -173,7 +210,7 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
         else click.style(f"{doc['num_damaged']} of {doc['num_shards']} shards damaged", fg="red")
     )
     lines.append(
-        f"{doc['path']}: {verdict} ({counted(doc['num_shards'], 'shard')}; "
+        f"{doc.get('shard') or doc['path']}: {verdict} ({counted(doc['num_shards'], 'shard')}; "
         f"checks: {checks or 'none'}; "
         f"{human_bytes(doc['bytes_checked'])} read in {doc['seconds']:.1f} s)"
     )
@@ -187,11 +224,13 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def head_lines(records: list[dict[str, Any]]) -> list[str]:
+def head_lines(doc: dict[str, Any]) -> list[str]:
     lines = []
-    for i, rec in enumerate(records):
+    for i, rec in enumerate(doc["records"]):
         lines.append(f"record {i}:")
         lines += table([(k, format_summary(v)) for k, v in rec.items()], indent="  ")
+    of = f" of {doc['shard']}" if doc.get("shard") else ""
+    lines.append(f"({len(doc['records'])} of {human_count(doc['num_records'])} records{of})")
     return lines
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob as globmod
 import io
 import json
 import logging
@@ -276,11 +277,16 @@ def test_readme_quickstart_commands_run(tmp_path: Path) -> None:
     ]
     commands = [line.split("#")[0].split() for line in block.strip().splitlines()]
     assert [c[:2] for c in commands] == [
-        ["snap", n] for n in ("inspect", "inspect", "verify", "head", "bench", "gc")
+        ["snap", n] for n in ("inspect", "inspect", "verify", "head", "inspect", "bench", "gc")
     ]
     for cmd in commands:
+        args = []
+        for arg in cmd[1:]:  # as the shell expands a glob: to the one shard it matches
+            matched = sorted(globmod.glob(arg, root_dir=tmp_path)) if "*" in arg else [arg]
+            assert len(matched) == 1, (arg, matched)
+            args += matched
         res = subprocess.run(
-            [py, "-m", "snapshot_cli", *cmd[1:]],
+            [py, "-m", "snapshot_cli", *args],
             cwd=tmp_path, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert res.returncode == 0, f"{cmd}: {res.stderr}"

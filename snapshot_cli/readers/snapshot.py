@@ -234,6 +234,8 @@ def open(
     except FileNotFoundError as err:
         if not storage.is_local(fs) and storage.isfile(fs, root):  # (one more call, if missing)
             return open(storage.to_url(fs, _directory_of(fs, root)), storage_options, version)
+        if (given := _shard_given(fs, root)) is not None:  # a shard that is missing
+            raise given from err
         if storage.exists(fs, storage.join(root, RUNS_DIR)):
             raise ManifestError(
                 f"{storage.to_url(fs, root)} is an unfinished snapshot (no manifest.json yet): "
@@ -255,13 +257,35 @@ def _directory_of(fs: Any, file: str) -> str:
     parent = posixpath.dirname(file)
     if posixpath.basename(file) == MANIFEST_NAME:
         return parent
-    url, above = storage.to_url(fs, file), posixpath.dirname(parent)
-    if posixpath.basename(parent) == SHARDS_DIR and storage.exists(
+    given = _shard_given(fs, file)
+    if given is not None:
+        raise given
+    url = storage.to_url(fs, file)
+    raise ManifestError(f"{url} is a file, not a snapshot (a directory with a manifest.json)")
+
+
+def _shard_given(fs: Any, path: str) -> ShardGiven | None:
+    """The error for ``path`` in the shards directory of a committed snapshot, else None."""
+    parent = posixpath.dirname(path)
+    above = posixpath.dirname(parent)
+    if posixpath.basename(parent) != SHARDS_DIR or not storage.exists(
         fs, storage.join(above, MANIFEST_NAME)
     ):
-        snapshot = storage.to_url(fs, above)
-        raise ManifestError(
+        return None
+    shard = posixpath.join(SHARDS_DIR, posixpath.basename(path))
+    return ShardGiven(storage.to_url(fs, path), storage.to_url(fs, above), shard)
+
+
+class ShardGiven(ManifestError):
+    """A shard file was given where a snapshot was expected (``snap inspect``, ``head`` and
+    ``verify`` take one: :mod:`.target`)."""
+
+    def __init__(self, url: str, snapshot: str, shard: str) -> None:
+        super().__init__(
             f"{url} is a shard of the snapshot {snapshot}: give the snapshot's directory "
-            f"(snap inspect {snapshot} --shards lists its shards, snap head shows records)"
+            f"(snap inspect, snap head and snap verify take the shard itself)"
         )
-    raise ManifestError(f"{url} is a file, not a snapshot (a directory with a manifest.json)")
+        self.url, self.snapshot, self.shard = url, snapshot, shard
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ShardGiven, (self.url, self.snapshot, self.shard)

@@ -77,7 +77,9 @@ class VerifyReport:
             "num_shards": len(self.shards),
             "num_damaged": len(self.damaged),
             "checks": self.checks,
-            "bytes_checked": sum(s.bytes for s in self.shards if s.check == "full"),
+            "bytes_checked": sum(
+                s.bytes for s in self.shards if s.check == "full" and s.problem != "missing"
+            ),
             "seconds": round(self.seconds, 3),
             "damaged": [asdict(s) for s in self.damaged],
             "shards": [{**asdict(s), "ok": s.ok} for s in self.shards],

@@ -427,6 +427,16 @@ def test_a_changed_byte_is_found_and_named(backend: Backend, pipeline: str, inpu
     named = [s.path for s in shards if s.path.split("/")[-1] in human.stdout]
     assert named == [victim.path], human.stdout
 
+    # the shard's own URL (what the messages print): verify checks it alone, inspect shows it
+    victim_url = snap.open(url).shard_url(victim)
+    alone = invoke("verify", victim_url, "--json")
+    assert alone.exit_code == 1, alone.stderr
+    assert json.loads(alone.stdout)["num_shards"] == 1 and victim_url in alone.stdout
+    intact = run_json("verify", snap.open(url).shard_url(shards[0]))
+    assert intact["ok"] is True and intact["num_shards"] == 1
+    shown = run_json("inspect", victim_url)
+    assert (shown["path"], shown["crc32c"], shown["index"]) == (victim_url, victim.crc32c, 1)
+
     with pytest.raises(CorruptShardError) as caught:
         for _ in snap.open(url).loader(batch_size=4, shuffle=False):
             pass

@@ -43,6 +43,9 @@ def test_a_file_given_as_the_snapshot(snapshot: Path, command: str, given: str) 
         said = "of 21 records" if command == "head" else str(snapshot)  # (head names no path)
         assert code == 0 and said in stdout + stderr and "error" not in stderr, stderr
         return
+    if given == "shard" and command in ("inspect", "verify", "head"):  # shows that shard
+        assert code == 0 and str(path) in stdout and "error" not in stderr, stderr
+        return
     assert code == 1 and stdout == "" and "Traceback" not in stderr
     assert stderr.startswith(f"snap: error: {path} is ")
     if given == "shard" and command != "gc":
@@ -108,7 +111,7 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(
     def broken(*_: object, **__: object) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr("snapshot_cli.cli.open_snapshot", broken)
+    monkeypatch.setattr("snapshot_cli.cli.open_target", broken)
     code, stdout, stderr = run("head", str(snapshot))
     assert code == 1 and stdout == ""
     assert stderr.startswith("snap: error: ") and "Broken pipe" in stderr

@@ -1,0 +1,129 @@
+"""snap inspect, head and verify given one shard file (the path an error or ``inspect --shards``
+printed): that shard alone, as the newest kept version listing it describes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.readers.snapshot import ShardGiven
+from tests.commands.conftest import TASKS, run, run_json, table, written_order
+
+
+def shard_file(path: Path, i: int) -> Path:
+    return path / snap.open(path).shards[i].path
+
+
+def test_inspect_a_shard_shows_its_entry_place_and_the_task_that_wrote_it(
+    snapshot: Path,
+) -> None:
+    m = snap.open(snapshot).manifest
+    first = 0
+    for i, entry in enumerate(m.shards):
+        doc = run_json("inspect", str(snapshot / entry.path))
+        assert doc["path"] == str(snapshot / entry.path) and doc["shard"] == entry.path
+        assert (doc["snapshot"], doc["version"], doc["current_version"]) == (str(snapshot), 1, 1)
+        assert (doc["index"], doc["num_shards"], doc["first_record"]) == (i, TASKS, first)
+        assert (doc["records"], doc["bytes"], doc["crc32c"]) == (
+            entry.records, entry.bytes, entry.crc32c
+        )  # fmt: skip
+        assert doc["task"]["inputs"] == [str(i)] and doc["task"]["shards"] == [entry.path]
+        assert [c["name"] for c in doc["schema"]] == ["img", "label", "tokens", "text"]
+        first += entry.records
+    code, stdout, stderr = run("inspect", str(snapshot / m.shards[2].path))
+    assert code == 0, stderr
+    rows = table(stdout.splitlines())
+    assert rows["shard"] == str(snapshot / m.shards[2].path)
+    assert rows["snapshot"] == f"{snapshot} (version 1, shard index 2 of {TASKS})"
+    assert rows["records"] == "3 (records 3 to 5 of the version, in the order written)"
+    assert rows["crc32c"] == m.shards[2].crc32c and rows["inputs"] == "2"
+    assert rows["img"] == "uint8[3,4,4]" and rows["tokens"] == "int32[?]"
+
+
+@pytest.mark.parametrize("i", range(TASKS))
+def test_head_of_a_shard_shows_its_own_records(snapshot: Path, i: int) -> None:
+    start = i * (i + 1) // 2  # shard i holds records start .. start + i (see make_records)
+    doc = run_json("head", str(shard_file(snapshot, i)), "-n", "100")
+    assert doc["num_records"] == i + 1 and doc["shard"] == str(shard_file(snapshot, i))
+    assert [r["label"] for r in doc["records"]] == list(range(start, start + i + 1))
+    whole = written_order(snapshot)
+    assert [r["label"] for r in doc["records"]] == [int(r["label"]) for r in whole][start:][: i + 1]
+    code, stdout, _ = run("head", str(shard_file(snapshot, i)), "-n", "1")
+    assert code == 0 and stdout.splitlines()[-1] == (
+        f"(1 of {i + 1} records of {shard_file(snapshot, i)})"
+    )
+
+
+def test_verify_a_shard_checks_it_alone(snapshot: Path) -> None:
+    victim, intact = shard_file(snapshot, 3), shard_file(snapshot, 4)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    doc = run_json("verify", str(victim), code=1)
+    assert doc["shard"] == str(victim) and doc["num_shards"] == 1
+    assert [d["path"] for d in doc["damaged"]] == [f"shards/{victim.name}"]
+    code, stdout, _ = run("verify", str(intact))
+    assert code == 0 and stdout.startswith(f"{intact}: ok (1 shard;")
+    assert run_json("verify", str(intact))["bytes_checked"] == intact.stat().st_size
+
+
+def test_a_missing_shard_listed_by_the_manifest_is_reported_missing(snapshot: Path) -> None:
+    gone = shard_file(snapshot, 1)
+    gone.unlink()
+    doc = run_json("verify", str(gone), code=1)
+    assert doc["damaged"][0]["problem"] == "missing" and doc["bytes_checked"] == 0
+    code, _, stderr = run("head", str(gone))
+    assert code == 1 and f"shard {gone} is missing" in stderr
+    assert run_json("inspect", str(gone))["records"] == 2  # the manifest still describes it
+
+
+def test_a_shard_of_a_replaced_version_is_found_in_that_version(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for k in range(3):
+        (inputs / f"{k}.txt").write_text(str(k))
+
+    def preprocess(path: str) -> Any:
+        yield {"n": int(Path(path).read_text())}
+
+    out = tmp_path / "s"
+    snap.create(preprocess, str(out), inputs=str(inputs / "*.txt"), workers=0, inputs_per_task=1)
+    old = out / snap.open(out).shards[0].path
+    (inputs / "0.txt").write_text("9")
+    snap.create(preprocess, str(out), inputs=str(inputs / "*.txt"), workers=0, inputs_per_task=1)
+    assert snap.open(out).version == 2 and f"shards/{old.name}" not in {
+        s.path for s in snap.open(out).shards
+    }
+    doc = run_json("inspect", str(old))
+    assert (doc["version"], doc["current_version"], doc["index"]) == (1, 2, 0)
+    assert doc["task"]["inputs"] == [str(inputs / "0.txt")]
+    code, stdout, _ = run("inspect", str(old))
+    assert code == 0 and "(version 1, replaced by version 2, shard index 0 of 3)" in stdout
+    assert [r["n"] for r in run_json("head", str(old))["records"]] == [0]  # the old record
+
+
+def test_a_shard_file_no_version_lists_is_named_as_such(snapshot: Path) -> None:
+    stray = snapshot / "shards" / "0123456789-00099-0000.arrow"
+    stray.write_bytes(shard_file(snapshot, 0).read_bytes())
+    for command in ("inspect", "head", "verify"):
+        code, stdout, stderr = run(command, str(stray))
+        assert code == 1 and stdout == "" and "Traceback" not in stderr
+        assert f"{stray} is in the shards of {snapshot}, but no version it keeps lists it" in stderr
+        assert f"snap gc {snapshot} removes" in stderr
+    stray.unlink()
+    code, _, stderr = run("inspect", str(stray))
+    assert code == 1 and f"{stray} does not exist, and no version of {snapshot} lists it" in stderr
+
+
+def test_the_loader_and_bench_still_refuse_a_shard(snapshot: Path) -> None:
+    """(gc's refusal is in test_common: it says so before reading anything.)"""
+    shard = shard_file(snapshot, 0)
+    code, stdout, stderr = run("bench", str(shard), "--epochs", "1")
+    assert code == 1 and stdout == ""
+    assert f"{shard} is a shard of the snapshot {snapshot}: give the snapshot's directory" in stderr
+    with pytest.raises(ShardGiven) as caught:
+        snap.open(shard)
+    assert isinstance(caught.value, snap.ManifestError)
