@@ -16,7 +16,7 @@ from . import __version__, render, report
 from .cli_io import answer_errors, configure_output, emit_json, setup_logging
 from .cli_types import AUTO_OR_COUNT, DURATION, SIZE
 from .errors import ManifestError
-from .progress import Progress, human_bytes
+from .progress import Progress, counted, human_bytes
 from .readers import bench as bench_mod
 from .readers import target as target_mod
 from .readers import verify as verify_mod
@@ -388,7 +388,7 @@ def gc(snapshot: str, dry_run: bool, retention: float, as_json: bool) -> None:
     if result.note:
         click.echo(f"note: {result.note}")
     click.echo(
-        f"{result.url}: {verb} {len(result.garbage)} items, {human_bytes(result.bytes)}"
+        f"{result.url}: {verb} {counted(len(result.garbage), 'item')}, {human_bytes(result.bytes)}"
         if result.garbage
         else f"{result.url}: nothing to remove"
     )

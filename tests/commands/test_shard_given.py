@@ -113,6 +113,9 @@ def test_a_shard_file_no_version_lists_is_named_as_such(snapshot: Path) -> None:
         assert code == 1 and stdout == "" and "Traceback" not in stderr
         assert f"{stray} is in the shards of {snapshot}, but no version it keeps lists it" in stderr
         assert f"snap gc {snapshot} removes" in stderr
+    code, stdout, _ = run("gc", str(snapshot), "--dry-run")  # as the message says
+    assert code == 0 and f"would remove shards/{stray.name}  (" in stdout
+    assert stdout.splitlines()[-1].startswith(f"{snapshot}: would remove 1 item, ")
     stray.unlink()
     code, _, stderr = run("inspect", str(stray))
     assert code == 1 and f"{stray} does not exist, and no version of {snapshot} lists it" in stderr
