@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ..keywords import checked_keywords
 from ..units import integer
 
 if TYPE_CHECKING:
@@ -146,18 +147,21 @@ class FrameworkAdapters:
     def __reduce__(self) -> Any:  # (pickle, copy, multiprocessing, Ray: all ask here first)
         raise TypeError(NOT_PICKLABLE.format(what=type(self).__name__))
 
+    @checked_keywords
     def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:
         """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead; see readers/torch.py."""
         from .torch import TorchBatches
 
         return TorchBatches(self, device=device, prefetch=prefetch)  # type: ignore[arg-type]
 
+    @checked_keywords
     def to_jax(self, sharding: Any = None, prefetch: int = 2) -> Any:
         """``dict[str, jax.Array]`` batches placed ahead of use; see readers/jax.py."""
         from .jax import JaxBatches
 
         return JaxBatches(self, sharding=sharding, prefetch=prefetch)  # type: ignore[arg-type]
 
+    @checked_keywords
     def to_tf(self, features: str | list[str] | None = None, label: str | None = None) -> Any:
         """A ``tf.data.Dataset`` of ``x`` or ``(x, label)`` batches; see readers/tf.py.
 

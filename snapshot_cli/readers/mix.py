@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from .. import schema as schema_mod
 from ..errors import OptionError
+from ..keywords import checked_keywords
 from ..progress import counted
 from ..units import integer
 from .elastic import apportion
@@ -108,6 +109,7 @@ class Mixture:
         return "; ".join(f"{n}: {s.schema.names}" for n, s in zip(self.names, self.sources,
                                                                   strict=True))  # fmt: skip
 
+    @checked_keywords
     def loader(
         self,
         batch_size: int | None = None,
@@ -146,6 +148,7 @@ class Mixture:
         return Loader(self, batch_size, options, trace)
 
 
+@checked_keywords
 def mix(
     snapshots: Sequence[Snapshot | str | os.PathLike[str]],
     weights: Sequence[float] | None = None,

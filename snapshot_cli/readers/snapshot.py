@@ -14,6 +14,7 @@ import pyarrow as pa
 from .. import storage
 from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
+from ..keywords import checked_keywords
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
 from ..manifest import Manifest, ShardEntry
 from ..units import integer
@@ -97,6 +98,7 @@ class Snapshot:
         batches = [readers.read_batch(index, j, rows) for j, rows in enumerate(sizes)]
         return pa.Table.from_batches(batches, schema=self.schema)
 
+    @checked_keywords
     def loader(
         self,
         batch_size: int | None = None,
@@ -158,6 +160,7 @@ class Snapshot:
         )  # fmt: skip
         return Loader(self, batch_size, options, trace)
 
+    @checked_keywords
     def sample(self, records: int | None = None, fraction: float | None = None) -> Mixture:
         """This snapshot with ``records`` (or ``fraction`` of its records) per epoch: a random
         subset, another every epoch, or for more than it has, each record repeated; nothing
@@ -177,6 +180,7 @@ class Snapshot:
             raise OptionError(f"records must be an integer >= 1, got {records!r}")
         return Mixture([self], None, records)
 
+    @checked_keywords
     def head(self, n: int = 5, columns: list[str] | None = None) -> list[dict[str, Any]]:
         """The first ``n`` records in the order written, one ``{column: value}`` each.
 
@@ -205,6 +209,7 @@ class Snapshot:
                 yield batch_to_numpy(batch, names)
 
 
+@checked_keywords
 def open(
     url: str | os.PathLike[str] | Snapshot,
     storage_options: dict[str, Any] | None = None,

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from .. import storage
 from ..errors import OptionError, SnapError, SnapshotExistsError
 from ..history import History, TaskRecord
+from ..keywords import checked_keywords
 from ..manifest import Manifest
 from ..progress import Progress, counted
 from . import commit as commit_mod
@@ -116,6 +117,7 @@ def _faults_answered(fn: F) -> F:
 
 
 @_faults_answered
+@checked_keywords
 def create(
     pipeline: str | Callable[..., Any],
     output: str | os.PathLike[str],

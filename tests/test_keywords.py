@@ -1,0 +1,89 @@
+"""An unknown keyword of a public call is a TypeError, as Python's, that names the keyword
+meant: a typo of one, another library's name for it, or the call that takes it."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli import keywords
+
+keywords.unknown_message("open", "x", frozenset())  # imports every checked call's module
+CALLS = dict(keywords._TAKES)  # every checked call -> the keywords it takes
+
+
+def test_every_public_call_with_options_is_checked() -> None:
+    assert set(CALLS) == {
+        "create", "open", "mix", "Snapshot.loader", "Snapshot.sample", "Snapshot.head",
+        "Mixture.loader", "Loader.to_torch", "Loader.to_jax", "Loader.to_tf",
+    }  # fmt: skip
+    # signatures stay visible to help() and editors
+    assert "shuffle" in inspect.signature(snap.Snapshot.loader).parameters
+    assert list(inspect.signature(snap.open).parameters) == ["url", "storage_options", "version"]
+
+
+def typos(word: str) -> st.SearchStrategy[str]:
+    """``word`` with two neighbouring letters swapped, or one letter dropped or doubled."""
+    i = st.integers(0, len(word) - 2)
+    swap = i.map(lambda k: word[:k] + word[k + 1] + word[k] + word[k + 2 :])
+    drop = i.map(lambda k: word[:k] + word[k + 1 :])
+    double = i.map(lambda k: word[: k + 1] + word[k] + word[k + 1 :])
+    return st.one_of(swap, drop, double).filter(lambda w: w != word)
+
+
+@given(data=st.data(), call=st.sampled_from(sorted(CALLS)))
+def test_a_typo_of_a_keyword_is_answered_with_it(data: st.DataObject, call: str) -> None:
+    takes = CALLS[call]
+    long = sorted(k for k in takes if len(k) >= 5)
+    if not long:
+        return
+    word = data.draw(st.sampled_from(long))
+    typo = data.draw(typos(word))
+    if typo in takes:
+        return
+    message = keywords.unknown_message(call, typo, takes)
+    assert message.startswith(f"{call}() got an unexpected keyword argument {typo!r}; ")
+    meant = re.findall(r"'(\w+)'", message.split("did you mean ", 1)[-1].split("?")[0])
+    assert word in meant, message
+
+
+@pytest.mark.parametrize(("name", "wanted"), sorted(keywords.ELSEWHERE.items()))
+def test_another_librarys_name_is_answered_with_snaps(name: str, wanted: tuple[str, ...]) -> None:
+    calls = [c for c, takes in CALLS.items() if set(wanted) & takes and name not in takes]
+    assert calls, f"no checked call takes {wanted}: the entry for {name!r} is dead"
+    for call in calls:
+        message = keywords.unknown_message(call, name, CALLS[call])
+        assert [w for w in wanted if f"'{w}'" in message] == [w for w in wanted if w in CALLS[call]]
+
+
+def test_the_calls_raise_it(tmp_path: Path) -> None:
+    snap.create(lambda: iter([{"x": 1}]), str(tmp_path / "s"), workers=0)
+    s = snap.open(tmp_path / "s")
+    cases = [
+        (lambda: s.loader(shufle=False), "Snapshot.loader() got an unexpected keyword "
+         "argument 'shufle'; did you mean 'shuffle'?"),
+        (lambda: s.loader(num_workers=2), "did you mean 'num_parallel_reads' or 'processes'?"),
+        (lambda: snap.open(tmp_path / "s", batch_size=8),
+         "open() got an unexpected keyword argument 'batch_size'; it is an option of "
+         "Snapshot.loader()"),
+        (lambda: snap.create(lambda: iter([]), str(tmp_path / "t"), num_proc=4),
+         "did you mean 'workers'?"),
+        (lambda: snap.snapshot(lambda: iter([]), str(tmp_path / "u"), shard_sise="1MiB"),
+         "did you mean 'shard_size'?"),
+        (lambda: s.loader().to_torch(devcie="cpu"), "Loader.to_torch() got an unexpected "
+         "keyword argument 'devcie'; did you mean 'device'?"),
+        (lambda: s.head(m=2), "Snapshot.head() got an unexpected keyword argument 'm'; "
+         "it takes columns, n"),
+    ]  # fmt: skip
+    for call, words in cases:
+        with pytest.raises(TypeError) as caught:
+            call()
+        assert words in str(caught.value)
+    assert not (tmp_path / "t").exists() and not (tmp_path / "u").exists()
+    assert [b["x"].tolist() for b in s.loader(batch_size=1, shuffle=False)] == [[1]]
