@@ -14,7 +14,7 @@ import click
 
 from . import __version__, render, report
 from .cli_io import answer_errors, configure_output, emit_json, setup_logging
-from .cli_types import AUTO_OR_COUNT, DURATION, SIZE
+from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE
 from .errors import ManifestError
 from .progress import Progress, counted, human_bytes
 from .readers import bench as bench_mod
@@ -251,17 +251,16 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 @cli.command()
 @click.argument("snapshot")
 @click.option("-n", "count", type=click.IntRange(min=0), default=5, show_default=True)
-@click.option("--columns", default=None, help="Comma-separated columns to show.")
+@click.option("--columns", type=COLUMNS, default=None, help="Comma-separated columns to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors
-def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
+def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) -> None:
     """Show the first records of SNAPSHOT (or of one shard file), arrays summarised."""
     target = open_target(snapshot)
     snap = target.snapshot
-    names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     records = [
         {k: report.summarise_value(v) for k, v in rec.items()}
-        for rec in snap.head(count, columns=names)
+        for rec in snap.head(count, columns=columns)
     ]
     doc = {"path": snap.url, "shard": target.shard_url, "num_records": snap.num_records,
            "records": records}  # fmt: skip
@@ -274,7 +273,7 @@ def head(snapshot: str, count: int, columns: str | None, as_json: bool) -> None:
 @click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--shuffle/--no-shuffle", default=True, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--columns", default=None, help="Comma-separated columns to read.")
+@click.option("--columns", type=COLUMNS, default=None, help="Comma-separated columns to read.")
 @click.option(
     "--shuffle-buffer",
     type=AUTO_OR_COUNT,
@@ -327,7 +326,7 @@ def bench(
     epochs: int,
     shuffle: bool,
     seed: int,
-    columns: str | None,
+    columns: list[str] | None,
     shuffle_buffer: str,
     num_parallel_reads: str,
     prefetch: str,
@@ -352,8 +351,8 @@ def bench(
         "cache_limit": cache_limit,
         "processes": processes,
     }
-    if columns:
-        options["columns"] = [c.strip() for c in columns.split(",") if c.strip()]
+    if columns is not None:
+        options["columns"] = columns
     doc = bench_mod.bench(
         snap, batch_size=batch_size, epochs=epochs, step_ms=step_ms, trace=trace, **options
     )

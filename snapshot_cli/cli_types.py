@@ -52,4 +52,19 @@ class Duration(click.ParamType):
             self.fail(str(err).replace("duration ", "", 1), param, ctx)
 
 
-AUTO_OR_COUNT, SIZE, DURATION = AutoOrCount(), Size(), Duration()
+class Columns(click.ParamType):
+    """Comma-separated column names (``image,label``) as a list; text that names none (``''``,
+    ``,``) is a usage error, where it read every column."""
+
+    name = "a,b,..."
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, list):
+            return value
+        names = [c.strip() for c in str(value).split(",") if c.strip()]
+        if not names:
+            self.fail(f"{value!r} names no column (comma-separated names: image,label)", param, ctx)
+        return names
+
+
+AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Columns()

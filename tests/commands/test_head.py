@@ -101,6 +101,15 @@ def test_head_unknown_column_exits_1_naming_it(snapshot: Path) -> None:
     assert "'nope'" in stderr and "Traceback" not in stderr
 
 
+@pytest.mark.parametrize("command", ["head", "bench"])
+@pytest.mark.parametrize("text", ["", " ", ",", " , ,"])
+def test_columns_that_name_none_are_a_usage_error(snapshot: Path, command: str, text: str) -> None:
+    """``--columns ''`` showed (or read) every column, as if it had not been given."""
+    code, stdout, stderr = run(command, str(snapshot), "--columns", text)
+    assert code == 2 and stdout == ""
+    assert f"Invalid value for '--columns': {text!r} names no column" in stderr
+
+
 def test_head_as_a_real_process(snapshot: Path) -> None:
     proc = snap_subprocess("head", str(snapshot), "-n", "2", "--json")
     assert proc.returncode == 0, proc.stderr
