@@ -295,8 +295,14 @@ class RecordBuffer:
         elif record.keys() != self.columns.keys():
             raise SchemaMismatchError(f"a record {different_columns(self.columns, record)}")
         size = 0
-        for key, builder in self.columns.items():
-            size += builder.append(record[key])
+        try:
+            for key, builder in self.columns.items():
+                size += builder.append(record[key])
+        except RecordError as err:
+            hint = _columnwise_hint(record) if self.rows == 0 else ""
+            if hint:
+                raise type(err)(f"{err}{hint}") from None
+            raise
         self.rows += 1
         self.nbytes += size
 
@@ -308,6 +314,18 @@ class RecordBuffer:
         names = list(self.columns)
         self.columns, self.rows, self.nbytes = None, 0, 0
         return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _columnwise_hint(record: Mapping[str, Any]) -> str:
+    """For a refused record whose values are all lists of one length: it may be several
+    records column by column (what a batched map returns), which is a batch."""
+    lengths = {len(v) if isinstance(v, (list, tuple)) else -1 for v in record.values()}
+    if len(lengths) != 1 or (n := lengths.pop()) < 2:
+        return ""
+    return (
+        f"; if this dict holds {n} records column by column (as a batched map returns), "
+        "yield snapshot_cli.Batch(**columns) instead"
+    )
 
 
 def different_columns(before: Iterable[Any], now: Iterable[Any]) -> str:

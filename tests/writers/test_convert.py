@@ -256,3 +256,27 @@ def test_a_dtype_change_is_told_a_dtype_that_holds_both(
         v = value(dtype)
         fixed.add({"v": v.astype(common) if array else common(v)})
     assert fixed.take().num_rows == 2
+
+
+def test_a_dict_of_equal_lists_refused_as_a_record_is_told_it_may_be_a_batch(
+    tmp_path: Path,
+) -> None:
+    """A batched map's output ({"x": [...], "y": [...]}) yielded as one record: the text
+    column is refused; the message says how to yield it as the records it holds."""
+    columns = {"x": [1, 2, 3], "text": ["a", "b", "c"]}
+    with pytest.raises(RecordError) as caught:
+        snap.create(lambda: iter([columns]), str(tmp_path / "s"), workers=0)
+    assert str(caught.value).endswith(
+        "; if this dict holds 3 records column by column (as a batched map returns), "
+        "yield snapshot_cli.Batch(**columns) instead"
+    )
+    done = snap.create(lambda: iter([Batch(**columns)]), str(tmp_path / "s"), workers=0)
+    assert done.num_records == 3
+    assert [r["text"] for r in snap.open(tmp_path / "s").head(3)] == ["a", "b", "c"]
+    # lists of other lengths, or a refusal after the first record: no such guess
+    for records in ([{"x": [1, 2], "text": ["a", "b", "c"]}], [{"x": 1}, {"x": ["a", "b"]}]):
+        buffer = RecordBuffer()
+        with pytest.raises(RecordError) as caught:
+            for record in records:
+                buffer.add(record)
+        assert "column by column" not in str(caught.value)
