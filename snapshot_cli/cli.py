@@ -14,7 +14,7 @@ import click
 
 from . import __version__, render, report
 from .cli_io import answer_errors, configure_output, emit_json, setup_logging
-from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE
+from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, ShellGlobs
 from .errors import ManifestError
 from .progress import Progress, counted, human_bytes
 from .readers import bench as bench_mod
@@ -39,7 +39,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     configure_output(debug)
 
 
-@cli.command()
+@cli.command(cls=ShellGlobs)
 @click.argument("pipeline")
 @click.argument("output")
 @click.option(

@@ -3,6 +3,7 @@ before anything is opened."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -65,6 +66,28 @@ class Columns(click.ParamType):
         if not names:
             self.fail(f"{value!r} names no column (comma-separated names: image,label)", param, ctx)
         return names
+
+
+class ShellGlobs(click.Command):
+    """``snap create``: extra arguments that are files are an ``--input`` pattern the shell
+    expanded (``--input data/*.bin`` unquoted gives ``--input`` the first file and leaves the
+    rest over); the usage error says so, and to quote the pattern."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.allow_extra_args = True  # (checked here instead, to tell this case)
+        rest = super().parse_args(ctx, args)
+        extra = ctx.args
+        if not extra or ctx.resilient_parsing:
+            return rest
+        shown = " ".join(extra[:3]) + (f" ... ({len(extra)} in all)" if len(extra) > 3 else "")
+        given = ctx.params.get("inputs") or ()
+        if given and any(os.path.lexists(a) for a in extra):
+            ctx.fail(
+                f"Got unexpected extra arguments ({shown}): your shell expanded an unquoted "
+                f"--input pattern into files, and --input took only the first ({given[-1]}); "
+                "quote the pattern so that snap expands it: --input 'data/*.bin'"
+            )
+        ctx.fail(f"Got unexpected extra argument{'s' * (len(extra) > 1)} ({shown})")
 
 
 AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Columns()

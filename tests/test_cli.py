@@ -293,6 +293,26 @@ def test_readme_quickstart_commands_run(tmp_path: Path) -> None:
     assert (tmp_path / "trace.json").exists()
 
 
+def test_an_input_pattern_the_shell_expanded_is_told_to_be_quoted(setup) -> None:  # type: ignore[no-untyped-def]
+    """``--input in/*.txt`` unquoted: bash gives --input the first file and leaves the rest as
+    extra arguments (click said only "Got unexpected extra arguments")."""
+    spec, glob, tmp = setup
+    snap_bin = Path(sys.executable).parent / "snap"
+    for line in (f"{snap_bin} create {spec} {tmp}/s --input {glob}",
+                 f"{snap_bin} create --input {glob} {spec} {tmp}/s"):  # fmt: skip
+        res = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=False)
+        assert res.returncode == 2 and res.stdout == ""
+        assert "your shell expanded an unquoted --input pattern into files, and --input took " \
+            f"only the first ({tmp}/in/0.txt); quote the pattern" in res.stderr  # fmt: skip
+        assert not (tmp / "s").exists()
+    code, _, stderr = run("create", spec, str(tmp / "s"), "--input", glob, "extra", "more")
+    assert code == 2 and "Got unexpected extra arguments (extra more)\n" in stderr
+    code, _, stderr = run("create", spec, str(tmp / "s"), glob.replace("*", "1"))
+    assert code == 2 and "Got unexpected extra argument (" in stderr and "shell" not in stderr
+    quoted = f"{snap_bin} create {spec} {tmp}/s --input '{glob}' --workers 0 --quiet"
+    assert subprocess.run(["bash", "-c", quoted], check=False).returncode == 0
+
+
 def test_reuse_with_another_layout_says_so(setup) -> None:  # type: ignore[no-untyped-def]
     spec, glob, tmp = setup
     out = str(tmp / "s")
