@@ -3,6 +3,7 @@ printed): that shard alone, as the newest kept version listing it describes it."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,19 @@ def test_the_loader_and_bench_still_refuse_a_shard(snapshot: Path) -> None:
     with pytest.raises(ShardGiven) as caught:
         snap.open(shard)
     assert isinstance(caught.value, snap.ManifestError)
+
+
+def test_a_shard_of_a_snapshot_made_before_versions_has_no_task(snapshot: Path) -> None:
+    """Format 2 (no versions, no task table): the shard is shown without its task."""
+    manifest = snapshot / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    del doc["history"]
+    doc["format_version"] = 2
+    manifest.write_text(json.dumps(doc))
+    shard = shard_file(snapshot, 1)
+    shown = run_json("inspect", str(shard))
+    assert shown["task"] is None and (shown["version"], shown["current_version"]) == (1, 1)
+    code, stdout, _ = run("inspect", str(shard))
+    rows = table(stdout.splitlines())
+    assert code == 0 and "task" not in rows and "inputs" not in rows
+    assert rows["records"] == "2 (records 1 to 2 of the version, in the order written)"
