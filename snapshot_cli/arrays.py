@@ -71,11 +71,18 @@ def to_numpy(arr: pa.Array) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
+# Arrow's numeric types and their numpy dtypes. (Not ``DataType.to_pandas_dtype()``: before
+# pyarrow 26 it imports pandas, and fails where pandas is not installed.)
+_NUMPY = {
+    pa.from_numpy_dtype(np.dtype(name)): np.dtype(name)
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64")
+}  # fmt: skip
+
+
 def numpy_dtype(t: pa.DataType) -> np.dtype | None:
     """The numpy dtype of an integer or floating Arrow type; None for any other."""
-    if pa.types.is_integer(t) or pa.types.is_floating(t):
-        return np.dtype(t.to_pandas_dtype())
-    return None
+    return _NUMPY.get(t)
 
 
 __all__ = ["from_numpy", "numpy_dtype", "strings", "to_numpy"]

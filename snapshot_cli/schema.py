@@ -156,7 +156,9 @@ def dtype_name(t: pa.DataType) -> str:
     """numpy-style name of a numeric Arrow type (``uint8``, ``float32``, ``bool``)."""
     if pa.types.is_boolean(t):
         return "bool"
-    return np.dtype(t.to_pandas_dtype()).name
+    dtype = arrays.numpy_dtype(t)
+    assert dtype is not None, t  # (callers pass numeric types only)
+    return dtype.name
 
 
 def describe_type(t: pa.DataType) -> dict[str, Any]:

@@ -41,11 +41,9 @@ RECORD_READ_MIN = 4096
 
 def numpy_dtype(t: pa.DataType) -> np.dtype:
     value_type = t.value_type if isinstance(t, pa.FixedShapeTensorType) else t
-    return (
-        np.dtype(bool)
-        if pa.types.is_boolean(value_type)
-        else np.dtype(value_type.to_pandas_dtype())
-    )
+    dtype = np.dtype(bool) if pa.types.is_boolean(value_type) else arrays.numpy_dtype(value_type)
+    assert dtype is not None, t  # (a window holds numeric columns only)
+    return dtype
 
 
 WINDOW_FIX = (

@@ -464,16 +464,14 @@ class Check:
             t, k = f.type, schema_mod.kind(f.type)
             self.kinds[f.name] = k
             if k == "tensor":
-                self.dtypes[f.name] = np.dtype(t.value_type.to_pandas_dtype())
+                self.dtypes[f.name] = np.dtype(schema_mod.dtype_name(t.value_type))
                 self.shapes[f.name] = tuple(t.shape)
             elif k == "scalar":
-                self.dtypes[f.name] = np.dtype(
-                    bool if pa.types.is_boolean(t) else t.to_pandas_dtype()
-                )
+                self.dtypes[f.name] = np.dtype(schema_mod.dtype_name(t))
                 self.shapes[f.name] = ()
             elif k == "ragged":
                 value_type, ndim = schema_mod.ragged_info(t)  # type: ignore[misc]
-                self.dtypes[f.name] = np.dtype(value_type.to_pandas_dtype())
+                self.dtypes[f.name] = np.dtype(schema_mod.dtype_name(value_type))
                 self.ndims[f.name] = ndim
         self.files = files
         self.records = 0
