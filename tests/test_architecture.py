@@ -13,7 +13,8 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "snapshot_cli"
 SHARED = ["manifest", "layout", "schema", "units", "errors", "progress", "storage", "protocols",
-          "faults", "hdfs", "retry", "fingerprint", "history", "versions", "arrays"]  # fmt: skip
+          "faults", "hdfs", "retry", "fingerprint", "history", "versions", "arrays",
+          "keywords"]  # fmt: skip
 
 
 def imported(path: Path) -> set[str]:
@@ -60,3 +61,19 @@ def test_every_module_is_in_the_readme_and_none_is_long() -> None:
         lines = len(path.read_text().splitlines())
         assert lines <= 400, f"{path.relative_to(REPO)} has {lines} lines"
         assert f"`{path.name}`" in section, f"README's Development section lacks {path.name}"
+
+
+# pyarrow calls that import pandas in a pyarrow snap supports (``pyarrow>=17``): where pandas
+# is not installed they fail (``to_pandas_dtype`` did, before pyarrow 26: every create on
+# Python 3.10, whose newest pyarrow is 25). arrays.py does their work without them.
+PANDAS_CALLS = {"to_pandas_dtype", "to_pandas"}
+
+
+def test_no_module_calls_what_imports_pandas() -> None:
+    found = [
+        f"{path.relative_to(REPO)}:{node.lineno} {node.attr}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in PANDAS_CALLS
+    ]
+    assert found == []
