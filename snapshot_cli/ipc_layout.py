@@ -237,10 +237,16 @@ def message_batch(buf: Any, schema: pa.Schema) -> tuple[pa.RecordBatch, int, int
     if message.type != "record batch":
         raise pa.ArrowInvalid(f"the block holds a {message.type} message, not a record batch")
     batch = pa.ipc.read_record_batch(message, schema)
+    return batch, *message_sizes(buf, message)
+
+
+def message_sizes(buf: Any, message: pa.ipc.Message) -> tuple[int, int]:
+    """The sizes of the metadata (its length prefix included) and of the body of the IPC
+    message ``message`` read from ``buf``."""
     with memoryview(buf) as view:
         head = bytes(view[:8])
     if head[:4] == CONTINUATION:
         metadata = 8 + int.from_bytes(head[4:8], "little", signed=True)
     else:  # the format before 0.15: a bare length
         metadata = 4 + int.from_bytes(head[:4], "little", signed=True)
-    return batch, metadata, message.body.size
+    return metadata, message.body.size

@@ -8,8 +8,9 @@ import os
 from typing import Any
 
 import crc32c
+import pyarrow as pa
 
-from .. import ipc_blocks
+from .. import ipc_blocks, ipc_layout
 from ..manifest import ShardEntry
 
 _CRC_CHUNK = 8 << 20
@@ -67,7 +68,28 @@ def _blocks_in(view: memoryview, entry: ShardEntry) -> str | None:
     if len(blocks) != len(wanted):
         return f"has {len(blocks)} record batches, the manifest says {len(wanted)}"
     for i, (block, want) in enumerate(zip(blocks, wanted, strict=True)):
-        got = crc32c.crc32c(view[block.offset : block.offset + block.length])
+        message = view[block.offset : block.offset + block.length]
+        got = crc32c.crc32c(message)
         if got != want:
             return f"record batch {i} has crc32c {got:08x}, the manifest says {want:08x}"
+        problem = _misplaced(message, block)
+        if problem is not None:
+            return f"record batch {i}: {problem}"
+    return None
+
+
+def _misplaced(message: memoryview, block: ipc_blocks.Block) -> str | None:
+    """The message is not where the footer says, as the loader requires (readers/blocks.py):
+    its metadata and body exactly the lengths the footer gives. (pyarrow's own file reader
+    checks this in some versions only: pyarrow 19 took a metadata length 8 bytes too long.)"""
+    try:
+        parsed = pa.ipc.read_message(pa.py_buffer(message))
+    except (pa.ArrowException, EOFError, OSError) as err:
+        return f"its message cannot be read: {err}"
+    metadata, body = ipc_layout.message_sizes(message, parsed)
+    if (metadata, body) != (block.meta, block.body):
+        return (
+            f"its message has {metadata} bytes of metadata and {body} of body, the footer "
+            f"says {block.meta} and {block.body}"
+        )
     return None
