@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-output
 
-.PHONY: demo test test-fast lint format bench clean
+.PHONY: demo test test-oldest test-fast lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,26 @@ test: $(VENV)/.installed-test
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal --ignore=tests/backends --ignore=tests/infra
 	$(BIN)/python -m pytest -q tests/backends tests/infra
+	$(MAKE) test-oldest
+
+# The core tests against the oldest versions pyproject.toml allows (every dependency at its
+# minimum, tests/oldest.py), in a venv of their own: the minimums stay true.
+OLDEST ?= .venv-oldest
+OLDEST_TESTS := tests/commands tests/test_ipc_blocks.py tests/test_manifest.py \
+	tests/test_keywords.py tests/writers/test_convert.py tests/writers/test_records.py \
+	tests/writers/test_create.py tests/readers/test_loader.py tests/readers/test_window.py
+
+$(OLDEST)/.installed: pyproject.toml setup.py tests/oldest.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c snapshot_cli/_records.h
+	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST)/bin/python tests/oldest.py > $(OLDEST)/constraints.txt
+	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt -e . \
+		pytest pytest-xdist hypothesis
+	touch $@
+
+test-oldest: $(OLDEST)/.installed
+	$(OLDEST)/bin/python -m pip list --format=freeze | grep -i -E "^(click|pyarrow|fsspec|numpy)=="
+	$(OLDEST)/bin/python -m pytest -q -n 2 --dist worksteal $(OLDEST_TESTS)
 
 # The edit-test loop: lint, types, and the tests that need no server, no kill, no slow sweep.
 test-fast: $(VENV)/.installed-test
@@ -67,4 +87,4 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/peers.py --plot docs/peers.png
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache build snapshot_cli/_gather*.so snapshot_cli/_shuffle*.so snapshot_cli/_decode*.so
+	rm -rf $(VENV) $(OLDEST) $(DEMO_DIR) .pytest_cache .ruff_cache build snapshot_cli/_gather*.so snapshot_cli/_shuffle*.so snapshot_cli/_decode*.so
