@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 
@@ -35,6 +36,14 @@ def ordinal(n: int) -> str:
     return f"{n:,}{suffix}"
 
 
+def clock_time(seconds: float) -> str:
+    """``seconds`` as a clock shows a duration: "0:42", "12:05", "3:07:00"."""
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 class Progress:
     """Counts tasks, records and bytes; redraws at most every ``interval`` seconds.
 
@@ -50,14 +59,16 @@ class Progress:
         interval: float = 0.2,
         log_interval: float = 10.0,
         unit: str = "tasks",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.unit = unit
+        self.unit, self.clock = unit, clock
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if self.tty else log_interval
         self.total_tasks, self.done_tasks = total_tasks, done_tasks
+        self.done_before = done_tasks  # (a resumed run's: not in this run's rate)
         self.records = self.bytes = 0
-        self.started = time.monotonic()
+        self.started = clock()
         self._last = 0.0
         self._drawn: tuple[int, int, int] | None = None  # the counts the last line showed
         self._lock = threading.Lock()
@@ -77,15 +88,20 @@ class Progress:
             self._maybe_draw()
 
     def line(self) -> str:
-        elapsed = max(1e-9, time.monotonic() - self.started)
-        return (
+        elapsed = max(1e-9, self.clock() - self.started)
+        text = (
             f"snap: {self.unit} {self.done_tasks}/{self.total_tasks}  "
             f"records {human_count(self.records)}  {human_bytes(self.bytes)}  "
             f"{human_count(self.records / elapsed)} rec/s  {human_bytes(self.bytes / elapsed)}/s"
         )
+        done_here, left = self.done_tasks - self.done_before, self.total_tasks - self.done_tasks
+        if done_here > 0 and left > 0:  # the time left at this run's rate so far
+            eta = clock_time(left * elapsed / done_here)
+            text += f"  {clock_time(elapsed)} elapsed, ~{eta} left"
+        return text
 
     def _maybe_draw(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if now - self._last >= self.interval:
             self._last = now
             self._draw()
