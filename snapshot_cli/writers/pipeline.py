@@ -61,6 +61,19 @@ def _is_file_target(target: str) -> bool:
     return target.endswith(".py") or os.sep in target or "/" in target
 
 
+def _near_files(target: str) -> str:
+    """"; did you mean 'x.py'?" for the Python files of ``target``'s directory like its name
+    (shown as ``target`` was given: relative or absolute)."""
+    directory, name = os.path.split(target)
+    try:
+        files = [f for f in os.listdir(directory or ".") if f.endswith(".py")]
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(name, files, n=2, cutoff=0.75)
+    shown = [repr(os.path.join(directory, f)) for f in near]
+    return f"; did you mean {' or '.join(shown)}?" if near else ""
+
+
 def _module_name_for(path: str) -> str:
     digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:12]
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -71,7 +84,9 @@ def _import_target(target: str, what: str, spec: str) -> Any:
     if _is_file_target(target):
         path = os.path.abspath(target)
         if not os.path.isfile(path):
-            raise PipelineLoadError(f"{what} file {target!r} not found (from {spec!r})")
+            raise PipelineLoadError(
+                f"{what} file {target!r} not found (from {spec!r}){_near_files(target)}"
+            )
         name = _module_name_for(path)
         if name in sys.modules:
             return sys.modules[name]

@@ -257,3 +257,20 @@ def test_a_functools_cache_does_not_count_but_a_list_it_appends_to_does() -> Non
     ns["appends"](5)
     after = shipping.identity(ns["cached"]), shipping.identity(ns["appends"])
     assert before[0] == after[0] and before[1] != after[1]
+
+
+def test_a_mistyped_pipeline_file_is_told_the_file_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pipeline.py").write_text("def pre():\n    yield {'x': 1}\n")
+    (tmp_path / "other.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    for typed, meant in (("pipline.py", "'pipeline.py'"), ("./pipelines.py", "'./pipeline.py'"),
+                         (f"{tmp_path}/pipelin.py", f"'{tmp_path}/pipeline.py'")):  # fmt: skip
+        with pytest.raises(snap.PipelineLoadError) as caught:
+            snap.create(f"{typed}:pre", str(tmp_path / "s"), workers=0)
+        assert str(caught.value).endswith(f"not found (from '{typed}:pre'); did you mean {meant}?")
+    with pytest.raises(snap.PipelineLoadError) as caught:  # nothing like it: nothing guessed
+        snap.create("zzz.py:pre", str(tmp_path / "s"), workers=0)
+    assert str(caught.value).endswith("not found (from 'zzz.py:pre')")
+    assert snap.create("pipeline.py:pre", str(tmp_path / "s"), workers=0).num_records == 1
