@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import posixpath
@@ -248,12 +249,31 @@ def open(
             ) from err
         raise ManifestError(
             f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
-            f"{storage.missing_bucket_hint(fs, root)}"
+            f"{storage.missing_bucket_hint(fs, root)}{_near_snapshots(fs, root)}"
         ) from err
     current = Manifest.from_json(data, where=storage.to_url(fs, path))
     if version is not None:
         current = versions_mod.open_version(fs, root, current, version)
     return Snapshot(fs, root, current)
+
+
+def _near_snapshots(fs: Any, root: str) -> str:
+    """"; did you mean ...?" naming the snapshots beside local ``root`` whose names are like
+    its own (``snap inspect runs/snapshots`` for ``runs/snapshot``); "" elsewhere."""
+    if not storage.is_local(fs):
+        return ""
+    parent, name = posixpath.split(root.rstrip("/"))
+    try:
+        names = [e.name for e in os.scandir(parent or "/") if e.is_dir()]
+    except OSError:
+        return ""
+    near = [
+        n
+        for n in difflib.get_close_matches(name, names, n=3, cutoff=0.75)
+        if n != name and os.path.isfile(posixpath.join(parent, n, MANIFEST_NAME))
+    ]
+    shown = " or ".join(storage.to_url(fs, posixpath.join(parent, n)) for n in near[:2])
+    return f"; did you mean {shown}?" if near else ""
 
 
 def _directory_of(fs: Any, file: str) -> str:

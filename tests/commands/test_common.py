@@ -124,3 +124,19 @@ def test_an_output_below_a_file_says_so(tmp_path: Path) -> None:
     code, stdout, stderr = run("create", f"{tmp_path / 'p.py'}:f", str(out), "--workers", "0")
     assert code == 1 and stdout == "" and "Traceback" not in stderr
     assert stderr.startswith(f"snap: error: {out}: a part of the path is a file, not a directory")
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "head", "bench"])
+def test_a_mistyped_snapshot_path_is_told_the_snapshot_beside_it(
+    snapshot: Path, command: str
+) -> None:
+    (snapshot.parent / "snaps").mkdir()  # like it, but not a snapshot: not suggested
+    for typed in ("snp", "snapp", "Snap"):
+        code, stdout, stderr = run(command, str(snapshot.parent / typed))
+        assert code == 1 and stdout == ""
+        assert stderr.strip().endswith(
+            f"{snapshot.parent / typed} is not a snapshot (no manifest.json); "
+            f"did you mean {snapshot}?"
+        ), stderr
+    code, _, stderr = run(command, str(snapshot.parent / "elsewhere"))
+    assert code == 1 and "did you mean" not in stderr
