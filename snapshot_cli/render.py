@@ -8,6 +8,7 @@ two outputs can never disagree. Colour is added with ``click.style`` by the call
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -220,7 +221,17 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
             "run snap verify without --fast to read and check every byte"
         )
     if not doc["ok"]:
-        lines.append("  recreate the snapshot with snap create --overwrite")
+        lost = all(
+            d["problem"] == "missing"
+            or re.fullmatch(r"has \d+ bytes, the manifest says \d+", d["problem"])
+            for d in doc["damaged"]
+        )  # missing or cut short: what a create of the same snapshot computes again
+        lines.append(
+            "  run the same snap create again: it computes the tasks of missing or cut-short "
+            "shards again (a new version)"
+            if lost
+            else "  recreate the snapshot with snap create --overwrite"
+        )
     return lines
 
 

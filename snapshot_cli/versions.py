@@ -88,5 +88,6 @@ def missing_shard(fs: Any, root: str, shard: str, url: str) -> CorruptShardError
         )
     return CorruptShardError(
         f"shard {url} is missing: the snapshot is damaged (a file deleted or lost); "
-        "snap verify lists what else is, and snap create --overwrite makes it anew"
+        "snap verify lists what else is, and running the same snap create again computes "
+        "the tasks of missing shards again"
     )

@@ -258,7 +258,7 @@ def open(
 
 
 def _near_snapshots(fs: Any, root: str) -> str:
-    """"; did you mean ...?" naming the snapshots beside local ``root`` whose names are like
+    """ "; did you mean ...?" naming the snapshots beside local ``root`` whose names are like
     its own (``snap inspect runs/snapshots`` for ``runs/snapshot``); "" elsewhere."""
     if not storage.is_local(fs):
         return ""

@@ -230,7 +230,11 @@ def _create(
             # an unchanged file is identified from the last version, not read again
             found.records(incremental.known_contents(table_of(m)))
         if identity.same_as(m.fingerprint, m.fingerprint_parts, stat):
-            return m
+            lost = commit_mod.lost_shards(fs, root, m)
+            if not lost:
+                return m
+            commit_mod.say_lost(url, m, lost)
+            return None  # their tasks are computed again
         cheap = identity.cheap_parts
         changed = [incremental.NAMES[k] for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]
         hint = ""
@@ -281,9 +285,9 @@ def _create(
             ranges = chunking.plan([r[0] for r in records], found.sizes)
         planned = incremental.plan(
             chunking, ranges, records, found.sizes, ref.code_hash, params, table,
-            reuse=not overwrite, available={e.path for e in previous.shards} if previous else None,
+            reuse=not overwrite, available=commit_mod.intact_shards(fs, root, previous),
         )  # fmt: skip
-        log.info("%s", incremental.describe(url, planned, previous))
+        log.info("%s", incremental.describe(url, planned, previous, how.dry_run))
         return planned
 
     if how.dry_run:

@@ -140,21 +140,24 @@ def chunking_for(
     return Chunking.choose(sizes, inputs_per_task)
 
 
-def describe(url: str, planned: Plan, previous: Manifest | None) -> str:
-    """What a create reuses and what it computes, said before any work."""
+def describe(url: str, planned: Plan, previous: Manifest | None, dry_run: bool = False) -> str:
+    """What a create reuses and what it computes, said before any work (``dry_run``: what
+    it would)."""
     kept = {p for t in planned.reused if t.reuse is not None for p in t.reuse.shards}
     reused = sum(e.bytes for e in previous.shards if e.path in kept) if previous else 0
     s = planned.summary(reused)
     c = planned.changes
     computing = (
-        f"computing {counted(s['tasks_computed'], 'task')} over "
+        f"{'would compute' if dry_run else 'computing'} "
+        f"{counted(s['tasks_computed'], 'task')} over "
         f"{counted(s['inputs_to_compute'], 'input')} "
         f"({human_bytes(s['input_bytes_to_compute'])})"
     )
     if previous is None:  # nothing to reuse or compare with
         return f"{url}: version 1: {computing}"
     return (
-        f"{url}: version {previous.version + 1}: reusing {s['tasks_reused']} of {s['tasks']} "
+        f"{url}: version {previous.version + 1}: {'would reuse' if dry_run else 'reusing'} "
+        f"{s['tasks_reused']} of {s['tasks']} "
         f"tasks ({human_bytes(reused)} of shards), {computing}; against version "
         f"{previous.version}: {counted(c['inputs_added'], 'input')} added, "
         f"{c['inputs_removed']} removed, {c['inputs_changed']} changed"

@@ -62,7 +62,7 @@ def _is_file_target(target: str) -> bool:
 
 
 def _near_files(target: str) -> str:
-    """"; did you mean 'x.py'?" for the Python files of ``target``'s directory like its name
+    """ "; did you mean 'x.py'?" for the Python files of ``target``'s directory like its name
     (shown as ``target`` was given: relative or absolute)."""
     directory, name = os.path.split(target)
     try:

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 import snapshot_cli as snap
-from tests.commands.conftest import TASKS, run, run_json
+from tests.commands.conftest import (
+    NUM_RECORDS,
+    TASKS,
+    make_snapshot,
+    run,
+    run_json,
+    written_order,
+)
 from tests.conftest import snap_subprocess
 
 
@@ -53,6 +60,8 @@ def test_verify_names_exactly_the_shard_with_a_flipped_byte(snapshot: Path) -> N
     assert len(damaged) == 1 and f"{victim}: crc32c" in damaged[0]
     check_only_victim_named(stdout, shards, victim)
     assert f"1 of {len(shards)} shards damaged" in stdout
+    # the same size: a create of the same snapshot cannot tell; only --overwrite remakes it
+    assert stdout.splitlines()[-1] == "  recreate the snapshot with snap create --overwrite"
 
     proc = snap_subprocess("verify", str(snapshot), "--json")  # also as a real process
     assert proc.returncode == 1, proc.stderr
@@ -92,6 +101,7 @@ def test_verify_reports_a_truncated_shard_with_its_size(snapshot: Path, fast: bo
     doc = run_json(*args, code=1)
     assert [d["path"] for d in doc["damaged"]] == [str(victim.relative_to(snapshot))]
     assert doc["checks"] == ({"size": len(shards)} if fast else {"full": len(shards)})
+    assert "run the same snap create again: it computes the tasks of missing" in stdout
 
 
 @pytest.mark.parametrize("fast", [False, True])
@@ -107,6 +117,10 @@ def test_verify_reports_a_deleted_shard_as_missing(snapshot: Path, fast: bool) -
     assert [(d["path"], d["problem"]) for d in doc["damaged"]] == [
         (str(victim.relative_to(snapshot)), "missing")
     ]
+    assert "run the same snap create again: it computes the tasks of missing" in stdout
+    make_snapshot(snapshot)  # as it says: the lost shard's task is computed again
+    assert run("verify", str(snapshot))[0] == 0 and snap.open(snapshot).version == 2
+    assert len(written_order(snapshot)) == NUM_RECORDS
 
 
 def test_verify_fast_on_local_storage_checks_sizes(snapshot: Path) -> None:

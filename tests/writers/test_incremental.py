@@ -134,7 +134,8 @@ def test_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Path) -> None:
     assert doc["dry_run"] and doc["version"] == 2
     assert (doc["inputs_added"], doc["inputs_removed"], doc["inputs_changed"]) == (0, 1, 1)
     assert doc["tasks"] - doc["tasks_reused"] in (1, 2, 3)
-    assert "reusing" in res.stderr and "computing" in res.stderr  # said before any work
+    assert "would reuse" in res.stderr and "would compute" in res.stderr  # the plan, said
+    assert "reusing" not in res.stderr and "computing" not in res.stderr  # (as if it did)
     assert tree.take_calls() == [] and snap.open(str(tmp_path / "s")).version == 1
     text = snap_subprocess("create", f"{tree.pipe}:preprocess", str(tmp_path / "s"), "--input",
                            str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
@@ -292,3 +293,52 @@ def test_a_damaged_task_table_means_computing_every_task(
     assert len(tree.take_calls()) == 61
     assert tree.create("scratch").tasks == info.tasks
     assert content(str(tmp_path / "scratch")) == content(str(tmp_path / "s"))
+
+
+@pytest.mark.parametrize("damage", ["deleted", "cut short", "every shard deleted"])
+def test_a_rerun_computes_again_only_the_tasks_of_lost_shards(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A snapshot whose shards were deleted or cut short was "up to date": the same create
+    said "nothing to do" and left it damaged. It now computes those tasks again."""
+    tree = Tree(tmp_path, 12)
+    tree.create(inputs_per_task=2)
+    tree.take_calls()
+    whole = content(str(tmp_path / "s"))
+    shards = snap.open(tmp_path / "s").shards
+    victims = shards if damage == "every shard deleted" else [shards[2]]
+    for entry in victims:
+        path = tmp_path / "s" / entry.path
+        if damage == "cut short":
+            path.write_bytes(path.read_bytes()[:-10])
+        else:
+            path.unlink()
+    dry = tree.create(inputs_per_task=2, dry_run=True)
+    assert dry.dry_run and dry.tasks - dry.tasks_reused == len(victims)
+    with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
+        info = tree.create(inputs_per_task=2)
+    assert not info.reused and info.version == 2 and info.tasks_reused == 6 - len(victims)
+    said = f"of version 1 missing or cut short ({victims[0].path}"
+    assert said in caplog.text and "computing their tasks again" in caplog.text
+    redone = [f"in-{i:05d}.txt" for k in range(6) for i in (2 * k, 2 * k + 1)
+              if shards[k] in victims]  # fmt: skip
+    assert tree.take_calls() == sorted(redone)
+    assert content(str(tmp_path / "s")) == whole
+    assert snap.open(tmp_path / "s").version == 2
+    assert tree.create(inputs_per_task=2).reused  # and now it is up to date
+
+
+def test_a_lost_shard_of_a_snapshot_made_before_versions_says_overwrite(tmp_path: Path) -> None:
+    tree = Tree(tmp_path, 4)
+    tree.create()
+    manifest = tmp_path / "s" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    del doc["history"]
+    doc["format_version"] = 2
+    manifest.write_text(json.dumps(doc))
+    (tmp_path / "s" / snap.open(tmp_path / "s").shards[0].path).unlink()
+    with pytest.raises(snap.SnapshotExistsError) as caught:
+        tree.create()
+    assert "is up to date but 1 shard of it is missing or cut short" in str(caught.value)
+    assert "pass --overwrite" in str(caught.value)
+    assert tree.create(overwrite=True).num_records == 16
