@@ -230,7 +230,9 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
             "  run the same snap create again: it computes the tasks of missing or cut-short "
             "shards again (a new version)"
             if lost
-            else "  recreate the snapshot with snap create --overwrite"
+            else "  delete the damaged shards and run the same snap create again (it computes "
+            "the tasks of missing shards again, a new version), or remake the snapshot with "
+            "snap create --overwrite"
         )
     return lines
 

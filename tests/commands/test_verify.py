@@ -60,8 +60,9 @@ def test_verify_names_exactly_the_shard_with_a_flipped_byte(snapshot: Path) -> N
     assert len(damaged) == 1 and f"{victim}: crc32c" in damaged[0]
     check_only_victim_named(stdout, shards, victim)
     assert f"1 of {len(shards)} shards damaged" in stdout
-    # the same size: a create of the same snapshot cannot tell; only --overwrite remakes it
-    assert stdout.splitlines()[-1] == "  recreate the snapshot with snap create --overwrite"
+    # the same size: a create of the same snapshot cannot tell; deleted, its task is redone
+    assert stdout.splitlines()[-1].startswith("  delete the damaged shards and run the same "
+                                              "snap create again")  # fmt: skip
 
     proc = snap_subprocess("verify", str(snapshot), "--json")  # also as a real process
     assert proc.returncode == 1, proc.stderr
@@ -85,6 +86,11 @@ def test_verify_names_exactly_the_shard_with_a_flipped_byte(snapshot: Path) -> N
             pass
     assert victim.name in str(err.value)
     check_only_victim_named(str(err.value), shards, victim)
+
+    victim.unlink()  # as verify says: then the same create computes its task again
+    make_snapshot(snapshot)
+    assert run("verify", str(snapshot))[0] == 0 and snap.open(snapshot).version == 2
+    assert len(written_order(snapshot)) == NUM_RECORDS
 
 
 @pytest.mark.parametrize("fast", [False, True])
