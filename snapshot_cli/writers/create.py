@@ -219,6 +219,8 @@ def _create(
             tables[key] = commit_mod.read_tasks_table(fs, root, m)
         return tables[key]
 
+    said: set[str] = set()  # the lost shards a warning named
+
     def reusable() -> Manifest | None:
         """The committed snapshot if it is up to date; None if there is none, or if only
         its inputs changed (an incremental create); else SnapshotExistsError."""
@@ -231,10 +233,10 @@ def _create(
             found.records(incremental.known_contents(table_of(m)))
         if identity.same_as(m.fingerprint, m.fingerprint_parts, stat):
             lost = commit_mod.lost_shards(fs, root, m)
-            if not lost:
-                return m
-            commit_mod.say_lost(url, m, lost)
-            return None  # their tasks are computed again
+            if lost and lost != said:  # (asked again once the lease is held: said once)
+                commit_mod.say_lost(url, m, lost)
+                said.update(lost)
+            return None if lost else m  # lost shards: their tasks are computed again
         cheap = identity.cheap_parts
         changed = [incremental.NAMES[k] for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]
         hint = ""

@@ -320,6 +320,7 @@ def test_a_rerun_computes_again_only_the_tasks_of_lost_shards(
     assert not info.reused and info.version == 2 and info.tasks_reused == 6 - len(victims)
     said = f"of version 1 missing or cut short ({victims[0].path}"
     assert said in caplog.text and "computing their tasks again" in caplog.text
+    assert caplog.text.count("missing or cut short") == 1  # (asked twice: said once)
     redone = [f"in-{i:05d}.txt" for k in range(6) for i in (2 * k, 2 * k + 1)
               if shards[k] in victims]  # fmt: skip
     assert tree.take_calls() == sorted(redone)
