@@ -315,6 +315,7 @@ def test_a_rerun_computes_again_only_the_tasks_of_lost_shards(
             path.unlink()
     dry = tree.create(inputs_per_task=2, dry_run=True)
     assert dry.dry_run and dry.tasks - dry.tasks_reused == len(victims)
+    caplog.clear()  # (the dry run said it too)
     with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
         info = tree.create(inputs_per_task=2)
     assert not info.reused and info.version == 2 and info.tasks_reused == 6 - len(victims)
