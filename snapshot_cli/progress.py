@@ -95,9 +95,9 @@ class Progress:
             f"{human_count(self.records / elapsed)} rec/s  {human_bytes(self.bytes / elapsed)}/s"
         )
         done_here, left = self.done_tasks - self.done_before, self.total_tasks - self.done_tasks
-        if done_here > 0 and left > 0:  # the time left at this run's rate so far
-            eta = clock_time(left * elapsed / done_here)
-            text += f"  {clock_time(elapsed)} elapsed, ~{eta} left"
+        if left > 0:  # and the time left at this run's rate, once it has one
+            eta = f", ~{clock_time(left * elapsed / done_here)} left" if done_here else ""
+            text += f"  {clock_time(elapsed)} elapsed{eta}"
         return text
 
     def _maybe_draw(self) -> None:

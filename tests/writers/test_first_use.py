@@ -258,3 +258,27 @@ def test_exits_and_interrupts_in_the_function_are_reported_alike(
     assert res.returncode == code, res.stderr
     assert said in res.stderr, res.stderr
     assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_progress_says_the_time_taken_and_left_at_this_runs_rate() -> None:
+    """A long create says how long it has run and, once a task of this run has ended, about
+    how long is left; a resumed run's tasks done before do not count in the rate."""
+    now = [100.0]
+    log = io.StringIO()
+    bar = Progress(10, stream=log, clock=lambda: now[0])
+    now[0] += 7
+    assert bar.line().endswith("  0:07 elapsed"), bar.line()  # no task ended yet: no rate
+    now[0] += 13
+    bar.task_done(5, 500)
+    assert bar.line().endswith("  0:20 elapsed, ~3:00 left"), bar.line()
+    now[0] += 20
+    bar.task_done(5, 500)
+    assert bar.line().endswith("  0:40 elapsed, ~2:40 left"), bar.line()
+    resumed = Progress(10, done_tasks=6, stream=log, clock=lambda: now[0])
+    assert resumed.line().endswith("  0:00 elapsed"), resumed.line()
+    now[0] += 3600
+    resumed.task_done()
+    assert resumed.line().endswith("  1:00:00 elapsed, ~3:00:00 left"), resumed.line()
+    for _ in range(3):
+        resumed.task_done()
+    assert "elapsed" not in resumed.line()  # all done: the rates say the rest
