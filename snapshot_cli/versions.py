@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import crc32c
+
+from . import history as history_mod
 from . import layout, storage
 from .errors import CorruptShardError, ManifestError, SnapError
+from .history import TaskRecord
 from .manifest import Manifest
 
 
@@ -35,6 +39,27 @@ def kept(fs: Any, root: str) -> list[int]:
         if found is not None and found[1] == "manifest":
             out.append(found[0])
     return sorted(out)
+
+
+def task_table(fs: Any, root: str, m: Manifest) -> list[TaskRecord] | None:
+    """The task table of the committed version ``m``; None for one made before versions.
+
+    Raises:
+        ManifestError: it is missing, has another crc32c than the manifest gives, or is
+            malformed (naming it).
+    """
+    h = m.history
+    if h is None:
+        return None
+    path = storage.join(root, h.tasks)
+    url = storage.to_url(fs, path)
+    try:
+        data = storage.read_bytes(fs, path)
+    except FileNotFoundError as err:
+        raise ManifestError(f"{url} is missing") from err
+    if f"{crc32c.crc32c(data):08x}" != h.tasks_crc32c:
+        raise ManifestError(f"{url} does not have the crc32c the manifest gives")
+    return history_mod.decode_tasks(data, h.version, url)
 
 
 def history(fs: Any, root: str, current: Manifest) -> list[Manifest]:

@@ -13,9 +13,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c
-
-from .. import history as history_mod
 from .. import schema as schema_mod
 from .. import storage
 from .. import versions as versions_mod
@@ -97,14 +94,8 @@ def shard_doc(target: Target) -> dict[str, Any]:
 def _task_of(snapshot: Snapshot, m: Manifest, shard: str) -> dict[str, Any] | None:
     """The task of version ``m`` that wrote ``shard``: its key and inputs (None when the
     version has no task table, made before versions, or it cannot be read)."""
-    if m.history is None:
-        return None
-    path = storage.join(snapshot.root, m.history.tasks)
     try:
-        data = storage.read_bytes(snapshot.fs, path)
-        if f"{crc32c.crc32c(data):08x}" != m.history.tasks_crc32c:
-            return None
-        tasks = history_mod.decode_tasks(data, m.version, storage.to_url(snapshot.fs, path))
+        tasks = versions_mod.task_table(snapshot.fs, snapshot.root, m) or []
     except (OSError, ManifestError):
         return None
     for t in tasks:

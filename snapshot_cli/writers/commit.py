@@ -163,18 +163,11 @@ def read_tasks_table(fs: AbstractFileSystem, root: str, m: Manifest) -> list[Tas
     """The task table of the committed version ``m``, or None (with a warning saying why)
     when it has none (made before versions) or it cannot be trusted: then nothing of it is
     reused, and every task is computed again."""
-    h = m.history
-    if h is None:
-        return None
-    url = storage.to_url(fs, storage.join(root, h.tasks))
     try:
-        data = storage.read_bytes(fs, storage.join(root, h.tasks))
-        if f"{crc32c.crc32c(data):08x}" != h.tasks_crc32c:
-            raise ManifestError(f"{url} does not have the crc32c the manifest gives")
-        return history_mod.decode_tasks(data, h.version, url)
-    except (FileNotFoundError, ManifestError) as err:
+        return versions.task_table(fs, root, m)
+    except ManifestError as err:
         log.warning("cannot use the task table of version %d (%s): every task is computed "
-                    "again", h.version, err)  # fmt: skip
+                    "again", m.version, err)  # fmt: skip
         return None
 
 
