@@ -8,7 +8,6 @@ two outputs can never disagree. Colour is added with ``click.style`` by the call
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Any
 
@@ -221,11 +220,7 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
             "run snap verify without --fast to read and check every byte"
         )
     if not doc["ok"]:
-        lost = all(
-            d["problem"] == "missing"
-            or re.fullmatch(r"has \d+ bytes, the manifest says \d+", d["problem"])
-            for d in doc["damaged"]
-        )  # missing or cut short: what a create of the same snapshot computes again
+        lost = all(d["lost"] for d in doc["damaged"])  # what the same create computes again
         lines.append(
             "  run the same snap create again: it computes the tasks of missing or cut-short "
             "shards again (a new version)"

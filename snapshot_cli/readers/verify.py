@@ -13,6 +13,7 @@ Threads, one shard each: crc32c and Arrow decoding release the GIL.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,9 @@ from ..errors import SnapError, StorageError
 from ..manifest import ShardEntry
 from .checksum import block_problem, crc32c_buffer, crc32c_file
 from .snapshot import Snapshot
+
+MISSING = "missing"  # a shard's problem when it is not there
+_SIZE = re.compile(r"has \d+ bytes, the manifest says \d+")  # what _size_problem says
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
 
@@ -45,6 +49,12 @@ class ShardCheck:
     @property
     def ok(self) -> bool:
         return self.problem is None
+
+    @property
+    def lost(self) -> bool:
+        """Missing or cut short (another size than the manifest's): what a create of the
+        same snapshot computes again, where other damage needs the shard deleted first."""
+        return self.problem == MISSING or _SIZE.fullmatch(self.problem or "") is not None
 
 
 @dataclass
@@ -78,11 +88,11 @@ class VerifyReport:
             "num_damaged": len(self.damaged),
             "checks": self.checks,
             "bytes_checked": sum(
-                s.bytes for s in self.shards if s.check == "full" and s.problem != "missing"
+                s.bytes for s in self.shards if s.check == "full" and s.problem != MISSING
             ),
             "seconds": round(self.seconds, 3),
-            "damaged": [asdict(s) for s in self.damaged],
-            "shards": [{**asdict(s), "ok": s.ok} for s in self.shards],
+            "damaged": [{**asdict(s), "lost": s.lost} for s in self.damaged],
+            "shards": [{**asdict(s), "ok": s.ok, "lost": s.lost} for s in self.shards],
         }
 
 
@@ -120,7 +130,7 @@ def _fast_check(
     def problem() -> str | None:
         size, crc = storage.stored_checksum(fs, path)
         if size != entry.bytes:
-            return f"has {size} bytes, the manifest says {entry.bytes}"
+            return _size_problem(size, entry)
         if crc is None:
             return None
         result.check = "storage-crc32c"
@@ -145,13 +155,17 @@ def _full_check(
     )
 
 
+def _size_problem(size: int, entry: ShardEntry) -> str:
+    return f"has {size} bytes, the manifest says {entry.bytes}"
+
+
 def _checked(result: ShardCheck, problem: Callable[[], str | None]) -> ShardCheck:
     """``result`` with the problem ``problem()`` finds; a missing or unreadable shard is a
     problem too, a failing storage is not (it stops verify)."""
     try:
         result.problem = problem()
     except FileNotFoundError:
-        result.problem = "missing"
+        result.problem = MISSING
     except (OSError, SnapError) as err:
         _raise_storage_fault(err, result.url)
         result.problem = f"cannot be read: {err}"
@@ -177,7 +191,7 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
         data = storage.read_bytes(fs, path)
         size, source = len(data), pa.py_buffer(data)
     if size != entry.bytes:
-        return f"has {size} bytes, the manifest says {entry.bytes}"
+        return _size_problem(size, entry)
     crc = crc32c_file(path) if local else crc32c_buffer(source)
     if crc != entry.crc32c:
         return f"crc32c {crc}, the manifest says {entry.crc32c}"

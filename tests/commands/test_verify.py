@@ -70,7 +70,7 @@ def test_verify_names_exactly_the_shard_with_a_flipped_byte(snapshot: Path) -> N
     assert doc["ok"] is False and doc["num_damaged"] == 1
     [bad] = doc["damaged"]
     assert bad["url"] == str(victim) and bad["path"] == str(victim.relative_to(snapshot))
-    assert bad["problem"].startswith("crc32c ")
+    assert bad["problem"].startswith("crc32c ") and bad["lost"] is False
     assert [s["path"] for s in doc["shards"] if not s["ok"]] == [bad["path"]]
 
     # --fast compares sizes only here (local files report no crc32c), and says so.
@@ -105,7 +105,9 @@ def test_verify_reports_a_truncated_shard_with_its_size(snapshot: Path, fast: bo
     assert f"{victim}: has {size * 2 // 3} bytes, the manifest says {size}" in stdout
     check_only_victim_named(stdout, shards, victim)
     doc = run_json(*args, code=1)
-    assert [d["path"] for d in doc["damaged"]] == [str(victim.relative_to(snapshot))]
+    assert [(d["path"], d["lost"]) for d in doc["damaged"]] == [
+        (str(victim.relative_to(snapshot)), True)
+    ]
     assert doc["checks"] == ({"size": len(shards)} if fast else {"full": len(shards)})
     assert "run the same snap create again: it computes the tasks of missing" in stdout
 
@@ -120,9 +122,10 @@ def test_verify_reports_a_deleted_shard_as_missing(snapshot: Path, fast: bool) -
     assert code == 1 and f"{victim}: missing" in stdout
     check_only_victim_named(stdout, shards, victim)
     doc = run_json(*args, code=1)
-    assert [(d["path"], d["problem"]) for d in doc["damaged"]] == [
-        (str(victim.relative_to(snapshot)), "missing")
+    assert [(d["path"], d["problem"], d["lost"]) for d in doc["damaged"]] == [
+        (str(victim.relative_to(snapshot)), "missing", True)
     ]
+    assert [s["lost"] for s in doc["shards"]] == [s == victim for s in shards]
     assert "run the same snap create again: it computes the tasks of missing" in stdout
     make_snapshot(snapshot)  # as it says: the lost shard's task is computed again
     assert run("verify", str(snapshot))[0] == 0 and snap.open(snapshot).version == 2
