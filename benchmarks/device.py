@@ -6,7 +6,8 @@ per-batch overhead shows) and times four passes, after three untimed ones, of:
 
   * the bare loader (numpy batches): the baseline;
   * ``loader.to_torch()``: tensors sharing the numpy memory (CPU, no device copy);
-  * ``loader.to_jax(prefetch=2)``: ``jax.device_put`` ahead of use onto the CPU device;
+  * ``loader.to_jax(prefetch=2)``: placed on the CPU device ahead of use (the runtime call
+    ``jax.device_put`` ends in, without its dispatch: ``snapshot_cli/readers/jax_put.py``);
   * ``loader.to_tf()``: a ``tf.data.Dataset`` taking 8 batches per call into Python.
 
 Each consumer touches one byte of every batch (so lazy conversions are paid for), each run
@@ -15,11 +16,12 @@ the configurations alternate within each repeat, and the table reports the media
 repeat's ratio of an adapter's rate to the bare loader's (targets: to_torch and to_jax >=
 0.95, to_tf >= 0.85). Each child also times its framework alone on batches made in advance
 (no loader running): the adapter's conversion and the framework's own per-batch work
-(``device_put``; a dataset built by to_tf's own code over them). The table's "ceiling" is
-bare / (bare + alone) per batch: the best ratio the adapter can reach where that work cannot
-overlap with the loader's, as on 2 cores the loader keeps busy. The to_tf() child also times
-tf.data alone handing a Python loop one prepared batch over and over (no Python, no adapter
-per element): the least any tf.data.Dataset iterated in Python costs per batch.
+(to_jax()'s adapter itself over them; a dataset built by to_tf's own code over them).
+The table's "ceiling" is bare / (bare + alone) per batch: the best ratio the adapter can
+reach where that work cannot overlap with the loader's, as on 2 cores the loader keeps busy.
+The to_tf() child also times tf.data alone handing a Python loop one prepared batch over and
+over (no Python, no adapter per element): the least any tf.data.Dataset iterated in Python
+costs per batch.
 On a machine with a CUDA GPU, ``to_torch(device="cuda")`` is added with a simulated step
 (``--step-ms``) and the table reports the share of step time spent waiting for input.
 This is a report, not a test: nothing is asserted.
@@ -117,10 +119,12 @@ def _prepared() -> list[dict[str, Any]]:
 
 
 class _Prepared:
-    """What ``to_tf()`` asks of a loader, over the prepared batches (FLOOR_BATCHES a pass)."""
+    """What ``to_tf()`` and ``to_jax()`` ask of a loader, over the prepared batches
+    (FLOOR_BATCHES a pass)."""
 
     epochs = 1
     map = None  # to_tf() takes a map's columns from its first batch
+    plan_options = None  # to_jax() reads it only in a job of several processes
 
     def __init__(self, schema: Any, batches: list[dict[str, Any]]) -> None:
         self.schema, self.columns, self._batches, self._at = schema, list(batches[0]), batches, 0
@@ -162,11 +166,12 @@ def framework_floor(name: str, schema: Any = None) -> float:
                 yield {k: torch.from_numpy(v) for k, v in batches[i % 8].items()}
 
     elif name.startswith("to_jax"):
-        import jax
+        from snapshot_cli.readers.jax import JaxBatches
+
+        adapted = JaxBatches(_Prepared(schema, batches), prefetch=2)  # to_jax()'s own work
 
         def each() -> Iterable[Any]:
-            for i in range(FLOOR_BATCHES):
-                yield jax.device_put(batches[i % 8])  # what JaxBatches._start does
+            return adapted
 
     elif name.startswith("to_tf"):
         from snapshot_cli.readers.tf import to_dataset

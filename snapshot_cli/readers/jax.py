@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import OptionError
 from .adapter import Adapter
 from .elastic import GlobalOptions
+from .jax_put import DirectPut
 from .plan import EpochPlan
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class JaxBatches(Adapter[dict[str, Any]]):
             )
         self.sharding: Any = sharding
         self._processes = jax.process_count()
+        self._put = DirectPut(jax)  # jax.device_put(arrays) without its dispatch
         options = loader.plan_options
         if self._processes > 1 and options.world_size != self._processes:
             raise OptionError(
@@ -127,7 +129,7 @@ class JaxBatches(Adapter[dict[str, Any]]):
         if not arrays:
             return out
         if self.sharding is None:
-            out.update(jax.device_put(arrays))
+            out.update(self._put(arrays) if self._processes == 1 else jax.device_put(arrays))
             return {k: out[k] for k in batch}  # the loader's column order
         try:
             if self._processes > 1:
