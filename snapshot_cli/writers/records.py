@@ -8,6 +8,7 @@ broke the rule, not a batch built later.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import enum
@@ -326,6 +327,29 @@ def _columnwise_hint(record: Mapping[str, Any]) -> str:
         f"; if this dict holds {n} records column by column (as a batched map returns), "
         "yield snapshot_cli.Batch(**columns) instead"
     )
+
+
+def not_a_record_hint(item: Any) -> str:
+    """What to yield instead of ``item``, which is neither a record nor a batch ("" if no
+    better advice than the message's own)."""
+    if hasattr(item, "_asdict") and isinstance(item, tuple):
+        return " (a namedtuple is one record: yield record._asdict())"
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        return " (a dataclass is one record: yield dataclasses.asdict(record))"
+    if type(item).__name__ == "Series" and callable(getattr(item, "to_dict", None)):
+        return (
+            " (a pandas Series is one row, as iterrows() gives: yield row.to_dict(), or "
+            "yield the whole DataFrame at once, which is faster)"
+        )
+    if isinstance(item, (list, tuple)):
+        return " (`yield from` a list of records)"
+    if isinstance(item, Iterator):
+        return " (it is an iterator: `yield from` it to yield its records, not it)"
+    if item is None:
+        return " (a bare `yield`, or `yield f(x)` where f returns nothing?)"
+    if isinstance(item, (str, bytes, numbers.Number, np.generic)) or hasattr(item, "shape"):
+        return " (a record names its columns: yield {'x': value})"
+    return ""
 
 
 def different_columns(before: Iterable[Any], now: Iterable[Any]) -> str:

@@ -93,7 +93,7 @@ class TaskWriter:
             if self.records.rows >= opts.batch_rows or self.records.nbytes >= opts.batch_bytes:
                 self.flush_records()
         else:
-            hint = " (`yield from` a list of records)" if isinstance(item, (list, tuple)) else ""
+            hint = records.not_a_record_hint(item)
             raise RecordError(
                 f"the pipeline yielded a value of type {type(item).__name__}; yield records "
                 "(dict of column → value) or batches (snapshot_cli.Batch, "

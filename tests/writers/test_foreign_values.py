@@ -4,8 +4,10 @@ array it converts to, or refused with the library's own reason, naming the colum
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -138,3 +140,53 @@ def test_byte_swapped_arrays_and_scalars_come_back_in_native_order(tmp_path: Pat
 def test_a_list_of_records_yielded_whole_says_to_yield_from_it(tmp_path: Path) -> None:
     with pytest.raises(snap.RecordError, match=r"yielded a value of type list; .*`yield from`"):
         roundtrip(tmp_path, [{"a": 1}, {"a": 2}])
+
+
+class _Point(NamedTuple):
+    a: int
+    b: float
+
+
+@dataclasses.dataclass
+class _Row:
+    a: int
+    b: float
+
+
+def _not_records() -> list[tuple[str, Any, str, Callable[[Any], list[Any]] | None]]:
+    """(kind, what a pipeline yields, the advice's words, the advice applied: what to yield)"""
+    frame = pd.DataFrame({"a": [1, 2], "b": [0.5, 1.5]})
+    return [
+        ("namedtuple", _Point(1, 0.5), "record._asdict()", lambda x: [x._asdict()]),
+        (
+            "dataclass",
+            _Row(1, 0.5),
+            "dataclasses.asdict(record)",
+            lambda x: [dataclasses.asdict(x)],
+        ),
+        ("series", next(frame.iterrows())[1], "row.to_dict()", lambda x: [x.to_dict()]),
+        ("list", [{"a": 1}, {"a": 2}], "`yield from`", list),
+        ("tuple", ({"a": 1},), "`yield from`", list),
+        ("generator", ({"a": i} for i in range(2)), "`yield from` it", list),
+        ("map", map(dict, [{"a": 1}]), "`yield from` it", list),
+        ("none", None, "returns nothing", None),
+        ("int", 5, "yield {'x': value}", lambda x: [{"x": x}]),
+        ("str", "text", "yield {'x': value}", lambda x: [{"x": x}]),
+        ("array", np.arange(3), "yield {'x': value}", lambda x: [{"x": x}]),
+        ("tensor", torch.arange(3), "yield {'x': value}", lambda x: [{"x": x}]),
+        ("numpy scalar", np.float32(2.5), "yield {'x': value}", lambda x: [{"x": x}]),
+    ]
+
+
+@pytest.mark.parametrize("kind", [k[0] for k in _not_records()])
+def test_a_value_that_is_not_a_record_is_told_what_to_yield(tmp_path: Path, kind: str) -> None:
+    _, item, words, advice = next(k for k in _not_records() if k[0] == kind)
+    with pytest.raises(snap.RecordError) as err:
+        roundtrip(tmp_path / "as_is", item)
+    assert f"yielded a value of type {type(item).__name__}" in str(err.value)
+    assert words in str(err.value)
+    if advice is None:
+        return
+    fresh = next(k for k in _not_records() if k[0] == kind)[1]  # iterators are spent
+    advised = advice(fresh)  # what the message says to yield is what snap takes
+    assert len(roundtrip(tmp_path / "advised", *advised)) == len(advised)
