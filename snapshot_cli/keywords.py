@@ -95,3 +95,62 @@ def unknown_message(call: str, given: str, takes: frozenset[str]) -> str:
     if others:
         return f"{said}; it is an option of {where}"
     return f"{said}; it takes {', '.join(sorted(takes))}"
+
+
+# Other libraries' dataset methods and attributes (HF datasets, tf.data, Mosaic Streaming,
+# pandas), and what does that in snap: on a snapshot, and on a loader. Only names snap's
+# objects do not have are looked up here.
+_DATASET_NAMES = [
+    ("shuffle batch repeat prefetch shard",
+     "shuffling, batches, epochs, prefetching and a rank's part are options of the loader: "
+     "s.loader(batch_size, shuffle=True, seed=0, epochs=1, rank=0, world_size=1)"),
+    ("map with_transform set_transform apply",
+     "a function of each batch is the loader's: s.loader(batch_size, map=fn)"),
+    ("filter select skip",
+     "which records a snapshot holds is chosen when it is made: keep or skip them in the "
+     "pipeline given to snap create"),
+    ("select_columns remove_columns drop",
+     "read some columns only: s.loader(batch_size, columns=[...])"),
+    ("columns column_names features element_spec dtypes",
+     "the column names are s.schema.names (s.schema is its pyarrow.Schema)"),
+    ("num_rows num_samples size cardinality shape", "its number of records is s.num_records"),
+    ("take to_pandas to_dict to_list iter as_numpy_iterator to_numpy iterrows show",
+     "s.head(n) gives its first records (a list of dicts: pandas.DataFrame(s.head(n))); "
+     "s.iter_batches() every record in order, a batch at a time"),
+    ("with_format set_format to_tf_dataset to_torch to_jax to_tf",
+     "framework batches come from its loader: s.loader(batch_size).to_torch(), .to_jax() or "
+     ".to_tf()"),
+    ("save_to_disk cache save snapshot",
+     "a snapshot is stored already: snap.open(url) reads it, from any machine that can reach "
+     "the URL"),
+]  # fmt: skip
+_LOADER_NAMES = [
+    ("shuffle batch repeat prefetch shard unbatch with_transform set_transform select_columns",
+     "a loader's shuffling, batch size, epochs, prefetch, rank, map and columns are set when "
+     "it is made: snap.open(url).loader(batch_size, shuffle=True, epochs=1, prefetch='auto', "
+     "rank=0, world_size=1, map=None, columns=None)"),
+    ("take to_pandas as_numpy_iterator head",
+     "iterate it for numpy batches (dicts of arrays): next(iter(loader)) is the first; "
+     "snap.open(url).head(n) gives a snapshot's first records"),
+    ("with_format set_format to_tf_dataset",
+     "framework batches: loader.to_torch(), loader.to_jax() or loader.to_tf()"),
+]  # fmt: skip
+DATASET_INSTEAD = {name: advice for names, advice in _DATASET_NAMES for name in names.split()}
+LOADER_INSTEAD = {name: advice for names, advice in _LOADER_NAMES for name in names.split()}
+
+
+def no_attribute(obj: object, name: str, instead: dict[str, str]) -> AttributeError:
+    """Python's AttributeError, and for another library's name what does it in snap (a typo
+    of snap's own names gets Python's "Did you mean" from ``name`` and ``obj``)."""
+    said = f"{type(obj).__name__!r} object has no attribute {name!r}"
+    advice = instead.get(name)
+    return AttributeError(f"{said}; {advice}" if advice else said, name=name, obj=obj)
+
+
+def not_indexed() -> TypeError:
+    """What a ``Snapshot`` says to ``s[0]``, ``for r in s`` or ``list(s)``."""
+    return TypeError(
+        "a Snapshot is not indexed or iterated itself: s.loader(batch_size) gives shuffled "
+        "batches to train on, s.iter_batches() every record in order, s.head(n) its first "
+        "records"
+    )

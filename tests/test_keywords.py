@@ -87,3 +87,51 @@ def test_the_calls_raise_it(tmp_path: Path) -> None:
         assert words in str(caught.value)
     assert not (tmp_path / "t").exists() and not (tmp_path / "u").exists()
     assert [b["x"].tolist() for b in s.loader(batch_size=1, shuffle=False)] == [[1]]
+
+
+# --- another library's methods and attributes -------------------------------------------
+
+TABLES = [
+    (snap.Snapshot, "s", keywords.DATASET_INSTEAD),
+    (snap.Loader, "loader", keywords.LOADER_INSTEAD),
+]
+LOADER_KEYWORDS = CALLS["Snapshot.loader"]
+
+
+@pytest.mark.parametrize(("cls", "var", "table"), TABLES, ids=["Snapshot", "Loader"])
+def test_every_other_librarys_attribute_is_answered_with_what_snap_has(
+    cls: type, var: str, table: dict[str, str]
+) -> None:
+    for name, advice in table.items():
+        assert not hasattr(cls, name), f"{cls.__name__} has {name!r}: its entry is never shown"
+        # each method, attribute and keyword the advice names is one snap has
+        for obj, attr in re.findall(r"\b(s|loader|snap)\.(\w+)", advice):
+            owner = {"s": snap.Snapshot, "loader": snap.Loader, "snap": snap}[obj]
+            assert hasattr(owner, attr), f"{name!r}: {obj}.{attr} does not exist"
+        for keyword in re.findall(r"(\w+)=", advice):
+            assert keyword in LOADER_KEYWORDS, f"{name!r}: loader() takes no {keyword}="
+
+
+def test_the_objects_answer_with_it(tmp_path: Path) -> None:
+    import copy
+    import pickle
+
+    snap.create(lambda: iter([{"x": 1}]), str(tmp_path / "s"), workers=0)
+    s = snap.open(tmp_path / "s")
+    loader = s.loader(1)
+    for obj, table in ((s, keywords.DATASET_INSTEAD), (loader, keywords.LOADER_INSTEAD)):
+        for name, advice in table.items():
+            with pytest.raises(AttributeError) as caught:
+                getattr(obj, name)
+            said = f"'{type(obj).__name__}' object has no attribute '{name}'; {advice}"
+            assert str(caught.value) == said
+        # a typo of snap's own name: Python's "Did you mean" needs name and obj
+        with pytest.raises(AttributeError) as caught:
+            obj.laoder  # noqa: B018
+        assert caught.value.name == "laoder" and caught.value.obj is obj
+        assert not hasattr(obj, "_private") and not hasattr(obj, "anything_else")
+    for index in (lambda: s[0], lambda: list(s), lambda: next(iter(s))):
+        with pytest.raises(TypeError, match=r"not indexed or iterated itself: s\.loader"):
+            index()
+    assert copy.copy(s).url == pickle.loads(pickle.dumps(s)).url == s.url
+    assert [b["x"].tolist() for b in loader] == [[1]]

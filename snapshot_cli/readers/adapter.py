@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..keywords import checked_keywords
+from ..keywords import LOADER_INSTEAD, checked_keywords, no_attribute
 from ..units import integer
 
 if TYPE_CHECKING:
@@ -146,6 +146,11 @@ class FrameworkAdapters:
 
     def __reduce__(self) -> Any:  # (pickle, copy, multiprocessing, Ray: all ask here first)
         raise TypeError(NOT_PICKLABLE.format(what=type(self).__name__))
+
+    def __getattr__(self, name: str) -> Any:  # only for names it does not have
+        if name.startswith("_"):  # (copy, __del__ of a half-made loader, hasattr() probes)
+            raise AttributeError(name, name=name, obj=self)
+        raise no_attribute(self, name, LOADER_INSTEAD)
 
     @checked_keywords
     def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:

@@ -15,7 +15,7 @@ import pyarrow as pa
 from .. import storage
 from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
-from ..keywords import checked_keywords
+from ..keywords import DATASET_INSTEAD, checked_keywords, no_attribute, not_indexed
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
 from ..manifest import Manifest, ShardEntry
 from ..units import integer
@@ -45,6 +45,14 @@ class Snapshot:
     @property
     def shards(self) -> tuple[ShardEntry, ...]:
         return self.manifest.shards
+
+    def __getattr__(self, name: str) -> Any:  # only for names it does not have
+        if name.startswith("_"):  # (copy, pickle and hasattr() probe these)
+            raise AttributeError(name, name=name, obj=self)
+        raise no_attribute(self, name, DATASET_INSTEAD)
+
+    def __getitem__(self, index: object) -> Any:  # s[0]; also what `for r in s` calls
+        raise not_indexed()
 
     def __repr__(self) -> str:
         return (
