@@ -14,7 +14,7 @@ import click
 
 from . import __version__, render, report
 from .cli_io import answer_errors, configure_output, emit_json, setup_logging
-from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, ShellGlobs
+from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, Commands, ShellGlobs
 from .errors import ManifestError
 from .progress import Progress, counted, human_bytes
 from .readers import bench as bench_mod
@@ -28,7 +28,7 @@ from .writers.create import create as create_snapshot
 from .writers.pipeline import parse_params
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__)
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.pass_context

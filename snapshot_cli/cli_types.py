@@ -90,4 +90,49 @@ class ShellGlobs(click.Command):
         ctx.fail(f"Got unexpected extra argument{'s' * (len(extra) > 1)} ({shown})")
 
 
+# Other tools' words for snap's commands (git, docker, gsutil, HF's datasets-cli, tf.data):
+# an unknown command is told the one that does it, not a look-alike ('cat' is not 'create').
+OTHER_NAMES = {
+    **dict.fromkeys(("info", "show", "describe", "stat", "stats", "ls", "list", "status"),
+                    "inspect"),
+    **dict.fromkeys(("cat", "peek", "sample", "preview", "tail", "dump", "print"), "head"),
+    **dict.fromkeys(("check", "validate", "fsck", "test", "checksum"), "verify"),
+    **dict.fromkeys(("clean", "cleanup", "prune", "vacuum"), "gc"),
+    **dict.fromkeys(("run", "build", "make", "materialize", "materialise", "write", "save",
+                     "snapshot", "new", "init"), "create"),
+    **dict.fromkeys(("benchmark", "perf", "speed", "replay"), "bench"),
+}  # fmt: skip
+# ... and those whose answer is not one command's summary
+OTHER_ANSWERS = {
+    **dict.fromkeys(("rm", "delete", "remove", "drop"), (
+        "a snapshot is a directory: delete it with its storage's own tool (rm -r DIR, "
+        "gsutil -m rm -r gs://bucket/dir, hdfs dfs -rm -r URL); snap gc removes only what "
+        "no kept version of it uses"
+    )),
+    **dict.fromkeys(("update", "resume", "repair", "refresh", "append", "add"), (
+        "run the same snap create again: it resumes an interrupted run, computes only the "
+        "tasks of new, changed or lost inputs, and keeps the rest (--dry-run says which)"
+    )),
+}  # fmt: skip
+
+
+class Commands(click.Group):
+    """``snap``'s group: an unknown command that another tool uses for one of snap's says
+    which (``snap info`` → ``snap inspect``); click's own look-alike guess otherwise."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        known = self.get_command(ctx, name) is not None
+        if not known and not ctx.resilient_parsing:
+            if name.lower() in OTHER_ANSWERS:
+                ctx.fail(f"No such command {name!r}; {OTHER_ANSWERS[name.lower()]}")
+            command = self.get_command(ctx, OTHER_NAMES.get(name.lower(), ""))
+            if command is not None:
+                summary = command.get_short_help_str(80)
+                ctx.fail(f"No such command {name!r}; snap {command.name} does that: {summary}")
+        return super().resolve_command(ctx, args)
+
+
 AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Columns()

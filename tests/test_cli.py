@@ -405,3 +405,25 @@ def test_a_bad_size_is_a_usage_error(setup, value: str) -> None:  # type: ignore
     assert code == 2 and stdout == ""
     assert "--shard-size" in stderr and "Traceback" not in stderr
     assert not (tmp / "s").exists()
+
+
+def test_another_tools_command_is_told_snaps() -> None:
+    from snapshot_cli.cli_types import OTHER_ANSWERS, OTHER_NAMES
+
+    for name, meant in OTHER_NAMES.items():
+        assert name not in cli.commands and meant in cli.commands, name
+        code, _, err = run(name, "somewhere")
+        assert code == 2, (name, err)
+        summary = cli.commands[meant].get_short_help_str(80)
+        assert f"No such command '{name}'; snap {meant} does that: {summary}" in err
+    for name, answer in OTHER_ANSWERS.items():
+        assert name not in cli.commands
+        code, _, err = run(name.upper(), "somewhere")  # any case
+        assert code == 2 and answer in err, (name, err)
+        # the commands and options it names are snap's
+        for command in {w for w in answer.split() if w in cli.commands}:
+            for option in (w for w in answer.replace(")", " ").split() if w.startswith("--")):
+                assert any(option in p.opts for p in cli.commands[command].params), option
+    # a typo of snap's own command keeps click's guess; a real command is not caught
+    assert "Did you mean 'create'?" in run("crate", "x")[2]
+    assert "No such command" not in run("inspect", "--help")[1]
