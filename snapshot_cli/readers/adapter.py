@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import numpy as np
+
 from ..keywords import LOADER_INSTEAD, checked_keywords, no_attribute
 from ..units import integer
 
@@ -43,6 +45,29 @@ def ahead(
             yield pending.popleft()
     while pending:
         yield pending.popleft()
+
+
+def mapped_arrays(batch: Batch) -> Batch:
+    """``batch`` with every column a numpy array: what a ``map`` returned may hold tensors
+    (torch's, on the CPU), lists or numbers, which the bare loader hands on as they are and
+    an adapter takes as numpy arrays (no copy for a CPU tensor). A value numpy cannot take
+    is a TypeError naming the column."""
+    if all(isinstance(v, np.ndarray) for v in batch.values()):
+        return batch
+    return {name: as_array(name, value) for name, value in batch.items()}
+
+
+def as_array(name: str, value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except Exception as err:  # noqa: BLE001 - whatever the value's own conversion raises
+        said = " ".join(str(err).split())[:200]
+        raise TypeError(
+            f"map returned column {name!r} as {type(value).__name__}, which numpy cannot "
+            f"take ({type(err).__name__}: {said}); return numpy arrays or CPU tensors"
+        ) from None
 
 
 NOT_PICKLABLE = (

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError
-from .adapter import Adapter
+from .adapter import Adapter, mapped_arrays
 from .elastic import GlobalOptions
 from .jax_put import DirectPut
 from .plan import EpochPlan
@@ -122,6 +122,7 @@ class JaxBatches(Adapter[dict[str, Any]]):
 
     def _start(self, batch: Batch) -> dict[str, Any]:
         jax = _jax()
+        batch = mapped_arrays(batch)  # (a map may return tensors, lists or numbers)
         # Object columns (ragged, strings) cannot be device arrays; the rest go in one call:
         # one dispatch per batch, not one per column.
         out: dict[str, Any] = {k: v for k, v in batch.items() if v.dtype == object}

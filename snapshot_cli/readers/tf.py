@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .adapter import LoaderFacing
+from .adapter import LoaderFacing, mapped_arrays
 from .tf_elements import (
     batch_signature,
     check_batch,
@@ -114,6 +114,7 @@ class TFBatches(LoaderFacing):
         # with a map, the batches' columns, dtypes and shapes are the map's: taken from the
         # first batch (the loader is put back where it was); else from the schema
         sample = peek(loader) if loader.map is not None else None
+        sample = None if sample is None else mapped_arrays(sample)  # (tensors, lists: arrays)
         readable = None if sample is None else list(sample)
         self.columns = select_columns(loader, features, label, readable)  # no TensorFlow yet
         self.names = self.columns + ([label] if label else [])  # the order of a chunk's parts
@@ -168,6 +169,7 @@ class TFBatches(LoaderFacing):
                 got += 1
                 states.append(self.loader.state_dict())
                 if self.loader.map is not None:
+                    batch = mapped_arrays(batch)
                     check_batch(batch, self._spec, self.names)
             for name in self.names:
                 parts += self._parts(None if batch is None else batch[name], self._spec[name])

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import OptionError
 from . import ranks
-from .adapter import Adapter
+from .adapter import Adapter, as_array
 from .epochs import new_counter, warn_cannot_count
 
 if TYPE_CHECKING:
@@ -71,6 +71,10 @@ def to_tensors(batch: Batch) -> dict[str, Any]:
         return torch.from_numpy(a if a.flags.writeable else a.copy())
 
     for name, value in batch.items():
+        if isinstance(value, torch.Tensor):  # a map's own tensor: as it is
+            out[name] = value
+            continue
+        value = as_array(name, value)
         if value.dtype != object:
             out[name] = tensor(value)
         elif len(value) and isinstance(value[0], np.ndarray):

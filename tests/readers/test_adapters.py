@@ -377,3 +377,60 @@ def test_batches_are_64_byte_aligned(snapshot_url: str, shuffle: bool) -> None:
     for batch in snap.open(snapshot_url).loader(32, shuffle=shuffle):
         assert batch["x"].ctypes.data % 64 == 0 and batch["label"].ctypes.data % 64 == 0
         assert batch["x"].flags.writeable and batch["x"].flags.c_contiguous
+
+
+# --- a map's own values: tensors, lists, numbers ------------------------------------------
+
+MAPPED = """
+import json, sys
+import numpy as np, torch
+import snapshot_cli as snap
+
+def augment(batch):  # what a torch user's map returns: tensors, a list, a number
+    return {"x": torch.from_numpy(batch["x"]) * 2, "label": batch["label"].tolist(),
+            "n": len(batch["label"])}
+
+s = snap.open(sys.argv[1])
+expected = [(b["x"] * 2, b["label"], len(b["label"])) for b in s.loader(32, seed=4)]
+adapter = sys.argv[2]
+loader = s.loader(32, seed=4, map=augment)
+if adapter == "tf":
+    it = loader.to_tf(features=["x", "label"])  # (a 0-d column has no tf.data form)
+else:
+    it = getattr(loader, "to_" + adapter)()
+got = [(np.asarray(b["x"]), np.asarray(b["label"]), b.get("n")) for b in it]
+ok = len(got) == len(expected) and all(
+    np.array_equal(g[0], e[0]) and np.array_equal(g[1], e[1])
+    and (g[2] is None or int(np.asarray(g[2])) == e[2])
+    for g, e in zip(got, expected))
+print(json.dumps({"ok": bool(ok), "batches": len(got)}))
+"""
+
+
+@pytest.mark.parametrize("adapter", ["torch", "jax", "tf"])
+def test_a_maps_tensors_lists_and_numbers_reach_every_adapter(
+    snapshot_url: str, adapter: str
+) -> None:
+    # each in a subprocess: JAX and TensorFlow make later fork()s warn, and crash beside torch
+    env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+    res = subprocess.run([sys.executable, "-c", MAPPED, snapshot_url, adapter], env=env,
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"ok": True, "batches": 8}
+
+
+def test_a_map_value_numpy_cannot_take_names_its_column(snapshot_url: str) -> None:
+    import torch
+
+    class OnDevice:  # what a CUDA tensor says to numpy
+        def __array__(self, *args: object, **kwargs: object) -> np.ndarray:
+            raise TypeError("can't convert cuda:0 device type tensor to numpy")
+
+    loader = snap.open(snapshot_url).loader(32, map=lambda b: {**b, "mask": OnDevice()})
+    with pytest.raises(TypeError, match=r"map returned column 'mask' as OnDevice, which numpy "
+                       r"cannot take \(TypeError: can't convert cuda:0"):  # fmt: skip
+        next(iter(loader.to_torch()))
+    # a tensor the map returns reaches to_torch() as it is (a CUDA one stays on its device)
+    same = torch.zeros(3)
+    batch = next(iter(snap.open(snapshot_url).loader(32, map=lambda b: {"t": same}).to_torch()))
+    assert batch["t"] is same
