@@ -200,7 +200,10 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
         fn = load_function(pipeline)
         return PipelineRef(pipeline, fn, code_hash(fn))
     if not callable(pipeline):
-        raise PipelineLoadError(f"pipeline must be a function or a spec string, got {pipeline!r}")
+        raise PipelineLoadError(
+            f"pipeline must be a function or a spec string, got {pipeline!r:.100}"
+            + _not_callable_hint(pipeline)
+        )
     spec = shipping.importable_spec(pipeline)
     if spec is not None:
         return PipelineRef(spec, pipeline, code_hash(pipeline))
@@ -336,3 +339,20 @@ def format_user_traceback(err: BaseException) -> str:
     lines += user_frames(err).format()
     lines += traceback.format_exception_only(type(err), err)
     return "".join(lines).rstrip("\n")
+
+
+def _not_callable_hint(pipeline: object) -> str:
+    """What to give instead of a value that is not a function."""
+    if inspect.isgenerator(pipeline) or inspect.iscoroutine(pipeline):
+        name = getattr(pipeline, "__name__", "f")
+        return (
+            f": give the function ({name}), not what calling it made ({name}()); snap calls "
+            "it for each task itself, and a later create compares its code"
+        )
+    if isinstance(pipeline, (list, tuple, dict)) or hasattr(pipeline, "__iter__"):
+        return (
+            ": snap snapshots what a function yields: give one that yields these records "
+            "(def records(): yield from rows); a later create is compared by the function's "
+            "code and inputs, not by the records"
+        )
+    return ""

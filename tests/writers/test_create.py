@@ -528,3 +528,25 @@ def test_workers_end_with_the_pipelines_exit_hooks_and_output(
     assert len(list(tmp_path.glob("exited-*"))) == 2  # one per worker
     err = capfd.readouterr().err
     assert all(f"unflushed line {i}" in err for i in (1, 2, 3)), err
+
+
+def test_a_pipeline_that_is_not_a_function_is_told_what_to_give(tmp_path: Path) -> None:
+    rows = [{"i": 1}, {"i": 2}]
+
+    def records() -> Any:
+        yield from rows
+
+    cases = [
+        (records(), "give the function (records), not what calling it made (records())"),
+        (rows, "give one that yields these records (def records(): yield from rows)"),
+        (iter(rows), "give one that yields these records"),
+        (5, None),
+    ]
+    for given, words in cases:
+        with pytest.raises(snap.PipelineLoadError) as err:
+            snap.create(given, str(tmp_path / "s"), workers=0)  # type: ignore[arg-type]
+        assert str(err.value).startswith("pipeline must be a function or a spec string, got ")
+        assert words in str(err.value) if words else str(err.value).endswith("got 5")
+    assert not (tmp_path / "s").exists()
+    snap.create(records, str(tmp_path / "s"), workers=0)  # what it says to give
+    assert [r["i"] for r in snap.open(str(tmp_path / "s")).head()] == [1, 2]
