@@ -327,8 +327,31 @@ def resolve(
     return _items(_as_items(values), {})
 
 
+LIST_FILES = (".json", ".jsonl", ".txt", ".csv", ".tsv", ".lst", ".list", ".yaml", ".yml")
+
+
+def _refuse_a_list_file(spec: str) -> None:
+    """``--inputs-from items.json`` (a file of inputs, as tar's --files-from takes): say how
+    to give such a list, which --inputs-from takes as the function that returns it."""
+    ext = os.path.splitext(spec)[1]
+    if ":" in spec or not (ext.lower() in LIST_FILES or (ext != ".py" and os.path.isfile(spec))):
+        return
+    text = f"pathlib.Path({spec!r}).read_text()"
+    read = {".json": f"json.loads({text})",
+            ".jsonl": f"[json.loads(line) for line in {text}.splitlines() if line.strip()]",
+            }.get(ext.lower(), f"{text}.split()")  # fmt: skip
+    imports = "import json, pathlib" if "json" in read else "import pathlib"
+    raise PipelineLoadError(
+        f"--inputs-from takes a function that returns the inputs (items.py:items), not a "
+        f"file of them: put `def items(): {imports}; return {read}` in items.py and give "
+        "--inputs-from items.py:items (its items are compared by value); for files, give "
+        "each path or pattern with --input, which may be repeated"
+    )
+
+
 def _from_function(inputs_from: str | Callable[[], Any]) -> Inputs:
     if isinstance(inputs_from, str):
+        _refuse_a_list_file(inputs_from)
         fn = pipeline_mod.load_function(inputs_from, "--inputs-from")
         name = inputs_from
     elif callable(inputs_from):

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.writers import inputs as inputs_mod
+from snapshot_cli.writers import pipeline as pipeline_mod
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
@@ -356,3 +357,38 @@ def test_a_listing_without_versions_vouches_for_nothing(tmp_path: Path) -> None:
     f.write_bytes(b"cd")
     reread = inputs_mod.Inputs([str(f)], [2], {"count": 1}, files=unversioned)
     assert not inputs_mod.Identity("code", {}, reread).same_as(fp, parts, identity.stat)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "items"),
+    [
+        ("items.json", '["a", 2, {"k": 3}]', ["a", 2, {"k": 3}]),
+        ("items.jsonl", '"a"\n2\n', ["a", 2]),
+        ("list.txt", "a\nb c\n", ["a", "b", "c"]),
+        ("list.csv", "x,y\n", ["x,y"]),
+        ("no_extension", "p q", ["p", "q"]),
+    ],
+)
+def test_a_file_of_inputs_given_to_inputs_from_is_told_how(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, content: str, items: list[Any]
+) -> None:
+    import re
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / name).write_text(content)
+    (tmp_path / "pipe.py").write_text("def f(item):\n    yield {'item': repr(item)}\n")
+    with pytest.raises(snap.PipelineLoadError) as err:
+        snap.create("pipe.py:f", str(tmp_path / "s"), inputs_from=name, workers=0)
+    said = str(err.value)
+    assert said.startswith("--inputs-from takes a function that returns the inputs")
+    # what it says to write, written, makes the inputs it was meant to be
+    code = re.search(r"put `(.+?)` in items\.py and give --inputs-from items\.py:items", said)
+    assert code is not None, said
+    (tmp_path / "items.py").write_text(code.group(1) + "\n")
+    sys.modules.pop("items", None)
+    monkeypatch.setattr(pipeline_mod, "_loaded", {})  # (each case's items.py is another)
+    snap.create("pipe.py:f", str(tmp_path / "s"), inputs_from="items.py:items", workers=0)
+    got = sorted(r["item"] for r in snap.open(str(tmp_path / "s")).head(100))
+    assert got == sorted(repr(i) for i in items)
