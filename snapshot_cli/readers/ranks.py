@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..errors import OptionError
+
 _ENV = [
     ("RANK", "WORLD_SIZE"),  # torchrun, accelerate, deepspeed
     ("SLURM_PROCID", "SLURM_NTASKS"),
@@ -28,8 +30,33 @@ def detect() -> tuple[int, int, str]:
             pass
     for rank_var, size_var in _ENV:
         if rank_var in os.environ and size_var in os.environ:
-            try:
-                return int(os.environ[rank_var]), int(os.environ[size_var]), rank_var
-            except ValueError:
-                continue
+            return (*from_environment(rank_var, size_var), rank_var)
+        half = [v for v in (rank_var, size_var) if v in os.environ]
+        if half and rank_var == "RANK":  # launchers set both; one alone is a mistake
+            (given,) = half
+            missing = size_var if given == rank_var else rank_var
+            raise OptionError(
+                f"'auto' found {given}={os.environ[given]!r} in the environment but no "
+                f"{missing}: set both (torchrun, accelerate and deepspeed do), or give rank= "
+                "and world_size="
+            )
     return 0, 1, "default"
+
+
+def from_environment(rank_var: str, size_var: str) -> tuple[int, int]:
+    """The pair of environment variables as ``(rank, world_size)``; an OptionError naming
+    them if they are not integers with 0 <= rank < world_size (a job whose ranks all
+    read the whole snapshot, or none of it, would not say so)."""
+    texts = os.environ[rank_var], os.environ[size_var]
+    said = f"'auto' reads {rank_var}={texts[0]!r} and {size_var}={texts[1]!r} from the environment"
+    try:
+        rank, size = int(texts[0]), int(texts[1])
+    except ValueError:
+        raise OptionError(
+            f"{said}, which are not both integers: fix them, or give rank= and world_size="
+        ) from None
+    if not 0 <= rank < size:
+        raise OptionError(
+            f"{said}: the rank must be in [0, {size}); fix them, or give rank= and world_size="
+        )
+    return rank, size

@@ -1,0 +1,80 @@
+"""``rank="auto"`` / ``world_size="auto"`` from the environment: every launcher's pair of
+variables is taken when both are integers with 0 <= rank < world_size, and anything else
+set is an OptionError naming the variables (a job whose ranks all read the whole snapshot,
+or none of it, would not say so). Nothing set: rank 0 of 1."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli.errors import OptionError
+from snapshot_cli.readers import ranks
+
+ALL_VARS = [v for pair in ranks._ENV for v in pair]
+value = st.one_of(
+    st.integers(-3, 9).map(str),
+    st.sampled_from(["", "a", "1.5", "0x2", " 2 ", "१"]),  # (int() takes " 2 " and "१")
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), pair=st.sampled_from(ranks._ENV))
+def test_a_launchers_variables_are_taken_or_refused_by_name(
+    data: st.DataObject, pair: tuple[str, str]
+) -> None:
+    rank_var, size_var = pair
+    env = {v: data.draw(value, label=v) for v in pair if data.draw(st.booleans(), label=f"set {v}")}
+    saved = {v: os.environ.pop(v, None) for v in ALL_VARS}
+    os.environ.update(env)
+    try:
+        try:
+            got = ranks.detect()
+        except OptionError as err:
+            assert env and all(f"{v}=" in str(err) for v in env), (env, str(err))
+            assert "give rank= and world_size=" in str(err)
+            if len(env) == 2:
+                try:
+                    r, n = int(env[rank_var]), int(env[size_var])
+                except ValueError:
+                    return  # not integers: refused
+                assert not 0 <= r < n  # integers out of range: refused
+            else:
+                assert rank_var == "RANK"  # one of torchrun's pair alone
+            return
+        if len(env) == 2:
+            r, n = int(env[rank_var]), int(env[size_var])
+            assert got == (r, n, rank_var) and 0 <= r < n
+        else:
+            assert got == (0, 1, "default") and (not env or rank_var != "RANK")
+    finally:
+        for v in ALL_VARS:
+            os.environ.pop(v, None)
+            if saved[v] is not None:
+                os.environ[v] = saved[v]  # type: ignore[assignment]
+
+
+def test_the_loader_and_the_torch_dataset_say_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    snap.create(lambda: ({"i": i} for i in range(20)), str(tmp_path / "s"), workers=0)
+    s = snap.open(tmp_path / "s")
+    for v in ALL_VARS:
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for make in (lambda: s.loader(4, rank="auto", world_size="auto"),
+                 lambda: SnapshotDataset(s, batch_size=4)):  # fmt: skip
+        with pytest.raises(OptionError, match=r"'auto' reads RANK='5' and WORLD_SIZE='2'"):
+            make()
+    monkeypatch.delenv("WORLD_SIZE")
+    with pytest.raises(OptionError, match=r"found RANK='5' in the environment but no WORLD_SIZE"):
+        s.loader(4, rank="auto", world_size=8)
+    assert len(s.loader(4, rank=1, world_size=2)) == 3  # given outright: no environment read
