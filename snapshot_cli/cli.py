@@ -14,7 +14,7 @@ import click
 
 from . import __version__, render, report
 from .cli_io import answer_errors, configure_output, emit_json, setup_logging
-from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, Commands, ShellGlobs
+from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs
 from .errors import ManifestError
 from .progress import Progress, counted, human_bytes
 from .readers import bench as bench_mod
@@ -276,10 +276,10 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
 @click.option("--columns", type=COLUMNS, default=None, help="Comma-separated columns to read.")
 @click.option(
     "--shuffle-buffer",
-    type=AUTO_OR_COUNT,
+    type=WINDOW,
     default="auto",
     show_default=True,
-    help="Records, or auto.",
+    help="Records, a size (64MiB), or auto.",
 )
 @click.option(
     "--num-parallel-reads",

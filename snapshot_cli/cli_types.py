@@ -29,6 +29,24 @@ class AutoOrCount(click.ParamType):
         return number
 
 
+class Window(AutoOrCount):
+    """``--shuffle-buffer``: ``auto``, a number of records, or a size with its unit
+    (``64MiB``: as many records as fit); anything else is a usage error."""
+
+    name = "auto|N|size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and any(c.isalpha() for c in value) and value != "auto":
+            try:
+                parse_size(value)
+            except ValueError as err:
+                self.fail(
+                    f"{str(err).replace('size ', '', 1)} (a size), 'auto' or a count", param, ctx
+                )
+            return value
+        return super().convert(value, param, ctx)
+
+
 class Size(click.ParamType):
     """A size in bytes: ``256MiB``, ``1.5GB``, ``4096``; anything else is a usage error."""
 
@@ -136,3 +154,4 @@ class Commands(click.Group):
 
 
 AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Columns()
+WINDOW = Window()

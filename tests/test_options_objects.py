@@ -3,6 +3,7 @@ naming the option, before anything is opened or started; good values pass unchan
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -98,3 +99,41 @@ def test_an_on_off_option_is_a_bool_or_refused(option: tuple[type, str], value: 
     else:
         with pytest.raises(snap.OptionError, match=f"{name} must be True or False"):
             cls(**{name: value})
+
+
+@given(n=st.integers(1, 5000), unit=st.sampled_from(["B", "KB", "KiB", "MB", "MiB", "GiB"]))
+def test_a_shuffle_buffer_size_is_as_many_records_as_fit(n: int, unit: str) -> None:
+    from snapshot_cli.units import parse_size
+
+    size = f"{n}{unit}"
+    options = LoaderOptions(shuffle_buffer=size)
+    for per_record in (1, 7, 12_289, 2**20, 2**31):
+        assert options.shuffle_rows(per_record) == max(1, parse_size(size) // per_record)
+    with pytest.raises(snap.OptionError, match=r"give a number of records as an integer"):
+        LoaderOptions(shuffle_buffer=str(n))  # a bare number in a string: which was meant?
+
+
+def test_a_loader_with_a_window_size_replays_as_with_that_count(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from snapshot_cli.cli import cli
+
+    out = str(tmp_path / "s")
+    snap.create(lambda: ({"i": i, "x": np.zeros(60, np.uint8)} for i in range(3000)), out,
+                workers=0)  # fmt: skip
+    s = snap.open(out)
+    by_size = s.loader(64, seed=2, shuffle_buffer="16KiB")
+    rows = by_size.state_dict()["config"]["window_rows"]
+    assert rows == 16 * 1024 // by_size.reading.bytes_per_row() and 10 < rows < 3000
+    by_count = s.loader(64, seed=2, shuffle_buffer=rows)
+    assert by_count.state_dict() == by_size.state_dict()  # resumable either way
+    assert [b["i"].tolist() for b in by_size] == [b["i"].tolist() for b in by_count]
+    said = []
+    for window in ("16KiB", str(rows)):
+        args = ["bench", out, "--shuffle-buffer", window, "--epochs", "1", "--batch-size", "64"]
+        ok = CliRunner().invoke(cli, args)
+        assert ok.exit_code == 0, ok.output
+        said.append(re.search(r"shuffle window [\d.,k]+ records", ok.output).group())  # type: ignore[union-attr]
+    assert said[0] == said[1]  # the same window, given as a size or as its count
+    bad = CliRunner().invoke(cli, ["bench", out, "--shuffle-buffer", "16XB"])
+    assert bad.exit_code == 2 and "Invalid value for '--shuffle-buffer'" in bad.output

@@ -88,7 +88,7 @@ class Loader(FrameworkAdapters):
         self.snapshot: Snapshot | None = None if isinstance(source, Mixture) else source
         self.schema, self.columns = reading.schema, reading.columns
         bytes_per_row = reading.bytes_per_row()
-        buffer_rows = options.count_or_none(options.shuffle_buffer)
+        buffer_rows = options.shuffle_rows(bytes_per_row)
         if buffer_rows is None:
             target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
             buffer_rows = max(1, target // bytes_per_row)

@@ -122,7 +122,7 @@ class Mixture:
         world_size: int | Auto = 1,
         drop_last: bool = False,
         columns: Sequence[str] | None = None,
-        shuffle_buffer: int | Auto = "auto",
+        shuffle_buffer: int | str = "auto",
         num_parallel_reads: int | Auto = "auto",
         prefetch: int | Auto = "auto",
         map: Callable[..., Any] | None = None,  # noqa: A002

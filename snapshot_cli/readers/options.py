@@ -27,6 +27,22 @@ def _auto_or_count(value: Any, name: str) -> None:
         raise OptionError(f"{name} must be 'auto' or an integer >= 1, got {value!r}")
 
 
+def _window_size(value: Any) -> int | None:
+    """``shuffle_buffer`` given as a size (``"64MiB"``: a unit is needed, a bare number is a
+    count of records) → bytes; None for a count or "auto"."""
+    if not isinstance(value, str) or value == "auto":
+        return None
+    if not any(c.isalpha() for c in value):
+        raise OptionError(
+            f"shuffle_buffer {value!r}: give a number of records as an integer "
+            f"(shuffle_buffer={value.strip()}) or a size with its unit ('64MiB')"
+        )
+    try:
+        return parse_size(value, "shuffle_buffer")
+    except ValueError as err:
+        raise OptionError(f"{err} (a size), or 'auto', or a number of records") from None
+
+
 def _accepts_rng(fn: Callable[..., Any]) -> bool:
     """Whether ``map`` is called ``fn(batch, rng)`` rather than ``fn(batch)``.
 
@@ -75,7 +91,7 @@ class LoaderOptions:
     world_size: int | Auto = 1
     drop_last: bool = False
     columns: Sequence[str] | None = None
-    shuffle_buffer: int | Auto = "auto"
+    shuffle_buffer: int | str = "auto"  # records, a size ("64MiB") or "auto"
     num_parallel_reads: int | Auto = "auto"
     prefetch: int | Auto = "auto"
     map: Callable[..., Any] | None = None
@@ -85,6 +101,7 @@ class LoaderOptions:
     global_batch_size: int | None = None  # the global order (readers/elastic.py)
     processes: int = 0  # decode processes (readers/procs.py); 0: threads of this process
     map_takes_rng: bool = field(init=False, default=False)
+    shuffle_buffer_bytes: int | None = field(init=False, default=None)  # shuffle_buffer="64MiB"
 
     def __post_init__(self) -> None:
         for name in ("shuffle", "drop_last", "verify"):
@@ -104,8 +121,10 @@ class LoaderOptions:
             isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1
         ):
             raise OptionError(f"epochs must be None (forever) or an integer >= 1, got {epochs!r}")
+        object.__setattr__(self, "shuffle_buffer_bytes", _window_size(self.shuffle_buffer))
         for name in ("shuffle_buffer", "num_parallel_reads", "prefetch"):
-            _auto_or_count(getattr(self, name), name)
+            if name != "shuffle_buffer" or self.shuffle_buffer_bytes is None:
+                _auto_or_count(getattr(self, name), name)
         g = self.global_batch_size
         if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
             raise OptionError(f"global_batch_size must be None or an integer >= 1, got {g!r}")
@@ -209,6 +228,13 @@ class LoaderOptions:
     def cache_bytes(self) -> int | None:
         """``cache_limit`` in bytes (None: no limit)."""
         return None if self.cache_limit is None else int(self.cache_limit)
+
+    def shuffle_rows(self, bytes_per_row: int) -> int | None:
+        """The shuffle window in records: as given, as many as fit in the size given
+        (``shuffle_buffer="64MiB"``), or None for "auto"."""
+        if self.shuffle_buffer_bytes is not None:
+            return max(1, self.shuffle_buffer_bytes // max(1, bytes_per_row))
+        return self.count_or_none(self.shuffle_buffer)  # type: ignore[arg-type]  # (a count)
 
     @staticmethod
     def count_or_none(value: int | Auto) -> int | None:

@@ -120,7 +120,7 @@ class Snapshot:
         world_size: int | Auto = 1,
         drop_last: bool = False,
         columns: Sequence[str] | None = None,
-        shuffle_buffer: int | Auto = "auto",
+        shuffle_buffer: int | str = "auto",
         num_parallel_reads: int | Auto = "auto",
         prefetch: int | Auto = "auto",
         map: Callable[..., Any] | None = None,  # noqa: A002
@@ -143,7 +143,8 @@ class Snapshot:
                 and WORLD_SIZE environment variables).
             drop_last: drop the last partial batch of each epoch (per rank).
             columns: the columns to read (None: all).
-            shuffle_buffer: records in the shuffle window ("auto": 256 MiB worth).
+            shuffle_buffer: records in the shuffle window, or its size ("64MiB": as many
+                records as fit); "auto": 256 MiB worth.
             num_parallel_reads, prefetch: threads decoding, batches ready ("auto": tuned).
             map: ``fn(batch)`` or ``fn(batch, rng)`` applied in threads to each batch.
             verify: check each shard's crc32c before its first use.
