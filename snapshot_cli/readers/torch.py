@@ -97,6 +97,12 @@ class TorchBatches(Adapter[dict[str, Any]]):
         self._cuda = self.device is not None and self.device.type == "cuda"
         if self._cuda and not torch.cuda.is_available():
             raise OptionError(f"device={device!r} but torch sees no CUDA device")
+        if self.device is not None and self.device.type != "cpu":
+            try:  # a device torch knows but this build or machine lacks: said now, not mid-epoch
+                torch.empty(0).to(self.device)
+            except Exception as err:  # noqa: BLE001 - RuntimeError, AssertionError (xpu), ...
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                raise OptionError(f"device={device!r} cannot be used here: {first}") from None
         on_host = self.device is None or self.device.type == "cpu"
         prefetch = self.checked_prefetch(prefetch)  # on the host too, where it is not used
         super().__init__(loader, depth=0 if on_host else prefetch)

@@ -165,6 +165,16 @@ def test_to_torch_on_another_device_keeps_resume_exact(snapshot_url: str) -> Non
     for bad in ("gpu0", 3.5):  # torch's RuntimeError and TypeError (a paragraph) before
         with pytest.raises(OptionError, match=rf"^device={bad!r} is not a torch device: [^\n]+$"):
             s.loader(16).to_torch(device=bad)
+    # every device type torch knows but this build or machine lacks: said when made (it was
+    # torch's RuntimeError or AssertionError at the first batch)
+    for kind in ("mps", "xpu", "hpu", "mtia", "ipu", "hip", "ve", "xla", "vulkan", "fpga"):
+        try:
+            torch.empty(0).to(kind)
+        except Exception:  # noqa: BLE001 - what this machine says is what to expect
+            with pytest.raises(OptionError, match=rf"^device='{kind}' cannot be used here: \S"):
+                s.loader(16).to_torch(device=kind)
+        else:  # usable here: batches go there
+            assert next(iter(s.loader(16).to_torch(device=kind)))["x"].device.type == kind
 
 
 def test_torch_dataloader_workers_read_disjoint_complete_parts(snapshot_url: str) -> None:
