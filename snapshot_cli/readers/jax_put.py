@@ -16,8 +16,10 @@ It uses JAX's private modules (``jax._src``), which change between releases, so 
 itself: it is made only if those names exist, and the first batch it places is placed by
 ``jax.device_put`` too and the two results compared (type, shape, dtype, sharding,
 committed, weak type, and the values); any difference or exception, then or later, turns it
-off for good and ``jax.device_put`` is used, with no change to what the user gets. It
-serves only the case it was checked for: no ``sharding`` given, one process, numpy arrays.
+off for good and ``jax.device_put`` is used, with no change to what the user gets (an
+error ``jax.device_put`` raises too, such as a transfer guard's, is raised and changes
+nothing). It serves only the case it was checked for: no ``sharding`` given, one process,
+numpy arrays.
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ class DirectPut:
         try:
             out = self._put(arrays)
         except Exception:  # noqa: BLE001 - any failure of a private call: the public one
-            self.direct = False
-            return self._jax.device_put(arrays)
+            expected = self._jax.device_put(arrays)  # raises what it would (a transfer guard)
+            self.direct = False  # the private call failed where the public one did not
+            return expected
         if not self._checked:
             self._checked = True
             expected = self._jax.device_put(arrays)

@@ -96,6 +96,17 @@ differing._runtime_put = lambda aval, s, xs, ds, committed: real(aval, s, xs, ds
 r = differing({"a": a})["a"]
 differs_over = (not differing.direct) and r.committed is False
 
+# an error jax.device_put raises too (a transfer guard's) is raised, and it stays on
+guarded = DirectPut(jax)
+guarded({"a": a})
+try:
+    with jax.transfer_guard("disallow_explicit"):
+        guarded({"a": a})
+    guard_raised = False
+except Exception as err:
+    guard_raised = "Disallowed host-to-device transfer" in str(err)
+guard_kept = guard_raised and guarded.direct
+
 # to_jax() uses it with this JAX (a canary: an upgrade that turns it off fails here)
 import snapshot_cli as snap
 adapter = snap.open(sys.argv[1]).loader(32, seed=1).to_jax(prefetch=2)
@@ -105,6 +116,7 @@ print(json.dumps({
     "checked": checked, "mismatches": mismatches, "direct_after_all": direct_after_all,
     "on_default": bool(on_default), "fails_over": bool(fails_over),
     "differs_over": bool(differs_over), "adapter_direct": adapter._put.direct,
+    "guard_kept": bool(guard_kept),
     "adapter_equal": len(got_labels) == len(expected_labels) and all(
         np.array_equal(g, e) for g, e in zip(got_labels, expected_labels)),
 }))
@@ -129,4 +141,5 @@ def test_direct_put_is_device_put(snapshot_url: str) -> None:
     assert out["direct_after_all"] is True  # no difference turned it off
     assert out["on_default"] is True
     assert out["fails_over"] is True and out["differs_over"] is True
+    assert out["guard_kept"] is True  # jax.transfer_guard is honoured (by the runtime call)
     assert out["adapter_direct"] is True and out["adapter_equal"] is True
