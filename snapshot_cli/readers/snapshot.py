@@ -16,7 +16,7 @@ from .. import storage
 from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
 from ..keywords import DATASET_INSTEAD, checked_keywords, no_attribute, not_indexed
-from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
+from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
 from ..units import integer
 from .convert import batch_to_numpy
@@ -258,12 +258,27 @@ def open(
             ) from err
         raise ManifestError(
             f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
-            f"{storage.missing_bucket_hint(fs, root)}{_near_snapshots(fs, root)}"
+            f"{storage.missing_bucket_hint(fs, root)}{_inside_snapshot(fs, root)}"
+            f"{_near_snapshots(fs, root)}"
         ) from err
     current = Manifest.from_json(data, where=storage.to_url(fs, path))
     if version is not None:
         current = versions_mod.open_version(fs, root, current, version)
     return Snapshot(fs, root, current)
+
+
+def _inside_snapshot(fs: Any, root: str) -> str:
+    """ "; it is the shards/ directory of the snapshot X: give X" for a snapshot's own
+    directory given as one (any filesystem; looked for only for those names)."""
+    parent, name = posixpath.split(root.rstrip("/"))
+    if name not in (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR) or not parent:
+        return ""
+    try:
+        if not fs.isfile(posixpath.join(parent, MANIFEST_NAME)):
+            return ""
+    except OSError:
+        return ""
+    return f"; it is the {name}/ directory of the snapshot {storage.to_url(fs, parent)}: give that"
 
 
 def _near_snapshots(fs: Any, root: str) -> str:

@@ -147,3 +147,21 @@ def test_a_shard_of_a_snapshot_made_before_versions_has_no_task(snapshot: Path) 
     rows = table(stdout.splitlines())
     assert code == 0 and "task" not in rows and "inputs" not in rows
     assert rows["records"] == "2 (records 1 to 2 of the version, in the order written)"
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_snapshots_own_directory_given_names_the_snapshot(
+    tmp_path: Path, memfs: Any, where: str
+) -> None:
+    root = str(tmp_path / "s") if where == "local" else "memory://inside/s"
+    assert snap.create(lambda i: iter([{"i": i}]), root, inputs=[1, 2], workers=0).num_records == 2
+    for inner in ("shards", "_versions", "_runs"):
+        for given in (f"{root}/{inner}", f"{root}/{inner}/"):
+            with pytest.raises(snap.ManifestError) as err:
+                snap.open(given)
+            said = str(err.value)
+            assert f"; it is the {inner}/ directory of the snapshot " in said, said
+            named = said.rsplit("of the snapshot ", 1)[1].removesuffix(": give that")
+            assert snap.open(named).num_records == 2  # what it names is the snapshot
+            code, _, stderr = run("inspect", given)
+            assert code == 1 and f"it is the {inner}/ directory" in stderr
