@@ -136,7 +136,16 @@ OTHER_ANSWERS = {
 
 class Commands(click.Group):
     """``snap``'s group: an unknown command that another tool uses for one of snap's says
-    which (``snap info`` → ``snap inspect``); click's own look-alike guess otherwise."""
+    which (``snap info`` → ``snap inspect``); click's own look-alike guess otherwise. And
+    ``--debug`` may come after the command too."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # --debug after the command (`snap inspect x --debug`, where errors say to add it)
+        # is snap's own --debug, as before the command
+        cut = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[1:cut]:
+            args = ["--debug"] + [a for a in args[:cut] if a != "--debug"] + args[cut:]
+        return super().parse_args(ctx, args)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]

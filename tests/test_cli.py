@@ -116,9 +116,15 @@ def test_errors_exit_1_with_message_and_no_traceback(setup, args: list[str], mes
 
 def test_debug_shows_the_traceback(setup) -> None:  # type: ignore[no-untyped-def]
     spec, _, tmp = setup
-    result = CliRunner().invoke(cli, ["--debug", "create", "nope.py:f", str(tmp / "s")])
-    assert result.exit_code == 1 and result.exc_info is not None
-    assert type(result.exception).__name__ == "PipelineLoadError"
+    create = ["create", "nope.py:f", str(tmp / "s")]
+    # before the command, or after it (where a user adds it when an error says to)
+    for args in (["--debug", *create], [*create, "--debug"], ["create", "--debug", *create[1:]]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 1 and result.exc_info is not None, args
+        assert type(result.exception).__name__ == "PipelineLoadError"
+    # after "--" it is an argument like any other
+    result = CliRunner().invoke(cli, ["inspect", "--", "--debug"])
+    assert result.exit_code == 1 and "snap: error:" in result.stderr
 
 
 def _command(fail: BaseException) -> click.Command:
