@@ -78,6 +78,13 @@ NOT_PICKLABLE = (
 )
 
 
+NOT_INDEXED = (
+    "a {what} is iterated, not indexed: for batch in loader. A torch DataLoader takes a "
+    "Dataset: snapshot_cli.readers.torch.SnapshotDataset(url, batch_size=...) with "
+    "DataLoader(dataset, batch_size=None, num_workers=N); or iterate loader.to_torch() itself"
+)
+
+
 class LoaderFacing:
     """What every wrapper of a loader answers straight from it (its length and stats)."""
 
@@ -85,6 +92,9 @@ class LoaderFacing:
 
     def __reduce__(self) -> Any:
         raise TypeError(NOT_PICKLABLE.format(what=type(self).__name__))
+
+    def __getitem__(self, index: object) -> Any:  # what a torch DataLoader given it asks
+        raise TypeError(NOT_INDEXED.format(what=type(self).__name__))
 
     def stats(self) -> dict[str, Any]:
         return self.loader.stats()
@@ -176,6 +186,9 @@ class FrameworkAdapters:
         if name.startswith("_"):  # (copy, __del__ of a half-made loader, hasattr() probes)
             raise AttributeError(name, name=name, obj=self)
         raise no_attribute(self, name, LOADER_INSTEAD)
+
+    def __getitem__(self, index: object) -> Any:  # what a torch DataLoader given it asks
+        raise TypeError(NOT_INDEXED.format(what=type(self).__name__))
 
     @checked_keywords
     def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:

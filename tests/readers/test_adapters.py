@@ -444,3 +444,21 @@ def test_a_map_value_numpy_cannot_take_names_its_column(snapshot_url: str) -> No
     same = torch.zeros(3)
     batch = next(iter(snap.open(snapshot_url).loader(32, map=lambda b: {"t": same}).to_torch()))
     assert batch["t"] is same
+
+
+def test_a_loader_given_to_a_torch_dataloader_says_what_to_give(snapshot_url: str) -> None:
+    import torch
+
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    s = snap.open(snapshot_url)
+    for given in (s.loader(16), s.loader(16).to_torch()):
+        for use in (lambda g: next(iter(torch.utils.data.DataLoader(g, batch_size=None))),
+                    lambda g: g[0]):  # fmt: skip
+            with pytest.raises(TypeError, match=r"is iterated, not indexed: .*SnapshotDataset"):
+                use(given)
+        assert sum(len(b["label"]) for b in given) == RECORDS  # iterating it still works
+    # what it says to do
+    dataset = SnapshotDataset(snapshot_url, batch_size=16)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    assert sorted(int(x) for b in loader for x in b["label"]) == list(range(RECORDS))
