@@ -23,7 +23,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # the benchmarks' shared snapshot writer
 
-from snapshot_cli.readers.shard import encoding_problem
+from snapshot_cli.schema import encoding_problem
 
 MODES = ("none", "structural", "full", "loader")
 
