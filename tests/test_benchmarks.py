@@ -1,11 +1,14 @@
 """The benchmarks stay runnable: each script answers ``--help`` (its imports of snap's
-modules hold: ``validation.py`` imported a function that had moved, and nothing ran it) and
-each helper module imports. Running them is ``make bench``'s business, not the suite's."""
+modules hold: ``validation.py`` imported a function that had moved, and nothing ran it),
+each helper module imports, and every option README and docs/ give a benchmark is one it
+takes. Running them is ``make bench``'s business, not the suite's."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from functools import cache
 
 import pytest
 
@@ -16,6 +19,14 @@ SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if '__name__ == "__main__"' 
 HELPERS = sorted(p.stem for p in BENCH.glob("*.py") if p.name not in SCRIPTS)
 
 
+@cache
+def help_text(script: str) -> str:
+    res = subprocess.run([sys.executable, str(BENCH / script), "--help"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
 def test_there_are_scripts_and_helpers() -> None:
     assert {"replay.py", "device.py", "peers.py", "validation.py"} <= set(SCRIPTS)
     assert {"_common", "cpu_pipeline"} <= set(HELPERS)
@@ -23,10 +34,7 @@ def test_there_are_scripts_and_helpers() -> None:
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_each_benchmark_answers_help(script: str) -> None:
-    res = subprocess.run([sys.executable, str(BENCH / script), "--help"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "usage" in res.stdout.lower()
+    assert "usage" in help_text(script).lower()
 
 
 def test_each_helper_imports() -> None:
@@ -36,3 +44,19 @@ def test_each_helper_imports() -> None:
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                          text=True, timeout=120, check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_every_option_the_docs_give_a_benchmark_is_one_it_takes() -> None:
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    given = {
+        (script, option)
+        for doc in docs
+        for script, rest in re.findall(
+            r"benchmarks/(\w+\.py)((?: +--?[\w-]+(?: +[\w.=/-]+)?)*)", doc.read_text()
+        )  # fmt: skip
+        for option in re.findall(r"--[\w-]+", rest)
+    }
+    assert len(given) > 10  # (the pattern still finds them)
+    for script, option in sorted(given):
+        assert script in SCRIPTS, f"{script} is not a benchmark script"
+        assert option in help_text(script), f"benchmarks/{script} takes no {option}"
