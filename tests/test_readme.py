@@ -134,3 +134,20 @@ def test_make_demo_twice_in_a_row(tmp_path: Path) -> None:
         assert res.returncode == 0, res.stdout + res.stderr
         assert "replayed 500 records" in res.stdout
         assert ("up to date" in res.stdout + res.stderr) == (run == 1)
+
+
+def test_every_option_the_readme_names_exists() -> None:
+    """An option named in prose (`--shuffle-buffer`, `--retention`) is one of snap's commands'
+    or of a benchmark script's: a renamed option cannot linger in the text."""
+    import re
+
+    from snapshot_cli.cli import cli
+    from tests.test_benchmarks import SCRIPTS, help_text
+
+    snaps = {o for p in cli.params for o in p.opts}
+    for command in cli.commands.values():
+        snaps |= {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+    benches = {o for s in SCRIPTS for o in re.findall(r"--[\w-]+", help_text(s))}
+    named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", (REPO / "README.md").read_text()))
+    assert {"--shuffle-buffer", "--dry-run", "--retention", "--repeats"} <= named
+    assert sorted(named - snaps - benches - {"--"}) == []
