@@ -151,3 +151,30 @@ def test_every_option_the_readme_names_exists() -> None:
     named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", (REPO / "README.md").read_text()))
     assert {"--shuffle-buffer", "--dry-run", "--retention", "--repeats"} <= named
     assert sorted(named - snaps - benches - {"--"}) == []
+
+
+def test_the_readmes_loader_signature_is_the_real_one() -> None:
+    """README's `s.loader(batch_size=256, shuffle=True, ...)` line: the same keywords, in the
+    same order, with the same defaults (batch_size's None means 256; `trace=` is told of in
+    the bench section)."""
+    import ast
+    import inspect
+    import re
+
+    text = (REPO / "README.md").read_text()
+    shown = re.search(r"^`s\.loader\((batch_size=.*?)\)`", text, re.S | re.M)
+    assert shown is not None
+    call = ast.parse(f"f({' '.join(shown.group(1).split())})", mode="eval").body
+    assert isinstance(call, ast.Call)
+    readme = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    real = {
+        name: p.default
+        for name, p in inspect.signature(snap.Snapshot.loader).parameters.items()
+        if name not in ("self", "trace")
+    }
+    assert list(readme) == [k for k in readme if k in real]  # (every shown keyword is real)
+    assert sorted(readme) == sorted(real)
+    assert {k: v for k, v in readme.items() if k != "batch_size"} == {
+        k: v for k, v in real.items() if k != "batch_size"
+    }
+    assert readme["batch_size"] == 256 and real["batch_size"] is None  # None: 256
