@@ -58,6 +58,7 @@ def mapped_arrays(batch: Batch) -> Batch:
 
 
 def as_array(name: str, value: Any) -> np.ndarray:
+    """Column ``name`` of what a ``map`` returned, as a numpy array (see mapped_arrays)."""
     if isinstance(value, np.ndarray):
         return value
     try:

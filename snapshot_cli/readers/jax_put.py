@@ -24,12 +24,9 @@ numpy arrays.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-Put = Callable[[dict[str, np.ndarray]], dict[str, Any]]
 
 
 class DirectPut:

@@ -349,6 +349,8 @@ def _not_callable_hint(pipeline: object) -> str:
             f": give the function ({name}), not what calling it made ({name}()); snap calls "
             "it for each task itself, and a later create compares its code"
         )
+    if isinstance(pipeline, os.PathLike):
+        return f": give the file and its function as one string, '{os.fspath(pipeline)}:function'"
     if isinstance(pipeline, (list, tuple, dict)) or hasattr(pipeline, "__iter__"):
         return (
             ": snap snapshots what a function yields: give one that yields these records "

@@ -540,6 +540,7 @@ def test_a_pipeline_that_is_not_a_function_is_told_what_to_give(tmp_path: Path) 
         (records(), "give the function (records), not what calling it made (records())"),
         (rows, "give one that yields these records (def records(): yield from rows)"),
         (iter(rows), "give one that yields these records"),
+        (Path("pipe.py"), "give the file and its function as one string, 'pipe.py:function'"),
         (5, None),
     ]
     for given, words in cases:
