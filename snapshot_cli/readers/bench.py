@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import OptionError
 from .snapshot import Snapshot
+from .stats import records_in
 from .trace import Tracer
 
 
@@ -48,7 +49,7 @@ def bench(
             for batch in loader:
                 if first_batch is None:
                     first_batch = time.perf_counter() - started
-                e_records += len(next(iter(batch.values()))) if batch else 0
+                e_records += records_in(batch)
                 e_bytes += sum(v.nbytes for v in batch.values())
                 batches += 1
                 if step_ms:

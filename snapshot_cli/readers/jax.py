@@ -38,6 +38,7 @@ from .adapter import Adapter, mapped_arrays
 from .elastic import GlobalOptions
 from .jax_put import DirectPut
 from .plan import EpochPlan
+from .stats import records_in
 
 if TYPE_CHECKING:
     from .loader import Batch, Loader
@@ -141,7 +142,7 @@ class JaxBatches(Adapter[dict[str, Any]]):
             else:
                 out.update(jax.device_put(arrays, self.sharding))
         except ValueError as err:
-            rows = len(next(iter(arrays.values())))
+            rows = records_in(arrays)
             raise OptionError(
                 f"a batch of {rows} records cannot be placed with {self.sharding} ({err}); "
                 "if it is the last, partial batch of an epoch, make the loader with "

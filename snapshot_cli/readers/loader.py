@@ -37,7 +37,7 @@ from .prefetch import Closed
 from .run import Run, RunContext
 from .slabs import WindowPool
 from .sources import ReadSet, resolve
-from .stats import Stats
+from .stats import Stats, records_in
 from .trace import Tracer
 from .window import FIXED_KINDS, row_bytes
 from .wire import MAX_FDS
@@ -346,7 +346,7 @@ class Loader(FrameworkAdapters):
                         (epoch + 1, 0) if index + 1 >= per_epoch else (epoch, index + 1)
                     )
                     s.batches += 1
-                    s.records += len(next(iter(batch.values())))
+                    s.records += records_in(batch)
                     s.bytes += nbytes
                     if counts is not None:
                         s.add_sources(counts)

@@ -68,3 +68,16 @@ class Stats:
                 "prefetch": self.prefetch,
             },
         }
+
+
+def records_in(batch: dict[str, Any]) -> int:
+    """How many records a batch holds: the length of its first column that has one (a
+    ``map`` may put a number or a 0-d array first, or return no column)."""
+    for value in batch.values():
+        if getattr(value, "ndim", 1) == 0:
+            continue
+        try:
+            return len(value)
+        except TypeError:
+            continue
+    return 0

@@ -302,6 +302,25 @@ def test_a_map_that_returns_no_dict_is_told_so(sorted_snap: snap.Snapshot) -> No
         next(iter(sorted_snap.loader(batch_size=100, map=lambda batch: [batch])))
 
 
+@pytest.mark.parametrize(
+    "first",
+    [lambda b: len(b["id"]), lambda b: np.int64(len(b["id"])), lambda b: np.array(3.5), None],
+    ids=["int", "numpy scalar", "0-d array", "no column"],
+)
+def test_a_map_may_put_any_value_first_or_return_no_column(
+    sorted_snap: snap.Snapshot, first: Any
+) -> None:
+    # the loader counted records by len() of the first column: a number there raised
+    # "object of type 'int' has no len()" from inside snap, and {} StopIteration
+    def fn(batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {} if first is None else {"n": first(batch), "id": batch["id"]}
+
+    loader = sorted_snap.loader(batch_size=400, map=fn)
+    batches = list(loader)
+    assert len(batches) == 250
+    assert loader.stats()["records"] == (0 if first is None else 100_000)
+
+
 def test_threads_stop_on_break_close_and_gc(sorted_snap: snap.Snapshot) -> None:
     loader = sorted_snap.loader(batch_size=100)
     for _ in loader:
