@@ -136,18 +136,24 @@ class Server:
     def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
         started = time.perf_counter()
         fn: Callable[..., Batch] = self.map  # type: ignore[assignment]
-        if self.map_takes_rng:
-            seed, rank = self.map_key
-            rng = np.random.default_rng([seed, epoch, rank, index, 0x6D6170])
-            out = fn(batch, rng)
-        else:
-            out = fn(batch)
+        try:
+            if self.map_takes_rng:
+                seed, rank = self.map_key
+                rng = np.random.default_rng([seed, epoch, rank, index, 0x6D6170])
+                out = fn(batch, rng)
+            else:
+                out = fn(batch)
+        except StopIteration as err:  # would end the loader's pass as "generator raised..."
+            raise RuntimeError(
+                "map raised StopIteration (a next() on an exhausted iterator in it?); "
+                "a map cannot end the epoch: return the batch"
+            ) from err
         ended = time.perf_counter()
         self.stats.map_seconds += ended - started
         if self.trace is not None:
             self.trace.add("map", started, ended, epoch=epoch, batch=index)
         if not isinstance(out, dict):
-            hint = " (a map that changes the batch in place must still return it)" * (out is None)
+            hint = _not_a_dict_hint(out)
             raise TypeError(
                 f"map must return a dict of arrays, returned {type(out).__name__}{hint}"
             )
@@ -188,3 +194,17 @@ class Server:
         self.gather_pool.shutdown(wait=True, cancel_futures=True)
         if self.map_pool is not None:
             self.map_pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _not_a_dict_hint(out: object) -> str:
+    """What a map should return instead of ``out``."""
+    if out is None:
+        return " (a map that changes the batch in place must still return it)"
+    kind = type(out).__name__
+    if kind == "DataFrame" and hasattr(out, "columns"):
+        return " (a DataFrame: return {c: df[c].to_numpy() for c in df.columns})"
+    if kind in ("RecordBatch", "Table") and hasattr(out, "schema"):
+        return f" (a {kind}: return {{n: c.to_numpy() for n, c in zip(t.schema.names, t.columns)}})"
+    if isinstance(out, (tuple, list)):
+        return " (name its columns: return {'x': ..., 'y': ...})"
+    return ""

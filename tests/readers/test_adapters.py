@@ -475,3 +475,12 @@ def test_a_loader_given_to_a_torch_dataloader_says_what_to_give(snapshot_url: st
     dataset = SnapshotDataset(snapshot_url, batch_size=16)
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
     assert sorted(int(x) for b in loader for x in b["label"]) == list(range(RECORDS))
+
+
+def test_a_map_returning_a_dataframe_is_told_what_to_return(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from tests.readers.test_loader import assert_map_advice_works
+
+    snap.create(lambda: ({"id": i} for i in range(300)), str(tmp_path / "s"), workers=0)
+    assert_map_advice_works(snap.open(tmp_path / "s"), pd.DataFrame)

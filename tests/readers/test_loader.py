@@ -298,8 +298,34 @@ def test_a_map_that_returns_no_dict_is_told_so(sorted_snap: snap.Snapshot) -> No
 
     with pytest.raises(TypeError, match=r"returned NoneType \(a map that changes the batch in pl"):
         next(iter(sorted_snap.loader(batch_size=100, map=in_place)))
-    with pytest.raises(TypeError, match=r"returned list$"):
+    with pytest.raises(TypeError, match=r"returned list \(name its columns: return \{'x'"):
         next(iter(sorted_snap.loader(batch_size=100, map=lambda batch: [batch])))
+    # an Arrow batch or table (a DataFrame: tests/readers/test_adapters.py, where pandas is)
+    import pyarrow as pa
+
+    for make in (pa.record_batch, pa.table):
+        assert_map_advice_works(sorted_snap, make)
+
+
+def assert_map_advice_works(s: snap.Snapshot, make: Any) -> None:
+    """A map returning ``make(batch)`` is told what to return, and that is what it takes."""
+    with pytest.raises(TypeError) as err:
+        next(iter(s.loader(batch_size=100, columns=["id"], map=lambda b: make(b))))
+    assert f"returned {type(make({'id': [1]})).__name__} (a " in str(err.value)
+    advice = re.search(r"return (\{.*\})\)$", str(err.value)).group(1)  # type: ignore[union-attr]
+    var = "df" if "df[" in advice else "t"
+    fn = eval(f"lambda b, make=make: (lambda {var}: {advice})(make(b))")  # noqa: S307
+    got = next(iter(s.loader(100, shuffle=False, columns=["id"], map=fn)))
+    assert got["id"].tolist() == list(range(100))
+
+
+def test_a_map_raising_stopiteration_says_so(sorted_snap: snap.Snapshot) -> None:
+    def exhausted(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        next(iter([]))  # a next() on an exhausted iterator
+        return batch
+
+    with pytest.raises(RuntimeError, match=r"^map raised StopIteration \(a next\(\) on an exh"):
+        next(iter(sorted_snap.loader(batch_size=100, map=exhausted)))
 
 
 @pytest.mark.parametrize(
