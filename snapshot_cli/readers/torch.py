@@ -60,6 +60,18 @@ def _torch() -> Any:
     return torch
 
 
+class _ByValue:
+    """A function pickled with cloudpickle, to be loaded where it is unpickled."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+    def load(self) -> Any:
+        import pickle
+
+        return pickle.loads(self.payload)  # noqa: S301 - our own payload, from our parent
+
+
 def to_tensors(batch: Batch) -> dict[str, Any]:
     """numpy batch → tensors without copying numeric columns (see the module docstring)."""
     torch = _torch()
@@ -234,7 +246,21 @@ def _make_dataset_class() -> type:
             # not pickle, and a worker makes its own for its part anyway
             state = dict(self.__dict__)
             state["_loader"], state["_loader_key"] = None, None
+            if state["loader_options"].get("map") is not None:
+                # a lambda or a notebook's function pickles by value (forkserver is
+                # Python 3.14's default: plain pickle would refuse them)
+                import cloudpickle
+
+                options = dict(state["loader_options"])
+                options["map"] = _ByValue(cloudpickle.dumps(options["map"]))
+                state["loader_options"] = options
             return state
+
+        def __setstate__(self, state: dict[str, Any]) -> None:
+            shipped = state["loader_options"].get("map")
+            if isinstance(shipped, _ByValue):
+                state["loader_options"] = {**state["loader_options"], "map": shipped.load()}
+            self.__dict__.update(state)
 
         def set_epoch(self, epoch: int) -> None:
             """Make the next iteration epoch ``epoch`` (later ones count on from it).

@@ -484,3 +484,38 @@ def test_a_map_returning_a_dataframe_is_told_what_to_return(tmp_path: Path) -> N
 
     snap.create(lambda: ({"id": i} for i in range(300)), str(tmp_path / "s"), workers=0)
     assert_map_advice_works(snap.open(tmp_path / "s"), pd.DataFrame)
+
+
+SPAWNED = """
+import json, sys
+import torch
+from snapshot_cli.readers.torch import SnapshotDataset
+
+
+def main():
+    scale = 3  # a closure: plain pickle refuses the lambda, as spawn and forkserver need it
+    ds = SnapshotDataset(sys.argv[1], batch_size=16, map=lambda b: {"label": b["label"] * scale})
+    out = {}
+    for ctx in ("spawn", "forkserver"):
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
+                                         multiprocessing_context=ctx)
+        out[ctx] = sorted(int(x) for b in dl for x in b["label"])
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_datasets_lambda_map_reaches_spawned_and_forkserver_workers(
+    snapshot_url: str, tmp_path: Path
+) -> None:
+    # Python 3.14 starts DataLoader workers with forkserver by default: the dataset is pickled
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED)
+    res = subprocess.run([sys.executable, str(script), snapshot_url], capture_output=True,
+                         text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out == {ctx: [3 * i for i in range(RECORDS)] for ctx in ("spawn", "forkserver")}
