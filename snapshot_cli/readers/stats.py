@@ -72,9 +72,9 @@ class Stats:
 
 def records_in(batch: dict[str, Any]) -> int:
     """How many records a batch holds: the length of its first column that has one (a
-    ``map`` may put a number or a 0-d array first, or return no column)."""
+    ``map`` may put a number, a string or a 0-d array first, or return no column)."""
     for value in batch.values():
-        if getattr(value, "ndim", 1) == 0:
+        if getattr(value, "ndim", 1) == 0 or isinstance(value, (str, bytes)):
             continue
         try:
             return len(value)

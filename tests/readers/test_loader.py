@@ -330,8 +330,14 @@ def test_a_map_raising_stopiteration_says_so(sorted_snap: snap.Snapshot) -> None
 
 @pytest.mark.parametrize(
     "first",
-    [lambda b: len(b["id"]), lambda b: np.int64(len(b["id"])), lambda b: np.array(3.5), None],
-    ids=["int", "numpy scalar", "0-d array", "no column"],
+    [
+        lambda b: len(b["id"]),
+        lambda b: np.int64(len(b["id"])),
+        lambda b: np.array(3.5),
+        lambda b: "run-1",
+        None,
+    ],
+    ids=["int", "numpy scalar", "0-d array", "str", "no column"],
 )
 def test_a_map_may_put_any_value_first_or_return_no_column(
     sorted_snap: snap.Snapshot, first: Any
