@@ -142,12 +142,12 @@ def test_every_option_the_readme_names_exists() -> None:
     import re
 
     from snapshot_cli.cli import cli
-    from tests.test_benchmarks import SCRIPTS, help_text
+    from tests.test_benchmarks import SCRIPTS, options_of
 
     snaps = {o for p in cli.params for o in p.opts}
     for command in cli.commands.values():
         snaps |= {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
-    benches = {o for s in SCRIPTS for o in re.findall(r"--[\w-]+", help_text(s))}
+    benches = {o for s in SCRIPTS for o in options_of(s)}
     named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", (REPO / "README.md").read_text()))
     assert {"--shuffle-buffer", "--dry-run", "--retention", "--repeats"} <= named
     assert sorted(named - snaps - benches - {"--"}) == []
