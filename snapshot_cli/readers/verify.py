@@ -13,7 +13,6 @@ Threads, one shard each: crc32c and Arrow decoding release the GIL.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,8 +28,13 @@ from ..manifest import ShardEntry
 from .checksum import block_problem, crc32c_buffer, crc32c_file
 from .snapshot import Snapshot
 
-MISSING = "missing"  # a shard's problem when it is not there
-_SIZE = re.compile(r"has \d+ bytes, the manifest says \d+")  # what _size_problem says
+
+class Lost(str):
+    """A problem a create of the same snapshot repairs (it computes the shard's task again):
+    the shard is missing or cut short. Any other problem is a plain ``str``."""
+
+
+MISSING = Lost("missing")  # a shard's problem when it is not there
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
 
@@ -54,7 +58,7 @@ class ShardCheck:
     def lost(self) -> bool:
         """Missing or cut short (another size than the manifest's): what a create of the
         same snapshot computes again, where other damage needs the shard deleted first."""
-        return self.problem == MISSING or _SIZE.fullmatch(self.problem or "") is not None
+        return isinstance(self.problem, Lost)
 
 
 @dataclass
@@ -155,8 +159,8 @@ def _full_check(
     )
 
 
-def _size_problem(size: int, entry: ShardEntry) -> str:
-    return f"has {size} bytes, the manifest says {entry.bytes}"
+def _size_problem(size: int, entry: ShardEntry) -> Lost:
+    return Lost(f"has {size} bytes, the manifest says {entry.bytes}")
 
 
 def _checked(result: ShardCheck, problem: Callable[[], str | None]) -> ShardCheck:
