@@ -334,13 +334,18 @@ def _refuse_a_list_file(spec: str) -> None:
     """``--inputs-from items.json`` (a file of inputs, as tar's --files-from takes): say how
     to give such a list, which --inputs-from takes as the function that returns it."""
     ext = os.path.splitext(spec)[1]
-    if ":" in spec or not (ext.lower() in LIST_FILES or (ext != ".py" and os.path.isfile(spec))):
+    remote = "://" in spec  # gs://bucket/items.json: a URL, not file.py:function
+    if (":" in spec and not remote) or not (
+        ext.lower() in LIST_FILES or (ext != ".py" and not remote and os.path.isfile(spec))
+    ):
         return
-    text = f"pathlib.Path({spec!r}).read_text()"
+    opener = "fsspec" if remote else "pathlib"
+    text = f"fsspec.open({spec!r}, 'r').open().read()" if remote else (
+        f"pathlib.Path({spec!r}).read_text()")  # fmt: skip
     read = {".json": f"json.loads({text})",
             ".jsonl": f"[json.loads(line) for line in {text}.splitlines() if line.strip()]",
             }.get(ext.lower(), f"{text}.split()")  # fmt: skip
-    imports = "import json, pathlib" if "json" in read else "import pathlib"
+    imports = f"import json, {opener}" if "json" in read else f"import {opener}"
     raise PipelineLoadError(
         f"--inputs-from takes a function that returns the inputs (items.py:items), not a "
         f"file of them: put `def items(): {imports}; return {read}` in items.py and give "

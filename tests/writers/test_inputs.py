@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -367,17 +368,27 @@ def test_a_listing_without_versions_vouches_for_nothing(tmp_path: Path) -> None:
         ("list.txt", "a\nb c\n", ["a", "b", "c"]),
         ("list.csv", "x,y\n", ["x,y"]),
         ("no_extension", "p q", ["p", "q"]),
+        ("memory://lists/items.json", '["m", 1]', ["m", 1]),  # a URL: read through fsspec
     ],
 )
 def test_a_file_of_inputs_given_to_inputs_from_is_told_how(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, content: str, items: list[Any]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    memfs: Any,  # (emptied before and after)
+    name: str,
+    content: str,
+    items: list[Any],
 ) -> None:
     import re
     import sys
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / name).write_text(content)
+    if "://" in name:
+        with fsspec.open(name, "w") as f:
+            f.write(content)
+    else:
+        (tmp_path / name).write_text(content)
     (tmp_path / "pipe.py").write_text("def f(item):\n    yield {'item': repr(item)}\n")
     with pytest.raises(snap.PipelineLoadError) as err:
         snap.create("pipe.py:f", str(tmp_path / "s"), inputs_from=name, workers=0)
