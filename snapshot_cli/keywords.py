@@ -5,6 +5,10 @@ tf.data, PyTorch, Hugging Face datasets and Mosaic Streaming, whose names for th
 settings differ, and put an option of one call on another (``snap.open(path,
 batch_size=256)``): each gets the snap name that does it, or the call that takes it. Still a
 ``TypeError``, as Python's own is.
+
+The same for methods and attributes: another library's name tried on a ``Snapshot`` or a
+loader (``s.shuffle()``, ``s.to_pandas()``, ``loader.batch(32)``) is answered with what does
+it in snap (``DATASET_INSTEAD``, ``LOADER_INSTEAD``; still an ``AttributeError``).
 """
 
 from __future__ import annotations
