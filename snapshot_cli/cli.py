@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,16 +16,13 @@ from . import __version__, render, report
 from .cli_io import answer_errors, configure_output, emit_json, setup_logging
 from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs
 from .errors import ManifestError
-from .progress import Progress, counted, human_bytes
-from .readers import bench as bench_mod
-from .readers import target as target_mod
-from .readers import verify as verify_mod
-from .readers.snapshot import open as open_snapshot
-from .readers.target import open_target
-from .writers import gc as gc_mod
-from .writers import runs as runs_mod
-from .writers.create import create as create_snapshot
-from .writers.pipeline import parse_params
+from .progress import Progress
+
+if TYPE_CHECKING:
+    from .readers.verify import ShardCheck
+
+# Each command imports the readers or the writers it runs, when it runs: `snap create` does not
+# pay for the loader, nor `snap verify` for the writers, nor `snap --help` for either.
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -144,6 +141,9 @@ def create(
 
     Re-running the same command reuses a finished snapshot and resumes an interrupted one.
     """  # noqa: D301
+    from .writers.create import create as create_snapshot
+    from .writers.pipeline import parse_params
+
     setup_logging(quiet)
     info = create_snapshot(
         pipeline,
@@ -194,9 +194,13 @@ def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool
     """Summarise SNAPSHOT, or one shard file of it, from the manifest (no shard is read).
 
     A shard is shown with its records, checksum and the inputs that made it."""
+    from .readers import target as target_mod
+
     try:
-        target = open_target(snapshot)
+        target = target_mod.open_target(snapshot)
     except ManifestError:
+        from .writers import runs as runs_mod
+
         state = runs_mod.unfinished_state(snapshot)
         if state is None:
             raise
@@ -228,13 +232,16 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 
     Exits 1 if any shard is damaged, naming each one.
     """
+    from .readers import verify as verify_mod
+    from .readers.target import open_target
+
     target = open_target(snapshot)
     snap = target.snapshot
     progress = None
     if not (quiet or as_json):
         progress = Progress(len(snap.shards), unit="shards")
 
-    def on_shard(check: verify_mod.ShardCheck) -> None:
+    def on_shard(check: ShardCheck) -> None:
         if progress is not None:
             progress.task_done(check.records, check.bytes)
 
@@ -256,6 +263,8 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 @answer_errors
 def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) -> None:
     """Show the first records of SNAPSHOT (or of one shard file), arrays summarised."""
+    from .readers.target import open_target
+
     target = open_target(snapshot)
     snap = target.snapshot
     records = [
@@ -339,6 +348,9 @@ def bench(
     as_json: bool,
 ) -> None:
     """Replay SNAPSHOT with the loader; print records/s, MB/s, input-bound % and stage times."""
+    from .readers import bench as bench_mod
+    from .readers.snapshot import open as open_snapshot
+
     snap = open_snapshot(snapshot)
     options: dict[str, Any] = {
         "shuffle": shuffle,
@@ -377,20 +389,10 @@ def bench(
 def gc(snapshot: str, dry_run: bool, retention: float, as_json: bool) -> None:
     """Remove what no kept version of SNAPSHOT and no live writer uses: files of dead runs, and
     versions replaced more than --retention ago, with the shards only they had."""
+    from .writers import gc as gc_mod
+
     result = gc_mod.gc(snapshot, dry_run=dry_run, retention=retention)
-    if as_json:
-        emit_json(result.to_json())
-        return
-    verb = "would remove" if dry_run else "removed"
-    for g in result.garbage:
-        click.echo(f"{verb} {g.path}  ({human_bytes(g.bytes)}, {g.reason})")
-    if result.note:
-        click.echo(f"note: {result.note}")
-    click.echo(
-        f"{result.url}: {verb} {counted(len(result.garbage), 'item')}, {human_bytes(result.bytes)}"
-        if result.garbage
-        else f"{result.url}: nothing to remove"
-    )
+    _show(result.to_json(), render.gc_lines, as_json)
 
 
 def main() -> None:

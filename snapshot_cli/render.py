@@ -294,3 +294,15 @@ def bench_lines(doc: dict[str, Any]) -> list[str]:
             "https://ui.perfetto.dev or chrome://tracing)"
         )
     return lines
+
+
+def gc_lines(doc: dict[str, Any]) -> list[str]:
+    """What ``snap gc`` removed (or would remove), one line each, then the total."""
+    verb = "removed" if "removed" in doc else "would remove"
+    garbage = doc.get("removed", doc.get("would_remove", []))
+    lines = [f"{verb} {g['path']}  ({human_bytes(g['bytes'])}, {g['reason']})" for g in garbage]
+    if doc["note"]:
+        lines.append(f"note: {doc['note']}")
+    total = f"{verb} {counted(len(garbage), 'item')}, {human_bytes(doc['bytes'])}"
+    lines.append(f"{doc['path']}: {total if garbage else 'nothing to remove'}")
+    return lines

@@ -7,7 +7,7 @@ import math
 import os
 import posixpath
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,11 +20,13 @@ from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
 from ..units import integer
 from .convert import batch_to_numpy
-from .loader import Loader
-from .mix import Mixture
 from .options import Auto, LoaderOptions, checked_columns
 from .shard import ShardReaders
 from .trace import Tracer
+
+if TYPE_CHECKING:  # imported when first made: `snap inspect`, `verify`, `head` need neither
+    from .loader import Loader
+    from .mix import Mixture
 
 
 class Snapshot:
@@ -168,6 +170,8 @@ class Snapshot:
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
             cache_limit=cache_limit, global_batch_size=global_batch_size, processes=processes,
         )  # fmt: skip
+        from .loader import Loader
+
         return Loader(self, batch_size, options, trace)
 
     @checked_keywords
@@ -188,6 +192,8 @@ class Snapshot:
         records = integer(records)
         if isinstance(records, bool) or not isinstance(records, int) or records < 1:
             raise OptionError(f"records must be an integer >= 1, got {records!r}")
+        from .mix import Mixture
+
         return Mixture([self], None, records)
 
     @checked_keywords

@@ -111,7 +111,7 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(
     def broken(*_: object, **__: object) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr("snapshot_cli.cli.open_target", broken)
+    monkeypatch.setattr("snapshot_cli.readers.target.open_target", broken)
     code, stdout, stderr = run("head", str(snapshot))
     assert code == 1 and stdout == ""
     assert stderr.startswith("snap: error: ") and "Broken pipe" in stderr

@@ -16,8 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import snapshot_cli as snap
+from snapshot_cli.cli import cli
 from tests.reliability import faultfs
 from tests.reliability.faultfs import OPS, Plan
 
@@ -58,12 +60,25 @@ class Target:
                          f"{self.pipe}:items", "--workers", workers, "--inputs-per-task", "2",
                          "--json", *extra)  # fmt: skip
 
+    def in_process(self, *args: str) -> tuple[int, str]:
+        """A command that is not killed, run here: it checks the same things as in a process
+        of its own, without an interpreter's start-up (most of these tests' time)."""
+        res = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+        return res.exit_code, res.stdout
+
+    def create_here(self, *extra: str) -> None:
+        """The snapshot a test starts from, made here (workers=0)."""
+        code, _ = self.in_process("create", f"{self.pipe}:preprocess", self.url, "--inputs-from",
+                                  f"{self.pipe}:items", "--workers", "0", "--inputs-per-task",
+                                  "2", "--quiet", *extra)  # fmt: skip
+        assert code == 0
+
     def records(self) -> list[int]:
         return sorted(int(i) for b in snap.open(self.url).loader(4) for i in b["i"])
 
     def verified(self) -> bool:
-        res = self.snap(None, "verify", self.url, "--json")
-        return res.returncode == 0 and json.loads(res.stdout)["ok"]
+        code, stdout = self.in_process("verify", self.url, "--json")
+        return code == 0 and json.loads(stdout)["ok"]
 
 
 # Which calls a sweep kills at: every ``every``-th from an offset drawn for each run, so that
@@ -94,7 +109,7 @@ def kill_then_resume(target: Target, after: int, workers: str) -> None:
     again = target.create(None, workers)
     assert again.returncode == 0, (after, again.stderr)
     assert target.records() == RECORDS
-    assert target.snap(None, "gc", target.url).returncode == 0
+    assert target.in_process("gc", target.url)[0] == 0
     assert target.verified()
     assert not [p for p in target.out.rglob("*") if p.name.endswith(".tmp")]
 
@@ -123,11 +138,11 @@ def test_kill_9_at_points_of_an_overwrite_and_its_commit(tmp_path: Path) -> None
     """--overwrite with other params replaces a committed snapshot: killed anywhere, readers
     see the old snapshot or the new one, whole."""
     probe = Target(tmp_path / "count")
-    assert probe.create(None, "0").returncode == 0
+    probe.create_here()
     total = count(probe, "0", "--param", "tag=1", "--overwrite")
     for after in points(total, every=12):
         target = Target(tmp_path / str(after))
-        assert target.create(None, "0").returncode == 0
+        target.create_here()
         plan = Plan("kill", str(target.tmp / "plan"), ops=OPS, after_calls=after, times=1)
         killed = target.create(plan, "0", "--param", "tag=1", "--overwrite")
         assert killed.returncode == -signal.SIGKILL, (after, killed.stderr)
@@ -142,7 +157,7 @@ def test_kill_9_at_points_of_an_overwrite_and_its_commit(tmp_path: Path) -> None
 
 def test_kill_9_at_points_of_gc(tmp_path: Path) -> None:
     def with_garbage(target: Target) -> None:
-        assert target.create(None, "0").returncode == 0
+        target.create_here()
         crash = Plan("kill", str(target.tmp / "crash"), ops=("write",), after_calls=17, times=1)
         assert target.create(crash, "0", "--param", "tag=1", "--overwrite").returncode != 0
 
@@ -159,7 +174,7 @@ def test_kill_9_at_points_of_gc(tmp_path: Path) -> None:
         plan = Plan("kill", str(target.tmp / "plan"), ops=OPS, after_calls=after, times=1)
         assert target.snap(plan, "gc", target.url).returncode == -signal.SIGKILL
         assert target.records() == RECORDS and target.verified(), after
-        assert target.snap(None, "gc", target.url).returncode == 0
-        dry = json.loads(target.snap(None, "gc", target.url, "--dry-run", "--json").stdout)
+        assert target.in_process("gc", target.url)[0] == 0
+        dry = json.loads(target.in_process("gc", target.url, "--dry-run", "--json")[1])
         assert dry["would_remove"] == [], (after, dry)
         assert target.records() == RECORDS and target.verified()
