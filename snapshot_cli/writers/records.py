@@ -8,14 +8,7 @@ broke the rule, not a batch built later.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import decimal
-import enum
-import numbers
-import os
-import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +17,7 @@ import pyarrow as pa
 from .. import schema as schema_mod
 from ..arrays import from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
-from . import foreign
+from . import advice, foreign
 
 # Value classes a record field can have.
 SCALAR, ARRAY, STRING, BINARY = "scalar", "array", "string", "binary"
@@ -71,30 +64,11 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
             f"column {column!r} is {value!r}; snap columns have no missing values "
             "(use a sentinel value or a separate mask column)"
         )
-    hint = _store_instead(value, column)
+    hint = advice.store_instead(value, column)
     raise RecordError(
         f"column {column!r} has a value of type {type(value).__name__}; supported: numpy "
         f"arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes ({hint})"
     )
-
-
-def _store_instead(value: Any, column: str) -> str:
-    """What to store instead of a value of an unsupported type, by its kind."""
-    if isinstance(value, dict):
-        return f"flatten it into columns of their own ({column}_{next(iter(value), 'key')}, ...)"
-    if isinstance(value, (numbers.Rational, numbers.Real, decimal.Decimal)):  # Fraction, ...
-        return "store it as a float (float(v)), or as text (str(v)) to keep every digit"
-    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
-        return "store it as a number (v.timestamp(), v.toordinal(), seconds) or as text"
-    if isinstance(value, enum.Enum):
-        return "store v.value or v.name"
-    if isinstance(value, (uuid.UUID, os.PathLike)):
-        return "store str(v)" + (" or v.bytes" if isinstance(value, uuid.UUID) else "")
-    if isinstance(value, (set, frozenset)):
-        return "store sorted(v) as an array (np.asarray), or a str"
-    if isinstance(value, Iterator):
-        return "make it a list first (list(v)), then an array (np.asarray)"
-    return "convert it to one of these; lists with np.asarray"
 
 
 def _check_utf8(value: str, column: str) -> None:
@@ -161,17 +135,33 @@ def _arrow(cls: str, dtype: Any) -> pa.DataType:
 
 class ColumnBuilder:
     """Collects one column's values and checks that each matches the first one's class/dtype
-    and, when the task has written the column before, the type it wrote (``target``)."""
+    and, when the task has written the column before, the type it wrote (``target``).
 
-    __slots__ = ("name", "cls", "dtype", "shape", "varying", "values", "target", "ragged")
+    An array is copied as it arrives, never kept by reference: a pipeline may fill the same
+    buffer for every record it yields (a preallocated array, a torch tensor it refills), and
+    kept, every record would hold the last one's values. Arrays of one shape are copied into
+    rows of ``block`` (the copy ``np.stack`` made when the batch was built), others one by one.
+    """
 
-    def __init__(self, name: str, target: pa.DataType | None = None, ragged: bool = False) -> None:
+    __slots__ = ("name", "cls", "dtype", "shape", "varying", "values", "target", "ragged",
+                 "block", "rows", "capacity")  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,
+        target: pa.DataType | None = None,
+        ragged: bool = False,
+        capacity: tuple[int, int] = (1024, 1 << 20),
+    ) -> None:
         self.name, self.target, self.ragged = name, target, ragged
         self.cls: str | None = None
         self.dtype: Any = None
         self.shape: Any = None
         self.varying = False
         self.values: list[Any] = []
+        self.block: np.ndarray | None = None  # the arrays of one shape so far, by row
+        self.rows = 0
+        self.capacity = capacity  # (records, bytes) a buffer holds before it is taken
 
     def append(self, value: Any) -> int:
         """Add one value; returns its approximate size in bytes."""
@@ -211,13 +201,38 @@ class ColumnBuilder:
             if self.target is not None and schema_mod.kind(self.target) == "tensor":
                 now = schema_mod.ragged_type(pa.from_numpy_dtype(dtype), len(shape))
                 raise SchemaMismatchError(schema_mod.mismatch_message(self.name, self.target, now))
+            if not self.varying:  # the rows so far become values of their own
+                self.values, self.block = list(self._stacked()), None
             self.varying = True
-        self.values.append(value)
         if cls == ARRAY:
+            if self.varying:
+                self.values.append(np.array(value, copy=True))
+            else:
+                self._put(value)
             return int(value.nbytes)
+        self.values.append(value)
         if cls in (STRING, BINARY):
             return len(value)
         return 8
+
+    def _put(self, value: np.ndarray) -> None:
+        """Copy an array of the column's shape into the next row of ``block``, made as large
+        as the buffer can get (records, or bytes) so that it rarely grows."""
+        block = self.block
+        if block is None or self.rows == len(block):
+            rows, nbytes = self.capacity
+            size = min(rows, nbytes // max(1, value.nbytes) + 1)
+            grown = np.empty((max(size, 2 * self.rows, 1), *self.shape), self.dtype)
+            if block is not None:
+                grown[: self.rows] = block[: self.rows]
+            self.block = block = grown
+        block[self.rows] = value
+        self.rows += 1
+
+    def _stacked(self) -> np.ndarray:
+        if self.block is None:
+            return np.empty((0, *self.shape), self.dtype)
+        return self.block[: self.rows]
 
     def _check_target(self, target: pa.DataType) -> None:
         """The first value of this buffer has the type the task wrote before, or raise."""
@@ -240,7 +255,7 @@ class ColumnBuilder:
 
     def build(self, target: pa.DataType | None, ragged: bool) -> pa.Array:
         """Turn the collected values into an Arrow array of the column's type."""
-        values, n = self.values, len(self.values)
+        values = self.values
         if self.cls == SCALAR:
             try:
                 return from_numpy(np.asarray(values, dtype=self.dtype))
@@ -254,17 +269,20 @@ class ColumnBuilder:
         if self.cls == BINARY:
             return strings(values, pa.binary())
         self.ragged = self.ragged or ragged
-        if self._is_ragged(target):
+        if self.varying:
             return schema_mod.ragged_array(values, self.dtype, len(self.shape))
-        stacked = np.stack(values) if n else np.empty((0, *self.shape), self.dtype)
-        return schema_mod.tensor_array(stacked)
+        if self._is_ragged(target):
+            return schema_mod.ragged_array(list(self._stacked()), self.dtype, len(self.shape))
+        return schema_mod.tensor_array(self._stacked())
 
 
 class RecordBuffer:
     """Accumulates records column by column until they make a record batch."""
 
-    def __init__(self, ragged: frozenset[str] = frozenset()) -> None:
-        self.ragged = ragged
+    def __init__(
+        self, ragged: frozenset[str] = frozenset(), capacity: tuple[int, int] = (1024, 1 << 20)
+    ) -> None:
+        self.ragged, self.capacity = ragged, capacity  # (records, bytes) before it is taken
         self.columns: dict[str, ColumnBuilder] | None = None
         self.rows = 0
         self.nbytes = 0
@@ -289,7 +307,10 @@ class RecordBuffer:
                 raise SchemaMismatchError(f"a record {different_columns(schema.names, record)}")
             self.columns = {
                 k: ColumnBuilder(
-                    k, schema.field(k).type if schema is not None else None, k in self.ragged
+                    k,
+                    schema.field(k).type if schema is not None else None,
+                    k in self.ragged,
+                    self.capacity,
                 )
                 for k in record
             }
@@ -300,7 +321,7 @@ class RecordBuffer:
             for key, builder in self.columns.items():
                 size += builder.append(record[key])
         except RecordError as err:
-            hint = _columnwise_hint(record) if self.rows == 0 else ""
+            hint = advice.columnwise_hint(record) if self.rows == 0 else ""
             if hint:
                 raise type(err)(f"{err}{hint}") from None
             raise
@@ -315,41 +336,6 @@ class RecordBuffer:
         names = list(self.columns)
         self.columns, self.rows, self.nbytes = None, 0, 0
         return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-def _columnwise_hint(record: Mapping[str, Any]) -> str:
-    """For a refused record whose values are all lists of one length: it may be several
-    records column by column (what a batched map returns), which is a batch."""
-    lengths = {len(v) if isinstance(v, (list, tuple)) else -1 for v in record.values()}
-    if len(lengths) != 1 or (n := lengths.pop()) < 2:
-        return ""
-    return (
-        f"; if this dict holds {n} records column by column (as a batched map returns), "
-        "yield snapshot_cli.Batch(**columns) instead"
-    )
-
-
-def not_a_record_hint(item: Any) -> str:
-    """What to yield instead of ``item``, which is neither a record nor a batch ("" if no
-    better advice than the message's own)."""
-    if hasattr(item, "_asdict") and isinstance(item, tuple):
-        return " (a namedtuple is one record: yield record._asdict())"
-    if dataclasses.is_dataclass(item) and not isinstance(item, type):
-        return " (a dataclass is one record: yield dataclasses.asdict(record))"
-    if type(item).__name__ == "Series" and callable(getattr(item, "to_dict", None)):
-        return (
-            " (a pandas Series is one row, as iterrows() gives: yield row.to_dict(), or "
-            "yield the whole DataFrame at once, which is faster)"
-        )
-    if isinstance(item, (list, tuple)):
-        return " (`yield from` a list of records)"
-    if isinstance(item, Iterator):
-        return " (it is an iterator: `yield from` it to yield its records, not it)"
-    if item is None:
-        return " (a bare `yield`, or `yield f(x)` where f returns nothing?)"
-    if isinstance(item, (str, bytes, numbers.Number, np.generic)) or hasattr(item, "shape"):
-        return " (a record names its columns: yield {'x': value})"
-    return ""
 
 
 def different_columns(before: Iterable[Any], now: Iterable[Any]) -> str:

@@ -25,7 +25,7 @@ from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
 from ..manifest import ShardEntry
 from ..progress import ordinal
-from . import convert, pipeline, records, shipping
+from . import advice, convert, pipeline, records, shipping
 from .options import WriteOptions
 from .shard import ShardRoller
 
@@ -77,8 +77,10 @@ class TaskWriter:
         self.roller, self.options, self.ragged = roller, options, ragged
         self.on_batch = on_batch
         self.schema: pa.Schema | None = None
-        self.records = records.RecordBuffer(ragged)
+        self.records = records.RecordBuffer(ragged, (options.batch_rows, options.batch_bytes))
         self.pending: list[pa.RecordBatch] = []
+        self.owned: list[bool] = []  # per pending batch: False while it may share the
+        # pipeline's memory (a yielded batch is taken as it is, without a copy)
         self.pending_rows = self.pending_bytes = 0
 
     def add(self, item: Any) -> None:
@@ -86,14 +88,15 @@ class TaskWriter:
         if convert.is_batch(item):
             self.flush_records()  # keep yield order
             for batch in convert.to_batches(item, self.schema, self.ragged):
-                self._push(batch)
+                self._push(batch, owned=False)
+            self._own_pending()
         elif isinstance(item, Mapping):
             self.records.add(item, self.schema)
             opts = self.options
             if self.records.rows >= opts.batch_rows or self.records.nbytes >= opts.batch_bytes:
                 self.flush_records()
         else:
-            hint = records.not_a_record_hint(item)
+            hint = advice.not_a_record_hint(item)
             raise RecordError(
                 f"the pipeline yielded a value of type {type(item).__name__}; yield records "
                 "(dict of column → value) or batches (snapshot_cli.Batch, "
@@ -104,13 +107,14 @@ class TaskWriter:
         if self.records.rows:
             self._push(self.records.take())
 
-    def _push(self, batch: pa.RecordBatch) -> None:
+    def _push(self, batch: pa.RecordBatch, owned: bool = True) -> None:
         if batch.num_rows == 0:
             return
         batch = convert.conform(batch, self.schema)
         if self.schema is None:
             self.schema = batch.schema
         self.pending.append(batch)
+        self.owned.append(owned)
         self.pending_rows += batch.num_rows
         self.pending_bytes += batch.nbytes
         self._drain(final=False)
@@ -121,6 +125,7 @@ class TaskWriter:
         if not self.pending or not (full or final):
             return
         merged = self.pending[0] if len(self.pending) == 1 else pa.concat_batches(self.pending)
+        owned = len(self.pending) > 1 or self.owned[0]
         row_bytes = max(1, self.pending_bytes // max(1, self.pending_rows))
         step = max(1, min(opts.batch_rows, opts.batch_bytes // row_bytes))
         start = 0
@@ -129,7 +134,15 @@ class TaskWriter:
             start += step
         rest = merged.slice(start)
         self.pending = [rest] if rest.num_rows else []
+        self.owned = [owned] if rest.num_rows else []
         self.pending_rows, self.pending_bytes = rest.num_rows, rest.nbytes if rest.num_rows else 0
+
+    def _own_pending(self) -> None:
+        """Copy what is kept of the batches the pipeline yielded before it runs again: it may
+        refill the arrays they were made of (a DataFrame or Batch over a reused buffer)."""
+        for i, owned in enumerate(self.owned):
+            if not owned:
+                self.pending[i], self.owned[i] = pa.concat_batches([self.pending[i]]), True
 
     def _write(self, batch: pa.RecordBatch) -> None:
         written = self.roller.write(batch)

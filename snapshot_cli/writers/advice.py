@@ -1,0 +1,73 @@
+"""What to yield or store instead of a value snap cannot write (pure: messages only).
+
+Each function names, for one kind of value a pipeline yields, the form snap takes, or
+returns "" when the error's own words say enough.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import enum
+import numbers
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+
+def store_instead(value: Any, column: str) -> str:
+    """What to store instead of a value of an unsupported type, by its kind."""
+    if isinstance(value, dict):
+        return f"flatten it into columns of their own ({column}_{next(iter(value), 'key')}, ...)"
+    if isinstance(value, (numbers.Rational, numbers.Real, decimal.Decimal)):  # Fraction, ...
+        return "store it as a float (float(v)), or as text (str(v)) to keep every digit"
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
+        return "store it as a number (v.timestamp(), v.toordinal(), seconds) or as text"
+    if isinstance(value, enum.Enum):
+        return "store v.value or v.name"
+    if isinstance(value, (uuid.UUID, os.PathLike)):
+        return "store str(v)" + (" or v.bytes" if isinstance(value, uuid.UUID) else "")
+    if isinstance(value, (set, frozenset)):
+        return "store sorted(v) as an array (np.asarray), or a str"
+    if isinstance(value, Iterator):
+        return "make it a list first (list(v)), then an array (np.asarray)"
+    return "convert it to one of these; lists with np.asarray"
+
+
+def columnwise_hint(record: Mapping[str, Any]) -> str:
+    """For a refused record whose values are all lists of one length: it may be several
+    records column by column (what a batched map returns), which is a batch."""
+    lengths = {len(v) if isinstance(v, (list, tuple)) else -1 for v in record.values()}
+    if len(lengths) != 1 or (n := lengths.pop()) < 2:
+        return ""
+    return (
+        f"; if this dict holds {n} records column by column (as a batched map returns), "
+        "yield snapshot_cli.Batch(**columns) instead"
+    )
+
+
+def not_a_record_hint(item: Any) -> str:
+    """What to yield instead of ``item``, which is neither a record nor a batch ("" if no
+    better advice than the message's own)."""
+    if hasattr(item, "_asdict") and isinstance(item, tuple):
+        return " (a namedtuple is one record: yield record._asdict())"
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        return " (a dataclass is one record: yield dataclasses.asdict(record))"
+    if type(item).__name__ == "Series" and callable(getattr(item, "to_dict", None)):
+        return (
+            " (a pandas Series is one row, as iterrows() gives: yield row.to_dict(), or "
+            "yield the whole DataFrame at once, which is faster)"
+        )
+    if isinstance(item, (list, tuple)):
+        return " (`yield from` a list of records)"
+    if isinstance(item, Iterator):
+        return " (it is an iterator: `yield from` it to yield its records, not it)"
+    if item is None:
+        return " (a bare `yield`, or `yield f(x)` where f returns nothing?)"
+    if isinstance(item, (str, bytes, numbers.Number, np.generic)) or hasattr(item, "shape"):
+        return " (a record names its columns: yield {'x': value})"
+    return ""
