@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +60,7 @@ class Server:
         self.map_pool = (
             ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
         )
+        self.outputs = MapOutputs()
         self.gather_threads = ctx.gather_threads
         self.gather_pool = ThreadPoolExecutor(self.gather_threads, thread_name_prefix="snap-gather")
 
@@ -104,7 +106,7 @@ class Server:
                 in_flight.append((plan.epoch, i, future, nbytes, counts))
                 while len(in_flight) > self.prefetch.current:
                     e, j, fut, nb, c = in_flight.popleft()
-                    self._put((e, j, fut.result(), nb, c))
+                    self._mapped(e, j, fut.result(), nb, c)
 
         per_group = min(GROUP_MAX, max(1, GATHER_BYTES // self.batch_bytes)) if gathering else 1
         group: Bounds = []
@@ -130,7 +132,7 @@ class Server:
             hand_on(done, making.result())
         while in_flight:
             e, j, fut, nb, c = in_flight.popleft()
-            self._put((e, j, fut.result(), nb, c))
+            self._mapped(e, j, fut.result(), nb, c)
         self._flush()
 
     def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
@@ -158,6 +160,12 @@ class Server:
                 f"map must return a dict of arrays, returned {type(out).__name__}{hint}"
             )
         return out
+
+    def _mapped(self, epoch: int, index: int, out: Batch, nbytes: int, counts: Any) -> None:
+        """Queue a batch the map returned, once it is known not to be in the memory of one it
+        returned before that is still in use."""
+        self.outputs.check(out, index)
+        self._put((epoch, index, out, nbytes, counts))
 
     def _put(self, item: Item) -> None:
         """Queue a batch ``(epoch, index, batch, bytes, per-source counts)`` for the consumer;
@@ -194,6 +202,43 @@ class Server:
         self.gather_pool.shutdown(wait=True, cancel_futures=True)
         if self.map_pool is not None:
             self.map_pool.shutdown(wait=True, cancel_futures=True)
+
+
+class MapOutputs:
+    """The arrays the map returned for the last few batches, while those are in use.
+
+    A map that returns the same buffer for every batch (``np.add(a, b, out=buf)``, a
+    preallocated array it fills) is right where a batch is used before the next one is made,
+    but a loader's map runs ahead of the loop, in threads: every batch the loop got would
+    change under it. A column in the memory of the same column of one of the last ``KEEP``
+    batches is an error naming it, not wrong batches. An array whose batch is no longer held
+    (its weak reference is dead) may be reused, as the loader's own memory is; only numpy
+    arrays are tracked (``np.may_share_memory``: 0.5 us a pair).
+    """
+
+    KEEP = 4
+
+    def __init__(self) -> None:
+        self.live: deque[tuple[int, dict[str, weakref.ref[np.ndarray]]]] = deque(maxlen=self.KEEP)
+
+    def check(self, out: Batch, index: int) -> None:
+        mine = {}
+        for name, value in out.items():
+            if type(value) is not np.ndarray or not value.nbytes:
+                continue
+            for before, refs in self.live:
+                ref = refs.get(name)
+                old = None if ref is None else ref()
+                if old is not None and np.may_share_memory(value, old):
+                    raise ValueError(
+                        f"map returned column {name!r} of batch {index} in the memory of what "
+                        f"it returned for batch {before}, which is still in use (a buffer the "
+                        "map fills each time?): the map runs ahead of your loop, in threads, so "
+                        "that batch would change under you; return new arrays (np.add(a, b) "
+                        "rather than np.add(a, b, out=buf), or buf.copy())"
+                    )
+            mine[name] = weakref.ref(value)
+        self.live.append((index, mine))
 
 
 def _not_a_dict_hint(out: object) -> str:
