@@ -324,7 +324,7 @@ def resolve(
         )
     if all(isinstance(v, (str, os.PathLike)) for v in values):
         return _files([os.fspath(v) for v in values], storage_options, output)
-    return _items(_as_items(values), {})
+    return _items(_ordered(_as_items(values), inputs), {})
 
 
 LIST_FILES = (".json", ".jsonl", ".txt", ".csv", ".tsv", ".lst", ".list", ".yaml", ".yml")
@@ -381,4 +381,14 @@ def _from_function(inputs_from: str | Callable[[], Any]) -> Inputs:
     values = list(raw)
     if not values:
         raise OptionError(f"--inputs-from {name!r} returned no items: nothing to preprocess")
-    return _items(_as_items(values, name), {"inputs_from": name})
+    return _items(_ordered(_as_items(values, name), raw), {"inputs_from": name})
+
+
+def _ordered(items: list[Any], given: Any) -> list[Any]:
+    """Items of a set in the order of their JSON text: a set's own order differs from one
+    process to the next (str hashes are salted), which would change the snapshot's record
+    order and its fingerprint, so that it was computed again on every run; a sequence keeps
+    the order it has."""
+    if not isinstance(given, (set, frozenset)):
+        return items
+    return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
