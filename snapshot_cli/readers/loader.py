@@ -25,7 +25,7 @@ from .. import schema as schema_mod
 from .. import storage
 from ..errors import OptionError
 from ..units import integer
-from . import gather, memory, ranks, shm
+from . import gather, memory, ranks, resume, shm
 from .adapter import FrameworkAdapters
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
@@ -277,13 +277,9 @@ class Loader(FrameworkAdapters):
         """Continue exactly where ``state`` was taken (same snapshot and settings required)."""
         if not isinstance(state, dict) or state.get("version") != 1:
             raise OptionError("not a snap loader state (missing or unknown 'version')")
-        mine, theirs = self._config(), state.get("config", {})
-        diff = sorted(k for k in mine if mine[k] != theirs.get(k))
-        if diff:
-            raise OptionError(
-                f"the state was saved by a loader with other {', '.join(diff)}: "
-                f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"
-            )
+        problem = resume.mismatch(self._config(), state.get("config", {}), self.reading.sources)
+        if problem:
+            raise OptionError(problem)
         self._stop()
         self._passes += 1
         self._epoch, self._batch, self._pass_end = state["epoch"], state["batch"], state["pass_end"]

@@ -268,7 +268,8 @@ def test_a_state_from_elsewhere_is_refused(snaps: dict[str, snap.Snapshot]) -> N
     a, b = snaps["a"], snaps["b"]
     target = a.loader(global_batch_size=G, seed=1)
     for other, keys in [
-        (state(b, seed=1), "fingerprints"),
+        (state(b, seed=1), f"saved reading other data than {a.url}"),
+        (state(b, seed=2), "other data than .*; .* loader with other records_per_epoch, seed"),
         (state(a, seed=2), "seed"),
         (state(snap.mix([a, b], [1, 1]), seed=1), "fingerprints, records_per_epoch"),
         (state(a, seed=1, shuffle=False), "shuffle"),

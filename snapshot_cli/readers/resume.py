@@ -1,0 +1,59 @@
+"""Whether a saved loader state fits the loader given it, and what to do when it does not.
+
+A state is a position (epoch, batch) in an order that is a function of the loader's settings
+and of the data it reads, so it fits only a loader with the same of both. The data differs
+when the snapshot was written again since (``--overwrite``, new inputs): the state's batch
+counts would then land elsewhere in other records, silently, so it is refused, naming the
+version of the snapshot that still holds the data the state was saved on, if one is kept.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import storage
+from .. import versions as versions_mod
+from ..layout import MANIFEST_NAME
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
+
+
+def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapshot]) -> str:
+    """Why a state with config ``theirs`` does not fit a loader with config ``mine`` reading
+    ``sources`` ("" when it fits)."""
+    diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+    if not diff:
+        return ""
+    data = []
+    key = next((k for k in ("fingerprint", "fingerprints") if k in diff), "")
+    saved = theirs.get(key) if key else None
+    saved = [saved] if isinstance(saved, str) else saved
+    if isinstance(saved, list) and len(saved) == len(sources):  # the same number of sources
+        data = [_other_data(s, str(f)) for s, f in zip(sources, saved, strict=True)
+                if f != s.manifest.fingerprint]  # fmt: skip
+        diff.remove(key)
+    settings = (
+        f"the state was saved by a loader with other {', '.join(diff)}: "
+        f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"
+    )
+    return "; ".join([*data, *([settings] if diff else [])])
+
+
+def _other_data(source: Snapshot, saved: str) -> str:
+    """The state was saved on other data than ``source`` holds now: which version has it."""
+    now = source.manifest
+    head = (
+        f"the state was saved reading other data than {source.url} (version {now.version}) "
+        f"holds: its fingerprint was {saved[:12]} then and is {now.fingerprint[:12]} now (it "
+        "was written again since, or it is another snapshot), so the state's batch counts "
+        "would land on other records"
+    )
+    current = versions_mod.read(source.fs, storage.join(source.root, MANIFEST_NAME)) or now
+    for m in reversed(versions_mod.history(source.fs, source.root, current)):
+        if m.fingerprint == saved:
+            return (
+                f"{head}; version {m.version}, kept, has the state's data: resume from "
+                f"snap.open({source.url!r}, version={m.version}), or start without the state"
+            )
+    return f"{head}; no version it keeps has that data: start without the state"

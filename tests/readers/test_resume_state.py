@@ -1,0 +1,78 @@
+"""A loader state saved on a snapshot that was written again since is refused, naming the
+version that still holds its data; following that advice resumes exactly. It was refused
+with two fingerprints and no word of what to do."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.writers import gc as gc_mod
+
+
+def records(i: int, offset: int = 0) -> Iterator[dict[str, Any]]:
+    for k in range(50):
+        yield {"x": np.full(4, 1000 * i + k + offset, np.int64)}
+
+
+def make(path: Path, offset: int, inputs: int = 8) -> None:
+    snap.create(records, path, inputs=list(range(inputs)), params={"offset": offset}, workers=0,
+                overwrite=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["one snapshot", "a mixture"])
+def test_a_state_of_data_since_rewritten_names_the_version_that_has_it(
+    tmp_path: Path, mixed: bool
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    make(a, 0)
+    make(b, 7)
+
+    def loader(version: int | None = None) -> Any:
+        first = snap.open(a, version=version)
+        source = snap.mix([first, snap.open(b)]) if mixed else first
+        return source.loader(batch_size=16, epochs=2)
+
+    saved = loader()
+    it = iter(saved)
+    for _ in range(5):
+        next(it)
+    state = saved.state_dict()
+    want = [batch["x"].copy() for batch in it]  # what the rest of the pass holds
+    saved.close()
+
+    make(a, 1, inputs=9)  # written again: version 2, other records
+    with pytest.raises(snap.OptionError) as err:
+        loader().load_state_dict(state)
+    message = str(err.value)
+    assert f"the state was saved reading other data than {a} (version 2)" in message
+    assert (
+        f"version 1, kept, has the state's data: resume from snap.open({str(a)!r}, version=1)"
+        in message
+    )
+    assert str(b) not in message  # the other source did not change
+
+    advised = re.search(r"snap\.open\('([^']+)', version=(\d+)\)", message)
+    assert advised is not None and advised.group(1) == str(a)
+    resumed = loader(version=int(advised.group(2)))
+    resumed.load_state_dict(state)
+    got = [batch["x"] for batch in resumed]
+    assert len(got) == len(want)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+
+    gc_mod.gc(str(a), retention=0)  # version 1 removed
+    with pytest.raises(snap.OptionError, match="no version it keeps has that data"):
+        loader().load_state_dict(state)
+
+
+def test_other_settings_are_still_named_with_both_values(tmp_path: Path) -> None:
+    make(tmp_path / "s", 0)
+    state = snap.open(tmp_path / "s").loader(batch_size=16).state_dict()
+    with pytest.raises(snap.OptionError, match=r"other batch_size: \{'batch_size': 16\} vs"):
+        snap.open(tmp_path / "s").loader(batch_size=32).load_state_dict(state)
