@@ -102,9 +102,11 @@ def _import_target(target: str, what: str, spec: str) -> Any:
             module_spec.loader.exec_module(module)
         except BaseException as err:
             del sys.modules[name]
+            if isinstance(err, KeyboardInterrupt):
+                raise
             raise PipelineLoadError(
                 f"importing {what} file {target!r} failed:\n{format_user_traceback(err)}"
-                f"{_package_hint(err, path, spec)}"
+                f"{_package_hint(err, path, spec)}{_exit_hint(err)}"
             ) from err
         return module
     if os.getcwd() not in sys.path and "" not in sys.path:
@@ -120,10 +122,22 @@ def _import_target(target: str, what: str, spec: str) -> Any:
         raise PipelineLoadError(
             f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
         ) from err
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # SystemExit: exited 0 with nothing done, silently
         raise PipelineLoadError(
             f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
+            f"{_exit_hint(err)}"
         ) from err
+
+
+def _exit_hint(err: BaseException) -> str:
+    """For a module that exits when imported: a script's command-line parsing or its end."""
+    if not isinstance(err, SystemExit):
+        return ""
+    return (
+        "\nit exits when imported (argparse's parse_args() or sys.exit() at its top level?): "
+        "snap imports it to find the function, so run the script's own work only under "
+        '`if __name__ == "__main__":`'
+    )
 
 
 def _package_hint(err: BaseException, path: str, spec: str) -> str:

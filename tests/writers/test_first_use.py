@@ -282,3 +282,44 @@ def test_progress_says_the_time_taken_and_left_at_this_runs_rate() -> None:
     for _ in range(3):
         resumed.task_done()
     assert "elapsed" not in resumed.line()  # all done: the rates say the rest
+
+
+EXITS = {
+    "sys.exit(0)": "import sys\nsys.exit(0)\n",
+    "sys.exit(3)": "import sys\nsys.exit(3)\n",
+    "argparse": "import argparse\nargparse.ArgumentParser().parse_args()\n",
+    "SystemExit(text)": "raise SystemExit('usage: train.py DATA')\n",
+}
+
+
+@pytest.mark.parametrize("form", ["module", "file"])
+@pytest.mark.parametrize("which", ["pipeline", "--inputs-from"])
+@pytest.mark.parametrize("kind", [*EXITS, "KeyboardInterrupt"])
+def test_a_module_that_exits_when_imported_is_told_the_main_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str, which: str, kind: str
+) -> None:
+    """A training script given as the module: `snap create train:f` exited 0 having done
+    nothing, silently, when it called sys.exit() at import, and 2 with the script's own
+    usage line when it parsed the command line."""
+    from click.testing import CliRunner
+
+    from snapshot_cli.cli import cli
+
+    name = f"script_{form}_{which.strip('-').replace('-', '_')}_{abs(hash(kind))}"
+    top = EXITS.get(kind, "raise KeyboardInterrupt\n")
+    (tmp_path / f"{name}.py").write_text(f"def f(i):\n    yield {{'x': i}}\n\n{top}")
+    ok = "def f(i):\n    yield {'x': i}\n\n\ndef items():\n    return [1]\n"
+    (tmp_path / "ok.py").write_text(ok)
+    spec = f"{name}:f" if form == "module" else f"{tmp_path / name}.py:f"
+    pipeline, items = (spec, "ok:items") if which == "pipeline" else ("ok:f", spec)
+    args = ["create", pipeline, str(tmp_path / "s"), "--inputs-from", items, "--workers", "0"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["snap", *args])  # what argparse reads
+    res = CliRunner().invoke(cli, args)
+    if kind == "KeyboardInterrupt":
+        assert res.exit_code == 130 and "interrupted" in res.stderr
+    else:
+        assert res.exit_code == 1, res.stderr
+        assert "failed:" in res.stderr and "Traceback" in res.stderr  # the script's own frames
+        assert 'only under `if __name__ == "__main__":`' in res.stderr
+    assert not (tmp_path / "s" / "manifest.json").exists()
