@@ -207,19 +207,24 @@ class Server:
 class MapOutputs:
     """The arrays the map returned for the last few batches, while those are in use.
 
-    A map that returns the same buffer for every batch (``np.add(a, b, out=buf)``, a
-    preallocated array it fills) is right where a batch is used before the next one is made,
-    but a loader's map runs ahead of the loop, in threads: every batch the loop got would
-    change under it. A column in the memory of the same column of one of the last ``KEEP``
-    batches is an error naming it, not wrong batches. An array whose batch is no longer held
-    (its weak reference is dead) may be reused, as the loader's own memory is; only numpy
-    arrays are tracked (``np.may_share_memory``: 0.5 us a pair).
+    A map that fills the same buffer for every batch (``np.add(a, b, out=buf)``, a
+    preallocated array) is right where a batch is used before the next one is made, but a
+    loader's map runs ahead of the loop, in threads: every batch the loop got would change
+    under it. So a column in the memory of the same column of one of the last ``KEEP`` batches,
+    while that batch is in use (its weak reference alive) and no longer holds the values it
+    was returned with (a sample of them, kept), is an error naming it, not wrong batches. An
+    array returned again unchanged (a constant: positions, a mask) is fine, and so is memory
+    whose batch was let go, as the loader's own is reused. Only numpy arrays are tracked
+    (``np.may_share_memory``: 0.5 us a pair).
     """
 
-    KEEP = 4
+    KEEP, SAMPLES = 2, 32
 
     def __init__(self) -> None:
-        self.live: deque[tuple[int, dict[str, weakref.ref[np.ndarray]]]] = deque(maxlen=self.KEEP)
+        self.live: deque[tuple[int, dict[str, tuple[weakref.ref[np.ndarray], bytes]]]] = deque(
+            maxlen=self.KEEP
+        )
+        self.places: dict[int, np.ndarray] = {}  # by array size: where the samples are
 
     def check(self, out: Batch, index: int) -> None:
         mine = {}
@@ -227,18 +232,31 @@ class MapOutputs:
             if type(value) is not np.ndarray or not value.nbytes:
                 continue
             for before, refs in self.live:
-                ref = refs.get(name)
-                old = None if ref is None else ref()
-                if old is not None and np.may_share_memory(value, old):
+                kept = refs.get(name)
+                if kept is None:
+                    continue
+                old = kept[0]()
+                if old is None or not np.may_share_memory(value, old):
+                    continue
+                if self._sample(old) != kept[1]:
                     raise ValueError(
                         f"map returned column {name!r} of batch {index} in the memory of what "
-                        f"it returned for batch {before}, which is still in use (a buffer the "
-                        "map fills each time?): the map runs ahead of your loop, in threads, so "
-                        "that batch would change under you; return new arrays (np.add(a, b) "
-                        "rather than np.add(a, b, out=buf), or buf.copy())"
+                        f"it returned for batch {before}, which is still in use and changed "
+                        "(a buffer the map fills each time?): the map runs ahead of your loop, "
+                        "in threads, so a batch would change under you; return new arrays "
+                        "(np.add(a, b) rather than np.add(a, b, out=buf), or buf.copy())"
                     )
-            mine[name] = weakref.ref(value)
+            mine[name] = (weakref.ref(value), self._sample(value))
         self.live.append((index, mine))
+
+    def _sample(self, array: np.ndarray) -> bytes:
+        places = self.places.get(array.size)
+        if places is None:
+            if len(self.places) > 64:  # a map of many sizes: keep a few
+                self.places.clear()
+            step = max(1, array.size // self.SAMPLES)
+            places = self.places.setdefault(array.size, np.arange(0, array.size, step)[:64])
+        return array.flat[places].tobytes()
 
 
 def _not_a_dict_hint(out: object) -> str:
