@@ -166,6 +166,14 @@ class ColumnBuilder:
     def append(self, value: Any) -> int:
         """Add one value; returns its approximate size in bytes."""
         kind = type(value)
+        if (  # an array like the column's first: copied into its row, no more checks
+            kind is np.ndarray
+            and self.block is not None
+            and value.shape == self.shape
+            and value.dtype == self.dtype
+        ):
+            self._put(value)
+            return int(value.nbytes)
         fast = _PLAIN.get(kind)
         if fast is not None and fast[0] == self.cls and fast[1] == self.dtype:
             # a Python scalar or text like the column's first value: the checks that matter
