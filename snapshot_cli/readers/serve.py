@@ -214,29 +214,30 @@ class MapOutputs:
     while that batch is in use (its weak reference alive) and no longer holds the values it
     was returned with (a sample of them, kept), is an error naming it, not wrong batches. An
     array returned again unchanged (a constant: positions, a mask) is fine, and so is memory
-    whose batch was let go, as the loader's own is reused. Only numpy arrays are tracked
-    (``np.may_share_memory``: 0.5 us a pair).
+    whose batch was let go, as the loader's own is reused. Numpy arrays and torch tensors in
+    host memory are tracked (``np.may_share_memory``: 0.5 us a pair).
     """
 
     KEEP, SAMPLES = 2, 32
 
     def __init__(self) -> None:
-        self.live: deque[tuple[int, dict[str, tuple[weakref.ref[np.ndarray], bytes]]]] = deque(
+        self.live: deque[tuple[int, dict[str, tuple[weakref.ref[Any], bytes]]]] = deque(
             maxlen=self.KEEP
         )
         self.places: dict[int, np.ndarray] = {}  # by array size: where the samples are
 
     def check(self, out: Batch, index: int) -> None:
-        mine = {}
+        mine: dict[str, tuple[weakref.ref[Any], bytes]] = {}
         for name, value in out.items():
-            if type(value) is not np.ndarray or not value.nbytes:
+            array = _host_array(value)
+            if array is None or not array.nbytes:
                 continue
             for before, refs in self.live:
                 kept = refs.get(name)
                 if kept is None:
                     continue
-                old = kept[0]()
-                if old is None or not np.may_share_memory(value, old):
+                old = _host_array(kept[0]())
+                if old is None or not np.may_share_memory(array, old):
                     continue
                 if self._sample(old) != kept[1]:
                     raise ValueError(
@@ -246,7 +247,7 @@ class MapOutputs:
                         "in threads, so a batch would change under you; return new arrays "
                         "(np.add(a, b) rather than np.add(a, b, out=buf), or buf.copy())"
                     )
-            mine[name] = (weakref.ref(value), self._sample(value))
+            mine[name] = (weakref.ref(value), self._sample(array))
         self.live.append((index, mine))
 
     def _sample(self, array: np.ndarray) -> bytes:
@@ -258,6 +259,19 @@ class MapOutputs:
             places = np.arange(0, array.size, step)[: 2 * self.SAMPLES]
             self.places[array.size] = places
         return array.flat[places].tobytes()
+
+
+def _host_array(value: Any) -> np.ndarray | None:
+    """The numpy view of a column a map returned: an array, or a torch tensor in host memory
+    (a torch user's map may fill one with ``torch.add(a, b, out=buf)``); else None."""
+    if type(value) is np.ndarray:
+        return value
+    if type(value).__module__ == "torch" and getattr(value, "device", None) is not None:
+        try:
+            return value.numpy() if value.device.type == "cpu" else None
+        except (RuntimeError, TypeError):  # requires grad, a dtype numpy lacks: not tracked
+            return None
+    return None
 
 
 def _not_a_dict_hint(out: object) -> str:

@@ -132,3 +132,29 @@ def test_maps_of_the_batch_or_new_arrays_read_every_record(
     assert sorted(seen) == sorted(list(range(RECORDS)) * 2)
     for b in kept:  # what was kept was not changed by the batches after it
         assert (b["x"] - (1 if name == "in place" else 0) == b["i"][:, None]).all()
+
+
+def test_a_map_refilling_one_torch_tensor_is_an_error_too(
+    snapshots: dict[str, snap.Snapshot],
+) -> None:
+    """A torch user's map: ``torch.add(x, 1, out=buf)``; tensors of the batch's memory, or new
+    ones, are fine."""
+    import torch
+
+    buf = torch.empty((RECORDS, 16), dtype=torch.int64)
+
+    def refill(b: dict[str, np.ndarray]) -> dict[str, Any]:
+        n = len(b["i"])
+        return {"x": torch.add(torch.from_numpy(b["x"]), 0, out=buf[:n]), "i": b["i"]}
+
+    def tensors(b: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {"x": torch.from_numpy(b["x"]), "y": torch.from_numpy(b["x"]) + 0, "i": b["i"]}
+
+    with pytest.raises(ValueError, match=r"map returned column 'x' of batch \d+ in the memory of"):
+        for _batch in snapshots["zstd"].loader(batch_size=64, map=refill, epochs=2):
+            pass
+    seen = 0
+    for b in snapshots["none"].loader(batch_size=64, map=tensors, epochs=2):
+        assert (b["x"][:, 0].numpy() == b["i"]).all() and (b["y"] == b["x"]).all()
+        seen += len(b["i"])
+    assert seen == 2 * RECORDS
