@@ -85,7 +85,7 @@ class TaskWriter:
 
     def add(self, item: Any) -> None:
         """Add one yielded item: a record (dict) or a batch."""
-        if convert.is_batch(item):
+        if type(item) is not dict and convert.is_batch(item):  # a plain dict is a record
             self.flush_records()  # keep yield order
             for batch in convert.to_batches(item, self.schema, self.ragged):
                 self._push(batch, owned=False)
