@@ -275,9 +275,9 @@ class Loader(FrameworkAdapters):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where ``state`` was taken (same snapshot and settings required)."""
-        if not isinstance(state, dict) or state.get("version") != 1:
-            raise OptionError("not a snap loader state (missing or unknown 'version')")
-        problem = resume.mismatch(self._config(), state.get("config", {}), self.reading.sources)
+        problem = resume.malformed(state) or resume.mismatch(
+            self._config(), state["config"], self.reading.sources
+        )
         if problem:
             raise OptionError(problem)
         self._stop()

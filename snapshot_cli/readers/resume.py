@@ -19,6 +19,29 @@ if TYPE_CHECKING:
     from .snapshot import Snapshot
 
 
+def malformed(state: Any) -> str:
+    """What is wrong with ``state`` as a loader's state ("" when it has its parts: a version,
+    a config, and the epoch, batch and pass end it resumes at)."""
+    if (
+        not isinstance(state, dict)
+        or type(state.get("version")) is not int
+        or state["version"] != 1
+    ):
+        return "not a snap loader state (missing or unknown 'version')"
+    if not isinstance(state.get("config"), dict):
+        return "not a snap loader state: 'config' is not a dict (make it with state_dict())"
+    for key, may_be_none in (("epoch", False), ("batch", False), ("pass_end", True)):
+        value = state.get(key)
+        if value is None and may_be_none and key in state:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return (
+                f"not a snap loader state: {key!r} is {value!r}, not an integer >= 0 "
+                "(make it with state_dict())"
+            )
+    return ""
+
+
 def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapshot]) -> str:
     """Why a state with config ``theirs`` does not fit a loader with config ``mine`` reading
     ``sources`` ("" when it fits)."""

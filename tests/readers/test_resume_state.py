@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.writers import gc as gc_mod
@@ -76,3 +78,32 @@ def test_other_settings_are_still_named_with_both_values(tmp_path: Path) -> None
     state = snap.open(tmp_path / "s").loader(batch_size=16).state_dict()
     with pytest.raises(snap.OptionError, match=r"other batch_size: \{'batch_size': 16\} vs"):
         snap.open(tmp_path / "s").loader(batch_size=32).load_state_dict(state)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    key=st.sampled_from(["version", "config", "epoch", "batch", "pass_end"]),
+    value=st.sampled_from(["missing", None, "1", -1, 1.5, True, [0], {}]),
+)
+def test_a_malformed_state_is_named_not_a_traceback(tmp_path: Path, key: str, value: Any) -> None:
+    """A state edited, truncated or of another tool: an OptionError saying so, where a missing
+    'epoch' was a KeyError and a config of None an AttributeError."""
+    if not (tmp_path / "s").exists():
+        make(tmp_path / "s", 0)
+    loader = snap.open(tmp_path / "s").loader(batch_size=16)
+    state = loader.state_dict()
+    if value == "missing":
+        del state[key]
+    else:
+        state[key] = value
+    fine = key == "pass_end" and value is None  # a state before the first pass has none
+    if fine:
+        loader.load_state_dict(state)
+        assert len(next(iter(loader))["x"]) == 16
+    else:
+        named = "not a snap loader state|saved by a loader with other batch_size"  # config {}
+        with pytest.raises(snap.OptionError, match=named):
+            loader.load_state_dict(state)
+    loader.close()
