@@ -75,7 +75,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
             return schema_mod.ragged_array(list(col), col.dtype, col.ndim - 1)
         return schema_mod.tensor_array(col)
     if isinstance(col, (list, tuple, np.ndarray)):
-        builder = ColumnBuilder(name, capacity=(len(col), 1 << 62))  # its rows, made at once
+        # its rows, in one block of up to 64 MiB (then doubled): the values may prove ragged
+        builder = ColumnBuilder(name, capacity=(len(col), 64 << 20))
         for value in col:
             builder.append(value)
         if builder.cls is None:

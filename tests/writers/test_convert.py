@@ -280,3 +280,16 @@ def test_a_dict_of_equal_lists_refused_as_a_record_is_told_it_may_be_a_batch(
             for record in records:
                 buffer.add(record)
         assert "column by column" not in str(caught.value)
+
+
+def test_a_ragged_list_column_is_not_sized_by_its_first_value() -> None:
+    """A Batch column given as a list of arrays is copied into one block sized by its first
+    value; one large first value of 100,000 tried to allocate 279 GiB."""
+    col = [np.full(3_000_000, 7, np.uint8)] + [
+        np.full(i % 5, i % 251, np.uint8) for i in range(99_999)
+    ]
+    (batch,) = to_batches(Batch(x=col), None, frozenset())
+    assert kind(batch.schema.field("x").type) == "ragged"
+    back = batch.column(0)
+    assert len(back) == 100_000 and len(back[0].values) == 3_000_000
+    assert [len(back[i].values) for i in (1, 2, 99_999)] == [0, 1, (99_998) % 5]
