@@ -252,7 +252,17 @@ def _make_dataset_class() -> type:
                 import cloudpickle
 
                 options = dict(state["loader_options"])
-                options["map"] = _ByValue(cloudpickle.dumps(options["map"]))
+                fn = options["map"]
+                try:
+                    options["map"] = _ByValue(cloudpickle.dumps(fn))
+                except Exception as err:  # what it holds: a lock, an open file, a client
+                    name = getattr(fn, "__qualname__", repr(fn))
+                    raise TypeError(
+                        f"SnapshotDataset's map {name} cannot be sent to the DataLoader's "
+                        f"worker processes ({type(err).__name__}: {err}): make what it holds "
+                        "inside it (functools.cache makes it once per worker), or use "
+                        "num_workers=0"
+                    ) from err
                 state["loader_options"] = options
             return state
 

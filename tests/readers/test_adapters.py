@@ -523,3 +523,22 @@ def test_a_datasets_lambda_map_reaches_forkserver_workers(
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out == {"forkserver": [3 * i for i in range(RECORDS)]}
+
+
+def test_a_datasets_map_that_cannot_be_pickled_is_named(snapshot_url: str) -> None:
+    """It was "cannot pickle '_thread.lock' object" from torch starting the workers, naming
+    neither the map nor what to do."""
+    import threading
+
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    lock = threading.Lock()
+
+    def locked(b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with lock:
+            return b
+
+    dataset = SnapshotDataset(snapshot_url, batch_size=16, map=locked)
+    with pytest.raises(TypeError, match=r"map .*locked cannot be sent to the DataLoader's wor"):
+        ForkingPickler.dumps(dataset)
+    assert pickle.loads(pickle.dumps(SnapshotDataset(snapshot_url, batch_size=16, map=np.copy)))
