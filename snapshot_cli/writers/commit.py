@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import platform
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -52,37 +52,58 @@ def check_output(fs: AbstractFileSystem, root: str) -> None:
         )
 
 
-def unify_schema(
-    results: list[dict[str, Any]], describe: Callable[[int], str] | None = None
-) -> pa.Schema:
-    """The snapshot's schema: every task that wrote records must have written the same one.
+class SchemaAgreement:
+    """The schema every task that wrote records must share, checked as each result arrives,
+    so that a task that disagrees stops the run at once rather than after every other task.
     ``describe(task)`` names a task in the error (default: ``task N``), e.g. with its inputs."""
-    name = describe or (lambda task: f"task {task}")
-    first: tuple[pa.Schema, int] | None = None
-    for r in results:
-        if r["schema"] is None:
-            continue
-        s = schema_mod.decode_schema(r["schema"])
-        if first is None:
-            first = (s, r["task"])
-            continue
-        base, base_task = first
+
+    def __init__(
+        self, describe: Callable[[int], str] | None = None, results: Iterable[dict[str, Any]] = ()
+    ) -> None:
+        self.describe = describe or (lambda task: f"task {task}")
+        self.first: tuple[pa.Schema, int] | None = None
+        for r in sorted(results, key=lambda r: r["task"]):
+            self.add(r)
+
+    def add(self, result: dict[str, Any]) -> None:
+        if result["schema"] is None:
+            return
+        s = schema_mod.decode_schema(result["schema"])
+        if self.first is None:
+            self.first = (s, result["task"])
+            return
+        base, base_task = self.first
         if [(f.name, f.type) for f in s] == [(f.name, f.type) for f in base]:
-            continue
+            return
+        name, task = self.describe, result["task"]
         for field in base:
             if field.name in s.names and s.field(field.name).type != field.type:
                 raise schema_mod.unify_error(
                     field.name,
-                    [
-                        (field.type, name(base_task)),
-                        (s.field(field.name).type, name(r["task"])),
-                    ],
+                    [(field.type, name(base_task)), (s.field(field.name).type, name(task))],
                 )
+        if sorted(s.names) == sorted(base.names):
+            raise SchemaMismatchError(
+                f"{name(base_task)} and {name(task)} wrote the same columns in another order: "
+                f"{base.names} vs {s.names}; yield the columns in one order everywhere: a record "
+                f"as {{k: record[k] for k in {base.names}}}, a DataFrame as df[{base.names}]"
+            )
         raise SchemaMismatchError(
-            f"{name(base_task)} and {name(r['task'])} wrote different columns: {base.names} "
+            f"{name(base_task)} and {name(task)} wrote different columns: {base.names} "
             f"vs {s.names}; every record must have the same keys, in the same order"
         )
-    return first[0] if first is not None else pa.schema([])
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.first[0] if self.first is not None else pa.schema([])
+
+
+def unify_schema(
+    results: list[dict[str, Any]], describe: Callable[[int], str] | None = None
+) -> pa.Schema:
+    """The snapshot's schema: every task that wrote records must have written the same one
+    (the first task's, in task order)."""
+    return SchemaAgreement(describe, results).schema
 
 
 def build_manifest(

@@ -334,8 +334,16 @@ def _create(
         entries = {e.path: e for e in previous.shards} if previous else {}
         results = {t.index: incremental.reused_result(t, entries) for t in planned.reused}
         results.update(done)
+        by_index = {t.index: t for t in planned.tasks}  # to name a task's inputs in errors
+
+        def describe(i: int) -> str:
+            return describe_task(i, [found.items[j] for j in by_index[i].inputs])
+
+        # A task whose schema disagrees stops the run when it arrives, not after every task.
+        agreement = commit_mod.SchemaAgreement(describe, results.values())
 
         def on_result(result: dict[str, Any]) -> None:
+            agreement.add(result)
             results[int(result["task"])] = result
             if bar is not None:
                 bar.task_done()
@@ -357,7 +365,6 @@ def _create(
             for t in planned.tasks
         ]  # fmt: skip
         rel, crc = commit_mod.write_tasks_table(fs, root, version, table)
-        by_index = {t.index: t for t in planned.tasks}  # to name a task's inputs in errors
         manifest = commit_mod.build_manifest(
             fingerprint=fp,
             parts=parts,
@@ -371,7 +378,7 @@ def _create(
             compression=options.compression.to_json(),
             results=list(results.values()),
             run=run,
-            describe=lambda i: describe_task(i, [found.items[j] for j in by_index[i].inputs]),
+            describe=describe,
             history=History(
                 version, previous.version if previous else None, chunking.to_json(),
                 {**planned.changes, "overwrite": bool(overwrite and previous)}, rel, crc,
