@@ -172,6 +172,7 @@ def create(
         SnapError: any of its subclasses, with a message that says what to do.
     """
     started = time.time()
+    pipeline_mod.check_arguments(pipeline, output)
     how = CreateOptions(
         workers=workers, executor=executor, ray_address=ray_address, shard_size=shard_size,
         compression=compression, level=level, batch_rows=batch_rows, batch_bytes=batch_bytes,

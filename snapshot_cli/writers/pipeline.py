@@ -224,6 +224,22 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     return PipelineRef("", pipeline, shipping.identity(pipeline))
 
 
+def check_arguments(pipeline: object, output: object) -> None:
+    """Refuse ``snap.create(OUTPUT, function)`` (the two swapped) and an OUTPUT that is not a
+    path or URL, before anything is loaded."""
+    if callable(output) and not callable(pipeline):
+        name = getattr(output, "__name__", "function")
+        raise OptionError(
+            f"snap.create takes the function first, then OUTPUT: snap.create({name}, "
+            f"{pipeline!r:.100}, ...), not snap.create({pipeline!r:.100}, {name}, ...)"
+        )
+    if not isinstance(output, (str, os.PathLike)):
+        raise OptionError(
+            f"OUTPUT must be a path or URL (a str or pathlib.Path), got {type(output).__name__}"
+            f" {output!r:.100}"
+        )
+
+
 def check_call(function: Callable[..., Any], params: dict[str, Any], with_input: bool) -> None:
     """Refuse, before any work, params (or an input) the function cannot take: a misspelt
     ``--param`` used to fail in the first task, after every input was read and identified.

@@ -551,3 +551,33 @@ def test_a_pipeline_that_is_not_a_function_is_told_what_to_give(tmp_path: Path) 
     assert not (tmp_path / "s").exists()
     snap.create(records, str(tmp_path / "s"), workers=0)  # what it says to give
     assert [r["i"] for r in snap.open(str(tmp_path / "s")).head()] == [1, 2]
+
+
+@pytest.mark.parametrize("output", ["s", Path("s")])
+def test_the_function_and_output_swapped_are_told_the_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: Any
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def records() -> Any:
+        yield {"i": 1}
+
+    with pytest.raises(snap.OptionError) as err:
+        snap.create(output, records, workers=0)  # type: ignore[arg-type]
+    assert str(err.value) == (
+        f"snap.create takes the function first, then OUTPUT: snap.create(records, {output!r}, "
+        f"...), not snap.create({output!r}, records, ...)"
+    )
+    assert not (tmp_path / "s").exists() and not list(tmp_path.iterdir())
+    snap.create(records, output, workers=0)  # the order it says
+    assert [r["i"] for r in snap.open(output).head()] == [1]
+
+
+@pytest.mark.parametrize("output", [None, 3, b"s", ["s"]])
+def test_an_output_that_is_no_path_is_named(tmp_path: Path, output: Any) -> None:
+    def records() -> Any:
+        yield {"i": 1}
+
+    with pytest.raises(snap.OptionError, match="OUTPUT must be a path or URL") as err:
+        snap.create(records, output, workers=0)
+    assert f"got {type(output).__name__} {output!r}" in str(err.value)
