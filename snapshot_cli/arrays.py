@@ -19,6 +19,14 @@ import pyarrow as pa
 
 _KINDS = "iuf"  # integers and floats: one fixed-width buffer each (bool is packed to bits)
 
+# Arrow's 32-bit lengths: the bytes of one string or binary array, the values of one list
+# array, and the values of one record of a fixed-size list (a tensor) are at most this.
+MAX_OFFSET = 2**31 - 1
+
+
+class OffsetOverflow(ValueError):
+    """The values do not fit one Arrow array with 32-bit offsets: split their rows."""
+
 
 def from_numpy(values: np.ndarray) -> pa.Array:
     """A 1-d numpy array → an Arrow array of the same values (none null), no copy if it is
@@ -37,8 +45,11 @@ def from_numpy(values: np.ndarray) -> pa.Array:
 
 
 def strings(values: Sequence[str | bytes], arrow_type: pa.DataType) -> pa.Array:
-    """``str`` values → ``pa.string()``, or ``bytes`` values → ``pa.binary()``; past 2 GiB
-    in one array, ``pa.array`` decides as before."""
+    """``str`` values → ``pa.string()``, or ``bytes`` values → ``pa.binary()``.
+
+    Raises:
+        OffsetOverflow: they hold more than :data:`MAX_OFFSET` bytes.
+    """
     data: list[bytes] = (
         [str.encode(v, "utf-8") for v in values]  # type: ignore[arg-type]
         if pa.types.is_string(arrow_type)
@@ -47,8 +58,8 @@ def strings(values: Sequence[str | bytes], arrow_type: pa.DataType) -> pa.Array:
     sizes = np.fromiter(map(len, data), np.int64, len(data))
     offsets = np.zeros(len(data) + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    if offsets[-1] > np.iinfo(np.int32).max:
-        return pa.array(values, arrow_type)
+    if offsets[-1] > MAX_OFFSET:
+        raise OffsetOverflow(f"{int(offsets[-1]):,} bytes of {arrow_type} in one array")
     buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
     return pa.Array.from_buffers(arrow_type, len(data), buffers)
 

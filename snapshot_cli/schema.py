@@ -313,8 +313,8 @@ def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa
     sizes = np.fromiter((v.size for v in values), dtype=np.int64, count=len(values))
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    if offsets[-1] > np.iinfo(np.int32).max:
-        raise RecordError("a ragged column holds more than 2**31 values in one record batch")
+    if offsets[-1] > arrays.MAX_OFFSET:
+        raise arrays.OffsetOverflow(f"{int(offsets[-1]):,} values of a ragged column in one array")
     flat = (
         np.concatenate([np.ravel(v) for v in values]) if len(values) else np.empty(0, dtype)
     ).astype(dtype, copy=False)

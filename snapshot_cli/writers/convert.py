@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import arrays
 from .. import schema as schema_mod
-from ..arrays import from_numpy, strings
+from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
 from ..progress import counted
 from . import foreign
-from .records import ColumnBuilder, check_dtype, check_names, different_columns
+from .records import ColumnBuilder, check_dtype, check_names, different_columns, too_large
 
 
 class Batch(dict):
@@ -41,22 +42,22 @@ def batch_from_columns(
     """A :class:`Batch` (dict of equal-length columns) → record batch."""
     if not cols:
         raise RecordError("a Batch needs at least one column")
-    arrays, lengths = [], {}
+    built, lengths = [], {}
     for name, col in cols.items():
         if not isinstance(name, str):
             raise RecordError(f"Batch column names must be str, got {name!r}")
         target = schema.field(name).type if schema is not None and name in schema.names else None
         arr = _column(name, col, target, name in ragged)
         lengths[name] = len(arr)
-        arrays.append(arr)
+        built.append(arr)
     if len(set(lengths.values())) > 1:
         raise RecordError(f"Batch columns have different lengths: {lengths}")
-    return schema_mod.dense_batch(pa.RecordBatch.from_arrays(arrays, names=list(cols)))
+    return schema_mod.dense_batch(pa.RecordBatch.from_arrays(built, names=list(cols)))
 
 
 def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa.Array:
     if isinstance(col, pa.ChunkedArray):
-        return col.combine_chunks()
+        return _combined(col)
     if isinstance(col, pa.Array):
         return col
     if foreign.is_array_like(col):
@@ -70,6 +71,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
         check_dtype(col.dtype, name)
         if col.ndim == 1:
             return from_numpy(col)
+        if col[0].size > arrays.MAX_OFFSET:
+            raise too_large(name, f"arrays of {col[0].size:,} values (shape {col.shape[1:]})")
         target_ragged = target is not None and schema_mod.kind(target) == "ragged"
         if ragged or target_ragged or 0 in col.shape[1:]:
             return schema_mod.ragged_array(list(col), col.dtype, col.ndim - 1)
@@ -87,16 +90,42 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
     )
 
 
+def _combined(chunked: pa.ChunkedArray) -> pa.Array:
+    """One array of ``chunked``'s values, or OffsetOverflow where it may not fit one."""
+    if chunked.num_chunks > 1 and chunked.nbytes > arrays.MAX_OFFSET:
+        raise OffsetOverflow(f"{chunked.nbytes:,} bytes in one column")
+    return chunked.combine_chunks()
+
+
+def _in_halves(
+    cols: Mapping[str, Any], schema: pa.Schema | None, ragged: frozenset[str]
+) -> list[pa.RecordBatch]:
+    """A :class:`Batch` → record batches: one, or its rows halved until each fits its
+    arrays (text, bytes or ragged values past 2 GiB in one column)."""
+    try:
+        return [batch_from_columns(cols, schema, ragged)]
+    except OffsetOverflow:
+        rows = len(next(iter(cols.values())))
+        if rows < 2:
+            raise
+    half = rows // 2
+    return _in_halves({k: v[:half] for k, v in cols.items()}, schema, ragged) + _in_halves(
+        {k: v[half:] for k, v in cols.items()}, schema, ragged
+    )
+
+
 def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> list[pa.RecordBatch]:
     """A yielded batch (Batch, RecordBatch or Table) → record batches (records go elsewhere)."""
     if foreign.is_dataframe(item):
         item = Batch(foreign.dataframe_columns(item))
     if isinstance(item, Batch):
-        return [batch_from_columns(item, schema, ragged)]
+        return _in_halves(item, schema, ragged)
     if isinstance(item, pa.RecordBatch):
         batches = [item]
     elif isinstance(item, pa.Table):
-        batches = item.combine_chunks().to_batches()
+        # its chunks merged where they surely fit one array (32-bit offsets), else as they are
+        fits = item.nbytes <= arrays.MAX_OFFSET
+        batches = (item.combine_chunks() if fits else item).to_batches()
     else:
         raise RecordError(f"not a batch: {type(item).__name__}")
     batches = [schema_mod.dense_batch(b) for b in batches]

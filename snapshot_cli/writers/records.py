@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import arrays
 from .. import schema as schema_mod
-from ..arrays import from_numpy, strings
+from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
 from . import advice, foreign
 
@@ -36,6 +37,8 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
             value = value[()]
         else:
             check_dtype(value.dtype, column)
+            if value.size > arrays.MAX_OFFSET:
+                raise too_large(column, f"an array of {value.size:,} values (shape {value.shape})")
             return ARRAY, value.dtype, value.shape
     if isinstance(value, (np.str_, np.bytes_)):  # np.array("cat")[()]: text
         value = value.item()
@@ -56,8 +59,12 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     if isinstance(value, str):
         if not value.isascii():
             _check_utf8(value, column)
+        if len(value) > arrays.MAX_OFFSET >> 2 and len(value.encode("utf-8")) > arrays.MAX_OFFSET:
+            raise too_large(column, f"a str of {len(value.encode('utf-8')):,} bytes in UTF-8")
         return STRING, None, ()
     if isinstance(value, (bytes, bytearray, memoryview)):
+        if len(value) > arrays.MAX_OFFSET:
+            raise too_large(column, f"{len(value):,} bytes")
         return BINARY, None, ()
     if foreign.is_missing(value):
         raise RecordError(
@@ -68,6 +75,15 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     raise RecordError(
         f"column {column!r} has a value of type {type(value).__name__}; supported: numpy "
         f"arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes ({hint})"
+    )
+
+
+def too_large(column: str, what: str) -> RecordError:
+    """One value past Arrow's 32-bit lengths (2 GiB of text or bytes, 2**31 - 1 values)."""
+    return RecordError(
+        f"column {column!r} has {what}: one value holds at most {arrays.MAX_OFFSET:,} values or "
+        "bytes (Arrow's 32-bit lengths); split it across records (e.g. a record per chunk of "
+        "frames or of text) or store it as a file and its path"
     )
 
 
@@ -144,7 +160,7 @@ class ColumnBuilder:
     """
 
     __slots__ = ("name", "cls", "dtype", "shape", "varying", "values", "target", "ragged",
-                 "block", "rows", "capacity")  # fmt: skip
+                 "block", "rows", "capacity", "long")  # fmt: skip
 
     def __init__(
         self,
@@ -162,6 +178,7 @@ class ColumnBuilder:
         self.block: np.ndarray | None = None  # the arrays of one shape so far, by row
         self.rows = 0
         self.capacity = capacity  # (records, bytes) a buffer holds before it is taken
+        self.long = arrays.MAX_OFFSET >> 2  # text longer may be past one value's bytes
 
     def append(self, value: Any) -> int:
         """Add one value; returns its approximate size in bytes."""
@@ -182,8 +199,13 @@ class ColumnBuilder:
                 classify(value, self.name)  # raises, naming the column
             if kind is str and not value.isascii():
                 _check_utf8(value, self.name)
+            if kind is str or kind is bytes:
+                if len(value) > self.long:  # maybe past what one value holds: raises if so
+                    classify(value, self.name)
+                self.values.append(value)
+                return len(value)
             self.values.append(value)
-            return len(value) if kind is str or kind is bytes else 8
+            return 8
         value = _normalise(value, self.name)
         cls, dtype, shape = classify(value, self.name)
         if isinstance(value, np.ndarray) and value.ndim == 0:
@@ -261,9 +283,16 @@ class ColumnBuilder:
         target_ragged = target is not None and schema_mod.kind(target) == "ragged"
         return self.varying or self.ragged or target_ragged or any(d == 0 for d in self.shape)
 
-    def build(self, target: pa.DataType | None, ragged: bool) -> pa.Array:
-        """Turn the collected values into an Arrow array of the column's type."""
-        values = self.values
+    def build(
+        self, target: pa.DataType | None, ragged: bool, rows: slice | None = None
+    ) -> pa.Array:
+        """Turn the collected values (those of ``rows``) into an Arrow array of the column's
+        type.
+
+        Raises:
+            OffsetOverflow: they hold more text, bytes or ragged values than one array can.
+        """
+        values = self.values if rows is None else self.values[rows]
         if self.cls == SCALAR:
             try:
                 return from_numpy(np.asarray(values, dtype=self.dtype))
@@ -279,9 +308,10 @@ class ColumnBuilder:
         self.ragged = self.ragged or ragged
         if self.varying:
             return schema_mod.ragged_array(values, self.dtype, len(self.shape))
+        stacked = self._stacked() if rows is None else self._stacked()[rows]
         if self._is_ragged(target):
-            return schema_mod.ragged_array(list(self._stacked()), self.dtype, len(self.shape))
-        return schema_mod.tensor_array(self._stacked())
+            return schema_mod.ragged_array(list(stacked), self.dtype, len(self.shape))
+        return schema_mod.tensor_array(stacked)
 
 
 class RecordBuffer:
@@ -336,14 +366,29 @@ class RecordBuffer:
         self.rows += 1
         self.nbytes += size
 
-    def take(self) -> pa.RecordBatch:
-        """Build a record batch of everything buffered and reset."""
+    def take(self) -> list[pa.RecordBatch]:
+        """Build a record batch of everything buffered and reset: one, or several where its
+        text, bytes or ragged values are more than one Arrow array holds (2 GiB)."""
         if self.columns is None:
             raise RuntimeError("take() on an empty RecordBuffer")
-        arrays = [b.build(b.target, b.ragged) for b in self.columns.values()]
-        names = list(self.columns)
+        builders, rows = self.columns, self.rows
         self.columns, self.rows, self.nbytes = None, 0, 0
-        return pa.RecordBatch.from_arrays(arrays, names=names)
+        return _build(builders, None, rows)
+
+
+def _build(builders: dict[str, ColumnBuilder], rows: slice | None, n: int) -> list[pa.RecordBatch]:
+    """Record batches of the ``n`` buffered ``rows`` (None: all), halved until each fits."""
+    try:
+        built = [b.build(b.target, b.ragged, rows) for b in builders.values()]
+        return [pa.RecordBatch.from_arrays(built, names=list(builders))]
+    except OffsetOverflow:
+        if n == 1:  # each value was checked: more than one can never hold
+            raise
+    start = 0 if rows is None else rows.start
+    half = n // 2
+    return _build(builders, slice(start, start + half), half) + _build(
+        builders, slice(start + half, start + n), n - half
+    )
 
 
 def different_columns(before: Iterable[Any], now: Iterable[Any]) -> str:

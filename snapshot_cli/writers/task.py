@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import layout, retry, storage
+from .. import arrays, layout, retry, storage
 from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
 from ..manifest import ShardEntry
@@ -105,7 +105,8 @@ class TaskWriter:
 
     def flush_records(self) -> None:
         if self.records.rows:
-            self._push(self.records.take())
+            for batch in self.records.take():
+                self._push(batch)
 
     def _push(self, batch: pa.RecordBatch, owned: bool = True) -> None:
         if batch.num_rows == 0:
@@ -124,10 +125,17 @@ class TaskWriter:
         full = self.pending_rows >= opts.batch_rows or self.pending_bytes >= opts.batch_bytes
         if not self.pending or not (full or final):
             return
-        merged = self.pending[0] if len(self.pending) == 1 else pa.concat_batches(self.pending)
-        owned = len(self.pending) > 1 or self.owned[0]
         row_bytes = max(1, self.pending_bytes // max(1, self.pending_rows))
         step = max(1, min(opts.batch_rows, opts.batch_bytes // row_bytes))
+        if len(self.pending) > 1 and self.pending_bytes > arrays.MAX_OFFSET:
+            # merged, a column might hold more text, bytes or ragged values than one Arrow
+            # array can: all but the last are written as they are, in slices
+            for batch in self.pending[:-1]:
+                for start in range(0, batch.num_rows, step):
+                    self._write(batch.slice(start, step))
+            del self.pending[:-1], self.owned[:-1]
+        merged = self.pending[0] if len(self.pending) == 1 else pa.concat_batches(self.pending)
+        owned = len(self.pending) > 1 or self.owned[0]
         start = 0
         while merged.num_rows - start >= step or (final and start < merged.num_rows):
             self._write(merged.slice(start, step))
