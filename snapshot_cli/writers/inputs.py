@@ -16,6 +16,7 @@ file is still detected.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import math
@@ -365,6 +366,7 @@ def _from_function(inputs_from: str | Callable[[], Any]) -> Inputs:
         raise OptionError(
             f"inputs_from must be a function or 'module:function', got {inputs_from!r:.80}"
         )
+    _check_takes_nothing(fn, name)
     try:
         raw = fn()
     except Exception as err:
@@ -382,6 +384,22 @@ def _from_function(inputs_from: str | Callable[[], Any]) -> Inputs:
     if not values:
         raise OptionError(f"--inputs-from {name!r} returned no items: nothing to preprocess")
     return _items(_ordered(_as_items(values, name), raw), {"inputs_from": name})
+
+
+def _check_takes_nothing(fn: Callable[..., Any], name: str) -> None:
+    """--inputs-from is called with no arguments: one that needs some (the pipeline given by
+    mistake) is refused, with its signature."""
+    try:
+        signature = inspect.signature(fn)
+        signature.bind()
+    except ValueError:  # no signature to read (a builtin): let the call tell
+        return
+    except TypeError as err:
+        raise OptionError(
+            f"--inputs-from {name!r} is called with no arguments and returns the list of "
+            f"inputs, but {getattr(fn, '__name__', 'it')}{signature} cannot be ({err}); give a "
+            "function such as `def items(): return [...]`"
+        ) from None
 
 
 def _ordered(items: list[Any], given: Any) -> list[Any]:

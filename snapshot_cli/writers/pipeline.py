@@ -365,8 +365,8 @@ def user_frames(err: BaseException) -> traceback.StackSummary:
 
 def format_user_traceback(err: BaseException) -> str:
     """Format ``err`` the way Python would, showing only the user's frames."""
-    lines = ["Traceback (most recent call last):\n"]
-    lines += user_frames(err).format()
+    frames = user_frames(err).format()
+    lines = ["Traceback (most recent call last):\n", *frames] if frames else []
     lines += traceback.format_exception_only(type(err), err)
     return "".join(lines).rstrip("\n")
 

@@ -4,6 +4,7 @@ stat first, contents only when the stat changed)."""
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import socket
@@ -90,6 +91,52 @@ def test_inputs_from_must_return_items(tmp_path: Path) -> None:
     with pytest.raises(snap.OptionError, match=r"item 1 .* returned is a set"):
         snap.create(lambda x: iter([{"x": x}]), str(tmp_path / "s"),
                     inputs_from=lambda: [1, {2}], workers=0)  # fmt: skip
+
+
+def test_inputs_from_that_needs_arguments_is_told_with_its_signature(
+    tmp_path: Path,
+    write_pipeline,  # type: ignore[no-untyped-def]
+) -> None:
+    """The pipeline given as --inputs-from by mistake was called, and its TypeError shown
+    under an empty traceback; it is refused before the call, with its signature."""
+    spec = write_pipeline("def preprocess(i, scale=1):\n    yield {'x': i * scale}\n")
+    calls: list[int] = []
+
+    def needs(k: int) -> list[int]:
+        calls.append(k)
+        return [k]
+
+    local = "test_inputs_from_that_needs_arguments_is_told_with_its_signature.<locals>.needs"
+    cases = [
+        (spec, spec, "preprocess(i, scale=1)", "i"),
+        (needs, local, "needs(k: 'int') -> 'list[int]'", "k"),
+    ]
+    for inputs_from, name, signature, missing in cases:
+        with pytest.raises(snap.OptionError) as err:
+            snap.create(spec, tmp_path / "s", inputs_from=inputs_from, workers=0)
+        assert str(err.value) == (
+            f"--inputs-from {name!r} is called with no arguments and returns the list of "
+            f"inputs, but {signature} cannot be (missing a required argument: '{missing}'); "
+            "give a function such as `def items(): return [...]`"
+        )
+    assert calls == [] and not (tmp_path / "s").exists()
+    # what may be called with no arguments is called: defaults, *args, **kwargs
+    for fine in (lambda k=3: [k], lambda *a: [3], lambda **kw: [3]):
+        assert snap.create(spec, tmp_path / "s", inputs_from=fine, workers=0).num_records == 1
+
+
+def test_an_error_with_no_frame_of_yours_is_shown_without_an_empty_traceback(
+    tmp_path: Path,
+) -> None:
+    def f(i: int) -> Any:
+        yield {"x": i}
+
+    with pytest.raises(snap.PipelineLoadError) as err:
+        snap.create(f, tmp_path / "s", inputs_from=functools.partial(int, "x"), workers=0)
+    assert str(err.value).endswith(
+        "raised:\nValueError: invalid literal for int() with base 10: 'x'"
+    ), str(err.value)
+    assert "Traceback" not in str(err.value)
 
 
 def test_items_reach_the_function_in_worker_processes(tmp_path: Path) -> None:
