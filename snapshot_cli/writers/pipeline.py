@@ -13,12 +13,14 @@ import importlib
 import importlib.util
 import inspect
 import json
+import keyword
 import math
 import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib.machinery import PathFinder
 from typing import Any
 
 from ..errors import OptionError, PipelineLoadError
@@ -75,9 +77,44 @@ def _near_files(target: str) -> str:
 
 
 def _module_name_for(path: str) -> str:
-    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:12]
+    """The name a pipeline file is imported under: its own (``pipe`` for ``pipe.py``), as
+    ``import pipe`` from its directory would, so that what it defines pickles by reference
+    for processes it starts itself (a spawn or forkserver ``multiprocessing.Pool``, a
+    ``ProcessPoolExecutor``: such children import it by that name, and hung, each dying on a
+    private name) and a sibling's ``import pipe`` is the same module. A private name where
+    its own cannot be imported or could mean another module (``types.py``, ``my-prep.py``)."""
     stem = os.path.splitext(os.path.basename(path))[0]
+    if stem.isidentifier() and not keyword.iskeyword(stem) and not _taken(stem, path):
+        return stem
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:12]
     return f"_snap_pipeline_{stem}_{digest}"
+
+
+def _same_file(a: str | None, b: str) -> bool:
+    try:
+        return a is not None and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _taken(name: str, path: str) -> bool:
+    """Whether ``import name`` is, or could be, a module other than the file at ``path``
+    (imported already, or found by any importer on the path without the file's directory)."""
+    if name in sys.modules:
+        return not _same_file(getattr(sys.modules[name], "__file__", None), path)
+    directory = os.path.dirname(path)
+    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != directory]
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, others) if finder is PathFinder else find(name, None)
+        except Exception:  # an importer that cannot tell: take no chance
+            return True
+        if spec is not None and not _same_file(spec.origin, path):
+            return True
+    return False
 
 
 def _import_target(target: str, what: str, spec: str) -> Any:
@@ -87,21 +124,23 @@ def _import_target(target: str, what: str, spec: str) -> Any:
             raise PipelineLoadError(
                 f"{what} file {target!r} not found (from {spec!r}){_near_files(target)}"
             )
-        name = _module_name_for(path)
-        if name in sys.modules:
-            return sys.modules[name]
         directory = os.path.dirname(path)
         if directory not in sys.path:
             sys.path.insert(0, directory)  # as `python file.py` does, for sibling imports
+        name = _module_name_for(path)
+        if name in sys.modules:
+            shipping.FROM_FILES[name] = path
+            return sys.modules[name]
         module_spec = importlib.util.spec_from_file_location(name, path)
         if module_spec is None or module_spec.loader is None:
             raise PipelineLoadError(f"{what} file {target!r} cannot be imported")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
+        shipping.FROM_FILES[name] = path
         try:
             module_spec.loader.exec_module(module)
         except BaseException as err:
-            del sys.modules[name]
+            del sys.modules[name], shipping.FROM_FILES[name]
             if isinstance(err, KeyboardInterrupt):
                 raise
             raise PipelineLoadError(

@@ -59,6 +59,10 @@ class Unshippable(Exception):
 
 # --- by name ---------------------------------------------------------------------------------
 
+# Modules snap imported from a pipeline file (``path/to/file.py:fn``), name → path: their
+# functions are named by that path again.
+FROM_FILES: dict[str, str] = {}
+
 
 def _importable(module: str | None, qualname: str, obj: Any) -> bool:
     """Whether ``module:qualname`` imports (by name, without running a script) to ``obj``."""
@@ -86,9 +90,9 @@ def importable_spec(fn: Callable[..., Any]) -> str | None:
     """
     module = getattr(fn, "__module__", None) or ""
     qualname = getattr(fn, "__qualname__", "")
-    if module.startswith("_snap_pipeline_"):
-        path = getattr(sys.modules.get(module), "__file__", None)
-        if path and "<" not in qualname and os.path.isfile(path):
+    if module in FROM_FILES:
+        path = FROM_FILES[module]
+        if "<" not in qualname and os.path.isfile(path):
             return f"{path}:{qualname}"
         return None
     return f"{module}:{qualname}" if _importable(module, qualname, fn) else None

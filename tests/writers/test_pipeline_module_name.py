@@ -1,0 +1,78 @@
+"""A pipeline file is imported under its own name, so the processes it starts can import it.
+
+`snap create pipe.py:f` imported pipe.py as a private module (`_snap_pipeline_pipe_<hash>`).
+What the file defines pickles by its module's name, so a spawn or forkserver
+`multiprocessing.Pool` or `ProcessPoolExecutor` inside the function (the default start
+method on macOS, and on Linux from Python 3.14) sent its children a name they could not
+import: the Pool's workers died and were replaced forever (a hang), the executor broke. A
+sibling module's `import pipe` also made a second copy of the file's module. Where the file's
+own name could mean another module (`json.py`, or another `pipe.py` imported before in the
+same process) or is no identifier, the private name stays.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import snapshot_cli as snap
+
+POOLS = """
+import multiprocessing
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+import sibling
+
+def square(x):
+    return x * x
+
+def preprocess(i):
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as ex:
+        executed = list(ex.map(square, [i, i + 1]))  # (a broken pool raises at once)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        pooled = pool.map_async(square, [i, i + 1]).get(timeout=120)  # a hang fails, late
+    yield {
+        "i": i,
+        "pooled": sum(pooled),
+        "executed": sum(executed),
+        "one_module": sibling.the_pipeline() is sys.modules[__name__],
+    }
+"""
+
+SIBLING = """
+def the_pipeline():
+    import {name}
+    return {name}
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_processes_started_by_the_pipeline_import_its_file(tmp_path: Path, workers: int) -> None:
+    # a name of its own in this test process (where other tests import many a pipe.py)
+    name = f"pools_{workers}"
+    (tmp_path / f"{name}.py").write_text(POOLS)
+    (tmp_path / "sibling.py").write_text(textwrap.dedent(SIBLING.format(name=name)))
+    out = tmp_path / "s"
+    snap.create(f"{tmp_path / name}.py:preprocess", out, inputs=[1, 5], workers=workers,
+                inputs_per_task=1)  # fmt: skip
+    rows = sorted(snap.open(out).head(), key=lambda r: r["i"])
+    assert [(r["i"], r["pooled"], r["executed"]) for r in rows] == [(1, 5, 5), (5, 61, 61)]
+    assert all(r["one_module"] for r in rows)
+
+
+@pytest.mark.parametrize("stem", ["json", "my-prep", "class"])
+def test_a_file_whose_name_is_taken_or_no_module_name_still_runs(tmp_path: Path, stem: str) -> None:
+    """`json.py` would be the standard library's json to its children (a private name is
+    kept, and `import json` in the process stays the library); `my-prep` and `class` cannot
+    be imported by name at all."""
+    (tmp_path / f"{stem}.py").write_text("def preprocess(i):\n    yield {'i': i * 2}\n")
+    for workers in (0, 2):
+        out = tmp_path / f"s{workers}"
+        snap.create(f"{tmp_path / stem}.py:preprocess", out, inputs=[1, 2], workers=workers)
+        assert sorted(r["i"] for r in snap.open(out).head()) == [2, 4]
+    import json
+
+    assert json.dumps([1]) == "[1]" and hasattr(json, "JSONDecodeError")
