@@ -1,4 +1,5 @@
-"""What to yield or store instead of a value snap cannot write (pure: messages only).
+"""What to yield or store instead of a value snap cannot write, and what to do about a few
+errors of the pipeline's own (pure: messages only).
 
 Each function names, for one kind of value a pipeline yields, the form snap takes, or
 returns "" when the error's own words say enough.
@@ -12,6 +13,7 @@ import decimal
 import enum
 import numbers
 import os
+import re
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -71,3 +73,23 @@ def not_a_record_hint(item: Any) -> str:
     if isinstance(item, (str, bytes, numbers.Number, np.generic)) or hasattr(item, "shape"):
         return " (a record names its columns: yield {'x': value})"
     return ""
+
+
+# pickle's words for a function of __main__ it cannot find by name (3.10-3.13, then 3.14)
+_MAIN_LOOKUP = re.compile(r"attribute lookup (\w+) on __main__|not found as __main__\.(\w+)")
+
+
+def main_pickling_hint(err: BaseException) -> str:
+    """For a pipeline of the calling script or notebook (sent to the workers by value) that
+    hands one of its functions to processes of its own (a ``ProcessPoolExecutor``, a
+    ``multiprocessing.Pool``): in a worker, ``__main__`` is not the script."""
+    found = _MAIN_LOOKUP.search(str(err))
+    if found is None:
+        return ""
+    name = found.group(1) or found.group(2)
+    return (
+        f"\n{name!r} is defined in the script or notebook that called snap.create, and the "
+        "pipeline runs in snap's worker processes, where processes it starts itself cannot "
+        f"find it by name: move {name!r} into a module of its own beside the script (from "
+        f"helpers import {name}), or run the pipeline in this process (workers=0)"
+    )

@@ -305,5 +305,5 @@ def _feed(
 def _pipeline_error(err: BaseException, where: str) -> PipelineError:
     return PipelineError(
         f"the pipeline raised {type(err).__name__} on {where}:\n"
-        f"{pipeline.format_user_traceback(err)}"
+        f"{pipeline.format_user_traceback(err)}{advice.main_pickling_hint(err)}"
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import snapshot_cli as snap
+from tests.writers.test_first_use import run_script
 
 POOLS = """
 import multiprocessing
@@ -76,3 +77,47 @@ def test_a_file_whose_name_is_taken_or_no_module_name_still_runs(tmp_path: Path,
     import json
 
     assert json.dumps([1]) == "[1]" and hasattr(json, "JSONDecodeError")
+
+
+SCRIPT = """
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import snapshot_cli as snap
+{import_line}
+
+{definition}
+
+def preprocess(i):
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
+        yield {{"v": sum(ex.map(square, [i, i + 1]))}}
+
+if __name__ == "__main__":  # the pool's children import this script as their __main__
+    snap.create(preprocess, "out", inputs=[1, 5], workers=2, inputs_per_task=1)
+    print(sorted(int(r["v"]) for r in snap.open("out").head()))
+"""
+SQUARE = "def square(x):\n    return x * x\n"
+
+
+def test_a_script_function_handed_to_the_pipelines_own_processes_is_told_where_to_move_it(
+    tmp_path: Path,
+) -> None:
+    """A pipeline of the running script goes to snap's workers by value; a function of the
+    script it hands to processes of its own pickles by name, and in a worker `__main__` is
+    not the script. The error says to move it into a module, and doing so works."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(import_line="", definition=SQUARE))
+    failed = run_script(script, tmp_path)
+    assert failed.returncode == 1, failed.stderr
+    assert "the pipeline raised PicklingError on input" in failed.stderr
+    assert (
+        "'square' is defined in the script or notebook that called snap.create, and the "
+        "pipeline runs in snap's worker processes, where processes it starts itself cannot "
+        "find it by name: move 'square' into a module of its own beside the script (from "
+        "helpers import square), or run the pipeline in this process (workers=0)"
+    ) in failed.stderr
+    (tmp_path / "helpers.py").write_text(SQUARE)
+    script.write_text(SCRIPT.format(import_line="from helpers import square", definition=""))
+    moved = run_script(script, tmp_path)
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.strip() == "[5, 61]"
