@@ -25,7 +25,8 @@ from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
 from ..progress import counted
 from . import foreign
-from .records import ColumnBuilder, check_dtype, check_names, different_columns, too_large
+from .records import ColumnBuilder, check_names, different_columns
+from .values import check_dtype, too_large
 
 
 class Batch(dict):

@@ -34,7 +34,7 @@ from . import runs as runs_mod
 from .chunking import Chunking
 from .executors import InProcessExecutor, make_executor
 from .options import CreateOptions
-from .task import Job, TaskSpec, describe_task
+from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")
 
@@ -228,7 +228,7 @@ def _create(
         m = commit_mod.read_manifest(fs, root)
         if m is None or overwrite:
             return None
-        stat = _stat_of(m.pipeline)
+        stat = inputs_mod.recorded_stat(m.pipeline)
         if not identity.quick_match(m.fingerprint_parts, stat) and m.history is not None:
             # an unchanged file is identified from the last version, not read again
             found.records(incremental.known_contents(table_of(m)))
@@ -335,11 +335,7 @@ def _create(
         entries = {e.path: e for e in previous.shards} if previous else {}
         results = {t.index: incremental.reused_result(t, entries) for t in planned.reused}
         results.update(done)
-        by_index = {t.index: t for t in planned.tasks}  # to name a task's inputs in errors
-
-        def describe(i: int) -> str:
-            return describe_task(i, [found.items[j] for j in by_index[i].inputs])
-
+        describe = functools.partial(planned.describe_task, items=found.items)  # for errors
         # A task whose schema disagrees stops the run when it arrives, not after every task.
         agreement = commit_mod.SchemaAgreement(describe, results.values())
 
@@ -400,8 +396,3 @@ def _create(
         lease.release()
     return _info(url, manifest, started, reused=False, tasks=len(planned.tasks),
                  resumed=len(done), planned=planned)  # fmt: skip
-
-
-def _stat_of(pipeline: dict[str, Any]) -> str | None:
-    inputs = pipeline.get("inputs") if isinstance(pipeline, dict) else None
-    return inputs.get("stat") if isinstance(inputs, dict) else None

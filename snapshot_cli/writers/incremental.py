@@ -11,6 +11,7 @@ there) and for the new version's ``history``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,11 @@ class Plan:
     @property
     def reused(self) -> list[PlannedTask]:
         return [t for t in self.tasks if t.reuse is not None]
+
+    def describe_task(self, index: int, items: list[Any]) -> str:
+        """Task ``index`` as errors name it, with its inputs (``items``: the run's)."""
+        task = next(t for t in self.tasks if t.index == index)
+        return describe_task(index, [items[j] for j in task.inputs])
 
     def task_record(self, task: PlannedTask, shards: list[str], schema: str | None) -> TaskRecord:
         return TaskRecord(task.key, [self.records[j] for j in task.inputs], shards, schema)
@@ -162,3 +168,18 @@ def describe(url: str, planned: Plan, previous: Manifest | None, dry_run: bool =
         f"{previous.version}: {counted(c['inputs_added'], 'input')} added, "
         f"{c['inputs_removed']} removed, {c['inputs_changed']} changed"
     )
+
+
+def describe_task(index: int, inputs: list[Any]) -> str:
+    """A task as an error names it: its number and its inputs (a run of consecutive ones)."""
+    if not inputs:
+        return f"task {index} (the single call, no inputs)"
+    if len(inputs) == 1:
+        return f"task {index} (input {input_text(inputs[0])!r})"
+    first, last = input_text(inputs[0]), input_text(inputs[-1])
+    return f"task {index} (inputs {first!r} to {last!r}, {len(inputs)} in all)"
+
+
+def input_text(item: Any) -> str:
+    """An input as messages show it: a file's URL, or an item's JSON (200 characters)."""
+    return item if isinstance(item, str) else json.dumps(item)[:200]

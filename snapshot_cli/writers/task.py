@@ -25,7 +25,8 @@ from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
 from ..manifest import ShardEntry
 from ..progress import ordinal
-from . import advice, convert, pipeline, records, shipping
+from . import advice, convert, importing, records, shipping
+from .incremental import input_text
 from .options import WriteOptions
 from .shard import ShardRoller
 
@@ -189,21 +190,7 @@ def _iterate(result: Any) -> Iterable[Any]:
 def _describe_input(spec: TaskSpec, item: Any) -> str:
     if spec.call_once:
         return "the single call (no inputs)"
-    return f"input {_input_text(item)!r} (task {spec.index})"
-
-
-def describe_task(index: int, inputs: list[Any]) -> str:
-    """A task as an error names it: its number and its inputs (a run of consecutive ones)."""
-    if not inputs:
-        return f"task {index} (the single call, no inputs)"
-    if len(inputs) == 1:
-        return f"task {index} (input {_input_text(inputs[0])!r})"
-    first, last = _input_text(inputs[0]), _input_text(inputs[-1])
-    return f"task {index} (inputs {first!r} to {last!r}, {len(inputs)} in all)"
-
-
-def _input_text(item: Any) -> str:
-    return item if isinstance(item, str) else json.dumps(item)[:200]
+    return f"input {input_text(item)!r} (task {spec.index})"
 
 
 def load_job_function(job: Job) -> Callable[..., Any]:
@@ -212,7 +199,7 @@ def load_job_function(job: Job) -> Callable[..., Any]:
         return shipping.load(job.function)
     if not job.pipeline:
         raise PipelineLoadError("this job has neither a pipeline spec nor a shipped function")
-    return pipeline.load_function(job.pipeline)
+    return importing.load_function(job.pipeline)
 
 
 def run_task(
@@ -305,5 +292,5 @@ def _feed(
 def _pipeline_error(err: BaseException, where: str) -> PipelineError:
     return PipelineError(
         f"the pipeline raised {type(err).__name__} on {where}:\n"
-        f"{pipeline.format_user_traceback(err)}{advice.main_pickling_hint(err)}"
+        f"{importing.format_user_traceback(err)}{advice.main_pickling_hint(err)}"
     )

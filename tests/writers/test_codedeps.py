@@ -17,7 +17,8 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli.writers import codedeps, shipping
-from snapshot_cli.writers.pipeline import code_hash, load_function
+from snapshot_cli.writers.importing import load_function
+from snapshot_cli.writers.pipeline import code_hash
 
 
 class Project:

@@ -21,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
+from snapshot_cli.writers import importing
 from snapshot_cli.writers import inputs as inputs_mod
-from snapshot_cli.writers import pipeline as pipeline_mod
+from snapshot_cli.writers import items as items_mod
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
@@ -448,7 +449,7 @@ def test_a_file_of_inputs_given_to_inputs_from_is_told_how(
     assert code is not None, said
     (tmp_path / "items.py").write_text(code.group(1) + "\n")
     sys.modules.pop("items", None)
-    monkeypatch.setattr(pipeline_mod, "_loaded", {})  # (each case's items.py is another)
+    monkeypatch.setattr(importing, "_loaded", {})  # (each case's items.py is another)
     snap.create("pipe.py:f", str(tmp_path / "s"), inputs_from="items.py:items", workers=0)
     got = sorted(r["item"] for r in snap.open(str(tmp_path / "s")).head(100))
     assert got == sorted(repr(i) for i in items)
@@ -481,7 +482,7 @@ def test_a_set_of_items_is_taken_in_one_order_in_every_process(tmp_path: Path) -
 @given(st.sets(st.one_of(st.integers(), st.text(max_size=5), st.booleans(),
                          st.tuples(st.integers(), st.text(max_size=3))), min_size=1))  # fmt: skip
 def test_the_order_of_a_set_is_that_of_its_items_json(items: set[Any]) -> None:
-    want = sorted(inputs_mod._as_items(list(items)), key=lambda v: json.dumps(v, sort_keys=True))
+    want = sorted(items_mod.as_items(list(items)), key=lambda v: json.dumps(v, sort_keys=True))
     for given_as in (set(items), frozenset(reversed(list(items)))):
         if all(isinstance(v, str) for v in given_as):
             continue  # paths and globs, sorted by expand_inputs

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
+from snapshot_cli.writers import importing, shipping
 from snapshot_cli.writers import pipeline as pipeline_mod
-from snapshot_cli.writers import shipping
 from tests.conftest import REPO
 
 
@@ -156,7 +156,7 @@ def test_a_main_function_runs_in_worker_processes(tmp_path: Path) -> None:
 
 def test_a_module_function_goes_by_name(tmp_path: Path, write_pipeline: Any) -> None:
     spec = write_pipeline("def preprocess(item):\n    yield {'x': item}\n")
-    fn = pipeline_mod.load_function(spec)
+    fn = importing.load_function(spec)
     assert shipping.importable_spec(fn) == spec  # a file snap loaded: by its path again
     assert shipping.importable_spec(np.mean) == "numpy:mean"
     ref = pipeline_mod.resolve(closure_over(1))

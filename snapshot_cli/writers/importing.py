@@ -1,0 +1,220 @@
+"""Importing a pipeline (or ``--inputs-from``) by its spec: ``path/to/file.py:function``
+or ``package.module:function``, under which module name, and what a failed import says.
+
+A file is imported under its own name where that name means only it (see
+:func:`_module_name_for`), with its directory first on ``sys.path`` as ``python file.py``
+has it; a module as ``python -m`` finds it, from the working directory. An error shows the
+user's frames only, with advice for the usual causes (a script that parses its command line
+or exits when imported, a package's module given as a file).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import keyword
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from importlib.machinery import PathFinder
+from typing import Any
+
+from ..errors import PipelineLoadError
+from . import shipping
+
+_loaded: dict[str, Callable[..., Any]] = {}
+
+
+def _split(spec: str, what: str) -> tuple[str, str]:
+    target, sep, func = spec.rpartition(":")
+    if not sep or not target or not func or not func.replace(".", "_").isidentifier():
+        raise PipelineLoadError(
+            f"{what} {spec!r} must look like path/to/file.py:function or package.module:function"
+        )
+    return target, func
+
+
+def _is_file_target(target: str) -> bool:
+    return target.endswith(".py") or os.sep in target or "/" in target
+
+
+def _near_files(target: str) -> str:
+    """ "; did you mean 'x.py'?" for the Python files of ``target``'s directory like its name
+    (shown as ``target`` was given: relative or absolute)."""
+    directory, name = os.path.split(target)
+    try:
+        files = [f for f in os.listdir(directory or ".") if f.endswith(".py")]
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(name, files, n=2, cutoff=0.75)
+    shown = [repr(os.path.join(directory, f)) for f in near]
+    return f"; did you mean {' or '.join(shown)}?" if near else ""
+
+
+def _module_name_for(path: str) -> str:
+    """The name a pipeline file is imported under: its own (``pipe`` for ``pipe.py``), as
+    ``import pipe`` from its directory would, so that what it defines pickles by reference
+    for processes it starts itself (a spawn or forkserver ``multiprocessing.Pool``, a
+    ``ProcessPoolExecutor``: such children import it by that name, and hung, each dying on a
+    private name) and a sibling's ``import pipe`` is the same module. A private name where
+    its own cannot be imported or could mean another module (``types.py``, ``my-prep.py``)."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem.isidentifier() and not keyword.iskeyword(stem) and not _taken(stem, path):
+        return stem
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:12]
+    return f"_snap_pipeline_{stem}_{digest}"
+
+
+def _same_file(a: str | None, b: str) -> bool:
+    try:
+        return a is not None and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _taken(name: str, path: str) -> bool:
+    """Whether ``import name`` is, or could be, a module other than the file at ``path``
+    (imported already, or found by any importer on the path without the file's directory)."""
+    if name in sys.modules:
+        return not _same_file(getattr(sys.modules[name], "__file__", None), path)
+    directory = os.path.dirname(path)
+    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != directory]
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, others) if finder is PathFinder else find(name, None)
+        except Exception:  # an importer that cannot tell: take no chance
+            return True
+        if spec is not None and not _same_file(spec.origin, path):
+            return True
+    return False
+
+
+def _import_target(target: str, what: str, spec: str) -> Any:
+    if _is_file_target(target):
+        path = os.path.abspath(target)
+        if not os.path.isfile(path):
+            raise PipelineLoadError(
+                f"{what} file {target!r} not found (from {spec!r}){_near_files(target)}"
+            )
+        directory = os.path.dirname(path)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)  # as `python file.py` does, for sibling imports
+        name = _module_name_for(path)
+        if name in sys.modules:
+            shipping.FROM_FILES[name] = path
+            return sys.modules[name]
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise PipelineLoadError(f"{what} file {target!r} cannot be imported")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        shipping.FROM_FILES[name] = path
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException as err:
+            del sys.modules[name], shipping.FROM_FILES[name]
+            if isinstance(err, KeyboardInterrupt):
+                raise
+            raise PipelineLoadError(
+                f"importing {what} file {target!r} failed:\n{format_user_traceback(err)}"
+                f"{_package_hint(err, path, spec)}{_exit_hint(err)}"
+            ) from err
+        return module
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as err:
+        if err.name and target.startswith(err.name):
+            raise PipelineLoadError(
+                f"{what} module {target!r} not found (from {spec!r}); run from the directory "
+                "that contains it, or give a file path"
+            ) from err
+        raise PipelineLoadError(
+            f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
+        ) from err
+    except (Exception, SystemExit) as err:  # SystemExit: exited 0 with nothing done, silently
+        raise PipelineLoadError(
+            f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
+            f"{_exit_hint(err)}"
+        ) from err
+
+
+def _exit_hint(err: BaseException) -> str:
+    """For a module that exits when imported: a script's command-line parsing or its end."""
+    if not isinstance(err, SystemExit):
+        return ""
+    return (
+        "\nit exits when imported (argparse's parse_args() or sys.exit() at its top level?): "
+        "snap imports it to find the function, so run the script's own work only under "
+        '`if __name__ == "__main__":`'
+    )
+
+
+def _package_hint(err: BaseException, path: str, spec: str) -> str:
+    """For a file of a package that imports relatively (as ``python file.py`` fails too):
+    the module spec to give instead, and where to run it from."""
+    if not (isinstance(err, ImportError) and "relative import" in str(err)):
+        return ""
+    parts, directory = [os.path.splitext(os.path.basename(path))[0]], os.path.dirname(path)
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        parts.insert(0, os.path.basename(directory))
+        directory = os.path.dirname(directory)
+    if len(parts) == 1:
+        return ""
+    return (
+        f"\n{os.path.basename(path)} is a module of the package {'.'.join(parts[:-1])}: give "
+        f"it as {'.'.join(parts)}:{spec.rpartition(':')[2]}, run from {directory}"
+    )
+
+
+def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
+    """Import ``spec`` and return the function it names (cached per process)."""
+    key = f"{what}|{spec}"
+    if key in _loaded:
+        return _loaded[key]
+    target, func_name = _split(spec, what)
+    module = _import_target(target, what, spec)
+    obj: Any = module
+    for part in func_name.split("."):
+        if not hasattr(obj, part):
+            defined = sorted(
+                n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+            )
+            raise PipelineLoadError(
+                f"{what} {target!r} has no function {func_name!r}; it defines: "
+                f"{', '.join(defined) or 'no functions'}"
+            )
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise PipelineLoadError(
+            f"{what} {spec!r} is a value of type {type(obj).__name__}, not a function"
+        )
+    _loaded[key] = obj
+    return obj
+
+
+def user_frames(err: BaseException) -> traceback.StackSummary:
+    """The traceback of ``err`` without snap's own frames: what the user needs to see."""
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frames = [
+        f
+        for f in traceback.extract_tb(err.__traceback__)
+        if not os.path.abspath(f.filename).startswith(package_dir + os.sep)
+        and "importlib" not in f.filename
+    ]
+    return traceback.StackSummary.from_list(frames)
+
+
+def format_user_traceback(err: BaseException) -> str:
+    """Format ``err`` the way Python would, showing only the user's frames."""
+    frames = user_frames(err).format()
+    lines = ["Traceback (most recent call last):\n", *frames] if frames else []
+    lines += traceback.format_exception_only(type(err), err)
+    return "".join(lines).rstrip("\n")

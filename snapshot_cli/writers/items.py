@@ -1,0 +1,146 @@
+"""Items as inputs: JSON values given as a list (``inputs=[...]``) or returned by the
+``--inputs-from`` function, checked and put in a stable order (pure but for that call).
+
+Each item is one call of the pipeline, compared by value for the fingerprint: an item that is
+not JSON is refused naming its index, a set's items are sorted by their JSON text, and a
+function that cannot be called with no arguments, or a file of items given in its place, is
+told what to give.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import OptionError, PipelineLoadError
+from . import importing
+
+
+def checked(values: list[Any], given: Any, source: str | None = None) -> list[Any]:
+    """``values`` (the elements of ``given``) as JSON items, in a stable order."""
+    return _ordered(as_items(values, source), given)
+
+
+def as_items(values: Iterable[Any], source: str | None = None) -> list[Any]:
+    """Check each value is JSON (numpy scalars become Python ones); name the first that is not
+    (``inputs[i]``, or item i of what the ``source`` function returned)."""
+    items = []
+    for i, value in enumerate(values):
+        if isinstance(value, np.generic):
+            value = value.item()
+        elif isinstance(value, np.ndarray):
+            value = value.tolist()
+        try:
+            text = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            kind = type(value).__name__
+            nan = isinstance(value, float) and not math.isfinite(value)
+            what = (
+                f"inputs[{i}]" if source is None else f"item {i} --inputs-from {source!r} returned"
+            )
+            path = ""
+            if isinstance(value, os.PathLike):
+                path = (
+                    " (a list of paths must hold paths and globs only)"
+                    if source is None
+                    else " (return files' paths from it as str, or pass files with --input / "
+                    "inputs=, which fingerprints their contents)"
+                )
+            raise OptionError(
+                f"{what} is {'not finite' if nan else f'a {kind}'} ({value!r:.80}): items "
+                "must be JSON values (str, int, float, bool, None, and lists and dicts of them)"
+                f"{path} ({err})"
+            ) from err
+        items.append(json.loads(text))
+    return items
+
+
+LIST_FILES = (".json", ".jsonl", ".txt", ".csv", ".tsv", ".lst", ".list", ".yaml", ".yml")
+
+
+def _refuse_a_list_file(spec: str) -> None:
+    """``--inputs-from items.json`` (a file of inputs, as tar's --files-from takes): say how
+    to give such a list, which --inputs-from takes as the function that returns it."""
+    ext = os.path.splitext(spec)[1]
+    remote = "://" in spec  # gs://bucket/items.json: a URL, not file.py:function
+    if (":" in spec and not remote) or not (
+        ext.lower() in LIST_FILES or (ext != ".py" and not remote and os.path.isfile(spec))
+    ):
+        return
+    opener = "fsspec" if remote else "pathlib"
+    text = f"fsspec.open({spec!r}, 'r').open().read()" if remote else (
+        f"pathlib.Path({spec!r}).read_text()")  # fmt: skip
+    read = {".json": f"json.loads({text})",
+            ".jsonl": f"[json.loads(line) for line in {text}.splitlines() if line.strip()]",
+            }.get(ext.lower(), f"{text}.split()")  # fmt: skip
+    imports = f"import json, {opener}" if "json" in read else f"import {opener}"
+    raise PipelineLoadError(
+        f"--inputs-from takes a function that returns the inputs (items.py:items), not a "
+        f"file of them: put `def items(): {imports}; return {read}` in items.py and give "
+        "--inputs-from items.py:items (its items are compared by value); for files, give "
+        "each path or pattern with --input, which may be repeated"
+    )
+
+
+def from_function(inputs_from: str | Callable[[], Any]) -> tuple[list[Any], str]:
+    """The items the ``inputs_from`` function (or spec) returns, checked, and its name."""
+    if isinstance(inputs_from, str):
+        _refuse_a_list_file(inputs_from)
+        fn = importing.load_function(inputs_from, "--inputs-from")
+        name = inputs_from
+    elif callable(inputs_from):
+        fn, name = inputs_from, getattr(inputs_from, "__qualname__", repr(inputs_from))
+    else:
+        raise OptionError(
+            f"inputs_from must be a function or 'module:function', got {inputs_from!r:.80}"
+        )
+    _check_takes_nothing(fn, name)
+    try:
+        raw = fn()
+    except Exception as err:
+        raise PipelineLoadError(
+            f"--inputs-from {name!r} raised:\n{importing.format_user_traceback(err)}"
+        ) from err
+    if isinstance(raw, np.ndarray):
+        raw = raw.tolist()
+    if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
+        raise OptionError(
+            f"--inputs-from {name!r} returned a value of type {type(raw).__name__}, "
+            "not a list of items"
+        )
+    values = list(raw)
+    if not values:
+        raise OptionError(f"--inputs-from {name!r} returned no items: nothing to preprocess")
+    return checked(values, raw, name), name
+
+
+def _check_takes_nothing(fn: Callable[..., Any], name: str) -> None:
+    """--inputs-from is called with no arguments: one that needs some (the pipeline given by
+    mistake) is refused, with its signature."""
+    try:
+        signature = inspect.signature(fn)
+        signature.bind()
+    except ValueError:  # no signature to read (a builtin): let the call tell
+        return
+    except TypeError as err:
+        raise OptionError(
+            f"--inputs-from {name!r} is called with no arguments and returns the list of "
+            f"inputs, but {getattr(fn, '__name__', 'it')}{signature} cannot be ({err}); give a "
+            "function such as `def items(): return [...]`"
+        ) from None
+
+
+def _ordered(items: list[Any], given: Any) -> list[Any]:
+    """Items of a set in the order of their JSON text: a set's own order differs from one
+    process to the next (str hashes are salted), which would change the snapshot's record
+    order and its fingerprint, so that it was computed again on every run; a sequence keeps
+    the order it has."""
+    if not isinstance(given, (set, frozenset)):
+        return items
+    return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))

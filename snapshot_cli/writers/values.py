@@ -1,0 +1,147 @@
+"""One record value → its class, dtype and shape, checked (pure: messages only).
+
+A value is a numpy array or scalar, a Python ``bool``/``int``/``float``, ``str`` or
+``bytes``, or what converts to one (a list, another library's array: :mod:`.foreign`);
+anything else is a :class:`RecordError` naming the column and what to store instead
+(:mod:`.advice`), as is a value past what one Arrow array holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import arrays
+from .. import schema as schema_mod
+from ..errors import RecordError
+from . import advice, foreign
+
+# Value classes a record field can have.
+SCALAR, ARRAY, STRING, BINARY = "scalar", "array", "string", "binary"
+
+
+def classify(value: Any, column: str) -> tuple[str, Any, Any]:
+    """Return ``(class, dtype, shape)`` of one record value, normalised.
+
+    Returns the normalised value as the third element for arrays (``shape`` is ``value.shape``).
+
+    Raises:
+        RecordError: the value's type is not supported.
+    """
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            value = value[()]
+        else:
+            check_dtype(value.dtype, column)
+            if value.size > arrays.MAX_OFFSET:
+                raise too_large(column, f"an array of {value.size:,} values (shape {value.shape})")
+            return ARRAY, value.dtype, value.shape
+    if isinstance(value, (np.str_, np.bytes_)):  # np.array("cat")[()]: text
+        value = value.item()
+    if isinstance(value, np.generic):
+        check_dtype(value.dtype, column)
+        return SCALAR, value.dtype, ()
+    if isinstance(value, bool):
+        return SCALAR, np.dtype(bool), ()
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise RecordError(
+                f"column {column!r} has an int outside the int64 range; "
+                "use a numpy uint64 scalar or a float"
+            )
+        return SCALAR, np.dtype(np.int64), ()
+    if isinstance(value, float):
+        return SCALAR, np.dtype(np.float64), ()
+    if isinstance(value, str):
+        if not value.isascii():
+            check_utf8(value, column)
+        if len(value) > arrays.MAX_OFFSET >> 2 and len(value.encode("utf-8")) > arrays.MAX_OFFSET:
+            raise too_large(column, f"a str of {len(value.encode('utf-8')):,} bytes in UTF-8")
+        return STRING, None, ()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if len(value) > arrays.MAX_OFFSET:
+            raise too_large(column, f"{len(value):,} bytes")
+        return BINARY, None, ()
+    if foreign.is_missing(value):
+        raise RecordError(
+            f"column {column!r} is {value!r}; snap columns have no missing values "
+            "(use a sentinel value or a separate mask column)"
+        )
+    hint = advice.store_instead(value, column)
+    raise RecordError(
+        f"column {column!r} has a value of type {type(value).__name__}; supported: numpy "
+        f"arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes ({hint})"
+    )
+
+
+def too_large(column: str, what: str) -> RecordError:
+    """One value past Arrow's 32-bit lengths (2 GiB of text or bytes, 2**31 - 1 values)."""
+    return RecordError(
+        f"column {column!r} has {what}: one value holds at most {arrays.MAX_OFFSET:,} values or "
+        "bytes (Arrow's 32-bit lengths); split it across records (e.g. a record per chunk of "
+        "frames or of text) or store it as a file and its path"
+    )
+
+
+def check_utf8(value: str, column: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise RecordError(
+            f"column {column!r} has a str that is not valid Unicode text ({err.reason}: "
+            f"{value[err.start : err.end]!r} at position {err.start}, e.g. from decoding bytes "
+            "with errors='surrogateescape'); store it as bytes, or decode it with errors='replace'"
+        ) from None
+
+
+def check_dtype(dtype: np.dtype, column: str) -> None:
+    if not schema_mod.is_supported_dtype(dtype):
+        raise RecordError(schema_mod.unsupported_dtype_message(column, dtype))
+
+
+# Python types stored as they are: (class, dtype) of a value of each
+PLAIN: dict[type, tuple[str, Any]] = {
+    float: (SCALAR, np.dtype(np.float64)),
+    int: (SCALAR, np.dtype(np.int64)),
+    bool: (SCALAR, np.dtype(bool)),
+    str: (STRING, None),
+    bytes: (BINARY, None),
+}
+
+
+def normalise(value: Any, column: str) -> Any:
+    if type(value) in PLAIN:
+        return value
+    if isinstance(value, (np.str_, np.bytes_)):  # a numpy string array's items: text
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        try:
+            return np.asarray(value)
+        except (ValueError, TypeError, UnicodeError, OverflowError) as err:
+            raise RecordError(
+                f"column {column!r} has a {type(value).__name__} numpy cannot make one array "
+                f"of ({type(err).__name__}: {err}); yield a numpy array of one dtype"
+            ) from None
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if foreign.is_array_like(value):
+        value = foreign.as_numpy(value, column)
+    return foreign.native(value)
+
+
+def describe(cls: str, dtype: Any, shape: Any) -> str:
+    if cls == ARRAY:
+        return f"{dtype.name} array of shape {tuple(shape)}"
+    if cls == SCALAR:
+        return f"{dtype.name} scalar"
+    return "str" if cls == STRING else "bytes"
+
+
+def arrow_type(cls: str, dtype: Any) -> pa.DataType:
+    """An Arrow type of the value class and dtype (any shape: for messages)."""
+    if cls in (STRING, BINARY):
+        return pa.string() if cls == STRING else pa.binary()
+    value_type = pa.from_numpy_dtype(dtype)
+    return value_type if cls == SCALAR else pa.list_(value_type)
