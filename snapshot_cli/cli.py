@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import __version__, render, report
-from .cli_io import answer_errors, configure_output, emit_json, setup_logging
+from .cli_io import answer_errors, configure_output, emit_json, exit_watch, setup_logging
 from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs
 from .errors import ManifestError
 from .progress import Progress
@@ -396,4 +396,5 @@ def gc(snapshot: str, dry_run: bool, retention: float, as_json: bool) -> None:
 
 
 def main() -> None:
-    cli()  # click names the program as it was run: snap, snapshot-cli, python -m ...
+    with exit_watch():  # not held up at exit by a thread the pipeline left running
+        cli()  # click names the program as it was run: snap, snapshot-cli, python -m ...

@@ -4,6 +4,7 @@ printed as the bytes the user typed."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -12,8 +13,10 @@ import os
 import select
 import signal
 import sys
+import threading
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -177,3 +180,49 @@ def configure_output(debug: bool) -> None:
     print_paths_as_given()
     route_library_logs(debug)
     route_warnings(debug)
+
+
+EXIT_GRACE_S = 5.0  # how long a finished command waits for threads the pipeline left running
+
+
+@contextlib.contextmanager
+def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
+    """Exit when the command is done, even if the pipeline (run in this process with
+    ``--workers 0``) left a thread running that never ends: Python waits for every such
+    thread before it exits, so ``snap create`` printed its summary and hung. The threads get
+    ``grace`` seconds to end; then a note names them and the process exits with the
+    command's status."""
+    code: object = 0
+    try:
+        yield
+    except SystemExit as done:
+        code = done.code
+        raise
+    finally:
+        strays = [t for t in threading.enumerate() if not t.daemon and t.is_alive()]
+        strays = [t for t in strays if t is not threading.main_thread()]
+        if strays:
+            status = code if isinstance(code, int) else 0 if code is None else 1
+            args = (strays, status, grace)
+            threading.Thread(target=_exit_after, args=args, name="snap-exit", daemon=True).start()
+
+
+def _exit_after(strays: list[threading.Thread], status: int, grace: float) -> None:
+    deadline = time.monotonic() + grace
+    for thread in strays:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in strays if t.is_alive()]
+    if not left:
+        return  # the interpreter exits as usual
+    shown = ", ".join(left[:5]) + (", ..." if len(left) > 5 else "")
+    print(
+        f"snap: note: the pipeline left {len(left)} thread{'s' if len(left) > 1 else ''} "
+        f"running ({shown}) {grace:g} s after the command ended; exiting without waiting "
+        f"for {'them' if len(left) > 1 else 'it'} (stop or join threads in the function, or "
+        "make them daemon threads)",
+        file=sys.stderr,
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)

@@ -1,0 +1,69 @@
+"""`snap create --workers 0` runs the pipeline in the command's own process; a thread it left
+running (a library's uploader, a consumer blocked on a queue) kept Python from exiting after
+the summary was printed: the command hung for good. It now gives such threads a few seconds,
+names them, and exits with the command's status; a thread that ends in time is waited for.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.cli_io import EXIT_GRACE_S
+from tests.conftest import snap_subprocess
+
+PIPE = """
+import threading
+from pathlib import Path
+
+NEVER = threading.Event()  # never set: the thread waits for good
+
+def stuck(i, fail=False):
+    threading.Thread(target=NEVER.wait, name=f"uploader-{i}").start()
+    if fail:
+        raise ValueError("cannot decode")
+    yield {"i": i}
+
+def finishing(i):
+    def work():
+        Path(f"done-{i}").write_text("flushed")  # what the thread was for: done before exit
+    threading.Thread(target=work, name=f"flusher-{i}").start()
+    yield {"i": i}
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_thread_left_running_does_not_hold_the_command(tmp_path: Path, fail: bool) -> None:
+    (tmp_path / "pipe.py").write_text(PIPE)
+    args = ["create", "pipe.py:stuck", "out", "--inputs-from", "items.py:items", "--workers", "0"]
+    (tmp_path / "items.py").write_text("def items():\n    return [1, 2]\n")
+    params = ["--param", "fail=true"] if fail else []
+    try:
+        done = snap_subprocess(*args, *params, cwd=tmp_path, timeout=EXIT_GRACE_S + 60)
+    except subprocess.TimeoutExpired:  # how it failed before: the summary, then no exit
+        pytest.fail("snap create did not exit while the pipeline's threads ran")
+    assert done.returncode == (1 if fail else 0), done.stderr
+    left = "1 thread running (uploader-1)" if fail else "2 threads running (uploader-1, uploader-2)"
+    assert (
+        f"snap: note: the pipeline left {left} {EXIT_GRACE_S:g} s after the command ended; "
+        f"exiting without waiting for {'it' if fail else 'them'}"
+    ) in done.stderr
+    if fail:
+        assert "snap: error: the pipeline raised ValueError on input '1'" in done.stderr
+        assert not (tmp_path / "out" / "manifest.json").exists()
+    else:
+        assert done.stdout.startswith("created: ")
+        assert [r["i"] for r in snap.open(tmp_path / "out").head()] == [1, 2]
+
+
+def test_a_thread_that_ends_is_waited_for_as_python_does(tmp_path: Path) -> None:
+    (tmp_path / "pipe.py").write_text(PIPE)
+    (tmp_path / "items.py").write_text("def items():\n    return [1, 2]\n")
+    args = ["create", "pipe.py:finishing", "out", "--inputs-from", "items.py:items"]
+    done = snap_subprocess(*args, "--workers", "0", cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "left" not in done.stderr
+    assert [(tmp_path / f"done-{i}").read_text() for i in (1, 2)] == ["flushed", "flushed"]
