@@ -87,11 +87,12 @@ def _unwrapped(fn: Any) -> Any:
         return fn
 
 
-def user_modules(fn: Callable[..., Any]) -> dict[str, str]:
+def user_modules(fn: Callable[..., Any], functions: list[Any] | None = None) -> dict[str, str]:
     """Your modules whose code ``fn`` reaches: module name → source file, ``fn``'s own
     module included if it is yours. Followed: the globals and closure variables its code
     names (a function, a class, an object's class, a module and the attributes of it the
-    code names), then the same for each of your functions and classes' methods reached."""
+    code names), then the same for each of your functions and classes' methods reached
+    (appended to ``functions`` if given)."""
     found: dict[str, str] = {}
     todo: list[Any] = [_unwrapped(fn)]
     seen = {id(todo[0])}
@@ -100,6 +101,8 @@ def user_modules(fn: Callable[..., Any]) -> dict[str, str]:
         code, names = getattr(f, "__code__", None), getattr(f, "__globals__", None)
         if not isinstance(code, types.CodeType) or not isinstance(names, dict):
             continue
+        if functions is not None:
+            functions.append(f)
         cells = zip(code.co_freevars, getattr(f, "__closure__", None) or (), strict=False)
         names = {**names, **{n: c.cell_contents for n, c in cells if _filled(c)}}
         used = list(dict.fromkeys([*code_names(code), *code.co_freevars]))

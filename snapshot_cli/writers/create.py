@@ -26,7 +26,7 @@ from ..keywords import checked_keywords
 from ..manifest import Manifest
 from ..progress import Progress, counted
 from . import commit as commit_mod
-from . import guards, incremental, shipping
+from . import freshness, guards, incremental, shipping
 from . import inputs as inputs_mod
 from . import lease as lease_mod
 from . import pipeline as pipeline_mod
@@ -195,6 +195,7 @@ def _create(
     ex = make_executor(how.executor, how.worker_count, how.ray_address)
     ref = pipeline_mod.resolve(pipeline)
     if isinstance(ex, InProcessExecutor):
+        freshness.check(ref.function)  # what runs here is what the fingerprint counts
         ex.function = ref.function
     in_process = how.in_process
     params = pipeline_mod.check_params(params)

@@ -26,6 +26,17 @@ from ..errors import PipelineLoadError
 from . import shipping
 
 _loaded: dict[str, Callable[..., Any]] = {}
+# A file imported here → its (mtime_ns, size) then: a file edited since is imported again (in
+# a notebook, `snap.create("prep.py:f", ...)` after an edit to prep.py runs the edit).
+_stamps: dict[str, tuple[int, int]] = {}
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def _split(spec: str, what: str) -> tuple[str, str]:
@@ -106,15 +117,19 @@ def _import_target(target: str, what: str, spec: str) -> Any:
         if directory not in sys.path:
             sys.path.insert(0, directory)  # as `python file.py` does, for sibling imports
         name = _module_name_for(path)
-        if name in sys.modules:
+        ours = shipping.FROM_FILES.get(name) == path
+        if name in sys.modules and not (ours and _stamps.get(path) != _stamp(path)):
             shipping.FROM_FILES[name] = path
             return sys.modules[name]
+        stamp = _stamp(path)  # (taken before it is read: an edit meanwhile counts next time)
         module_spec = importlib.util.spec_from_file_location(name, path)
         if module_spec is None or module_spec.loader is None:
             raise PipelineLoadError(f"{what} file {target!r} cannot be imported")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
         shipping.FROM_FILES[name] = path
+        if stamp is not None:
+            _stamps[path] = stamp
         try:
             module_spec.loader.exec_module(module)
         except BaseException as err:
@@ -177,7 +192,9 @@ def _package_hint(err: BaseException, path: str, spec: str) -> str:
 def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     """Import ``spec`` and return the function it names (cached per process)."""
     key = f"{what}|{spec}"
-    if key in _loaded:
+    target = spec.rpartition(":")[0]
+    path = os.path.abspath(target) if _is_file_target(target) else None
+    if key in _loaded and (path is None or _stamps.get(path) == _stamp(path)):
         return _loaded[key]
     target, func_name = _split(spec, what)
     module = _import_target(target, what, spec)

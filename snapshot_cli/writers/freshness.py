@@ -1,0 +1,93 @@
+"""Whether the code that runs in this process is the code on disk (pure but for reading files).
+
+A pipeline run in the calling process (``workers=0``) runs the functions this process loaded,
+but its fingerprint counts the bytes of their files (:mod:`.codedeps`): in a notebook, a
+function of ``prep.py`` edited after ``import prep`` ran as it was, and its records were
+committed under the fingerprint of the edited file, so that every later create found them up
+to date. Worker processes import the files as they are, so only this process can be behind.
+
+A function is *behind* its file when its code is no longer in the file as it is now (the
+same name with other bytecode, constants or names). Comments, blank lines and moved code do
+not count; module-level values do not either (they are not kept once the module has run).
+The functions checked are those the pipeline reaches in your own modules, as they are bound
+where it calls them (a ``from helpers import f`` keeps the old ``f`` after a reload of
+``helpers``).
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import OptionError
+from . import codedeps
+
+
+def check(fn: Callable[..., Any]) -> None:
+    """Refuse to run ``fn`` in this process if any function it reaches is behind its file."""
+    late = behind(fn)
+    if not late:
+        return
+    shown = "; ".join(f"{path}: {', '.join(names[:4])}" for path, names in late.items())
+    raise OptionError(
+        f"the pipeline would run in this process (workers=0) code older than its files, "
+        f"edited since they were imported ({shown}): its records would be the old code's, "
+        "kept under the fingerprint of the new. Reload the modules (importlib.reload, the "
+        "pipeline's module last) or restart the kernel, or run with workers=1 or more, whose "
+        "processes import the files as they are now"
+    )
+
+
+def behind(fn: Callable[..., Any]) -> dict[str, list[str]]:
+    """The functions ``fn`` reaches (itself included) that are behind their files: source
+    file → their qualified names."""
+    functions: list[Any] = []
+    codedeps.user_modules(fn, functions)
+    on_disk: dict[str, dict[str, set[Any]] | None] = {}
+    found: dict[str, list[str]] = {}
+    for f in functions:
+        module = getattr(f, "__module__", None)
+        path = codedeps.user_module_file(module) if isinstance(module, str) else None
+        code = f.__code__
+        if module == "__main__" or not path or not path.endswith(".py"):
+            continue  # by value (a notebook's or the script's): fingerprinted as it is
+        if os.path.realpath(code.co_filename) != os.path.realpath(path):
+            continue  # made by a decorator or a code generator elsewhere
+        if path not in on_disk:
+            on_disk[path] = _compiled(path)
+        names = on_disk[path]
+        if names is None or _essence(code) not in names.get(code.co_name, ()):
+            found.setdefault(path, []).append(getattr(f, "__qualname__", code.co_name))
+    return found
+
+
+def _compiled(path: str) -> dict[str, set[Any]] | None:
+    """Every code object of ``path`` as it is now, by name (None: it is gone or broken)."""
+    try:
+        with open(path, "rb") as f:
+            top = compile(f.read(), path, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names: dict[str, set[Any]] = {}
+    for code in _nested(top):
+        names.setdefault(code.co_name, set()).add(_essence(code))
+    return names
+
+
+def _nested(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _nested(const)
+
+
+def _essence(code: types.CodeType) -> tuple[Any, ...]:
+    """What a code object computes, without where it sits in its file."""
+    consts = tuple(
+        _essence(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
+        for c in code.co_consts
+    )
+    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
+            code.co_argcount, code.co_kwonlyargcount)  # fmt: skip

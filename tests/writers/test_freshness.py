@@ -1,0 +1,130 @@
+"""A pipeline run in this process (`workers=0`) runs the code that is on disk, or is refused.
+
+In a notebook, a function of `prep.py` edited after it was imported ran as it was, while the
+fingerprint counted the edited file: the old code's records were committed as the new code's,
+and every later create found them up to date (with worker processes the edit ran). Now a
+pipeline given as `prep.py:f` is imported again when its file changed, and a function object
+whose code (or that of a function it reaches in your modules) is behind its file is refused,
+naming the file and the function, until it is reloaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import snapshot_cli as snap
+
+PREP = """
+from {helpers} import scale, Shift
+
+def preprocess(i):
+    yield {{"v": Shift().apply(scale(i))}}
+"""
+
+HELPERS = """
+import functools
+
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return fn(*args)
+    return wrapper
+
+@logged
+def scale(i):
+    return i * 10
+
+class Shift:
+    def apply(self, x):
+        return x + 1
+"""
+
+# An edit of HELPERS → whether it changes what runs (then the old code is refused)
+EDITS = {
+    "a function's body": (("return i * 10", "return i * 10 + i"), True),
+    "a constant": (("i * 10", "i * 20"), True),
+    "a method's body": (("return x + 1", "return x + 1 + 1"), True),
+    "a comment and blank lines": (("def scale(i):", "def scale(i):\n    # ten times\n"), False),
+    "code moved down": (("import functools", "import functools\n\n\n\nX = 1"), False),
+}
+
+
+@pytest.fixture
+def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    """A pipeline module and a helper module of names of their own, importable."""
+    tag = uuid.uuid4().hex[:8]
+    prep, helpers = f"prep_{tag}", f"helpers_{tag}"
+    (tmp_path / f"{helpers}.py").write_text(HELPERS)
+    (tmp_path / f"{prep}.py").write_text(PREP.format(helpers=helpers))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield prep, helpers
+    for name in (prep, helpers):
+        sys.modules.pop(name, None)
+
+
+def _values(out: Path) -> list[int]:
+    return sorted(int(r["v"]) for r in snap.open(out).head())
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_a_function_behind_its_file_is_refused_in_this_process(
+    tmp_path: Path, modules: tuple[str, str], edit: str
+) -> None:
+    prep_name, helpers_name = modules
+    prep = importlib.import_module(prep_name)
+    out = tmp_path / "s"
+    snap.create(prep.preprocess, out, inputs=[1, 2], workers=0)
+    assert _values(out) == [11, 21]
+    (old, new), changes = EDITS[edit]
+    helpers_file = tmp_path / f"{helpers_name}.py"
+    helpers_file.write_text(HELPERS.replace(old, new))
+    if not changes:  # the same code: it runs, and the snapshot is reused or remade alike
+        snap.create(prep.preprocess, out, inputs=[1, 2], workers=0, overwrite=True)
+        assert _values(out) == [11, 21]
+        return
+    with pytest.raises(snap.OptionError) as err:
+        snap.create(prep.preprocess, out, inputs=[1, 2], workers=0, overwrite=True)
+    message = str(err.value)
+    assert message.startswith(
+        "the pipeline would run in this process (workers=0) code older than its files, "
+        f"edited since they were imported ({helpers_file}: "
+    ), message
+    assert "run with workers=1 or more" in message
+    assert _values(out) == [11, 21]  # nothing was written over
+    # worker processes import the file as it is now
+    snap.create(prep.preprocess, out, inputs=[1, 2], workers=2, overwrite=True)
+    edited = _values(out)
+    assert edited != [11, 21]
+    # reloading the helper alone leaves the pipeline's `from ... import` bindings old
+    importlib.reload(sys.modules[helpers_name])
+    with pytest.raises(snap.OptionError):
+        snap.create(prep.preprocess, tmp_path / "t", inputs=[1, 2], workers=0)
+    prep = importlib.reload(prep)  # the pipeline's module last, as the message says
+    snap.create(prep.preprocess, tmp_path / "t", inputs=[1, 2], workers=0)
+    assert _values(tmp_path / "t") == edited
+
+
+def test_a_pipeline_file_edited_between_creates_runs_as_edited(tmp_path: Path) -> None:
+    """`snap.create("prep.py:f")` twice in one process (a notebook) with an edit between."""
+    pipe = tmp_path / f"edited_{uuid.uuid4().hex[:8]}.py"
+    pipe.write_text("def preprocess(i):\n    yield {'v': i}\n")
+    spec = f"{pipe}:preprocess"
+    snap.create(spec, tmp_path / "s", inputs=[1, 2], workers=0)
+    assert _values(tmp_path / "s") == [1, 2]
+    pipe.write_text(textwrap.dedent("""
+        def preprocess(i):
+            yield {'v': i * 10}
+    """))  # fmt: skip
+    info = snap.create(spec, tmp_path / "s", inputs=[1, 2], workers=0, overwrite=True)
+    assert _values(tmp_path / "s") == [10, 20]
+    assert (
+        snap.create(spec, tmp_path / "w", inputs=[1, 2], workers=2).fingerprint == info.fingerprint
+    )
+    assert _values(tmp_path / "w") == [10, 20]
