@@ -198,6 +198,9 @@ def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
     except SystemExit as done:
         code = done.code
         raise
+    except BaseException:  # a traceback (--debug): Python's status for it
+        code = 1
+        raise
     finally:
         strays = [t for t in threading.enumerate() if not t.daemon and t.is_alive()]
         strays = [t for t in strays if t is not threading.main_thread()]
