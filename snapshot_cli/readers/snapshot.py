@@ -265,7 +265,7 @@ def open(
         raise ManifestError(
             f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
             f"{storage.missing_bucket_hint(fs, root)}{_inside_snapshot(fs, root)}"
-            f"{_near_snapshots(fs, root)}"
+            f"{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
         ) from err
     current = Manifest.from_json(data, where=storage.to_url(fs, path))
     if version is not None:
@@ -304,6 +304,23 @@ def _near_snapshots(fs: Any, root: str) -> str:
     ]
     shown = " or ".join(storage.to_url(fs, posixpath.join(parent, n)) for n in near[:2])
     return f"; did you mean {shown}?" if near else ""
+
+
+def _snapshots_inside(fs: Any, root: str) -> str:
+    """ "; it holds the snapshots a, b: give one" for a local directory of snapshots given as
+    one (``snap inspect demo-output``); "" elsewhere."""
+    if not storage.is_local(fs):
+        return ""
+    try:
+        names = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    except OSError:
+        return ""
+    inside = [n for n in names if os.path.isfile(posixpath.join(root, n, MANIFEST_NAME))]
+    if not inside:
+        return ""
+    shown = ", ".join(inside[:5]) + (f" and {len(inside) - 5} more" if len(inside) > 5 else "")
+    one = storage.to_url(fs, posixpath.join(root, inside[0]))
+    return f"; it holds the snapshot{'s' if len(inside) > 1 else ''} {shown}: give one ({one})"
 
 
 def _directory_of(fs: Any, file: str) -> str:

@@ -140,3 +140,23 @@ def test_a_mistyped_snapshot_path_is_told_the_snapshot_beside_it(
         ), stderr
     code, _, stderr = run(command, str(snapshot.parent / "elsewhere"))
     assert code == 1 and "did you mean" not in stderr
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "head", "bench"])
+def test_a_directory_of_snapshots_is_told_the_snapshots_in_it(
+    snapshot: Path, command: str, tmp_path: Path
+) -> None:
+    """`snap inspect demo-output` said only "not a snapshot (no manifest.json)"."""
+    parent = snapshot.parent
+    (parent / "plain").mkdir()  # no snapshot: not named
+    code, stdout, stderr = run(command, str(parent))
+    assert code == 1 and stdout == ""
+    assert stderr.strip().endswith(
+        f"{parent} is not a snapshot (no manifest.json); it holds the snapshot "
+        f"{snapshot.name}: give one ({snapshot})"
+    ), stderr
+    (parent / "plain").rmdir()
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    code, _, stderr = run(command, str(empty))
+    assert code == 1 and "it holds" not in stderr
