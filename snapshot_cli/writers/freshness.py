@@ -16,6 +16,7 @@ where it calls them (a ``from helpers import f`` keeps the old ``f`` after a rel
 
 from __future__ import annotations
 
+import functools
 import os
 import types
 from collections.abc import Callable, Iterator
@@ -44,10 +45,11 @@ def behind(fn: Callable[..., Any]) -> dict[str, list[str]]:
     """The functions ``fn`` reaches (itself included) that are behind their files: source
     file → their qualified names."""
     functions: list[Any] = []
-    codedeps.user_modules(fn, functions)
+    for start in _starts(fn):
+        codedeps.user_modules(start, functions)
     on_disk: dict[str, dict[str, set[Any]] | None] = {}
     found: dict[str, list[str]] = {}
-    for f in functions:
+    for f in {id(f): f for f in functions}.values():  # (reached from several starts: once)
         module = getattr(f, "__module__", None)
         path = codedeps.user_module_file(module) if isinstance(module, str) else None
         code = f.__code__
@@ -61,6 +63,25 @@ def behind(fn: Callable[..., Any]) -> dict[str, list[str]]:
         if names is None or _essence(code) not in names.get(code.co_name, ()):
             found.setdefault(path, []).append(getattr(f, "__qualname__", code.co_name))
     return found
+
+
+def _starts(fn: Any) -> list[Any]:
+    """The functions a pipeline runs from: that of a ``functools.partial``; a bound method
+    and the other methods of its class (what it calls on ``self``); a callable instance's
+    class's methods."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    owner = None
+    if isinstance(fn, types.MethodType):
+        owner, fn = type(fn.__self__), fn.__func__
+    elif not isinstance(fn, types.FunctionType) and callable(fn):
+        owner, fn = type(fn), None
+    methods = (
+        []
+        if owner is None
+        else [getattr(m, "__func__", m) for c in owner.__mro__ for m in vars(c).values()]
+    )
+    return [f for f in [fn, *methods] if isinstance(f, types.FunctionType)]
 
 
 def _compiled(path: str) -> dict[str, set[Any]] | None:

@@ -10,6 +10,7 @@ naming the file and the function, until it is reloaded.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import textwrap
@@ -44,6 +45,9 @@ def scale(i):
 class Shift:
     def apply(self, x):
         return x + 1
+
+    def __call__(self, i):
+        yield {"v": self.apply(i)}
 """
 
 # An edit of HELPERS → whether it changes what runs (then the old code is refused)
@@ -71,6 +75,25 @@ def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[s
 
 def _values(out: Path) -> list[int]:
     return sorted(int(r["v"]) for r in snap.open(out).head())
+
+
+@pytest.mark.parametrize("form", ["function", "partial", "bound method", "callable instance"])
+def test_every_form_of_pipeline_is_checked(
+    tmp_path: Path, modules: tuple[str, str], form: str
+) -> None:
+    prep_name, helpers_name = modules
+    helpers = importlib.import_module(helpers_name)
+    pipeline = {
+        "function": lambda: helpers.scale,
+        "partial": lambda: functools.partial(helpers.scale),
+        "bound method": lambda: helpers.Shift().apply,
+        "callable instance": lambda: helpers.Shift(),
+    }[form]()
+    (tmp_path / f"{helpers_name}.py").write_text(
+        HELPERS.replace("return i * 10", "return i * 11").replace("x + 1", "x + 2")
+    )
+    with pytest.raises(snap.OptionError, match="code older than its files"):
+        snap.create(pipeline, tmp_path / "s", inputs=[1, 2], workers=0)
 
 
 @pytest.mark.parametrize("edit", list(EDITS))
