@@ -11,13 +11,17 @@ same name with other bytecode, constants or names). Comments, blank lines and mo
 not count; module-level values do not either (they are not kept once the module has run).
 The functions checked are those the pipeline reaches in your own modules, as they are bound
 where it calls them (a ``from helpers import f`` keeps the old ``f`` after a reload of
-``helpers``).
+``helpers``), in modules Python compiled from their files as written: one an import hook
+rewrote (pytest's assertion rewriting, jaxtyping's) differs from its file unedited, so it is
+not compared.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.machinery
 import os
+import sys
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -57,12 +61,25 @@ def behind(fn: Callable[..., Any]) -> dict[str, list[str]]:
             continue  # by value (a notebook's or the script's): fingerprinted as it is
         if os.path.realpath(code.co_filename) != os.path.realpath(path):
             continue  # made by a decorator or a code generator elsewhere
+        if not _compiled_as_written(str(module)):
+            continue
         if path not in on_disk:
             on_disk[path] = _compiled(path)
         names = on_disk[path]
         if names is None or _essence(code) not in names.get(code.co_name, ()):
             found.setdefault(path, []).append(getattr(f, "__qualname__", code.co_name))
     return found
+
+
+def _compiled_as_written(module: str) -> bool:
+    """Whether ``module`` was compiled from its file as Python compiles it, so that its code
+    can be compared with the file's: not through an import hook that rewrites the code
+    (pytest's assertion rewriting, jaxtyping's or typeguard's hooks), whose code differs from
+    the file's as written though nothing was edited."""
+    loaded = sys.modules.get(module)
+    spec = getattr(loaded, "__spec__", None)
+    loader = getattr(spec, "loader", None) or getattr(loaded, "__loader__", None)
+    return type(loader) is importlib.machinery.SourceFileLoader
 
 
 def _starts(fn: Any) -> list[Any]:

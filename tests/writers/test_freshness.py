@@ -10,13 +10,17 @@ naming the file and the function, until it is reloaded.
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
+import importlib.abc
+import importlib.util
 import sys
 import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,3 +155,48 @@ def test_a_pipeline_file_edited_between_creates_runs_as_edited(tmp_path: Path) -
         snap.create(spec, tmp_path / "w", inputs=[1, 2], workers=2).fingerprint == info.fingerprint
     )
     assert _values(tmp_path / "w") == [10, 20]
+
+
+class _Rewriter(importlib.abc.MetaPathFinder, importlib.abc.SourceLoader):
+    """An import hook that rewrites the code it loads, as pytest's assertion rewriting and
+    jaxtyping's or typeguard's hooks do: here every `assert` gets a message."""
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name, self.path = name, path
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        return importlib.util.spec_from_file_location(fullname, self.path, loader=self)
+
+    def get_filename(self, fullname: str) -> str:
+        return str(self.path)
+
+    def get_data(self, path: str) -> bytes:
+        return Path(path).read_bytes()
+
+    def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> Any:  # type: ignore[override]
+        tree = ast.parse(data)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assert) and node.msg is None:
+                node.msg = ast.Constant("rewritten")
+        return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+
+
+def test_a_module_an_import_hook_rewrote_is_not_taken_for_an_edited_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its code differs from its file unedited: pytest's assertion rewriting made a helper
+    with an `assert` in a test module "edited since imported", refused with workers=0."""
+    name = f"hooked_{uuid.uuid4().hex[:8]}"
+    path = tmp_path / f"{name}.py"
+    path.write_text("def preprocess(i):\n    assert i >= 0\n    yield {'v': i}\n")
+    hook = _Rewriter(name, path)
+    monkeypatch.setattr(sys, "meta_path", [hook, *sys.meta_path])
+    try:
+        module = importlib.import_module(name)
+        assert module.__spec__.loader is hook
+        snap.create(module.preprocess, tmp_path / "s", inputs=[1, 2], workers=0)
+        assert _values(tmp_path / "s") == [1, 2]
+    finally:
+        sys.modules.pop(name, None)
