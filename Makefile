@@ -42,7 +42,8 @@ test: $(VENV)/.installed-test
 OLDEST ?= .venv-oldest
 OLDEST_TESTS := tests/commands tests/test_ipc_blocks.py tests/test_manifest.py \
 	tests/test_keywords.py tests/writers/test_convert.py tests/writers/test_records.py \
-	tests/writers/test_create.py tests/readers/test_loader.py tests/readers/test_window.py
+	tests/writers/test_create.py tests/readers/test_loader.py tests/readers/test_window.py \
+	tests/test_stored_types.py
 
 $(OLDEST)/.installed: pyproject.toml setup.py tests/oldest.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c snapshot_cli/_records.h
 	$(PYTHON) -m venv $(OLDEST)

@@ -13,6 +13,7 @@ through pyarrow's generic path as before, with its checks and errors.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +63,16 @@ def strings(values: Sequence[str | bytes], arrow_type: pa.DataType) -> pa.Array:
         raise OffsetOverflow(f"{int(offsets[-1]):,} bytes of {arrow_type} in one array")
     buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
     return pa.Array.from_buffers(arrow_type, len(data), buffers)
+
+
+def nbytes(data: Any) -> int:
+    """The bytes an Arrow array, chunked array, record batch or table refers to (a slice's
+    own); where pyarrow cannot count them (a ``string_view`` before pyarrow 21), its
+    buffers' whole sizes, which is more."""
+    try:
+        return int(data.nbytes)
+    except pa.ArrowException:
+        return int(data.get_total_buffer_size())
 
 
 def to_numpy(arr: pa.Array) -> np.ndarray:

@@ -11,6 +11,7 @@ ragged     ``struct<data: list<T>, shape: fixed_size_list<int32>[ndim]>`` (ndim 
 string     ``string``                                            object array of str
 binary     ``binary``                                            object array of bytes
 arrow      anything else, from a user's RecordBatch/Table        pyarrow's own conversion
+           (encodings of the kinds above are stored as them: :mod:`.stored_types`)
 =========  ====================================================  ==========================
 """
 
@@ -23,8 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from . import arrays
-from .errors import RecordError, SchemaMismatchError
+from . import arrays, stored_types
+from .errors import SchemaMismatchError
 
 RAGGED_DATA = "data"
 RAGGED_SHAPE = "shape"
@@ -34,9 +35,11 @@ _NUMPY_KINDS = frozenset("biuf")  # bool, signed, unsigned, float
 
 def is_supported_dtype(dtype: np.dtype) -> bool:
     """bool, int8..int64, uint8..uint64 and float16/32/64 in native byte order (not float128,
-    which numpy has and Arrow has not)."""
+    which numpy has and Arrow has not, nor a type another library defines in numpy's kinds:
+    ml_dtypes' float8_e5m2 is a kind "f" of one byte)."""
     native = dtype.byteorder in ("=", "|", "<" if np.little_endian else ">")
-    return dtype.kind in _NUMPY_KINDS and dtype.itemsize <= 8 and native
+    user_defined = dtype.isbuiltin == 2
+    return dtype.kind in _NUMPY_KINDS and dtype.itemsize <= 8 and native and not user_defined
 
 
 # What to do instead, by numpy dtype kind, for the dtypes a column cannot hold
@@ -56,14 +59,12 @@ _DTYPE_HINTS = {
 LOW_PRECISION = ("bfloat16", "float8", "float4", "float6", "int4", "uint4", "int2", "uint2")
 
 
-def low_precision_hint(
-    widened: str = "v.astype(np.float32)", bits: str = "v.view(np.uint16)"
-) -> str:
+def low_precision_hint(widened: str, bits: str) -> str:
     """What to store instead of a bfloat16 or float8 value (the calls shown: numpy's, or a
     library's)."""
     return (
         f"Arrow has no such type: store it widened ({widened}), or its bits as integers of "
-        f"its width ({bits} for bfloat16) and view them back when read"
+        f"its width ({bits}) and view them back when read"
     )
 
 
@@ -71,7 +72,7 @@ def unsupported_dtype_message(name: str, dtype: np.dtype) -> str:
     """Why column ``name`` cannot hold ``dtype``, and what to store instead."""
     hint = _DTYPE_HINTS.get(dtype.kind, "convert it to one of these")
     if dtype.name.startswith(LOW_PRECISION):
-        hint = low_precision_hint()
+        hint = low_precision_hint("v.astype(np.float32)", f"v.view(np.uint{8 * dtype.itemsize})")
     return (
         f"column {name!r} has dtype {dtype}; supported dtypes are bool, int8..int64, "
         f"uint8..uint64, float16/32/64: {hint}"
@@ -123,33 +124,6 @@ def kind(t: pa.DataType) -> str:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return "binary"
     return "arrow"
-
-
-def dense_type(t: pa.DataType) -> pa.DataType:
-    """``t`` with every dictionary type, at any depth, replaced by its value type.
-
-    Shards store dictionary-encoded columns (pandas categoricals, ``pa.DictionaryArray``)
-    decoded: an Arrow IPC *file* holds one dictionary per column, so record batches that
-    bring different dictionaries (every yield may) could not be written to one shard, and
-    zstd/lz4 compress the repeated values well anyway.
-    """
-    if pa.types.is_dictionary(t):
-        return dense_type(t.value_type)
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(dense_type(t.value_type)))
-    if pa.types.is_large_list(t):
-        return pa.large_list(t.value_field.with_type(dense_type(t.value_type)))
-    if pa.types.is_fixed_size_list(t):
-        return pa.list_(t.value_field.with_type(dense_type(t.value_type)), t.list_size)
-    if pa.types.is_map(t):
-        return pa.map_(
-            t.key_field.with_type(dense_type(t.key_type)),
-            t.item_field.with_type(dense_type(t.item_type)),
-            t.keys_sorted,
-        )
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(dense_type(f.type)) for f in t])
-    return t
 
 
 def dtype_name(t: pa.DataType) -> str:
@@ -283,23 +257,6 @@ def _bad_shape(column: pa.StructArray, ndim: int) -> str | None:
     return f"record {i} has shape {dims[i].tolist()} but {counts[i]} values"
 
 
-def dense_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` with dictionary-encoded columns decoded (:func:`schema.dense_type`)."""
-    dense = [dense_type(f.type) for f in batch.schema]
-    if all(d == f.type for d, f in zip(dense, batch.schema, strict=True)):
-        return batch
-    arrays = []
-    for field, column, t in zip(batch.schema, batch.columns, dense, strict=True):
-        try:
-            arrays.append(column if t == field.type else column.cast(t))
-        except pa.ArrowException as err:
-            raise RecordError(
-                f"column {field.name!r} is dictionary-encoded ({field.type}) and cannot be "
-                f"decoded to {t}: {err}; yield it decoded (array.dictionary_decode())"
-            ) from None
-    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
-
-
 def tensor_array(stacked: np.ndarray) -> pa.Array:
     """``(n, *shape)`` numpy array → ``fixed_shape_tensor`` array (one copy at most)."""
     shape = stacked.shape[1:]
@@ -374,4 +331,13 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
 def unify_error(name: str, types: Sequence[tuple[pa.DataType, str]]) -> SchemaMismatchError:
     """Error for tasks that wrote different types for one column (``(type, where)`` pairs)."""
     (t1, w1), (t2, w2) = types[0], types[1]
+    if t1 != t2 and stored_types.stored_type(t1) == stored_types.stored_type(t2):
+        # one task was kept from a run of an earlier snap, which stored the yielded type as it
+        # came (a large_string, a fixed-size list): the same values, now stored as another type
+        return SchemaMismatchError(
+            f"column {name!r} was stored as {t1} by {w1} and as {t2} by {w2}: the same values, "
+            "written by two versions of snap (earlier ones stored a yielded Arrow type as it "
+            "came); run the same create with --overwrite (or into a new OUTPUT) to write "
+            "every task alike"
+        )
     return SchemaMismatchError(mismatch_message(name, t1, t2, f" (first from {w1}, then {w2})"))

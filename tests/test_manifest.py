@@ -19,7 +19,7 @@ from snapshot_cli.manifest import (
     encode_runs,
     fingerprint,
 )
-from snapshot_cli.schema import decode_schema, dense_type, encode_schema
+from snapshot_cli.schema import decode_schema, encode_schema
 
 
 def make_manifest(**over: object) -> Manifest:
@@ -188,28 +188,3 @@ def test_a_bad_schema_field_is_a_manifest_error(text: str) -> None:
     doc["schema"]["arrow_ipc_base64"] = text
     with pytest.raises(ManifestError, match="Arrow schema cannot be decoded"):
         Manifest.from_json(json.dumps(doc).encode())
-
-
-@pytest.mark.parametrize(
-    ("given", "dense"),
-    [
-        (pa.dictionary(pa.int8(), pa.string()), pa.string()),
-        (pa.list_(pa.dictionary(pa.int32(), pa.int64())), pa.list_(pa.int64())),
-        (pa.large_list(pa.dictionary(pa.int32(), pa.binary())), pa.large_list(pa.binary())),
-        (pa.list_(pa.dictionary(pa.int16(), pa.string()), 3), pa.list_(pa.string(), 3)),
-        (
-            pa.struct([("a", pa.dictionary(pa.int8(), pa.string())), ("b", pa.int8())]),
-            pa.struct([("a", pa.string()), ("b", pa.int8())]),
-        ),
-        (
-            pa.map_(pa.string(), pa.dictionary(pa.int8(), pa.float32())),
-            pa.map_(pa.string(), pa.float32()),
-        ),
-        (pa.fixed_shape_tensor(pa.uint8(), [2, 2]), pa.fixed_shape_tensor(pa.uint8(), [2, 2])),
-        (pa.string(), pa.string()),
-    ],
-)
-def test_dense_type_replaces_dictionaries_at_any_depth(
-    given: pa.DataType, dense: pa.DataType
-) -> None:
-    assert dense_type(given) == dense

@@ -52,6 +52,17 @@ def columnwise_hint(record: Mapping[str, Any]) -> str:
     )
 
 
+def not_a_record_message(item: Any, why: str = "") -> str:
+    """The error for a yielded ``item`` that is neither a record nor a batch; ``why``: what
+    else was wrong, said when there is no better advice."""
+    hint = not_a_record_hint(item) or (f" ({why})" if why else "")
+    return (
+        f"the pipeline yielded a value of type {type(item).__name__}; yield records "
+        "(dict of column → value) or batches (snapshot_cli.Batch, "
+        f"pyarrow.RecordBatch/Table, a pandas or polars DataFrame){hint}"
+    )
+
+
 def not_a_record_hint(item: Any) -> str:
     """What to yield instead of ``item``, which is neither a record nor a batch ("" if no
     better advice than the message's own)."""
@@ -66,6 +77,9 @@ def not_a_record_hint(item: Any) -> str:
         )
     if isinstance(item, (list, tuple)):
         return " (`yield from` a list of records)"
+    for method in ("collect", "compute"):  # a polars LazyFrame, a Dask DataFrame
+        if callable(getattr(item, method, None)) and not isinstance(item, Iterator):
+            return f" (a lazy query: yield what it computes, value.{method}())"
     if isinstance(item, Iterator):
         return " (it is an iterator: `yield from` it to yield its records, not it)"
     if item is None:

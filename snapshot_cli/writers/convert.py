@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import arrays
+from .. import arrays, stored_types
 from .. import schema as schema_mod
 from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
@@ -39,8 +39,9 @@ class Batch(dict):
 
 def batch_from_columns(
     cols: Mapping[str, Any], schema: pa.Schema | None, ragged: frozenset[str]
-) -> pa.RecordBatch:
-    """A :class:`Batch` (dict of equal-length columns) → record batch."""
+) -> list[pa.RecordBatch]:
+    """A :class:`Batch` (dict of equal-length columns) → record batches (one, unless Arrow
+    columns with 64-bit offsets hold more than one record batch's 32-bit ones can)."""
     if not cols:
         raise RecordError("a Batch needs at least one column")
     built, lengths = [], {}
@@ -53,7 +54,8 @@ def batch_from_columns(
         built.append(arr)
     if len(set(lengths.values())) > 1:
         raise RecordError(f"Batch columns have different lengths: {lengths}")
-    return schema_mod.dense_batch(pa.RecordBatch.from_arrays(built, names=list(cols)))
+    batch = pa.RecordBatch.from_arrays(built, names=list(cols))
+    return stored_types.stored_batches(batch, "Batch")
 
 
 def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa.Array:
@@ -93,8 +95,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
 
 def _combined(chunked: pa.ChunkedArray) -> pa.Array:
     """One array of ``chunked``'s values, or OffsetOverflow where it may not fit one."""
-    if chunked.num_chunks > 1 and chunked.nbytes > arrays.MAX_OFFSET:
-        raise OffsetOverflow(f"{chunked.nbytes:,} bytes in one column")
+    if chunked.num_chunks > 1 and arrays.nbytes(chunked) > arrays.MAX_OFFSET:
+        raise OffsetOverflow(f"{arrays.nbytes(chunked):,} bytes in one column")
     return chunked.combine_chunks()
 
 
@@ -104,7 +106,7 @@ def _in_halves(
     """A :class:`Batch` → record batches: one, or its rows halved until each fits its
     arrays (text, bytes or ragged values past 2 GiB in one column)."""
     try:
-        return [batch_from_columns(cols, schema, ragged)]
+        return batch_from_columns(cols, schema, ragged)
     except OffsetOverflow:
         rows = len(next(iter(cols.values())))
         if rows < 2:
@@ -116,33 +118,39 @@ def _in_halves(
 
 
 def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> list[pa.RecordBatch]:
-    """A yielded batch (Batch, RecordBatch or Table) → record batches (records go elsewhere)."""
+    """A yielded batch (Batch, RecordBatch, Table, DataFrame or another library's Arrow
+    data) → record batches (records go elsewhere)."""
     if foreign.is_dataframe(item):
         item = Batch(foreign.dataframe_columns(item))
     if isinstance(item, Batch):
         return _in_halves(item, schema, ragged)
+    yielded = type(item).__name__
+    if foreign.exports_arrow(item):
+        item = foreign.arrow_data(item)
     if isinstance(item, pa.RecordBatch):
         batches = [item]
     elif isinstance(item, pa.Table):
         # its chunks merged where they surely fit one array (32-bit offsets), else as they are
-        fits = item.nbytes <= arrays.MAX_OFFSET
+        fits = arrays.nbytes(item) <= arrays.MAX_OFFSET
         batches = (item.combine_chunks() if fits else item).to_batches()
     else:
-        raise RecordError(f"not a batch: {type(item).__name__}")
-    batches = [schema_mod.dense_batch(b) for b in batches]
+        raise RecordError(f"not a batch: {yielded}")
     for batch in batches:
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             try:
                 column.validate(full=True)
             except pa.ArrowException as err:
                 raise RecordError(
-                    f"column {name!r} of a yielded {type(item).__name__} is not valid Arrow "
+                    f"column {name!r} of a yielded {yielded} is not valid Arrow "
                     f"data ({err}); build it with pyarrow's constructors (pa.array, ...)"
                 ) from None
+    batches = [s for b in batches for s in stored_types.stored_batches(b, yielded)]
+    for batch in batches:
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
             nulls = schema_mod.null_count(column)
             if nulls:
                 raise RecordError(
-                    f"column {name!r} of a yielded {type(item).__name__} holds "
+                    f"column {name!r} of a yielded {yielded} holds "
                     f"{counted(nulls, 'missing value')} (nulls); snap stores no missing values: "
                     "fill them (e.g. pyarrow.compute.fill_null) or leave those rows out"
                 )
@@ -184,4 +192,8 @@ def ragged(*columns: str) -> Any:
 
 
 def is_batch(item: Any) -> bool:
-    return isinstance(item, (Batch, pa.RecordBatch, pa.Table)) or foreign.is_dataframe(item)
+    return (
+        isinstance(item, (Batch, pa.RecordBatch, pa.Table))
+        or foreign.is_dataframe(item)
+        or foreign.exports_arrow(item)
+    )

@@ -3,12 +3,15 @@
 Preprocessing code yields torch, JAX and TensorFlow tensors, PIL images, pandas Series and
 DataFrames, and numpy arrays read in the other byte order. Each becomes the numpy value
 ``np.asarray`` makes of it, or a :class:`RecordError` with the library's own reason, naming
-the column. No library is imported here: a value of one can only exist if it is loaded.
+the column. A table of another library (polars, DuckDB, ...) that exports Arrow data (the
+PyCapsule interface) becomes the pyarrow Table it exports. No library is imported here: a
+value of one can only exist if it is loaded.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -17,6 +20,7 @@ import pyarrow as pa
 from .. import schema as schema_mod
 from ..errors import RecordError
 from ..progress import counted
+from . import advice
 
 
 def native(value: Any) -> Any:
@@ -52,7 +56,8 @@ def as_numpy(value: Any, column: str) -> np.ndarray:
         hint = "yield a numpy array (for a torch tensor: t.detach().cpu().numpy())"
         dtype = str(getattr(value, "dtype", "")).rpartition(".")[2]  # "torch.bfloat16"
         if dtype.startswith(schema_mod.LOW_PRECISION):
-            hint = schema_mod.low_precision_hint("t.float()", "t.view(torch.int16)")
+            width = 16 if dtype.startswith(("bfloat16", "float16")) else 8  # bfloat16, float8s
+            hint = schema_mod.low_precision_hint("t.float()", f"t.view(torch.int{width})")
         raise RecordError(
             f"column {column!r} has a {type(value).__name__} numpy cannot convert "
             f"({type(err).__name__}: {err}); {hint}"
@@ -67,6 +72,26 @@ def is_missing(value: Any) -> bool:
 def is_dataframe(item: Any) -> bool:
     pandas = sys.modules.get("pandas")  # never imported here: only a loaded pandas made one
     return pandas is not None and isinstance(item, pandas.DataFrame)
+
+
+def exports_arrow(item: Any) -> bool:
+    """Another library's table (a polars DataFrame, a DuckDB result, ...): it has the Arrow
+    PyCapsule interface (a stream of record batches, or one struct array). A ``Mapping`` is
+    a record whatever else it has, and a pyarrow or pandas object has its own path."""
+    kind = type(item)
+    return (
+        hasattr(kind, "__arrow_c_stream__") or hasattr(kind, "__arrow_c_array__")
+    ) and not isinstance(item, (Mapping, pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table))
+
+
+def arrow_data(item: Any) -> pa.Table | pa.RecordBatch:
+    """What :func:`exports_arrow` accepted → a pyarrow Table (a stream) or RecordBatch."""
+    stream = hasattr(type(item), "__arrow_c_stream__")
+    try:
+        return pa.table(item) if stream else pa.record_batch(item)
+    except (pa.ArrowException, TypeError, ValueError) as err:  # a Series: one column
+        why = f"its Arrow data is not a table of named columns: {type(err).__name__}: {err}"
+        raise RecordError(advice.not_a_record_message(item, why)) from None
 
 
 def dataframe_columns(frame: Any) -> dict[str, Any]:

@@ -97,12 +97,7 @@ class TaskWriter:
             if self.records.rows >= opts.batch_rows or self.records.nbytes >= opts.batch_bytes:
                 self.flush_records()
         else:
-            hint = advice.not_a_record_hint(item)
-            raise RecordError(
-                f"the pipeline yielded a value of type {type(item).__name__}; yield records "
-                "(dict of column → value) or batches (snapshot_cli.Batch, "
-                f"pyarrow.RecordBatch/Table, pandas.DataFrame){hint}"
-            )
+            raise RecordError(advice.not_a_record_message(item))
 
     def flush_records(self) -> None:
         if self.records.rows:
