@@ -276,6 +276,7 @@ def resolve(
         return _files([os.fspath(inputs)], storage_options, output)
     if isinstance(inputs, np.ndarray):
         inputs = inputs.tolist()
+    items_mod.refuse_a_table(inputs, "inputs")
     if isinstance(inputs, (bytes, Mapping)) or not isinstance(inputs, Iterable):
         raise OptionError(
             f"inputs must be a path or glob, or a list of paths or of JSON items; got a "

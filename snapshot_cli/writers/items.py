@@ -32,12 +32,8 @@ def as_items(values: Iterable[Any], source: str | None = None) -> list[Any]:
     (``inputs[i]``, or item i of what the ``source`` function returned)."""
     items = []
     for i, value in enumerate(values):
-        if isinstance(value, np.generic):
-            value = value.item()
-        elif isinstance(value, np.ndarray):
-            value = value.tolist()
         try:
-            text = json.dumps(value, allow_nan=False)
+            text = json.dumps(value, allow_nan=False, default=_numpy_value)
         except (TypeError, ValueError) as err:
             kind = type(value).__name__
             nan = isinstance(value, float) and not math.isfinite(value)
@@ -59,6 +55,30 @@ def as_items(values: Iterable[Any], source: str | None = None) -> list[Any]:
             ) from err
         items.append(json.loads(text))
     return items
+
+
+def _numpy_value(value: Any) -> Any:
+    """A numpy scalar or array at any depth of an item (``{"id": np.int64(3)}``, as
+    ``[{"id": i} for i in np.arange(n)]`` makes) → its Python value; anything else is not
+    JSON."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def refuse_a_table(value: Any, what: str) -> None:
+    """A DataFrame or Arrow table given as the inputs: iterated, it gives its column names
+    (which were taken as file patterns). Say how to give its rows or a column of it."""
+    shape = getattr(value, "shape", None)
+    if not (hasattr(value, "columns") or hasattr(value, "column_names")) or not (
+        isinstance(shape, tuple) and len(shape) == 2
+    ):
+        return
+    raise OptionError(
+        f"{what} is a {type(value).__name__} (a table): give its rows as items "
+        "(df.to_dict('records') in pandas, df.to_dicts() in polars, table.to_pylist() in "
+        "pyarrow), or the column of file paths (list(df['path']))"
+    )
 
 
 LIST_FILES = (".json", ".jsonl", ".txt", ".csv", ".tsv", ".lst", ".list", ".yaml", ".yml")
@@ -109,6 +129,7 @@ def from_function(inputs_from: str | Callable[[], Any]) -> tuple[list[Any], str]
         ) from err
     if isinstance(raw, np.ndarray):
         raw = raw.tolist()
+    refuse_a_table(raw, f"what --inputs-from {name!r} returned")
     if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
         raise OptionError(
             f"--inputs-from {name!r} returned a value of type {type(raw).__name__}, "

@@ -69,6 +69,61 @@ def test_numpy_values_become_items() -> None:
     assert inputs_mod.resolve((i * i for i in range(3)), None, None).items == [0, 1, 4]
 
 
+_NUMPY_TYPES = [np.int8, np.int32, np.int64, np.uint16, np.float32, np.float64, np.bool_]
+
+
+def _as_numpy(value: Any, draw: Any) -> Any:
+    """``value`` with some of its numbers made numpy scalars or arrays, at any depth."""
+    if isinstance(value, bool) or (isinstance(value, int) and abs(value) < 100):
+        kind = draw(st.sampled_from([None, *_NUMPY_TYPES]))
+        if kind is None or (kind is np.bool_) != isinstance(value, bool):
+            return value
+        if kind is np.uint16 and value < 0:
+            return value
+        return kind(value)
+    if isinstance(value, list):
+        converted = [_as_numpy(v, draw) for v in value]
+        plain = all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        if value and plain and draw(st.booleans()):
+            return np.array(value)  # a list of ints as an array
+        return converted
+    if isinstance(value, dict):
+        return {k: _as_numpy(v, draw) for k, v in value.items()}
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(json_values, min_size=1, max_size=5), data=st.data())
+def test_numpy_values_at_any_depth_are_their_python_values(values: list[Any], data: Any) -> None:
+    """`[{"id": i} for i in np.arange(n)]` was refused ("Object of type int64 is not JSON
+    serializable") while `list(np.arange(n))` was taken."""
+    given_values = [1, *(_as_numpy(v, data.draw) for v in values)]
+    got = inputs_mod.resolve(given_values, None, None).items
+    assert got == json.loads(json.dumps([1, *values]))
+
+
+@pytest.mark.parametrize("kind", ["pandas", "polars", "pyarrow"])
+def test_a_table_given_as_inputs_is_told_how_to_give_its_rows(kind: str) -> None:
+    """Iterated, a DataFrame gives its column names, which were taken as file patterns
+    ("--input 'path' matched no files")."""
+    import pandas as pd
+    import polars as pl
+    import pyarrow as pa
+
+    columns = {"path": ["a.jpg", "b.jpg"], "label": [0, 1]}
+    table = {"pandas": pd.DataFrame, "polars": pl.DataFrame, "pyarrow": pa.table}[kind](columns)
+    with pytest.raises(snap.OptionError, match=r"inputs is a \w+ \(a table\): give its rows"):
+        inputs_mod.resolve(table, None, None)
+    with pytest.raises(snap.OptionError, match=r"returned is a \w+ \(a table\)"):
+        inputs_mod.resolve(None, lambda: table, None)
+    rows = {"pandas": lambda t: t.to_dict("records"), "polars": lambda t: t.to_dicts(),
+            "pyarrow": lambda t: t.to_pylist()}[kind](table)  # fmt: skip
+    assert inputs_mod.resolve(rows, None, None).items == [
+        {"path": "a.jpg", "label": 0},
+        {"path": "b.jpg", "label": 1},
+    ]
+
+
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
