@@ -101,6 +101,7 @@ def test_progress_on_stderr_unless_quiet(setup) -> None:  # type: ignore[no-unty
         (["--param", "size=-1"], "ValueError on input"),
         (["--level", "5", "--compression", "lz4"], "zstd only"),
         (["--input", "/nonexistent/*.jpg"], "matched no files"),
+        (["--input", "--overwrite"], "(--overwrite is an option: --input took it as its value"),
     ],
 )
 def test_errors_exit_1_with_message_and_no_traceback(setup, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]

@@ -102,7 +102,13 @@ def expand_inputs(
                     f"--input {pattern!r} is a directory; pass a glob such as "
                     f"'{pattern.rstrip('/')}/*' to use the files in it"
                 )
-            raise OptionError(f"--input {pattern!r} matched no files")
+            hint = (
+                f" ({pattern} is an option: --input took it as its value; give --input a "
+                "path or pattern)"
+                if pattern.startswith("-") and not os.path.exists(pattern)
+                else ""
+            )
+            raise OptionError(f"--input {pattern!r} matched no files{hint}")
         for url, info in files.items():
             size = int(info.get("size") or 0)
             found[url] = InputFile(
