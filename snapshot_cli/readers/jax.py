@@ -126,8 +126,9 @@ class JaxBatches(Adapter[dict[str, Any]]):
         batch = mapped_arrays(batch)  # (a map may return tensors, lists or numbers)
         # Object columns (ragged, strings) cannot be device arrays; the rest go in one call:
         # one dispatch per batch, not one per column.
-        out: dict[str, Any] = {k: v for k, v in batch.items() if v.dtype == object}
-        arrays = {k: v for k, v in batch.items() if v.dtype != object}
+        # (Datetimes of a user's Arrow table have no JAX dtype either: left as they are.)
+        out: dict[str, Any] = {k: v for k, v in batch.items() if v.dtype.kind not in "biufc"}
+        arrays = {k: v for k, v in batch.items() if v.dtype.kind in "biufc"}
         if not arrays:
             return out
         if self.sharding is None:

@@ -180,7 +180,8 @@ class TFBatches(LoaderFacing):
         tf = import_tf()
         if isinstance(spec, tf.RaggedTensorSpec):
             none = np.empty(0, object)  # a batch after the pass's last: no rows
-            return list(ragged_parts(none if value is None else value, spec.dtype.as_numpy_dtype))
+            given = none if value is None else value
+            return ragged_parts(given, spec.dtype.as_numpy_dtype, spec.ragged_rank)
         if value is None:
             shape = [0 if d is None else d for d in spec.shape.as_list()]
             return [tf.zeros(shape, spec.dtype)]
@@ -191,7 +192,8 @@ class TFBatches(LoaderFacing):
         tf = import_tf()
         one: list[Any] = []
         for spec in (self._spec[n] for n in self.names):
-            one += [spec.dtype, tf.int64] if isinstance(spec, tf.RaggedTensorSpec) else [spec.dtype]
+            ragged = isinstance(spec, tf.RaggedTensorSpec)
+            one += [spec.dtype, *[tf.int64] * spec.ragged_rank] if ragged else [spec.dtype]
         return one * CHUNK + [tf.int64]
 
     def split(self, *parts: Any) -> Any:
@@ -204,10 +206,11 @@ class TFBatches(LoaderFacing):
             for name in self.names:
                 spec = self._spec[name]
                 if isinstance(spec, tf.RaggedTensorSpec):
-                    values, lengths = parts[at], parts[at + 1]
+                    rank = spec.ragged_rank
+                    values, lengths = parts[at], list(parts[at + 1 : at + 1 + rank])
                     values.set_shape([None])
-                    columns[name] = tf.RaggedTensor.from_row_lengths(values, lengths)
-                    at += 2
+                    columns[name] = tf.RaggedTensor.from_nested_row_lengths(values, lengths)
+                    at += 1 + rank
                 else:
                     parts[at].set_shape(spec.shape)
                     columns[name] = parts[at]

@@ -42,10 +42,9 @@ def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> di
         if d["kind"] in ("string", "binary"):
             out[name] = tf.TensorSpec((None,), tf.string)
         elif d["kind"] == "ragged":
-            dtype = tf.as_dtype(np.dtype(d["dtype"]))
-            out[name] = tf.RaggedTensorSpec(
-                (None, *([None] * len(d["shape"]))), dtype, ragged_rank=1
-            )
+            dtype, ndim = tf.as_dtype(np.dtype(d["dtype"])), len(d["shape"])
+            # every dimension of a record may vary: each is a ragged one
+            out[name] = tf.RaggedTensorSpec((None, *([None] * ndim)), dtype, ragged_rank=ndim)
         elif d["kind"] in ("tensor", "scalar"):
             out[name] = tf.TensorSpec((None, *d["shape"]), tf.as_dtype(np.dtype(d["dtype"])))
         else:
@@ -68,8 +67,9 @@ def batch_signature(batch: dict[str, Any], columns: Sequence[str]) -> dict[str, 
             out[name] = tf.TensorSpec((None, *value.shape[1:]), tf.as_dtype(value.dtype))
         elif value.dtype == object and len(value) and isinstance(value[0], np.ndarray):
             inner = np.asarray(value[0])
-            dims = (None, *([None] * max(1, inner.ndim)))
-            out[name] = tf.RaggedTensorSpec(dims, tf.as_dtype(inner.dtype), ragged_rank=1)
+            ndim = max(1, inner.ndim)
+            dims = (None, *([None] * ndim))
+            out[name] = tf.RaggedTensorSpec(dims, tf.as_dtype(inner.dtype), ragged_rank=ndim)
         elif value.dtype.kind in "OSU" and value.ndim == 1:
             out[name] = tf.TensorSpec((None,), tf.string)
         else:
@@ -147,7 +147,8 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
     """One column of a batch in TensorFlow's form; numeric arrays shared when TF can."""
     tf = import_tf()
     if isinstance(spec, tf.RaggedTensorSpec):
-        return tf.RaggedTensor.from_row_lengths(*ragged_parts(value, spec.dtype.as_numpy_dtype))
+        flat, *lengths = ragged_parts(value, spec.dtype.as_numpy_dtype, spec.ragged_rank)
+        return tf.RaggedTensor.from_nested_row_lengths(flat, lengths)
     if spec.dtype == tf.string:
         return tf.constant(list(value), tf.string)
     if (
@@ -164,11 +165,28 @@ def to_tensor(value: np.ndarray, spec: Any) -> Any:
     return value  # TensorFlow copies it into a tensor (py_function converts what it returns)
 
 
-def ragged_parts(value: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    """A ragged column (an object array of arrays) as its values, flat, and row lengths."""
-    lengths = np.fromiter((len(v) for v in value), np.int64, len(value))
-    flat = np.concatenate(value).astype(dtype, copy=False) if len(value) else np.zeros(0, dtype)
-    return flat, lengths
+def ragged_parts(value: np.ndarray, dtype: Any, ndim: int = 1) -> list[np.ndarray]:
+    """A ragged column (an object array of ``ndim``-dimensional arrays, each dimension free
+    to vary) as its values, flat, then one array of row lengths per dimension: the records'
+    first dimensions, then each row's length in the next (``RaggedTensor``'s nested row
+    lengths)."""
+    arrays = [np.asarray(v) for v in value]
+    for v in arrays:
+        if v.ndim != ndim:
+            raise TypeError(
+                f"a ragged column holds an array of shape {v.shape} among arrays of {ndim} "
+                "dimensions: TensorFlow's ragged tensor needs one number of dimensions"
+            )
+    flat = (
+        np.concatenate([v.reshape(-1) for v in arrays]).astype(dtype, copy=False)
+        if arrays
+        else np.zeros(0, dtype)
+    )
+    lengths = [np.fromiter((v.shape[0] for v in arrays), np.int64, len(arrays))]
+    for axis in range(1, ndim):  # each row of the dimension before holds shape[axis] values
+        rows = [np.full(int(np.prod(v.shape[:axis])), v.shape[axis], np.int64) for v in arrays]
+        lengths.append(np.concatenate(rows) if rows else np.zeros(0, np.int64))
+    return [flat, *lengths]
 
 
 def check_batch(batch: dict[str, Any], specs: dict[str, Any], names: Sequence[str]) -> None:

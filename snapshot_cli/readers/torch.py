@@ -72,6 +72,9 @@ class _ByValue:
         return pickle.loads(self.payload)  # noqa: S301 - our own payload, from our parent
 
 
+NUMERIC = "biufc"  # numpy kinds torch has tensors of
+
+
 def to_tensors(batch: Batch) -> dict[str, Any]:
     """numpy batch → tensors without copying numeric columns (see the module docstring)."""
     torch = _torch()
@@ -87,11 +90,13 @@ def to_tensors(batch: Batch) -> dict[str, Any]:
             out[name] = value
             continue
         value = as_array(name, value)
-        if value.dtype != object:
+        if value.dtype.kind in NUMERIC:
             out[name] = tensor(value)
-        elif len(value) and isinstance(value[0], np.ndarray):
+        elif value.dtype != object:  # datetimes of a user's Arrow table: no torch dtype
+            out[name] = value
+        elif len(value) and isinstance(value[0], np.ndarray) and value[0].dtype.kind in NUMERIC:
             out[name] = [tensor(v) for v in value]
-        else:
+        else:  # text, bytes, lists of text, structs: Python values
             out[name] = value.tolist()
     return out
 

@@ -542,3 +542,54 @@ def test_a_datasets_map_that_cannot_be_pickled_is_named(snapshot_url: str) -> No
     with pytest.raises(TypeError, match=r"map .*locked cannot be sent to the DataLoader's wor"):
         ForkingPickler.dumps(dataset)
     assert pickle.loads(pickle.dumps(SnapshotDataset(snapshot_url, batch_size=16, map=np.copy)))
+
+
+def _arrow_typed_snapshot(tmp_path: Path) -> str:
+    """Columns only a user's Arrow table brings: datetimes, lists of text, structs."""
+    import pyarrow as pa
+
+    n = 12
+    table = pa.table(
+        {
+            "when": pa.array(np.arange(n).astype("datetime64[s]")),
+            "words": pa.array([[f"w{i}", "x"] for i in range(n)]),
+            "meta": pa.array([{"k": i, "s": f"m{i}"} for i in range(n)]),
+            "y": pa.array(np.arange(n, dtype=np.float32)),
+        }
+    )
+
+    def preprocess() -> object:
+        yield table
+
+    out = str(tmp_path / "typed")
+    snap.create(preprocess, out, workers=0)
+    return out
+
+
+def test_columns_without_a_tensor_form_reach_torch_and_jax_as_they_are(tmp_path: Path) -> None:
+    """A datetime column failed in to_torch() ("can't convert np.ndarray of type
+    numpy.datetime64") and to_jax() ("not a valid JAX array type"), a list of text in
+    to_torch(); they are handed on as numpy arrays and lists, as text and bytes are."""
+    import torch
+
+    url = _arrow_typed_snapshot(tmp_path)
+    batch = next(iter(snap.open(url).loader(12, shuffle=False).to_torch()))
+    assert isinstance(batch["y"], torch.Tensor) and batch["y"].tolist() == list(range(12))
+    np.testing.assert_array_equal(batch["when"], np.arange(12).astype("datetime64[s]"))
+    assert [list(w) for w in batch["words"]] == [[f"w{i}", "x"] for i in range(12)]
+    assert batch["meta"] == [{"k": i, "s": f"m{i}"} for i in range(12)]
+    script = (
+        "import sys, json, numpy as np, snapshot_cli as snap\n"
+        "b = next(iter(snap.open(sys.argv[1]).loader(12, shuffle=False).to_jax()))\n"
+        "print(json.dumps({'y': [type(b['y']).__module__.split('.')[0], b['y'].tolist()],\n"
+        "    'when': [str(b['when'].dtype), b['when'].astype('int64').tolist()],\n"
+        "    'words': [list(w) for w in b['words']]}))\n"
+    )
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    res = subprocess.run([sys.executable, "-c", script, url], env=env, capture_output=True,
+                         text=True, timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["y"][0] in ("jax", "jaxlib") and out["y"][1] == list(range(12))  # a jax.Array
+    assert out["when"] == ["datetime64[s]", list(range(12))]
+    assert out["words"] == [[f"w{i}", "x"] for i in range(12)]

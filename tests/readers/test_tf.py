@@ -280,6 +280,42 @@ def check_sharing():
             "unaligned_left_as_is": to_tensor(unaligned, spec["image"]) is unaligned}
 
 
+def check_ragged_of_any_rank():
+    """Ragged columns of 1, 2 and 3 dimensions, every dimension varying between records (a
+    2-D one failed: "Tensor's shape (10, 2) is not compatible with supplied shape (None,)"),
+    from the schema and from what a map returns."""
+    import tempfile
+
+    def records():
+        for n in range(40):
+            yield {"id": n, "r1": np.arange(n % 4, dtype=np.int32),
+                   "r2": np.arange((n % 3 + 1) * (n % 2 + 1), dtype=np.float32).reshape(
+                       n % 3 + 1, n % 2 + 1) + n,
+                   "r3": np.full((n % 2 + 1, n % 3, 2), n, np.int16)}
+
+    out = tempfile.mkdtemp() + "/ragged"
+    snap.create(snap.ragged("r1", "r2", "r3")(records), out, workers=0)
+    got, specs = {}, None
+    ds = snap.open(out).loader(8, seed=3).to_tf()
+    specs = {k: [v.shape.as_list(), v.ragged_rank] for k, v in ds.element_spec.items()
+             if k != "id"}
+    for x in ds:
+        for i, n in enumerate(x["id"].numpy().tolist()):
+            got[str(n)] = {k: x[k][i : i + 1].to_list()[0] for k in ("r1", "r2", "r3")}
+
+    def pairs(batch):  # a map making a 2-D ragged column of its own
+        p = np.empty(len(batch["id"]), object)
+        for j, r in enumerate(batch["r1"]):
+            p[j] = np.stack([r, r])
+        return {"id": batch["id"], "p": p}
+
+    mapped = {}
+    for x in snap.open(out).loader(8, seed=3, map=pairs).to_tf():
+        for i, n in enumerate(x["id"].numpy().tolist()):
+            mapped[str(n)] = x["p"][i : i + 1].to_list()[0]
+    return {"got": got, "specs": specs, "mapped": mapped}
+
+
 results = {}
 for name, fn in list(globals().items()):
     if name.startswith("check_"):
@@ -486,3 +522,22 @@ def test_with_a_map_the_elements_are_what_it_returns(
 def test_numeric_columns_reach_tensorflow_without_a_copy(tf_results: dict[str, Any]) -> None:
     out = _result(tf_results, "sharing")
     assert out == {"shared": [-7.0, 99], "tensor": True, "unaligned_left_as_is": True}
+
+
+def test_ragged_columns_of_any_rank_reach_tensorflow_whole(tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "ragged_of_any_rank")
+    assert out["specs"] == {
+        "r1": [[None, None], 1],
+        "r2": [[None, None, None], 2],
+        "r3": [[None, None, None, None], 3],
+    }
+    assert sorted(map(int, out["got"])) == list(range(40))
+    for n in range(40):
+        r1 = np.arange(n % 4, dtype=np.int32)
+        r2 = np.arange((n % 3 + 1) * (n % 2 + 1), dtype=np.float32).reshape(n % 3 + 1, -1) + n
+        assert out["got"][str(n)] == {
+            "r1": r1.tolist(),
+            "r2": r2.tolist(),
+            "r3": np.full((n % 2 + 1, n % 3, 2), n, np.int16).tolist(),
+        }
+        assert out["mapped"][str(n)] == np.stack([r1, r1]).tolist()
