@@ -8,7 +8,9 @@ their keys, and keys are only ever added.
 
 from __future__ import annotations
 
+import datetime
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -105,12 +107,24 @@ def inspect_doc(url: str, m: Manifest, shards: bool = False) -> dict[str, Any]:
 
 
 def _scalar(v: Any) -> Any:
-    """A numpy scalar as the nearest JSON value (NaN and infinities as strings)."""
+    """A value as the nearest JSON value: numpy scalars as Python's, NaN and infinities as
+    strings; what a yielded Arrow table may hold as text (dates and times in ISO 8601,
+    durations and decimals as written), structs and lists field by field."""
     if isinstance(v, np.generic):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
-    return v
+    if v is None or isinstance(v, (str, int, float)):
+        return v
+    if isinstance(v, (datetime.date, datetime.time)):  # (a datetime is a date)
+        return v.isoformat()
+    if isinstance(v, Mapping):
+        return {str(k): summarise_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [summarise_value(x) for x in v]
+    if isinstance(v, (bytes, np.ndarray)):
+        return summarise_value(v)
+    return str(v)  # a Decimal, a timedelta, ...
 
 
 def _truncate_text(text: str, limit: int = TEXT_LIMIT) -> str:

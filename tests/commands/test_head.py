@@ -134,3 +134,59 @@ def test_head_float_arrays_with_nan_and_inf(tmp_path: Path) -> None:
     doc = no_nan(run("head", str(path), "--json")[1])  # strict JSON: no NaN literal
     means = [r["x"]["mean"] for r in doc["records"]]
     assert means == [pytest.approx(float(np.mean(v[np.isfinite(v)]))) for v in values]
+
+
+def _arrow_columns() -> dict[str, Any]:
+    """A column of every kind of Arrow value a yielded table may hold beyond snap's own."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    n = 3
+    day = datetime.date(2026, 11, 28)
+    return {
+        "ts": pa.array(
+            [datetime.datetime(2026, 1, 1, 12, i) for i in range(n)], pa.timestamp("ms")
+        ),
+        "ts_tz": pa.array([0, 1, 2], pa.timestamp("s", tz="Europe/Paris")),
+        "date": pa.array([day] * n, pa.date32()),
+        "time": pa.array([datetime.time(1, 2, 3)] * n, pa.time64("us")),
+        "dur": pa.array([datetime.timedelta(seconds=i) for i in range(n)], pa.duration("s")),
+        "dec": pa.array([decimal.Decimal("1.25")] * n, pa.decimal128(5, 2)),
+        "struct": pa.array([{"k": i, "b": b"\x00\xff", "t": day} for i in range(n)]),
+        "map": pa.array([[("a", i)] for i in range(n)], pa.map_(pa.string(), pa.int64())),
+        "words": pa.array([["x", "y"]] * n),
+        "nested": pa.array([[[1.5, float("nan")]]] * n),
+        "label": pa.array(range(n)),
+    }
+
+
+def test_head_shows_every_arrow_type_and_its_json_is_strict(tmp_path: Path) -> None:
+    """Dates, times, durations, decimals and structs of them (a yielded Arrow table) made
+    `snap head --json` fail with "Object of type datetime is not JSON serializable"."""
+    import pyarrow as pa
+
+    columns = _arrow_columns()
+
+    def preprocess() -> Any:
+        yield pa.table(columns)
+
+    out = str(tmp_path / "s")
+    snap.create(preprocess, out, workers=0)
+    doc = no_nan(run("head", out, "-n", "3", "--json")[1])
+    first = doc["records"][0]
+    assert set(first) == set(columns)
+    assert first["ts"] == "2026-01-01T12:00:00"
+    assert first["date"] == "2026-11-28" and first["time"] == "01:02:03"
+    assert first["dec"] == "1.25" and first["dur"] == "0:00:00"
+    assert first["struct"] == {
+        "k": 0,
+        "b": {"type": "bytes", "length": 2, "start": "00ff"},
+        "t": "2026-11-28",
+    }
+    assert first["ts_tz"] == "1970-01-01T00:00:00"  # in UTC, as numpy reads a zoned time
+    code, stdout, stderr = run("head", out, "-n", "3")
+    assert code == 0, stderr
+    shown = records_of(stdout)
+    assert len(shown) == 3 and shown[0]["dec"] == "'1.25'"
