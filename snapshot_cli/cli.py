@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import __version__, render, report
+from . import __version__, cli_io, render, report
 from .cli_io import answer_errors, configure_output, emit_json, exit_watch, setup_logging
 from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs
 from .errors import ManifestError
@@ -145,33 +145,29 @@ def create(
     from .writers.pipeline import parse_params
 
     setup_logging(quiet)
-    info = create_snapshot(
-        pipeline,
-        output,
-        inputs=list(inputs) or None,
-        inputs_from=inputs_from,
-        params=parse_params(params),
-        workers=workers,
-        executor=executor,
-        ray_address=ray_address,
-        shard_size=shard_size,
-        compression=compression,
-        level=level,
-        overwrite=overwrite,
-        progress=not (quiet or as_json),
-        inputs_per_task=inputs_per_task,
-        batch_rows=batch_rows,
-        dry_run=dry_run,
-    )
+    with cli_io.stdout_to_stderr():  # stdout is the result's: the pipeline's prints go to stderr
+        info = create_snapshot(
+            pipeline,
+            output,
+            inputs=list(inputs) or None,
+            inputs_from=inputs_from,
+            params=parse_params(params),
+            workers=workers,
+            executor=executor,
+            ray_address=ray_address,
+            shard_size=shard_size,
+            compression=compression,
+            level=level,
+            overwrite=overwrite,
+            progress=not (quiet or as_json),
+            inputs_per_task=inputs_per_task,
+            batch_rows=batch_rows,
+            dry_run=dry_run,
+        )
     if as_json:
         emit_json(info.to_json())
         return
-    _echo_lines(render.created_lines(info.to_json()))
-
-
-def _echo_lines(lines: list[str]) -> None:
-    for line in lines:
-        click.echo(line)
+    cli_io.echo_lines(render.created_lines(info.to_json()))
 
 
 def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_json: bool) -> None:
@@ -179,7 +175,7 @@ def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_
     if as_json:
         emit_json(doc)
     else:
-        _echo_lines(lines(doc))
+        cli_io.echo_lines(lines(doc))
 
 
 @cli.command()
@@ -371,7 +367,7 @@ def bench(
     if as_json:
         emit_json(doc)
     else:
-        _echo_lines(render.bench_lines(doc))
+        cli_io.echo_lines(render.bench_lines(doc))
 
 
 @cli.command()

@@ -147,6 +147,32 @@ def route_library_logs(debug: bool) -> None:
     root.addHandler(handler)
 
 
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While the user's code runs here (importing the pipeline, ``--inputs-from``, tasks with
+    ``--workers 0``), what it prints goes to stderr, from Python and from C (file descriptor
+    1): stdout holds the command's result only, which ``--json`` scripts parse. (Worker
+    processes send theirs to stderr on their own.)"""
+    sys.stdout.flush()
+    saved = None
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        if sys.stdout.fileno() == 1 and sys.stderr.fileno() == 2:  # (not under CliRunner)
+            saved = os.dup(1)
+            os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def echo_lines(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
 def emit_json(doc: Any) -> None:
     click.echo(json.dumps(doc, indent=2, sort_keys=False))
 

@@ -434,3 +434,37 @@ def test_another_tools_command_is_told_snaps() -> None:
     # a typo of snap's own command keeps click's guess; a real command is not caught
     assert "Did you mean 'create'?" in run("crate", "x")[2]
     assert "No such command" not in run("inspect", "--help")[1]
+
+
+NOISY = """
+import os, sys
+print("importing the pipeline")
+os.write(1, b"a C library at import\\n")
+
+def items():
+    print("listing the items")
+    return list(range(6))
+
+def preprocess(i):
+    print("record", i)
+    os.write(1, b"a C library in the task\\n")
+    yield {"v": i}
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_pipelines_prints_go_to_stderr_and_stdout_is_the_json(
+    tmp_path: Path, workers: str
+) -> None:
+    """What the pipeline printed at import (in the command's own process) preceded the JSON
+    document on stdout, and a script parsing `snap create --json` failed."""
+    (tmp_path / "noisy.py").write_text(NOISY)
+    proc = snap_subprocess(
+        "create", "noisy.py:preprocess", "s", "--inputs-from", "noisy.py:items",
+        "--workers", workers, "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["num_records"] == 6
+    for printed in ("importing the pipeline", "a C library at import", "listing the items",
+                    "record 5", "a C library in the task"):  # fmt: skip
+        assert printed in proc.stderr
