@@ -11,13 +11,14 @@ been superseded for longer than the retention period.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import crc32c
 
 from . import history as history_mod
 from . import layout, storage
-from .errors import CorruptShardError, ManifestError, SnapError
+from .errors import CorruptShardError, ManifestError, OptionError, SnapError
 from .history import TaskRecord
 from .manifest import Manifest
 
@@ -81,9 +82,17 @@ def open_version(fs: Any, root: str, current: Manifest, version: int) -> Manifes
     Raises:
         ManifestError: it is not kept (never made, or removed by ``snap gc``), naming those
             that are.
+        OptionError: it is not an integer.
     """
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise ManifestError(f"version must be an integer, got {version!r}")
+    try:
+        if isinstance(version, bool):
+            raise TypeError
+        version = operator.index(version)  # (a numpy integer too)
+    except TypeError:
+        raise OptionError(
+            f"version must be an integer (1, 2, ...: snap inspect --versions lists them), got "
+            f"{version!r}"
+        ) from None
     if version == current.version:
         return current
     m = read(fs, layout.version_path(root, version)) if 0 < version < current.version else None

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import snapshot_cli as snap
@@ -220,6 +221,10 @@ def test_gc_after_the_retention_removes_exactly_the_unreferenced_shards(tmp_path
     }  # fmt: skip
     with pytest.raises(snap.ManifestError, match="keeps no version 1: it keeps \\[2\\]"):
         snap.open(str(tmp_path / "s"), version=1)
+    assert snap.open(str(tmp_path / "s"), version=np.int64(2)).num_records == 64 * 4
+    for bad in ("2", 2.0, True):  # an argument, not the snapshot, is wrong
+        with pytest.raises(snap.OptionError, match=r"version must be an integer \(1, 2"):
+            snap.open(str(tmp_path / "s"), version=bad)
     assert snap.open(str(tmp_path / "s")).num_records == 64 * 4
     res = snap_subprocess("verify", str(tmp_path / "s"))
     assert res.returncode == 0, res.stdout
