@@ -51,12 +51,7 @@ def stored_type(t: pa.DataType, top: bool = True) -> pa.DataType:
         return pa.string()
     if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
         return pa.binary()
-    if (
-        pa.types.is_list(t)
-        or pa.types.is_large_list(t)
-        or pa.types.is_list_view(t)
-        or pa.types.is_large_list_view(t)
-    ):
+    if _is_list(t):
         return pa.list_(t.value_field.with_type(stored_type(t.value_type, False)))
     if pa.types.is_fixed_size_list(t):
         tensor = tensor_shape(t) if top else None
@@ -100,10 +95,10 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
     if large and mask is None:  # (pyarrow's cast refuses a slice of a buffer past 2 GiB)
         return _narrowed(column, t)
     if isinstance(t, pa.FixedShapeTensorType):
-        if mask is not None:  # the nulls are refused as such (the tensor would drop them)
-            return column
         values = column
         while pa.types.is_fixed_size_list(values.type):
+            if values.null_count:  # refused as such: flattened, a null list's values vanish
+                return column
             values = values.flatten()  # (the slice's values only)
         storage = pa.FixedSizeListArray.from_arrays(
             _convert(values, t.value_type), t.storage_type.list_size

@@ -308,6 +308,13 @@ def test_tasks_yielding_other_encodings_agree(tmp_path: Path) -> None:
         (lambda: pa.array([[1.0], None], pa.list_view(pa.float32())), "c"),
         (lambda: pa.array([[1.0, None], [2.0, 3.0]], pa.list_(pa.float32(), 2)), "c"),
         (lambda: pa.array([[1.0, 2.0], None], pa.list_(pa.float32(), 2)), "c"),
+        (  # a null list inside a fixed-size list: flattened, its values vanish
+            lambda: pa.FixedSizeListArray.from_arrays(
+                pa.array([[1.0, 2.0], None, [5.0, 6.0], [7.0, 8.0]], pa.list_(pa.float32(), 2)),
+                2,
+            ),
+            "c",
+        ),
         (lambda: pc.run_end_encode(pa.array([1, None, None], pa.int64())), "c"),
         (lambda: pa.array(["a", None], pa.string_view()), "c"),
         (lambda: pa.array(["a", None]).dictionary_encode(), "c"),
