@@ -86,12 +86,34 @@ def exports_arrow(item: Any) -> bool:
 
 def arrow_data(item: Any) -> pa.Table | pa.RecordBatch:
     """What :func:`exports_arrow` accepted → a pyarrow Table (a stream) or RecordBatch."""
+    objects = _python_object_columns(item)
+    if objects:
+        raise RecordError(
+            f"column {objects[0]!r} of a yielded {type(item).__name__} holds Python objects "
+            "(polars' Object), which it exports to Arrow as their memory addresses; convert "
+            "them to numbers, text or bytes first"
+        )
     stream = hasattr(type(item), "__arrow_c_stream__")
     try:
         return pa.table(item) if stream else pa.record_batch(item)
-    except (pa.ArrowException, TypeError, ValueError) as err:  # a Series: one column
+    except (pa.ArrowException, TypeError, ValueError) as err:
+        if hasattr(item, "columns") or hasattr(item, "column_names"):  # a table, but...
+            raise RecordError(
+                f"a yielded {type(item).__name__} could not be read as Arrow data "
+                f"({type(err).__name__}: {err}); cast the columns Arrow has no type for "
+                "(polars' Int128 to Int64, ...) before yielding it"
+            ) from None
         why = f"its Arrow data is not a table of named columns: {type(err).__name__}: {err}"
         raise RecordError(advice.not_a_record_message(item, why)) from None
+
+
+def _python_object_columns(item: Any) -> list[str]:
+    """The columns of a polars DataFrame that hold Python objects: polars exports each as the
+    8 bytes of its address, which would be stored as if they were data."""
+    if type(item).__module__.split(".")[0] != "polars":
+        return []
+    items = getattr(getattr(item, "schema", None), "items", None)
+    return [str(n) for n, dtype in items() if "Object" in str(dtype)] if callable(items) else []
 
 
 def dataframe_columns(frame: Any) -> dict[str, Any]:

@@ -117,3 +117,25 @@ def test_missing_values_and_lazy_frames_are_told_what_to_do(tmp_path: Path) -> N
 
     with pytest.raises(snap.RecordError, match=r"type Series; .*yield \{'x': value\}"):
         snap.create(series, str(tmp_path / "s"), workers=0)
+
+
+def test_python_objects_are_refused_not_stored_as_their_addresses(tmp_path: Path) -> None:
+    """polars exports an Object column as fixed_size_binary[8]: each object's address. It was
+    stored as data, silently."""
+    values = [object(), object()]
+    frame = pl.DataFrame({"id": [1, 2], "obj": values}, schema={"id": pl.Int64, "obj": pl.Object})
+
+    def preprocess() -> Any:
+        yield frame
+
+    with pytest.raises(snap.RecordError, match=r"column 'obj' of a yielded DataFrame holds Py"):
+        snap.create(preprocess, str(tmp_path / "s"), workers=0)
+    assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_a_frame_arrow_cannot_take_says_to_cast_its_columns(tmp_path: Path) -> None:
+    def preprocess() -> Any:
+        yield pl.DataFrame({"big": [1]}, schema={"big": pl.Int128})
+
+    with pytest.raises(snap.RecordError, match=r"could not be read as Arrow data .*cast the col"):
+        snap.create(preprocess, str(tmp_path / "s"), workers=0)
