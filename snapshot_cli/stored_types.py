@@ -39,12 +39,23 @@ def tensor_shape(t: pa.DataType) -> tuple[pa.DataType, list[int]] | None:
     return t, shape
 
 
+def is_transposed(t: pa.DataType) -> bool:
+    """A tensor type whose values are laid out in another order than its logical shape (a
+    ``permutation``), which earlier versions of snap stored as it came (now laid out in its
+    logical order: :func:`stored_batches`)."""
+    perm = list(t.permutation or []) if isinstance(t, pa.FixedShapeTensorType) else []
+    return perm != sorted(perm)
+
+
 def stored_type(t: pa.DataType, top: bool = True) -> pa.DataType:
     """The type snap stores for a yielded column of type ``t`` (see the module docstring);
     ``top``: the column itself, not a value nested in it (a fixed-size list inside a struct
     stays one, and run-end encoding is decoded at the top only)."""
     if pa.types.is_dictionary(t):
         return stored_type(t.value_type, top)
+    if isinstance(t, pa.FixedShapeTensorType):  # its logical shape, without names
+        permutation = t.permutation or range(len(t.shape))
+        return pa.fixed_shape_tensor(t.value_type, [t.shape[p] for p in permutation])
     if top and pa.types.is_run_end_encoded(t):
         return stored_type(t.value_type, top)
     if pa.types.is_string_view(t) or pa.types.is_large_string(t):
@@ -90,6 +101,16 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
         values = _convert(values, stored_type(values.type, False))
         decoded = pa.DictionaryArray.from_arrays(column.indices, values).dictionary_decode()
         return _convert(decoded, t)
+    if isinstance(column.type, pa.FixedShapeTensorType):
+        if _tensor_nulls(column.storage):
+            return column  # refused as such
+        if is_transposed(column.type):
+            logical = np.ascontiguousarray(column.to_numpy_ndarray())
+            flat = pa.array(logical.reshape(-1))
+            storage = pa.FixedSizeListArray.from_arrays(flat, t.storage_type.list_size)
+        else:
+            storage = column.storage
+        return pa.ExtensionArray.from_storage(t, storage)
     mask = column.is_null() if column.null_count else None
     large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
     if large and mask is None:  # (pyarrow's cast refuses a slice of a buffer past 2 GiB)
@@ -120,6 +141,14 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
         ]
         return pa.StructArray.from_arrays(fields, fields=list(t), mask=mask)
     return column.cast(t)
+
+
+def _tensor_nulls(array: pa.Array) -> int:
+    """Nulls in ``array`` or the values of its fixed-size lists (a tensor's storage)."""
+    count = array.null_count
+    if pa.types.is_fixed_size_list(array.type):
+        count += _tensor_nulls(array.flatten())
+    return count
 
 
 def _narrowed(column: pa.Array, t: pa.DataType) -> pa.Array:

@@ -117,8 +117,18 @@ def _ragged(values: list[list[int]], how: str) -> pa.Array:
 
 def _tensor(values: np.ndarray, how: str) -> pa.Array:
     n, a, b = values.shape
-    if how in ("plain", "dictionary"):  # as snap stores a numpy array
+    if how == "plain":  # as snap stores a numpy array
         return tensor_array(values)
+    if how == "dictionary":  # an Arrow tensor whose dimensions have names
+        t = pa.fixed_shape_tensor(pa.float32(), [a, b], dim_names=["h", "w"])
+        return pa.ExtensionArray.from_storage(t, tensor_array(values).storage)
+    if how == "run-end":  # an Arrow tensor laid out transposed (a permutation): its values
+        # in (n, b, a) order, its logical shape (a, b)
+        physical = np.ascontiguousarray(values.transpose(0, 2, 1))
+        tensor = pa.FixedShapeTensorArray.from_numpy_ndarray(physical.transpose(0, 2, 1))
+        assert list(tensor.type.permutation) == [1, 0]
+        np.testing.assert_array_equal(tensor.to_numpy_ndarray(), values)
+        return tensor
     if how == "large":  # nested fixed-size lists, built from the flat values
         inner = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), b)
         return pa.FixedSizeListArray.from_arrays(inner, a)
@@ -428,3 +438,32 @@ def test_one_value_past_32_bits_is_refused_naming_its_column(
     with pytest.raises(snap.RecordError, match=r"column 'text' of a yielded Table .* 601 bytes"):
         snap.create(preprocess, str(tmp_path / "s"), workers=0)
     assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_a_transposed_tensor_an_earlier_snap_stored_is_not_read_in_the_wrong_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Earlier snaps kept a yielded tensor's permutation and the loader read its values in
+    their stored order: (n, 4, 3) where (n, 3, 4) was yielded. Such a snapshot is refused by
+    the loader with what to do; head shows the values in their logical order."""
+    import snapshot_cli.stored_types as stored_types
+
+    values = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    physical = np.ascontiguousarray(values.transpose(0, 2, 1))
+    tensor = pa.FixedShapeTensorArray.from_numpy_ndarray(physical.transpose(0, 2, 1))
+
+    def preprocess() -> Any:
+        yield pa.table({"t": tensor, "i": pa.array([0, 1])})
+
+    out = str(tmp_path / "s")
+    monkeypatch.setattr(stored_types, "stored_batches", lambda batch, yielded: [batch])
+    snap.create(preprocess, out, workers=0)  # as the earlier snap did
+    monkeypatch.undo()
+    s = snap.open(out)
+    assert stored_types.is_transposed(s.manifest.schema.field("t").type)
+    with pytest.raises(snap.OptionError, match=r"column 't' holds tensors stored transposed"):
+        s.loader(2)
+    assert [b["i"].tolist() for b in s.loader(2, columns=["i"], shuffle=False)] == [[0, 1]]
+    np.testing.assert_array_equal(np.stack([r["t"] for r in s.head(2)]), values)
+    snap.create(preprocess, out, workers=0, overwrite=True)  # as the error says
+    np.testing.assert_array_equal(_read_back(out)["t"], values)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .. import arrays
+from .. import arrays, stored_types
 from .. import schema as schema_mod
 
 
@@ -24,6 +24,8 @@ def column_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     t = col.type
     k = schema_mod.kind(t)
     n = len(col)
+    if k == "tensor" and stored_types.is_transposed(t):  # (its logical axes, as pyarrow gives)
+        return np.ascontiguousarray(col.to_numpy_ndarray())
     if k == "tensor":
         storage = col.storage
         flat = _values(storage.flatten())

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from .. import stored_types
+from ..errors import OptionError
 from .cache import ShardCache
 from .direct import Placement, SlotJob
 from .mix import Mixture
@@ -135,6 +137,14 @@ def resolve(source: Snapshot | Mixture, options: LoaderOptions) -> ReadSet:
         schema = source.schema
         columns = options.column_names(list(schema.names))
         snapshots, names, counts = [source], [source.url], None
+    transposed = [c for c in columns if stored_types.is_transposed(schema.field(c).type)]
+    if transposed:
+        raise OptionError(
+            f"column {transposed[0]!r} holds tensors stored transposed (a yielded Arrow tensor "
+            "with a permutation, which earlier versions of snap kept as it came): the loader "
+            "would give their axes in the stored order; make the snapshot again (snap create "
+            "--overwrite) or leave the column out with columns=[...]"
+        )
     cache = ShardCache(options.cache_dir, options.cache_bytes) if options.cache_dir else None
     parts = []
     for s in snapshots:
