@@ -37,6 +37,13 @@ def store_instead(value: Any, column: str) -> str:
         return "store sorted(v) as an array (np.asarray), or a str"
     if isinstance(value, Iterator):
         return "make it a list first (list(v)), then an array (np.asarray)"
+    if type(value).__module__.split(".")[0] == "pyarrow":  # one value of a table's rows
+        if callable(getattr(value, "as_py", None)):
+            return "a pyarrow scalar: store v.as_py()"
+        return (
+            "a pyarrow array: store v.to_numpy() as one record's array, or yield the whole "
+            "pyarrow Table or RecordBatch, a batch of records"
+        )
     return "convert it to one of these; lists with np.asarray"
 
 

@@ -82,6 +82,10 @@ def test_scalars_strings_bytes_bools() -> None:
         ([{"x": 1}, {"x": 1.0}], "column 'x' changed type"),
         ([{"x": 2**64}], "outside the int64 range"),
         ([{"x": np.zeros(2)}, {"x": np.zeros((2, 2))}], "number of dimensions"),
+        # one value of a pyarrow table's rows
+        ([{"x": pa.scalar(5)}], r"type Int64Scalar; .*a pyarrow scalar: store v.as_py\(\)"),
+        ([{"x": pa.array([1, 2])}], r"type Int64Array; .*store v.to_numpy\(\)"),
+        ([{"x": pa.chunked_array([[1]])}], r"type ChunkedArray; .*store v.to_numpy\(\)"),
     ],
 )
 def test_bad_records_name_the_column(records: list[dict], message: str) -> None:
