@@ -13,8 +13,9 @@ import inspect
 import itertools
 import json
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -160,6 +161,34 @@ class TaskWriter:
         return self.roller.entries, self.schema
 
 
+class _PrintsToStderr:
+    """``redirect_stdout(sys.stderr)`` for tasks that may run at once in several threads (a
+    notebook making snapshots in a thread pool, ``workers=0``): each ``redirect_stdout``
+    restores the stdout it found, so overlapping ones left ``sys.stdout`` on stderr for good.
+    The first task in redirects, the last one out restores."""
+
+    def __init__(self) -> None:
+        self.lock, self.running = threading.Lock(), 0
+        self.saved: Any = None
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self.lock:
+            if self.running == 0:
+                self.saved, sys.stdout = sys.stdout, sys.stderr
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+                if self.running == 0 and sys.stdout is sys.stderr:  # (unless the pipeline
+                    sys.stdout = self.saved  # set one of its own)
+
+
+_prints_to_stderr = _PrintsToStderr()
+
+
 def _iterate(result: Any) -> Iterable[Any]:
     """What the function returned → items. A lone record/batch or None is accepted too."""
     if result is None:
@@ -222,7 +251,7 @@ def run_task(
         writer = TaskWriter(roller, options, ragged, on_batch)
         try:
             # stdout belongs to the command's result (--json); the user's prints go to stderr.
-            with contextlib.redirect_stdout(sys.stderr):
+            with _prints_to_stderr():
                 entries, schema = _feed(fn, job, spec, items, writer, roller)
             break
         except OSError as err:

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -581,3 +582,33 @@ def test_an_output_that_is_no_path_is_named(tmp_path: Path, output: Any) -> None
     with pytest.raises(snap.OptionError, match="OUTPUT must be a path or URL") as err:
         snap.create(records, output, workers=0)
     assert f"got {type(output).__name__} {output!r}" in str(err.value)
+
+
+def test_creates_in_threads_leave_stdout_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A notebook making snapshots in a thread pool (workers=0): each task sent its prints to
+    stderr with redirect_stdout, and overlapping ones left sys.stdout on stderr for good."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    gate = threading.Barrier(4, timeout=60)
+
+    def preprocess(i: int) -> Any:
+        if i == 0:
+            gate.wait()  # every create has a task running before any ends
+        print(f"printed by task {i}")
+        yield {"v": i}
+
+    before = sys.stdout
+
+    def make(k: int) -> Any:
+        return snap.create(preprocess, tmp_path / f"s{k}", inputs=[0, 1], workers=0, progress=False)
+
+    with ThreadPoolExecutor(4) as pool:
+        made = list(pool.map(make, range(4)))
+    assert [m.num_records for m in made] == [2] * 4
+    assert sys.stdout is before
+    print("after")
+    out, err = capsys.readouterr()
+    assert out == "after\n"
+    assert err.count("printed by task 0") == 4 and err.count("printed by task 1") == 4
