@@ -36,7 +36,8 @@ def answer_errors(fn: F) -> F:
         debug = bool((click.get_current_context().obj or {}).get("debug"))
         try:
             result = fn(*args, **kwargs)
-            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+            if sys.stdout is not None:  # (None: closed by the shell, `>&-`: nothing to show)
+                sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
             return result
         except SnapError as err:
             if debug:
@@ -152,13 +153,19 @@ def stdout_to_stderr() -> Iterator[None]:
     """While the user's code runs here (importing the pipeline, ``--inputs-from``, tasks with
     ``--workers 0``), what it prints goes to stderr, from Python and from C (file descriptor
     1): stdout holds the command's result only, which ``--json`` scripts parse. (Worker
-    processes send theirs to stderr on their own.)"""
-    sys.stdout.flush()
-    saved = None
+    processes send theirs to stderr on their own.) A stdout the shell closed (``>&-``) is
+    stderr meanwhile too, then closed again."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    saved, opened = None, False
     with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        if sys.stdout.fileno() == 1 and sys.stderr.fileno() == 2:  # (not under CliRunner)
-            saved = os.dup(1)
-            os.dup2(2, 1)
+        if sys.stderr.fileno() == 2:  # (not under CliRunner)
+            if sys.stdout is None and _fd_closed(1):
+                os.dup2(2, 1)
+                opened = True
+            elif sys.stdout is not None and sys.stdout.fileno() == 1:
+                saved = os.dup(1)
+                os.dup2(2, 1)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
@@ -166,6 +173,16 @@ def stdout_to_stderr() -> Iterator[None]:
         if saved is not None:
             os.dup2(saved, 1)
             os.close(saved)
+        elif opened:
+            os.close(1)
+
+
+def _fd_closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
 
 
 def echo_lines(lines: list[str]) -> None:

@@ -108,6 +108,8 @@ class Progress:
 
     def _draw(self, end: str = "") -> None:
         self._drawn = (self.done_tasks, self.records, self.bytes)
+        if self.stream is None:  # stderr closed by the shell (`2>&-`): nowhere to show it
+            return
         if self.tty:
             self.stream.write("\r\x1b[K" + self.line() + end)
         else:

@@ -468,3 +468,27 @@ def test_a_pipelines_prints_go_to_stderr_and_stdout_is_the_json(
     for printed in ("importing the pipeline", "a C library at import", "listing the items",
                     "record 5", "a C library in the task"):  # fmt: skip
         assert printed in proc.stderr
+
+
+@pytest.mark.parametrize("closed", [1, 2], ids=["stdout", "stderr"])
+def test_every_command_runs_with_stdout_or_stderr_closed(tmp_path: Path, closed: int) -> None:
+    """`snap create ... >&-` (or `2>&-`, as a cron job or a service may run it): Python makes
+    such a stream None, and the commands failed on "'NoneType' object has no attribute
+    'flush'" (or 'write', in the progress line) after doing their work, exit status 1."""
+    (tmp_path / "noisy.py").write_text(NOISY)
+
+    def run_closed(*args: str) -> int:
+        proc = subprocess.run(
+            [sys.executable, "-m", "snapshot_cli", *args], cwd=tmp_path, timeout=120,
+            check=False, preexec_fn=lambda: os.close(closed),
+            stdout=subprocess.DEVNULL if closed == 2 else None,
+            stderr=subprocess.DEVNULL if closed == 1 else None,
+        )  # fmt: skip
+        return proc.returncode
+
+    create = ["create", "noisy.py:preprocess", "s", "--inputs-from", "noisy.py:items"]
+    assert run_closed(*create, "--workers", "0") == 0
+    assert (tmp_path / "s" / "manifest.json").exists()
+    for args in (["inspect", "s"], ["head", "s"], ["verify", "s"], ["gc", "s", "--dry-run"],
+                 ["bench", "s", "--epochs", "1"], [*create, "--json"]):  # fmt: skip
+        assert run_closed(*args) == 0, args
