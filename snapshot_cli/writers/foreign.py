@@ -109,11 +109,14 @@ def arrow_data(item: Any) -> pa.Table | pa.RecordBatch:
 
 def _python_object_columns(item: Any) -> list[str]:
     """The columns of a polars DataFrame that hold Python objects: polars exports each as the
-    8 bytes of its address, which would be stored as if they were data."""
+    8 bytes of its address, which would be stored as if they were data. (polars allows
+    objects at the top level only: "nested objects are not allowed".)"""
     if type(item).__module__.split(".")[0] != "polars":
         return []
     items = getattr(getattr(item, "schema", None), "items", None)
-    return [str(n) for n, dtype in items() if "Object" in str(dtype)] if callable(items) else []
+    if not callable(items):
+        return []
+    return [str(name) for name, dtype in items() if type(dtype).__name__ == "Object"]
 
 
 def dataframe_columns(frame: Any) -> dict[str, Any]:

@@ -132,6 +132,15 @@ def test_python_objects_are_refused_not_stored_as_their_addresses(tmp_path: Path
         snap.create(preprocess, str(tmp_path / "s"), workers=0)
     assert not (tmp_path / "s" / "manifest.json").exists()
 
+    def named_object() -> Any:  # a struct with a field named "Object" holds no objects
+        yield pl.DataFrame({"st": [{"Object": 1}, {"Object": 2}]})
+
+    snap.create(named_object, str(tmp_path / "t"), workers=0)
+    assert [r["st"] for r in snap.open(str(tmp_path / "t")).head()] == [
+        {"Object": 1},
+        {"Object": 2},
+    ]
+
 
 def test_a_frame_arrow_cannot_take_says_to_cast_its_columns(tmp_path: Path) -> None:
     def preprocess() -> Any:
