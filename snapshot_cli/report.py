@@ -110,6 +110,8 @@ def _scalar(v: Any) -> Any:
     """A value as the nearest JSON value: numpy scalars as Python's, NaN and infinities as
     strings; what a yielded Arrow table may hold as text (dates and times in ISO 8601,
     durations and decimals as written), structs and lists field by field."""
+    if isinstance(v, (np.datetime64, np.timedelta64)):  # (.item() of nanoseconds is an int)
+        return str(v)
     if isinstance(v, np.generic):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):

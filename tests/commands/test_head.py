@@ -150,6 +150,7 @@ def _arrow_columns() -> dict[str, Any]:
             [datetime.datetime(2026, 1, 1, 12, i) for i in range(n)], pa.timestamp("ms")
         ),
         "ts_tz": pa.array([0, 1, 2], pa.timestamp("s", tz="Europe/Paris")),
+        "ts_ns": pa.array([1_700_000_000_123_456_789] * n, pa.timestamp("ns")),
         "date": pa.array([day] * n, pa.date32()),
         "time": pa.array([datetime.time(1, 2, 3)] * n, pa.time64("us")),
         "dur": pa.array([datetime.timedelta(seconds=i) for i in range(n)], pa.duration("s")),
@@ -177,9 +178,10 @@ def test_head_shows_every_arrow_type_and_its_json_is_strict(tmp_path: Path) -> N
     doc = no_nan(run("head", out, "-n", "3", "--json")[1])
     first = doc["records"][0]
     assert set(first) == set(columns)
-    assert first["ts"] == "2026-01-01T12:00:00"
+    assert first["ts"] == "2026-01-01T12:00:00.000"  # (in the column's unit)
+    assert first["ts_ns"] == "2023-11-14T22:13:20.123456789"  # (not nanoseconds as an int)
     assert first["date"] == "2026-11-28" and first["time"] == "01:02:03"
-    assert first["dec"] == "1.25" and first["dur"] == "0:00:00"
+    assert first["dec"] == "1.25" and first["dur"] == "0 seconds"
     assert first["struct"] == {
         "k": 0,
         "b": {"type": "bytes", "length": 2, "start": "00ff"},
