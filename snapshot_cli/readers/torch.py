@@ -92,12 +92,13 @@ def to_tensors(batch: Batch) -> dict[str, Any]:
         value = as_array(name, value)
         if value.dtype.kind in NUMERIC:
             out[name] = tensor(value)
-        elif value.dtype != object:  # datetimes of a user's Arrow table: no torch dtype
-            out[name] = value
+        elif value.dtype.kind in "mM":  # datetimes of a user's Arrow table: no torch dtype,
+            # and a DataLoader would fail on the array: Python's (to the microsecond)
+            out[name] = value.astype(f"{value.dtype.kind}8[us]").tolist()
         elif len(value) and isinstance(value[0], np.ndarray) and value[0].dtype.kind in NUMERIC:
             out[name] = [tensor(v) for v in value]
         else:  # text, bytes, lists of text, structs: Python values
-            out[name] = value.tolist()
+            out[name] = [v.tolist() if isinstance(v, np.ndarray) else v for v in value.tolist()]
     return out
 
 

@@ -5,6 +5,7 @@ the shared prefetch-ahead logic with exact resume."""
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import os
 import pickle
@@ -569,15 +570,24 @@ def _arrow_typed_snapshot(tmp_path: Path) -> str:
 def test_columns_without_a_tensor_form_reach_torch_and_jax_as_they_are(tmp_path: Path) -> None:
     """A datetime column failed in to_torch() ("can't convert np.ndarray of type
     numpy.datetime64") and to_jax() ("not a valid JAX array type"), a list of text in
-    to_torch(); they are handed on as numpy arrays and lists, as text and bytes are."""
+    to_torch(); they are handed on as Python lists to torch (a DataLoader would fail on a
+    datetime array) and as numpy arrays to JAX, as text and bytes are."""
     import torch
+    from torch.utils.data import DataLoader
+
+    from snapshot_cli.readers.torch import SnapshotDataset
 
     url = _arrow_typed_snapshot(tmp_path)
-    batch = next(iter(snap.open(url).loader(12, shuffle=False).to_torch()))
-    assert isinstance(batch["y"], torch.Tensor) and batch["y"].tolist() == list(range(12))
-    np.testing.assert_array_equal(batch["when"], np.arange(12).astype("datetime64[s]"))
-    assert [list(w) for w in batch["words"]] == [[f"w{i}", "x"] for i in range(12)]
-    assert batch["meta"] == [{"k": i, "s": f"m{i}"} for i in range(12)]
+    dataset = SnapshotDataset(url, batch_size=12, shuffle=False)
+    epoch = [datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=i) for i in range(12)]
+    for batch in (  # the adapter, and a DataLoader's workers (which convert what they get)
+        next(iter(snap.open(url).loader(12, shuffle=False).to_torch())),
+        next(iter(DataLoader(dataset, batch_size=None, num_workers=1))),
+    ):
+        assert isinstance(batch["y"], torch.Tensor) and batch["y"].tolist() == list(range(12))
+        assert batch["when"] == epoch  # Python's datetimes, to the microsecond
+        assert batch["words"] == [[f"w{i}", "x"] for i in range(12)]
+        assert batch["meta"] == [{"k": i, "s": f"m{i}"} for i in range(12)]
     script = (
         "import sys, json, numpy as np, snapshot_cli as snap\n"
         "b = next(iter(snap.open(sys.argv[1]).loader(12, shuffle=False).to_jax()))\n"
