@@ -98,7 +98,10 @@ def to_tensors(batch: Batch) -> dict[str, Any]:
         elif len(value) and isinstance(value[0], np.ndarray) and value[0].dtype.kind in NUMERIC:
             out[name] = [tensor(v) for v in value]
         else:  # text, bytes, lists of text, structs: Python values
-            out[name] = [v.tolist() if isinstance(v, np.ndarray) else v for v in value.tolist()]
+            items = value.tolist()
+            if items and isinstance(items[0], np.ndarray):  # lists of text
+                items = [v.tolist() if isinstance(v, np.ndarray) else v for v in items]
+            out[name] = items
     return out
 
 
