@@ -60,8 +60,9 @@ def batch_from_columns(
 
 def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa.Array:
     if isinstance(col, pa.ChunkedArray):
-        return _combined(col)
+        col = _combined(col)
     if isinstance(col, pa.Array):
+        _check_valid(col, name, "Batch")
         return col
     if foreign.is_array_like(col):
         col = foreign.as_numpy(col, name)
@@ -120,11 +121,11 @@ def _in_halves(
 def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> list[pa.RecordBatch]:
     """A yielded batch (Batch, RecordBatch, Table, DataFrame or another library's Arrow
     data) → record batches (records go elsewhere)."""
+    yielded = type(item).__name__
     if foreign.is_dataframe(item):
         item = Batch(foreign.dataframe_columns(item))
-    if isinstance(item, Batch):
-        return _in_halves(item, schema, ragged)
-    yielded = type(item).__name__
+    if isinstance(item, Batch):  # (its Arrow columns, if any, are checked one by one)
+        return _refuse_nulls(_in_halves(item, schema, ragged), yielded)
     if foreign.exports_arrow(item):
         item = foreign.arrow_data(item)
     if isinstance(item, pa.RecordBatch):
@@ -137,14 +138,24 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
         raise RecordError(f"not a batch: {yielded}")
     for batch in batches:
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
-            try:
-                column.validate(full=True)
-            except pa.ArrowException as err:
-                raise RecordError(
-                    f"column {name!r} of a yielded {yielded} is not valid Arrow "
-                    f"data ({err}); build it with pyarrow's constructors (pa.array, ...)"
-                ) from None
+            _check_valid(column, name, yielded)
     batches = [s for b in batches for s in stored_types.stored_batches(b, yielded)]
+    return _refuse_nulls(batches, yielded)
+
+
+def _check_valid(column: pa.Array, name: str, yielded: str) -> None:
+    try:
+        column.validate(full=True)
+    except pa.ArrowException as err:
+        raise RecordError(
+            f"column {name!r} of a yielded {yielded} is not valid Arrow data ({err}); build it "
+            "with pyarrow's constructors (pa.array, ...)"
+        ) from None
+
+
+def _refuse_nulls(batches: list[pa.RecordBatch], yielded: str) -> list[pa.RecordBatch]:
+    """``batches``, unless a column holds a null: snap writes none (a reader would take the
+    shard for damaged)."""
     for batch in batches:
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             nulls = schema_mod.null_count(column)
