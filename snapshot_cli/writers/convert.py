@@ -125,7 +125,7 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
     if foreign.is_dataframe(item):
         item = Batch(foreign.dataframe_columns(item))
     if isinstance(item, Batch):  # (its Arrow columns, if any, are checked one by one)
-        return _refuse_nulls(_in_halves(item, schema, ragged), yielded)
+        return _refuse_unreadable(_in_halves(item, schema, ragged), yielded)
     if foreign.exports_arrow(item):
         item = foreign.arrow_data(item)
     if isinstance(item, pa.RecordBatch):
@@ -140,7 +140,7 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             _check_valid(column, name, yielded)
     batches = [s for b in batches for s in stored_types.stored_batches(b, yielded)]
-    return _refuse_nulls(batches, yielded)
+    return _refuse_unreadable(batches, yielded)
 
 
 def _check_valid(column: pa.Array, name: str, yielded: str) -> None:
@@ -153,9 +153,10 @@ def _check_valid(column: pa.Array, name: str, yielded: str) -> None:
         ) from None
 
 
-def _refuse_nulls(batches: list[pa.RecordBatch], yielded: str) -> list[pa.RecordBatch]:
-    """``batches``, unless a column holds a null: snap writes none (a reader would take the
-    shard for damaged)."""
+def _refuse_unreadable(batches: list[pa.RecordBatch], yielded: str) -> list[pa.RecordBatch]:
+    """``batches``, unless a column holds what a reader would take the shard for damaged
+    for (:func:`..schema.encoding_problem`): a null, or a ragged column's shape that does
+    not hold its values (an Arrow struct of snap's own ``data``/``shape`` encoding)."""
     for batch in batches:
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             nulls = schema_mod.null_count(column)
@@ -165,6 +166,9 @@ def _refuse_nulls(batches: list[pa.RecordBatch], yielded: str) -> list[pa.Record
                     f"{counted(nulls, 'missing value')} (nulls); snap stores no missing values: "
                     "fill them (e.g. pyarrow.compute.fill_null) or leave those rows out"
                 )
+        problem = schema_mod.encoding_problem(batch)
+        if problem is not None:
+            raise RecordError(f"a yielded {yielded} does not hold what it says: {problem}")
     return batches
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import snapshot_cli as snap
 from snapshot_cli.errors import RecordError, SchemaMismatchError
 from snapshot_cli.readers.convert import batch_to_numpy
-from snapshot_cli.schema import format_type, kind
+from snapshot_cli.schema import format_type, kind, ragged_type
 from snapshot_cli.writers.convert import Batch, conform, to_batches
 from snapshot_cli.writers.records import RecordBuffer
 
@@ -212,6 +212,24 @@ def test_nulls_in_a_yielded_arrow_batch_are_refused(
         yield item
 
     with pytest.raises(snap.RecordError, match="column 'c' of a yielded .* holds 1 missing"):
+        snap.create(preprocess, str(tmp_path / "s"), workers=0)
+    assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("form", ["Table", "Batch"])
+def test_an_arrow_ragged_column_whose_shapes_lie_is_refused(tmp_path: Path, form: str) -> None:
+    """An Arrow struct in snap's own n-d ragged encoding (``data``, ``shape``) whose shape
+    does not hold its values was committed, and its shard then read as damaged."""
+    data = pa.array([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0]], pa.list_(pa.float64()))
+    shape = pa.FixedSizeListArray.from_arrays(pa.array([2, 2, 2, 2], pa.int32()), 2)
+    fields = list(ragged_type(pa.float64(), 2))
+    column = pa.StructArray.from_arrays([data, shape], fields=fields)
+    item = pa.table({"r": column}) if form == "Table" else snap.Batch(r=column)
+
+    def preprocess() -> Any:
+        yield item
+
+    with pytest.raises(snap.RecordError, match=r"'r': record 1 has shape \[2, 2\] but 3 values"):
         snap.create(preprocess, str(tmp_path / "s"), workers=0)
     assert not (tmp_path / "s" / "manifest.json").exists()
 
