@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from . import arrays, stored_types
+from . import arrays
 from .errors import SchemaMismatchError
 
 RAGGED_DATA = "data"
@@ -93,7 +93,7 @@ def ragged_type(value_type: pa.DataType, ndim: int) -> pa.DataType:
 
 def ragged_info(t: pa.DataType) -> tuple[pa.DataType, int] | None:
     """``(value_type, ndim)`` if ``t`` is a ragged encoding, else None."""
-    if pa.types.is_list(t) and _is_numeric(t.value_type):
+    if pa.types.is_list(t) and is_numeric(t.value_type):
         return t.value_type, 1
     if (
         pa.types.is_struct(t)
@@ -107,7 +107,7 @@ def ragged_info(t: pa.DataType) -> tuple[pa.DataType, int] | None:
     return None
 
 
-def _is_numeric(t: pa.DataType) -> bool:
+def is_numeric(t: pa.DataType) -> bool:
     return pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
@@ -115,7 +115,7 @@ def kind(t: pa.DataType) -> str:
     """The encoding kind of an Arrow type (see the module docstring)."""
     if isinstance(t, pa.FixedShapeTensorType):
         return "tensor"
-    if _is_numeric(t):
+    if is_numeric(t):
         return "scalar"
     if ragged_info(t) is not None:
         return "ragged"
@@ -331,13 +331,4 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
 def unify_error(name: str, types: Sequence[tuple[pa.DataType, str]]) -> SchemaMismatchError:
     """Error for tasks that wrote different types for one column (``(type, where)`` pairs)."""
     (t1, w1), (t2, w2) = types[0], types[1]
-    if t1 != t2 and stored_types.stored_type(t1) == stored_types.stored_type(t2):
-        # one task was kept from a run of an earlier snap, which stored the yielded type as it
-        # came (a large_string, a fixed-size list): the same values, now stored as another type
-        return SchemaMismatchError(
-            f"column {name!r} was stored as {t1} by {w1} and as {t2} by {w2}: the same values, "
-            "written by two versions of snap (earlier ones stored a yielded Arrow type as it "
-            "came); run the same create with --overwrite (or into a new OUTPUT) to write "
-            "every task alike"
-        )
     return SchemaMismatchError(mismatch_message(name, t1, t2, f" (first from {w1}, then {w2})"))

@@ -19,12 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import arrays
+from . import schema as schema_mod
 from .arrays import OffsetOverflow
 from .errors import RecordError
-
-
-def _is_numeric(t: pa.DataType) -> bool:
-    return pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
 def tensor_shape(t: pa.DataType) -> tuple[pa.DataType, list[int]] | None:
@@ -34,7 +31,7 @@ def tensor_shape(t: pa.DataType) -> tuple[pa.DataType, list[int]] | None:
     while pa.types.is_fixed_size_list(t):
         shape.append(t.list_size)
         t = t.value_type
-    if not shape or not _is_numeric(t) or 0 in shape:
+    if not shape or not schema_mod.is_numeric(t) or 0 in shape:
         return None
     return t, shape
 
@@ -102,7 +99,7 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
         decoded = pa.DictionaryArray.from_arrays(column.indices, values).dictionary_decode()
         return _convert(decoded, t)
     if isinstance(column.type, pa.FixedShapeTensorType):
-        if _tensor_nulls(column.storage):
+        if schema_mod.null_count(column.storage):
             return column  # refused as such
         if is_transposed(column.type):
             logical = np.ascontiguousarray(column.to_numpy_ndarray())
@@ -141,14 +138,6 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
         ]
         return pa.StructArray.from_arrays(fields, fields=list(t), mask=mask)
     return column.cast(t)
-
-
-def _tensor_nulls(array: pa.Array) -> int:
-    """Nulls in ``array`` or the values of its fixed-size lists (a tensor's storage)."""
-    count = array.null_count
-    if pa.types.is_fixed_size_list(array.type):
-        count += _tensor_nulls(array.flatten())
-    return count
 
 
 def _narrowed(column: pa.Array, t: pa.DataType) -> pa.Array:

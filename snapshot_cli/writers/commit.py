@@ -13,7 +13,7 @@ import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import __version__, layout, storage, versions
+from .. import __version__, layout, storage, stored_types, versions
 from .. import history as history_mod
 from .. import schema as schema_mod
 from ..errors import ManifestError, SchemaMismatchError, SnapError, SnapshotExistsError
@@ -52,6 +52,21 @@ def check_output(fs: AbstractFileSystem, root: str) -> None:
         )
 
 
+def _two_snaps(name: str, types: list[tuple[pa.DataType, str]]) -> SchemaMismatchError | None:
+    """The error for two tasks that wrote one column's values as two Arrow types that snap
+    now stores as one: a task kept from a run of an earlier snap, which stored a yielded type
+    as it came (a ``large_string``, a fixed-size list). None for a real change of type."""
+    (t1, w1), (t2, w2) = types
+    if stored_types.stored_type(t1) != stored_types.stored_type(t2):
+        return None
+    return SchemaMismatchError(
+        f"column {name!r} was stored as {t1} by {w1} and as {t2} by {w2}: the same values, "
+        "written by two versions of snap (earlier ones stored a yielded Arrow type as it "
+        "came); run the same create with --overwrite (or into a new OUTPUT) to write every "
+        "task alike"
+    )
+
+
 class SchemaAgreement:
     """The schema every task that wrote records must share, checked as each result arrives,
     so that a task that disagrees stops the run at once rather than after every other task.
@@ -78,10 +93,8 @@ class SchemaAgreement:
         name, task = self.describe, result["task"]
         for field in base:
             if field.name in s.names and s.field(field.name).type != field.type:
-                raise schema_mod.unify_error(
-                    field.name,
-                    [(field.type, name(base_task)), (s.field(field.name).type, name(task))],
-                )
+                kinds = [(field.type, name(base_task)), (s.field(field.name).type, name(task))]
+                raise _two_snaps(field.name, kinds) or schema_mod.unify_error(field.name, kinds)
         if sorted(s.names) == sorted(base.names):
             raise SchemaMismatchError(
                 f"{name(base_task)} and {name(task)} wrote the same columns in another order: "
