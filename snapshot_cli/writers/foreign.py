@@ -84,6 +84,13 @@ def exports_arrow(item: Any) -> bool:
     ) and not isinstance(item, (Mapping, pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table))
 
 
+def is_table(value: Any) -> bool:
+    """A DataFrame or Arrow table of any library: named columns and a 2-D shape."""
+    shape = getattr(value, "shape", None)
+    named = hasattr(value, "columns") or hasattr(value, "column_names")
+    return named and isinstance(shape, tuple) and len(shape) == 2
+
+
 def arrow_data(item: Any) -> pa.Table | pa.RecordBatch:
     """What :func:`exports_arrow` accepted → a pyarrow Table (a stream) or RecordBatch."""
     objects = _python_object_columns(item)
@@ -97,7 +104,7 @@ def arrow_data(item: Any) -> pa.Table | pa.RecordBatch:
     try:
         return pa.table(item) if stream else pa.record_batch(item)
     except (pa.ArrowException, TypeError, ValueError) as err:
-        if hasattr(item, "columns") or hasattr(item, "column_names"):  # a table, but...
+        if is_table(item):  # a table, but...
             raise RecordError(
                 f"a yielded {type(item).__name__} could not be read as Arrow data "
                 f"({type(err).__name__}: {err}); cast the columns Arrow has no type for "

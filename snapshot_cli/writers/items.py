@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OptionError, PipelineLoadError
-from . import importing
+from . import foreign, importing
 
 
 def checked(values: list[Any], given: Any, source: str | None = None) -> list[Any]:
@@ -69,10 +69,7 @@ def _numpy_value(value: Any) -> Any:
 def refuse_a_table(value: Any, what: str) -> None:
     """A DataFrame or Arrow table given as the inputs: iterated, it gives its column names
     (which were taken as file patterns). Say how to give its rows or a column of it."""
-    shape = getattr(value, "shape", None)
-    if not (hasattr(value, "columns") or hasattr(value, "column_names")) or not (
-        isinstance(shape, tuple) and len(shape) == 2
-    ):
+    if not foreign.is_table(value):
         return
     raise OptionError(
         f"{what} is a {type(value).__name__} (a table): give its rows as items "
