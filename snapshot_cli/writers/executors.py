@@ -125,16 +125,26 @@ class _WorkerProcess:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
 
+    def kill(self) -> None:
+        """Kill it and every process the pipeline started in it (its session's group):
+        a pipeline's own pool or subprocess would otherwise live on, orphaned, holding our
+        stderr. Its group is its pid (``start_new_session``), not reusable while any member
+        of it lives."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:  # the group is gone (or not ours): the worker alone
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+
     def stop(self, kill: bool) -> None:
         """End its input (a worker between tasks then exits), or kill it; reap it."""
         self.close_input()
         if kill:
-            with contextlib.suppress(OSError):
-                self.proc.kill()
+            self.kill()
         try:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.kill()
             self.proc.wait()
         self.reader.join(timeout=10)
         if self.proc.stdout is not None:

@@ -179,3 +179,40 @@ def test_two_creates_at_once_never_both_write(tmp_path: Path, write_pipeline) ->
     names = sorted(c[0] for c in calls(calls_file))
     assert names == [f"in-{i:03d}.txt" for i in range(6)]  # every input computed exactly once
     assert len(records(str(out))) == 36
+
+
+# The pipeline starts a process of its own (as a pool or a tool it shells out to would), then
+# fails: snap kills the failed run's workers, and must end that process with them.
+SPAWNS = """
+import subprocess, sys
+
+def preprocess(i, *, pids):
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; print(flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE,
+    )
+    child.stdout.readline()  # it runs
+    with open(pids, "a") as f:
+        f.write(f"{child.pid}\\n")
+    if i == 1:
+        raise ValueError("bad input")
+    child.wait()  # a task that never ends on its own: the failed run must stop it
+    yield {"i": i}
+"""
+
+
+def test_processes_the_pipeline_started_end_with_a_failed_run(tmp_path: Path) -> None:
+    """They were orphaned, alive and holding the caller's stderr: a script run with its
+    output captured waited on them after snap had exited."""
+    (tmp_path / "spawns.py").write_text(SPAWNS)
+    pids = tmp_path / "pids"
+    with pytest.raises(snap.PipelineError, match="bad input"):
+        snap.create(f"{tmp_path / 'spawns.py'}:preprocess", tmp_path / "s", inputs=[0, 1],
+                    params={"pids": str(pids)}, workers=2, inputs_per_task=1)  # fmt: skip
+    started = [int(p) for p in pids.read_text().split()]
+    try:
+        assert started, "the pipeline started no process"
+        wait_for(lambda: not any(pid_alive(p) for p in started), "the pipeline's processes")
+    finally:
+        for pid in filter(pid_alive, started):
+            os.kill(pid, signal.SIGKILL)
