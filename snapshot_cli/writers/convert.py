@@ -64,6 +64,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
     if isinstance(col, pa.Array):
         _check_valid(col, name, "Batch")
         return col
+    if isinstance(col, np.ma.MaskedArray):
+        col = foreign.unmasked(col, name)
     if foreign.is_array_like(col):
         col = foreign.as_numpy(col, name)
     col = foreign.native(col)

@@ -38,6 +38,20 @@ def native(value: Any) -> Any:
     return value
 
 
+def unmasked(value: np.ma.MaskedArray, column: str) -> np.ndarray:
+    """A numpy masked array → its data, if none of it is masked. Converting one with masked
+    values would store the data hidden under the mask as if it were real."""
+    masked = int(np.ma.count_masked(value))
+    if masked:
+        raise RecordError(
+            f"column {column!r} is a numpy masked array with {masked:,} of {value.size:,} "
+            "values masked; snap columns have no missing values: store value.filled(FILL) "
+            "with a fill value of your choice, and np.ma.getmaskarray(value) as a column of "
+            "its own if the model needs to know"
+        )
+    return np.asarray(value)
+
+
 def is_array_like(value: Any) -> bool:
     """A tensor or image of another library that numpy can view or copy (torch, JAX,
     TensorFlow, PIL, pandas): it has one of numpy's array protocols."""

@@ -233,6 +233,9 @@ class _Walker:
                 sub.value(item, where)
                 digests.append(sub.hexdigest())
             self._add(type(v).__name__, *sorted(digests))
+        elif isinstance(v, np.ma.MaskedArray) and v.dtype != object:  # data and mask
+            self._add("masked", v.dtype.str, v.shape, np.asarray(v).tobytes())
+            self._add(np.ma.getmaskarray(v).tobytes())
         elif isinstance(v, np.ndarray) and v.dtype != object:
             self._add("ndarray", v.dtype.str, v.shape, hashlib.sha256(v.tobytes()).hexdigest())
         elif isinstance(v, np.generic):

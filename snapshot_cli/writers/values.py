@@ -126,6 +126,8 @@ def normalise(value: Any, column: str) -> Any:
             ) from None
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
+    if isinstance(value, np.ma.MaskedArray):
+        return foreign.unmasked(value, column)
     if foreign.is_array_like(value):
         value = foreign.as_numpy(value, column)
     return foreign.native(value)

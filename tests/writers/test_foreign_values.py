@@ -204,3 +204,29 @@ def test_a_value_that_is_not_a_record_is_told_what_to_yield(tmp_path: Path, kind
     fresh = next(k for k in _not_records() if k[0] == kind)[1]  # iterators are spent
     advised = advice(fresh)  # what the message says to yield is what snap takes
     assert len(roundtrip(tmp_path / "advised", *advised)) == len(advised)
+
+
+MASKED = np.ma.masked_array([[1.0, 2.0], [3.0, 4.0]], mask=[[False, True], [False, False]])
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"x": MASKED[0]},  # a record's value
+        {"x": np.ma.masked},  # the masked constant
+        snap.Batch(x=MASKED),  # a Batch's column
+        snap.Batch(x=[MASKED[1], MASKED[0]]),  # a Batch's column of per-record values
+    ],
+    ids=["record", "constant", "batch", "batch-list"],
+)
+def test_a_masked_array_with_masked_values_is_refused(tmp_path: Path, item: Any) -> None:
+    """numpy converts a masked array to its data, so the values hidden under the mask were
+    stored as if they were real (2.0 here)."""
+    with pytest.raises(snap.RecordError, match=r"column 'x' is a numpy masked array with 1 of"):
+        roundtrip(tmp_path, item)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_masked_array_with_nothing_masked_is_its_data(tmp_path: Path) -> None:
+    rows = roundtrip(tmp_path, {"x": MASKED[1]}, snap.Batch(x=np.ma.masked_array([[5.0, 6.0]])))
+    np.testing.assert_array_equal(np.stack([r["x"] for r in rows]), [[3.0, 4.0], [5.0, 6.0]])

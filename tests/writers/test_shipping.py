@@ -62,6 +62,19 @@ def test_identity_is_the_code_and_the_values_it_closes_over(a: Any, b: Any) -> N
     assert (shipping.identity(closure_over(a)) == shipping.identity(closure_over(b))) == same
 
 
+def test_identity_of_a_masked_array_is_its_data_and_its_mask() -> None:
+    """A closure over a numpy masked array: hashed as a plain array's bytes it crashed on the
+    masked constant, and two arrays differing in their mask alone had one identity."""
+    a = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+    ids = [
+        shipping.identity(closure_over(v))
+        for v in (a, a.copy(), np.ma.masked_array(a.data, mask=[True, False, False]), a.data,
+                  np.ma.masked)
+    ]  # fmt: skip
+    assert ids[0] == ids[1]
+    assert len({ids[0], ids[2], ids[3], ids[4]}) == 4
+
+
 def test_identity_covers_the_globals_and_helpers_it_uses() -> None:
     source = """
     import numpy as np
