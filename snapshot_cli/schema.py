@@ -49,8 +49,10 @@ _DTYPE_HINTS = {
     "S": "a column of bytes holds one bytes value per record: join them or store their codes",
     "O": "yield a numpy array of one numeric dtype, or one str or bytes value per record",
     "c": "store the real and imaginary parts as two float columns",
-    "M": "store it as integers (value.astype('int64'), e.g. nanoseconds since 1970)",
-    "m": "store it as integers (value.astype('int64'))",
+    "M": "a column of times holds one per record; store several as integers "
+    "(value.astype('int64'), e.g. nanoseconds since 1970)",
+    "m": "a column of times holds one per record; store several as integers "
+    "(value.astype('int64'))",
     "V": "store each field of a structured array as its own column",
 }
 

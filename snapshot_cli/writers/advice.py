@@ -27,8 +27,10 @@ def store_instead(value: Any, column: str) -> str:
         return f"flatten it into columns of their own ({column}_{next(iter(value), 'key')}, ...)"
     if isinstance(value, (numbers.Rational, numbers.Real, decimal.Decimal)):  # Fraction, ...
         return "store it as a float (float(v)), or as text (str(v)) to keep every digit"
-    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
-        return "store it as a number (v.timestamp(), v.toordinal(), seconds) or as text"
+    if isinstance(value, datetime.date):  # (a datetime is a time column: see times.py)
+        return "store it as a time (np.datetime64(v, 's')), a number (v.toordinal()) or text"
+    if isinstance(value, datetime.time):
+        return "store it as a number (seconds since midnight) or as text"
     if isinstance(value, enum.Enum):
         return "store v.value or v.name"
     if isinstance(value, (uuid.UUID, os.PathLike)):

@@ -24,7 +24,7 @@ from .. import schema as schema_mod
 from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
 from ..progress import counted
-from . import foreign
+from . import foreign, times
 from .records import ColumnBuilder, check_names, different_columns
 from .values import check_dtype, too_large
 
@@ -69,6 +69,9 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
     if foreign.is_array_like(col):
         col = foreign.as_numpy(col, name)
     col = foreign.native(col)
+    if isinstance(col, np.ndarray) and times.is_time_dtype(col.dtype):
+        times.check_time_array(col, name)
+        return pa.array(col)
     if isinstance(col, np.ndarray) and col.dtype.kind in "US" and col.ndim == 1:
         return strings(col.tolist(), pa.string() if col.dtype.kind == "U" else pa.binary())
     if isinstance(col, np.ndarray) and col.dtype != object:

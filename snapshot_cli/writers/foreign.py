@@ -159,12 +159,17 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
     out = {}
     for name in names:
         column = frame[name]
-        # a nullable column (Int64, string, categorical) turns its NA into NaN or None in numpy
-        missing = 0 if isinstance(column.dtype, np.dtype) else int(column.isna().sum())
+        # a nullable column (Int64, string, categorical) turns its NA into NaN or None in
+        # numpy, a datetime column its NaT into NaT
+        dtype = column.dtype
+        plain = isinstance(dtype, np.dtype) and dtype.kind not in "mM"
+        missing = 0 if plain else int(column.isna().sum())
         if missing:
             raise RecordError(
                 f"column {name!r} of a yielded DataFrame holds {counted(missing, 'missing value')}"
                 " (NA); snap stores no missing values: fill them (fillna) or leave those rows out"
             )
-        out[name] = column.to_numpy()
+        # times with a zone: an Arrow timestamp that keeps it (numpy's would be objects)
+        zoned = getattr(dtype, "tz", None) is not None and getattr(dtype, "kind", "") == "M"
+        out[name] = pa.array(column) if zoned else column.to_numpy()
     return out

@@ -1,13 +1,14 @@
 """One record value → its class, dtype and shape, checked (pure: messages only).
 
 A value is a numpy array or scalar, a Python ``bool``/``int``/``float``, ``str`` or
-``bytes``, or what converts to one (a list, another library's array: :mod:`.foreign`);
-anything else is a :class:`RecordError` naming the column and what to store instead
-(:mod:`.advice`), as is a value past what one Arrow array holds.
+``bytes``, a time (:mod:`.times`), or what converts to one (a list, another library's
+array: :mod:`.foreign`); anything else is a :class:`RecordError` naming the column and
+what to store instead (:mod:`.advice`), as is a value past what one Arrow array holds.
 """
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import pyarrow as pa
 from .. import arrays
 from .. import schema as schema_mod
 from ..errors import RecordError
-from . import advice, foreign
+from . import advice, foreign, times
 
 # Value classes a record field can have.
 SCALAR, ARRAY, STRING, BINARY = "scalar", "array", "string", "binary"
@@ -41,7 +42,10 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     if isinstance(value, (np.str_, np.bytes_)):  # np.array("cat")[()]: text
         value = value.item()
     if isinstance(value, np.generic):
-        check_dtype(value.dtype, column)
+        if times.is_time_dtype(value.dtype):
+            times.check_time(value.dtype, column, int(np.isnat(value)))
+        else:
+            check_dtype(value.dtype, column)
         return SCALAR, value.dtype, ()
     if isinstance(value, bool):
         return SCALAR, np.dtype(bool), ()
@@ -72,7 +76,8 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     hint = advice.store_instead(value, column)
     raise RecordError(
         f"column {column!r} has a value of type {type(value).__name__}; supported: numpy "
-        f"arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes ({hint})"
+        f"arrays and scalars of bool/int/uint/float dtype, int, float, bool, str, bytes, "
+        f"datetimes and timedeltas ({hint})"
     )
 
 
@@ -128,6 +133,11 @@ def normalise(value: Any, column: str) -> Any:
         return bytes(value)
     if isinstance(value, np.ma.MaskedArray):
         return foreign.unmasked(value, column)
+    if isinstance(value, (datetime.date, datetime.timedelta)) or type(value).__name__ in (
+        "Timestamp",
+        "Timedelta",
+    ):
+        return times.as_numpy_time(value, column)
     if foreign.is_array_like(value):
         value = foreign.as_numpy(value, column)
     return foreign.native(value)

@@ -100,7 +100,8 @@ def test_bad_records_name_the_column(records: list[dict], message: str) -> None:
         (np.array([b"a"]), r"one bytes value per record"),
         (np.array([1, None], dtype=object), r"one numeric dtype"),
         (np.zeros(2, np.complex64), r"real and imaginary parts"),
-        (np.datetime64("2024-01-01"), r"astype\('int64'\)"),
+        (np.datetime64("2024-01-01"), r"astype\('datetime64\[s\]'\)"),  # days
+        (np.array(["2024-01-01"], "M8[s]"), r"one per record.*astype\('int64'\)"),
         (np.array([1], "timedelta64[s]"), r"astype\('int64'\)"),
         (np.zeros(2, [("a", "i4"), ("b", "f4")]), r"each field .* own column"),
         (np.zeros(2, np.longdouble), r"convert it to one of these"),

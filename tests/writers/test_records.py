@@ -142,8 +142,8 @@ class _Colour(enum.Enum):
     [
         (decimal.Decimal("1.5"), "store it as a float (float(v)), or as text"),
         (fractions.Fraction(1, 3), "store it as a float (float(v)), or as text"),
-        (datetime.date(2020, 1, 2), "store it as a number (v.timestamp(), v.toordinal()"),
-        (datetime.timedelta(seconds=3), "store it as a number"),
+        (datetime.date(2020, 1, 2), "store it as a time (np.datetime64(v, 's')), a number"),
+        (datetime.time(3), "store it as a number (seconds since midnight)"),
         (_Colour.RED, "store v.value or v.name"),
         (uuid.UUID(int=7), "store str(v) or v.bytes"),
         (Path("/a/b"), "store str(v))"),

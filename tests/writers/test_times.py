@@ -1,0 +1,149 @@
+"""Dates and times, one per record, in every form a pipeline yields them: a pandas DataFrame's
+datetime column was refused ("has dtype datetime64[us] ... store it as integers") while the
+same column of a pyarrow Table or a polars DataFrame was stored as an Arrow timestamp. Each
+form now stores the same values and replays them as numpy ``datetime64``/``timedelta64``;
+missing times (NaT), units Arrow lacks (days) and zones numpy cannot hold are refused,
+naming the column."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+
+EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def items(when: list[datetime.datetime], took: list[datetime.timedelta]) -> dict[str, Any]:
+    """Each form of the same column of times, as a pipeline may yield it."""
+    w = np.array(when, dtype="datetime64[us]")
+    t = np.array(took, dtype="timedelta64[us]")
+    return {
+        "numpy records": [{"when": a, "took": b} for a, b in zip(w, t, strict=True)],
+        "python records": [{"when": a, "took": b} for a, b in zip(when, took, strict=True)],
+        "pandas records": [
+            {"when": pd.Timestamp(a).as_unit("us"), "took": pd.Timedelta(b).as_unit("us")}
+            for a, b in zip(when, took, strict=True)
+        ],
+        "batch": [snap.Batch(when=w, took=t)],
+        "batch of lists": [snap.Batch(when=list(when), took=list(took))],
+        "pandas": [pd.DataFrame({"when": w, "took": t})],
+        "arrow": [pa.table({"when": pa.array(w), "took": pa.array(t)})],
+        "polars": [pl.DataFrame({"when": w, "took": t})],
+    }
+
+
+def replay(tmp_path: Path, yielded: list[Any], workers: int = 0) -> dict[str, np.ndarray]:
+    def preprocess() -> Any:
+        yield from yielded
+
+    out = tmp_path / "s"
+    snap.create(preprocess, out, workers=workers, overwrite=True)
+    (batch,) = snap.open(out).loader(len(yielded) * 10, shuffle=False, drop_last=False)
+    return batch
+
+
+times = st.datetimes(
+    min_value=datetime.datetime(1900, 1, 1), max_value=datetime.datetime(2200, 1, 1)
+)
+durations = st.timedeltas(
+    min_value=-datetime.timedelta(days=9999), max_value=datetime.timedelta(days=9999)
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(rows=st.lists(st.tuples(times, durations), min_size=1, max_size=5))
+def test_every_form_of_a_time_column_replays_the_same_times(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[datetime.datetime, Any]]
+) -> None:
+    when, took = [r[0] for r in rows], [r[1] for r in rows]
+    for form, yielded in items(when, took).items():
+        batch = replay(tmp_path_factory.mktemp("t"), yielded)
+        assert batch["when"].dtype == np.dtype("datetime64[us]"), form
+        assert batch["took"].dtype == np.dtype("timedelta64[us]"), form
+        assert batch["when"].tolist() == when, form
+        assert batch["took"].tolist() == took, form
+
+
+def test_tasks_yielding_times_in_different_forms_agree_on_the_schema(tmp_path: Path) -> None:
+    when = [EPOCH + datetime.timedelta(hours=h) for h in range(4)]
+    took = [datetime.timedelta(seconds=s) for s in range(4)]
+    forms = list(items(when, took).values())
+
+    def preprocess(form: int) -> Any:
+        yield from forms[form]
+
+    out = tmp_path / "s"
+    snap.create(preprocess, out, inputs=range(len(forms)), workers=0, inputs_per_task=1)
+    s = snap.open(out)
+    assert str(s.schema.field("when").type) == "timestamp[us]"
+    assert sorted(r["when"] for r in s.head(100)) == sorted(np.array(when * len(forms), "M8[us]"))
+
+
+def test_a_dataframe_column_with_a_zone_keeps_it_and_a_record_with_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    zoned = pd.Series(pd.to_datetime(["2020-01-01 12:00"]).tz_localize("Europe/Paris"))
+    batch = replay(tmp_path, [pd.DataFrame({"when": zoned})])
+    unit = zoned.dtype.unit  # (pandas 2 makes "ns", 3 "us")
+    assert snap.open(tmp_path / "s").schema.field("when").type == pa.timestamp(unit, "Europe/Paris")
+    assert batch["when"].astype("M8[us]").tolist() == [datetime.datetime(2020, 1, 1, 11)]  # UTC
+    for value in (zoned[0], zoned[0].to_pydatetime()):
+        with pytest.raises(snap.RecordError, match=r"column 'when' has a time with a time zone"):
+            replay(tmp_path, [{"when": value}])
+
+
+NAT = np.datetime64("NaT", "us")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: {"when": NAT}, r"column 'when' holds 1 missing time \(NaT\)"),
+        (lambda: {"when": np.timedelta64("NaT", "s")}, r"column 'when' holds 1 missing time"),
+        (lambda: {"when": pd.NaT}, r"column 'when' is NaT; snap columns have no missing"),
+        (lambda: snap.Batch(when=np.array([NAT, NAT])), r"column 'when' holds 2 missing times"),
+        (
+            lambda: pd.DataFrame({"when": [EPOCH, pd.NaT]}),
+            r"column 'when' of a yielded DataFrame holds 1 missing value",
+        ),
+        (
+            lambda: {"when": np.datetime64("2020-01-02")},
+            r"column 'when' has dtype datetime64\[D\]; snap stores times in seconds.*"
+            r"astype\('datetime64\[s\]'\)",
+        ),
+        (
+            lambda: snap.Batch(when=np.zeros((2, 3), "M8[s]")),
+            r"column 'when' has a 2-D array of datetime64\[s\]: a column of times holds one",
+        ),
+        (
+            lambda: {"when": datetime.date(2020, 1, 2)},
+            r"column 'when' has a value of type date; .*np.datetime64\(v, 's'\)",
+        ),
+    ],
+    ids=["nat", "nat-delta", "pandas-nat", "batch-nat", "frame-nat", "days", "2-d", "date"],
+)
+def test_times_snap_cannot_store_are_refused_naming_the_column(
+    tmp_path: Path, make: Callable[[], Any], message: str
+) -> None:
+    with pytest.raises(snap.RecordError, match=message):
+        replay(tmp_path, [make()])
+    assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_times_from_worker_processes_and_in_head(tmp_path: Path) -> None:
+    when = [EPOCH + datetime.timedelta(days=d, microseconds=7) for d in range(3)]
+    batch = replay(tmp_path, [pd.DataFrame({"when": when})], workers=2)
+    assert batch["when"].tolist() == when
+    assert [r["when"] for r in snap.open(tmp_path / "s").head(3)] == list(np.array(when, "M8[us]"))
