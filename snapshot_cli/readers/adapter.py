@@ -36,15 +36,25 @@ def ahead(
     """Yield ``start(item)`` for each item, in order, having started the next ``depth`` items.
 
     ``mark()`` is called just after each item is taken from ``source``; its result travels
-    with the item (the adapters record the loader's state there).
+    with the item (the adapters record the loader's state there). What ``start`` raises for
+    an item is raised in that item's turn, after the items before it, and no item after it
+    is started: a batch the consumer could have had is not lost to an error of a later one.
     """
     pending: deque[tuple[U, Any]] = deque()
+    failed: Exception | None = None
     for item in source:
-        pending.append((start(item), mark() if mark is not None else None))
+        try:
+            started = start(item)
+        except Exception as err:  # noqa: BLE001 - raised below, in its turn
+            failed = err
+            break
+        pending.append((started, mark() if mark is not None else None))
         if len(pending) > depth:
             yield pending.popleft()
     while pending:
         yield pending.popleft()
+    if failed is not None:
+        raise failed
 
 
 def mapped_arrays(batch: Batch) -> Batch:

@@ -21,17 +21,22 @@ when a batch is placed, with the same advice: a multi-process job (``jax.process
 1``), where the global array is assembled from every process's part and this up-front check
 is not made; and a ``map`` that changes the number of records in a batch.
 
-64-bit columns: unless ``jax.config.update("jax_enable_x64", True)`` is on (before the
-first batch), JAX makes 32-bit arrays of them: int64 → int32, uint64 → uint32, float64 →
-float32. ``device_put`` does that without a warning, and values that do not fit are lost:
-an int64 keeps its low 32 bits (2**32 + 5 becomes 5), a float64 beyond float32's range
-becomes inf (numpy may then warn "overflow encountered in cast"). Turn x64 on for int64 ids
-or hashes, or write such columns as 32-bit in the pipeline.
+64-bit columns: unless ``jax.config.update("jax_enable_x64", True)`` is on, JAX makes
+32-bit arrays of them: int64 → int32, uint64 → uint32, float64 → float32. ``device_put``
+does that without a warning, and an integer that does not fit keeps its low 32 bits
+(2**32 + 5 becomes 5): an id or a hash silently becomes another. So each batch's int64 and
+uint64 columns are checked (their minimum and maximum: ~3 us for a column of labels, ~0.2 ms
+for 4 MiB of token ids, about what JAX's own narrowing copy costs), and a value that does
+not fit is an ``OptionError`` naming the column, the value and the ways out. A float64
+beyond float32's range becomes inf, as JAX makes it (numpy may warn "overflow encountered
+in cast"); its precision is float32's.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..errors import OptionError
 from .adapter import Adapter, mapped_arrays
@@ -131,6 +136,8 @@ class JaxBatches(Adapter[dict[str, Any]]):
         arrays = {k: v for k, v in batch.items() if v.dtype.kind in "biufc"}
         if not arrays:
             return out
+        if not jax.config.jax_enable_x64:
+            _check_narrowing(arrays)
         if self.sharding is None:
             out.update(self._put(arrays) if self._processes == 1 else jax.device_put(arrays))
             return {k: out[k] for k in batch}  # the loader's column order
@@ -150,3 +157,28 @@ class JaxBatches(Adapter[dict[str, Any]]):
                 "drop_last=True"
             ) from err
         return {k: out[k] for k in batch}  # the loader's column order
+
+
+# What JAX without x64 makes of a 64-bit integer column, and the values that fit it
+_NARROWED = {np.dtype(np.int64): np.int32, np.dtype(np.uint64): np.uint32}
+
+
+def _check_narrowing(arrays: dict[str, np.ndarray]) -> None:
+    """Raise OptionError if a 64-bit integer column holds a value its 32-bit JAX array cannot
+    (it would keep only its low 32 bits)."""
+    for name, values in arrays.items():
+        narrow = _NARROWED.get(values.dtype)
+        if narrow is None or not values.size:
+            continue
+        info = np.iinfo(narrow)
+        low, high = values.min(), values.max()
+        if low >= info.min and high <= info.max:
+            continue
+        bad = int(low if low < info.min else high)
+        raise OptionError(
+            f"column {name!r} holds {bad:,} in this batch, which JAX without x64 cannot: it "
+            f"makes {values.dtype} columns {np.dtype(narrow)}, keeping the low 32 bits of a "
+            "value (silently another number). Turn x64 on before iterating "
+            "(jax.config.update('jax_enable_x64', True)), leave the column out "
+            "(loader(columns=[...])), or map it into range with the loader's map"
+        )

@@ -47,6 +47,26 @@ def test_ahead_starts_depth_items_early_and_keeps_order() -> None:
     assert {m for _, _, m in seen} == {"m"}
 
 
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_an_item_that_fails_to_start_fails_in_its_turn(depth: int) -> None:
+    """An error starting item 4 was raised while items 2 and 3 (started, fine) were still
+    to be handed out: the consumer lost them (to_jax()'s check of a batch's values)."""
+    started: list[int] = []
+
+    def start(x: int) -> int:
+        started.append(x)
+        if x == 4:
+            raise ValueError("item 4")
+        return x
+
+    seen: list[int] = []
+    with pytest.raises(ValueError, match="item 4"):
+        for value, _ in ahead(range(10), start, depth):
+            seen.append(value)
+    assert seen == [0, 1, 2, 3]
+    assert started == [0, 1, 2, 3, 4]  # none after the failed one
+
+
 def _labels(batches) -> list[int]:  # type: ignore[no-untyped-def]
     return [int(x) for b in batches for x in np.asarray(b["label"])]
 
