@@ -268,6 +268,8 @@ def column_list(columns: object) -> list[str]:
             f"columns=[{columns!r}]"
         )
     try:
-        return list(columns)  # type: ignore[call-overload]
+        names = list(columns)  # type: ignore[call-overload]
     except TypeError:
         raise OptionError(f"columns must be a list of column names, got {columns!r}") from None
+    # a numpy array's names are np.str_: the batches' keys are plain str
+    return [str(c) if isinstance(c, str) else c for c in names]

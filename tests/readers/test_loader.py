@@ -460,6 +460,9 @@ def test_snapshot_stats(sorted_snap: snap.Snapshot) -> None:
 def test_columns_subset(sorted_snap: snap.Snapshot) -> None:
     batch = next(iter(sorted_snap.loader(batch_size=10, columns=["label"])))
     assert list(batch) == ["label"]
+    # names from a numpy array (np.str_) key the batch as plain str, as everywhere else
+    batch = next(iter(sorted_snap.loader(batch_size=10, columns=np.array(["id", "label"]))))
+    assert [type(k) for k in batch] == [str, str] and list(batch) == ["id", "label"]
 
 
 def test_a_loader_shows_what_it_reads_and_where_it_is(sorted_snap: snap.Snapshot) -> None:
