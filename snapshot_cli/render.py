@@ -20,9 +20,15 @@ from .schema import format_type_doc
 INPUTS_SHOWN = 10  # inputs of a task named by snap inspect SHARD
 
 
+# Keys longer than this are not padded to: one 300-character column name would push every
+# other row's value 300 characters to the right
+ALIGN_AT_MOST = 40
+
+
 def table(rows: list[tuple[str, str]], indent: str = "") -> list[str]:
-    """``key  value`` lines with keys padded to one width."""
-    width = max((len(k) for k, _ in rows), default=0)
+    """``key  value`` lines with keys padded to one width (that of the longest key of at
+    most :data:`ALIGN_AT_MOST` characters; a longer key is followed by two spaces)."""
+    width = max((len(k) for k, _ in rows if len(k) <= ALIGN_AT_MOST), default=0)
     return [f"{indent}{k:<{width}}  {v}" for k, v in rows]
 
 

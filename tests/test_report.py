@@ -360,3 +360,20 @@ def test_inspect_doc_lists_shards_on_request(manifest_and_url: tuple[Manifest, s
     assert [s["path"] for s in doc["shards"]] == [s.path for s in m.shards]
     assert all(Path(url, s["path"]).is_file() for s in doc["shards"])
     assert sum(s["records"] for s in doc["shards"]) == doc["num_records"]
+
+
+@given(
+    keys=st.lists(st.text(st.characters(codec="ascii", categories=["L"]), min_size=1,
+                          max_size=90), min_size=1, max_size=8)
+)  # fmt: skip
+def test_a_table_aligns_its_values_and_a_long_key_does_not_push_the_others(
+    keys: list[str],
+) -> None:
+    """One 300-character column name pushed every type in `snap inspect` 300 columns right."""
+    from snapshot_cli.render import ALIGN_AT_MOST, table
+
+    lines = table([(k, "v") for k in keys])
+    short = [k for k in keys if len(k) <= ALIGN_AT_MOST]
+    width = max(map(len, short), default=0)
+    for key, line in zip(keys, lines, strict=True):
+        assert line == key + " " * (max(width, len(key)) - len(key)) + "  v"
