@@ -173,6 +173,8 @@ def read_failure(where: str, err: Exception, doing: str = "decoded") -> SnapErro
     error (one with an errno: EIO from a failing disk, ESTALE from NFS, EACCES...) is the
     storage's, a StorageError that says so, since the snapshot may be intact; anything else
     is that the bytes cannot be ``doing`` (opened, decoded: a damaged shard)."""
+    if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
+        return _too_many_open_files(where, err.errno)
     if isinstance(err, OSError) and err.errno is not None:
         code = errno.errorcode.get(err.errno, str(err.errno))
         return StorageError(
@@ -181,3 +183,20 @@ def read_failure(where: str, err: Exception, doing: str = "decoded") -> SnapErro
             "process may read the file), then run again"
         )
     return CorruptShardError(f"{where} cannot be {doing}: {err}")
+
+
+def _too_many_open_files(where: str, code: int) -> StorageError:
+    """Out of file descriptors: which limit, and what to change (readers/limits.py)."""
+    limit = " (the system's limit: fs.file-max)" if code == errno.ENFILE else ""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        if code == errno.EMFILE:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            limit = f" (this process may have {soft:,} open; its hard limit is {hard:,})"
+    return StorageError(
+        f"{where} could not be opened: too many open files{limit}. The loader keeps a file "
+        "open for each shard its shuffle window reads from: raise the limit (ulimit -n "
+        "65536, or LimitNOFILE for a service), read with a smaller shuffle_buffer, or write "
+        "fewer, larger shards (snap create --inputs-per-task)"
+    )

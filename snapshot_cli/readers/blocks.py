@@ -27,7 +27,7 @@ import pyarrow as pa
 from .. import ipc_blocks, ipc_layout
 from ..errors import CorruptShardError
 from ..manifest import ShardEntry
-from . import direct
+from . import direct, limits
 from .direct import Placement
 from .window import SlotTarget
 
@@ -46,7 +46,7 @@ class BlockFile:
 
     def __init__(self, path: str, entry: ShardEntry, schema: pa.Schema, url: str) -> None:
         self.url, self.schema = url, schema
-        self._file = _Descriptor(path)
+        self._file = limits.Descriptor(path)
         fd = self._file.fd
         st = os.fstat(fd)
         self.size = st.st_size
@@ -122,7 +122,7 @@ class BlockFile:
     def map(self) -> mmap.mmap:
         """A read-only map of the whole file (a gathered window's; the caller unmaps it). Its
         pages count in RSS: ~2x those read (large folios); a map per record batch cost 1.4x."""
-        return mmap.mmap(self._file.fd, 0, access=mmap.ACCESS_READ)
+        return limits.map_read_only(self._file.fd)
 
     def _note(
         self, i: int, placement: Placement, rows: int, where: dict[str, tuple[int, int]]
@@ -381,18 +381,3 @@ class BlockFile:
         batch, metadata, body = ipc_layout.message_batch(buf, self.schema)
         self._fits(i, metadata, body)
         return batch
-
-
-class _Descriptor:
-    """An open file, closed when the last reference to it goes, not when its shard is evicted
-    from the open set: a thread may still be reading from it (its number must not be reused
-    by another open meanwhile)."""
-
-    fd = -1
-
-    def __init__(self, path: str) -> None:
-        self.fd = os.open(os.fsencode(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-
-    def __del__(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)

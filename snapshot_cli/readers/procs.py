@@ -28,7 +28,6 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from . import shm
+from . import limits, shm
 from .wire import recv, send
 
 KEEP_READERS = 8  # reader sets a decode process keeps open (one per loader that used it)
@@ -129,7 +128,7 @@ class _Child:
         if not self.lock.acquire(blocking=False):
             return False
         try:
-            if not self.ready and select.select([self.sock], [], [], 0)[0]:
+            if not self.ready and limits.readable(self.sock, 0):
                 try:
                     msg, _ = recv(self.sock)
                 except (EOFError, OSError):  # it died starting: the next pass replaces it
@@ -259,7 +258,7 @@ class DecodePool:
             with c.lock:
                 if not c.ready:
                     left = max(0.0, deadline - time.monotonic())
-                    if not select.select([c.sock], [], [], left)[0]:
+                    if not limits.readable(c.sock, left):
                         raise DecodeProcessError(f"{c.name} did not start in {timeout} s")
             c.poll_ready()
         return self.ready(n)

@@ -1,0 +1,82 @@
+"""The open files a loader needs, and what it says when it cannot have them.
+
+The loader gathers a window's records from memory maps of the local shard files they are
+in, and before Python 3.13 each ``mmap`` holds a file descriptor of its own (CPython
+duplicates the file's). A snapshot of many small shards (a task per input of a few
+records) puts thousands in one window: 3,000 shards failed with "Too many open files"
+under Linux's usual soft limit of 1,024 (macOS's is 256) while the hard limit allowed far
+more. So the first local shard a process opens raises its soft limit to its hard limit (up
+to :data:`WANTED`), as Ray and other data tools do; where the hard limit itself is too low,
+the error says what to change (:func:`snapshot_cli.faults.read_failure`). File descriptors may then pass 1,023, which ``select.select``
+cannot watch: snap waits on its sockets with ``poll``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import select
+import socket
+import sys
+import threading
+
+WANTED = 65536  # enough for a window of 256 MiB of 4 KiB shards; no more is asked for
+_raised = threading.Lock()
+_done = False
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit of open files to the hard limit (at most :data:`WANTED`), once
+    per process; where it cannot be raised, leave it."""
+    global _done
+    with _raised:
+        if _done:
+            return
+        _done = True
+        try:
+            import resource
+        except ImportError:  # not a Unix
+            return
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        infinite = resource.RLIM_INFINITY
+        target = WANTED if hard == infinite else min(hard, WANTED)
+        if sys.platform == "darwin":
+            target = min(target, 10240)  # OPEN_MAX: setrlimit refuses more there
+        if soft != infinite and soft < target:
+            # (a sandbox may forbid it: the error then says what to change)
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+class Descriptor:
+    """An open file, closed when the last reference to it goes, not when its shard is evicted
+    from the open set: a thread may still be reading from it (its number must not be reused
+    by another open meanwhile)."""
+
+    fd = -1
+
+    def __init__(self, path: str) -> None:
+        raise_open_files_limit()  # (once per process) a window maps many of its files
+        self.fd = os.open(os.fsencode(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+
+    def __del__(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+# Python 3.13+: a map that holds no file descriptor of its own
+_UNTRACKED: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+
+
+def map_read_only(fd: int) -> mmap.mmap:
+    """A read-only map of the whole file open as ``fd``."""
+    return mmap.mmap(fd, 0, access=mmap.ACCESS_READ, **_UNTRACKED)
+
+
+def readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` is readable (or closed) within ``timeout`` seconds: ``poll``, as
+    ``select`` cannot watch descriptors past 1,023, which a raised limit reaches."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(int(timeout * 1000)))

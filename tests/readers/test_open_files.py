@@ -1,0 +1,77 @@
+"""A snapshot of many small shards under the usual limits of open files.
+
+Each memory map of a window's shards held a file descriptor (before Python 3.13), so a
+snapshot of 3,000 one-record shards failed with "Too many open files" under Linux's usual
+soft limit of 1,024 (this machine's is higher, so nothing noticed). The loader raises the
+soft limit to the hard one; where the hard limit is too low, the error says what to change;
+and its decode processes are waited on with ``poll`` (``select`` cannot watch a file
+descriptor past 1,023, which a raised limit reaches). Real processes with their limits set.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+from tests.conftest import snap_subprocess
+
+SHARDS = 600
+
+
+@pytest.fixture(scope="module")
+def many_shards(tmp_path_factory: pytest.TempPathFactory) -> str:
+    def preprocess(i: int) -> object:
+        yield {"i": i, "x": np.full(16, i, np.float32)}
+
+    out = str(tmp_path_factory.mktemp("many") / "s")
+    snap.create(preprocess, out, inputs=range(SHARDS), workers=0, inputs_per_task=1)
+    assert len(snap.open(out).shards) == SHARDS
+    return out
+
+
+def limited(soft: int, hard: int | None = None) -> object:
+    """A preexec_fn that sets the child's open-files limits (hard: this process's)."""
+    _, ours = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return lambda: resource.setrlimit(
+        resource.RLIMIT_NOFILE, (soft, ours if hard is None else hard)
+    )
+
+
+READ = """
+import os, resource, sys
+import snapshot_cli as snap
+s = snap.open(sys.argv[1])
+everything = list(range(len(s.shards)))
+assert sorted(int(i) for b in s.loader(50, drop_last=False) for i in b["i"]) == everything
+# the limit is raised: descriptors past 1,023 before the decode processes' sockets are made
+spare = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+batches = s.loader(50, drop_last=False, processes=2)
+assert sorted(int(i) for b in batches for i in b["i"]) == everything
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+
+
+@pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 4096, reason="needs a hard limit >= 4096"
+)
+def test_many_shards_replay_under_a_low_soft_limit(many_shards: str) -> None:
+    res = subprocess.run([sys.executable, "-c", READ, many_shards], preexec_fn=limited(256),
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert int(res.stdout.split()[-1]) > 1300  # raised from 256
+
+
+def test_a_hard_limit_too_low_says_what_to_change(many_shards: str, tmp_path: Path) -> None:
+    res = snap_subprocess("bench", many_shards, "--batch-size", "50",
+                          preexec_fn=limited(128, 128))  # fmt: skip
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr
+    assert "could not be opened: too many open files (this process may have 128 open; its " \
+           "hard limit is 128)" in res.stderr  # fmt: skip
+    assert "ulimit -n" in res.stderr and "--inputs-per-task" in res.stderr
