@@ -7,8 +7,9 @@ records) puts thousands in one window: 3,000 shards failed with "Too many open f
 under Linux's usual soft limit of 1,024 (macOS's is 256) while the hard limit allowed far
 more. So the first local shard a process opens raises its soft limit to its hard limit (up
 to :data:`WANTED`), as Ray and other data tools do; where the hard limit itself is too low,
-the error says what to change (:func:`snapshot_cli.faults.read_failure`). File descriptors may then pass 1,023, which ``select.select``
-cannot watch: snap waits on its sockets with ``poll``.
+the error says what to change (:func:`snapshot_cli.faults.read_failure`). File descriptors
+may then pass 1,023, which ``select.select`` cannot watch: snap waits on its sockets with
+``poll`` (:func:`readable`).
 """
 
 from __future__ import annotations

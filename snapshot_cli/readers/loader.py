@@ -328,7 +328,9 @@ class Loader(FrameworkAdapters):
                 waited = time.perf_counter()
                 try:
                     group = run.buffer.get()
-                except Closed:
+                except Closed:  # the pass is over, or another one stopped it
+                    if self._passes != mine:  # (a thread waiting here ended with no word)
+                        raise RuntimeError(SUPERSEDED) from None
                     break
                 if self.trace is not None:
                     self.trace.add("wait for batch", waited, time.perf_counter(), batch=group[0][1])

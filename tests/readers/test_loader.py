@@ -228,6 +228,26 @@ def test_a_superseded_pass_hands_out_nothing_and_leaves_the_position_alone(
     assert snap_threads() == []
 
 
+def test_a_pass_superseded_while_it_waits_for_a_batch_raises(tmp_path: Path) -> None:
+    """A pass stopped by a newer one while it waited on its buffer ended as if its epoch
+    were done: of two threads iterating one loader, one got 0 records and no error."""
+
+    def preprocess(i: int) -> Any:
+        yield {"i": i}
+
+    snap.create(preprocess, tmp_path / "s", inputs=range(10), workers=0)
+    loader = snap.open(tmp_path / "s").loader(10, shuffle=False)
+    old = iter(loader)
+    assert len(next(old)["i"]) == 10  # the epoch's one batch: next, old waits for more
+    new = iter(loader)
+    assert sorted(next(new)["i"].tolist()) == list(range(10))
+    with pytest.raises(RuntimeError, match="superseded"):
+        next(old)
+    assert next(new, None) is None  # the newer pass ends as usual
+    loader.close()
+    assert snap_threads() == []
+
+
 def test_map_runs_in_threads_with_a_reproducible_rng(sorted_snap: snap.Snapshot) -> None:
     seen: set[str] = set()
 
