@@ -227,10 +227,13 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
         )
     if not doc["ok"]:
         lost = all(d["lost"] for d in doc["damaged"])  # what the same create computes again
+        links = all(" outside the snapshot " in d["problem"] for d in doc["damaged"])
         lines.append(
             "  run the same snap create again: it computes the tasks of missing or cut-short "
             "shards again (a new version)"
             if lost
+            else "  do not delete them: the files they link to may be intact (see above)"
+            if links
             else "  delete the damaged shards and run the same snap create again (it computes "
             "the tasks of missing shards again, a new version), or remake the snapshot with "
             "snap create --overwrite"

@@ -340,7 +340,11 @@ def local_file_problem(root: str, path: str, real_root: str | None = None) -> st
         real_root = os.path.realpath(root) if real_root is None else real_root
         real = os.path.realpath(path)
         if os.path.commonpath([real_root, real]) != real_root:
-            return f"is a link to {real}, outside the snapshot"
+            return (
+                f"is a link to {real}, outside the snapshot (a snapshot's files are read only "
+                "inside it, whoever made it): copy what the link points to into the snapshot "
+                "(cp -rL), or open the snapshot where its files are"
+            )
         mode = os.stat(path).st_mode  # not opened: opening a FIFO or a device can block or act
     if not stat.S_ISREG(mode):
         kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"

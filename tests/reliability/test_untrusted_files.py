@@ -112,6 +112,13 @@ def test_a_shard_directory_linked_out_of_the_snapshot_is_refused(out: Path) -> N
     target.parent.symlink_to(moved)
     got = probe(out, "loader")
     assert got.startswith("CorruptShardError:") and "outside the snapshot" in got, got
+    assert "copy what the link points to into the snapshot (cp -rL)" in got, got
+    # verify's advice was to delete the damaged shards: through the link, the real ones
+    res = subprocess.run([sys.executable, "-m", "snapshot_cli", "verify", str(out)], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert res.returncode == 1
+    assert "do not delete them: the files they link to may be intact" in res.stdout, res.stdout
+    assert "delete the damaged shards" not in res.stdout
 
 
 def test_a_snapshot_opened_through_a_link_to_it_is_read(out: Path) -> None:
