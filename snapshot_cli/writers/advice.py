@@ -46,6 +46,22 @@ def store_instead(value: Any, column: str) -> str:
             "a pyarrow array: store v.to_numpy() as one record's array, or yield the whole "
             "pyarrow Table or RecordBatch, a batch of records"
         )
+    kind, module = type(value).__name__, type(value).__module__
+    if module.startswith("scipy.sparse"):  # a TF-IDF row, a one-hot matrix
+        return (
+            "a sparse matrix: store v.toarray() (dense), or its nonzeros as two ragged "
+            "columns (v.indices and v.data of a CSR row)"
+        )
+    if kind == "SparseTensor":  # TensorFlow's
+        return (
+            "a sparse tensor: store tf.sparse.to_dense(v).numpy(), or v.indices.numpy() and "
+            "v.values.numpy() as two columns"
+        )
+    if kind == "RaggedTensor":  # TensorFlow's: rows of different lengths in one value
+        return (
+            "a ragged tensor: yield a record per row (row.numpy()), or store "
+            "v.flat_values.numpy() and v.row_lengths().numpy() as two columns"
+        )
     return "convert it to one of these; lists with np.asarray"
 
 

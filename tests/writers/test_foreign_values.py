@@ -52,6 +52,27 @@ def test_a_tensor_numpy_cannot_take_is_refused_with_torchs_reason(tmp_path: Path
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+TF_VALUES = """
+import sys, tensorflow as tf, snapshot_cli as snap
+for value in (tf.ragged.constant([[1, 2], [3]]), tf.sparse.from_dense(tf.eye(2))):
+    try:
+        snap.create(lambda: iter([{"v": value}]), sys.argv[1], workers=0)
+    except snap.RecordError as err:
+        print(err)
+"""
+
+
+def test_tensorflow_values_numpy_cannot_take_are_told_what_to_store(tmp_path: Path) -> None:
+    """A RaggedTensor or SparseTensor was told "lists with np.asarray", which makes neither
+    (TensorFlow in a subprocess, as in tests/readers/test_tf.py)."""
+    res = subprocess.run([sys.executable, "-c", TF_VALUES, str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    ragged, sparse = res.stdout.strip().splitlines()
+    assert "type RaggedTensor; " in ragged and "v.flat_values.numpy() and v.row_lengths()" in ragged
+    assert "type SparseTensor; " in sparse and "tf.sparse.to_dense(v).numpy()" in sparse
+
+
 def test_low_precision_arrays_are_told_how_to_store_them(tmp_path: Path) -> None:
     """JAX's bfloat16 (ml_dtypes, numpy kind "V") was told to store "each field of a
     structured array as its own column"; the bits stored as uint16 view back exactly. (A JAX
