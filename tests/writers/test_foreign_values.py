@@ -52,6 +52,15 @@ def test_a_tensor_numpy_cannot_take_is_refused_with_torchs_reason(tmp_path: Path
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+def test_a_sparse_matrix_is_told_what_to_store(tmp_path: Path) -> None:
+    """A TF-IDF row (scipy CSR) was told "lists with np.asarray", which makes an object."""
+    import scipy.sparse
+
+    row = scipy.sparse.csr_matrix(np.eye(3)[:1])
+    with pytest.raises(snap.RecordError, match=r"type csr_matrix; .*store v.toarray\(\) \(dense\)"):
+        roundtrip(tmp_path, {"tfidf": row})
+
+
 TF_VALUES = """
 import sys, tensorflow as tf, snapshot_cli as snap
 for value in (tf.ragged.constant([[1, 2], [3]]), tf.sparse.from_dense(tf.eye(2))):

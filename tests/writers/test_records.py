@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-import scipy.sparse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -142,7 +141,6 @@ class _Colour(enum.Enum):
     ("value", "hint"),
     [
         (decimal.Decimal("1.5"), "store it as a float (float(v)), or as text"),
-        (scipy.sparse.csr_matrix(np.eye(3)[:1]), "a sparse matrix: store v.toarray() (dense)"),
         (fractions.Fraction(1, 3), "store it as a float (float(v)), or as text"),
         (datetime.date(2020, 1, 2), "store it as a time (np.datetime64(v, 's')), a number"),
         (datetime.time(3), "store it as a number (seconds since midnight)"),
