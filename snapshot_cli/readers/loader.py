@@ -51,9 +51,10 @@ ORDERED_WINDOW_BYTES = 32 << 20  # window when not shuffling: just enough to rea
 # An epoch's first shuffle window: 32 MiB of records, decoded in a few tens of milliseconds;
 # each next window is twice the last, up to the shuffle buffer (plan.py's ramp).
 FIRST_WINDOW_BYTES = 32 << 20
-# ... and at most 2**20 records: a record costs its slot's permutation and a scattered write,
-# so 32 MiB of 4-byte records (8M) took 0.9 s to the first batch; 1M take ~0.1 s.
-FIRST_WINDOW_ROWS = 1 << 20
+# ... at most 2**20 records (each costs a permutation slot and a scattered write: 8M 4-byte
+# records took 0.9 s to the first batch, 1M ~0.1 s), and those of at most 256 shards (a small
+# one costs ~0.5 ms to open: 20,000 one-record shards took 9.7 s to the first batch)
+FIRST_WINDOW_ROWS, FIRST_WINDOW_SHARDS = 1 << 20, 256
 PREFETCH_BYTES = 64 << 20  # "auto" prefetch keeps at most this much in ready batches
 SUPERSEDED = (
     "this pass over the loader was superseded: iter(), load_state_dict() or set_epoch() was "
@@ -94,7 +95,10 @@ class Loader(FrameworkAdapters):
             buffer_rows = max(1, target // bytes_per_row)
         # the first window ramps up kept in order too: 32 MiB of 4-byte records is 8,000
         # record batches to decode before the first batch (0.7-1.3 s)
-        first_rows = min(FIRST_WINDOW_ROWS, max(1, FIRST_WINDOW_BYTES // bytes_per_row))
+        shards = len(np.unique(reading.blocks.shard))
+        per_shard = max(1, int(reading.blocks.rows.sum()) // max(1, shards))
+        first_rows = min(FIRST_WINDOW_ROWS, FIRST_WINDOW_SHARDS * per_shard,
+                         max(1, FIRST_WINDOW_BYTES // bytes_per_row))  # fmt: skip
         self.blocks = reading.blocks
         counts = reading.counts or (reading.sources[0].num_records,)
         self.plan_options = options.plan_options(

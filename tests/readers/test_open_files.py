@@ -1,4 +1,4 @@
-"""A snapshot of many small shards under the usual limits of open files.
+"""A snapshot of many small shards: under the usual limits of open files, and its first batch.
 
 Each memory map of a window's shards held a file descriptor (before Python 3.13), so a
 snapshot of 3,000 one-record shards failed with "Too many open files" under Linux's usual
@@ -75,3 +75,36 @@ def test_a_hard_limit_too_low_says_what_to_change(many_shards: str, tmp_path: Pa
     assert "could not be opened: too many open files (this process may have 128 open; its " \
            "hard limit is 128)" in res.stderr  # fmt: skip
     assert "ulimit -n" in res.stderr and "--inputs-per-task" in res.stderr
+
+
+def test_the_first_batch_of_many_small_shards_waits_for_few_of_them(many_shards: str) -> None:
+    """The first window was sized in records alone (up to 2**20): a snapshot of one-record
+    shards decoded every one of them before the first batch (20,000: 9.7 s). It holds the
+    records of at most 256 shards now; a snapshot of larger shards keeps its first window
+    (the plan of every other snapshot is unchanged)."""
+    from snapshot_cli.readers.plan import EpochPlan
+
+    for shuffle in (True, False):
+        loader = snap.open(many_shards).loader(10, shuffle=shuffle, seed=3)
+        first = EpochPlan(loader.blocks, loader.plan_options, 0).window(0)
+        assert 10 <= len(first) <= 256  # a shard each here
+        batches = iter(loader)
+        assert len(next(batches)["i"]) == 10
+        assert sum(len(b["i"]) for b in batches) + 10 == SHARDS  # and the epoch is whole
+        loader.close()
+    wide = snap.open(many_shards).loader(10, shuffle_buffer=SHARDS)
+    assert wide.plan_options.first_window_rows == 256  # the ramp from 256 to the buffer
+
+
+def test_a_snapshot_of_tiny_records_keeps_its_first_window(tmp_path: Path) -> None:
+    """Record batches of 1,024 tiny records (the default), in shards of 40,000 records."""
+
+    def preprocess(i: int) -> object:
+        yield snap.Batch(
+            i=np.arange(i * 40_000, (i + 1) * 40_000), x=np.zeros((40_000, 4), np.int8)
+        )
+
+    snap.create(preprocess, tmp_path / "s", inputs=range(40), workers=0, inputs_per_task=1)
+    loader = snap.open(tmp_path / "s").loader(10)
+    # 32 MiB of 16-byte records, at most 2**20: the ramp as it was
+    assert loader.plan_options.first_window_rows == min(1 << 20, (32 << 20) // 16)
