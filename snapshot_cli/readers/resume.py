@@ -56,6 +56,8 @@ def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapsho
         data = [_other_data(s, str(f)) for s, f in zip(sources, saved, strict=True)
                 if f != s.manifest.fingerprint]  # fmt: skip
         diff.remove(key)
+    if data or key in diff:  # the windows' sizes follow from the data (and the options)
+        diff = [k for k in diff if k not in ("window_rows", "first_window_rows")]
     settings = (
         f"the state was saved by a loader with other {', '.join(diff)}: "
         f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"
