@@ -116,6 +116,7 @@ class TFBatches(LoaderFacing):
         sample = peek(loader) if loader.map is not None else None
         sample = None if sample is None else mapped_arrays(sample)  # (tensors, lists: arrays)
         readable = None if sample is None else list(sample)
+        self._first = frozenset(readable or ())  # (a map's first batch's columns)
         self.columns = select_columns(loader, features, label, readable)  # no TensorFlow yet
         self.names = self.columns + ([label] if label else [])  # the order of a chunk's parts
         if sample is None:
@@ -170,7 +171,7 @@ class TFBatches(LoaderFacing):
                 states.append(self.loader.state_dict())
                 if self.loader.map is not None:
                     batch = mapped_arrays(batch)
-                    check_batch(batch, self._spec, self.names)
+                    check_batch(batch, self._spec, self.names, self._first)
             for name in self.names:
                 parts += self._parts(None if batch is None else batch[name], self._spec[name])
         self._chunk = (states, int(index) * CHUNK)

@@ -189,10 +189,20 @@ def ragged_parts(value: np.ndarray, dtype: Any, ndim: int = 1) -> list[np.ndarra
     return [flat, *lengths]
 
 
-def check_batch(batch: dict[str, Any], specs: dict[str, Any], names: Sequence[str]) -> None:
-    """A ``map``'s batch against the specs taken from its first batch: a TypeError naming
-    the column that differs (TensorFlow's own error shows neither the column nor the map)."""
+def check_batch(
+    batch: dict[str, Any], specs: dict[str, Any], names: Sequence[str], first: frozenset[str]
+) -> None:
+    """A ``map``'s batch against the specs taken from its first batch (whose columns were
+    ``first``): a TypeError naming the column that differs (TensorFlow's own error shows
+    neither the column nor the map; a column added later would be dropped without one)."""
     tf = import_tf()
+    added = sorted(set(batch) - first)
+    if added:
+        raise TypeError(
+            f"map returned column {added[0]!r} in this batch but not in the first one, from "
+            "which to_tf() took its element spec (it would be dropped): return the same "
+            "columns from every batch"
+        )
     for name in names:
         if name not in batch:
             raise TypeError(

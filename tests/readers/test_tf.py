@@ -253,11 +253,19 @@ def check_map_sets_the_columns():
         calls.append(1)
         return {"id": batch["id"][:, None].repeat(len(calls) % 2 + 1, axis=1)}
 
-    try:
-        list(s.loader(BATCH, seed=5, map=varying).to_tf())
-        error = None
-    except tf.errors.InvalidArgumentError as err:
-        error = [line for line in str(err).splitlines() if "map returned column" in line]
+    def adding(batch):  # a column from the second batch on: it was dropped without a word
+        calls.append(1)
+        return {"id": batch["id"], **({"late": batch["label"]} if len(calls) > 1 else {})}
+
+    error = []  # each map's first line naming the column (None: no error)
+    for changing in (varying, adding):
+        calls.clear()
+        try:
+            list(s.loader(BATCH, seed=5, map=changing).to_tf())
+            error.append(None)
+        except tf.errors.InvalidArgumentError as err:
+            lines = [line for line in str(err).splitlines() if "map returned column" in line]
+            error.append(lines[0] if lines else str(err))
     return {"keys": sorted(x_spec), "small": x_spec["small"].shape.as_list(),
             "y": [y_spec.shape.as_list(), y_spec.dtype.name], "ids": [g[0] for g in got],
             "shapes": sorted({str(g[1]) for g in got}), "dtypes": sorted({g[2] for g in got}),
@@ -517,6 +525,7 @@ def test_with_a_map_the_elements_are_what_it_returns(
     assert out["ids"] == _stream(snapshot_url, 1, seed=5)  # the first batch was not lost
     assert out["shapes"] == ["[16, 1, 2]", "[32, 1, 2]"]  # sorted: the last batch has 16
     assert out["error"] and "map returned column 'id' as int64 rows of shape" in out["error"][0]
+    assert "map returned column 'late' in this batch but not in the first one" in out["error"][1]
 
 
 def test_numeric_columns_reach_tensorflow_without_a_copy(tf_results: dict[str, Any]) -> None:
