@@ -50,12 +50,13 @@ def as_numpy_time(value: Any, column: str) -> Any:
 
 def check_time(dtype: np.dtype, column: str, missing: int) -> None:
     """A column of ``dtype`` times, ``missing`` of them NaT, can be stored: or raise."""
-    unit, _ = np.datetime_data(dtype)
-    if unit not in UNITS:
+    unit, count = np.datetime_data(dtype)
+    if unit not in UNITS or count != 1:  # (Arrow would take 1 of "10ms" for 1 ms)
         name = "datetime64" if dtype.kind == "M" else "timedelta64"
         raise RecordError(
             f"column {column!r} has dtype {dtype}; snap stores times in seconds, "
-            f"milliseconds, microseconds or nanoseconds: value.astype('{name}[s]')"
+            "milliseconds, microseconds or nanoseconds: "
+            f"value.astype('{name}[{unit if unit in UNITS else 's'}]')"
         )
     if missing:
         raise RecordError(

@@ -133,10 +133,7 @@ def normalise(value: Any, column: str) -> Any:
         return bytes(value)
     if isinstance(value, np.ma.MaskedArray):
         return foreign.unmasked(value, column)
-    if isinstance(value, (datetime.date, datetime.timedelta)) or type(value).__name__ in (
-        "Timestamp",
-        "Timedelta",
-    ):
+    if isinstance(value, (datetime.date, datetime.timedelta)):  # (pandas' are subclasses)
         return times.as_numpy_time(value, column)
     if foreign.is_array_like(value):
         value = foreign.as_numpy(value, column)

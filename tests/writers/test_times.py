@@ -123,6 +123,14 @@ NAT = np.datetime64("NaT", "us")
             r"column 'when' has dtype datetime64\[D\]; snap stores times in seconds.*"
             r"astype\('datetime64\[s\]'\)",
         ),
+        (  # a multiple of a unit: Arrow took the 1 of 10 ms for 1 ms
+            lambda: {"when": np.datetime64(1, "10ms")},
+            r"column 'when' has dtype datetime64\[10ms\]; .*astype\('datetime64\[ms\]'\)",
+        ),
+        (
+            lambda: snap.Batch(when=np.array([1, 2], "m8[10ms]")),
+            r"column 'when' has dtype timedelta64\[10ms\]; .*astype\('timedelta64\[ms\]'\)",
+        ),
         (
             lambda: snap.Batch(when=np.zeros((2, 3), "M8[s]")),
             r"column 'when' has a 2-D array of datetime64\[s\]: a column of times holds one",
@@ -132,7 +140,18 @@ NAT = np.datetime64("NaT", "us")
             r"column 'when' has a value of type date; .*np.datetime64\(v, 's'\)",
         ),
     ],
-    ids=["nat", "nat-delta", "pandas-nat", "batch-nat", "frame-nat", "days", "2-d", "date"],
+    ids=[
+        "nat",
+        "nat-delta",
+        "pandas-nat",
+        "batch-nat",
+        "frame-nat",
+        "days",
+        "10ms",
+        "batch-10ms",
+        "2-d",
+        "date",
+    ],
 )
 def test_times_snap_cannot_store_are_refused_naming_the_column(
     tmp_path: Path, make: Callable[[], Any], message: str
