@@ -9,7 +9,10 @@ from ..errors import OptionError
 
 _ENV = [
     ("RANK", "WORLD_SIZE"),  # torchrun, accelerate, deepspeed
-    ("SLURM_PROCID", "SLURM_NTASKS"),
+    # srun sets the step's size for each task it starts; a batch script (sbatch --ntasks=4
+    # running python itself) has SLURM_PROCID=0 and SLURM_NTASKS=4 but is one process: taking
+    # those would read a quarter of the snapshot without a word
+    ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS"),
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
     ("PMI_RANK", "PMI_SIZE"),
 ]

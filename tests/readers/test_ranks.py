@@ -78,3 +78,20 @@ def test_the_loader_and_the_torch_dataset_say_it(
     with pytest.raises(OptionError, match=r"found RANK='5' in the environment but no WORLD_SIZE"):
         s.loader(4, rank="auto", world_size=8)
     assert len(s.loader(4, rank=1, world_size=2)) == 3  # given outright: no environment read
+
+
+def test_a_slurm_batch_script_is_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sbatch --ntasks=4`` running ``python train.py`` itself (no ``srun``): the script's
+    environment has SLURM_PROCID=0 and SLURM_NTASKS=4 but no step, and it is one process;
+    reading it as rank 0 of 4 would train on a quarter of the snapshot without a word."""
+    for v in ALL_VARS:
+        monkeypatch.delenv(v, raising=False)
+    batch_script = {"SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "4",
+                    "SLURM_NPROCS": "4", "SLURM_LOCALID": "0"}  # fmt: skip
+    for name, text in batch_script.items():
+        monkeypatch.setenv(name, text)
+    assert ranks.detect() == (0, 1, "default")
+    # the same job's tasks under `srun`: each has its step's size
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
+    assert ranks.detect() == (3, 4, "SLURM_PROCID")
