@@ -16,6 +16,7 @@ file is still detected.
 from __future__ import annotations
 
 import functools
+import glob
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -102,19 +103,34 @@ def expand_inputs(
                     f"--input {pattern!r} is a directory; pass a glob such as "
                     f"'{pattern.rstrip('/')}/*' to use the files in it"
                 )
-            hint = (
-                f" ({pattern} is an option: --input took it as its value; give --input a "
-                "path or pattern)"
-                if pattern.startswith("-") and not os.path.exists(pattern)
-                else ""
+            raise OptionError(
+                f"--input {pattern!r} matched no files{_hint(pattern, patterns, not found)}"
             )
-            raise OptionError(f"--input {pattern!r} matched no files{hint}")
         for url, info in files.items():
             size = int(info.get("size") or 0)
             found[url] = InputFile(
                 url, size, _first(info, _VERSION_KEYS), _first(info, _CONTENT_KEYS)
             )
     return [found[u] for u in sorted(found)]
+
+
+def _hint(pattern: str, patterns: list[str], first: bool) -> str:
+    """What a pattern that matched nothing may have been meant as: an option taken as
+    ``--input``'s value, or one of a list of strings that are items, not files (ids, or URLs
+    the function fetches itself: a list of strings is read as paths and globs). ``first``:
+    no pattern before it matched a file (after one that did, it is a missing file)."""
+    if pattern.startswith("-") and not os.path.exists(pattern):
+        return (
+            f" ({pattern} is an option: --input took it as its value; give --input a "
+            "path or pattern)"
+        )
+    if first and not glob.has_magic(pattern) and (len(patterns) > 1 or "/" not in pattern):
+        return (
+            " (paths and globs are read as files; for strings that are items, not files, such "
+            "as ids or URLs the function fetches itself, give inputs_from=lambda: [...] in "
+            "Python or --inputs-from MODULE:FUNC)"
+        )
+    return ""
 
 
 def _followed(fs: Any, path: str, info: dict[str, Any], pattern: str) -> dict[str, Any]:

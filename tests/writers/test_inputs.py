@@ -125,6 +125,33 @@ def test_a_table_given_as_inputs_is_told_how_to_give_its_rows(kind: str) -> None
 
 
 @pytest.mark.parametrize(
+    ("given", "told"),
+    [
+        (["user_001", "user_002"], True),  # ids: items, not files
+        (["https://example.invalid/a/1.jpg", "https://example.invalid/a/2.jpg"], True),
+        ("user_001", True),
+        ("data/*.jgp", False),  # a glob with a typo: nothing about items
+        ("data/missing.jpg", False),
+        (["data/a.jpg", "data/b.jpg"], False),  # a file of a list is missing
+    ],
+)
+def test_strings_that_match_no_file_are_told_about_items(
+    given: Any, told: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list of strings is read as paths and globs; ids or URLs meant as items matched no
+    file and the error said only that: it says how to give them as items."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jpg").write_bytes(b"1")
+    with pytest.raises(snap.OptionError, match="matched no files") as caught:
+        inputs_mod.resolve(given, None, None)
+    assert ("inputs_from=lambda: [...]" in str(caught.value)) is told, str(caught.value)
+    if told:
+        items = given if isinstance(given, list) else [given]
+        assert inputs_mod.resolve(None, lambda: items, None).items == items
+
+
+@pytest.mark.parametrize(
     ("inputs", "message"),
     [
         ([], "empty list"),
