@@ -10,7 +10,13 @@ as many threads and no hashing (the baseline):
   and hashed (sha256) to find that nothing changed;
 - the first ``create`` itself, which reads every input once more to record its contents.
 
+With ``--items N`` the inputs are N JSON items instead (``{"id", "path", "label"}`` dicts,
+as ``df.to_dict("records")`` gives), the pipeline yields one small record per item, and the
+baseline is a plain loop calling it over the items and writing the records with pyarrow
+alone (one zstd IPC file): what snap adds per item to make and to find up to date.
+
 Usage: python benchmarks/identity.py [--files 400] [--mib-per-file 2.5] [--repeats 3] [--cold]
+       python benchmarks/identity.py --items 1000000 [--repeats 3] [--workers 0]
 """
 
 from __future__ import annotations
@@ -37,6 +43,43 @@ def preprocess(path: str) -> Any:
     yield {"size": os.path.getsize(path)}  # reads nothing: the cost measured is snap's own
 
 
+def per_item(item: dict[str, Any]) -> Any:
+    return [{"id": item["id"], "label": item["label"]}]  # snap's cost per item is measured
+
+
+def loop_and_write(items: list[dict[str, Any]], path: str) -> None:
+    """The items' baseline: the pipeline over every item, its records written by pyarrow."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist([r for item in items for r in per_item(item)])
+    opts = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, table.schema, options=opts) as w:
+        w.write_table(table, max_chunksize=65536)
+
+
+def items_main(n: int, repeats: int, workers: int) -> None:
+    items = [{"id": i, "path": f"images/train/{i:08d}.jpg", "label": i % 1000} for i in range(n)]
+    names = ("loop + pyarrow (baseline)", "first create", "up to date")
+    rows: dict[str, list[float]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory(prefix="snap-items-") as tmp:
+        for r in range(repeats):
+            out = str(Path(tmp) / f"s{r}")
+            path = str(Path(tmp) / f"b{r}.arrow")
+            rows[names[0]].append(_common.timed(lambda path=path: loop_and_write(items, path)))
+            for name in names[1:]:
+                rows[name].append(
+                    _common.timed(
+                        lambda out=out: snap.create(per_item, out, inputs=items, workers=workers)
+                    )
+                )
+    base = statistics.median(rows[names[0]])
+    print(f"{n:,} JSON items, workers={workers}, median of {repeats}; {os.cpu_count()} cores")
+    print(f"{'run':26} {'median s':>9} {'us/item':>8} {'x base':>7}  runs")
+    for name, runs in rows.items():
+        m = statistics.median(runs)
+        print(f"{name:26} {m:9.2f} {m / n * 1e6:8.1f} {m / base:7.2f}  " + _common.runs_text(runs))
+
+
 def read_all(paths: list[Path]) -> int:
     """The baseline: read every byte with as many threads as snap hashes them with, in 8 MiB
     pieces."""
@@ -57,12 +100,17 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=400)
     ap.add_argument("--mib-per-file", type=float, default=2.5)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--items", type=int, default=0, help="N JSON items instead of files")
+    ap.add_argument("--workers", type=int, default=0, help="snap's workers with --items (0)")
     ap.add_argument(
         "--cold",
         action="store_true",
         help="drop the page cache before each read (root: /proc/sys/vm/drop_caches)",
     )
     args = ap.parse_args()
+    if args.items:
+        items_main(args.items, args.repeats, args.workers)
+        return
 
     def cold() -> None:
         if args.cold:

@@ -230,6 +230,8 @@ class Identity:
     @functools.cached_property
     def full(self) -> tuple[str, dict[str, Any]]:
         """``(fingerprint, parts)`` from the inputs' contents."""
+        if self.inputs.files is None:  # items are their own contents: the hash stat made
+            return fingerprint(self.code_hash, self.params, [], inputs_hash=self.inputs.stat)
         return fingerprint(self.code_hash, self.params, self.inputs.content_identities())
 
     @property
