@@ -16,6 +16,7 @@ Shards of the current version are never touched.
 
 from __future__ import annotations
 
+import errno
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -24,7 +25,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from .. import layout, storage, versions
-from ..errors import ManifestError, OptionError
+from ..errors import ManifestError, OptionError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
 from ..units import parse_duration
@@ -198,7 +199,10 @@ def gc(
         if holder is not None and not lease_mod.is_alive(holder):
             holder = None
     else:
-        got = lease_mod.try_acquire(fs, root)
+        try:
+            got = lease_mod.try_acquire(fs, root)
+        except StorageError as err:
+            raise _cannot_write(report.url, err) from err
         held, holder = (got, None) if isinstance(got, lease_mod.Lease) else (None, got)
     try:
         live_run = holder.holder.get("run") if holder is not None else None
@@ -212,8 +216,36 @@ def gc(
         )
         if not dry_run:
             for g in report.garbage:
-                storage.remove(fs, storage.join(root, g.path), recursive=g.kind == "run")
+                try:
+                    storage.remove(fs, storage.join(root, g.path), recursive=g.kind == "run")
+                except StorageError as err:
+                    raise _cannot_write(report.url, err) from err
     finally:
         if held is not None:
             held.release()
     return report
+
+
+def _cannot_write(url: str, err: StorageError) -> StorageError:
+    """A refused write as gc's to answer: the storage's own advice ("choose another OUTPUT")
+    is a writer's. gc takes the lease and deletes files, so it needs write access; reading
+    the snapshot does not."""
+    cause = err.__cause__
+    if not isinstance(cause, OSError) or cause.errno not in (
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+    ):
+        return err
+    why = (
+        "it is on a read-only filesystem"
+        if cause.errno == errno.EROFS
+        else "this user may not write there"
+    )
+    place = cause.filename if isinstance(cause.filename, str) else url
+    return StorageError(
+        f"snap gc cannot remove anything from {url}: {why} ({cause.strerror}: "
+        f"{place}). gc takes the snapshot's writer lease and deletes files: run it as a "
+        "user who may write there (its owner), or where the filesystem is writable; reading the "
+        "snapshot (inspect, verify, head, the loader) needs no write access"
+    )

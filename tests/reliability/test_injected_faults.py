@@ -328,6 +328,25 @@ def test_a_fault_at_any_call_of_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert run.command("verify", run.url).exit_code == 0
 
 
+@pytest.mark.parametrize(("error", "why"), [("EACCES", "this user may not write there"),
+                                             ("EROFS", "it is on a read-only filesystem")])  # fmt: skip
+def test_gc_where_it_may_not_write_says_what_gc_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: str, why: str
+) -> None:
+    """Another user's snapshot (or a read-only mount): gc's error said "choose another
+    OUTPUT", a writer's advice; gc needs write access, reading the snapshot does not."""
+    run = with_leftovers(tmp_path, monkeypatch)
+    for ops in (("write",), ("delete",)):  # the lease's file, then the garbage
+        plan = run.plan(monkeypatch, error, ops=ops)
+        res = run.command("gc", run.url)
+        assert_one_line_fault(res, plan)
+        assert f"snap gc cannot remove anything from {run.url}: {why}" in res.output
+        assert "needs no write access" in res.output and "OUTPUT" not in res.output
+        assert run.command("verify", run.url).exit_code == 0  # reading needs no writing
+    monkeypatch.delenv(faultfs.ENV, raising=False)
+    assert run.command("gc", run.url).exit_code == 0
+
+
 def cli_process(run: Run, plan: Plan | None, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "snapshot_cli", *args], cwd=run.tmp,
                           env=faultfs.subprocess_env(run.tmp, plan), capture_output=True,
