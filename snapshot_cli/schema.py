@@ -301,7 +301,7 @@ def mismatch_message(name: str, before: pa.DataType, now: pa.DataType, where: st
     msg = f"column {name!r} changed type: {shown[0]} before, {shown[1]} now{where}"
     hint = convert_hint(before, now)
     if hint:
-        return msg + hint
+        return msg + hint + empty_list_hint(before, now)
     if {kind(before), kind(now)} <= {"tensor", "ragged"}:
         msg += (
             f". If its shape varies between records, declare it ragged: decorate the "
@@ -328,6 +328,22 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
     if b["shape"] != n["shape"] and b["kind"] == n["kind"] == "tensor":
         return ""  # the shape changed too: the ragged hint is the one to give
     return f"; give every record's array one dtype, e.g. value.astype(np.{name})"
+
+
+def empty_list_hint(before: pa.DataType, now: pa.DataType) -> str:
+    """Where a ragged column is float64 on one side only: that may be a task (or a record
+    batch) whose values were all empty lists, stored as numpy makes ``[]``."""
+    b, n = describe_type(before), describe_type(now)
+    if b["kind"] != "ragged" or n["kind"] != "ragged" or b["dtype"] == n["dtype"]:
+        return ""
+    if "float64" not in (b["dtype"], n["dtype"]):
+        return ""
+    other = n["dtype"] if b["dtype"] == "float64" else b["dtype"]
+    return (
+        ". If the float64 comes from empty lists: [] has no dtype, and where nothing before "
+        "it in its task gave the column one it is stored as numpy makes it, float64; give "
+        f"every record's array one dtype, e.g. np.asarray(value, dtype=np.{other})"
+    )
 
 
 def unify_error(name: str, types: Sequence[tuple[pa.DataType, str]]) -> SchemaMismatchError:

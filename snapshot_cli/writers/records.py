@@ -44,7 +44,7 @@ class ColumnBuilder:
     """
 
     __slots__ = ("name", "cls", "dtype", "shape", "varying", "values", "target", "ragged",
-                 "block", "rows", "capacity", "long")  # fmt: skip
+                 "block", "rows", "capacity", "long", "empties", "like")  # fmt: skip
 
     def __init__(
         self,
@@ -52,8 +52,10 @@ class ColumnBuilder:
         target: pa.DataType | None = None,
         ragged: bool = False,
         capacity: tuple[int, int] = (1024, 1 << 20),
+        like: tuple[np.dtype, tuple[int, ...]] | None = None,
     ) -> None:
         self.name, self.target, self.ragged = name, target, ragged
+        self.like = like  # (dtype, shape) of an array the task gave the column before
         self.cls: str | None = None
         self.dtype: Any = None
         self.shape: Any = None
@@ -63,10 +65,13 @@ class ColumnBuilder:
         self.rows = 0
         self.capacity = capacity  # (records, bytes) a buffer holds before it is taken
         self.long = arrays.MAX_OFFSET >> 2  # text longer may be past one value's bytes
+        self.empties = 0  # empty lists before the column's first typed value (see _empty)
 
     def append(self, value: Any) -> int:
         """Add one value; returns its approximate size in bytes."""
         kind = type(value)
+        if (kind is list or kind is tuple) and not value and self.cls in (None, ARRAY):
+            return self._empty()
         if (  # an array like the column's first: copied into its row, no more checks
             kind is np.ndarray
             and self.block is not None
@@ -96,6 +101,8 @@ class ColumnBuilder:
             value = value[()]
         if self.cls is None:
             self.cls, self.dtype, self.shape = cls, dtype, shape
+            if self.empties:
+                self._type_the_empties()
             if self.target is not None:
                 self._check_target(self.target)
         elif cls != self.cls or dtype != self.dtype:
@@ -128,6 +135,43 @@ class ColumnBuilder:
         if cls in (STRING, BINARY):
             return len(value)
         return 8
+
+    def _empty(self) -> int:
+        """An empty list or tuple (no boxes in this image, no labels): numpy makes it a float64
+        array of shape (0,), whatever the column holds, so ``[]`` beside ``[3, 7]`` changed
+        the column's type. It takes the column's dtype and trailing dimensions instead: of the
+        values before it (in this buffer, else in the task's earlier record batches), else of
+        the type the task wrote (a ragged column's), else of the first typed value after it."""
+        if self.cls == ARRAY:
+            return self.append(np.empty((0, *self.shape[1:]), self.dtype))
+        if self.like is not None:
+            return self.append(np.empty((0, *self.like[1][1:]), self.like[0]))
+        info = schema_mod.ragged_info(self.target) if self.target is not None else None
+        if info is not None:
+            value_type, ndim = info
+            return self.append(np.empty((0,) * ndim, value_type.to_pandas_dtype()))
+        self.empties += 1
+        return 0
+
+    def _type_the_empties(self) -> None:
+        """The column's first typed value came after ``empties`` empty lists: they become
+        arrays of its dtype and trailing dimensions, and the column varies in shape."""
+        if self.cls != ARRAY:
+            now = describe(self.cls or "", self.dtype, self.shape)
+            raise SchemaMismatchError(
+                f"column {self.name!r} changed type between records: an empty list before, "
+                f"{now} now; give it one type throughout"
+            )
+        empty = np.empty((0, *self.shape[1:]), self.dtype)
+        self.values, self.block, self.shape = [empty] * self.empties, None, empty.shape
+        self.varying, self.empties = True, 0
+
+    def settle(self) -> None:
+        """Before building: a column of nothing but empty lists (no type seen) is stored as
+        numpy makes them, float64 arrays of shape (0,)."""
+        if self.cls is None and self.empties:
+            self.cls, self.dtype, self.shape = ARRAY, np.dtype(np.float64), (0,)
+            self.values, self.varying, self.empties = [np.empty(0)] * self.empties, True, 0
 
     def _put(self, value: np.ndarray) -> None:
         """Copy an array of the column's shape into the next row of ``block``, made as large
@@ -205,6 +249,8 @@ class RecordBuffer:
         self, ragged: frozenset[str] = frozenset(), capacity: tuple[int, int] = (1024, 1 << 20)
     ) -> None:
         self.ragged, self.capacity = ragged, capacity  # (records, bytes) before it is taken
+        self.like: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}  # arrays' (dtype, shape)
+        # by column in the batches taken before: what an empty list there is made like
         self.columns: dict[str, ColumnBuilder] | None = None
         self.rows = 0
         self.nbytes = 0
@@ -233,6 +279,7 @@ class RecordBuffer:
                     schema.field(k).type if schema is not None else None,
                     k in self.ragged,
                     self.capacity,
+                    self.like.get(k),
                 )
                 for k in record
             }
@@ -257,6 +304,10 @@ class RecordBuffer:
             raise RuntimeError("take() on an empty RecordBuffer")
         builders, rows = self.columns, self.rows
         self.columns, self.rows, self.nbytes = None, 0, 0
+        for name, builder in builders.items():
+            builder.settle()
+            if builder.cls == ARRAY:
+                self.like[name] = (builder.dtype, builder.shape)
         return _build(builders, None, rows)
 
 

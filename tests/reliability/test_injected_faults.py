@@ -328,8 +328,10 @@ def test_a_fault_at_any_call_of_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert run.command("verify", run.url).exit_code == 0
 
 
-@pytest.mark.parametrize(("error", "why"), [("EACCES", "this user may not write there"),
-                                             ("EROFS", "it is on a read-only filesystem")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("error", "why"),
+    [("EACCES", "this user may not write there"), ("EROFS", "it is on a read-only filesystem")],
+)
 def test_gc_where_it_may_not_write_says_what_gc_needs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: str, why: str
 ) -> None:

@@ -159,3 +159,77 @@ def test_a_value_of_another_type_is_told_what_to_store(value: Any, hint: str) ->
         snap.RecordError, match=rf"column 'v' has a value of type \w+; .*\({re.escape(hint)}"
     ):
         buffer.add({"v": value})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.data(),
+    dtype=st.sampled_from([np.int64, np.int32, np.float32, np.uint8]),
+    trail=st.sampled_from([(), (4,)]),
+    cut=st.integers(1, 6),
+)
+def test_an_empty_list_takes_its_columns_dtype(
+    data: st.DataObject, dtype: type, trail: tuple[int, ...], cut: int
+) -> None:
+    """``[]`` (an image without boxes, without labels) beside ``[3, 7]``: numpy makes an empty
+    list a float64 array of shape (0,), which changed the column's type ("float64 array of
+    shape (0,) before, int64 now"). It takes the column's dtype and trailing dimensions, from
+    the values before it, the type the task wrote in an earlier record batch (the buffer is
+    taken every ``cut`` records) or the first typed value after it."""
+    sizes = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=14), label="sizes")
+    if not any(sizes):
+        sizes[data.draw(st.integers(0, len(sizes) - 1), label="typed")] = 2
+    values = [np.arange(n * int(np.prod(trail)), dtype=dtype).reshape(n, *trail) for n in sizes]
+    given = [
+        data.draw(st.sampled_from([[], ()]), label="empty")
+        if n == 0
+        else data.draw(st.sampled_from([v, v.tolist()] if dtype is np.int64 else [v]), label="v")
+        for n, v in zip(sizes, values, strict=True)
+    ]
+    buffer = RecordBuffer(frozenset({"v"}), capacity=(cut, 1 << 20))  # @snap.ragged("v")
+    schema: pa.Schema | None = None
+    got: list[np.ndarray] = []
+    typed = False
+    for i, value in enumerate(given):
+        buffer.add({"v": value}, schema)
+        typed = typed or sizes[i] > 0
+        if buffer.rows == cut or i == len(given) - 1:
+            if not typed:
+                continue  # nothing typed the column yet: it waits (until the task ends)
+            for batch in buffer.take():
+                schema = schema or batch.schema
+                assert batch.schema == schema  # one type for the column in every batch
+                got += snap_values(batch.column(0), dtype, len(trail) + 1)
+    assert len(got) == len(values)
+    for g, v in zip(got, values, strict=True):
+        assert g.dtype == np.dtype(dtype) and g.shape == v.shape and np.array_equal(g, v)
+
+
+def snap_values(column: pa.Array, dtype: type, ndim: int) -> list[np.ndarray]:
+    from snapshot_cli import schema as schema_mod
+
+    if ndim == 1:
+        return [np.asarray(v.values.to_numpy(zero_copy_only=False), dtype) for v in column]
+    data = column.field(schema_mod.RAGGED_DATA)
+    shape = column.field(schema_mod.RAGGED_SHAPE)
+    return [
+        np.asarray(d.values.to_numpy(zero_copy_only=False), dtype).reshape(s.as_py())
+        for d, s in zip(data, shape, strict=True)
+    ]
+
+
+def test_a_column_of_only_empty_lists_and_one_typed_later_says_why(tmp_path: Path) -> None:
+    """A task whose records all had ``[]`` stored float64 (numpy's choice: there was nothing
+    else), and a later task's int64 differed: the error says where the float64 came from."""
+
+    @snap.ragged("labels")
+    def labels(i: int) -> Any:
+        return [{"labels": [] if i < 2 else [i, i + 1]}]
+
+    said = r"If the float64 comes from empty lists: \[\] has no dtype.*dtype=np\.int64\)"
+    with pytest.raises(snap.SchemaMismatchError, match=said):
+        snap.create(labels, str(tmp_path / "s"), inputs=range(4), inputs_per_task=2, workers=0)
+    snap.create(labels, str(tmp_path / "t"), inputs=range(4), inputs_per_task=4, workers=0)
+    got = [b["labels"] for b in snap.open(tmp_path / "t").loader(4, shuffle=False)][0]
+    assert [a.tolist() for a in got] == [[], [], [2, 3], [3, 4]]
+    assert all(a.dtype == np.int64 for a in got)
