@@ -44,9 +44,11 @@ def is_supported_dtype(dtype: np.dtype) -> bool:
 
 # What to do instead, by numpy dtype kind, for the dtypes a column cannot hold
 _DTYPE_HINTS = {
-    "U": "a column of text holds one str per record: join the strings (' '.join(words)) or "
-    "store their token ids",
-    "S": "a column of bytes holds one bytes value per record: join them or store their codes",
+    "U": "text is stored as one str or a flat list of str per record (captions, tags); this "
+    "value mixes text with other values or has more than one dimension: make it a flat list "
+    "of str, or give each row a record of its own",
+    "S": "bytes are stored as one bytes value or a flat list of bytes per record; make it a "
+    "flat list of bytes, or give each row a record of its own",
     "O": "yield a numpy array of one numeric dtype, or one str or bytes value per record",
     "c": "store the real and imaginary parts as two float columns",
     "M": "a column of times holds one per record; store several as integers "
@@ -300,7 +302,7 @@ def mismatch_message(name: str, before: pa.DataType, now: pa.DataType, where: st
         )
     msg = f"column {name!r} changed type: {shown[0]} before, {shown[1]} now{where}"
     hint = convert_hint(before, now)
-    if hint:
+    if hint or empty_list_hint(before, now):
         return msg + hint + empty_list_hint(before, now)
     if {kind(before), kind(now)} <= {"tensor", "ragged"}:
         msg += (
@@ -330,19 +332,28 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
     return f"; give every record's array one dtype, e.g. value.astype(np.{name})"
 
 
+_EMPTY = pa.list_(pa.float64())  # what a task of nothing but empty lists stores
+
+
 def empty_list_hint(before: pa.DataType, now: pa.DataType) -> str:
-    """Where a ragged column is float64 on one side only: that may be a task (or a record
-    batch) whose values were all empty lists, stored as numpy makes ``[]``."""
-    b, n = describe_type(before), describe_type(now)
-    if b["kind"] != "ragged" or n["kind"] != "ragged" or b["dtype"] == n["dtype"]:
+    """Where one side is a 1-D ragged float64 column and the other another list: that may be
+    a task (or a record batch) whose values were all empty lists, stored as numpy makes
+    ``[]``; what to yield so that an empty value has the column's type too."""
+    if (before == _EMPTY) == (now == _EMPTY):
         return ""
-    if "float64" not in (b["dtype"], n["dtype"]):
+    other = now if before == _EMPTY else before
+    if pa.types.is_list(other) and pa.types.is_string(other.value_type):
+        typed = "np.array(texts, dtype=str)"
+    elif pa.types.is_list(other) and pa.types.is_binary(other.value_type):
+        typed = "np.array(values, dtype=bytes)"
+    elif kind(other) == "ragged":
+        typed = f"np.asarray(value, dtype=np.{describe_type(other)['dtype']})"
+    else:
         return ""
-    other = n["dtype"] if b["dtype"] == "float64" else b["dtype"]
     return (
-        ". If the float64 comes from empty lists: [] has no dtype, and where nothing before "
-        "it in its task gave the column one it is stored as numpy makes it, float64; give "
-        f"every record's array one dtype, e.g. np.asarray(value, dtype=np.{other})"
+        ". If the float64 comes from empty lists: [] has no type, and in a task where no "
+        "value gave the column one it is stored as numpy makes it, float64; give the empty "
+        f"values the column's type too, e.g. {typed}"
     )
 
 

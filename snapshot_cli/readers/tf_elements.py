@@ -47,12 +47,22 @@ def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> di
             out[name] = tf.RaggedTensorSpec((None, *([None] * ndim)), dtype, ragged_rank=ndim)
         elif d["kind"] in ("tensor", "scalar"):
             out[name] = tf.TensorSpec((None, *d["shape"]), tf.as_dtype(np.dtype(d["dtype"])))
+        elif _is_text_list(schema.field(name).type):  # captions, tags: ragged strings
+            out[name] = tf.RaggedTensorSpec((None, None), tf.string, ragged_rank=1)
         else:
             raise TypeError(
                 f"column {name!r} ({d['dtype']}) has no TensorFlow form; read the others with "
                 "loader(columns=[...])"
             )
     return out
+
+
+def _is_text_list(t: Any) -> bool:
+    """A list of str or of bytes per record (several captions or tags)."""
+    import pyarrow as pa
+
+    return bool(pa.types.is_list(t) and (pa.types.is_string(t.value_type)
+                                         or pa.types.is_binary(t.value_type)))  # fmt: skip
 
 
 def batch_signature(batch: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
@@ -69,7 +79,8 @@ def batch_signature(batch: dict[str, Any], columns: Sequence[str]) -> dict[str, 
             inner = np.asarray(value[0])
             ndim = max(1, inner.ndim)
             dims = (None, *([None] * ndim))
-            out[name] = tf.RaggedTensorSpec(dims, tf.as_dtype(inner.dtype), ragged_rank=ndim)
+            dtype = tf.string if inner.dtype.kind in "OSU" else tf.as_dtype(inner.dtype)
+            out[name] = tf.RaggedTensorSpec(dims, dtype, ragged_rank=ndim)
         elif value.dtype.kind in "OSU" and value.ndim == 1:
             out[name] = tf.TensorSpec((None,), tf.string)
         else:

@@ -15,6 +15,7 @@ import numbers
 import os
 import re
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -75,6 +76,27 @@ def columnwise_hint(record: Mapping[str, Any]) -> str:
         f"; if this dict holds {n} records column by column (as a batched map returns), "
         "yield snapshot_cli.Batch(**columns) instead"
     )
+
+
+_said_columnwise = False
+
+
+def warn_columnwise(record: Mapping[str, Any]) -> None:
+    """Warn (once a process) of a record holding a list of text whose values are all lists
+    of one length: a batched map's output (``{"text": [...], "label": [...]}``) yielded as a
+    record is stored as one record of lists, as a token classification's ``{"tokens": [...],
+    "tags": [...]}`` rightly is. (A list of text was refused before it was a value, which
+    told the first of these what to do.)"""
+    global _said_columnwise
+    hint = columnwise_hint(record)
+    if hint and not _said_columnwise:
+        _said_columnwise = True
+        warnings.warn(
+            "snap: a record's columns are all lists of one length, stored as one record of "
+            f"lists{hint}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def not_a_record_message(item: Any, why: str = "") -> str:

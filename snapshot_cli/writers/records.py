@@ -22,6 +22,7 @@ from . import advice
 from .values import (
     ARRAY,
     BINARY,
+    LISTS,
     PLAIN,
     SCALAR,
     STRING,
@@ -30,7 +31,11 @@ from .values import (
     classify,
     describe,
     normalise,
+    text_list,
 )
+
+_TAKES_EMPTY = (None, ARRAY, *LISTS)  # the classes an empty list may be a value of
+_LIST_TYPES = {pa.list_(element): cls for cls, (_, element) in LISTS.items()}
 
 
 class ColumnBuilder:
@@ -70,7 +75,7 @@ class ColumnBuilder:
     def append(self, value: Any) -> int:
         """Add one value; returns its approximate size in bytes."""
         kind = type(value)
-        if (kind is list or kind is tuple) and not value and self.cls in (None, ARRAY):
+        if (kind is list or kind is tuple) and not value and self.cls in _TAKES_EMPTY:
             return self._empty()
         if (  # an array like the column's first: copied into its row, no more checks
             kind is np.ndarray
@@ -134,6 +139,8 @@ class ColumnBuilder:
         self.values.append(value)
         if cls in (STRING, BINARY):
             return len(value)
+        if cls in LISTS:
+            return 8 + sum(len(v) + 4 for v in value)
         return 8
 
     def _empty(self) -> int:
@@ -144,18 +151,28 @@ class ColumnBuilder:
         the type the task wrote (a ragged column's), else of the first typed value after it."""
         if self.cls == ARRAY:
             return self.append(np.empty((0, *self.shape[1:]), self.dtype))
+        if self.cls in LISTS:  # no captions for this image
+            self.values.append([])
+            return 8
+        if self.target in _LIST_TYPES:
+            self.cls = _LIST_TYPES[self.target]
+            self.values.append([])
+            return 8
         if self.like is not None:
             return self.append(np.empty((0, *self.like[1][1:]), self.like[0]))
         info = schema_mod.ragged_info(self.target) if self.target is not None else None
         if info is not None:
             value_type, ndim = info
-            return self.append(np.empty((0,) * ndim, value_type.to_pandas_dtype()))
+            return self.append(np.empty((0,) * ndim, schema_mod.dtype_name(value_type)))
         self.empties += 1
         return 0
 
     def _type_the_empties(self) -> None:
         """The column's first typed value came after ``empties`` empty lists: they become
         arrays of its dtype and trailing dimensions, and the column varies in shape."""
+        if self.cls in LISTS:
+            self.values, self.empties = [[] for _ in range(self.empties)], 0
+            return
         if self.cls != ARRAY:
             now = describe(self.cls or "", self.dtype, self.shape)
             raise SchemaMismatchError(
@@ -200,6 +217,8 @@ class ColumnBuilder:
             now = pa.string()
         elif self.cls == BINARY:
             now = pa.binary()
+        elif self.cls in LISTS:
+            now = pa.list_(LISTS[self.cls][1])
         elif self._is_ragged(target):
             now = schema_mod.ragged_type(pa.from_numpy_dtype(self.dtype), len(self.shape))
         else:
@@ -233,6 +252,11 @@ class ColumnBuilder:
             return strings(values, pa.string())
         if self.cls == BINARY:
             return strings(values, pa.binary())
+        if self.cls in LISTS:
+            built = pa.array(values, pa.list_(LISTS[self.cls][1]))
+            if isinstance(built, pa.ChunkedArray):  # more text than one array holds
+                raise OffsetOverflow(f"{len(values):,} lists of text in one array")
+            return built
         self.ragged = self.ragged or ragged
         if self.varying:
             return schema_mod.ragged_array(values, self.dtype, len(self.shape))
@@ -266,6 +290,8 @@ class RecordBuffer:
         if self.columns is None:
             if not record:
                 raise RecordError("a record is an empty dict; it needs at least one column")
+            if any(text_list(v) is not None for v in record.values()):
+                advice.warn_columnwise(record)
             for key in record:
                 if not isinstance(key, str):
                     raise RecordError(f"record keys must be str, got {key!r}")
@@ -296,6 +322,11 @@ class RecordBuffer:
             raise
         self.rows += 1
         self.nbytes += size
+
+    def untyped(self) -> bool:
+        """Whether a column has had nothing but empty lists (no type yet)."""
+        columns = self.columns or {}
+        return any(b.cls is None and b.empties for b in columns.values())
 
     def take(self) -> list[pa.RecordBatch]:
         """Build a record batch of everything buffered and reset: one, or several where its

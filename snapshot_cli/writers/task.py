@@ -98,8 +98,13 @@ class TaskWriter:
         elif type(item) is dict or isinstance(item, Mapping):  # (the ABC check is slow)
             self.records.add(item, self.schema)
             opts = self.options
-            if self.records.rows >= opts.batch_rows or self.records.nbytes >= opts.batch_bytes:
-                self.flush_records()
+            rows, size = self.records.rows, self.records.nbytes
+            if rows >= opts.batch_rows or size >= opts.batch_bytes:
+                # a column of nothing but empty lists so far has no type: records are kept
+                # (up to 64 batches' worth) until a value gives it one
+                wait = rows < 64 * opts.batch_rows and size < 64 * opts.batch_bytes
+                if not (wait and self.records.untyped()):
+                    self.flush_records()
         else:
             raise RecordError(advice.not_a_record_message(item))
 

@@ -1,9 +1,10 @@
 """One record value → its class, dtype and shape, checked (pure: messages only).
 
 A value is a numpy array or scalar, a Python ``bool``/``int``/``float``, ``str`` or
-``bytes``, a time (:mod:`.times`), or what converts to one (a list, another library's
-array: :mod:`.foreign`); anything else is a :class:`RecordError` naming the column and
-what to store instead (:mod:`.advice`), as is a value past what one Arrow array holds.
+``bytes`` (or a list of them: several captions or tags), a time (:mod:`.times`), or what
+converts to one (a list, another library's array: :mod:`.foreign`); anything else is a
+:class:`RecordError` naming the column and what to store instead (:mod:`.advice`), as is a
+value past what one Arrow array holds.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from . import advice, foreign, times
 
 # Value classes a record field can have.
 SCALAR, ARRAY, STRING, BINARY = "scalar", "array", "string", "binary"
+TEXTS, BLOBS = "texts", "blobs"  # a list of str (captions, tags) or of bytes, per record
+LISTS = {TEXTS: (STRING, pa.string()), BLOBS: (BINARY, pa.binary())}  # element class, type
 
 
 def classify(value: Any, column: str) -> tuple[str, Any, Any]:
@@ -31,6 +34,8 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     Raises:
         RecordError: the value's type is not supported.
     """
+    if type(value) is TextList:  # several texts (or bytes values) per record
+        return _classify_list(value, column), None, ()
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
             value = value[()]
@@ -81,6 +86,49 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     )
 
 
+class TextList(list):
+    """A record's list of str (``cls`` TEXTS) or of bytes (BLOBS), empty or not: an empty
+    numpy array of text (``np.array([], dtype=str)``) is typed, an empty list is not."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, items: list[Any], cls: str) -> None:
+        super().__init__(items)
+        self.cls = cls
+
+
+def _classify_list(value: TextList, column: str) -> str:
+    """TEXTS or BLOBS for a list of str or of bytes (each checked as one such value is)."""
+    cls = value.cls
+    total = 0
+    for item in value:
+        if isinstance(item, str) and not item.isascii():
+            check_utf8(item, column)
+        total += len(item)
+    if total > arrays.MAX_OFFSET >> 2:
+        size = sum(len(i.encode("utf-8")) if isinstance(i, str) else len(i) for i in value)
+        if size > arrays.MAX_OFFSET:
+            raise too_large(column, f"a list of {len(value):,} texts of {size:,} bytes")
+    return cls
+
+
+def text_list(value: Any) -> TextList | None:
+    """``value`` as a list of str (or of bytes) if it is a non-empty list or tuple of them
+    all, or a 1-D numpy array of text, empty or not (several captions or tags per record),
+    else None."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or value.dtype.kind not in "US":
+            return None
+        return TextList(value.tolist(), TEXTS if value.dtype.kind == "U" else BLOBS)
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    if all(isinstance(v, str) for v in value):
+        return TextList([str(v) for v in value], TEXTS)  # (np.str_ as str)
+    if all(isinstance(v, bytes) for v in value):
+        return TextList([bytes(v) for v in value], BLOBS)
+    return None
+
+
 def too_large(column: str, what: str) -> RecordError:
     """One value past Arrow's 32-bit lengths (2 GiB of text or bytes, 2**31 - 1 values)."""
     return RecordError(
@@ -122,6 +170,9 @@ def normalise(value: Any, column: str) -> Any:
     if isinstance(value, (np.str_, np.bytes_)):  # a numpy string array's items: text
         return value.item()
     if isinstance(value, (list, tuple)):
+        texts = text_list(value)
+        if texts is not None:
+            return texts
         try:
             return np.asarray(value)
         except (ValueError, TypeError, UnicodeError, OverflowError) as err:
@@ -133,6 +184,8 @@ def normalise(value: Any, column: str) -> Any:
         return bytes(value)
     if isinstance(value, np.ma.MaskedArray):
         return foreign.unmasked(value, column)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "US" and value.ndim == 1:
+        return text_list(value)
     if isinstance(value, (datetime.date, datetime.timedelta)):  # (pandas' are subclasses)
         return times.as_numpy_time(value, column)
     if foreign.is_array_like(value):
@@ -145,6 +198,8 @@ def describe(cls: str, dtype: Any, shape: Any) -> str:
         return f"{dtype.name} array of shape {tuple(shape)}"
     if cls == SCALAR:
         return f"{dtype.name} scalar"
+    if cls in LISTS:
+        return "list of str" if cls == TEXTS else "list of bytes"
     return "str" if cls == STRING else "bytes"
 
 
@@ -152,5 +207,7 @@ def arrow_type(cls: str, dtype: Any) -> pa.DataType:
     """An Arrow type of the value class and dtype (any shape: for messages)."""
     if cls in (STRING, BINARY):
         return pa.string() if cls == STRING else pa.binary()
+    if cls in LISTS:
+        return pa.list_(LISTS[cls][1])
     value_type = pa.from_numpy_dtype(dtype)
     return value_type if cls == SCALAR else pa.list_(value_type)

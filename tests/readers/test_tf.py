@@ -324,6 +324,30 @@ def check_ragged_of_any_rank():
     return {"got": got, "specs": specs, "mapped": mapped}
 
 
+def check_lists_of_text():
+    """A list of str per record (captions; none for some) had no TensorFlow form: it is a
+    ragged tf.string tensor, from the schema and from what a map returns."""
+    import tempfile
+
+    def records():
+        for n in range(30):
+            yield {"id": n, "caps": np.array([f"c{n}.{k}" for k in range(n % 3)], dtype=str)}
+
+    out = tempfile.mkdtemp() + "/caps"
+    snap.create(records, out, workers=0)
+    got, mapped = {}, {}
+    ds = snap.open(out).loader(8, seed=1).to_tf()
+    spec = ds.element_spec["caps"]
+    for x in ds:
+        for i, n in enumerate(x["id"].numpy().tolist()):
+            got[str(n)] = [c.decode() for c in x["caps"][i : i + 1].to_list()[0]]
+    for x in snap.open(out).loader(8, seed=1, map=lambda b: b).to_tf():
+        for i, n in enumerate(x["id"].numpy().tolist()):
+            mapped[str(n)] = [c.decode() for c in x["caps"][i : i + 1].to_list()[0]]
+    return {"spec": [spec.shape.as_list(), spec.dtype.name, spec.ragged_rank],
+            "got": got, "mapped": mapped}
+
+
 results = {}
 for name, fn in list(globals().items()):
     if name.startswith("check_"):
@@ -550,3 +574,11 @@ def test_ragged_columns_of_any_rank_reach_tensorflow_whole(tf_results: dict[str,
             "r3": np.full((n % 2 + 1, n % 3, 2), n, np.int16).tolist(),
         }
         assert out["mapped"][str(n)] == np.stack([r1, r1]).tolist()
+
+
+def test_lists_of_text_reach_tensorflow_as_ragged_strings(tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "lists_of_text")
+    assert out["spec"] == [[None, None], "string", 1]
+    want = {str(n): [f"c{n}.{k}" for k in range(n % 3)] for n in range(30)}
+    assert out["got"] == want
+    assert out["mapped"] == want

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def test_scalars_strings_bytes_bools() -> None:
         ([{"x": object()}], "type object"),
         ([{"x": {"a": 1, "b": 2}}], r"type dict; .*flatten it into columns .*\(x_a, \.\.\.\)"),
         ([{"x": np.zeros(2, complex)}], "dtype complex128"),
-        ([{"x": np.array(["a"])}], "dtype <U1"),
+        ([{"x": np.array([["a"]])}], "dtype <U1"),
         ([{}], "empty dict"),
         ([{1: 2}], "keys must be str"),
         ([{"x": 1}, {"y": 1}], "missing 'x'; unexpected 'y'"),
@@ -96,8 +97,9 @@ def test_bad_records_name_the_column(records: list[dict], message: str) -> None:
 @pytest.mark.parametrize(
     ("value", "hint"),
     [
-        (["a", "bb"], r"join the strings"),  # a list of words
-        (np.array([b"a"]), r"one bytes value per record"),
+        (["a", 1], r"flat list of str"),  # text mixed with a number
+        (np.array([["a", "b"]]), r"more than one dimension: make it a flat list of str"),
+        (np.array([[b"a"]]), r"flat list of bytes"),
         (np.array([1, None], dtype=object), r"one numeric dtype"),
         (np.zeros(2, np.complex64), r"real and imaginary parts"),
         (np.datetime64("2024-01-01"), r"astype\('datetime64\[s\]'\)"),  # days
@@ -289,28 +291,40 @@ def test_a_dtype_change_is_told_a_dtype_that_holds_both(
     assert [b.num_rows for b in fixed.take()] == [2]
 
 
-def test_a_dict_of_equal_lists_refused_as_a_record_is_told_it_may_be_a_batch(
-    tmp_path: Path,
+def test_a_dict_of_equal_lists_with_text_is_told_it_may_be_a_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A batched map's output ({"x": [...], "y": [...]}) yielded as one record: the text
-    column is refused; the message says how to yield it as the records it holds."""
+    """A batched map's output ({"x": [...], "text": [...]}) yielded as one record: its text
+    column was refused, with advice to yield a Batch. A list of text is a value now (a
+    token classification's {"tokens": [...], "tags": [...]} is one record of lists), so
+    it is stored as one record of lists, with a warning (once) that says how to yield the
+    records it may hold."""
+    from snapshot_cli.writers import advice
+
+    monkeypatch.setattr(advice, "_said_columnwise", False)
     columns = {"x": [1, 2, 3], "text": ["a", "b", "c"]}
-    with pytest.raises(RecordError) as caught:
-        snap.create(lambda: iter([columns]), str(tmp_path / "s"), workers=0)
-    assert str(caught.value).endswith(
+    with pytest.warns(RuntimeWarning) as said:
+        one = snap.create(lambda: iter([columns]), str(tmp_path / "r"), workers=0)
+    assert one.num_records == 1
+    (warning,) = [w for w in said if "column by column" in str(w.message)]
+    assert str(warning.message).endswith(
         "; if this dict holds 3 records column by column (as a batched map returns), "
         "yield snapshot_cli.Batch(**columns) instead"
     )
     done = snap.create(lambda: iter([Batch(**columns)]), str(tmp_path / "s"), workers=0)
     assert done.num_records == 3
     assert [r["text"] for r in snap.open(tmp_path / "s").head(3)] == ["a", "b", "c"]
-    # lists of other lengths, or a refusal after the first record: no such guess
-    for records in ([{"x": [1, 2], "text": ["a", "b", "c"]}], [{"x": 1}, {"x": ["a", "b"]}]):
-        buffer = RecordBuffer()
-        with pytest.raises(RecordError) as caught:
-            for record in records:
-                buffer.add(record)
-        assert "column by column" not in str(caught.value)
+    # lists of other lengths, no text, or a type changed after the first record: no such guess
+    monkeypatch.setattr(advice, "_said_columnwise", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for record in ({"x": [1, 2], "text": ["a", "b", "c"]}, {"x": [1, 2], "y": [3, 4]}):
+            RecordBuffer().add(record)
+    buffer = RecordBuffer()
+    buffer.add({"x": 1})
+    with pytest.raises(RecordError) as caught:
+        buffer.add({"x": ["a", "b"]})
+    assert "column by column" not in str(caught.value)
 
 
 def test_a_ragged_list_column_is_not_sized_by_its_first_value() -> None:

@@ -128,9 +128,52 @@ def test_numpy_text_scalars_and_arrays_of_one_text_per_record_are_text(tmp_path:
     assert [r["name"] for r in rows] == ["cat", "dög", ""] * 2
     assert [r["zero_d"] for r in rows] == ["cat", "dög", ""] * 2
     assert [r["blob"] for r in rows] == [b"\x00a", b"b", b""] * 2
-    with pytest.raises(snap.RecordError, match=r"column 'words' has dtype <U5.*join the strings"):
-        snap.create(lambda: iter([{"words": np.array(["hello", "world"])}]),
+    with pytest.raises(snap.RecordError, match=r"column 'words' has dtype <U5.*a flat list of"):
+        snap.create(lambda: iter([{"words": np.array([["hello", "world"]])}]),
                     str(tmp_path / "t"), workers=0)  # fmt: skip
+
+
+def forms_of(v: list[Any]) -> list[Any]:
+    """The ways a pipeline gives a list of text: a list, a tuple, a 1-D numpy array (not for
+    none, nor where numpy would drop a value's trailing NULs)."""
+    forms: list[Any] = [list, tuple]
+    if v and not any(x.endswith("\0" if isinstance(x, str) else b"\0") for x in v):
+        forms.append(np.array)
+    return forms
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    data=st.data(),
+    kind=st.sampled_from(["str", "bytes"]),
+    cut=st.integers(1, 5),
+)
+def test_a_list_of_text_per_record_is_stored_as_one(
+    tmp_path: Path, data: st.DataObject, kind: str, cut: int
+) -> None:
+    """Several captions or tags per record (``["a dog", "a cat"]``, a 1-D numpy array of
+    text, a tuple; none at all: ``[]``) were refused ("join the strings") though a yielded
+    Arrow table's list<string> column was stored: a record's are stored the same way and
+    replayed as the lists they were, whatever their order and where batches are cut."""
+    element = st.text(max_size=5) if kind == "str" else st.binary(max_size=5)
+    lists = data.draw(st.lists(st.lists(element, max_size=4), min_size=1, max_size=12))
+    given = [data.draw(st.sampled_from(forms_of(v)), label="form")(v) for v in lists]
+    out = tmp_path / "s"
+
+    def preprocess() -> Any:
+        for i, v in enumerate(given):
+            yield {"tags": v, "i": i}
+
+    if not any(lists):  # nothing gives the column a type: empty lists are float64 arrays
+        return
+    snap.create(preprocess, str(out), workers=0, batch_rows=cut, overwrite=True)
+    s = snap.open(str(out))
+    element_type = pa.string() if kind == "str" else pa.binary()
+    assert s.schema.field("tags").type == pa.list_(element_type)
+    got = {int(i): [*t] for b in s.loader(5) for i, t in zip(b["i"], b["tags"], strict=True)}
+    assert [got[i] for i in range(len(lists))] == lists
 
 
 class _Colour(enum.Enum):
@@ -226,10 +269,26 @@ def test_a_column_of_only_empty_lists_and_one_typed_later_says_why(tmp_path: Pat
     def labels(i: int) -> Any:
         return [{"labels": [] if i < 2 else [i, i + 1]}]
 
-    said = r"If the float64 comes from empty lists: \[\] has no dtype.*dtype=np\.int64\)"
+    said = r"If the float64 comes from empty lists: \[\] has no type.*dtype=np\.int64\)"
     with pytest.raises(snap.SchemaMismatchError, match=said):
         snap.create(labels, str(tmp_path / "s"), inputs=range(4), inputs_per_task=2, workers=0)
     snap.create(labels, str(tmp_path / "t"), inputs=range(4), inputs_per_task=4, workers=0)
     got = [b["labels"] for b in snap.open(tmp_path / "t").loader(4, shuffle=False)][0]
     assert [a.tolist() for a in got] == [[], [], [2, 3], [3, 4]]
     assert all(a.dtype == np.int64 for a in got)
+
+
+def test_an_empty_list_after_a_batch_takes_the_type_the_task_wrote(tmp_path: Path) -> None:
+    """No record before it in the task, but a batch: the empty list takes the type the task
+    wrote (a ragged column's dtype and number of dimensions)."""
+
+    @snap.ragged("labels", "boxes")
+    def preprocess() -> Any:
+        boxes = [np.ones((1, 4), np.float32), np.ones((2, 4), np.float32)]
+        yield snap.Batch(labels=[np.array([1, 2]), np.array([3])], boxes=boxes)
+        yield {"labels": [], "boxes": []}
+
+    snap.create(preprocess, str(tmp_path / "s"), workers=0)
+    *_, last = snap.open(tmp_path / "s").head(3)
+    assert last["labels"].dtype == np.int64 and last["labels"].shape == (0,)
+    assert last["boxes"].dtype == np.float32 and last["boxes"].ndim == 2
