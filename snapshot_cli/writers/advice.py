@@ -16,10 +16,28 @@ import os
 import re
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+
+def list_of_dicts(value: Sequence[dict[str, Any]], column: str) -> str:
+    """A list of dicts as one record's value (a detection dataset's annotations): each key
+    a ragged column of its own, one value per dict, in the same order."""
+    key = next((k for k in value[0] if isinstance(k, str)), "key")
+    return (
+        f"column {column!r} has a list of {len(value)} dicts ({_short(value[0])}, ...): a "
+        f"value is an array, a number or text; give each key a column of its own, one value "
+        f"per dict in order, e.g. {column}_{key}=np.array([d[{key!r}] for d in "
+        f"{column}]), and declare those columns @snapshot_cli.ragged(...) if their length "
+        "varies between records"
+    )
+
+
+def _short(d: dict[str, Any]) -> str:
+    text = repr(d)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def store_instead(value: Any, column: str) -> str:

@@ -173,6 +173,8 @@ def normalise(value: Any, column: str) -> Any:
         texts = text_list(value)
         if texts is not None:
             return texts
+        if value and all(isinstance(v, dict) for v in value):  # COCO's annotations
+            raise RecordError(advice.list_of_dicts(value, column))
         try:
             return np.asarray(value)
         except (ValueError, TypeError, UnicodeError, OverflowError) as err:

@@ -292,3 +292,17 @@ def test_an_empty_list_after_a_batch_takes_the_type_the_task_wrote(tmp_path: Pat
     *_, last = snap.open(tmp_path / "s").head(3)
     assert last["labels"].dtype == np.int64 and last["labels"].shape == (0,)
     assert last["boxes"].dtype == np.float32 and last["boxes"].ndim == 2
+
+
+@pytest.mark.parametrize("given", [list, tuple])
+def test_a_list_of_dicts_is_told_to_become_columns(given: type) -> None:
+    """A detection dataset's annotations, ``[{"bbox": [...], "category_id": 3}, ...]``, as one
+    value: numpy made it an object array, refused as "dtype object ... one numeric dtype",
+    which does not say what to do with dicts."""
+    annotations = given([{"bbox": [1, 2, 3, 4], "category_id": 3}, {"bbox": [5, 6, 7, 8]}])
+    with pytest.raises(snap.RecordError) as caught:
+        RecordBuffer().add({"image": np.zeros(3), "annotations": annotations})
+    said = str(caught.value)
+    assert "column 'annotations' has a list of 2 dicts" in said, said
+    assert "annotations_bbox=np.array([d['bbox'] for d in annotations])" in said, said
+    assert "@snapshot_cli.ragged" in said and "dtype object" not in said
