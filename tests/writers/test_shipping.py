@@ -287,3 +287,32 @@ def test_a_mistyped_pipeline_file_is_told_the_file_meant(
         snap.create("zzz.py:pre", str(tmp_path / "s"), workers=0)
     assert str(caught.value).endswith("not found (from 'zzz.py:pre')")
     assert snap.create("pipeline.py:pre", str(tmp_path / "s"), workers=0).num_records == 1
+
+
+def test_a_worker_hashes_a_payload_once_not_for_every_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker is handed the job's one payload string for every task; ``load`` hashed all
+    of it each time to find it cached (a function closing over 400 MiB, 100 tasks on 2
+    workers: 130 s of CPU, the create 91 s; 21 s with the hash taken once)."""
+    blob = np.arange(1000)
+
+    def preprocess(item: int) -> Any:
+        yield {"x": int(blob[item])}
+
+    payload = shipping.ship(preprocess, "preprocess")
+    assert payload is not None
+    hashed = []
+    real = shipping.hashlib.sha256
+
+    def counting(data: bytes) -> Any:
+        hashed.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(shipping.hashlib, "sha256", counting)
+    monkeypatch.setattr(shipping, "_last", [])
+    first = shipping.load(payload)
+    assert [shipping.load(payload) for _ in range(5)] == [first] * 5
+    assert len(hashed) == 1
+    again = shipping.load("".join(payload))  # an equal string from elsewhere (Ray): hashed,
+    assert again is first and len(hashed) == 2  # and found cached
