@@ -11,11 +11,11 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import logging
 import numbers
 import os
 import re
 import uuid
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -100,7 +100,7 @@ _said_columnwise = False
 
 
 def warn_columnwise(record: Mapping[str, Any]) -> None:
-    """Warn (once a process) of a record holding a list of text whose values are all lists
+    """Say (once a process) of a record holding a list of text whose values are all lists
     of one length: a batched map's output (``{"text": [...], "label": [...]}``) yielded as a
     record is stored as one record of lists, as a token classification's ``{"tokens": [...],
     "tags": [...]}`` rightly is. (A list of text was refused before it was a value, which
@@ -108,12 +108,10 @@ def warn_columnwise(record: Mapping[str, Any]) -> None:
     global _said_columnwise
     hint = columnwise_hint(record)
     if hint and not _said_columnwise:
-        _said_columnwise = True
-        warnings.warn(
-            "snap: a record's columns are all lists of one length, stored as one record of "
-            f"lists{hint}",
-            RuntimeWarning,
-            stacklevel=3,
+        _said_columnwise = True  # (a line on stderr, from a worker process too)
+        logging.getLogger("snapshot_cli").warning(
+            "a record's columns are all lists of one length, stored as one record of lists%s",
+            hint,
         )
 
 

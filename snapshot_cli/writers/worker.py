@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import signal
 import sys
@@ -94,6 +95,13 @@ def main(parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
     incoming, outgoing = _protocol_streams()
+    log = logging.getLogger("snapshot_cli")
+    if not log.handlers:  # snap's warnings from here as the parent's: "snap: ..." on stderr
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("snap: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.WARNING)
+        log.propagate = False
 
     def send(message: dict[str, Any]) -> None:
         outgoing.write(json.dumps(message).encode("utf-8") + b"\n")
