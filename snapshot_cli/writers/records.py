@@ -35,7 +35,7 @@ from .values import (
 )
 
 _TAKES_EMPTY = (None, ARRAY, *LISTS)  # the classes an empty list may be a value of
-_LIST_TYPES = {pa.list_(element): cls for cls, (_, element) in LISTS.items()}
+_LIST_TYPES = {pa.list_(element): cls for cls, element in LISTS.items()}
 
 
 class ColumnBuilder:
@@ -218,7 +218,7 @@ class ColumnBuilder:
         elif self.cls == BINARY:
             now = pa.binary()
         elif self.cls in LISTS:
-            now = pa.list_(LISTS[self.cls][1])
+            now = pa.list_(LISTS[self.cls])
         elif self._is_ragged(target):
             now = schema_mod.ragged_type(pa.from_numpy_dtype(self.dtype), len(self.shape))
         else:
@@ -253,7 +253,7 @@ class ColumnBuilder:
         if self.cls == BINARY:
             return strings(values, pa.binary())
         if self.cls in LISTS:
-            built = pa.array(values, pa.list_(LISTS[self.cls][1]))
+            built = pa.array(values, pa.list_(LISTS[self.cls]))
             if isinstance(built, pa.ChunkedArray):  # more text than one array holds
                 raise OffsetOverflow(f"{len(values):,} lists of text in one array")
             return built

@@ -23,7 +23,7 @@ from . import advice, foreign, times
 # Value classes a record field can have.
 SCALAR, ARRAY, STRING, BINARY = "scalar", "array", "string", "binary"
 TEXTS, BLOBS = "texts", "blobs"  # a list of str (captions, tags) or of bytes, per record
-LISTS = {TEXTS: (STRING, pa.string()), BLOBS: (BINARY, pa.binary())}  # element class, type
+LISTS = {TEXTS: pa.string(), BLOBS: pa.binary()}  # their elements' Arrow types
 
 
 def classify(value: Any, column: str) -> tuple[str, Any, Any]:
@@ -210,6 +210,6 @@ def arrow_type(cls: str, dtype: Any) -> pa.DataType:
     if cls in (STRING, BINARY):
         return pa.string() if cls == STRING else pa.binary()
     if cls in LISTS:
-        return pa.list_(LISTS[cls][1])
+        return pa.list_(LISTS[cls])
     value_type = pa.from_numpy_dtype(dtype)
     return value_type if cls == SCALAR else pa.list_(value_type)

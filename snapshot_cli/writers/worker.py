@@ -29,7 +29,7 @@ import sys
 import traceback
 from typing import IO, Any
 
-from .. import errors, storage
+from .. import cli_io, errors, storage
 from ..errors import SnapError
 from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
 
@@ -95,13 +95,8 @@ def main(parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
     incoming, outgoing = _protocol_streams()
-    log = logging.getLogger("snapshot_cli")
-    if not log.handlers:  # snap's warnings from here as the parent's: "snap: ..." on stderr
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("snap: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.WARNING)
-        log.propagate = False
+    if not logging.getLogger("snapshot_cli").handlers:  # snap's warnings from here as the
+        cli_io.setup_logging(quiet=True)  # command's are: "snap: ..." lines on stderr
 
     def send(message: dict[str, Any]) -> None:
         outgoing.write(json.dumps(message).encode("utf-8") + b"\n")
