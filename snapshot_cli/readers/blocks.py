@@ -119,6 +119,10 @@ class BlockFile:
             return bool(placed)
         return True
 
+    @property
+    def fd(self) -> int:
+        return self._file.fd
+
     def map(self) -> mmap.mmap:
         """A read-only map of the whole file (a gathered window's; the caller unmaps it). Its
         pages count in RSS: ~2x those read (large folios); a map per record batch cost 1.4x."""

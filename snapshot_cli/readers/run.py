@@ -3,11 +3,11 @@
 ``snap-batch`` walks the plan window by window: ``snap-read_N`` threads decode the next
 window's record batches while the current window is served (:mod:`.serve`: its batches made,
 optionally mapped, into the bounded prefetch buffer the consumer reads); ``snap-plan_0``
-plans the window after that meanwhile (its ``load_slots``), so the read threads never wait
-for it. A :class:`Run` gets what it uses from its
-:class:`~.loader.Loader` as one explicit :class:`RunContext`: immutable plan data, plus the
-objects that outlive a pass (the tuners and stats it updates, the window arrays it reuses,
-the shard readers).
+plans the window after that meanwhile (its ``load_slots``; from disk, :mod:`.readahead`
+asks for its record batches), so the read threads never wait for it. A :class:`Run` gets
+what it uses from its :class:`~.loader.Loader` as one explicit :class:`RunContext`:
+immutable plan data, plus the objects that outlive a pass (the tuners and stats it updates,
+the window arrays it reuses, the shard readers).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from . import procs
 from .decode import chunked, decode_segment, decode_segments, gather_known
 from .gather import GatherWindow, populate
 from .prefetch import Closed
+from .readahead import Readahead
 from .serve import Server
 from .window import Window
 
@@ -151,10 +152,10 @@ class Run:
         self.buffer = self.server.buffer
         self.wait_before = ctx.stats.consumer_wait
         self.windows = ctx.windows  # kept by the loader: later passes reuse the arrays
-        self.read_pool = ThreadPoolExecutor(
-            max(self.tuner.high, self.processes), thread_name_prefix="snap-read"
-        )
+        threads = max(self.tuner.high, self.processes)
+        self.read_pool = ThreadPoolExecutor(threads, thread_name_prefix="snap-read")
         self.plan_pool = ThreadPoolExecutor(1, thread_name_prefix="snap-plan")
+        self.readahead = Readahead(self.readers, self.blocks, self.stop, ctx.stats)
         self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
         self.thread.start()
 
@@ -229,11 +230,16 @@ class Run:
         return b - a
 
     def _ahead(self, key: tuple[Plan, int, int, int] | None) -> Future[Loaded] | None:
-        return self.plan_pool.submit(key[0].load_slots, key[1]) if key else None
+        return self.plan_pool.submit(self._planned, key) if key else None
+
+    def _planned(self, key: tuple[Plan, int, int, int]) -> Loaded:
+        self.readahead.advise(key[:2], (loaded := key[0].load_slots(key[1]))[0])
+        return loaded
 
     def _load(self, key: tuple[Plan, int, int, int], planned: Future[Loaded] | None) -> _Pending:
         plan, k, _, _ = key
         segments, slots, sources = planned.result() if planned else plan.load_slots(k)
+        self.readahead.advise(key[:2], segments)  # (if planned before reads were seen)
         a, b = plan.window_bounds(k)
         window = self.windows.get(b - a, inverse=slots, segments=len(segments))
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
@@ -375,6 +381,7 @@ class Run:
         seconds = max(1e-9, done - pending.started)
         self.stats.read_seconds += seconds
         self.stats.windows += 1
+        self.readahead.turn(pending.nbytes)
         self.tuner.observe(pending.nbytes / seconds)
         return pending.window, pending.sources
 
@@ -389,4 +396,5 @@ class Run:
         self.windows.unmapped(cancelled=True)  # any window not unmapped yet
         self.windows.let_go()  # slabs not given back (a batch of them was held), however it ended
         self.plan_pool.shutdown(wait=True, cancel_futures=True)
+        self.readahead.close()
         self.server.close()

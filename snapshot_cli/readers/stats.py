@@ -24,6 +24,7 @@ class Stats:
     process_cpu_seconds: float = 0.0  # CPU time of decode processes (processes=N)
     process_bytes_read: int = 0  # bytes decode processes read
     windows: int = 0
+    windows_read_ahead: int = 0  # of them, read ahead from disk (:mod:`.readahead`)
     window_rows: int = 0
     parallel_reads: int = 0
     prefetch: int = 0
@@ -62,6 +63,7 @@ class Stats:
                 "decode_process_cpu": round(self.process_cpu_seconds, 4),
             },
             "windows": self.windows,
+            "windows_read_ahead": self.windows_read_ahead,
             "settings": {
                 "window_rows": self.window_rows,
                 "parallel_reads": self.parallel_reads,
