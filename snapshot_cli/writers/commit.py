@@ -13,7 +13,7 @@ import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import __version__, layout, storage, stored_types, versions
+from .. import __version__, durable, layout, storage, stored_types, versions
 from .. import history as history_mod
 from .. import schema as schema_mod
 from ..errors import ManifestError, SchemaMismatchError, SnapError, SnapshotExistsError
@@ -236,9 +236,12 @@ def commit(
     """
     path = storage.join(root, MANIFEST_NAME)
     url = storage.to_url(fs, path)
+    kept = {s.path for s in replaces.shards} if replaces is not None else set()
+    durable.sync(fs, [storage.join(root, s.path) for s in manifest.shards if s.path not in kept])
     if replaces is None:
         _archive(fs, root, manifest, check=False)
         if storage.create_exclusive(fs, path, manifest.to_json()):
+            _synced(fs, root)
             return
         now = read_manifest(fs, root)
         if now is not None and (now.fingerprint, now.run) == (manifest.fingerprint, manifest.run):
@@ -255,6 +258,13 @@ def commit(
     _archive(fs, root, replaces)  # readers of it keep it until gc's retention period ends
     _archive(fs, root, manifest, check=False)
     storage.write_atomic(fs, path, manifest.to_json())
+    _synced(fs, root)
+
+
+def _synced(fs: AbstractFileSystem, root: str) -> None:
+    """The commit's names on disk: the manifest's, and the version copies' beside it."""
+    durable.sync_directory(fs, storage.join(root, VERSIONS_DIR))
+    durable.sync_directory(fs, root)
 
 
 def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:

@@ -15,7 +15,7 @@ import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import ipc_blocks, layout, storage
+from .. import durable, ipc_blocks, layout, storage
 from ..manifest import ShardEntry, encode_runs
 from .options import Compression
 
@@ -161,6 +161,7 @@ class ShardRoller:
         self._sink.keep_tail()
         self._writer.close()
         self._sink.close()
+        durable.start_writeback(self.fs, storage.join(self.root, self._rel))
         batch_crcs = self._sink.block_crcs() if self._self_contained else ""
         if len(batch_crcs) != 8 * len(self._batch_sizes):
             batch_crcs = ""

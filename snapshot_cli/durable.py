@@ -1,0 +1,106 @@
+"""A version's files on stable storage before its manifest names them (local disks only).
+
+A shard written locally is in the page cache when its writer closes it: the kernel writes it
+to disk within about 30 s. A machine that loses power or is preempted meanwhile loses it,
+though the manifest committed after it says the snapshot is complete (readers would then
+find the shard damaged or missing, mid-training). And a write that the disk fails after
+``close`` (EIO, a thin volume out of space) is only reported by ``fsync``. So before the
+commit every new shard is synced (in threads: a disk takes several requests at once), then
+their directories (the names), and after it the manifest's directory. Object stores and
+HDFS have a file once its upload is finished; other fsspec filesystems are left as they are.
+
+Waiting for a whole snapshot to be written at the commit made a create of 1.26 GB (a trivial
+pipeline, 2 workers) 6.7 s -> 8.8 s here; so each shard's writing is started as soon as
+its writer closes it (:func:`start_writeback`, Linux's ``sync_file_range``, which does not
+wait), and the commit waits for what is left: 8.1 s, and 11.9 -> 13.4 s with a pipeline that
+computes (medians of 3). The kernel would have spent that writing in the next ~30 s anyway,
+beside whatever runs next.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from fsspec import AbstractFileSystem
+
+from .faults import errors_named
+from .protocols import is_local
+
+THREADS = 8
+
+
+def sync(fs: AbstractFileSystem, paths: Iterable[str]) -> None:
+    """Sync the files ``paths`` and then their directories; an OS error (EIO, ENOSPC,
+    EDQUOT: the data did not reach the disk) is raised as a StorageError naming the file."""
+    if not is_local(fs):
+        return
+    files = sorted(set(paths))
+    if files:
+        with ThreadPoolExecutor(min(THREADS, len(files))) as pool:
+            list(pool.map(lambda path: _sync_one(fs, path, os.O_RDONLY), files))
+    for directory in sorted({os.path.dirname(p) for p in files}):
+        sync_directory(fs, directory)
+
+
+def sync_directory(fs: AbstractFileSystem, directory: str) -> None:
+    """Sync a local directory's entries (a file created, renamed or linked in it)."""
+    if is_local(fs):
+        _sync_one(fs, directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+
+def _sync_one(fs: AbstractFileSystem, path: str, flags: int) -> None:
+    with errors_named(fs, path, "syncing to disk"):
+        fd = os.open(path, flags)
+        try:
+            os.fsync(fd)
+        except OSError as err:
+            if err.errno not in _UNSUPPORTED:
+                raise
+            # a filesystem that cannot sync this (a directory on some FUSE mounts): as before
+        finally:
+            os.close(fd)
+
+
+_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP}  # fsync(2): no syncing here
+
+
+def start_writeback(fs: AbstractFileSystem, path: str) -> None:
+    """Start writing a finished local file to disk, without waiting for it (Linux's
+    ``sync_file_range(SYNC_FILE_RANGE_WRITE)``; elsewhere nothing): the commit's :func:`sync`
+    then finds little left. Advice only: a failure here is the commit's sync's to report."""
+    call = _sync_file_range()
+    if call is None or not is_local(fs):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # (the commit's sync opens it again and says what is wrong)
+    try:
+        call(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+    finally:
+        os.close(fd)
+
+
+_SYNC_FILE_RANGE_WRITE = 2
+_found: list[Any] = []  # [the C function, or None], once looked up
+
+
+def _sync_file_range() -> Any:
+    if not _found:
+        function = None
+        if sys.platform.startswith("linux"):
+            import ctypes  # (here: snap's commands start without it)
+
+            try:
+                function = ctypes.CDLL(None, use_errno=True).sync_file_range
+                function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+                function.restype = ctypes.c_int
+            except (OSError, AttributeError):  # no C library to load, or no such call (musl?)
+                function = None
+        _found.append(function)
+    return _found[0]
