@@ -25,8 +25,10 @@ def preprocess(i):
 
 @pytest.fixture
 def pipeline(write_pipeline: Any) -> str:
-    """In a file of its own: the tests patch ``os.fsync``, which a function of this module
-    would reach (its fingerprint would change between two creates)."""
+    """In a file of its own. The tests patch ``os.fsync``, which snap's code reaches; in this
+    checkout (an editable install) snap's modules count as the pipeline's own, so a patch
+    whose closure changes between two creates would change the pipeline's fingerprint: the
+    tests patch around the creates they observe, with closures that do not change."""
     return str(write_pipeline(PIPELINE))
 
 
@@ -36,8 +38,9 @@ class Synced(list[tuple[str, bool]]):
 
 @pytest.fixture
 def synced(monkeypatch: pytest.MonkeyPatch) -> Synced:
-    """(path synced, whether manifest.json existed then), in order; ``synced.fail`` (a path)
-    makes its sync fail with EIO, as a disk that failed a write after close reports it."""
+    """(path synced, whether ``synced.fail["root"]``'s manifest.json existed then), in order;
+    ``synced.fail["path"]`` makes that path's sync fail with ``synced.fail["errno"]`` (EIO if
+    not given), as a disk that failed a write after close reports it."""
     calls = Synced()
     real = os.fsync
     calls.fail = fail = {}
