@@ -20,6 +20,7 @@ beside whatever runs next.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import sys
 from collections.abc import Iterable
@@ -53,6 +54,10 @@ def sync_directory(fs: AbstractFileSystem, directory: str) -> None:
         _sync_one(fs, directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
 
 
+_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP}  # fsync(2): no syncing here
+_SYNC_FILE_RANGE_WRITE = 2
+
+
 def _sync_one(fs: AbstractFileSystem, path: str, flags: int) -> None:
     with errors_named(fs, path, "syncing to disk"):
         fd = os.open(path, flags)
@@ -64,9 +69,6 @@ def _sync_one(fs: AbstractFileSystem, path: str, flags: int) -> None:
             # a filesystem that cannot sync this (a directory on some FUSE mounts): as before
         finally:
             os.close(fd)
-
-
-_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP}  # fsync(2): no syncing here
 
 
 def start_writeback(fs: AbstractFileSystem, path: str) -> None:
@@ -86,21 +88,17 @@ def start_writeback(fs: AbstractFileSystem, path: str) -> None:
         os.close(fd)
 
 
-_SYNC_FILE_RANGE_WRITE = 2
-_found: list[Any] = []  # [the C function, or None], once looked up
-
-
+@functools.cache
 def _sync_file_range() -> Any:
-    if not _found:
-        function = None
-        if sys.platform.startswith("linux"):
-            import ctypes  # (here: snap's commands start without it)
+    """Linux's ``sync_file_range`` from the C library, or None (elsewhere, or not found)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes  # (here: snap's commands start without it)
 
-            try:
-                function = ctypes.CDLL(None, use_errno=True).sync_file_range
-                function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-                function.restype = ctypes.c_int
-            except (OSError, AttributeError):  # no C library to load, or no such call (musl?)
-                function = None
-        _found.append(function)
-    return _found[0]
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):  # no C library to load, or no such call in it
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function

@@ -75,6 +75,8 @@ class Readahead:
         self.readers, self.blocks, self.stop = readers, blocks, stop
         self.counter = counter or device_bytes_read
         self.stats = stats  # counts the windows read ahead
+        parts = getattr(readers, "parts", [readers])  # (a mixture's snapshots)
+        self.usable = _ADVISE is not None and any(part.local for part in parts)
         self.cold = False
         self._last = self.counter()
         self._advised: deque[object] = deque(maxlen=4)  # keys of the windows asked for
@@ -85,9 +87,7 @@ class Readahead:
         """A window of ``nbytes`` has been read: whether the next ones come from a device."""
         now = self.counter()
         read, self._last = now - self._last, now
-        self.cold = (
-            ENABLED and _ADVISE is not None and nbytes > 0 and (read * COLD_FRACTION >= nbytes)
-        )
+        self.cold = ENABLED and self.usable and nbytes > 0 and read * COLD_FRACTION >= nbytes
 
     def advise(self, key: object, segments: list[Segment]) -> None:
         """Ask for the record batches of window ``key`` (once), if reads come from a device."""

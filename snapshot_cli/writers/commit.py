@@ -16,7 +16,13 @@ from fsspec import AbstractFileSystem
 from .. import __version__, durable, layout, storage, stored_types, versions
 from .. import history as history_mod
 from .. import schema as schema_mod
-from ..errors import ManifestError, SchemaMismatchError, SnapError, SnapshotExistsError
+from ..errors import (
+    ManifestError,
+    SchemaMismatchError,
+    SnapError,
+    SnapshotExistsError,
+    StorageError,
+)
 from ..history import History, TaskRecord
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
@@ -262,9 +268,14 @@ def commit(
 
 
 def _synced(fs: AbstractFileSystem, root: str) -> None:
-    """The commit's names on disk: the manifest's, and the version copies' beside it."""
-    durable.sync_directory(fs, storage.join(root, VERSIONS_DIR))
-    durable.sync_directory(fs, root)
+    """The commit's names on disk: the manifest's, and the version copies' beside it. The
+    snapshot is committed already (readers see it), so a fault here is a warning, not a
+    failed create."""
+    try:
+        durable.sync_directory(fs, storage.join(root, VERSIONS_DIR))
+        durable.sync_directory(fs, root)
+    except StorageError as err:
+        log.warning("committed, but the commit may not survive a power loss: %s", err)
 
 
 def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:

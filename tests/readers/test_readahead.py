@@ -9,6 +9,7 @@ import os
 import resource
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import fsspec
@@ -163,7 +164,8 @@ def test_a_missing_shard_read_ahead_is_left_to_the_read_that_reports_it(
 
 def test_the_gate_follows_the_reads_from_devices() -> None:
     seen = [0]
-    ahead = readahead.Readahead(None, None, threading.Event(), Stats(), lambda: seen[0])  # type: ignore[arg-type]
+    local = SimpleNamespace(local=True)  # (the gate reads nothing else of the readers)
+    ahead = readahead.Readahead(local, None, threading.Event(), Stats(), lambda: seen[0])  # type: ignore[arg-type]
     for read, window, cold in [(0, 1 << 20, False), (1 << 16, 1 << 20, True),
                                ((1 << 16) - 1, 1 << 20, False), (1 << 30, 0, False),
                                (5 << 20, 64 << 20, True)]:  # fmt: skip
@@ -177,6 +179,12 @@ def test_the_gate_follows_the_reads_from_devices() -> None:
         assert not ahead.cold
     finally:
         readahead.ENABLED = True
+    # remote snapshots (a mixture of them too): their reads from a device are a cache_dir's
+    remote = SimpleNamespace(parts=[SimpleNamespace(local=False)] * 2)
+    ahead = readahead.Readahead(remote, None, threading.Event(), Stats(), lambda: seen[0])  # type: ignore[arg-type]
+    seen[0] += 1 << 30
+    ahead.turn(1 << 20)
+    assert not ahead.cold
 
 
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50), st.integers(1, 20)), max_size=30))

@@ -148,3 +148,16 @@ def test_each_shard_starts_on_its_way_to_disk_when_its_writer_closes_it(
     assert sorted(started) == sorted(shards)
     assert durable._sync_file_range() is not None  # Linux's call was found (CI is Linux)
     real(fsspec.filesystem("file"), str(tmp_path / "missing"))  # advice: it never raises
+
+
+def test_a_directory_sync_failing_after_the_commit_is_a_warning(
+    tmp_path: Path, synced: Synced, pipeline: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The manifest is in place by then (readers see the snapshot): the create succeeds and
+    says the commit may not survive a power loss."""
+    out = str(tmp_path / "s")
+    os.makedirs(out)
+    synced.fail.update(path=os.path.realpath(out), errno=errno.EIO)
+    info = snap.create(pipeline, out, inputs=[0], workers=0)
+    assert info.num_records == 300 and snap.open(out).num_records == 300
+    assert "may not survive a power loss" in caplog.text and out in caplog.text
