@@ -11,6 +11,8 @@ The public names are imported on first use (PEP 562): a worker process that impo
 from __future__ import annotations
 
 import importlib
+import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -38,6 +40,29 @@ if TYPE_CHECKING:
     from .readers.snapshot import Snapshot, open
     from .writers.convert import Batch, ragged
     from .writers.create import CreateInfo, create
+
+
+class _Unconfigured(logging.Handler):
+    """snap's warnings as ``snap: ...`` lines on stderr while nothing else shows them.
+
+    Without it, a library user who has not configured logging gets Python's last-resort
+    handler: the bare message (``waiting for the writer lease of ...``) with nothing naming
+    snap. Once the root logger has a handler (``logging.basicConfig``, pytest, a framework),
+    this one stays silent and records go there; the CLI replaces it with its own."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if logging.getLogger().handlers:
+            return
+        try:
+            sys.stderr.write(f"snap: {record.getMessage()}\n")
+        except Exception:  # stderr closed or replaced by something that cannot write
+            self.handleError(record)
+
+
+logging.getLogger(__name__).addHandler(_Unconfigured())
 
 _LAZY = {
     "snapshot": ".facade",

@@ -22,7 +22,6 @@ import atexit
 import contextlib
 import ctypes
 import json
-import logging
 import os
 import signal
 import sys
@@ -95,8 +94,8 @@ def main(parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
     incoming, outgoing = _protocol_streams()
-    if not logging.getLogger("snapshot_cli").handlers:  # snap's warnings from here as the
-        cli_io.setup_logging(quiet=True)  # command's are: "snap: ..." lines on stderr
+    cli_io.setup_logging(quiet=True)  # snap's warnings from here as the command's are:
+    # "snap: ..." lines on stderr, whatever logging the pipeline's modules set up later
 
     def send(message: dict[str, Any]) -> None:
         outgoing.write(json.dumps(message).encode("utf-8") + b"\n")

@@ -323,3 +323,38 @@ def test_a_module_that_exits_when_imported_is_told_the_main_guard(
         assert "failed:" in res.stderr and "Traceback" in res.stderr  # the script's own frames
         assert 'only under `if __name__ == "__main__":`' in res.stderr
     assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+WARNS = """
+import logging, os, sys
+import numpy as np
+import snapshot_cli as snap
+
+def preprocess(item):
+    yield {"x": np.full(2, item)}
+
+if sys.argv[1:] == ["configured"]:
+    logging.basicConfig(format="app %(levelname)s %(name)s %(message)s")
+snap.create(preprocess, "out", inputs=[0, 1, 2, 3], inputs_per_task=1, workers=0)
+os.remove(os.path.join("out", snap.open("out").shards[1].path))
+snap.create(preprocess, "out", inputs=[0, 1, 2, 3], inputs_per_task=1, workers=0)
+"""
+
+
+@pytest.mark.parametrize("logging_set_up", [False, True])
+def test_a_library_users_warnings_say_they_are_snaps(tmp_path: Path, logging_set_up: bool) -> None:
+    """A script that never configured logging got snap's warnings from Python's last-resort
+    handler, bare ("waiting for the writer lease of ...", "... missing or cut short"), with
+    nothing saying they were snap's: they are "snap: " lines now. A script that configured
+    logging gets them through its own handler, once."""
+    (tmp_path / "warns.py").write_text(WARNS)
+    res = subprocess.run(
+        [sys.executable, "warns.py", *(["configured"] if logging_set_up else [])],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    said = [line for line in res.stderr.splitlines() if "missing or cut short" in line]
+    assert len(said) == 1, res.stderr
+    want = "app WARNING snapshot_cli.writers.commit " if logging_set_up else "snap: "
+    assert said[0].startswith(f"{want}{tmp_path / 'out'}: 1 shard of version 1 missing"), said[0]
