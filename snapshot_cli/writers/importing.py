@@ -2,8 +2,9 @@
 or ``package.module:function``, under which module name, and what a failed import says.
 
 A file is imported under its own name where that name means only it (see
-:func:`_module_name_for`), with its directory first on ``sys.path`` as ``python file.py``
-has it; a module as ``python -m`` finds it, from the working directory. An error shows the
+:func:`_module_name_for`), with its directory on ``sys.path`` as ``python file.py`` has it
+(but after the standard library: :func:`_put_on_path`); a module as ``python -m`` finds it,
+from the working directory. An error shows the
 user's frames only, with advice for the usual causes (a script that parses its command line
 or exits when imported, a package's module given as a file).
 """
@@ -17,6 +18,7 @@ import importlib.util
 import keyword
 import os
 import sys
+import sysconfig
 import traceback
 from collections.abc import Callable
 from importlib.machinery import PathFinder
@@ -86,6 +88,26 @@ def _same_file(a: str | None, b: str) -> bool:
         return False
 
 
+def _put_on_path(directory: str) -> None:
+    """Put ``directory`` on ``sys.path`` (if it is not there) right after the standard
+    library's entries, not first as ``python file.py`` does: it stays there for the caller's
+    process and every process it starts later, and first, a ``json.py`` or ``random.py``
+    beside the pipeline would be the standard library's module to them (a ``spawn`` child
+    importing json died). Sibling modules still come before installed packages."""
+    if directory in sys.path:
+        return
+    stdlib = {os.path.normcase(os.path.abspath(sysconfig.get_path(key)))
+              for key in ("stdlib", "platstdlib")}  # fmt: skip
+    last = -1
+    for i, entry in enumerate(sys.path):
+        entry = os.path.normcase(os.path.abspath(entry or os.curdir))
+        if entry.endswith(".zip") or any(
+            entry == lib or entry.startswith(lib + os.sep) for lib in stdlib
+        ):
+            last = i  # (lib/python3.X, its lib-dynload, python3X.zip)
+    sys.path.insert(last + 1, directory)
+
+
 def _taken(name: str, path: str) -> bool:
     """Whether ``import name`` is, or could be, a module other than the file at ``path``
     (imported already, or found by any importer on the path without the file's directory)."""
@@ -113,9 +135,7 @@ def _import_target(target: str, what: str, spec: str) -> Any:
             raise PipelineLoadError(
                 f"{what} file {target!r} not found (from {spec!r}){_near_files(target)}"
             )
-        directory = os.path.dirname(path)
-        if directory not in sys.path:
-            sys.path.insert(0, directory)  # as `python file.py` does, for sibling imports
+        _put_on_path(os.path.dirname(path))  # as `python file.py` does, for sibling imports
         name = _module_name_for(path)
         ours = shipping.FROM_FILES.get(name) == path
         if name in sys.modules and not (ours and _stamps.get(path) != _stamp(path)):
@@ -141,8 +161,8 @@ def _import_target(target: str, what: str, spec: str) -> Any:
                 f"{_package_hint(err, path, spec)}{_exit_hint(err)}"
             ) from err
         return module
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` does
+    if "" not in sys.path:
+        _put_on_path(os.getcwd())  # as `python -m` does
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as err:

@@ -12,12 +12,16 @@ same process) or is no identifier, the private name stays.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 import snapshot_cli as snap
+from tests.conftest import REPO
 from tests.writers.test_first_use import run_script
 
 POOLS = """
@@ -121,3 +125,53 @@ def test_a_script_function_handed_to_the_pipelines_own_processes_is_told_where_t
     moved = run_script(script, tmp_path)
     assert moved.returncode == 0, moved.stderr
     assert moved.stdout.strip() == "[5, 61]"
+
+
+SHADOWING = """
+import importlib.util
+import multiprocessing
+import sys
+
+import snapshot_cli as snap
+
+def cube(x):
+    import json  # (a child imports json, or a module that does, after sys.path is set)
+
+    return json.loads(str(x)) ** 3
+
+if __name__ == "__main__":
+    snap.create("proj/prep.py:preprocess", "out", inputs=[1, 2], workers=int(sys.argv[1]))
+    print("sibling", importlib.util.find_spec("helpers").origin)  # `python prep.py` finds it
+    print("stdlib", importlib.util.find_spec("json").origin)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:  # children import json first
+        print("pool", pool.map_async(cube, [2]).get(timeout=120))
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_pipelines_directory_does_not_hide_the_standard_library(
+    tmp_path: Path, workers: int
+) -> None:
+    """Importing `proj/prep.py` put `proj/` first on the caller's `sys.path`, for good: a
+    `json.py` (or `random.py`, `types.py`, ...) beside the pipeline then was the standard
+    library's module to every process the caller spawned afterwards (a `spawn` Pool's
+    children died importing it, and the Pool waited forever; pytest's workers met it after
+    the test above). The directory goes after the standard library now: sibling modules are
+    found as before, the standard library's names stay its own."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "json.py").write_text("raise RuntimeError('the project json.py was imported')\n")
+    (proj / "helpers.py").write_text("TWICE = 2\n")
+    (proj / "prep.py").write_text(
+        "import helpers\n\ndef preprocess(i):\n    yield {'i': i * helpers.TWICE}\n"
+    )
+    (tmp_path / "main.py").write_text(SHADOWING)
+    res = subprocess.run(
+        [sys.executable, "main.py", str(workers)], cwd=tmp_path, capture_output=True,
+        text=True, timeout=180, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    said = dict(line.split(" ", 1) for line in res.stdout.splitlines())
+    assert said["sibling"] == str(proj / "helpers.py")
+    assert said["stdlib"] != str(proj / "json.py") and "python3" in said["stdlib"]
+    assert said["pool"] == "[8]"

@@ -163,6 +163,8 @@ def test_times_snap_cannot_store_are_refused_naming_the_column(
 
 def test_times_from_worker_processes_and_in_head(tmp_path: Path) -> None:
     when = [EPOCH + datetime.timedelta(days=d, microseconds=7) for d in range(3)]
-    batch = replay(tmp_path, [pd.DataFrame({"when": when})], workers=2)
-    assert batch["when"].tolist() == when
+    frame = pd.DataFrame({"when": when})  # datetime64[us] from pandas 3, [ns] from pandas 2
+    batch = replay(tmp_path, [frame], workers=2)
+    assert batch["when"].dtype == frame["when"].dtype
+    assert batch["when"].astype("M8[us]").tolist() == when
     assert [r["when"] for r in snap.open(tmp_path / "s").head(3)] == list(np.array(when, "M8[us]"))
