@@ -38,15 +38,20 @@ test: $(VENV)/.installed-test
 	$(MAKE) test-oldest
 
 # The core tests against the oldest versions pyproject.toml allows (every dependency at its
-# minimum, tests/oldest.py), in a venv of their own: the minimums stay true.
+# minimum, tests/oldest.py), in a venv of their own: the minimums stay true. Under the oldest
+# Python it allows (3.10) where this machine has one (on PATH, or installed by pyenv), else
+# under $(PYTHON); the run prints which.
 OLDEST ?= .venv-oldest
+OLDEST_PYTHON ?= $(or $(shell for p in python3.10 \
+	$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null); do \
+	$$p -c '' >/dev/null 2>&1 && echo $$p && break; done),$(PYTHON))
 OLDEST_TESTS := tests/commands tests/test_ipc_blocks.py tests/test_manifest.py \
 	tests/test_keywords.py tests/writers/test_convert.py tests/writers/test_records.py \
 	tests/writers/test_create.py tests/readers/test_loader.py tests/readers/test_window.py \
 	tests/test_stored_types.py
 
 $(OLDEST)/.installed: pyproject.toml setup.py tests/oldest.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c snapshot_cli/_records.h
-	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST_PYTHON) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
 	$(OLDEST)/bin/python tests/oldest.py > $(OLDEST)/constraints.txt
 	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt -e . \
@@ -54,6 +59,7 @@ $(OLDEST)/.installed: pyproject.toml setup.py tests/oldest.py snapshot_cli/_gath
 	touch $@
 
 test-oldest: $(OLDEST)/.installed
+	$(OLDEST)/bin/python --version
 	$(OLDEST)/bin/python -m pip list --format=freeze | grep -i -E "^(click|pyarrow|fsspec|numpy)=="
 	$(OLDEST)/bin/python -m pytest -q -n 2 --dist worksteal $(OLDEST_TESTS)
 
