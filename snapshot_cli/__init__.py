@@ -47,14 +47,15 @@ class _Unconfigured(logging.Handler):
 
     Without it, a library user who has not configured logging gets Python's last-resort
     handler: the bare message (``waiting for the writer lease of ...``) with nothing naming
-    snap. Once the root logger has a handler (``logging.basicConfig``, pytest, a framework),
-    this one stays silent and records go there; the CLI replaces it with its own."""
+    snap. Once the root logger or snap's has another handler (``logging.basicConfig``,
+    pytest, a framework), this one stays silent and records go there; the CLI replaces it."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if logging.getLogger().handlers:
+        ours = logging.getLogger(__name__).handlers
+        if logging.getLogger().handlers or any(h is not self for h in ours):
             return
         try:
             sys.stderr.write(f"snap: {record.getMessage()}\n")

@@ -96,15 +96,14 @@ def _put_on_path(directory: str) -> None:
     importing json died). Sibling modules still come before installed packages."""
     if directory in sys.path:
         return
-    stdlib = {os.path.normcase(os.path.abspath(sysconfig.get_path(key)))
-              for key in ("stdlib", "platstdlib")}  # fmt: skip
+    libs = [sysconfig.get_path(key) for key in ("stdlib", "platstdlib")]
+    stdlib = {os.path.normcase(os.path.abspath(p)) for lib in libs
+              for p in (lib, os.path.join(lib, "lib-dynload"))}  # fmt: skip
     last = -1
     for i, entry in enumerate(sys.path):
         entry = os.path.normcase(os.path.abspath(entry or os.curdir))
-        if entry.endswith(".zip") or any(
-            entry == lib or entry.startswith(lib + os.sep) for lib in stdlib
-        ):
-            last = i  # (lib/python3.X, its lib-dynload, python3X.zip)
+        if entry in stdlib or entry.endswith(".zip"):  # (not the site-packages inside)
+            last = i
     sys.path.insert(last + 1, directory)
 
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
 import pytest
 
 import snapshot_cli as snap
+from snapshot_cli.writers import importing
 from tests.conftest import REPO
 from tests.writers.test_first_use import run_script
 
@@ -175,3 +177,18 @@ def test_a_pipelines_directory_does_not_hide_the_standard_library(
     assert said["sibling"] == str(proj / "helpers.py")
     assert said["stdlib"] != str(proj / "json.py") and "python3" in said["stdlib"]
     assert said["pool"] == "[8]"
+
+
+def test_the_directory_goes_after_the_standard_library_and_before_site_packages(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As a Python without a venv has its path: the interpreter's own site-packages lies
+    inside the standard library's directory, and a sibling module must still come first."""
+    lib = sysconfig.get_path("stdlib")
+    path = ["/elsewhere", os.path.join(os.path.dirname(lib), "python3X.zip"), lib,
+            os.path.join(lib, "lib-dynload"), os.path.join(lib, "site-packages")]  # fmt: skip
+    monkeypatch.setattr(sys, "path", list(path))
+    importing._put_on_path(str(tmp_path))
+    assert sys.path == [*path[:4], str(tmp_path), path[4]]
+    importing._put_on_path(str(tmp_path))  # once
+    assert sys.path.count(str(tmp_path)) == 1
