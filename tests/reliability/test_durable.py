@@ -5,7 +5,9 @@ nothing. What is synced is seen through ``os.fsync`` (each call passed on to the
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +26,18 @@ def preprocess(i):
 
 
 @pytest.fixture
-def pipeline(write_pipeline: Any) -> str:
+def pipeline(write_pipeline: Any, tmp_path: Path) -> str:
     """In a file of its own. The tests patch ``os.fsync``, which snap's code reaches; in this
     checkout (an editable install) snap's modules count as the pipeline's own, so a patch
     whose closure changes between two creates would change the pipeline's fingerprint: the
-    tests patch around the creates they observe, with closures that do not change."""
-    return str(write_pipeline(PIPELINE))
+    tests patch around the creates they observe, with closures that do not change. For the
+    same reason, one create runs here first: snap's modules that a create imports on first
+    use (the commit's, the durability's) would otherwise join the own modules between a
+    test's first create and its second in a fresh pytest worker ("different pipeline
+    code", seen with pytest-xdist)."""
+    spec = str(write_pipeline(PIPELINE))
+    snap.create(spec, str(tmp_path / "warm"), inputs=[0], workers=0, progress=False)
+    return spec
 
 
 class Synced(list[tuple[str, bool]]):
@@ -161,3 +169,58 @@ def test_a_directory_sync_failing_after_the_commit_is_a_warning(
     info = snap.create(pipeline, out, inputs=[0], workers=0)
     assert info.num_records == 300 and snap.open(out).num_records == 300
     assert "may not survive a power loss" in caplog.text and out in caplog.text
+
+
+class _Said(logging.Handler):
+    """snap's log lines, and an event set when the sync's line comes."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+        self.said = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        if "to disk before the commit" in record.getMessage():
+            self.said.set()
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_a_sync_that_takes_long_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: bool
+) -> None:
+    """The commit waited silently for what was left to write: a create faster than its disk
+    showed "tasks N/N" and then nothing. A sync still going after SAY_AFTER_S says how much
+    it waits for; one that ends sooner says nothing."""
+    from snapshot_cli import durable
+
+    paths = []
+    for name, size in [("a", 10), ("b", 3 << 20), ("c", 20)]:
+        (tmp_path / name).write_bytes(b"x" * size)
+        paths.append(str(tmp_path / name))
+    said = _Said()
+    logger = logging.getLogger("snapshot_cli")
+    level = logger.level
+    logger.setLevel(logging.INFO)  # (setLevel: isEnabledFor's cache is cleared)
+    logger.addHandler(said)
+    real = os.fsync
+    waited: list[bool] = []
+
+    def fsync(fd: int) -> None:
+        if slow and os.path.realpath(f"/proc/self/fd/{fd}") == paths[1]:
+            waited.append(said.said.wait(60))  # held until the line is said (or given up)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(durable, "SAY_AFTER_S", 0.05 if slow else 60.0)
+    try:
+        durable.sync(fsspec.filesystem("file"), paths)
+    finally:
+        logger.removeHandler(said)
+        logger.setLevel(level)
+    lines = [line for line in said.lines if "to disk before the commit" in line]
+    if slow:
+        assert waited == [True]
+        assert lines == ["writing the last 1 file (3.0 MiB) to disk before the commit"]
+    else:
+        assert lines == []
