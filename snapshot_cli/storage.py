@@ -159,6 +159,8 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
             try:
                 with open(tmp, "wb") as f:
                     f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())  # its bytes on disk before its name (a power loss)
                 os.link(tmp, path)
             except FileExistsError:
                 return False

@@ -77,6 +77,11 @@ def test_every_new_shard_and_directory_is_synced_before_the_manifest(
     before = {path for path, committed in synced if not committed}
     assert shards <= before
     assert os.path.realpath(os.path.join(out, "shards")) in before
+    # the first manifest's own bytes too, before it is linked into place (and its name after)
+    assert any(
+        os.path.dirname(p) == os.path.realpath(out) and os.path.basename(p).startswith(".manifest")
+        for p in before
+    )
     after = [path for path, committed in synced if committed]
     assert os.path.realpath(out) in after  # the manifest's name
     assert os.path.realpath(os.path.join(out, "_versions")) in after
