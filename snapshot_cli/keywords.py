@@ -49,6 +49,23 @@ ELSEWHERE: dict[str, tuple[str, ...]] = {
     "codec": ("compression",),
     "max_shard_size": ("shard_size",),
     "size_limit": ("shard_size",),
+    # create's inputs, pipeline and output under other names (HF datasets, Beam, tf.data)
+    "items": ("inputs",),
+    "data_files": ("inputs",),
+    "files": ("inputs",),
+    "paths": ("inputs",),
+    "filenames": ("inputs",),
+    "sources": ("inputs",),
+    "function": ("pipeline",),
+    "fn": ("pipeline",),
+    "func": ("pipeline",),
+    "preprocess_fn": ("pipeline",),
+    "fn_kwargs": ("params",),
+    "output_dir": ("output",),
+    "output_path": ("output",),
+    "out_dir": ("output",),
+    "destination": ("output",),
+    "cache_file_name": ("output",),
 }
 
 SHOWN_AS = {"FrameworkAdapters": "Loader"}  # a mixin's methods, as users call them
