@@ -12,6 +12,11 @@ directory and read from local disk by every epoch of every trial.
   next eviction pass).
 - **Bounded, LRU.** After a fill, the least recently used entries are deleted until the
   directory holds at most ``limit`` bytes. Each use refreshes an entry's mtime.
+- **A full disk makes room.** A fill that runs out of space (ENOSPC, EDQUOT) deletes every
+  entry not in use and every temporary file whose filler is gone, says so once, and tries
+  again; only a disk still too full for the shard is an error. Every failure of the cache's
+  own directory (full, read-only, not permitted, I/O error) is a ``StorageError`` naming the
+  directory and what to do, not the remote shard being cached.
 - **Never evicts a shard in use.** A reader holds a shared ``flock`` on the entry's file for
   as long as it reads it; eviction deletes only entries it can lock exclusively without
   waiting. A reader that opened an entry just as it was deleted sees the file unlinked and
@@ -25,6 +30,7 @@ on one machine's local filesystem; the cache directory must not be on NFS.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import logging
@@ -34,17 +40,22 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import CorruptShardError, OptionError
+from ..errors import CorruptShardError, OptionError, StorageError
+from ..progress import human_bytes
+from .cache_faults import FULL, Failed, Full, NoRoom, explain, local, say_once
 from .checksum import crc32c_file
 
 log = logging.getLogger(__name__)
 
-# Writes the shard's bytes to the open file descriptor given; returns their crc32c (8 hex
-# digits) if it computed it on the way, else None (the cache then reads the file back).
-Fill = Callable[[int], "str | None"]
+# Writes the shard's bytes into the entry, at their offsets;
+Sink = Callable[[int, bytes], None]
+# downloads the shard calling the sink given; returns the bytes' crc32c (8 hex digits) if it
+# computed it on the way, else None (the cache then reads the file back).
+Fill = Callable[[Sink], "str | None"]
 SUFFIX = ".arrow"
 _EVICT_LOCK = ".evict.lock"
 _STALE_TMP_S = 3600.0
+CACHED_OPEN = 16  # open shards (pinned cache entries) of a loader reading through a cache
 
 
 class CachedShard:
@@ -73,7 +84,13 @@ class ShardCache:
             self.dir.mkdir(parents=True, exist_ok=True)
             (self.dir / ".locks").mkdir(exist_ok=True)
         except OSError as err:
-            raise OptionError(f"cannot use cache_dir {str(self.dir)!r}: {err}") from err
+            if isinstance(err, (FileExistsError, NotADirectoryError)):
+                blocker = next(p for p in (self.dir, *self.dir.parents) if p.exists())
+                cause = f"{blocker} is a file, not a directory"
+                hint = "choose another cache_dir"
+            else:
+                cause, hint = explain(err)
+            raise OptionError(f"cannot use cache_dir {str(self.dir)!r}: {cause}; {hint}") from err
         self.limit = limit
         self.hits = self.fills = self.fill_bytes = self.evicted = 0
 
@@ -90,6 +107,36 @@ class ShardCache:
         """
         name = self.key(url, size, crc32c)
         path = self.dir / (name + SUFFIX)
+        try:
+            try:
+                return self._open(name, path, url, size, crc32c, fill)
+            except Full as full:
+                first = full.err
+            try:
+                self._make_room(first, url, size)
+                return self._open(name, path, url, size, crc32c, fill)
+            except Full as full:
+                err = self._error(full.err, f"caching {url} ({human_bytes(size)})")
+                raise NoRoom(str(err)) from full.err
+        except Failed as failed:
+            raise self._error(failed.err, f"caching {url}: {failed.doing}") from failed.err
+
+    def open_if_room(self, url: str, size: int, crc32c: str, fill: Fill) -> CachedShard | None:
+        """:meth:`open`, or None if the directory has no room for the shard, even with every
+        entry not in use removed (said once a process): the caller reads it without the
+        cache. Each open shard of a loader holds its entry (up to ``CACHED_OPEN`` of them)."""
+        try:
+            return self.open(url, size, crc32c, fill)
+        except NoRoom as err:
+            if say_once(self.dir, "no room"):
+                log.warning("%s. Reading the shards that do not fit without the cache "
+                            "(downloaded again each epoch): a loader keeps up to %d cached "
+                            "shards open (in use) at once", err, CACHED_OPEN)  # fmt: skip
+            return None
+
+    def _open(
+        self, name: str, path: Path, url: str, size: int, crc32c: str, fill: Fill
+    ) -> CachedShard:
         filled = False
         while True:
             held = self._try_open(path, size)
@@ -97,19 +144,41 @@ class ShardCache:
                 self.hits += not filled
                 return held
             with self._locked(self.dir / ".locks" / (name + ".lock"), fcntl.LOCK_EX):
-                if path.exists():  # another process filled it while this one waited
+                with local(f"looking for {path.name}"):
+                    there = path.exists()
+                if there:  # another process filled it while this one waited
                     continue
+                self._room_for(size)
                 self._fill(path, url, size, crc32c, fill)
                 self.fills += 1
                 self.fill_bytes += size
                 filled = True
-            self._evict(keep=path)
+            with local("evicting entries"):
+                self._evict(keep=path)
+
+    def _room_for(self, size: int) -> None:
+        """``Full`` if the filesystem has less than ``size`` bytes free: rather than
+        downloading until the disk refuses."""
+        with local("checking its free space"):
+            st = os.statvfs(self.dir)
+        if st.f_bavail * st.f_frsize < size:
+            raise Full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+
+    def _error(self, err: OSError, doing: str) -> StorageError:
+        cause, hint = explain(err)
+        if err.errno in FULL:
+            doing += ", with every entry not in use removed"
+        return StorageError(f"cache_dir {self.dir}: {cause} while {doing}; {hint}")
 
     def _try_open(self, path: Path, size: int) -> CachedShard | None:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
+        with local(f"opening {path.name}"):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            return self._hold(path, fd, size)
+
+    def _hold(self, path: Path, fd: int, size: int) -> CachedShard | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while an eviction pass holds it
             st = os.fstat(fd)
@@ -132,28 +201,51 @@ class ShardCache:
 
     def _fill(self, path: Path, url: str, size: int, crc32c: str, fill: Fill) -> None:
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with local(f"creating {tmp.name}"):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        failed: list[OSError] = []  # the sink's own: the local disk's, not the download's
+
+        def put(offset: int, data: bytes) -> None:
+            view = memoryview(data)
+            try:
+                while view:
+                    written = os.pwrite(fd, view, offset)
+                    view, offset = view[written:], offset + written
+            except OSError as err:
+                failed.append(err)
+                raise
+
         try:
             try:
-                streamed_crc = fill(fd)
-                os.fsync(fd)
+                try:
+                    streamed_crc = fill(put)
+                except OSError as err:
+                    if any(err is e for e in failed):  # else the download's: named by it
+                        with local(f"writing {tmp.name}"):
+                            raise
+                    raise
+                with local(f"writing {tmp.name}"):
+                    os.fsync(fd)
             finally:
                 os.close(fd)
-            got_size = tmp.stat().st_size
+            with local(f"reading {tmp.name}"):
+                got_size = tmp.stat().st_size
             if got_size != size:
                 raise CorruptShardError(
                     f"shard {url} downloaded {got_size} bytes, the manifest says {size}; "
                     "the snapshot is damaged: recreate it with snap create --overwrite"
                 )
-            got_crc = streamed_crc or crc32c_file(str(tmp))
+            with local(f"reading {tmp.name}"):
+                got_crc = streamed_crc or crc32c_file(str(tmp))
             if got_crc != crc32c:
                 raise CorruptShardError(
                     f"shard {url} is damaged: crc32c {got_crc}, the manifest says {crc32c}; "
                     "recreate the snapshot with snap create --overwrite"
                 )
-            os.replace(tmp, path)
+            with local(f"renaming {tmp.name}"):
+                os.replace(tmp, path)
         finally:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # (a read-only filesystem: nothing was made)
                 tmp.unlink()
 
     def entries(self) -> list[tuple[Path, int, float]]:
@@ -202,19 +294,59 @@ class ShardCache:
         finally:
             os.close(fd)
 
-    def _remove_stale_temporaries(self) -> None:
+    def _make_room(self, err: OSError, url: str, size: int) -> None:
+        """Delete every entry not in use and every abandoned temporary file (the disk is
+        full: ``err``), saying so once a process."""
+        removed = freed = 0
+        with local("making room"), self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX):
+            freed += self._remove_stale_temporaries(abandoned=True)
+            for path, entry_size, _ in self.entries():
+                if self._delete_unused(path):
+                    removed, freed = removed + 1, freed + entry_size
+                    self.evicted += 1
+        if removed and say_once(self.dir, "full"):  # (else the loader's say_no_room)
+            entries = f"{removed} entr{'y' if removed == 1 else 'ies'}"
+            log.warning("cache_dir %s is full (%s): removed %s not in use (%s) to make room for "
+                        "%s (%s); give cache_limit a size below the space free there to keep the "
+                        "cache from filling the disk", self.dir,
+                        errno.errorcode.get(err.errno or 0, err), entries, human_bytes(freed),
+                        url, human_bytes(size))  # fmt: skip
+
+    def _remove_stale_temporaries(self, abandoned: bool = False) -> int:
+        """Delete temporary files over an hour old (a crashed fill's) and, if ``abandoned``,
+        every one whose entry no process is filling; the bytes freed."""
         cutoff = time.time() - _STALE_TMP_S
+        freed = 0
         for p in self.dir.glob(".*.tmp"):
             with contextlib.suppress(FileNotFoundError):
-                if p.stat().st_mtime < cutoff:
+                st = p.stat()
+                if st.st_mtime < cutoff or (abandoned and not self._being_filled(p)):
                     p.unlink()
+                    freed += st.st_size
+        return freed
 
-    @staticmethod
-    @contextlib.contextmanager
-    def _locked(path: Path, mode: int) -> Iterator[None]:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    def _being_filled(self, tmp: Path) -> bool:
+        """Whether a process holds the fill lock of temporary file ``tmp``'s entry."""
+        entry = tmp.name[1:].split(SUFFIX + ".", 1)[0]  # .<entry>.arrow.<uuid>.tmp
         try:
-            fcntl.flock(fd, mode)
+            fd = os.open(self.dir / ".locks" / (entry + ".lock"), os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # (releases the lock if this took it)
+        return False
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path, mode: int) -> Iterator[None]:
+        with local(f"locking {path.relative_to(self.dir)}"):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            with local(f"locking {path.relative_to(self.dir)}"):
+                fcntl.flock(fd, mode)
             yield
         finally:
             os.close(fd)

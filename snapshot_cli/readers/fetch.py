@@ -65,18 +65,15 @@ class Fetcher:
             self.bytes += len(data)
         return data
 
-    def fetch_to_file(self, fs: Any, path: str, size: int, fd: int) -> str:
-        """Download ``path`` (``size`` bytes) into the open file ``fd``; its crc32c (hex),
-        computed on the way (a cache entry's filler, :class:`.cache.ShardCache`)."""
+    def fetch_to_sink(self, fs: Any, path: str, size: int, sink: Sink) -> str:
+        """:meth:`fetch_into`, returning the bytes' crc32c (hex) computed on the way (a cache
+        entry's filler, :class:`.cache.ShardCache`)."""
         crc = 0
 
         def put(offset: int, data: bytes) -> None:  # ranges arrive in offset order
             nonlocal crc
             crc = crc32c.crc32c(data, crc)
-            view = memoryview(data)
-            while view:
-                written = os.pwrite(fd, view, offset)
-                view, offset = view[written:], offset + written
+            sink(offset, data)
 
         self.fetch_into(fs, path, size, put)
         return f"{crc:08x}"
@@ -84,24 +81,28 @@ class Fetcher:
     def fetch_into(self, fs: Any, path: str, size: int, sink: Sink) -> None:
         """Download ``path`` (``size`` bytes) calling ``sink(offset, data)`` for each range.
 
-        ``sink`` is called from this thread, in offset order. The first failure cancels the
-        ranges not yet started and propagates.
+        ``sink`` is called from this thread, in offset order; its own errors (a full local
+        disk) propagate as they are, the download's are named by the remote path. The first
+        failure cancels the ranges not yet started.
         """
-        with storage.errors_named(fs, path, "reading"):
-            if size <= self.chunk:
-                sink(0, self._range(fs, path, 0, size) if size else b"")
-                return
-            pool = self._executor()
-            starts = range(0, size, self.chunk)
-            futures: list[Future[bytes]] = [
-                pool.submit(self._range, fs, path, s, min(size, s + self.chunk)) for s in starts
-            ]
-            try:
-                for start, future in zip(starts, futures, strict=True):
-                    sink(start, future.result())
-            finally:
-                for future in futures:
-                    future.cancel()
+        if size <= self.chunk:
+            with storage.errors_named(fs, path, "reading"):
+                data = self._range(fs, path, 0, size) if size else b""
+            sink(0, data)
+            return
+        pool = self._executor()
+        starts = range(0, size, self.chunk)
+        futures: list[Future[bytes]] = [
+            pool.submit(self._range, fs, path, s, min(size, s + self.chunk)) for s in starts
+        ]
+        try:
+            for start, future in zip(starts, futures, strict=True):
+                with storage.errors_named(fs, path, "reading"):
+                    data = future.result()
+                sink(start, data)
+        finally:
+            for future in futures:
+                future.cancel()
 
     def fetch(self, fs: Any, path: str, size: int) -> bytearray:
         """The whole of ``path`` (``size`` bytes, from the manifest) in memory."""

@@ -33,7 +33,7 @@ from ..errors import CorruptShardError, SnapError
 from ..faults import read_failure
 from ..manifest import ShardEntry
 from .blocks import BlockFile
-from .cache import CachedShard, ShardCache
+from .cache import CACHED_OPEN, CachedShard, ShardCache, Sink
 from .checksum import crc32c_buffer, crc32c_file
 from .direct import Placement, SlotJob
 from .fetch import Fetcher, shared_fetcher
@@ -49,7 +49,6 @@ Check = bool | None  # a read's verify: None is as the readers were made
 Read = Callable[[BlockFile, Placement], Any]  # what ShardReaders._direct does with a shard
 RELEASE_BYTES = 16 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
-CACHED_OPEN = 16  # open shards (pinned cache entries) when reading through a cache
 
 
 class ShardReaders:
@@ -112,16 +111,17 @@ class ShardReaders:
     def url(self, i: int) -> str:
         return storage.to_url(self.fs, storage.join(self.root, self.shards[i].path))
 
-    def _cached(self, i: int) -> CachedShard:
+    def _cached(self, i: int) -> CachedShard | None:
         assert self.cache is not None
         entry = self.shards[i]
         path = storage.join(self.root, entry.path)
 
-        def fill(fd: int) -> str:
-            return self.fetcher.fetch_to_file(self.fs, path, entry.bytes, fd)
+        def fill(sink: Sink) -> str:
+            return self.fetcher.fetch_to_sink(self.fs, path, entry.bytes, sink)
 
-        held = self.cache.open(self.url(i), entry.bytes, entry.crc32c, fill)
-        self._verified.add(i)  # checked against size and crc32c when the entry was filled
+        held = self.cache.open_if_room(self.url(i), entry.bytes, entry.crc32c, fill)
+        if held is not None:
+            self._verified.add(i)  # checked against size and crc32c when the entry was filled
         return held
 
     def _source(self, i: int) -> tuple[Any, int, CachedShard | None]:
@@ -176,8 +176,7 @@ class ShardReaders:
             self._check_local(self.url(i), path)
             source = pa.OSFile(os.fsencode(path), "r")
             return source, source.size(), None
-        if self.cache is not None:
-            held = self._cached(i)
+        if self.cache is not None and (held := self._cached(i)) is not None:  # else: in memory
             source = pa.OSFile(os.fsencode(held.path), "r")
             return source, source.size(), held
         data = self.fetcher.fetch(self.fs, path, self.shards[i].bytes)

@@ -14,7 +14,7 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli.errors import CorruptShardError, OptionError
-from snapshot_cli.readers.cache import ShardCache
+from snapshot_cli.readers.cache import ShardCache, Sink
 
 
 def _crc(data: bytes) -> str:
@@ -22,10 +22,10 @@ def _crc(data: bytes) -> str:
 
 
 def _writer(data: bytes, calls: list[int] | None = None):  # type: ignore[no-untyped-def]
-    def fill(fd: int) -> None:
+    def fill(put: Sink) -> None:
         if calls is not None:
             calls.append(1)
-        os.write(fd, data)
+        put(0, data)
 
     return fill
 
@@ -60,8 +60,8 @@ def test_damaged_download_is_refused_and_not_kept(tmp_path: Path) -> None:
 def test_failed_fill_leaves_nothing(tmp_path: Path) -> None:
     cache = ShardCache(tmp_path / "c")
 
-    def fail(fd: int) -> None:
-        os.write(fd, b"partial")
+    def fail(put: Sink) -> None:
+        put(0, b"partial")
         raise ConnectionResetError("network went away")
 
     with pytest.raises(ConnectionResetError):
@@ -115,10 +115,10 @@ def test_entry_evicted_between_open_and_use_is_fetched_again(tmp_path: Path) -> 
 def _child_open(directory: str, data: bytes, counter: str, barrier) -> None:  # type: ignore[no-untyped-def]
     cache = ShardCache(directory)
 
-    def fill(fd: int) -> None:
+    def fill(put: Sink) -> None:
         with open(counter, "a") as f:  # O_APPEND: one line per fill, across processes
             f.write("fill\n")
-        os.write(fd, data)
+        put(0, data)
 
     barrier.wait()
     held = cache.open("gs://b/shared.arrow", len(data), _crc(data), fill)
