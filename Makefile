@@ -26,15 +26,16 @@ demo: $(VENV)/.installed
 	$(BIN)/snap inspect $(DEMO_DIR)/snapshot
 	$(BIN)/python examples/quickstart/replay.py $(DEMO_DIR)/snapshot
 
-# Two pytest runs: most tests on both cores (pytest-xdist; an idle worker takes tests from a
-# busy one), then the storage backends and their servers in one process of their own (their
-# hdfs:// tests load a JVM, after which a process must not fork: see tests/conftest.py).
+# Two pytest runs on both cores (pytest-xdist; an idle worker takes tests from a busy one):
+# most tests, then the storage backends, each worker with servers of its own, in processes
+# apart from the rest (their hdfs:// tests load a JVM, after which a process must not fork:
+# see tests/conftest.py). Two workers take the backends in ~140 s, one took ~230 s.
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check snapshot_cli tests examples benchmarks
 	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal --ignore=tests/backends --ignore=tests/infra
-	$(BIN)/python -m pytest -q tests/backends tests/infra
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal tests/backends tests/infra
 	$(MAKE) test-oldest
 
 # The core tests against the oldest versions pyproject.toml allows (every dependency at its
