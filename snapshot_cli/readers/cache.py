@@ -273,9 +273,13 @@ class ShardCache:
                 if path != keep and self._delete_unused(path):
                     total -= size
                     self.evicted += 1
-            if total > self.limit:
-                log.warning("cache %s holds %d bytes over its %d-byte limit: every other entry "
-                            "is in use", self.dir, total - self.limit, self.limit)  # fmt: skip
+            if total > self.limit and say_once(self.dir, "over its limit"):
+                log.warning("cache_dir %s holds %s over its cache_limit of %s: every other entry "
+                            "is in use (a loader keeps up to %d shards open, each holding its "
+                            "entry), so entries go as soon as they are released and are fetched "
+                            "again when read next; give cache_limit room for more than that",
+                            self.dir, human_bytes(total - self.limit), human_bytes(self.limit),
+                            CACHED_OPEN)  # fmt: skip
 
     @staticmethod
     def _delete_unused(path: Path) -> bool:

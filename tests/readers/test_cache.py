@@ -229,3 +229,18 @@ def test_loader_cache_options(remote_snapshot: str, tmp_path: Path) -> None:
         s.loader(8, cache_limit="1GiB")
     with pytest.raises(OptionError, match="cache_limit must look like"):
         s.loader(8, cache_dir=tmp_path, cache_limit="lots")
+
+
+def test_a_limit_below_the_shards_in_use_is_said_once(
+    remote_snapshot: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # every fill went over it: one warning a fill (900 lines for 40 shards in a probe)
+    s = snap.open(remote_snapshot)
+    with s.loader(8, seed=2, epochs=3, cache_dir=tmp_path / "c", cache_limit="1KiB") as loader:
+        labels = np.concatenate([b["label"] for b in loader])
+        assert loader.stats()["cache"]["fills"] > len(s.shards)  # (fetched again: too small)
+    assert sorted(labels.tolist()) == sorted(list(range(240)) * 3)
+    said = [r.getMessage() for r in caplog.records if "over its cache_limit" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith(f"cache_dir {tmp_path / 'c'} holds ")
+    assert "over its cache_limit of 1.0 KiB" in said[0]
