@@ -26,6 +26,9 @@ HINTS = {
 }
 HINTS[errno.EDQUOT] = HINTS[errno.ENOSPC].replace("free space", "free some of the quota")
 HINTS[errno.EPERM] = HINTS[errno.EACCES]
+HINTS[errno.ENOLCK] = ("its filesystem does not take flock locks (NFS, some FUSE mounts): choose "
+                       "a cache_dir on a local disk")  # fmt: skip
+HINTS[errno.EOPNOTSUPP] = HINTS[errno.ENOLCK]
 
 
 class NoRoom(StorageError):

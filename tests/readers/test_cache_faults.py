@@ -10,6 +10,7 @@ by failing the cache's own writes with each errno (fault injection)."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import subprocess
@@ -167,7 +168,7 @@ def test_no_free_space_reads_every_shard_without_the_cache(
 
 
 FAULTS = sorted({*cache_faults.HINTS, errno.ENXIO})  # every errno with a hint, and one without
-OPS = ["pwrite", "fsync", "replace", "open"]
+OPS = ["pwrite", "fsync", "replace", "open", "flock"]
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -177,14 +178,15 @@ def test_every_fault_of_the_directory_is_named_as_its(
 ) -> None:
     cache = ShardCache(tmp_path / "c")
     data = os.urandom(5000)
-    real = getattr(os, op)
+    module = fcntl if op == "flock" else os
+    real = getattr(module, op)
 
     def failing(*args: Any, **kwargs: Any) -> Any:
         if op == "open" and not (args[1] & os.O_EXCL):
             return real(*args, **kwargs)  # (the lock files; the temporary file is O_EXCL)
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(cache_mod.os, op, failing)
+    monkeypatch.setattr(module, op, failing)
     expected = NoRoom if code in (errno.ENOSPC, errno.EDQUOT) else StorageError
     with pytest.raises(expected) as raised:
         cache.open("gs://bucket/snap/shards/a.arrow", len(data),
