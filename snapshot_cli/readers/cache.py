@@ -100,10 +100,14 @@ class ShardCache:
         return f"{crc32c}-{digest}"
 
     def open(self, url: str, size: int, crc32c: str, fill: Fill) -> CachedShard:
-        """The entry for shard ``url``, filling it with ``fill(fd)`` if no process has yet.
+        """The entry for shard ``url``, filling it with ``fill(sink)`` if no process has yet.
 
         Raises:
             CorruptShardError: the downloaded bytes do not match ``size`` and ``crc32c``.
+            NoRoom: the directory's disk has no room for it, with every entry not in use
+                removed.
+            StorageError: any other failure of the directory, named as its. The download's
+                own errors (``fill``'s) propagate unchanged.
         """
         name = self.key(url, size, crc32c)
         path = self.dir / (name + SUFFIX)
@@ -308,7 +312,7 @@ class ShardCache:
                 if self._delete_unused(path):
                     removed, freed = removed + 1, freed + entry_size
                     self.evicted += 1
-        if removed and say_once(self.dir, "full"):  # (else the loader's say_no_room)
+        if removed and say_once(self.dir, "full"):  # (else open_if_room's warning)
             entries = f"{removed} entr{'y' if removed == 1 else 'ies'}"
             log.warning("cache_dir %s is full (%s): removed %s not in use (%s) to make room for "
                         "%s (%s); give cache_limit a size below the space free there to keep the "
