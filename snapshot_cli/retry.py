@@ -81,10 +81,23 @@ def client_tries(err: BaseException) -> int:
     if gcs_retry is None:
         return 0
     for e in causes(err):
-        if type(e).__module__.startswith("gcsfs") and gcs_retry.is_retriable(e):
+        if gcs_retry.is_retriable(e) and (
+            type(e).__module__.startswith("gcsfs") or _raised_through(e, gcs_retry.__file__)
+        ):
             gcs_core = sys.modules.get("gcsfs.core")
             return int(getattr(getattr(gcs_core, "GCSFileSystem", None), "retries", 1))
     return 0
+
+
+def _raised_through(err: BaseException, filename: str | None) -> bool:
+    """Whether ``err``'s traceback passes through a function of file ``filename`` (an aiohttp
+    error that gcsfs's retry loop gave up on: its last try's)."""
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def worth_a_new_try(err: BaseException) -> bool:

@@ -20,6 +20,7 @@ import stat
 from typing import Any, BinaryIO, TypeVar
 
 import fsspec
+import fsspec.config
 from fsspec import AbstractFileSystem
 
 from . import hdfs, layout
@@ -49,7 +50,8 @@ def resolve(
     if scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
         raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")
     try:
-        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        options = {**_client_defaults(scheme, storage_options or {}), **(storage_options or {})}
+        fs, path = fsspec.core.url_to_fs(url, **options)
     except (ImportError, ValueError) as err:
         raise OptionError(f"cannot open {url!r}: {err}") from err
     except OSError as err:  # the client itself cannot start (libhdfs, a JVM, a socket)
@@ -59,6 +61,26 @@ def resolve(
     if is_local(fs):  # "runs/../snap" as "snap", as inputs' paths are (os.path.abspath)
         return fs, os.path.normpath(path)
     return fs, path.rstrip("/") or path
+
+
+# gcsfs makes every request with no timeout at all (its requests_timeout=None reaches aiohttp
+# as "never"): a connection that went silent (a NAT that dropped it between epochs, a stalled
+# server) held a loader or a create forever. A request that waits this long for a byte is
+# abandoned and retried (by gcsfs: 6 tries); s3fs's botocore has 60 s timeouts of its own.
+GCS_TIMEOUTS_S = {"sock_connect": 30.0, "sock_read": 60.0}
+
+
+def _client_defaults(scheme: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Options snap gives a storage client unless the user set them (in ``given``, the
+    storage options, or in fsspec's configuration): a read timeout for gcsfs."""
+    if scheme not in ("gs", "gcs"):
+        return {}
+    configured = [given, fsspec.config.conf.get("gs", {}), fsspec.config.conf.get("gcs", {})]
+    if any("requests_timeout" in options for options in configured):
+        return {}
+    import aiohttp  # (gcsfs's client library)
+
+    return {"requests_timeout": aiohttp.ClientTimeout(**GCS_TIMEOUTS_S)}
 
 
 def fresh_instance(fs: AbstractFileSystem) -> AbstractFileSystem:

@@ -332,3 +332,76 @@ def test_what_gcsfs_retried_itself_is_not_retried_again(code: int, by_gcsfs: boo
         retry.retrying(failing, attempts=3)
     assert len(calls) == (1 if by_gcsfs else 3)
     assert caught.value.snap_tries == (6 if by_gcsfs else 3)  # type: ignore[attr-defined]
+
+
+def _snapshot_for_silence(gcs: GcsServer, name: str) -> str:
+    url = f"gs://{BUCKET}/{name}/snap"
+    snap.create(preprocess, url, inputs_from=lambda: list(range(4)), workers=0,
+                inputs_per_task=1, storage_options=gcs_options(gcs.endpoint))  # fmt: skip
+    return url
+
+
+def test_a_connection_gone_silent_is_given_up_and_tried_again(
+    gcs: GcsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gcsfs waited for ever on a request the server never answered (no timeout at all): a
+    # loader hung with no message. snap gives gcsfs a read timeout (60 s; 1 s here). (A server
+    # silent for good: gcsfs's 6 tries, ~31 s of its backoff between them, then snap's
+    # "storage kept failing" error naming the shard; 40 s with 1 s timeouts, in a probe.)
+    monkeypatch.setitem(storage.GCS_TIMEOUTS_S, "sock_read", 1.0)
+    url = _snapshot_for_silence(gcs, "silent-then-back")
+    with FlakyProxy(gcs.endpoint, every=10**9) as proxy:
+        options = {"endpoint_url": proxy.endpoint, "token": "anon", "project": "test"}
+        s = snap.open(url, storage_options=options)  # (no requests_timeout: snap's default)
+        proxy.silent = 3  # the next three requests: no answer, ever
+        with s.loader(batch_size=6, shuffle=True, seed=1) as loader:
+            labels = sorted(int(v) for b in loader for v in b["label"])
+    assert labels == list(range(20))
+    assert proxy.unanswered == 3
+
+
+def test_a_timeout_the_user_set_is_kept() -> None:
+    import fsspec.config
+
+    default = storage.resolve(f"gs://{BUCKET}/x", {"token": "anon"})[0]
+    assert default.requests_timeout.sock_read == storage.GCS_TIMEOUTS_S["sock_read"]
+    given = storage.resolve(f"gs://{BUCKET}/x", {"token": "anon", "requests_timeout": 7})[0]
+    assert given.requests_timeout == 7
+    saved = dict(fsspec.config.conf.get("gcs", {}))
+    fsspec.config.conf.setdefault("gcs", {})["requests_timeout"] = 9
+    try:  # FSSPEC_GCS_REQUESTS_TIMEOUT=9 in the environment makes this configuration
+        assert storage.resolve(f"gs://{BUCKET}/y", {"token": "anon"})[0].requests_timeout == 9
+    finally:
+        fsspec.config.conf["gcs"] = saved
+    assert (
+        storage.resolve("s3://bucket/x", {"anon": True})[0].storage_options.get("requests_timeout")
+        is None
+    )  # (s3fs: botocore's own 60 s timeouts)
+
+
+def test_an_aiohttp_error_gcsfs_gave_up_on_is_not_retried_again() -> None:
+    # a timeout gcsfs retried 6 times reaches snap as aiohttp's own error (not a gcsfs type):
+    # its traceback passes through gcsfs's retry loop, so snap adds no second layer of 6
+    import gcsfs.retry
+
+    namespace: dict[str, Any] = {"aiohttp": aiohttp}
+    source = "def give_up():\n    raise aiohttp.ServerTimeoutError('Timeout on reading data')\n"
+    exec(compile(source, gcsfs.retry.__file__, "exec"), namespace)  # a frame of that file
+    calls: list[int] = []
+
+    def through_gcsfs() -> None:
+        calls.append(1)
+        namespace["give_up"]()
+
+    with pytest.raises(aiohttp.ServerTimeoutError) as caught:
+        retry.retrying(through_gcsfs, attempts=3)
+    assert calls == [1] and caught.value.snap_tries == 6  # type: ignore[attr-defined]
+    calls.clear()
+
+    def elsewhere() -> None:  # the same error from another client: snap retries it
+        calls.append(1)
+        raise aiohttp.ServerTimeoutError("Timeout on reading data")
+
+    with pytest.raises(aiohttp.ServerTimeoutError):
+        retry.retrying(elsewhere, attempts=3)
+    assert len(calls) == 3

@@ -9,6 +9,10 @@ forwarded to an upstream server (the GCS emulator, in the tests).
 Threaded (one thread per connection, HTTP/1.1 keep-alive), on a free loopback port. An
 injected failure is answered without contacting the upstream, so the request had no effect
 there: what a client sees is a real 503 from a server that did nothing.
+
+``proxy.silent = n`` leaves the next ``n`` requests without any answer (the connection stays
+open, nothing comes back: a server or a NAT gone quiet), until the proxy stops; only the
+client's own timeout ends such a request. ``proxy.unanswered`` counts them.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ class FlakyProxy:
         self.requests = 0  # every request received
         self.injected = 0  # answered with ``status``
         self.forwarded = 0  # answered by the upstream
+        self.silent = 0  # the next this many requests get no answer at all
+        self.unanswered = 0
+        self._released = threading.Event()  # set when the proxy stops
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -60,6 +67,15 @@ class FlakyProxy:
             if fail:
                 self.injected += 1
             return fail
+
+    def _silenced(self) -> bool:
+        """Count a request; True if it is to get no answer."""
+        with self._lock:
+            if self.silent <= 0:
+                return False
+            self.silent -= 1
+            self.unanswered += 1
+            return True
 
     def _forwarded(self) -> None:
         with self._lock:
@@ -82,6 +98,7 @@ class FlakyProxy:
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._released.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -123,6 +140,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         body = self._body()  # read it in any case: the connection is reused
         owner = self.owner
+        if owner._silenced():
+            owner._released.wait()  # no answer, ever: the client has to give up
+            self.close_connection = True
+            return
         if owner._count():
             error = {"error": {"code": owner.status, "message": "injected by FlakyProxy"}}
             payload = json.dumps(error).encode()
