@@ -25,6 +25,7 @@ import fsspec
 import fsspec.config
 import pytest
 
+from snapshot_cli import storage
 from tests.infra.hdfs import HdfsCluster, apply_client_env
 from tests.infra.servers import GcsServer, S3Server, apply_client_config
 
@@ -44,7 +45,10 @@ class Backend:
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
-        return fsspec.core.url_to_fs(self.root, **(self.storage_options or {}))[0]
+        """The client snap itself makes for this URL (the same instance: fsspec caches them by
+        their options, and snap adds some, as gcsfs's timeout), so what snap wrote or deleted
+        is in its listings."""
+        return storage.resolve(self.root, self.storage_options)[0]
 
     @property
     def shared(self) -> bool:
