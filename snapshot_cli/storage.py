@@ -78,8 +78,10 @@ def _client_defaults(scheme: str, given: dict[str, Any]) -> dict[str, Any]:
     configured = [given, fsspec.config.conf.get("gs", {}), fsspec.config.conf.get("gcs", {})]
     if any("requests_timeout" in options for options in configured):
         return {}
-    import aiohttp  # (gcsfs's client library)
-
+    try:
+        import aiohttp  # (gcsfs's client library)
+    except ImportError:  # no gcsfs either: fsspec says to install it
+        return {}
     return {"requests_timeout": aiohttp.ClientTimeout(**GCS_TIMEOUTS_S)}
 
 
