@@ -28,7 +28,16 @@ TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _TRANSIENT_ERRNO = frozenset(
     {errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE, errno.EAGAIN}
 )
-_TRANSIENT_NAMES = ("ClientConnectorError", "ServerDisconnectedError", "ClientPayloadError")
+_TRANSIENT_NAMES = (
+    "ClientConnectorError",
+    "ServerDisconnectedError",
+    "ClientPayloadError",
+    "ConnectionError",
+    "ReadTimeout",
+    "ConnectTimeout",
+    "ChunkedEncodingError",
+)
+# (requests' own ConnectionError and timeouts, as WebHDFS raises them, are not the builtins)
 _PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
               NotADirectoryError)  # fmt: skip
 

@@ -20,10 +20,9 @@ import stat
 from typing import Any, BinaryIO, TypeVar
 
 import fsspec
-import fsspec.config
 from fsspec import AbstractFileSystem
 
-from . import hdfs, layout
+from . import hdfs, layout, timeouts
 from .errors import OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
@@ -50,8 +49,10 @@ def resolve(
     if scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
         raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")
     try:
-        options = {**_client_defaults(scheme, storage_options or {}), **(storage_options or {})}
+        options = {**timeouts.client_options(scheme, storage_options or {}),
+                   **(storage_options or {})}  # fmt: skip
         fs, path = fsspec.core.url_to_fs(url, **options)
+        timeouts.bound(fs)
     except (ImportError, ValueError) as err:
         raise OptionError(f"cannot open {url!r}: {err}") from err
     except OSError as err:  # the client itself cannot start (libhdfs, a JVM, a socket)
@@ -63,32 +64,10 @@ def resolve(
     return fs, path.rstrip("/") or path
 
 
-# gcsfs makes every request with no timeout at all (its requests_timeout=None reaches aiohttp
-# as "never"): a connection that went silent (a NAT that dropped it between epochs, a stalled
-# server) held a loader or a create forever. A request that waits this long for a byte is
-# abandoned and retried (by gcsfs: 6 tries); s3fs's botocore has 60 s timeouts of its own.
-GCS_TIMEOUTS_S = {"sock_connect": 30.0, "sock_read": 60.0}
-
-
-def _client_defaults(scheme: str, given: dict[str, Any]) -> dict[str, Any]:
-    """Options snap gives a storage client unless the user set them (in ``given``, the
-    storage options, or in fsspec's configuration): a read timeout for gcsfs."""
-    if scheme not in ("gs", "gcs"):
-        return {}
-    configured = [given, fsspec.config.conf.get("gs", {}), fsspec.config.conf.get("gcs", {})]
-    if any("requests_timeout" in options for options in configured):
-        return {}
-    try:
-        import aiohttp  # (gcsfs's client library)
-    except ImportError:  # no gcsfs either: fsspec says to install it
-        return {}
-    return {"requests_timeout": aiohttp.ClientTimeout(**GCS_TIMEOUTS_S)}
-
-
 def fresh_instance(fs: AbstractFileSystem) -> AbstractFileSystem:
     """A filesystem like ``fs`` made in this process (fsspec drops its instance cache when
     the process id changes, so this is a new client after fork)."""
-    return fsspec.spec.make_instance(type(fs), fs.storage_args, fs.storage_options)
+    return timeouts.bound(fsspec.spec.make_instance(type(fs), fs.storage_args, fs.storage_options))
 
 
 def makedirs(fs: AbstractFileSystem, path: str) -> None:

@@ -17,7 +17,7 @@ from gcsfs.retry import HttpError
 from s3fs.errors import translate_boto_error
 
 import snapshot_cli as snap
-from snapshot_cli import retry, storage
+from snapshot_cli import retry, storage, timeouts
 from snapshot_cli.retry import RETRY_ATTEMPTS, RETRY_BASE_S, RETRY_CAP_S
 from tests.backends.conftest import use_core_gcsfs
 from tests.infra.flaky_proxy import FlakyProxy
@@ -348,7 +348,7 @@ def test_a_connection_gone_silent_is_given_up_and_tried_again(
     # loader hung with no message. snap gives gcsfs a read timeout (60 s; 1 s here). (A server
     # silent for good: gcsfs's 6 tries, ~31 s of its backoff between them, then snap's
     # "storage kept failing" error naming the shard; 40 s with 1 s timeouts, in a probe.)
-    monkeypatch.setitem(storage.GCS_TIMEOUTS_S, "sock_read", 1.0)
+    monkeypatch.setattr(timeouts, "READ_S", 1.0)
     url = _snapshot_for_silence(gcs, "silent-then-back")
     with FlakyProxy(gcs.endpoint, every=10**9) as proxy:
         options = {"endpoint_url": proxy.endpoint, "token": "anon", "project": "test"}
@@ -364,7 +364,7 @@ def test_a_timeout_the_user_set_is_kept() -> None:
     import fsspec.config
 
     default = storage.resolve(f"gs://{BUCKET}/x", {"token": "anon"})[0]
-    assert default.requests_timeout.sock_read == storage.GCS_TIMEOUTS_S["sock_read"]
+    assert default.requests_timeout.sock_read == timeouts.READ_S
     given = storage.resolve(f"gs://{BUCKET}/x", {"token": "anon", "requests_timeout": 7})[0]
     assert given.requests_timeout == 7
     saved = dict(fsspec.config.conf.get("gcs", {}))
@@ -405,3 +405,30 @@ def test_an_aiohttp_error_gcsfs_gave_up_on_is_not_retried_again() -> None:
     with pytest.raises(aiohttp.ServerTimeoutError):
         retry.retrying(elsewhere, attempts=3)
     assert len(calls) == 3
+
+
+def test_webhdfs_requests_are_given_up_when_nothing_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # fsspec's WebHDFS makes its requests with no timeout: a NameNode or DataNode gone quiet
+    # held the caller for good. Nothing upstream here: the proxy answers nothing at all
+    import requests
+
+    monkeypatch.setattr(timeouts, "READ_S", 1.0)
+    with FlakyProxy("http://127.0.0.1:9", every=10**9) as proxy:
+        proxy.silent = 10**9
+        host_port = proxy.endpoint.removeprefix("http://")
+        fs = storage.resolve(f"webhdfs://{host_port}/snaps/x", {"user": "root"})[0]
+        for client in (fs, storage.fresh_instance(fs)):  # (a forked worker's new client too)
+            with pytest.raises(requests.exceptions.ReadTimeout) as raised:
+                client.ls("/snaps")
+            assert retry.is_transient(raised.value)  # then snap's retries take it
+        assert proxy.unanswered == 2
+
+
+@pytest.mark.parametrize("name", ["ConnectionError", "ReadTimeout", "ConnectTimeout"])
+def test_requests_own_failures_are_transient(name: str) -> None:
+    import requests
+
+    assert retry.is_transient(getattr(requests.exceptions, name)("dropped"))
+    assert not retry.is_transient(requests.exceptions.InvalidURL("bad"))
