@@ -1,18 +1,14 @@
 """Random access to the record batches of a snapshot's shards, verified before use.
 
-Local shards are memory-mapped and each record batch used where it is (:mod:`.blocks`): a
-compressed one decoded from the map, an uncompressed one gathered from it (:mod:`.gather`);
-the pages leave RSS every RELEASE_BYTES read and once a window is done (the page cache keeps
-them for every process). A file that cannot be mapped is read with ``pread``. Remote shards
-are fetched whole by parallel range requests (:mod:`.fetch`), kept in memory (``max_bytes``
-at most) or, with a :class:`~.cache.ShardCache`, written once to a shared local directory and
-read from there. Damaged data raises :class:`CorruptShardError` and never reaches the model:
-a shard listing a crc32c per record batch (format 2) is checked a record batch at a time as
-it is read, any other whole the first time it is opened. A read the storage fails (an OS
-error: EIO, ESTALE, EACCES) raises ``StorageError``. A remote snapshot over ``max_bytes``
-without a cache is read a record batch per range request (:mod:`.ranged`): the whole shard's
-crc32c cannot be checked then, only that record batches decode with the manifest's counts;
-``cache_dir=`` (or ``snap verify``) checks every byte.
+Shards on this machine's disk (a local snapshot's, or the :class:`~.cache.ShardCache` entries
+of a remote one) are memory-mapped and each record batch used where it is (:mod:`.blocks`),
+checked against its own crc32c (format 2): decoded from the map, or gathered from it
+(:mod:`.gather`); the pages leave RSS every RELEASE_BYTES read and once a window is done.
+Other remote shards are fetched whole by parallel range requests (:mod:`.fetch`) into memory
+(``max_bytes`` at most) and checked whole; over ``max_bytes`` without a cache, a record batch
+per range request (:mod:`.ranged`: only that batches decode with the manifest's counts).
+Damaged data raises :class:`CorruptShardError`; a read the storage fails (EIO, ESTALE,
+EACCES) ``StorageError``.
 """
 
 from __future__ import annotations
@@ -124,12 +120,12 @@ class ShardReaders:
             self._verified.add(i)  # checked against size and crc32c when the entry was filled
         return held
 
-    def _source(self, i: int) -> tuple[Any, int, CachedShard | None]:
+    def _source(self, i: int, try_cache: bool = True) -> tuple[Any, int, CachedShard | None]:
         """The shard's bytes as an Arrow source, checked against the manifest."""
         entry, url = self.shards[i], self.url(i)
         path = storage.join(self.root, entry.path)
         try:  # the path is used again after the open (stat, crc): it may go meanwhile
-            source, size, held = self._open_source(i, path)
+            source, size, held = self._open_source(i, path, try_cache)
             if size != entry.bytes:
                 raise CorruptShardError(
                     f"shard {url} has {size} bytes, the manifest says {entry.bytes}; "
@@ -154,29 +150,35 @@ class ShardReaders:
         self._verified.add(i)
         return source, size, held
 
-    def _block_file(self, i: int) -> BlockFile:
-        """A local shard whose record batches are checked one by one as they are read."""
-        entry, url = self.shards[i], self.url(i)
+    def _block_file(self, i: int, cached: CachedShard | None = None) -> BlockFile:
+        """A local shard, or the ``cached`` entry of a remote one, whose record batches are
+        checked one by one as they are read (and decoded straight into windows)."""
+        entry, url, opened = self.shards[i], self.url(i), None
         try:
-            self._check_local(url, path := storage.join(self.root, entry.path))
-            return BlockFile(path, entry, self.schema, url)
+            if cached is None:
+                self._check_local(url, path := storage.join(self.root, entry.path))
+            opened = BlockFile(path if cached is None else cached.path, entry, self.schema, url)
+            return opened
         except FileNotFoundError as err:
             raise versions.missing_shard(self.fs, self.root, entry.path, url) from err
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
             raise read_failure(f"shard {url}", err) from err
+        finally:
+            if opened is None and cached is not None:
+                cached.close()  # (its lock: the entry may go)
 
     def _check_local(self, url: str, path: str) -> None:
         if problem := storage.local_file_problem(self.root, path, self._real_root):
             raise CorruptShardError(f"shard {url} {problem}; it is not read")
 
-    def _open_source(self, i: int, path: str) -> tuple[Any, int, CachedShard | None]:
+    def _open_source(self, i: int, path: str, cache: bool) -> tuple[Any, int, CachedShard | None]:
         if self.local:
             self._check_local(self.url(i), path)
             source = pa.OSFile(os.fsencode(path), "r")
             return source, source.size(), None
-        if self.cache is not None and (held := self._cached(i)) is not None:  # else: in memory
+        if cache and self.cache is not None and (held := self._cached(i)) is not None:
             source = pa.OSFile(os.fsencode(held.path), "r")
             return source, source.size(), held
         data = self.fetcher.fetch(self.fs, path, self.shards[i].bytes)
@@ -225,10 +227,12 @@ class ShardReaders:
                 if i in self._open:
                     return self._open[i].reader
             reader: pa.ipc.RecordBatchFileReader | BlockFile
-            if self.local and self.shards[i].batch_crc32c and self._self_contained:
-                reader, size, cached = self._block_file(i), self.shards[i].bytes, None
+            blocks = self.shards[i].batch_crc32c and self._self_contained
+            cached = self._cached(i) if blocks and self.cache is not None else None
+            if blocks and (self.local or cached is not None):  # a file on this machine's disk
+                reader, size = self._block_file(i, cached), self.shards[i].bytes
             else:
-                source, size, cached = self._source(i)
+                source, size, cached = self._source(i, try_cache=not blocks)
                 try:
                     reader = pa.ipc.open_file(source)
                     self._check_layout(i, reader)
@@ -276,14 +280,9 @@ class ShardReaders:
     def read_batch(
         self, shard: int, batch: int, rows: int, verify: bool | None = None
     ) -> pa.RecordBatch:
-        """Record batch ``batch`` of shard ``shard``, decoded and validated in full (buffer
-        sizes, offsets, UTF-8) before any value is used; checks it has ``rows`` records and
-        keeps to snap's encodings (:func:`..schema.encoding_problem`).
-
-        Full validation costs little next to decoding (``benchmarks/validation.py``), and it
-        is what keeps a crafted file (right checksum, lying offsets) from reading memory
-        outside its buffers.
-        """
+        """Record batch ``batch`` of shard ``shard``, validated in full (buffer sizes, offsets,
+        UTF-8: what keeps a crafted file from reading outside its buffers; it costs little,
+        ``benchmarks/validation.py``), with ``rows`` records in snap's encodings."""
         reader = self.reader(shard)
         try:
             if isinstance(reader, BlockFile):

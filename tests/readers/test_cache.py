@@ -244,3 +244,19 @@ def test_a_limit_below_the_shards_in_use_is_said_once(
     assert len(said) == 1, said
     assert said[0].startswith(f"cache_dir {tmp_path / 'c'} holds ")
     assert "over its cache_limit of 1.0 KiB" in said[0]
+
+
+def test_a_cache_entry_damaged_after_its_fill_is_caught(
+    remote_snapshot: str, tmp_path: Path
+) -> None:
+    # cached entries are read as local files are: mapped, each record batch checked as read
+    s = snap.open(remote_snapshot)
+    with s.loader(8, shuffle=False, cache_dir=tmp_path / "c") as loader:
+        assert sum(len(b["label"]) for b in loader) == 240
+    entry = next((tmp_path / "c").glob(f"{s.shards[0].crc32c}-*.arrow"))
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # (bit rot on the local disk, after the checked download)
+    entry.write_bytes(bytes(data))
+    with pytest.raises(CorruptShardError, match=s.shards[0].path):
+        for _ in s.loader(8, shuffle=False, cache_dir=tmp_path / "c"):
+            pass
