@@ -13,6 +13,7 @@ EACCES) ``StorageError``.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import OrderedDict
@@ -29,7 +30,7 @@ from ..errors import CorruptShardError, SnapError
 from ..faults import read_failure
 from ..manifest import ShardEntry
 from .blocks import BlockFile
-from .cache import CACHED_OPEN, CachedShard, ShardCache, Sink
+from .cache import CACHED_OPEN, CachedShard, ShardCache
 from .checksum import crc32c_buffer, crc32c_file
 from .direct import Placement, SlotJob
 from .fetch import Fetcher, shared_fetcher
@@ -111,11 +112,11 @@ class ShardReaders:
         assert self.cache is not None
         entry = self.shards[i]
         path = storage.join(self.root, entry.path)
-
-        def fill(sink: Sink) -> str:
-            return self.fetcher.fetch_to_sink(self.fs, path, entry.bytes, sink)
-
-        held = self.cache.open_if_room(self.url(i), entry.bytes, entry.crc32c, fill)
+        fill = functools.partial(self.fetcher.fetch_to_sink, self.fs, path, entry.bytes)
+        try:
+            held = self.cache.open_if_room(self.url(i), entry.bytes, entry.crc32c, fill)
+        except FileNotFoundError as err:  # (the download's: the shard is not in the store)
+            raise versions.missing_shard(self.fs, self.root, entry.path, self.url(i)) from err
         if held is not None:
             self._verified.add(i)  # checked against size and crc32c when the entry was filled
         return held

@@ -260,3 +260,16 @@ def test_a_cache_entry_damaged_after_its_fill_is_caught(
     with pytest.raises(CorruptShardError, match=s.shards[0].path):
         for _ in s.loader(8, shuffle=False, cache_dir=tmp_path / "c"):
             pass
+
+
+def test_a_lost_remote_shard_read_through_the_cache_is_named(
+    remote_snapshot: str, tmp_path: Path
+) -> None:
+    # the same error as without cache_dir: the shard, that it is missing, and what to do
+    s = snap.open(remote_snapshot)
+    fsspec.filesystem("memory").rm(f"/cached/snap/{s.shards[2].path}")
+    for cache_dir in (None, tmp_path / "c"):
+        with pytest.raises(CorruptShardError) as raised:
+            for _ in s.loader(8, shuffle=False, cache_dir=cache_dir):
+                pass
+        assert f"shard memory:///cached/snap/{s.shards[2].path} is missing" in str(raised.value)
