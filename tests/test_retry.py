@@ -432,3 +432,19 @@ def test_requests_own_failures_are_transient(name: str) -> None:
 
     assert retry.is_transient(getattr(requests.exceptions, name)("dropped"))
     assert not retry.is_transient(requests.exceptions.InvalidURL("bad"))
+
+
+def test_a_decode_process_makes_its_webhdfs_client_with_the_timeouts() -> None:
+    # (processes=N: a decode process gets the filesystem pickled, made there without resolve)
+    import fsspec
+    import pyarrow as pa
+
+    from snapshot_cli.readers import decoder
+
+    bare = fsspec.filesystem("webhdfs", host="127.0.0.1", port=9, skip_instance_cache=True)
+    assert not isinstance(bare.session.get_adapter("http://"), timeouts._adapter_class())
+    schema = pa.schema([("x", pa.int64())])
+    spec = {"fs": bare, "root": "/s", "shards": (), "schema": schema, "verify": True,
+            "max_open": 4, "max_bytes": None, "placement": None, "cache": None}  # fmt: skip
+    readers = decoder.from_spec(spec)
+    assert isinstance(readers.fs.session.get_adapter("http://"), timeouts._adapter_class())

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import storage
 from .cache import ShardCache
 from .decode import decode_segment
 from .procs import KEEP_READERS
@@ -45,8 +46,9 @@ def spec_of(readers: ShardReaders) -> dict[str, Any]:
 
 def from_spec(spec: dict[str, Any]) -> ShardReaders:
     cache = None if spec["cache"] is None else ShardCache(*spec["cache"])
-    keys = ("fs", "root", "shards", "schema", "verify", "max_open", "max_bytes")
-    readers = ShardReaders(**{k: spec[k] for k in keys}, cache=cache)
+    keys = ("root", "shards", "schema", "verify", "max_open", "max_bytes")
+    fs = storage.fresh_instance(spec["fs"])  # (unpickled bare: a client made as snap makes them)
+    readers = ShardReaders(fs, **{k: spec[k] for k in keys}, cache=cache)
     readers.placement = spec["placement"]
     return readers
 
