@@ -44,12 +44,16 @@ def test_awkward_names_of_inputs_and_snapshots(backend: Backend) -> None:
     got = {(int(v), str(s)) for b in batches for v, s in zip(b["v"], b["source"], strict=True)}
     assert got == {(10 * i + j, n) for i, n in enumerate(names) for j in range(3)}
     assert snap.create(read_values, url, inputs=backend.url("in/*"), workers=0).reused
-    for i, name in enumerate(names):  # each by its exact name, as a shell would pass it
-        one = snap.create(read_values, backend.url(f"one {i}"), inputs=[backend.url(f"in/{name}")],
-                          workers=0)  # fmt: skip
-        assert one.num_records == 3, name
-        first = next(iter(snap.open(backend.url(f"one {i}")).loader(3, shuffle=False)))
-        assert first["v"].tolist() == [10 * i, 10 * i + 1, 10 * i + 2], name
+    # each by its exact name, as a shell would pass it (one create for all: one a name took
+    # 3 s each on HDFS), in the order given, one task each
+    exact = [backend.url(f"in/{name}") for name in names]
+    one = snap.create(read_values, backend.url("exact names"), inputs=exact, workers=0,
+                      inputs_per_task=1)  # fmt: skip
+    assert one.num_records == 3 * len(names)
+    loader = snap.open(backend.url("exact names")).loader(3, shuffle=False)
+    for i, (name, batch) in enumerate(zip(names, loader, strict=True)):
+        assert batch["v"].tolist() == [10 * i, 10 * i + 1, 10 * i + 2], name
+        assert set(batch["source"].tolist()) == {name}, name
 
 
 def test_an_input_rewritten_with_other_bytes_of_the_same_size_is_changed(backend: Backend) -> None:
