@@ -62,8 +62,12 @@ class Decoder:
         """Do what ``msg`` says → the reply (None: a message with no jobs has none)."""
         for i in msg.get("free", ()):
             self._unmap(i)
+        for key in msg.get("forget", ()):  # its loader closed, or is gone
+            entry = self.readers.pop(key, None)
+            if entry is not None:
+                entry[0].close()
         if "jobs" not in msg:
-            return None
+            return ("keys", self.keys()) if msg.get("ask") else None
         for i, fd in zip(msg.get("fds", ()), fds, strict=True):
             nbytes = next(a[1] for a in msg["window"]["arrays"].values() if a[0] == i)
             m = attach(fd, nbytes)

@@ -25,7 +25,7 @@ from .. import schema as schema_mod
 from .. import storage
 from ..errors import OptionError
 from ..units import integer
-from . import gather, memory, ranks, resume, shm
+from . import gather, memory, procs, ranks, resume, shm
 from .adapter import FrameworkAdapters
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
@@ -362,12 +362,12 @@ class Loader(FrameworkAdapters):
                 self._run = None
 
     def close(self) -> None:
-        """Stop the background threads and let go of the memory kept for the next pass (the
-        windows' slabs, the shards' maps; each freed once no batch refers to it). Iteration
-        can start again later, with new memory."""
+        """Stop the background threads, close the shard files and let go of the memory kept
+        for the next pass (each freed once no batch refers to it); iteration may start again."""
         self._stop()
         self._context.windows.drop()
         self._context.readers.close()
+        procs.forget_readers(self._context.readers)  # decode processes close theirs too
 
     def _stop(self) -> None:
         """Stop the pass running, keeping its memory for the next (a new pass, a state or an

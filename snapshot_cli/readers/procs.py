@@ -18,9 +18,11 @@ reaches the loader, not them) and exit when this process closes their socket, or
 Messages are pickles framed by length over a Unix stream socket; descriptors of shared
 memory travel with them (SCM_RIGHTS), and when this process drops a window's memory the
 processes are told to unmap it (at once, or with their next message if busy), so memory is
-not held after a loader is gone. A decode process that dies (the OOM killer, a signal) loses
-nothing: its unfinished share of the window is decoded in the read thread, with a warning,
-and the pool starts another for the next pass.
+not held after a loader is gone; a loader closed or dropped has them close its shard files
+the same way (a snapshot deleted since, by ``snap gc`` or by hand, frees its disk space).
+A decode process that dies (the OOM killer, a signal) loses nothing: its unfinished share of
+the window is decoded in the read thread, with a warning, and the pool starts another for
+the next pass (:mod:`.handoff` is a window's exchange with one process).
 """
 
 from __future__ import annotations
@@ -34,12 +36,10 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from . import limits, shm
 from .wire import recv, send
@@ -52,7 +52,7 @@ class DecodeProcessError(RuntimeError):
     """A decode process did not start, or answered out of protocol."""
 
 
-class _Died(Exception):
+class Died(Exception):
     """The decode process died; ``how`` says how (its exit status or signal)."""
 
     def __init__(self, how: str) -> None:
@@ -60,7 +60,7 @@ class _Died(Exception):
         self.how = how
 
 
-class _Child:
+class Child:
     """One decode process and this side of its socket. ``lock`` is held by whoever talks
     to it (the read thread exchanging a window with it); ``readers`` and ``arrays`` are the
     reader sets and shared arrays it has, ``freed`` the arrays it is yet to unmap."""
@@ -93,6 +93,7 @@ class _Child:
         self.readers: set[int] = set()
         self.arrays: set[int] = set()  # shm handle ids it has mapped
         self.freed: deque[int] = deque()  # handle ids to tell it to unmap
+        self.forgotten: deque[int] = deque()  # reader sets to tell it to close
         self.stale = False  # it answered an error: send the arrays again with the next job
 
     def drop(self, handle: int) -> None:
@@ -105,21 +106,46 @@ class _Child:
         if self.lock.acquire(blocking=False):
             try:
                 self.send_freed()
-            except _Died:
+            except Died:
                 self.dead = True
             finally:
                 self.lock.release()
 
-    def take_freed(self) -> list[int]:
-        out = []
-        while self.freed:
-            out.append(self.freed.popleft())
+    def forget(self, key: int) -> None:
+        """Reader set ``key`` is closed here: tell the decode process to close its files,
+        now if no read thread is talking to it, else with the next message."""
+        self.readers.discard(key)
+        self.forgotten.append(key)
+        if self.lock.acquire(blocking=False):
+            try:
+                self.send_freed()
+            except Died:
+                self.dead = True
+            finally:
+                self.lock.release()
+
+    def take_freed(self) -> dict[str, list[int]]:
+        """(holding ``lock``) What to unmap and which reader sets to close, for a message."""
+        out: dict[str, list[int]] = {}
+        for name, queue in (("free", self.freed), ("forget", self.forgotten)):
+            while queue:
+                out.setdefault(name, []).append(queue.popleft())
         return out
 
     def send_freed(self) -> None:
-        """(holding ``lock``) A message with nothing but what to unmap; it has no answer."""
-        if self.freed and not self.dead:
-            self.send({"free": self.take_freed()}, [])
+        """(holding ``lock``) A message with nothing but what to unmap and which reader sets
+        to close; it has no answer."""
+        if (self.freed or self.forgotten) and not self.dead:
+            self.send(self.take_freed(), [])
+
+    def open_readers(self) -> list[int]:
+        """The reader sets the process has open, asked of it (so it has read every message
+        sent before: tests)."""
+        with self.lock:
+            self.send({**self.take_freed(), "ask": True}, [])
+            reply, _ = self.recv()
+            self.readers = set(reply[-1])
+            return list(reply[-1])
 
     def poll_ready(self) -> bool:
         """Whether the process has started (reads its hello without waiting)."""
@@ -152,13 +178,13 @@ class _Child:
         try:
             send(self.sock, msg, fds)
         except OSError as err:
-            raise _Died(self._how()) from err
+            raise Died(self._how()) from err
 
     def recv(self) -> tuple[Any, list[int]]:
         try:
             return recv(self.sock)
         except (EOFError, OSError) as err:
-            raise _Died(self._how()) from err
+            raise Died(self._how()) from err
 
     def _how(self) -> str:
         try:
@@ -181,7 +207,7 @@ class DecodePool:
     """This process's decode processes (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.children: list[_Child] = []
+        self.children: list[Child] = []
         self._lock = threading.Lock()
         self.pid = os.getpid()
         self.broken = False  # a process died starting: none is started again
@@ -192,6 +218,12 @@ class DecodePool:
             return
         for c in list(self.children):
             c.drop(handle)
+
+    def forget(self, key: int) -> None:
+        if os.getpid() != self.pid:
+            return
+        for c in list(self.children):
+            c.forget(key)
 
     def start(self, n: int) -> None:
         """At least ``n`` processes alive or starting (dead ones replaced), unless one has
@@ -206,7 +238,7 @@ class DecodePool:
                 c.close()
             while len(self.children) < n:
                 try:
-                    self.children.append(_Child())
+                    self.children.append(Child())
                 except OSError as err:  # no memory, no process slots, too many open files
                     warnings.warn(
                         f"snap cannot start a decode process ({err}): the read threads "
@@ -216,7 +248,7 @@ class DecodePool:
                     )
                     return
 
-    def ready(self, n: int) -> list[_Child]:
+    def ready(self, n: int) -> list[Child]:
         """Up to ``n`` of the processes that have started (none yet: decode in threads)."""
         with self._lock:
             children = list(self.children)
@@ -233,7 +265,7 @@ class DecodePool:
                 )
         return [c for c in children if c.alive() and c.poll_ready()][:n]
 
-    def _failed_start(self, c: _Child) -> bool:
+    def _failed_start(self, c: Child) -> bool:
         """Whether ``c`` exited before it could start (said once: the pool is then broken,
         as the next one would most likely fail the same way)."""
         if c.ready or c.proc.poll() is None:
@@ -248,7 +280,7 @@ class DecodePool:
             )
         return True
 
-    def wait_ready(self, n: int, timeout: float = 60.0) -> list[_Child]:
+    def wait_ready(self, n: int, timeout: float = 60.0) -> list[Child]:
         """Start ``n`` processes and wait until they are ready (tests, benchmarks)."""
         self.start(n)
         deadline = time.monotonic() + timeout
@@ -286,107 +318,26 @@ def pool() -> DecodePool:
 
 
 def reader_key(readers: Any) -> int:
-    """A number naming ``readers`` to the decode processes (they keep it open)."""
+    """A number naming ``readers`` to the decode processes (they keep it open until
+    :func:`forget_readers`, or until ``readers`` is garbage)."""
     key = getattr(readers, "process_key", None)
     if key is None:
         key = readers.process_key = next(_keys)
+        done = weakref.finalize(readers, _forget, key)
+        done.atexit = False  # at exit the processes go anyway
+        readers.process_forget = done
     return int(key)
 
 
-def describe(window: Any) -> tuple[dict[str, Any], list[shm.Handle]]:
-    """What a decode process needs to map ``window``: each column's array and the slot
-    table, by shared-memory handle, and the handles themselves."""
-    arrays: dict[str, tuple[int, int, str, tuple[int, ...]]] = {}
-    handles: list[shm.Handle] = []
-    parts = dict(window.fixed)
-    if window.slot_of is not None:
-        parts["\0slots"] = window.slot_of
-    for name, view in parts.items():
-        h = shm.handle_of(view)
-        if h is None:
-            raise DecodeProcessError(f"window column {name!r} is not in shared memory")
-        rows = h.nbytes // max(1, view.dtype.itemsize * int(np.prod(view.shape[1:])))
-        arrays[name] = (h.id, h.nbytes, view.dtype.str, (rows, *view.shape[1:]))
-        handles.append(h)
-    return {"rows": window.rows, "arrays": arrays}, handles
+def forget_readers(readers: Any) -> None:
+    """``readers`` closed its files: the decode processes close theirs. A later pass of
+    its loader is given a new key (an answer in flight may still list this one)."""
+    done = getattr(readers, "process_forget", None)
+    if done is not None:
+        readers.process_key = readers.process_forget = None
+        done()
 
 
-def decode_window(
-    child: _Child,
-    key: int,
-    spec: Callable[[], dict[str, Any]],
-    window: Any,
-    chunks: Callable[[], np.ndarray | None],
-    stop: threading.Event,
-    fallback: Callable[[np.ndarray], None],
-    in_flight: int = 2,
-) -> tuple[float, float, int]:
-    """Have ``child`` decode chunks of ``window`` (rows of ``[offset, shard, batch, rows,
-    start, stop, check]``, check 0 for a record batch already checked) until ``chunks()``
-    gives None or ``stop`` is set, ``in_flight`` chunks at once → (time done, the
-    process's CPU seconds, bytes it read). ``key`` names the reader set, ``spec()``
-    describes it (sent once to each process). A decoding error (CorruptShardError, ...) is
-    raised here as the process raised it.
-
-    If the process dies (the OOM killer, a signal), nothing is lost: the chunks it did not
-    finish and the rest of its share are decoded here by ``fallback(chunk)``, with a warning
-    naming it, and the pool starts another for the next pass."""
-    desc, handles = describe(window)
-    cpu, nbytes, error = 0.0, 0, None
-    sent: deque[np.ndarray] = deque()  # chunks the process has not answered yet
-    with child.lock:
-        try:
-            while True:
-                job = None if stop.is_set() or error is not None else chunks()
-                if job is not None:
-                    msg: dict[str, Any] = {"key": key, "window": desc, "jobs": job}
-                    fds: list[int] = []
-                    new = [h for h in handles if h.id not in child.arrays or child.stale]
-                    child.stale = False
-                    if key not in child.readers:
-                        msg["spec"] = spec()
-                        child.readers.add(key)
-                    if new:
-                        msg["fds"], fds = [h.id for h in new], [h.fd for h in new]
-                    if child.freed:
-                        msg["free"] = child.take_freed()
-                    sent.append(job)
-                    child.send(msg, fds)
-                    child.arrays.update(h.id for h in new)
-                    if len(sent) < in_flight:
-                        continue
-                if not sent:
-                    child.send_freed()  # dropped meanwhile: unmapped now, not next window
-                    break
-                reply, _ = child.recv()
-                sent.popleft()
-                child.readers = set(reply[-1])  # what it has open now
-                if reply[0] == "ok":
-                    cpu, nbytes = cpu + reply[1], nbytes + reply[2]
-                else:  # it may not have mapped what came with the message: send it again
-                    child.stale = True
-                    error = error or _error(child, reply[1], reply[2])
-        except _Died as died:
-            child.dead = True
-            warnings.warn(
-                f"snap's {child.name} {died.how} (out of memory?); this pass decodes its "
-                "share in threads, and the next pass starts another",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            while sent:
-                fallback(sent.popleft())
-            while error is None and not stop.is_set() and (job := chunks()) is not None:
-                fallback(job)
-    if error is not None:
-        raise error
-    return time.perf_counter(), cpu, nbytes
-
-
-def _error(child: _Child, error: Any, trace: str) -> BaseException:
-    """The exception a decode process reported (its traceback as a note, for bugs)."""
-    if not isinstance(error, BaseException):
-        return DecodeProcessError(f"{child.name} failed: {error}\n{trace}")
-    if not getattr(error, "exit_code", None) and hasattr(error, "add_note"):
-        error.add_note(f"raised in snap's {child.name}:\n{trace}")
-    return error
+def _forget(key: int) -> None:
+    if _pool is not None and _pool_pid == os.getpid():
+        _pool.forget(key)

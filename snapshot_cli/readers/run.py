@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import procs
+from . import handoff, procs
 from .decode import chunked, decode_segment, decode_segments, gather_known
 from .gather import GatherWindow, populate
 from .prefetch import Closed
@@ -349,7 +349,7 @@ class Run:
 
         def worker(child: Any) -> float:
             t0 = time.perf_counter()
-            done, cpu, read = procs.decode_window(
+            done, cpu, read = handoff.decode_window(
                 child, self.process_key, self._spec, window, next_chunk, self.stop, here
             )
             with lock:

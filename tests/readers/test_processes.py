@@ -225,6 +225,44 @@ def test_processes_unmap_the_windows_this_process_dropped(
             assert _mapped_windows(child.proc.pid) <= 4 * 4, child.name
 
 
+def _open_under(pid: int, folder: Path) -> list[str]:
+    """The files under ``folder`` process ``pid`` has open."""
+    fds = Path(f"/proc/{pid}/fd")
+    out = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed meanwhile
+            continue
+        if target.startswith(str(folder)):
+            out.append(target)
+    return out
+
+
+def test_a_closed_or_dropped_loader_leaves_no_file_open_in_the_processes(
+    ready: procs.DecodePool, images: str, tmp_path: Path
+) -> None:
+    """The decode processes kept the shard files of up to KEEP_READERS loaders open after
+    the loaders were closed or gone: a snapshot deleted since (gc, a sweep's old versions)
+    kept its disk space until the training process ended."""
+    record = '{"label": np.int64(n), "x": np.full((4, 5), n % 251, np.uint8)}'
+    url = numbered_snapshot(tmp_path, 600, record, "8KiB")
+    loader = snap.open(url).loader(64, seed=2, processes=2)
+    first = _epochs(loader)
+    children = ready.ready(2)
+    assert any(_open_under(c.proc.pid, tmp_path) for c in children)  # they read it
+    for step in ("close", "drop"):
+        if step == "close":
+            loader.close()
+        else:
+            loader.set_epoch(0)  # a closed loader reads again (its files opened again)
+            _same(_epochs(loader), first)
+            del loader
+            gc.collect()
+        for c in ready.ready(2):  # (asked, it has read what was sent before)
+            assert c.open_readers() == [] and not _open_under(c.proc.pid, tmp_path), step
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
