@@ -44,16 +44,26 @@ _checked_lock = threading.Lock()
 class BlockFile:
     """One local shard, its footer's blocks read and checked against the manifest."""
 
-    def __init__(self, path: str, entry: ShardEntry, schema: pa.Schema, url: str) -> None:
+    def __init__(
+        self, path: str, entry: ShardEntry, schema: pa.Schema, url: str, cached: bool = False
+    ) -> None:
         self.url, self.schema = url, schema
+        # What to do about damage: a cache_dir entry was checked whole when it was fetched,
+        # so damage found later is its local copy's, not the snapshot's (recreating that
+        # would recompute it for nothing)
+        self.fix = (
+            f"the local copy in cache_dir is damaged ({path}), not the snapshot (it was "
+            "checked when fetched): delete that file and run again to fetch it anew"
+            if cached
+            else "the snapshot is damaged: recreate it with snap create --overwrite"
+        )
         self._file = limits.Descriptor(path)
         fd = self._file.fd
         st = os.fstat(fd)
         self.size = st.st_size
         if self.size != entry.bytes:
             raise CorruptShardError(
-                f"shard {url} has {self.size} bytes, the manifest says {entry.bytes}; "
-                "the snapshot is damaged: recreate it with snap create --overwrite"
+                f"shard {url} has {self.size} bytes, the manifest says {entry.bytes}; {self.fix}"
             )
         self._crcs = ipc_blocks.decode(entry.batch_crc32c)
         try:
@@ -64,11 +74,11 @@ class BlockFile:
             footer = os.pread(fd, n, self.size - ipc_blocks.TAIL - n)
             self.blocks = ipc_blocks.record_batch_blocks(footer, self.size)
         except ipc_blocks.FooterError as err:
-            raise CorruptShardError(f"shard {url} cannot be opened: {err}") from err
+            raise CorruptShardError(f"shard {url} cannot be opened: {err}; {self.fix}") from err
         if len(self.blocks) != len(self._crcs):
             raise CorruptShardError(
                 f"shard {url} has {len(self.blocks)} record batches, the manifest says "
-                f"{len(self._crcs)}"
+                f"{len(self._crcs)}; {self.fix}"
             )
         key = (path, self.size, st.st_mtime_ns, entry.crc32c)
         with _checked_lock:
@@ -349,8 +359,7 @@ class BlockFile:
     def _short(self, i: int, got: int, length: int) -> None:
         raise CorruptShardError(
             f"shard {self.url} record batch {i}: the file ends inside it (read {got} of "
-            f"{length} bytes); the snapshot is damaged: recreate it with "
-            "snap create --overwrite"
+            f"{length} bytes); {self.fix}"
         )
 
     def _fits(self, i: int, metadata: int, body: int) -> None:
@@ -362,7 +371,7 @@ class BlockFile:
             raise CorruptShardError(
                 f"shard {self.url} record batch {i}: its message has {metadata} bytes of "
                 f"metadata and {body} of body, the footer says {block.meta} and {block.body}; "
-                "the snapshot is damaged: recreate it with snap create --overwrite"
+                f"{self.fix}"
             )
 
     def _check(self, i: int, crc: int) -> None:
@@ -373,8 +382,7 @@ class BlockFile:
         else:
             raise CorruptShardError(
                 f"shard {self.url} is damaged: record batch {i} has crc32c {crc:08x}, the "
-                f"manifest says {self._crcs[i]:08x}; recreate the snapshot with "
-                "snap create --overwrite"
+                f"manifest says {self._crcs[i]:08x}; {self.fix}"
             )
 
     def read(self, i: int, verify: bool) -> pa.RecordBatch:

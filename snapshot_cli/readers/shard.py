@@ -158,7 +158,8 @@ class ShardReaders:
         try:
             if cached is None:
                 self._check_local(url, path := storage.join(self.root, entry.path))
-            opened = BlockFile(path if cached is None else cached.path, entry, self.schema, url)
+            local = path if cached is None else cached.path
+            opened = BlockFile(local, entry, self.schema, url, cached=cached is not None)
             return opened
         except FileNotFoundError as err:
             raise versions.missing_shard(self.fs, self.root, entry.path, url) from err

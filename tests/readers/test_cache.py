@@ -257,9 +257,35 @@ def test_a_cache_entry_damaged_after_its_fill_is_caught(
     data = bytearray(entry.read_bytes())
     data[len(data) // 3] ^= 0xFF  # (bit rot on the local disk, after the checked download)
     entry.write_bytes(bytes(data))
-    with pytest.raises(CorruptShardError, match=s.shards[0].path):
+    with pytest.raises(CorruptShardError, match=s.shards[0].path) as raised:
         for _ in s.loader(8, shuffle=False, cache_dir=tmp_path / "c"):
             pass
+    # the local copy is named and blamed, not the snapshot: "recreate it with --overwrite"
+    # would have had the user compute the whole snapshot again for a bad local file
+    said = str(raised.value)
+    assert f"the local copy in cache_dir is damaged ({entry})" in said, said
+    assert "--overwrite" not in said
+    entry.unlink()  # what it says to do
+    with s.loader(8, shuffle=False, cache_dir=tmp_path / "c") as loader:
+        assert sum(len(b["label"]) for b in loader) == 240
+
+
+@pytest.mark.parametrize("cut", [1, 100])
+def test_a_cache_entry_cut_short_after_its_fill_is_fetched_again(
+    remote_snapshot: str, tmp_path: Path, cut: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (its size is checked as it is opened: a damaged copy of another size heals itself)
+    s = snap.open(remote_snapshot)
+    with s.loader(8, shuffle=False, cache_dir=tmp_path / "c") as loader:
+        expected = [b["label"].copy() for b in loader]
+    entry = next((tmp_path / "c").glob(f"{s.shards[0].crc32c}-*.arrow"))
+    entry.write_bytes(entry.read_bytes()[:-cut])
+    with s.loader(8, shuffle=False, cache_dir=tmp_path / "c") as loader:
+        got = [b["label"].copy() for b in loader]
+    assert len(got) == len(expected) and all(map(np.array_equal, got, expected))
+    assert entry.stat().st_size == s.shards[0].bytes
+    said = [r.getMessage() for r in caplog.records if str(entry) in r.getMessage()]
+    assert len(said) == 1 and said[0].endswith("refetching"), said
 
 
 def test_a_lost_remote_shard_read_through_the_cache_is_named(
