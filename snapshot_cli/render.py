@@ -170,12 +170,20 @@ def created_lines(info: dict[str, Any]) -> list[str]:
         done += f", {info['tasks_resumed']} of {info['tasks']} tasks resumed"
     if info["tasks_reused"]:
         done += f", {info['tasks_reused']} of {info['tasks']} tasks reused"
-    return [
+    lines = [
         f"{verb}: {info['path']} (version {info['version']}): "
         f"{counted(info['num_records'], 'record')} in {counted(info['num_shards'], 'shard')}, "
         f"{human_bytes(info['bytes'])} on disk ({human_bytes(info['uncompressed_bytes'])} "
         f"uncompressed, {ratio:.2f}x), {info['seconds']:.1f} s{done}"
     ]
+    shards, extra = info["num_shards"], info["bytes"] - info["uncompressed_bytes"]
+    if shards > 1 and extra > info["uncompressed_bytes"] and not info["reused"]:  # a first try
+        lines.append(
+            f"  (larger on disk than its values: each shard's schema and footer take "
+            f"~{human_bytes(extra // shards)}; fewer, larger tasks, --inputs-per-task, "
+            "make fewer shards)"
+        )
+    return lines
 
 
 def plan_lines(info: dict[str, Any]) -> list[str]:

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
-from snapshot_cli import report
+from snapshot_cli import render, report
 from snapshot_cli.manifest import Manifest
+from snapshot_cli.progress import human_bytes
 
 # --- spread ---------------------------------------------------------------------------------
 
@@ -377,3 +378,28 @@ def test_a_table_aligns_its_values_and_a_long_key_does_not_push_the_others(
     width = max(map(len, short), default=0)
     for key, line in zip(keys, lines, strict=True):
         assert line == key + " " * (max(width, len(key)) - len(key)) + "  v"
+
+
+# --- create's summary -----------------------------------------------------------------------
+
+
+def _created(num_shards: int, on_disk: int, values: int) -> list[str]:
+    info = {"dry_run": False, "reused": False, "tasks_resumed": 0, "tasks_reused": 0,
+            "tasks": num_shards, "path": "/s", "version": 1, "num_records": 8,
+            "num_shards": num_shards, "bytes": on_disk, "uncompressed_bytes": values,
+            "seconds": 0.5}  # fmt: skip
+    return render.created_lines(info)
+
+
+@given(st.integers(1, 10_000), st.integers(1, 1 << 40), st.integers(0, 1 << 40))
+def test_a_snapshot_larger_than_its_values_says_why(shards: int, disk: int, values: int) -> None:
+    # a first try on 8 tiny inputs read "7.9 KiB on disk (256 B uncompressed, 0.03x)": a
+    # snapshot 31 times its data, and nothing said why
+    lines = _created(shards, disk, values)
+    assert lines[0].startswith("created: /s (version 1): 8 records in ")
+    said = shards > 1 and disk - values > values
+    assert len(lines) == 1 + said
+    if said:
+        per = human_bytes((disk - values) // shards)
+        assert f"each shard's schema and footer take ~{per}" in lines[1]
+        assert "--inputs-per-task" in lines[1]
