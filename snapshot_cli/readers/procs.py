@@ -63,7 +63,8 @@ class Died(Exception):
 class Child:
     """One decode process and this side of its socket. ``lock`` is held by whoever talks
     to it (the read thread exchanging a window with it); ``readers`` and ``arrays`` are the
-    reader sets and shared arrays it has, ``freed`` the arrays it is yet to unmap."""
+    reader sets and shared arrays it has, ``freed`` and ``forgotten`` the arrays it is yet
+    to unmap and the reader sets it is yet to close."""
 
     def __init__(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -103,19 +104,16 @@ class Child:
             return
         self.arrays.discard(handle)
         self.freed.append(handle)
-        if self.lock.acquire(blocking=False):
-            try:
-                self.send_freed()
-            except Died:
-                self.dead = True
-            finally:
-                self.lock.release()
+        self._flush()
 
     def forget(self, key: int) -> None:
         """Reader set ``key`` is closed here: tell the decode process to close its files,
         now if no read thread is talking to it, else with the next message."""
         self.readers.discard(key)
         self.forgotten.append(key)
+        self._flush()
+
+    def _flush(self) -> None:
         if self.lock.acquire(blocking=False):
             try:
                 self.send_freed()
