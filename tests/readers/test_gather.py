@@ -967,7 +967,7 @@ def test_a_shard_the_storage_cannot_open_is_a_storage_error(
     descriptors): a StorageError naming the shard, not a damaged one; a missing shard stays
     a CorruptShardError ("is missing")."""
 
-    def refuse(self: BlockFile, *args: Any) -> None:
+    def refuse(self: BlockFile, *args: Any, **kwargs: Any) -> None:
         raise OSError(code, os.strerror(code), args[0])
 
     monkeypatch.setattr(BlockFile, "__init__", refuse)
