@@ -238,7 +238,9 @@ def test_a_limit_below_the_shards_in_use_is_said_once(
     s = snap.open(remote_snapshot)
     with s.loader(8, seed=2, epochs=3, cache_dir=tmp_path / "c", cache_limit="1KiB") as loader:
         labels = np.concatenate([b["label"] for b in loader])
-        assert loader.stats()["cache"]["fills"] > len(s.shards)  # (fetched again: too small)
+        # each shard fetched at least once (again only if it was evicted while not open,
+        # which depends on timing: a loader may hold all 6 open across the epochs)
+        assert loader.stats()["cache"]["fills"] >= len(s.shards)
     assert sorted(labels.tolist()) == sorted(list(range(240)) * 3)
     said = [r.getMessage() for r in caplog.records if "over its cache_limit" in r.getMessage()]
     assert len(said) == 1, said
