@@ -45,7 +45,7 @@ def test_awkward_names_of_inputs_and_snapshots(backend: Backend) -> None:
     assert got == {(10 * i + j, n) for i, n in enumerate(names) for j in range(3)}
     assert snap.create(read_values, url, inputs=backend.url("in/*"), workers=0).reused
     # each by its exact name, as a shell would pass it (one create for all: one a name took
-    # 3 s each on HDFS), in the order given, one task each
+    # 3 s each on HDFS), one task each, in order (NAMES sort as they are listed)
     exact = [backend.url(f"in/{name}") for name in names]
     one = snap.create(read_values, backend.url("exact names"), inputs=exact, workers=0,
                       inputs_per_task=1)  # fmt: skip
