@@ -142,6 +142,9 @@ class Child:
         with self.lock:
             self.send({**self.take_freed(), "ask": True}, [])
             reply, _ = self.recv()
+            if not self.ready and reply == ("ready",):  # (its hello came first)
+                self.ready = True
+                reply, _ = self.recv()
             self.readers = set(reply[-1])
             return list(reply[-1])
 
