@@ -1,6 +1,6 @@
 """Benchmark: snapshots of unusual shapes, against decode + one copy of the same shards.
 
-Two shapes the image-like benchmarks never meet (issue 16's trust work, 2026-11-27):
+Three shapes the image-like benchmarks never meet (issue 16's trust work, 2026-11-27 and 29):
 
   * **wide**: ``--wide-rows`` rows of ``--columns`` float32 columns (tabular features). Before
     this benchmark existed a shuffled loader over more than 64 columns failed, and once it
@@ -8,6 +8,10 @@ Two shapes the image-like benchmarks never meet (issue 16's trust work, 2026-11-
   * **tiny**: ``--tiny-rows`` rows of one int32 column (token ids, labels). The loader's
     per-record costs (a slot, a scattered write) and per-record-batch costs (a footer entry,
     a checksum) dominate; its first batch came after 1.0 s.
+  * **large**: ``--large-rows`` records of ``--large-mib`` MiB each (video clips, 3-D volumes):
+    a record batch is one record, and each column buffer several MiB, larger than the CPU's
+    caches. The values are a gradient with 3 bits of noise: zstd shrinks them to ~0.4, lz4 not
+    at all (its frames then hold the bytes as they are, as for JPEG bytes or float noise).
 
 For each shape and codec, alternating within each repeat:
 
@@ -47,7 +51,7 @@ import snapshot_cli as snap
 
 CODECS = ("lz4", "zstd", "none")
 DEFAULT_DATA_DIR = _common.out_dir("shapes")
-SHAPES = ("wide", "tiny")
+SHAPES = ("wide", "tiny", "large")
 PARTS = 4  # inputs (and shards) per snapshot
 
 
@@ -58,6 +62,13 @@ def make_part(part: int, shape: str, rows: int, columns: int) -> Iterator[pa.Rec
     if shape == "wide":  # small integers as float32: compressible, like real features
         values = [rng.integers(0, 100, n).astype(np.float32) for _ in range(columns)]
         yield pa.RecordBatch.from_arrays(values, names=[f"c{i}" for i in range(columns)])
+    elif shape == "large":  # ``columns`` MiB a record: a gradient plus 3 bits of noise
+        ramp = (np.arange(columns << 20) // 4096 % 200).astype(np.uint8)
+        for _ in range(n):
+            value = ramp + rng.integers(0, 8, columns << 20, dtype=np.uint8)
+            yield pa.RecordBatch.from_arrays(
+                [pa.FixedSizeListArray.from_arrays(value, len(value))], ["c0"]
+            )
     else:
         yield pa.RecordBatch.from_arrays([pa.array(rng.integers(0, 50_000, n, np.int32))], ["c0"])
 
@@ -85,6 +96,8 @@ def baseline(paths: list[str]) -> int:
         for i in range(reader.num_record_batches):
             batch = reader.get_batch(i)
             for column in batch.columns:
+                if isinstance(column, pa.ExtensionArray):  # a tensor column
+                    column = column.storage.flatten()
                 column.to_numpy().copy()
             rows += batch.num_rows
         return rows
@@ -112,8 +125,12 @@ def loader_epochs(s: snap.Snapshot, shuffle: bool, batch_size: int) -> dict[str,
 
 
 def run(args: Any) -> dict[str, Any]:
-    sizes = {"wide": (args.wide_rows, args.columns), "tiny": (args.tiny_rows, 1)}
-    batch = {"wide": 1024, "tiny": 65536}
+    sizes = {
+        "wide": (args.wide_rows, args.columns),
+        "tiny": (args.tiny_rows, 1),
+        "large": (args.large_rows, args.large_mib),
+    }
+    batch = {"wide": 1024, "tiny": 65536, "large": 8}
     report: dict[str, Any] = {"environment": _common.environment(), "results": []}
     for shape in args.shapes:
         rows, columns = sizes[shape]
@@ -135,9 +152,14 @@ def run(args: Any) -> dict[str, Any]:
             base = statistics.median(runs["base"])
             row = {"shape": shape, "codec": codec, "rows": rows, "columns": columns,
                    "batch_size": batch[shape], "base_per_s": base, "runs": runs}  # fmt: skip
-            print(f"\n{shape} ({rows:,} rows x {columns} columns), {codec}, batch "
-                  f"{batch[shape]:,}: decode + one copy {base / 1e6:.2f}M records/s "
-                  f"(runs {_common.runs_text(r / 1e6 for r in runs['base'])})")  # fmt: skip
+            what = f"{columns} MiB each" if shape == "large" else f"x {columns} columns"
+            # records/s shown as millions, or for large records as GB/s
+            scale, unit = (
+                ((columns << 20) / 1e9, " GB/s") if shape == "large" else (1e-6, "M records/s")
+            )
+            print(f"\n{shape} ({rows:,} rows {what}), {codec}, batch "
+                  f"{batch[shape]:,}: decode + one copy {base * scale:.2f}{unit} "
+                  f"(runs {_common.runs_text(r * scale for r in runs['base'])})")  # fmt: skip
             for key, values in runs.items():
                 if key == "base":
                     continue
@@ -148,7 +170,7 @@ def run(args: Any) -> dict[str, Any]:
                     continue
                 ratios = [v / b for v, b in zip(values, runs["base"], strict=True)]
                 row[key] = statistics.median(ratios)
-                print(f"  {key:<26} {statistics.median(values) / 1e6:8.2f}M records/s  "
+                print(f"  {key:<26} {statistics.median(values) * scale:8.2f}{unit}  "
                       f"x base {statistics.median(ratios):.2f}  "
                       f"(runs {_common.runs_text(ratios)})")  # fmt: skip
             report["results"].append(row)
@@ -160,6 +182,8 @@ def main() -> None:
     p.add_argument("--wide-rows", type=int, default=100_000)
     p.add_argument("--columns", type=int, default=500)
     p.add_argument("--tiny-rows", type=int, default=20_000_000)
+    p.add_argument("--large-rows", type=int, default=192)
+    p.add_argument("--large-mib", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     p.add_argument("--codecs", default=",".join(CODECS))
@@ -171,6 +195,7 @@ def main() -> None:
     args.shapes = _common.subset(p, "--shapes", args.shapes, SHAPES)
     if args.quick:
         args.wide_rows, args.columns, args.tiny_rows, args.repeats = 8_000, 100, 400_000, 1
+        args.large_rows, args.large_mib = 16, 2
     print(_common.describe(_common.environment()))
     report = run(args)
     if args.json:

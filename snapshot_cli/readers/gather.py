@@ -24,6 +24,8 @@ the loader uses the slot window otherwise, and for compressed snapshots (:func:`
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import math
 import mmap
 import sys
@@ -183,6 +185,33 @@ class GatherWindow:
                 at = j * stride
                 out[j][c] = buf[at : at + (b - a) * width].view(dtype).reshape((b - a, *shape))
         return out
+
+    def take_parts(
+        self, a: int, b: int, parts: int
+    ) -> tuple[dict[str, np.ndarray], list[Callable[[], None]]]:
+        """The batch of slots ``[a, b)`` (its buffers as :meth:`take` makes them) and the
+        ``parts`` gathers that fill it, each with a run of its records, to be run in any
+        threads at once: the batch is whole once all of them have run. For batches of many
+        MiB (large records), which one thread would gather alone while the other waits."""
+        size = b - a
+        buffers = {
+            c: self.batches.get(-(-size * self.widths[c] // ALIGN) * ALIGN) for c in self.forms
+        }
+        cuts = [a + size * k // parts for k in range(parts + 1)]
+
+        def part(p: int, q: int) -> None:
+            columns = []
+            for c, w in self.widths.items():
+                out = buffers[c][(p - a) * w : (q - a) * w]
+                columns.append((out, w, self.seg_source[c], self.seg_base[c], (q - p) * w))
+            self._gather.gather_columns(columns, self.seg[p:q], self.row[p:q], q - p)
+
+        jobs = [functools.partial(part, p, q) for p, q in itertools.pairwise(cuts) if q > p]
+        batch = {
+            c: buffers[c][: size * self.widths[c]].view(dtype).reshape((size, *shape))
+            for c, (dtype, shape) in self.forms.items()
+        }
+        return batch, jobs
 
     def close(self) -> None:
         """Let the sources go (after any gather still running) and unmap the shard files."""
