@@ -456,10 +456,26 @@ job_run(Job *j)
 #endif
     const int64_t *to = (const int64_t *)j->slots.buf;
     const Py_ssize_t count = j->stop - j->start;
+    /* every record, to consecutive rows (a window kept in order): a column that decompresses
+       to exactly its records' bytes is decompressed straight into them, one write per byte
+       (into a scratch buffer and then copied, 16 MiB of lz4 ran at 3.5 GB/s, straight 5.7) */
+    int in_order = j->start == 0 && count == j->rows;
+    for (Py_ssize_t i = 1; in_order && i < count; i++) {
+        in_order = to[i] == to[0] + i;
+    }
     for (Py_ssize_t k = 0; k < j->ncols; k++) {
         Column *c = &j->cols[k];
         const unsigned char *from = c->values;
         unsigned char *scratch = NULL;
+        if (c->plain && in_order && count > 0 && c->plain == (size_t)(count * c->width)) {
+            j->problem = inflate(j->codec, c->values, c->size,
+                                 (unsigned char *)c->dest.buf + to[0] * c->width, c->plain);
+            if (j->problem != NULL) {
+                j->failed = k;
+                return;
+            }
+            continue;
+        }
         if (c->plain) {
             scratch = malloc(c->plain);
             j->problem = scratch == NULL

@@ -123,6 +123,60 @@ def test_decode_puts_each_record_in_its_slot(
     assert all(np.array_equal(again[c][0], dests[c][0]) for c in columns)
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from([None, "lz4", "zstd"]),
+    st.lists(st.sampled_from([1, 3, 8, 64, 4096]), min_size=1, max_size=3),
+    st.integers(1, 200),
+    st.integers(0, 30),
+    st.integers(0, 30),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_whole_record_batch_to_consecutive_rows_writes_only_its_rows(
+    codec: str | None,
+    widths: list[int],
+    rows: int,
+    before: int,
+    after: int,
+    smooth: bool,
+    seed: int,
+) -> None:
+    """Kept in order (every record, to consecutive rows: a column that decompresses to
+    exactly its records' bytes goes straight into them, else through a scratch buffer): the
+    records land in their rows and not one byte around them changes, also where Arrow padded
+    the column's buffer past its records (widths 1 and 3), whose padding must not reach the
+    next rows (another thread may be writing the next record batch there)."""
+    rng = np.random.default_rng(seed)
+    columns = {}
+    for k, w in enumerate(widths):
+        v = rng.integers(0, 256, (rows, w), dtype=np.uint8)
+        columns[f"c{k}"] = (v // 64 if smooth else v).astype(np.uint8)
+    message, layout, placement = _message(columns, codec)
+    where = direct.regions(layout, placement, rows)
+    dests = {
+        c: (np.full((before + rows + after, v.shape[1]), 0xAB, np.uint8), v.shape[1])
+        for c, v in columns.items()
+    }
+    slots = np.arange(before, before + rows, dtype=np.int64)
+    expected = crc32c.crc32c(message)
+    assert _one(message, layout, where, dests, slots, (0, rows, rows), expected) == expected
+    for c, v in columns.items():
+        got = dests[c][0]
+        assert np.array_equal(got[before : before + rows], v), c
+        assert (got[:before] == 0xAB).all() and (got[before + rows :] == 0xAB).all(), c
+    # a buffer longer than the records read from it (up to 63 bytes, as padding may be)
+    short = rows - 1 if rows > 1 and max(widths) < 64 else rows
+    for d, _ in dests.values():
+        d[:] = 0xAB
+    span = (0, short, short)
+    assert _one(message, layout, where, dests, slots[:short], span, -1) == -1
+    for c, v in columns.items():
+        got = dests[c][0]
+        assert np.array_equal(got[before : before + short], v[:short]), c
+        assert (got[:before] == 0xAB).all() and (got[before + short :] == 0xAB).all(), c
+
+
 @pytest.mark.parametrize("codec", [None, "lz4", "zstd"])
 def test_decode_writes_nothing_when_the_checksum_differs(codec: str | None) -> None:
     columns = {"x": (np.arange(400) % 7).astype(np.uint8).reshape(100, 4)}
