@@ -3,9 +3,10 @@
 A slot window's batches are views of it (:mod:`.window`: no work); a gathered window's are
 copies (:mod:`.gather`), made a group of consecutive batches at a time (small batches cost per
 call, not per byte) by ``snap-gather_N`` threads at once (the copy runs in C, without the
-GIL). ``map`` runs in ``snap-map_N`` threads. Batches go to the bounded prefetch buffer the
-consumer reads in groups of up to ``GROUP_MAX`` (one lock and one wake-up per group), and the
-buffer grows whenever the consumer had to wait for one (``prefetch="auto"``).
+GIL), and a batch of large records in parts, by all of them at once. ``map`` runs in
+``snap-map_N`` threads. Batches go to the bounded prefetch buffer the consumer reads in groups
+of up to ``GROUP_MAX`` (one lock and one wake-up per group), and the buffer grows whenever the
+consumer had to wait for one (``prefetch="auto"``).
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ class Server:
 
         for job in jobs:
             self.gather_pool.submit(job).add_done_callback(done)
+        if not jobs:  # (a batch has records: never, but never a future left pending)
+            whole.set_result(([batch], started, started))
         return whole
 
     def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
