@@ -26,7 +26,7 @@ def human_count(n: float) -> str:
 
 def counted(n: int, noun: str) -> str:
     """``n`` and ``noun``, plural unless ``n`` is 1: "1 shard", "2 shards", "1.5k records"."""
-    plural = "es" if noun.endswith(("s", "sh", "ch", "x")) else "s"
+    plural = "es" if noun.endswith(("s", "sh", "ch", "x")) and noun != "epoch" else "s"
     return f"{human_count(n)} {noun}{'' if n == 1 else plural}"
 
 

@@ -198,7 +198,7 @@ def test_a_log_gets_each_progress_line_once() -> None:
     ("n", "noun", "said"),
     [(1, "shard", "1 shard"), (0, "shard", "0 shards"), (2, "batch", "2 batches"),
      (1, "version", "1 version"), (1500, "record", "1.5k records"),
-     (3, "input file", "3 input files")],
+     (3, "input file", "3 input files"), (3, "epoch", "3 epochs")],
 )  # fmt: skip
 def test_counts_in_messages_are_singular_only_for_one(n: int, noun: str, said: str) -> None:
     assert counted(n, noun) == said
