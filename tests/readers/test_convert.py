@@ -1,0 +1,96 @@
+"""Arrow columns to the numpy a batch holds (:func:`snapshot_cli.readers.convert.column_to_numpy`)
+for the columns of variable width: ragged arrays of any rank, text, bytes, lists of text.
+
+Each record of a ragged column is its own array in an object array, whatever the shapes: records
+of equal shapes are not made one n-d array, and a record of zero values keeps its dtype and
+shape. Columns sliced or taken out of a larger array (a batch of a window) give their own
+records only, an empty slice too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from snapshot_cli import schema
+from snapshot_cli.readers.convert import column_to_numpy
+
+DTYPES = [np.dtype(d) for d in ("bool", "int8", "uint16", "int32", "int64", "float16", "float64")]
+
+
+def ragged_column(values: list[np.ndarray], dtype: np.dtype) -> pa.Array:
+    """The column snap stores for these arrays (one rank): ``list<T>``, or for n-d arrays the
+    struct of their flat values and shapes (:func:`snapshot_cli.schema.ragged_type`)."""
+    t = pa.from_numpy_dtype(dtype)
+    ndim = values[0].ndim
+    flat = pa.array([v.reshape(-1) for v in values], type=pa.list_(t))
+    if ndim == 1:
+        return flat
+    shapes = pa.array([list(v.shape) for v in values], type=pa.list_(pa.int32(), ndim))
+    return pa.StructArray.from_arrays(
+        [flat, shapes], fields=list(schema.ragged_type(t, ndim))
+    )  # fmt: skip
+
+
+@st.composite
+def ragged(draw: st.DrawFn) -> tuple[list[np.ndarray], np.dtype]:
+    dtype = draw(st.sampled_from(DTYPES))
+    ndim = draw(st.integers(1, 3))
+    same = draw(st.booleans())  # every record of one shape: nothing may broadcast
+    first = tuple(draw(st.integers(0, 3)) for _ in range(ndim))
+    n = draw(st.integers(1, 12))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    values = []
+    for _ in range(n):
+        shape = first if same else tuple(draw(st.integers(0, 3)) for _ in range(ndim))
+        values.append((rng.random(shape) * 100).astype(dtype))
+    return values, dtype
+
+
+def check(got: np.ndarray, want: list[Any]) -> None:
+    assert got.dtype == object and got.shape == (len(want),)
+    for g, w in zip(got, want, strict=True):
+        if isinstance(w, np.ndarray):
+            assert isinstance(g, np.ndarray) and g.dtype == w.dtype and g.shape == w.shape
+            assert np.array_equal(g, w)
+        else:
+            assert type(g) is type(w) and g == w
+
+
+@settings(max_examples=200, deadline=None)
+@given(ragged(), st.data())
+def test_each_record_of_a_ragged_column_is_its_own_array(
+    case: tuple[list[np.ndarray], np.dtype], data: st.DataObject
+) -> None:
+    values, dtype = case
+    col = ragged_column(values, dtype)
+    check(column_to_numpy(col), values)
+    start = data.draw(st.integers(0, len(values)))
+    stop = data.draw(st.integers(start, len(values)))
+    check(column_to_numpy(col.slice(start, stop - start)), values[start:stop])
+    picks = data.draw(st.lists(st.integers(0, len(values) - 1), max_size=8))
+    check(column_to_numpy(col.take(pa.array(picks, pa.int64()))), [values[i] for i in picks])
+
+
+@pytest.mark.parametrize("kind", ["string", "binary"])
+def test_text_and_bytes_are_object_arrays_of_str_and_bytes(kind: str) -> None:
+    texts = ["", "a cat", "ünïcode ✓", "x" * 1000]
+    items: list[Any] = texts if kind == "string" else [t.encode() for t in texts]
+    col = pa.array(items, type=pa.string() if kind == "string" else pa.binary())
+    check(column_to_numpy(col), items)
+    check(column_to_numpy(col.slice(1, 2)), items[1:3])
+    check(column_to_numpy(col.take(pa.array([3, 0, 3]))), [items[3], items[0], items[3]])
+
+
+def test_lists_of_text_are_arrays_of_str_per_record() -> None:
+    records = [["a", "bb"], [], ["ccc"], ["d", "e"]]
+    col = pa.array(records, type=pa.list_(pa.string()))
+    got = column_to_numpy(col.slice(1, 3))
+    assert got.dtype == object and got.shape == (3,)
+    assert [list(g) for g in got] == records[1:]
+    assert all(isinstance(g, np.ndarray) and g.dtype == object for g in got)
