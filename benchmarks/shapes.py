@@ -1,6 +1,6 @@
 """Benchmark: snapshots of unusual shapes, against decode + one copy of the same shards.
 
-Three shapes the image-like benchmarks never meet (issue 16's trust work, 2026-11-27 and 29):
+Shapes the image-like benchmarks never meet (issue 16's trust work, 2026-11-27 and 29):
 
   * **wide**: ``--wide-rows`` rows of ``--columns`` float32 columns (tabular features). Before
     this benchmark existed a shuffled loader over more than 64 columns failed, and once it
@@ -8,6 +8,9 @@ Three shapes the image-like benchmarks never meet (issue 16's trust work, 2026-1
   * **tiny**: ``--tiny-rows`` rows of one int32 column (token ids, labels). The loader's
     per-record costs (a slot, a scattered write) and per-record-batch costs (a footer entry,
     a checksum) dominate; its first batch came after 1.0 s.
+  * **tokens** and **text**: ``--var-rows`` records of 10-100 int32 token ids (a ragged
+    column), or of 10-60 words (a text column), and a label, batch 256: the loader makes an
+    array (a ``str``) per record, and so does the baseline (Arrow's ``to_numpy``).
   * **large**: ``--large-rows`` records of ``--large-mib`` MiB each (video clips, 3-D volumes):
     a record batch is one record, and each column buffer several MiB, larger than the CPU's
     caches. The values are a gradient with 3 bits of noise: zstd shrinks them to ~0.4, lz4 not
@@ -51,8 +54,32 @@ import snapshot_cli as snap
 
 CODECS = ("lz4", "zstd", "none")
 DEFAULT_DATA_DIR = _common.out_dir("shapes")
-SHAPES = ("wide", "tiny", "large")
+SHAPES = ("wide", "tiny", "large", "tokens", "text")
 PARTS = 4  # inputs (and shards) per snapshot
+WORDS = np.array(
+    [
+        "the",
+        "a",
+        "of",
+        "to",
+        "and",
+        "in",
+        "is",
+        "it",
+        "you",
+        "that",
+        "he",
+        "was",
+        "for",
+        "on",
+        "are",
+        "with",
+        "as",
+        "his",
+        "they",
+        "be",
+    ]
+)
 
 
 def make_part(part: int, shape: str, rows: int, columns: int) -> Iterator[pa.RecordBatch]:
@@ -69,6 +96,20 @@ def make_part(part: int, shape: str, rows: int, columns: int) -> Iterator[pa.Rec
             yield pa.RecordBatch.from_arrays(
                 [pa.FixedSizeListArray.from_arrays(value, len(value))], ["c0"]
             )
+    elif shape in ("tokens", "text"):  # 10-100 token ids (or 10-60 words) and a label
+        for start in range(0, n, 1000):
+            m = min(1000, n - start)
+            label = pa.array(rng.integers(0, 5, m))
+            if shape == "tokens":
+                lengths = rng.integers(10, 100, m)
+                offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+                ids = pa.array(rng.integers(0, 50_000, int(lengths.sum()), np.int32))
+                values = pa.ListArray.from_arrays(offsets, ids)
+            else:
+                words = WORDS[rng.integers(0, len(WORDS), (m, 60))]
+                lengths = rng.integers(10, 60, m)
+                values = pa.array([" ".join(w[:k]) for w, k in zip(words, lengths, strict=True)])
+            yield pa.RecordBatch.from_arrays([values, label], ["c0", "c1"])
     else:
         yield pa.RecordBatch.from_arrays([pa.array(rng.integers(0, 50_000, n, np.int32))], ["c0"])
 
@@ -98,7 +139,11 @@ def baseline(paths: list[str]) -> int:
             for column in batch.columns:
                 if isinstance(column, pa.ExtensionArray):  # a tensor column
                     column = column.storage.flatten()
-                column.to_numpy().copy()
+                if pa.types.is_list(column.type) or pa.types.is_string(column.type):
+                    # what a loader must make of them: an array per record, a str per record
+                    column.to_numpy(zero_copy_only=False)
+                else:
+                    column.to_numpy().copy()
             rows += batch.num_rows
         return rows
 
@@ -129,8 +174,10 @@ def run(args: Any) -> dict[str, Any]:
         "wide": (args.wide_rows, args.columns),
         "tiny": (args.tiny_rows, 1),
         "large": (args.large_rows, args.large_mib),
+        "tokens": (args.var_rows, 2),
+        "text": (args.var_rows, 2),
     }
-    batch = {"wide": 1024, "tiny": 65536, "large": 8}
+    batch = {"wide": 1024, "tiny": 65536, "large": 8, "tokens": 256, "text": 256}
     report: dict[str, Any] = {"environment": _common.environment(), "results": []}
     for shape in args.shapes:
         rows, columns = sizes[shape]
@@ -182,6 +229,7 @@ def main() -> None:
     p.add_argument("--wide-rows", type=int, default=100_000)
     p.add_argument("--columns", type=int, default=500)
     p.add_argument("--tiny-rows", type=int, default=20_000_000)
+    p.add_argument("--var-rows", type=int, default=500_000, help="rows of tokens and text")
     p.add_argument("--large-rows", type=int, default=192)
     p.add_argument("--large-mib", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
@@ -195,7 +243,7 @@ def main() -> None:
     args.shapes = _common.subset(p, "--shapes", args.shapes, SHAPES)
     if args.quick:
         args.wide_rows, args.columns, args.tiny_rows, args.repeats = 8_000, 100, 400_000, 1
-        args.large_rows, args.large_mib = 16, 2
+        args.large_rows, args.large_mib, args.var_rows = 16, 2, 8_000
     print(_common.describe(_common.environment()))
     report = run(args)
     if args.json:
