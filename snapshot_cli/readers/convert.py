@@ -65,3 +65,26 @@ def batch_to_numpy(
     """A record batch or table → ``{column: numpy array}`` with the batch as leading dim."""
     names = columns if columns is not None else batch.schema.names
     return {name: column_to_numpy(batch.column(name)) for name in names}
+
+
+def take_lists(col: pa.Array, rows: np.ndarray) -> np.ndarray | None:
+    """Records ``rows`` of a ragged 1-d column of numbers, as :func:`column_to_numpy` makes
+    them of ``col.take(rows)``, their values gathered in numpy; None for any other column.
+
+    Arrow's take lets go of the GIL, and in a loader whose other threads want it getting it
+    back is a wait: 500,000 records of 10-100 token ids, shuffled, batch 256, 0.66-0.75 M
+    records/s through Arrow's take, 0.84-0.85 through this. (Text columns measured the other
+    way: 1.39-1.48 M records/s through Arrow's take, 0.92-1.00 gathering the bytes here.)"""
+    t = col.type
+    if not pa.types.is_list(t) or col.null_count or arrays.numpy_dtype(t.value_type) is None:
+        return None
+    offsets, values = arrays.to_numpy(col.offsets), arrays.to_numpy(col.values)
+    starts = offsets[rows].astype(np.int64)
+    lengths = offsets[rows + 1] - starts
+    bounds = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    where = np.repeat(starts - bounds[:-1], lengths)
+    where += np.arange(bounds[-1])
+    flat = values[where]  # the records' values, one after the other: a copy, as a take makes
+    at = bounds.tolist()
+    return np.fromiter((flat[s:e] for s, e in zip(at[:-1], at[1:], strict=True)), object, len(rows))

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snapshot_cli import schema
-from snapshot_cli.readers.convert import column_to_numpy
+from snapshot_cli.readers.convert import column_to_numpy, take_lists
 
 DTYPES = [np.dtype(d) for d in ("bool", "int8", "uint16", "int32", "int64", "float16", "float64")]
 
@@ -94,3 +94,35 @@ def test_lists_of_text_are_arrays_of_str_per_record() -> None:
     assert got.dtype == object and got.shape == (3,)
     assert [list(g) for g in got] == records[1:]
     assert all(isinstance(g, np.ndarray) and g.dtype == object for g in got)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ragged(), st.data())
+def test_records_taken_from_a_ragged_column_in_numpy_are_arrows_take(
+    case: tuple[list[np.ndarray], np.dtype], data: st.DataObject
+) -> None:
+    """A shuffled window's batch of a ragged 1-d column of numbers (its values gathered in
+    numpy, not by Arrow's take): the records Arrow's take gives, out of a sliced column too,
+    each a writable array of its own; any other column is left to Arrow (None)."""
+    values, dtype = case
+    col = ragged_column(values, dtype)
+    start = data.draw(st.integers(0, len(values) - 1))
+    part = col.slice(start)
+    rows = np.array(
+        data.draw(st.lists(st.integers(0, len(values) - start - 1), max_size=10)), np.int64
+    )
+    got = take_lists(part, rows)
+    if values[0].ndim > 1 or dtype == np.dtype(bool):
+        assert got is None
+        return
+    assert got is not None
+    check(got, [values[start + i] for i in rows])
+    check(got, list(column_to_numpy(part.take(pa.array(rows)))))
+    assert all(g.flags.writeable for g in got)
+
+
+def test_only_ragged_columns_of_numbers_are_taken_in_numpy() -> None:
+    rows = np.array([1, 0], np.int64)
+    for col in (pa.array(["a", "b"]), pa.array([b"a", b"b"]), pa.array([[True], [False]]),
+                pa.array([["a"], ["b"]]), pa.array([1, 2])):  # fmt: skip
+        assert take_lists(col, rows) is None, col.type
