@@ -206,8 +206,10 @@ class GatherWindow:
                 columns.append((out, w, self.seg_source[c], self.seg_base[c], (q - p) * w))
             self._gather.gather_columns(columns, self.seg[p:q], self.row[p:q], q - p)
 
-        jobs = [functools.partial(part, p, q) for p, q in itertools.pairwise(cuts) if q > p]
-        batch = {
+        jobs: list[Callable[[], None]] = [
+            functools.partial(part, p, q) for p, q in itertools.pairwise(cuts) if q > p
+        ]
+        batch: dict[str, np.ndarray] = {
             c: buffers[c][: size * self.widths[c]].view(dtype).reshape((size, *shape))
             for c, (dtype, shape) in self.forms.items()
         }

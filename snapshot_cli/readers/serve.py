@@ -142,11 +142,13 @@ class Server:
         self._flush()
 
     def _take(
-        self, window: GatherWindow, group: Bounds, take: Callable[[Bounds], Made]
+        self, window: Window | GatherWindow, group: Bounds, take: Callable[[Bounds], Made]
     ) -> Future[Made]:
         """A group gathered by a gather thread, or a large batch in parts by all of them."""
-        if self.batch_bytes < SPLIT_BYTES or len(group) > 1:
+        split = isinstance(window, GatherWindow) and self.batch_bytes >= SPLIT_BYTES
+        if not split or len(group) > 1:
             return self.gather_pool.submit(take, group)
+        assert isinstance(window, GatherWindow)
         _, a, b = group[0]
         parts = min(b - a, -(-self.batch_bytes // GATHER_BYTES))
         batch, jobs = window.take_parts(a, b, parts)
