@@ -173,9 +173,10 @@ def format_summary(summary: Any) -> str:
         shape = "[" + ",".join(str(s) for s in summary["shape"]) + "]"
         parts = [f"{summary['dtype']}{shape}"]
         if "min" in summary:
-            low, high, mean = (
-                "n/a" if summary[k] is None else f"{summary[k]:.4g}" for k in ("min", "max", "mean")
-            )
+            # an integer's extremes in full (token ids, hashes: 49540, not 4.954e+04)
+            low, high = ("n/a" if summary[k] is None else _format_number(summary[k])
+                         for k in ("min", "max"))  # fmt: skip
+            mean = "n/a" if summary["mean"] is None else f"{summary['mean']:.4g}"
             stats = f"min {low} max {high} mean {mean}"
             if summary.get("non_finite"):
                 stats += f" ({summary['non_finite']} non-finite)"

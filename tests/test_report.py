@@ -264,6 +264,10 @@ def test_format_summary_shows_statistics_of_numbers() -> None:
     line = report.format_summary(report.summarise_value(x))
     assert f"min {x.min()} max {x.max()} mean {x.mean():.4g}" in line
     assert "[2, 8, 5, 1, 9, 3, …]" in line
+    ids = np.array([573, 49_540, 2**40 + 1], np.int64)  # token ids, hashes: every digit
+    assert f"min 573 max {2**40 + 1} mean" in report.format_summary(report.summarise_value(ids))
+    floats = report.format_summary(report.summarise_value(np.array([0.5, 1234.5678])))
+    assert "min 0.5 max 1235 mean" in floats
     strings = report.format_summary(report.summarise_value(np.array(["p", "q"])))
     assert "min" not in strings and "[p, q]" in strings
 
