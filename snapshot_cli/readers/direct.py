@@ -101,7 +101,7 @@ def place(
     then known to be written)."""
     if not where:
         return False
-    if _many_small(layout, where, targets):
+    if _in_one_call(layout, where, targets):
         return _place_compiled(message, layout, where, targets)
     for name, (start, length) in where.items():
         dest = targets[name].reshape(-1).view(np.uint8)
@@ -133,7 +133,7 @@ def place(
     return True
 
 
-def _many_small(
+def _in_one_call(
     layout: BatchLayout, where: dict[str, tuple[int, int]], targets: dict[str, np.ndarray]
 ) -> bool:
     """Whether one compiled call decodes the record batch's columns (their rows are whole
