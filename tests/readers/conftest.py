@@ -1,10 +1,13 @@
-"""What the reader tests share: small snapshots of numbered records, made in a test's dir."""
+"""What the reader tests share: small snapshots of numbered records, made in a test's dir, and
+a comparison of two loaders' batches."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 import snapshot_cli as snap
 
@@ -61,3 +64,13 @@ def damaged_snapshot(root: Path, width: int = 64) -> tuple[str, str]:
     data[len(data) // 2] ^= 0x01  # a value byte: the file still decodes, its checksum is wrong
     shard_file.write_bytes(bytes(data))
     return out, victim
+
+
+def same_batches(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]]) -> None:
+    """The same batches: columns in the same order, each of the same dtype, shape and values."""
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert list(x) == list(y)
+        for k in x:
+            assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape, k
+            assert np.array_equal(x[k], y[k]), k

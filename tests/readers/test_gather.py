@@ -28,7 +28,7 @@ from snapshot_cli.readers import gather
 from snapshot_cli.readers.blocks import BlockFile
 from snapshot_cli.readers.gather import GatherWindow
 
-from .conftest import damaged_snapshot
+from .conftest import damaged_snapshot, same_batches
 
 Sources = gather.Sources
 
@@ -595,15 +595,6 @@ def both_ways(
     return out[0], out[1]
 
 
-def same(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]]) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        assert list(x) == list(y)
-        for k in x:
-            assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape, k
-            assert np.array_equal(x[k], y[k]), k
-
-
 @pytest.mark.parametrize("shuffle", [True, False])
 @pytest.mark.parametrize("batch_size", [1, 7, 64, 100, 1000])
 @pytest.mark.parametrize("kind", ["plain", "with_bool"])
@@ -620,7 +611,7 @@ def test_gathered_batches_are_the_slot_windows_batches(
     path = request.getfixturevalue(kind)
     ours, theirs = both_ways(path, monkeypatch, batch_size=batch_size, shuffle=shuffle,
                              seed=3, shuffle_buffer=700, epochs=2)  # fmt: skip
-    same(ours, theirs)
+    same_batches(ours, theirs)
     ids = np.concatenate([b["id"] for b in ours])
     assert sorted(ids.tolist()) == sorted(list(range(N)) * 2)
     for b in ours:
@@ -634,10 +625,10 @@ def test_gathered_batches_of_a_selection_a_mixture_and_a_drop_last(
 ) -> None:
     ours, theirs = both_ways(plain, monkeypatch, batch_size=50, columns=["small", "image"],
                              drop_last=True, rank=1, world_size=3)  # fmt: skip
-    same(ours, theirs)
+    same_batches(ours, theirs)
     assert all(list(b) == ["small", "image"] for b in ours)
     ours, theirs = both_ways([plain, plain], monkeypatch, batch_size=64, seed=5)
-    same(ours, theirs)
+    same_batches(ours, theirs)
 
 
 def test_batches_kept_stay_intact_and_are_aligned_writable_buffers(plain: str) -> None:
@@ -675,7 +666,7 @@ def test_resume_mid_epoch_gives_the_same_gathered_batches(plain: str) -> None:
     first.close()
     second = snap.open(plain).loader(**options)
     second.load_state_dict(state)
-    same(full, head + [{k: v.copy() for k, v in b.items()} for b in second])
+    same_batches(full, head + [{k: v.copy() for k, v in b.items()} for b in second])
 
 
 def mapped_shards(root: str) -> list[str]:
@@ -852,7 +843,7 @@ def test_record_batches_with_the_same_metadata_are_parsed_once(
     monkeypatch.setattr(ipc_layout, "LastLayout", Each)
     before = len(calls)
     with snap.open(plain).loader(64, seed=2, shuffle_buffer=700) as loader:
-        same(ours, [{k: v.copy() for k, v in b.items()} for b in loader])
+        same_batches(ours, [{k: v.copy() for k, v in b.items()} for b in loader])
     assert len(calls) - before == blocks
 
 
@@ -929,7 +920,7 @@ def test_shards_that_cannot_be_mapped_are_read_instead(
     monkeypatch.setattr(BlockFile, "map", refuse)
     got = [{k: v.copy() for k, v in b.items()} for b in snap.open(path).loader(**options)]
     assert tried  # the maps were asked for, and refused
-    same(got, want)
+    same_batches(got, want)
 
 
 @pytest.mark.parametrize("code", [errno.EIO, errno.ESTALE, errno.ETIMEDOUT, errno.EACCES])

@@ -18,6 +18,8 @@ import pytest
 import snapshot_cli as snap
 from snapshot_cli.readers import gather, serve
 
+from .conftest import same_batches
+
 ROWS = 600
 
 
@@ -46,15 +48,6 @@ def slot_batches(path: str, monkeypatch: pytest.MonkeyPatch, **options: Any) -> 
     with monkeypatch.context() as m:
         m.setattr(gather, "ENABLED", False)
         return batches(path, **options)
-
-
-def same(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]]) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        assert list(x) == list(y)
-        for k in x:
-            assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape, k
-            assert np.array_equal(x[k], y[k]), k
 
 
 def counting_parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -86,7 +79,7 @@ def test_batches_gathered_in_parts_are_the_slot_windows_batches(
     monkeypatch.setattr(serve, "GATHER_BYTES", 2048)  # a part: 2 KiB, 2-3 records
     parts = counting_parts(monkeypatch)
     ours = batches(small, **options)
-    same(ours, theirs)
+    same_batches(ours, theirs)
     assert parts and max(parts) > 1  # the epochs after the first gathered in parts
     assert min(parts) >= 1 and sum(len(b["id"]) for b in ours) == 3 * ROWS
 
@@ -110,7 +103,7 @@ def test_records_of_a_mib_in_batches_of_20_mib_are_gathered_in_parts(
         with monkeypatch.context() as m:
             parts = counting_parts(m)
             ours = batches(out, **options)
-        same(ours, theirs)
+        same_batches(ours, theirs)
         assert parts and set(parts) <= {3}, parts  # 20 records of 1 MiB in parts of 8 MiB
         assert sorted(i for b in ours for i in b["id"].tolist()) == sorted(list(range(40)) * 2)
 
