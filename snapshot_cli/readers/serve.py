@@ -156,13 +156,14 @@ class Server:
         left, started, lock = [len(jobs)], time.perf_counter(), threading.Lock()
 
         def done(part: Future[None]) -> None:
-            error = part.exception()
             with lock:
                 left[0] -= 1
                 if whole.done():
                     return
-                if error is not None:
-                    whole.set_exception(error)
+                if part.cancelled():  # the pass was stopped (close(), a break): so is this
+                    whole.cancel()
+                elif part.exception() is not None:
+                    whole.set_exception(part.exception())
                 elif not left[0]:
                     whole.set_result(([batch], started, time.perf_counter()))
 

@@ -9,6 +9,11 @@ and a part that fails must fail the pass.
 
 from __future__ import annotations
 
+import functools
+import logging
+import threading
+import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +135,35 @@ def test_a_part_that_fails_fails_the_pass(small: str, monkeypatch: pytest.Monkey
         for _ in loader:
             pass
     loader.close()
+
+
+def test_parts_cancelled_with_their_pass_cancel_the_batch_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pass stopped (a break, close()) while parts of a batch are queued: the gather pool
+    is shut down cancelling them, and the batch's future is cancelled with them, nothing
+    logged (a part's callback that raised on a cancelled part was logged by concurrent.futures,
+    a traceback per part, and the batch's future stayed pending). The first part is held
+    running by an event, so that the others are queued when the pool is shut down."""
+    release = threading.Event()
+    ran: list[int] = []
+
+    def first() -> None:
+        release.wait()
+        ran.append(0)
+
+    jobs = [first, *(functools.partial(ran.append, k) for k in range(1, 6))]
+    window = object.__new__(gather.GatherWindow)  # only its parts are asked for
+    window.take_parts = lambda a, b, parts: ({"x": np.zeros(6)}, jobs)  # type: ignore[method-assign]
+    pool = ThreadPoolExecutor(1)
+    stand_in = types.SimpleNamespace(batch_bytes=serve.SPLIT_BYTES, gather_pool=pool)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="concurrent.futures"):
+            whole = serve.Server._take(stand_in, window, [(0, 0, 6)], lambda group: None)  # type: ignore[arg-type]
+            pool.shutdown(wait=False, cancel_futures=True)
+            release.set()
+            pool.shutdown(wait=True)
+    finally:
+        release.set()
+    assert whole.cancelled() and ran == [0]
+    assert caplog.records == []
