@@ -145,10 +145,11 @@ def test_parts_cancelled_with_their_pass_cancel_the_batch_quietly(
     logged (a part's callback that raised on a cancelled part was logged by concurrent.futures,
     a traceback per part, and the batch's future stayed pending). The first part is held
     running by an event, so that the others are queued when the pool is shut down."""
-    release = threading.Event()
+    running, release = threading.Event(), threading.Event()
     ran: list[int] = []
 
     def first() -> None:
+        running.set()
         release.wait()
         ran.append(0)
 
@@ -160,6 +161,7 @@ def test_parts_cancelled_with_their_pass_cancel_the_batch_quietly(
     try:
         with caplog.at_level(logging.DEBUG, logger="concurrent.futures"):
             whole = serve.Server._take(stand_in, window, [(0, 0, 6)], lambda group: None)  # type: ignore[arg-type]
+            assert running.wait(60)  # the first part taken by the pool's one thread
             pool.shutdown(wait=False, cancel_futures=True)
             release.set()
             pool.shutdown(wait=True)
