@@ -47,18 +47,22 @@ def _ragged_to_numpy(col: pa.Array) -> np.ndarray:
         lists, shapes = col, None
     else:
         lists, shapes = col.field(0), col.field(1)
-    offsets = arrays.to_numpy(lists.offsets).tolist()
-    flat = _values(lists.values)
-    # each record a view of the values, each stored as one object by fromiter. A batch of 256
-    # records of 10-100 tokens: 68 us, where np.split and an element-wise loop took 346.
-    if shapes is None:
-        parts = (flat[s:e] for s, e in zip(offsets[:-1], offsets[1:], strict=True))
-    else:
+    dims = None
+    if shapes is not None:
         dims = _values(shapes.flatten()).reshape(n, shapes.type.list_size).tolist()
-        parts = (
-            flat[s:e].reshape(d) for s, e, d in zip(offsets[:-1], offsets[1:], dims, strict=True)
-        )
-    return np.fromiter(parts, dtype=object, count=n)
+    return _records(_values(lists.values), arrays.to_numpy(lists.offsets).tolist(), dims)
+
+
+def _records(flat: np.ndarray, bounds: list[int], dims: list[list[int]] | None) -> np.ndarray:
+    """Record ``i`` a view ``flat[bounds[i]:bounds[i + 1]]`` (of shape ``dims[i]``), each
+    stored as one object by fromiter: a batch of 256 records of 10-100 tokens in 68 us, where
+    np.split and an element-wise loop took 346."""
+    pairs = zip(bounds[:-1], bounds[1:], strict=True)
+    if dims is None:
+        parts = (flat[s:e] for s, e in pairs)
+    else:
+        parts = (flat[s:e].reshape(d) for (s, e), d in zip(pairs, dims, strict=True))
+    return np.fromiter(parts, dtype=object, count=len(bounds) - 1)
 
 
 def batch_to_numpy(
@@ -69,17 +73,17 @@ def batch_to_numpy(
     return {name: column_to_numpy(batch.column(name)) for name in names}
 
 
-def take_lists(col: pa.Array, rows: np.ndarray) -> np.ndarray | None:
-    """Records ``rows`` of a ragged 1-d column of numbers, as :func:`column_to_numpy` makes
-    them of ``col.take(rows)``, their values gathered in numpy; None for any other column.
-
-    Arrow's take lets go of the GIL, and in a loader whose other threads want it getting it
-    back is a wait: 500,000 records of 10-100 token ids, shuffled, batch 256, 0.66-0.75 M
-    records/s through Arrow's take, 0.84-0.85 through this. (Text columns measured the other
-    way: 1.39-1.48 M records/s through Arrow's take, 0.92-1.00 gathering the bytes here.)"""
+def take_rows(col: pa.Array, rows: np.ndarray) -> np.ndarray:
+    """Records ``rows`` of ``col``, as :func:`column_to_numpy` makes them of
+    ``col.take(rows)``: a copy. A ragged 1-d column of numbers has its values gathered in numpy
+    (Arrow's take costs ~40 us a call on a window of a million records before it takes any,
+    measured on consecutive rows: 500,000 records of 10-100 token ids, shuffled, batch 256,
+    0.66-0.75 M records/s through it, 0.84-0.85 through this); others go through Arrow's take
+    (text measured the other way: 1.39-1.48 M records/s through it, 0.92-1.00 with the bytes
+    gathered in numpy)."""
     t = col.type
     if not pa.types.is_list(t) or col.null_count or arrays.numpy_dtype(t.value_type) is None:
-        return None
+        return column_to_numpy(col.take(arrays.from_numpy(rows)))
     offsets, values = arrays.to_numpy(col.offsets), arrays.to_numpy(col.values)
     starts = offsets[rows].astype(np.int64)
     lengths = offsets[rows + 1] - starts
@@ -87,6 +91,4 @@ def take_lists(col: pa.Array, rows: np.ndarray) -> np.ndarray | None:
     np.cumsum(lengths, out=bounds[1:])
     where = np.repeat(starts - bounds[:-1], lengths)
     where += np.arange(bounds[-1])
-    flat = values[where]  # the records' values, one after the other: a copy, as a take makes
-    at = bounds.tolist()
-    return np.fromiter((flat[s:e] for s, e in zip(at[:-1], at[1:], strict=True)), object, len(rows))
+    return _records(values[where], bounds.tolist(), None)  # the values gathered: a copy

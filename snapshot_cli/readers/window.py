@@ -28,7 +28,7 @@ import pyarrow as pa
 from .. import arrays
 from .. import schema as schema_mod
 from . import gather, memory
-from .convert import column_to_numpy, take_lists
+from .convert import column_to_numpy, take_rows
 from .plan import inverse_permutation
 
 FIXED_KINDS = ("scalar", "tensor")
@@ -267,14 +267,9 @@ class Window:
             else:
                 arr = self._var_done[name]
                 if self.order is None:
-                    part = arr.slice(a, b - a)
+                    out[name] = column_to_numpy(arr.slice(a, b - a))
                 else:
-                    taken = take_lists(arr, self.order[a:b])
-                    if taken is not None:
-                        out[name] = taken
-                        continue
-                    part = arr.take(arrays.from_numpy(self.order[a:b]))
-                out[name] = column_to_numpy(part)
+                    out[name] = take_rows(arr, self.order[a:b])
         return out
 
 
