@@ -1,6 +1,7 @@
 """The compiled parts: the loader's record gather (``snapshot_cli/_gather.c``), the shuffle
 of a window's order (``snapshot_cli/_shuffle.c``) and a record batch decoded into its slots
-in one call (``snapshot_cli/_decode.c``, which loads the system's liblz4 and libzstd).
+in one call (``snapshot_cli/_decode.c``, which loads the system's liblz4 and libzstd), and a
+shuffled batch of a variable-width column taken from its window (``snapshot_cli/_ragged.c``).
 
 Everything else is in pyproject.toml. Both are optional: where they cannot be compiled (no C
 compiler), the install goes on without them and the loader uses its pure-Python paths (slower
@@ -25,6 +26,12 @@ setup(
             sources=["snapshot_cli/_decode.c"],
             depends=["snapshot_cli/_records.h"],
             libraries=["dl"] if sys.platform.startswith("linux") else [],
+            optional=True,
+        ),
+        Extension(
+            "snapshot_cli._ragged",
+            sources=["snapshot_cli/_ragged.c"],
+            depends=["snapshot_cli/_records.h"],
             optional=True,
         ),
         Extension(

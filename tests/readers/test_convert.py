@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from snapshot_cli import schema
+from snapshot_cli.readers import convert
 from snapshot_cli.readers.convert import column_to_numpy, take_rows
 
 DTYPES = [np.dtype(d) for d in ("bool", "int8", "uint16", "int32", "int64", "float16", "float64")]
@@ -96,14 +97,25 @@ def test_lists_of_text_are_arrays_of_str_per_record() -> None:
     assert all(isinstance(g, np.ndarray) and g.dtype == object for g in got)
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.fixture(params=["compiled", "numpy"])
+def take_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """take_rows through the compiled _ragged (what an install builds), or without it."""
+    assert convert._ragged is not None  # built by `make test`'s install, never skipped
+    if request.param == "numpy":
+        monkeypatch.setattr(convert, "_ragged", None)
+    return str(request.param)
+
+
+@settings(  # take_path only picks the path: nothing to reset between examples
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ragged(), st.data())
 def test_records_taken_from_a_ragged_column_are_arrows_take(
-    case: tuple[list[np.ndarray], np.dtype], data: st.DataObject
+    take_path: str, case: tuple[list[np.ndarray], np.dtype], data: st.DataObject
 ) -> None:
-    """A shuffled window's batch of a ragged column (a 1-d one of numbers gathered in numpy,
-    not by Arrow's take): the records Arrow's take gives, out of a sliced column too, each a
-    writable array of its own."""
+    """A shuffled window's batch of a ragged column (a 1-d one of numbers gathered by the
+    compiled _ragged or in numpy, not by Arrow's take): the records Arrow's take gives, out of
+    a sliced column too, each a writable array of its own."""
     values, dtype = case
     col = ragged_column(values, dtype)
     start = data.draw(st.integers(0, len(values) - 1))
@@ -126,3 +138,25 @@ def test_records_taken_from_other_columns_are_arrows_take() -> None:
         assert got.dtype == want.dtype and len(got) == 3, col.type
         for g, w in zip(got, want, strict=True):
             assert np.array_equal(g, w) if isinstance(w, np.ndarray) else g == w, col.type
+
+
+TEXT_TYPES = [pa.string(), pa.large_string(), pa.binary(), pa.large_binary()]
+
+
+@settings(  # take_path only picks the path: nothing to reset between examples
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.sampled_from(TEXT_TYPES), st.lists(st.text(max_size=20), min_size=1, max_size=30),
+       st.data())  # fmt: skip
+def test_records_taken_from_a_text_column_are_arrows_take(
+    take_path: str, t: pa.DataType, texts: list[str], data: st.DataObject
+) -> None:
+    """A shuffled window's batch of text or bytes (made by the compiled _ragged straight from
+    the column's buffers, or Arrow's take and to_pylist): any text, of a sliced column, each
+    record once or several times."""
+    binary = pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    items: list[Any] = [x.encode() for x in texts] if binary else texts
+    start = data.draw(st.integers(0, len(items) - 1))
+    part = pa.array(items, t).slice(start)
+    rows = np.array(data.draw(st.lists(st.integers(0, len(part) - 1), max_size=40)), np.int64)
+    check(take_rows(part, rows), [items[start + i] for i in rows])
