@@ -84,8 +84,10 @@ def batch_to_numpy(
 def take_rows(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     """Records ``rows`` of ``col``, as :func:`column_to_numpy` makes them of
     ``col.take(rows)``: a copy. Text and ragged 1-d columns of numbers are taken by the
-    compiled ``_ragged`` straight from the column's buffers (a batch of 256 out of a window
-    of 500,000 records: 10-100 token ids 313 -> 94 us, 10-60 words 72 -> 20); without it a
+    compiled ``_ragged`` straight from the column's buffers, with the GIL held (a batch of
+    256 out of a window of 500,000 records: 10-100 token ids 313 -> 94 us, 10-60 words 72 ->
+    20; numpy's and Arrow's takes let go of the GIL, which a training step that runs Python
+    then held for up to a switch interval: see _ragged.c); without it a
     ragged column's values are gathered in numpy (Arrow's take costs ~40 us a call on a
     window of a million records before it takes any), and others go through Arrow's take."""
     t = col.type
