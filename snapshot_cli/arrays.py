@@ -80,10 +80,13 @@ def to_numpy(arr: pa.Array) -> np.ndarray:
     unpacked; anything else through ``Array.to_numpy`` (a copy)."""
     t = arr.type
     if arr.null_count == 0:
-        if pa.types.is_boolean(t):
-            bits = np.frombuffer(arr.buffers()[1], np.uint8)
-            unpacked = np.unpackbits(bits, bitorder="little", count=arr.offset + len(arr))
-            return unpacked[arr.offset :].view(bool)
+        if pa.types.is_boolean(t):  # the bytes of the slice only (a batch of a window)
+            if not len(arr):
+                return np.empty(0, bool)
+            first, skip = divmod(arr.offset, 8)
+            bits = np.frombuffer(arr.buffers()[1], np.uint8)[first:]
+            unpacked = np.unpackbits(bits, bitorder="little", count=skip + len(arr))
+            return unpacked[skip:].view(bool)
         dtype = numpy_dtype(t)
         if dtype is not None:
             data = arr.buffers()[1]

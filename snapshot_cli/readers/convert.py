@@ -58,7 +58,12 @@ def _ragged_to_numpy(col: pa.Array) -> np.ndarray:
     dims = None
     if shapes is not None:
         dims = _values(shapes.flatten()).reshape(n, shapes.type.list_size).tolist()
-    return _records(_values(lists.values), arrays.to_numpy(lists.offsets).tolist(), dims)
+    offsets = arrays.to_numpy(lists.offsets)
+    values = lists.values  # all of the array's values, a slice's (a batch of a window) too:
+    start, end = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
+    if start or end != len(values):  # its own only (bool values are unpacked: a copy)
+        values, offsets = values.slice(start, end - start), offsets - start
+    return _records(_values(values), offsets.tolist(), dims)
 
 
 def _records(flat: np.ndarray, bounds: list[int], dims: list[list[int]] | None) -> np.ndarray:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from snapshot_cli import schema
+from snapshot_cli import arrays, schema
 from snapshot_cli.readers import convert
 from snapshot_cli.readers.convert import column_to_numpy, take_rows
 
@@ -76,6 +76,22 @@ def test_each_record_of_a_ragged_column_is_its_own_array(
     check(column_to_numpy(col.slice(start, stop - start)), values[start:stop])
     picks = data.draw(st.lists(st.integers(0, len(values) - 1), max_size=8))
     check(column_to_numpy(col.take(pa.array(picks, pa.int64()))), [values[i] for i in picks])
+
+
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_a_batch_of_a_ragged_column_converts_its_own_values_only(
+    ndim: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch served in order is a slice of its window's column, whose list array holds the
+    values of the whole window: bool values are unpacked (a copy), and unpacking all of them
+    for each batch made a window of 200,000 records replay at 0.06 M records/s."""
+    records = [np.ones((3,) * ndim, bool)] * 1000
+    part = ragged_column(records, np.dtype(bool)).slice(500, 2)
+    seen: list[int] = []
+    original = arrays.to_numpy
+    monkeypatch.setattr(arrays, "to_numpy", lambda a: (seen.append(len(a)), original(a))[1])
+    check(column_to_numpy(part), records[500:502])
+    assert seen and max(seen) <= 2 * 3**ndim  # (and 3 offsets, 2 shapes)
 
 
 @pytest.mark.parametrize("kind", ["string", "binary"])
