@@ -140,3 +140,63 @@ def _take_text(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     )
     out[:] = _ragged.take_text(offsets, b"" if data is None else data, rows, binary)
     return out
+
+
+# A window's variable-width column is its record batches' parts joined into chunks of at most
+# CHUNK_BYTES (one chunk for any window of the default 256 MiB): Arrow's string, binary and
+# list arrays count their values with 32-bit offsets, and joining more than 2 GiB of them
+# (a shuffle_buffer of several GiB over text) failed with Arrow's "offset overflow".
+CHUNK_BYTES = 1 << 30
+
+
+class Chunks:
+    """Consecutive Arrow arrays read as one column of ``len`` records (pure)."""
+
+    def __init__(self, parts: list[pa.Array]) -> None:
+        if not parts:
+            raise ValueError("a column of no arrays")
+        chunks: list[pa.Array] = []
+        group: list[pa.Array] = []
+        size = 0
+        for part in parts:
+            nbytes = part.nbytes  # (the buffer ranges of a slice only: at least its values)
+            if group and size + nbytes > CHUNK_BYTES:
+                chunks.append(_joined(group))
+                group, size = [], 0
+            group.append(part)
+            size += nbytes
+        chunks.append(_joined(group))
+        self.chunks = chunks
+        self.starts = np.cumsum([0] + [len(c) for c in chunks])  # chunk i: [starts[i], ...)
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def slice(self, a: int, b: int) -> np.ndarray:
+        """Records ``[a, b)`` → numpy, as :func:`column_to_numpy` makes them."""
+        if len(self.chunks) == 1 or a >= b:
+            return column_to_numpy(self.chunks[0].slice(a, b - a) if a < b else self.chunks[0][:0])
+        first = int(np.searchsorted(self.starts, a, "right")) - 1
+        pieces: list[np.ndarray] = []
+        for i in range(first, len(self.chunks)):
+            start = int(self.starts[i])
+            if start >= b and pieces:
+                break
+            lo, hi = max(a, start) - start, min(b, int(self.starts[i + 1])) - start
+            pieces.append(column_to_numpy(self.chunks[i].slice(lo, max(0, hi - lo))))
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Records ``rows`` → numpy, as :func:`take_rows` makes them (a copy)."""
+        if len(self.chunks) == 1:
+            return take_rows(self.chunks[0], rows)
+        which = np.searchsorted(self.starts, rows, "right") - 1
+        out = np.empty(len(rows), dtype=object)
+        for i in np.unique(which).tolist():
+            mine = which == i
+            out[mine] = take_rows(self.chunks[i], rows[mine] - self.starts[i])
+        return out
+
+
+def _joined(parts: list[pa.Array]) -> pa.Array:
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)

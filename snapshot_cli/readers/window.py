@@ -28,7 +28,7 @@ import pyarrow as pa
 from .. import arrays
 from .. import schema as schema_mod
 from . import gather, memory
-from .convert import column_to_numpy, take_rows
+from .convert import Chunks, column_to_numpy
 from .plan import inverse_permutation
 
 FIXED_KINDS = ("scalar", "tensor")
@@ -119,7 +119,7 @@ class Window:
         self.storage: dict[str, np.ndarray] = {}
         self.fixed: dict[str, np.ndarray] = {}
         self.var: dict[str, list[tuple[int, pa.Array]]] = {}
-        self._var_done: dict[str, pa.Array] = {}
+        self._var_done: dict[str, Chunks] = {}
         self.columns = columns
         self.order = order  # worked out from ``inverse`` by finish() where a column needs it
         self.slot_of: np.ndarray | None
@@ -252,8 +252,7 @@ class Window:
             self.order = inverse_permutation(self.slot_of)  # the slots' records, for take()
         for name, parts in self.var.items():
             parts.sort(key=lambda p: p[0])
-            arrays = [p[1] for p in parts]
-            self._var_done[name] = pa.concat_arrays(arrays) if len(arrays) != 1 else arrays[0]
+            self._var_done[name] = Chunks([p[1] for p in parts])
 
     def take(self, a: int, b: int) -> dict[str, np.ndarray]:
         """The records of slots ``[a, b)`` (a batch), as ``{column: numpy array}``."""
@@ -265,11 +264,11 @@ class Window:
                 start, row = self._addr[name]
                 out[name] = view if (start + a * row) % ALIGN == 0 else aligned_copy(view)
             else:
-                arr = self._var_done[name]
+                chunks = self._var_done[name]
                 if self.order is None:
-                    out[name] = column_to_numpy(arr.slice(a, b - a))
+                    out[name] = chunks.slice(a, b)
                 else:
-                    out[name] = take_rows(arr, self.order[a:b])
+                    out[name] = chunks.take(self.order[a:b])
         return out
 
 
