@@ -257,18 +257,23 @@ class Window:
     def take(self, a: int, b: int) -> dict[str, np.ndarray]:
         """The records of slots ``[a, b)`` (a batch), as ``{column: numpy array}``."""
         out: dict[str, np.ndarray] = {}
+        odd: list[str] = []  # columns whose place in the slab is not aligned: copied
         for name in self.columns:
             if name in self.fixed:
                 view = self.fixed[name][a:b]
                 # A view of the slab: the pool reuses it only once no batch refers to it.
                 start, row = self._addr[name]
-                out[name] = view if (start + a * row) % ALIGN == 0 else aligned_copy(view)
+                out[name] = view
+                if (start + a * row) % ALIGN:
+                    odd.append(name)
             else:
                 chunks = self._var_done[name]
                 if self.order is None:
                     out[name] = chunks.slice(a, b)
                 else:
                     out[name] = chunks.take(self.order[a:b])
+        if odd:
+            out.update(zip(odd, aligned_copies([out[n] for n in odd]), strict=True))
         return out
 
 
@@ -299,7 +304,22 @@ def slab_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.frombuffer(memory, np.uint8, nbytes).view(dtype).reshape(shape)
 
 
-def aligned_copy(a: np.ndarray) -> np.ndarray:
-    out = aligned_empty(a.shape, a.dtype)
-    np.copyto(out, a)
-    return out
+def aligned_copies(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Copies of ``arrays``, each starting on a 64-byte boundary. A batch's columns are copied
+    when their place in the slab is not aligned (a batch of 250 float32s starts 1,000 bytes
+    after the last), and a buffer of their own cost 4 us each (numpy tells its address through
+    ctypes): 500 such columns ran at 4.3-6.6 ms a batch, 1.2-1.5 aligned. Arrays of one dtype
+    and shape are copied into the rows of one block (rows padded to 64 bytes), ~0.7 us each."""
+    copies = list(arrays)  # (each replaced by its copy)
+    groups: dict[tuple[np.dtype, tuple[int, ...]], list[int]] = {}
+    for i, a in enumerate(arrays):
+        groups.setdefault((a.dtype, a.shape), []).append(i)
+    for (dtype, shape), members in groups.items():
+        nbytes = copies[members[0]].nbytes
+        stride = -(-nbytes // ALIGN) * ALIGN
+        block = aligned_empty((len(members), stride), np.dtype(np.uint8))
+        rows = block[:, :nbytes].view(dtype).reshape((len(members), *shape))
+        for i, row in zip(members, rows, strict=True):
+            row[...] = arrays[i]
+            copies[i] = row
+    return copies

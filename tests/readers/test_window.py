@@ -462,3 +462,38 @@ def test_slabs_let_go_are_given_back_in_parts_once_no_batch_refers_to_them(
     del held  # freed with its last batch
     assert resident_pages(at[0], pages) is None
     assert len(seen) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["uint8", "int32", "float32", "int64", "float16", "bool"]),
+            st.lists(st.integers(0, 5), min_size=1, max_size=3),  # (batch, *shape)
+            st.integers(0, 7),  # where it starts in its source: most are misaligned
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_misaligned_columns_are_copied_each_to_an_aligned_place_of_its_own(
+    specs: list[tuple[str, list[int], int]],
+) -> None:
+    """The columns of a batch whose place in the slab is not 64-byte aligned are copied
+    together (columns of one dtype and shape into the rows of one block): each copy has the
+    values, dtype and shape of its column, starts on a 64-byte boundary, is contiguous and
+    writable, and shares memory with no source and no other copy."""
+    sources = []
+    for dtype, shape, skip in specs:
+        flat = np.arange(skip + int(np.prod(shape)), dtype=np.int64).astype(dtype)
+        sources.append(flat[skip:].reshape(shape))
+    copies = window.aligned_copies(sources)
+    assert len(copies) == len(sources)
+    for i, (copy, source) in enumerate(zip(copies, sources, strict=True)):
+        assert copy.dtype == source.dtype and copy.shape == source.shape
+        assert np.array_equal(copy, source)
+        assert copy.flags.c_contiguous and copy.flags.writeable
+        if copy.nbytes:
+            assert copy.ctypes.data % window.ALIGN == 0
+        assert not np.shares_memory(copy, source)
+        assert not any(np.shares_memory(copy, other) for other in copies[i + 1 :])
