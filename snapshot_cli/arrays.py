@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 _KINDS = "iuf"  # integers and floats: one fixed-width buffer each (bool is packed to bits)
+TIME_UNITS = ("s", "ms", "us", "ns")  # Arrow's timestamp and duration units
 
 # Arrow's 32-bit lengths: the bytes of one string or binary array, the values of one list
 # array, and the values of one record of a fixed-size list (a tensor) are at most this.
@@ -38,6 +39,12 @@ def from_numpy(values: np.ndarray) -> pa.Array:
     if dtype == np.dtype(bool):
         bits = np.packbits(values, bitorder="little")
         return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+    if dtype.kind in "mM" and dtype.isnative and not np.isnat(values).any():
+        unit, count = np.datetime_data(dtype)
+        if unit in TIME_UNITS and count == 1:  # as pa.array stores them
+            time_type = pa.timestamp(unit) if dtype.kind == "M" else pa.duration(unit)
+            data = np.ascontiguousarray(values).view(np.int64)
+            return pa.Array.from_buffers(time_type, len(data), [None, pa.py_buffer(data)])
     if dtype.kind not in _KINDS or not dtype.isnative or dtype.itemsize > 8:
         return pa.array(values)  # float128, complex, objects, big-endian: pyarrow decides
     data = np.ascontiguousarray(values)
@@ -65,6 +72,22 @@ def strings(values: Sequence[str | bytes], arrow_type: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(arrow_type, len(data), buffers)
 
 
+def text_lists(values: Sequence[Sequence[str | bytes]], arrow_type: pa.DataType) -> pa.Array:
+    """Lists of ``str`` (``arrow_type`` ``pa.string()``) or of ``bytes`` (``pa.binary()``)
+    → ``list<arrow_type>``, as ``pa.array(values, pa.list_(arrow_type))`` makes them.
+
+    Raises:
+        OffsetOverflow: more than :data:`MAX_OFFSET` items, or bytes of them.
+    """
+    lengths = np.fromiter(map(len, values), np.int64, len(values))
+    offsets = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] > MAX_OFFSET:
+        raise OffsetOverflow(f"{int(offsets[-1]):,} items of lists of {arrow_type} in one array")
+    items = strings([item for value in values for item in value], arrow_type)
+    return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32)), items)
+
+
 def nbytes(data: Any) -> int:
     """The bytes an Arrow array, chunked array, record batch or table refers to (a slice's
     own); where pyarrow cannot count them (a ``string_view`` before pyarrow 21), its
@@ -88,6 +111,8 @@ def to_numpy(arr: pa.Array) -> np.ndarray:
             unpacked = np.unpackbits(bits, bitorder="little", count=skip + len(arr))
             return unpacked[skip:].view(bool)
         dtype = numpy_dtype(t)
+        if pa.types.is_timestamp(t) or pa.types.is_duration(t):  # a zone's: its UTC times
+            dtype = np.dtype(f"{'M8' if pa.types.is_timestamp(t) else 'm8'}[{t.unit}]")
         if dtype is not None:
             data = arr.buffers()[1]
             if data is None:  # an empty array may have no buffer

@@ -103,7 +103,7 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
             return column  # refused as such
         if is_transposed(column.type):
             logical = np.ascontiguousarray(column.to_numpy_ndarray())
-            flat = pa.array(logical.reshape(-1))
+            flat = arrays.from_numpy(logical.reshape(-1))
             storage = pa.FixedSizeListArray.from_arrays(flat, t.storage_type.list_size)
         else:
             storage = column.storage
@@ -130,7 +130,7 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
             raise OffsetOverflow(f"{int(offsets[-1]):,} values in one column's lists")
         values = _convert(pc.list_flatten(column), t.value_type)  # (the slice's, in order)
         return pa.ListArray.from_arrays(
-            pa.array(offsets.astype(np.int32)), values, type=t, mask=mask
+            arrays.from_numpy(offsets.astype(np.int32)), values, type=t, mask=mask
         )
     if pa.types.is_struct(column.type):
         fields = [

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -123,6 +124,9 @@ def records(i):
             "image": np.full((2, 3), i, np.uint8),
             "ragged": np.arange(i + j, dtype=np.int16),
             "text": f"input {i}", "blob": bytes([i, j]),
+            "tags": [f"t{i}", "x"][: 1 + j % 2], "blobs": [bytes([i])] * j,
+            "when": np.datetime64("2024-01-01T00:00", "us") + j,
+            "took": np.timedelta64(i, "ms"),
         }
 
 def batches(i):
@@ -149,7 +153,8 @@ for name in ("records", "batches"):
             for batch in s.loader(batch_size=3, shuffle=shuffle, seed=1, drop_last=False):
                 seen.extend(batch["pandas_loaded"].tolist())
         assert seen and all(type(v) is bool for v in seen), seen
-        fixed = [c for c in s.schema.names if c not in ("ragged", "text", "blob", "name")]
+        variable = ("ragged", "text", "blob", "name", "tags", "blobs", "when", "took")
+        fixed = [c for c in s.schema.names if c not in variable]
         for batch in s.loader(batch_size=3, columns=fixed, processes=1, drop_last=False):
             seen.extend(batch["pandas_loaded"].tolist())
         out[f"{name}, workers={workers}"] = any(seen)
@@ -170,3 +175,33 @@ def test_creating_and_replaying_never_imports_pandas(tmp_path: Path) -> None:
     imported = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(imported) == 5
     assert not any(imported.values()), imported
+
+
+TIME_DTYPES = [np.dtype(f"{kind}8[{unit}]") for kind in "Mm" for unit in ("s", "ms", "us", "ns")]
+
+
+@given(st.sampled_from(TIME_DTYPES), st.lists(st.integers(-(2**62), 2**62), max_size=40),
+       st.data())  # fmt: skip
+def test_times_are_built_and_read_as_pyarrow_does(
+    dtype: np.dtype, ints: list[int], data: st.DataObject
+) -> None:
+    """Timestamps and durations (a record's datetime64, a Batch's column) built from their
+    int64 buffer and read back as one, as ``pa.array`` and ``to_numpy`` make them."""
+    values = np.array(ints, np.int64).view(dtype)
+    built = arrays.from_numpy(values)
+    expected = pa.array(values)
+    assert built.type == expected.type and built.equals(expected)
+    start = data.draw(st.integers(0, len(values)))
+    part = expected.slice(start)
+    assert same(arrays.to_numpy(part), part.to_numpy(zero_copy_only=False))
+
+
+@given(
+    st.sampled_from([pa.string(), pa.binary()]),
+    st.lists(st.lists(st.text(max_size=5), max_size=4), max_size=20),
+)
+def test_lists_of_text_build_what_pa_array_builds(t: pa.DataType, lists: list[list[str]]) -> None:
+    values: list[Any] = lists if t == pa.string() else [[x.encode() for x in v] for v in lists]
+    built = arrays.text_lists(values, t)
+    expected = pa.array(values, pa.list_(t))
+    assert built.type == expected.type and built.equals(expected)

@@ -46,7 +46,21 @@ def column_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
         out = np.empty(n, dtype=object)
         out[:] = col.to_pylist()  # (as fast as _ragged.take_text of consecutive rows)
         return out
+    if _lists_of_text(t) and not schema_mod.null_count(col):  # captions, tags
+        offsets = arrays.to_numpy(col.offsets)
+        start, end = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
+        items = np.empty(end - start, dtype=object)
+        items[:] = col.values.slice(start, end - start).to_pylist()
+        return _records(items, (offsets - start).tolist(), None)
+    if pa.types.is_struct(t) and not schema_mod.null_count(col):  # a dict per record
+        out = np.empty(n, dtype=object)
+        out[:] = col.to_pylist()
+        return out
     return arrays.to_numpy(col)
+
+
+def _lists_of_text(t: pa.DataType) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_text(t.value_type)
 
 
 def _ragged_to_numpy(col: pa.Array) -> np.ndarray:

@@ -71,7 +71,7 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
     col = foreign.native(col)
     if isinstance(col, np.ndarray) and times.is_time_dtype(col.dtype):
         times.check_time_array(col, name)
-        return pa.array(col)
+        return arrays.from_numpy(col)
     if isinstance(col, np.ndarray) and col.dtype.kind in "US" and col.ndim == 1:
         return strings(col.tolist(), pa.string() if col.dtype.kind == "U" else pa.binary())
     if isinstance(col, np.ndarray) and col.dtype != object:

@@ -253,10 +253,7 @@ class ColumnBuilder:
         if self.cls == BINARY:
             return strings(values, pa.binary())
         if self.cls in LISTS:
-            built = pa.array(values, pa.list_(LISTS[self.cls]))
-            if isinstance(built, pa.ChunkedArray):  # more text than one array holds
-                raise OffsetOverflow(f"{len(values):,} lists of text in one array")
-            return built
+            return arrays.text_lists(values, LISTS[self.cls])
         self.ragged = self.ragged or ragged
         if self.varying:
             return schema_mod.ragged_array(values, self.dtype, len(self.shape))
