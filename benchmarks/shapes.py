@@ -31,6 +31,7 @@ while their parameters match).
     python benchmarks/shapes.py                 # ~1 minute after ~20 s writing
     python benchmarks/shapes.py --quick         # smoke run, small sizes, 1 repeat
     python benchmarks/shapes.py --codecs lz4 --repeats 5 --json shapes.json
+    python benchmarks/shapes.py --shapes wide --batch-size 1000   # misaligned batches
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ def run(args: Any) -> dict[str, Any]:
         "text": (args.var_rows, 2),
     }
     batch = {"wide": 1024, "tiny": 65536, "large": 8, "tokens": 256, "text": 256}
+    if args.batch_size:  # e.g. 1,000: a column's batch then starts off a 64-byte boundary
+        batch = dict.fromkeys(batch, args.batch_size)
     report: dict[str, Any] = {"environment": _common.environment(), "results": []}
     for shape in args.shapes:
         rows, columns = sizes[shape]
@@ -232,6 +235,7 @@ def main() -> None:
     p.add_argument("--var-rows", type=int, default=500_000, help="rows of tokens and text")
     p.add_argument("--large-rows", type=int, default=192)
     p.add_argument("--large-mib", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=0, help="every shape's (default: its own)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     p.add_argument("--codecs", default=",".join(CODECS))
