@@ -47,11 +47,10 @@ def column_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
         out[:] = col.to_pylist()  # (as fast as _ragged.take_text of consecutive rows)
         return out
     if _lists_of_text(t) and not schema_mod.null_count(col):  # captions, tags
-        offsets = arrays.to_numpy(col.offsets)
-        start, end = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
-        items = np.empty(end - start, dtype=object)
-        items[:] = col.values.slice(start, end - start).to_pylist()
-        return _records(items, (offsets - start).tolist(), None)
+        values, offsets = _own_values(col)
+        items = np.empty(len(values), dtype=object)
+        items[:] = values.to_pylist()
+        return _records(items, offsets.tolist(), None)
     if pa.types.is_struct(t) and not schema_mod.null_count(col):  # a dict per record
         out = np.empty(n, dtype=object)
         out[:] = col.to_pylist()
@@ -72,12 +71,20 @@ def _ragged_to_numpy(col: pa.Array) -> np.ndarray:
     dims = None
     if shapes is not None:
         dims = _values(shapes.flatten()).reshape(n, shapes.type.list_size).tolist()
-    offsets = arrays.to_numpy(lists.offsets)
-    values = lists.values  # all of the array's values, a slice's (a batch of a window) too:
-    start, end = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
-    if start or end != len(values):  # its own only (bool values are unpacked: a copy)
-        values, offsets = values.slice(start, end - start), offsets - start
+    values, offsets = _own_values(lists)
     return _records(_values(values), offsets.tolist(), dims)
+
+
+def _own_values(lists: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """A list array's own values and its offsets into them. Its ``values`` are those of the
+    array it was sliced from (a batch of a window: all of the window's), and converting them
+    all for each batch is a copy where values are bools or text."""
+    offsets = arrays.to_numpy(lists.offsets)
+    values = lists.values
+    start, end = (int(offsets[0]), int(offsets[-1])) if len(lists) else (0, 0)
+    if start or end != len(values):
+        values, offsets = values.slice(start, end - start), offsets - start
+    return values, offsets
 
 
 def _records(flat: np.ndarray, bounds: list[int], dims: list[list[int]] | None) -> np.ndarray:
