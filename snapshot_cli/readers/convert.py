@@ -180,7 +180,7 @@ class Chunks:
         group: list[pa.Array] = []
         size = 0
         for part in parts:
-            nbytes = part.nbytes  # (the buffer ranges of a slice only: at least its values)
+            nbytes = _units(part)
             if group and size + nbytes > CHUNK_BYTES:
                 chunks.append(_joined(group))
                 group, size = [], 0
@@ -217,6 +217,17 @@ class Chunks:
             mine = which == i
             out[mine] = take_rows(self.chunks[i], rows[mine] - self.starts[i])
         return out
+
+
+def _units(part: pa.Array) -> int:
+    """What ``part`` adds toward Arrow's 32-bit offsets: the bytes of its buffers (of a
+    slice, its own ranges: at least one per value), or the values of its lists of bools
+    (bit-packed, eight to a byte) where they are more."""
+    lists = part.field(0) if pa.types.is_struct(part.type) else part  # (an n-d ragged column)
+    if pa.types.is_list(lists.type) and pa.types.is_boolean(lists.type.value_type) and len(part):
+        offsets = arrays.to_numpy(lists.offsets)
+        return max(part.nbytes, int(offsets[-1]) - int(offsets[0]))
+    return int(part.nbytes)
 
 
 def _joined(parts: list[pa.Array]) -> pa.Array:

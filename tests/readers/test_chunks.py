@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
+from snapshot_cli import schema
 from snapshot_cli.readers import convert
 from snapshot_cli.readers.convert import Chunks, column_to_numpy, take_rows
 
@@ -110,3 +111,16 @@ def test_a_window_of_several_chunks_serves_the_same_batches(
         assert np.array_equal(g["label"], w["label"])
         same(g["text"], w["text"])
         same(g["tokens"], w["tokens"])
+
+
+def test_lists_of_bools_count_their_values_not_their_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bools are packed eight to a byte, and Arrow's 32-bit offsets count values: a window of
+    ragged bools holds more values than bytes, and its chunks are cut by its values."""
+    part = pa.array([[True] * 100] * 2, pa.list_(pa.bool_()))  # 200 values, ~40 bytes
+    assert part.nbytes < 100
+    monkeypatch.setattr(convert, "CHUNK_BYTES", 300)
+    assert len(Chunks([part] * 6).chunks) == 6
+    shapes = pa.array([[10, 10]] * 2, pa.list_(pa.int32(), 2))  # 2-d records: a struct
+    fields = list(schema.ragged_type(pa.bool_(), 2))
+    nd = pa.StructArray.from_arrays([part, shapes], fields=fields)
+    assert len(Chunks([nd] * 6).chunks) == 6
