@@ -123,7 +123,10 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
         )
         return pa.ExtensionArray.from_storage(t, storage)
     if _is_list(column.type) and pa.types.is_list(t):
-        lengths = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+        lengths_array = pc.list_value_length(column)
+        if lengths_array.null_count:  # (fill_null makes a pa.scalar, which imports pandas)
+            lengths_array = lengths_array.fill_null(0)
+        lengths = arrays.to_numpy(lengths_array)
         offsets = np.zeros(len(column) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         if offsets[-1] > arrays.MAX_OFFSET:

@@ -129,6 +129,15 @@ def records(i):
             "took": np.timedelta64(i, "ms"),
         }
 
+def arrow(i):
+    """Another library's Arrow types (large_list, large_string, list_view), read from a file."""
+    import pyarrow as pa
+    from snapshot_cli import arrays
+
+    batch = pa.ipc.open_file(pa.memory_map(FOREIGN)).get_batch(0)
+    loaded = arrays.from_numpy(np.array(["pandas" in sys.modules] * batch.num_rows))
+    yield batch.append_column("pandas_loaded", loaded)
+
 def batches(i):
     import snapshot_cli as snap
 
@@ -142,7 +151,7 @@ import json, sys
 import snapshot_cli as snap
 
 out = {}
-for name in ("records", "batches"):
+for name in ("records", "batches", "arrow"):
     for workers in (0, 1):
         path = f"{sys.argv[1]}/{name}-{workers}"
         snap.create(f"{sys.argv[1]}/pipeline.py:{name}", path, inputs=list(range(4)),
@@ -153,7 +162,8 @@ for name in ("records", "batches"):
             for batch in s.loader(batch_size=3, shuffle=shuffle, seed=1, drop_last=False):
                 seen.extend(batch["pandas_loaded"].tolist())
         assert seen and all(type(v) is bool for v in seen), seen
-        variable = ("ragged", "text", "blob", "name", "tags", "blobs", "when", "took")
+        variable = ("ragged", "text", "blob", "name", "tags", "blobs", "when", "took", "big",
+                    "word", "views")
         fixed = [c for c in s.schema.names if c not in variable]
         for batch in s.loader(batch_size=3, columns=fixed, processes=1, drop_last=False):
             seen.extend(batch["pandas_loaded"].tolist())
@@ -166,14 +176,23 @@ print(json.dumps(out))
 def test_creating_and_replaying_never_imports_pandas(tmp_path: Path) -> None:
     # the test extras install pandas: without it this test would prove nothing
     assert importlib.util.find_spec("pandas") is not None, "pip install -e '.[test]'"
-    (tmp_path / "pipeline.py").write_text(textwrap.dedent(PIPELINE))
+    foreign = tmp_path / "foreign.arrow"
+    table = pa.table({
+        "big": pa.array([[1, 2], [3], []], pa.large_list(pa.int32())),
+        "word": pa.array(["a", "bc", ""], pa.large_string()),
+        "views": pa.array([["x"], ["y", "z"], []], pa.list_view(pa.string())),
+    })  # fmt: skip
+    with pa.ipc.new_file(str(foreign), table.schema) as out:
+        out.write_table(table)
+    pipeline = textwrap.dedent(PIPELINE) + f"\nFOREIGN = {str(foreign)!r}\n"
+    (tmp_path / "pipeline.py").write_text(pipeline)
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path)],
         capture_output=True, text=True, cwd=REPO, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     imported = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(imported) == 5
+    assert len(imported) == 7
     assert not any(imported.values()), imported
 
 
