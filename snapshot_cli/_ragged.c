@@ -2,7 +2,7 @@
  * from a window's Arrow array in C.
  *
  *   total = bounds(offsets, rows, out_bounds)          # where each taken record starts
- *   take_values(offsets, values, width, rows, out)     # its values, one copy, no GIL
+ *   take_values(offsets, values, width, rows, out)     # their values, one copy
  *   take_text(offsets, data, rows, binary)             # a list of str (or bytes)
  *
  * offsets is the column's Arrow offsets (int32, or int64 for large types; n + 1 of them for n
@@ -66,7 +66,12 @@ check_rows(const Py_buffer *off, const int64_t *rows, Py_ssize_t n, int64_t limi
             return -1;
         }
         const int64_t start = offset_at(off, r), end = offset_at(off, r + 1);
-        if (start < 0 || end < start || end > limit) {
+        if (start < 0 || end < start) {
+            PyErr_Format(PyExc_ValueError, "record %lld spans [%lld, %lld): damaged offsets",
+                         (long long)r, (long long)start, (long long)end);
+            return -1;
+        }
+        if (end > limit) {
             PyErr_Format(PyExc_ValueError,
                          "record %lld spans [%lld, %lld), outside the %lld values of its column",
                          (long long)r, (long long)start, (long long)end, (long long)limit);
