@@ -109,16 +109,23 @@ def batch_to_numpy(
 
 def take_rows(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     """Records ``rows`` of ``col``, as :func:`column_to_numpy` makes them of
-    ``col.take(rows)``: a copy. Text and ragged 1-d columns of numbers are taken by the
-    compiled ``_ragged`` straight from the column's buffers, with the GIL held (a batch of
-    256 out of a window of 500,000 records: 10-100 token ids 313 -> 94 us, 10-60 words 72 ->
-    20; numpy's and Arrow's takes let go of the GIL, which a training step that runs Python
-    then held for up to a switch interval: see _ragged.c); without it a
-    ragged column's values are gathered in numpy (Arrow's take costs ~40 us a call on a
-    window of a million records before it takes any), and others go through Arrow's take."""
+    ``col.take(rows)``: a copy. Text, lists of text and ragged 1-d columns of numbers are
+    taken by the compiled ``_ragged`` straight from the column's buffers, with the GIL held
+    (a batch of 256 out of a window of 500,000 records: 10-100 token ids 313 -> 94 us, 10-60
+    words 72 -> 20; numpy's and Arrow's takes let go of the GIL, which a training step that
+    runs Python then held for up to a switch interval: see _ragged.c). Without it a ragged
+    column's values are gathered in numpy (Arrow's take costs ~40 us a call on a window of a
+    million records before it takes any); others go through Arrow's take."""
     t = col.type
     if col.null_count == 0 and _ragged is not None and _is_text(t):
         return _take_text(col, np.ascontiguousarray(rows, dtype=np.int64))
+    if _ragged is not None and _lists_of_text(t) and not schema_mod.null_count(col):
+        rows = np.ascontiguousarray(rows, dtype=np.int64)  # the records' items, then the items
+        offsets, bounds = arrays.to_numpy(col.offsets), np.empty(len(rows) + 1, np.int64)
+        total = _ragged.bounds(offsets, rows, bounds)
+        items = np.repeat(offsets[rows].astype(np.int64) - bounds[:-1], np.diff(bounds))
+        items += np.arange(total)
+        return _records(_take_text(col.values, items), bounds.tolist(), None)
     if not pa.types.is_list(t) or col.null_count or arrays.numpy_dtype(t.value_type) is None:
         return column_to_numpy(col.take(arrays.from_numpy(rows)))
     offsets, values = arrays.to_numpy(col.offsets), arrays.to_numpy(col.values)

@@ -198,3 +198,28 @@ def test_other_arrow_columns_convert_as_arrows_to_numpy() -> None:
                     assert g.dtype == w.dtype and g.tolist() == w.tolist(), part.type
                 else:
                     assert g == w, part.type
+
+
+@settings(  # take_path only picks the path: nothing to reset between examples
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.sampled_from([pa.list_(pa.string()), pa.list_(pa.binary()), pa.large_list(pa.string())]),
+    st.lists(st.lists(st.text(max_size=4), max_size=4), min_size=1, max_size=20),
+    st.data(),
+)
+def test_records_taken_from_a_column_of_lists_of_text_are_arrows_take(
+    take_path: str, t: pa.DataType, lists: list[list[str]], data: st.DataObject
+) -> None:
+    """Captions or tags of a shuffled batch (taken by the compiled _ragged item by item, or
+    by Arrow's take): each record an object array of its own ``str`` or ``bytes``."""
+    binary = pa.types.is_binary(t.value_type)
+    records: list[Any] = [[x.encode() for x in v] for v in lists] if binary else lists
+    start = data.draw(st.integers(0, len(records) - 1))
+    part = pa.array(records, t).slice(start)
+    rows = np.array(data.draw(st.lists(st.integers(0, len(part) - 1), max_size=30)), np.int64)
+    got = take_rows(part, rows)
+    assert got.dtype == object and got.shape == (len(rows),)
+    for g, i in zip(got, rows, strict=True):
+        assert isinstance(g, np.ndarray) and g.dtype == object
+        assert g.tolist() == records[start + i]
