@@ -4,10 +4,10 @@ pyarrow's generic conversions (``pa.array``, ``Array.to_numpy``, ``pa.scalar``) 
 on their first call whenever it is installed (apache/arrow#34994), as it is in most training
 environments: 0.5 s of CPU, paid by every create worker in its first task and, before its
 first batch, by every loader of a snapshot with string or ragged columns. snap's columns are
-fixed-width buffers (numbers, tensors, offsets) and strings, so they are built from and read
-as buffers directly here (numbers without a copy, as pyarrow does). Anything else (nulls,
-non-native byte order, other Arrow types a pipeline yielded in its own record batches) goes
-through pyarrow's generic path as before, with its checks and errors.
+fixed-width buffers (numbers, times, tensors, offsets), strings and lists of strings, so they
+are built from and read as buffers directly here (numbers without a copy, as pyarrow does).
+Anything else (nulls, non-native byte order, other Arrow types a pipeline yielded in its own
+record batches) goes through pyarrow's generic path as before, with its checks and errors.
 """
 
 from __future__ import annotations
