@@ -120,12 +120,19 @@ def take_rows(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     if col.null_count == 0 and _ragged is not None and _is_text(t):
         return _take_text(col, np.ascontiguousarray(rows, dtype=np.int64))
     if _ragged is not None and _lists_of_text(t) and not schema_mod.null_count(col):
-        rows = np.ascontiguousarray(rows, dtype=np.int64)  # the records' items, then the items
-        offsets, bounds = arrays.to_numpy(col.offsets), np.empty(len(rows) + 1, np.int64)
-        total = _ragged.bounds(offsets, rows, bounds)
-        items = np.repeat(offsets[rows].astype(np.int64) - bounds[:-1], np.diff(bounds))
-        items += np.arange(total)
+        items, bounds = _items(col, rows)  # the records' items, then the items
         return _records(_take_text(col.values, items), bounds.tolist(), None)
+    if (
+        _ragged is not None
+        and pa.types.is_list(t)
+        and pa.types.is_boolean(t.value_type)
+        and not schema_mod.null_count(col)
+    ):  # bools are bits: each taken from its byte (Arrow's take: 500 us a batch of 256)
+        items, bounds = _items(col, rows)
+        values = col.values
+        at = items + values.offset
+        bits = np.frombuffer(values.buffers()[1], np.uint8) if len(at) else np.zeros(1, np.uint8)
+        return _records(((bits[at >> 3] >> (at & 7)) & 1).astype(bool), bounds.tolist(), None)
     if not pa.types.is_list(t) or col.null_count or arrays.numpy_dtype(t.value_type) is None:
         return column_to_numpy(col.take(arrays.from_numpy(rows)))
     offsets, values = arrays.to_numpy(col.offsets), arrays.to_numpy(col.values)
@@ -142,6 +149,17 @@ def take_rows(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     where = np.repeat(starts - bounds[:-1], lengths)
     where += np.arange(bounds[-1])
     return _records(values[where], bounds.tolist(), None)  # the values gathered: a copy
+
+
+def _items(col: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The values of a list array's records ``rows``, one after the other (their indices in
+    ``col.values``), and where each record's start among them (``len(rows) + 1``)."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    offsets, bounds = arrays.to_numpy(col.offsets), np.empty(len(rows) + 1, np.int64)
+    total = _ragged.bounds(offsets, rows, bounds)  # (every row checked against the offsets)
+    items = np.repeat(offsets[rows].astype(np.int64) - bounds[:-1], np.diff(bounds))
+    items += np.arange(total)
+    return items, bounds
 
 
 def _is_text(t: pa.DataType) -> bool:

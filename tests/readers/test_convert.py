@@ -223,3 +223,27 @@ def test_records_taken_from_a_column_of_lists_of_text_are_arrows_take(
     for g, i in zip(got, rows, strict=True):
         assert isinstance(g, np.ndarray) and g.dtype == object
         assert g.tolist() == records[start + i]
+
+
+@settings(  # take_path only picks the path: nothing to reset between examples
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.lists(st.booleans(), max_size=12), min_size=1, max_size=20), st.data())
+def test_records_taken_from_a_column_of_ragged_bools_are_arrows_take(
+    take_path: str, lists: list[list[bool]], data: st.DataObject
+) -> None:
+    """Bools are bits, taken each from its byte: any bits, of a column sliced and of values
+    that are themselves a slice (their first bit anywhere in a byte)."""
+    skip = data.draw(st.integers(0, 9))
+    flat = [b for v in lists for b in v]
+    values = pa.array([False] * skip + flat, pa.bool_()).slice(skip)
+    offsets = np.zeros(len(lists) + 1, np.int32)
+    np.cumsum([len(v) for v in lists], out=offsets[1:])
+    col = pa.ListArray.from_arrays(pa.array(offsets), values)
+    start = data.draw(st.integers(0, len(lists) - 1))
+    part = col.slice(start)
+    rows = np.array(data.draw(st.lists(st.integers(0, len(part) - 1), max_size=30)), np.int64)
+    got = take_rows(part, rows)
+    assert got.dtype == object and got.shape == (len(rows),)
+    for g, i in zip(got, rows, strict=True):
+        assert g.dtype == bool and g.tolist() == lists[start + i]
