@@ -115,7 +115,8 @@ def take_rows(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     words 72 -> 20; numpy's and Arrow's takes let go of the GIL, which a training step that
     runs Python then held for up to a switch interval: see _ragged.c). Without it a ragged
     column's values are gathered in numpy (Arrow's take costs ~40 us a call on a window of a
-    million records before it takes any); others go through Arrow's take."""
+    million records before it takes any); others go through Arrow's take. Ragged bools
+    (bits) are each taken from their byte, with the compiled part's checks of the rows."""
     t = col.type
     if col.null_count == 0 and _ragged is not None and _is_text(t):
         return _take_text(col, np.ascontiguousarray(rows, dtype=np.int64))

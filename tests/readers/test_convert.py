@@ -1,5 +1,7 @@
 """Arrow columns to the numpy a batch holds (:func:`snapshot_cli.readers.convert.column_to_numpy`)
-for the columns of variable width: ragged arrays of any rank, text, bytes, lists of text.
+for the columns of variable width: ragged arrays of any rank, text, bytes, lists of text (and
+the other Arrow types a yielded table may hold: times, structs); and the records a shuffled
+batch takes out of a window's column (:func:`~snapshot_cli.readers.convert.take_rows`).
 
 Each record of a ragged column is its own array in an object array, whatever the shapes: records
 of equal shapes are not made one n-d array, and a record of zero values keeps its dtype and
