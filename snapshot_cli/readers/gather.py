@@ -172,7 +172,7 @@ class GatherWindow:
         columns = []
         for c in self.forms:
             width = self.widths[c]
-            stride = _aligned(size * width)
+            stride = aligned(size * width)
             buf = self.batches.get(stride * len(bounds))
             columns.append((buf, width, self.seg_source[c], self.seg_base[c], stride))
         # every column in one call: the GIL is let go (and taken back) once
@@ -194,7 +194,7 @@ class GatherWindow:
         threads at once: the batch is whole once all of them have run. For batches of many
         MiB (large records), which one thread would gather alone while the other waits."""
         size = b - a
-        buffers = {c: self.batches.get(_aligned(size * self.widths[c])) for c in self.forms}
+        buffers = {c: self.batches.get(aligned(size * self.widths[c])) for c in self.forms}
         cuts = [a + size * k // parts for k in range(parts + 1)]
 
         def part(p: int, q: int) -> None:
@@ -223,9 +223,9 @@ class GatherWindow:
         self._maps, self._sources, self._keyed = [], [], {}
 
 
-def _aligned(nbytes: int) -> int:
-    """``nbytes`` rounded up to a multiple of ALIGN: a batch's buffer, so that the next batch
-    of a group starts aligned too."""
+def aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of ALIGN: a batch's buffer (or a column's copy in
+    a slot window's batch), so that what follows it starts aligned too."""
     return -(-nbytes // ALIGN) * ALIGN
 
 

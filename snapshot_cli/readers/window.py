@@ -278,7 +278,7 @@ class Window:
 
 
 SLAB_MMAP_MIN = 1 << 20  # slabs this big get memory of their own (slab_empty)
-ALIGN = 64  # bytes: what XLA needs to use a host array in place (jax.device_put on CPU)
+ALIGN = gather.ALIGN  # 64 bytes: what XLA needs to use a host array in place (jax.device_put)
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -316,7 +316,7 @@ def aligned_copies(arrays: list[np.ndarray]) -> list[np.ndarray]:
         groups.setdefault((a.dtype, a.shape), []).append(i)
     for (dtype, shape), members in groups.items():
         nbytes = copies[members[0]].nbytes
-        stride = -(-nbytes // ALIGN) * ALIGN
+        stride = gather.aligned(nbytes)
         block = aligned_empty((len(members), stride), np.dtype(np.uint8))
         rows = block[:, :nbytes].view(dtype).reshape((len(members), *shape))
         for i, row in zip(members, rows, strict=True):
