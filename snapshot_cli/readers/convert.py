@@ -42,24 +42,28 @@ def column_to_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return _values(col)
     if k == "ragged":
         return _ragged_to_numpy(col)
-    if k in ("string", "binary"):  # (not Arrow's to_numpy: that imports pandas, ~0.5 s)
-        out = np.empty(n, dtype=object)
-        out[:] = col.to_pylist()  # (as fast as _ragged.take_text of consecutive rows)
-        return out
+    # (not Arrow's to_numpy for text, lists of text and structs: that imports pandas, ~0.5 s)
+    if k in TEXT or (pa.types.is_struct(t) and not schema_mod.null_count(col)):
+        return _objects(col.to_pylist())  # (as fast as _ragged.take_text of consecutive rows)
     if _lists_of_text(t) and not schema_mod.null_count(col):  # captions, tags
         values, offsets = _own_values(col)
-        items = np.empty(len(values), dtype=object)
-        items[:] = values.to_pylist()
-        return _records(items, offsets.tolist(), None)
-    if pa.types.is_struct(t) and not schema_mod.null_count(col):  # a dict per record
-        out = np.empty(n, dtype=object)
-        out[:] = col.to_pylist()
-        return out
+        return _records(_objects(values.to_pylist()), offsets.tolist(), None)
     return arrays.to_numpy(col)
 
 
+TEXT = ("string", "binary")  # the schema kinds of text and bytes (large ones too)
+
+
 def _lists_of_text(t: pa.DataType) -> bool:
-    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_text(t.value_type)
+    lists = pa.types.is_list(t) or pa.types.is_large_list(t)
+    return lists and schema_mod.kind(t.value_type) in TEXT
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """A list of Python values (str, bytes, dicts) → a 1-d object array of them."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def _ragged_to_numpy(col: pa.Array) -> np.ndarray:
@@ -118,7 +122,7 @@ def take_rows(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     million records before it takes any); others go through Arrow's take. Ragged bools
     (bits) are each taken from their byte, with the compiled part's checks of the rows."""
     t = col.type
-    if col.null_count == 0 and _ragged is not None and _is_text(t):
+    if col.null_count == 0 and _ragged is not None and schema_mod.kind(t) in TEXT:
         return _take_text(col, np.ascontiguousarray(rows, dtype=np.int64))
     if _ragged is not None and _lists_of_text(t) and not schema_mod.null_count(col):
         items, bounds = _items(col, rows)  # the records' items, then the items
@@ -163,30 +167,19 @@ def _items(col: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return items, bounds
 
 
-def _is_text(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_large_binary(t)
-    )
-
-
 def _take_text(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     """Records ``rows`` of a text or bytes column without nulls → object array of str/bytes,
     made by ``_ragged`` straight from the column's buffers."""
-    out = np.empty(len(rows), dtype=object)
     if not len(rows):
-        return out
+        return _objects([])
     large = pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type)
-    binary = pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)
     _, offsets_buf, data = col.buffers()  # (col.offsets: pyarrow >= 20 for text)
     width = 8 if large else 4
     offsets = np.frombuffer(
         offsets_buf, np.int64 if large else np.int32, len(col) + 1, col.offset * width
     )
-    out[:] = _ragged.take_text(offsets, b"" if data is None else data, rows, binary)
-    return out
+    binary = pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)
+    return _objects(_ragged.take_text(offsets, b"" if data is None else data, rows, binary))
 
 
 # A window's variable-width column is its record batches' parts joined into chunks of at most
