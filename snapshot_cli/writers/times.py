@@ -18,10 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import TIME_UNITS as UNITS  # the units of Arrow's timestamps and durations
 from ..errors import RecordError
-
-# The units of Arrow's timestamp and duration types
-UNITS = ("s", "ms", "us", "ns")
 
 
 def is_time_dtype(dtype: Any) -> bool:
