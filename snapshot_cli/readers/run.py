@@ -28,6 +28,7 @@ from .gather import GatherWindow, populate
 from .prefetch import Closed
 from .readahead import Readahead
 from .serve import Server
+from .units import Units, grouped
 from .window import Window
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from .loader import Batch
     from .plan import Blocks, EpochPlan, Segment
 
-    Plan: TypeAlias = EpochPlan | GlobalPlan
+    Plan: TypeAlias = EpochPlan | GlobalPlan | Units  # (Units: of the others, see grouped)
     # a window's segments, each record's slot (None: kept in order), each slot's source
     Loaded: TypeAlias = tuple[list[Segment], np.ndarray | None, np.ndarray | None]
     from .shard import ShardReaders
@@ -61,7 +62,7 @@ class RunContext:
     """What a loader's passes share; made once by the loader, handed to each :class:`Run`."""
 
     blocks: Blocks
-    make_plan: Callable[[int], Plan]  # epoch → its plan (EpochPlan or GlobalPlan)
+    make_plan: Callable[[int], EpochPlan | GlobalPlan]  # epoch → its plan
     map_key: tuple[int, int]  # (seed, rank): with epoch and batch, seeds map's rng
     schema: pa.Schema
     columns: tuple[str, ...]
@@ -137,8 +138,7 @@ class Run:
         self.blocks, self.make_plan = ctx.blocks, ctx.make_plan
         self.schema, self.columns = ctx.schema, list(ctx.columns)
         self.readers, self.tuner, self.stats = ctx.readers, ctx.tuner, ctx.stats
-        self.bytes_per_row = ctx.bytes_per_row
-        self.trace = ctx.trace
+        self.bytes_per_row, self.trace = ctx.bytes_per_row, ctx.trace
         self.checked = ctx.checked
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
@@ -162,7 +162,7 @@ class Run:
     def plan(self, epoch: int) -> Plan:
         if epoch not in self._plans:
             self._plans = {e: p for e, p in self._plans.items() if e >= epoch - 1}
-            self._plans[epoch] = self.make_plan(epoch)
+            self._plans[epoch] = grouped(self.make_plan(epoch), self.bytes_per_row)
         return self._plans[epoch]
 
     def batches_in(self, epoch: int) -> int:

@@ -1,5 +1,5 @@
 """What the reader tests share: small snapshots of numbered records, made in a test's dir, and
-a comparison of two loaders' batches."""
+a comparison of two loaders' batches; and tiny windows read one by one."""
 
 from __future__ import annotations
 
@@ -8,8 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 import snapshot_cli as snap
+from snapshot_cli.readers import units
+
+
+@pytest.fixture(autouse=True)
+def _windows_read_one_by_one(request: pytest.FixtureRequest, monkeypatch: Any) -> None:
+    """These tests' windows of a few records stand for a real loader's windows (a shuffle
+    buffer of 400 records, to cross many window boundaries): each is read on its own, not
+    with the next ones in a unit (:mod:`snapshot_cli.readers.units`), except in a test marked
+    ``units`` (which show the two read the same records)."""
+    if "units" not in request.keywords:
+        monkeypatch.setattr(units, "UNIT_BYTES", 0)
+
 
 PER_INPUT = 40  # records each input file yields
 

@@ -257,8 +257,8 @@ def test_keeping_batches_of_many_windows_warns_once(
     assert sum(len(k) for k in kept) == N
     # and a user sees it: Python's default filters (it was a ResourceWarning, which they hide)
     script = (
-        "import sys; import snapshot_cli as snap; from snapshot_cli.readers import slabs; "
-        "slabs.PINNED_WARNING_BYTES = 0; "
+        "import sys; import snapshot_cli as snap; from snapshot_cli.readers import slabs, units; "
+        "slabs.PINNED_WARNING_BYTES = 0; units.UNIT_BYTES = 0; "
         "kept = [b['image'] for b in snap.open(sys.argv[1]).loader(50, seed=1, shuffle_buffer=300)]"
     )
     err = subprocess.run([sys.executable, "-c", script, made], capture_output=True, text=True,

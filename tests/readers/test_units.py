@@ -1,0 +1,200 @@
+"""Small windows read together in units: every batch the same as window by window, in the
+same order (plans of one and of several sources, resumed anywhere), fewer windows made, and no
+unit larger than memory allows."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli.readers import memory, units
+from snapshot_cli.readers.elastic import GlobalOptions, GlobalPlan
+from snapshot_cli.readers.plan import Blocks, EpochPlan, PlanOptions
+
+from .conftest import numbered_snapshot, same_batches
+from .test_plan import blocks_from, layouts
+
+pytestmark = pytest.mark.units
+
+
+def served(plan: Any, blocks: list[Blocks]) -> list[list[tuple[int, int]]]:
+    """Each batch of ``plan`` as (source, record) pairs, worked out from what a loader uses:
+    each window's segments and slots, and where each batch is in its window."""
+    starts = [np.concatenate([[0], np.cumsum(b.rows)[:-1]]) for b in blocks]
+    firsts = np.cumsum([0] + [len(b) for b in blocks])
+    windows: dict[int, list[tuple[int, int]]] = {}
+    out = []
+    for i in range(plan.num_batches):
+        k, a, b = plan.batch_bounds(i)
+        if k not in windows:
+            segments, slots, _ = plan.load_slots(k)
+            records = []
+            for seg in segments:
+                source = int(np.searchsorted(firsts, seg.block, side="right") - 1)
+                block = seg.block - firsts[source]
+                base = int(starts[source][block])
+                records += [(source, base + r) for r in range(seg.start, seg.stop)]
+            order = list(range(len(records))) if slots is None else np.argsort(slots).tolist()
+            windows[k] = [records[j] for j in order]
+        out.append(windows[k][a:b])
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    layout=layouts,
+    world=st.integers(1, 4),
+    batch=st.integers(1, 17),
+    window=st.integers(1, 90),
+    first=st.integers(0, 90),
+    per_unit=st.integers(2, 7),
+    seed=st.integers(0, 2**40),
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+)
+def test_units_serve_every_batch_of_the_plan(
+    layout: list[list[int]],
+    world: int,
+    batch: int,
+    window: int,
+    first: int,
+    per_unit: int,
+    seed: int,
+    shuffle: bool,
+    drop_last: bool,
+) -> None:
+    blocks = blocks_from(layout)
+    for rank in range(world):
+        options = PlanOptions(batch, shuffle, seed, rank, world, drop_last, window, first)
+        plan = EpochPlan(blocks, options, epoch=3)
+        grouped = units.Units(plan, per_unit)
+        assert grouped.num_batches == plan.num_batches
+        assert served(grouped, [blocks]) == served(plan, [blocks])
+        # each unit is its windows, and a ramp window is a unit of its own
+        ks = [k for u in range(grouped.num_windows) for k in grouped.windows(u)]
+        assert ks == list(range(plan.num_windows))
+        assert grouped.num_windows <= plan.num_windows
+        if plan.num_windows > per_unit + grouped.ramp:
+            assert grouped.num_windows < plan.num_windows
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sources=st.lists(layouts, min_size=1, max_size=3),
+    per_rank=st.integers(1, 6),
+    world=st.sampled_from([1, 2, 3]),
+    window=st.integers(1, 120),
+    first=st.integers(0, 60),
+    per_unit=st.integers(2, 5),
+    seed=st.integers(0, 2**32),
+)
+def test_units_serve_every_batch_of_the_global_order(
+    sources: list[list[list[int]]],
+    per_rank: int,
+    world: int,
+    window: int,
+    first: int,
+    per_unit: int,
+    seed: int,
+) -> None:
+    parts = [blocks_from(layout) for layout in sources]
+    counts = tuple(p.num_rows for p in parts)
+    for rank in range(world):
+        options = GlobalOptions(per_rank * world, counts, seed=seed, rank=rank, world_size=world,
+                                window_rows=window, first_window_rows=first)  # fmt: skip
+        plan = GlobalPlan(parts, options, epoch=1)
+        grouped = units.Units(plan, per_unit)
+        assert served(grouped, parts) == served(plan, parts)
+        if len(parts) > 1:  # each slot's source, unit by unit as window by window
+            for u in range(grouped.num_windows):
+                ks = grouped.windows(u)
+                alone = np.concatenate([plan.load_slots(k)[2] for k in ks])
+                assert np.array_equal(grouped.load_slots(u)[2], alone)
+
+
+def test_windows_as_large_as_a_unit_or_a_memory_too_small_are_read_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    blocks = blocks_from([[1000] * 20])
+    plan = EpochPlan(blocks, PlanOptions(100, window_rows=1000), 0)
+    unit = units.grouped(plan, bytes_per_row=1000)  # windows of 1 MB: 33 in a unit
+    assert isinstance(unit, units.Units) and unit.per_unit == 33 and unit.num_windows == 1
+    assert units.grouped(plan, bytes_per_row=units.UNIT_BYTES // 1000) is plan
+    monkeypatch.setattr(memory, "limit", lambda: 16 * 1000 * 1000)  # a unit: 1 MB at most
+    assert units.grouped(plan, bytes_per_row=1000) is plan
+    monkeypatch.setattr(memory, "limit", lambda: 16 * 2000 * 1000)
+    grouped = units.grouped(plan, bytes_per_row=1000)
+    assert isinstance(grouped, units.Units) and grouped.per_unit == 2
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("units")
+    record = '{"label": np.int64(n), "x": np.full(6, n % 251, np.uint8), "name": str(n)}'
+    return numbered_snapshot(root, 2400, record, "8KiB")
+
+
+def batches(path: str, **kw: Any) -> tuple[list[dict[str, np.ndarray]], int]:
+    loader = snap.open(path).loader(**kw)
+    out = [dict(b) for b in loader]
+    return out, loader.stats()["windows"]
+
+
+@pytest.mark.parametrize("shuffle", [True, False], ids=["shuffled", "in order"])
+def test_a_loader_reads_small_windows_in_units_and_yields_the_same_batches(
+    small: str, shuffle: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kw: dict[str, Any] = {"batch_size": 32, "shuffle": shuffle, "seed": 5, "epochs": 2}
+    kw["shuffle_buffer"] = 96
+    grouped, made = batches(small, **kw)
+    monkeypatch.setattr(units, "UNIT_BYTES", 0)
+    alone, windows = batches(small, **kw)
+    same_batches(grouped, alone)
+    assert windows == 2 * 25 and made == 2  # an epoch of 25 windows of 96 is one unit
+
+
+def test_a_loader_resumed_inside_a_unit_continues_with_the_same_batches(
+    small: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kw: dict[str, Any] = {"batch_size": 32, "seed": 9, "epochs": 2, "shuffle_buffer": 64}
+    loader = snap.open(small).loader(**kw)
+    per_row = loader._context.bytes_per_row
+    monkeypatch.setattr(units, "UNIT_BYTES", 130 * per_row)  # units of 2 windows of 64 records
+    whole = [dict(b) for b in loader]
+    assert loader.stats()["windows"] == 2 * 19  # 38 windows an epoch, 2 to a unit
+    for stop in (1, 5, 80, 149):  # within a unit's first window, its second, the 2nd epoch
+        first = snap.open(small).loader(**kw)
+        it = iter(first)
+        for _ in range(stop):
+            next(it)
+        state = first.state_dict()
+        first.close()
+        again = snap.open(small).loader(**kw)
+        again.load_state_dict(state)
+        rest = itertools.islice(again, len(whole) - stop)
+        same_batches([dict(b) for b in rest], whole[stop:])
+
+
+def test_a_mixture_of_small_windows_yields_the_same_batches_in_units(
+    tmp_path: Path, small: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = numbered_snapshot(tmp_path, 800, '{"label": np.int64(-n), "x": np.zeros(6, np.uint8), '
+                              '"name": "o"}', "8KiB")  # fmt: skip
+
+    def mixed() -> tuple[list[dict[str, np.ndarray]], int]:
+        mix = snap.mix([snap.open(small), snap.open(other)], weights=[3, 1])
+        loader = mix.loader(batch_size=16, seed=1, shuffle_buffer=48, epochs=1)
+        return [dict(b) for b in loader], loader.stats()["windows"]
+
+    grouped, made = mixed()
+    monkeypatch.setattr(units, "UNIT_BYTES", 0)
+    alone, windows = mixed()
+    same_batches(grouped, alone)
+    assert made < windows
