@@ -210,3 +210,21 @@ def test_explicit_epochs_do_not_warn_without_a_counter(
         dataset.set_epoch(epoch)
         orders.append(_labels(_dataloader(dataset)))
     assert orders == [expected[0], expected[1]]
+
+
+def test_each_worker_takes_its_share_of_the_auto_buffer_and_cores(snapshot_url: str) -> None:
+    """A DataLoader worker's loader (here part 1 of 4, as for 4 workers) gets a quarter of the
+    default shuffle buffer and of the read threads; options given stay as given, and the
+    main process's loader (num_workers=0) keeps the whole."""
+    cores = os.cpu_count() or 1
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    worker = dataset._part_loader(1, 4)
+    assert worker.options.shuffle_buffer == "64MiB"
+    assert worker.stats()["settings"]["parallel_reads"] == max(1, cores // 4)
+    main = dataset._part_loader(0, 1)
+    assert main.options.shuffle_buffer == "auto" and main.options.num_parallel_reads == "auto"
+    given = SnapshotDataset(snapshot_url, batch_size=BATCH, shuffle_buffer=50,
+                            num_parallel_reads=3)._part_loader(1, 4)  # fmt: skip
+    assert given.options.shuffle_buffer == 50 and given.options.num_parallel_reads == 3
+    ordered = SnapshotDataset(snapshot_url, batch_size=BATCH, shuffle=False)._part_loader(1, 4)
+    assert ordered.options.shuffle_buffer == "auto"  # in order, windows are small anyway
