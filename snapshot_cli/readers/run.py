@@ -75,6 +75,7 @@ class RunContext:
     map_takes_rng: bool
     map_threads: int
     bytes_per_row: int
+    record_bytes: int  # a whole record's (what a first read of it checks)
     trace: Tracer | None
     sources: int = 1  # snapshots mixed
     processes: int = 0  # decode processes (:mod:`.procs`); 0: read threads decode
@@ -139,6 +140,7 @@ class Run:
         self.schema, self.columns = ctx.schema, list(ctx.columns)
         self.readers, self.tuner, self.stats = ctx.readers, ctx.tuner, ctx.stats
         self.bytes_per_row, self.trace = ctx.bytes_per_row, ctx.trace
+        self.read_per_row = max(ctx.bytes_per_row, ctx.record_bytes)  # what reads touch
         self.checked = ctx.checked
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
@@ -205,7 +207,7 @@ class Run:
                 pending = self._load(upcoming, planned) if upcoming and not later else None
                 after = next(windows, None) if upcoming else None
                 planned = self._ahead(after)
-                between = later.when_free if later else self._between
+                between = later.when_free if later else lambda: self.windows.between(self.read_pool)
                 self.server.serve(current, window, sources, between)
                 if later is not None and not self.stop.is_set():
                     pending = later.now()
@@ -220,9 +222,6 @@ class Run:
                 self.buffer.close()
             except Closed:
                 pass
-
-    def _between(self) -> None:
-        self.windows.between(self.read_pool)
 
     @staticmethod
     def _rows(key: tuple[Plan, int, int, int]) -> int:
@@ -243,7 +242,7 @@ class Run:
         a, b = plan.window_bounds(k)
         window = self.windows.get(b - a, inverse=slots, segments=len(segments))
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
-        nbytes = (b - a) * self.bytes_per_row
+        nbytes = (b - a) * self.read_per_row  # records read (columns=[...] of whole ones)
         if self.processes:
             children = self._children()
             if children and isinstance(window, Window):
@@ -335,7 +334,7 @@ class Run:
             np.fromiter((s.stop for s in segments), np.int64, len(segments)), unchecked,
         ], axis=1)  # fmt: skip
         target = max(CHUNK_MIN, min(CHUNK_MAX, nbytes // (4 * len(children))))
-        chunks = chunked(jobs, self.bytes_per_row, target)
+        chunks = chunked(jobs, self.read_per_row, target)
         lock = threading.Lock()
 
         def next_chunk() -> np.ndarray | None:

@@ -133,6 +133,19 @@ class ReadSet:
             raw += max(0, s.manifest.uncompressed_bytes - n * row_bytes(s.schema, left_out))
         return max(1, row_bytes(self.schema, self.columns), raw // max(1, records))
 
+    def record_bytes(self) -> int:
+        """Bytes of a whole record (all its columns, uncompressed): what a read touches of
+        it, whichever columns it keeps (a first read checks all of each record batch)."""
+        records = int(self.blocks.rows.sum())
+        raw = sum(s.manifest.uncompressed_bytes for s in self.sources)
+        return max(self.bytes_per_row(), raw // max(1, records))
+
+    def first_rows(self, most_bytes: int, most_rows: int, most_shards: int) -> int:
+        """Records of an epoch's first window: ``most_bytes`` of whole records, at most
+        ``most_rows``, and those of ``most_shards`` shards of average size."""
+        per_shard = max(1, int(self.blocks.rows.sum()) // max(1, len(np.unique(self.blocks.shard))))
+        return min(most_rows, most_shards * per_shard, max(1, most_bytes // self.record_bytes()))
+
 
 def resolve(source: Snapshot | Mixture, options: LoaderOptions) -> ReadSet:
     """The :class:`ReadSet` of a snapshot or mixture (columns checked: OptionError)."""

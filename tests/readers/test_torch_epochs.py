@@ -228,3 +228,6 @@ def test_each_worker_takes_its_share_of_the_auto_buffer_and_cores(snapshot_url: 
     assert given.options.shuffle_buffer == 50 and given.options.num_parallel_reads == 3
     ordered = SnapshotDataset(snapshot_url, batch_size=BATCH, shuffle=False)._part_loader(1, 4)
     assert ordered.options.shuffle_buffer == "auto"  # in order, windows are small anyway
+    # the global order's windows are every part's share already, whatever the parts
+    global_order = SnapshotDataset(snapshot_url, global_batch_size=BATCH, seed=SEED)
+    assert global_order._part_loader(1, 4).options.shuffle_buffer == "auto"
