@@ -198,3 +198,38 @@ def test_a_mixture_of_small_windows_yields_the_same_batches_in_units(
     alone, windows = mixed()
     same_batches(grouped, alone)
     assert made < windows
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    batch=st.integers(1, 70),
+    buffer=st.integers(1, 300),
+    world=st.integers(1, 3),
+    data=st.data(),
+    drop_last=st.booleans(),
+    shuffle=st.booleans(),
+    global_order=st.booleans(),
+)
+def test_any_loader_yields_the_same_batches_in_units(
+    small: str,
+    batch: int,
+    buffer: int,
+    world: int,
+    data: st.DataObject,
+    drop_last: bool,
+    shuffle: bool,
+    global_order: bool,
+) -> None:
+    rank = data.draw(st.integers(0, world - 1))
+    kw: dict[str, Any] = {"seed": 3, "shuffle": shuffle, "shuffle_buffer": buffer,
+                          "rank": rank, "world_size": world, "drop_last": drop_last}  # fmt: skip
+    if global_order:
+        kw["global_batch_size"] = batch * world
+    else:
+        kw["batch_size"] = batch
+    grouped, _ = batches(small, **kw)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(units, "UNIT_BYTES", 0)
+        alone, _ = batches(small, **kw)
+    same_batches(grouped, alone)
+    assert len(grouped) == len(snap.open(small).loader(**kw))
