@@ -220,12 +220,18 @@ def baseline_run(codec: str, paths: list[str]) -> Run:
 
 
 def loader_run(
-    codec: str, s: snap.Snapshot, batch_size: int, processes: int, paths: list[str]
+    codec: str,
+    s: snap.Snapshot,
+    batch_size: int,
+    processes: int,
+    paths: list[str],
+    shuffle_buffer: int | str = "auto",
 ) -> Run:
-    """The second epoch of one loader (default settings), timed alone."""
+    """The second epoch of one loader (default settings but ``shuffle_buffer``), timed alone."""
     if processes:
         procs.pool().wait_ready(processes)
-    with s.loader(batch_size, shuffle=True, seed=1, processes=processes) as loader:
+    with s.loader(batch_size, shuffle=True, seed=1, processes=processes,
+                  shuffle_buffer=shuffle_buffer) as loader:  # fmt: skip
         first = True
         for batch in loader:  # epoch 1, untimed: verifies the shards, allocates the windows
             if first and batch["x"].shape[1:] != (FEATURES,):
@@ -243,12 +249,14 @@ def loader_run(
     return Run(codec, config, sw.seconds, cpu, records, warm, settings)
 
 
-def run_config(codec: str, config: str, s: snap.Snapshot, paths: list[str]) -> Run:
+def run_config(
+    codec: str, config: str, s: snap.Snapshot, paths: list[str], shuffle_buffer: int | str
+) -> Run:
     if config == BASE:
         run = baseline_run(codec, paths)
     else:
         batch_size, processes = LOADERS[config]
-        run = loader_run(codec, s, batch_size, processes, paths)
+        run = loader_run(codec, s, batch_size, processes, paths, shuffle_buffer)
     if run.records != s.num_records:
         raise RuntimeError(f"{codec} {config}: {run.records} records of {s.num_records}")
     return run
@@ -335,9 +343,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--codecs", default=",".join(CODECS), help="comma-separated subset of zstd,lz4,none"
     )
+    p.add_argument(
+        "--shuffle-buffer",
+        default="auto",
+        help="the loaders' shuffle_buffer: auto, records (1024) or a size (4MiB)",
+    )
     _common.add_json_option(p)
     _common.add_quick_option(p, f"{QUICK_ROWS:,} records")
     args = p.parse_args(argv)
+    if args.shuffle_buffer.isdigit():
+        args.shuffle_buffer = int(args.shuffle_buffer)
     _common.resolve_quick(args, "rows", DEFAULT_ROWS, QUICK_ROWS, repeats=3)
     args.codecs = _common.subset(p, "--codecs", args.codecs, CODECS)
     if args.rows < 1 or args.repeats < 1:
@@ -350,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     env = _common.environment()
     load_start = os.getloadavg()
     print(_common.load_at_start(_common.describe(env), load_start))
+    print(f"loaders' shuffle_buffer: {args.shuffle_buffer}")
     snapshots = {c: ensure_small(args.data_dir, c, args.rows) for c in args.codecs}
     for s in snapshots.values():
         check_schema(s)
@@ -360,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             order = _common.rotated(CONFIGS, rep)
             for codec, s in snapshots.items():
                 for config in order:
-                    run = run_config(codec, config, s, paths[codec])
+                    run = run_config(codec, config, s, paths[codec], args.shuffle_buffer)
                     runs.append(run)
                     print(
                         f"  repeat {rep + 1}/{args.repeats} {codec:<5} {config:<40} "
@@ -387,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
                 "load_average_start": load_start,
                 "load_average_end": load_end,
                 "rows": args.rows,
+                "shuffle_buffer": args.shuffle_buffer,
                 "repeats": args.repeats,
                 "batch_sizes": list(BATCH_SIZES),
             },
