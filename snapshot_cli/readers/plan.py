@@ -92,7 +92,12 @@ class Segment:
 
 
 def _rng(*key: int) -> np.random.Generator:
-    return np.random.default_rng([k & 0xFFFFFFFF for k in key] + [k >> 32 for k in key])
+    words = [k & 0xFFFFFFFF for k in key] + [k >> 32 for k in key]
+    if min(words) < 0 or max(words) >> 32:  # a key beyond 64 bits: numpy splits it itself
+        return np.random.default_rng(words)
+    # the same seed as an array of uint32, which numpy takes as it is: 12 us against 22 for
+    # the list (a window of 1,024 records costs one)
+    return np.random.default_rng(np.array(words, np.uint32))
 
 
 _shuffle: Any

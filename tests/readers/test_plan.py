@@ -186,3 +186,15 @@ def test_the_compiled_shuffle_is_numpys_for_every_bit_generator(kind: str, n: in
     assert np.array_equal(a, theirs.permutation(n))
     assert mine.integers(0, 2**63, size=5).tolist() == theirs.integers(0, 2**63, size=5).tolist()
     assert mine.integers(0, 7, size=5).tolist() == theirs.integers(0, 7, size=5).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.lists(st.integers(0, 2**70), min_size=1, max_size=4))
+def test_a_keys_generator_is_numpys_default_rng_of_its_words(key: list[int]) -> None:
+    """``_rng`` seeds numpy's generator from the key's 32-bit words (an array of them where
+    they fit: the same seed as the list, which every order depends on)."""
+    words = [k & 0xFFFFFFFF for k in key] + [k >> 32 for k in key]
+    ours = plan_mod._rng(*key)
+    numpys = np.random.default_rng(words)
+    assert ours.bit_generator.state == numpys.bit_generator.state
+    assert np.array_equal(ours.permutation(50), numpys.permutation(50))
