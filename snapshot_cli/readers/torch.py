@@ -150,8 +150,8 @@ def worker_share(options: dict[str, Any], workers: int, local: bool) -> dict[str
     auto = lambda name: str(out.get(name, "auto")).lower() == "auto"  # noqa: E731
     # (the global order's windows are cut into every part's share already, and must not
     # depend on how many parts there are: a state resumes on another number of workers)
-    ordered = not out.get("shuffle", True) or out.get("global_batch_size") is not None
-    if auto("shuffle_buffer") and not ordered:
+    kept = not out.get("shuffle", True) or out.get("global_batch_size") is not None
+    if auto("shuffle_buffer") and not kept:
         out["shuffle_buffer"] = f"{max(1, (SHUFFLE_BUFFER_BYTES >> 20) // workers)}MiB"
     if auto("num_parallel_reads") and local:
         out["num_parallel_reads"] = max(1, (os.cpu_count() or 1) // workers)

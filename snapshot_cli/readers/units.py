@@ -3,8 +3,9 @@
 Each window costs the loader a fixed amount beyond its records, whatever its size: its plan,
 a slab, the read threads started and waited for, its shard pages let go, its batches handed
 over; about 0.3-0.7 ms. A shuffle buffer of 256 MiB makes that nothing, but one of 1,024
-records (what ``tf.data``'s ``shuffle(1000)`` teaches) made 2M records of 48 bytes a window
-each 48 KiB, and they replayed at 1.5 M records/s against 8-10 with the default buffer.
+records (what ``tf.data``'s ``shuffle(1000)`` teaches) made 4M records of 48 bytes a window
+each 48 KiB, and they replayed at 1.44 M records/s, 0.16 of decode + one copy (6.44 in
+units; ``python benchmarks/small_records.py --codecs lz4 --shuffle-buffer 1024``).
 
 :func:`grouped` reads consecutive windows of a plan smaller than :data:`UNIT_BYTES` together,
 as one larger window (a *unit*) that holds each of them, in order, shuffled as the plan
