@@ -160,10 +160,11 @@ def test_a_loader_reads_small_windows_in_units_and_yields_the_same_batches(
     assert windows == 2 * 25 and made == 2  # an epoch of 25 windows of 96 is one unit
 
 
+@pytest.mark.parametrize("size", ["batch_size", "global_batch_size"])
 def test_a_loader_resumed_inside_a_unit_continues_with_the_same_batches(
-    small: str, monkeypatch: pytest.MonkeyPatch
+    small: str, size: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kw: dict[str, Any] = {"batch_size": 32, "seed": 9, "epochs": 2, "shuffle_buffer": 64}
+    kw: dict[str, Any] = {size: 32, "seed": 9, "epochs": 2, "shuffle_buffer": 64}
     loader = snap.open(small).loader(**kw)
     per_row = loader._context.bytes_per_row
     monkeypatch.setattr(units, "UNIT_BYTES", 130 * per_row)  # units of 2 windows of 64 records
