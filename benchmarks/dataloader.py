@@ -58,8 +58,9 @@ def _peak_rss_mib() -> float:
     return total / 1024
 
 
-def _alone(workers: int) -> Any:
-    """A DataLoader handing over one prepared batch of the snapshot's shape from workers."""
+def _alone(batches: int) -> Any:
+    """A dataset of ``batches`` batches over one prepared batch's memory, of the snapshot's
+    shape: what a DataLoader's workers hand over with no snap."""
     import numpy as np
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
@@ -78,7 +79,7 @@ def _alone(workers: int) -> Any:
                 # not: a storage once shared is sent as it is)
                 yield {"image": torch.from_numpy(image), "label": torch.from_numpy(label)}
 
-    return Repeat
+    return Repeat(batches)
 
 
 def child(config: str, path: str) -> dict[str, float]:
@@ -99,7 +100,7 @@ def child(config: str, path: str) -> dict[str, float]:
 
             dataset: Any = SnapshotDataset(path, batch_size=BATCH, seed=0)
         else:
-            dataset = _alone(workers)(batches)
+            dataset = _alone(batches)
         source = DataLoader(dataset, batch_size=None, num_workers=workers,
                             persistent_workers=workers > 0)  # fmt: skip
     records = 0

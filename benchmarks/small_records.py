@@ -47,6 +47,7 @@ import pyarrow as pa
 
 import snapshot_cli as snap
 from snapshot_cli.readers import procs
+from snapshot_cli.readers.options import LoaderOptions
 
 CODECS = ("zstd", "lz4", "none")
 DEFAULT_ROWS, QUICK_ROWS = 4_000_000, 400_000
@@ -353,6 +354,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.shuffle_buffer.isdigit():
         args.shuffle_buffer = int(args.shuffle_buffer)
+    try:  # checked before any snapshot is written, as the loader checks it
+        LoaderOptions(shuffle_buffer=args.shuffle_buffer)
+    except snap.OptionError as err:
+        p.error(str(err))
     _common.resolve_quick(args, "rows", DEFAULT_ROWS, QUICK_ROWS, repeats=3)
     args.codecs = _common.subset(p, "--codecs", args.codecs, CODECS)
     if args.rows < 1 or args.repeats < 1:

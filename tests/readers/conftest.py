@@ -15,7 +15,9 @@ from snapshot_cli.readers import units
 
 
 @pytest.fixture(autouse=True)
-def _windows_read_one_by_one(request: pytest.FixtureRequest, monkeypatch: Any) -> None:
+def _windows_read_one_by_one(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """These tests' windows of a few records stand for a real loader's windows (a shuffle
     buffer of 400 records, to cross many window boundaries): each is read on its own, not
     with the next ones in a unit (:mod:`snapshot_cli.readers.units`), except in a test marked
