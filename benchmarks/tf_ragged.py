@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 
-    out = tempfile.mkdtemp(prefix="snap-tf-ragged-") + "/tokens"
+    tmp = tempfile.TemporaryDirectory(prefix="snap-tf-ragged-")  # removed on return
+    out = tmp.name + "/tokens"
     starts = list(range(0, args.records, 10_000))
     snap.create(records(args), out, inputs=starts, workers=0)
     s = snap.open(out)

@@ -301,7 +301,8 @@ def check_ragged_of_any_rank():
                        n % 3 + 1, n % 2 + 1) + n,
                    "r3": np.full((n % 2 + 1, n % 3, 2), n, np.int16)}
 
-    out = tempfile.mkdtemp() + "/ragged"
+    tmp = tempfile.TemporaryDirectory()  # removed when the check returns
+    out = tmp.name + "/ragged"
     snap.create(snap.ragged("r1", "r2", "r3")(records), out, workers=0)
     got, specs = {}, None
     ds = snap.open(out).loader(8, seed=3).to_tf()
@@ -333,7 +334,8 @@ def check_lists_of_text():
         for n in range(30):
             yield {"id": n, "caps": np.array([f"c{n}.{k}" for k in range(n % 3)], dtype=str)}
 
-    out = tempfile.mkdtemp() + "/caps"
+    tmp = tempfile.TemporaryDirectory()  # removed when the check returns
+    out = tmp.name + "/caps"
     snap.create(records, out, workers=0)
     got, mapped = {}, {}
     ds = snap.open(out).loader(8, seed=1).to_tf()
