@@ -85,7 +85,7 @@ def test_units_serve_every_batch_of_the_plan(
             assert grouped.num_windows < plan.num_windows
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     sources=st.lists(layouts, min_size=1, max_size=3),
     per_rank=st.integers(1, 6),
@@ -201,7 +201,7 @@ def test_a_mixture_of_small_windows_yields_the_same_batches_in_units(
     assert made < windows
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(
     batch=st.integers(1, 70),
     buffer=st.integers(1, 300),

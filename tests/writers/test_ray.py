@@ -152,7 +152,10 @@ def test_driver_killed_mid_run_resumes_on_ray(
            str(tmp_path / "in" / "*.txt"), "--executor", "ray", "--inputs-per-task", "1",
            "--batch-rows", "1", "--param", f"calls={json.dumps(str(calls_file))}",
            "--param", f"gate={json.dumps(str(gate))}", "--json"]  # fmt: skip
-    driver = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # the killed driver cannot remove the pipeline copy it ships: it goes in tmp_path
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    driver = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
     try:
         done = out / "_runs"
         wait_for(lambda: len(list(done.glob("*/tasks/*.json"))) == 3, "tasks 0-2 done", 120)
