@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import __version__, cli_io, render, report
+from . import __version__, cli_io, render
 from .cli_io import answer_errors, configure_output, emit_json, exit_watch, setup_logging
 from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs
 from .errors import ManifestError
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from .readers.verify import ShardCheck
 
 # Each command imports the readers or the writers it runs, when it runs: `snap create` does not
-# pay for the loader, nor `snap verify` for the writers, nor `snap --help` for either.
+# pay for the loader, nor `snap verify` for the writers, nor `snap --help` for either, nor for
+# numpy, pyarrow or fsspec (tests/test_cli.py holds it to that).
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -208,6 +209,8 @@ def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool
     elif target.shard is not None:
         _show(target_mod.shard_doc(target), render.shard_lines, as_json)
     else:
+        from . import report
+
         doc = report.inspect_doc(snap.url, snap.manifest, show_shards)
         _show(doc, render.inspect_lines, as_json)
 
@@ -259,6 +262,7 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 @answer_errors
 def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) -> None:
     """Show the first records of SNAPSHOT (or of one shard file), arrays summarised."""
+    from . import report
     from .readers.target import open_target
 
     target = open_target(snapshot)

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import click
 
-from . import storage
 from .errors import SnapError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,6 +53,8 @@ def answer_errors(fn: F) -> F:
                 _quiet_exit_on_closed_stdout()
             if debug:
                 raise
+            from . import storage  # (fsspec: not imported by `snap --help`)
+
             click.echo(f"snap: error: {storage.fault(err, 'the snapshot')}", err=True)
             sys.exit(1)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):

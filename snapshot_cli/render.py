@@ -14,8 +14,9 @@ from typing import Any
 import click
 
 from .progress import counted, human_bytes, human_count
-from .report import bars, format_summary
-from .schema import format_type_doc
+
+# report and schema (numpy, pyarrow) are imported by the functions that use them: the CLI
+# imports this module before parsing its arguments, and `snap --help` should not wait for them
 
 INPUTS_SHOWN = 10  # inputs of a task named by snap inspect SHARD
 
@@ -48,6 +49,9 @@ def _age(seconds: float) -> str:
 
 
 def inspect_lines(doc: dict[str, Any]) -> list[str]:
+    from .report import bars
+    from .schema import format_type_doc
+
     comp = doc["compression"]
     level = comp.get("level")
     versions = ", ".join(f"{k} {v}" for k, v in doc["created_by"].items() if k != "host")
@@ -104,6 +108,8 @@ def inspect_lines(doc: dict[str, Any]) -> list[str]:
 
 def shard_lines(doc: dict[str, Any]) -> list[str]:
     """``snap inspect SHARD``: one shard, as the version that lists it describes it."""
+    from .schema import format_type_doc
+
     comp, first, n = doc["compression"], doc["first_record"], doc["records"]
     runs = ", ".join(
         f"{human_count(rows)}" + (f" x {count}" if count > 1 else "")
@@ -250,6 +256,8 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def head_lines(doc: dict[str, Any]) -> list[str]:
+    from .report import format_summary
+
     lines = []
     for i, rec in enumerate(doc["records"]):
         lines.append(f"record {i}:")
