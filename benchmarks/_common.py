@@ -211,6 +211,37 @@ def raw_read(paths: Iterable[str]) -> tuple[int, int]:
     return total, 0
 
 
+def large_folio_share(path: str) -> float | None:
+    """The share of ``path``'s cached bytes the kernel maps 2 MiB at a time (None where this
+    is not Linux, or the file is not cached). A file read back from disk sits in the page
+    cache in large folios on a recent kernel, mapped whole; a file just written in pieces of
+    ~1 MiB, as a shard is, sits in small ones, each 4 KiB mapped by itself. Both sides of a
+    replay ratio map the shards, and this state changes both: see README (Performance)."""
+    import mmap
+
+    if not os.path.exists("/proc/self/smaps") or os.path.getsize(path) == 0:
+        return None
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    try:
+        pages = np.frombuffer(m, np.uint8)
+        int(pages[::4096].sum())  # map every page
+        del pages
+        real = os.path.realpath(path)
+        rss = pmd = 0
+        with open("/proc/self/smaps") as smaps:
+            mine = False
+            for line in smaps:
+                if "-" in line.split(" ", 1)[0]:  # a mapping's first line: its range, its file
+                    mine = line.rstrip("\n").endswith(real)
+                elif mine and line.startswith(("Rss:", "FilePmdMapped:")):
+                    kib = int(line.split()[1])
+                    rss, pmd = (rss + kib, pmd) if line[0] == "R" else (rss, pmd + kib)
+        return pmd / rss if rss else None
+    finally:
+        m.close()
+
+
 def rewarm(paths: Iterable[str]) -> float:
     """Read every file again right before a run → the GB/s of that read (the OS evicts file
     pages idle for a while, ~30 s on this VM; below COLD_GBPS the cache was partly cold)."""

@@ -722,13 +722,22 @@ def main(argv: list[str] | None = None) -> int:
         f"page cache re-warmed before every run; {len(cold)} of {len(runs)} re-warming reads "
         f"ran below {_common.COLD_GBPS:g} GB/s (the cache had been partly evicted meanwhile)"
     )
+    folios = {c: _common.large_folio_share(shard_paths(s)[0]) for c, s in snapshots.items()}
+    if any(share is not None for share in folios.values()):
+        shares = ", ".join(f"{c} {100 * v:.0f} %" for c, v in folios.items() if v is not None)
+        print(
+            f"shards' page cache mapped 2 MiB at a time (large folios; the first shard, at the "
+            f"end): {shares}. Files just written are in small folios, files read back from "
+            f"disk in large ones; either changes both sides of a ratio (README: Performance)"
+        )
     if args.quick:
         print(_common.QUICK_NOTE)
     if args.json:
+        environment = _common.run_environment(env, (load_start, load_end), args, BATCH_SIZE)
         doc = {
             "summaries": [asdict(cs) for cs in summaries],
             "runs": [{**asdict(r), "gbps": r.gbps} for r in runs],
-            "environment": _common.run_environment(env, (load_start, load_end), args, BATCH_SIZE),
+            "environment": {**environment, "large_folio_share": folios},
         }
         _common.write_json(args.json, doc)
     return 0

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,23 @@ def test_every_option_the_docs_give_a_benchmark_is_one_it_takes() -> None:
     for script, option in sorted(given):
         assert script in SCRIPTS, f"{script} is not a benchmark script"
         assert option in options_of(script), f"benchmarks/{script} takes no {option}"
+
+
+def test_a_file_just_written_in_small_pieces_is_not_mapped_in_large_folios(tmp_path: Path) -> None:
+    """``_common.large_folio_share``, which replay.py prints: what it reads off the kernel is
+    what README says of a shard just written (its pages mapped one by one)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(BENCH))
+    path = tmp_path / "written"
+    with open(path, "wb", buffering=0) as f:
+        for i in range(1024):  # 4 MiB in 4 KiB writes
+            f.write(bytes([i % 256]) * 4096)
+    if sys.platform != "linux":
+        assert _common.large_folio_share(str(path)) is None
+        return
+    assert _common.large_folio_share(str(path)) == 0.0
+    (tmp_path / "empty").write_bytes(b"")
+    assert _common.large_folio_share(str(tmp_path / "empty")) is None
