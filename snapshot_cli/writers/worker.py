@@ -13,7 +13,8 @@ Protocol: one JSON document per line. The parent writes to the worker's stdin a 
 writes to its original stdout ``{"ready"}`` once the function is loaded, ``{"progress":
 [records, bytes]}`` while a task runs, and ``{"ok": result}`` or ``{"error": {type,
 message}}`` when it ends. Anything the pipeline prints (to ``sys.stdout`` or file
-descriptor 1) goes to stderr, so that it cannot break the protocol or ``--json`` output.
+descriptor 1) goes to stderr, so that it cannot break the protocol or ``--json`` output,
+a line at a time: see :func:`_whole_lines`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import io
 import json
 import os
 import signal
@@ -87,6 +89,18 @@ def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:
     return incoming, outgoing
 
 
+def _whole_lines() -> None:
+    """Write what the pipeline prints a line at a time. Under ``PYTHONUNBUFFERED=1`` (common in
+    containers and CI) ``print("record", i)`` was four writes, and two workers' lines came out
+    spliced on the command's stderr ("recordrecord 4 ... 5"); without it, ``sys.stdout`` (a
+    pipe when the worker started) held 8 KiB, so prints showed up late, in bursts. A line is
+    now one write, whole beside other workers' (a pipe's writes of up to 4 KiB are atomic)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):  # not one a sitecustomize put there
+            with contextlib.suppress(OSError, ValueError):  # closed
+                stream.reconfigure(line_buffering=True, write_through=False)
+
+
 def main(parent_pid: int) -> None:
     """Serve tasks from the parent until it closes our stdin."""
     global IMPORTING
@@ -94,6 +108,7 @@ def main(parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
     incoming, outgoing = _protocol_streams()
+    _whole_lines()
     cli_io.setup_logging(quiet=True)  # snap's warnings from here as the command's are:
     # "snap: ..." lines on stderr, whatever logging the pipeline's modules set up later
 

@@ -216,3 +216,47 @@ def test_processes_the_pipeline_started_end_with_a_failed_run(tmp_path: Path) ->
     finally:
         for pid in filter(pid_alive, started):
             os.kill(pid, signal.SIGKILL)
+
+
+CHATTY = """
+import os, time
+
+def items():
+    return [0, 1]
+
+def preprocess(i):
+    # both workers in a task at once (each leaves a file, then waits for the other's)
+    os.close(os.open(os.path.join(os.environ["MEET"], str(os.getpid())), os.O_CREAT, 0o644))
+    deadline = time.monotonic() + 30
+    while len(os.listdir(os.environ["MEET"])) < 2 and time.monotonic() < deadline:
+        pass
+    for j in range(3000):
+        print("record", i, "line", j, "of", 3000)
+    yield {"v": i}
+"""
+
+
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_two_workers_print_whole_lines(tmp_path: Path, unbuffered: bool) -> None:
+    """What two worker processes print at the same moment reaches the command's stderr a line
+    at a time. Under PYTHONUNBUFFERED=1 a print of several values was several writes, and the
+    workers' lines came out spliced ("recordrecord 4 ... 5")."""
+    (tmp_path / "chatty.py").write_text(CHATTY)
+    (tmp_path / "meet").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["MEET"] = str(tmp_path / "meet")
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-m", "snapshot_cli", "create", "chatty.py:preprocess", "s",
+         "--inputs-from", "chatty.py:items", "--inputs-per-task", "1", "--workers", "2",
+         "--json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["num_records"] == 2
+    assert len(os.listdir(tmp_path / "meet")) == 2  # the two tasks did run at once
+    printed = [line for line in proc.stderr.splitlines() if "record" in line or "line" in line]
+    expected = {f"record {i} line {j} of 3000" for i in (0, 1) for j in range(3000)}
+    assert sorted(printed) == sorted(expected)
