@@ -568,12 +568,13 @@ def memory_mode(args: argparse.Namespace) -> int:
         for size in args.memory_sizes:
             s = _common.ensure_snapshot(args.data_dir, codec, size, args.tokens, args.workers)
             raw_read(shard_paths(s))  # warm the page cache: measure memory, not the disk
+            folios = _common.large_folio_share(shard_paths(s)[0])
             try:
                 doc = _common.run_child([SCRIPT, "--memory-child", s.root], "--memory-child")
             except _common.ChildError as err:
                 print(err.stderr, file=sys.stderr)
                 return err.returncode
-            results.append({**doc, "codec": codec})
+            results.append({**doc, "codec": codec, "large_folio_share": folios})
     mib = 1024  # KiB per MiB
     print()
     print(
@@ -617,6 +618,18 @@ def memory_mode(args: argparse.Namespace) -> int:
         "than the window is one window); budget = the windows the loader holds by design (2 "
         "slot windows, or the mapped pages of 2 gathered ones) + prefetched batches + 64 MiB"
     )
+    shares = [
+        f"{r['codec']} {r['uncompressed_bytes'] / GB:.2f}GB {100 * r['large_folio_share']:.0f} %"
+        for r in results
+        if r["large_folio_share"] is not None
+    ]
+    if shares:
+        print(
+            "the shards' page cache in 2 MiB folios, which a map takes whole (the first shard, "
+            f"before the run): {', '.join(shares)}. Shards read back from disk are cached so, "
+            "shards just written are not; the later epochs of an uncompressed snapshot then "
+            "map about twice the bytes they read (README: Memory)"
+        )
     if args.json:
         _common.write_json(args.json, {"memory": results, "environment": _common.environment()})
     return 0
@@ -722,22 +735,13 @@ def main(argv: list[str] | None = None) -> int:
         f"page cache re-warmed before every run; {len(cold)} of {len(runs)} re-warming reads "
         f"ran below {_common.COLD_GBPS:g} GB/s (the cache had been partly evicted meanwhile)"
     )
-    folios = {c: _common.large_folio_share(shard_paths(s)[0]) for c, s in snapshots.items()}
-    if any(share is not None for share in folios.values()):
-        shares = ", ".join(f"{c} {100 * v:.0f} %" for c, v in folios.items() if v is not None)
-        print(
-            f"shards' page cache mapped 2 MiB at a time (large folios; the first shard, at the "
-            f"end): {shares}. Files just written are in small folios, files read back from "
-            f"disk in large ones; either changes both sides of a ratio (README: Performance)"
-        )
     if args.quick:
         print(_common.QUICK_NOTE)
     if args.json:
-        environment = _common.run_environment(env, (load_start, load_end), args, BATCH_SIZE)
         doc = {
             "summaries": [asdict(cs) for cs in summaries],
             "runs": [{**asdict(r), "gbps": r.gbps} for r in runs],
-            "environment": {**environment, "large_folio_share": folios},
+            "environment": _common.run_environment(env, (load_start, load_end), args, BATCH_SIZE),
         }
         _common.write_json(args.json, doc)
     return 0
