@@ -16,6 +16,10 @@ wait), and the commit waits for what is left: 8.1 s, and 11.9 -> 13.4 s with a p
 computes (medians of 3). The kernel would have spent that writing in the next ~30 s anyway,
 beside whatever runs next. A wait of more than :data:`SAY_AFTER_S` is said (the progress
 line already says every task is done).
+
+A file that must be created exclusively (a lease, a manifest's first version) is written
+whole and hard-linked into place; :func:`create_in_place` is for filesystems without hard
+links (FAT and exFAT drives, SMB shares, many FUSE mounts).
 """
 
 from __future__ import annotations
@@ -124,3 +128,33 @@ def _sync_file_range() -> Any:
     function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     function.restype = ctypes.c_int
     return function
+
+
+# What link(2) says where a filesystem has no hard links: vfat, exfat and NTFS-3G's FUSE
+# EPERM, SMB EOPNOTSUPP, some FUSE filesystems ENOSYS (a writable directory says EACCES).
+NO_HARD_LINKS = frozenset(
+    getattr(errno, name)
+    for name in ("EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS")
+    if hasattr(errno, name)
+)
+
+
+def create_in_place(path: str, data: bytes) -> bool:
+    """``storage.create_exclusive`` of a local file where hard links are refused: made with
+    ``O_EXCL`` (False if it exists), then its bytes, synced; a failed write removes it."""
+    try:
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
+        )
+    except FileExistsError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:  # a full disk: leave no half-written file under the name
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return True

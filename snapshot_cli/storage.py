@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, TypeVar
 import fsspec
 from fsspec import AbstractFileSystem
 
-from . import hdfs, layout, timeouts
+from . import durable, hdfs, layout, timeouts
 from .errors import OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
@@ -146,10 +146,12 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     """Create ``path`` with ``data`` only if it does not exist. Returns False if it existed.
 
     Locally a complete temporary file is hard-linked into place (atomic, fails if the path
-    exists). On GCS and S3 one PUT with the store's precondition (``ifGenerationMatch=0``,
-    ``If-None-Match: *``): the store itself refuses a second creator. Elsewhere the
-    filesystem's exclusive-create mode ("xb"); a write that fails removes the partial file,
-    but a process killed while writing these few bytes leaves it (readers then get a
+    exists); where the filesystem has no hard links (FAT, exFAT, SMB, many FUSE mounts) it
+    is created exclusively and written in place (:func:`.durable.create_in_place`). On GCS
+    and S3 one PUT with the store's precondition (``ifGenerationMatch=0``, ``If-None-Match:
+    *``): the store itself refuses a second creator. Elsewhere the filesystem's
+    exclusive-create mode ("xb"). Written in place, a write that fails removes the partial
+    file, but a process killed while writing these few bytes leaves it (readers then get a
     ManifestError, never wrong data).
     """
     with errors_named(fs, path, "creating"):
@@ -167,10 +169,16 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
                 os.link(tmp, path)
             except FileExistsError:
                 return False
+            except OSError as err:
+                if err.errno not in durable.NO_HARD_LINKS:
+                    raise
+                linked = False
+            else:
+                linked = True
             finally:
                 with contextlib.suppress(FileNotFoundError):  # not left behind on a full disk
                     os.unlink(tmp)
-            return True
+            return linked or durable.create_in_place(path, data)
         if protocol(fs) in WEBHDFS_PROTOCOLS:
             return hdfs.webhdfs_create(fs, path, data)
         if protocol(fs) in HDFS_PROTOCOLS:

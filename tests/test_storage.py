@@ -1,12 +1,18 @@
 from __future__ import annotations
 
+import errno
+import os
 import pickle
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import fsspec
+import numpy as np
 import pytest
 
-from snapshot_cli import storage
+import snapshot_cli as snap
+from snapshot_cli import durable, storage
 from snapshot_cli.errors import OptionError, StorageError
 from snapshot_cli.writers import inputs as inputs_mod
 
@@ -71,3 +77,64 @@ def test_an_object_store_url_without_a_bucket_says_so(url: str) -> None:
     # about a bucket nobody named); no client is made and nothing is sent
     with pytest.raises(OptionError, match=rf"^'{url}' names no bucket: give one, as in "):
         storage.resolve(url)
+
+
+@pytest.fixture
+def no_hard_links(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> int:
+    """``os.link`` answering as a filesystem without hard links does (FAT and exFAT drives,
+    SMB shares, FUSE mounts): the errno given, whatever the paths."""
+    code: int = request.param
+
+    def refuse(src: object, dst: object, *args: object, **kwargs: object) -> None:
+        raise OSError(code, os.strerror(code), src, None, dst)
+
+    monkeypatch.setattr(os, "link", refuse)
+    return code
+
+
+@pytest.mark.parametrize("no_hard_links", sorted(durable.NO_HARD_LINKS), indirect=True)
+def test_exclusive_creation_without_hard_links(tmp_path: Path, no_hard_links: int) -> None:
+    fs, root = storage.resolve(str(tmp_path))
+    lock = storage.join(root, "x", "lock")
+    assert storage.create_exclusive(fs, lock, b"first")
+    assert not storage.create_exclusive(fs, lock, b"second")
+    assert storage.read_bytes(fs, lock) == b"first"
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["lock"]  # no temporary left
+    won = create_at_once(fs, storage.join(root, "race"), [b"%d" % i * 500 for i in range(4)])
+    assert won.count(True) == 1
+
+
+@pytest.mark.parametrize("no_hard_links", [errno.EIO, errno.ENOSPC, errno.EROFS], indirect=True)
+def test_a_link_that_fails_otherwise_is_an_error(tmp_path: Path, no_hard_links: int) -> None:
+    fs, root = storage.resolve(str(tmp_path))
+    with pytest.raises(StorageError, match="lock"):
+        storage.create_exclusive(fs, storage.join(root, "lock"), b"first")
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
+
+
+@pytest.mark.parametrize("no_hard_links", [errno.EPERM], indirect=True)
+def test_a_snapshot_is_made_grown_and_read_without_hard_links(
+    tmp_path: Path, no_hard_links: int
+) -> None:
+    def pipeline(item: int):  # type: ignore[no-untyped-def]
+        yield {"x": np.full(4, item, np.int32)}
+
+    out = str(tmp_path / "snap")
+    snap.create(pipeline, out, inputs=range(20), workers=0)
+    snap.create(pipeline, out, inputs=range(30), workers=0)  # grown: a second version
+    s = snap.open(out)
+    assert len(s.versions()) == 2 and s.num_records == 30
+    got = np.concatenate([b["x"][:, 0] for b in s.loader(8, shuffle=True, seed=1)])
+    assert sorted(got.tolist()) == list(range(30))
+
+
+def create_at_once(fs: fsspec.AbstractFileSystem, path: str, payloads: list[bytes]) -> list[bool]:
+    """``create_exclusive`` of ``path`` from one thread per payload, released together."""
+    barrier = threading.Barrier(len(payloads))
+
+    def contend(data: bytes) -> bool:
+        barrier.wait(timeout=30)
+        return storage.create_exclusive(fs, path, data)
+
+    with ThreadPoolExecutor(len(payloads)) as pool:
+        return list(pool.map(contend, payloads))
