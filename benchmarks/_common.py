@@ -212,11 +212,12 @@ def raw_read(paths: Iterable[str]) -> tuple[int, int]:
 
 
 def large_folio_share(path: str) -> float | None:
-    """The share of ``path``'s cached bytes the kernel maps 2 MiB at a time (None where this
-    is not Linux, or the file is not cached). A file read back from disk sits in the page
-    cache in large folios on a recent kernel, mapped whole; a file just written in pieces of
-    ~1 MiB, as a shard is, sits in small ones, each 4 KiB mapped by itself. Both sides of a
-    replay ratio map the shards, and this state changes both: see README (Performance)."""
+    """The share of ``path``'s bytes the kernel maps 2 MiB at a time once every page is read
+    through a map (None where there is no ``/proc/self/smaps``, or the file is empty). A file
+    read back from disk sits in the page cache in large folios on a recent kernel, mapped
+    whole; a file just written in pieces of ~1 MiB, as a shard is, sits in small ones, each
+    4 KiB mapped by itself. It changes what the later epochs of an uncompressed snapshot
+    hold mapped (their RSS), not their speed: see README (Memory)."""
     import mmap
 
     if not os.path.exists("/proc/self/smaps") or os.path.getsize(path) == 0:
