@@ -15,10 +15,12 @@ file is still detected.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import glob
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +42,13 @@ _VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime",
                  "modificationTime", "created")  # fmt: skip
 # Keys that are a checksum of a file's contents, as the storage reports it (GCS, S3).
 _CONTENT_KEYS = ("crc32c", "md5Hash", "ETag", "etag")
+# Versions that are a time, and how recent one may be and still vouch for the bytes: a file
+# written again within the same tick of its mtime keeps its mtime (FAT ticks every 2 s, exFAT
+# and HFS+ every second), so one listed within RACY_S of its last change is identified by its
+# bytes, now and at the next create, until it is older (git's "racily clean" files). An
+# exFAT drive replayed the old bytes of such a rewrite before (5 of 5 tries).
+_TIME_KEYS = ("mtime", "modificationTime", "created")
+RACY_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,7 @@ def expand_inputs(
     """
     inside = None if output is None else output.rstrip("/") + "/"
     found: dict[str, InputFile] = {}
+    listed = time.time()
     for pattern in patterns:
         fs, path = storage.resolve(pattern, storage_options)
         infos = {
@@ -108,10 +118,28 @@ def expand_inputs(
             )
         for url, info in files.items():
             size = int(info.get("size") or 0)
-            found[url] = InputFile(
-                url, size, _first(info, _VERSION_KEYS), _first(info, _CONTENT_KEYS)
-            )
+            version = _first(info, _VERSION_KEYS)
+            if _racy(info, version, listed):
+                version = ""  # (no version: identified by its bytes)
+            found[url] = InputFile(url, size, version, _first(info, _CONTENT_KEYS))
     return [found[u] for u in sorted(found)]
+
+
+def _racy(info: dict[str, Any], version: str, listed: float) -> bool:
+    """Whether ``version`` is a time less than RACY_S before ``listed`` (or after it: another
+    clock). Times in milliseconds (WebHDFS) and datetimes are read as such; a time in a form
+    not known here is trusted, as before."""
+    key = version.split("=", 1)[0]
+    if key not in _TIME_KEYS:
+        return False
+    value = info.get(key)
+    if isinstance(value, datetime.datetime):
+        seconds = value.timestamp()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value / 1000 if value > 1e11 else float(value)  # (1e11 s is year 5138)
+    else:
+        return False
+    return listed - seconds < RACY_S
 
 
 def _hint(pattern: str, patterns: list[str], first: bool) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 import fsspec
 import numpy as np
+import pytest
 
 import snapshot_cli as snap
 from snapshot_cli.writers import inputs as inputs_mod
@@ -56,10 +57,14 @@ def test_awkward_names_of_inputs_and_snapshots(backend: Backend) -> None:
         assert set(batch["source"].tolist()) == {name}, name
 
 
-def test_an_input_rewritten_with_other_bytes_of_the_same_size_is_changed(backend: Backend) -> None:
+def test_an_input_rewritten_with_other_bytes_of_the_same_size_is_changed(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Over WebHDFS the listing's version key (``modificationTime``) was not one snap knew:
     every input had an empty version, the listing matched, and a rewritten input left the
-    snapshot "up to date" with the old records."""
+    snapshot "up to date" with the old records. (A file written less than RACY_S before its
+    listing has no version yet, whatever the store: that wait is left out here.)"""
+    monkeypatch.setattr(inputs_mod, "RACY_S", 0.0)
     fs = backend.fs
     fs.makedirs(backend.path(backend.url("in")), exist_ok=True)
     path = backend.path(backend.url("in/a.bin"))

@@ -250,10 +250,14 @@ def read_bytes_pipeline(path: str) -> Any:
 
 @pytest.fixture
 def files(tmp_path: Path) -> Path:
+    """Six inputs last written a minute ago (a file written within RACY_S of a create is
+    identified by its bytes: see the racy test below)."""
     d = tmp_path / "raw"
     d.mkdir()
+    stamp = time.time() - 60
     for i in range(6):
         (d / f"{i}.bin").write_bytes(bytes([i]) * (100 + i))
+        os.utime(d / f"{i}.bin", (stamp, stamp))
     return d
 
 
@@ -280,6 +284,54 @@ def test_a_new_mtime_with_the_same_bytes_keeps_the_snapshot(
         again = snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
     assert again.reused and again.fingerprint == first.fingerprint
     assert "read 6 input files" in caplog.text  # the stat differed: contents compared
+
+
+def test_a_file_written_again_within_its_mtime_tick_is_detected(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A filesystem with coarse times (FAT keeps 2 s, exFAT and HFS+ 1 s) leaves a file
+    written twice within one tick with one mtime: its size and mtime then vouched for the old
+    bytes, and an exFAT drive replayed them. A file listed within RACY_S of its mtime is read
+    until its mtime is older."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    target = raw / "a.bin"
+    target.write_bytes(b"\x01" * 16)
+    written = target.stat()
+    out, glob = str(tmp_path / "s"), str(raw / "*.bin")
+    assert [f.version for f in inputs_mod.expand_inputs([glob])] == [""]  # racy: no version
+    snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    target.write_bytes(b"\x02" * 16)
+    os.utime(target, ns=(written.st_atime_ns, written.st_mtime_ns))  # as a coarse clock
+    info = snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    assert not info.reused and info.inputs_changed == 1
+    assert next(iter(snap.open(out).loader(1)))["x"][0].tolist() == [2] * 16
+    caplog.clear()
+    with caplog.at_level("INFO", "snapshot_cli"):  # recorded racy: read again, and the same
+        assert snap.create(read_bytes_pipeline, out, inputs=glob, workers=0).reused
+    assert "read 1 input file" in caplog.text
+    old = time.time() - inputs_mod.RACY_S - 1
+    os.utime(target, (old, old))  # once its mtime is older, it is a version again
+    assert [f.version for f in inputs_mod.expand_inputs([glob])] == [f"mtime={old}"]
+
+
+@pytest.mark.parametrize(
+    ("value", "racy"),
+    [(0.0, True), (-1.0, True), (-10.0, False), (10.0, True), ("ms", True), ("ms-old", False),
+     ("datetime", True), ("text", False)],
+)  # fmt: skip
+def test_every_form_of_a_time_version_is_read(value: Any, racy: bool) -> None:
+    """Seconds (local disk, HDFS), milliseconds (WebHDFS) and datetimes (memory://) are
+    times to compare; a time after the listing (another host's clock) is racy too; a form
+    not known is trusted, as before."""
+    now = 1_800_000_000.0
+    when = datetime.datetime.fromtimestamp(now - 1, datetime.timezone.utc)
+    forms = {"ms": now * 1000 - 500, "ms-old": (now - 60) * 1000, "text": "2027-01-01",
+             "datetime": when}  # fmt: skip
+    stamp = forms.get(value, now + value if isinstance(value, float) else value)
+    for key in ("mtime", "modificationTime", "created"):
+        assert inputs_mod._racy({key: stamp}, f"{key}={stamp}", now) is racy
+    assert not inputs_mod._racy({"generation": 5, "mtime": now}, "generation=5", now)
 
 
 @pytest.mark.parametrize("change", ["same size", "other size", "renamed", "added", "removed"])
@@ -447,6 +499,8 @@ def test_a_linked_input_is_its_target(tmp_path: Path) -> None:
     assert not again.reused and (again.version, again.inputs_changed) == (2, 1)
     batch = next(iter(snap.open(out).loader(1)))
     assert bytes(batch["x"][0]) == b"\x07\x08"
+    old = time.time() - 60  # (a file changed within RACY_S of its listing has no version)
+    os.utime(target, (old, old))
     (found,) = inputs_mod.expand_inputs([glob])  # the linked directory is no input
     assert found.size == 2 and found.version == f"mtime={target.stat().st_mtime}"
 
