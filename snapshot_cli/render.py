@@ -267,6 +267,20 @@ def head_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def compiled_text(found: dict[str, bool]) -> str:
+    """``snap bench``'s "compiled" row: the parts this install has, and what it lacks."""
+    parts = [p for p in ("gather", "shuffle", "ragged", "decode") if found.get(p)]
+    native = [k.replace("_", " ") for k in ("lz4", "zstd", "crc32c_instruction") if found.get(k)]
+    text = ", ".join(parts) + (f" ({', '.join(native)})" if "decode" in parts else "")
+    missing = [k.replace("_", " ") for k, v in found.items() if not v]
+    if not missing:
+        return text
+    return (
+        f"{text or 'none'}; missing {', '.join(missing)}: slower pure-Python paths, the same "
+        "batches (README, Development: a C compiler at install, the system's liblz4 and libzstd)"
+    )
+
+
 def bench_lines(doc: dict[str, Any]) -> list[str]:
     st, settings = doc["stage_seconds"], doc["settings"]
     rows = [
@@ -297,6 +311,7 @@ def bench_lines(doc: dict[str, Any]) -> list[str]:
             f"batches, shuffle window {human_count(settings['window_rows'])} records",
         ),
     ]
+    rows.append(("compiled", compiled_text(doc.get("compiled") or {})))
     cache = doc.get("cache")
     if cache:
         rows.append(

@@ -9,6 +9,7 @@ that speed; with 0 the consumer only counts, and the loader is measured flat out
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from typing import Any
@@ -93,8 +94,26 @@ def bench(
         "trace": trace,
         "bytes_read": stats["bytes_read"],
         "cache": stats.get("cache"),
+        "compiled": compiled_parts(),
     }
     if tracer is not None and trace:
         tracer.write(trace)
         doc["trace_events"] = len(tracer.events)
     return doc
+
+
+def compiled_parts() -> dict[str, bool]:
+    """Which of the compiled parts this install has (README, Development), and what
+    ``_decode`` found on this machine: without one, the loader takes a pure-Python path (the
+    same batches, slower), and a run slower than README's tables may be why."""
+    found: dict[str, bool] = {}
+    for name in ("gather", "shuffle", "ragged", "decode"):
+        try:
+            module = importlib.import_module(f"snapshot_cli._{name}")
+        except ImportError:
+            module = None
+        found[name] = module is not None
+        if name == "decode":
+            for flag, key in (("LZ4", "lz4"), ("ZSTD", "zstd"), ("HW_CRC", "crc32c_instruction")):
+                found[key] = bool(getattr(module, flag, False))
+    return found

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,34 @@ def test_bench_processes_decodes_in_processes_or_says_why_not(snapshot: Path) ->
     assert "processes= decodes fixed-width columns only, and column 'tokens'" in stderr
     code, _, stderr = run("bench", str(snapshot), "--processes", "-1")
     assert code == 2 and "--processes" in stderr
+
+
+def test_bench_says_which_compiled_parts_it_has(snapshot: Path) -> None:
+    """The suite requires every compiled part and what _decode loads (README, Development)."""
+    doc = run_json("bench", str(snapshot), "--epochs", "1")
+    assert doc["compiled"] == dict.fromkeys(
+        ("gather", "shuffle", "ragged", "decode", "lz4", "zstd", "crc32c_instruction"), True
+    )
+    code, stdout, _ = run("bench", str(snapshot), "--epochs", "1")
+    assert code == 0
+    row = table(stdout.splitlines())["compiled"]
+    assert row == "gather, shuffle, ragged, decode (lz4, zstd, crc32c instruction)"
+
+
+def test_bench_says_what_an_install_without_a_compiled_part_lacks(snapshot: Path) -> None:
+    """As an install without a C compiler: ``_gather`` cannot be imported. The loader reads
+    through slot windows, the same records, and bench says what is missing and why it
+    matters."""
+    code = (
+        "import sys; sys.modules['snapshot_cli._gather'] = None\n"
+        "from snapshot_cli.cli import main; main()"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, "bench", str(snapshot), "--epochs", "1", "--no-shuffle"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    rows = table(res.stdout.splitlines())
+    assert rows["compiled"].startswith("shuffle, ragged, decode (lz4, zstd, crc32c instruction)")
+    assert "missing gather: slower pure-Python paths, the same batches" in rows["compiled"]
+    assert rows["replayed"].startswith(f"{NUM_RECORDS} records")
