@@ -51,7 +51,7 @@ def _split(spec: str, what: str) -> tuple[str, str]:
 
 
 def _is_file_target(target: str) -> bool:
-    return target.endswith(".py") or os.sep in target or "/" in target
+    return target.endswith((".py", ".ipynb")) or os.sep in target or "/" in target
 
 
 def _near_files(target: str) -> str:
@@ -142,8 +142,18 @@ def _import_target(target: str, what: str, spec: str) -> Any:
             return sys.modules[name]
         stamp = _stamp(path)  # (taken before it is read: an edit meanwhile counts next time)
         module_spec = importlib.util.spec_from_file_location(name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise PipelineLoadError(f"{what} file {target!r} cannot be imported")
+        if module_spec is None or module_spec.loader is None:  # not a .py (.pyw, .so ...) name
+            notebook = path.endswith(".ipynb")
+            raise PipelineLoadError(
+                f"{what} file {target!r} cannot be imported: Python imports source files "
+                "named *.py"
+                + (
+                    "; a notebook's function is given to snap.create itself in the notebook, "
+                    "or exported to a .py file (jupyter nbconvert --to script)"
+                    if notebook
+                    else f"; name it {os.path.splitext(target)[0]}.py"
+                )
+            )
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
         shipping.FROM_FILES[name] = path

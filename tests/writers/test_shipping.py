@@ -289,6 +289,25 @@ def test_a_mistyped_pipeline_file_is_told_the_file_meant(
     assert snap.create("pipeline.py:pre", str(tmp_path / "s"), workers=0).num_records == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "told"),
+    [("prep.txt", "name it ./prep.py"), ("./prep", "name it ./prep.py"),
+     ("analysis.ipynb", "jupyter nbconvert --to script")],
+)  # fmt: skip
+def test_a_pipeline_file_python_cannot_import_is_told_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, told: str
+) -> None:
+    """A file not named *.py (a notebook, a script without its suffix) was "cannot be
+    imported", with no reason; a notebook's name was looked for as a module."""
+    (tmp_path / name).write_text("def pre():\n    yield {'x': 1}\n")
+    monkeypatch.chdir(tmp_path)
+    typed = name if "/" in name or name.endswith(".ipynb") else f"./{name}"
+    with pytest.raises(snap.PipelineLoadError) as caught:
+        snap.create(f"{typed}:pre", str(tmp_path / "s"), workers=0)
+    assert "cannot be imported: Python imports source files named *.py" in str(caught.value)
+    assert told in str(caught.value)
+
+
 def test_a_worker_hashes_a_payload_once_not_for_every_task(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
