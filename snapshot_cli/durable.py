@@ -18,8 +18,8 @@ beside whatever runs next. A wait of more than :data:`SAY_AFTER_S` is said (the 
 line already says every task is done).
 
 A file that must be created exclusively (a lease, a manifest's first version) is written
-whole and hard-linked into place; :func:`create_in_place` is for filesystems without hard
-links (FAT and exFAT drives, SMB shares, many FUSE mounts).
+whole and hard-linked into place; :func:`create_without_link` is for filesystems without
+hard links (FAT and exFAT drives, SMB shares, many FUSE mounts).
 """
 
 from __future__ import annotations
@@ -139,9 +139,63 @@ NO_HARD_LINKS = frozenset(
 )
 
 
+_AT_FDCWD, _RENAME_NOREPLACE = -100, 1
+# What renameat2 says where a filesystem or kernel cannot rename without replacing (FUSE
+# without rename2, kernels before 3.15, filesystems without the flag)
+_NO_NOREPLACE = frozenset(
+    getattr(errno, name) for name in ("EINVAL", "ENOSYS", "ENOTSUP", "EOPNOTSUPP")
+    if hasattr(errno, name)
+)  # fmt: skip
+
+
+def create_without_link(tmp: str, path: str, data: bytes) -> bool:
+    """``storage.create_exclusive`` of a local file where hard links are refused: the
+    finished temporary ``tmp`` renamed to ``path`` unless ``path`` exists (Linux's
+    ``renameat2(RENAME_NOREPLACE)``: atomic and exclusive, on the kernel's FAT, exFAT and
+    CIFS among others), else :func:`create_in_place`. False if ``path`` exists."""
+    rename = _renameat2()
+    if rename is not None:
+        import ctypes
+
+        if (
+            rename(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_NOREPLACE)
+            == 0
+        ):
+            return True
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            return False
+        if code not in _NO_NOREPLACE:
+            raise OSError(code, os.strerror(code), tmp, None, path)
+    return create_in_place(path, data)
+
+
+@functools.cache
+def _renameat2() -> Any:
+    """Linux's ``renameat2`` from the C library (glibc 2.28, musl 1.2.5), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    function.restype = ctypes.c_int
+    return function
+
+
 def create_in_place(path: str, data: bytes) -> bool:
-    """``storage.create_exclusive`` of a local file where hard links are refused: made with
-    ``O_EXCL`` (False if it exists), then its bytes, synced; a failed write removes it."""
+    """``storage.create_exclusive`` of a local file where neither a hard link nor a rename
+    that does not replace is possible: made with ``O_EXCL`` (False if it exists), then its
+    bytes, synced; a failed write removes it."""
     try:
         fd = os.open(
             path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666

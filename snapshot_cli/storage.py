@@ -147,12 +147,12 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
 
     Locally a complete temporary file is hard-linked into place (atomic, fails if the path
     exists); where the filesystem has no hard links (FAT, exFAT, SMB, many FUSE mounts) it
-    is created exclusively and written in place (:func:`.durable.create_in_place`). On GCS
-    and S3 one PUT with the store's precondition (``ifGenerationMatch=0``, ``If-None-Match:
-    *``): the store itself refuses a second creator. Elsewhere the filesystem's
-    exclusive-create mode ("xb"). Written in place, a write that fails removes the partial
-    file, but a process killed while writing these few bytes leaves it (readers then get a
-    ManifestError, never wrong data).
+    is renamed into place unless the name exists, or else created exclusively and written in
+    place (:func:`.durable.create_without_link`). On GCS and S3 one PUT with the store's
+    precondition (``ifGenerationMatch=0``, ``If-None-Match: *``): the store itself refuses
+    a second creator. Elsewhere the filesystem's exclusive-create mode ("xb"). Written in
+    place, a write that fails removes the partial file, but a process killed while writing
+    these few bytes leaves it (readers then get a ManifestError, never wrong data).
     """
     with errors_named(fs, path, "creating"):
         if protocol(fs) in PRECONDITION_PROTOCOLS:
@@ -166,19 +166,18 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())  # its bytes on disk before its name (a power loss)
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-            except OSError as err:
-                if err.errno not in durable.NO_HARD_LINKS:
-                    raise
-                linked = False
-            else:
-                linked = True
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    return False
+                except OSError as err:
+                    if err.errno not in durable.NO_HARD_LINKS:
+                        raise
+                    return durable.create_without_link(tmp, path, data)
+                return True
             finally:
                 with contextlib.suppress(FileNotFoundError):  # not left behind on a full disk
                     os.unlink(tmp)
-            return linked or durable.create_in_place(path, data)
         if protocol(fs) in WEBHDFS_PROTOCOLS:
             return hdfs.webhdfs_create(fs, path, data)
         if protocol(fs) in HDFS_PROTOCOLS:

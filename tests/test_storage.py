@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import pickle
@@ -93,8 +94,27 @@ def no_hard_links(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureReques
     return code
 
 
+@pytest.fixture(params=["renamed", "in place"])
+def without_link(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How a file is created where hard links are refused: renamed unless the name exists
+    (renameat2, where the filesystem has it: ext4 here), or written in place (``O_EXCL``:
+    renameat2 answering EINVAL, as FUSE mounts without it do)."""
+    if request.param == "in place":
+
+        def refuse(*args: object) -> int:
+            ctypes.set_errno(errno.EINVAL)
+            return -1
+
+        monkeypatch.setattr(durable, "_renameat2", lambda: refuse)
+    else:
+        assert durable._renameat2() is not None  # (Linux, glibc >= 2.28)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("no_hard_links", sorted(durable.NO_HARD_LINKS), indirect=True)
-def test_exclusive_creation_without_hard_links(tmp_path: Path, no_hard_links: int) -> None:
+def test_exclusive_creation_without_hard_links(
+    tmp_path: Path, no_hard_links: int, without_link: str
+) -> None:
     fs, root = storage.resolve(str(tmp_path))
     lock = storage.join(root, "x", "lock")
     assert storage.create_exclusive(fs, lock, b"first")
@@ -115,7 +135,7 @@ def test_a_link_that_fails_otherwise_is_an_error(tmp_path: Path, no_hard_links: 
 
 @pytest.mark.parametrize("no_hard_links", [errno.EPERM], indirect=True)
 def test_a_snapshot_is_made_grown_and_read_without_hard_links(
-    tmp_path: Path, no_hard_links: int
+    tmp_path: Path, no_hard_links: int, without_link: str
 ) -> None:
     def pipeline(item: int):  # type: ignore[no-untyped-def]
         yield {"x": np.full(4, item, np.int32)}
@@ -139,3 +159,18 @@ def create_at_once(fs: fsspec.AbstractFileSystem, path: str, payloads: list[byte
 
     with ThreadPoolExecutor(len(payloads)) as pool:
         return list(pool.map(contend, payloads))
+
+
+@pytest.mark.parametrize("no_hard_links", [errno.EPERM], indirect=True)
+def test_a_rename_that_fails_otherwise_is_an_error(
+    tmp_path: Path, no_hard_links: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: object) -> int:
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(durable, "_renameat2", lambda: fail)
+    fs, root = storage.resolve(str(tmp_path))
+    with pytest.raises(StorageError, match="lock"):
+        storage.create_exclusive(fs, storage.join(root, "lock"), b"first")
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
