@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import pytest
@@ -48,6 +51,21 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90) -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def create_at_once(fs: Any, path: str, payloads: list[bytes]) -> list[bool]:
+    """``storage.create_exclusive`` of ``path`` from one thread per payload, released
+    together: which of them won."""
+    from snapshot_cli import storage
+
+    barrier = threading.Barrier(len(payloads))
+
+    def contend(data: bytes) -> bool:
+        barrier.wait(timeout=30)
+        return storage.create_exclusive(fs, path, data)
+
+    with ThreadPoolExecutor(len(payloads)) as pool:
+        return list(pool.map(contend, payloads))
 
 
 def snap_subprocess(

@@ -4,8 +4,6 @@ import ctypes
 import errno
 import os
 import pickle
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import fsspec
@@ -16,6 +14,7 @@ import snapshot_cli as snap
 from snapshot_cli import durable, storage
 from snapshot_cli.errors import OptionError, StorageError
 from snapshot_cli.writers import inputs as inputs_mod
+from tests.conftest import create_at_once
 
 
 def test_expand_inputs_sorted_deduplicated_with_identity(tmp_path: Path) -> None:
@@ -147,18 +146,6 @@ def test_a_snapshot_is_made_grown_and_read_without_hard_links(
     assert len(s.versions()) == 2 and s.num_records == 30
     got = np.concatenate([b["x"][:, 0] for b in s.loader(8, shuffle=True, seed=1)])
     assert sorted(got.tolist()) == list(range(30))
-
-
-def create_at_once(fs: fsspec.AbstractFileSystem, path: str, payloads: list[bytes]) -> list[bool]:
-    """``create_exclusive`` of ``path`` from one thread per payload, released together."""
-    barrier = threading.Barrier(len(payloads))
-
-    def contend(data: bytes) -> bool:
-        barrier.wait(timeout=30)
-        return storage.create_exclusive(fs, path, data)
-
-    with ThreadPoolExecutor(len(payloads)) as pool:
-        return list(pool.map(contend, payloads))
 
 
 @pytest.mark.parametrize("no_hard_links", [errno.EPERM], indirect=True)

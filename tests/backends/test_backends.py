@@ -17,7 +17,6 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from snapshot_cli import storage
 from snapshot_cli.cli import cli
 from snapshot_cli.errors import CorruptShardError
 from tests.backends.conftest import Backend
-from tests.conftest import snap_subprocess, wait_for
+from tests.conftest import create_at_once, snap_subprocess, wait_for
 
 N_INPUTS = 4
 PER_INPUT = 8
@@ -292,18 +291,6 @@ def test_create_exclusive(backend: Backend) -> None:
         won = create_at_once(fs, path, payloads)
         assert won.count(True) == 1, (race, won)
         assert storage.read_bytes(fs, path) == payloads[won.index(True)]
-
-
-def create_at_once(fs: Any, path: str, payloads: list[bytes]) -> list[bool]:
-    """``create_exclusive`` of ``path`` from one thread per payload, released together."""
-    barrier = threading.Barrier(len(payloads))
-
-    def contend(data: bytes) -> bool:
-        barrier.wait(timeout=30)
-        return storage.create_exclusive(fs, path, data)
-
-    with ThreadPoolExecutor(len(payloads)) as pool:
-        return list(pool.map(contend, payloads))
 
 
 def test_write_atomic_readers_see_old_or_new(backend: Backend) -> None:
