@@ -117,15 +117,23 @@ def start_writeback(fs: AbstractFileSystem, path: str) -> None:
 @functools.cache
 def _sync_file_range() -> Any:
     """Linux's ``sync_file_range`` from the C library, or None (elsewhere, or not found)."""
-    if not sys.platform.startswith("linux"):
-        return None
     import ctypes  # (here: snap's commands start without it)
 
+    return _libc("sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint])
+
+
+def _libc(name: str, argtypes: list[Any]) -> Any:
+    """The C library's function ``name`` (returning an int, errno kept), or None where this
+    is not Linux or the library has no such function."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
     try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):  # no C library to load, or no such call in it
         return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.argtypes = argtypes
     function.restype = ctypes.c_int
     return function
 
@@ -173,23 +181,11 @@ def create_without_link(tmp: str, path: str, data: bytes) -> bool:
 @functools.cache
 def _renameat2() -> Any:
     """Linux's ``renameat2`` from the C library (glibc 2.28, musl 1.2.5), or None."""
-    if not sys.platform.startswith("linux"):
-        return None
     import ctypes
 
-    try:
-        function = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_uint,
-    ]
-    function.restype = ctypes.c_int
-    return function
+    return _libc(
+        "renameat2", [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    )
 
 
 def create_in_place(path: str, data: bytes) -> bool:
