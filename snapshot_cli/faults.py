@@ -150,6 +150,9 @@ _FAULT_HINTS = {
     errno.ENOTDIR: "a part of the path is a file, not a directory",
     errno.ELOOP: "the path has a loop of symbolic links",
     errno.ENAMETOOLONG: "the path is too long",
+    errno.EFBIG: "a file grew past what the filesystem or this process allows (FAT32 keeps "
+    "files under 4 GiB; see also ulimit -f): pass a smaller --shard-size (shard_size=), or "
+    "write to another filesystem",
 }
 
 
