@@ -140,20 +140,13 @@ def _libc(name: str, argtypes: list[Any]) -> Any:
 
 # What link(2) says where a filesystem has no hard links: vfat, exfat and NTFS-3G's FUSE
 # EPERM, SMB EOPNOTSUPP, some FUSE filesystems ENOSYS (a writable directory says EACCES).
-NO_HARD_LINKS = frozenset(
-    getattr(errno, name)
-    for name in ("EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS")
-    if hasattr(errno, name)
-)
+NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
 
 
 _AT_FDCWD, _RENAME_NOREPLACE = -100, 1
 # What renameat2 says where a filesystem or kernel cannot rename without replacing (FUSE
 # without rename2, kernels before 3.15, filesystems without the flag)
-_NO_NOREPLACE = frozenset(
-    getattr(errno, name) for name in ("EINVAL", "ENOSYS", "ENOTSUP", "EOPNOTSUPP")
-    if hasattr(errno, name)
-)  # fmt: skip
+_NO_NOREPLACE = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP})
 
 
 def create_without_link(tmp: str, path: str, data: bytes) -> bool:
@@ -174,7 +167,7 @@ def create_without_link(tmp: str, path: str, data: bytes) -> bool:
         if code == errno.EEXIST:
             return False
         if code not in _NO_NOREPLACE:
-            raise OSError(code, os.strerror(code), tmp, None, path)
+            raise OSError(code, os.strerror(code), path)  # (the name asked for, not tmp's)
     return create_in_place(path, data)
 
 

@@ -158,6 +158,7 @@ def test_a_rename_that_fails_otherwise_is_an_error(
 
     monkeypatch.setattr(durable, "_renameat2", lambda: fail)
     fs, root = storage.resolve(str(tmp_path))
-    with pytest.raises(StorageError, match="lock"):
+    with pytest.raises(StorageError, match="lock") as caught:
         storage.create_exclusive(fs, storage.join(root, "lock"), b"first")
+    assert str(caught.value).startswith(f"{tmp_path}/lock: ")  # the name, not the temporary
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
