@@ -144,12 +144,14 @@ class Adapter(LoaderFacing, Generic[U]):
     # iteration -------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[U]:
-        if self._consumer_state is not None:
-            # The last pass stopped early with batches in flight: the loader is ahead of
-            # the consumer. Start again where the consumer is, so nothing is skipped.
-            if self._consumer_state != self.loader.state_dict():
-                self.loader.load_state_dict(self._consumer_state)
-            self._consumer_state = None
+        # The last pass stopped early with batches in flight: the loader is ahead of the
+        # consumer. Start again where the consumer is, so nothing is skipped.
+        consumer = self._consumer_state
+        if consumer is not None and consumer != self.loader.state_dict():
+            self.loader.load_state_dict(consumer)
+        # Where the consumer is until its first batch (an interrupt before that batch is
+        # handed out, with batches already taken from the loader, must not skip them).
+        self._consumer_state = self.loader.state_dict()
         for started, state_after in ahead(
             self.loader, self._start, self.depth, self.loader.state_dict
         ):

@@ -344,14 +344,16 @@ class Loader(FrameworkAdapters):
                     if self._run is not run:  # close() was called: this pass is over
                         return
                     per_epoch = run.batches_in(epoch)
-                    self._epoch, self._batch = (
-                        (epoch + 1, 0) if index + 1 >= per_epoch else (epoch, index + 1)
-                    )
+                    after = (epoch + 1, 0) if index + 1 >= per_epoch else (epoch, index + 1)
                     s.batches += 1
                     s.records += records_in(batch)
                     s.bytes += nbytes
                     if counts is not None:
                         s.add_sources(counts)
+                    # The position moves last, with no call between it and the yield: a
+                    # KeyboardInterrupt (raised at a call) never finds it past a batch that
+                    # was not handed over (the next pass would skip that batch).
+                    self._epoch, self._batch = after
                     yield batch
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None
