@@ -350,10 +350,8 @@ class Loader(FrameworkAdapters):
                     s.bytes += nbytes
                     if counts is not None:
                         s.add_sources(counts)
-                    # The position moves last, with no call between it and the yield: a
-                    # KeyboardInterrupt (raised at a call) never finds it past a batch that
-                    # was not handed over (the next pass would skip that batch).
-                    self._epoch, self._batch = after
+                    # last, no call before the yield: a Ctrl-C never leaves it past a batch
+                    self._epoch, self._batch = after  # not handed over (see test_interrupts)
                     yield batch
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None

@@ -179,7 +179,8 @@ def create(
         inputs_per_task=inputs_per_task, overwrite=overwrite, storage_options=storage_options,
         progress=progress, wait=wait, lease_ttl=lease_ttl, dry_run=dry_run,
     )  # fmt: skip
-    return _create(pipeline, output, inputs, inputs_from, params, how, started)
+    with lease_mod.released_after():
+        return _create(pipeline, output, inputs, inputs_from, params, how, started)
 
 
 def _create(

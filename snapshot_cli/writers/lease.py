@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,10 @@ def _pid_alive(pid: int) -> bool:
 # Leases this process released, also when the storage refused to record it (a full or
 # read-only disk): a create retried in the same process (a notebook) need not wait the ttl.
 _released_here: set[str] = set()
+# Leases this process holds, by id (None while its file is being created). A lease file of
+# this process that is not here was left by a create interrupted (Ctrl-C) between writing
+# it and holding it: it is dead, and a create retried in a notebook takes it at once.
+_held_here: dict[str, Lease | None] = {}
 
 
 def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
@@ -83,6 +88,8 @@ def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
     pid = h.get("pid")
     same_host = h.get("host") == socket.gethostname() and type(pid) is int and 0 < pid < 2**22
     if same_host and not _pid_alive(pid):  # type: ignore[arg-type]
+        return False
+    if same_host and pid == os.getpid() and h.get("id") not in _held_here:
         return False
     heartbeat, ttl = _number(h.get("heartbeat")), _number(h.get("ttl", DEFAULT_TTL))
     if heartbeat is None or ttl is None:
@@ -114,8 +121,10 @@ class Lease:
 
     def __init__(self, fs: AbstractFileSystem, root: str, epoch: int, holder: dict[str, Any]):
         self.fs, self.root, self.epoch, self.holder = fs, root, epoch, holder
+        self.owner = threading.get_ident()  # the thread of the create (or gc) that holds it
         self._stop = threading.Event()
         self._lost: str | None = None
+        _held_here[holder["id"]] = self
         self._thread = threading.Thread(target=self._beat, name=f"snap-lease-{epoch}", daemon=True)
         self._thread.start()
 
@@ -131,6 +140,8 @@ class Lease:
     def _beat(self) -> None:
         interval = float(self.holder["ttl"]) / 6
         while not self._stop.wait(interval):
+            if _held_here.get(self.holder["id"]) is not self:  # abandoned: see try_acquire
+                return
             try:
                 newest = current(self.fs, self.root)
                 if newest is not None and newest.epoch > self.epoch:
@@ -156,6 +167,7 @@ class Lease:
 
     def release(self) -> None:
         """Stop the heartbeat and mark the lease released (the next writer need not wait)."""
+        _held_here.pop(self.holder["id"], None)  # first: a dead lease here, whatever follows
         self._stop.set()
         self._thread.join()
         if self._lost is None:
@@ -179,25 +191,52 @@ class Lease:
         self.release()
 
 
+@contextlib.contextmanager
+def released_after() -> Iterator[None]:
+    """Release on the way out the leases this thread took inside and still holds: a second
+    chance where an interrupt (Ctrl-C) skipped a lease's own release, which would leave its
+    heartbeat telling every other writer to wait."""
+    before = set(_held_here)
+    try:
+        yield
+    finally:
+        for key, lease in list(_held_here.items()):
+            if key not in before and lease is not None and lease.owner == threading.get_ident():
+                lease.release()
+
+
 def try_acquire(fs: AbstractFileSystem, root: str, ttl: float = DEFAULT_TTL) -> Lease | LeaseInfo:
     """Take the lease if nobody holds it; else return the live holder's :class:`LeaseInfo`."""
     newest = current(fs, root)
     if newest is not None and is_alive(newest):
-        return newest
+        stale = _held_here.get(str(newest.holder.get("id")))
+        if stale is None or stale.owner != threading.get_ident():
+            return newest
+        # Held by this thread, which is not using it: an earlier create (or gc) of this
+        # thread was interrupted before it let go (a Ctrl-C in a notebook). Let go of it now
+        # rather than wait for its heartbeat forever.
+        stale.release()
     epoch = 0 if newest is None else newest.epoch + 1
-    holder = {
+    key = uuid.uuid4().hex
+    holder: dict[str, Any] = {
         "host": socket.gethostname(),
         "pid": os.getpid(),
-        "id": uuid.uuid4().hex,
+        "id": key,
         "ttl": ttl,
         "heartbeat": time.time(),
         "run": None,
     }
-    if not storage.create_exclusive(
-        fs, layout.lease_path(root, epoch), json.dumps(holder).encode()
-    ):
-        taken = current(fs, root)
-        mine = taken is not None and (taken.epoch, taken.holder.get("id")) == (epoch, holder["id"])
-        if not mine:  # (mine: a retried create found the file its lost first try wrote)
-            return taken if taken is not None else LeaseInfo(epoch, {})
-    return Lease(fs, root, epoch, holder)
+    _held_here[key] = None  # (another thread of this process must not take it)
+    try:
+        if not storage.create_exclusive(
+            fs, layout.lease_path(root, epoch), json.dumps(holder).encode()
+        ):
+            taken = current(fs, root)
+            mine = taken is not None and taken.epoch == epoch and taken.holder.get("id") == key
+            if not mine:  # (mine: a retried create found the file its lost first try wrote)
+                _held_here.pop(key, None)
+                return taken if taken is not None else LeaseInfo(epoch, {})
+        return Lease(fs, root, epoch, holder)
+    except BaseException:  # an interrupt, or a failed write: the file (if any) is dead
+        _held_here.pop(key, None)
+        raise

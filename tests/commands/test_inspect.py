@@ -101,7 +101,9 @@ def test_inspect_unfinished_snapshot(tmp_path: Path, writer_alive: bool) -> None
         (run_dir / "tasks" / f"{task:05d}.json").write_text(
             json.dumps({"run": "cafe000001", "task": task})
         )
-    pid = os.getpid() if writer_alive else dead_pid()
+    # a live process on this host that is not this one (a lease file of this process that
+    # it does not hold was left by an interrupted create: dead)
+    pid = os.getppid() if writer_alive else dead_pid()
     holder = {"host": socket.gethostname(), "pid": pid, "id": "x", "ttl": 30.0,
               "heartbeat": time.time(), "run": "cafe000001"}  # fmt: skip
     (tmp_path / "_runs" / "lease-00000003.json").write_text(json.dumps(holder))

@@ -2,10 +2,8 @@
 run again, or a loader resumed from ``state_dict()`` taken after the interrupt, hands over
 exactly the batches that were not handed over yet, and no thread is left behind.
 
-Python raises a KeyboardInterrupt in the main thread where it checks for signals: at the
-start of a Python function among other points. The tests raise one at each such point of
-snap's own code in turn (the k-th function called from ``next()``, for every k until a pass
-runs out of them), on every path a pass takes: decoded windows of a compressed snapshot,
+A KeyboardInterrupt is raised at each call of snap's code from ``next()`` in turn
+(:mod:`tests.interrupts`), on every path a pass takes: decoded windows of a compressed snapshot,
 an uncompressed one's first epoch and its gathered later ones, in order and shuffled, and
 decode processes.
 The loader moved its position before a few calls that followed it: an interrupt in one of
@@ -13,40 +11,23 @@ them lost the batch (258 of 1,033 points of a probe)."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
 import pytest
 
 import snapshot_cli as snap
+from tests.interrupts import InterruptAt, interrupted
 
-SNAP_CODE = str(Path(snap.__file__).parent)
 OPTIONS = {"batch_size": 16, "seed": 3, "epochs": 2, "shuffle_buffer": 64}
 
 
 def records(i: int) -> Iterator[dict[str, Any]]:
     for k in range(40):
         yield {"label": np.int64(40 * i + k), "x": np.full(6, 40 * i + k, np.float32)}
-
-
-class InterruptAt:
-    """A trace function raising KeyboardInterrupt at the ``k``-th call of snap's code."""
-
-    def __init__(self, k: int) -> None:
-        self.k, self.calls, self.where = k, 0, ""
-
-    def __call__(self, frame: FrameType, event: str, arg: object) -> None:
-        if event == "call" and not self.where and frame.f_code.co_filename.startswith(SNAP_CODE):
-            self.calls += 1
-            if self.calls == self.k:
-                self.where = f"{frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})"
-                raise KeyboardInterrupt
-        return None  # no line events: a signal is not checked at every line
 
 
 def label(batch: dict[str, Any]) -> np.ndarray:
@@ -58,19 +39,12 @@ def labels(loader: Any) -> list[np.ndarray]:
     return [label(batch) for batch in loader]
 
 
-def interrupted(loader: Any, k: int) -> tuple[list[np.ndarray], str]:
+def interrupted_pass(loader: Any, k: int) -> tuple[list[np.ndarray], str]:
     """The batches a loop took before an interrupt at the k-th call ("" if none came)."""
     got: list[np.ndarray] = []
     it = iter(loader)
     trace = InterruptAt(k)
-    while True:
-        sys.settrace(trace)
-        try:
-            batch = next(it)
-        except (StopIteration, KeyboardInterrupt):
-            break
-        finally:
-            sys.settrace(None)
+    while (batch := interrupted(lambda: next(it, None), trace)) is not None:
         got.append(label(batch))
     return got, trace.where
 
@@ -117,7 +91,7 @@ def test_an_interrupt_at_any_call_loses_no_batch(
     while True:
         k += 1
         loader = make()
-        got, where = interrupted(loader, k)
+        got, where = interrupted_pass(loader, k)
         if not where:  # the pass called fewer than k functions: every point was tried
             assert _same(got, whole)
             break
