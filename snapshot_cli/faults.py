@@ -15,7 +15,7 @@ from fsspec import AbstractFileSystem
 
 from .errors import CorruptShardError, SnapError, StorageError
 from .protocols import OBJECT_STORES, protocol, to_url
-from .retry import causes, is_transient, retrying, status_of
+from .retry import causes, is_transient, retrying, said, status_of
 
 
 def _permanent_hint(fs: AbstractFileSystem, status: int | None) -> str:
@@ -106,9 +106,16 @@ def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception
         raise FileNotFoundError(f"{to_url(fs, path)} not found (HTTP 404): {err}") from err
     if is_transient(err):
         tries = getattr(err, "snap_tries", 1)
+        network = any(_NETWORK_WORDS.search(c.__name__) for e in causes(err)
+                      for c in type(e).__mro__)  # fmt: skip
         raise StorageError(
             f"storage kept failing while {action} {to_url(fs, path)} (tried {tries} "
-            f"time{'s' if tries > 1 else ''}): {err!r}; try again later"
+            f"time{'s' if tries > 1 else ''}): {said(err)}; "
+            + (
+                "check that the storage is reachable at that address, then try again"
+                if network
+                else "try again later"
+            )  # fmt: skip
         ) from err
 
 
@@ -117,8 +124,7 @@ def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) 
     class and text (the library's: botocore's ParamValidationError, aiohttp's DNS error...),
     with what to check where the kind is known: credentials, or the network."""
     kinds = [c.__name__ for e in causes(err) for c in type(e).__mro__]
-    text = " ".join(str(err).split())  # one line, whatever the library put in it
-    what = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    what = said(err)  # one line, whatever the library put in it
     if any(_AUTH_WORDS.search(k) for k in kinds):
         hint = _permanent_hint(fs, None).removeprefix("; ") or "check the credentials"
         return StorageError(

@@ -116,11 +116,18 @@ def worth_a_new_try(err: BaseException) -> bool:
     return is_transient(err)
 
 
+def said(err: BaseException) -> str:
+    """``err`` as one line for a message: its class and its own text, not its repr (aiohttp's
+    connection errors repr every field of their connection key)."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
 def back_off(attempt: int, what: str, err: BaseException) -> None:
     """Wait before try ``attempt + 2``: exponential backoff with full jitter."""
     delay = random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt))
-    log.info("transient storage error while %s (%r); retry %d in %.2f s",
-             what, err, attempt + 1, delay)  # fmt: skip
+    log.info("transient storage error while %s (%s); retry %d in %.2f s",
+             what, said(err), attempt + 1, delay)  # fmt: skip
     time.sleep(delay)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -183,6 +184,27 @@ def test_retries_transient_failures_then_succeeds(delays: list[float]) -> None:
     assert fn.calls == 3
     assert len(delays) == 2
     assert all(0 <= d <= min(RETRY_CAP_S, RETRY_BASE_S * 2**i) for i, d in enumerate(delays))
+
+
+def test_a_server_not_listening_is_named_in_one_line(
+    delays: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiohttp's connection errors repr every field of their connection key: the message
+    (and each retry's log line) gives the error's own text, and says to check the address."""
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/snap"
+    with caplog.at_level("INFO", logger="snapshot_cli"), pytest.raises(snap.StorageError) as e:
+        snap.open(url)
+    said = str(e.value)
+    assert said.startswith(f"storage kept failing while reading {url}/manifest.json (tried ")
+    assert f"ClientConnectorError: Cannot connect to host 127.0.0.1:{port}" in said
+    assert said.endswith("check that the storage is reachable at that address, then try again")
+    assert "\n" not in said and "ConnectionKey" not in said
+    retries = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    assert len(retries) == len(delays) > 0
+    assert all("ConnectionKey" not in m and "Cannot connect" in m for m in retries)
 
 
 def test_gives_up_after_the_attempts_with_the_last_error(delays: list[float]) -> None:
