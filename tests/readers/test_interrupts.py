@@ -4,8 +4,8 @@ exactly the batches that were not handed over yet, and no thread is left behind.
 
 A KeyboardInterrupt is raised at each call of snap's code from ``next()`` in turn
 (:mod:`tests.interrupts`), on every path a pass takes: decoded windows of a compressed snapshot,
-an uncompressed one's first epoch and its gathered later ones, in order and shuffled, and
-decode processes.
+an uncompressed one's first epoch and its gathered later ones, in order and shuffled,
+decode processes, the global order and a mixture.
 The loader moved its position before a few calls that followed it: an interrupt in one of
 them lost the batch (258 of 1,033 points of a probe)."""
 
@@ -61,6 +61,8 @@ def interrupted_pass(loader: Any, k: int) -> tuple[list[np.ndarray], str]:
         ("none", False, 0, ""),
         ("zstd", True, 2, ""),
         ("lz4", True, 0, "to_torch"),  # (to_jax's passes share the adapters' code)
+        ("lz4", True, 0, "global order"),
+        ("none", True, 0, "mixture"),
     ],
     ids=[
         "zstd-shuffled",
@@ -68,7 +70,9 @@ def interrupted_pass(loader: Any, k: int) -> tuple[list[np.ndarray], str]:
         "none-in-order",
         "zstd-decode-processes",
         "to_torch",
-    ],  # fmt: skip
+        "global-order",
+        "mixture",
+    ],
 )
 def test_an_interrupt_at_any_call_loses_no_batch(
     tmp_path: Path, compression: str, shuffle: bool, processes: int, adapter: str
@@ -80,12 +84,17 @@ def test_an_interrupt_at_any_call_loses_no_batch(
     options = {**OPTIONS, "shuffle": shuffle, "processes": processes}
 
     def make() -> Any:  # an adapter converts batches taken ahead (prefetch=2)
+        if adapter == "mixture":  # (a sample of each, every epoch another)
+            mixed = snap.mix([out, out], weights=[2, 1], epoch_records=s.num_records // 2)
+            return mixed.loader(**{**options, "global_batch_size": 16, "batch_size": None})
+        if adapter == "global order":
+            return s.loader(**{**options, "global_batch_size": 16, "batch_size": None})
         loader = s.loader(**options)
         return getattr(loader, adapter)(prefetch=2) if adapter else loader
 
     whole = labels(make())
     after = whole + labels(_next_pass(make()))  # what a pass after the last gives
-    assert len(whole) == 2 * 15
+    assert len(whole) == 2 * (15 if adapter != "mixture" else 8)
     threads = threading.active_count()
     k, interrupts = 0, 0
     while True:
