@@ -6,11 +6,17 @@ A KeyboardInterrupt is raised at each call of snap's code in turn (:mod:`tests.i
 every call of the lease's code, and every eleventh call of the whole create. An interrupt
 between writing the lease file and holding it made the next create of the process wait the
 lease's 30 s ttl for itself ("held by host:<its own pid>"); one at the lease's release left
-its heartbeat running, and a create needing the lease waited forever."""
+its heartbeat running, and a create needing the lease waited forever. And a terminal's
+Ctrl-C, a SIGINT to `snap create`'s whole process group, as README says."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,3 +104,64 @@ def snap_fs() -> Any:
     import fsspec
 
     return fsspec.filesystem("file")
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_no_process_left(
+    tmp_path: Path, workers: str
+) -> None:
+    """A terminal's Ctrl-C sends SIGINT to the whole foreground process group: `snap create`
+    and its workers. It ends in one line, exit 130, nothing of the group left running, and the
+    same command then finishes."""
+    (tmp_path / "pipe.py").write_text(
+        "import os, threading\n"
+        "def f(i, block=True):\n"
+        "    open(os.path.join(os.environ['STARTED'], f'{os.getpid()}-{i}'), 'w').close()\n"
+        "    if block:\n"
+        "        threading.Event().wait()  # a long computation\n"
+        "    yield {'x': i}\n"
+    )
+    (tmp_path / "items.py").write_text("def items():\n    return list(range(8))\n")
+    started = tmp_path / "started"
+    started.mkdir()
+    args = [sys.executable, "-m", "snapshot_cli", "create", f"{tmp_path / 'pipe.py'}:f",
+            str(tmp_path / "s"), "--inputs-from", f"{tmp_path / 'items.py'}:items",
+            "--workers", workers, "--inputs-per-task", "1"]  # fmt: skip
+    env = {**os.environ, "STARTED": str(started)}
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        until(lambda: len(list(started.iterdir())) >= max(1, int(workers)), "tasks to start")
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == "snap: interrupted; run the same command again to resume", err
+    assert "Traceback" not in err, err
+    until(lambda: not _group_alive(proc.pid), "the process group to end")
+    assert not (tmp_path / "s" / "manifest.json").exists()
+    done = subprocess.run([*args, "--param", "block=false"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted(int(v) for b in snap.open(tmp_path / "s").loader(batch_size=8)
+                  for v in b["x"]) == list(range(8))  # fmt: skip
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def until(condition: Any, what: str, seconds: float = 60.0) -> None:
+    """Wait for ``condition()`` to hold (an observable state, polled), failing after
+    ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
