@@ -46,7 +46,9 @@ def answer_errors(fn: F) -> F:
         except KeyboardInterrupt:
             if debug:
                 raise
-            click.echo("snap: interrupted; run the same command again to resume", err=True)
+            resumes = click.get_current_context().info_name == "create"  # (others start over)
+            click.echo(f"snap: interrupted{'; run the same command again to resume' * resumes}",
+                       err=True)  # fmt: skip
             sys.exit(130)
         except OSError as err:  # a fault no layer below named: still one line, not a trace
             if isinstance(err, BrokenPipeError) and _stdout_closed():

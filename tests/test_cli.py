@@ -520,3 +520,34 @@ def test_every_command_runs_with_stdout_or_stderr_closed(tmp_path: Path, closed:
     for args in (["inspect", "s"], ["head", "s"], ["verify", "s"], ["gc", "s", "--dry-run"],
                  ["bench", "s", "--epochs", "1"], [*create, "--json"]):  # fmt: skip
         assert run_closed(*args) == 0, args
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("create", "snap: interrupted; run the same command again to resume"),
+        ("head", "snap: interrupted"),
+        ("bench", "snap: interrupted"),
+        ("verify", "snap: interrupted"),
+        ("inspect", "snap: interrupted"),
+        ("gc", "snap: interrupted"),
+    ],
+)
+def test_an_interrupt_is_one_line_that_says_to_resume_only_what_resumes(
+    setup, command: str, said: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C in any command: exit 130 and one line; "run the same command again to resume"
+    only where a run resumes (`snap head` said it too)."""
+    from tests.interrupts import InterruptAt, interrupted
+
+    spec, glob, tmp = setup
+    out = str(tmp / "s")
+    assert run("create", spec, out, "--input", glob, "--workers", "0")[0] == 0
+    args = {"create": ["create", spec, out, "--input", glob, "--overwrite", "--workers", "0"],
+            "head": ["head", out], "bench": ["bench", out], "verify": ["verify", out],
+            "inspect": ["inspect", out], "gc": ["gc", out]}[command]  # fmt: skip
+    trace = InterruptAt(40)  # a call well inside the command
+    result = interrupted(lambda: CliRunner().invoke(cli, args), trace)
+    assert result is not None and trace.where
+    assert (result.exit_code, result.stderr.splitlines()[-1]) == (130, said), result.stderr
+    assert "Traceback" not in result.stderr
