@@ -165,3 +165,22 @@ def until(condition: Any, what: str, seconds: float = 60.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_never_lets_go_of_its_parent_s_lease(tmp_path: Path) -> None:
+    """A child forked by a thread holding a lease has a copy of it, the same thread id: it
+    still sees its parent's live lease, not an abandoned one of its own."""
+    held = lease.try_acquire(snap_fs(), str(tmp_path))
+    assert isinstance(held, lease.Lease)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: take the lease, report, exit without cleanup
+            got = lease.try_acquire(snap_fs(), str(tmp_path))
+            os._exit(0 if isinstance(got, lease.LeaseInfo) and lease.is_alive(got) else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert lease.current(snap_fs(), str(tmp_path)).holder.get("released") is None
+        held.check()  # still this process's
+    finally:
+        held.release()
