@@ -178,6 +178,13 @@ def gc(
         seconds = parse_duration(retention, "retention")
     except ValueError as err:
         raise OptionError(str(err)) from err
+    with lease_mod.released_after():  # (also if a Ctrl-C skipped the lease's own release)
+        return _gc(url, dry_run, storage_options, seconds)
+
+
+def _gc(
+    url: str, dry_run: bool, storage_options: dict[str, Any] | None, seconds: float
+) -> GcReport:
     fs, root = storage.resolve(url, storage_options)
     report = GcReport(storage.to_url(fs, root), dry_run)
     if not storage.exists(fs, root):

@@ -210,8 +210,8 @@ def try_acquire(fs: AbstractFileSystem, root: str, ttl: float = DEFAULT_TTL) -> 
     newest = current(fs, root)
     if newest is not None and is_alive(newest):
         stale = _held_here.get(str(newest.holder.get("id")))
-        mine = newest.holder.get("pid") == os.getpid()  # (not a forked child's copy)
-        if stale is None or stale.owner != threading.get_ident() or not mine:
+        this_process = newest.holder.get("pid") == os.getpid()  # (a forked child has a copy)
+        if stale is None or stale.owner != threading.get_ident() or not this_process:
             return newest
         # Held by this thread, which is not using it: an earlier create (or gc) of this
         # thread was interrupted before it let go (a Ctrl-C in a notebook). Let go of it now
