@@ -6,8 +6,9 @@ A KeyboardInterrupt is raised at each call of snap's code in turn (:mod:`tests.i
 every call of the lease's code, and every eleventh call of the whole create. An interrupt
 between writing the lease file and holding it made the next create of the process wait the
 lease's 30 s ttl for itself ("held by host:<its own pid>"); one at the lease's release left
-its heartbeat running, and a create needing the lease waited forever. And a terminal's
-Ctrl-C, a SIGINT to `snap create`'s whole process group, as README says."""
+its heartbeat running, and a create needing the lease waited forever. Also: `gc`
+interrupted, a forked child beside a held lease, and a terminal's Ctrl-C (a SIGINT to
+`snap create`'s whole process group), as README says."""
 
 from __future__ import annotations
 
