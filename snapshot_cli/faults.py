@@ -106,16 +106,13 @@ def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception
         raise FileNotFoundError(f"{to_url(fs, path)} not found (HTTP 404): {err}") from err
     if is_transient(err):
         tries = getattr(err, "snap_tries", 1)
-        network = any(_NETWORK_WORDS.search(c.__name__) for e in causes(err)
-                      for c in type(e).__mro__)  # fmt: skip
+        kinds = [c.__name__ for e in causes(err) for c in type(e).__mro__]
+        hint = "try again later"
+        if any(_NETWORK_WORDS.search(k) for k in kinds):  # (connections refused, timed out)
+            hint = "check that the storage is reachable at that address, then try again"
         raise StorageError(
             f"storage kept failing while {action} {to_url(fs, path)} (tried {tries} "
-            f"time{'s' if tries > 1 else ''}): {said(err)}; "
-            + (
-                "check that the storage is reachable at that address, then try again"
-                if network
-                else "try again later"
-            )  # fmt: skip
+            f"time{'s' if tries > 1 else ''}): {said(err)}; {hint}"
         ) from err
 
 
