@@ -172,11 +172,15 @@ class Adapter(LoaderFacing, Generic[U]):
             return dict(self._consumer_state)
         return self.loader.state_dict()
 
+    # (moving the loader drops where the consumer of a pass broken off was: the next pass
+    # starts where it was moved to, not back there)
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.loader.load_state_dict(state)
+        self._consumer_state = None
 
     def set_epoch(self, epoch: int) -> None:
         self.loader.set_epoch(epoch)
+        self._consumer_state = None
 
     def close(self) -> None:
         self.loader.close()

@@ -198,6 +198,34 @@ def test_to_torch_on_another_device_keeps_resume_exact(snapshot_url: str) -> Non
             assert next(iter(s.loader(16).to_torch(device=kind)))["x"].device.type == kind
 
 
+# (to_jax() shares the adapters' code, and JAX in this process would warn at the forks of
+# later tests: its own tests run in subprocesses)
+@pytest.mark.parametrize("adapter", ["to_torch"])
+@pytest.mark.parametrize("move", ["set_epoch", "load_state_dict"])
+def test_a_loop_broken_off_then_moved_starts_where_it_was_moved_to(
+    snapshot_url: str, adapter: str, move: str
+) -> None:
+    """After a loop over an adapter is broken off, ``set_epoch`` and ``load_state_dict``
+    decide where the next pass starts: the adapter put the loader back where its consumer
+    had stopped, silently undoing them (a training loop's ``set_epoch`` ignored)."""
+    s = snap.open(snapshot_url)
+    reference = getattr(s.loader(16, seed=2), adapter)(prefetch=2)
+    reference.set_epoch(3)
+    target: object = 3
+    if move == "load_state_dict":
+        it = iter(reference)
+        for _ in range(4):
+            next(it)
+        target = reference.state_dict()
+    expected = [np.asarray(b["label"]).tolist() for b in reference]
+    batches = getattr(s.loader(16, seed=2), adapter)(prefetch=2)
+    for i, _ in enumerate(batches):
+        if i == 2:
+            break
+    getattr(batches, move)(target)
+    assert [np.asarray(b["label"]).tolist() for b in batches] == expected
+
+
 def test_torch_dataloader_workers_read_disjoint_complete_parts(snapshot_url: str) -> None:
     import torch
 
