@@ -13,9 +13,12 @@ import subprocess
 import sys
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
@@ -211,7 +214,7 @@ def test_a_loop_broken_off_then_moved_starts_where_it_was_moved_to(
     s = snap.open(snapshot_url)
     reference = getattr(s.loader(16, seed=2), adapter)(prefetch=2)
     reference.set_epoch(3)
-    target: object = 3
+    target: Any = 3
     if move == "load_state_dict":
         it = iter(reference)
         for _ in range(4):
@@ -224,6 +227,53 @@ def test_a_loop_broken_off_then_moved_starts_where_it_was_moved_to(
             break
     getattr(batches, move)(target)
     assert [np.asarray(b["label"]).tolist() for b in batches] == expected
+
+
+MOVES = st.lists(
+    st.one_of(
+        st.tuples(st.just("take"), st.integers(0, 40)),  # a loop broken off after so many
+        st.tuples(st.just("set_epoch"), st.integers(0, 3)),
+        st.tuples(st.just("save"), st.just(0)),
+        st.tuples(st.just("load"), st.just(0)),
+    ),
+    max_size=8,
+)
+
+
+def _moved(batches: Any, moves: list[tuple[str, int]]) -> list[Any]:
+    """What a user sees doing ``moves`` with ``batches``: each loop's labels, each state."""
+    seen: list[Any] = []
+    saved = None
+    for move, n in moves:
+        if move == "take":
+            got = []
+            for i, batch in enumerate(batches):
+                if i == n:
+                    break
+                got.append(np.asarray(batch["label"]).tolist())
+            seen.append(got)
+        elif move == "set_epoch":
+            batches.set_epoch(n)
+        elif move == "save":
+            saved = batches.state_dict()
+            seen.append((saved["epoch"], saved["batch"], saved["pass_end"]))
+        elif saved is not None:
+            batches.load_state_dict(saved)
+    return seen
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(moves=MOVES, epochs=st.sampled_from([1, 2, None]), depth=st.integers(0, 3))
+def test_to_torch_moves_as_the_bare_loader_does(
+    snapshot_url: str, moves: list[tuple[str, int]], epochs: int | None, depth: int
+) -> None:
+    """Any sequence of loops broken off, ``set_epoch``, ``state_dict`` and
+    ``load_state_dict`` sees through ``to_torch()`` (which takes batches ahead) what it sees
+    on the bare loader: the same batches and the same states."""
+    s = snap.open(snapshot_url)
+    options = {"batch_size": 16, "seed": 5, "epochs": epochs, "shuffle_buffer": 64}
+    bare = _moved(s.loader(**options), moves)
+    assert _moved(s.loader(**options).to_torch(prefetch=depth), moves) == bare
 
 
 def test_torch_dataloader_workers_read_disjoint_complete_parts(snapshot_url: str) -> None:
@@ -518,12 +568,12 @@ def test_a_loader_given_to_a_torch_dataloader_says_what_to_give(snapshot_url: st
     from snapshot_cli.readers.torch import SnapshotDataset
 
     s = snap.open(snapshot_url)
-    for given in (s.loader(16), s.loader(16).to_torch()):
+    for handed in (s.loader(16), s.loader(16).to_torch()):
         for use in (lambda g: next(iter(torch.utils.data.DataLoader(g, batch_size=None))),
                     lambda g: g[0]):  # fmt: skip
             with pytest.raises(TypeError, match=r"is iterated, not indexed: .*SnapshotDataset"):
-                use(given)
-        assert sum(len(b["label"]) for b in given) == RECORDS  # iterating it still works
+                use(handed)
+        assert sum(len(b["label"]) for b in handed) == RECORDS  # iterating it still works
     # what it says to do
     dataset = SnapshotDataset(snapshot_url, batch_size=16)
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
