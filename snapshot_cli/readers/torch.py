@@ -329,6 +329,8 @@ def _make_dataset_class() -> type:
                 # an explicit set_epoch, or a new loader; otherwise its epochs keep counting
                 self._start(loader, self.epoch)
                 self._pending = False
+            elif (at := loader.state_dict())["batch"]:  # an iteration broken off mid-epoch:
+                loader.set_epoch(at["epoch"] + 1)  # the next is the next epoch, as in workers
             return loader
 
         def _start(self, loader: Loader, epoch: int) -> None:

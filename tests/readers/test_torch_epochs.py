@@ -133,6 +133,25 @@ def test_a_break_ends_the_epoch(snapshot_url: str, expected: dict[int, list[int]
     assert _labels(dl) == expected[1]
 
 
+def test_a_break_ends_the_epoch_without_workers_too(snapshot_url: str) -> None:
+    """With ``num_workers=0`` the iteration after a break went on with the rest of the
+    epoch (the loader's own way), where with workers it is the next epoch, as README says:
+    the same training loop saw other batches with and without workers."""
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=0)
+    plain = snap.open(snapshot_url).loader(BATCH, seed=SEED)
+    for epoch in range(3):
+        plain.set_epoch(epoch)
+        expected = [np.asarray(b["label"]).tolist() for b in plain]
+        for i, batch in enumerate(dl):
+            assert batch["label"].tolist() == expected[i]
+            if i == 2 + epoch:  # a loop that takes so many steps an epoch
+                break
+    dataset.set_epoch(1)  # and set_epoch still decides
+    plain.set_epoch(1)
+    assert _labels(dl) == _labels(plain)
+
+
 def test_main_process_passes_then_workers(snapshot_url: str) -> None:
     dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
     first, second = _labels(dataset), _labels(dataset)  # num_workers=0: the loader counts
