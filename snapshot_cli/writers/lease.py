@@ -89,8 +89,8 @@ def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
     same_host = h.get("host") == socket.gethostname() and type(pid) is int and 0 < pid < 2**22
     if same_host and not _pid_alive(pid):  # type: ignore[arg-type]
         return False
-    if same_host and pid == os.getpid() and h.get("id") not in _held_here:
-        return False
+    if same_host and pid == os.getpid() and str(h.get("id")) not in _held_here:
+        return False  # (str: an id of any JSON type, from a hand-edited file)
     heartbeat, ttl = _number(h.get("heartbeat")), _number(h.get("ttl", DEFAULT_TTL))
     if heartbeat is None or ttl is None:
         return False

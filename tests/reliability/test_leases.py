@@ -5,6 +5,8 @@ without an error, and never as ``None:None``."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +32,9 @@ def test_any_holder_is_judged_and_described(holder: dict[str, object]) -> None:
     assert isinstance(lease.is_alive(info), bool)
     text = info.describe()
     assert "None:None" not in text and text
+    # as if this process wrote it (it holds no such lease: dead, whatever its id's type)
+    here = lease.LeaseInfo(3, {**holder, "host": socket.gethostname(), "pid": os.getpid()})
+    assert lease.is_alive(here) is False
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
