@@ -1,5 +1,6 @@
 """What the reader tests share: small snapshots of numbered records, made in a test's dir, and
-a comparison of two loaders' batches; and tiny windows read one by one."""
+a comparison of two loaders' batches; tiny windows read one by one; and the moves of the
+model tests of passes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.readers import units
@@ -89,3 +91,17 @@ def same_batches(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]])
         for k in x:
             assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape, k
             assert np.array_equal(x[k], y[k]), k
+
+
+# What a training script does to a loader, for the model tests of its passes: a loop broken
+# off on batch n (n + 1 handed over, or the pass's end), set_epoch(n), state_dict() and
+# load_state_dict() of the last state taken.
+MOVES = st.lists(
+    st.one_of(
+        st.tuples(st.just("take"), st.integers(0, 40)),
+        st.tuples(st.just("set_epoch"), st.integers(0, 3)),
+        st.tuples(st.just("save"), st.just(0)),
+        st.tuples(st.just("load"), st.just(0)),
+    ),
+    max_size=8,
+)

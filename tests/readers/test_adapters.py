@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
 from snapshot_cli.readers.adapter import Adapter, ahead
-from tests.readers.conftest import numbered_snapshot
+from tests.readers.conftest import MOVES, numbered_snapshot
 
 RECORDS = 240
 
@@ -227,17 +227,6 @@ def test_a_loop_broken_off_then_moved_starts_where_it_was_moved_to(
             break
     getattr(batches, move)(target)
     assert [np.asarray(b["label"]).tolist() for b in batches] == expected
-
-
-MOVES = st.lists(
-    st.one_of(
-        st.tuples(st.just("take"), st.integers(0, 40)),  # a loop broken off after so many
-        st.tuples(st.just("set_epoch"), st.integers(0, 3)),
-        st.tuples(st.just("save"), st.just(0)),
-        st.tuples(st.just("load"), st.just(0)),
-    ),
-    max_size=8,
-)
 
 
 def _moved(batches: Any, moves: list[tuple[str, int]]) -> list[Any]:

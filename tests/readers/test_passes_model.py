@@ -20,19 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
+from tests.readers.conftest import MOVES
 
 RECORDS, BATCH = 240, 16
 PER_EPOCH = RECORDS // BATCH
 OPTIONS = {"batch_size": BATCH, "seed": 5, "shuffle_buffer": 64}
-MOVES = st.lists(
-    st.one_of(
-        st.tuples(st.just("take"), st.integers(0, 40)),  # a loop broken off on batch n
-        st.tuples(st.just("set_epoch"), st.integers(0, 3)),
-        st.tuples(st.just("save"), st.just(0)),
-        st.tuples(st.just("load"), st.just(0)),
-    ),
-    max_size=8,
-)
 
 
 def _records(i: int) -> Iterator[dict[str, Any]]:
