@@ -158,10 +158,8 @@ def create_without_link(tmp: str, path: str, data: bytes) -> bool:
     if rename is not None:
         import ctypes
 
-        if (
-            rename(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_NOREPLACE)
-            == 0
-        ):
+        old, new = os.fsencode(tmp), os.fsencode(path)
+        if rename(_AT_FDCWD, old, _AT_FDCWD, new, _RENAME_NOREPLACE) == 0:
             return True
         code = ctypes.get_errno()
         if code == errno.EEXIST:
