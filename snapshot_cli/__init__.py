@@ -84,8 +84,10 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'snapshot_cli' has no attribute {name!r}")
+    if module is None:  # another library's name gets snap's (``snap.load`` -> ``snap.open``)
+        from .keywords import PACKAGE_INSTEAD, no_attribute
+
+        raise no_attribute(sys.modules[__name__], name, PACKAGE_INSTEAD)
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

@@ -6,9 +6,10 @@ settings differ, and put an option of one call on another (``snap.open(path,
 batch_size=256)``): each gets the snap name that does it, or the call that takes it. Still a
 ``TypeError``, as Python's own is.
 
-The same for methods and attributes: another library's name tried on a ``Snapshot`` or a
-loader (``s.shuffle()``, ``s.to_pandas()``, ``loader.batch(32)``) is answered with what does
-it in snap (``DATASET_INSTEAD``, ``LOADER_INSTEAD``; still an ``AttributeError``).
+The same for methods and attributes: another library's name tried on a ``Snapshot``, a
+loader or the package (``s.shuffle()``, ``s.to_pandas()``, ``loader.batch(32)``,
+``snap.load(path)``) is answered with what does it in snap (``DATASET_INSTEAD``,
+``LOADER_INSTEAD``, ``PACKAGE_INSTEAD``; still an ``AttributeError``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import difflib
 import functools
 import importlib
 import inspect
+import types
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -156,16 +158,52 @@ _LOADER_NAMES = [
     ("with_format set_format to_tf_dataset",
      "framework batches: loader.to_torch(), loader.to_jax() or loader.to_tf()"),
 ]  # fmt: skip
+# Other libraries' top-level names (``datasets.load_from_disk``, ``tf.data.Dataset.load``,
+# LitData's ``optimize``, Mosaic's ``StreamingDataset``) tried on ``snapshot_cli`` itself.
+_PACKAGE_NAMES = [
+    ("load load_from_disk load_dataset read read_snapshot read_arrow from_files open_snapshot "
+     "Dataset StreamingDataset dataset",
+     "a snapshot is read with snap.open(url), its batches with snap.open(url).loader("
+     "batch_size, shuffle=True)"),
+    ("save save_to_disk optimize materialize materialise write cache build make "
+     "create_snapshot MDSWriter",
+     "a snapshot is made with snap.create(pipeline, url, inputs=...), or made once and then "
+     "reused with snap.snapshot(pipeline, url, inputs=...)"),
+    ("DataLoader StreamingDataLoader SnapshotDataset IterableDataset",
+     "torch batches come from snap.open(url).loader(batch_size).to_torch(); a torch Dataset "
+     "for a DataLoader is snapshot_cli.readers.torch.SnapshotDataset(url, batch_size)"),
+    ("verify", "it is the command snap verify URL; in Python, snapshot_cli.readers.verify."
+     "verify(snap.open(url)) (and the loader checks every shard it reads)"),
+    ("inspect info describe", "it is the command snap inspect URL; in Python, snap.open(url) "
+     "has num_records, schema, shards and stats()"),
+    ("head", "it is the command snap head URL; in Python, snap.open(url).head(n)"),
+    ("bench benchmark", "it is the command snap bench URL"),
+    ("gc", "it is the command snap gc URL (in Python: snapshot_cli.writers.gc.gc(url))"),
+    ("mix_snapshots interleave sample_from_datasets interleave_datasets",
+     "snapshots are mixed with snap.mix([url_a, url_b], weights=[0.7, 0.3]), whose "
+     ".loader(batch_size) reads them as one"),
+]  # fmt: skip
 DATASET_INSTEAD = {name: advice for names, advice in _DATASET_NAMES for name in names.split()}
+PACKAGE_INSTEAD = {name: advice for names, advice in _PACKAGE_NAMES for name in names.split()}
 LOADER_INSTEAD = {name: advice for names, advice in _LOADER_NAMES for name in names.split()}
 
 
 def no_attribute(obj: object, name: str, instead: dict[str, str]) -> AttributeError:
     """Python's AttributeError, and for another library's name what does it in snap (a typo
     of snap's own names gets Python's "Did you mean" from ``name`` and ``obj``)."""
-    said = f"{type(obj).__name__!r} object has no attribute {name!r}"
     advice = instead.get(name)
-    return AttributeError(f"{said}; {advice}" if advice else said, name=name, obj=obj)
+    if not isinstance(obj, types.ModuleType):
+        said = f"{type(obj).__name__!r} object has no attribute {name!r}"
+        return AttributeError(f"{said}; {advice}" if advice else said, name=name, obj=obj)
+    said = f"module {obj.__name__!r} has no attribute {name!r}"
+    if advice:
+        return AttributeError(f"{said}; {advice}", name=name, obj=obj)
+    # Python's own "Did you mean" misses swapped letters (snap.opne, snap.craete)
+    public = [n for n in dir(obj) if not n.startswith("_")]
+    close = difflib.get_close_matches(name, public, n=1, cutoff=0.7)
+    if close and not name.startswith("_"):  # (without name= and obj=, Python adds none)
+        return AttributeError(f"{said}; did you mean {close[0]!r}?")
+    return AttributeError(said, name=name, obj=obj)
 
 
 def not_indexed() -> TypeError:

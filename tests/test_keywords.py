@@ -135,3 +135,53 @@ def test_the_objects_answer_with_it(tmp_path: Path) -> None:
             index()
     assert copy.copy(s).url == pickle.loads(pickle.dumps(s)).url == s.url
     assert [b["x"].tolist() for b in loader] == [[1]]
+
+
+# --- another library's top-level names, tried on the package ---------------------------
+
+
+def test_every_package_name_is_answered_with_what_snap_has() -> None:
+    import importlib
+
+    from snapshot_cli.cli import cli
+
+    takes = set().union(*CALLS.values())
+    for name, advice in keywords.PACKAGE_INSTEAD.items():
+        assert name not in dir(snap), f"snap has {name!r}: its entry is never shown"
+        for attr in re.findall(r"\bsnap\.(\w+)", advice):
+            assert hasattr(snap, attr), f"{name!r}: snap.{attr} does not exist"
+        for dotted in re.findall(r"\bsnapshot_cli(?:\.\w+)+", advice):
+            module, _, attr = dotted.rpartition(".")
+            assert hasattr(importlib.import_module(module), attr), f"{name!r}: {dotted}"
+        for command in re.findall(r"\bsnap ([a-z]+) URL", advice):
+            assert command in cli.commands, f"{name!r}: snap {command} is not a command"
+        for keyword in re.findall(r"(\w+)=", advice):
+            assert keyword in takes, f"{name!r}: no call takes {keyword}="
+
+
+@given(name=st.sampled_from(sorted(keywords.PACKAGE_INSTEAD)))
+def test_the_package_answers_with_it(name: str) -> None:
+    with pytest.raises(AttributeError) as caught:
+        getattr(snap, name)
+    said = f"module 'snapshot_cli' has no attribute '{name}'; {keywords.PACKAGE_INSTEAD[name]}"
+    assert str(caught.value) == said
+
+
+@given(data=st.data(), public=st.sampled_from(sorted(n for n in snap.__all__ if n[0] != "_")))
+def test_a_typo_of_a_package_name_is_answered_with_it(data: st.DataObject, public: str) -> None:
+    typo = data.draw(typos(public))
+    if hasattr(snap, typo) or typo in keywords.PACKAGE_INSTEAD or len(public) < 4:
+        return  # another real name, or too short to tell apart
+    with pytest.raises(AttributeError) as caught:
+        getattr(snap, typo)
+    assert str(caught.value).startswith(f"module 'snapshot_cli' has no attribute '{typo}'")
+    meant = re.search(r"; did you mean '(\w+)'\?$", str(caught.value))
+    assert meant and meant[1].lower() == public.lower()  # (Snapshot's typos may be snapshot's)
+
+
+def test_an_unknown_package_name_is_pythons_error() -> None:
+    with pytest.raises(AttributeError) as caught:
+        snap.zzz_nothing_like_it  # noqa: B018
+    assert str(caught.value) == "module 'snapshot_cli' has no attribute 'zzz_nothing_like_it'"
+    assert caught.value.name == "zzz_nothing_like_it" and caught.value.obj is snap
+    assert not hasattr(snap, "_private")
