@@ -152,8 +152,8 @@ def summarise_value(value: Any) -> Any:
                 out["min"] = _scalar(flat.min())
                 out["max"] = _scalar(flat.max())
             else:  # NaN / inf present: statistics of the finite values, None if there are none
-                out["min"] = _scalar(finite.min()) if finite.size else None
-                out["max"] = _scalar(finite.max()) if finite.size else None
+                out["min"] = _scalar(np.min(finite)) if finite.size else None
+                out["max"] = _scalar(np.max(finite)) if finite.size else None
                 out["non_finite"] = int(flat.size - finite.size)
             out["mean"] = round(float(finite.mean()), 6) if finite.size else None
         out["first"] = [_scalar(x) for x in flat[:FIRST_VALUES]]

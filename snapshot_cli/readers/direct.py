@@ -122,7 +122,8 @@ def place(
         if plain != dest.nbytes:
             return False
         try:
-            written = _DECOMPRESS[layout.codec](raw[8:], dest)  # type: ignore[arg-type]
+            # (numpy 2.5 types dest so that cramjam's stubs accept it; earlier versions do not)
+            written = _DECOMPRESS[layout.codec](raw[8:], dest)  # type: ignore[arg-type, unused-ignore]
         except Exception as err:  # cramjam's DecompressionError, and anything it may raise
             raise pa.ArrowInvalid(f"column {name!r} cannot be decompressed: {err}") from err
         if written != dest.nbytes:
