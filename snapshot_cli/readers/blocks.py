@@ -39,6 +39,8 @@ _DROP = hasattr(mmap, "MADV_DONTNEED")  # pages of a mapped file can leave RSS o
 # Record batches this process has checked, per file version: (path, size, mtime_ns, crc32c).
 _checked: dict[tuple[str, int, int, str], np.ndarray] = {}
 _checked_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
+    os.register_at_fork(after_in_child=lambda: globals().update(_checked_lock=threading.Lock()))
 
 
 class BlockFile:

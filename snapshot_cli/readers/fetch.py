@@ -125,6 +125,8 @@ class Fetcher:
 _shared: Fetcher | None = None
 _shared_pid = 0
 _shared_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
+    os.register_at_fork(after_in_child=lambda: globals().update(_shared_lock=threading.Lock()))
 
 
 def shared_fetcher() -> Fetcher:

@@ -24,6 +24,8 @@ import threading
 
 WANTED = 65536  # enough for a window of 256 MiB of 4 KiB shards; no more is asked for
 _raised = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
+    os.register_at_fork(after_in_child=lambda: globals().update(_raised=threading.Lock()))
 _done = False
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import os
 import time
-import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from .. import schema as schema_mod
 from .. import storage
 from ..errors import OptionError
 from ..units import integer
-from . import gather, memory, procs, ranks, resume, shm
+from . import gather, memory, procs, ranks, resume
 from .adapter import FrameworkAdapters
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
@@ -40,7 +39,6 @@ from .sources import ReadSet, resolve
 from .stats import Stats, records_in
 from .trace import Tracer
 from .window import FIXED_KINDS, row_bytes
-from .wire import MAX_FDS
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -81,6 +79,7 @@ class Loader(FrameworkAdapters):
     ) -> None:
         options = LoaderOptions() if options is None else options
         self.options, self.trace, self._source = options, trace, source
+        self._batch_size, self._pid = batch_size, os.getpid()
         rank, world_size = options.rank, options.world_size
         if rank == "auto" or world_size == "auto":
             auto_rank, auto_size, _ = ranks.detect()
@@ -129,7 +128,7 @@ class Loader(FrameworkAdapters):
             high=reads or (4 * floor if local else wide),
             fixed=reads is not None or local,
         )
-        processes = self._processes(reading)
+        processes = procs.checked_count(options.processes, reading)
         # kept in order, a gather copies runs of records, whatever the size of their values
         value_bytes = row_bytes(reading.schema, self.columns) / max(1, len(self.columns))
         value_bytes = value_bytes if options.shuffle else float("inf")
@@ -176,45 +175,6 @@ class Loader(FrameworkAdapters):
 
     def _fixed_only(self) -> bool:
         return all(schema_mod.kind(self.schema.field(c).type) in FIXED_KINDS for c in self.columns)
-
-    def _processes(self, reading: ReadSet) -> int:
-        """``processes``, checked against what decode processes can do (:mod:`.procs`)."""
-        n = self.options.processes
-        if not n:
-            return 0
-        if not shm.AVAILABLE:
-            raise OptionError(
-                "processes= needs Linux (shared memory by memfd_create); use processes=0"
-            )
-        for name in reading.columns:
-            t = reading.schema.field(name).type
-            if schema_mod.kind(t) not in FIXED_KINDS:
-                raise OptionError(
-                    f"processes= decodes fixed-width columns only, and column {name!r} is "
-                    f"{t}: leave it out (columns=[...]; --columns in snap bench) or use "
-                    "processes=0"
-                )
-        fixed = len(reading.columns)
-        if fixed >= MAX_FDS:
-            raise OptionError(
-                f"processes= reads at most {MAX_FDS - 1} columns, and {fixed} were selected: "
-                "choose fewer with columns=[...] or use processes=0"
-            )
-        for s in reading.sources:
-            if storage.protocol(s.fs) == "memory":
-                raise OptionError(
-                    f"processes= cannot read {s.url}: another process cannot see this "
-                    "process's memory:// filesystem; use processes=0"
-                )
-        cores = os.cpu_count() or 1
-        if n > cores:  # as torch's DataLoader warns of more workers than cores
-            warnings.warn(
-                f"processes={n} on {cores} cores: decode processes beyond the core count add "
-                "memory (each is a Python interpreter with pyarrow) and no speed",
-                UserWarning,
-                stacklevel=4,
-            )
-        return int(n)
 
     def _make_plan(self, epoch: int) -> EpochPlan | GlobalPlan:
         return _plan(self.plan_options, self.reading, self.blocks, epoch)
@@ -313,11 +273,26 @@ class Loader(FrameworkAdapters):
 
     # --- iteration ----------------------------------------------------------------------
 
+    def _in_this_process(self) -> None:
+        """A forked child's copy of the loader (``multiprocessing`` or ``os.fork`` after a
+        pass began) has none of its parent's threads, and a lock one of them held at the fork
+        stays held in the child: the child makes its reading machinery afresh, once, keeping
+        the position, so its next batch is the one after the last its parent handed over
+        (``stats()`` count the child's own)."""
+        if self._pid == os.getpid():
+            return
+        where = self._epoch, self._batch, self._pass_end, self._passes
+        self._run = None  # (not closed: its threads and locks are the parent's)
+        Loader.__init__(self, self._source, self._batch_size, self.options, self.trace)
+        self._epoch, self._batch, self._pass_end, self._passes = where
+
     def __iter__(self) -> Iterator[Batch]:
         """One pass. A pass superseded by a newer one (``iter()``, ``load_state_dict``,
         ``set_epoch``) raises RuntimeError if used again, rather than hand out stale batches
-        and move the loader's position; after ``close()`` it ends."""
+        and move the loader's position; after ``close()`` it ends. A pass the parent began,
+        resumed in a forked child, goes on in the child's own pass from the same place."""
         self._stop()
+        here = os.getpid()
         self._passes += 1
         mine = self._passes
         if self._pass_end is None or self._epoch >= self._pass_end:
@@ -353,10 +328,14 @@ class Loader(FrameworkAdapters):
                     # last, no call before the yield: a Ctrl-C never leaves it past a batch
                     self._epoch, self._batch = after  # not handed over (see test_interrupts)
                     yield batch
+                    if os.getpid() != here:  # resumed in a forked child: see _in_this_process
+                        yield from self.__iter__()
+                        return
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None
         finally:
-            run.close()
+            if os.getpid() == here:  # (a forked child's copy: _in_this_process)
+                run.close()
             if self._run is run:  # a newer pass may have started since; leave it alone
                 self._stats.consumer_wait = run.buffer.consumer_wait + run.wait_before
                 self._run = None
@@ -372,6 +351,7 @@ class Loader(FrameworkAdapters):
     def _stop(self) -> None:
         """Stop the pass running, keeping its memory for the next (a new pass, a state or an
         epoch set)."""
+        self._in_this_process()
         run = self._run
         if run is not None:
             self._stats.consumer_wait = run.buffer.consumer_wait + run.wait_before
@@ -386,7 +366,7 @@ class Loader(FrameworkAdapters):
 
     def __del__(self) -> None:
         run = getattr(self, "_run", None)
-        if run is not None:
+        if run is not None and getattr(self, "_pid", None) == os.getpid():
             run.close()
 
 

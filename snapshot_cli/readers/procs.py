@@ -41,8 +41,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from .. import schema as schema_mod
+from .. import storage
+from ..errors import OptionError
 from . import limits, shm
-from .wire import recv, send
+from .window import FIXED_KINDS
+from .wire import MAX_FDS, recv, send
 
 KEEP_READERS = 8  # reader sets a decode process keeps open (one per loader that used it)
 _keys = itertools.count(1)
@@ -306,6 +310,46 @@ class DecodePool:
 _pool: DecodePool | None = None
 _pool_pid = 0
 _pool_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
+    os.register_at_fork(after_in_child=lambda: globals().update(_pool_lock=threading.Lock()))
+
+
+def checked_count(n: int | None, reading: Any) -> int:
+    """``processes=n`` for the loader of ``reading`` (a :class:`~.sources.ReadSet`), checked
+    against what decode processes can do: an OptionError names what stands in the way."""
+    if not n:
+        return 0
+    if not shm.AVAILABLE:
+        raise OptionError("processes= needs Linux (shared memory by memfd_create); use processes=0")
+    for name in reading.columns:
+        t = reading.schema.field(name).type
+        if schema_mod.kind(t) not in FIXED_KINDS:
+            raise OptionError(
+                f"processes= decodes fixed-width columns only, and column {name!r} is "
+                f"{t}: leave it out (columns=[...]; --columns in snap bench) or use "
+                "processes=0"
+            )
+    fixed = len(reading.columns)
+    if fixed >= MAX_FDS:
+        raise OptionError(
+            f"processes= reads at most {MAX_FDS - 1} columns, and {fixed} were selected: "
+            "choose fewer with columns=[...] or use processes=0"
+        )
+    for s in reading.sources:
+        if storage.protocol(s.fs) == "memory":
+            raise OptionError(
+                f"processes= cannot read {s.url}: another process cannot see this "
+                "process's memory:// filesystem; use processes=0"
+            )
+    cores = os.cpu_count() or 1
+    if n > cores:  # as torch's DataLoader warns of more workers than cores
+        warnings.warn(
+            f"processes={n} on {cores} cores: decode processes beyond the core count add "
+            "memory (each is a Python interpreter with pyarrow) and no speed",
+            UserWarning,
+            stacklevel=4,
+        )
+    return int(n)
 
 
 def pool() -> DecodePool:

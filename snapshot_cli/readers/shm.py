@@ -32,6 +32,8 @@ class Handle:
 
 
 _lock = threading.RLock()  # re-entrant: a finalizer (_release) may run during GC anywhere
+if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
+    os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.RLock()))
 _ids = itertools.count(1)
 _handles: dict[int, Handle] = {}  # id() of a live owning array → its handle
 # Called with a handle's id once its array is dropped (the decode processes then unmap it).
