@@ -143,7 +143,7 @@ def create(
     Re-running the same command reuses a finished snapshot and resumes an interrupted one.
     """  # noqa: D301
     from .writers.create import create as create_snapshot
-    from .writers.pipeline import parse_params
+    from .writers.params import cli_params
 
     setup_logging(quiet)
     with cli_io.stdout_to_stderr():  # stdout is the result's: the pipeline's prints go to stderr
@@ -152,7 +152,7 @@ def create(
             output,
             inputs=list(inputs) or None,
             inputs_from=inputs_from,
-            params=parse_params(params),
+            params=cli_params(params, pipeline),
             workers=workers,
             executor=executor,
             ray_address=ray_address,

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from snapshot_cli.cli import cli
 from snapshot_cli.cli_io import answer_errors, route_library_logs, route_warnings
 from snapshot_cli.errors import OptionError
-from snapshot_cli.writers.pipeline import parse_params
+from snapshot_cli.writers.params import parse_params
 from tests.conftest import REPO, snap_subprocess
 
 PIPE = """
@@ -381,16 +381,23 @@ def test_nothing_tracked_is_also_ignored() -> None:
 
 
 def test_a_param_python_cannot_parse_is_a_usage_answer(tmp_path: Path) -> None:
-    res = snap_subprocess("create", "x.py:f", str(tmp_path / "s"), "--param", "n=" + "9" * 5000)
-    assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert "--param n:" in res.stderr
+    (tmp_path / "x.py").write_text("def f(n, m: int = 0):\n    yield {'n': n}\n")
+    for key, said in [("n", "--param n: "), ("m", "annotates m as int; give an integer")]:
+        spec = f"{tmp_path / 'x.py'}:f"
+        res = snap_subprocess(
+            "create", spec, str(tmp_path / "s"), "--param", f"{key}=" + "9" * 5000
+        )
+        assert res.returncode == 1 and "Traceback" not in res.stderr
+        assert said in res.stderr and len(res.stderr) < 500
 
 
 @settings(max_examples=300, deadline=None)
 @given(raw=st.text() | st.sampled_from(["NaN", "-Infinity", "[1,NaN]", '{"a": Infinity}', "1e999"]))
 def test_a_param_value_is_strict_json_or_else_the_string_given(raw: str) -> None:
     """JSON as RFC 8259 has it (Python's json also reads NaN and Infinity, which the manifest
-    cannot hold): what parses is that value, anything else the string as given."""
+    cannot hold): what parses is that value, Python's True, False and None theirs, anything
+    else the string as given (for a KEY the function does not annotate: tests/writers/
+    test_params.py)."""
     try:
         value = parse_params([f"k={raw}"])["k"]
     except OptionError as err:  # only what Python cannot hold: a 5,000-digit int, deep nesting
@@ -404,8 +411,8 @@ def test_a_param_value_is_strict_json_or_else_the_string_given(raw: str) -> None
 
     try:
         strict = json.loads(raw, parse_constant=lambda name: 1 / 0, parse_float=finite)
-    except (ValueError, ZeroDivisionError, AssertionError):
-        assert value == raw
+    except (ValueError, ZeroDivisionError, AssertionError):  # (Python's constants are theirs)
+        assert value == {"True": True, "False": False, "None": None}.get(raw.strip(), raw)
     else:
         assert value == strict
 

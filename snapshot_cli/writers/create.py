@@ -29,6 +29,7 @@ from . import commit as commit_mod
 from . import freshness, guards, incremental, shipping
 from . import inputs as inputs_mod
 from . import lease as lease_mod
+from . import params as params_mod
 from . import pipeline as pipeline_mod
 from . import runs as runs_mod
 from .chunking import Chunking
@@ -37,6 +38,7 @@ from .options import CreateOptions
 from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")
+CHANGES = ("tasks_reused", "inputs_added", "inputs_removed", "inputs_changed")  # in CreateInfo
 
 
 @dataclass(frozen=True)
@@ -90,10 +92,7 @@ def _info(
         run=m.run if m else "",
         version=(m.version if m else 0) + (1 if dry_run else 0),
         dry_run=dry_run,
-        **{
-            k: changes.get(k, 0)
-            for k in ("tasks_reused", "inputs_added", "inputs_removed", "inputs_changed")
-        },  # fmt: skip
+        **{k: changes.get(k, 0) for k in CHANGES},
     )
 
 
@@ -199,7 +198,7 @@ def _create(
         freshness.check(ref.function)  # what runs here is what the fingerprint counts
         ex.function = ref.function
     in_process = how.in_process
-    params = pipeline_mod.check_params(params)
+    params = params_mod.check_params(params)
     fs, root = storage.resolve(os.fspath(output), storage_options)
     url = storage.to_url(fs, root)
     if storage.protocol(fs) == "memory" and not in_process:

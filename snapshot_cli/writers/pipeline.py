@@ -1,4 +1,4 @@
-"""Resolving the user's pipeline function, hashing its code, checking ``--param`` and a call.
+"""Resolving the user's pipeline function, hashing its code, checking a call of it.
 
 A PIPELINE is ``path/to/file.py:function`` or ``package.module:function`` (the CLI), or a
 function object (the Python API). Worker processes load a spec again by name; a function
@@ -10,10 +10,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import inspect
-import json
-import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,86 +127,6 @@ def check_call(function: Callable[..., Any], params: dict[str, Any], with_input:
             f"{name}{bare} cannot be called as {name}({shown}): {err}{hint}; it is called "
             f"{how}, and each --param is a keyword argument"
         ) from None
-
-
-def parse_params(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``KEY=VALUE`` strings → dict; values are JSON literals, else plain strings."""
-    params: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise OptionError(f"--param {item!r} must look like KEY=VALUE with KEY a Python name")
-        if key in params:
-            raise OptionError(f"--param {key} is given twice; give each parameter once")
-        try:
-            params[key] = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
-        except (json.JSONDecodeError, _NotJson):
-            params[key] = raw
-        except (ValueError, RecursionError) as err:  # an integer over 4,300 digits, deep nesting
-            raise OptionError(f"--param {key}: {str(err)[:200]}") from err
-    return params
-
-
-class _NotJson(Exception):
-    pass
-
-
-def _no_constant(name: str) -> Any:
-    """Python's json reads NaN and Infinity, which JSON has not: such a VALUE is a string."""
-    raise _NotJson(name)
-
-
-def _finite(text: str) -> float:
-    """A JSON number too large for a float (1e999) would be infinity: the VALUE is a string."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotJson(text)
-    return value
-
-
-def check_params(params: object) -> dict[str, Any]:
-    """``params=`` as keyword arguments of JSON values (a numpy scalar becomes the Python
-    number it holds), or an OptionError."""
-    if params is None:
-        return {}
-    if not isinstance(params, Mapping):
-        raise OptionError(
-            f"params must be a dict of keyword arguments (name -> JSON value), got a "
-            f"{type(params).__name__}: {params!r:.80}"
-        )
-    bad = [k for k in params if not (isinstance(k, str) and k.isidentifier())]
-    if bad:
-        raise OptionError(f"params keys must be Python names (keyword arguments), got {bad}")
-    return {key: check_json(value, f"params[{key!r}]") for key, value in params.items()}
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python number it holds (json.dumps' default); an array is not
-    taken: the function would get a list where it was given an array."""
-    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
-        return value.item()
-    hint = " (pass a list, arr.tolist(): the function receives JSON values)" * hasattr(
-        value, "tolist"
-    )
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable{hint}")
-
-
-def check_json(value: Any, what: str) -> Any:
-    """Return ``value`` as its JSON round trip, or explain why it cannot be one."""
-    try:
-        return json.loads(json.dumps(value, allow_nan=False, default=_plain))
-    except (TypeError, ValueError) as err:
-        hint = (
-            " (NaN and infinities have none: pass a string such as 'inf' and convert it in "
-            "the function)"
-            if str(err).startswith("Out of range float")
-            else ""
-        )
-        raise OptionError(
-            f"{what} must be JSON (str, numbers, bools, lists, dicts; it is kept in the "
-            f"manifest): {err}{hint}"
-        ) from err
 
 
 def _not_callable_hint(pipeline: object) -> str:

@@ -1,0 +1,197 @@
+"""A pipeline's params: ``--param KEY=VALUE`` text read as the value it stands for, and
+``params=`` checked as JSON (the manifest keeps them, and the fingerprint hashes them).
+
+A VALUE is read as the type the function annotates KEY with, when that is ``bool``, ``int``,
+``float`` or ``str``, or one of them or None: ``--param augment=False`` to ``augment: bool``
+is False, and ``--param name=007`` or ``name=123`` to ``name: str`` the string given. Read as
+JSON, the first was the string "False" (true in an ``if``: a silent wrong result) and
+``name=123`` the number 123. A VALUE that does not fit is refused, naming the parameter, its
+annotation and an example. Other keys are read as JSON, and Python's ``True``, ``False`` and
+``None`` as those constants; what is neither is the string given.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import OptionError
+from .importing import load_function
+
+SIMPLE = {"bool": bool, "int": int, "float": float, "str": str}
+TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
+PYTHON_CONSTANTS = {"True": True, "False": False, "None": None}
+EXAMPLES = {bool: "true or false", int: "an integer, e.g. 64", float: "a number, e.g. 0.001"}
+# an annotation left as text ("int | None", "Optional[float]", "typing.Optional[str]")
+_TEXT = re.compile(
+    r"(?:(?:typing\.)?Optional\[\s*(?P<opt>\w+)\s*\]"
+    r"|(?P<left>\w+)(?P<or_none>\s*\|\s*None)?|None\s*\|\s*(?P<right>\w+))"
+)
+
+
+def parse_params(
+    items: list[str] | tuple[str, ...], function: Callable[..., Any] | None = None
+) -> dict[str, Any]:
+    """``KEY=VALUE`` strings → keyword arguments of ``function`` (see the module docstring)."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise OptionError(f"--param {item!r} must look like KEY=VALUE with KEY a Python name")
+        if key in params:
+            raise OptionError(f"--param {key} is given twice; give each parameter once")
+        wanted = None if function is None else annotated(function, key)
+        if function is None or wanted is None:
+            params[key] = untyped(key, raw)
+        else:
+            params[key] = typed(function, key, raw, *wanted)
+    return params
+
+
+def cli_params(items: tuple[str, ...], pipeline: str) -> dict[str, Any]:
+    """``snap create``'s ``--param`` items, read for the function the spec ``pipeline`` names
+    (imported here if any is given; create finds it in the importer's cache)."""
+    return parse_params(items, load_function(pipeline) if items else None)
+
+
+def untyped(key: str, raw: str) -> Any:
+    """A VALUE as JSON (RFC 8259: no NaN or infinity, which the manifest cannot hold), else
+    Python's constants, else the string given."""
+    try:
+        return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except (json.JSONDecodeError, _NotJson):
+        return PYTHON_CONSTANTS.get(raw.strip(), raw)
+    except (ValueError, RecursionError) as err:  # an integer over 4,300 digits, deep nesting
+        raise OptionError(f"--param {key}: {str(err)[:200]}") from err
+
+
+def typed(function: Callable[..., Any], key: str, raw: str, kind: type, optional: bool) -> Any:
+    """A VALUE read as ``kind`` (None too if ``optional``), or an OptionError saying what fits."""
+    text = raw.strip()
+    if optional and text in ("None", "null"):
+        return None
+    if kind is str:
+        return raw
+    if kind is bool and text.lower() in TRUE | FALSE:
+        return text.lower() in TRUE
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:  # (also an integer over 4,300 digits)
+            pass
+    if kind is float:
+        if re.fullmatch(r"-?\d{1,4300}", text):  # an int is a float's value (PEP 484), as JSON
+            return int(text)  # had it: a snapshot made with lr=1 keeps its fingerprint
+        try:
+            value = float(text)
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(value):
+                return value
+            raise OptionError(
+                f"--param {key}={raw[:60]!r}: a param is kept in the manifest as JSON, which has "
+                "no NaN or infinity; pass a string (annotate it str) and convert it in the "
+                "function"
+            )
+    name = getattr(function, "__name__", "the pipeline")
+    shown = f"{kind.__name__} or None" if optional else kind.__name__
+    raise OptionError(
+        f"--param {key}={raw[:60]!r}: {name}() annotates {key} as {shown}; give "
+        f"{EXAMPLES[kind]}" + (" (or None)" if optional else "")
+    )
+
+
+def annotated(function: Callable[..., Any], key: str) -> tuple[type, bool] | None:
+    """``(type, None allowed)`` when ``function`` annotates parameter ``key`` as ``bool``,
+    ``int``, ``float`` or ``str``, or one of them or None; otherwise None."""
+    try:
+        parameter = inspect.signature(function).parameters.get(key)
+    except (TypeError, ValueError):  # a builtin, or a callable Python cannot describe
+        return None
+    if parameter is None or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+        return None
+    ann = parameter.annotation
+    if isinstance(ann, str):  # from __future__ import annotations: read the text, run nothing
+        m = _TEXT.fullmatch(ann.strip().strip("'\""))
+        if m is None:
+            return None
+        name = m["opt"] or m["left"] or m["right"]
+        kind = SIMPLE.get(name)
+        return None if kind is None else (kind, not m["left"] or bool(m["or_none"]))
+    optional = False
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        args = typing.get_args(ann)
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            return None
+        ann, optional = rest[0], len(rest) < len(args)
+    return (ann, optional) if ann in SIMPLE.values() else None
+
+
+class _NotJson(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    """Python's json reads NaN and Infinity, which JSON has not: such a VALUE is a string."""
+    raise _NotJson(name)
+
+
+def _finite(text: str) -> float:
+    """A JSON number too large for a float (1e999) would be infinity: the VALUE is a string."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJson(text)
+    return value
+
+
+def check_params(params: object) -> dict[str, Any]:
+    """``params=`` as keyword arguments of JSON values (a numpy scalar becomes the Python
+    number it holds), or an OptionError."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise OptionError(
+            f"params must be a dict of keyword arguments (name -> JSON value), got a "
+            f"{type(params).__name__}: {params!r:.80}"
+        )
+    bad = [k for k in params if not (isinstance(k, str) and k.isidentifier())]
+    if bad:
+        raise OptionError(f"params keys must be Python names (keyword arguments), got {bad}")
+    return {key: check_json(value, f"params[{key!r}]") for key, value in params.items()}
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (json.dumps' default); an array is not
+    taken: the function would get a list where it was given an array."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return value.item()
+    hint = " (pass a list, arr.tolist(): the function receives JSON values)" * hasattr(
+        value, "tolist"
+    )
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable{hint}")
+
+
+def check_json(value: Any, what: str) -> Any:
+    """Return ``value`` as its JSON round trip, or explain why it cannot be one."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False, default=_plain))
+    except (TypeError, ValueError) as err:
+        hint = (
+            " (NaN and infinities have none: pass a string such as 'inf' and convert it in "
+            "the function)"
+            if str(err).startswith("Out of range float")
+            else ""
+        )
+        raise OptionError(
+            f"{what} must be JSON (str, numbers, bools, lists, dicts; it is kept in the "
+            f"manifest): {err}{hint}"
+        ) from err

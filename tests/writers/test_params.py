@@ -1,0 +1,137 @@
+"""``--param KEY=VALUE`` is read as the type the pipeline annotates KEY with (bool, int,
+float, str, or one of them or None, as objects or as the text ``from __future__ import
+annotations`` leaves): ``--param augment=False`` was the string "False", true in an ``if``.
+Text that does not fit is refused, naming the parameter and its annotation."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from snapshot_cli.errors import OptionError
+from snapshot_cli.writers.params import FALSE, TRUE, annotated, parse_params
+
+KINDS = [bool, int, float, str]
+
+
+def function_annotated(kind: type, optional: bool, form: str) -> Any:
+    """A pipeline whose parameter ``k`` is annotated ``kind`` (or None): as the object, as
+    the text future annotations leave, ``Optional[...]`` or ``X | None``."""
+    name = kind.__name__
+    text = {"plain": name, "or_none": f"{name} | None", "none_or": f"None | {name}",
+            "optional": f"Optional[{name}]", "typing": f"typing.Optional[{name}]"}  # fmt: skip
+    if form == "object":
+        annotation: Any = Optional[kind] if optional else kind  # noqa: UP045 (the object form)
+    else:
+        annotation = text["or_none" if optional else "plain"] if form == "text" else text[form]
+
+    def f(path: str, *, k: Any = None) -> Any:
+        yield {"k": k}
+
+    f.__annotations__ = {"k": annotation}
+    return f
+
+
+FORMS = st.sampled_from(["object", "text"])
+
+
+@given(kind=st.sampled_from(KINDS), optional=st.booleans(), form=FORMS, raw=st.text(max_size=30))
+def test_any_text_is_the_annotated_type_or_a_clear_error(
+    kind: type, optional: bool, form: str, raw: str
+) -> None:
+    f = function_annotated(kind, optional, form)
+    assert annotated(f, "k") == (kind, optional)
+    try:
+        value = parse_params([f"k={raw}"], f)["k"]
+    except OptionError as err:
+        said = str(err)
+        assert said.startswith(f"--param k={raw[:60]!r}: ")
+        assert f"annotates k as {kind.__name__}" in said or "no NaN or infinity" in said
+        assert kind is not str and not (optional and raw.strip() in ("None", "null"))
+        return
+    json.dumps(value, allow_nan=False)  # the manifest can keep it
+    if optional and raw.strip() in ("None", "null"):
+        assert value is None
+    elif kind is str:
+        assert value == raw  # the text as given, whatever JSON would make of it
+    elif kind is bool:
+        assert value is (raw.strip().lower() in TRUE) and raw.strip().lower() in TRUE | FALSE
+    elif kind is int:
+        assert type(value) is int and value == int(raw)
+    else:
+        assert math.isfinite(value) and value == float(raw)
+        assert type(value) is (int if re.fullmatch(r"-?\d+", raw.strip()) else float)
+
+
+@given(
+    value=st.one_of(
+        st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text()
+    ),
+    optional=st.booleans(),
+    form=FORMS,
+)
+def test_a_value_written_as_text_is_read_back(value: Any, optional: bool, form: str) -> None:
+    f = function_annotated(type(value), optional, form)
+    raw = json.dumps(value) if isinstance(value, bool) else str(value)  # (true, 64, 0.5, abc)
+    if optional and raw.strip() in ("None", "null"):  # the text that means None there
+        assert parse_params([f"k={raw}"], f) == {"k": None}
+    else:
+        assert parse_params([f"k={raw}"], f) == {"k": value}
+
+
+@pytest.mark.parametrize(
+    "annotation", ["list[int]", "int | str", "dict", "Path", "np.ndarray", "'int'x", list, Any]
+)
+def test_other_annotations_are_read_as_json(annotation: Any) -> None:
+    def f(path: str, *, k: Any = None) -> Any:
+        yield {"k": k}
+
+    f.__annotations__ = {"k": annotation}
+    assert annotated(f, "k") is None
+    assert parse_params(["k=[1, 2]", "j=False"], f) == {"k": [1, 2], "j": False}
+    assert parse_params(["k=None", "j=abc"], f) == {"k": None, "j": "abc"}
+
+
+def test_snap_create_reads_params_as_annotated(tmp_path: Path) -> None:
+    (tmp_path / "pipe.py").write_text(
+        "from __future__ import annotations\n"
+        "def f(path: str, *, augment: bool = True, size: int = 1, name: str = 'x'):\n"
+        "    yield {'v': repr((augment, size, name))}\n"
+    )
+    (tmp_path / "in.txt").write_text("x")
+    out = tmp_path / "s"
+
+    def create(*params: str) -> subprocess.CompletedProcess[str]:
+        args = [
+            "create",
+            f"{tmp_path / 'pipe.py'}:f",
+            str(out),
+            "--input",
+            str(tmp_path / "in.txt"),
+        ]
+        for p in params:
+            args += ["--param", p]
+        return subprocess.run(
+            [sys.executable, "-m", "snapshot_cli", *args, "--overwrite", "--quiet"],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+
+    done = create("augment=False", "size=64", "name=007")
+    assert done.returncode == 0, done.stderr
+    import snapshot_cli as snap
+
+    assert snap.open(out).head(1)[0]["v"] == "(False, 64, '007')"
+    refused = create("augment=maybe")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip() == (
+        "snap: error: --param augment='maybe': f() annotates augment as bool; give true or false"
+    )
