@@ -152,7 +152,10 @@ def test_every_package_name_is_answered_with_what_snap_has() -> None:
             assert hasattr(snap, attr), f"{name!r}: snap.{attr} does not exist"
         for dotted in re.findall(r"\bsnapshot_cli(?:\.\w+)+", advice):
             module, _, attr = dotted.rpartition(".")
-            assert hasattr(importlib.import_module(module), attr), f"{name!r}: {dotted}"
+            try:
+                assert hasattr(importlib.import_module(module), attr), f"{name!r}: {dotted}"
+            except ImportError as err:  # (make test-oldest has no torch: it says what to install)
+                assert "pip install 'arrowsnap[" in str(err), f"{name!r}: {dotted}: {err}"
         for command in re.findall(r"\bsnap ([a-z]+) URL", advice):
             assert command in cli.commands, f"{name!r}: snap {command} is not a command"
         for keyword in re.findall(r"(\w+)=", advice):
