@@ -26,6 +26,31 @@ from .errors import SnapError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler preempting the job, ``kill``, a container stopped), raised in the
+    main thread as Ctrl-C's KeyboardInterrupt is: a command stops the same clean way (workers
+    stopped, the lease let go, one line) instead of dying where it stood."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM raises :class:`Terminated` in the main thread (elsewhere, or where
+    the handler cannot be set, nothing changes); the handler before is restored after."""
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def answer_errors(fn: F) -> F:
     """Run a command; any error → one line on stderr and its exit code (traceback with
     --debug): a SnapError's message, an OS error's cause, or an unexpected error's class."""
@@ -34,7 +59,8 @@ def answer_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool((click.get_current_context().obj or {}).get("debug"))
         try:
-            result = fn(*args, **kwargs)
+            with sigterm_as_interrupt():
+                result = fn(*args, **kwargs)
             if sys.stdout is not None:  # (None: closed by the shell, `>&-`: nothing to show)
                 sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
             return result
@@ -43,13 +69,14 @@ def answer_errors(fn: F) -> F:
                 raise
             click.echo(f"snap: error: {err}", err=True)
             sys.exit(err.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             if debug:
                 raise
             resumes = click.get_current_context().info_name == "create"  # (others start over)
-            click.echo(f"snap: interrupted{'; run the same command again to resume' * resumes}",
+            said = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+            click.echo(f"snap: {said}{'; run the same command again to resume' * resumes}",
                        err=True)  # fmt: skip
-            sys.exit(130)
+            sys.exit(143 if isinstance(stop, Terminated) else 130)
         except OSError as err:  # a fault no layer below named: still one line, not a trace
             if isinstance(err, BrokenPipeError) and _stdout_closed():
                 _quiet_exit_on_closed_stdout()

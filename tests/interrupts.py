@@ -21,11 +21,17 @@ T = TypeVar("T")
 
 
 class InterruptAt:
-    """A trace function raising KeyboardInterrupt at the ``k``-th call of snap's code (of
-    the files under it whose path ends with one of ``only``, if given)."""
+    """A trace function raising KeyboardInterrupt (or ``raises``, a subclass: the CLI's
+    SIGTERM) at the ``k``-th call of snap's code (of the files under it whose path ends with
+    one of ``only``, if given)."""
 
-    def __init__(self, k: int, only: tuple[str, ...] = ()) -> None:
-        self.k, self.only, self.calls, self.where = k, only, 0, ""
+    def __init__(
+        self,
+        k: int,
+        only: tuple[str, ...] = (),
+        raises: type[KeyboardInterrupt] = KeyboardInterrupt,
+    ) -> None:
+        self.k, self.only, self.calls, self.where, self.raises = k, only, 0, "", raises
 
     def __call__(self, frame: FrameType, event: str, arg: object) -> None:
         name = frame.f_code.co_filename
@@ -36,7 +42,7 @@ class InterruptAt:
         self.calls += 1
         if self.calls == self.k:
             self.where = f"{frame.f_code.co_name} ({name}:{frame.f_lineno})"
-            raise KeyboardInterrupt
+            raise self.raises
         return None  # no line events in the frame
 
 

@@ -529,6 +529,7 @@ def test_every_command_runs_with_stdout_or_stderr_closed(tmp_path: Path, closed:
         assert run_closed(*args) == 0, args
 
 
+@pytest.mark.parametrize("sigterm", [False, True], ids=["ctrl-c", "sigterm"])
 @pytest.mark.parametrize(
     ("command", "said"),
     [
@@ -541,10 +542,12 @@ def test_every_command_runs_with_stdout_or_stderr_closed(tmp_path: Path, closed:
     ],
 )
 def test_an_interrupt_is_one_line_that_says_to_resume_only_what_resumes(
-    setup, command: str, said: str
+    setup, command: str, said: str, sigterm: bool
 ) -> None:  # type: ignore[no-untyped-def]
     """Ctrl-C in any command: exit 130 and one line; "run the same command again to resume"
-    only where a run resumes (`snap head` said it too)."""
+    only where a run resumes (`snap head` said it too). A SIGTERM (its handler raises
+    Terminated where a Ctrl-C would raise KeyboardInterrupt): exit 143, "terminated"."""
+    from snapshot_cli.cli_io import Terminated
     from tests.interrupts import InterruptAt, interrupted
 
     spec, glob, tmp = setup
@@ -553,8 +556,12 @@ def test_an_interrupt_is_one_line_that_says_to_resume_only_what_resumes(
     args = {"create": ["create", spec, out, "--input", glob, "--overwrite", "--workers", "0"],
             "head": ["head", out], "bench": ["bench", out], "verify": ["verify", out],
             "inspect": ["inspect", out], "gc": ["gc", out]}[command]  # fmt: skip
-    trace = InterruptAt(40)  # a call well inside the command
-    result = interrupted(lambda: CliRunner().invoke(cli, args), trace)
+    trace = InterruptAt(40, raises=Terminated if sigterm else KeyboardInterrupt)
+    result = interrupted(lambda: CliRunner().invoke(cli, args), trace)  # (a call well inside)
     assert result is not None and trace.where
-    assert (result.exit_code, result.stderr.splitlines()[-1]) == (130, said), result.stderr
+    if sigterm:
+        code, said = 143, said.replace("interrupted", "terminated (SIGTERM)")
+    else:
+        code = 130
+    assert (result.exit_code, result.stderr.splitlines()[-1]) == (code, said), result.stderr
     assert "Traceback" not in result.stderr

@@ -12,6 +12,7 @@ interrupted, a forked child beside a held lease, and a terminal's Ctrl-C (a SIGI
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -109,13 +110,19 @@ def snap_fs() -> Any:
     return fsspec.filesystem("file")
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize(
+    ("workers", "sig", "to"),
+    [("0", "SIGINT", "group"), ("2", "SIGINT", "group"), ("0", "SIGTERM", "group"),
+     ("2", "SIGTERM", "process")],
+)  # fmt: skip
 def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_no_process_left(
-    tmp_path: Path, workers: str
+    tmp_path: Path, workers: str, sig: str, to: str
 ) -> None:
     """A terminal's Ctrl-C sends SIGINT to the whole foreground process group: `snap create`
     and its workers. It ends in one line, exit 130, nothing of the group left running, and the
-    same command then finishes."""
+    same command then finishes. So does a SIGTERM (a scheduler preempting the job sends it to
+    the group; a container's stop to its first process only), with exit 143: before, it died
+    where it stood, without a word, its lease held and its workers left to notice."""
     (tmp_path / "pipe.py").write_text(
         "import os, threading\n"
         "def f(i, block=True):\n"
@@ -135,22 +142,38 @@ def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_no_process_left(
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
         until(lambda: len(list(started.iterdir())) >= max(1, int(workers)), "tasks to start")
-        os.killpg(proc.pid, signal.SIGINT)
+        (os.killpg if to == "group" else os.kill)(proc.pid, getattr(signal, sig))
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, err
-    assert err.splitlines()[-1] == "snap: interrupted; run the same command again to resume", err
+    said = "terminated (SIGTERM)" if sig == "SIGTERM" else "interrupted"
+    assert proc.returncode == (143 if sig == "SIGTERM" else 130), err
+    assert err.splitlines()[-1] == f"snap: {said}; run the same command again to resume", err
     assert "Traceback" not in err, err
     until(lambda: not _group_alive(proc.pid), "the process group to end")
+    until(lambda: not any(_workers_of(started)), "the workers to end")
     assert not (tmp_path / "s" / "manifest.json").exists()
+    lease = json.loads(next((tmp_path / "s" / "_runs").glob("lease-*.json")).read_text())
+    assert lease.get("released"), lease  # let go on the way out: the next create need not judge
     done = subprocess.run([*args, "--param", "block=false"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert sorted(int(v) for b in snap.open(tmp_path / "s").loader(batch_size=8)
                   for v in b["x"]) == list(range(8))  # fmt: skip
+
+
+def _workers_of(started: Path) -> list[int]:
+    """The pids that started a task (named in ``started``) still running."""
+    alive = []
+    for pid in {int(p.name.split("-")[0]) for p in started.iterdir()}:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        alive.append(pid)
+    return alive
 
 
 def _group_alive(pgid: int) -> bool:
