@@ -27,28 +27,40 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler preempting the job, ``kill``, a container stopped), raised in the
-    main thread as Ctrl-C's KeyboardInterrupt is: a command stops the same clean way (workers
-    stopped, the lease let go, one line) instead of dying where it stood."""
+    """SIGTERM (a scheduler preempting the job, ``kill``, a container stopped) or SIGHUP (the
+    terminal or the SSH session closed), raised in the main thread as Ctrl-C's
+    KeyboardInterrupt is: a command stops the same clean way (workers stopped, the lease let
+    go, one line) instead of dying where it stood."""
+
+    def __init__(self, signum: int = signal.SIGTERM.value) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+STOPPING = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within: SIGTERM raises :class:`Terminated` in the main thread (elsewhere, or where
-    the handler cannot be set, nothing changes); the handler before is restored after."""
+def termination_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM and SIGHUP raise :class:`Terminated` in the main thread (elsewhere,
+    nothing changes); the handlers before are restored after. A signal ignored before (SIGHUP
+    under ``nohup``) stays ignored."""
 
     def raise_terminated(signum: int, frame: object) -> None:
-        raise Terminated
+        raise Terminated(signum)
 
+    previous = {}
     try:
-        previous = signal.signal(signal.SIGTERM, raise_terminated)
+        for sig in STOPPING:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, raise_terminated)
     except ValueError:  # not the main thread
-        yield
-        return
+        pass
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def answer_errors(fn: F) -> F:
@@ -59,7 +71,7 @@ def answer_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool((click.get_current_context().obj or {}).get("debug"))
         try:
-            with sigterm_as_interrupt():
+            with termination_as_interrupt():
                 result = fn(*args, **kwargs)
             if sys.stdout is not None:  # (None: closed by the shell, `>&-`: nothing to show)
                 sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
@@ -73,10 +85,13 @@ def answer_errors(fn: F) -> F:
             if debug:
                 raise
             resumes = click.get_current_context().info_name == "create"  # (others start over)
-            said = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
-            click.echo(f"snap: {said}{'; run the same command again to resume' * resumes}",
-                       err=True)  # fmt: skip
-            sys.exit(143 if isinstance(stop, Terminated) else 130)
+            signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
+            name = signal.Signals(signum).name
+            said = "interrupted" if signum == signal.SIGINT else f"terminated ({name})"
+            with contextlib.suppress(OSError):  # (SIGHUP: the terminal may be gone)
+                click.echo(f"snap: {said}{'; run the same command again to resume' * resumes}",
+                           err=True)  # fmt: skip
+            sys.exit(128 + signum)
         except OSError as err:  # a fault no layer below named: still one line, not a trace
             if isinstance(err, BrokenPipeError) and _stdout_closed():
                 _quiet_exit_on_closed_stdout()

@@ -113,16 +113,17 @@ def snap_fs() -> Any:
 @pytest.mark.parametrize(
     ("workers", "sig", "to"),
     [("0", "SIGINT", "group"), ("2", "SIGINT", "group"), ("0", "SIGTERM", "group"),
-     ("2", "SIGTERM", "process")],
+     ("2", "SIGTERM", "process"), ("2", "SIGHUP", "group")],
 )  # fmt: skip
-def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_no_process_left(
+def test_ctrl_c_or_sigterm_is_one_line_its_exit_code_and_no_process_left(
     tmp_path: Path, workers: str, sig: str, to: str
 ) -> None:
     """A terminal's Ctrl-C sends SIGINT to the whole foreground process group: `snap create`
     and its workers. It ends in one line, exit 130, nothing of the group left running, and the
     same command then finishes. So does a SIGTERM (a scheduler preempting the job sends it to
-    the group; a container's stop to its first process only), with exit 143: before, it died
-    where it stood, without a word, its lease held and its workers left to notice."""
+    the group; a container's stop to its first process only), with exit 143, and a SIGHUP (a
+    closed terminal or SSH session), 129: before, each killed it where it stood, without a
+    word, its lease held and its workers left to notice."""
     (tmp_path / "pipe.py").write_text(
         "import os, threading\n"
         "def f(i, block=True):\n"
@@ -148,8 +149,8 @@ def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_no_process_left(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    said = "terminated (SIGTERM)" if sig == "SIGTERM" else "interrupted"
-    assert proc.returncode == (143 if sig == "SIGTERM" else 130), err
+    said = "interrupted" if sig == "SIGINT" else f"terminated ({sig})"
+    assert proc.returncode == 128 + getattr(signal, sig), err
     assert err.splitlines()[-1] == f"snap: {said}; run the same command again to resume", err
     assert "Traceback" not in err, err
     until(lambda: not _group_alive(proc.pid), "the process group to end")
