@@ -59,8 +59,8 @@ def termination_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, handler in previous.items():  # (None: one set outside Python, not restorable)
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def answer_errors(fn: F) -> F:

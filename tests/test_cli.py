@@ -565,3 +565,41 @@ def test_an_interrupt_is_one_line_that_says_to_resume_only_what_resumes(
         code = 130
     assert (result.exit_code, result.stderr.splitlines()[-1]) == (code, said), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_termination_signals_raise_terminated_only_within_a_command() -> None:
+    """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) in the main thread while a
+    command runs; the handlers before come back after, a SIGHUP ignored (nohup) stays
+    ignored, and elsewhere than the main thread nothing changes."""
+    import signal
+    import threading
+
+    from snapshot_cli.cli_io import Terminated, termination_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with termination_as_interrupt():
+            with pytest.raises(Terminated) as caught:
+                os.kill(os.getpid(), signal.SIGTERM)
+            assert caught.value.signum == signal.SIGTERM
+            assert isinstance(caught.value, KeyboardInterrupt)
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is before
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        with termination_as_interrupt(), pytest.raises(Terminated) as caught:
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert caught.value.signum == signal.SIGHUP
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+        seen: list[object] = []
+
+        def elsewhere() -> None:
+            with termination_as_interrupt():
+                seen.append(signal.getsignal(signal.SIGTERM))
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+        assert seen == [before]
+    finally:
+        signal.signal(signal.SIGHUP, hup)
