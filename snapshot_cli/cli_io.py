@@ -38,6 +38,7 @@ class Terminated(KeyboardInterrupt):
 
 
 STOPPING = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+received: list[int] = []  # the termination signals that arrived while a command ran
 
 
 @contextlib.contextmanager
@@ -47,8 +48,10 @@ def termination_as_interrupt() -> Iterator[None]:
     under ``nohup``) stays ignored."""
 
     def raise_terminated(signum: int, frame: object) -> None:
+        received.append(signum)  # (a layer may raise a KeyboardInterrupt of its own: Ray's)
         raise Terminated(signum)
 
+    received.clear()
     previous = {}
     try:
         for sig in STOPPING:
@@ -86,6 +89,7 @@ def answer_errors(fn: F) -> F:
                 raise
             resumes = click.get_current_context().info_name == "create"  # (others start over)
             signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
+            signum = received[0] if received else signum
             name = signal.Signals(signum).name
             said = "interrupted" if signum == signal.SIGINT else f"terminated ({name})"
             with contextlib.suppress(OSError):  # (SIGHUP: the terminal may be gone)

@@ -142,9 +142,12 @@ def test_ray_through_the_cli_as_a_real_process(ray_cluster: str, tmp_path: Path)
     assert snap.open(str(out)).num_records == 10
 
 
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_driver_killed_mid_run_resumes_on_ray(
-    ray_cluster: str, tmp_path: Path, write_pipeline
+    ray_cluster: str, tmp_path: Path, write_pipeline, sig: str
 ) -> None:  # type: ignore[no-untyped-def]
+    """A driver killed mid-run resumes; a SIGTERM (a scheduler's preemption) stops it with
+    one line and exit 143 (ray.init's own handler exited 15 without a word)."""
     spec = write_pipeline(PIPE)
     make_inputs(tmp_path / "in", 6)
     out, calls_file, gate = tmp_path / "snap", tmp_path / "calls", tmp_path / "gate"
@@ -161,14 +164,18 @@ def test_driver_killed_mid_run_resumes_on_ray(
         wait_for(lambda: len(list(done.glob("*/tasks/*.json"))) == 3, "tasks 0-2 done", 120)
         wait_for(lambda: len(calls(calls_file)) >= 5, "tasks 3+ blocked mid-task", 120)
         workers = {pid for _, pid in calls(calls_file)}
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
+        driver.send_signal(getattr(signal, sig))
+        _, err = driver.communicate(timeout=120)
     finally:
         if driver.poll() is None:
             driver.kill()
         driver.wait()
         assert driver.stderr is not None
         driver.stderr.close()
+    if sig == "SIGTERM":
+        said = err.decode().splitlines()[-1]
+        assert driver.returncode == 143, err
+        assert said == "snap: terminated (SIGTERM); run the same command again to resume", err
     # Ray stops a dead driver's tasks: no stale attempt may write beside the resumed run.
     wait_for(lambda: not any(pid_alive(p) for p in workers), "the dead driver's tasks to stop",
              120)  # fmt: skip
