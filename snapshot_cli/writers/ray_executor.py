@@ -140,8 +140,8 @@ class RayExecutor(Executor):
                 )
             return False
         _check_reachable(self.address)
-        # ray.init sets its own SIGTERM handler (exit at once, status 15, no word): the
-        # process's own come back (the CLI's clean stop, exit 143: see cli_io)
+        # ray.init sets its own SIGTERM handler (exit at once, status 15, no word): a handler
+        # the process had comes back (the CLI's clean stop, exit 143: see cli_io)
         before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             ray.init(
@@ -154,8 +154,8 @@ class RayExecutor(Executor):
         except (ConnectionError, RuntimeError, ValueError) as err:
             where = self.address or "a new local Ray"
             raise OptionError(f"cannot connect to Ray at {where}: {err}") from err
-        for sig, handler in before.items():
-            if handler is not None and signal.getsignal(sig) is not handler:
+        for sig, handler in before.items():  # (Ray's stays where there was none of Python's)
+            if callable(handler) and signal.getsignal(sig) is not handler:
                 with contextlib.suppress(ValueError):  # (not the main thread: none was set)
                     signal.signal(sig, handler)
         return True
