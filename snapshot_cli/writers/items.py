@@ -51,7 +51,11 @@ def _check_one(i: int, value: Any, source: str | None) -> None:
     except (TypeError, ValueError) as err:
         kind = type(value).__name__
         nan = isinstance(value, float) and not math.isfinite(value)
-        what = f"inputs[{i}]" if source is None else f"item {i} --inputs-from {source!r} returned"
+        what = (
+            f"inputs[{i}]"
+            if source is None
+            else f"item {i} of what --inputs-from {source!r} returned"
+        )
         path = ""
         if isinstance(value, os.PathLike):
             path = (

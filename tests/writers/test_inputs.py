@@ -422,7 +422,7 @@ def test_the_snapshots_own_files_are_never_its_inputs(tmp_path: Path, where: str
 @pytest.mark.parametrize(
     ("returned", "message"),
     [
-        ([1, {"a": object()}], r"item 1 --inputs-from '.*listing' returned is a dict"),
+        ([1, {"a": object()}], r"item 1 of what --inputs-from '.*listing' returned is a dict"),
         ([Path("x.txt")], r"item 0 .* is a PosixPath .*pass files with --input"),
         ([0.5, float("nan")], r"item 1 .* is not finite"),
     ],
