@@ -18,7 +18,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import OptionError
@@ -170,10 +170,16 @@ def check_params(params: object) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python number it holds (json.dumps' default); an array is not
-    taken: the function would get a list where it was given an array."""
+    """A numpy scalar as the Python number it holds (json.dumps' default), a configuration
+    library's mapping or list (OmegaConf's ``DictConfig`` and ``ListConfig``: ``params=cfg.data``
+    from Hydra) as a dict or list; an array is not taken: the function would get a list where
+    it was given an array."""
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
         return value.item()
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray)):
+        return list(value)
     hint = " (pass a list, arr.tolist(): the function receives JSON values)" * hasattr(
         value, "tolist"
     )

@@ -10,6 +10,7 @@ import math
 import re
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from snapshot_cli.errors import OptionError
-from snapshot_cli.writers.params import FALSE, TRUE, annotated, parse_params
+from snapshot_cli.writers.params import FALSE, TRUE, annotated, check_params, parse_params
 
 KINDS = [bool, int, float, str]
 
@@ -135,3 +136,65 @@ def test_snap_create_reads_params_as_annotated(tmp_path: Path) -> None:
     assert refused.stderr.strip() == (
         "snap: error: --param augment='maybe': f() annotates augment as bool; give true or false"
     )
+
+
+class ConfigMapping(Mapping[str, Any]):
+    """A configuration library's mapping (OmegaConf's DictConfig is one): not a dict."""
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class ConfigList(Sequence[Any]):
+    """A configuration library's list (OmegaConf's ListConfig): not a list."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self._items = items
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+def wrapped(value: Any, data: st.DataObject) -> Any:
+    """``value`` with its lists and dicts each, at random, a config library's container."""
+    if isinstance(value, list):
+        items = [wrapped(v, data) for v in value]
+        return ConfigList(items) if data.draw(st.booleans()) else items
+    if isinstance(value, dict):
+        mapping = {k: wrapped(v, data) for k, v in value.items()}
+        return ConfigMapping(mapping) if data.draw(st.booleans()) else mapping
+    return value
+
+
+@given(params=st.dictionaries(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), JSON, max_size=4),
+       data=st.data())  # fmt: skip
+def test_params_of_a_config_library_are_their_json(params: dict[str, Any], data: Any) -> None:
+    """``params=cfg.data`` from Hydra (OmegaConf's DictConfig, with ListConfig values) was
+    refused: "Object of type ListConfig is not JSON serializable". Any Mapping and Sequence
+    is taken as the dict or list it holds."""
+    inner = wrapped(params, data)
+    given_params = (
+        ConfigMapping(inner) if isinstance(inner, dict) and data.draw(st.booleans()) else inner
+    )
+    assert check_params(given_params) == params
