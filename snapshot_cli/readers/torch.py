@@ -167,8 +167,8 @@ def _make_dataset_class() -> type:
     class SnapshotDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """A snapshot as a ``torch.utils.data.IterableDataset`` of whole batches.
 
-        ``SnapshotDataset(url, storage_options=None, **loader_options)`` (``url`` a path or
-        URL, or a ``Snapshot`` from ``snap.open``: the version it opened); the
+        ``SnapshotDataset(url, batch_size=256, *, storage_options=None, **loader_options)``
+        (``url`` a path or URL, or a ``Snapshot`` from ``snap.open``: the version it opened); the
         loader options are those of :meth:`Snapshot.loader` (``batch_size=256``,
         ``shuffle``, ``seed``, ...) except ``rank``/``world_size``, which come from
         ``torch.distributed`` (or pass them explicitly) and are split further across
@@ -179,6 +179,8 @@ def _make_dataset_class() -> type:
         def __init__(
             self,
             url: str | os.PathLike[str] | Snapshot,
+            batch_size: int | None = None,  # (second, as in Snapshot.loader: a positional 64
+            *,  # went to storage_options, "'int' object is not a mapping")
             storage_options: dict[str, Any] | None = None,
             **loader_options: Any,
         ) -> None:
@@ -193,7 +195,7 @@ def _make_dataset_class() -> type:
             self._explicit = False  # set_epoch was called
             self._loader: Loader | None = None
             self._loader_key: tuple[int, int, int] | None = None  # (pid, part, parts)
-            size = self.loader_options.pop("batch_size", None)
+            size = batch_size
             if size is None and self.loader_options.get("global_batch_size") is None:
                 size = 256
             self.batch_size: int | None = size

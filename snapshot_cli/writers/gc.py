@@ -17,6 +17,7 @@ Shards of the current version are never touched.
 from __future__ import annotations
 
 import errno
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -166,7 +167,7 @@ def find_garbage(
 
 
 def gc(
-    url: str,
+    url: str | os.PathLike[str],
     dry_run: bool = False,
     storage_options: dict[str, Any] | None = None,
     retention: float | str = DEFAULT_RETENTION,
@@ -179,7 +180,7 @@ def gc(
     except ValueError as err:
         raise OptionError(str(err)) from err
     with lease_mod.released_after():  # (also if a Ctrl-C skipped the lease's own release)
-        return _gc(url, dry_run, storage_options, seconds)
+        return _gc(os.fspath(url), dry_run, storage_options, seconds)
 
 
 def _gc(

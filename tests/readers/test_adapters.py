@@ -313,6 +313,19 @@ def test_torch_dataset_checks_its_rank_when_made(snapshot_url: str) -> None:
     assert (made.rank, made.world_size) == (1, 2)
 
 
+def test_torch_dataset_takes_its_batch_size_second_as_the_loader_does(snapshot_url: str) -> None:
+    """``SnapshotDataset(url, 64)``, as ``s.loader(64)``: the 64 went to storage_options
+    ("'int' object is not a mapping")."""
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    by_place = SnapshotDataset(snapshot_url, 8, seed=3)
+    by_name = SnapshotDataset(snapshot_url, batch_size=8, seed=3)
+    assert [b["label"].tolist() for b in by_place] == [b["label"].tolist() for b in by_name]
+    assert by_place.batch_size == 8
+    with pytest.raises(TypeError):  # storage_options is a keyword now
+        SnapshotDataset(snapshot_url, 8, {"anon": True})
+
+
 def test_torch_dataset_splits_ranks_then_workers(snapshot_url: str) -> None:
     import torch  # noqa: F401 - in the test extras
 
