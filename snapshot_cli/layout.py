@@ -117,3 +117,27 @@ def temporary_path(path: str) -> str:
 
 def is_temporary(name: str) -> bool:
     return name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)
+
+
+# A file of a snapshot's layout, by its path: (root, part) for what follows the root.
+_OWN_FILE = re.compile(
+    r"^(?P<root>.*?)/(?:"
+    rf"(?P<shards>{SHARDS_DIR})/[0-9a-f]+-\d{{5}}-\d{{4}}\.arrow"
+    rf"|(?P<runs>{RUNS_DIR})/(?:lease-\d{{8}}\.json|[0-9a-f]+/(?:{RUN_FILE}|{TASKS_DIR}/\d{{5}}\.json))"
+    rf"|(?P<versions>{VERSIONS_DIR})/v\d{{8}}(?:\.tasks)?\.json"
+    r")$"
+)
+
+
+def own_file(path: str) -> tuple[str, str] | None:
+    """``(root, part)`` when ``path`` is, by its name, one of a snapshot's own files under
+    ``root`` (a shard, a run's or lease's file, a kept version's manifest or task table;
+    ``part`` its directory: ``shards``, ``_runs`` or ``_versions``), else None. Pure."""
+    path = path.rstrip("/")
+    parent, name = posixpath.split(path)
+    if is_temporary(name):  # (a file being written is named after the one it becomes)
+        path = posixpath.join(parent, name[1:].rsplit(".", 2)[0])
+    m = _OWN_FILE.match(path)
+    if m is None:
+        return None
+    return m["root"], m["shards"] or m["runs"] or m["versions"]

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import storage
+from .. import layout, storage
 from ..errors import OptionError
 from ..manifest import canonical_json, fingerprint, sha256_text
 from . import contents
@@ -102,11 +102,19 @@ def expand_inputs(
         urls = {_url(fs, p): i for p, i in infos.items() if i.get("type") != "directory"}
         files = {u: i for u, i in urls.items() if not (inside and u.startswith(inside))}
         own = len(urls) - len(files)
+        others = snapshots_files(list(files), pattern)
+        files = {u: i for u, i in files.items() if u not in others}
         if not files:
-            if own:
+            if own and not others:
                 raise OptionError(
                     f"--input {pattern!r} matched only files of the snapshot being written "
                     f"({output}); point it at the inputs"
+                )
+            if others:
+                raise OptionError(
+                    f"--input {pattern!r} matched only files of snapshots "
+                    f"({', '.join(sorted(set(others.values())))}); point it at the inputs, "
+                    "or name the files meant (old/shards/*.arrow)"
                 )
             if infos:
                 raise OptionError(
@@ -116,6 +124,13 @@ def expand_inputs(
             raise OptionError(
                 f"--input {pattern!r} matched no files{_hint(pattern, patterns, not found)}"
             )
+        if others:
+            roots = sorted(set(others.values()))
+            log.warning(
+                "--input %r: left out %d files of the snapshot%s at %s (snap's own files, no "
+                "input; a pattern that names shards/, _runs/, _versions/ or manifest.json "
+                "takes them)", pattern, len(others), "s" * (len(roots) > 1), ", ".join(roots),
+            )  # fmt: skip
         for url, info in files.items():
             size = int(info.get("size") or 0)
             version = _first(info, _VERSION_KEYS)
@@ -123,6 +138,25 @@ def expand_inputs(
                 version = ""  # (no version: identified by its bytes)
             found[url] = InputFile(url, size, version, _first(info, _CONTENT_KEYS))
     return [found[u] for u in sorted(found)]
+
+
+def snapshots_files(urls: list[str], pattern: str) -> dict[str, str]:
+    """Those of ``urls`` that are a snapshot's own files (``url -> root``) which ``pattern``
+    took in by a wildcard: ``data/**`` over ``data/old-snap/`` took its shards, leases and
+    manifests as inputs (and a lease's heartbeat made every run a new version). A pattern
+    that names the part (``old/shards/*.arrow``) keeps what it names. Pure."""
+    named = "/" + pattern.replace("\\", "/")
+    found: dict[str, str] = {}
+    for url in urls:
+        hit = layout.own_file(url)
+        if hit is not None and f"/{hit[1]}/" not in named:
+            found[url] = hit[0]
+    roots = set(found.values())
+    for url in urls:  # a manifest.json beside such files is theirs
+        root, _, name = url.rpartition("/")
+        if name == layout.MANIFEST_NAME and root in roots and name not in pattern:
+            found[url] = root
+    return found
 
 
 def _racy(info: dict[str, Any], version: str, listed: float) -> bool:

@@ -419,6 +419,38 @@ def test_the_snapshots_own_files_are_never_its_inputs(tmp_path: Path, where: str
         snap.create(_sizes, root, inputs=f"{root}/*.txt", workers=0)
 
 
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_another_snapshots_files_under_a_glob_are_no_inputs(
+    tmp_path: Path, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``data/**`` over a directory that also holds a snapshot (``data/old``) took its
+    shards, leases and manifests as inputs: a generic pipeline snapshotted them, and each
+    create of the old snapshot (a new lease) made the next create here a new version."""
+    import fsspec
+
+    root = str(tmp_path / "data") if where == "local" else f"memory://others-{os.getpid()}/data"
+    fs, base = fsspec.core.url_to_fs(root)
+    fs.makedirs(f"{base}/raw", exist_ok=True)
+    for i in range(3):
+        fs.pipe(f"{base}/raw/{i}.txt", b"x" * (i + 1))
+    old = f"{root}/old"
+    snap.create(_sizes, old, inputs=f"{root}/raw/*.txt", workers=0)
+    out = str(tmp_path / "new") if where == "local" else f"memory://others-{os.getpid()}/new"
+    with caplog.at_level("WARNING", logger="snapshot_cli"):
+        first = snap.create(_sizes, out, inputs=f"{root}/**", workers=0)
+    assert sorted(b["n"].tolist() for b in snap.open(out).iter_batches()) == [[1], [2], [3]]
+    own = fs.find(fs._strip_protocol(old))  # the old snapshot's files: manifest, shards, ...
+    assert f"left out {len(own)} files of the snapshot at" in caplog.text
+    snap.create(_sizes, old, inputs=f"{root}/raw/[01].txt", workers=0)  # a new version, lease
+    again = snap.create(_sizes, out, inputs=f"{root}/**", workers=0)
+    assert (first.version, again.version, again.reused) == (1, 1, True)
+    # a pattern that names the part takes it (a snapshot made from another's shards)
+    shards = snap.create(_sizes, f"{out}-shards", inputs=f"{old}/shards/*.arrow", workers=0)
+    assert shards.num_records == len(fs.glob(fs._strip_protocol(f"{old}/shards/*.arrow")))
+    with pytest.raises(snap.OptionError, match=r"matched only files of snapshots \(.*old\)"):
+        snap.create(_sizes, f"{out}-none", inputs=f"{old}/**", workers=0)
+
+
 @pytest.mark.parametrize(
     ("returned", "message"),
     [
