@@ -120,6 +120,7 @@ def is_temporary(name: str) -> bool:
 
 
 # A file of a snapshot's layout, by its path: (root, part) for what follows the root.
+_PARTS = (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR)
 _OWN_FILE = re.compile(
     r"^(?P<root>.*?)/(?:"
     rf"(?P<shards>{SHARDS_DIR})/[0-9a-f]+-\d{{5}}-\d{{4}}\.arrow"
@@ -133,6 +134,8 @@ def own_file(path: str) -> tuple[str, str] | None:
     """``(root, part)`` when ``path`` is, by its name, one of a snapshot's own files under
     ``root`` (a shard, a run's or lease's file, a kept version's manifest or task table;
     ``part`` its directory: ``shards``, ``_runs`` or ``_versions``), else None. Pure."""
+    if not any(f"/{part}/" in path for part in _PARTS):  # (most inputs: no regex)
+        return None
     path = path.rstrip("/")
     parent, name = posixpath.split(path)
     if is_temporary(name):  # (a file being written is named after the one it becomes)
