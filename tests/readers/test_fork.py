@@ -109,8 +109,8 @@ def snaps_locks(*roots: object) -> list[Any]:
 
 def forked(read: Any, hold: list[Any]) -> Any:
     """What ``read()`` returns in a child forked while the locks ``hold`` are held (each
-    taken, or held by a thread of the loader that waits on one taken); None if the child failed (its
-    traceback, after 60 s if it hangs, goes to stderr)."""
+    taken here, or held by a thread of the loader that waits on one taken here); None if the
+    child failed (its traceback, after 60 s if it hangs, goes to stderr)."""
     taken = [lock for lock in hold if lock.acquire(timeout=0.2)]
     r, w = os.pipe()
     pid = os.fork()
