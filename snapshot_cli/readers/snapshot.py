@@ -33,8 +33,17 @@ class Snapshot:
     """A committed snapshot. Create with :func:`open`."""
 
     def __init__(self, fs: Any, root: str, manifest: Manifest) -> None:
-        self.fs, self.root, self.manifest = fs, root, manifest
+        self._fs, self._pid, self.root, self.manifest = fs, os.getpid(), root, manifest
         self.url = storage.to_url(fs, root)
+
+    @property
+    def fs(self) -> Any:
+        """The filesystem, made afresh in a forked child (torch DataLoader workers, a
+        ``multiprocessing`` fork): an async client's event loop and connections are the
+        parent's (gcsfs: "This class is not fork-safe"; others hang)."""
+        if self._pid != os.getpid():
+            self._fs, self._pid = storage.fresh_instance(self._fs), os.getpid()
+        return self._fs
 
     @property
     def num_records(self) -> int:

@@ -209,6 +209,56 @@ def test_worker_processes_on_memory(backend: Backend, pipeline: str, inputs: str
     assert_records(replay(url, shuffle=False))
 
 
+# A snapshot opened before a fork, read in the child: torch DataLoader workers (fork) of a
+# SnapshotDataset, and a forked child of a process that opened the Snapshot. In a process of
+# its own: a process that has loaded HDFS's JVM must not fork (hdfs:// is left out here).
+FORKED_READS = """
+import json, os, pickle, sys, warnings
+warnings.simplefilter("ignore", DeprecationWarning)  # (3.12+: fork with threads)
+import torch
+import snapshot_cli as snap
+from snapshot_cli.readers.torch import SnapshotDataset
+
+url = sys.argv[1]
+s = snap.open(url)
+s.head(1)  # the parent's client has connected
+ds = SnapshotDataset(url, batch_size=4, seed=1)
+dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork")
+workers = sorted(int(v) for b in dl for v in b["label"])
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    labels = sorted(int(v) for b in s.loader(4, epochs=1) for v in b["label"])
+    with os.fdopen(w, "wb") as f:
+        pickle.dump([len(s.head(3)), labels, len(s.versions())], f)
+    os._exit(0)
+os.close(w)
+with os.fdopen(r, "rb") as f:
+    data = f.read()
+os.waitpid(pid, 0)
+print(json.dumps({"workers": workers, "child": pickle.loads(data) if data else None}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", "gcs", "s3", "webhdfs"], indirect=True)
+def test_a_snapshot_opened_before_a_fork_is_read_in_the_child(
+    backend: Backend, pipeline: str, inputs: str
+) -> None:
+    """The Snapshot kept the parent's client: gcsfs refused it in a DataLoader worker ("This
+    class is not fork-safe"), so SnapshotDataset of a gs:// URL failed with workers."""
+    url = backend.url()
+    proc = snap_subprocess(*create_args(pipeline, inputs, url, "--workers", "0"))
+    assert proc.returncode == 0, proc.stderr
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    done = subprocess.run([sys.executable, "-c", FORKED_READS, url], capture_output=True,
+                          text=True, timeout=180, env=env, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["workers"] == list(range(N))
+    assert got["child"] == [3, list(range(N)), 1], done.stderr
+
+
 # --- 2. one snapshot per URL -----------------------------------------------------------------
 
 
