@@ -119,3 +119,22 @@ def test_no_module_calls_what_imports_pandas() -> None:
         if isinstance(node, ast.Attribute) and node.attr in PANDAS_CALLS
     ]
     assert found == []
+
+
+def test_every_install_hint_names_an_extra_pyproject_has() -> None:
+    """``pip install 'arrowsnap[torch]'`` in an error or in README is what a new user types:
+    each extra named must be one ``pyproject.toml`` defines."""
+    import re
+
+    text = (REPO / "pyproject.toml").read_text()
+    section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    extras = set(re.findall(r"^([a-z0-9-]+)\s*=", section, re.MULTILINE))
+    assert {"torch", "jax", "tf", "gcs", "s3", "ray"} <= extras
+    sources = [*PACKAGE.rglob("*.py"), REPO / "README.md", REPO / "Makefile"]
+    named = {
+        (path.name, extra)
+        for path in sources
+        for group in re.findall(r"arrowsnap\[([a-z0-9,-]+)\]", path.read_text())
+        for extra in group.split(",")
+    }
+    assert named and {extra for _, extra in named} <= extras, named
