@@ -100,7 +100,11 @@ SERVER_JDK_FLAGS = (
 )
 #: -Xrs: the JVM that libhdfs starts inside a Python process leaves SIGTERM, SIGINT and SIGHUP
 #: to Python (without it, SIGTERM runs the JVM's shutdown hooks and exits with status 143).
-CLIENT_JVM_OPTS = (*CLIENT_JDK_FLAGS, "-Djava.net.preferIPv4Stack=true", "-Xrs")
+# -Xrs starts the attach listener at the JVM's start, and a JVM inside a Python process is
+# never shut down: its socket, /tmp/.java_pid<pid>, outlived every test process (12 a run).
+CLIENT_JVM_OPTS = (
+    *CLIENT_JDK_FLAGS, "-Djava.net.preferIPv4Stack=true", "-Xrs", "-XX:+DisableAttachMechanism"
+)  # fmt: skip
 
 BLOCK_REPORT_LINE = "Successfully sent block report"
 JMX_STATE = "/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState"
