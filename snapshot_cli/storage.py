@@ -64,6 +64,15 @@ def resolve(
     return fs, path.rstrip("/") or path
 
 
+def in_this_process(fs: AbstractFileSystem, pid: int) -> tuple[AbstractFileSystem, int]:
+    """``(fs, pid)`` as given if ``pid`` is this process's; else, in a forked child, a client
+    made here and this pid: an async client's event loop and connections are the parent's
+    (gcsfs: "This class is not fork-safe"; others hang)."""
+    if pid == os.getpid():
+        return fs, pid
+    return fresh_instance(fs), os.getpid()
+
+
 def fresh_instance(fs: AbstractFileSystem) -> AbstractFileSystem:
     """A filesystem like ``fs`` made in this process (fsspec drops its instance cache when
     the process id changes, so this is a new client after fork)."""

@@ -84,7 +84,7 @@ class Loader(FrameworkAdapters):
     ) -> None:
         options = LoaderOptions() if options is None else options
         self.options, self.trace, self._source = options, trace, source
-        self._batch_size, self._pid = batch_size, os.getpid()
+        self._batch_size, self._made_in = batch_size, _forks
         rank, world_size = options.rank, options.world_size
         if rank == "auto" or world_size == "auto":
             auto_rank, auto_size, _ = ranks.detect()
@@ -284,7 +284,7 @@ class Loader(FrameworkAdapters):
         stays held in the child: the child makes its reading machinery afresh, once, keeping
         the position, so its next batch is the one after the last its parent handed over
         (``stats()`` count the child's own)."""
-        if self._pid == os.getpid():
+        if self._made_in == _forks:
             return
         where = self._epoch, self._batch, self._pass_end, self._passes
         self._run = None  # (not closed: its threads and locks are the parent's)
@@ -371,7 +371,7 @@ class Loader(FrameworkAdapters):
 
     def __del__(self) -> None:
         run = getattr(self, "_run", None)
-        if run is not None and getattr(self, "_pid", None) == os.getpid():
+        if run is not None and getattr(self, "_made_in", None) == _forks:
             run.close()
 
 

@@ -92,8 +92,7 @@ class ShardReaders:
     def fs(self) -> Any:
         """The filesystem, made afresh in a forked child: an async client's event loop and
         connections (gcsfs, s3fs) belong to the parent and hang if used after fork."""
-        if self._pid != os.getpid():
-            self._fs, self._pid = storage.fresh_instance(self._fs), os.getpid()
+        self._fs, self._pid = storage.in_this_process(self._fs, self._pid)
         return self._fs
 
     @property

@@ -39,10 +39,8 @@ class Snapshot:
     @property
     def fs(self) -> Any:
         """The filesystem, made afresh in a forked child (torch DataLoader workers, a
-        ``multiprocessing`` fork): an async client's event loop and connections are the
-        parent's (gcsfs: "This class is not fork-safe"; others hang)."""
-        if self._pid != os.getpid():
-            self._fs, self._pid = storage.fresh_instance(self._fs), os.getpid()
+        ``multiprocessing`` fork: :func:`storage.in_this_process`)."""
+        self._fs, self._pid = storage.in_this_process(self._fs, self._pid)
         return self._fs
 
     @property
