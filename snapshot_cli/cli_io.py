@@ -88,8 +88,8 @@ def answer_errors(fn: F) -> F:
             if debug:
                 raise
             resumes = click.get_current_context().info_name == "create"  # (others start over)
-            signum = stop.signum if isinstance(stop, Terminated) else signal.SIGINT
-            signum = received[0] if received else signum
+            # (the signal received, even where a layer raised a KeyboardInterrupt of its own)
+            signum = received[0] if received else getattr(stop, "signum", signal.SIGINT)
             name = signal.Signals(signum).name
             said = "interrupted" if signum == signal.SIGINT else f"terminated ({name})"
             with contextlib.suppress(OSError):  # (SIGHUP: the terminal may be gone)
