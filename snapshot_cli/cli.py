@@ -57,7 +57,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "params",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Keyword argument for the function; VALUE is parsed as JSON, else a string.",
+    help="Keyword argument; VALUE is read as KEY's annotated type, else JSON, else text.",
 )
 @click.option(
     "--workers",
