@@ -44,6 +44,9 @@ def batch_from_columns(
     columns with 64-bit offsets hold more than one record batch's 32-bit ones can)."""
     if not cols:
         raise RecordError("a Batch needs at least one column")
+    if not all(isinstance(name, str) for name in cols):
+        raise RecordError(f"Batch column names must be str, got {[*cols]!r}")
+    check_names(list(cols))
     built, lengths = [], {}
     for name, col in cols.items():
         if not isinstance(name, str):
@@ -88,9 +91,10 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
         return schema_mod.tensor_array(col)
     if isinstance(col, (list, tuple, np.ndarray)):
         # its rows, in one block of up to 64 MiB (then doubled): the values may prove ragged
-        builder = ColumnBuilder(name, capacity=(len(col), 64 << 20))
+        builder = ColumnBuilder(name, target, ragged, capacity=(len(col), 64 << 20))
         for value in col:
             builder.append(value)
+        builder.settle()  # (nothing but empty lists: stored as records' are)
         if builder.cls is None:
             raise RecordError(f"Batch column {name!r} is empty; give it a typed numpy array")
         return builder.build(target, ragged)
@@ -128,7 +132,12 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
     data) → record batches (records go elsewhere)."""
     yielded = type(item).__name__
     if foreign.is_dataframe(item):
-        item = Batch(foreign.dataframe_columns(item))
+        columns = foreign.dataframe_columns(item)  # (its names checked even with no rows)
+        if len(item) == 0:  # a frame filtered to nothing: no records (its text has no type)
+            return []
+        item = Batch(columns)
+    if isinstance(item, Batch) and item and all(_no_rows(c) for c in item.values()):
+        return []  # (a batch filtered to nothing: no records, whatever its columns' types)
     if isinstance(item, Batch):  # (its Arrow columns, if any, are checked one by one)
         return _refuse_unreadable(_in_halves(item, schema, ragged), yielded)
     if foreign.exports_arrow(item):
@@ -146,6 +155,13 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
             _check_valid(column, name, yielded)
     batches = [s for b in batches for s in stored_types.stored_batches(b, yielded)]
     return _refuse_unreadable(batches, yielded)
+
+
+def _no_rows(column: Any) -> bool:
+    try:
+        return len(column) == 0
+    except TypeError:  # (a scalar, refused as a column later)
+        return False
 
 
 def _check_valid(column: pa.Array, name: str, yielded: str) -> None:

@@ -63,7 +63,26 @@ def is_array_like(value: Any) -> bool:
     )
 
 
+def missing_values(column: Any) -> int:
+    """How many missing values (NA, NaT, None) a pandas Series, Index or array holds that
+    numpy would turn into NaN, NaT or None: 0 for another library's value or a plain numeric
+    dtype (whose NaN is a value)."""
+    if not type(column).__module__.startswith("pandas") or not hasattr(column, "isna"):
+        return 0
+    dtype = getattr(column, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind not in "mMO":
+        return 0
+    return int(np.asarray(column.isna()).sum())
+
+
 def as_numpy(value: Any, column: str) -> np.ndarray:
+    missing = missing_values(value)
+    if missing:
+        raise RecordError(
+            f"column {column!r} has a pandas {type(value).__name__} holding "
+            f"{counted(missing, 'missing value')} (NA), which numpy would make NaN or None; "
+            "snap stores no missing values: fill them (fillna) or leave them out"
+        )
     try:
         return np.asarray(value)
     except Exception as err:  # the library's own reason: grad, a GPU device, bfloat16, ...
@@ -162,8 +181,7 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
         # a nullable column (Int64, string, categorical) turns its NA into NaN or None in
         # numpy, a datetime column its NaT into NaT
         dtype = column.dtype
-        plain = isinstance(dtype, np.dtype) and dtype.kind not in "mM"
-        missing = 0 if plain else int(column.isna().sum())
+        missing = missing_values(column)
         if missing:
             raise RecordError(
                 f"column {name!r} of a yielded DataFrame holds {counted(missing, 'missing value')}"

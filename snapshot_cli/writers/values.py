@@ -114,11 +114,13 @@ def _classify_list(value: TextList, column: str) -> str:
 
 def text_list(value: Any) -> TextList | None:
     """``value`` as a list of str (or of bytes) if it is a non-empty list or tuple of them
-    all, or a 1-D numpy array of text, empty or not (several captions or tags per record),
-    else None."""
+    all, a 1-D numpy array of text, empty or not, or a non-empty 1-D object array of them
+    all (several captions or tags per record), else None."""
     if isinstance(value, np.ndarray):
-        if value.ndim != 1 or value.dtype.kind not in "US":
+        if value.ndim != 1 or value.dtype.kind not in "USO":
             return None
+        if value.dtype.kind == "O":  # str or bytes objects (pandas' text columns), all one
+            return text_list(value.tolist()) if value.size else None
         return TextList(value.tolist(), TEXTS if value.dtype.kind == "U" else BLOBS)
     if not isinstance(value, (list, tuple)) or not value:
         return None
@@ -176,23 +178,48 @@ def normalise(value: Any, column: str) -> Any:
         if value and all(isinstance(v, dict) for v in value):  # COCO's annotations
             raise RecordError(advice.list_of_dicts(value, column))
         try:
-            return np.asarray(value)
+            array = np.asarray(value)
         except (ValueError, TypeError, UnicodeError, OverflowError) as err:
             raise RecordError(
                 f"column {column!r} has a {type(value).__name__} numpy cannot make one array "
                 f"of ({type(err).__name__}: {err}); yield a numpy array of one dtype"
             ) from None
+        if array.dtype.kind in "fO" and _holds_big_int(value):  # (numpy rounds it to float64)
+            raise RecordError(
+                f"column {column!r} has a {type(value).__name__} holding an int outside the "
+                "int64 range, which numpy would round to a float64; give the list a dtype "
+                "that holds it exactly (np.array(v, dtype=np.uint64)), or store it as text"
+            )
+        return array
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, np.ma.MaskedArray):
         return foreign.unmasked(value, column)
-    if isinstance(value, np.ndarray) and value.dtype.kind in "US" and value.ndim == 1:
-        return text_list(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "USO" and value.ndim == 1:
+        return _texts_or(value)
     if isinstance(value, (datetime.date, datetime.timedelta)):  # (pandas' are subclasses)
         return times.as_numpy_time(value, column)
     if foreign.is_array_like(value):
         value = foreign.as_numpy(value, column)
+        if isinstance(value, np.ndarray) and value.dtype == object and value.ndim == 1:
+            return _texts_or(value)  # (a pandas Series of str: several texts)
     return foreign.native(value)
+
+
+def _texts_or(value: np.ndarray) -> Any:
+    """A 1-D array of text as a TextList; of other objects as it is (refused later)."""
+    texts = text_list(value)
+    return value if texts is None else texts
+
+
+def _holds_big_int(value: list | tuple) -> bool:
+    """Whether a (nested) list holds a Python int that no int64 holds."""
+    return any(
+        _holds_big_int(v)
+        if isinstance(v, (list, tuple))
+        else type(v) is int and not -(2**63) <= v < 2**63
+        for v in value
+    )
 
 
 def describe(cls: str, dtype: Any, shape: Any) -> str:
