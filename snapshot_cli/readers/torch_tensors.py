@@ -5,10 +5,12 @@ workers also hand on as they are."""
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import RecordError
 from .adapter import as_array
 
 if TYPE_CHECKING:
@@ -46,9 +48,8 @@ def to_tensors(batch: Batch) -> dict[str, Any]:
         value = as_array(name, value)
         if value.dtype.kind in NUMERIC:
             out[name] = tensor(value)
-        elif value.dtype.kind in "mM":  # datetimes of a user's Arrow table: no torch dtype,
-            # and a DataLoader would fail on the array: Python's (to the microsecond)
-            out[name] = value.astype(f"{value.dtype.kind}8[us]").tolist()
+        elif value.dtype.kind in "mM":  # times: no torch dtype, and a DataLoader would fail
+            out[name] = python_times(name, value)  # on the array: Python's
         elif len(value) and isinstance(value[0], np.ndarray) and value[0].dtype.kind in NUMERIC:
             out[name] = [tensor(v) for v in value]
         else:  # text, bytes, lists of text, structs: Python values
@@ -57,3 +58,38 @@ def to_tensors(batch: Batch) -> dict[str, Any]:
                 items = [v.tolist() if isinstance(v, np.ndarray) else v for v in items]
             out[name] = items
     return out
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def python_times(name: str, value: np.ndarray) -> list[Any]:
+    """A column of numpy times → Python ``datetime``s or ``timedelta``s, to the microsecond
+    (finer ticks floored, as numpy's cast does short of its range's ends, where it overflows:
+    it made 1677's earliest nanoseconds 2262's). A time Python has no value for (a year past
+    9999 or before 1) is refused naming the column, not given as numpy's int for it."""
+    unit, count = np.datetime_data(value.dtype)
+    us_per_tick = float(np.array(count, f"m8[{unit}]") / np.timedelta64(1, "us"))
+    ticks = value.view(np.int64).tolist()
+    if us_per_tick >= 1:
+        micros = [t * round(us_per_tick) for t in ticks]  # (Python ints: exact)
+    else:
+        per_us = round(1 / us_per_tick)
+        micros = [t // per_us for t in ticks]
+    delta = datetime.timedelta
+    try:
+        if value.dtype.kind == "m":
+            return [delta(microseconds=m) for m in micros]
+        return [_EPOCH + delta(microseconds=m) for m in micros]
+    except OverflowError:
+        kind, holds = (
+            ("timedelta", "999,999,999 days either way")
+            if value.dtype.kind == "m"
+            else ("datetime", "years 1 to 9999")
+        )
+        raise RecordError(
+            f"column {name!r} holds a time no Python {kind} holds (its values run from "
+            f"{value.min()} to {value.max()}; Python's hold {holds}), and to_torch() gives "
+            "times as Python's: read it with the loader (numpy), or map it to int64 ticks "
+            "(t.view(np.int64))"
+        ) from None

@@ -1,0 +1,87 @@
+"""to_torch() gives a time column as Python datetimes or timedeltas, to the microsecond: each
+the numpy time floored, whatever its unit and wherever in numpy's range it is (numpy's own
+cast to microseconds overflowed at the ends: 1677's first nanoseconds became 2262), or an
+error naming the column for a time Python has none for (years past 9999 or before 1)."""
+
+from __future__ import annotations
+
+import datetime
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapshot_cli as snap
+from snapshot_cli.readers.torch_tensors import python_times
+
+UNITS = ["ns", "us", "ms", "s"]
+US_PER_TICK = {
+    "ns": Fraction(1, 1000),
+    "us": Fraction(1),
+    "ms": Fraction(1000),
+    "s": Fraction(10**6),
+}
+ticks = st.integers(-(2**63) + 1, 2**63 - 1)  # (-2**63 is NaT)
+
+
+def year(value: np.datetime64) -> int:
+    return int(value.astype("M8[Y]").astype(np.int64)) + 1970
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(UNITS), st.lists(ticks, min_size=1, max_size=4))
+def test_datetimes_are_floored_to_the_microsecond_or_refused(unit: str, values: list[int]) -> None:
+    column = np.array(values, np.int64).view(f"M8[{unit}]")
+    try:
+        got = python_times("when", column)
+    except snap.RecordError as err:
+        assert "'when'" in str(err) and "int64 ticks" in str(err)
+        assert any(not 1 <= year(v) <= 9999 for v in column)
+        return
+    assert all(1 <= year(v) <= 9999 for v in column)
+    for tick, back in zip(values, got, strict=True):
+        assert isinstance(back, datetime.datetime)
+        micro = int(np.datetime64(back, "us").astype(np.int64))
+        assert micro <= tick * US_PER_TICK[unit] < micro + 1  # (exact: Python's numbers)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(UNITS), st.lists(ticks, min_size=1, max_size=4))
+def test_timedeltas_are_floored_to_the_microsecond_or_refused(unit: str, values: list[int]) -> None:
+    column = np.array(values, np.int64).view(f"m8[{unit}]")
+    try:
+        got = python_times("took", column)
+    except snap.RecordError as err:
+        assert "'took'" in str(err)
+        days = [abs(int(v.astype("m8[D]").astype(np.int64))) for v in column]
+        assert max(days) >= datetime.timedelta.max.days
+        return
+    for tick, back in zip(values, got, strict=True):
+        micro = back // datetime.timedelta(microseconds=1)
+        assert micro <= tick * US_PER_TICK[unit] < micro + 1
+
+
+def test_the_ends_of_pandas_range_reach_torch_as_their_dates(tmp_path: Path) -> None:
+    def preprocess() -> object:
+        for when in (pd.Timestamp.min, pd.Timestamp.max, pd.Timestamp("2020-01-01")):
+            yield {"when": when.as_unit("ns")}
+
+    snap.create(preprocess, str(tmp_path / "out"), workers=0)
+    loader = snap.open(str(tmp_path / "out")).loader(3, shuffle=False)
+    (batch,) = list(loader.to_torch())
+    assert [w.year for w in batch["when"]] == [1677, 2262, 2020]
+    assert batch["when"][0] == datetime.datetime(1677, 9, 21, 0, 12, 43, 145224)
+
+
+def test_a_year_python_has_not_is_refused_naming_the_column(tmp_path: Path) -> None:
+    def preprocess() -> object:
+        yield {"far": np.datetime64("10000-01-01T00:00:00", "s")}
+
+    snap.create(preprocess, str(tmp_path / "out"), workers=0)
+    loader = snap.open(str(tmp_path / "out")).loader(1)
+    with pytest.raises(snap.RecordError, match=r"column 'far' .* 10000-01-01"):
+        next(iter(loader.to_torch()))
