@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -177,6 +178,7 @@ class Loader(FrameworkAdapters):
         self._pass_end: int | None = None
         self._run: Run | None = None
         self._passes = 0  # iter(), load_state_dict() and set_epoch() each start a new one
+        self._starting = threading.Lock()  # (two threads' iter(): one pass is the newest)
 
     def _fixed_only(self) -> bool:
         return all(schema_mod.kind(self.schema.field(c).type) in FIXED_KINDS for c in self.columns)
@@ -249,18 +251,23 @@ class Loader(FrameworkAdapters):
         )
         if problem:
             raise OptionError(problem)
-        self._stop()
-        self._passes += 1
-        self._epoch, self._batch, self._pass_end = state["epoch"], state["batch"], state["pass_end"]
+        self._in_this_process()  # (before the lock: a forked child's may be held for good)
+        with self._starting:
+            self._passes += 1  # (first: the pass it stops must see it has been superseded)
+            self._stop()
+            self._epoch, self._batch = state["epoch"], state["batch"]
+            self._pass_end = state["pass_end"]
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next pass at ``epoch`` (like DistributedSampler.set_epoch)."""
         epoch = integer(epoch)
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise OptionError(f"epoch must be an integer >= 0, got {epoch!r}")
-        self._stop()
-        self._passes += 1
-        self._epoch, self._batch, self._pass_end = epoch, 0, None
+        self._in_this_process()
+        with self._starting:
+            self._passes += 1  # (first: the pass it stops must see it has been superseded)
+            self._stop()
+            self._epoch, self._batch, self._pass_end = epoch, 0, None
 
     def stats(self) -> dict[str, Any]:
         """Throughput, time waiting for data, per-stage seconds and the settings in use."""
@@ -296,14 +303,16 @@ class Loader(FrameworkAdapters):
         ``set_epoch``) raises RuntimeError if used again, rather than hand out stale batches
         and move the loader's position; after ``close()`` it ends. A pass the parent began,
         resumed in a forked child, goes on in the child's own pass from the same place."""
-        self._stop()
+        self._in_this_process()
         here = _forks  # (read per batch: a global costs ~30 ns, os.getpid() a syscall, 140)
-        self._passes += 1
-        mine = self._passes
-        if self._pass_end is None or self._epoch >= self._pass_end:
-            self._pass_end = None if self.epochs is None else self._epoch + self.epochs
-        run = Run(self._context, self._epoch, self._batch, self._pass_end)
-        self._run = run
+        with self._starting:  # the newest pass is the one whose run the loader keeps
+            self._passes += 1  # (first: the pass it stops must see it has been superseded)
+            self._stop()
+            mine = self._passes
+            if self._pass_end is None or self._epoch >= self._pass_end:
+                self._pass_end = None if self.epochs is None else self._epoch + self.epochs
+            run = Run(self._context, self._epoch, self._batch, self._pass_end)
+            self._run = run
         if not self._stats.started:
             self._stats.started = time.perf_counter()
         s = self._stats
