@@ -61,13 +61,15 @@ CACHED_OPEN = 16  # open shards (pinned cache entries) of a loader reading throu
 class CachedShard:
     """An entry held open for reading: its path stays valid until :meth:`close`."""
 
+    _close = staticmethod(os.close)  # (at interpreter exit, module globals may be None)
+
     def __init__(self, path: str, fd: int) -> None:
         self.path, self._fd = path, fd
 
     def close(self) -> None:
         fd, self._fd = self._fd, -1
         if fd >= 0:
-            os.close(fd)  # releases the shared lock
+            self._close(fd)  # releases the shared lock
 
     def __del__(self) -> None:
         self.close()

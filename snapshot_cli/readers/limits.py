@@ -58,6 +58,7 @@ class Descriptor:
     by another open meanwhile)."""
 
     fd = -1
+    _close = staticmethod(os.close)  # (at interpreter exit, module globals may be None)
 
     def __init__(self, path: str) -> None:
         raise_open_files_limit()  # (once per process) a window maps many of its files
@@ -65,7 +66,8 @@ class Descriptor:
 
     def __del__(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            self.fd, fd = -1, self.fd
+            self._close(fd)
 
 
 # Python 3.13+: a map that holds no file descriptor of its own
