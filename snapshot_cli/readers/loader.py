@@ -206,7 +206,10 @@ class Loader(FrameworkAdapters):
 
     def __len__(self) -> int:
         if self.epochs is None:
-            raise TypeError("an endless loader (epochs=None) has no length")
+            raise TypeError(
+                "an endless loader (epochs=None) has no length; "
+                "loader.batches_per_epoch() is an epoch's batches"
+            )
         return self.batches_per_epoch() * self.epochs
 
     def _config(self) -> dict[str, Any]:

@@ -700,3 +700,10 @@ def test_a_damaged_shard_met_mid_window_yields_none_of_its_records(
     owner = {label // 50 for label in seen}
     assert 2 not in owner, sorted(owner)
     assert snap_threads() == []
+
+
+def test_an_endless_loader_has_no_length_and_says_what_has(sorted_snap: snap.Snapshot) -> None:
+    endless = sorted_snap.loader(batch_size=1000, epochs=None)
+    with pytest.raises(TypeError, match=r"loader.batches_per_epoch\(\) is an epoch's batches"):
+        len(endless)
+    assert endless.batches_per_epoch() == len(sorted_snap.loader(batch_size=1000))
