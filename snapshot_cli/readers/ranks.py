@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
+from typing import Any
 
 from ..errors import OptionError
 
@@ -16,6 +18,11 @@ _ENV = [
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
     ("PMI_RANK", "PMI_SIZE"),
 ]
+
+
+class HalfSet(OptionError):
+    """A launcher's variable without its pair: a mistake, or a launcher not done yet (the
+    children of Lightning's DDP have WORLD_SIZE before torch.distributed is set up)."""
 
 
 def detect() -> tuple[int, int, str]:
@@ -38,7 +45,7 @@ def detect() -> tuple[int, int, str]:
         if half and rank_var == "RANK":  # launchers set both; one alone is a mistake
             (given,) = half
             missing = size_var if given == rank_var else rank_var
-            raise OptionError(
+            raise HalfSet(
                 f"'auto' found {given}={os.environ[given]!r} in the environment but no "
                 f"{missing}: set both (torchrun, accelerate and deepspeed do), or give rank= "
                 "and world_size="
@@ -63,3 +70,23 @@ def from_environment(rank_var: str, size_var: str) -> tuple[int, int]:
             f"{said}: the rank must be in [0, {size}); fix them, or give rank= and world_size="
         )
     return rank, size
+
+
+def resolve(rank: Any, world_size: Any) -> tuple[int, int]:
+    """``rank``/``world_size`` as given (integers, or "auto": :func:`detect` now), checked:
+    ``(rank, world_size)`` with ``0 <= rank < world_size``, else an OptionError."""
+    if rank == "auto" or world_size == "auto":
+        auto_rank, auto_world, _ = detect()
+        rank = auto_rank if rank == "auto" else rank
+        world_size = auto_world if world_size == "auto" else world_size
+    checked = []
+    for name, value, least in (("rank", rank, 0), ("world_size", world_size, 1)):
+        try:
+            checked.append(-1 if isinstance(value, bool) else operator.index(value))
+        except TypeError:
+            checked.append(-1)
+        if checked[-1] < least:
+            raise OptionError(f"{name} must be an integer >= {least} or 'auto', got {value!r}")
+    if not checked[0] < checked[1]:
+        raise OptionError(f"rank must be in [0, world_size={checked[1]}), got {checked[0]}")
+    return checked[0], checked[1]

@@ -33,8 +33,10 @@ Two DataLoader iterations running at the same time over one dataset are two epoc
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import storage
@@ -200,31 +202,28 @@ def _make_dataset_class() -> type:
                 size = 256
             self.batch_size: int | None = size
             self._resume: dict[str, Any] | None = None  # load_state_dict: where to start
-            self.rank, self.world_size = self._ranks()
+            options = self.loader_options
+            self._given = (options.pop("rank", "auto"), options.pop("world_size", "auto"))
+            # checked now as far as it can be (a launcher's environment not set up yet
+            # is checked when iterated)
+            with contextlib.suppress(ranks.HalfSet):
+                self._ranks()
             self.snapshot.loader(self.batch_size, **self._options(0, 1))  # validate options
             self._epochs, self._cannot_count = new_counter()
 
         def _ranks(self) -> tuple[int, int]:
-            rank = self.loader_options.pop("rank", "auto")
-            world = self.loader_options.pop("world_size", "auto")
-            if rank == "auto" or world == "auto":
-                auto_rank, auto_world, _ = ranks.detect()
-                rank = auto_rank if rank == "auto" else rank
-                world = auto_world if world == "auto" else world
-            checked = []
-            for name, value, least in (("rank", rank, 0), ("world_size", world, 1)):
-                try:
-                    checked.append(-1 if isinstance(value, bool) else operator.index(value))
-                except TypeError:
-                    checked.append(-1)
-                if checked[-1] < least:
-                    raise OptionError(
-                        f"{name} must be an integer >= {least} or 'auto', got {value!r}"
-                    )
-            rank, world = checked
-            if not rank < world:  # checked here: each worker's loader has its own part
-                raise OptionError(f"rank must be in [0, world_size={world}), got {rank}")
-            return rank, world
+            """(rank, world_size) now: "auto" is read when the dataset is iterated (or sent
+            to workers), so a dataset made before the launcher set up torch.distributed
+            (Lightning's DDP, a module-level dataset) takes the job's ranks."""
+            return ranks.resolve(*self._given)
+
+        @property
+        def rank(self) -> int:
+            return self._ranks()[0]
+
+        @property
+        def world_size(self) -> int:
+            return self._ranks()[1]
 
         def _options(self, part: int, parts: int) -> dict[str, Any]:
             return {**self.loader_options, "rank": part, "world_size": parts}
@@ -234,6 +233,9 @@ def _make_dataset_class() -> type:
             # not pickle, and a worker makes its own for its part anyway
             state = dict(self.__dict__)
             state["_loader"], state["_loader_key"] = None, None
+            dist = sys.modules.get("torch.distributed")
+            if "auto" in self._given and dist is not None and dist.is_initialized():
+                state["_given"] = self._ranks()  # (a spawned worker has no process group)
             if state["loader_options"].get("map") is not None:
                 # a lambda or a notebook's function pickles by value (forkserver is
                 # Python 3.14's default: plain pickle would refuse them)

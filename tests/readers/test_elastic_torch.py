@@ -215,3 +215,63 @@ def test_train_on_4_ranks_then_resume_on_2_and_on_3(url: str, tmp_path: Path) ->
     for world in (2, 3):
         rest = _job(tmp_path, url, world, 0, state, f"resumed-{world}")
         assert rest["seen"] == expected[15:], world
+
+
+MADE_BEFORE_THE_GROUP = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch
+    import torch.distributed as dist
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    url, out, ctx = sys.argv[1], sys.argv[2], sys.argv[3]
+    # made at module level, as in a Lightning script: the launcher's child has WORLD_SIZE
+    # and LOCAL_RANK but no RANK yet, its parent (rank 0) none of them
+    dataset = SnapshotDataset(url, batch_size=16, seed=2)
+
+    if __name__ == "__main__":  # (spawned DataLoader workers import this file again)
+        rank = int(os.environ.pop("MY_RANK"))
+        dist.init_process_group("gloo", rank=rank, world_size=2)  # the launcher, later
+        dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
+                                         multiprocessing_context=ctx)
+        ids = [int(i) for b in dl for i in b["id"]]
+        parts = [None, None]
+        dist.all_gather_object(parts, ids)
+        if rank == 0:
+            with open(out, "w") as f:
+                json.dump(parts, f)
+        dist.barrier()
+        dist.destroy_process_group()
+        sys.stdout.flush()
+        os._exit(0)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ctx", ["fork", "spawn"])
+def test_a_dataset_made_before_the_process_group_reads_its_rank(
+    url: str, tmp_path: Path, ctx: str
+) -> None:
+    """Lightning's DDP: the dataset of a module-level script is made before
+    torch.distributed is set up. Rank 1's process (WORLD_SIZE, no RANK) failed at once
+    ("found WORLD_SIZE='2' ... but no RANK"), and rank 0 took itself for the only rank."""
+    script = tmp_path / "job.py"
+    script.write_text(MADE_BEFORE_THE_GROUP)
+    out = tmp_path / "out.json"
+    port = str(_free_port())
+    procs = []
+    for rank in range(2):
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, MY_RANK=str(rank),
+                   OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))  # fmt: skip
+        if rank:
+            env.update(WORLD_SIZE="2", LOCAL_RANK="1")
+        args = [sys.executable, str(script), url, str(out), ctx]
+        procs.append(subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True))
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    for p, err in zip(procs, errors, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    parts = json.loads(out.read_text())
+    assert all(parts) and not set(parts[0]) & set(parts[1])
+    assert sorted(parts[0] + parts[1]) == list(range(480))

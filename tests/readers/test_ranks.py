@@ -77,6 +77,18 @@ def test_the_loader_and_the_torch_dataset_say_it(
     monkeypatch.delenv("WORLD_SIZE")
     with pytest.raises(OptionError, match=r"found RANK='5' in the environment but no WORLD_SIZE"):
         s.loader(4, rank="auto", world_size=8)
+    # a launcher's environment half set up when the dataset is made (Lightning's DDP child
+    # has WORLD_SIZE before torch.distributed): said when it is iterated, if still so
+    dataset = SnapshotDataset(s, batch_size=4)
+    with pytest.raises(OptionError, match=r"found RANK='5' in the environment but no WORLD_SIZE"):
+        next(iter(dataset))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(OptionError, match=r"'auto' reads RANK='5' and WORLD_SIZE='2'"):
+        next(iter(dataset))
+    monkeypatch.setenv("RANK", "1")  # the launcher done: the dataset made before takes it
+    assert (dataset.rank, dataset.world_size) == (1, 2)
+    half = [int(i) for batch in dataset for i in batch["i"]]
+    assert half == [int(i) for batch in s.loader(4, rank=1, world_size=2) for i in batch["i"]]
     assert len(s.loader(4, rank=1, world_size=2)) == 3  # given outright: no environment read
 
 
