@@ -39,21 +39,31 @@ class EpochCounter:
     epoch of a key is its index among the distinct keys, counted from the last
     :meth:`restart`. The state is a small JSON file, replaced atomically under an exclusive
     ``flock`` of a separate lock file, so a worker killed mid-write corrupts nothing.
+
+    Each process that iterates DataLoaders over the dataset or a copy of it (a sweep's
+    trials, each given the dataset pickled) counts its own iterations: the state holds one
+    count per such process (its workers' parent, its pid and start time), which starts at
+    the epoch its copy had. A copy made in the process that owns the directory
+    (``copy.deepcopy``) gets a counter of its own.
     """
 
     KEEP = 64  # distinct keys remembered: a worker that is later still is long stale
 
     def __init__(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="snap-epochs-")
-        self._finalizer = weakref.finalize(self, _remove_dir, self.dir, os.getpid())
-        self._write({"epoch": 0, "start": 0, "first": 0, "keys": [], "counts": {}})
+        self.owner = os.getpid()
+        self._finalizer = weakref.finalize(self, _remove_dir, self.dir, self.owner)
+        self._write({"processes": {}})
         open(self._lock_path, "wb").close()  # noqa: SIM115 - created empty, never written
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"dir": self.dir}  # a copy in a worker names the directory; it does not own it
+        return {"dir": self.dir, "owner": self.owner}  # a copy names the directory
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.dir = state["dir"]
+        if state["owner"] == os.getpid():  # copied in the owner's process: a counter of its own
+            self.__init__()  # type: ignore[misc]
+        else:  # in a worker (spawn) or another process: it does not own it
+            self.dir, self.owner = state["dir"], state["owner"]
 
     @property
     def _lock_path(self) -> str:
@@ -79,15 +89,20 @@ class EpochCounter:
             json.dump(state, f)
         os.replace(tmp, self._path)
 
-    def register(self, base_seed: int, worker: int) -> int:
-        """The epoch of the pass this worker is starting.
+    def register(
+        self, base_seed: int, worker: int, epoch: int = 0, process: int | None = None
+    ) -> int:
+        """The epoch of the pass this worker of ``process`` (default: this process's parent,
+        the one iterating the DataLoader) is starting; ``epoch``: the first, if it is the
+        first iteration of that process the counter sees.
 
         Raises:
             OSError: the directory is gone (the parent's dataset was collected, or a tmp
                 cleaner removed it).
             ValueError: the state file is not JSON any more.
         """
-        with self._locked() as state:
+        with self._locked() as whole:
+            state = _of(whole, os.getppid() if process is None else process, epoch)
             counts, keys = state["counts"], state["keys"]
             name = f"{base_seed}/{worker}"
             key = [base_seed, counts.get(name, 0)]
@@ -103,11 +118,34 @@ class EpochCounter:
                 state["counts"] = {n: c for n, c in counts.items() if n.split("/")[0] in bases}
         return int(state["epoch"]) + index - int(state["start"])
 
-    def restart(self, epoch: int) -> None:
-        """The next iteration to register is ``epoch`` (``set_epoch`` in the parent)."""
-        with self._locked() as state:
+    def restart(self, epoch: int, process: int | None = None) -> None:
+        """The next iteration of ``process`` (default: this one) to register is ``epoch``
+        (``set_epoch`` in the process iterating the DataLoader)."""
+        with self._locked() as whole:
+            state = _of(whole, os.getpid() if process is None else process, epoch)
             state["epoch"] = epoch
             state["start"] = state["first"] + len(state["keys"])
+
+
+def _of(whole: dict[str, Any], process: int, epoch: int) -> dict[str, Any]:
+    """The count of ``process`` in the state (made, from ``epoch``, if it has none): known by
+    its pid and start time, as a pid is used again once its process is gone."""
+    processes = whole["processes"]
+    key = f"{process}/{_started(process)}"
+    if key not in processes:
+        processes[key] = {"epoch": epoch, "start": 0, "first": 0, "keys": [], "counts": {}}
+        for old in list(processes)[: -EpochCounter.KEEP]:  # (a long sweep's trials)
+            del processes[old]
+    return processes[key]
+
+
+def _started(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot ("" where /proc has not it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
 
 
 def _remove_dir(path: str, owner: int) -> None:

@@ -320,7 +320,7 @@ def _make_dataset_class() -> type:
             loader = self._part_loader(self.rank * workers + worker, self.world_size * workers)
             if info is not None and self._epochs is not None:
                 try:
-                    epoch = self._epochs.register(info.seed - info.id, info.id)
+                    epoch = self._epochs.register(info.seed - info.id, info.id, self.epoch)
                 except (OSError, ValueError) as err:  # the file went away or was damaged
                     self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"
                 else:

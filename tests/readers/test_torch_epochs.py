@@ -4,8 +4,10 @@ seen the earlier epochs), and ``set_epoch`` still decides when it is called."""
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
+import pickle
 from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
@@ -192,9 +194,36 @@ def test_counter_numbers_iterations_by_base_seed_and_repeat() -> None:
     assert [counter.register(7, 1), counter.register(7, 0)] == [1, 1]
     # persistent workers keep their base seed: each pass of a worker is the next
     assert [counter.register(7, 0), counter.register(7, 1)] == [2, 2]
-    counter.restart(10)
+    counter.restart(10, process=os.getppid())  # (the workers' parent: this one's here)
     assert [counter.register(7, 1), counter.register(7, 0)] == [10, 10]
     assert counter.register(55, 0) == 11
+
+
+def test_each_process_iterating_counts_its_own_epochs() -> None:
+    """The trials of a sweep given one dataset pickled counted each other's iterations (the
+    second trial's first epoch was 2, the parent's next 6): the order of a seed hung on
+    which trial ran first."""
+    counter = epochs_mod.EpochCounter()
+    one, two = 2**22 + 1, 2**22 + 2  # (pids no process has here)
+    assert [counter.register(5, 0, process=one), counter.register(6, 0, process=one)] == [0, 1]
+    assert [counter.register(5, 0, process=two), counter.register(8, 0, process=two)] == [0, 1]
+    assert counter.register(9, 0, epoch=4, process=2**22 + 3) == 4  # its copy's epoch first
+    counter.restart(7, process=two)
+    assert [counter.register(1, 0, process=two), counter.register(3, 0, process=one)] == [7, 2]
+
+
+def test_a_copy_in_the_owners_process_counts_for_itself() -> None:
+    counter = epochs_mod.EpochCounter()
+    copied = copy.deepcopy(counter)
+    assert copied.dir != counter.dir and os.path.isdir(copied.dir)
+    assert counter.register(1, 0) == 0 and counter.register(2, 0) == 1
+    assert copied.register(1, 0) == 0
+    elsewhere = pickle.loads(pickle.dumps(counter))  # as a spawned worker has it...
+    assert elsewhere.dir != counter.dir  # ...but here, in the owner: a counter of its own
+    gone = copied.dir
+    del copied
+    gc.collect()
+    assert not os.path.exists(gone) and os.path.isdir(counter.dir)
 
 
 def test_counter_forgets_old_iterations() -> None:
@@ -250,3 +279,28 @@ def test_each_worker_takes_its_share_of_the_auto_buffer_and_cores(snapshot_url: 
     # the global order's windows are every part's share already, whatever the parts
     global_order = SnapshotDataset(snapshot_url, global_batch_size=BATCH, seed=SEED)
     assert global_order._part_loader(1, 4).options.shuffle_buffer == "auto"
+
+
+def _trial(dataset: Any) -> list[list[int]]:
+    """A sweep's trial given the dataset pickled: two epochs of a DataLoader over it."""
+    dl = _dataloader(dataset)
+    return [_labels(dl), _labels(dl)]
+
+
+@pytest.mark.slow
+def test_trials_given_one_dataset_each_count_their_own_epochs(
+    snapshot_url: str, expected: dict[int, list[int]]
+) -> None:
+    """One ``SnapshotDataset`` sent to three trials, each a process of its own (as Ray
+    Tune's ``with_parameters`` does): the second trial's epochs were 2 and 3, the third's 4
+    and 5, and the parent's next 6, so a seed's order hung on which trial ran first."""
+    import concurrent.futures
+    import multiprocessing
+
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=spawn, max_tasks_per_child=1) as pool:
+        trials = [pool.submit(_trial, dataset).result() for _ in range(3)]
+    for orders in trials:
+        assert orders == [expected[0], expected[1]]
+    assert _labels(_dataloader(dataset)) == expected[0]  # the parent's own first epoch
