@@ -156,7 +156,9 @@ def summarise_value(value: Any) -> Any:
                 out["max"] = _scalar(np.max(finite)) if finite.size else None
                 out["non_finite"] = int(flat.size - finite.size)
             out["mean"] = round(float(finite.mean()), 6) if finite.size else None
-        out["first"] = [_scalar(x) for x in flat[:FIRST_VALUES]]
+        # (text, bytes and arrays among them, a list of tags' or a ragged column's, each
+        # summarised as a value of its own: a 5,000-character tag is cut as a str is)
+        out["first"] = [_item(x) for x in flat[:FIRST_VALUES]]
         return out
     if isinstance(value, bytes):
         return {"type": "bytes", "length": len(value), "start": value[:24].hex()}
@@ -165,6 +167,11 @@ def summarise_value(value: Any) -> Any:
             return value
         return {"type": "str", "length": len(value), "start": _truncate_text(value)}
     return _scalar(value)
+
+
+def _item(x: Any) -> Any:
+    v = _scalar(x)  # (numpy's str as Python's; bytes and arrays summarised)
+    return summarise_value(v) if isinstance(v, str) else v
 
 
 def format_summary(summary: Any) -> str:
@@ -181,7 +188,8 @@ def format_summary(summary: Any) -> str:
             if summary.get("non_finite"):
                 stats += f" ({summary['non_finite']} non-finite)"
             parts.append(stats)
-        first = ", ".join(_format_number(x) for x in summary["first"])
+        form = _format_number if np.dtype(summary["dtype"]).kind in "biufmM" else _format_item
+        first = ", ".join(form(x) for x in summary["first"])
         more = ", …" if math.prod(summary["shape"]) > len(summary["first"]) else ""
         parts.append(f"[{first}{more}]")
         return "  ".join(parts)
@@ -191,6 +199,14 @@ def format_summary(summary: Any) -> str:
     if isinstance(summary, dict) and summary.get("type") == "str":
         return f"str[{summary['length']}] {summary['start']!r}"
     return repr(summary)
+
+
+def _format_item(x: Any) -> str:
+    """One of an array's first values: numbers as numbers, text quoted and escaped (a tag
+    holding a line break or a terminal's escape is shown, not obeyed), summaries in short."""
+    if isinstance(x, dict):
+        return format_summary(x)
+    return repr(x) if isinstance(x, str) else _format_number(x)  # (repr: quoted, escaped)
 
 
 def _format_number(x: Any) -> str:

@@ -269,7 +269,7 @@ def test_format_summary_shows_statistics_of_numbers() -> None:
     floats = report.format_summary(report.summarise_value(np.array([0.5, 1234.5678])))
     assert "min 0.5 max 1235 mean" in floats
     strings = report.format_summary(report.summarise_value(np.array(["p", "q"])))
-    assert "min" not in strings and "[p, q]" in strings
+    assert "min" not in strings and "['p', 'q']" in strings  # (text quoted)
 
 
 def test_format_summary_of_all_nan_says_na() -> None:
@@ -407,3 +407,31 @@ def test_a_snapshot_larger_than_its_values_says_why(shards: int, disk: int, valu
         per = human_bytes((disk - values) // shards)
         assert f"each shard's schema and footer take ~{per}" in lines[1]
         assert "--inputs-per-task" in lines[1]
+
+
+texts = st.lists(st.text(max_size=200), min_size=1, max_size=10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts)
+def test_a_list_of_texts_is_one_line_of_its_items_quoted_and_cut(items: list[str]) -> None:
+    """A record's tags were printed raw: a tag holding "\nrecord 99:" printed a record that
+    is not there, an escape coloured the terminal, "a, b" read as two tags, "" as nothing,
+    and a 5,000-character tag in full."""
+    value = np.empty(len(items), object)
+    value[:] = items
+    line = report.format_summary(report.summarise_value(value))
+    assert line.isprintable()  # (no line break, NUL or escape reaches the terminal)
+    for item in items[: report.FIRST_VALUES]:
+        if len(item) <= report.TEXT_LIMIT:
+            assert repr(item) in line
+        else:
+            assert f"str[{len(item)}] " + repr(item[: report.TEXT_LIMIT - 1] + "…") in line
+    assert len(line) < 120 * report.FIRST_VALUES
+
+
+def test_a_list_of_bytes_is_summarised_item_by_item() -> None:
+    value = np.empty(2, object)
+    value[:] = [b"ab", b"\x00" * 100]
+    line = report.format_summary(report.summarise_value(value))
+    assert line == "object[2]  [bytes[2] 6162, bytes[100] " + "00" * 24 + "…]"
