@@ -14,7 +14,7 @@ import click
 
 from . import __version__, cli_io, render
 from .cli_io import answer_errors, configure_output, emit_json, exit_watch, setup_logging
-from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs
+from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs, named
 from .errors import ManifestError
 from .progress import Progress
 
@@ -269,7 +269,7 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
     snap = target.snapshot
     records = [
         {k: report.summarise_value(v) for k, v in rec.items()}
-        for rec in snap.head(count, columns=columns)
+        for rec in snap.head(count, columns=named(columns, snap.schema.names))
     ]
     doc = {"path": snap.url, "shard": target.shard_url, "num_records": snap.num_records,
            "records": records}  # fmt: skip
@@ -364,7 +364,7 @@ def bench(
         "processes": processes,
     }
     if columns is not None:
-        options["columns"] = columns
+        options["columns"] = named(columns, snap.schema.names)
     doc = bench_mod.bench(
         snap, batch_size=batch_size, epochs=epochs, step_ms=step_ms, trace=trace, **options
     )

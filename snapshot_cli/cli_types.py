@@ -80,10 +80,30 @@ class Columns(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, list):
             return value
-        names = [c.strip() for c in str(value).split(",") if c.strip()]
+        names = ColumnList(c.strip() for c in str(value).split(",") if c.strip())
         if not names:
             self.fail(f"{value!r} names no column (comma-separated names: image,label)", param, ctx)
+        names.text = str(value)
         return names
+
+
+class ColumnList(list[str]):
+    """:class:`Columns`' names, and the text they were read from."""
+
+    text = ""
+
+
+def named(columns: list[str] | None, names: list[str]) -> list[str] | None:
+    """``--columns`` against a snapshot's column ``names``: the text as given if a column
+    has it for a name (``"a,b"``, ``" padded"``), else each part as given or stripped, as a
+    column has it (the loader names the parts no column has)."""
+    text = getattr(columns, "text", None)
+    if columns is None or text is None:
+        return columns
+    if text in names:
+        return [text]
+    parts = [p for p in text.split(",") if p.strip()]
+    return [p if p in names else p.strip() for p in parts]
 
 
 class ShellGlobs(click.Command):

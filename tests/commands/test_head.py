@@ -110,6 +110,48 @@ def test_columns_that_name_none_are_a_usage_error(snapshot: Path, command: str, 
     assert f"Invalid value for '--columns': {text!r} names no column" in stderr
 
 
+ODD_NAMES = ["a,b", " padded", "plain"]
+
+
+@pytest.fixture(scope="module")
+def odd_names(tmp_path_factory: pytest.TempPathFactory) -> str:
+    def preprocess() -> Iterator[dict[str, Any]]:
+        for i in range(3):
+            yield {name: np.int32(10 * k + i) for k, name in enumerate(ODD_NAMES)}
+
+    out = str(tmp_path_factory.mktemp("odd") / "s")
+    snap.create(preprocess, out, workers=0)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("a,b", ["a,b"]),
+        (" padded", [" padded"]),
+        ("plain, padded", ["plain", " padded"]),
+        ("plain,a,b", None),
+        ("a, b", None),
+    ],  # fmt: skip
+)
+@pytest.mark.parametrize("command", ["head", "bench"])
+def test_columns_whose_names_hold_a_comma_or_a_space_can_be_named(
+    odd_names: str, command: str, given: str, shown: list[str] | None
+) -> None:
+    """A column named "a,b" or " padded" (create takes any name) could not be shown or read:
+    "unknown columns ['a', 'b']". The text as given, if a column has it, is that column."""
+    if command == "head":
+        code, stdout, stderr = run("head", odd_names, "-n", "1", "--columns", given, "--json")
+    else:
+        code, stdout, stderr = run("bench", odd_names, "--epochs", "1", "--columns", given)
+    if shown is None:  # (a part no column has is named)
+        assert code == 1 and "unknown columns" in stderr and "Traceback" not in stderr
+        return
+    assert code == 0, stderr
+    if command == "head":
+        assert list(json.loads(stdout)["records"][0]) == shown
+
+
 def test_head_as_a_real_process(snapshot: Path) -> None:
     proc = snap_subprocess("head", str(snapshot), "-n", "2", "--json")
     assert proc.returncode == 0, proc.stderr
