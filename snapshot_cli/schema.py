@@ -315,6 +315,13 @@ def mismatch_message(name: str, before: pa.DataType, now: pa.DataType, where: st
 def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
     """How to give a column one type when its records' values differ only in dtype (an int
     in a float column) or in str against bytes; "" for other changes."""
+    units = _time_units(before, now)
+    if units:  # (pandas 3 parses "2020-01-01" to us, a time with nanoseconds to ns)
+        kind, unit = units
+        return (
+            f"; give every record's time one unit: np.{kind}64(value, '{unit}') "
+            f"(pandas: value.as_unit('{unit}'))"
+        )
     b, n = describe_type(before), describe_type(now)
     if {b["kind"], n["kind"]} == {"string", "binary"}:
         return "; yield text as str throughout (bytes.decode()) or every value as bytes"
@@ -330,6 +337,20 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
     if b["shape"] != n["shape"] and b["kind"] == n["kind"] == "tensor":
         return ""  # the shape changed too: the ragged hint is the one to give
     return f"; give every record's array one dtype, e.g. value.astype(np.{name})"
+
+
+def _time_units(before: pa.DataType, now: pa.DataType) -> tuple[str, str] | None:
+    """("datetime" or "timedelta", the finer unit) where two times differ only in unit."""
+    kinds = ((pa.types.is_timestamp, "datetime"), (pa.types.is_duration, "timedelta"))
+    for is_kind, kind in kinds:
+        if (
+            is_kind(before)
+            and is_kind(now)
+            and before.unit != now.unit
+            and getattr(before, "tz", None) == getattr(now, "tz", None)
+        ):
+            return kind, max(before.unit, now.unit, key=["s", "ms", "us", "ns"].index)
+    return None
 
 
 _EMPTY = pa.list_(pa.float64())  # what a task of nothing but empty lists stores

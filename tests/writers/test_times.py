@@ -168,3 +168,28 @@ def test_times_from_worker_processes_and_in_head(tmp_path: Path) -> None:
     assert batch["when"].dtype == frame["when"].dtype
     assert batch["when"].astype("M8[us]").tolist() == when
     assert [r["when"] for r in snap.open(tmp_path / "s").head(3)] == list(np.array(when, "M8[us]"))
+
+
+UNITS = ["s", "ms", "us", "ns"]
+
+
+@pytest.mark.parametrize("kind", ["datetime64", "timedelta64"])
+@pytest.mark.parametrize(("first", "second"), [(a, b) for a in UNITS for b in UNITS if a != b])
+def test_times_of_two_units_are_told_the_one_to_give(kind: str, first: str, second: str) -> None:
+    """pandas 3 parses "2020-01-01" to microseconds and a time with nanoseconds to ns: the
+    records of one column differed in unit, and the error gave no way out."""
+    from snapshot_cli.writers.records import RecordBuffer
+
+    finer = max(first, second, key=UNITS.index)
+    make = getattr(np, kind)  # np.datetime64 or np.timedelta64
+    buffer = RecordBuffer()
+    buffer.add({"t": make(1, first)})
+    with pytest.raises(snap.SchemaMismatchError) as err:
+        buffer.add({"t": make(1, second)})
+    hint = f"give every record's time one unit: np.{kind}(value, '{finer}')"
+    assert hint in str(err.value) and f".as_unit('{finer}')" in str(err.value)
+    fixed = RecordBuffer()  # the hint followed: one column, each value kept
+    for unit in (first, second):
+        fixed.add({"t": make(make(1, unit), finer)})
+    (batch,) = fixed.take()
+    assert batch.column("t").type.unit == finer and len(batch) == 2
