@@ -82,10 +82,11 @@ def as_array(name: str, value: Any) -> np.ndarray:
 
 
 NOT_PICKLABLE = (
-    "a snap {what} cannot be pickled (it holds read threads and buffers): send the snapshot's "
-    "URL and the loader's options instead and call snap.open(url).loader(...) in the process "
-    "that reads (loader.state_dict() carries its position); for a torch DataLoader with "
-    "workers use snapshot_cli.readers.torch.SnapshotDataset"
+    "a snap {what} cannot be pickled or copied (it holds read threads and buffers): send the "
+    "snapshot's URL and the loader's options instead and call snap.open(url).loader(...) in "
+    "the process that reads, or call it again here for a second loader (loader.state_dict() "
+    "carries its position); for a torch DataLoader with workers use "
+    "snapshot_cli.readers.torch.SnapshotDataset"
 )
 
 

@@ -113,7 +113,7 @@ def test_bad_prefetch(snapshot_url: str) -> None:
 
 
 @pytest.mark.parametrize("make", ["loader", "mixture", "to_torch"])
-@pytest.mark.parametrize("how", ["pickle", "copy", "multiprocessing"])
+@pytest.mark.parametrize("how", ["pickle", "copy", "deepcopy", "multiprocessing"])
 def test_a_loader_that_cannot_be_pickled_says_what_to_send_instead(
     snapshot_url: str, make: str, how: str
 ) -> None:
@@ -125,11 +125,14 @@ def test_a_loader_that_cannot_be_pickled_says_what_to_send_instead(
         "mixture": lambda: snap.mix([s, s], [0.5, 0.5]).loader(8),
         "to_torch": lambda: s.loader(8).to_torch(),
     }[make]()
-    with pytest.raises(TypeError, match=r"snap \w+ cannot be pickled .* snap\.open\(url\)\.loader"):
+    said = r"snap \w+ cannot be pickled or copied .* snap\.open\(url\)\.loader"
+    with pytest.raises(TypeError, match=said):
         if how == "pickle":
             pickle.dumps(obj)
         elif how == "copy":
             copy.copy(obj)
+        elif how == "deepcopy":
+            copy.deepcopy(obj)
         else:
             ForkingPickler.dumps(obj)  # what a spawned Process's arguments go through
     assert pickle.loads(pickle.dumps(s)).num_records == s.num_records  # the snapshot does pickle
