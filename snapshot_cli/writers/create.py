@@ -389,9 +389,9 @@ def _create(
         commit_mod.cleanup_after_commit(fs, root, manifest)
         if manifest.num_records == 0:
             log.warning(
-                "note: the pipeline made no records from %s; a function that neither yields "
-                "nor returns its records returns None, which is taken as 'no records'",
+                "note: the pipeline made no records from %s%s",
                 counted(len(found.items), "input") if found.items else "its one call (no inputs)",
+                pipeline_mod.why_no_records(ref.function),
             )
     finally:
         lease.release()

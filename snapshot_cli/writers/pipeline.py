@@ -146,3 +146,15 @@ def _not_callable_hint(pipeline: object) -> str:
             "code and inputs, not by the records"
         )
     return ""
+
+
+def why_no_records(fn: Any) -> str:
+    """What to add to "the pipeline made no records": a plain function that neither yields
+    nor returns its records returns None, taken as no records; a generator yielded none."""
+    fn = inspect.unwrap(fn)
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        return " (no call of its generator yielded a record)"
+    return (
+        "; a function that neither yields nor returns its records returns None, which is "
+        "taken as 'no records'"
+    )

@@ -318,6 +318,19 @@ def test_a_pipeline_that_makes_no_records_at_all_is_noted(
         assert not snap.create(lambda: None, str(tmp_path / "c"), workers=0).num_records
     assert "made no records from its one call (no inputs); a function that neither" in caplog.text
 
+    def yields_none(i: int) -> Any:  # a generator whose filter left nothing: no None to blame
+        yield from ({"x": i} for _ in range(i - i))
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
+        assert not snap.create(
+            yields_none, str(tmp_path / "d"), inputs=[1, 2], workers=0
+        ).num_records
+    assert "made no records from 2 inputs (no call of its generator yielded a record)" in (
+        caplog.text
+    )
+    assert "returns None" not in caplog.text
+
 
 def test_type_change_across_tasks_is_refused_with_hint(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]
     glob = make_inputs(tmp_path / "in", 2)
