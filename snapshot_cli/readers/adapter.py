@@ -121,6 +121,7 @@ class Adapter(LoaderFacing, Generic[U]):
     def __init__(self, loader: Loader, depth: int = 0) -> None:
         self.loader, self.depth = loader, self.checked_prefetch(depth)
         self._consumer_state: dict[str, Any] | None = None  # set while iterating
+        self._loaded_epoch: int | None = None  # a state's epoch, loaded since a pass began
 
     @staticmethod
     def checked_prefetch(depth: object) -> int:
@@ -147,6 +148,7 @@ class Adapter(LoaderFacing, Generic[U]):
     def __iter__(self) -> Iterator[U]:
         # The last pass stopped early with batches in flight: the loader is ahead of the
         # consumer. Start again where the consumer is, so nothing is skipped.
+        self._loaded_epoch = None
         consumer = self._consumer_state
         if consumer is not None and consumer != self.loader.state_dict():
             self.loader.load_state_dict(consumer)
@@ -178,10 +180,21 @@ class Adapter(LoaderFacing, Generic[U]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.loader.load_state_dict(state)
         self._consumer_state = None
+        self._loaded_epoch = state["epoch"]
 
     def set_epoch(self, epoch: int) -> None:
         self.loader.set_epoch(epoch)
         self._consumer_state = None
+        self._loaded_epoch = None
+
+    batch_sampler = None  # (a DataLoader's, beside its sampler: Lightning reads both)
+
+    @property
+    def sampler(self) -> EpochStart:
+        """What a trainer that calls ``dataloader.sampler.set_epoch(e)`` as each of its epochs
+        starts (Lightning, for its training and validation loaders) moves the adapter with:
+        see :class:`EpochStart`."""
+        return EpochStart(self)
 
     def close(self) -> None:
         self.loader.close()
@@ -191,6 +204,22 @@ class Adapter(LoaderFacing, Generic[U]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class EpochStart:
+    """``set_epoch(e)``: the trainer's epoch ``e`` starts. The next pass starts at epoch
+    ``e``'s first batch (as a torch DataLoader's would: a validation pass after Lightning's
+    sanity check of 2 batches is the whole epoch, a training epoch cut by
+    ``limit_train_batches`` the start of its own, a run resumed from a checkpoint at an
+    epoch's end the next epoch), unless a state of epoch ``e`` was loaded since the last
+    pass began: a run resumed mid-epoch goes on from there."""
+
+    def __init__(self, adapter: Adapter[Any]) -> None:
+        self.adapter = adapter
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.adapter._loaded_epoch != epoch:
+            self.adapter.set_epoch(epoch)
 
 
 class FrameworkAdapters:
