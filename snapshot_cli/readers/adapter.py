@@ -240,7 +240,7 @@ class FrameworkAdapters:
     @checked_keywords
     def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:
         """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead; see readers/torch.py."""
-        from .torch import TorchBatches
+        from .torch_batches import TorchBatches
 
         return TorchBatches(self, device=device, prefetch=prefetch)  # type: ignore[arg-type]
 

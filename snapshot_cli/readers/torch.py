@@ -12,8 +12,10 @@ devices (``"mps"``, ``"xpu"``) get a plain ``.to(device)``; ``"cpu"`` or None ad
 :class:`SnapshotDataset` is for code that wants a ``torch.utils.data.DataLoader``: use
 ``DataLoader(SnapshotDataset(url, batch_size=256), batch_size=None, num_workers=W)``. Each
 worker process replays its own disjoint part (rank x workers + worker id), and the ranks of
-an initialised ``torch.distributed`` split the snapshot first. It has no ``len``: with W
-workers each yields the batches of its own part, the last one possibly partial.
+an initialised ``torch.distributed`` split the snapshot first. ``len(dataset)`` is the batches
+an epoch yields, which depends on W (each worker's part ends in a batch of its own, possibly
+partial): asked by a DataLoader (``len(loader)``: Hugging Face's ``Trainer`` and Lightning
+plan steps and resume with it) it is that DataLoader's W's, asked directly it is for W = 0.
 
 Epochs: every iteration of the DataLoader is the next epoch (a fresh shuffle), with or
 without ``persistent_workers``, and ``dataset.set_epoch(e)`` (as with
@@ -42,14 +44,14 @@ from typing import TYPE_CHECKING, Any
 from .. import storage
 from ..errors import OptionError
 from . import ranks
-from .adapter import Adapter
 from .epochs import new_counter, warn_cannot_count
 from .loader import SHUFFLE_BUFFER_BYTES
+from .torch_batches import TorchBatches as TorchBatches  # (loader.to_torch()'s, re-exported)
 from .torch_tensors import import_torch as _torch
 from .torch_tensors import to_tensors
 
 if TYPE_CHECKING:
-    from .loader import Batch, Loader
+    from .loader import Loader
     from .snapshot import Snapshot
 
 
@@ -63,66 +65,6 @@ class _ByValue:
         import pickle
 
         return pickle.loads(self.payload)  # noqa: S301 - our own payload, from our parent
-
-
-class TorchBatches(Adapter[dict[str, Any]]):
-    """``loader.to_torch(...)``: iterate for ``dict[str, torch.Tensor]`` batches."""
-
-    def __init__(self, loader: Loader, device: Any = None, prefetch: int = 2) -> None:
-        torch = _torch()
-        try:
-            self.device = None if device is None else torch.device(device)
-        except (RuntimeError, TypeError) as err:  # torch's own text lists the device types
-            first = str(err).strip().splitlines()[0]
-            raise OptionError(f"device={device!r} is not a torch device: {first}") from None
-        self._cuda = self.device is not None and self.device.type == "cuda"
-        if self._cuda and not torch.cuda.is_available():
-            raise OptionError(f"device={device!r} but torch sees no CUDA device")
-        if self.device is not None and self.device.type != "cpu":
-            try:  # a device torch knows but this build or machine lacks: said now, not mid-epoch
-                torch.empty(0).to(self.device)
-            except Exception as err:  # noqa: BLE001 - RuntimeError, AssertionError (xpu), ...
-                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-                raise OptionError(f"device={device!r} cannot be used here: {first}") from None
-        on_host = self.device is None or self.device.type == "cpu"
-        prefetch = self.checked_prefetch(prefetch)  # on the host too, where it is not used
-        super().__init__(loader, depth=0 if on_host else prefetch)
-        self._stream = torch.cuda.Stream(self.device) if self._cuda else None
-
-    def _start(self, batch: Batch) -> Any:
-        tensors = to_tensors(batch)
-        if self.device is None or self.device.type == "cpu":
-            return tensors, None
-        torch = _torch()
-        if not self._cuda:
-            return {k: _move(v, lambda t: t.to(self.device)) for k, v in tensors.items()}, None
-        with torch.cuda.stream(self._stream):
-            moved = {
-                k: _move(v, lambda t: t.pin_memory().to(self.device, non_blocking=True))
-                for k, v in tensors.items()
-            }
-            done = torch.cuda.Event()
-            done.record(self._stream)
-        return moved, done
-
-    def _finish(self, started: Any) -> dict[str, Any]:
-        tensors, done = started
-        if done is not None:
-            torch = _torch()
-            current = torch.cuda.current_stream(self.device)
-            current.wait_event(done)
-            for value in tensors.values():  # memory made on the side stream, used on this one
-                _move(value, lambda t: t.record_stream(current))
-        return tensors
-
-
-def _move(value: Any, fn: Any) -> Any:
-    torch = _torch()
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
-        return [fn(v) for v in value]
-    return value
 
 
 class DatasetBatch(dict[str, Any]):
@@ -368,6 +310,19 @@ def _make_dataset_class() -> type:
             self._part_loader(self.rank, self.world_size).load_state_dict(state)
             self._restart(int(state["epoch"]))
             self._resume = dict(state)
+
+        def __len__(self) -> int:
+            """Batches an epoch yields: see the module docstring."""
+            caller = sys._getframe(1).f_locals.get("self")  # (DataLoader.__len__'s, if so)
+            workers = caller.num_workers if isinstance(caller, torch.utils.data.DataLoader) else 0
+            rank, world = self._ranks()
+            total, n = 0, max(1, workers)
+            local = storage.is_local(self.snapshot.fs)
+            for w in range(n):
+                options = self._options(rank * n + w, world * n)
+                with self.snapshot.loader(self.batch_size, **worker_share(options, n, local)) as ld:
+                    total += len(ld)
+            return total
 
         def __iter__(self) -> Any:
             loader = self._worker_loader()

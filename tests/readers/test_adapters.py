@@ -706,3 +706,31 @@ def test_columns_without_a_tensor_form_reach_torch_and_jax_as_they_are(tmp_path:
     assert out["y"][0] in ("jax", "jaxlib") and out["y"][1] == list(range(12))  # a jax.Array
     assert out["when"] == ["datetime64[s]", list(range(12))]
     assert out["words"] == [[f"w{i}", "x"] for i in range(12)]
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"batch_size": 16},
+        {"batch_size": 16, "drop_last": True},
+        {"global_batch_size": 12},
+        {"batch_size": 16, "rank": 1, "world_size": 2},
+    ],  # fmt: skip
+    ids=["batch", "drop_last", "global", "rank-1-of-2"],
+)
+def test_a_dataloaders_len_is_the_batches_it_yields(
+    snapshot_url: str, workers: int, options: dict[str, Any]
+) -> None:
+    """SnapshotDataset had no len: Hugging Face's Trainer resumed an unsized dataset 27
+    batches off (it plans an epoch as max_steps long) and Lightning's estimated steps were
+    -1. Each worker's part ends in a batch of its own, so the count is the DataLoader's."""
+    import torch
+
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    dataset = SnapshotDataset(snapshot_url, seed=4, **options)
+    dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
+    assert len(dl) == sum(1 for _ in dl)  # (torch warns, an error here, if it yields more)
+    direct = snap.open(snapshot_url).loader(seed=4, **options)
+    assert len(dataset) == len(direct)  # asked directly: the count without workers
