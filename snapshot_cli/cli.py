@@ -182,15 +182,15 @@ def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_
 @cli.command()
 @click.argument("snapshot")
 @click.option("--shards", "show_shards", is_flag=True, help="List every shard.")
-@click.option(
-    "--versions", "show_versions", is_flag=True, help="List the versions kept: when, what changed."
-)
+@click.option("--versions", "show_versions", is_flag=True, help="List the versions kept, and why.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors
 def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool) -> None:
     """Summarise SNAPSHOT, or one shard file of it, from the manifest (no shard is read).
 
     A shard is shown with its records, checksum and the inputs that made it."""
+    if show_shards and show_versions:  # (--versions showed, --shards was left out silently)
+        raise click.UsageError("--shards lists a version's shards, --versions versions: give one")
     from .readers import target as target_mod
 
     try:

@@ -185,3 +185,11 @@ def test_inspect_unreadable_manifest(snapshot: Path) -> None:
     else:
         assert code == 1 and stdout == ""
         assert "permission denied" in stderr and str(manifest) in stderr
+
+
+@pytest.mark.parametrize("json_too", [[], ["--json"]])
+def test_shards_and_versions_together_are_a_usage_error(snapshot: Path, json_too: list) -> None:
+    """``--shards --versions`` listed the versions and left ``--shards`` out without a word."""
+    code, stdout, stderr = run("inspect", str(snapshot), "--shards", "--versions", *json_too)
+    assert code == 2 and stdout == ""
+    assert "--shards lists a version's shards, --versions versions: give one" in stderr
