@@ -154,6 +154,14 @@ class RayExecutor(Executor):
         except (ConnectionError, RuntimeError, ValueError) as err:
             where = self.address or "a new local Ray"
             raise OptionError(f"cannot connect to Ray at {where}: {err}") from err
+        except SystemExit as err:  # a SIGTERM met Ray's handler (sys.exit(15)) mid-init
+            mine = before[signal.SIGTERM]
+            if err.code != signal.SIGTERM or not callable(mine):
+                raise
+            ray.shutdown()  # (what it started so far)
+            signal.signal(signal.SIGTERM, mine)
+            mine(signal.SIGTERM, None)  # the process's own stop (the CLI's: exit 143, a line)
+            raise
         for sig, handler in before.items():  # (Ray's stays where there was none of Python's)
             if callable(handler) and signal.getsignal(sig) is not handler:
                 with contextlib.suppress(ValueError):  # (not the main thread: none was set)

@@ -240,3 +240,49 @@ def test_ray_runs_a_closure_and_refuses_bad_options(ray_cluster: str, tmp_path: 
     with pytest.raises(OptionError, match="--ray-address applies to --executor ray only"):
         snap.create("x.py:f", str(tmp_path / "b"), inputs=str(tmp_path / "in" / "*.txt"),
                     ray_address="127.0.0.1:1")  # fmt: skip
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The child processes of ``pid``, by pid: their names."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat.rsplit(")", 1)[1]
+            if int(rest.split()[1]) == pid:
+                found[int(entry.name)] = name
+    return found
+
+
+@pytest.mark.slow
+def test_a_sigterm_while_ray_starts_stops_the_create_with_a_word(
+    tmp_path: Path, write_pipeline
+) -> None:  # type: ignore[no-untyped-def]
+    """A scheduler's SIGTERM while ``ray.init`` starts a local Ray met Ray's handler, set for
+    the start: exit 15, no word. Now as any SIGTERM: one line, exit 143, and the Ray
+    processes started so far stopped."""
+    spec = write_pipeline(PIPE)
+    make_inputs(tmp_path / "in", 2)
+    cmd = [sys.executable, "-m", "snapshot_cli", "create", spec, str(tmp_path / "snap"),
+           "--input", str(tmp_path / "in" / "*.txt"), "--executor", "ray",
+           "--param", f"calls={json.dumps(str(tmp_path / 'calls'))}"]  # fmt: skip
+    temp = tempfile.mkdtemp(prefix="snapray-", dir="/tmp")  # short: Ray's socket paths
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a local Ray
+    env.update(RAY_ENV, TMPDIR=temp, RAY_TMPDIR=temp)
+    driver = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE)
+    try:  # the GCS is Ray's first process; the driver connects seconds later
+        wait_for(lambda: "gcs_server" in _children(driver.pid).values(), "Ray's GCS", 120)
+        started = set(_children(driver.pid))
+        driver.send_signal(signal.SIGTERM)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait()
+        assert driver.stderr is not None
+        driver.stderr.close()
+    said = err.decode().splitlines()[-1]
+    assert driver.returncode == 143, err
+    assert said == "snap: terminated (SIGTERM); run the same command again to resume", err
+    wait_for(lambda: not any(pid_alive(p) for p in started), "Ray's processes to stop", 60)
+    shutil.rmtree(temp, ignore_errors=True)
