@@ -17,7 +17,9 @@ gain or lose a boundary (a simulation of 3,000 deletions among 400 inputs change
 and the reuse follows.
 
 The targets are chosen once, when a snapshot is first made (from its inputs' count and
-sizes: between ``MIN_TASKS`` and twice as many tasks, at most ``MAX_ITEMS_PER_TASK`` inputs,
+sizes: from about ``MIN_TASKS`` to four times as many tasks, as a task's boundaries in a
+window of ``2 * window + 1`` inputs average one input fewer than the power of two (every
+input ends a task when it is 2), at most ``MAX_ITEMS_PER_TASK`` inputs,
 about ``TASK_INPUT_BYTES`` each), stored in its manifest and kept by every later create; a
 create from scratch over the same inputs with the same targets makes the same tasks.
 ``inputs_per_task=k`` instead fixes groups of exactly ``k`` inputs in order (``1``: one task
@@ -97,8 +99,8 @@ class Chunking:
         tasks = max(MIN_TASKS, math.ceil(sum(sizes) / TASK_INPUT_BYTES),
                     math.ceil(n / MAX_ITEMS_PER_TASK))  # fmt: skip
         average = max(1.0, n / min(n, tasks))
-        # a power of two, at most that average (so between MIN_TASKS and twice as many
-        # tasks: parallel slack, and a small change computes little): a snapshot that grows
+        # a power of two, at most that average (so from about MIN_TASKS to four times as
+        # many tasks: parallel slack, and a small change computes little): a snapshot that grows
         # a little keeps its targets if made again
         return cls(min(MAX_ITEMS_PER_TASK, 1 << max(0, math.floor(math.log2(average)))))
 
