@@ -181,12 +181,12 @@ def _make_dataset_class() -> type:
             if state["loader_options"].get("map") is not None:
                 # a lambda or a notebook's function pickles by value (forkserver is
                 # Python 3.14's default: plain pickle would refuse them)
-                import cloudpickle
+                from ..writers.by_value import dumps
 
                 options = dict(state["loader_options"])
                 fn = options["map"]
                 try:
-                    options["map"] = _ByValue(cloudpickle.dumps(fn))
+                    options["map"] = _ByValue(dumps(fn))
                 except Exception as err:  # what it holds: a lock, an open file, a client
                     name = getattr(fn, "__qualname__", repr(fn))
                     raise TypeError(

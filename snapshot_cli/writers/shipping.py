@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PipelineLoadError
+from .by_value import dumps, loads
 from .codedeps import code_names, file_digest, user_module_file, user_modules
 
 log = logging.getLogger("snapshot_cli")
@@ -108,10 +109,8 @@ def ship(fn: Callable[..., Any], name: str) -> str:
     Raises:
         PipelineLoadError: something ``fn`` uses cannot be pickled; the message names it.
     """
-    import cloudpickle
-
     try:
-        data = cloudpickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+        data = dumps(fn, sources=True, by_name=_by_name)
     except Exception as err:
         try:
             identity(fn, strict=True)  # walks everything the function uses: finds the culprit
@@ -129,6 +128,10 @@ def ship(fn: Callable[..., Any], name: str) -> str:
             len(data) >> 20,
         )
     return base64.b64encode(data).decode("ascii")
+
+
+def _by_name(v: Any) -> bool:
+    return _importable(getattr(v, "__module__", None), getattr(v, "__qualname__", ""), v)
 
 
 _REMEDY = (
@@ -152,7 +155,7 @@ def load(payload: str) -> Callable[..., Any]:
     key = hashlib.sha256(payload.encode("ascii")).hexdigest()
     if key not in _loaded:
         try:
-            fn = pickle.loads(base64.b64decode(payload))
+            fn = loads(base64.b64decode(payload))
         except Exception as err:
             raise PipelineLoadError(
                 "the pipeline function shipped by value cannot be loaded in a worker process "

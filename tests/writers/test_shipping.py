@@ -4,7 +4,9 @@ their code and the values they use, refused with a message naming what cannot be
 from __future__ import annotations
 
 import io
+import linecache
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -165,6 +167,63 @@ def test_a_main_function_runs_in_worker_processes(tmp_path: Path) -> None:
     again = snap.create(fn, str(tmp_path / "s"), inputs=[0, 1, 2, 3], params={"extra": 1},
                         workers=2)  # fmt: skip
     assert again.reused and again.fingerprint == info.fingerprint
+
+
+@pytest.mark.parametrize(
+    "cache",
+    ["functools.cache", "functools.lru_cache(maxsize=2)", "functools.lru_cache(typed=True)"],
+)
+def test_a_cached_helper_of_main_runs_in_worker_processes(tmp_path: Path, cache: str) -> None:
+    """README advises functools.cache for what a worker should build once, but a cached
+    helper defined in a notebook failed in every worker ("Can't get attribute 'table' on
+    <module '__main__'>"): pickle names a cache by reference. It goes by value, cached again
+    in the worker with the same parameters."""
+    ns = as_main(
+        f"""
+        import functools
+        import numpy as np
+        @{cache}
+        def table():
+            return np.arange(8) * 3
+        @{cache}
+        def scaled(k):
+            return table() * k
+        def preprocess(item):
+            yield {{"x": int(scaled(2)[item]), "y": int(table()[item])}}
+        """
+    )
+    loaded = pickle.loads(shipping.dumps(ns["scaled"]))
+    assert loaded.cache_parameters() == ns["scaled"].cache_parameters()
+    assert loaded(2).tolist() == ns["scaled"](2).tolist()
+    out = str(tmp_path / "s")
+    snap.create(ns["preprocess"], out, inputs=list(range(8)), workers=2, inputs_per_task=1)
+    rows = sorted((int(b["y"][i]), int(b["x"][i])) for b in snap.open(out).loader(8)
+                  for i in range(len(b["x"])))  # fmt: skip
+    assert rows == [(3 * i, 6 * i) for i in range(8)]
+
+
+def test_a_notebook_functions_error_in_a_worker_shows_its_cells_line(tmp_path: Path) -> None:
+    """With workers, an error in a function of a notebook cell showed 'File
+    "<dynamic-code>", line 4, in bad' and no line (cloudpickle renames the code's file, and
+    a worker has not the cell's text, which IPython keeps in linecache): the cell's file and
+    line are shown, as with workers=0."""
+    cell = "/tmp/ipykernel_0/1396654774.py"  # (IPython's name for a cell: no file on disk)
+    source = textwrap.dedent(
+        """
+        import numpy as np
+        def bad(item):
+            raw = np.zeros(4)
+            return [{"v": raw[100 + item]}]  # the line that fails
+        """
+    )
+    linecache.cache[cell] = (len(source), None, source.splitlines(True), cell)
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(source, cell, "exec"), namespace)
+    with pytest.raises(snap.PipelineError) as err:
+        snap.create(namespace["bad"], str(tmp_path / "s"), inputs=[0, 1], workers=2)
+    said = str(err.value)
+    assert f'File "{cell}", line 5, in bad' in said, said
+    assert 'return [{"v": raw[100 + item]}]  # the line that fails' in said, said
 
 
 def test_a_module_function_goes_by_name(tmp_path: Path, write_pipeline: Any) -> None:
