@@ -181,7 +181,7 @@ def _make_dataset_class() -> type:
             if state["loader_options"].get("map") is not None:
                 # a lambda or a notebook's function pickles by value (forkserver is
                 # Python 3.14's default: plain pickle would refuse them)
-                from ..writers.by_value import dumps
+                from ..by_value import dumps
 
                 options = dict(state["loader_options"])
                 fn = options["map"]

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from ..by_value import dumps, loads
 from ..errors import PipelineLoadError
-from .by_value import dumps, loads
 from .codedeps import code_names, file_digest, user_module_file, user_modules
 
 log = logging.getLogger("snapshot_cli")
