@@ -70,3 +70,16 @@ class OutOfMemoryError(SnapError, MemoryError):
 
 class LeaseError(SnapError, RuntimeError):
     """Another writer holds the snapshot's lease, or took it over from this one."""
+
+
+def outside_snap() -> int:
+    """The ``stacklevel`` that points a warning raised now at the first caller outside snap
+    (a user's line, not snap's wrappers: a fixed count went stale when one was added)."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1  # (the caller of this function: warnings.warn's)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -43,7 +43,7 @@ from typing import Any
 
 from .. import schema as schema_mod
 from .. import storage
-from ..errors import OptionError
+from ..errors import OptionError, outside_snap
 from . import limits, shm
 from .window import FIXED_KINDS
 from .wire import MAX_FDS, recv, send
@@ -347,7 +347,7 @@ def checked_count(n: int | None, reading: Any) -> int:
             f"processes={n} on {cores} cores: decode processes beyond the core count add "
             "memory (each is a Python interpreter with pyarrow) and no speed",
             UserWarning,
-            stacklevel=4,
+            stacklevel=outside_snap(),
         )
     return int(n)
 

@@ -297,6 +297,8 @@ def test_memory_filesystem_snapshots_are_refused_with_processes(tmp_path: Path) 
 def test_more_processes_than_cores_is_warned_of(images: str) -> None:
     # as torch's DataLoader warns of more workers than cores: they add memory, not speed
     cores = os.cpu_count() or 1
-    with pytest.warns(UserWarning, match=rf"processes={cores + 1} on {cores} cores: decode"):
+    with pytest.warns(UserWarning, match=rf"processes={cores + 1} on {cores} cores: decode") as w:
         loader = snap.open(images).loader(8, processes=cores + 1)
     loader.close()
+    # shown at the line that made the loader (it pointed at snap's keywords.py, in a wrapper)
+    assert [x.filename for x in w] == [__file__]
