@@ -21,6 +21,8 @@ The CLI maps SnapError to exit code 1 and prints only the message; anything else
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SnapError(Exception):
     """Base class of all errors snap raises on purpose."""
@@ -79,7 +81,8 @@ def outside_snap() -> int:
     import sys
 
     package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(1), 1  # (the caller of this function: warnings.warn's)
+    frame: Any = sys._getframe(1)  # (the caller of this function: warnings.warn's)
+    level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
         frame, level = frame.f_back, level + 1
     return level
