@@ -159,23 +159,17 @@ def test_driver_killed_mid_run_resumes_on_ray(
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     driver = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)  # fmt: skip
-    try:
+
+    def blocked() -> set[int]:
         done = out / "_runs"
         wait_for(lambda: len(list(done.glob("*/tasks/*.json"))) == 3, "tasks 0-2 done", 120)
         wait_for(lambda: len(calls(calls_file)) >= 5, "tasks 3+ blocked mid-task", 120)
-        workers = {pid for _, pid in calls(calls_file)}
-        driver.send_signal(getattr(signal, sig))
-        _, err = driver.communicate(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-        driver.wait()
-        assert driver.stderr is not None
-        driver.stderr.close()
+        return {pid for _, pid in calls(calls_file)}
+
+    workers, err = _signalled(driver, blocked, getattr(signal, sig))
     if sig == "SIGTERM":
-        said = err.decode().splitlines()[-1]
         assert driver.returncode == 143, err
-        assert said == "snap: terminated (SIGTERM); run the same command again to resume", err
+        assert err.decode().splitlines()[-1] == TERMINATED, err
     # Ray stops a dead driver's tasks: no stale attempt may write beside the resumed run.
     wait_for(lambda: not any(pid_alive(p) for p in workers), "the dead driver's tasks to stop",
              120)  # fmt: skip
@@ -242,6 +236,25 @@ def test_ray_runs_a_closure_and_refuses_bad_options(ray_cluster: str, tmp_path: 
                     ray_address="127.0.0.1:1")  # fmt: skip
 
 
+TERMINATED = "snap: terminated (SIGTERM); run the same command again to resume"
+
+
+def _signalled(driver: subprocess.Popen, ready: Any, sig: int) -> tuple[Any, bytes]:
+    """What ``ready()`` returns once it has waited for its moment, and the driver's stderr
+    after ``sig`` was sent then and it exited (killed if it would not)."""
+    try:
+        found = ready()
+        driver.send_signal(sig)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait()
+        assert driver.stderr is not None
+        driver.stderr.close()
+    return found, err
+
+
 def _children(pid: int) -> dict[int, str]:
     """The child processes of ``pid``, by pid: their names."""
     found = {}
@@ -270,19 +283,13 @@ def test_a_sigterm_while_ray_starts_stops_the_create_with_a_word(
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a local Ray
     env.update(RAY_ENV, TMPDIR=temp, RAY_TMPDIR=temp)
     driver = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE)
-    try:  # the GCS is Ray's first process; the driver connects seconds later
+
+    def gcs_up() -> set[int]:  # the GCS is Ray's first process; the driver connects later
         wait_for(lambda: "gcs_server" in _children(driver.pid).values(), "Ray's GCS", 120)
-        started = set(_children(driver.pid))
-        driver.send_signal(signal.SIGTERM)
-        _, err = driver.communicate(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-        driver.wait()
-        assert driver.stderr is not None
-        driver.stderr.close()
-    said = err.decode().splitlines()[-1]
+        return set(_children(driver.pid))
+
+    started, err = _signalled(driver, gcs_up, signal.SIGTERM)
     assert driver.returncode == 143, err
-    assert said == "snap: terminated (SIGTERM); run the same command again to resume", err
+    assert err.decode().splitlines()[-1] == TERMINATED, err
     wait_for(lambda: not any(pid_alive(p) for p in started), "Ray's processes to stop", 60)
     shutil.rmtree(temp, ignore_errors=True)
