@@ -133,7 +133,8 @@ class ShardRoller:
         if writer is None or sink is None:
             writer, sink = self._open(batch.schema)
         before = sink.size
-        writer.write_batch(batch)
+        with storage.errors_named(self.fs, storage.join(self.root, self._rel), "writing"):
+            writer.write_batch(batch)  # (an object store's upload of a part may fail here)
         self._records += batch.num_rows
         self._batch_sizes.append(batch.num_rows)
         self._uncompressed += batch.nbytes
@@ -159,9 +160,11 @@ class ShardRoller:
         if self._writer is None or self._sink is None:
             return
         self._sink.keep_tail()
-        self._writer.close()
-        self._sink.close()
-        durable.start_writeback(self.fs, storage.join(self.root, self._rel))
+        path = storage.join(self.root, self._rel)
+        with storage.errors_named(self.fs, path, "writing"):  # (S3's upload is committed here)
+            self._writer.close()
+            self._sink.close()
+        durable.start_writeback(self.fs, path)
         batch_crcs = self._sink.block_crcs() if self._self_contained else ""
         if len(batch_crcs) != 8 * len(self._batch_sizes):
             batch_crcs = ""

@@ -398,3 +398,26 @@ def test_faults_in_worker_processes(tmp_path: Path, error: str) -> None:
         again = create_process(run, None, "2")
         assert again.returncode == 0, again.stderr
         assert run.records() == RECORDS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("error", FOREIGN)
+def test_a_storage_library_failing_mid_shard_in_a_worker_is_one_line(
+    tmp_path: Path, error: str
+) -> None:
+    """An S3 server gone while a worker uploaded a shard: botocore's EndpointConnectionError
+    (no OSError) came out of the shard's close as "internal error in a worker process (a bug
+    in snap): Traceback ...". Failures mid-file and at the close, in worker processes."""
+    in_shards = []
+    for budget in (3000, 9000):
+        run = Run(tmp_path / f"{budget}")
+        plan = Plan(error, str(tmp_path / f"plan-{budget}"), ops=("write",), after_bytes=budget)
+        res = create_process(run, plan, "2")
+        assert plan.fired()
+        in_shards.append(any("/shards/" in f["path"] for f in plan.fired()))
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert "a bug in snap" not in res.stderr, res.stderr
+        (line,) = [x for x in res.stderr.splitlines() if x.startswith("snap: error:")]
+        assert faultfs.SAYS.get(error, error) in line, line
+        assert not run.leftovers() and not (run.out / "manifest.json").exists()
+    assert any(in_shards)  # (a shard's write or close failed, in a worker)
