@@ -184,17 +184,22 @@ class _Stderr(logging.StreamHandler):
         pass
 
 
+def one_line_handler(debug: bool) -> logging.Handler:
+    """A handler of warnings and errors as one line each on stderr (see _OneLine)."""
+    handler = _Stderr()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_OneLine(debug))
+    handler.snap_one_line = True  # type: ignore[attr-defined]
+    return handler
+
+
 def route_library_logs(debug: bool) -> None:
     """Warnings and errors other libraries log go to stderr as one line each (see _OneLine);
     called once per command (a second call replaces the handler, it does not add one)."""
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
         root.removeHandler(old)
-    handler = _Stderr()
-    handler.setLevel(logging.WARNING)
-    handler.setFormatter(_OneLine(debug))
-    handler.snap_one_line = True  # type: ignore[attr-defined]
-    root.addHandler(handler)
+    root.addHandler(one_line_handler(debug))
 
 
 @contextlib.contextmanager

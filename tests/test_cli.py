@@ -603,3 +603,44 @@ def test_termination_signals_raise_terminated_only_within_a_command() -> None:
         assert seen == [before]
     finally:
         signal.signal(signal.SIGHUP, hup)
+
+
+LOGGING_PIPELINE = """
+import logging
+import numpy as np
+
+def items():
+    return [0, 1, 2, 3]
+
+def preprocess(item, *, configure=False):
+    if configure:  # the pipeline sets up logging of its own: its handler has the records
+        logging.basicConfig(format="mine: %(name)s: %(message)s")
+    try:
+        raise ConnectionError("no route\\nto host")
+    except ConnectionError:  # as gcsfs logs a request it gives up on
+        logging.getLogger("gcsfs").exception("_request out of retries on exception")
+    yield {"x": np.int64(item)}
+"""
+
+
+@pytest.mark.parametrize("configure", [False, True])
+def test_other_libraries_log_one_line_each_in_worker_processes(
+    tmp_path: Path, write_pipeline, configure: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """A GCS outage during a create printed gcsfs's 48-line traceback from each worker
+    process: their logging was Python's last resort. Unless the pipeline sets up logging
+    itself, a worker's library records are one line, as the command's own."""
+    spec = write_pipeline(LOGGING_PIPELINE)
+    items = spec.rsplit(":", 1)[0] + ":items"
+    res = snap_subprocess("create", spec, str(tmp_path / "s"), "--inputs-from", items,
+                          "--workers", "2", "--param", f"configure={json.dumps(configure)}",
+                          "--inputs-per-task", "1")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    said = [line for line in res.stderr.splitlines() if "_request out of retries" in line]
+    assert len(said) == 4, res.stderr  # (one a task)
+    if configure:  # the pipeline's handler: its format, its traceback
+        assert set(said) == {"mine: gcsfs: _request out of retries on exception"}
+        assert "Traceback" in res.stderr
+    else:
+        assert set(said) == {"snap: gcsfs: _request out of retries on exception"}
+        assert "Traceback" not in res.stderr and "no route" not in res.stderr, res.stderr

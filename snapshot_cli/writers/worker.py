@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import io
 import json
+import logging
 import os
 import signal
 import sys
@@ -110,7 +111,10 @@ def main(parent_pid: int) -> None:
     incoming, outgoing = _protocol_streams()
     _whole_lines()
     cli_io.setup_logging(quiet=True)  # snap's warnings from here as the command's are:
-    # "snap: ..." lines on stderr, whatever logging the pipeline's modules set up later
+    # "snap: ..." lines on stderr, whatever logging the pipeline's modules set up later;
+    # another library's (gcsfs giving up on a request) one line too, where the pipeline set
+    # up no logging of its own (Python's last resort printed its whole traceback)
+    logging.lastResort = cli_io.one_line_handler(debug=False)
 
     def send(message: dict[str, Any]) -> None:
         outgoing.write(json.dumps(message).encode("utf-8") + b"\n")
