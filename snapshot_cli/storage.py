@@ -274,7 +274,10 @@ def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
     infos: dict[str, dict[str, Any]] = {}
     with errors_named(fs, path, "listing"):
         if _GLOB_CHARS & set(path):
-            infos = retrying(functools.partial(fs.glob, path, detail=True), "listing")
+            try:
+                infos = retrying(functools.partial(fs.glob, path, detail=True), "listing")
+            except FileNotFoundError:  # (gcsfs, for a bucket that does not exist)
+                infos = {}
         if not infos:
             try:
                 infos = {path: retrying(functools.partial(fs.info, path), "reading")}

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import layout, storage
+from .. import faults, layout, storage
 from ..errors import OptionError
 from ..manifest import canonical_json, fingerprint, sha256_text
 from . import contents
@@ -123,6 +123,7 @@ def expand_inputs(
                 )
             raise OptionError(
                 f"--input {pattern!r} matched no files{_hint(pattern, patterns, not found)}"
+                + faults.missing_bucket_hint(fs, path)
             )
         if others:
             roots = sorted(set(others.values()))

@@ -502,6 +502,13 @@ def test_missing_bucket_is_a_clear_error(backend: Backend, pipeline: str, inputs
     started = time.monotonic()
     assert_reported(invoke("inspect", missing), missing, "not a snapshot")
     assert time.monotonic() - started < 5
+    # inputs in a bucket that does not exist: said of the pattern (gcsfs's glob raised
+    # FileNotFoundError, reported as "<OUTPUT>: b/<bucket>/o")
+    pattern = f"{scheme}://{bucket}/raw/*.bin"
+    result = invoke("create", pipeline, backend.url("in-missing"), "--input", pattern)
+    assert_reported(
+        result, f"--input {pattern!r} matched no files; the bucket {bucket!r} does not exist"
+    )
 
 
 # --- 8. object stores: no credentials -------------------------------------------------------
