@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +140,33 @@ def test_verify_fast_on_local_storage_checks_sizes(snapshot: Path) -> None:
     doc = run_json("verify", str(snapshot), "--fast")
     assert doc["ok"] is True and doc["fast"] is True
     assert doc["checks"] == {"size": TASKS} and doc["bytes_checked"] == 0
+
+
+def _fast_doc(checks: list[tuple[str, bool]]) -> dict[str, Any]:
+    shards = [{"path": f"s{i}", "url": f"gs://b/s/shards/s{i}", "bytes": 1, "records": 1,
+               "check": check, "problem": None if ok else "missing", "ok": ok, "lost": not ok}
+              for i, (check, ok) in enumerate(checks)]  # fmt: skip
+    damaged = [s for s in shards if not s["ok"]]
+    kinds = [c for c, _ in checks]
+    return {"path": "gs://b/s", "ok": not damaged, "fast": True, "num_shards": len(shards),
+            "num_damaged": len(damaged), "checks": {k: kinds.count(k) for k in set(kinds)},
+            "bytes_checked": 0, "seconds": 0.1, "damaged": damaged, "shards": shards}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("checks", "noted"),
+    [
+        ([("storage-crc32c", True)] * 9 + [("size", False)], False),  # a shard missing
+        ([("size", True)] * 3, True),  # a storage without crc32c
+        ([("storage-crc32c", True), ("size", True), ("size", False)], True),
+    ],  # fmt: skip
+)
+def test_fast_says_sizes_only_where_the_storage_gave_no_crc32c(
+    checks: list[tuple[str, bool]], noted: bool
+) -> None:
+    """A GCS snapshot with one shard deleted: "checks: 1 size, 9 storage-crc32c" and "this
+    storage reports no crc32c": the missing shard had been checked by its size alone."""
+    from snapshot_cli import render
+
+    said = "\n".join(render.verify_lines(_fast_doc(checks)))
+    assert ("reports no crc32c" in said) == noted, said
