@@ -540,3 +540,31 @@ def test_no_credentials_is_a_clear_error(backend: Backend, tmp_path: Path) -> No
         assert "NoCredentialsError" in stderr
         errors = [line for line in stderr.splitlines() if line.startswith("snap: error: ")]
         assert len(errors) == 1, stderr
+
+
+@pytest.mark.parametrize("backend", ["gcs", "s3"], indirect=True)
+def test_more_shards_than_128_are_fetched_once_for_every_epoch(
+    backend: Backend, write_pipeline: Any
+) -> None:
+    """A remote snapshot of more than 128 small shards (600 of 3 KiB) was fetched again every
+    epoch: the loader kept 128 shards open, as for files, though a fetched shard holds no
+    file and the 1 GiB memory budget had room for all of them."""
+    spec = write_pipeline(
+        """
+        import numpy as np
+        def preprocess(i):
+            yield {"x": np.full(64, i, np.float32)}
+        """,
+        "many",
+    )
+    url = backend.url("many")
+    snap.create(spec, url, inputs=list(range(160)), inputs_per_task=1, workers=0,
+                storage_options=backend.storage_options)  # fmt: skip
+    s = snap.open(url, storage_options=backend.storage_options)
+    assert len(s.shards) == 160
+    with s.loader(32, seed=0) as loader:
+        read = []
+        for _ in range(3):
+            assert sum(len(b["x"]) for b in loader) == 160
+            read.append(loader.stats()["bytes_read"])
+    assert read[0] == read[1] == read[2] == sum(e.bytes for e in s.shards), read
