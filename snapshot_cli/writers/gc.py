@@ -29,6 +29,7 @@ from .. import layout, storage, versions
 from ..errors import ManifestError, OptionError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
+from ..retry import status_of
 from ..units import parse_duration
 from . import commit as commit_mod
 from . import lease as lease_mod
@@ -227,32 +228,33 @@ def _gc(
                 try:
                     storage.remove(fs, storage.join(root, g.path), recursive=g.kind == "run")
                 except StorageError as err:
-                    raise _cannot_write(report.url, err) from err
+                    where = storage.to_url(fs, storage.join(root, g.path))
+                    raise _cannot_write(report.url, err, where) from err
     finally:
         if held is not None:
             held.release()
     return report
 
 
-def _cannot_write(url: str, err: StorageError) -> StorageError:
+def _cannot_write(url: str, err: StorageError, where: str | None = None) -> StorageError:
     """A refused write as gc's to answer: the storage's own advice ("choose another OUTPUT")
     is a writer's. gc takes the lease and deletes files, so it needs write access; reading
-    the snapshot does not."""
+    the snapshot does not. ``where``: what was being removed, if the error does not say."""
     cause = err.__cause__
-    if not isinstance(cause, OSError) or cause.errno not in (
-        errno.EACCES,
-        errno.EPERM,
-        errno.EROFS,
+    status = None if cause is None else status_of(cause)
+    denied = isinstance(cause, PermissionError) or status in (401, 403)  # (S3's AccessDenied)
+    if not denied and (
+        not isinstance(cause, OSError)
+        or cause.errno not in (errno.EACCES, errno.EPERM, errno.EROFS)
     ):
         return err
-    why = (
-        "it is on a read-only filesystem"
-        if cause.errno == errno.EROFS
-        else "this user may not write there"
-    )
-    place = cause.filename if isinstance(cause.filename, str) else url
+    rofs = isinstance(cause, OSError) and cause.errno == errno.EROFS
+    why = "it is on a read-only filesystem" if rofs else "this user may not write there"
+    filename = getattr(cause, "filename", None)
+    place = filename if isinstance(filename, str) else where or url
+    said = getattr(cause, "strerror", None) or " ".join(str(cause).split())
     return StorageError(
-        f"snap gc cannot remove anything from {url}: {why} ({cause.strerror}: "
+        f"snap gc cannot remove anything from {url}: {why} ({said}: "
         f"{place}). gc takes the snapshot's writer lease and deletes files: run it as a "
         "user who may write there (its owner), or where the filesystem is writable; reading the "
         "snapshot (inspect, verify, head, the loader) needs no write access"

@@ -10,7 +10,8 @@ so worker processes inherit it and a test can change it between commands:
   storage libraries raise with neither an errno nor an HTTP status: ``nocreds`` (a
   :class:`NoCredentialsError`, as botocore raises without credentials), ``foreign`` (a
   :class:`BackendError` of two lines, as a library's own validation error), ``nodns`` (a
-  ``socket.gaierror``, a host name that does not resolve); or ``kill`` (the process that makes
+  ``socket.gaierror``, a host name that does not resolve), ``denied`` (a ``PermissionError``
+  without an errno, as s3fs raises for S3's AccessDenied); or ``kill`` (the process that makes
   the call is killed with SIGKILL: a crash at a chosen point), or ``none`` (only count).
 - ``ops``: the kinds of call that count: ``write`` (opening for writing, pipe, put, copy,
   rename, mkdir, touch), ``read`` (opening for reading, cat), ``list`` (ls, info), ``delete``.
@@ -113,6 +114,7 @@ SAYS = {
     "nocreds": "Unable to locate credentials",
     "foreign": "BackendError: the backend refused the call (a second line)",
     "nodns": "Name or service not known",
+    "denied": "Access Denied",
 }
 
 
@@ -129,6 +131,8 @@ def _fire(plan: Plan, op: str, path: str) -> None:
         raise BackendError("the backend refused the call\n(a second line)")
     if plan.error == "nodns":
         raise socket.gaierror(socket.EAI_NONAME, SAYS["nodns"])
+    if plan.error == "denied":  # as s3fs says S3's AccessDenied: no errno
+        raise PermissionError(SAYS["denied"])
     code = getattr(errno, plan.error)
     raise OSError(code, os.strerror(code), path)
 
