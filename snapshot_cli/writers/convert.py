@@ -44,13 +44,12 @@ def batch_from_columns(
     columns with 64-bit offsets hold more than one record batch's 32-bit ones can)."""
     if not cols:
         raise RecordError("a Batch needs at least one column")
-    if not all(isinstance(name, str) for name in cols):
-        raise RecordError(f"Batch column names must be str, got {[*cols]!r}")
-    check_names(list(cols))
+    odd = [name for name in cols if not isinstance(name, str)]
+    if odd:
+        raise RecordError(f"Batch column names must be str, got {odd[0]!r}")
+    check_names(list(cols))  # (unique, printable, Unicode: as a record's)
     built, lengths = [], {}
     for name, col in cols.items():
-        if not isinstance(name, str):
-            raise RecordError(f"Batch column names must be str, got {name!r}")
         target = schema.field(name).type if schema is not None and name in schema.names else None
         arr = _column(name, col, target, name in ragged)
         lengths[name] = len(arr)
