@@ -80,7 +80,7 @@ def outside_snap() -> int:
     import os
     import sys
 
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     frame: Any = sys._getframe(1)  # (the caller of this function: warnings.warn's)
     level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
