@@ -71,13 +71,11 @@ class ShardReaders:
         self.cache = None if self.local else cache
         if self.cache is not None:  # each open shard pins its cache entry: keep few open
             self.max_open = min(max_open, CACHED_OPEN)
-        elif not self.local:  # fetched whole into memory (no file held): max_bytes bounds
-            self.max_open = max(max_open, len(shards))  # them (600 shards of 3 KiB were
-            # fetched again every epoch, 128 kept)
+        elif not self.local:  # fetched whole (no file held): max_bytes alone bounds them
+            self.max_open = max(max_open, len(shards))
         self._fetcher = fetcher
-        # Remote, no cache, and more than the memory budget: whole shards would be fetched
-        # again for every window that needs them, so read each record batch by range.
-        total = sum(e.bytes for e in shards)
+        # Remote, uncached, past the budget: read each record batch by range (not whole
+        total = sum(e.bytes for e in shards)  # shards again for every window needing them)
         self.ranged = not self.local and self.cache is None and total > max_bytes
         self._tails = Tails()
         self._self_contained = ipc_blocks.self_contained(schema)
