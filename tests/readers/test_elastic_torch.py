@@ -242,6 +242,10 @@ MADE_BEFORE_THE_GROUP = textwrap.dedent(
                 json.dump(parts, f)
         dist.barrier()
         dist.destroy_process_group()
+        del dl, dataset  # (its epoch counter's directory goes with it: os._exit runs no
+        import gc  # finalizer)
+
+        gc.collect()
         sys.stdout.flush()
         os._exit(0)
     """
