@@ -412,8 +412,12 @@ def test_a_storage_library_failing_mid_shard_in_a_worker_is_one_line(
     """An S3 server gone while a worker uploaded a shard: botocore's EndpointConnectionError
     (no OSError) came out of the shard's close as "internal error in a worker process (a bug
     in snap): Traceback ...". Failures mid-file and at the close, in worker processes."""
+    count = Run(tmp_path / "count")  # the bytes a create writes: shards are most of them
+    counting = Plan("none", str(tmp_path / "counted"), ops=("write",), after_bytes=1 << 40)
+    assert create_process(count, counting, "2").returncode == 0
+    total = json.loads(Path(counting.counter).read_text())["bytes"]
     in_shards = []
-    for budget in (3000, 9000):
+    for budget in (total * 2 // 5, total * 7 // 10):
         run = Run(tmp_path / f"{budget}")
         plan = Plan(error, str(tmp_path / f"plan-{budget}"), ops=("write",), after_bytes=budget)
         res = create_process(run, plan, "2")
