@@ -405,7 +405,7 @@ def test_faults_in_worker_processes(tmp_path: Path, error: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("error", FOREIGN)
+@pytest.mark.parametrize("error", ["nocreds", "foreign"])  # no OSError (a gaierror is one)
 def test_a_storage_library_failing_mid_shard_in_a_worker_is_one_line(
     tmp_path: Path, error: str
 ) -> None:
@@ -417,7 +417,10 @@ def test_a_storage_library_failing_mid_shard_in_a_worker_is_one_line(
     assert create_process(count, counting, "2").returncode == 0
     total = json.loads(Path(counting.counter).read_text())["bytes"]
     in_shards = []
-    for budget in (total * 2 // 5, total * 7 // 10):
+    for part in (0.5, 0.3, 0.7, 0.85, 0.15, 0.95):  # until one fires in a shard: which write
+        budget = int(total * part)  # crosses the budget depends on the workers' interleaving
+        if any(in_shards):
+            break
         run = Run(tmp_path / f"{budget}")
         plan = Plan(error, str(tmp_path / f"plan-{budget}"), ops=("write",), after_bytes=budget)
         res = create_process(run, plan, "2")
