@@ -282,14 +282,16 @@ def test_a_sigterm_while_ray_starts_stops_the_create_with_a_word(
     temp = tempfile.mkdtemp(prefix="snapray-", dir="/tmp")  # short: Ray's socket paths
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a local Ray
     env.update(RAY_ENV, TMPDIR=temp, RAY_TMPDIR=temp)
-    driver = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE)
+    try:
+        driver = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE)
 
-    def gcs_up() -> set[int]:  # the GCS is Ray's first process; the driver connects later
-        wait_for(lambda: "gcs_server" in _children(driver.pid).values(), "Ray's GCS", 120)
-        return set(_children(driver.pid))
+        def gcs_up() -> set[int]:  # the GCS is Ray's first process; the driver connects later
+            wait_for(lambda: "gcs_server" in _children(driver.pid).values(), "Ray's GCS", 120)
+            return set(_children(driver.pid))
 
-    started, err = _signalled(driver, gcs_up, signal.SIGTERM)
-    assert driver.returncode == 143, err
-    assert err.decode().splitlines()[-1] == TERMINATED, err
-    wait_for(lambda: not any(pid_alive(p) for p in started), "Ray's processes to stop", 60)
-    shutil.rmtree(temp, ignore_errors=True)
+        started, err = _signalled(driver, gcs_up, signal.SIGTERM)
+        assert driver.returncode == 143, err
+        assert err.decode().splitlines()[-1] == TERMINATED, err
+        wait_for(lambda: not any(pid_alive(p) for p in started), "Ray's processes to stop", 60)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)  # (also when the test fails)
