@@ -69,6 +69,14 @@ def python_times(name: str, value: np.ndarray) -> list[Any]:
     it made 1677's earliest nanoseconds 2262's). A time Python has no value for (a year past
     9999 or before 1) is refused naming the column, not given as numpy's int for it."""
     unit, count = np.datetime_data(value.dtype)
+    if unit in ("Y", "M"):  # no fixed length in microseconds (numpy's cast took dates)
+        if value.dtype.kind == "m":
+            raise RecordError(
+                f"column {name!r} holds durations in {'years' if unit == 'Y' else 'months'}, "
+                "which have no length in Python's timedelta: map them to days or to a number"
+            )
+        value = value.astype("M8[D]")  # (exact: a month's or a year's first day)
+        unit, count = "D", 1
     us_per_tick = float(np.array(count, f"m8[{unit}]") / np.timedelta64(1, "us"))
     ticks = value.view(np.int64).tolist()
     if us_per_tick >= 1:

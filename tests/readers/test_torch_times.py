@@ -85,3 +85,16 @@ def test_a_year_python_has_not_is_refused_naming_the_column(tmp_path: Path) -> N
     loader = snap.open(str(tmp_path / "out")).loader(1)
     with pytest.raises(snap.RecordError, match=r"column 'far' .* 10000-01-01"):
         next(iter(loader.to_torch()))
+
+
+def test_months_and_years_are_their_first_days_and_their_durations_refused() -> None:
+    """Times in months or years (a map may return them) failed with numpy's "incompatible
+    nonlinear base time units" once times were converted by their ticks' length."""
+    months = np.array(["1999-12", "2024-02"], "M8[M]")
+    assert python_times("m", months) == [
+        datetime.datetime(1999, 12, 1),
+        datetime.datetime(2024, 2, 1),
+    ]
+    assert python_times("y", np.array(["2020"], "M8[Y]")) == [datetime.datetime(2020, 1, 1)]
+    with pytest.raises(snap.RecordError, match=r"column 'd' holds durations in months"):
+        python_times("d", np.array([3], "m8[M]"))
