@@ -4,6 +4,7 @@ with what it leaves out for a notebook's functions (see :func:`dumps`)."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import io
 import linecache
 import os
@@ -13,43 +14,50 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+MAIN_MODULES = ("__main__", "__mp_main__")  # a worker runs another one
 
-def _found_by_name(v: Any) -> bool:
-    """Whether ``v`` is what its module's name and qualname give (``__main__``'s never is:
-    a worker runs another ``__main__``)."""
-    module = getattr(v, "__module__", None)
-    target: Any = (
-        sys.modules.get(module) if module not in (None, "__main__", "__mp_main__") else None
-    )
-    for part in getattr(v, "__qualname__", "<>").split("."):
+
+def importable(module: str | None, qualname: str, obj: Any) -> bool:
+    """Whether ``module:qualname`` imports (by name, without running a script) to ``obj``."""
+    if not module or module in MAIN_MODULES or not qualname or "<" in qualname:
+        return False
+    mod = sys.modules.get(module)
+    if mod is None or getattr(mod, "__spec__", None) is None:
+        return False
+    try:
+        if importlib.util.find_spec(module) is None:
+            return False
+    except (ImportError, ValueError):
+        return False
+    target: Any = mod
+    for part in qualname.split("."):
         target = getattr(target, part, None)
-    return target is v
+    return target is obj
 
 
-def dumps(
-    obj: Any, sources: bool = False, by_name: Callable[[Any], bool] = _found_by_name
-) -> bytes:
+def _by_name(v: Any) -> bool:
+    return importable(getattr(v, "__module__", None), getattr(v, "__qualname__", ""), v)
+
+
+def dumps(obj: Any, sources: bool = False) -> bytes:
     """``obj`` pickled by value as cloudpickle does, and:
 
     - a function cached with ``functools.cache``/``lru_cache`` in a notebook or the script
-      being run (which README advises for what a worker should build once; ``by_name``:
-      whether a worker can import it by its name instead) goes as its function, cached
-      again where it is loaded: pickle names such a cache by ``__main__.name``, which a
-      worker has not;
+      being run (which README advises for what a worker should build once) goes as its
+      function, cached again where it is loaded: pickle names such a cache by
+      ``__main__.name``, which a worker has not (one it can import by name goes so);
     - with ``sources``, its code keeps its file names (cloudpickle writes "<dynamic-code>"),
       and the lines of those that are no file (a notebook's cells, which IPython keeps in
       ``linecache``) follow the pickle, for :func:`load`: a worker's traceback then shows
       the cell's line that failed, as the notebook's own would.
     """
-    import io
-
     import cloudpickle
 
     files: set[str] = set()
 
     class Pickler(cloudpickle.Pickler):  # type: ignore[misc,unused-ignore]
         def reducer_override(self, v: Any) -> Any:
-            if isinstance(v, functools._lru_cache_wrapper) and not by_name(v):
+            if isinstance(v, functools._lru_cache_wrapper) and not _by_name(v):
                 return _cached_again, (v.__wrapped__, v.cache_parameters())
             if sources and isinstance(v, types.CodeType):
                 files.add(v.co_filename)

@@ -26,19 +26,19 @@ import base64
 import builtins
 import functools
 import hashlib
-import importlib.util
 import inspect
 import logging
 import os
 import pickle
-import sys
 import types
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..by_value import MAIN_MODULES as _MAIN_MODULES
 from ..by_value import dumps, loads
+from ..by_value import importable as _importable
 from ..errors import PipelineLoadError
 from .codedeps import code_names, file_digest, user_module_file, user_modules
 
@@ -46,7 +46,6 @@ log = logging.getLogger("snapshot_cli")
 
 BIG_PAYLOAD = 64 << 20  # a function this large when pickled is worth a warning
 BIG_CONTAINER = 10_000  # larger lists and dicts are hashed through one pickle
-_MAIN_MODULES = ("__main__", "__mp_main__")
 _loaded: dict[str, Callable[..., Any]] = {}
 _last: list[Any] = []  # [payload, function] of the last load
 
@@ -64,24 +63,6 @@ class Unshippable(Exception):
 # Modules snap imported from a pipeline file (``path/to/file.py:fn``), name → path: their
 # functions are named by that path again.
 FROM_FILES: dict[str, str] = {}
-
-
-def _importable(module: str | None, qualname: str, obj: Any) -> bool:
-    """Whether ``module:qualname`` imports (by name, without running a script) to ``obj``."""
-    if not module or module in _MAIN_MODULES or not qualname or "<" in qualname:
-        return False
-    mod = sys.modules.get(module)
-    if mod is None or getattr(mod, "__spec__", None) is None:
-        return False
-    try:
-        if importlib.util.find_spec(module) is None:
-            return False
-    except (ImportError, ValueError):
-        return False
-    target: Any = mod
-    for part in qualname.split("."):
-        target = getattr(target, part, None)
-    return target is obj
 
 
 def importable_spec(fn: Callable[..., Any]) -> str | None:
@@ -110,7 +91,7 @@ def ship(fn: Callable[..., Any], name: str) -> str:
         PipelineLoadError: something ``fn`` uses cannot be pickled; the message names it.
     """
     try:
-        data = dumps(fn, sources=True, by_name=_by_name)
+        data = dumps(fn, sources=True)
     except Exception as err:
         try:
             identity(fn, strict=True)  # walks everything the function uses: finds the culprit
@@ -128,10 +109,6 @@ def ship(fn: Callable[..., Any], name: str) -> str:
             len(data) >> 20,
         )
     return base64.b64encode(data).decode("ascii")
-
-
-def _by_name(v: Any) -> bool:
-    return _importable(getattr(v, "__module__", None), getattr(v, "__qualname__", ""), v)
 
 
 _REMEDY = (
