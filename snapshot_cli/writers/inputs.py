@@ -107,8 +107,9 @@ def expand_inputs(
         if not files:
             if own and not others:
                 raise OptionError(
-                    f"--input {pattern!r} matched only files of the snapshot being written "
-                    f"({output}); point it at the inputs"
+                    f"--input {pattern!r} matched only files under OUTPUT ({output}), which "
+                    "are the snapshot's own: no input may be inside the snapshot being "
+                    "written; point --input at the inputs, or write the snapshot elsewhere"
                 )
             if others:
                 raise OptionError(
