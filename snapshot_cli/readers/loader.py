@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import schema as schema_mod
 from .. import storage
+from ..cores import cores as cpus
 from ..errors import OptionError
 from ..units import integer
 from . import gather, memory, procs, ranks, resume
@@ -124,7 +125,7 @@ class Loader(FrameworkAdapters):
         # CPU, so start at the fetch pool's width (more for one request per record batch)
         # and let the climber move (benchmarks/remote.py).
         reads = options.count_or_none(options.num_parallel_reads)
-        cores = os.cpu_count() or 1
+        cores = cpus()
         floor = min(cores, 16)
         local = all(storage.is_local(s.fs) for s in reading.sources)
         wide = 4 * FETCH_STREAMS if readers.ranged else 2 * FETCH_STREAMS

@@ -43,6 +43,7 @@ from typing import Any
 
 from .. import schema as schema_mod
 from .. import storage
+from ..cores import cores as cpus
 from ..errors import OptionError, outside_snap
 from . import limits, shm
 from .window import FIXED_KINDS
@@ -341,7 +342,7 @@ def checked_count(n: int | None, reading: Any) -> int:
                 f"processes= cannot read {s.url}: another process cannot see this "
                 "process's memory:// filesystem; use processes=0"
             )
-    cores = os.cpu_count() or 1
+    cores = cpus()
     if n > cores:  # as torch's DataLoader warns of more workers than cores
         warnings.warn(
             f"processes={n} on {cores} cores: decode processes beyond the core count add "

@@ -42,6 +42,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import storage
+from ..cores import cores
 from ..errors import OptionError
 from . import ranks
 from .epochs import new_counter, warn_cannot_count
@@ -98,7 +99,7 @@ def worker_share(options: dict[str, Any], workers: int, local: bool) -> dict[str
     if auto("shuffle_buffer") and not kept:
         out["shuffle_buffer"] = f"{max(1, (SHUFFLE_BUFFER_BYTES >> 20) // workers)}MiB"
     if auto("num_parallel_reads") and local:
-        out["num_parallel_reads"] = max(1, (os.cpu_count() or 1) // workers)
+        out["num_parallel_reads"] = max(1, cores() // workers)
     return out
 
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from .. import schema as schema_mod
 from .. import storage
+from ..cores import cores
 from ..errors import SnapError, StorageError
 from ..manifest import ShardEntry
 from .checksum import block_problem, crc32c_buffer, crc32c_file
@@ -110,7 +111,7 @@ def verify(
     fs, root = snapshot.fs, snapshot.root
     local = storage.is_local(fs)
     if threads is None:
-        threads = (os.cpu_count() or 1) if local and not fast else REMOTE_THREADS
+        threads = cores() if local and not fast else REMOTE_THREADS
     check_one = _fast_check if fast else _full_check
     started = time.perf_counter()
 

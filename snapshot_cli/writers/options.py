@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from ..cores import cores
 from ..errors import OptionError
 from ..units import MiB, flag, parse_size
 
@@ -179,7 +179,7 @@ class CreateOptions:
         decides)."""
         if self.workers is not None:
             return self.workers
-        return 0 if self.executor == "ray" else (os.cpu_count() or 1)
+        return 0 if self.executor == "ray" else cores()
 
     @property
     def in_process(self) -> bool:
