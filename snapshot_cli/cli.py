@@ -63,8 +63,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "--workers",
     type=click.IntRange(min=0),
     default=None,
-    help="Worker processes (default: CPU count; 0: run in this process); with --executor "
-    "ray, the most tasks in flight (default: 2 per cluster CPU).",
+    help="Worker processes (default: the CPUs this job may use; 0: run in this process); "
+    "with --executor ray, the most tasks in flight (default: 2 per cluster CPU).",
 )
 @click.option(
     "--executor",

@@ -32,17 +32,16 @@ import itertools
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import warnings
 import weakref
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 from .. import schema as schema_mod
 from .. import storage
+from ..child import python_command
 from ..cores import cores as cpus
 from ..errors import OptionError, outside_snap
 from . import limits, shm
@@ -73,14 +72,10 @@ class Child:
 
     def __init__(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        package_parent = str(Path(__file__).resolve().parents[2])
-        code = (
-            f"import sys; sys.path.insert(0, {package_parent!r}); "
-            "from snapshot_cli.readers.decoder import main; sys.exit(main(sys.argv))"
-        )
+        entry = "from snapshot_cli.readers.decoder import main; sys.exit(main(sys.argv))"
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", code, str(theirs.fileno())],
+                python_command(entry, str(theirs.fileno())),
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,

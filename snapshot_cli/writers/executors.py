@@ -24,9 +24,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import snapshot_cli
-
 from .. import errors
+from ..child import python_command
 from ..errors import PipelineError
 from .task import Job, ProgressFn, TaskSpec, run_task
 from .worker import rebuild_error
@@ -68,15 +67,11 @@ class _WorkerProcess:
     """One worker process (see worker.py) and the thread that reads its messages."""
 
     def __init__(self, index: int, hello: bytes, events: queue.Queue[Any]) -> None:
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(snapshot_cli.__file__)))
-        code = (
-            f"import sys; sys.path.insert(0, {package_parent!r}); "
-            f"from snapshot_cli.writers.worker import main; main({os.getpid()})"
-        )
+        entry = f"from snapshot_cli.writers.worker import main; main({os.getpid()})"
         # A new session: the terminal's Ctrl-C reaches only the parent, which stops us.
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", code],
+                python_command(entry),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 start_new_session=True,

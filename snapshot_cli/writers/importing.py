@@ -18,12 +18,12 @@ import importlib.util
 import keyword
 import os
 import sys
-import sysconfig
 import traceback
 from collections.abc import Callable
 from importlib.machinery import PathFinder
 from typing import Any
 
+from ..child import is_stdlib
 from ..errors import PipelineLoadError
 from . import shipping
 
@@ -96,13 +96,9 @@ def _put_on_path(directory: str) -> None:
     importing json died). Sibling modules still come before installed packages."""
     if directory in sys.path:
         return
-    libs = [sysconfig.get_path(key) for key in ("stdlib", "platstdlib")]
-    stdlib = {os.path.normcase(os.path.abspath(p)) for lib in libs
-              for p in (lib, os.path.join(lib, "lib-dynload"))}  # fmt: skip
     last = -1
     for i, entry in enumerate(sys.path):
-        entry = os.path.normcase(os.path.abspath(entry or os.curdir))
-        if entry in stdlib or entry.endswith(".zip"):  # (not the site-packages inside)
+        if is_stdlib(entry):
             last = i
     sys.path.insert(last + 1, directory)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +186,7 @@ def test_processes_that_cannot_start_leave_the_threads_decoding(
     pool = procs.DecodePool()
     monkeypatch.setattr(procs, "_pool", pool)
     monkeypatch.setattr(procs, "_pool_pid", os.getpid())
-    monkeypatch.setattr(procs.sys, "executable", "/bin/false")
+    monkeypatch.setattr(sys, "executable", "/bin/false")
     pool.start(2)
     first = list(pool.children)
     for child in first:
