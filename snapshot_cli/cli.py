@@ -150,25 +150,13 @@ def create(
         info = create_snapshot(
             pipeline,
             output,
-            inputs=list(inputs) or None,
-            inputs_from=inputs_from,
-            params=cli_params(params, pipeline),
-            workers=workers,
-            executor=executor,
-            ray_address=ray_address,
-            shard_size=shard_size,
-            compression=compression,
-            level=level,
-            overwrite=overwrite,
-            progress=not (quiet or as_json),
-            inputs_per_task=inputs_per_task,
-            batch_rows=batch_rows,
-            dry_run=dry_run,
-        )
-    if as_json:
-        emit_json(info.to_json())
-        return
-    cli_io.echo_lines(render.created_lines(info.to_json()))
+            inputs=list(inputs) or None, inputs_from=inputs_from,
+            params=cli_params(params, pipeline), workers=workers, executor=executor,
+            ray_address=ray_address, shard_size=shard_size, compression=compression,
+            level=level, overwrite=overwrite, progress=not (quiet or as_json),
+            inputs_per_task=inputs_per_task, batch_rows=batch_rows, dry_run=dry_run,
+        )  # fmt: skip
+    _show(info.to_json(), render.created_lines, as_json)
 
 
 def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_json: bool) -> None:
@@ -397,4 +385,7 @@ def gc(snapshot: str, dry_run: bool, retention: float, as_json: bool) -> None:
 
 def main() -> None:
     with exit_watch():  # not held up at exit by a thread the pipeline left running
-        cli()  # click names the program as it was run: snap, snapshot-cli, python -m ...
+        try:
+            cli()  # click names the program as it was run: snap, snapshot-cli, python -m ...
+        except OSError as err:  # click's own writes (--help, --version) to a full device
+            cli_io.stdout_failed(err, debug="--debug" in sys.argv[1:])

@@ -5,6 +5,7 @@ printed as the bytes the user typed."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import io
 import json
@@ -77,7 +78,8 @@ def answer_errors(fn: F) -> F:
             with termination_as_interrupt():
                 result = fn(*args, **kwargs)
             if sys.stdout is not None:  # (None: closed by the shell, `>&-`: nothing to show)
-                sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+                with _writing_stdout():  # a closed pipe shows here, not at the interpreter's
+                    sys.stdout.flush()  # exit
             return result
         except SnapError as err:
             if debug:
@@ -107,6 +109,17 @@ def answer_errors(fn: F) -> F:
             sys.exit(1)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own: usage errors (exit 2), --help, aborts
+        except ImportError as err:  # (the pipeline's are PipelineLoadErrors, SnapErrors)
+            if debug:
+                raise
+            text = " ".join(str(err).split())
+            click.echo(
+                f"snap: error: a library snap needs cannot be imported: {text} (the installed "
+                "packages' versions do not work together: install versions that do, as the "
+                "message says, then run the same command again)",
+                err=True,
+            )
+            sys.exit(1)
         except Exception as err:  # none of the above: a bug in snap, still not a traceback
             if debug:
                 raise
@@ -213,17 +226,27 @@ def stdout_to_stderr() -> Iterator[None]:
         sys.stdout.flush()
     saved, opened = None, False
     with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        if sys.stderr.fileno() == 2:  # (not under CliRunner)
-            if sys.stdout is None and _fd_closed(1):
-                os.dup2(2, 1)
+        if sys.stderr is None and fd_closed(2):  # `2>&-`: what C code prints goes nowhere
+            target = os.open(os.devnull, os.O_WRONLY)
+        elif sys.stderr.fileno() == 2:  # (not under CliRunner)
+            target = os.dup(2)
+        else:
+            target = -1
+        if target >= 0:
+            if sys.stdout is None and fd_closed(1):
+                os.dup2(target, 1)
                 opened = True
             elif sys.stdout is not None and sys.stdout.fileno() == 1:
                 saved = os.dup(1)
-                os.dup2(2, 1)
+                os.dup2(target, 1)
+            os.close(target)
+    sink = sys.stderr if sys.stderr is not None else open(os.devnull, "w")  # noqa: SIM115
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sink):
             yield
     finally:
+        if sink is not sys.stderr:
+            sink.close()
         if saved is not None:
             os.dup2(saved, 1)
             os.close(saved)
@@ -231,7 +254,7 @@ def stdout_to_stderr() -> Iterator[None]:
             os.close(1)
 
 
-def _fd_closed(fd: int) -> bool:
+def fd_closed(fd: int) -> bool:
     try:
         os.fstat(fd)
     except OSError:
@@ -239,13 +262,48 @@ def _fd_closed(fd: int) -> bool:
     return False
 
 
+class OutputError(SnapError):
+    """Standard output could not be written (``> /dev/full``, a full disk, a closed file):
+    said as such, not as a fault of the snapshot the command read."""
+
+
+@contextlib.contextmanager
+def _writing_stdout() -> Iterator[None]:
+    try:
+        yield
+    except BrokenPipeError:
+        raise  # (its reader went away: the quiet exit 141 of answer_errors)
+    except OSError as err:
+        raise OutputError(f"cannot write to standard output: {cannot_write(err)}") from err
+
+
+def cannot_write(err: OSError) -> str:
+    """An OS error as "No space left on device (ENOSPC)"."""
+    name = errno.errorcode.get(err.errno or 0)
+    return f"{err.strerror or err}{f' ({name})' if name else ''}"
+
+
+def stdout_failed(err: OSError, debug: bool) -> None:
+    """An OS error out of click's own writes (``snap --help > /dev/full``): one line."""
+    if debug:
+        raise err
+    if isinstance(err, BrokenPipeError):
+        _quiet_exit_on_closed_stdout()
+    with contextlib.suppress(OSError, AttributeError):
+        print(f"snap: error: cannot write to standard output: {cannot_write(err)}",
+              file=sys.stderr)  # fmt: skip
+    sys.exit(1)
+
+
 def echo_lines(lines: list[str]) -> None:
-    for line in lines:
-        click.echo(line)
+    with _writing_stdout():
+        for line in lines:
+            click.echo(line)
 
 
 def emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, sort_keys=False))
+    with _writing_stdout():
+        click.echo(json.dumps(doc, indent=2, sort_keys=False))
 
 
 def print_paths_as_given() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import threading
 import time
@@ -47,8 +49,10 @@ def clock_time(seconds: float) -> str:
 class Progress:
     """Counts tasks, records and bytes; redraws at most every ``interval`` seconds.
 
-    On a terminal the line is redrawn in place; elsewhere (CI logs) a line is printed every
-    ``log_interval`` seconds and at the end.
+    On a terminal the line is redrawn in place, cut to the terminal's width (a line that
+    wraps leaves a row behind at every redraw); elsewhere (CI logs) a line is printed every
+    ``log_interval`` seconds and at the end. A stream that cannot be written (its reader
+    gone: ``snap create ... 2>&1 | head -1``, a full disk) ends the drawing, not the work.
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class Progress:
         self.unit, self.clock = unit, clock
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.dumb = os.environ.get("TERM", "") in ("dumb", "")  # (no "erase line" code)
         self.interval = interval if self.tty else log_interval
         self.total_tasks, self.done_tasks = total_tasks, done_tasks
         self.done_before = done_tasks  # (a resumed run's: not in this run's rate)
@@ -71,6 +76,7 @@ class Progress:
         self.started = clock()
         self._last = 0.0
         self._drawn: tuple[int, int, int] | None = None  # the counts the last line showed
+        self._shown = 0  # the length of the line on the terminal now
         self._lock = threading.Lock()
 
     def add(self, records: int, nbytes: int) -> None:
@@ -87,18 +93,32 @@ class Progress:
             self.bytes += nbytes
             self._maybe_draw()
 
-    def line(self) -> str:
+    def line(self, width: int | None = None) -> str:
+        """The line; with ``width``, the parts that fit in it (the least telling left out
+        first: the byte rate, the record rate, the bytes, the elapsed time), cut at worst."""
         elapsed = max(1e-9, self.clock() - self.started)
-        text = (
-            f"snap: {self.unit} {self.done_tasks}/{self.total_tasks}  "
-            f"records {human_count(self.records)}  {human_bytes(self.bytes)}  "
-            f"{human_count(self.records / elapsed)} rec/s  {human_bytes(self.bytes / elapsed)}/s"
-        )
+        head = f"snap: {self.unit} {self.done_tasks}/{self.total_tasks}"
+        records, size = f"records {human_count(self.records)}", human_bytes(self.bytes)
+        rec_rate = f"{human_count(self.records / elapsed)} rec/s"
+        byte_rate = f"{human_bytes(self.bytes / elapsed)}/s"
+        timing, eta = [], []
         done_here, left = self.done_tasks - self.done_before, self.total_tasks - self.done_tasks
         if left > 0:  # and the time left at this run's rate, once it has one
-            eta = f", ~{clock_time(left * elapsed / done_here)} left" if done_here else ""
-            text += f"  {clock_time(elapsed)} elapsed{eta}"
-        return text
+            eta = [f"~{clock_time(left * elapsed / done_here)} left"] if done_here else []
+            timing = [f"{clock_time(elapsed)} elapsed{''.join(', ' + e for e in eta)}"]
+        tries = [
+            [head, records, size, rec_rate, byte_rate, *timing],
+            [head, records, size, rec_rate, *timing],
+            [head, records, size, *timing],
+            [head, records, *timing],
+            [head, records, *eta],
+            [head, *eta],
+        ]
+        for parts in tries:
+            text = "  ".join(parts)
+            if width is None or len(text) <= width:
+                return text
+        return "  ".join(tries[-1])[: max(0, width or 0)]
 
     def _maybe_draw(self) -> None:
         now = self.clock()
@@ -110,11 +130,20 @@ class Progress:
         self._drawn = (self.done_tasks, self.records, self.bytes)
         if self.stream is None:  # stderr closed by the shell (`2>&-`): nowhere to show it
             return
-        if self.tty:
-            self.stream.write("\r\x1b[K" + self.line() + end)
-        else:
-            self.stream.write(self.line() + "\n")
-        self.stream.flush()
+        try:
+            if self.tty:
+                text = self.line(_width(self.stream) - 1)  # (the last column wraps on some)
+                if self.dumb:  # spaces over the longer line before, then back
+                    pad = max(0, self._shown - len(text))
+                    self.stream.write("\r" + text + " " * pad + "\b" * pad + end)
+                else:
+                    self.stream.write("\r\x1b[K" + text + end)
+                self._shown = 0 if end else len(text)
+            else:
+                self.stream.write(self.line() + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # its reader gone, a full disk, closed: stop drawing
+            self.stream = None
 
     def close(self, records: int | None = None, nbytes: int | None = None) -> None:
         """Draw the final line; ``records``/``nbytes`` replace the running counts with the
@@ -127,3 +156,11 @@ class Progress:
             if not self.tty and self._drawn == (self.done_tasks, self.records, self.bytes):
                 return  # a log already has this line (only the rates would differ)
             self._draw(end="\n")
+
+
+def _width(stream: TextIO) -> int:
+    """The terminal's columns (80 where it cannot tell: the usual default)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return shutil.get_terminal_size((80, 24)).columns

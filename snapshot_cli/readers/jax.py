@@ -53,7 +53,7 @@ def _jax() -> Any:
     try:
         import jax
     except ImportError as err:
-        raise ImportError("the JAX adapter needs jax: pip install 'arrowsnap[jax]'") from err
+        raise ImportError("the JAX adapter needs jax: pip install jax") from err
     return jax
 
 

@@ -27,7 +27,7 @@ def import_tf() -> Any:
         import tensorflow as tf
     except ImportError as err:
         raise ImportError(
-            "the TensorFlow adapter needs tensorflow: pip install 'arrowsnap[tf]'"
+            "the TensorFlow adapter needs tensorflow: pip install tensorflow"
         ) from err
     return tf
 

@@ -22,7 +22,7 @@ def import_torch() -> Any:
         import torch
     except ImportError as err:
         raise ImportError(
-            "the PyTorch adapter needs torch: pip install 'arrowsnap[torch]' "
+            "the PyTorch adapter needs torch: pip install torch "
             "(or a torch build for your accelerator)"
         ) from err
     return torch

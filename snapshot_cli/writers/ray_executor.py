@@ -51,8 +51,7 @@ def _ray() -> Any:
         import ray
     except ImportError as err:
         raise OptionError(
-            "--executor ray needs Ray: pip install 'arrowsnap[ray]' (and snap installed on "
-            "the cluster's nodes)"
+            "--executor ray needs Ray: pip install ray (and snap installed on the cluster's nodes)"
         ) from err
     return ray
 

@@ -80,7 +80,14 @@ def _die_with_parent() -> None:
 
 
 def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:
-    """Keep stdin/stdout for the protocol; point fd 0 at /dev/null and fd 1 at stderr."""
+    """Keep stdin/stdout for the protocol; point fd 0 at /dev/null and fd 1 at stderr (at
+    /dev/null if the command's stderr was closed, ``2>&-``: then the protocol's duplicate
+    took fd 2, and the pipeline's prints went into the parent's pipe)."""
+    if cli_io.fd_closed(2):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != 2:
+            os.dup2(devnull, 2)
+            os.close(devnull)
     incoming = os.fdopen(os.dup(0), "rb")
     outgoing = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
