@@ -109,6 +109,28 @@ def is_run_name(name: str) -> bool:
     return not name.startswith((LEASE_PREFIX, "."))
 
 
+_RUN_ID = re.compile(r"^[0-9a-f]{1,32}$")
+_SHARD_NAME = re.compile(r"^[0-9a-f]{1,32}-\d{5}-\d{4}\.arrow$")
+
+
+def is_own_run(name: str) -> bool:
+    """Whether ``name`` in ``_runs/`` is a run id snap makes (hex), not another file."""
+    return _RUN_ID.match(name) is not None
+
+
+def is_own_shard(name: str) -> bool:
+    """Whether ``name`` in ``shards/`` is a shard's name snap gives, or the temporary file of
+    one (``.<run>-<task>-<seq>.arrow.<uuid>.tmp``): what gc may remove there."""
+    if is_temporary(name):
+        name = name[1:].rsplit(".", 2)[0]
+    return _SHARD_NAME.match(name) is not None
+
+
+def is_own_temporary(name: str) -> bool:
+    """Whether ``name`` at a snapshot's top is the temporary file of its manifest."""
+    return is_temporary(name) and name[1:].rsplit(".", 2)[0] == MANIFEST_NAME
+
+
 def temporary_path(path: str) -> str:
     """A fresh name, next to ``path``, for writing it before it is renamed into place."""
     directory, name = posixpath.split(path)

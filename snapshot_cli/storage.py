@@ -23,7 +23,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from . import durable, hdfs, layout, timeouts
-from .errors import OptionError, StorageError
+from .errors import ManifestError, OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
 from .faults import is_fault as is_fault
@@ -94,6 +94,16 @@ def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
         if protocol(fs) in HDFS_PROTOCOLS:
             return hdfs.read(fs, path)
         return retrying(lambda: fs.cat_file(path), f"reading {path}")
+
+
+def read_own(fs: AbstractFileSystem, root: str, path: str) -> bytes:
+    """Read one of the snapshot at ``root``'s own small files (a manifest, a version's, a
+    run's or lease's JSON): on local disk only a regular file inside the snapshot (a FIFO
+    there hung ``inspect`` and ``gc`` for good; a link out of it was read). Nothing else is
+    opened. FileNotFoundError propagates; the rest is a ManifestError naming the file."""
+    if is_local(fs) and (problem := local_file_problem(root, path)):
+        raise ManifestError(f"{to_url(fs, path)} {problem}; it is not read")
+    return read_bytes(fs, path)
 
 
 def read_range(fs: AbstractFileSystem, path: str, start: int, end: int) -> bytes:

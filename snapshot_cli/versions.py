@@ -12,6 +12,7 @@ been superseded for longer than the retention period.
 from __future__ import annotations
 
 import operator
+import posixpath
 from typing import Any
 
 import crc32c
@@ -25,8 +26,8 @@ from .manifest import Manifest
 
 def read(fs: Any, path: str) -> Manifest | None:
     """The manifest at ``path``, or None if there is none."""
-    try:
-        data = storage.read_bytes(fs, path)
+    try:  # (its snapshot: the directory above _versions/)
+        data = storage.read_own(fs, posixpath.dirname(posixpath.dirname(path)), path)
     except FileNotFoundError:
         return None
     return Manifest.from_json(data, where=storage.to_url(fs, path))
@@ -55,7 +56,7 @@ def task_table(fs: Any, root: str, m: Manifest) -> list[TaskRecord] | None:
     path = storage.join(root, h.tasks)
     url = storage.to_url(fs, path)
     try:
-        data = storage.read_bytes(fs, path)
+        data = storage.read_own(fs, root, path)
     except FileNotFoundError as err:
         raise ManifestError(f"{url} is missing") from err
     if f"{crc32c.crc32c(data):08x}" != h.tasks_crc32c:

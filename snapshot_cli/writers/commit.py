@@ -35,9 +35,7 @@ def read_manifest(fs: AbstractFileSystem, root: str) -> Manifest | None:
     """The committed manifest, or None if the snapshot was never committed."""
     path = storage.join(root, MANIFEST_NAME)
     try:
-        if storage.is_local(fs) and (problem := storage.local_file_problem(root, path)):
-            raise ManifestError(f"{storage.to_url(fs, path)} {problem}; it is not read")
-        data = storage.read_bytes(fs, path)
+        data = storage.read_own(fs, root, path)
     except FileNotFoundError:
         return None
     return Manifest.from_json(data, where=storage.to_url(fs, path))

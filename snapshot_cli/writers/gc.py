@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -33,6 +34,7 @@ from ..retry import status_of
 from ..units import parse_duration
 from . import commit as commit_mod
 from . import lease as lease_mod
+from . import runs as runs_mod
 
 
 @dataclass
@@ -123,6 +125,7 @@ def find_garbage(
     kept_tables: set[str] = set()
     garbage: list[Garbage] = []
     if manifest is not None:
+        _check_own_copy(fs, root, manifest)
         keep, gone = retained_versions(fs, root, manifest, retention, now)
         referenced = {s.path for m in keep for s in m.shards}
         kept_tables = {m.history.tasks for m in keep if m.history is not None}
@@ -141,8 +144,9 @@ def find_garbage(
                 why = gone.get(found[0], "a version that was never committed")
                 garbage.append(Garbage(rel, "version", size, why))
     runs = storage.entry_sizes(fs, storage.join(root, RUNS_DIR))
-    # lease files and the dot-named temporaries of atomic writes are not runs
-    run_names = [n for n in runs if layout.is_run_name(n)]
+    # lease files and the dot-named temporaries of atomic writes are not runs; a name snap
+    # never gives is no garbage of snap's (a folder gc was pointed at by mistake)
+    run_names = [n for n in runs if layout.is_own_run(n)]
     kept = sorted(n for n in run_names if keep_all or n == live_run)
     garbage += [
         Garbage(f"{RUNS_DIR}/{name}", "run", runs[name], "state of a dead run")
@@ -153,6 +157,8 @@ def find_garbage(
         rel = f"{SHARDS_DIR}/{name}"
         if rel in referenced or keep_all or (live_run and layout.is_shard_of(name, live_run)):
             continue
+        if not layout.is_own_shard(name):
+            continue  # (not a name snap gives: someone else's file, left alone)
         if name.startswith("."):
             reason = "temporary file of an interrupted write"
             garbage.append(Garbage(rel, "temporary", size, reason))
@@ -162,7 +168,7 @@ def find_garbage(
             reason = "in no committed version" if manifest else "no committed manifest"
             garbage.append(Garbage(rel, "shard", size, reason))
     for name, size in sorted(storage.entry_sizes(fs, root).items()):
-        if layout.is_temporary(name):
+        if layout.is_own_temporary(name):
             garbage.append(Garbage(name, "temporary", size, "temporary file of an atomic write"))
     return garbage, kept
 
@@ -196,11 +202,7 @@ def _gc(
             f"{report.url} is a file, not a snapshot: give the snapshot's directory "
             f"(the one holding {MANIFEST_NAME})"
         )
-    names = storage.list_names(fs, root)
-    if MANIFEST_NAME not in names and RUNS_DIR not in names and SHARDS_DIR not in names:
-        raise ManifestError(
-            f"{report.url} is not a snapshot (no {MANIFEST_NAME}, shards or runs): nothing to do"
-        )
+    _check_is_snapshot(fs, root, report.url)
     held: lease_mod.Lease | None = None
     holder: lease_mod.LeaseInfo | None
     if dry_run:
@@ -234,6 +236,46 @@ def _gc(
         if held is not None:
             held.release()
     return report
+
+
+def _check_own_copy(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
+    """The committed manifest's shards are those its copy in ``_versions/`` lists (a
+    ``manifest.json`` edited by hand to drop a shard had gc delete it)."""
+    copy = versions.read(fs, layout.version_path(root, manifest.version))
+    if copy is not None and {s.path for s in copy.shards} != {s.path for s in manifest.shards}:
+        url = storage.to_url(fs, root)
+        raise ManifestError(
+            f"{url}/{MANIFEST_NAME} and its copy {url}/{VERSIONS_DIR}/"
+            f"{posixpath.basename(layout.version_path(root, manifest.version))} list other "
+            "shards (one was changed after the commit): gc removes nothing until they agree; "
+            "run snap verify, and restore the manifest from the copy or recreate the snapshot"
+        )
+
+
+def _check_is_snapshot(fs: AbstractFileSystem, root: str, url: str) -> None:
+    """Refuse, before the lease is written, a directory gc must not remove anything from: one
+    that is no snapshot (a WebDataset folder's ``shards/``, a ``_runs/`` of experiments lost
+    their files) or one whose directories link out of it (gc deleted through them)."""
+    names = storage.list_names(fs, root)
+    if storage.is_local(fs):
+        for name in (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR):
+            path = storage.join(root, name)
+            if name in names and os.path.islink(path):
+                raise ManifestError(
+                    f"{storage.to_url(fs, path)} is a link to {os.path.realpath(path)}: gc "
+                    "removes nothing through a link (it could delete files outside the "
+                    "snapshot); copy the snapshot's files into it (cp -rL) and remove the link"
+                )
+    commit_mod.read_manifest(fs, root)  # (damaged, or not snap's: said before any write)
+    if MANIFEST_NAME in names:
+        return
+    runs = storage.list_names(fs, layout.runs_dir(root)) if RUNS_DIR in names else []
+    if any(layout.lease_epoch(n) is not None for n in runs) or runs_mod.find_runs(fs, root):
+        return  # an unfinished snapshot: what a stopped create left
+    raise ManifestError(
+        f"{url} is not a snapshot (no {MANIFEST_NAME}, and no run or lease of a snap create "
+        "in _runs/): gc removes nothing there"
+    )
 
 
 def _cannot_write(url: str, err: StorageError, where: str | None = None) -> StorageError:

@@ -107,7 +107,7 @@ def current(fs: AbstractFileSystem, root: str) -> LeaseInfo | None:
     """The lease with the highest epoch, or None if there never was one."""
     for epoch in sorted(_epochs(fs, root), reverse=True):
         try:
-            holder = json.loads(storage.read_bytes(fs, layout.lease_path(root, epoch)))
+            holder = json.loads(storage.read_own(fs, root, layout.lease_path(root, epoch)))
         except FileNotFoundError:
             continue
         except ValueError:

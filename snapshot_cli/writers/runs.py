@@ -24,12 +24,28 @@ def find_runs(fs: AbstractFileSystem, root: str) -> list[dict[str, Any]]:
         if not layout.is_run_name(name):
             continue
         try:
-            info = json.loads(storage.read_bytes(fs, layout.run_file(root, name)))
+            info = json.loads(storage.read_own(fs, root, layout.run_file(root, name)))
         except (FileNotFoundError, ValueError, NotADirectoryError):
-            continue
-        if isinstance(info, dict) and info.get("run") == name:
+            continue  # (ManifestError is a ValueError: a FIFO, a link out of the snapshot)
+        if _is_run_state(info, name):
             runs.append(info)
     return runs
+
+
+def _is_run_state(info: Any, name: str) -> bool:
+    """Whether a ``run.json`` is one snap wrote for run ``name`` (a hand-edited one with a
+    ``created`` of "yesterday" or a ``plan`` of 5 failed ``snap inspect``: skipped as an
+    unreadable one is)."""
+    if not isinstance(info, dict) or info.get("run") != name:
+        return False
+    plan, created = info.get("plan"), info.get("created", 0.0)
+    ok_plan = isinstance(plan, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(type(x) is int for x in p) and 0 <= p[0] <= p[1]
+        for p in plan
+    )
+    now = time.time()
+    ok_created = type(created) in (int, float) and 0 <= created <= now + 86400
+    return ok_plan and ok_created and isinstance(info.get("fingerprint", ""), str)
 
 
 def finished_tasks(fs: AbstractFileSystem, root: str, run: str) -> dict[int, dict[str, Any]]:
@@ -40,7 +56,7 @@ def finished_tasks(fs: AbstractFileSystem, root: str, run: str) -> dict[int, dic
         if not name.endswith(".json") or name.startswith("."):
             continue
         try:
-            result = json.loads(storage.read_bytes(fs, storage.join(tasks_dir, name)))
+            result = json.loads(storage.read_own(fs, root, storage.join(tasks_dir, name)))
         except (FileNotFoundError, ValueError):
             continue  # written by a writer that died mid-write? write_atomic prevents it
         if isinstance(result, dict) and result.get("run") == run:
