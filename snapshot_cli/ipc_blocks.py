@@ -19,7 +19,7 @@ checksum of ``len`` zero bytes continued from a value (:func:`range_crc`).
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -60,6 +60,35 @@ def footer_length(tail: bytes) -> int:
     if n <= 0:
         raise FooterError(f"footer length {n}")
     return int(n)
+
+
+def file_blocks(read: Callable[[int, int], bytes], file_size: int) -> BlockList:
+    """The record batches' blocks of an Arrow IPC file from its footer, read by ``read(length,
+    offset)``. FooterError if it has none that fits the file."""
+    n = footer_length(read(TAIL, max(0, file_size - TAIL)))
+    if n > file_size - TAIL:
+        raise FooterError(f"footer length {n} exceeds the file")
+    return record_batch_blocks(read(n, file_size - TAIL - n), file_size)
+
+
+def file_schema(read: Callable[[int, int], bytes], file_size: int) -> pa.Schema:
+    """The schema an Arrow IPC file declares, from its first message (after the 8 bytes of
+    magic and padding), read by ``read(length, offset)``. FooterError if it is not one."""
+    head = read(8, 8)
+    if len(head) < 8:
+        raise FooterError("no schema message after the magic")
+    legacy = head[:4] != b"\xff\xff\xff\xff"  # (before Arrow 0.15: no continuation marker)
+    n = int.from_bytes(head[:4] if legacy else head[4:], "little", signed=True)
+    if n <= 0 or n > file_size - 8:
+        raise FooterError(f"schema message length {n} does not fit the file")
+    data = read(n + (4 if legacy else 8), 8)
+    try:
+        message = pa.ipc.read_message(pa.py_buffer(data))
+        if message.type != "schema":
+            raise FooterError(f"its first message is a {message.type}, not the schema")
+        return pa.ipc.read_schema(message)
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as err:
+        raise FooterError(f"its schema cannot be read: {err}") from err
 
 
 def record_batch_blocks(footer: bytes, file_size: int) -> BlockList:

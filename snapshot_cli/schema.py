@@ -197,14 +197,12 @@ def difference(got: pa.Schema, want: pa.Schema) -> str | None:
     w = [(f.name, f.type) for f in want]
     if g == w:
         return None
-    return next(
-        (
-            f"column {b[0]!r}: {a[1]} instead of {b[1]}"
-            for a, b in zip(g, w, strict=False)
-            if a != b
-        ),
-        f"columns {[a[0] for a in g]} instead of {[b[0] for b in w]}",
-    )
+    for a, b in zip(g, w, strict=False):
+        if a[0] != b[0]:
+            return f"a column {a[0]!r} where the manifest has {b[0]!r}"
+        if a[1] != b[1]:
+            return f"column {b[0]!r}: {a[1]} instead of {b[1]}"
+    return f"columns {[a[0] for a in g]} instead of {[b[0] for b in w]}"
 
 
 def null_count(array: pa.Array) -> int:

@@ -14,6 +14,7 @@ A record batch checked once is not checked again by this process while the file 
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 import os
 import threading
@@ -25,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import ipc_blocks, ipc_layout
+from .. import schema as schema_mod
 from ..errors import CorruptShardError
 from ..manifest import ShardEntry
 from . import direct, limits
@@ -68,13 +70,15 @@ class BlockFile:
                 f"shard {url} has {self.size} bytes, the manifest says {entry.bytes}; {self.fix}"
             )
         self._crcs = ipc_blocks.decode(entry.batch_crc32c)
+        key = (path, self.size, st.st_mtime_ns, entry.crc32c)
         try:
-            tail = os.pread(fd, ipc_blocks.TAIL, max(0, self.size - ipc_blocks.TAIL))
-            n = ipc_blocks.footer_length(tail)
-            if n > self.size - ipc_blocks.TAIL:
-                raise ipc_blocks.FooterError(f"footer length {n} exceeds the file")
-            footer = os.pread(fd, n, self.size - ipc_blocks.TAIL - n)
-            self.blocks = ipc_blocks.record_batch_blocks(footer, self.size)
+            read = functools.partial(os.pread, fd)
+            self.blocks = ipc_blocks.file_blocks(read, self.size)
+            # (once a file: values are read by the manifest's schema, never the file's)
+            got = None if key in _checked else ipc_blocks.file_schema(read, self.size)
+            if got is not None and (diff := schema_mod.difference(got, schema)):
+                raise CorruptShardError(f"shard {url}: its schema differs from the manifest's "
+                                        f"({diff}); {self.fix}")  # fmt: skip
         except ipc_blocks.FooterError as err:
             raise CorruptShardError(f"shard {url} cannot be opened: {err}; {self.fix}") from err
         if len(self.blocks) != len(self._crcs):
@@ -82,7 +86,6 @@ class BlockFile:
                 f"shard {url} has {len(self.blocks)} record batches, the manifest says "
                 f"{len(self._crcs)}; {self.fix}"
             )
-        key = (path, self.size, st.st_mtime_ns, entry.crc32c)
         with _checked_lock:
             self._done = _checked.setdefault(key, np.zeros(len(self.blocks), bool))
         self._mapped: mmap.mmap | None = None  # the whole file, once mapped
