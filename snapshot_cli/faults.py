@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from fsspec import AbstractFileSystem
 
-from .errors import CorruptShardError, SnapError, StorageError
+from .errors import CorruptShardError, OutOfMemoryError, SnapError, StorageError
 from .protocols import OBJECT_STORES, protocol, to_url
 from .retry import causes, is_transient, retrying, said, status_of
 
@@ -179,6 +179,8 @@ def read_failure(where: str, err: Exception, doing: str = "decoded") -> SnapErro
     error (one with an errno: EIO from a failing disk, ESTALE from NFS, EACCES...) is the
     storage's, a StorageError that says so, since the snapshot may be intact; anything else
     is that the bytes cannot be ``doing`` (opened, decoded: a damaged shard)."""
+    if (short := out_of_memory(where, err)) is not None:
+        return short
     if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
         return _too_many_open_files(where, err.errno)
     if isinstance(err, OSError) and err.errno is not None:
@@ -189,6 +191,19 @@ def read_failure(where: str, err: Exception, doing: str = "decoded") -> SnapErro
             "process may read the file), then run again"
         )
     return CorruptShardError(f"{where} cannot be {doing}: {err}")
+
+
+def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
+    """``err`` as an OutOfMemoryError if it is a failed allocation (Arrow's, numpy's, a memory
+    map's ENOMEM), else None: the shard is not damaged (verify called healthy shards
+    damaged under a memory limit, and advised deleting them)."""
+    if not isinstance(err, MemoryError) and getattr(err, "errno", None) != errno.ENOMEM:
+        return None
+    return OutOfMemoryError(
+        f"{where} could not be read: out of memory ({' '.join(str(err).split())}); the shard "
+        "is not damaged: give this process more memory (ulimit -v, a container's or a job's "
+        "limit), or read less at once (a smaller shuffle_buffer, fewer num_parallel_reads)"
+    )
 
 
 def _too_many_open_files(where: str, code: int) -> StorageError:

@@ -28,6 +28,7 @@ from .faults import errors_named as errors_named
 from .faults import fault as fault
 from .faults import is_fault as is_fault
 from .faults import missing_bucket_hint as missing_bucket_hint
+from .faults import out_of_memory as out_of_memory
 from .protocols import HDFS_PROTOCOLS, OBJECT_STORES, PRECONDITION_PROTOCOLS, WEBHDFS_PROTOCOLS
 from .protocols import is_local as is_local
 from .protocols import join as join

@@ -12,6 +12,7 @@ Threads, one shard each: crc32c and Arrow decoding release the GIL.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ import pyarrow as pa
 from .. import schema as schema_mod
 from .. import storage
 from ..cores import cores
-from ..errors import SnapError, StorageError
+from ..errors import OutOfMemoryError, SnapError, StorageError
 from ..manifest import ShardEntry
 from .checksum import block_problem, crc32c_buffer, crc32c_file
 from .snapshot import Snapshot
@@ -171,7 +172,7 @@ def _checked(result: ShardCheck, problem: Callable[[], str | None]) -> ShardChec
         result.problem = problem()
     except FileNotFoundError:
         result.problem = MISSING
-    except (OSError, SnapError) as err:
+    except (OSError, SnapError, MemoryError) as err:
         _raise_storage_fault(err, result.url)
         result.problem = f"cannot be read: {err}"
     return result
@@ -181,8 +182,10 @@ def _raise_storage_fault(err: BaseException, url: str) -> None:
     """A storage that fails (I/O error, time-outs, forbidden) says nothing about the shard:
     verify stops with that answer instead of calling the shard damaged (and advising a
     rebuild)."""
-    if isinstance(err, StorageError):
+    if isinstance(err, (StorageError, OutOfMemoryError)):
         raise err
+    if (short := storage.out_of_memory(f"shard {url}", err)) is not None:
+        raise short from err
     if isinstance(err, OSError) and not isinstance(err, SnapError) and storage.is_fault(err):
         raise storage.fault(err, url) from err
 
@@ -206,6 +209,8 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
     try:
         reader = pa.ipc.open_file(pa.OSFile(os.fsencode(path), "r") if local else source)
     except (pa.ArrowException, OSError) as err:
+        if isinstance(err, MemoryError) or getattr(err, "errno", None) == errno.ENOMEM:
+            raise
         return f"is not a readable Arrow file: {err}"
     diff = schema_mod.difference(reader.schema, schema)
     if diff is not None:
@@ -218,6 +223,8 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
             batch = reader.get_batch(i)
             batch.validate(full=True)
         except (pa.ArrowException, OSError) as err:
+            if isinstance(err, MemoryError) or getattr(err, "errno", None) == errno.ENOMEM:
+                raise  # (the machine's, not the shard's: _checked says so)
             return f"record batch {i} cannot be decoded: {err}"
         if batch.num_rows != rows:
             return f"record batch {i} has {batch.num_rows} records, the manifest says {rows}"

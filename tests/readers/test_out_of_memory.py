@@ -195,3 +195,52 @@ def test_a_prefetch_deeper_than_memory_is_refused_when_it_can_fill(
         s.loader(batch_size=50, prefetch=11, epochs=None)  # endless: it could hold 11
     # an epoch of 200 records has 4 batches: a deeper prefetch never holds more than those
     assert len(list(s.loader(batch_size=50, prefetch=1000, epochs=2))) == 8
+
+
+LIMITED = """
+import resource, sys
+import snapshot_cli as snap
+from snapshot_cli.readers import verify as V
+s = snap.open(sys.argv[1])
+vm = next(int(x.split()[1]) * 1024 for x in open("/proc/self/status") if x.startswith("VmSize"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (int(sys.argv[2]) << 20), resource.RLIM_INFINITY))
+try:
+    report = V.verify(s, threads=1)
+    print("report", report.ok, [d.problem for d in report.damaged][:1])
+except snap.OutOfMemoryError as err:
+    print("out of memory", err)
+"""
+
+
+@pytest.mark.parametrize("margin_mib", [40, 120, 250])  # (the failing call differs: mmap, malloc)
+def test_verify_short_of_memory_calls_no_shard_damaged(tmp_path: Path, margin_mib: int) -> None:
+    """Under a memory limit (`ulimit -v`, a job's), `snap verify` reported healthy shards
+    DAMAGED ("cannot be read: [Errno 12] Cannot allocate memory", "malloc of size ... failed")
+    and advised deleting them."""
+    import subprocess
+    import sys
+
+    def f(i: int) -> Any:
+        yield {"x": np.random.default_rng(i).integers(0, 256, 96 << 20, np.uint8)}
+
+    out = str(tmp_path / "s")
+    snap.create(f, out, inputs=[0, 1], workers=0)
+    (tmp_path / "limited.py").write_text(LIMITED)
+    res = subprocess.run([sys.executable, str(tmp_path / "limited.py"), out, str(margin_mib)],
+                         capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+    said = res.stdout.strip()
+    assert said.startswith("out of memory") and "is not damaged" in said, said
+
+
+@pytest.mark.parametrize(
+    "err",
+    [MemoryError(), OSError(errno.ENOMEM, "Cannot allocate memory"),
+     __import__("pyarrow").ArrowMemoryError("malloc of size 998784 failed")],
+)  # fmt: skip
+def test_a_read_short_of_memory_is_no_damaged_shard(err: BaseException) -> None:
+    """The loader's decode: CorruptShardError "record batch 30 cannot be decoded: malloc of
+    size 998784 failed" (a healthy shard)."""
+    from snapshot_cli import faults
+
+    said = faults.read_failure("shard s/shards/a-00000-0000.arrow", err)  # type: ignore[arg-type]
+    assert isinstance(said, snap.OutOfMemoryError) and "is not damaged" in str(said)
