@@ -46,8 +46,9 @@ def resolve(
     """Return the filesystem and the protocol-less path of ``url`` (a local path or any URL)."""
     if not url:
         raise OptionError("empty path or URL")
-    scheme, _, rest = url.partition("://")
-    if scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
+        # (no "://": a local directory named "s3" or "gs" is a path)
         raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")
     try:
         options = {**timeouts.client_options(scheme, storage_options or {}),

@@ -13,6 +13,7 @@ import pytest
 import snapshot_cli as snap
 from snapshot_cli import durable, storage
 from snapshot_cli.errors import OptionError, StorageError
+from snapshot_cli.protocols import OBJECT_STORES
 from snapshot_cli.writers import inputs as inputs_mod
 from tests.conftest import create_at_once
 
@@ -162,3 +163,15 @@ def test_a_rename_that_fails_otherwise_is_an_error(
         storage.create_exclusive(fs, storage.join(root, "lock"), b"first")
     assert str(caught.value).startswith(f"{tmp_path}/lock: ")  # the name, not the temporary
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
+
+
+@pytest.mark.parametrize("name", sorted(OBJECT_STORES))
+def test_a_local_directory_named_as_a_protocol_is_a_path(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`snap create p.py:f s3` said "'s3' names no bucket: give one, as in s3://bucket/path"."""
+    monkeypatch.chdir(tmp_path)
+    fs, path = storage.resolve(name)
+    assert storage.is_local(fs) and path == str(tmp_path / name)
+    with pytest.raises(OptionError, match="names no bucket"):
+        storage.resolve(f"{name}://")

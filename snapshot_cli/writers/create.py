@@ -34,7 +34,7 @@ from . import pipeline as pipeline_mod
 from . import runs as runs_mod
 from .chunking import Chunking
 from .executors import InProcessExecutor, make_executor
-from .options import CreateOptions
+from .options import CreateOptions, codec_text
 from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")
@@ -90,7 +90,7 @@ def _info(
         tasks=tasks,
         tasks_resumed=resumed,
         run=m.run if m else "",
-        version=(m.version if m else 0) + (1 if dry_run else 0),
+        version=(m.version if m else 0) + (1 if dry_run and not reused else 0),
         dry_run=dry_run,
         **{k: changes.get(k, 0) for k in CHANGES},
     )
@@ -273,10 +273,10 @@ def _create(
             log.warning(
                 "note: the existing snapshot is compressed with %s, not %s; the layout is "
                 "not part of the fingerprint: pass --overwrite to rewrite it",
-                m.compression,
-                options.compression.to_json(),
+                codec_text(m.compression),
+                codec_text(options.compression.to_json()),
             )
-        return _info(url, m, started, reused=True)
+        return _info(url, m, started, reused=True, dry_run=how.dry_run)
 
     def plan_against(previous: Manifest | None, ranges: list[range] | None = None,
                      chunking: Chunking | None = None) -> incremental.Plan:  # fmt: skip

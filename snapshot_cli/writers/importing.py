@@ -216,6 +216,9 @@ def _package_hint(err: BaseException, path: str, spec: str) -> str:
 
 def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     """Import ``spec`` and return the function it names (cached per process)."""
+    if spec.startswith("~"):  # (a shell leaves '~/prep.py:f' quoted, or after a '=')
+        head, sep, func = spec.rpartition(":")
+        spec = os.path.expanduser(head) + sep + func
     key = f"{what}|{spec}"
     target = spec.rpartition(":")[0]
     path = os.path.abspath(target) if _is_file_target(target) else None

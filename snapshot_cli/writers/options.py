@@ -26,6 +26,12 @@ def codec_name(value: Any) -> Any:
     return value
 
 
+def codec_text(compression: dict[str, Any]) -> str:
+    """``{"codec": "zstd", "level": 1}`` as "zstd level 1" (a note printed its dict)."""
+    level = compression.get("level")
+    return f"{compression.get('codec')}{f' level {level}' if level is not None else ''}"
+
+
 @dataclass(frozen=True)
 class Compression:
     """How shard buffers are compressed. ``level`` applies to zstd only."""

@@ -4,6 +4,7 @@ in a worker or a spawned child, a writer waiting for another, a worker that dies
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import socket
@@ -366,3 +367,20 @@ def test_a_library_users_warnings_say_they_are_snaps(
     said = [line for line in res.stderr.splitlines() if "missing or cut short" in line]
     assert len(said) == 1, res.stderr
     assert said[0].startswith(f"{want}{tmp_path / 'out'}: 1 shard of version 1 missing"), said[0]
+
+
+def test_a_home_relative_pipeline_and_inputs_from(tmp_path: Path) -> None:
+    """`snap create '~/prep.py:f' '~/out' --inputs-from '~/prep.py:items'`: OUTPUT took the
+    `~`, the pipeline and --inputs-from said "pipeline file '~/prep.py' not found"."""
+    (tmp_path / "prep.py").write_text(
+        "def f(i):\n    yield {'i': i}\ndef items():\n    return [1, 2, 3]\n"
+    )
+    snap_cli = str(Path(sys.executable).with_name("snap"))
+    res = subprocess.run([snap_cli, "create", "~/prep.py:f", "~/out", "--inputs-from",
+                          "~/prep.py:items", "--workers", "2", "--json"], cwd="/",
+                         env={**os.environ, "HOME": str(tmp_path)}, capture_output=True,
+                         text=True, timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert (
+        json.loads(res.stdout)["num_records"] == 3 and (tmp_path / "out" / "manifest.json").exists()
+    )

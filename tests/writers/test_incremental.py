@@ -144,6 +144,22 @@ def test_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Path) -> None:
     assert "would become version 2" in text.stdout and "nothing done" in text.stdout
 
 
+def test_a_dry_run_of_an_up_to_date_snapshot_says_it_is_one(tmp_path: Path) -> None:
+    """`--dry-run --json` on an up-to-date snapshot printed `"dry_run": false`."""
+    tree = Tree(tmp_path, 5)
+    tree.create()
+    res = snap_subprocess("create", f"{tree.pipe}:preprocess", str(tmp_path / "s"), "--input",
+                          str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
+                          "--workers", "0", "--dry-run", "--json")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert (doc["dry_run"], doc["reused"], doc["version"]) == (True, True, 1), doc
+    res = snap_subprocess("create", f"{tree.pipe}:preprocess", str(tmp_path / "s"), "--input",
+                          str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
+                          "--workers", "0", "--compression", "lz4")  # fmt: skip
+    assert "compressed with zstd level 1, not lz4;" in res.stderr, res.stderr  # (not dicts)
+
+
 def test_the_plan_said_before_work_compares_only_with_a_version_that_exists(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
