@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import re
 import select
 import signal
 import sys
@@ -84,7 +85,7 @@ def answer_errors(fn: F) -> F:
         except SnapError as err:
             if debug:
                 raise
-            click.echo(f"snap: error: {err}", err=True)
+            click.echo(f"snap: error: {printable(str(err))}", err=True)
             sys.exit(err.exit_code)
         except KeyboardInterrupt as stop:
             if debug:
@@ -158,10 +159,17 @@ def setup_logging(quiet: bool) -> None:
     logger = logging.getLogger("snapshot_cli")
     logger.handlers.clear()
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("snap: %(message)s"))
+    handler.setFormatter(_Printable("snap: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
     logger.propagate = False
+
+
+class _Printable(logging.Formatter):
+    """A log line with its control characters escaped (see :func:`printable`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
 
 
 class _OneLine(logging.Formatter):
@@ -179,7 +187,7 @@ class _OneLine(logging.Formatter):
         saved = record.exc_info, record.exc_text, record.stack_info
         record.exc_info, record.exc_text, record.stack_info = None, None, None
         try:
-            return " ".join(super().format(record).split())
+            return printable(" ".join(super().format(record).split()))
         finally:
             record.exc_info, record.exc_text, record.stack_info = saved
 
@@ -226,20 +234,20 @@ def stdout_to_stderr() -> Iterator[None]:
         sys.stdout.flush()
     saved, opened = None, False
     with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        if sys.stderr is None and fd_closed(2):  # `2>&-`: what C code prints goes nowhere
-            target = os.open(os.devnull, os.O_WRONLY)
-        elif sys.stderr.fileno() == 2:  # (not under CliRunner)
-            target = os.dup(2)
-        else:
-            target = -1
+        stdout_closed = sys.stdout is None and fd_closed(1)
+        own = sys.stderr is None and fd_closed(2)  # `2>&-`: what C code prints goes nowhere
+        # (the null device: fd 1 itself, if that is closed too; -1: under CliRunner)
+        target = os.open(os.devnull, os.O_WRONLY) if own else 2 if sys.stderr.fileno() == 2 else -1
         if target >= 0:
-            if sys.stdout is None and fd_closed(1):
-                os.dup2(target, 1)
+            if stdout_closed:
+                if target != 1:
+                    os.dup2(target, 1)
                 opened = True
             elif sys.stdout is not None and sys.stdout.fileno() == 1:
                 saved = os.dup(1)
                 os.dup2(target, 1)
-            os.close(target)
+            if own and target != 1:
+                os.close(target)
     sink = sys.stderr if sys.stderr is not None else open(os.devnull, "w")  # noqa: SIM115
     try:
         with contextlib.redirect_stdout(sink):
@@ -295,10 +303,28 @@ def stdout_failed(err: OSError, debug: bool) -> None:
     sys.exit(1)
 
 
+# C0 and C1 control characters but newline and tab, as Python escapes them: a snapshot's
+# metadata is anyone's text (a manifest's pipeline name carried OSC sequences that set the
+# terminal's title and clipboard; click strips only colours, and only off a terminal)
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (9, 10)}
+
+
+_COLOUR = re.compile(r"(\x1b\[[0-9;]*m)")  # (SGR: colours, as click.style makes them)
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters (newline and tab kept, and colour codes) shown
+    escaped, ``\x1b``."""
+    if "\x1b" not in text:
+        return text.translate(_CONTROLS)
+    parts = _COLOUR.split(text)  # (odd places: the colour codes)
+    return "".join(p if i % 2 else p.translate(_CONTROLS) for i, p in enumerate(parts))
+
+
 def echo_lines(lines: list[str]) -> None:
     with _writing_stdout():
         for line in lines:
-            click.echo(line)
+            click.echo(printable(line))
 
 
 def emit_json(doc: Any) -> None:

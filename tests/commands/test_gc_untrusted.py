@@ -149,3 +149,33 @@ def test_a_hand_edited_run_state_is_skipped_as_unreadable(
     assert "bug in snap" not in res.output and not isinstance(res.exception, TypeError)
     assert res.exit_code == 0 and "unfinished" in res.output, res.output
     assert "abc123" not in res.output  # (skipped)
+
+
+CONTROLS = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (9, 10)]
+
+
+@pytest.mark.parametrize("key", ["spec", "created", "host"])
+def test_no_control_character_of_a_snapshots_metadata_reaches_the_terminal(
+    tmp_path: Path, key: str
+) -> None:
+    """A manifest's pipeline name (or its date, a lease's host) carrying "\\x1b]0;pwned\\x07"
+    (OSC: the terminal's title; OSC 52 writes the clipboard) was printed as it was."""
+    s = made(tmp_path / "s")
+    evil = "x" + "".join(CONTROLS[1:]) + "\x1b]52;c;ZWNobyBoaQ==\x07y"  # (a NUL is refused)
+    if key == "host":  # (an unfinished snapshot's writer)
+        (s / "manifest.json").unlink()
+        lease = s / "_runs" / "lease-00000009.json"
+        lease.write_text(json.dumps({"host": evil, "pid": 1, "heartbeat": 0.0}))
+        args = ["inspect", str(s)]
+    else:
+        doc = json.loads((s / "manifest.json").read_text())
+        if key == "spec":
+            doc["pipeline"]["spec"] = evil
+        else:
+            doc["created"] = evil
+        (s / "manifest.json").write_text(json.dumps(doc))
+        args = ["inspect", str(s)]
+    res = run_snap(*args)
+    shown = res.stdout + res.stderr
+    assert not set(shown) & set(CONTROLS), repr(shown)
+    assert "\\x1b]52;c;" in shown or key == "created", shown  # (shown escaped, not dropped)
