@@ -102,10 +102,14 @@ class Readahead:
             self._pool.submit(self._ask, self.blocks.shard[blocks], self.blocks.batch[blocks])
 
     def _ask(self, shards: Iterable[int], batches: Iterable[int]) -> None:
-        files: dict[int, BlockFile] = {}  # kept open until asked (their descriptors)
-        spans = []
+        """Advise shard by shard, holding one file at a time: holding every file of a window
+        until all were asked for ran a snapshot of 2,000 small shards out of descriptors
+        (the open-files limit) on a cold page cache only."""
+        by_shard: dict[int, list[int]] = {}
         for shard, batch in zip(shards, batches, strict=True):
-            part, i = self.readers.route(int(shard))
+            by_shard.setdefault(int(shard), []).append(int(batch))
+        for shard, wanted in sorted(by_shard.items()):
+            part, i = self.readers.route(shard)
             if self.stop.is_set():
                 return
             if not part.local or part.ranged:
@@ -114,15 +118,14 @@ class Readahead:
                 reader = part.reader(i)
             except (OSError, SnapError):
                 continue  # the read thread that reads it meets it and says so
-            if isinstance(reader, BlockFile):
-                block = reader.blocks[int(batch)]
-                files[reader.fd] = reader
-                spans.append((reader.fd, block.offset, block.length))
-        for fd, offset, length in coalesce(spans):
-            if self.stop.is_set():
-                return
-            with contextlib.suppress(OSError):  # advice only: a read will say what failed
-                os.posix_fadvise(fd, offset, length, _ADVISE)  # type: ignore[arg-type]
+            if not isinstance(reader, BlockFile):
+                continue
+            fd = reader.fd
+            spans = [(fd, reader.blocks[b].offset, reader.blocks[b].length) for b in wanted]
+            for _, offset, length in coalesce(spans):
+                with contextlib.suppress(OSError):  # advice only: a read will say what failed
+                    os.posix_fadvise(fd, offset, length, _ADVISE)  # type: ignore[arg-type]
+            del reader  # (the readers' cache alone decides what stays open)
 
     def close(self) -> None:
         with self._lock:

@@ -200,3 +200,40 @@ def test_coalesce_joins_adjacent_spans_of_a_file_and_keeps_the_rest(
     for (f1, o1, n1), (f2, o2, _) in zip(out, out[1:], strict=False):
         assert not (f1 == f2 and o1 + n1 == o2)  # nothing left to join
     assert len(out) <= len(spans)
+
+
+def test_reading_ahead_holds_no_more_files_open_than_the_readers_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window of 2,000 small shards read from disk: the read-ahead held every one of its
+    files open until it had asked for all of them, and a loader that ran in ~330 descriptors
+    from the page cache ran out of them (ulimit -n 1500) on a cold one."""
+
+    def one(i: int) -> Any:
+        yield {"label": np.int64(i), "x": np.full(256, i % 256, np.uint8)}
+
+    path = str(tmp_path / "many")
+    snap.create(one, path, inputs=list(range(400)), workers=0, inputs_per_task=1)
+    s = snap.open(path)
+    readers = ShardReaders(fsspec.filesystem("file"), path, s.shards, s.schema)
+    blocks = Blocks.from_manifest(s.manifest)
+    root = os.path.realpath(path)
+
+    def open_shards() -> int:
+        links = (os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd"))
+        return sum(link.startswith(root) for link in links)
+
+    most = [0]
+    real = os.posix_fadvise
+
+    def fadvise(fd: int, offset: int, length: int, how: int) -> None:
+        most[0] = max(most[0], open_shards())
+        real(fd, offset, length, how)
+
+    monkeypatch.setattr(os, "posix_fadvise", fadvise)
+    moved = iter(range(0, 10**12, 10**9))
+    ahead = readahead.Readahead(readers, blocks, threading.Event(), Stats(), lambda: next(moved))
+    ahead.turn(64 << 20)
+    ahead.advise("window", [Segment(b, 0, int(r)) for b, r in enumerate(blocks.rows)])
+    ahead.close()
+    assert 0 < most[0] <= readers.max_open + 1, (most[0], readers.max_open)
