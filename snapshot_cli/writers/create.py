@@ -34,7 +34,7 @@ from . import pipeline as pipeline_mod
 from . import runs as runs_mod
 from .chunking import Chunking
 from .executors import InProcessExecutor, make_executor
-from .options import CreateOptions, codec_text
+from .options import CreateOptions, codec_text, grown_layout
 from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")
@@ -312,16 +312,12 @@ def _create(
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
         previous = commit_mod.read_manifest(fs, root)  # the version this one follows, or None
+        options = grown_layout(options, None if overwrite or not previous else previous.compression)
         found.records(incremental.known_contents(table_of(previous)))
         run, ranges, options, (fp, parts), chunking = runs_mod.start_or_resume(
-            fs,
-            root,
-            identity,
-            found,
-            options,
-            ref.spec,
+            fs, root, identity, found, options, ref.spec,
             incremental.chunking_for(previous, options.inputs_per_task, found.sizes),
-        )
+        )  # fmt: skip
         planned = plan_against(previous, ranges, chunking)
         lease.set_run(run)
         done = runs_mod.finished_tasks(fs, root, run)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -10,6 +11,8 @@ import pyarrow as pa
 from ..cores import cores
 from ..errors import OptionError
 from ..units import MiB, flag, parse_size
+
+log = logging.getLogger(__name__)
 
 CODECS = {"zstd": "zstd", "lz4": "lz4_frame", "none": None}
 DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (MEASUREMENTS.md)
@@ -116,6 +119,22 @@ class WriteOptions:
 
 EXECUTORS = ("local", "ray")
 DEFAULT_LEASE_TTL = 30.0  # seconds; a dead writer on another host is taken over within this
+
+
+def grown_layout(options: WriteOptions, previous: dict[str, Any] | None) -> WriteOptions:
+    """A grow's options: the new shards compressed as the snapshot's others, whose
+    ``previous`` compression its manifest states (one codec for them all: a grow with
+    ``--compression lz4`` made lz4 shards beside zstd ones, and the manifest said lz4 of all
+    of them); the other codec is said to need ``--overwrite``."""
+    if previous is None or previous == options.compression.to_json():
+        return options
+    kept = Compression(codec=previous["codec"], level=previous.get("level"))
+    log.warning(
+        "note: growing keeps the snapshot's compression, %s (its shards share one): %s "
+        "applies to a snapshot made anew: pass --overwrite to rewrite it so",
+        codec_text(previous), codec_text(options.compression.to_json()),
+    )  # fmt: skip
+    return replace(options, compression=kept)
 
 
 @dataclass(frozen=True)

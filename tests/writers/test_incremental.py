@@ -365,3 +365,31 @@ def test_a_lost_shard_of_a_snapshot_made_before_versions_says_overwrite(tmp_path
     assert "is up to date but 1 shard of it is missing or cut short" in str(caught.value)
     assert "pass --overwrite" in str(caught.value)
     assert tree.create(overwrite=True).num_records == 16
+
+
+def test_a_grow_keeps_the_snapshots_compression(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A grow with --compression lz4 wrote the new shards in lz4 beside zstd ones, and the
+    manifest (so `snap inspect`) said lz4 of them all."""
+
+    def prep(i: int):  # type: ignore[no-untyped-def]
+        yield {"i": np.int64(i), "v": np.arange(100, dtype=np.int64)}
+
+    out = str(tmp_path / "s")
+    snap.create(prep, out, inputs=[1, 2, 3, 4], workers=0, inputs_per_task=1)
+    with caplog.at_level("WARNING", logger="snapshot_cli"):
+        info = snap.create(prep, out, inputs=[1, 2, 3, 4, 5], workers=0, inputs_per_task=1,
+                           compression="lz4")  # fmt: skip
+    assert info.version == 2 and info.tasks_reused == 4
+    assert "growing keeps the snapshot's compression, zstd level 1" in caplog.text
+    s = snap.open(out)
+    assert s.manifest.compression == {"codec": "zstd", "level": 1}
+    for entry in s.shards:  # (each file's own buffers: zstd's frames, not lz4's)
+        data = Path(out, entry.path).read_bytes()
+        assert b"\x28\xb5\x2f\xfd" in data, entry.path
+    assert sorted(int(i) for b in s.loader(5) for i in b["i"]) == [1, 2, 3, 4, 5]
+    again = snap.create(prep, out, inputs=[1, 2, 3, 4, 5, 6], workers=0, inputs_per_task=1,
+                        compression="lz4", overwrite=True)  # fmt: skip
+    assert snap.open(out).manifest.compression == {"codec": "lz4", "level": None}
+    assert again.tasks_reused == 0
