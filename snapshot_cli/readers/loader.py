@@ -343,6 +343,8 @@ class Loader(FrameworkAdapters):
                     s.bytes += nbytes
                     if counts is not None:
                         s.add_sources(counts)
+                    elif s.sources:  # (a mixture of one, a sample: no counts from the plan)
+                        s.add_sources((records_in(batch),))
                     # last, no call before the yield: a Ctrl-C never leaves it past a batch
                     self._epoch, self._batch = after  # not handed over (see test_interrupts)
                     yield batch

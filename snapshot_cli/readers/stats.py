@@ -31,17 +31,17 @@ class Stats:
     sources: list[str] = field(default_factory=list)  # a mixture's snapshots, by name
     per_source: list[int] = field(default_factory=list)  # records delivered from each
 
-    def add_sources(self, counts: np.ndarray) -> None:
+    def add_sources(self, counts: np.ndarray | tuple[int, ...]) -> None:
         if not self.per_source:
             self.per_source = [0] * len(counts)
-        for i, c in enumerate(counts.tolist()):
+        for i, c in enumerate(counts.tolist() if isinstance(counts, np.ndarray) else counts):
             self.per_source[i] += c
 
     def to_dict(self) -> dict[str, Any]:
         out = self._rates()
         if self.sources:
             counts = self.per_source or [0] * len(self.sources)
-            out["sources"] = dict(zip(self.sources, counts, strict=True))
+            out["sources"] = dict(zip(unique_names(self.sources), counts, strict=True))
         return out
 
     def _rates(self) -> dict[str, Any]:
@@ -83,3 +83,14 @@ def records_in(batch: dict[str, Any]) -> int:
         except TypeError:
             continue
     return 0
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """``names`` with a repeated one numbered ("s", "s#2"): a snapshot mixed with itself, or
+    two versions of one path, counted as one source (the last one's count)."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out

@@ -280,3 +280,20 @@ def test_a_state_from_elsewhere_is_refused(snaps: dict[str, snap.Snapshot]) -> N
     mixed = snap.mix([a, b], [1, 1]).loader(global_batch_size=G, seed=1)
     with pytest.raises(OptionError, match="records_per_epoch"):
         mixed.load_state_dict(state(snap.mix([a, b], [1, 2]), seed=1))
+
+
+def test_stats_count_every_source_of_any_mixture(snaps: dict[str, snap.Snapshot]) -> None:
+    """A snapshot mixed with itself counted as one source (the second's count), and a
+    sample or a mixture of one counted 0 records."""
+    a = snaps["a"]
+    for mixture, want in [
+        (snap.mix([a, a], weights=[0.75, 0.25], epoch_records=400), [300, 100]),
+        (a.sample(fraction=0.5), [a.num_records // 2]),
+        (snap.mix([a]), [a.num_records]),
+        (snap.mix([a], epoch_records=3 * a.num_records), [3 * a.num_records]),
+    ]:
+        loader = mixture.loader(global_batch_size=50)
+        delivered = sum(len(b["id"]) for b in loader)
+        counted = loader.stats()["sources"]
+        assert list(counted.values()) == want and sum(want) == delivered, counted
+        assert len(counted) == len(want)  # (one key each: "url", "url#2")
