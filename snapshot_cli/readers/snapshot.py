@@ -250,8 +250,16 @@ def open(
         if version is None or version == url.version:
             return url
         fs, root = url.fs, url.root
-    else:
+    elif isinstance(url, (str, os.PathLike)):
         fs, root = storage.resolve(os.fspath(url), storage_options)
+    else:  # (SnapshotDataset(snap.mix(...)): "expected str, bytes or os.PathLike object")
+        name = type(url).__name__
+        mixed = name == "Mixture"
+        hint = "; a mixture is read by its own loader: mixture.loader(...), .to_torch() for PyTorch"
+        raise OptionError(
+            f"a snapshot's path or URL, or an open Snapshot, is needed here, not "
+            f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}{hint if mixed else ''}"
+        )
     if storage.is_local(fs) and os.path.isfile(root):
         root = _directory_of(fs, root)
     path = storage.join(root, MANIFEST_NAME)

@@ -297,3 +297,17 @@ def test_stats_count_every_source_of_any_mixture(snaps: dict[str, snap.Snapshot]
         counted = loader.stats()["sources"]
         assert list(counted.values()) == want and sum(want) == delivered, counted
         assert len(counted) == len(want)  # (one key each: "url", "url#2")
+
+
+def test_a_mixture_given_where_a_snapshot_goes_says_how_to_read_it(
+    snaps: dict[str, snap.Snapshot],
+) -> None:
+    """SnapshotDataset(snap.mix(...)): "TypeError: expected str, bytes or os.PathLike
+    object, not Mixture"."""
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    mixture = snap.mix([snaps["a"], snaps["a"]])
+    with pytest.raises(snap.OptionError, match=r"not a Mixture; .*mixture.loader\(...\)"):
+        SnapshotDataset(mixture, global_batch_size=64)
+    with pytest.raises(snap.OptionError, match="not an int"):
+        snap.open(3)  # type: ignore[arg-type]
