@@ -284,6 +284,15 @@ def _make_dataset_class() -> type:
             """Start the pass of ``epoch`` at its beginning, or where ``load_state_dict`` left
             it if that is this epoch."""
             if self._resume is not None and self._resume["epoch"] == epoch:
+                info = torch.utils.data.get_worker_info()
+                if info is not None and self.loader_options.get("global_batch_size") is None:
+                    raise OptionError(
+                        f"this dataset's state is of the per-rank order (no global_batch_size), "
+                        f"which resumes without DataLoader workers only, and this DataLoader "
+                        f"has num_workers={info.num_workers}: resume with num_workers=0, or "
+                        "save states of SnapshotDataset(..., global_batch_size=...), which "
+                        "resume with any num_workers and world size"
+                    )
                 loader.load_state_dict(self._resume)
             else:
                 loader.set_epoch(epoch)

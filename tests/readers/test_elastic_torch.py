@@ -120,6 +120,24 @@ def test_dataloader_workers_are_parts_of_the_topology_and_resume_on_another_coun
     )[len(expected) :]
 
 
+def test_a_per_rank_state_with_workers_says_what_resumes(url: str) -> None:
+    """A state of the per-rank order (no global_batch_size) loaded and iterated by a
+    DataLoader with workers: "the state was saved by a loader with other window_rows,
+    world_size: {...}", options the user never set. Without workers it resumes exactly."""
+    ds = SnapshotDataset(url, batch_size=16, seed=2, rank=0, world_size=1)
+    first = _items(ds, 0)
+    state = ds.state_dict(epoch=0, step=3)
+    ds2 = SnapshotDataset(url, batch_size=16, seed=2, rank=0, world_size=1)
+    ds2.load_state_dict(state)
+    with pytest.raises(
+        Exception, match=r"resume with num_workers=0, or save states of .*global_batch_size"
+    ):
+        _items(ds2, 2)
+    ds3 = SnapshotDataset(url, batch_size=16, seed=2, rank=0, world_size=1)
+    ds3.load_state_dict(state)
+    assert _items(ds3, 0) == first[3:]
+
+
 def test_workers_that_do_not_split_the_global_batch_are_refused(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
