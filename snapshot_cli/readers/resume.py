@@ -52,6 +52,13 @@ def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapsho
     key = next((k for k in ("fingerprint", "fingerprints") if k in diff), "")
     saved = theirs.get(key) if key else None
     saved = [saved] if isinstance(saved, str) else saved
+    now = [s.manifest.fingerprint for s in sources]
+    if isinstance(saved, list) and sorted(map(str, saved)) == sorted(now) and saved != now:
+        order = [sources[now.index(str(f))].url for f in saved]  # (the same data, reordered)
+        return (
+            f"the state was saved by a mixture of the same snapshots in another order: give "
+            f"them as {order} (with their weights in that order)"
+        )
     if isinstance(saved, list) and len(saved) == len(sources):  # the same number of sources
         data = [_other_data(s, str(f)) for s, f in zip(sources, saved, strict=True)
                 if f != s.manifest.fingerprint]  # fmt: skip
@@ -62,6 +69,12 @@ def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapsho
         f"the state was saved by a loader with other {', '.join(diff)}: "
         f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"
     )
+    if "window_rows" in diff:
+        settings += (
+            " (window_rows, the shuffle window in records, follows from shuffle_buffer and, "
+            "where that is a size or auto, from the columns read: resume with the same "
+            "columns= and shuffle_buffer=, or give shuffle_buffer as a number of records)"
+        )
     return "; ".join([*data, *([settings] if diff else [])])
 
 

@@ -311,3 +311,22 @@ def test_a_mixture_given_where_a_snapshot_goes_says_how_to_read_it(
         SnapshotDataset(mixture, global_batch_size=64)
     with pytest.raises(snap.OptionError, match="not an int"):
         snap.open(3)  # type: ignore[arg-type]
+
+
+def test_a_state_refused_for_its_order_or_its_columns_says_what_to_give(
+    snaps: dict[str, snap.Snapshot],
+) -> None:
+    """A mixture's state loaded with its sources in another order was blamed on each
+    snapshot's data being rewritten; a resume reading fewer columns was "other window_rows",
+    an option no user sets."""
+    a, b = snaps["a"], snaps["b"]
+    loader = snap.mix([a, b], weights=[0.7, 0.3]).loader(global_batch_size=20)
+    next(iter(loader))
+    swapped = snap.mix([b, a], weights=[0.3, 0.7]).loader(global_batch_size=20)
+    with pytest.raises(snap.OptionError, match=r"same snapshots in another order: give them as"):
+        swapped.load_state_dict(loader.state_dict())
+    loader = a.loader(global_batch_size=20, seed=0)
+    next(iter(loader))
+    fewer = a.loader(global_batch_size=20, seed=0, columns=["id"])  # (a window of more)
+    with pytest.raises(snap.OptionError, match=r"resume with the same columns= and shuffle"):
+        fewer.load_state_dict(loader.state_dict())
