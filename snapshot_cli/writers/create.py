@@ -240,18 +240,10 @@ def _create(
                 said.update(lost)
             return None if lost else m  # lost shards: their tasks are computed again
         cheap = identity.cheap_parts
-        changed = [incremental.NAMES[k] for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]
-        hint = ""
-        if "pipeline code" in changed:
-            hint = (
-                " (for a function sent by value that includes the values of the globals and "
-                "closure variables it uses, such as a list it appends to)"
-                if ref.by_value
-                else " (its file, or a file of your own modules its code uses)"
-            )
-        if changed:
+        if changed := [k for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]:
+            said_changed = incremental.said_changed(changed, ref.by_value, m.pipeline, params)
             raise SnapshotExistsError(
-                f"{url} holds a snapshot made with different {', '.join(changed)}{hint}; pass "
+                f"{url} holds a snapshot made with different {said_changed}; pass "
                 "--overwrite (overwrite=True) to replace it, or choose another OUTPUT"
             )
         if m.history is None:

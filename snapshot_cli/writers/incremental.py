@@ -136,6 +136,28 @@ def plan(
 NAMES = {"code": "pipeline code", "params": "params", "format": "format"}
 
 
+def said_changed(
+    changed: list[str], by_value: bool, recorded: dict[str, Any], params: dict[str, Any]
+) -> str:
+    """What differs from the committed snapshot's fingerprint parts ``changed``, each with
+    what tells it apart: the params then and now (it said only "different params", and
+    ``--param scale=1``, the default given, was a change no one could see)."""
+    out = []
+    for key in changed:
+        text = NAMES.get(key, key)
+        if key == "code":
+            text += (
+                " (for a function sent by value that includes the values of the globals and "
+                "closure variables it uses, such as a list it appends to)"
+                if by_value
+                else " (its file, or a file of your own modules its code uses)"
+            )
+        elif key == "params":
+            text += f" ({recorded.get('params')} then, {params} now: a default given counts)"
+        out.append(text)
+    return ", ".join(out)
+
+
 def chunking_for(
     previous: Manifest | None, inputs_per_task: int | None, sizes: list[int]
 ) -> Chunking:
