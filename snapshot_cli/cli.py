@@ -146,6 +146,11 @@ def create(
     from .writers.params import cli_params
 
     setup_logging(quiet)
+    if output.startswith("memory://"):  # (it said "pass --workers 0", then lost the snapshot)
+        raise click.BadParameter("memory:// is this process's memory: a snapshot a command "
+                                 "writes there is gone when it exits; give a path or a bucket "
+                                 "(memory:// is for Python: snap.create(..., workers=0))",
+                                 param_hint="OUTPUT")  # fmt: skip
     with cli_io.stdout_to_stderr():  # stdout is the result's: the pipeline's prints go to stderr
         info = create_snapshot(
             pipeline,

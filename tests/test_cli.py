@@ -644,3 +644,13 @@ def test_other_libraries_log_one_line_each_in_worker_processes(
     else:
         assert set(said) == {"snap: gcsfs: _request out of retries on exception"}
         assert "Traceback" not in res.stderr and "no route" not in res.stderr, res.stderr
+
+
+def test_a_memory_output_from_the_command_line_is_a_usage_error(tmp_path: Path) -> None:
+    """`snap create p.py:f memory://x/snap` said to pass --workers 0, then "created" a
+    snapshot that was gone when the command exited."""
+    (tmp_path / "p.py").write_text("def f(i):\n    yield {'i': i}\n")
+    spec = f"{tmp_path}/p.py:f"
+    args = ["create", spec, "memory://x/snap", "--inputs-from", spec, "--workers", "0"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and "gone when it exits" in res.output, res.output
