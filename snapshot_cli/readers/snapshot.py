@@ -347,7 +347,15 @@ def _directory_of(fs: Any, file: str) -> str:
     given = _shard_given(fs, file)
     if given is not None:
         raise given
-    url = storage.to_url(fs, file)
+    url, above = storage.to_url(fs, file), posixpath.dirname(parent)
+    if posixpath.basename(parent) == SHARDS_DIR and storage.exists(
+        fs, storage.join(above, RUNS_DIR)
+    ):
+        raise ManifestError(  # (it said "is a file, not a snapshot")
+            f"{url} is in the shards of {storage.to_url(fs, above)}, which no snap create has "
+            "committed yet (one is running, or was stopped: run it again to finish it, or "
+            f"snap gc {storage.to_url(fs, above)} removes what it left)"
+        )
     raise ManifestError(f"{url} is a file, not a snapshot (a directory with a manifest.json)")
 
 

@@ -165,3 +165,22 @@ def test_a_snapshots_own_directory_given_names_the_snapshot(
             assert snap.open(named).num_records == 2  # what it names is the snapshot
             code, _, stderr = run("inspect", given)
             assert code == 1 and f"it is the {inner}/ directory" in stderr
+
+
+def test_a_shard_of_a_snapshot_never_committed_is_said_to_be_one(tmp_path: Path) -> None:
+    """A create stopped before its first commit: `snap inspect SHARD` said "is a file, not a
+    snapshot"."""
+    from click.testing import CliRunner
+
+    from snapshot_cli.cli import cli
+
+    out = tmp_path / "snap"
+    (out / "shards").mkdir(parents=True)
+    (out / "_runs" / "0123abcdef").mkdir(parents=True)
+    shard = out / "shards" / "0123abcdef-00000-0000.arrow"
+    shard.write_bytes(b"ARROW1")
+    for command in ("inspect", "head", "verify"):
+        res = CliRunner().invoke(cli, [command, str(shard)])
+        assert res.exit_code == 1, res.output
+        assert "which no snap create has committed yet" in res.output, res.output
+        assert f"snap gc {out}" in res.output
