@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import __version__, cli_io, render
+from . import __version__, cli_io, cli_types, render
 from .cli_io import answer_errors, configure_output, emit_json, exit_watch, setup_logging
 from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs, named
 from .errors import ManifestError
@@ -91,7 +91,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     default="zstd",
     show_default=True,
 )
-@click.option("--level", type=int, default=None, help="zstd level (default 1).")
+@click.option("--level", type=click.IntRange(1, 22), default=None, help="zstd level (default 1).")
 @click.option(
     "--inputs-per-task",
     type=click.IntRange(min=1),
@@ -117,7 +117,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "changed); do nothing.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout only.")
-@click.option("--quiet", is_flag=True, help="No progress or messages on stderr.")
+@click.option("--quiet", is_flag=True, help="No progress or information (warnings still).")
 @answer_errors
 def create(
     pipeline: str,
@@ -146,6 +146,7 @@ def create(
     from .writers.params import cli_params
 
     setup_logging(quiet)
+    cli_types.check_create_usage(inputs, inputs_from, executor, ray_address)
     if output.startswith("memory://"):  # (it said "pass --workers 0", then lost the snapshot)
         raise click.BadParameter("memory:// is this process's memory: a snapshot a command "
                                  "writes there is gone when it exits; give a path or a bucket "
@@ -274,7 +275,7 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--shuffle/--no-shuffle", default=True, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--columns", type=COLUMNS, default=None, help="Comma-separated columns to read.")
 @click.option(
     "--shuffle-buffer",
@@ -319,7 +320,7 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
     default=None,
     help="Remote snapshots: keep fetched shards in this local directory (shared by processes).",
 )
-@click.option("--cache-limit", default=None, help="Most bytes in --cache-dir, e.g. 50GiB.")
+@click.option("--cache-limit", type=SIZE, help="Most bytes in --cache-dir, e.g. 50GiB.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors
 def bench(
@@ -337,13 +338,15 @@ def bench(
     no_verify: bool,
     trace: str | None,
     cache_dir: str | None,
-    cache_limit: str | None,
+    cache_limit: int | None,
     as_json: bool,
 ) -> None:
     """Replay SNAPSHOT with the loader; print records/s, MB/s, input-bound % and stage times."""
     from .readers import bench as bench_mod
     from .readers.snapshot import open as open_snapshot
 
+    if cache_limit is not None and cache_dir is None:
+        raise click.UsageError("--cache-limit needs --cache-dir (the directory it bounds)")
     snap = open_snapshot(snapshot)
     options: dict[str, Any] = {
         "shuffle": shuffle,

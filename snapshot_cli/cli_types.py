@@ -184,3 +184,13 @@ class Commands(click.Group):
 
 AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Columns()
 WINDOW = Window()
+
+
+def check_create_usage(inputs: tuple[str, ...], inputs_from: str | None, executor: str,
+                       ray_address: str | None) -> None:  # fmt: skip
+    """Options of ``snap create`` that do not go together: a usage error (exit 2), as click's
+    own are (the library's checks said them with exit 1, some by their Python names)."""
+    if inputs and inputs_from:
+        raise click.UsageError("use either --input or --inputs-from, not both")
+    if ray_address and executor != "ray":
+        raise click.UsageError("--ray-address applies to --executor ray only")

@@ -654,3 +654,26 @@ def test_a_memory_output_from_the_command_line_is_a_usage_error(tmp_path: Path) 
     args = ["create", spec, "memory://x/snap", "--inputs-from", spec, "--workers", "0"]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 2 and "gone when it exits" in res.output, res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["create", "P", "o", "--inputs-from", "P", "--level", "99"], "'--level': 99 is not in"),
+     (["create", "P", "o", "--input", "x", "--inputs-from", "P"], "either --input or"),
+     (["create", "P", "o", "--inputs-from", "P", "--ray-address", "x"], "--executor ray only"),
+     (["bench", "S", "--seed", "-5"], "'--seed': -5 is not in"),
+     (["bench", "S", "--cache-limit", "1GiB"], "--cache-limit needs --cache-dir"),
+     (["bench", "S", "--cache-dir", "c", "--cache-limit", "10XB"], "'--cache-limit': must look")],
+)  # fmt: skip
+def test_options_that_cannot_work_are_usage_errors_by_their_option_names(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """They were exit 1 (CHANGELOG: exit 2), some named by their Python names (cache_limit)."""
+    (tmp_path / "p.py").write_text("def f(i):\n    yield {'i': i}\ndef items():\n    return [1]\n")
+    spec = f"{tmp_path}/p.py:f"
+    made = ["create", spec, str(tmp_path / "s"), "--inputs-from", f"{tmp_path}/p.py:items"]
+    assert CliRunner().invoke(cli, [*made, "--workers", "0"]).exit_code == 0
+    args = [{"P": spec, "S": str(tmp_path / "s"), "o": str(tmp_path / "o")}.get(a, a) for a in args]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and said in res.output, res.output
+    assert "cache_limit" not in res.output and not (tmp_path / "o").exists()
