@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import functools
 import hashlib
 import logging
@@ -381,7 +382,12 @@ def local_file_problem(root: str, path: str, real_root: str | None = None) -> st
                 "inside it, whoever made it): copy what the link points to into the snapshot "
                 "(cp -rL), or open the snapshot where its files are"
             )
-        mode = os.stat(path).st_mode  # not opened: opening a FIFO or a device can block or act
+        try:  # not opened: opening a FIFO or a device can block or act
+            mode = os.stat(path).st_mode
+        except OSError as err:
+            if err.errno == errno.ELOOP:  # (the storage's fault it was said to be)
+                return "is a link in a loop (it leads back to itself); it is no file"
+            raise
     if not stat.S_ISREG(mode):
         kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
         return f"is {kind} (mode {stat.filemode(mode)})"

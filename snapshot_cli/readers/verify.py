@@ -134,6 +134,8 @@ def _fast_check(
     result = ShardCheck(entry.path, storage.to_url(fs, path), entry.bytes, entry.records, "size")
 
     def problem() -> str | None:
+        if local and (wrong := storage.local_file_problem(root, path)):
+            return wrong  # (a link out of the snapshot, a FIFO: what the loader refuses)
         size, crc = storage.stored_checksum(fs, path)
         if size != entry.bytes:
             return _size_problem(size, entry)

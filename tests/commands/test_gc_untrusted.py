@@ -179,3 +179,30 @@ def test_no_control_character_of_a_snapshots_metadata_reaches_the_terminal(
     shown = res.stdout + res.stderr
     assert not set(shown) & set(CONTROLS), repr(shown)
     assert "\\x1b]52;c;" in shown or key == "created", shown  # (shown escaped, not dropped)
+
+
+def test_verify_fast_refuses_what_the_loader_refuses(tmp_path: Path) -> None:
+    """A shard linked to a file outside the snapshot: `snap verify --fast` said ok, the loader
+    and head refused it."""
+    s = made(tmp_path / "s")
+    entry = snap.open(str(s)).shards[0]
+    outside = tmp_path / "elsewhere.arrow"
+    os.rename(s / entry.path, outside)
+    (s / entry.path).symlink_to(outside)
+    for fast in ([], ["--fast"]):
+        res = CliRunner().invoke(cli, ["verify", str(s), *fast])
+        assert res.exit_code == 1 and "outside the snapshot" in res.output, (fast, res.output)
+
+
+def test_a_shard_that_is_a_link_loop_is_named_as_one(tmp_path: Path) -> None:
+    """head and bench said "ELOOP; the storage failed, not necessarily the snapshot: check
+    the disk", verify stopped on one error instead of listing the shard."""
+    s = made(tmp_path / "s")
+    entry = snap.open(str(s)).shards[0]
+    (s / entry.path).unlink()
+    (s / entry.path).symlink_to(s / entry.path)
+    for args in (["head", str(s)], ["verify", str(s)], ["verify", str(s), "--fast"],
+                 ["bench", str(s), "--epochs", "1"]):  # fmt: skip
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 1 and "a link in a loop" in res.output, (args, res.output)
+        assert "the storage failed" not in res.output
