@@ -11,7 +11,6 @@ import io
 import json
 import logging
 import os
-import re
 import select
 import signal
 import sys
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 import click
 
 from .errors import SnapError
+from .render import printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -301,24 +301,6 @@ def stdout_failed(err: OSError, debug: bool) -> None:
         print(f"snap: error: cannot write to standard output: {cannot_write(err)}",
               file=sys.stderr)  # fmt: skip
     sys.exit(1)
-
-
-# C0 and C1 control characters but newline and tab, as Python escapes them: a snapshot's
-# metadata is anyone's text (a manifest's pipeline name carried OSC sequences that set the
-# terminal's title and clipboard; click strips only colours, and only off a terminal)
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (9, 10)}
-
-
-_COLOUR = re.compile(r"(\x1b\[[0-9;]*m)")  # (SGR: colours, as click.style makes them)
-
-
-def printable(text: str) -> str:
-    """``text`` with its control characters (newline and tab kept, and colour codes) shown
-    escaped, ``\x1b``."""
-    if "\x1b" not in text:
-        return text.translate(_CONTROLS)
-    parts = _COLOUR.split(text)  # (odd places: the colour codes)
-    return "".join(p if i % 2 else p.translate(_CONTROLS) for i, p in enumerate(parts))
 
 
 def echo_lines(lines: list[str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import re
 from collections.abc import Iterator
 
@@ -199,11 +200,21 @@ def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
     damaged under a memory limit, and advised deleting them)."""
     if not isinstance(err, MemoryError) and getattr(err, "errno", None) != errno.ENOMEM:
         return None
+    asked = re.search(r"alloc\w* of size (\d+)", str(err))  # (Arrow's "malloc of size N")
+    if asked is not None and int(asked.group(1)) > _physical_memory():
+        return None  # more than the machine has: a length read from damaged bytes
     return OutOfMemoryError(
         f"{where} could not be read: out of memory ({' '.join(str(err).split())}); the shard "
         "is not damaged: give this process more memory (ulimit -v, a container's or a job's "
         "limit), or read less at once (a smaller shuffle_buffer, fewer num_parallel_reads)"
     )
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # (not Linux: no allocation is too large)
+        return 1 << 62
 
 
 def _too_many_open_files(where: str, code: int) -> StorageError:

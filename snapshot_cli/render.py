@@ -8,6 +8,7 @@ two outputs can never disagree. Colour is added with ``click.style`` by the call
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -348,3 +349,21 @@ def gc_lines(doc: dict[str, Any]) -> list[str]:
     total = f"{verb} {counted(len(garbage), 'item')}, {human_bytes(doc['bytes'])}"
     lines.append(f"{doc['path']}: {total if garbage else 'nothing to remove'}")
     return lines
+
+
+# C0 and C1 control characters but newline and tab, as Python escapes them: a snapshot's
+# metadata is anyone's text (a manifest's pipeline name carried OSC sequences that set the
+# terminal's title and clipboard; click strips only colours, and only off a terminal)
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (9, 10)}
+
+
+_COLOUR = re.compile(r"(\x1b\[[0-9;]*m)")  # (SGR: colours, as click.style makes them)
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters (newline and tab kept, and colour codes) shown
+    escaped, ``\x1b``."""
+    if "\x1b" not in text:
+        return text.translate(_CONTROLS)
+    parts = _COLOUR.split(text)  # (odd places: the colour codes)
+    return "".join(p if i % 2 else p.translate(_CONTROLS) for i, p in enumerate(parts))

@@ -244,3 +244,15 @@ def test_a_read_short_of_memory_is_no_damaged_shard(err: BaseException) -> None:
 
     said = faults.read_failure("shard s/shards/a-00000-0000.arrow", err)  # type: ignore[arg-type]
     assert isinstance(said, snap.OutOfMemoryError) and "is not damaged" in str(said)
+
+
+def test_an_allocation_no_machine_could_make_is_damage() -> None:
+    """A damaged length (a record batch of flipped bytes asking for 94 TB) is the shard's
+    fault, not the memory's: it stays a CorruptShardError."""
+    import pyarrow as pa
+
+    from snapshot_cli import faults
+
+    err = pa.ArrowMemoryError("malloc of size 94557999988736 failed")
+    said = faults.read_failure("shard s/shards/a-00000-0000.arrow record batch 0", err)
+    assert isinstance(said, snap.CorruptShardError), said
