@@ -649,11 +649,15 @@ def test_other_libraries_log_one_line_each_in_worker_processes(
 def test_a_memory_output_from_the_command_line_is_a_usage_error(tmp_path: Path) -> None:
     """`snap create p.py:f memory://x/snap` said to pass --workers 0, then "created" a
     snapshot that was gone when the command exited."""
-    (tmp_path / "p.py").write_text("def f(i):\n    yield {'i': i}\n")
+    (tmp_path / "p.py").write_text("def f(i):\n    yield {'i': i}\ndef items():\n    return [1]\n")
     spec = f"{tmp_path}/p.py:f"
-    args = ["create", spec, "memory://x/snap", "--inputs-from", spec, "--workers", "0"]
-    res = CliRunner().invoke(cli, args)
-    assert res.exit_code == 2 and "gone when it exits" in res.output, res.output
+    args = ["create", spec, f"memory://x{os.getpid()}/snap", "--inputs-from",
+            f"{tmp_path}/p.py:items", "--workers", "0"]  # fmt: skip
+    res = subprocess.run([sys.executable, "-m", "snapshot_cli", *args], capture_output=True,
+                         text=True, timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 2 and "gone when it exits" in res.stderr, res.stderr
+    # (run in a Python process, as the backends' tests do, the command may write there)
+    assert CliRunner().invoke(cli, args).exit_code == 0
 
 
 @pytest.mark.parametrize(
