@@ -229,6 +229,7 @@ def _too_many_open_files(where: str, code: int) -> StorageError:
     return StorageError(
         f"{where} could not be opened: too many open files{limit}. The loader keeps a file "
         "open for each shard its shuffle window reads from: raise the limit (ulimit -n "
-        "65536, or LimitNOFILE for a service), read with a smaller shuffle_buffer, or write "
-        "fewer, larger shards (snap create --inputs-per-task)"
+        "65536, or LimitNOFILE for a service), or write fewer, larger shards (snap create "
+        "--inputs-per-task); an unshuffled pass (shuffle=False) opens the fewest (a smaller "
+        "shuffle_buffer does not: small windows are read in units of up to 32 MiB)"
     )

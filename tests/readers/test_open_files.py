@@ -75,6 +75,8 @@ def test_a_hard_limit_too_low_says_what_to_change(many_shards: str, tmp_path: Pa
     assert "could not be opened: too many open files (this process may have 128 open; its " \
            "hard limit is 128)" in res.stderr  # fmt: skip
     assert "ulimit -n" in res.stderr and "--inputs-per-task" in res.stderr
+    # (a smaller shuffle_buffer, which it advised, failed sooner: more units' files)
+    assert "read with a smaller shuffle_buffer" not in res.stderr
 
 
 def test_the_first_batch_of_many_small_shards_waits_for_few_of_them(many_shards: str) -> None:
