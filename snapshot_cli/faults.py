@@ -200,14 +200,30 @@ def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
     damaged under a memory limit, and advised deleting them)."""
     if not isinstance(err, MemoryError) and getattr(err, "errno", None) != errno.ENOMEM:
         return None
-    asked = re.search(r"alloc\w* of size (\d+)", str(err))  # (Arrow's "malloc of size N")
-    if asked is not None and int(asked.group(1)) > _physical_memory():
+    asked = _asked_bytes(str(err))
+    if type(err).__name__ == "ArrowMemoryError" and asked is None:
+        return None  # ("capacity too large": a size no allocator takes, read from damage)
+    if asked is not None and asked > _physical_memory():
         return None  # more than the machine has: a length read from damaged bytes
     return OutOfMemoryError(
         f"{where} could not be read: out of memory ({' '.join(str(err).split())}); the shard "
         "is not damaged: give this process more memory (ulimit -v, a container's or a job's "
         "limit), or read less at once (a smaller shuffle_buffer, fewer num_parallel_reads)"
     )
+
+
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
+          "EiB": 1 << 60}  # fmt: skip
+
+
+def _asked_bytes(text: str) -> int | None:
+    """The size a failed allocation asked for, by its message: Arrow's "malloc of size N
+    failed", numpy's "Unable to allocate 86.0 TiB ..."; None if it names none."""
+    if found := re.search(r"alloc\w* of size (\d+)", text):
+        return int(found.group(1))
+    if found := re.search(r"allocate ([\d.]+) ([KMGTPE]?i?B)\b", text):
+        return int(float(found.group(1)) * _UNITS.get(found.group(2), 1))
+    return None
 
 
 def _physical_memory() -> int:

@@ -246,13 +246,21 @@ def test_a_read_short_of_memory_is_no_damaged_shard(err: BaseException) -> None:
     assert isinstance(said, snap.OutOfMemoryError) and "is not damaged" in str(said)
 
 
-def test_an_allocation_no_machine_could_make_is_damage() -> None:
-    """A damaged length (a record batch of flipped bytes asking for 94 TB) is the shard's
-    fault, not the memory's: it stays a CorruptShardError."""
+@pytest.mark.parametrize(
+    "message",
+    ["malloc of size 94557999988736 failed", "capacity too large",
+     "realloc of size 18446744073709551615 failed"],
+)  # fmt: skip
+def test_an_allocation_no_machine_could_make_is_damage(message: str) -> None:
+    """A damaged length (a record batch of flipped bytes asking for 94 TB, or a size Arrow's
+    allocator refuses outright) is the shard's fault, not the memory's: it stays a
+    CorruptShardError (the mutation suite's fresh clones met both)."""
     import pyarrow as pa
 
     from snapshot_cli import faults
 
-    err = pa.ArrowMemoryError("malloc of size 94557999988736 failed")
+    err = pa.ArrowMemoryError(message)
     said = faults.read_failure("shard s/shards/a-00000-0000.arrow record batch 0", err)
     assert isinstance(said, snap.CorruptShardError), said
+    huge = MemoryError("Unable to allocate 86.0 TiB for an array with shape (1, 2) and ...")
+    assert isinstance(faults.read_failure("shard s", huge), snap.CorruptShardError)
