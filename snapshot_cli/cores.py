@@ -23,9 +23,9 @@ def cores() -> int:
 
 @functools.lru_cache(maxsize=4)
 def _cores(pid: int) -> int:  # (keyed by pid: a forked child with another affinity counts anew)
-    if hasattr(os, "sched_getaffinity"):
+    try:
         allowed = len(os.sched_getaffinity(0))
-    else:  # (macOS, Windows)
+    except (AttributeError, OSError):  # (macOS, Windows; a sandbox that refuses the call)
         allowed = os.cpu_count() or 1
     quota = cgroup_quota(CGROUP_ROOT, _read("/proc/self/cgroup"))
     if quota is not None:

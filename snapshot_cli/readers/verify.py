@@ -12,7 +12,6 @@ Threads, one shard each: crc32c and Arrow decoding release the GIL.
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 from collections.abc import Callable
@@ -211,8 +210,8 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
     try:
         reader = pa.ipc.open_file(pa.OSFile(os.fsencode(path), "r") if local else source)
     except (pa.ArrowException, OSError) as err:
-        if isinstance(err, MemoryError) or getattr(err, "errno", None) == errno.ENOMEM:
-            raise
+        if storage.out_of_memory("", err) is not None:
+            raise  # (the machine's, not the shard's: _checked says so)
         return f"is not a readable Arrow file: {err}"
     diff = schema_mod.difference(reader.schema, schema)
     if diff is not None:
@@ -225,7 +224,7 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
             batch = reader.get_batch(i)
             batch.validate(full=True)
         except (pa.ArrowException, OSError) as err:
-            if isinstance(err, MemoryError) or getattr(err, "errno", None) == errno.ENOMEM:
+            if storage.out_of_memory("", err) is not None:
                 raise  # (the machine's, not the shard's: _checked says so)
             return f"record batch {i} cannot be decoded: {err}"
         if batch.num_rows != rows:
