@@ -205,6 +205,19 @@ def difference(got: pa.Schema, want: pa.Schema) -> str | None:
     return f"columns {[a[0] for a in g]} instead of {[b[0] for b in w]}"
 
 
+def layout_problem(
+    got: pa.Schema | None, want: pa.Schema, batches: int, expected: int
+) -> str | None:
+    """What keeps a shard file from being read by the manifest (``want``, ``expected``
+    record batches): another schema (``got``; None: not looked at) or another count of
+    record batches; None if neither."""
+    if got is not None and (diff := difference(got, want)) is not None:
+        return f"its schema differs from the manifest's ({diff})"
+    if batches != expected:
+        return f"it has {batches} record batches, the manifest says {expected}"
+    return None
+
+
 def null_count(array: pa.Array) -> int:
     """Missing values in ``array`` and in the values of its lists, structs and extensions
     (snap writes none: a yielded batch holding some is refused, a shard holding some is

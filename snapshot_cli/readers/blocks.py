@@ -76,20 +76,16 @@ class BlockFile:
             self.blocks = ipc_blocks.file_blocks(read, self.size)
             # (once a file: values are read by the manifest's schema, never the file's)
             got = None if key in _checked else ipc_blocks.file_schema(read, self.size)
-            if got is not None and (diff := schema_mod.difference(got, schema)):
-                raise CorruptShardError(f"shard {url}: its schema differs from the manifest's "
-                                        f"({diff}); {self.fix}")  # fmt: skip
         except ipc_blocks.FooterError as err:
             raise CorruptShardError(f"shard {url} cannot be opened: {err}; {self.fix}") from err
-        if len(self.blocks) != len(self._crcs):
-            raise CorruptShardError(
-                f"shard {url} has {len(self.blocks)} record batches, the manifest says "
-                f"{len(self._crcs)}; {self.fix}"
-            )
+        count = len(self.blocks)
+        if problem := schema_mod.layout_problem(got, schema, count, len(self._crcs)):
+            raise CorruptShardError(f"shard {url}: {problem}; {self.fix}")
         with _checked_lock:
             self._done = _checked.setdefault(key, np.zeros(len(self.blocks), bool))
         self._mapped: mmap.mmap | None = None  # the whole file, once mapped
         self.touched = 0  # bytes read through the map (a figure for ShardReaders.release)
+        self.bytes_read = 0  # record batches' bytes read, each time (stats()["bytes_read"])
         self._unmappable = False
         self._mapping = threading.Lock()
         self._layouts: dict[int, ipc_layout.BatchLayout] = {}
@@ -177,7 +173,10 @@ class BlockFile:
         if known is None or known[0] is not placement:
             return None
         out = {name: at[batches] for name, at in known[1].items()}
-        return out if all((v >= 0).all() for v in out.values()) else None
+        if not all((v >= 0).all() for v in out.values()):
+            return None
+        self.bytes_read += sum(self.blocks[b].length for b in batches.tolist())
+        return out
 
     def read_values(
         self, i: int, verify: bool, rows: int, placement: Placement
@@ -370,8 +369,9 @@ class BlockFile:
     def _fits(self, i: int, metadata: int, body: int) -> None:
         """The message of record batch ``i`` is where the footer says, as Arrow's own file
         reader (which ``snap verify`` uses) requires: its metadata and its body exactly the
-        lengths the footer gives."""
+        lengths the footer gives. (Every read of a record batch comes here once.)"""
         block = self.blocks[i]
+        self.bytes_read += block.length
         if metadata != block.meta or body != block.body:
             raise CorruptShardError(
                 f"shard {self.url} record batch {i}: its message has {metadata} bytes of "

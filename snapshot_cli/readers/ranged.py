@@ -19,7 +19,11 @@ from __future__ import annotations
 import io
 import struct
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
+
+import pyarrow as pa
 
 from .. import storage
 from ..errors import CorruptShardError
@@ -34,7 +38,11 @@ class Tails:
     def __init__(self) -> None:
         self._tails: dict[str, tuple[int, bytes]] = {}
         self._lock = threading.Lock()
-        self.requests = 0
+        self.requests, self.fetched = 0, 0  # range requests and bytes, tails' and RangeFiles'
+
+    def count(self, n: int) -> None:
+        with self._lock:
+            self.requests, self.fetched = self.requests + 1, self.fetched + n
 
     def get(self, fs: Any, path: str, size: int) -> tuple[int, bytes]:
         """``(offset, bytes)``: the shard's last bytes, holding at least its whole footer."""
@@ -58,8 +66,7 @@ class Tails:
         return start, tail
 
     def _fetch(self, fs: Any, path: str, start: int, end: int) -> bytes:
-        with self._lock:
-            self.requests += 1
+        self.count(end - start)
         with storage.errors_named(fs, path, "reading"):
             data = storage.read_range(fs, path, start, end)
         if len(data) != end - start:
@@ -70,12 +77,42 @@ class Tails:
         return bytes(data)
 
 
+class RangedReaders:
+    """Each thread's Arrow file readers of shards over range requests (at most ``max_open``
+    a thread; ``pa.PythonFile`` serialises reads on one file object), the tails shared."""
+
+    def __init__(self, max_open: int) -> None:
+        self.tails, self.max_open = Tails(), max_open
+        self._local = threading.local()
+
+    def reader(
+        self, fs: Any, path: str, size: int, check: Callable[[Any], None]
+    ) -> pa.ipc.RecordBatchFileReader:
+        """This thread's reader of the shard at ``path``, ``check``ed when opened."""
+        readers: OrderedDict[str, Any] | None = getattr(self._local, "readers", None)
+        if readers is None:
+            readers = self._local.readers = OrderedDict()
+        if path in readers:
+            readers.move_to_end(path)
+            return readers[path]
+        tail = self.tails.get(fs, path, size)
+        source = pa.PythonFile(RangeFile(fs, path, size, tail, self.tails), mode="r")
+        reader = pa.ipc.open_file(source)
+        check(reader)
+        readers[path] = reader
+        if len(readers) > self.max_open:
+            readers.popitem(last=False)
+        return reader
+
+
 class RangeFile(io.RawIOBase):
     """A read-only, seekable view of a remote file of known size, one request per read."""
 
-    def __init__(self, fs: Any, path: str, size: int, tail: tuple[int, bytes]) -> None:
+    def __init__(
+        self, fs: Any, path: str, size: int, tail: tuple[int, bytes], tails: Tails | None = None
+    ) -> None:
         super().__init__()
-        self.fs, self.path, self._size = fs, path, size
+        self.fs, self.path, self._size, self._tails = fs, path, size, tails
         self._tail_start, self._tail = tail
         self._pos = 0
         self.requests = 0
@@ -107,6 +144,8 @@ class RangeFile(io.RawIOBase):
             data: bytes = self._tail[start - self._tail_start : end - self._tail_start]
         else:
             self.requests += 1
+            if self._tails is not None:
+                self._tails.count(n)
             with storage.errors_named(self.fs, self.path, "reading"):
                 data = storage.read_range(self.fs, self.path, start, end)
             if len(data) != n:

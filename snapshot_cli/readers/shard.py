@@ -34,7 +34,7 @@ from .cache import CACHED_OPEN, CachedShard, ShardCache
 from .checksum import crc32c_buffer, crc32c_file
 from .direct import Placement, SlotJob
 from .fetch import Fetcher, shared_fetcher
-from .ranged import RangeFile, Tails
+from .ranged import RangedReaders
 
 # Local shards already verified by this process: (path, size, mtime_ns, crc32c). A new loader
 # for the next epoch or sweep trial does not checksum them again; a rewritten file would have
@@ -45,6 +45,7 @@ _verified_local: set[tuple[str, int, int, str]] = set()
 Check = bool | None  # a read's verify: None is as the readers were made
 Read = Callable[[BlockFile, Placement], Any]  # what ShardReaders._direct does with a shard
 RELEASE_BYTES = 16 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
+DAMAGED = "the snapshot is damaged: recreate it with snap create --overwrite"
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 
 
@@ -77,14 +78,14 @@ class ShardReaders:
         # Remote, uncached, past the budget: read each record batch by range (not whole
         total = sum(e.bytes for e in shards)  # shards again for every window needing them)
         self.ranged = not self.local and self.cache is None and total > max_bytes
-        self._tails = Tails()
+        self._ranged = RangedReaders(self.max_open)
         self._self_contained = ipc_blocks.self_contained(schema)
-        self._thread_readers = threading.local()
         self._open: OrderedDict[int, _Open] = OrderedDict()
         self._held_bytes, self._verified = 0, set[int]()
         self._lock = threading.Lock()
         self._opening: dict[int, threading.Lock] = {}
-        self.bytes_read, self._touched = 0, 0  # _touched: mapped bytes read since a release
+        # _read: bytes read (fetched, or record batches of shards no longer open); _touched:
+        self._read, self._touched = 0, 0  # mapped bytes read since a release
         # How the loader's columns are decoded straight into its windows (set by the loader,
         # which knows them); None: through Arrow's decoder.
         self.placement: Placement | None = None
@@ -95,6 +96,14 @@ class ShardReaders:
         connections (gcsfs, s3fs) belong to the parent and hang if used after fork."""
         self._fs, self._pid = storage.in_this_process(self._fs, self._pid)
         return self._fs
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read from storage: remote shards as fetched (whole or by range), local
+        and cached ones as their record batches are read (each time one is)."""
+        with self._lock:
+            held = [o.reader for o in self._open.values()]
+        return self._read + self._ranged.tails.fetched + sum(_read_by(r) for r in held)
 
     @property
     def direct(self) -> bool:
@@ -129,8 +138,7 @@ class ShardReaders:
             source, size, held = self._open_source(i, path, try_cache)
             if size != entry.bytes:
                 raise CorruptShardError(
-                    f"shard {url} has {size} bytes, the manifest says {entry.bytes}; "
-                    "the snapshot is damaged: recreate it with snap create --overwrite"
+                    f"shard {url} has {size} bytes, the manifest says {entry.bytes}; {DAMAGED}"
                 )
             key = (path, size, os.stat(path).st_mtime_ns, entry.crc32c) if self.local else None
             if self.verify and i not in self._verified and key not in _verified_local:
@@ -188,31 +196,17 @@ class ShardReaders:
 
     def _ranged_reader(self, i: int) -> pa.ipc.RecordBatchFileReader:
         """This thread's reader of shard ``i`` over range requests (see :mod:`.ranged`)."""
-        readers: OrderedDict[int, pa.ipc.RecordBatchFileReader] | None = getattr(
-            self._thread_readers, "readers", None
-        )
-        if readers is None:
-            readers = self._thread_readers.readers = OrderedDict()
-        if i in readers:
-            readers.move_to_end(i)
-            return readers[i]
         entry = self.shards[i]
         path = storage.join(self.root, entry.path)
         try:
-            tail = self._tails.get(self.fs, path, entry.bytes)
-            source = pa.PythonFile(RangeFile(self.fs, path, entry.bytes, tail), mode="r")
-            reader = pa.ipc.open_file(source)
+            check = functools.partial(self._check_layout, i)
+            return self._ranged.reader(self.fs, path, entry.bytes, check)
         except FileNotFoundError as err:
             raise versions.missing_shard(self.fs, self.root, entry.path, self.url(i)) from err
         except (pa.ArrowException, OSError) as err:
             if isinstance(err, SnapError):  # damaged, or the storage's answer already
                 raise
             raise read_failure(f"shard {self.url(i)}", err, "opened") from err
-        self._check_layout(i, reader)
-        readers[i] = reader
-        if len(readers) > self.max_open:
-            readers.popitem(last=False)
-        return reader
 
     def reader(self, i: int) -> pa.ipc.RecordBatchFileReader | BlockFile:
         """Shard ``i``, open: a :class:`BlockFile` for a local shard with a checksum per record
@@ -248,12 +242,13 @@ class ShardReaders:
                 held = 0 if self.local or cached is not None else size
                 self._open[i] = _Open(reader, held, cached)
                 self._held_bytes += held
-                self.bytes_read += size
+                self._read += 0 if isinstance(reader, BlockFile) else size
                 while len(self._open) > self.max_open or (
                     self._held_bytes > self.max_bytes and len(self._open) > 1
                 ):
                     _, evicted = self._open.popitem(last=False)
                     self._held_bytes -= evicted.held
+                    self._read += _read_by(evicted.reader)
                     evicted.release()
                 self._opening.pop(i, None)
             return reader
@@ -261,18 +256,9 @@ class ShardReaders:
     def _check_layout(self, i: int, reader: pa.ipc.RecordBatchFileReader) -> None:
         """The file's schema is the manifest's, exactly (values are never cast), and it holds
         the record batches the manifest lists: else CorruptShardError, before any is read."""
-        diff = schema_mod.difference(reader.schema, self.schema)
-        if diff is not None:
-            raise CorruptShardError(
-                f"shard {self.url(i)}: its schema differs from the manifest's ({diff}); the "
-                "shard was not written for this manifest"
-            )
-        expected = self.shards[i].record_batches
-        if reader.num_record_batches != expected:
-            raise CorruptShardError(
-                f"shard {self.url(i)} has {reader.num_record_batches} record batches, the "
-                f"manifest says {expected}"
-            )
+        count, expected = reader.num_record_batches, self.shards[i].record_batches
+        if problem := schema_mod.layout_problem(reader.schema, self.schema, count, expected):
+            raise CorruptShardError(f"shard {self.url(i)}: {problem}; {DAMAGED}")
 
     def _check(self, verify: bool | None) -> bool:
         """Whether to check a record batch's checksum: ``verify`` (None: as the readers
@@ -379,8 +365,13 @@ class ShardReaders:
             opened = list(self._open.values())
             self._open.clear()
             self._held_bytes = 0
+            self._read += sum(_read_by(o.reader) for o in opened)
         for entry in opened:
             entry.release()
+
+
+def _read_by(reader: Any) -> int:
+    return reader.bytes_read if isinstance(reader, BlockFile) else 0
 
 
 @dataclass

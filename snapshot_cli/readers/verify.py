@@ -213,12 +213,12 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
         if storage.out_of_memory("", err) is not None:
             raise  # (the machine's, not the shard's: _checked says so)
         return f"is not a readable Arrow file: {err}"
-    diff = schema_mod.difference(reader.schema, schema)
-    if diff is not None:
-        return f"its schema differs from the manifest's ({diff})"
     expected = entry.batch_sizes()
-    if reader.num_record_batches != len(expected):
-        return f"has {reader.num_record_batches} record batches, the manifest says {len(expected)}"
+    problem = schema_mod.layout_problem(
+        reader.schema, schema, reader.num_record_batches, len(expected)
+    )
+    if problem is not None:
+        return problem
     for i, rows in enumerate(expected):
         try:
             batch = reader.get_batch(i)

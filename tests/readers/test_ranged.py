@@ -70,6 +70,7 @@ def test_over_budget_reads_batches_by_range(remote: str, monkeypatch: pytest.Mon
     on_disk = sum(e.bytes for e in counted.shards)
     # each record batch once, plus each shard's tail (footer) once per loader
     assert on_disk * 0.5 < Counting.served < on_disk * 1.6
+    assert loader.stats()["bytes_read"] == Counting.served  # (it counted none before)
 
 
 def test_ranged_read_of_a_truncated_shard_names_it(
