@@ -178,29 +178,45 @@ class Window:
                 for name, part in parts:
                     self.var[name].append((offset, part))
 
+    def fill_many(self, batch: pa.RecordBatch, places: list[tuple[int, int, int]]) -> None:
+        """Put several runs of ``batch``'s records in the window at once, each ``(offset,
+        start, stop)`` as :meth:`fill` takes it: a record batch a window uses many times (a
+        mixture or sample repeating a small snapshot) decoded once, not per run."""
+        if self.fixed:
+            rows = np.concatenate([np.arange(s, e) for _, s, e in places])
+            at = np.concatenate([np.arange(o, o + e - s) for o, s, e in places])
+            values = {n: column_to_numpy(batch.column(n))[rows] for n in self.fixed}
+            self._scatter(at if self.slot_of is None else self.slot_of[at], values)
+        for offset, start, stop in places if self.var else ():
+            parts = [(name, batch.column(name).slice(start, stop - start)) for name in self.var]
+            with self._lock:
+                for name, part in parts:
+                    self.var[name].append((offset, part))
+
     def scatter(self, offset: int, values: dict[str, np.ndarray]) -> None:
         """Copy decoded fixed-width values (``{column: (n, ...) array}``) of window records
         ``offset...`` to their slots."""
-        if self.slot_of is not None and gather.scatter is not None and values:
+        if self.slot_of is None or not values:
+            for name, src in values.items():
+                self.fixed[name][offset : offset + len(src)] = src
+            return
+        n = len(next(iter(values.values())))
+        self._scatter(self.slot_of[offset : offset + n], values)
+
+    def _scatter(self, slots: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        """Row ``k`` of each of ``values`` to row ``slots[k]`` of its column's slab."""
+        if gather.scatter is not None:
             # compiled: one call for every column, the GIL let go once, the writes overlapping
-            n = len(next(iter(values.values())))
             columns = [
                 (self._bytes[name], self.fixed[name].strides[0],
                  np.ascontiguousarray(src, self.fixed[name].dtype))
                 for name, src in values.items()
             ]  # fmt: skip
             for at in range(0, len(columns), gather.SCATTER_MAX):  # a call takes at most 64
-                gather.scatter(
-                    self.slot_of[offset : offset + n], columns[at : at + gather.SCATTER_MAX]
-                )
+                gather.scatter(slots, columns[at : at + gather.SCATTER_MAX])
             return
         for name, src in values.items():
-            n = len(src)
-            dest = self.fixed[name]
-            if self.slot_of is None:
-                dest[offset : offset + n] = src
-                continue
-            slots = self.slot_of[offset : offset + n]
+            n, dest = len(src), self.fixed[name]
             if dest.ndim > 1:
                 # Small records as one opaque item each, large ones as rows of bytes: the
                 # faster of numpy's fancy copies for each (up to 6x apart, measured).
