@@ -5,12 +5,29 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec
 
 from .readers.snapshot import Snapshot, open
 from .writers.create import create
 
+P = ParamSpec("P")
 
+
+def _parameters_of(
+    _: Callable[P, Any],
+) -> Callable[[Callable[..., Snapshot]], Callable[P, Snapshot]]:
+    """Types the function it decorates as taking ``_``'s parameters: a type checker then
+    checks each of :func:`create`'s options given to :func:`snapshot` (``**create_options``
+    would take anything)."""
+
+    def typed(fn: Callable[..., Snapshot]) -> Callable[P, Snapshot]:
+        return fn
+
+    return typed
+
+
+@_parameters_of(create)
 def snapshot(pipeline: Any, path: str | os.PathLike[str], **create_options: Any) -> Snapshot:
     """tf.data ``snapshot`` semantics: materialise ``pipeline`` at ``path`` on first use
     (reusing a matching snapshot, resuming an interrupted one), then open it.

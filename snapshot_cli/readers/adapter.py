@@ -21,7 +21,9 @@ from ..keywords import LOADER_INSTEAD, checked_keywords, no_attribute
 from ..units import integer
 
 if TYPE_CHECKING:
+    from .jax import JaxBatches
     from .loader import Batch, Loader
+    from .torch_batches import TorchBatches
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -238,14 +240,14 @@ class FrameworkAdapters:
         raise TypeError(NOT_INDEXED.format(what=type(self).__name__))
 
     @checked_keywords
-    def to_torch(self, device: Any = None, prefetch: int = 2) -> Any:
+    def to_torch(self, device: Any = None, prefetch: int = 2) -> TorchBatches:
         """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead; see readers/torch.py."""
         from .torch_batches import TorchBatches
 
         return TorchBatches(self, device=device, prefetch=prefetch)  # type: ignore[arg-type]
 
     @checked_keywords
-    def to_jax(self, sharding: Any = None, prefetch: int = 2) -> Any:
+    def to_jax(self, sharding: Any = None, prefetch: int = 2) -> JaxBatches:
         """``dict[str, jax.Array]`` batches placed ahead of use; see readers/jax.py."""
         from .jax import JaxBatches
 

@@ -6,9 +6,8 @@
 Threads (all named ``snap-*``, stopped by ``close()``, the context manager, breaking out of
 the loop, or garbage collection): ``snap-batch`` walks the plan and assembles batches,
 ``snap-read_N`` decode record batches into the next window while the current one is served,
-``snap-map_N`` apply ``map``. The order of batches is a function of the plan only, never of
-thread timing, so ``state_dict()`` (epoch, batch) is enough to resume exactly.
-"""
+``snap-map_N`` apply ``map``. The order is the plan's, never thread timing's: ``state_dict()``
+(epoch, batch) resumes exactly."""
 
 from __future__ import annotations
 
@@ -249,7 +248,8 @@ class Loader(FrameworkAdapters):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue exactly where ``state`` was taken (same snapshot and settings required)."""
+        """Continue exactly where ``state`` was taken (README, Determinism): a pass begun
+        before it ends where it would have; ``epochs`` sets the passes after."""
         problem = resume.malformed(state) or resume.mismatch(
             self._config(), state["config"], self.reading.sources
         )

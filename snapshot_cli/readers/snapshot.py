@@ -33,8 +33,10 @@ class Snapshot:
     """A committed snapshot. Create with :func:`open`."""
 
     def __init__(self, fs: Any, root: str, manifest: Manifest) -> None:
-        self._fs, self._pid, self.root, self.manifest = fs, os.getpid(), root, manifest
-        self.url = storage.to_url(fs, root)
+        self._fs, self._pid = fs, os.getpid()
+        self.root: str = root  # the path in ``fs``
+        self.manifest: Manifest = manifest
+        self.url: str = storage.to_url(fs, root)
 
     @property
     def fs(self) -> Any:
@@ -148,15 +150,18 @@ class Snapshot:
                 global batch, the same for any ``world_size`` that divides it.
             shuffle, seed: shuffle after the snapshot, deterministic in (seed, epoch).
             epochs: epochs per ``for`` loop over the loader (None: forever).
-            rank, world_size: this process's share ("auto": torch.distributed, or the RANK
-                and WORLD_SIZE environment variables).
+            rank, world_size: this process's share ("auto": torch.distributed if it is
+                initialised, else RANK/WORLD_SIZE, SLURM_PROCID/SLURM_STEP_NUM_TASKS or
+                OMPI_COMM_WORLD_RANK/SIZE; README, Distributed).
             drop_last: drop the last partial batch of each epoch (per rank).
             columns: the columns to read (None: all).
             shuffle_buffer: records in the shuffle window, or its size ("64MiB": as many
                 records as fit); "auto": 256 MiB worth.
             num_parallel_reads, prefetch: threads decoding, batches ready ("auto": tuned).
             map: ``fn(batch)`` or ``fn(batch, rng)`` applied in threads to each batch.
-            verify: check each shard's crc32c before its first use.
+            verify: check each record batch's crc32c as it is first read (a shard fetched
+                whole, or of format 1, whole before its first use); False skips only the
+                checksums (sizes and structure are still checked).
             trace: a :class:`~snapshot_cli.readers.trace.Tracer` recording each stage, as
                 ``snap bench --trace`` does.
             cache_dir, cache_limit: remote snapshots: keep fetched shards in this local
@@ -204,7 +209,7 @@ class Snapshot:
         return Mixture([self], None, records)
 
     @checked_keywords
-    def head(self, n: int = 5, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    def head(self, n: int = 5, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The first ``n`` records in the order written, one ``{column: value}`` each.
 
         Reads only the record batches it needs (their shards are checksummed first).
@@ -224,7 +229,7 @@ class Snapshot:
                 out.extend({name: cols[name][r] for name in names} for r in range(take))
         return out
 
-    def iter_batches(self, columns: list[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
+    def iter_batches(self, columns: Sequence[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
         """Every record batch, in the order written, as ``{column: numpy array}``."""
         names = checked_columns(columns, list(self.schema.names))
         for i in range(len(self.shards)):

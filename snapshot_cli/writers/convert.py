@@ -13,8 +13,8 @@ names the column, both types and the input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +29,7 @@ from .records import ColumnBuilder, check_names, different_columns
 from .values import check_dtype, too_large
 
 
-class Batch(dict):
+class Batch(dict[str, Any]):
     """Marks a dict of equal-length columns as a batch of records (vectorised preprocessing).
 
     ``yield snap.Batch(image=images, label=labels)`` where ``images`` is ``(n, 3, 64, 64)``
@@ -212,15 +212,19 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
-def ragged(*columns: str) -> Any:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def ragged(*columns: str) -> Callable[[F], F]:
     """Decorator: store these array columns as ragged even if a batch happens to be uniform.
 
     Use it for columns whose shape varies between records (token ids, boxes, images of
     varying size) so that every task writes the same column type.
     """
 
-    def mark(fn: Any) -> Any:
-        fn.__snap_ragged__ = frozenset(columns) | getattr(fn, "__snap_ragged__", frozenset())
+    def mark(fn: F) -> F:
+        marked = frozenset(columns) | getattr(fn, "__snap_ragged__", frozenset())
+        fn.__snap_ragged__ = marked  # type: ignore[attr-defined]
         return fn
 
     return mark

@@ -15,7 +15,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -123,12 +123,12 @@ def create(
     *,
     inputs: str | os.PathLike[str] | Iterable[Any] | None = None,
     inputs_from: str | Callable[[], Any] | None = None,
-    params: dict[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
     workers: int | None = None,
     executor: str = "local",
     ray_address: str | None = None,
     shard_size: str | int = "256MiB",
-    compression: str = "zstd",
+    compression: str | None = "zstd",
     level: int | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -187,7 +187,7 @@ def _create(
     output: str | os.PathLike[str],
     inputs: str | os.PathLike[str] | Iterable[Any] | None,
     inputs_from: str | Callable[[], Any] | None,
-    params: dict[str, Any] | None,
+    params: Mapping[str, Any] | None,
     how: CreateOptions,
     started: float,
 ) -> CreateInfo:

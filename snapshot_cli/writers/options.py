@@ -147,7 +147,7 @@ class CreateOptions:
     executor: str = "local"
     ray_address: str | None = None
     shard_size: str | int = "256MiB"
-    compression: str = "zstd"
+    compression: str | None = "zstd"
     level: int | None = None
     batch_rows: int | None = None
     batch_bytes: str | int | None = None
