@@ -3,7 +3,8 @@ writes inside a snapshot comes from here (pure: strings only, nothing is touched
 
     OUTPUT/
       manifest.json                       the commit: written last, atomically
-      shards/<run>-<task>-<seq>.arrow     Arrow IPC files, written once
+      shards/<run>-<task>-<seq>-<writer>.arrow  Arrow IPC files, written once (<writer>:
+                                          the lease epoch of the create that wrote it)
       _runs/lease-<epoch>.json            the writer lease (one file per epoch)
       _runs/<run>/run.json                a run's plan and options
       _runs/<run>/tasks/<task>.json       a finished task's result
@@ -60,9 +61,15 @@ def result_path(root: str, run: str, task: int) -> str:
     return posixpath.join(tasks_dir(root, run), f"{task:05d}.json")
 
 
-def shard_path(run: str, task: int, seq: int) -> str:
-    """A shard's path relative to the snapshot, as the manifest records it."""
-    return f"{SHARDS_DIR}/{run}-{task:05d}-{seq:04d}.arrow"
+def shard_path(run: str, task: int, seq: int, writer: int | None = None) -> str:
+    """A shard's path relative to the snapshot, as the manifest records it. ``writer``: the
+    lease epoch of the create writing it. A create that resumes a run a writer it took over
+    left unfinished gives the tasks it computes again names of its own: that writer, if
+    only paused (a stopped job, a suspended VM), may still write its own names before it
+    sees it lost the lease, never the files the resuming one commits. (Without it: names of
+    snap before 2026-11-30.)"""
+    tail = "" if writer is None else f"-{writer:08d}"
+    return f"{SHARDS_DIR}/{run}-{task:05d}-{seq:04d}{tail}.arrow"
 
 
 def is_shard_of(name: str, run: str) -> bool:
@@ -110,7 +117,7 @@ def is_run_name(name: str) -> bool:
 
 
 _RUN_ID = re.compile(r"^[0-9a-f]{1,32}$")
-_SHARD_NAME = re.compile(r"^[0-9a-f]{1,32}-\d{5}-\d{4}\.arrow$")
+_SHARD_NAME = re.compile(r"^[0-9a-f]{1,32}-\d{5}-\d{4}(-\d{8})?\.arrow$")
 
 
 def is_own_run(name: str) -> bool:
@@ -120,7 +127,7 @@ def is_own_run(name: str) -> bool:
 
 def is_own_shard(name: str) -> bool:
     """Whether ``name`` in ``shards/`` is a shard's name snap gives, or the temporary file of
-    one (``.<run>-<task>-<seq>.arrow.<uuid>.tmp``): what gc may remove there."""
+    one (``.<run>-<task>-<seq>-<writer>.arrow.<uuid>.tmp``): what gc may remove there."""
     if is_temporary(name):
         name = name[1:].rsplit(".", 2)[0]
     return _SHARD_NAME.match(name) is not None
@@ -145,7 +152,7 @@ def is_temporary(name: str) -> bool:
 _PARTS = (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR)
 _OWN_FILE = re.compile(
     r"^(?P<root>.*?)/(?:"
-    rf"(?P<shards>{SHARDS_DIR})/[0-9a-f]+-\d{{5}}-\d{{4}}\.arrow"
+    rf"(?P<shards>{SHARDS_DIR})/[0-9a-f]+-\d{{5}}-\d{{4}}(?:-\d{{8}})?\.arrow"
     rf"|(?P<runs>{RUNS_DIR})/(?:lease-\d{{8}}\.json|[0-9a-f]+/(?:{RUN_FILE}|{TASKS_DIR}/\d{{5}}\.json))"
     rf"|(?P<versions>{VERSIONS_DIR})/v\d{{8}}(?:\.tasks)?\.json"
     r")$"

@@ -26,8 +26,9 @@ N = st.integers(0, 99_999)
 def own_files(draw: st.DrawFn) -> tuple[str, str, str]:
     """A file snap writes under ``root``: (root, part, path)."""
     root, run, n = draw(ROOTS), draw(RUNS), draw(N)
+    writer = draw(st.none() | st.integers(0, 10**8 - 1))  # (None: names before the writer's)
     made = draw(st.sampled_from([
-        ("shards", posixpath.join(root, layout.shard_path(run, n, n % 10_000))),
+        ("shards", posixpath.join(root, layout.shard_path(run, n, n % 10_000, writer))),
         ("_runs", layout.run_file(root, run)),
         ("_runs", layout.result_path(root, run, n)),
         ("_runs", layout.lease_path(root, n)),

@@ -319,7 +319,8 @@ def _create(
         if done:
             log.info("resuming run %s: %d of %d tasks already done", run, len(done),
                      len(planned.computed))  # fmt: skip
-        job = Job(url, storage_options or {}, run, ref.spec, params, options.to_json(), payload)
+        job = Job(url, storage_options or {}, run, ref.spec, params, options.to_json(), payload,
+                  lease.epoch)  # fmt: skip
         bar = Progress(len(planned.computed), len(done)) if how.progress else None
         entries = {e.path: e for e in previous.shards} if previous else {}
         results = {t.index: incremental.reused_result(t, entries) for t in planned.reused}
@@ -329,20 +330,24 @@ def _create(
         agreement = commit_mod.SchemaAgreement(describe, results.values())
 
         def on_result(result: dict[str, Any]) -> None:
+            lease.stop_if_lost()  # (a writer taken over while paused: its workers stop)
             agreement.add(result)
             results[int(result["task"])] = result
             if bar is not None:
                 bar.task_done()
 
         def on_progress(records: int, nbytes: int) -> None:
+            lease.stop_if_lost()
             if bar is not None:
                 bar.add(records, nbytes)
 
         try:
             ex.run(job, tasks, on_result, on_progress)
-        except BaseException:
+        except BaseException as err:
             if bar is not None:
                 bar.close()
+            if isinstance(err, Exception):  # a failure after the lease was lost is that loss
+                lease.stop_if_lost()  # (the taker's commit removed files a task was using)
             raise
         version = previous.version + 1 if previous else 1
         table = [

@@ -63,7 +63,7 @@ def wait_for_lease(
     storage.makedirs(fs, root)
     said = -float("inf")
     while True:
-        got = lease_mod.try_acquire(fs, root, ttl)
+        got = lease_mod.try_acquire(fs, root, ttl, watch=wait)  # (one look: the clocks decide)
         if isinstance(got, lease_mod.Lease):
             return got
         who = got.describe()

@@ -2,10 +2,15 @@
 
 Leases are files ``_runs/lease-<epoch>.json`` created with an exclusive create, so two
 writers can never both win the same epoch. The holder rewrites its file every
-``ttl / 6`` seconds (heartbeat). A lease is dead when its heartbeat is older than ``ttl``, when
-it was released, or, on the same host, when its process no longer exists (so a ``kill -9``'d
-writer is taken over at once locally). A taker creates the next epoch; a holder that sees a
-higher epoch than its own has lost the lease and must not commit.
+``ttl / 6`` seconds (heartbeat). A lease is dead when it was released, or, on the same host
+and in the same PID namespace, when its process no longer exists or is a zombie (so a
+``kill -9``'d writer is taken over at once locally); else when its heartbeat stops. One look
+(``inspect``, ``gc``) compares the heartbeat's time with this clock; a writer waiting to
+take over also watches it change, by its own monotonic clock, so that a holder's clock that
+is behind or ahead neither loses it the lease nor keeps a dead one (:func:`is_alive`). A
+taker creates the next epoch; a holder that sees a higher epoch than its own has lost the
+lease: it stops and must not commit (and the shards it writes meanwhile have names of its
+own, ``layout.shard_path``).
 """
 
 from __future__ import annotations
@@ -49,7 +54,10 @@ class LeaseInfo:
         who = f"{h['host']}:{h.get('pid')} (run {h.get('run') or '-'}"
         if h.get("released"):
             return f"{who}, released)"
-        return f"{who}, heartbeat {time.time() - heartbeat:.0f}s ago)"
+        age = time.time() - heartbeat
+        if age < -1:  # (its clock is ahead of this one's)
+            return f"{who}, heartbeat stamped {-age:.0f}s ahead of this machine's clock)"
+        return f"{who}, heartbeat {max(0.0, age):.0f}s ago)"
 
 
 def _number(value: Any) -> float | None:
@@ -67,7 +75,48 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` exited and waits for its parent to reap it (a script that killed a
+    ``snap create`` it started and never waited for it): ``kill(pid, 0)`` still finds it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    end = stat.rfind(b")")  # (the name before it may hold anything, spaces too)
+    return stat[end + 2 : end + 3] == b"Z"
+
+
+def _pid_namespace() -> str | None:
+    """This process's PID namespace (``pid:[4026531836]``): containers sharing a host name
+    (host networking) number their processes each on their own."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+PID_NAMESPACE = _pid_namespace()
+# A lease's heartbeat as this process last saw it, and since when (monotonic): a holder
+# writes a new one every ttl / 6 whatever its clock says.
+_watched: dict[str, tuple[Any, float]] = {}
+
+
+def silent_for(info: LeaseInfo) -> float:
+    """Seconds this process has seen ``info``'s heartbeat unchanged (0 at the first look)."""
+    key, beat, now = (
+        f"{info.epoch}:{info.holder.get('id')}",
+        info.holder.get("heartbeat"),
+        time.monotonic(),
+    )
+    seen = _watched.get(key)
+    if seen is None or seen[0] != beat:
+        _watched[key] = (beat, now)
+        return 0.0
+    return now - seen[1]
 
 
 # Leases this process released, also when the storage refused to record it (a full or
@@ -79,14 +128,17 @@ _released_here: set[str] = set()
 _held_here: dict[str, Lease | None] = {}
 
 
-def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
+def is_alive(info: LeaseInfo, now: float | None = None, silent: float | None = None) -> bool:
     """Whether the lease's holder may still be writing. A lease file that is empty, damaged
-    or of another shape is dead: its writer died writing it, or never wrote one."""
+    or of another shape is dead: its writer died writing it, or never wrote one. ``silent``
+    (a writer waiting to take over: :func:`silent_for`): dead once the heartbeat was seen
+    unchanged for ``ttl``, or for ``ttl / 3`` where its time is also ``ttl`` old here."""
     h = info.holder
     if h.get("released") or (isinstance(h.get("id"), str) and h["id"] in _released_here):
         return False
     pid = h.get("pid")
     same_host = h.get("host") == socket.gethostname() and type(pid) is int and 0 < pid < 2**22
+    same_host = same_host and h.get("pidns", PID_NAMESPACE) == PID_NAMESPACE
     if same_host and not _pid_alive(pid):  # type: ignore[arg-type]
         return False
     if same_host and pid == os.getpid() and str(h.get("id")) not in _held_here:
@@ -95,7 +147,8 @@ def is_alive(info: LeaseInfo, now: float | None = None) -> bool:
     if heartbeat is None or ttl is None:
         return False
     now = time.time() if now is None else now
-    return now - heartbeat < ttl
+    by_clock = now - heartbeat < ttl
+    return by_clock if silent is None else silent < ttl and (by_clock or silent < ttl / 3)
 
 
 def _epochs(fs: AbstractFileSystem, root: str) -> list[int]:
@@ -159,6 +212,11 @@ class Lease:
             newest = current(self.fs, self.root)
             if newest is not None and newest.epoch > self.epoch:
                 self._lost = f"taken over by {newest.describe()}"
+        self.stop_if_lost()
+
+    def stop_if_lost(self) -> None:
+        """LeaseError if the heartbeat found the lease taken over (nothing read): a writer
+        that lost it stops computing and writing at once, not at its commit."""
         if self._lost is not None:
             raise LeaseError(
                 f"this writer lost the lease of {storage.to_url(self.fs, self.root)}: "
@@ -205,10 +263,14 @@ def released_after() -> Iterator[None]:
                 lease.release()
 
 
-def try_acquire(fs: AbstractFileSystem, root: str, ttl: float = DEFAULT_TTL) -> Lease | LeaseInfo:
-    """Take the lease if nobody holds it; else return the live holder's :class:`LeaseInfo`."""
+def try_acquire(
+    fs: AbstractFileSystem, root: str, ttl: float = DEFAULT_TTL, watch: bool = False
+) -> Lease | LeaseInfo:
+    """Take the lease if nobody holds it; else return the live holder's :class:`LeaseInfo`.
+    ``watch``: called again and again while waiting (see :func:`is_alive`)."""
     newest = current(fs, root)
-    if newest is not None and is_alive(newest):
+    silent = silent_for(newest) if watch and newest is not None else None
+    if newest is not None and is_alive(newest, silent=silent):
         stale = _held_here.get(str(newest.holder.get("id")))
         this_process = newest.holder.get("pid") == os.getpid()  # (a forked child has a copy)
         if stale is None or stale.owner != threading.get_ident() or not this_process:
@@ -222,6 +284,7 @@ def try_acquire(fs: AbstractFileSystem, root: str, ttl: float = DEFAULT_TTL) -> 
     holder: dict[str, Any] = {
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        "pidns": PID_NAMESPACE,
         "id": key,
         "ttl": ttl,
         "heartbeat": time.time(),

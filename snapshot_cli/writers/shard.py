@@ -100,8 +100,8 @@ class ChecksumSink:
                 log.debug("discarding a partial shard: %s", err)
 
 
-def shard_name(run: str, task: int, seq: int) -> str:
-    return layout.shard_path(run, task, seq)
+def shard_name(run: str, task: int, seq: int, writer: int | None = None) -> str:
+    return layout.shard_path(run, task, seq, writer)
 
 
 class ShardRoller:
@@ -115,8 +115,9 @@ class ShardRoller:
         task: int,
         compression: Compression,
         shard_size: int,
+        writer: int | None = None,  # the create's lease epoch: see layout.shard_path
     ) -> None:
-        self.fs, self.root, self.run, self.task = fs, root, run, task
+        self.fs, self.root, self.run, self.task, self.writer = fs, root, run, task, writer
         self.options = compression.ipc_options()
         self.shard_size = shard_size
         self.entries: list[ShardEntry] = []
@@ -146,7 +147,7 @@ class ShardRoller:
         return written
 
     def _open(self, schema: pa.Schema) -> tuple[pa.ipc.RecordBatchFileWriter, ChecksumSink]:
-        self._rel = shard_name(self.run, self.task, len(self.entries))
+        self._rel = shard_name(self.run, self.task, len(self.entries), self.writer)
         path = storage.join(self.root, self._rel)
         self._sink = ChecksumSink(storage.open_write(self.fs, path))
         self._writer = pa.ipc.new_file(self._sink, schema, options=self.options)

@@ -46,6 +46,7 @@ class Job:
     params: dict[str, Any]
     options: dict[str, Any]
     function: str | None = None  # the function pickled by value (base64), see shipping.py
+    writer: int | None = None  # the create's lease epoch, in its shards' names
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -260,7 +261,9 @@ def run_task(
     started = time.time()
     items = [None] if spec.call_once else spec.inputs
     for attempt in range(TASK_TRIES):
-        roller = ShardRoller(fs, root, job.run, spec.index, options.compression, options.shard_size)
+        roller = ShardRoller(
+            fs, root, job.run, spec.index, options.compression, options.shard_size, job.writer
+        )
         writer = TaskWriter(roller, options, ragged, on_batch)
         try:
             # stdout belongs to the command's result (--json); the user's prints go to stderr.

@@ -150,8 +150,8 @@ def test_gc_keeps_a_live_writers_run(
         if run_id is None:
             return False
         done = {p.name for p in (out / "_runs" / run_id / "tasks").glob("*.json")}
-        partial = out / "shards" / f"{run_id}-{LIVE_BLOCK:05d}-0000.arrow"
-        return done == {f"{t:05d}.json" for t in range(LIVE_BLOCK)} and partial.exists()
+        partial = list((out / "shards").glob(f"{run_id}-{LIVE_BLOCK:05d}-0000-*.arrow"))
+        return done == {f"{t:05d}.json" for t in range(LIVE_BLOCK)} and bool(partial)
 
     wait_for(blocked, "the live writer to block mid-shard")
     live = live_run()

@@ -21,7 +21,8 @@ json_values = st.recursive(
     max_leaves=5,
 )
 holders = st.dictionaries(
-    st.sampled_from(["host", "pid", "id", "ttl", "heartbeat", "run", "released"]), json_values
+    st.sampled_from(["host", "pid", "pidns", "id", "ttl", "heartbeat", "run", "released"]),
+    json_values,
 )
 
 
@@ -33,7 +34,8 @@ def test_any_holder_is_judged_and_described(holder: dict[str, object]) -> None:
     text = info.describe()
     assert "None:None" not in text and text
     # as if this process wrote it (it holds no such lease: dead, whatever its id's type)
-    here = lease.LeaseInfo(3, {**holder, "host": socket.gethostname(), "pid": os.getpid()})
+    mine = {"host": socket.gethostname(), "pid": os.getpid(), "pidns": lease.PID_NAMESPACE}
+    here = lease.LeaseInfo(3, {**holder, **mine})
     assert lease.is_alive(here) is False
 
 

@@ -112,7 +112,7 @@ def test_kill_9_then_resume_equals_uninterrupted_run(tmp_path: Path, write_pipel
     results = out / "_runs"
 
     def partial_shards() -> list[Path]:
-        found = [p for t in (4, 5) for p in (out / "shards").glob(f"*-{t:05d}-0000.arrow")]
+        found = [p for t in (4, 5) for p in (out / "shards").glob(f"*-{t:05d}-0000-*.arrow")]
         return [p for p in found if p.stat().st_size > 0]
 
     def blocked() -> bool:
