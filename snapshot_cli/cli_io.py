@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import click
 
+from . import console
 from .errors import SnapError
 from .render import printable
 
@@ -76,7 +77,7 @@ def answer_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool((click.get_current_context().obj or {}).get("debug"))
         try:
-            with termination_as_interrupt():
+            with termination_as_interrupt(), console.command():
                 result = fn(*args, **kwargs)
             if sys.stdout is not None:  # (None: closed by the shell, `>&-`: nothing to show)
                 with _writing_stdout():  # a closed pipe shows here, not at the interpreter's
@@ -314,15 +315,6 @@ def emit_json(doc: Any) -> None:
         click.echo(json.dumps(doc, indent=2, sort_keys=False))
 
 
-def print_paths_as_given() -> None:
-    """Print a path that is not UTF-8 (Python holds its bytes as lone surrogates) as the bytes
-    the user typed, as a UTF-8 locale's ``surrogateescape`` does, instead of failing on it."""
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
-            utf8 = stream.encoding.lower().replace("-", "") == "utf8"
-            stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
-
-
 def route_warnings(debug: bool) -> None:
     """Python warnings (snap's own, or a library's) as one ``snap: warning:`` line each,
     not Python's two lines of a file, a line number and a line of snap's source; with
@@ -340,7 +332,7 @@ def route_warnings(debug: bool) -> None:
 def configure_output(debug: bool) -> None:
     """Before any command: paths printed as given, other libraries' logs and warnings one
     line each."""
-    print_paths_as_given()
+    console.print_paths_as_given()
     route_library_logs(debug)
     route_warnings(debug)
 

@@ -360,7 +360,7 @@ def _create(
             fingerprint=fp,
             parts=parts,
             pipeline={
-                "spec": ref.spec or None,
+                "spec": ref.spec_text or None,
                 "function": ref.name,
                 "shipped": "by value" if ref.by_value else "by name",
                 "params": params,

@@ -4,9 +4,10 @@ or ``package.module:function``, under which module name, and what a failed impor
 A file is imported under its own name where that name means only it (see
 :func:`_module_name_for`), with its directory on ``sys.path`` as ``python file.py`` has it
 (but after the standard library: :func:`_put_on_path`); a module as ``python -m`` finds it,
-from the working directory. An error shows the
-user's frames only, with advice for the usual causes (a script that parses its command line
-or exits when imported, a package's module given as a file).
+from the working directory. Threads importing one file at once wait for one import of it
+(:func:`_file_lock`). An error shows the user's frames only, with advice for the usual
+causes (a script that parses its command line or exits when imported, a package's module
+given as a file).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import importlib.util
 import keyword
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from importlib.machinery import PathFinder
@@ -31,6 +33,8 @@ _loaded: dict[str, Callable[..., Any]] = {}
 # A file imported here → its (mtime_ns, size) then: a file edited since is imported again (in
 # a notebook, `snap.create("prep.py:f", ...)` after an edit to prep.py runs the edit).
 _stamps: dict[str, tuple[int, int]] = {}
+_file_locks: dict[str, threading.RLock] = {}  # see _file_lock
+_naming = threading.RLock()  # choosing a file's module name and putting it in sys.modules
 
 
 def _stamp(path: str) -> tuple[int, int] | None:
@@ -94,13 +98,14 @@ def _put_on_path(directory: str) -> None:
     process and every process it starts later, and first, a ``json.py`` or ``random.py``
     beside the pipeline would be the standard library's module to them (a ``spawn`` child
     importing json died). Sibling modules still come before installed packages."""
-    if directory in sys.path:
-        return
-    last = -1
-    for i, entry in enumerate(sys.path):
-        if is_stdlib(entry):
-            last = i
-    sys.path.insert(last + 1, directory)
+    with _naming:  # (two threads put it there twice)
+        if directory in sys.path:
+            return
+        last = -1
+        for i, entry in enumerate(sys.path):
+            if is_stdlib(entry):
+                last = i
+        sys.path.insert(last + 1, directory)
 
 
 def _taken(name: str, path: str) -> bool:
@@ -131,7 +136,42 @@ def _import_target(target: str, what: str, spec: str) -> Any:
                 f"{what} file {target!r} not found (from {spec!r}){_near_files(target)}"
             )
         _put_on_path(os.path.dirname(path))  # as `python file.py` does, for sibling imports
-        name = _module_name_for(path)
+        with _file_lock(path):
+            return _import_file(path, target, what, spec)
+    if "" not in sys.path:
+        _put_on_path(os.getcwd())  # as `python -m` does
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as err:
+        if err.name and target.startswith(err.name):
+            raise PipelineLoadError(
+                f"{what} module {target!r} not found (from {spec!r}); run from the directory "
+                "that contains it, or give a file path"
+            ) from err
+        raise PipelineLoadError(
+            f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
+        ) from err
+    except (Exception, SystemExit) as err:  # SystemExit: exited 0 with nothing done, silently
+        raise PipelineLoadError(
+            f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
+            f"{_exit_hint(err)}"
+        ) from err
+
+
+def _file_lock(path: str) -> threading.RLock:
+    """The lock of the pipeline file at ``path`` (one per file, whatever path names it), held
+    while it is imported: a file is put in ``sys.modules`` before its code runs, and a second
+    thread (two ``snap.create`` of one pipeline at once) took that half-run module and found
+    no function in it. Re-entrant: a file's top level may load its own functions."""
+    with _naming:
+        return _file_locks.setdefault(os.path.realpath(path), threading.RLock())
+
+
+def _import_file(path: str, target: str, what: str, spec: str) -> Any:
+    """Import the pipeline file at ``path`` (or take it from ``sys.modules``, unless it was
+    edited since); its lock (:func:`_file_lock`) is held."""
+    with _naming:  # (a name is chosen and taken at once: two files named prep.py in two
+        name = _module_name_for(path)  # threads got the same one)
         ours = shipping.FROM_FILES.get(name) == path
         if name in sys.modules and not (ours and _stamps.get(path) != _stamp(path)):
             shipping.FROM_FILES[name] = path
@@ -155,35 +195,20 @@ def _import_target(target: str, what: str, spec: str) -> Any:
         shipping.FROM_FILES[name] = path
         if stamp is not None:
             _stamps[path] = stamp
-        try:
-            module_spec.loader.exec_module(module)
-        except BaseException as err:
-            del sys.modules[name], shipping.FROM_FILES[name]
-            if isinstance(err, KeyboardInterrupt):
-                raise
-            raise PipelineLoadError(
-                f"importing {what} file {target!r} failed:\n{format_user_traceback(err)}"
-                f"{_package_hint(err, path, spec)}{_exit_hint(err)}"
-            ) from err
-        return module
-    if "" not in sys.path:
-        _put_on_path(os.getcwd())  # as `python -m` does
     try:
-        return importlib.import_module(target)
-    except ModuleNotFoundError as err:
-        if err.name and target.startswith(err.name):
-            raise PipelineLoadError(
-                f"{what} module {target!r} not found (from {spec!r}); run from the directory "
-                "that contains it, or give a file path"
-            ) from err
+        module_spec.loader.exec_module(module)
+    except BaseException as err:
+        with _naming:
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+            shipping.FROM_FILES.pop(name, None)
+        if isinstance(err, KeyboardInterrupt):
+            raise
         raise PipelineLoadError(
-            f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
+            f"importing {what} file {target!r} failed:\n{format_user_traceback(err)}"
+            f"{_package_hint(err, path, spec)}{_exit_hint(err)}"
         ) from err
-    except (Exception, SystemExit) as err:  # SystemExit: exited 0 with nothing done, silently
-        raise PipelineLoadError(
-            f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
-            f"{_exit_hint(err)}"
-        ) from err
+    return module
 
 
 def _exit_hint(err: BaseException) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import glob
 import logging
 import os
 import time
@@ -28,11 +27,13 @@ from typing import Any
 import numpy as np
 
 from .. import faults, layout, storage
+from ..console import named
 from ..errors import OptionError
 from ..manifest import canonical_json, fingerprint, sha256_text
 from . import contents
 from . import items as items_mod
 from .chunking import input_name
+from .input_names import as_text, by_bytes, given, held_as_bytes, meant
 
 log = logging.getLogger("snapshot_cli")
 
@@ -57,16 +58,22 @@ class InputFile:
 
     ``version`` is cheap to get (a listing: mtime, generation or checksum); ``content`` is a
     checksum of the bytes the storage reports (GCS crc32c, S3 ETag), or "" when only
-    :func:`storage.hash_file` can tell (local disk, HDFS).
+    :func:`storage.hash_file` can tell (local disk, HDFS). ``name`` is what identifies it
+    (``url`` where not given): a local file's by its bytes (:func:`by_bytes`).
     """
 
     url: str
     size: int
     version: str
     content: str
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.url)
 
     def stat_identity(self) -> list[Any]:
-        return [self.url, self.size, self.version]
+        return [self.name, self.size, self.version]
 
 
 def _first(info: dict[str, Any], keys: tuple[str, ...]) -> str:
@@ -107,39 +114,41 @@ def expand_inputs(
         if not files:
             if own and not others:
                 raise OptionError(
-                    f"--input {pattern!r} matched only files under OUTPUT ({output}), which "
-                    "are the snapshot's own: no input may be inside the snapshot being "
-                    "written; point --input at the inputs, or write the snapshot elsewhere"
+                    f"{given(pattern)} matched only files under OUTPUT ({output}), which "
+                    "are the snapshot's own: no input may be inside the snapshot being written; "
+                    f"point {named('--input', 'inputs=')} at the inputs, or write the snapshot "
+                    "elsewhere"
                 )
             if others:
                 raise OptionError(
-                    f"--input {pattern!r} matched only files of snapshots "
+                    f"{given(pattern)} matched only files of snapshots "
                     f"({', '.join(sorted(set(others.values())))}); point it at the inputs, "
                     "or name the files meant (old/shards/*.arrow)"
                 )
             if infos:
                 raise OptionError(
-                    f"--input {pattern!r} is a directory; pass a glob such as "
+                    f"{given(pattern)} is a directory; pass a glob such as "
                     f"'{pattern.rstrip('/')}/*' to use the files in it"
                 )
             raise OptionError(
-                f"--input {pattern!r} matched no files{_hint(pattern, patterns, not found)}"
+                f"{given(pattern)} matched no files{meant(pattern, patterns, not found)}"
                 + faults.missing_bucket_hint(fs, path)
             )
         if others:
             roots = sorted(set(others.values()))
             log.warning(
-                "--input %r: left out %d files of the snapshot%s at %s (snap's own files, no "
-                "input; a pattern that names shards/, _runs/, _versions/ or manifest.json "
-                "takes them)", pattern, len(others), "s" * (len(roots) > 1), ", ".join(roots),
+                "%s: left out %d files of the snapshot%s at %s (snap's own files, no input; a "
+                "pattern that names shards/, _runs/, _versions/ or manifest.json takes them)",
+                given(pattern), len(others), "s" * (len(roots) > 1), ", ".join(roots),
             )  # fmt: skip
         for url, info in files.items():
             size = int(info.get("size") or 0)
             version = _first(info, _VERSION_KEYS)
             if _racy(info, version, listed):
                 version = ""  # (no version: identified by its bytes)
-            found[url] = InputFile(url, size, version, _first(info, _CONTENT_KEYS))
-    return [found[u] for u in sorted(found)]
+            name = by_bytes(url) if storage.is_local(fs) else url
+            found[url] = InputFile(url, size, version, _first(info, _CONTENT_KEYS), name)
+    return sorted(found.values(), key=lambda f: (f.name, f.url))  # (in every locale's order)
 
 
 def snapshots_files(urls: list[str], pattern: str) -> dict[str, str]:
@@ -178,25 +187,6 @@ def _racy(info: dict[str, Any], version: str, listed: float) -> bool:
     return listed - seconds < RACY_S
 
 
-def _hint(pattern: str, patterns: list[str], first: bool) -> str:
-    """What a pattern that matched nothing may have been meant as: an option taken as
-    ``--input``'s value, or one of a list of strings that are items, not files (ids, or URLs
-    the function fetches itself: a list of strings is read as paths and globs). ``first``:
-    no pattern before it matched a file (after one that did, it is a missing file)."""
-    if pattern.startswith("-") and not os.path.exists(pattern):
-        return (
-            f" ({pattern} is an option: --input took it as its value; give --input a "
-            "path or pattern)"
-        )
-    if first and not glob.has_magic(pattern) and (len(patterns) > 1 or "/" not in pattern):
-        return (
-            " (paths and globs are read as files; for strings that are items, not files, such "
-            "as ids or URLs the function fetches itself, give inputs_from=lambda: [...] in "
-            "Python or --inputs-from MODULE:FUNC)"
-        )
-    return ""
-
-
 def _followed(fs: Any, path: str, info: dict[str, Any], pattern: str) -> dict[str, Any]:
     """``info`` of what ``path`` is: for a symbolic link, its target's (a local glob lists the
     link itself: its mtime, not the file's, and a changed file looked unchanged). A broken
@@ -206,13 +196,13 @@ def _followed(fs: Any, path: str, info: dict[str, Any], pattern: str) -> dict[st
             info = storage.file_info(fs, path)
         except FileNotFoundError:
             raise OptionError(
-                f"--input {pattern!r} matched {_url(fs, path)}, a link to "
+                f"{given(pattern)} matched {_url(fs, path)}, a link to "
                 f"{info.get('destination')}, which does not exist; remove it or narrow the pattern"
             ) from None
     if info.get("type") not in ("file", "directory"):  # (local disk's "other")
         raise OptionError(
-            f"--input {pattern!r} matched {_url(fs, path)}, which is not a regular file (a FIFO, "
-            "socket or device: reading it blocks or fails); remove it or narrow the pattern"
+            f"{given(pattern)} matched {_url(fs, path)}, which is not a regular file (a "
+            "FIFO, socket or device: reading it blocks or fails); remove it or narrow the pattern"
         )
     return info
 
@@ -262,12 +252,12 @@ class Inputs:
                 known = known or {}
 
                 def kept(f: InputFile) -> str | None:
-                    return known.get((f.url, f.size, f.version)) if f.version else None
+                    return known.get((f.name, f.size, f.version)) if f.version else None
 
                 todo = [f for f in self.files if not f.content and not kept(f)]
                 hashed = contents.hash_files([(f.url, f.size) for f in todo], self.storage_options)
                 self._records = [
-                    [f.url, f.size, f.version, f.content or kept(f) or hashed[f.url]]
+                    [f.name, f.size, f.version, f.content or kept(f) or hashed[f.url]]
                     for f in self.files
                 ]
         return self._records
@@ -323,16 +313,10 @@ def _files(
     return Inputs(
         items=[f.url for f in files],
         sizes=[f.size for f in files],
-        description={"count": len(files), "patterns": [_text(p) for p in patterns]},
+        description={"count": len(files), "patterns": [as_text(p) for p in patterns]},
         files=files,
         storage_options=storage_options,
     )
-
-
-def _text(name: str) -> str:
-    """``name`` as Unicode text for the manifest: the bytes of a local file name that are not
-    UTF-8 (Python holds them as lone surrogates, which no JSON reader takes) written ``\\xNN``."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _items(items: list[Any], description: dict[str, Any]) -> Inputs:
@@ -368,9 +352,15 @@ def resolve(
     if isinstance(inputs, (bytes, Mapping)) or not isinstance(inputs, Iterable):
         raise OptionError(
             f"inputs must be a path or glob, or a list of paths or of JSON items; got a "
-            f"{type(inputs).__name__} ({inputs!r:.80})"
+            f"{type(inputs).__name__} ({inputs!r:.80}){held_as_bytes(inputs)}"
         )
     values = list(inputs)
+    paths = all(isinstance(v, (str, os.PathLike, bytes)) for v in values)
+    if paths and (held := [i for i, v in enumerate(values) if isinstance(v, bytes)]):
+        raise OptionError(
+            f"inputs[{held[0]}] is a bytes ({values[held[0]]!r:.80}): paths are given as str "
+            f"or pathlib.Path{held_as_bytes(values[held[0]])}"
+        )
     if not values:
         raise OptionError(
             "inputs is an empty list: nothing to preprocess (leave inputs out to call the "

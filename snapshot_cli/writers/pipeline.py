@@ -15,9 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..console import named
 from ..errors import OptionError, PipelineLoadError
 from . import codedeps, shipping
 from .importing import load_function
+from .input_names import as_text
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,12 @@ class PipelineRef:
     @property
     def name(self) -> str:
         return getattr(self.function, "__qualname__", repr(self.function))
+
+    @property
+    def spec_text(self) -> str:
+        """The spec as the manifest records it: Unicode text, the same under every locale (a
+        file's path that is not UTF-8, as Python holds it, made the manifest unreadable)."""
+        return as_text(self.spec)
 
     @property
     def ragged(self) -> frozenset[str]:
@@ -121,11 +129,12 @@ def check_call(function: Callable[..., Any], params: dict[str, Any], with_input:
         how = (
             "with each input as its argument"
             if with_input
-            else "once with no argument, as no inputs were given (--input, --inputs-from)"
+            else "once with no argument, as no inputs were given "
+            + named("(--input, --inputs-from)", "(inputs=, inputs_from=)")
         )
         raise OptionError(
             f"{name}{bare} cannot be called as {name}({shown}): {err}{hint}; it is called "
-            f"{how}, and each --param is a keyword argument"
+            f"{how}, and each {named('--param', 'key of params=')} is a keyword argument"
         ) from None
 
 

@@ -31,7 +31,7 @@ import sys
 import traceback
 from typing import IO, Any
 
-from .. import cli_io, errors, storage
+from .. import cli_io, console, errors, storage
 from ..errors import SnapError
 from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
 
@@ -117,6 +117,7 @@ def main(parent_pid: int) -> None:
         os._exit(1)
     incoming, outgoing = _protocol_streams()
     _whole_lines()
+    console.print_paths_as_given()  # as the command's: a print("café") under LC_ALL=C failed
     cli_io.setup_logging(quiet=True)  # snap's warnings from here as the command's are:
     # "snap: ..." lines on stderr, whatever logging the pipeline's modules set up later;
     # another library's (gcsfs giving up on a request) one line too, where the pipeline set

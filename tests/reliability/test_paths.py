@@ -92,3 +92,32 @@ def test_a_path_that_is_not_utf8_through_worker_processes(tmp_path: Path) -> Non
     assert sorted(int(i) for b in snap.open(os.fsdecode(out)).loader(3) for i in b["i"]) == [
         1, 2, 3,
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "env", [{"LC_ALL": "C.UTF-8"}, {"LC_ALL": "C", "PYTHONUTF8": "0"}], ids=["utf8", "c"]
+)
+def test_a_path_that_is_not_utf8_is_shown_alike_on_stdout_and_stderr(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The bytes as given on both (stderr's log lines showed ``o\\udcff``, Python's own
+    name for the byte, where stdout showed the name), and in an error's line too."""
+    (tmp_path / "pipe.py").write_text(PIPE)
+    out = os.path.join(os.fsencode(tmp_path), b"o\xff")
+    base = {k: v for k, v in os.environ.items() if k not in ("LANG", "LC_CTYPE", "PYTHONUTF8")}
+    create = ["create", "pipe.py:preprocess", out, "--inputs-from", "pipe.py:items",
+              "--workers", "0"]  # fmt: skip
+    said = []
+    for args in (create, create, ["inspect", out + b"x"]):
+        res = subprocess.run(
+            [sys.executable, "-m", "snapshot_cli", *args],
+            cwd=tmp_path, env={**base, **env}, capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
+        said.append(res)
+    assert [r.returncode for r in said] == [0, 0, 1], said[-1].stderr
+    made, again, wrong = said
+    assert again.stdout.startswith(b"up to date: " + out + b" ")
+    assert b"snap: snapshot " + out + b" is up to date" in again.stderr
+    assert wrong.stderr.startswith(b"snap: error: " + out + b"x is not a snapshot")
+    for stream in (made.stdout, made.stderr, again.stdout, again.stderr, wrong.stderr):
+        assert out in stream and b"\\udc" not in stream and b"/o?" not in stream, stream

@@ -17,10 +17,12 @@ from typing import Any
 import fsspec
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
+from snapshot_cli.cli import cli
 from snapshot_cli.writers import importing
 from snapshot_cli.writers import inputs as inputs_mod
 from snapshot_cli.writers import items as items_mod
@@ -555,7 +557,7 @@ def test_what_is_not_a_readable_file_is_named_not_read(tmp_path: Path, kind: str
     said = "a link to .*gone, which does not exist" if kind == "broken link" else (
         r"which is not a regular file \(a FIFO, socket or device"
     )  # fmt: skip
-    with pytest.raises(snap.OptionError, match=rf"--input '.*raw/\*' matched .*raw/odd, {said}"):
+    with pytest.raises(snap.OptionError, match=rf"inputs='.*raw/\*' matched .*raw/odd, {said}"):
         inputs_mod.expand_inputs([str(raw / "*")])
     with pytest.raises(snap.OptionError, match=said):
         snap.create(read_bytes_pipeline, str(tmp_path / "s"), inputs=str(odd), workers=0)
@@ -656,3 +658,45 @@ def test_the_order_of_a_set_is_that_of_its_items_json(items: set[Any]) -> None:
             continue  # paths and globs, sorted by expand_inputs
         assert inputs_mod.resolve(given_as, None, None).items == want
         assert inputs_mod.resolve(None, lambda g=given_as: g, None).items == want
+
+
+def test_the_inputs_option_is_named_as_the_caller_gave_it(tmp_path: Path) -> None:
+    """In Python an error names ``inputs=``, the command's ``--input``: a directory given
+    to ``snap.create`` was "--input 'raw' is a directory", a flag no Python caller has."""
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a.bin").write_bytes(b"1")
+    raw, out = str(tmp_path / "raw"), str(tmp_path / "s")
+    with pytest.raises(snap.OptionError) as caught:
+        snap.create(read_bytes_pipeline, out, inputs=Path(raw), workers=0)
+    assert str(caught.value).startswith(f"inputs={raw!r} is a directory; pass a glob such as")
+    assert "--input" not in str(caught.value)
+    with pytest.raises(snap.OptionError, match=r"no inputs were given \(inputs=, inputs_from=\)"):
+        snap.create(read_bytes_pipeline, out, workers=0)
+    with pytest.raises(snap.OptionError, match=r"each key of params= is a keyword argument"):
+        snap.create(read_bytes_pipeline, out, inputs=raw + "/*", params={"x": 1}, workers=0)
+
+    spec = f"{tmp_path / 'p.py'}:f"
+    (tmp_path / "p.py").write_text("def f(path, *, size=1):\n    yield {'n': size}\n")
+    said = CliRunner().invoke(cli, ["create", spec, out, "--input", raw, "--workers", "0"])
+    assert said.exit_code != 0 and said.output == (
+        f"snap: error: --input {raw!r} is a directory; pass a glob such as '{raw}/*' to use "
+        "the files in it\n"
+    )
+    said = CliRunner().invoke(cli, ["create", spec, out, "--workers", "0", "--param", "sise=2"])
+    assert "(--input, --inputs-from), and each --param is a keyword argument" in said.output
+    assert "inputs=" not in said.output
+
+
+@pytest.mark.parametrize(
+    "given",
+    [[b"raw/a.bin"], ["raw/b.bin", b"raw/\xff.bin"], b"raw/*"],
+    ids=["one", "mixed", "glob"],
+)
+def test_a_path_held_as_bytes_is_told_how_to_give_it(given: Any) -> None:
+    """``os.listdir(b"raw")`` gives bytes, as does a name kept from a tool that is not text:
+    refused, as before, but saying how to give it (it said only "items must be JSON values")."""
+    with pytest.raises(snap.OptionError) as caught:
+        inputs_mod.resolve(given, None, None)
+    said = str(caught.value)
+    assert "give os.fsdecode(path)" in said, said
+    assert "must be JSON values" not in said

@@ -1,0 +1,67 @@
+"""An input's name: as it identifies the file (its bytes, the same under every locale), as
+the manifest keeps it (Unicode text), and as what snap says names it (the pattern as the
+caller gave it, with what it may have been meant as).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from ..console import in_command, named
+
+
+def by_bytes(path: str) -> str:
+    """A local file's path as its bytes read in UTF-8 (bytes that are not UTF-8 as lone
+    surrogates, as a UTF-8 locale has them): the same text under every locale. Python
+    decodes a name by the locale: ``café`` under UTF-8, ``caf\\udcc3\\udca9`` under
+    ``LC_ALL=C``, and the same files were "1 added, 1 removed" when the locale changed. Under
+    a UTF-8 locale this is the path as it is: the identities snapshots recorded stay."""
+    try:
+        return os.fsencode(path).decode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # (text this locale names no file by: taken as it is)
+        return path
+
+
+def as_text(name: str) -> str:
+    """``name`` (a local path, a URL) as Unicode text for the manifest, the same under every
+    locale (see :func:`by_bytes`): the bytes of a local file name that are not UTF-8 (Python
+    holds them as lone surrogates, which no JSON reader takes, and a manifest holding one was
+    refused when it was read) written ``\\xNN``."""
+    raw = by_bytes(name).encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def given(pattern: str) -> str:
+    """``--input 'raw/*'`` to a command, ``inputs='raw/*'`` in Python."""
+    return named(f"--input {pattern!r}", f"inputs={pattern!r}")
+
+
+def meant(pattern: str, patterns: list[str], first: bool) -> str:
+    """What a pattern that matched nothing may have been meant as: an option taken as
+    ``--input``'s value, or one of a list of strings that are items, not files (ids, or URLs
+    the function fetches itself: a list of strings is read as paths and globs). ``first``:
+    no pattern before it matched a file (after one that did, it is a missing file)."""
+    if pattern.startswith("-") and not os.path.exists(pattern) and in_command():
+        return (
+            f" ({pattern} is an option: --input took it as its value; give --input a "
+            "path or pattern)"
+        )
+    if first and not glob.has_magic(pattern) and (len(patterns) > 1 or "/" not in pattern):
+        return (
+            " (paths and globs are read as files; for strings that are items, not files, such "
+            "as ids or URLs the function fetches itself, give inputs_from=lambda: [...] in "
+            "Python or --inputs-from MODULE:FUNC)"
+        )
+    return ""
+
+
+def held_as_bytes(value: object) -> str:
+    """For a path held as bytes (``os.listdir(b"raw")``, a name that is not UTF-8): how to
+    give it (bytes are no JSON item either)."""
+    if not isinstance(value, bytes):
+        return ""
+    return (
+        "; for a path held as bytes, give os.fsdecode(path) (a name that is not UTF-8 keeps "
+        "its bytes: it is the same file)"
+    )
