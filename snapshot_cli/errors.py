@@ -23,6 +23,13 @@ from __future__ import annotations
 
 from typing import Any
 
+# What to do about a shard found damaged while reading (``snap verify``'s advice, in short).
+DAMAGED = (
+    "the snapshot is damaged: snap verify lists every damaged shard; delete those and run "
+    "the same snap create again (it computes only their tasks again, a new version), or "
+    "remake the snapshot with snap create --overwrite"
+)
+
 
 class SnapError(Exception):
     """Base class of all errors snap raises on purpose."""

@@ -314,8 +314,18 @@ class Manifest:
 
         Raises:
             ManifestError: not JSON, not a snap manifest, an unknown version, a shard path that
-                leaves the snapshot, totals that disagree with the shards, an unreadable schema.
+                leaves the snapshot, totals that disagree with the shards, an unreadable schema;
+                saying what to do (:func:`repair_advice`).
         """
+        try:
+            return cls._parse(data, where)
+        except ManifestError as err:
+            if "upgrade snap" in str(err):  # (a newer snap's: nothing is wrong with it)
+                raise
+            raise ManifestError(f"{err}; {repair_advice(where)}") from err
+
+    @classmethod
+    def _parse(cls, data: builtins.bytes, where: str) -> Manifest:
         try:
             d = json.loads(data)
         except (ValueError, RecursionError) as err:  # incl. integers over 4,300 digits
@@ -370,3 +380,18 @@ class Manifest:
                 f"{where}: totals {totals} disagree with the shard entries {m.totals()}"
             )
         return m
+
+
+def repair_advice(where: str) -> str:
+    """What to do about the damaged or hand-edited manifest at ``where``."""
+    if "/_versions/" in where.replace("\\", "/"):
+        return (
+            "this kept copy of a version is damaged or was edited: the snapshot's current "
+            "manifest.json does not depend on it; delete the copy to stop keeping that version"
+        )
+    return (
+        "the manifest is damaged or was edited by hand: put back a copy (each committed "
+        "version's manifest is also kept as _versions/vNNNNNNNN.json in the snapshot; "
+        "snap verify checks the result), or make the snapshot again with snap create "
+        "--overwrite"
+    )

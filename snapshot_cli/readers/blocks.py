@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from .. import ipc_blocks, ipc_layout
 from .. import schema as schema_mod
-from ..errors import CorruptShardError
+from ..errors import DAMAGED, CorruptShardError
 from ..manifest import ShardEntry
 from . import direct, limits
 from .direct import Placement
@@ -59,7 +59,7 @@ class BlockFile:
             f"the local copy in cache_dir is damaged ({path}), not the snapshot (it was "
             "checked when fetched): delete that file and run again to fetch it anew"
             if cached
-            else "the snapshot is damaged: recreate it with snap create --overwrite"
+            else DAMAGED
         )
         self._file = limits.Descriptor(path)
         fd = self._file.fd

@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import CorruptShardError, OptionError, StorageError
+from ..errors import DAMAGED, CorruptShardError, OptionError, StorageError
 from ..progress import human_bytes
 from .cache_faults import FULL, Failed, Full, NoRoom, explain, local, say_once
 from .checksum import crc32c_file
@@ -238,15 +238,14 @@ class ShardCache:
                 got_size = tmp.stat().st_size
             if got_size != size:
                 raise CorruptShardError(
-                    f"shard {url} downloaded {got_size} bytes, the manifest says {size}; "
-                    "the snapshot is damaged: recreate it with snap create --overwrite"
+                    f"shard {url} downloaded {got_size} bytes, the manifest says {size}; {DAMAGED}"
                 )
             with local(f"reading {tmp.name}"):
                 got_crc = streamed_crc or crc32c_file(str(tmp))
             if got_crc != crc32c:
                 raise CorruptShardError(
                     f"shard {url} is damaged: crc32c {got_crc}, the manifest says {crc32c}; "
-                    "recreate the snapshot with snap create --overwrite"
+                    f"{DAMAGED}"
                 )
             with local(f"renaming {tmp.name}"):
                 os.replace(tmp, path)

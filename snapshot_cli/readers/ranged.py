@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from .. import storage
-from ..errors import CorruptShardError
+from ..errors import DAMAGED, CorruptShardError
 
 TAIL_GUESS = 64 << 10  # bytes fetched from a shard's end: the footer of ~1,000 batches fits
 _MAGIC = b"ARROW1"
@@ -53,8 +53,7 @@ class Tails:
         tail = self._fetch(fs, path, start, size)
         if len(tail) < 10 or tail[-6:] != _MAGIC:
             raise CorruptShardError(
-                f"shard {storage.to_url(fs, path)} does not end like an Arrow file; the "
-                "snapshot is damaged: recreate it with snap create --overwrite"
+                f"shard {storage.to_url(fs, path)} does not end like an Arrow file; the {DAMAGED}"
             )
         (footer_len,) = struct.unpack("<i", tail[-10:-6])
         need = footer_len + 10
@@ -71,8 +70,7 @@ class Tails:
             data = storage.read_range(fs, path, start, end)
         if len(data) != end - start:
             raise CorruptShardError(
-                f"shard {storage.to_url(fs, path)} is shorter than the manifest says; the "
-                "snapshot is damaged: recreate it with snap create --overwrite"
+                f"shard {storage.to_url(fs, path)} is shorter than the manifest says; the {DAMAGED}"
             )
         return bytes(data)
 

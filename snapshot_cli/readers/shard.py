@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from .. import ipc_blocks, storage, versions
 from .. import schema as schema_mod
-from ..errors import CorruptShardError, SnapError
+from ..errors import DAMAGED, CorruptShardError, SnapError
 from ..faults import read_failure
 from ..manifest import ShardEntry
 from .blocks import BlockFile
@@ -45,7 +45,6 @@ _verified_local: set[tuple[str, int, int, str]] = set()
 Check = bool | None  # a read's verify: None is as the readers were made
 Read = Callable[[BlockFile, Placement], Any]  # what ShardReaders._direct does with a shard
 RELEASE_BYTES = 16 << 20  # mapped bytes read between releases (RSS holds ~2x: large folios)
-DAMAGED = "the snapshot is damaged: recreate it with snap create --overwrite"
 MEMORY_BUDGET = 1 << 30  # bytes of whole remote shards held in memory by one reader set
 
 
@@ -146,7 +145,7 @@ class ShardReaders:
                 if crc != entry.crc32c:
                     raise CorruptShardError(
                         f"shard {url} is damaged: crc32c {crc}, the manifest says "
-                        f"{entry.crc32c}; recreate the snapshot with snap create --overwrite"
+                        f"{entry.crc32c}; {DAMAGED}"
                     )
                 if key is not None:
                     _verified_local.add(key)
