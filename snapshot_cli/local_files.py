@@ -51,3 +51,15 @@ def _mode_below(root: str, path: str) -> int | None:
         if stat.S_ISLNK(mode):
             return None
     return mode
+
+
+def broken_link_above(path: str) -> str | None:
+    """The nearest of ``path`` and its parent directories that is a link to nothing (where
+    creating ``path`` fails with "File exists"), or None."""
+    while True:
+        if os.path.islink(path) and not os.path.exists(path):
+            return path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent

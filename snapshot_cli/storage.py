@@ -21,13 +21,14 @@ from typing import Any, BinaryIO, TypeVar
 import fsspec
 from fsspec import AbstractFileSystem
 
-from . import durable, hdfs, layout, timeouts
+from . import durable, hdfs, layout, literal, timeouts
 from .errors import ManifestError, OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
 from .faults import is_fault as is_fault
 from .faults import missing_bucket_hint as missing_bucket_hint
 from .faults import out_of_memory as out_of_memory
+from .local_files import broken_link_above
 from .local_files import local_file_problem as local_file_problem
 from .protocols import HDFS_PROTOCOLS, OBJECT_STORES, PRECONDITION_PROTOCOLS, WEBHDFS_PROTOCOLS
 from .protocols import is_local as is_local
@@ -43,17 +44,25 @@ T = TypeVar("T")
 def resolve(
     url: str, storage_options: dict[str, Any] | None = None
 ) -> tuple[AbstractFileSystem, str]:
-    """Return the filesystem and the protocol-less path of ``url`` (a local path or any URL)."""
+    """Return the filesystem and the protocol-less path of ``url`` (a local path or any URL),
+    its name taken literally (:mod:`snapshot_cli.literal`): ``::`` in a path is part of the
+    name, as is a ``#``; fsspec's chaining (``simplecache::gs://...``) is kept."""
     if not url:
         raise OptionError("empty path or URL")
     scheme, sep, rest = url.partition("://")
     if sep and scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
         # (no "://": a local directory named "s3" or "gs" is a path)
         raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")
+    chained = literal.is_chained(url)
+    if chained and (problem := literal.chain_problem(url)):
+        raise OptionError(problem)
     try:
         options = {**timeouts.client_options(scheme, storage_options or {}),
                    **(storage_options or {})}  # fmt: skip
-        fs, path = fsspec.core.url_to_fs(url, **options)
+        if chained:
+            fs, path = fsspec.core.url_to_fs(url, **options)
+        else:
+            fs, path = literal.open_url(url, options)
         timeouts.bound(fs)
     except (ImportError, ValueError) as err:
         raise OptionError(f"cannot open {url!r}: {err}") from err
@@ -87,7 +96,16 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
     if protocol(fs) in OBJECT_STORES:
         return
     with errors_named(fs, path, "creating directory"):
-        retrying(lambda: fs.makedirs(path, exist_ok=True), f"creating {path}")
+        try:
+            retrying(lambda: fs.makedirs(path, exist_ok=True), f"creating {path}")
+        except (FileExistsError, FileNotFoundError):  # a link to nothing: said as such
+            link = broken_link_above(path) if is_local(fs) else None
+            if link is None:
+                raise
+            raise StorageError(
+                f"cannot create {path}: {link} is a broken link (to {os.readlink(link)}, which "
+                "does not exist); create what it points to, or remove the link"
+            ) from None
 
 
 def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
@@ -214,7 +232,7 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
                     f.write(data)
             except BaseException:  # a full disk: leave no half-written file under the name
                 with contextlib.suppress(Exception):
-                    fs.rm(path)
+                    fs.rm_file(path)
                 raise
             return True
 
@@ -301,8 +319,9 @@ def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
 
 
 def plain_local(url: str) -> bool:
-    """Whether ``url`` is a local path as snap records one (no protocol, no chain)."""
-    return "://" not in url and "::" not in url
+    """Whether ``url`` is a local path as snap records one (no protocol; a ``::`` in it is a
+    name's, as :func:`resolve` takes it)."""
+    return "://" not in url
 
 
 def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
@@ -355,10 +374,11 @@ def isdir(fs: AbstractFileSystem, path: str) -> bool:
 
 
 def remove(fs: AbstractFileSystem, path: str, recursive: bool = False) -> None:
-    """Delete ``path``; a missing path is not an error."""
+    """Delete ``path`` (with ``recursive``, a directory and all in it), by its exact name:
+    never as a glob (:func:`.literal.remove`); a missing path is not an error."""
     with errors_named(fs, path, "deleting"), contextlib.suppress(FileNotFoundError):
         try:
-            retrying(lambda: fs.rm(path, recursive=recursive), f"deleting {path}")
+            retrying(lambda: literal.remove(fs, path, recursive), f"deleting {path}")
         except OSError:
             if _info(fs, path) is not None:  # pyarrow's hdfs raises EIO if it is missing
                 raise

@@ -34,6 +34,7 @@ def bench(
         OptionError: ``trace`` cannot be written (said before the replay, not after it).
     """
     if trace:
+        trace = os.path.expanduser(trace)  # (as every other path: a quoted '~/t.json')
         folder = os.path.dirname(os.path.abspath(trace))
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             problem = "does not exist" if not os.path.isdir(folder) else "is not writable"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from .. import storage
+from .. import layout, storage
 from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
 from ..keywords import DATASET_INSTEAD, checked_keywords, no_attribute, not_indexed
@@ -277,7 +277,7 @@ def open(
             return open(storage.to_url(fs, _directory_of(fs, root)), storage_options, version)
         if (given := _shard_given(fs, root)) is not None:  # a shard that is missing
             raise given from err
-        if storage.exists(fs, storage.join(root, RUNS_DIR)):
+        if _writer_was_here(fs, root):
             raise ManifestError(
                 f"{storage.to_url(fs, root)} is an unfinished snapshot (no manifest.json yet): "
                 "a snap create is running or was interrupted; run it again to resume"
@@ -291,6 +291,12 @@ def open(
     if version is not None:
         current = versions_mod.open_version(fs, root, current, version)
     return Snapshot(fs, root, current)
+
+
+def _writer_was_here(fs: Any, root: str) -> bool:
+    """Whether ``_runs/`` holds a lease or a run (empty: a create that failed at once)."""
+    names = storage.list_names(fs, storage.join(root, RUNS_DIR))
+    return any(layout.lease_epoch(n) is not None or layout.is_own_run(n) for n in names)
 
 
 def _inside_snapshot(fs: Any, root: str) -> str:

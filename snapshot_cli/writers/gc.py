@@ -11,7 +11,10 @@ Safety: gc takes the snapshot's writer lease, the same one ``snap create`` takes
 writer can start (and adopt a run) while files go. If a live writer holds the lease, gc
 keeps that writer's run (its directory and every shard named after it) and removes only
 what belongs to other, dead runs; a writer that has not yet chosen its run keeps everything.
-Shards of the current version are never touched.
+A live writer also keeps the files of the version it is about to commit (``_versions/`` files
+newer than the committed version: its task table is written before its commit) and the
+temporary files of its manifest's atomic write. Shards of the current version are never
+touched.
 """
 
 from __future__ import annotations
@@ -141,6 +144,8 @@ def find_garbage(
                 rel = f"{VERSIONS_DIR}/{name}"
                 if found is None or rel in kept_tables or found[0] in kept_versions:
                     continue
+                if writer_live and found[0] > manifest.version:
+                    continue  # the live writer's next version: written before its commit
                 why = gone.get(found[0], "a version that was never committed")
                 garbage.append(Garbage(rel, "version", size, why))
     runs = storage.entry_sizes(fs, storage.join(root, RUNS_DIR))
@@ -167,7 +172,8 @@ def find_garbage(
         else:
             reason = "in no committed version" if manifest else "no committed manifest"
             garbage.append(Garbage(rel, "shard", size, reason))
-    for name, size in sorted(storage.entry_sizes(fs, root).items()):
+    # a manifest's temporary file is a live writer's commit being written: kept while it lives
+    for name, size in sorted(storage.entry_sizes(fs, root).items()) if not writer_live else ():
         if layout.is_own_temporary(name):
             garbage.append(Garbage(name, "temporary", size, "temporary file of an atomic write"))
     return garbage, kept
