@@ -106,16 +106,27 @@ def inspect_doc(url: str, m: Manifest, shards: bool = False) -> dict[str, Any]:
 # --- head ---------------------------------------------------------------------------------
 
 
+def non_finite(v: float) -> dict[str, str]:
+    """A float NaN or infinity, which JSON has not, as an object a reader tells from text
+    (the string "nan" may be a value): ``{"type": "float", "value": "nan"}`` (or ``"inf"``,
+    ``"-inf"``; ``float(value)`` gives it back)."""
+    return {"type": "float", "value": str(v)}
+
+
+def _is_non_finite(v: Any) -> bool:
+    return isinstance(v, dict) and v.keys() == {"type", "value"} and v["type"] == "float"
+
+
 def _scalar(v: Any) -> Any:
     """A value as the nearest JSON value: numpy scalars as Python's, NaN and infinities as
-    strings; what a yielded Arrow table may hold as text (dates and times in ISO 8601,
-    durations and decimals as written), structs and lists field by field."""
+    :func:`non_finite` objects; what a yielded Arrow table may hold as text (dates and times
+    in ISO 8601, durations and decimals as written), structs and lists field by field."""
     if isinstance(v, (np.datetime64, np.timedelta64)):  # (.item() of nanoseconds is an int)
         return str(v)
     if isinstance(v, np.generic):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
+        return non_finite(v)
     if v is None or isinstance(v, (str, int, float)):
         return v
     if isinstance(v, (datetime.date, datetime.time)):  # (a datetime is a date)
@@ -175,8 +186,11 @@ def _item(x: Any) -> Any:
 
 
 def format_summary(summary: Any) -> str:
-    """The terminal form of :func:`summarise_value`'s result, on one line."""
-    if isinstance(summary, dict) and "dtype" in summary:
+    """The terminal form of :func:`summarise_value`'s result, on one line: text quoted, a
+    NaN or infinity not (``nan``, ``inf``), a struct's or list's values each so."""
+    if _is_non_finite(summary):
+        return str(summary["value"])
+    if isinstance(summary, dict) and {"dtype", "shape", "first"} <= summary.keys():
         shape = "[" + ",".join(str(s) for s in summary["shape"]) + "]"
         parts = [f"{summary['dtype']}{shape}"]
         if "min" in summary:
@@ -193,11 +207,16 @@ def format_summary(summary: Any) -> str:
         more = ", …" if math.prod(summary["shape"]) > len(summary["first"]) else ""
         parts.append(f"[{first}{more}]")
         return "  ".join(parts)
-    if isinstance(summary, dict) and summary.get("type") == "bytes":
+    cut = isinstance(summary, dict) and summary.keys() == {"type", "length", "start"}
+    if cut and summary["type"] == "bytes":
         more = "…" if summary["length"] > len(summary["start"]) // 2 else ""
         return f"bytes[{summary['length']}] {summary['start']}{more}"
-    if isinstance(summary, dict) and summary.get("type") == "str":
+    if cut and summary["type"] == "str":
         return f"str[{summary['length']}] {summary['start']!r}"
+    if isinstance(summary, dict):  # a struct's fields, each shown as a value
+        return "{" + ", ".join(f"{k!r}: {format_summary(v)}" for k, v in summary.items()) + "}"
+    if isinstance(summary, list):
+        return "[" + ", ".join(format_summary(v) for v in summary) + "]"
     return repr(summary)
 
 
@@ -210,4 +229,6 @@ def _format_item(x: Any) -> str:
 
 
 def _format_number(x: Any) -> str:
+    if _is_non_finite(x):
+        return str(x["value"])
     return f"{x:.4g}" if isinstance(x, float) else str(x)

@@ -30,16 +30,13 @@ from .errors import SchemaMismatchError
 RAGGED_DATA = "data"
 RAGGED_SHAPE = "shape"
 
-_NUMPY_KINDS = frozenset("biuf")  # bool, signed, unsigned, float
-
 
 def is_supported_dtype(dtype: np.dtype) -> bool:
     """bool, int8..int64, uint8..uint64 and float16/32/64 in native byte order (not float128,
     which numpy has and Arrow has not, nor a type another library defines in numpy's kinds:
     ml_dtypes' float8_e5m2 is a kind "f" of one byte)."""
-    native = dtype.byteorder in ("=", "|", "<" if np.little_endian else ">")
     user_defined = dtype.isbuiltin == 2
-    return dtype.kind in _NUMPY_KINDS and dtype.itemsize <= 8 and native and not user_defined
+    return dtype.kind in "biuf" and dtype.itemsize <= 8 and dtype.isnative and not user_defined
 
 
 # What to do instead, by numpy dtype kind, for the dtypes a column cannot hold
@@ -75,8 +72,9 @@ def low_precision_hint(widened: str, bits: str) -> str:
 def unsupported_dtype_message(name: str, dtype: np.dtype) -> str:
     """Why column ``name`` cannot hold ``dtype``, and what to store instead."""
     hint = _DTYPE_HINTS.get(dtype.kind, "convert it to one of these")
-    if dtype.name.startswith(LOW_PRECISION):
-        hint = low_precision_hint("v.astype(np.float32)", f"v.view(np.uint{8 * dtype.itemsize})")
+    if dtype.name.startswith(LOW_PRECISION):  # (int4's widened: int8; uint2's: uint8)
+        wide = dtype.name.partition("int")[0] + "int8" if "int" in dtype.name else "float32"
+        hint = low_precision_hint(f"v.astype(np.{wide})", f"v.view(np.uint{8 * dtype.itemsize})")
     return (
         f"column {name!r} has dtype {dtype}; supported dtypes are bool, int8..int64, "
         f"uint8..uint64, float16/32/64: {hint}"
@@ -312,9 +310,12 @@ def mismatch_message(name: str, before: pa.DataType, now: pa.DataType, where: st
             f"(Arrow {now}) now{where}; yield one of them throughout (cast the other{cast})"
         )
     msg = f"column {name!r} changed type: {shown[0]} before, {shown[1]} now{where}"
-    hint = convert_hint(before, now)
-    if hint or empty_list_hint(before, now):
-        return msg + hint + empty_list_hint(before, now)
+    if empty := empty_list_hint(before, now, name):  # (float64: numpy's guess for [])
+        msg += empty
+        if kind(before) == kind(now):
+            return msg
+    elif hint := convert_hint(before, now):
+        return msg + hint
     if {kind(before), kind(now)} <= {"tensor", "ragged"}:
         msg += (
             f". If its shape varies between records, declare it ragged: decorate the "
@@ -367,19 +368,23 @@ def _time_units(before: pa.DataType, now: pa.DataType) -> tuple[str, str] | None
 _EMPTY = pa.list_(pa.float64())  # what a task of nothing but empty lists stores
 
 
-def empty_list_hint(before: pa.DataType, now: pa.DataType) -> str:
-    """Where one side is a 1-D ragged float64 column and the other another list: that may be
-    a task (or a record batch) whose values were all empty lists, stored as numpy makes
-    ``[]``; what to yield so that an empty value has the column's type too."""
+def empty_list_hint(before: pa.DataType, now: pa.DataType, name: str = "") -> str:
+    """Where one side is a 1-D ragged float64 column and the other another list or array:
+    that may be a task (or a record batch) whose values were all empty lists, stored as
+    numpy makes ``[]``; what to yield so that an empty value has the column's type too."""
     if (before == _EMPTY) == (now == _EMPTY):
         return ""
     other = now if before == _EMPTY else before
+    d = describe_type(other)
+    numbers = d["kind"] in ("ragged", "tensor") and d["dtype"] != "float64"
     if pa.types.is_list(other) and pa.types.is_string(other.value_type):
         typed = "np.array(texts, dtype=str)"
     elif pa.types.is_list(other) and pa.types.is_binary(other.value_type):
         typed = "np.array(values, dtype=bytes)"
-    elif kind(other) == "ragged":
-        typed = f"np.asarray(value, dtype=np.{describe_type(other)['dtype']})"
+    elif numbers:  # (labels; or an image's boxes, where it has none: (0, 4))
+        rest = ", ".join(str(n or "...") for n in d["shape"][1:])
+        one = f"np.asarray({name if name.isidentifier() else 'value'}, dtype=np.{d['dtype']})"
+        typed = f"np.zeros((0, {rest}), np.{d['dtype']})" if rest else one
     else:
         return ""
     return (

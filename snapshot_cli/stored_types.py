@@ -9,7 +9,8 @@ Each is stored as the one type snap gives the same values when a record yields t
 ``string``, ``binary``, ``list<T>`` (a ragged column), the value type, and
 ``arrow.fixed_shape_tensor`` (read back as one ``(n, *shape)`` array, not one array per
 record). So a column keeps one type whichever way a task yields it, and replays on the fast
-paths.
+paths. What no reader could hand back (a union, an interval, ...: :func:`unreadable`) is
+refused, with what to yield instead.
 """
 
 from __future__ import annotations
@@ -47,13 +48,13 @@ def is_transposed(t: pa.DataType) -> bool:
 def stored_type(t: pa.DataType, top: bool = True) -> pa.DataType:
     """The type snap stores for a yielded column of type ``t`` (see the module docstring);
     ``top``: the column itself, not a value nested in it (a fixed-size list inside a struct
-    stays one, and run-end encoding is decoded at the top only)."""
+    stays one)."""
     if pa.types.is_dictionary(t):
         return stored_type(t.value_type, top)
     if isinstance(t, pa.FixedShapeTensorType):  # its logical shape, without names
         permutation = t.permutation or range(len(t.shape))
         return pa.fixed_shape_tensor(t.value_type, [t.shape[p] for p in permutation])
-    if top and pa.types.is_run_end_encoded(t):
+    if pa.types.is_run_end_encoded(t):  # (nested too: no reader converts or takes it)
         return stored_type(t.value_type, top)
     if pa.types.is_string_view(t) or pa.types.is_large_string(t):
         return pa.string()
@@ -135,6 +136,23 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
         return pa.ListArray.from_arrays(
             arrays.from_numpy(offsets.astype(np.int32)), values, type=t, mask=mask
         )
+    if pa.types.is_fixed_size_list(column.type) and pa.types.is_fixed_size_list(t):
+        if column.null_count:  # refused as such: flattened, a null list's values vanish
+            return column
+        values = _convert(column.flatten(), t.value_type)  # (the slice's)
+        return pa.FixedSizeListArray.from_arrays(values, type=t)
+    if pa.types.is_map(column.type):
+        if column.null_count:  # refused as such
+            return column
+        offsets = arrays.to_numpy(column.offsets)  # (the slice's, into all of its entries)
+        start, end = (int(offsets[0]), int(offsets[-1])) if len(column) else (0, 0)
+        keys, items = column.keys.slice(start, end - start), column.items.slice(start, end - start)
+        return pa.MapArray.from_arrays(
+            arrays.from_numpy((offsets - start).astype(np.int32)),
+            _convert(keys, t.key_type),
+            _convert(items, t.item_type),
+            type=t,
+        )
     if pa.types.is_struct(column.type):
         fields = [
             _convert(child, field.type) for child, field in zip(column.flatten(), t, strict=True)
@@ -205,3 +223,115 @@ def _converted(
                 "array.dictionary_decode()), with no value past 2 GiB"
             ) from None
     return [pa.RecordBatch.from_arrays(columns, names=batch.schema.names)]
+
+
+# --- what no reader could hand back ---------------------------------------------------------
+#
+# Readers give an Arrow column snap does not decode itself (a struct, a map, a list of dates,
+# decimals, ...) back as pyarrow converts it: a struct by ``to_pylist`` (Python values), a list
+# or map by ``to_numpy`` (pyarrow's pandas conversion). Some types break one or the other:
+# a union or an interval anywhere (ArrowNotImplementedError; pandas' DateOffset), a list
+# directly of a few types (ArrowNotImplementedError), nanosecond times under a struct or map
+# (pandas' Timestamp, or plain integers), and times of day with nanoseconds (ArrowInvalid, or
+# cut to microseconds). Such a column is refused when it is yielded, with what to yield instead.
+
+
+def _list_value_fix(t: pa.DataType) -> str | None:
+    """What to cast a list's values of type ``t`` to where pyarrow's ``to_numpy`` cannot
+    convert a list of them; None where it can."""
+    if isinstance(t, pa.BaseExtensionType):
+        fix = _list_value_fix(t.storage_type)
+        return None if fix is None else f"{fix} (of its storage: array.storage.cast(...))"
+    if pa.types.is_decimal32(t) or pa.types.is_decimal64(t):
+        return f"pa.decimal128({t.precision}, {t.scale})"
+    if pa.types.is_fixed_size_binary(t):
+        return "pa.binary()"
+    return None
+
+
+def type_problem(
+    t: pa.DataType, at: str = "", in_struct: bool = False, python: bool = False
+) -> str | None:
+    """Why readers could not hand back values of stored type ``t`` (a column's, or a part
+    of it at ``at``: ``.field``, ``[]`` for a list's values), and what to yield instead;
+    None if they can. ``in_struct``: under a struct or a map; ``python``: under a column
+    that is a struct, converted by ``to_pylist`` (else by ``to_numpy``)."""
+    where = f" at {at} ({t})" if at else ""
+    if pa.types.is_union(t):
+        return (
+            f"a union{where}: numpy has no array of values of several types; yield one "
+            "column per type, or cast the values to one type"
+        )
+    if pa.types.is_interval(t):
+        return (
+            f"an interval{where}, which numpy has no type for (pyarrow makes it pandas' "
+            "DateOffset); yield a duration (pa.duration('ns'): a length of time), or its "
+            "months, days and nanoseconds as three integer columns"
+        )
+    times = pa.types.is_timestamp(t) or pa.types.is_duration(t)
+    if times and in_struct and t.unit == "ns":
+        zone = f", {t.tz!r}" if getattr(t, "tz", None) else ""
+        cast = f"pa.{'timestamp' if pa.types.is_timestamp(t) else 'duration'}('us'{zone})"
+        return (
+            f"nanosecond times{where} in a struct or map, whose values readers give back as "
+            "Python's, and Python's datetime and timedelta hold microseconds (pyarrow makes "
+            f"pandas objects or integers of them); cast them to {cast}, or yield them as a "
+            "column of their own, which replays as numpy datetime64/timedelta64 in ns"
+        )
+    if isinstance(t, pa.BaseExtensionType):
+        return type_problem(t.storage_type, at, in_struct, python)
+    if pa.types.is_struct(t):
+        python = python or not at  # (a column that is a struct: to_pylist)
+        for field in t:
+            problem = type_problem(field.type, f"{at}.{field.name}", True, python)
+            if problem:
+                return problem
+        return None
+    if pa.types.is_map(t):
+        key = type_problem(t.key_type, f"{at}{{key}}", True, python)
+        return key or type_problem(t.item_type, f"{at}{{value}}", True, python)
+    if _is_list(t) or pa.types.is_fixed_size_list(t):
+        fix = None if python else _list_value_fix(t.value_type)
+        if fix is not None:
+            return (
+                f"lists of {t.value_type}{where}, which pyarrow cannot convert to numpy; cast "
+                f"their values to {fix}"
+            )
+        return type_problem(t.value_type, f"{at}[]", in_struct, python)
+    return None
+
+
+def _times_of_day(array: pa.Array) -> list[pa.Array]:
+    """The ``time64[ns]`` arrays in ``array``, at any depth (all of a list's values, not only
+    the slice's: no copy)."""
+    t = array.type
+    if pa.types.is_time64(t) and t.unit == "ns":
+        return [array]
+    if isinstance(array, pa.ExtensionArray):
+        return _times_of_day(array.storage)
+    if isinstance(array, pa.StructArray):
+        return [a for i in range(t.num_fields) for a in _times_of_day(array.field(i))]
+    if isinstance(array, pa.MapArray):
+        return _times_of_day(array.keys) + _times_of_day(array.items)
+    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        return _times_of_day(array.values)
+    return []
+
+
+def unreadable(column: pa.Array) -> str | None:
+    """Why readers could not hand back ``column`` (in its stored type, without nulls), and
+    what to yield instead; None if they can (:func:`type_problem`, and times of day with
+    nanoseconds: Python's ``time``, which readers give, holds microseconds)."""
+    problem = type_problem(column.type)
+    if problem:
+        return problem
+    for times in _times_of_day(column):
+        ns = arrays.to_numpy(times.view(pa.int64()))
+        if (ns % 1000).any():
+            return (
+                f"times of day with nanoseconds ({times.type}); readers give them back as "
+                "Python's datetime.time, which holds microseconds: drop the nanoseconds "
+                "(array.cast(pa.time64('us'), safe=False)) or store the time since midnight "
+                "as a duration (pa.duration('ns'))"
+            )
+    return None

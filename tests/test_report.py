@@ -143,7 +143,8 @@ def test_summarise_float_array_with_nan_has_a_finite_mean() -> None:
     assert out["dtype"] == "float32" and out["shape"] == [4]
     assert math.isfinite(out["mean"])
     assert out["mean"] == pytest.approx(float(np.nanmean(x)))
-    assert out["first"][0] == 1.5 and out["first"][1] == "nan"  # NaN as a string, not NaN
+    assert out["first"][0] == 1.5  # NaN not as JSON's string, which text "nan" is too
+    assert out["first"][1] == {"type": "float", "value": "nan"}
     json.dumps(out, allow_nan=False)  # valid JSON: no NaN literal anywhere
 
 
@@ -215,9 +216,9 @@ def test_summarise_scalar_becomes_a_python_value(value: Any, expected: Any, kind
     assert out == expected and type(out) is kind
 
 
-def test_summarise_non_finite_scalars_become_strings() -> None:
-    assert report.summarise_value(np.float64("nan")) == "nan"
-    assert report.summarise_value(np.float32("-inf")) == "-inf"
+def test_summarise_non_finite_scalars_become_float_objects() -> None:
+    assert report.summarise_value(np.float64("nan")) == {"type": "float", "value": "nan"}
+    assert report.summarise_value(np.float32("-inf")) == {"type": "float", "value": "-inf"}
 
 
 # --- format_summary -------------------------------------------------------------------------
@@ -255,6 +256,8 @@ def test_format_summary_is_one_line(name: str) -> None:
         assert line.endswith("…") == (len(value) > 24)
     elif isinstance(value, str) and len(value) > report.TEXT_LIMIT:
         assert line.startswith(f"str[{len(value)}] '")
+    elif isinstance(value, np.floating) and not np.isfinite(value):
+        assert line == str(float(value))  # nan, not 'nan' (text is quoted)
     else:
         assert line == repr(summary)
 

@@ -62,25 +62,38 @@ def ahead(
 def mapped_arrays(batch: Batch) -> Batch:
     """``batch`` with every column a numpy array: what a ``map`` returned may hold tensors
     (torch's, on the CPU), lists or numbers, which the bare loader hands on as they are and
-    an adapter takes as numpy arrays (no copy for a CPU tensor). A value numpy cannot take
-    is a TypeError naming the column."""
-    if all(isinstance(v, np.ndarray) for v in batch.values()):
+    an adapter takes as numpy arrays (no copy for a CPU tensor), and views (a flip, ``a[:,
+    ::-1]``) or byte-swapped arrays (``a.astype(">f4")``), which no framework takes: copied
+    (:func:`framework_array`). A value numpy cannot take is a TypeError naming the column."""
+    if all(isinstance(v, np.ndarray) and v is framework_array(v) for v in batch.values()):
         return batch
     return {name: as_array(name, value) for name, value in batch.items()}
 
 
 def as_array(name: str, value: Any) -> np.ndarray:
-    """Column ``name`` of what a ``map`` returned, as a numpy array (see mapped_arrays)."""
+    """Column ``name`` of what a ``map`` returned, as a numpy array a framework takes (see
+    mapped_arrays)."""
     if isinstance(value, np.ndarray):
-        return value
+        return framework_array(value)
     try:
-        return np.asarray(value)
+        return framework_array(np.asarray(value))
     except Exception as err:  # noqa: BLE001 - whatever the value's own conversion raises
         said = " ".join(str(err).split())[:200]
         raise TypeError(
             f"map returned column {name!r} as {type(value).__name__}, which numpy cannot "
             f"take ({type(err).__name__}: {said}); return numpy arrays or CPU tensors"
         ) from None
+
+
+def framework_array(value: np.ndarray) -> np.ndarray:
+    """``value`` itself, or a copy torch, JAX and TensorFlow take: in native byte order
+    (``a.astype(">f4")``, ``np.fromfile(f, ">i4")``: JAX refuses the dtype, torch the
+    order) and without negative strides (``a[:, ::-1]``, which torch refuses)."""
+    if not value.dtype.isnative:  # (numbers and times; a structure's fields stay)
+        value = value.astype(value.dtype.newbyteorder("="))
+    if any(stride < 0 for stride in value.strides):
+        value = value.copy(order="C")  # (not ascontiguousarray: one value is "contiguous")
+    return value
 
 
 NOT_PICKLABLE = (

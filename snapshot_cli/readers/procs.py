@@ -319,11 +319,13 @@ def checked_count(n: int | None, reading: Any) -> int:
         raise OptionError("processes= needs Linux (shared memory by memfd_create); use processes=0")
     for name in reading.columns:
         t = reading.schema.field(name).type
-        if schema_mod.kind(t) not in FIXED_KINDS:
+        if schema_mod.kind(t) not in FIXED_KINDS:  # (times too: fixed-width, not numbers)
             raise OptionError(
-                f"processes= decodes fixed-width columns only, and column {name!r} is "
-                f"{t}: leave it out (columns=[...]; --columns in snap bench) or use "
-                "processes=0"
+                "processes= decodes columns of numbers and tensors only: decode processes "
+                "write them into the window's shared memory, and the window keeps any other "
+                "column (text, ragged arrays, times, ...) as Arrow data in this process; "
+                f"column {name!r} is {t}: leave it out (columns=[...]; "
+                "--columns in snap bench) or use processes=0"
             )
     fixed = len(reading.columns)
     if fixed >= MAX_FDS:

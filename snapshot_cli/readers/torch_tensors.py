@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import RecordError
-from .adapter import as_array
+from .adapter import as_array, framework_array
 
 if TYPE_CHECKING:
     from .loader import Batch
@@ -38,7 +38,9 @@ def to_tensors(batch: Batch) -> dict[str, Any]:
 
     def tensor(a: np.ndarray) -> Any:
         # read-only arrays (Arrow's zero-copy views of ragged values) are copied: a tensor
-        # is always writable, and writing into Arrow's buffers would be undefined
+        # is always writable, and writing into Arrow's buffers would be undefined; so are a
+        # map's flipped views and byte-swapped arrays, which torch.from_numpy refuses
+        a = framework_array(a)
         return torch.from_numpy(a if a.flags.writeable else a.copy())
 
     for name, value in batch.items():

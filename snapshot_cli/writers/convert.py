@@ -176,7 +176,8 @@ def _check_valid(column: pa.Array, name: str, yielded: str) -> None:
 def _refuse_unreadable(batches: list[pa.RecordBatch], yielded: str) -> list[pa.RecordBatch]:
     """``batches``, unless a column holds what a reader would take the shard for damaged
     for (:func:`..schema.encoding_problem`): a null, or a ragged column's shape that does
-    not hold its values (an Arrow struct of snap's own ``data``/``shape`` encoding)."""
+    not hold its values (an Arrow struct of snap's own ``data``/``shape`` encoding); or
+    what no reader could hand back (:func:`..stored_types.unreadable`: a union, ...)."""
     for batch in batches:
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             nulls = schema_mod.null_count(column)
@@ -185,6 +186,11 @@ def _refuse_unreadable(batches: list[pa.RecordBatch], yielded: str) -> list[pa.R
                     f"column {name!r} of a yielded {yielded} holds "
                     f"{counted(nulls, 'missing value')} (nulls); snap stores no missing values: "
                     "fill them (e.g. pyarrow.compute.fill_null) or leave those rows out"
+                )
+            unreadable = stored_types.unreadable(column)
+            if unreadable is not None:
+                raise RecordError(
+                    f"column {name!r} of a yielded {yielded} ({column.type}) holds {unreadable}"
                 )
         problem = schema_mod.encoding_problem(batch)
         if problem is not None:

@@ -187,7 +187,10 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
                 f"column {name!r} of a yielded DataFrame holds {counted(missing, 'missing value')}"
                 " (NA); snap stores no missing values: fill them (fillna) or leave those rows out"
             )
-        # times with a zone: an Arrow timestamp that keeps it (numpy's would be objects)
+        # times with a zone: an Arrow timestamp that keeps it (numpy's would be objects);
+        # a column of pandas' ArrowDtype: its Arrow data, taken as a pyarrow table's is
+        # (numpy's would be objects, or pandas' NotImplementedError for an interval)
         zoned = getattr(dtype, "tz", None) is not None and getattr(dtype, "kind", "") == "M"
-        out[name] = pa.array(column) if zoned else column.to_numpy()
+        arrow = getattr(dtype, "pyarrow_dtype", None) is not None
+        out[name] = pa.array(column) if zoned or arrow else column.to_numpy()
     return out

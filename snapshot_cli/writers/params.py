@@ -16,6 +16,7 @@ import inspect
 import json
 import math
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,13 @@ def parse_params(
     params: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
+        if not _is_unicode(item):  # (bytes the locale's codec could not decode, escaped)
+            named = f"{key}: its value {raw!r}" if _is_unicode(key) else f"{item!r}"
+            raise OptionError(
+                f"--param {named} is not valid text in this locale (Python decoded the "
+                f"command line as {sys.getfilesystemencoding()}, and params are kept as UTF-8): "
+                "set a UTF-8 locale (export LANG=C.UTF-8) or PYTHONUTF8=1 and run again"
+            )
         key = key.strip()
         if not sep or not key.isidentifier():
             raise OptionError(f"--param {item!r} must look like KEY=VALUE with KEY a Python name")
@@ -187,9 +195,10 @@ def _plain(value: Any) -> Any:
 
 
 def check_json(value: Any, what: str) -> Any:
-    """Return ``value`` as its JSON round trip, or explain why it cannot be one."""
+    """Return ``value`` as its JSON round trip, or explain why it cannot be one (text that
+    is not valid Unicode too: the manifest is UTF-8, and no reader would take it)."""
     try:
-        return json.loads(json.dumps(value, allow_nan=False, default=_plain))
+        plain = json.loads(json.dumps(value, allow_nan=False, default=_plain))
     except (TypeError, ValueError) as err:
         hint = (
             " (NaN and infinities have none: pass a string such as 'inf' and convert it in "
@@ -201,3 +210,39 @@ def check_json(value: Any, what: str) -> Any:
             f"{what} must be JSON (str, numbers, bools, lists, dicts; it is kept in the "
             f"manifest): {err}{hint}"
         ) from err
+    bad = not_unicode(plain, what)
+    if bad is not None:
+        raise OptionError(
+            f"{bad}, which is not valid Unicode text (a lone surrogate, e.g. from decoding "
+            "bytes with errors='surrogateescape'); the manifest keeps params as UTF-8 JSON: "
+            "pass valid text (bytes.decode(errors='replace'), or bytes.hex())"
+        )
+    return plain
+
+
+def not_unicode(value: Any, where: str) -> str | None:
+    """Where in a JSON value (``where``: the value itself) the first str, key or value,
+    is that UTF-8 cannot encode (a lone surrogate), and the str; None if there is none."""
+    if isinstance(value, str):
+        return None if _is_unicode(value) else f"{where} holds {value!r}"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not _is_unicode(key):
+                return f"{where} has the key {key!r}"
+            bad = not_unicode(item, f"{where}[{key!r}]")
+            if bad is not None:
+                return bad
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            bad = not_unicode(item, f"{where}[{i}]")
+            if bad is not None:
+                return bad
+    return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
