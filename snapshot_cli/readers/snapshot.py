@@ -280,7 +280,8 @@ def open(
         if _writer_was_here(fs, root):
             raise ManifestError(
                 f"{storage.to_url(fs, root)} is an unfinished snapshot (no manifest.json yet): "
-                "a snap create is running or was interrupted; run it again to resume"
+                "a snap create is writing it, or was interrupted; snap inspect says which "
+                "(and who is writing); once a create commits it, it can be read"
             ) from err
         raise ManifestError(
             f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
