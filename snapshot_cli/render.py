@@ -134,7 +134,7 @@ def shard_lines(doc: dict[str, Any]) -> list[str]:
     task = doc["task"]
     if task is not None:
         inputs = task["inputs"]
-        shown = ", ".join(inputs[:INPUTS_SHOWN])
+        shown = ", ".join(one_line(str(i)) for i in inputs[:INPUTS_SHOWN])
         more = f", ... ({len(inputs)} in all)" if len(inputs) > INPUTS_SHOWN else ""
         rows.append(("task", f"{task['key'][:16]}, {counted(len(task['shards']), 'shard')}"))
         rows.append(("inputs", f"{shown}{more}" if inputs else "none (the single call)"))
@@ -358,6 +358,12 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c n
 
 
 _COLOUR = re.compile(r"(\x1b\[[0-9;]*m)")  # (SGR: colours, as click.style makes them)
+
+
+def one_line(name: str) -> str:
+    """A name (an input's path) on one line of a table: its newlines and tabs escaped too
+    (:func:`printable` keeps them, for text of several lines)."""
+    return name.replace("\n", "\\n").replace("\t", "\\t")
 
 
 def printable(text: str) -> str:

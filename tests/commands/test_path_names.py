@@ -165,3 +165,22 @@ def test_gc_keeps_the_files_a_live_writer_is_writing(tmp_path: Path) -> None:
     doc = run_json("gc", str(out), "--retention", "0")
     assert {g["path"] for g in doc["removed"]} == {rel, temp.name}
     assert snap.open(out).version == 1 and run("verify", str(out))[0] == 0
+
+
+def test_an_input_named_with_a_newline_stays_on_its_line_in_inspect(
+    tmp_path: Path, write_pipeline: Callable[..., str]
+) -> None:
+    """A newline in an input's name split ``snap inspect SHARD``'s inputs row in two."""
+    spec = write_pipeline(READ_INPUT)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "a\nb.bin").write_text("ab")
+    (raw / "c\td.bin").write_text("cd")
+    out = tmp_path / "snap"
+    code, _, stderr = create(spec, out, "--input", str(raw / "*"), "--inputs-per-task", "2")
+    assert code == 0, stderr
+    shard = out / snap.open(out).shards[0].path
+    code, stdout, stderr = run("inspect", str(shard))
+    assert code == 0, stderr
+    row = next(line for line in stdout.splitlines() if line.startswith("inputs"))
+    assert "a\\nb.bin" in row and "c\\td.bin" in row, stdout
