@@ -214,13 +214,9 @@ class Loader(FrameworkAdapters):
 
     def _config(self) -> dict[str, Any]:
         o = self.plan_options
-        common = {
-            "shuffle": o.shuffle,
-            "seed": o.seed,
-            "drop_last": o.drop_last,
-            "window_rows": o.window_rows,
-            "first_window_rows": o.first_window_rows,
-        }
+        common = {"shuffle": o.shuffle, "seed": o.seed, "drop_last": o.drop_last,
+                  "window_rows": o.window_rows, "first_window_rows": o.first_window_rows,
+                  "order_version": resume.ORDER_VERSION}  # fmt: skip
         if isinstance(o, GlobalOptions):  # the same on every rank, for every world size
             return {
                 "order": "global",

@@ -15,6 +15,15 @@ from .. import storage
 from .. import versions as versions_mod
 from ..layout import MANIFEST_NAME
 
+# How the order is drawn from the settings. A state without it was saved by snap before
+# 2026-11-30, whose order is version 1 (since 2026-11-25, d68a307: states of the unreleased
+# snap of 2026-11-23 to 25 resume in another order; 0.1.0's are refused for first_window_rows).
+# Bump it with any change to the order a state's settings give.
+ORDER_VERSION = 1
+# Keys of a state's config that no loader option sets: they follow from the settings, the
+# data and snap's own version.
+DERIVED = ("window_rows", "first_window_rows", "order_version")
+
 if TYPE_CHECKING:
     from .snapshot import Snapshot
 
@@ -45,9 +54,17 @@ def malformed(state: Any) -> str:
 def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapshot]) -> str:
     """Why a state with config ``theirs`` does not fit a loader with config ``mine`` reading
     ``sources`` ("" when it fits)."""
+    theirs = {"order_version": 1, **theirs}
     diff = sorted(k for k in mine if mine[k] != theirs.get(k))
     if not diff:
         return ""
+    if "order_version" in diff or diff == ["first_window_rows"]:  # (the ramp of windows)
+        return (
+            "the state was saved by another version of snap, which draws this loader's order "
+            f"otherwise ({ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }): "
+            "finish that epoch with the snap that saved the state, or start the next epoch "
+            "without it (loader.set_epoch(state['epoch'] + 1))"
+        )
     data = []
     key = next((k for k in ("fingerprint", "fingerprints") if k in diff), "")
     saved = theirs.get(key) if key else None
@@ -64,7 +81,7 @@ def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapsho
                 if f != s.manifest.fingerprint]  # fmt: skip
         diff.remove(key)
     if data or key in diff:  # the windows' sizes follow from the data (and the options)
-        diff = [k for k in diff if k not in ("window_rows", "first_window_rows")]
+        diff = [k for k in diff if k not in DERIVED]
     settings = (
         f"the state was saved by a loader with other {', '.join(diff)}: "
         f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"

@@ -248,8 +248,10 @@ def _create(
             )
         if m.history is None:
             raise SnapshotExistsError(
-                f"{url} holds a snapshot of other inputs, made before snapshots had versions: "
-                "pass --overwrite (overwrite=True) once to make it anew (its readers keep the "
+                f"{url} holds a snapshot made before snapshots had versions, from inputs this "
+                "snap cannot compare with these (snap 0.1.0 recorded a file by its size and "
+                "time, not its content): pass --overwrite (overwrite=True) once to make it "
+                "anew (its readers keep the "
                 "old shards until snap gc); later creates compute only the tasks whose inputs "
                 "changed"
             )

@@ -107,3 +107,32 @@ def test_a_malformed_state_is_named_not_a_traceback(tmp_path: Path, key: str, va
         with pytest.raises(snap.OptionError, match=named):
             loader.load_state_dict(state)
     loader.close()
+
+
+@pytest.mark.parametrize("global_order", [False, True], ids=["per-rank", "global"])
+def test_a_state_of_another_snaps_order_says_so(tmp_path: Path, global_order: bool) -> None:
+    """A state records the version of how its order is drawn (``order_version``; missing: 1,
+    the order of every snap since 2026-11-25); one of another version, or of another ramp of
+    windows, named "first_window_rows" only (no loader option): now it says an upgrade of
+    snap changed the order and what to do."""
+    make(tmp_path / "s", 0)
+    s = snap.open(tmp_path / "s")
+
+    def loader() -> Any:
+        return s.loader(global_batch_size=16) if global_order else s.loader(batch_size=16)
+
+    first = loader()
+    it = iter(first)
+    seen = [next(it)["x"][:, 0].tolist() for _ in range(3)]
+    state = first.state_dict()
+    assert state["config"]["order_version"] == 1
+    rest = [b["x"][:, 0].tolist() for b in first]
+    first.close()
+    older = {**state, "config": {k: v for k, v in state["config"].items() if k != "order_version"}}
+    again = loader()
+    again.load_state_dict(older)  # saved before order_version existed: the same order
+    assert [b["x"][:, 0].tolist() for b in again] == rest and len(seen) == 3
+    for changed in ({"order_version": 2}, {"first_window_rows": 7}):
+        other = {**state, "config": {**state["config"], **changed}}
+        with pytest.raises(snap.OptionError, match=r"another version of snap.*set_epoch"):
+            loader().load_state_dict(other)

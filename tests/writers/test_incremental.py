@@ -393,3 +393,25 @@ def test_a_grow_keeps_the_snapshots_compression(
                         compression="lz4", overwrite=True)  # fmt: skip
     assert snap.open(out).manifest.compression == {"codec": "lz4", "level": None}
     assert again.tasks_reused == 0
+
+
+def test_a_snapshot_made_before_versions_of_other_inputs_says_why_overwrite(
+    tmp_path: Path,
+) -> None:
+    """Such a snapshot's inputs cannot be compared (0.1.0 recorded files by size and time):
+    the message said "of other inputs" also where nothing had changed."""
+    tree = Tree(tmp_path, 4)
+    tree.create()
+    manifest = tmp_path / "s" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    del doc["history"]
+    doc["format_version"] = 2
+    doc["fingerprint_parts"]["inputs"] = "0" * 64  # as 0.1.0 hashed [url, size, mtime]
+    doc["fingerprint"] = "1" * 64
+    doc["pipeline"]["inputs"].pop("stat", None)  # (0.1.0 recorded none)
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(snap.SnapshotExistsError) as caught:
+        tree.create()
+    said = str(caught.value)
+    assert "before snapshots had versions" in said and "cannot compare" in said, said
+    assert "pass --overwrite" in said
