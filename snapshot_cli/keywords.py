@@ -47,6 +47,9 @@ ELSEWHERE: dict[str, tuple[str, ...]] = {
     "local_rank": ("rank",),
     "transform": ("map",),
     "collate_fn": ("map",),
+    "n": ("records",),  # pandas' DataFrame.sample(n=, frac=), given to Snapshot.sample
+    "frac": ("fraction",),
+    "num_samples": ("records",),
     "compression_level": ("level",),
     "codec": ("compression",),
     "max_shard_size": ("shard_size",),

@@ -29,7 +29,7 @@ from .. import ipc_blocks, ipc_layout
 from .. import schema as schema_mod
 from ..errors import DAMAGED, CorruptShardError
 from ..manifest import ShardEntry
-from . import direct, limits
+from . import checked, direct, limits
 from .direct import Placement
 from .window import SlotTarget
 
@@ -37,12 +37,6 @@ IOV_CHUNK = 512  # pieces per preadv (Linux allows IOV_MAX = 1024)
 
 HEAD_BYTES = 4096  # read first from a record batch's message: its metadata, usually whole
 _DROP = hasattr(mmap, "MADV_DONTNEED")  # pages of a mapped file can leave RSS on demand
-
-# Record batches this process has checked, per file version: (path, size, mtime_ns, crc32c).
-_checked: dict[tuple[str, int, int, str], np.ndarray] = {}
-_checked_lock = threading.Lock()
-if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
-    os.register_at_fork(after_in_child=lambda: globals().update(_checked_lock=threading.Lock()))
 
 
 class BlockFile:
@@ -70,19 +64,18 @@ class BlockFile:
                 f"shard {url} has {self.size} bytes, the manifest says {entry.bytes}; {self.fix}"
             )
         self._crcs = ipc_blocks.decode(entry.batch_crc32c)
-        key = (path, self.size, st.st_mtime_ns, entry.crc32c)
+        version = (self.size, st.st_mtime_ns, entry.crc32c)
         try:
             read = functools.partial(os.pread, fd)
             self.blocks = ipc_blocks.file_blocks(read, self.size)
             # (once a file: values are read by the manifest's schema, never the file's)
-            got = None if key in _checked else ipc_blocks.file_schema(read, self.size)
+            got = None if checked.seen(path, version) else ipc_blocks.file_schema(read, self.size)
         except ipc_blocks.FooterError as err:
             raise CorruptShardError(f"shard {url} cannot be opened: {err}; {self.fix}") from err
         count = len(self.blocks)
         if problem := schema_mod.layout_problem(got, schema, count, len(self._crcs)):
             raise CorruptShardError(f"shard {url}: {problem}; {self.fix}")
-        with _checked_lock:
-            self._done = _checked.setdefault(key, np.zeros(len(self.blocks), bool))
+        self._done = checked.record_batches(path, version, len(self.blocks))
         self._mapped: mmap.mmap | None = None  # the whole file, once mapped
         self.touched = 0  # bytes read through the map (a figure for ShardReaders.release)
         self.bytes_read = 0  # record batches' bytes read, each time (stats()["bytes_read"])

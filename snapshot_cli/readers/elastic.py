@@ -158,8 +158,7 @@ class Stream:
         if j not in self._passes:
             o = self.options
             n = len(self.blocks)
-            if o.shuffle and n > 1:  # (one block: [0] whatever the generator; a small source
-                # repeated makes a pass per few records, and a generator costs ~15 us)
+            if o.shuffle and n > 1:  # (one block: [0]; a generator costs ~15 us a pass)
                 order = _rng(o.seed, self.epoch, self.source + 1, j + 1).permutation(n)
             else:
                 order = np.arange(n, dtype=np.int64)

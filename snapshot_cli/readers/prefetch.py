@@ -1,16 +1,22 @@
 """A bounded, resizable hand-off between the producer thread and the consumer.
 
 Items travel as ``(value, error)``: an exception raised in a background thread reaches the
-consumer unchanged (with its original traceback). The buffer also measures how long the
-consumer waited for data and how long the producer waited for room.
+consumer unchanged (with its original traceback; snap's own frames in it without their
+locals: :func:`forget_own_locals`). The buffer also measures how long the consumer waited
+for data and how long the producer waited for room.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import os
 import threading
 import time
+from types import TracebackType
 from typing import Any
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 _CLOSED = object()
 
@@ -69,7 +75,11 @@ class PrefetchBuffer:
             self._taken += 1
             self._cond.notify_all()
         if error is not None:
-            raise error
+            forget_own_locals(error)
+            try:
+                raise error
+            finally:  # (as below: this frame's local, the error, would hold the frame)
+                del error
         return value
 
     def taken(self) -> None:
@@ -101,3 +111,21 @@ class PrefetchBuffer:
             self._closed = True
             self._items.clear()
             self._cond.notify_all()
+
+
+def forget_own_locals(error: BaseException) -> None:
+    """Clear the locals of snap's own finished frames in ``error``'s traceback (and its
+    causes'): a background thread's frame that waited on a future holds it, and the future
+    holds the error, whose traceback holds the frame: a cycle that kept a loader whose
+    ``map`` or read raised (its windows, shard files and shared memory) until the cyclic
+    collector ran. The user's frames (a ``map``'s) keep theirs, for a debugger."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        tb: TracebackType | None = error.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+                with contextlib.suppress(RuntimeError):  # (a frame still running)
+                    tb.tb_frame.clear()
+            tb = tb.tb_next
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]

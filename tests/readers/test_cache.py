@@ -192,6 +192,27 @@ def test_loader_reads_through_the_cache(remote_snapshot: str, tmp_path: Path) ->
     assert len(list(cache_dir.glob("*.arrow"))) == len(s.shards)
 
 
+def test_many_epochs_through_the_cache_keep_one_record_per_shard(
+    remote_snapshot: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the process has checked is kept per file version, which has its mtime: each use
+    of a cache entry sets it (least recently used first), so every epoch added an entry per
+    shard (a loader of 40 shards grew ~19 KB an epoch, for good). One per file now."""
+    from snapshot_cli.readers import checked, shard
+
+    monkeypatch.setattr(shard, "CACHED_OPEN", 2)  # shards opened again every epoch, as past 16
+    s = snap.open(remote_snapshot)
+    with s.loader(32, cache_dir=tmp_path / "c", seed=1) as loader:
+        for _ in loader:
+            pass
+        after_one = checked.entries()
+        for _ in range(4):
+            for _ in loader:
+                pass
+        assert checked.entries() == after_one
+    assert len([p for p in checked._checked if p.startswith(str(tmp_path / "c"))]) == len(s.shards)
+
+
 def test_cache_dir_is_a_local_directory_or_a_file_url(
     remote_snapshot: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
