@@ -43,8 +43,8 @@ def parse_params(
     params: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        if not _is_unicode(item):  # (bytes the locale's codec could not decode, escaped)
-            named = f"{key}: its value {raw!r}" if _is_unicode(key) else f"{item!r}"
+        if not is_unicode(item):  # (bytes the locale's codec could not decode, escaped)
+            named = f"{key}: its value {raw!r}" if is_unicode(key) else f"{item!r}"
             raise OptionError(
                 f"--param {named} is not valid text in this locale (Python decoded the "
                 f"command line as {sys.getfilesystemencoding()}, and params are kept as UTF-8): "
@@ -224,10 +224,10 @@ def not_unicode(value: Any, where: str) -> str | None:
     """Where in a JSON value (``where``: the value itself) the first str, key or value,
     is that UTF-8 cannot encode (a lone surrogate), and the str; None if there is none."""
     if isinstance(value, str):
-        return None if _is_unicode(value) else f"{where} holds {value!r}"
+        return None if is_unicode(value) else f"{where} holds {value!r}"
     if isinstance(value, dict):
         for key, item in value.items():
-            if not _is_unicode(key):
+            if not is_unicode(key):
                 return f"{where} has the key {key!r}"
             bad = not_unicode(item, f"{where}[{key!r}]")
             if bad is not None:
@@ -240,7 +240,8 @@ def not_unicode(value: Any, where: str) -> str | None:
     return None
 
 
-def _is_unicode(text: str) -> bool:
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogate: UTF-8, JSON and Arrow take it)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -19,6 +19,7 @@ from .. import schema as schema_mod
 from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
 from . import advice
+from .params import is_unicode
 from .values import (
     ARRAY,
     BINARY,
@@ -379,16 +380,8 @@ def check_names(names: Sequence[str]) -> None:
                 f"column name {name!r} holds a control character; strip it "
                 "(df.columns.str.strip() for a CSV's line ends)"
             )
-        if not name.isascii() and not _is_unicode(name):  # (Arrow keeps names as UTF-8)
+        if not name.isascii() and not is_unicode(name):  # (Arrow keeps names as UTF-8)
             raise RecordError(
                 f"column name {name!r} is not valid Unicode text (a lone surrogate, e.g. from "
                 "decoding bytes with errors='surrogateescape'); rename it"
             )
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
