@@ -351,14 +351,19 @@ def test_a_rerun_computes_again_only_the_tasks_of_lost_shards(
     assert tree.create(inputs_per_task=2).reused  # and now it is up to date
 
 
-def test_a_lost_shard_of_a_snapshot_made_before_versions_says_overwrite(tmp_path: Path) -> None:
-    tree = Tree(tmp_path, 4)
-    tree.create()
-    manifest = tmp_path / "s" / "manifest.json"
+def made_before_versions(manifest: Path, **changes: object) -> None:
+    """``manifest`` as snap wrote it before versions (format 2: no history), ``changes``
+    made to it."""
     doc = json.loads(manifest.read_text())
     del doc["history"]
     doc["format_version"] = 2
-    manifest.write_text(json.dumps(doc))
+    manifest.write_text(json.dumps({**doc, **changes}))
+
+
+def test_a_lost_shard_of_a_snapshot_made_before_versions_says_overwrite(tmp_path: Path) -> None:
+    tree = Tree(tmp_path, 4)
+    tree.create()
+    made_before_versions(tmp_path / "s" / "manifest.json")
     (tmp_path / "s" / snap.open(tmp_path / "s").shards[0].path).unlink()
     with pytest.raises(snap.SnapshotExistsError) as caught:
         tree.create()
@@ -404,12 +409,10 @@ def test_a_snapshot_made_before_versions_of_other_inputs_says_why_overwrite(
     tree.create()
     manifest = tmp_path / "s" / "manifest.json"
     doc = json.loads(manifest.read_text())
-    del doc["history"]
-    doc["format_version"] = 2
     doc["fingerprint_parts"]["inputs"] = "0" * 64  # as 0.1.0 hashed [url, size, mtime]
-    doc["fingerprint"] = "1" * 64
     doc["pipeline"]["inputs"].pop("stat", None)  # (0.1.0 recorded none)
-    manifest.write_text(json.dumps(doc))
+    made_before_versions(manifest, fingerprint="1" * 64, fingerprint_parts=doc["fingerprint_parts"],
+                         pipeline=doc["pipeline"])  # fmt: skip
     with pytest.raises(snap.SnapshotExistsError) as caught:
         tree.create()
     said = str(caught.value)
