@@ -490,9 +490,8 @@ def test_a_task_of_empty_labels_gets_the_empty_list_advice(
 def test_narrow_integers_are_told_to_widen_to_an_integer(
     tmp_path: Path, name: str, wide: str
 ) -> None:
-    ml_dtypes = pytest.importorskip("ml_dtypes")
-    if not hasattr(ml_dtypes, name):
-        pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no {name}")
+    import ml_dtypes  # (the test extras' ml-dtypes >= 0.5 has int2 and uint2)
+
     x = np.array([1, 0, 1], dtype=getattr(ml_dtypes, name))
     with pytest.raises(snap.RecordError, match=rf"dtype {name}; .*v\.astype\(np\.{wide}\)") as err:
         write(tmp_path, {"x": x})
