@@ -355,6 +355,14 @@ def test_reuse_with_another_layout_says_so(setup) -> None:  # type: ignore[no-un
     code, stdout, stderr = run("create", spec, out, "--input", glob, "--compression", "lz4")
     assert code == 0 and stdout.startswith("up to date:")
     assert "compressed with" in stderr and "--overwrite" in stderr
+    # Every other layout option given is named too (they were ignored without a word).
+    for option, value in (("--shard-size", "1MiB"), ("--batch-rows", "3"),
+                          ("--inputs-per-task", "2")):  # fmt: skip
+        code, stdout, stderr = run("create", spec, out, "--input", glob, option, value)
+        assert code == 0 and stdout.startswith("up to date:")
+        assert f"note: {option} shape the shards" in stderr and "--overwrite" in stderr
+    code, _, stderr = run("create", spec, out, "--input", glob, "--shard-size", "256MiB")
+    assert code == 0 and "note:" not in stderr  # the default changes nothing
 
 
 @pytest.mark.parametrize(

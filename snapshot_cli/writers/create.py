@@ -270,6 +270,12 @@ def _create(
                 codec_text(m.compression),
                 codec_text(options.compression.to_json()),
             )
+        if given := how.layout_given:
+            log.warning(
+                "note: %s shape the shards a create writes; this snapshot is up to date, so "
+                "none are written: pass --overwrite to rewrite it with them",
+                ", ".join(given),
+            )
         return _info(url, m, started, reused=True, dry_run=how.dry_run)
 
     def plan_against(previous: Manifest | None, ranges: list[range] | None = None,

@@ -210,3 +210,15 @@ class CreateOptions:
     def in_process(self) -> bool:
         """The pipeline runs in the calling process (``workers=0``, local executor)."""
         return self.executor != "ray" and self.worker_count == 0
+
+    @property
+    def layout_given(self) -> list[str]:
+        """The layout options (other than the codec) set away from their defaults, as the
+        CLI spells them: what an up-to-date snapshot's create does not apply."""
+        given = {
+            "--shard-size": self.write.shard_size != WriteOptions.shard_size,
+            "--batch-rows": self.batch_rows is not None,
+            "batch_bytes=": self.batch_bytes is not None,
+            "--inputs-per-task": self.inputs_per_task is not None,
+        }
+        return [name for name, set_ in given.items() if set_]
