@@ -40,6 +40,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import argparse
 import functools
+import importlib
+import importlib.util
 import json
 import platform
 import resource
@@ -207,7 +209,19 @@ def peak_rss_mib() -> float:
     return (hwm + kids) / 1024
 
 
+# The libraries each system's epoch imports: imported before its clock starts, as
+# snapshot_cli is for snap's (an epoch times reading; TensorFlow's import alone took 3.7 s).
+FRAMEWORKS = {
+    "tf.data": ["tensorflow"],
+    "hf datasets": ["datasets"],
+    "litdata": ["litdata", "torch"],
+    "npy + DataLoader": ["torch"],
+}
+
+
 def child(system: str, path: str, snap_path: str) -> None:
+    for name in FRAMEWORKS.get(system, []):
+        importlib.import_module(name)
     _common.raw_read(_common.shard_paths(snap.open(snap_path)))  # everyone: a warm cache
     if os.path.isdir(path) and system not in LIMITS:  # warm the system's own files too
         _common.raw_read(os.path.join(d, f) for d, _, files in os.walk(path) for f in files)
@@ -243,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size-gb", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--data-dir", default=_common.out_dir("peers-data"))
-    p.add_argument("--systems", default=",".join([*SYSTEMS, SNAP2, *LIMITS]))
+    p.add_argument(
+        "--systems",
+        default=",".join([*SYSTEMS, SNAP2, *LIMITS]),
+        help="comma-separated subset of: " + ", ".join([*SYSTEMS, SNAP2, *LIMITS]),
+    )
     _common.add_json_option(p)
     p.add_argument("--plot", default=None, help="write a PNG bar chart here")
     p.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
@@ -261,6 +279,18 @@ def main(argv: list[str] | None = None) -> int:
         child(*args.child)
         return 0
     systems = [s for s in args.systems.split(",") if s]
+    known = [*SYSTEMS, SNAP2, *LIMITS]
+    if unknown := [s for s in systems if s not in known]:
+        p.error(f"--systems: unknown {', '.join(map(repr, unknown))}; choose from "
+                f"{', '.join(map(repr, known))}")  # fmt: skip
+    needed = {m for s in systems for m in FRAMEWORKS.get(s, [])} | (
+        {"matplotlib"} if args.plot else set()
+    )
+    if missing := sorted(m for m in needed if importlib.util.find_spec(m) is None):
+        p.error(
+            f"{', '.join(missing)} not installed: `make bench` installs every peer "
+            "(or leave out the systems that need them with --systems, and --plot)"
+        )
     if TOKENS:  # the limits' readers know the image columns only
         systems = [s for s in systems if s not in LIMITS]
     n = max(1, round(args.size_gb * _common.GB / record_bytes()))

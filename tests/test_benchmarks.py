@@ -93,3 +93,32 @@ def test_a_file_just_written_in_small_pieces_is_not_mapped_in_large_folios(tmp_p
     assert _common.large_folio_share(str(path)) == 0.0
     (tmp_path / "empty").write_bytes(b"")
     assert _common.large_folio_share(str(tmp_path / "empty")) is None
+
+
+def test_peers_refuses_an_unknown_system_before_any_work(tmp_path: Path) -> None:
+    """A misspelt system ran every other one and then divided by its 0 records/s."""
+    res = subprocess.run([sys.executable, str(BENCH / "peers.py"), "--systems", "snap,tfdata",
+                          "--data-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 2 and "unknown 'tfdata'" in res.stderr and "'tf.data'" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_peers_import_every_library_an_epoch_uses_before_its_clock() -> None:
+    """Each peer's epoch imports its framework; the child imports those first (as it does
+    snapshot_cli), or TensorFlow's 3.7 s import was counted as tf.data's reading."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import peers
+    finally:
+        sys.path.remove(str(BENCH))
+    checked = 0
+    for source in (BENCH / "peers.py", BENCH / "peers_tokens.py"):
+        body = source.read_text().split("\ndef epoch(", 1)[1].split("\ndef ", 1)[0]
+        for branch in re.split(r"\n    (?:el)?if ", body)[1:]:
+            system = re.match(r"(?:TOKENS and )?system == \"([^\"]+)\"", branch)
+            imported = set(re.findall(r"^\s+import (\w+)", branch, re.M))
+            if system and imported:
+                assert imported <= set(peers.FRAMEWORKS[system.group(1)]), (source, system)
+                checked += 1
+    assert checked == 8  # tf.data, hf datasets, litdata, npy + DataLoader in each variant
