@@ -284,8 +284,22 @@ def compiled_text(found: dict[str, bool]) -> str:
     )
 
 
+def settings_text(doc: dict[str, Any]) -> str:
+    """The loader's settings in use, each marked "auto" where auto chose it."""
+    settings, given = doc["settings"], doc["options"]
+
+    def auto(option: str) -> str:
+        return " (auto)" if given.get(option, "auto") == "auto" else ""
+
+    return (
+        f"num_parallel_reads={settings['parallel_reads']}{auto('num_parallel_reads')}, "
+        f"prefetch={settings['prefetch']} batches{auto('prefetch')}, shuffle window "
+        f"{human_count(settings['window_rows'])} records{auto('shuffle_buffer')}"
+    )
+
+
 def bench_lines(doc: dict[str, Any]) -> list[str]:
-    st, settings = doc["stage_seconds"], doc["settings"]
+    st = doc["stage_seconds"]
     rows = [
         ("snapshot", doc["path"]),
         (
@@ -297,7 +311,11 @@ def bench_lines(doc: dict[str, Any]) -> list[str]:
             "throughput",
             f"{human_count(doc['records_per_s'])} records/s, {doc['mb_per_s']:.1f} MB/s",
         ),
-        ("first batch", f"{doc['first_batch_seconds'] * 1000:.0f} ms"),
+        (
+            "first batch",
+            f"{doc['first_batch_seconds'] * 1000:.0f} ms after iter() "
+            f"(the loader's set-up before it {doc.get('setup_seconds', 0) * 1000:.0f} ms)",
+        ),
         (
             "input-bound",
             f"{doc['input_bound_pct']:.1f}% of the time the consumer waited for data"
@@ -308,12 +326,17 @@ def bench_lines(doc: dict[str, Any]) -> list[str]:
             f"read+decode {st['read_decode']:.2f} s (window loads, wall), gather "
             f"{st['gather']:.2f} s, map {st['map']:.2f} s",
         ),
-        (
-            "auto chose",
-            f"num_parallel_reads={settings['parallel_reads']}, prefetch={settings['prefetch']} "
-            f"batches, shuffle window {human_count(settings['window_rows'])} records",
-        ),
+        ("settings", settings_text(doc)),
     ]
+    if procs := doc["options"].get("processes"):
+        cpu = st.get("decode_process_cpu", 0.0)
+        rows.append(
+            (
+                "processes",
+                f"{procs} decode processes, {cpu:.2f} CPU-s of decoding"
+                + (" (threads decoded while they started: a longer replay uses them)" * (not cpu)),
+            )
+        )
     rows.append(("compiled", compiled_text(doc.get("compiled") or {})))
     cache = doc.get("cache")
     if cache:

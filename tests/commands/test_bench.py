@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands.conftest import NUM_RECORDS, TASKS, run, run_json, table
+from tests.commands.conftest import NUM_RECORDS, TASKS, image, run, run_json, table, text
 from tests.conftest import snap_subprocess
 
 
@@ -28,6 +28,38 @@ def test_bench_json_counts_every_record_of_every_epoch(snapshot: Path) -> None:
     assert doc["options"]["shuffle"] is True and doc["trace"] is None
     assert 0 <= doc["input_bound_pct"] <= 100
     assert {"read_decode", "gather", "map"} <= doc["stage_seconds"].keys()
+
+
+def test_bench_counts_the_bytes_of_text_and_ragged_values(snapshot: Path) -> None:
+    """A text or ragged column's object array counted 8 bytes a value (numpy's nbytes of
+    the references): MB/s of a snapshot of text was 60x too low."""
+    expected = sum(
+        image(i).nbytes + 8 + 4 * (i % 4 + 1) + len(text(i).encode()) for i in range(NUM_RECORDS)
+    )  # img, int64 label, int32 tokens, text
+    doc = run_json("bench", str(snapshot), "--epochs", "2")
+    assert doc["bytes"] == 2 * expected
+    assert run_json("bench", str(snapshot), "--epochs", "1", "--columns", "text")["bytes"] == sum(
+        len(text(i).encode()) for i in range(NUM_RECORDS)
+    )
+
+
+def test_bench_times_everything_from_the_first_iter(snapshot: Path) -> None:
+    """The replay's seconds and first batch were timed from before the loader was made (a
+    first batch after the whole first epoch), the input-bound share from the first iter()."""
+    doc = run_json("bench", str(snapshot), "--epochs", "2")
+    epochs = sum(e["seconds"] for e in doc["per_epoch"])
+    assert doc["first_batch_seconds"] <= doc["per_epoch"][0]["seconds"] + 1e-3
+    assert epochs <= doc["seconds"] + 2e-4 and doc["setup_seconds"] >= 0
+    assert doc["consumer_wait_s"] <= doc["seconds"] + 1e-3
+
+
+def test_bench_says_which_settings_auto_chose(snapshot: Path) -> None:
+    """ "auto chose num_parallel_reads=1000" of a value the user had given."""
+    code, stdout, _ = run("bench", str(snapshot), "--num-parallel-reads", "3")
+    rows = table(stdout.splitlines())
+    assert code == 0 and "auto chose" not in rows
+    assert rows["settings"].startswith("num_parallel_reads=3, prefetch=")
+    assert "batches (auto), shuffle window" in rows["settings"]
 
 
 def test_bench_no_shuffle(snapshot: Path) -> None:
@@ -74,6 +106,9 @@ def test_a_trace_that_cannot_be_written_is_said_before_the_replay(
     code, stdout, stderr = run("bench", str(snapshot), "--trace", str(trace))
     assert code == 1 and stdout == "" and "Traceback" not in stderr
     assert f"--trace '{trace}': its directory {trace.parent} does not exist" in stderr
+    # a directory: the same kind of fault, the same exit code (it was click's usage error, 2)
+    code, stdout, stderr = run("bench", str(snapshot), "--trace", str(tmp_path))
+    assert code == 1 and stdout == "" and f"--trace '{tmp_path}' is a directory" in stderr
 
 
 def test_bench_step_ms_measures_input_bound_share(snapshot: Path) -> None:
@@ -108,6 +143,9 @@ def test_bench_processes_decodes_in_processes_or_says_why_not(snapshot: Path) ->
     doc = run_json("bench", str(snapshot), "--processes", "1", "--columns", "img,label",
                    "--epochs", "3", "--batch-size", "4")  # fmt: skip
     assert doc["records"] == 3 * NUM_RECORDS and doc["options"]["processes"] == 1
+    code, stdout, _ = run("bench", str(snapshot), "--processes", "1", "--columns", "img,label")
+    # (said either way: a replay this short is over before the processes have started)
+    assert code == 0 and table(stdout.splitlines())["processes"].startswith("1 decode processes, ")
     code, stdout, stderr = run("bench", str(snapshot), "--processes", "1")
     assert code == 1 and "Traceback" not in stderr
     assert "processes= decodes columns of numbers and tensors only" in stderr
