@@ -18,6 +18,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["MKL_NUM_THREADS"] = "1"
 
 import argparse
+import contextlib
 import functools
 import json
 import platform
@@ -518,8 +519,54 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_quick_option(p: argparse.ArgumentParser, smoke: str) -> None:
-    """``--quick``: a smoke run of ``smoke`` (e.g. "0.2 GB") and 1 repeat."""
+    """``--quick``: a smoke run of ``smoke`` (e.g. "0.2 GB") and 1 repeat (``smoke`` names
+    the sizes only: the help adds the repeat)."""
     p.add_argument("--quick", action="store_true", help=f"smoke run: {smoke}, 1 repeat")
+
+
+def add_data_dir_option(p: argparse.ArgumentParser, default: str) -> None:
+    """``--data-dir DIR``: where a benchmark writes its snapshots and keeps them for later runs
+    (``default``, an :func:`out_dir`, named in the help)."""
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=default,
+        help=f"where the snapshots are written and kept for later runs (default {default})",
+    )
+
+
+def dir_bytes(path: str) -> int:
+    """Bytes of the files under ``path`` (0 where it does not exist)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):  # removed meanwhile
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def print_data_kept(data_dir: str) -> None:
+    """The last line of a benchmark that keeps its snapshots (stderr): where, and how big."""
+    size = dir_bytes(data_dir)
+    amount = f"{size / GB:.2f} GB" if size >= GB / 10 else f"{size / 1e6:.1f} MB"
+    print(
+        f"data kept in {os.path.abspath(data_dir)} ({amount}): later runs reuse it; "
+        "delete it to free the space, or pass --data-dir to keep it elsewhere",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def run_main(main: Callable[[], int | None]) -> None:
+    """A benchmark's entry point: ``sys.exit(main())``, but an error snap raised on purpose
+    (a full disk, a directory that holds something else) or a child process's failure ends
+    it as one line, ``<script>: error: <message>``, and exit status 1, not a traceback."""
+    try:
+        code = main()
+    except (snap.SnapError, ChildError) as err:
+        print(f"{os.path.basename(sys.argv[0])}: error: {err}", file=sys.stderr, flush=True)
+        code = 1
+    sys.exit(code)
 
 
 def resolve_quick(

@@ -9,14 +9,15 @@ files: reading them from disk with nothing else (``pread`` of 4 MiB: the device'
 and the same first epoch with the files in the page cache (warm). Medians of ``--repeats``.
 
 Where the page cache cannot be emptied this way (tmpfs: nothing is read from a device), the
-benchmark says so and stops.
+benchmark says so and stops. The snapshots are written once into ``--data-dir`` (default
+``benchmarks/out/cold-data``, ~1.5 GB per codec) and reused by later runs.
 
 Usage: python benchmarks/cold.py [--size-gb 1.5] [--codecs lz4,none,zstd] [--repeats 3]
+                                 [--data-dir DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -85,13 +86,14 @@ def epoch(path: str, readahead: str, paths: list[str], cold: bool) -> dict[str, 
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main() -> int:
+    parser = _common.parser(__doc__)
     parser.add_argument("--size-gb", type=float, default=1.5)
     parser.add_argument("--codecs", default="lz4,none,zstd")
     parser.add_argument("--repeats", type=int, default=3)
+    _common.add_data_dir_option(parser, _common.out_dir("cold-data"))
     args = parser.parse_args()
-    data_dir = _common.out_dir("cold-data")
+    data_dir = args.data_dir
     _common.print_header(
         f"first shuffled epoch from disk, {args.size_gb:g} GB, batch 256, "
         f"medians of {args.repeats} (seconds; fresh process each)"
@@ -106,7 +108,8 @@ def main() -> None:
             print(f"{codec}: evicting the shard files did not make reads come from a device "
                   f"({read} bytes of {s.manifest.bytes} read from one; tmpfs?): nothing to "
                   "measure here")  # fmt: skip
-            sys.exit(2)
+            _common.print_data_kept(data_dir)
+            return 2
         warm, off, on, ahead = [], [], [], ""
         for r in range(args.repeats):
             warm.append(epoch(s.root, "on", paths, cold=False)["seconds"])
@@ -121,8 +124,11 @@ def main() -> None:
               f"{_common.runs_text(off)} | {_common.runs_text(on)}")  # fmt: skip
     print("device read: the shard files read from disk alone; warm: the same epoch from the "
           "page cache; read ahead: windows asked for ahead / windows (the first is read before "
-          "the loader knows the snapshot is not cached)")  # fmt: skip
+          "the loader knows the snapshot is not cached); on/off, on/warm: ratios of the "
+          "epochs' times (lower is better)")  # fmt: skip
+    _common.print_data_kept(data_dir)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    _common.run_main(main)

@@ -39,6 +39,7 @@ import multiprocessing
 import os
 import platform
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -195,23 +196,53 @@ def run_snap(
 
 
 @contextlib.contextmanager
-def ray_cluster(cpus: int) -> Iterator[str]:
-    """A local Ray head node (``ray start --head``), stopped afterwards; yields its address."""
+def ray_cluster(cpus: int, tmp_root: str | None = None) -> Iterator[str]:
+    """A local Ray head node (``ray start --head --block``) with its own temp dir under
+    ``tmp_root``, stopped afterwards; yields its address.
+
+    Only this node is stopped, never ``ray stop``, which stops every Ray process on the
+    machine (a cluster or job the user runs beside the benchmark too): ``ray start --block``
+    stays in the foreground in a process group of its own, its GCS, raylet and monitors in
+    that group and bound to it (they die with it; the Ray workers exit with the raylet). The
+    group is killed while its leader is still this process's unreaped child, so its id cannot
+    have been reused by another process.
+
+    Raises:
+        ChildError: ``ray start`` failed (e.g. Ray's socket paths under ``tmp_root`` too long).
+    """
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    temp = tempfile.mkdtemp(prefix="snapray-", dir="/tmp")
-    subprocess.run(
-        [ray_bin, "start", "--head", f"--num-cpus={cpus}", f"--port={port}",
-         f"--temp-dir={temp}", "--include-dashboard=false", "--disable-usage-stats"],
-        env=env, check=True, capture_output=True,
-    )  # fmt: skip
+    temp = tempfile.mkdtemp(prefix="snapray-", dir=tmp_root)  # short: Ray's socket paths
     try:
-        yield f"127.0.0.1:{port}"
+        start = subprocess.Popen(
+            [ray_bin, "start", "--head", "--block", f"--num-cpus={cpus}", f"--port={port}",
+             f"--temp-dir={temp}", "--include-dashboard=false", "--disable-usage-stats"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        said: list[str] = []
+        up = False
+        try:
+            out = start.stdout
+            if out is None:  # (never: stdout=PIPE)
+                raise RuntimeError("ray start: no stdout")
+            for line in out:  # until it blocks: the node is up (or it exited)
+                said.append(line)
+                if "block forever" in line:
+                    up = True
+                    break
+            if up:
+                yield f"127.0.0.1:{port}"
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # (its leader not reaped yet)
+                os.killpg(start.pid, signal.SIGKILL)
+            said.append(start.communicate()[0])  # what it said since; closes the pipe
+        if not up:
+            raise _common.ChildError("ray start --head", start.returncode, "".join(said))
     finally:
-        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, check=False)
         shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -239,8 +270,8 @@ def print_table(s: Summary, runs: list[Run], configs: list[str]) -> None:
     one, many, plain = configs[1], configs[2], configs[3]
     notes = {
         LOOP: "baseline (in process, writes nothing)",
-        one: f"overhead {s.overhead_ratio:.3f}x vs loop (target <= 1.10)",
-        many: f"speedup {s.speedup:.2f}x vs workers=1 (target >= 1.7)",
+        one: f"overhead {s.overhead_ratio:.3f}x the loop's time (target <= 1.10, lower is better)",
+        many: f"speedup {s.speedup:.2f}x vs workers=1 (target >= 1.7, higher is better)",
         plain: f"the machine's scaling: {s.machine_speedup:.2f}x vs loop",
     }
     print()
@@ -346,8 +377,9 @@ def incremental(args: argparse.Namespace) -> int:
             + _common.runs_text(r[0] for r in runs)
         )
     print(
-        f"(one task of the full create: {per_task:.2f} s on average, as wall time over "
-        f"{args.workers} workers; the incremental creates also list and key every input)"
+        f"(x full: the create's time / the full create's, lower is better; one task of the full "
+        f"create: {per_task:.2f} s on average, as wall time over {args.workers} workers; the "
+        "incremental creates also list and key every input)"
     )
     return 0
 
@@ -371,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     ray_configs = ["ray 1 at a time", f"ray {args.workers} at a time"] if args.ray else []
     workers.update(dict(zip(ray_configs, [1, args.workers], strict=False)))
     stack = contextlib.ExitStack()
-    address = stack.enter_context(ray_cluster(args.workers)) if args.ray else None
+    address = stack.enter_context(ray_cluster(args.workers, args.tmpdir)) if args.ray else None
     cores = _common.usable_cores()
     load_start = os.getloadavg()[0]
     env = (
@@ -429,4 +461,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _common.run_main(main)

@@ -78,6 +78,7 @@ def items_main(n: int, repeats: int, workers: int) -> None:
     for name, runs in rows.items():
         m = statistics.median(runs)
         print(f"{name:26} {m:9.2f} {m / n * 1e6:8.1f} {m / base:7.2f}  " + _common.runs_text(runs))
+    print("x base: the run's time / the baseline's time (lower is better)")
 
 
 def read_all(paths: list[Path]) -> int:
@@ -159,11 +160,14 @@ def main() -> None:
     print(f"{'check':24} {'median s':>9} {'GB/s':>6} {'x read':>7}  runs")
     for name, runs in rows.items():
         m = statistics.median(runs)
-        print(
-            f"{name:24} {m:9.3f} {total / m / 1e9:6.2f} {m / base:7.2f}  "
-            + _common.runs_text(runs, 3)
-        )
+        # "up to date, stat" reads no file: it has no rate of the files' bytes
+        rate = f"{'-':>6}" if name == "up to date, stat" else f"{total / m / 1e9:6.2f}"
+        print(f"{name:24} {m:9.3f} {rate} {m / base:7.2f}  " + _common.runs_text(runs, 3))
+    print(
+        "GB/s: the files' bytes / the time (higher is better; none for the stat check, which "
+        "reads no file); x read: the check's time / the baseline read's time (lower is better)"
+    )
 
 
 if __name__ == "__main__":
-    main()
+    _common.run_main(main)

@@ -72,9 +72,12 @@ def ensure(data_dir: str, codec: str, n: int) -> snap.Snapshot:
         "inputs_per_task": 4,
     }
     spec = f"{os.path.abspath(__file__)}:make"
+    if not os.path.exists(os.path.join(path, "manifest.json")):
+        print(f"writing {path} ...", file=sys.stderr, flush=True)
     try:
         info = snap.create(spec, path, **options)
     except snap.SnapshotExistsError:  # made by an earlier edit of this file
+        print(f"writing {path} again (this file changed) ...", file=sys.stderr, flush=True)
         info = snap.create(spec, path, overwrite=True, **options)
     return snap.open(info.path)
 
@@ -100,7 +103,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="100,000 records, 1 repeat")
-    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    _common.add_data_dir_option(parser, DEFAULT_DATA_DIR)
     args = parser.parse_args()
     n = args.records or (QUICK_RECORDS if args.quick else DEFAULT_RECORDS)
     repeats = 1 if args.quick else args.repeats
@@ -122,7 +125,9 @@ def main() -> None:
             rate = statistics.median(values)
             print(f"{name:<28} {rate / 1e6:7.3f} M rec/s  {rate / base:5.2f}x  "
                   f"runs {_common.runs_text([v / 1e6 for v in values], 3)}")  # fmt: skip
+    print(f"(x: records/s / the {ALONE}'s records/s, higher is better; 1.00 = as fast)")
+    _common.print_data_kept(args.data_dir)
 
 
 if __name__ == "__main__":
-    main()
+    _common.run_main(main)

@@ -383,4 +383,4 @@ def plot(rows: list[dict[str, Any]], env: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _common.run_main(main)

@@ -400,7 +400,8 @@ def print_tables(summaries: list[CodecSummary], runs: list[Run], args: argparse.
     print(
         f"snap replay benchmark: {args.size_gb:g} GB uncompressed, batch_size {BATCH_SIZE}, "
         f"page cache warm (re-read before each run), median of {args.repeats};\n"
-        f"GB/s = 1e9 bytes/s of uncompressed column data delivered"
+        f"GB/s = 1e9 bytes/s of uncompressed column data delivered (higher is better); "
+        f"x copy = GB/s / decode + one copy's GB/s (higher is better; 1.00 = as fast)"
     )
     header = (
         f"{'codec':<5} {'configuration':<42} {'GB/s':>6} {'x copy':>6} {'cpu s':>6}  "
@@ -643,7 +644,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help=f"uncompressed GB of image+label ({DEFAULT_SIZE_GB})",
     )
-    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the snapshots are cached")
+    _common.add_data_dir_option(p, DEFAULT_DATA_DIR)
     p.add_argument("--repeats", type=int, default=None, help="runs per configuration (3)")
     p.add_argument(
         "--codecs", default=",".join(CODECS), help="comma-separated subset of zstd,lz4,none"
@@ -698,6 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory:
         code = memory_mode(args)
         print(f"load average {os.getloadavg()[0]:.2f} at end (1 min)")
+        _common.print_data_kept(args.data_dir)
         return code
 
     snapshots = {
@@ -744,8 +746,9 @@ def main(argv: list[str] | None = None) -> int:
             "environment": _common.run_environment(env, (load_start, load_end), args, BATCH_SIZE),
         }
         _common.write_json(args.json, doc)
+    _common.print_data_kept(args.data_dir)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _common.run_main(main)

@@ -124,6 +124,7 @@ def ensure(data_dir: str, shape: str, codec: str, rows: int, columns: int) -> sn
             return s
     except snap.SnapError:
         pass
+    print(f"writing {path} ...", file=sys.stderr, flush=True)
     snap.create(f"{__file__}:make_part", path, inputs=list(range(PARTS)), params=params,
                 compression=codec, workers=0, inputs_per_task=1, overwrite=True)  # fmt: skip
     return snap.open(path)
@@ -237,10 +238,10 @@ def main() -> None:
     p.add_argument("--large-mib", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=0, help="every shape's (default: its own)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    _common.add_data_dir_option(p, DEFAULT_DATA_DIR)
     p.add_argument("--codecs", default=",".join(CODECS))
     p.add_argument("--shapes", default=",".join(SHAPES))
-    _common.add_quick_option(p, "small sizes, 1 repeat")
+    _common.add_quick_option(p, "small sizes")
     _common.add_json_option(p)
     args = p.parse_args()
     args.codecs = _common.subset(p, "--codecs", args.codecs, CODECS)
@@ -250,9 +251,14 @@ def main() -> None:
         args.large_rows, args.large_mib, args.var_rows = 16, 2, 8_000
     print(_common.describe(_common.environment()))
     report = run(args)
+    print(
+        "\nx base: the loader's records/s / decode + one copy's, in the same repeat (higher is "
+        "better; 1.00 = as fast as the baseline)"
+    )
     if args.json:
         _common.write_json(args.json, report)
+    _common.print_data_kept(args.data_dir)
 
 
 if __name__ == "__main__":
-    main()
+    _common.run_main(main)

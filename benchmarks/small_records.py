@@ -295,7 +295,8 @@ def print_table(summaries: list[Summary], runs: list[Run], args: argparse.Namesp
         f"snap small-records benchmark: {args.rows:,} records of {ROW_BYTES} bytes (id int64, "
         f"x float32[{FEATURES}], label int64);\n"
         f'loader: shuffle=True, default ("auto") settings, 2nd epoch; x base = loader / '
-        f"decode + one copy (rows/s);\npage cache warm (re-read before each run), median of "
+        f"decode + one copy (rows/s; higher is better);\npage cache warm (re-read before each "
+        f"run), median of "
         f"{args.repeats}"
     )
     header = (
@@ -339,7 +340,7 @@ def print_table(summaries: list[Summary], runs: list[Run], args: argparse.Namesp
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = _common.parser(__doc__)
     p.add_argument("--rows", type=int, default=None, help=f"records ({DEFAULT_ROWS:,})")
-    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the snapshots are cached")
+    _common.add_data_dir_option(p, DEFAULT_DATA_DIR)
     p.add_argument("--repeats", type=int, default=None, help="runs per configuration (3)")
     p.add_argument(
         "--codecs", default=",".join(CODECS), help="comma-separated subset of zstd,lz4,none"
@@ -417,8 +418,9 @@ def main(argv: list[str] | None = None) -> int:
             "runs": [{**asdict(r), "rows_per_s": r.rows_per_s} for r in runs],
         }
         _common.write_json(args.json, doc)
+    _common.print_data_kept(args.data_dir)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _common.run_main(main)

@@ -53,7 +53,7 @@ def main() -> None:
     ap.add_argument("--size-gb", type=float, default=0.5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--codecs", default="zstd,lz4,none")
-    ap.add_argument("--data-dir", default=_common.out_dir("validation-data"))
+    _common.add_data_dir_option(ap, _common.out_dir("validation-data"))
     args = ap.parse_args()
     print(f"{'codec':6} {'mode':11} {'GB/s':>6} {'x none':>7}  runs (s)")
     for codec in args.codecs.split(","):
@@ -71,7 +71,10 @@ def main() -> None:
             m = statistics.median(runs[mode])
             print(f"{codec:6} {mode:11} {nbytes / m / 1e9:6.2f} {m / base:7.3f}  "
                   + _common.runs_text(runs[mode], 3))  # fmt: skip
+    print("GB/s: decoded bytes / the time (higher is better); x none: the mode's time / the "
+          "time without validation (lower is better)")  # fmt: skip
+    _common.print_data_kept(args.data_dir)
 
 
 if __name__ == "__main__":
-    main()
+    _common.run_main(main)

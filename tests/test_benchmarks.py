@@ -5,15 +5,24 @@ takes. Running them is ``make bench``'s business, not the suite's."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+import snapshot_cli as snap
+from tests.conftest import REPO, wait_for
+from tests.writers.test_processes import pid_alive
 
 BENCH = REPO / "benchmarks"
 SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if '__name__ == "__main__"' in p.read_text())
@@ -122,3 +131,162 @@ def test_peers_import_every_library_an_epoch_uses_before_its_clock() -> None:
                 assert imported <= set(peers.FRAMEWORKS[system.group(1)]), (source, system)
                 checked += 1
     assert checked == 8  # tf.data, hf datasets, litdata, npy + DataLoader in each variant
+
+
+# --- the faults a tester found (2026-11-30) -----------------------------------------------
+
+
+def bench(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(BENCH / argv[0]), *argv[1:]], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+
+
+def import_bench(name: str) -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def processes_naming(text: str) -> dict[int, str]:
+    """Live processes whose command line holds ``text`` → their command lines."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if text in argv and pid_alive(int(entry.name)):
+                found[int(entry.name)] = argv
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (Path(sys.executable).parent / "ray").exists(), reason="needs ray")
+def test_create_ray_cluster_stops_the_node_it_started_and_no_other_ray_process() -> None:
+    """``create.py --ray`` ended with ``ray stop --force``: every Ray process on the machine
+    killed (the user's own cluster or job too), its temp dir made in /tmp whatever --tmpdir
+    said. Beside it here runs a process ``ray stop`` takes for Ray's (a ``log_monitor.py``)."""
+    create = import_bench("create")
+    decoy = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()",
+                              "log_monitor.py"], stdin=subprocess.PIPE)  # fmt: skip
+    root = tempfile.mkdtemp(prefix="rc-", dir="/tmp")  # short: Ray's socket paths
+    try:
+        with create.ray_cluster(1, root) as address:
+            (temp,) = Path(root).iterdir()  # its temp dir: under the --tmpdir given
+            node = processes_naming(str(temp))
+            assert any("gcs_server" in argv for argv in node.values()), node
+            assert any("raylet" in argv for argv in node.values()), node
+            host, port = address.rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=60):  # the GCS answers
+                pass
+        wait_for(lambda: not any(pid_alive(pid) for pid in node), "the node's processes to end")
+        assert decoy.poll() is None  # not Ray's: still running
+        assert list(Path(root).iterdir()) == []  # its temp dir removed
+    finally:
+        assert decoy.stdin is not None
+        decoy.stdin.close()
+        decoy.wait(timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_cold_takes_a_data_dir_and_its_help_names_where_data_goes_by_default() -> None:
+    """cold.py wrote its 1.5 GB per codec under benchmarks/out/cold-data, with no option to
+    put it elsewhere and no word of where (the other benchmarks take --data-dir)."""
+    text = " ".join(help_text("cold.py").split())
+    assert "--data-dir DIR" in text
+    assert str(BENCH / "out" / "cold-data") in text.replace(" ", "")
+
+
+def test_a_snap_error_ends_a_benchmark_in_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """A full disk (snap's StorageError: ENOSPC, run the same command again) ended replay.py
+    in a Python traceback; here the snapshot's directory holds something else (snap's
+    SnapshotExistsError), as real a snap error, found before any writing."""
+    (tmp_path / "zstd-0.2GB").mkdir()
+    (tmp_path / "zstd-0.2GB" / "notes.txt").write_text("mine")
+    res = bench("replay.py", "--quick", "--codecs", "zstd", "--data-dir", str(tmp_path))
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("replay.py: error: OUTPUT ") and "notes.txt" in last, res.stderr
+    assert (tmp_path / "zstd-0.2GB" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_benchmark_starts_through_the_shared_entry_point(script: str) -> None:
+    """The one place that turns snap's errors into a line: every one of these uses it."""
+    guard = (BENCH / script).read_text().split('if __name__ == "__main__":')[-1]
+    assert guard.strip() == "_common.run_main(main)"
+
+
+def test_the_entry_point_prints_a_snap_error_as_one_line_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = import_bench("_common")
+    monkeypatch.setattr(sys, "argv", [str(BENCH / "replay.py")])
+    with pytest.raises(SystemExit) as stop:
+        common.run_main(lambda: snap.open(str(tmp_path / "nothing")))
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("replay.py: error: ") and err.count("\n") == 1, err
+    with pytest.raises(SystemExit) as stop:
+        common.run_main(lambda: 3)
+    assert stop.value.code == 3
+
+
+SMALLEST = {
+    "mixtures.py": ["--records", "2000", "--small", "5", "--codecs", "none", "--repeats", "1"],
+    "shapes.py": ["--shapes", "tiny", "--codecs", "none", "--tiny-rows", "4000", "--repeats", "1"],
+    "validation.py": ["--size-gb", "0.002", "--codecs", "none", "--repeats", "1"],
+    "small_records.py": ["--rows", "2000", "--codecs", "none", "--repeats", "1"],
+    "replay.py": ["--size-gb", "0.01", "--codecs", "none", "--repeats", "1", "--orders"],
+    "cold.py": ["--size-gb", "0.002", "--codecs", "none", "--repeats", "1"],
+}
+LEGEND = {  # what each one's ratio is, and which way is better
+    "mixtures.py": "(x: records/s / the large alone's records/s, higher is better",
+    "shapes.py": "x base: the loader's records/s / decode + one copy's, in the same repeat "
+    "(higher is better",
+    "validation.py": "x none: the mode's time / the time without validation (lower is better)",
+    "small_records.py": "x base = loader / decode + one copy (rows/s; higher is better)",
+    "replay.py": "x copy = GB/s / decode + one copy's GB/s (higher is better",
+    "cold.py": "on/off, on/warm: ratios of the epochs' times (lower is better)",
+}
+
+
+@pytest.mark.parametrize("script", sorted(SMALLEST))
+def test_a_run_says_where_its_data_is_kept_and_which_way_its_ratios_are_better(
+    script: str, tmp_path: Path
+) -> None:
+    """No benchmark said where its snapshots stay or how big they are (shapes.py and
+    mixtures.py not even while writing them); "x base" was a speed ratio in some and a time
+    ratio in others, and no output said which."""
+    data = tmp_path / "data"
+    res = bench(script, *SMALLEST[script], "--data-dir", str(data))
+    assert res.returncode in ((0, 2) if script == "cold.py" else (0,)), res.stderr[-3000:]
+    assert f"writing {data}" in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    size = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+    assert last.startswith(f"data kept in {data} ({size / 1e6:.1f} MB)"), res.stderr[-1000:]
+    assert size > 0 and "--data-dir" in last
+    if res.returncode == 0:  # (cold.py: 2 where nothing is read from a device: tmpfs)
+        assert LEGEND[script] in res.stdout, res.stdout
+
+
+def test_identity_prints_no_rate_for_the_check_that_reads_no_file() -> None:
+    """identity.py printed GB/s for "up to date, stat", which reads no byte, and its "x read"
+    (a ratio of times: lower is better) read like the speed ratios of the other benchmarks."""
+    res = bench("identity.py", "--files", "2", "--mib-per-file", "0.01", "--repeats", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = {line[:24].strip(): line[24:].split() for line in res.stdout.splitlines()}
+    assert rows["up to date, stat"][1] == "-"
+    assert float(rows["up to date, content"][1]) >= 0  # a rate: the files were read
+    assert "x read: the check's time / the baseline read's time (lower is better)" in res.stdout
+
+
+def test_quick_help_names_the_repeat_once() -> None:
+    """shapes.py --help said "--quick  smoke run: small sizes, 1 repeat, 1 repeat"."""
+    for script in SCRIPTS:
+        if "add_quick_option" in (BENCH / script).read_text():
+            text = " ".join(help_text(script).split())
+            assert text.count("1 repeat") == 1, (script, text)
