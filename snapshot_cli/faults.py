@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from fsspec import AbstractFileSystem
 
 from .errors import CorruptShardError, OutOfMemoryError, SnapError, StorageError
-from .protocols import OBJECT_STORES, protocol, to_url
+from .local_files import read_hint, unwritable_dir, write_hint
+from .protocols import OBJECT_STORES, is_local, protocol, to_url
 from .retry import causes, is_transient, retrying, said, status_of
 
 
@@ -56,9 +57,10 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
     try:
         yield
     except PermissionError as err:
-        hint = (
+        reading = action.startswith(("reading", "listing", "checking"))
+        hint = (_local_hint(path, reading) if is_local(fs) else None) or (
             "check that you may read it (file permissions or storage credentials)"
-            if action.startswith(("reading", "listing"))
+            if reading
             else "check that you may write there, or choose another OUTPUT"
         )
         raise StorageError(
@@ -89,6 +91,20 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
     except Exception as err:  # a storage library's own: botocore's, google-auth's, ...
         _answer_other(fs, path, action, err)
         raise _unexpected(fs, path, action, err) from err
+
+
+def _local_hint(path: str, reading: bool) -> str | None:
+    """What keeps this user from reading (or writing) the local ``path``, named with the
+    owner of the part it may not reach, and what to do; None if its permissions do not."""
+    if reading:
+        return read_hint(path)
+    try:
+        directory = unwritable_dir(path)
+        if directory is None:
+            return read_hint(path)  # (a directory above it this user may not enter)
+        return f"{write_hint(directory, 'run as {owner}')}; or choose another OUTPUT"
+    except OSError:
+        return None
 
 
 def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> None:
@@ -167,10 +183,14 @@ def is_fault(err: OSError) -> bool:
 
 
 def fault(err: OSError, where: str) -> StorageError:
-    """An OS error while working on ``where`` as one line: the path, the cause, what to do."""
+    """An OS error while working on ``where`` as one line: the path, the cause, what to do.
+    A local file this user may not read (or a directory above it it may not enter) is said
+    as such, with its owner: the operation may be a reader's, which has no OUTPUT."""
     path = err.filename if isinstance(err.filename, str) else where
     code = errno.errorcode.get(err.errno or 0, "")
     hint = _FAULT_HINTS.get(err.errno or 0, "fix that, then run the same command again")
+    if err.errno in (errno.EACCES, errno.EPERM) and os.path.isabs(path):
+        hint = read_hint(path) or hint
     cause = err.strerror or str(err) or type(err).__name__
     return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
 

@@ -21,6 +21,11 @@ directory and read from local disk by every epoch of every trial.
   as long as it reads it; eviction deletes only entries it can lock exclusively without
   waiting. A reader that opened an entry just as it was deleted sees the file unlinked and
   fetches it again.
+- **Shared between users.** Entries and lock files are made as ordinary files are (0666 less
+  the umask) and locked read-only (``flock`` needs no write access): the users of a group
+  share a group-writable setgid directory under umask 002. An entry this user may read but
+  not touch (umask 022) is read without refreshing its mtime; one it may not delete (a
+  sticky directory) is left to its owner (with no room left, a shard is read uncached).
 
 Entries are named by a hash of the shard's URL, size and crc32c, so a recreated snapshot (new
 shard names and checksums) never reads an old entry. ``flock`` locks work between processes
@@ -42,6 +47,7 @@ from pathlib import Path
 
 from ..errors import DAMAGED, CorruptShardError, OptionError, StorageError
 from ..progress import human_bytes
+from . import cache_faults as faults
 from .cache_faults import FULL, Failed, Full, NoRoom, explain, local, say_once
 from .checksum import crc32c_file
 
@@ -118,11 +124,12 @@ class ShardCache:
                 return self._open(name, path, url, size, crc32c, fill)
             except Full as full:
                 first = full.err
+            left = 0  # entries this user may not delete
             try:
-                self._make_room(first, url, size)
+                left = self._make_room(first, url, size)
                 return self._open(name, path, url, size, crc32c, fill)
             except Full as full:
-                err = self._error(full.err, f"caching {url} ({human_bytes(size)})")
+                err = self._error(full.err, f"caching {url} ({human_bytes(size)})", left)
                 raise NoRoom(str(err)) from full.err
         except Failed as failed:
             raise self._error(failed.err, f"caching {url}: {failed.doing}") from failed.err
@@ -170,24 +177,27 @@ class ShardCache:
         if st.f_bavail * st.f_frsize < size:
             raise Full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
 
-    def _error(self, err: OSError, doing: str) -> StorageError:
+    def _error(self, err: OSError, doing: str, left: int = 0) -> StorageError:
         cause, hint = explain(err)
         if err.errno in FULL:
             doing += ", with every entry not in use removed"
+            if left:
+                doing += f" but {faults.n_entries(left)} this user may not delete ({faults.LEFT})"
         return StorageError(f"cache_dir {self.dir}: {cause} while {doing}; {hint}")
 
     def _try_open(self, path: Path, size: int) -> CachedShard | None:
-        with local(f"opening {path.name}"):
+        with local(f"opening {path.name} for reading"):
             try:
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
                 return None
-            return self._hold(path, fd, size)
+        return self._hold(path, fd, size)
 
     def _hold(self, path: Path, fd: int, size: int) -> CachedShard | None:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while an eviction pass holds it
-            st = os.fstat(fd)
+            with local(f"locking {path.name}"):
+                fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while an eviction pass holds it
+                st = os.fstat(fd)
             if st.st_nlink == 0:  # evicted between open and lock: fetch again
                 os.close(fd)
                 return None
@@ -195,10 +205,10 @@ class ShardCache:
                 log.warning("cache entry %s has %d bytes, expected %d: refetching",
                             path, st.st_size, size)  # fmt: skip
                 os.close(fd)
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(FileNotFoundError), local(f"deleting {path.name}"):
                     path.unlink()
                 return None
-            os.utime(fd)  # LRU: most recently used now
+            faults.touch(path, fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -208,7 +218,7 @@ class ShardCache:
     def _fill(self, path: Path, url: str, size: int, crc32c: str, fill: Fill) -> None:
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         with local(f"creating {tmp.name}"):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # less the umask
         failed: list[OSError] = []  # the sink's own: the local disk's, not the download's
 
         def put(offset: int, data: bytes) -> None:
@@ -272,13 +282,22 @@ class ShardCache:
             self._remove_stale_temporaries()
             entries = self.entries()
             total = sum(size for _, size, _ in entries)
+            left = 0
             for path, size, _ in entries:
                 if total <= self.limit:
                     return
-                if path != keep and self._delete_unused(path):
+                deleted = path != keep and self._delete_unused(path)
+                left += deleted is None
+                if deleted:
                     total -= size
                     self.evicted += 1
-            if total > self.limit and say_once(self.dir, "over its limit"):
+            if total > self.limit and left:
+                if say_once(self.dir, "not permitted"):
+                    log.warning("cache_dir %s holds %s over its cache_limit of %s: %s this user "
+                                "may not delete: %s", self.dir, human_bytes(total - self.limit),
+                                human_bytes(self.limit), faults.n_entries(left),
+                                faults.LEFT)  # fmt: skip
+            elif total > self.limit and say_once(self.dir, "over its limit"):
                 log.warning("cache_dir %s holds %s over its cache_limit of %s: every other entry "
                             "is in use (a loader keeps up to %d shards open, each holding its "
                             "entry), so entries go as soon as they are released and are fetched "
@@ -287,39 +306,46 @@ class ShardCache:
                             CACHED_OPEN)  # fmt: skip
 
     @staticmethod
-    def _delete_unused(path: Path) -> bool:
+    def _delete_unused(path: Path) -> bool | None:
+        """Delete the entry at ``path`` unless a reader holds it (False); None if this user
+        may not (another user's, in a sticky directory or one this user may not write)."""
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             return False
+        except PermissionError:  # another user's, unreadable to this one
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False  # a reader holds it
-        else:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-            return True
+        except BlockingIOError:
+            return False  # a reader holds it
+        except PermissionError:
+            return None
         finally:
             os.close(fd)
+        return True
 
-    def _make_room(self, err: OSError, url: str, size: int) -> None:
+    def _make_room(self, err: OSError, url: str, size: int) -> int:
         """Delete every entry not in use and every abandoned temporary file (the disk is
-        full: ``err``), saying so once a process."""
-        removed = freed = 0
+        full: ``err``), saying so once a process; the entries this user may not delete."""
+        removed = freed = left = 0
         with local("making room"), self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX):
             freed += self._remove_stale_temporaries(abandoned=True)
             for path, entry_size, _ in self.entries():
-                if self._delete_unused(path):
+                deleted = self._delete_unused(path)
+                left += deleted is None
+                if deleted:
                     removed, freed = removed + 1, freed + entry_size
                     self.evicted += 1
         if removed and say_once(self.dir, "full"):  # (else open_if_room's warning)
-            entries = f"{removed} entr{'y' if removed == 1 else 'ies'}"
             log.warning("cache_dir %s is full (%s): removed %s not in use (%s) to make room for "
                         "%s (%s); give cache_limit a size below the space free there to keep the "
                         "cache from filling the disk", self.dir,
-                        errno.errorcode.get(err.errno or 0, err), entries, human_bytes(freed),
-                        url, human_bytes(size))  # fmt: skip
+                        errno.errorcode.get(err.errno or 0, err), faults.n_entries(removed),
+                        human_bytes(freed), url, human_bytes(size))  # fmt: skip
+        return left
 
     def _remove_stale_temporaries(self, abandoned: bool = False) -> int:
         """Delete temporary files over an hour old (a crashed fill's) and, if ``abandoned``,
@@ -327,7 +353,7 @@ class ShardCache:
         cutoff = time.time() - _STALE_TMP_S
         freed = 0
         for p in self.dir.glob(".*.tmp"):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError, PermissionError):  # (another user's)
                 st = p.stat()
                 if st.st_mtime < cutoff or (abandoned and not self._being_filled(p)):
                     p.unlink()
@@ -338,9 +364,11 @@ class ShardCache:
         """Whether a process holds the fill lock of temporary file ``tmp``'s entry."""
         entry = tmp.name[1:].split(SUFFIX + ".", 1)[0]  # .<entry>.arrow.<uuid>.tmp
         try:
-            fd = os.open(self.dir / ".locks" / (entry + ".lock"), os.O_RDWR)
+            fd = os.open(self.dir / ".locks" / (entry + ".lock"), os.O_RDONLY)
         except FileNotFoundError:
             return False
+        except PermissionError:  # another user's, made with umask 077: may be filling it
+            return True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -351,8 +379,11 @@ class ShardCache:
 
     @contextlib.contextmanager
     def _locked(self, path: Path, mode: int) -> Iterator[None]:
-        with local(f"locking {path.relative_to(self.dir)}"):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        """Hold ``flock(mode)`` on the lock file ``path``, made if missing (0666 less the
+        umask) and opened read-only: ``flock`` needs no write access, so a lock file another
+        user made (umask 022) locks for this one too."""
+        with local(f"opening lock file {path.relative_to(self.dir)}"):
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
         try:
             with local(f"locking {path.relative_to(self.dir)}"):
                 fcntl.flock(fd, mode)

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import SnapError, StorageError
+from ..local_files import owner_of, unreadable_part, unwritable_dir, user_name
+
+log = logging.getLogger(__name__)
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 HINTS = {
@@ -54,10 +59,41 @@ class Failed(Exception):
 
 def explain(err: OSError) -> tuple[str, str]:
     """What went wrong in the cache directory (``"Read-only file system (EROFS)"``), and what
-    to do about it."""
+    to do about it: for a denied permission, what this user may not do where (read another
+    user's entry, write another user's directory), whose it is, and what lets users share."""
     code = errno.errorcode.get(err.errno or 0, "")
     cause = f"{err.strerror or err}{f' ({code})' if code else ''}"
-    return cause, HINTS.get(err.errno or 0, "fix that, or choose another cache_dir (or none)")
+    denied = None
+    if err.errno in (errno.EACCES, errno.EPERM) and isinstance(err.filename, str):
+        with contextlib.suppress(OSError):
+            denied = _denied(err.filename)
+    return cause, denied or HINTS.get(
+        err.errno or 0, "fix that, or choose another cache_dir (or none)"
+    )
+
+
+SHARED = "a cache_dir shared between users needs a group they share, umask 002 and a directory "
+SHARED += "they all may write (chmod 2775)"
+
+
+def _denied(path: str) -> str | None:
+    """The part of the cache this user may not read or write, as what to do, or None."""
+    me = user_name(os.geteuid())
+    if (found := unreadable_part(path)) is not None:
+        where, verb = found
+        owner, mode = owner_of(where)
+        grant = f"chmod -R g+rX {where if os.path.isdir(where) else os.path.dirname(where)}"
+        return (
+            f"this user ({me}) may not {verb} {where} ({owner}'s, mode {mode}): {SHARED}; ask "
+            f"{owner} to run {grant}, or choose another cache_dir (or none)"
+        )
+    if (directory := unwritable_dir(path)) is not None and os.path.isdir(directory):
+        owner, mode = owner_of(directory)
+        return (
+            f"this user ({me}) may not write {directory} ({owner}'s, mode {mode}): {SHARED}; "
+            f"ask {owner} to run chmod -R g+w {directory}, or choose another cache_dir (or none)"
+        )
+    return None
 
 
 _said: set[tuple[Path, str]] = set()
@@ -82,3 +118,28 @@ def local(doing: str) -> Iterator[None]:
         if err.errno in FULL:
             raise Full(err) from err
         raise Failed(err, doing) from err
+
+
+def touch(path: Path, fd: int) -> None:
+    """Refresh the entry's mtime (LRU: most recently used now). Only its owner, or a user who
+    may write it, may: another user's entry made with umask 022 is read untouched (its place
+    in the LRU order is then its owner's last use), said once at debug level."""
+    try:
+        os.utime(fd)
+    except PermissionError:
+        if say_once(path.parent, "untouched"):
+            log.debug("cache_dir %s: entries of other users that this user may not write "
+                      "(%s) are read without refreshing their LRU time", path.parent,
+                      path.name)  # fmt: skip
+    except OSError as err:
+        raise Failed(err, f"refreshing the LRU time of {path.name}") from err
+
+
+# Why an entry was left where it was: whose it is, and what lets every user delete them.
+LEFT = ("other users' entries, in a directory with the sticky bit or one this user may not "
+        "write; a cache_dir shared between users needs one they all may write, without the "
+        "sticky bit: chmod 2775, a group they share, umask 002")  # fmt: skip
+
+
+def n_entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"

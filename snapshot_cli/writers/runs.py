@@ -4,6 +4,7 @@ looks like from outside (``snap inspect`` before the commit)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from .. import layout, storage
+from ..errors import StorageError
+from ..local_files import denies_write, owner_of, write_hint
 from . import inputs as inputs_mod
 from . import lease
 from .chunking import Chunking
@@ -62,6 +65,34 @@ def finished_tasks(fs: AbstractFileSystem, root: str, run: str) -> dict[int, dic
         if isinstance(result, dict) and result.get("run") == run:
             done[int(result["task"])] = result
     return done
+
+
+def refuse_unwritable(fs: AbstractFileSystem, root: str, run: str | None) -> None:
+    """Before any work, on local disk: a StorageError if this user may not write where a
+    create writes (the snapshot's directory, ``shards/``, ``_versions/``) or, resuming
+    ``run``, that run's directory (another user's, left by a create under umask 022).
+    Resuming would compute every task and then fail to record each; a new run beside it
+    would silently compute its finished tasks again (and leave it for the next create to
+    resume): neither is done, the error names the directory, its owner and what to do."""
+    if not storage.is_local(fs):
+        return
+    url = storage.to_url(fs, root)
+    for directory in (root, layout.shards_dir(root), layout.versions_dir(root)):
+        if denies_write(directory):
+            hint = write_hint(directory, "run the same command as {owner}")
+            raise StorageError(f"cannot add to {url}: {hint}")
+    if run is None:
+        return
+    tasks, run_dir = layout.tasks_dir(root, run), layout.run_dir(root, run)
+    if denies_write(tasks if os.path.isdir(tasks) else run_dir):
+        done = len(finished_tasks(fs, root, run))
+        directory = run_dir if denies_write(run_dir) else tasks  # (chmod -R: all of it)
+        hint = write_hint(directory, "run the same command as {owner}")
+        raise StorageError(
+            f"cannot resume the unfinished run {run} of {url} ({done} of its tasks done): "
+            f"{hint}; or have {owner_of(directory)[0]} remove that run (snap gc {url}), which "
+            "starts it over"
+        )
 
 
 def unfinished_state(url: str) -> dict[str, Any] | None:
@@ -117,6 +148,7 @@ def start_or_resume(
     for info in find_runs(fs, root):
         parts = info.get("parts")
         if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
+            refuse_unwritable(fs, root, info["run"])
             plan = [range(a, b) for a, b in info["plan"]]
             found_fp = (info["fingerprint"], parts or identity.full[1])
             try:
@@ -124,6 +156,7 @@ def start_or_resume(
             except ValueError:  # a run of an older snap: its tasks are what count
                 kept = chunking
             return info["run"], plan, WriteOptions.from_json(info["options"]), found_fp, kept
+    refuse_unwritable(fs, root, None)
     run = uuid.uuid4().hex[:10]
     plan = chunking.plan([r[0] for r in found.records()], found.sizes)
     fp, parts = identity.full
