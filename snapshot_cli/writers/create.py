@@ -203,8 +203,8 @@ def _create(
     url = storage.to_url(fs, root)
     if storage.protocol(fs) == "memory" and not in_process:
         raise OptionError(
-            f"{url} is in this process's memory, which worker processes cannot write into: "
-            "pass --workers 0 (workers=0) to run the pipeline in this process"
+            f"{url} is in this process's memory, which no worker process can write into: pass "
+            '--executor local --workers 0 (executor="local", workers=0) to run it in this process'
         )
     commit_mod.check_output(fs, root)
     found = inputs_mod.resolve(inputs, inputs_from, storage_options, output=url)

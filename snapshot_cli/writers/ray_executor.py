@@ -9,10 +9,12 @@ so resume, the fingerprint and the manifest are the same whichever executor ran 
 - **Cluster.** ``address`` (``--ray-address``), else ``RAY_ADDRESS``, else a local Ray is
   started for the run (``ray.init()``), with this machine's CPUs.
 - **Code.** A pipeline given as ``path/to/file.py:fn`` is shipped with the job: the ``.py``
-  files of its directory (not subdirectories) become the Ray job's ``working_dir``, so the
-  workers import the same code, on any node. A ``package.module:fn`` pipeline must be
-  installed on the cluster, like snap itself. A function that cannot be imported by name
-  (a notebook's, a closure) travels pickled by value inside the job (see shipping.py).
+  files of its directory and of its packages, so the workers import the same code, on any
+  node, ahead of nothing in the standard library (see ray_code.py). A
+  ``package.module:fn`` pipeline must be installed on the cluster, like snap itself. A
+  function that cannot be imported by name (a notebook's, a closure) travels pickled by
+  value inside the job (see shipping.py). The job (and the code) is put in Ray's object
+  store once per run, not sent with each task.
 - **Backpressure.** At most ``2 x`` the cluster's CPUs tasks are submitted at a time (or
   ``max_in_flight``); the progress bar moves on each task's completion.
 - **Failures.** A task whose worker process dies (killed, out of memory, node lost) is
@@ -27,9 +29,7 @@ so resume, the fingerprint and the manifest are the same whichever executor ran 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
-import shutil
 import signal
 import socket
 import tempfile
@@ -38,12 +38,11 @@ from typing import Any
 
 from .. import storage
 from ..errors import OptionError, PipelineError
-from . import worker
+from . import ray_code, worker
 from .executors import Executor, ResultFn
 from .task import Job, ProgressFn, TaskSpec
 
 MAX_RETRIES = 3
-SHIP_LIMIT = 20 << 20  # bytes of .py files shipped with a file pipeline
 
 
 def _ray() -> Any:
@@ -54,26 +53,6 @@ def _ray() -> Any:
             "--executor ray needs Ray: pip install ray (and snap installed on the cluster's nodes)"
         ) from err
     return ray
-
-
-def ship_pipeline(spec: str, into: str) -> str | None:
-    """Copy a file pipeline's directory's ``.py`` files into ``into``; return the spec the
-    workers use there (relative to their working directory), or None for a module spec."""
-    path, _, fn = spec.rpartition(":")
-    if not path.endswith(".py") or not os.path.isfile(path):
-        return None
-    source_dir = os.path.dirname(os.path.abspath(path))
-    files = sorted(glob.glob(os.path.join(source_dir, "*.py")))
-    total = sum(os.path.getsize(f) for f in files)
-    if total > SHIP_LIMIT:
-        raise OptionError(
-            f"the pipeline's directory {source_dir} holds {total >> 20} MiB of .py files, too "
-            "much to ship with every Ray job: move the pipeline into its own directory, or "
-            "install it as a package on the cluster and name it as package.module:function"
-        )
-    for f in files:
-        shutil.copy2(f, into)
-    return f"{os.path.basename(path)}:{fn}"
 
 
 REACH_TIMEOUT = 10.0  # seconds to open a TCP connection to a given Ray address
@@ -115,29 +94,30 @@ class RayExecutor(Executor):
         if not tasks:
             return
         ray = _ray()
-        with tempfile.TemporaryDirectory(prefix="snap-ray-job-") as code_dir:
-            shipped = ship_pipeline(job.pipeline, code_dir)
-            started_here = self._connect(ray, code_dir if shipped else None)
+        code = ray_code.collect(job.pipeline)
+        with tempfile.TemporaryDirectory(prefix="snap-ray-job-") as job_dir:
+            # the code goes in the job's working_dir where snap starts the job, else (after
+            # the user's own ray.init) in the object store with the job
+            in_working_dir = code is not None and not ray.is_initialized()
+            if in_working_dir and code is not None:
+                code.write(job_dir)
+            started_here = self._connect(ray, job_dir if in_working_dir else None)
             try:
                 self._check_storage(ray, job)
-                if shipped:
-                    job = Job(**{**job.to_json(), "pipeline": shipped})
-                self._schedule(ray, job, tasks, on_result, on_progress)
+                shared = {
+                    "job": job.to_json(),
+                    "code": None if code is None else code.shared(not in_working_dir),
+                }
+                self._schedule(ray, ray.put(shared), job, code, tasks, on_result, on_progress)
             finally:
                 if started_here:
                     ray.shutdown()
 
     def _connect(self, ray: Any, working_dir: str | None) -> bool:
         """Connect (or start a local Ray); True if this call started it."""
-        runtime_env = {"working_dir": working_dir} if working_dir else None
-        if ray.is_initialized():
-            if runtime_env:
-                raise OptionError(
-                    "Ray is already initialised in this process, so snap cannot ship the "
-                    "pipeline file with its job: call snap.create before ray.init, or name "
-                    "the pipeline as package.module:function installed on the cluster"
-                )
+        if ray.is_initialized():  # the user's own ray.init(): their job runs the tasks
             return False
+        runtime_env = {"working_dir": working_dir} if working_dir else None
         _check_reachable(self.address)
         # ray.init sets its own SIGTERM handler (exit at once, status 15, no word): a handler
         # the process had comes back (the CLI's clean stop, exit 143: see cli_io)
@@ -180,22 +160,26 @@ class RayExecutor(Executor):
     def _schedule(
         self,
         ray: Any,
+        shared: Any,
         job: Job,
+        code: ray_code.Code | None,
         tasks: Sequence[TaskSpec],
         on_result: ResultFn,
         on_progress: ProgressFn,
     ) -> None:
-        remote = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(worker.outcome)
+        """Run ``tasks``, each given the run's one ``shared`` object (the job and the code)
+        by reference: a by-value function of 40 MiB was sent again with every task."""
+        options = {"max_retries": self.max_retries, "retry_exceptions": False}
+        remote = ray.remote(**options)(ray_code.task_outcome)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         limit = self.max_in_flight or max(2, 2 * cpus)
-        job_json = job.to_json()
         pending = list(reversed(tasks))
         in_flight: dict[Any, TaskSpec] = {}
         try:
             while pending or in_flight:
                 while pending and len(in_flight) < limit:
                     task = pending.pop()
-                    in_flight[remote.remote(job_json, task.to_json())] = task
+                    in_flight[remote.remote([shared], task.to_json())] = task
                 refs = list(in_flight)
                 done, rest = ray.wait(refs, num_returns=1)
                 if rest:  # collect everything else already finished in the same call
@@ -213,7 +197,8 @@ class RayExecutor(Executor):
                             "to resume"
                         ) from err
                     if "error" in outcome:
-                        raise worker.rebuild_error(outcome["error"])
+                        error = ray_code.explain(outcome["error"], job.pipeline, code)
+                        raise worker.rebuild_error(error)
                     result = outcome["ok"]
                     on_progress(
                         sum(s["records"] for s in result["shards"]),

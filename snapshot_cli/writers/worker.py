@@ -43,7 +43,7 @@ def outcome(
 ) -> dict[str, Any]:
     """Run one task; never raises: ``{"ok": result}`` or ``{"error": {type, message}}``.
 
-    The entry point of every executor's workers (Ray ships this function by name).
+    The entry point of every executor's workers (on Ray, through ray_code.task_outcome).
     """
     try:
         return {"ok": run_task(Job(**job), TaskSpec(**task), report)}
