@@ -297,14 +297,14 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
 )
 @click.option(
     "--step-ms",
-    type=click.FloatRange(min=0, max=60_000),  # a minute a step: any more is a typo
+    type=cli_types.MILLISECONDS,  # a minute a step at most: any more is a typo
     default=0.0,
     show_default=True,
     help="Simulated training step per batch; shows whether the loader keeps up.",
 )
 @click.option(
     "--processes",
-    type=click.IntRange(min=0),
+    type=cli_types.PROCESSES,
     default=0,
     show_default=True,
     help="Decode in this many processes instead of threads (Linux, fixed-width columns).",

@@ -3,6 +3,7 @@ before anything is opened."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -69,6 +70,44 @@ class Duration(click.ParamType):
             return parse_duration(value)
         except ValueError as err:
             self.fail(str(err).replace("duration ", "", 1), param, ctx)
+
+
+class Milliseconds(click.FloatRange):
+    """``--step-ms``: a number of milliseconds from 0 to a minute (more is a typo); ``nan``,
+    which every comparison lets through (it was "unexpected ValueError ... a bug in snap"
+    from the replay's sleep), is a usage error as any other value outside the range."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0, max=60_000)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number of milliseconds (0 to 60000)", param, ctx)
+        return number
+
+
+class Processes(click.IntRange):
+    """``snap bench --processes``: 0 (threads) up to the most decode processes a loader
+    starts (:func:`~snapshot_cli.readers.options.most_processes`, known when it is given:
+    the bound counts this process's cores); more is a usage error, not a wait while
+    thousands of interpreters start."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from .readers.options import most_processes
+
+        number = super().convert(value, param, ctx)
+        if number > (most := most_processes()):
+            self.fail(
+                f"{number} is more decode processes than snap starts: at most {most} here "
+                "(4 per core, at most 64; beyond the cores they add memory, not speed)",
+                param,
+                ctx,
+            )
+        return number
 
 
 class Columns(click.ParamType):
@@ -183,7 +222,7 @@ class Commands(click.Group):
 
 
 AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Columns()
-WINDOW = Window()
+WINDOW, MILLISECONDS, PROCESSES = Window(), Milliseconds(), Processes()
 
 
 def check_create_usage(inputs: tuple[str, ...], inputs_from: str | None, executor: str,
@@ -192,5 +231,10 @@ def check_create_usage(inputs: tuple[str, ...], inputs_from: str | None, executo
     own are (the library's checks said them with exit 1, some by their Python names)."""
     if inputs and inputs_from:
         raise click.UsageError("use either --input or --inputs-from, not both")
-    if ray_address and executor != "ray":
+    if ray_address is not None and executor != "ray":  # ('' too: it was exit 1, not 2)
         raise click.UsageError("--ray-address applies to --executor ray only")
+    if ray_address is not None and not ray_address.strip():
+        raise click.UsageError(
+            f"--ray-address {ray_address!r} names no cluster: give host:port (ray://host:10001), "
+            "or leave it out for RAY_ADDRESS, else a local Ray"
+        )

@@ -1,11 +1,15 @@
-"""Sizes, durations and on/off flags as people write them (pure; shared by readers, writers
-and the CLI)."""
+"""Sizes, durations, counts, on/off flags and option dicts as people write them (pure; shared
+by readers, writers and the CLI)."""
 
 from __future__ import annotations
 
+import math
 import numbers
 import re
+from collections.abc import Mapping
 from typing import Any
+
+from .errors import OptionError
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 _UNITS = {
@@ -16,17 +20,25 @@ _UNITS = {
     "t": 1000**4, "tb": 1000**4, "tib": 1 << 40,
 }  # fmt: skip
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+MAX_SIZE = (1 << 63) - 1  # bytes: Arrow's and the manifest's sizes are 64-bit signed integers
 
 
 def parse_size(text: str | int, what: str = "size") -> int:
-    """``"256MiB"``, ``"1.5GB"``, ``"4096"`` or an int → bytes."""
+    """``"256MiB"``, ``"1.5GB"``, ``"4096"`` or an int (numpy's too) → bytes, at most
+    :data:`MAX_SIZE` (a size of 400 digits was an OverflowError from ``int(inf)``)."""
+    text = integer(text)
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
         m = _SIZE_RE.match(str(text))
         if not m or m.group(2).lower() not in _UNITS:
             raise ValueError(f"{what} must look like 256MiB, 1GB or 4096, got {text!r}")
-        value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        number = float(m.group(1)) * _UNITS[m.group(2).lower()]  # (inf for 400 digits)
+        value = int(number) if math.isfinite(number) else MAX_SIZE + 1
+    if value > MAX_SIZE:
+        raise ValueError(
+            f"{what} must look like 256MiB, 1GB or 4096, and be below 8EiB, got {text!r:.60}"
+        )
     if value <= 0:
         raise ValueError(f"{what} must be > 0, got {text!r}")
     return value
@@ -69,3 +81,17 @@ def integer(value: Any) -> Any:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     return value
+
+
+def options_dict(value: object, what: str) -> dict[str, Any] | None:
+    """``storage_options=``: None, or a mapping (of the filesystem's options, as fsspec takes
+    them) as a dict. Anything else is an OptionError naming ``what``: a string was a
+    TypeError deep in fsspec, and a falsy one (``0``, ``""``, ``[]``) passed as no options."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise OptionError(
+        f"{what} must be a dict of the filesystem's options (as fsspec takes them, e.g. "
+        f"{{'anon': True}}) or None, got {type(value).__name__} {value!r:.80}"
+    )

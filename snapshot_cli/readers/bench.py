@@ -111,8 +111,10 @@ def checked_trace(trace: str | None) -> str | None:
     Raises:
         OptionError: it cannot be written (said before the replay, not after it).
     """
-    if not trace:
+    if trace is None:
         return None
+    if not trace.strip():  # ('' ran the replay and wrote no trace, exit 0)
+        raise OptionError(f"--trace {trace!r} names no file; give one, such as trace.json")
     trace = os.path.expanduser(trace)  # (as every other path: a quoted '~/t.json')
     folder = os.path.dirname(os.path.abspath(trace))
     if os.path.isdir(trace):

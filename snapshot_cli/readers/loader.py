@@ -31,7 +31,7 @@ from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
 from .mix import Mixture
-from .options import LoaderOptions
+from .options import LoaderOptions, checked_tracer
 from .plan import EpochPlan
 from .prefetch import Closed
 from .run import Run, RunContext
@@ -84,7 +84,7 @@ class Loader(FrameworkAdapters):
         trace: Tracer | None = None,
     ) -> None:
         options = LoaderOptions() if options is None else options
-        self.options, self.trace, self._source = options, trace, source
+        self.options, self.trace, self._source = options, checked_tracer(trace), source
         self._batch_size, self._made_in = batch_size, _forks
         rank, world_size = options.rank, options.world_size
         if rank == "auto" or world_size == "auto":

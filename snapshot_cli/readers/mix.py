@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -35,9 +35,9 @@ from .. import schema as schema_mod
 from ..errors import OptionError
 from ..keywords import checked_keywords
 from ..progress import counted
-from ..units import integer
+from ..units import integer, options_dict
 from .elastic import apportion
-from .options import Auto, LoaderOptions, checked_columns
+from .options import Auto, LoaderOptions, checked_columns, local_dir
 
 if TYPE_CHECKING:
     from .loader import Loader
@@ -59,7 +59,7 @@ class Mixture:
         if not sources:
             raise OptionError("mix needs at least one snapshot")
         self.sources = list(sources)
-        self.names = [s.url for s in self.sources] if names is None else [str(n) for n in names]
+        self.names = [s.url for s in self.sources] if names is None else _names(names)
         if len(self.names) != len(self.sources):
             raise OptionError(f"{len(self.names)} names for {len(self.sources)} snapshots")
         if not any(s.num_records for s in self.sources):
@@ -142,7 +142,7 @@ class Mixture:
             drop_last=drop_last, columns=columns,
             shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
             prefetch=prefetch, map=map, verify=verify,
-            cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+            cache_dir=local_dir(cache_dir, "cache_dir"),
             cache_limit=cache_limit, global_batch_size=global_batch_size, processes=processes,
         )  # fmt: skip
         return Loader(self, batch_size, options, trace)
@@ -164,8 +164,20 @@ def mix(
     """
     from .snapshot import Snapshot, open
 
+    storage_options = options_dict(storage_options, "storage_options")
     opened = [s if isinstance(s, Snapshot) else open(s, storage_options) for s in snapshots]
     return Mixture(opened, weights, epoch_records, names)
+
+
+def _names(names: object) -> list[str]:
+    """``names=``, one per snapshot, as str; a str is refused (``names="ab"`` was split into
+    "a" and "b"), as is a value that is no list (``names=0`` was a TypeError)."""
+    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+        raise OptionError(
+            f"names must be a list of names, one per snapshot (names=['web', 'books']), got "
+            f"{names!r:.80}"
+        )
+    return [str(n) for n in names]
 
 
 def _check_weights(weights: Sequence[float] | None, sizes: list[int]) -> list[float]:

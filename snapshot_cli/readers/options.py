@@ -12,12 +12,49 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..console import named
+from ..cores import cores
 from ..errors import OptionError
 from ..units import flag, integer, parse_size
 from .elastic import GlobalOptions
 from .plan import PlanOptions
+from .trace import Tracer
 
 Auto = Literal["auto"]
+MOST_PROCESSES = 64  # decode processes, whatever the cores: each is an interpreter, started in turn
+
+
+def most_processes() -> int:
+    """The most decode processes a loader may ask for: 4 per core this process may use, at
+    most :data:`MOST_PROCESSES`. Beyond the cores they add memory, not speed (a warning), and
+    they are started one after another as the first pass begins: ``processes=2**62`` started
+    interpreters until the machine ran out, before the first batch."""
+    return min(MOST_PROCESSES, 4 * cores())
+
+
+def local_dir(value: object, name: str) -> str | None:
+    """A directory option (``cache_dir=``) as a str path: None, a str or a path object; any
+    other value is an OptionError naming ``name`` (``cache_dir=5`` was a TypeError)."""
+    if value is None:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise OptionError(
+            f"{name} must be a local directory's path (a str or pathlib.Path), got {value!r:.80}"
+        )
+    return value
+
+
+def checked_tracer(trace: object) -> Tracer | None:
+    """``trace=``: None or a :class:`~.trace.Tracer`; a path (what ``snap bench --trace``
+    takes) or anything else is an OptionError now, not an AttributeError at the first batch."""
+    if trace is None or isinstance(trace, Tracer):
+        return trace
+    raise OptionError(
+        f"trace must be a snapshot_cli.readers.trace.Tracer() (its .write(path) writes the "
+        f"trace), got {trace!r:.80}; a file name is what snap bench --trace takes"
+    )
 
 
 def _auto_or_count(value: Any, name: str) -> None:
@@ -131,12 +168,18 @@ class LoaderOptions:
         p = self.processes
         if isinstance(p, bool) or not isinstance(p, int) or p < 0:
             raise OptionError(f"processes must be an integer >= 0, got {p!r}")
+        if p > (most := most_processes()):
+            raise OptionError(
+                f"{named(f'--processes {p}', f'processes={p}')} is more decode processes "
+                f"than snap starts: at most {most} here (4 per core, {cores()} cores, and "
+                f"never more than {MOST_PROCESSES}); beyond the cores they add memory, not "
+                "speed, and each is started in turn before the first batch"
+            )
         if self.map is not None and not callable(self.map):
             raise OptionError(f"map must be a function of a batch, got {self.map!r}")
         if self.columns is not None:
             object.__setattr__(self, "columns", tuple(column_list(self.columns)))
-        if self.cache_dir is not None:
-            where = os.fspath(self.cache_dir)
+        if (where := local_dir(self.cache_dir, "cache_dir")) is not None:
             scheme, sep, rest = str(where).partition("://")
             if sep and scheme != "file":  # it was made as the directory ./memory:/c
                 raise OptionError(

@@ -18,9 +18,9 @@ from ..errors import ManifestError, OptionError
 from ..keywords import DATASET_INSTEAD, checked_keywords, no_attribute, not_indexed
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
-from ..units import integer
+from ..units import integer, options_dict
 from .convert import batch_to_numpy
-from .options import Auto, LoaderOptions, checked_columns
+from .options import Auto, LoaderOptions, checked_columns, local_dir
 from .shard import ShardReaders
 from .trace import Tracer
 
@@ -179,7 +179,7 @@ class Snapshot:
             drop_last=drop_last, columns=columns,
             shuffle_buffer=shuffle_buffer, num_parallel_reads=num_parallel_reads,
             prefetch=prefetch, map=map, verify=verify,
-            cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+            cache_dir=local_dir(cache_dir, "cache_dir"),
             cache_limit=cache_limit, global_batch_size=global_batch_size, processes=processes,
         )  # fmt: skip
         from .loader import Loader
@@ -256,7 +256,7 @@ def open(
             return url
         fs, root = url.fs, url.root
     elif isinstance(url, (str, os.PathLike)):
-        fs, root = storage.resolve(os.fspath(url), storage_options)
+        fs, root = storage.resolve(os.fspath(url), options_dict(storage_options, "storage_options"))
     else:  # (SnapshotDataset(snap.mix(...)): "expected str, bytes or os.PathLike object")
         name = type(url).__name__
         mixed = name == "Mixture"

@@ -21,7 +21,8 @@ class TorchBatches(Adapter[dict[str, Any]]):
         torch = _torch()
         try:
             self.device = None if device is None else torch.device(device)
-        except (RuntimeError, TypeError) as err:  # torch's own text lists the device types
+        except (RuntimeError, TypeError, ValueError) as err:  # (torch lists the device types;
+            # an index beyond int64 is its ValueError "Overflow when unpacking long long")
             first = str(err).strip().splitlines()[0]
             raise OptionError(f"device={device!r} is not a torch device: {first}") from None
         self._cuda = self.device is not None and self.device.type == "cuda"

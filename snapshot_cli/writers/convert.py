@@ -22,7 +22,7 @@ import pyarrow as pa
 from .. import arrays, stored_types
 from .. import schema as schema_mod
 from ..arrays import OffsetOverflow, from_numpy, strings
-from ..errors import RecordError, SchemaMismatchError
+from ..errors import OptionError, RecordError, SchemaMismatchError
 from ..progress import counted
 from . import foreign, times
 from .records import ColumnBuilder, check_names, different_columns
@@ -221,15 +221,28 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def ragged(*columns: str) -> Callable[[F], F]:
+def ragged(*columns: str | list[str] | tuple[str, ...]) -> Callable[[F], F]:
     """Decorator: store these array columns as ragged even if a batch happens to be uniform.
 
     Use it for columns whose shape varies between records (token ids, boxes, images of
-    varying size) so that every task writes the same column type.
+    varying size) so that every task writes the same column type. The names are given as
+    arguments (``@snap.ragged("tokens", "boxes")``) or as a list of them.
+
+    Raises:
+        OptionError: a name that is not a non-empty string (``ragged(0)``, ``ragged("")``
+            and ``ragged(None)`` marked no column, silently), or ``@snap.ragged`` without
+            the names.
     """
+    names: list[Any] = []
+    for c in columns:
+        names.extend(c if isinstance(c, (list, tuple)) else [c])
+    for c in names:
+        if not isinstance(c, str) or not c:
+            hint = " (give the names: @snap.ragged('tokens'))" if callable(c) else ""
+            raise OptionError(f"ragged takes column names, non-empty strings, got {c!r:.80}{hint}")
 
     def mark(fn: F) -> F:
-        marked = frozenset(columns) | getattr(fn, "__snap_ragged__", frozenset())
+        marked = frozenset(map(str, names)) | getattr(fn, "__snap_ragged__", frozenset())
         fn.__snap_ragged__ = marked  # type: ignore[attr-defined]
         return fn
 

@@ -102,6 +102,8 @@ def expand_inputs(
     found: dict[str, InputFile] = {}
     listed = time.time()
     for pattern in patterns:
+        if not pattern:  # (storage's "empty path or URL" named neither --input nor inputs=)
+            raise OptionError(f"{given(pattern)} is an empty path: give a file, glob or URL")
         fs, path = storage.resolve(pattern, storage_options)
         infos = {
             p: _followed(fs, p, info, pattern) for p, info in storage.matching(fs, path).items()

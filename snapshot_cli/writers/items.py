@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..console import named
 from ..errors import OptionError, PipelineLoadError
 from . import foreign, importing
 
@@ -135,8 +136,8 @@ def _refuse_a_list_file(spec: str) -> None:
 def from_function(inputs_from: str | Callable[[], Any]) -> tuple[list[Any], str]:
     """The items the ``inputs_from`` function (or spec) returns, checked, and its name."""
     if isinstance(inputs_from, str):
-        _refuse_a_list_file(inputs_from)
-        fn = importing.load_function(inputs_from, "--inputs-from")
+        _refuse_a_list_file(inputs_from)  # (a Python caller is told inputs_from, not the flag)
+        fn = importing.load_function(inputs_from, named("--inputs-from", "inputs_from"))
         name = inputs_from
     elif callable(inputs_from):
         fn, name = inputs_from, getattr(inputs_from, "__qualname__", repr(inputs_from))
@@ -145,23 +146,21 @@ def from_function(inputs_from: str | Callable[[], Any]) -> tuple[list[Any], str]
             f"inputs_from must be a function or 'module:function', got {inputs_from!r:.80}"
         )
     _check_takes_nothing(fn, name)
+    said = named(f"--inputs-from {name!r}", f"inputs_from={name!r}")
     try:
         raw = fn()
     except Exception as err:
-        raise PipelineLoadError(
-            f"--inputs-from {name!r} raised:\n{importing.format_user_traceback(err)}"
-        ) from err
+        raise PipelineLoadError(f"{said} raised:\n{importing.format_user_traceback(err)}") from err
     if isinstance(raw, np.ndarray):
         raw = raw.tolist()
-    refuse_a_table(raw, f"what --inputs-from {name!r} returned")
+    refuse_a_table(raw, f"what {said} returned")
     if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
         raise OptionError(
-            f"--inputs-from {name!r} returned a value of type {type(raw).__name__}, "
-            "not a list of items"
+            f"{said} returned a value of type {type(raw).__name__}, not a list of items"
         )
     values = list(raw)
     if not values:
-        raise OptionError(f"--inputs-from {name!r} returned no items: nothing to preprocess")
+        raise OptionError(f"{said} returned no items: nothing to preprocess")
     return checked(values, raw, name), name
 
 

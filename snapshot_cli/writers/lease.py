@@ -31,7 +31,7 @@ from fsspec import AbstractFileSystem
 
 from .. import layout, storage
 from ..errors import LeaseError
-from .options import DEFAULT_LEASE_TTL
+from .options import DEFAULT_LEASE_TTL, MAX_LEASE_TTL
 
 DEFAULT_TTL = DEFAULT_LEASE_TTL
 
@@ -191,7 +191,8 @@ class Lease:
         storage.write_atomic(self.fs, layout.lease_path(self.root, self.epoch), data)
 
     def _beat(self) -> None:
-        interval = float(self.holder["ttl"]) / 6
+        # (bounded as create's lease_ttl is: Event.wait of 1e300 s raised in this thread)
+        interval = min(float(self.holder["ttl"]), MAX_LEASE_TTL) / 6
         while not self._stop.wait(interval):
             if _held_here.get(self.holder["id"]) is not self:  # abandoned: see try_acquire
                 return

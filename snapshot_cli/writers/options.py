@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -10,7 +11,7 @@ import pyarrow as pa
 
 from ..cores import cores
 from ..errors import OptionError
-from ..units import MiB, flag, parse_size
+from ..units import MiB, flag, integer, options_dict, parse_size
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,13 @@ class Compression:
     level: int | None = None
 
     def __post_init__(self) -> None:
-        if self.codec not in CODECS:
+        if not isinstance(self.codec, str) or self.codec not in CODECS:
             raise ValueError(f"compression must be one of {sorted(CODECS)}, got {self.codec!r}")
+        level = integer(self.level)
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+            # (True and 1.5 were written into the manifest, which snap then refused to open)
+            raise ValueError(f"level must be an integer from 1 to 22 (zstd's), got {level!r}")
+        object.__setattr__(self, "level", level)  # numpy's as int: the manifest is JSON
         if self.level is not None and self.codec != "zstd":
             raise ValueError(f"--level applies to zstd only, not to {self.codec!r}")
         if self.level is not None and not 1 <= self.level <= 22:
@@ -90,12 +96,13 @@ class WriteOptions:
     inputs_per_task: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("shard_size", "batch_bytes", "batch_rows"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+        for name in ("shard_size", "batch_bytes", "batch_rows", "inputs_per_task"):
+            value = integer(getattr(self, name))  # numpy's as int; a bool is no count
+            if value is None and name == "inputs_per_task":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.inputs_per_task is not None and self.inputs_per_task <= 0:
-            raise ValueError(f"inputs_per_task must be > 0, got {self.inputs_per_task}")
+            object.__setattr__(self, name, value)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +126,7 @@ class WriteOptions:
 
 EXECUTORS = ("local", "ray")
 DEFAULT_LEASE_TTL = 30.0  # seconds; a dead writer on another host is taken over within this
+MAX_LEASE_TTL = 7 * 86400.0  # a week: a writer silent longer is dead (and inf stopped the beat)
 
 
 def grown_layout(options: WriteOptions, previous: dict[str, Any] | None) -> WriteOptions:
@@ -166,22 +174,39 @@ class CreateOptions:
                 object.__setattr__(self, name, flag(getattr(self, name), name))
             except ValueError as err:
                 raise OptionError(str(err)) from err
-        if self.executor not in EXECUTORS:
+        for name in ("workers", "level", "batch_rows", "inputs_per_task"):  # numpy's as int
+            object.__setattr__(self, name, integer(getattr(self, name)))
+        if not isinstance(self.executor, str) or self.executor not in EXECUTORS:
             raise OptionError(
                 f"executor {self.executor!r} is not available; this version of snap has: "
                 + ", ".join(EXECUTORS)
             )
         if self.ray_address is not None and self.executor != "ray":
             raise OptionError("--ray-address applies to --executor ray only")
+        if self.ray_address is not None and (
+            not isinstance(self.ray_address, str) or not self.ray_address.strip()
+        ):
+            raise OptionError(
+                f"ray_address must be a Ray cluster's address (host:port, ray://host:10001), "
+                f"got {self.ray_address!r}; leave it out for RAY_ADDRESS, else a local Ray"
+            )
         workers = self.workers
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 0
         ):
             raise OptionError(f"--workers must be an integer >= 0, got {workers!r}")
-        if isinstance(self.lease_ttl, bool) or not (
-            isinstance(self.lease_ttl, (int, float)) and self.lease_ttl > 0
-        ):
-            raise OptionError(f"lease_ttl must be a number of seconds > 0, got {self.lease_ttl!r}")
+        ttl = self.lease_ttl
+        if isinstance(ttl, bool) or not (
+            isinstance(ttl, numbers.Real) and 0 < ttl <= MAX_LEASE_TTL
+        ):  # (inf or 1e300 stopped the heartbeat: a wait that long overflowed)
+            raise OptionError(
+                f"lease_ttl must be a number of seconds > 0 and at most {MAX_LEASE_TTL:.0f} "
+                f"(a week), got {ttl!r}"
+            )
+        object.__setattr__(self, "lease_ttl", float(ttl))
+        object.__setattr__(
+            self, "storage_options", options_dict(self.storage_options, "storage_options")
+        )
         try:
             write = WriteOptions(
                 shard_size=parse_size(self.shard_size, "shard_size"),
