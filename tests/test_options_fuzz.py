@@ -7,6 +7,7 @@ OverflowError or a crash mid-run."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -362,3 +363,23 @@ def test_an_empty_ray_address_is_a_usage_error(tmp_path: Path, executor: str) ->
     assert said.exit_code == 2 and "--ray-address" in said.output, said.output
     with pytest.raises(snap.OptionError, match="ray"):
         CreateOptions(executor=executor, ray_address="")
+
+
+@pytest.mark.parametrize("value", [None, "", [], "false", 2])
+def test_gc_refuses_a_dry_run_that_is_no_bool_and_removes_nothing(
+    tmp_path: Path, value: object
+) -> None:
+    """``dry_run=None`` or ``""`` removed files (falsy), ``"false"`` listed them (truthy)."""
+    from snapshot_cli.writers import gc as gc_mod
+
+    out = tmp_path / "s"
+    snap.create(records, out, inputs=[1], workers=0)
+    snap.create(records, out, inputs=[2], workers=0, overwrite=True)  # version 1's: garbage
+    shards = sorted((out / "shards").iterdir())
+    with pytest.raises(
+        snap.OptionError, match=re.escape(f"dry_run must be True or False, got {value!r}")
+    ):
+        gc_mod.gc(out, dry_run=value, retention=0)  # type: ignore[arg-type]
+    assert sorted((out / "shards").iterdir()) == shards and len(shards) == 2
+    assert gc_mod.gc(out, dry_run=False, retention=0).garbage
+    assert len(list((out / "shards").iterdir())) == 1

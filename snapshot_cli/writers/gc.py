@@ -35,7 +35,7 @@ from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..local_files import denies_write, write_hint
 from ..manifest import Manifest
 from ..retry import status_of
-from ..units import parse_duration
+from ..units import flag, options_dict, parse_duration
 from . import commit as commit_mod
 from . import lease as lease_mod
 from . import runs as runs_mod
@@ -191,6 +191,8 @@ def gc(
     days: ``"7d"``, ``"12h"``, seconds) goes, with the shards only it had."""
     try:
         seconds = parse_duration(retention, "retention")
+        dry_run = flag(dry_run, "dry_run")  # (None or "" removed files; "false" listed them)
+        storage_options = options_dict(storage_options, "storage_options")
     except ValueError as err:
         raise OptionError(str(err)) from err
     with lease_mod.released_after():  # (also if a Ctrl-C skipped the lease's own release)
