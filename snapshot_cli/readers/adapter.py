@@ -167,6 +167,8 @@ class Adapter(LoaderFacing, Generic[U]):
         consumer = self._consumer_state
         if consumer is not None and consumer != self.loader.state_dict():
             self.loader.load_state_dict(consumer)
+            self.loader._loaded = False  # the same loop again, not a resume: after a pass's
+            # last batch it is the next pass (Loader.__iter__), as for the bare loader
         # Where the consumer is until its first batch (an interrupt before that batch is
         # handed out, with batches already taken from the loader, must not skip them).
         self._consumer_state = self.loader.state_dict()
@@ -235,6 +237,8 @@ class EpochStart:
     def set_epoch(self, epoch: int) -> None:
         if self.adapter._loaded_epoch != epoch:
             self.adapter.set_epoch(epoch)
+        else:  # the loader keeps the loaded position, or starts epoch e after a state taken
+            self.adapter.loader.set_epoch(epoch)  # at its end (resume.keeps_position)
 
 
 class FrameworkAdapters:

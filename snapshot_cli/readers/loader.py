@@ -178,6 +178,7 @@ class Loader(FrameworkAdapters):
         self._pass_end: int | None = None
         self._run: Run | None = None
         self._passes = 0  # iter(), load_state_dict() and set_epoch() each start a new one
+        self._loaded = False  # a state loaded, no pass begun since (set_epoch may keep it)
         self._starting = threading.Lock()  # (two threads' iter(): one pass is the newest)
 
     def _fixed_only(self) -> bool:
@@ -213,25 +214,7 @@ class Loader(FrameworkAdapters):
         return self.batches_per_epoch() * self.epochs
 
     def _config(self) -> dict[str, Any]:
-        o = self.plan_options
-        common = {"shuffle": o.shuffle, "seed": o.seed, "drop_last": o.drop_last,
-                  "window_rows": o.window_rows, "first_window_rows": o.first_window_rows,
-                  "order_version": resume.ORDER_VERSION}  # fmt: skip
-        if isinstance(o, GlobalOptions):  # the same on every rank, for every world size
-            return {
-                "order": "global",
-                "fingerprints": self.reading.fingerprints,
-                "records_per_epoch": list(o.counts),
-                "global_batch_size": o.global_batch_size,
-                **common,
-            }
-        return {
-            "fingerprint": self.reading.fingerprints[0],
-            "batch_size": o.batch_size,
-            "rank": o.rank,
-            "world_size": o.world_size,
-            **common,
-        }
+        return resume.config(self.plan_options, self.reading.fingerprints)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the consumer is: the next batch to yield. Small: a few integers."""
@@ -246,6 +229,7 @@ class Loader(FrameworkAdapters):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where ``state`` was taken (README, Determinism): a pass begun
         before it ends where it would have; ``epochs`` sets the passes after."""
+        state = resume.plain(state)
         problem = resume.malformed(state) or resume.mismatch(
             self._config(), state["config"], self.reading.sources
         )
@@ -256,15 +240,20 @@ class Loader(FrameworkAdapters):
             self._passes += 1  # (first: the pass it stops must see it has been superseded)
             self._stop()
             self._epoch, self._batch = state["epoch"], state["batch"]
-            self._pass_end = state["pass_end"]
+            self._pass_end, self._loaded = state["pass_end"], True
 
     def set_epoch(self, epoch: int) -> None:
-        """Start the next pass at ``epoch`` (like DistributedSampler.set_epoch)."""
+        """Start the next pass at ``epoch`` (like DistributedSampler.set_epoch), unless a
+        state just loaded is within it (:func:`.resume.keeps_position`)."""
         epoch = integer(epoch)
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise OptionError(f"epoch must be an integer >= 0, got {epoch!r}")
         self._in_this_process()
         with self._starting:
+            at = self._epoch, self._batch, self._pass_end
+            if self._loaded and resume.keeps_position(epoch, at, self.epochs):
+                return
+            self._loaded = False
             self._passes += 1  # (first: the pass it stops must see it has been superseded)
             self._stop()
             self._epoch, self._batch, self._pass_end = epoch, 0, None
@@ -293,10 +282,10 @@ class Loader(FrameworkAdapters):
         (``stats()`` count the child's own)."""
         if self._made_in == _forks:
             return
-        where = self._epoch, self._batch, self._pass_end, self._passes
+        where = self._epoch, self._batch, self._pass_end, self._passes, self._loaded
         self._run = None  # (not closed: its threads and locks are the parent's)
         Loader.__init__(self, self._source, self._batch_size, self.options, self.trace)
-        self._epoch, self._batch, self._pass_end, self._passes = where
+        self._epoch, self._batch, self._pass_end, self._passes, self._loaded = where
 
     def __iter__(self) -> Iterator[Batch]:
         """One pass. A pass superseded by a newer one (``iter()``, ``load_state_dict``,
@@ -308,8 +297,11 @@ class Loader(FrameworkAdapters):
         with self._starting:  # the newest pass is the one whose run the loader keeps
             self._passes += 1  # (first: the pass it stops must see it has been superseded)
             self._stop()
-            mine = self._passes
+            mine, loaded, self._loaded = self._passes, self._loaded, False
             if self._pass_end is None or self._epoch >= self._pass_end:
+                if loaded and self._pass_end is not None:  # a state taken after its pass's
+                    self._pass_end = None  # last batch, before its end: the pass ends here
+                    return
                 self._pass_end = None if self.epochs is None else self._epoch + self.epochs
             run = Run(self._context, self._epoch, self._batch, self._pass_end)
             self._run = run

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .. import storage
 from .. import versions as versions_mod
 from ..layout import MANIFEST_NAME
+from .elastic import GlobalOptions
 
 # How the order is drawn from the settings. A state without it was saved by snap before
 # 2026-11-30, whose order is version 1 (since 2026-11-25, d68a307: states of the unreleased
@@ -25,7 +26,56 @@ ORDER_VERSION = 1
 DERIVED = ("window_rows", "first_window_rows", "order_version")
 
 if TYPE_CHECKING:
+    from .plan import PlanOptions
     from .snapshot import Snapshot
+
+
+def config(o: PlanOptions | GlobalOptions, fingerprints: list[str]) -> dict[str, Any]:
+    """What a state records of the loader that saved it: the settings and the data its
+    order is a function of (a global order's the same on every rank, for every world size)."""
+    common = {"shuffle": o.shuffle, "seed": o.seed, "drop_last": o.drop_last,
+              "window_rows": o.window_rows, "first_window_rows": o.first_window_rows,
+              "order_version": ORDER_VERSION}  # fmt: skip
+    if isinstance(o, GlobalOptions):
+        return {
+            "order": "global",
+            "fingerprints": fingerprints,
+            "records_per_epoch": list(o.counts),
+            "global_batch_size": o.global_batch_size,
+            **common,
+        }
+    return {
+        "fingerprint": fingerprints[0],
+        "batch_size": o.batch_size,
+        "rank": o.rank,
+        "world_size": o.world_size,
+        **common,
+    }
+
+
+def plain(state: Any) -> Any:
+    """``state`` as :meth:`state_dict` made it, from what a checkpoint library hands back:
+    numpy's or torch's 0-d numbers as Python's (a JAX or numpy tree of the state), tuples as
+    lists (a tree library's, or msgpack's)."""
+    if isinstance(state, dict):
+        return {k: plain(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return [plain(v) for v in state]
+    if not isinstance(state, (bool, int, float, str)) and getattr(state, "ndim", None) == 0:
+        return state.item()  # (np.int64(3), torch.tensor(3))
+    return state
+
+
+def keeps_position(epoch: int, at: tuple[int, int, int | None], epochs: int | None) -> bool:
+    """Whether ``set_epoch(epoch)`` keeps the position ``at`` (epoch, batch, pass end) a
+    state just loaded gave (no pass begun since), as a DistributedSampler's user calls it at
+    each epoch's start, resumed or not: a state within ``epoch`` goes on from its batch; one
+    taken after its pass's last batch (its epoch is its pass's end) ends that pass at once
+    when ``epoch`` is the pass's, and starts the next when it is the next epoch."""
+    state_epoch, _, pass_end = at
+    if pass_end is None or state_epoch < pass_end:
+        return epoch == state_epoch
+    return epochs is not None and state_epoch - epochs <= epoch < state_epoch
 
 
 def malformed(state: Any) -> str:
@@ -54,6 +104,19 @@ def malformed(state: Any) -> str:
 def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapshot]) -> str:
     """Why a state with config ``theirs`` does not fit a loader with config ``mine`` reading
     ``sources`` ("" when it fits)."""
+    if (theirs.get("order") == "global") != (mine.get("order") == "global"):
+        if theirs.get("order") == "global":
+            return (
+                "the state was saved by a loader of the global order (global_batch_size="
+                f"{theirs.get('global_batch_size')!r}): load it into a loader made with "
+                "global_batch_size= as it was, not batch_size="
+            )
+        return (
+            "the state was saved by a loader of each rank's own order (batch_size="
+            f"{theirs.get('batch_size')!r}, rank {theirs.get('rank')!r} of "
+            f"{theirs.get('world_size')!r}): load it into a loader made with batch_size= as "
+            "it was, not global_batch_size="
+        )
     theirs = {"order_version": 1, **theirs}
     diff = sorted(k for k in mine if mine[k] != theirs.get(k))
     if not diff:

@@ -7,7 +7,10 @@ fresh loader set to that epoch. A pass (``for batch in loader``) starts where th
 and, when it starts at a pass's end, runs ``epochs`` epochs from there; breaking out and
 iterating again continues where the loop stopped (the batch it broke on was handed over);
 ``set_epoch(e)`` moves to epoch ``e``'s start and a new pass; a state is where the next
-batch comes from and ``load_state_dict`` goes back there, pass and all."""
+batch comes from and ``load_state_dict`` goes back there, pass and all. Right after a load
+(no pass since), a state taken after its pass's last batch gives an empty pass first, and
+``set_epoch(e)`` keeps the loaded place when ``e`` is the epoch the state is within (for a
+state at its pass's end, an epoch of that pass)."""
 
 from __future__ import annotations
 
@@ -65,9 +68,14 @@ def test_passes_move_as_readme_says(
     stream = Stream(s)
     loader = s.loader(**OPTIONS, epochs=epochs)
     at, end = 0, None  # the model: the next batch's place in the stream, the pass's end
+    loaded = False  # a state loaded, no pass since
     saved: Any = None
     for move, n in moves:
-        if move == "take":
+        if move == "take" and loaded and end is not None and at >= end:
+            assert list(loader) == [], (moves, at)  # the loaded pass's end
+            loaded, end = False, None
+        elif move == "take":
+            loaded = False
             if end is None or at >= end:  # a new pass
                 end = None if epochs is None else (at // PER_EPOCH + epochs) * PER_EPOCH
             got = []
@@ -78,13 +86,22 @@ def test_passes_move_as_readme_says(
             left = n + 1 if end is None else end - at
             assert got == [stream[p] for p in range(at, at + min(n, left))], (moves, at)
             at += min(n + 1, left)
+            if n >= left:  # the loop ran the pass to its end (not broken off at its last batch)
+                end = None
         elif move == "set_epoch":
             loader.set_epoch(n)
-            at, end = n * PER_EPOCH, None
+            epoch = at // PER_EPOCH
+            at_end = end is not None and at >= end
+            keeps = loaded and (
+                (not at_end and n == epoch)
+                or (at_end and epochs is not None and epoch - epochs <= n < epoch)
+            )
+            if not keeps:
+                at, end, loaded = n * PER_EPOCH, None, False
         elif move == "save":
             state = loader.state_dict()
             assert (state["epoch"], state["batch"]) == divmod(at, PER_EPOCH), (moves, state)
             saved = (at, end, state)
         elif saved is not None:
             loader.load_state_dict(saved[2])
-            at, end = saved[0], saved[1]
+            at, end, loaded = saved[0], saved[1], True
