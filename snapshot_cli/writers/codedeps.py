@@ -55,7 +55,11 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
 
 
 def user_module_file(module: str) -> str | None:
-    """The source file of ``module`` if it is the user's own code (not stdlib or installed)."""
+    """The source file of ``module`` if it is the user's own code (not stdlib or installed,
+    nor snap itself, also as an editable install: which of snap's modules a process has
+    imported changed a by-value function's identity between two creates)."""
+    if module == "snapshot_cli" or module.startswith("snapshot_cli."):
+        return None
     path = getattr(sys.modules.get(module), "__file__", None)
     if not path or not path.endswith(".py") or not os.path.isfile(path):
         return None
