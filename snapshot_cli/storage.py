@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, TypeVar
 import fsspec
 from fsspec import AbstractFileSystem
 
-from . import durable, hdfs, layout, literal, timeouts
+from . import durable, hdfs, hdfs_client, layout, literal, timeouts
 from .errors import ManifestError, OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
@@ -56,14 +56,16 @@ def resolve(
     chained = literal.is_chained(url)
     if chained and (problem := literal.chain_problem(url)):
         raise OptionError(problem)
+    hdfs_client.refuse_after_fork(url)  # (a libhdfs client made after fork hangs)
     try:
         options = {**timeouts.client_options(scheme, storage_options or {}),
+                   **hdfs_client.client_options(url, storage_options or {}),
                    **(storage_options or {})}  # fmt: skip
         if chained:
             fs, path = fsspec.core.url_to_fs(url, **options)
         else:
             fs, path = literal.open_url(url, options)
-        timeouts.bound(fs)
+        hdfs_client.prepared(timeouts.bound(fs))
     except (ImportError, ValueError) as err:
         raise OptionError(f"cannot open {url!r}: {err}") from err
     except OSError as err:  # the client itself cannot start (libhdfs, a JVM, a socket)
@@ -86,8 +88,12 @@ def in_this_process(fs: AbstractFileSystem, pid: int) -> tuple[AbstractFileSyste
 
 def fresh_instance(fs: AbstractFileSystem) -> AbstractFileSystem:
     """A filesystem like ``fs`` made in this process (fsspec drops its instance cache when
-    the process id changes, so this is a new client after fork)."""
-    return timeouts.bound(fsspec.spec.make_instance(type(fs), fs.storage_args, fs.storage_options))
+    the process id changes, so this is a new client after fork); never libhdfs's after a
+    fork from a process that had started its JVM (:func:`.hdfs_client.refuse_after_fork`)."""
+    if protocol(fs) in hdfs_client.LIBHDFS_PROTOCOLS:
+        hdfs_client.refuse_after_fork(to_url(fs, "/"))
+    made = fsspec.spec.make_instance(type(fs), fs.storage_args, fs.storage_options)
+    return hdfs_client.prepared(timeouts.bound(made))
 
 
 def makedirs(fs: AbstractFileSystem, path: str) -> None:

@@ -11,7 +11,10 @@ retries. Two clients never do:
   such a timeout itself (6 tries).
 - **WebHDFS** (fsspec's, over ``requests``) passes no timeout to ``requests``, which then waits
   for ever: its session gets an adapter that adds one to every request made without one.
-  snap's own retries (:mod:`snapshot_cli.retry`) retry the timeout.
+  snap's own retries (:mod:`snapshot_cli.retry`) retry the timeout. The same adapter keeps
+  ``POOL`` connections a host (``requests`` keeps 10): snap's 16 fetch streams and up to 64
+  ranged reads at once had connections discarded (urllib3's "Connection pool is full"
+  warnings) instead of reused.
 
 A request abandoned this way is one that went ``READ_S`` seconds without a byte (or
 ``CONNECT_S`` to connect): a slow but moving download is never cut.
@@ -29,6 +32,7 @@ CONNECT_S = 30.0
 READ_S = 60.0
 GCS_PROTOCOLS = ("gs", "gcs")
 WEBHDFS_PROTOCOLS = ("webhdfs", "webHDFS")
+POOL = 64  # connections kept a host: at least the requests snap makes at once (tests hold it)
 
 
 def client_options(scheme: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +51,8 @@ def client_options(scheme: str, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def bound(fs: AbstractFileSystem) -> AbstractFileSystem:
-    """``fs``, its requests given timeouts where its client makes them without (WebHDFS)."""
+    """``fs``, its requests given timeouts where its client makes them without (WebHDFS), and
+    a pool of connections as large as snap's concurrency."""
     protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
     session = getattr(fs, "session", None)
     if not set(protocols) & set(WEBHDFS_PROTOCOLS) or session is None:
@@ -55,7 +60,7 @@ def bound(fs: AbstractFileSystem) -> AbstractFileSystem:
     adapter = _adapter_class()
     if not isinstance(session.get_adapter("http://"), adapter):
         for prefix in ("http://", "https://"):
-            session.mount(prefix, adapter())
+            session.mount(prefix, adapter(pool_maxsize=POOL))
     return fs
 
 
