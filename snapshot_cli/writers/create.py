@@ -263,14 +263,14 @@ def _create(
             "snapshot %s is up to date (version %d, fingerprint %s); nothing to do",
             url, m.version, m.fingerprint[:12],
         )  # fmt: skip
-        if m.compression != options.compression.to_json():
+        if options.codec_given and m.compression != options.compression.to_json():
             log.warning(
                 "note: the existing snapshot is compressed with %s, not %s; the layout is "
                 "not part of the fingerprint: pass --overwrite to rewrite it",
                 codec_text(m.compression),
                 codec_text(options.compression.to_json()),
             )
-        if given := how.layout_given:
+        if given := how.layout_not_applied(m):
             log.warning(
                 "note: %s shape the shards a create writes; this snapshot is up to date, so "
                 "none are written: pass --overwrite to rewrite it with them",
@@ -283,7 +283,7 @@ def _create(
         table = table_of(previous)
         records = found.records(incremental.known_contents(table))
         chunking = chunking or incremental.chunking_for(
-            previous, options.inputs_per_task, found.sizes
+            None if overwrite else previous, options.inputs_per_task, found.sizes
         )
         if ranges is None:
             ranges = chunking.plan([r[0] for r in records], found.sizes)
@@ -312,11 +312,11 @@ def _create(
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
         previous = commit_mod.read_manifest(fs, root)  # the version this one follows, or None
-        options = grown_layout(options, None if overwrite or not previous else previous.compression)
+        options = grown_layout(options, last := None if overwrite else previous)  # (to grow)
         found.records(incremental.known_contents(table_of(previous)))
         run, ranges, options, (fp, parts), chunking = runs_mod.start_or_resume(
             fs, root, identity, found, options, ref.spec,
-            incremental.chunking_for(previous, options.inputs_per_task, found.sizes),
+            incremental.chunking_for(last, options.inputs_per_task, found.sizes),
         )  # fmt: skip
         planned = plan_against(previous, ranges, chunking)
         lease.set_run(run)

@@ -161,9 +161,11 @@ def said_changed(
 def chunking_for(
     previous: Manifest | None, inputs_per_task: int | None, sizes: list[int]
 ) -> Chunking:
-    """How inputs become tasks: ``inputs_per_task`` if given, else what the last version used
-    (so that its tasks are found again), else chosen for these inputs."""
-    if inputs_per_task is None and previous is not None and previous.history is not None:
+    """How inputs become tasks: what the last version used (so that its tasks are found
+    again; a grow given another ``inputs_per_task`` computed every task again, and says so:
+    :func:`.options.grown_layout`), else ``inputs_per_task`` if given, else chosen for these
+    inputs (``previous`` None: a first create, or ``--overwrite``, which groups afresh)."""
+    if previous is not None and previous.history is not None:
         return Chunking.from_json(previous.history.chunking)
     return Chunking.choose(sizes, inputs_per_task)
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import numbers
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from ..cores import cores
 from ..errors import OptionError
 from ..units import MiB, flag, integer, options_dict, parse_size
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,9 @@ class WriteOptions:
         batch_rows: most rows in one record batch. A record batch is the loader's unit of
             shuffle, so it is kept to a small slice of the data even for tiny records.
         inputs_per_task: inputs grouped into one task (None: chosen from the input count).
+        codec_given: the codec was asked for (not the default zstd): only then does a grow or
+            an up-to-date create of a snapshot of another codec say it keeps that one (a
+            nightly grow of an lz4 snapshot said so every night).
     """
 
     shard_size: int = 256 * MiB
@@ -94,6 +100,7 @@ class WriteOptions:
     batch_bytes: int = 1 * MiB
     batch_rows: int = 1024
     inputs_per_task: int | None = None
+    codec_given: bool = True
 
     def __post_init__(self) -> None:
         for name in ("shard_size", "batch_bytes", "batch_rows", "inputs_per_task"):
@@ -129,19 +136,39 @@ DEFAULT_LEASE_TTL = 30.0  # seconds; a dead writer on another host is taken over
 MAX_LEASE_TTL = 7 * 86400.0  # a week: a writer silent longer is dead (and inf stopped the beat)
 
 
-def grown_layout(options: WriteOptions, previous: dict[str, Any] | None) -> WriteOptions:
+def grown_layout(options: WriteOptions, previous: Manifest | None) -> WriteOptions:
     """A grow's options: the new shards compressed as the snapshot's others, whose
-    ``previous`` compression its manifest states (one codec for them all: a grow with
+    ``previous`` manifest states their compression (one codec for them all: a grow with
     ``--compression lz4`` made lz4 shards beside zstd ones, and the manifest said lz4 of all
-    of them); the other codec is said to need ``--overwrite``."""
-    if previous is None or previous == options.compression.to_json():
+    of them); the other codec is said to need ``--overwrite``, as another
+    ``--inputs-per-task`` is (the grow keeps the snapshot's grouping: :func:`.incremental.
+    chunking_for`; it computed every task again without a word)."""
+    if previous is None:
         return options
-    kept = Compression(codec=previous["codec"], level=previous.get("level"))
-    log.warning(
-        "note: growing keeps the snapshot's compression, %s (its shards share one): %s "
-        "applies to a snapshot made anew: pass --overwrite to rewrite it so",
-        codec_text(previous), codec_text(options.compression.to_json()),
-    )  # fmt: skip
+    chunking = previous.history.chunking if previous.history is not None else None
+    given = options.inputs_per_task
+    if (
+        given is not None
+        and chunking is not None
+        and (chunking["fixed"], chunking["inputs"]) != (True, given)
+    ):
+        log.warning(
+            "note: growing keeps the snapshot's grouping of inputs into tasks (%s): "
+            "--inputs-per-task %d would compute every task again: pass --overwrite to "
+            "regroup it so",
+            f"{chunking['inputs']} inputs a task" if chunking["fixed"]
+            else f"content-defined, {chunking['inputs']} inputs a task on average",
+            given,
+        )  # fmt: skip
+    if previous.compression == options.compression.to_json():
+        return options
+    kept = Compression(codec=previous.compression["codec"], level=previous.compression.get("level"))
+    if options.codec_given:  # (the default: nothing asked for, nothing to say)
+        log.warning(
+            "note: growing keeps the snapshot's compression, %s (its shards share one): %s "
+            "applies to a snapshot made anew: pass --overwrite to rewrite it so",
+            codec_text(previous.compression), codec_text(options.compression.to_json()),
+        )  # fmt: skip
     return replace(options, compression=kept)
 
 
@@ -218,6 +245,7 @@ class CreateOptions:
                 ),
                 batch_rows=WriteOptions.batch_rows if self.batch_rows is None else self.batch_rows,
                 inputs_per_task=self.inputs_per_task,
+                codec_given=codec_name(self.compression) != "zstd" or self.level is not None,
             )
         except ValueError as err:
             raise OptionError(str(err)) from err
@@ -236,14 +264,20 @@ class CreateOptions:
         """The pipeline runs in the calling process (``workers=0``, local executor)."""
         return self.executor != "ray" and self.worker_count == 0
 
-    @property
-    def layout_given(self) -> list[str]:
-        """The layout options (other than the codec) set away from their defaults, as the
-        CLI spells them: what an up-to-date snapshot's create does not apply."""
+    def layout_not_applied(self, m: Manifest) -> list[str]:
+        """The layout options (the codec aside) given that an up-to-date create does not
+        apply, as the CLI spells them: those the snapshot ``m`` shows were not its own (a
+        nightly create given its usual options was told so every night)."""
+        chunking = m.history.chunking if m.history is not None else None
+        rows = max((r for s in m.shards for r, _ in s.batch_rows), default=0)
         given = {
-            "--shard-size": self.write.shard_size != WriteOptions.shard_size,
-            "--batch-rows": self.batch_rows is not None,
-            "batch_bytes=": self.batch_bytes is not None,
-            "--inputs-per-task": self.inputs_per_task is not None,
+            "--inputs-per-task": self.inputs_per_task is not None
+            and (
+                chunking is None
+                or (chunking["fixed"], chunking["inputs"]) != (True, self.write.inputs_per_task)
+            ),
+            "--shard-size": self.write.shard_size != WriteOptions.shard_size
+            and max((s.bytes for s in m.shards), default=0) > 2 * self.write.shard_size,
+            "--batch-rows": self.batch_rows is not None and rows > self.write.batch_rows,
         }
-        return [name for name, set_ in given.items() if set_]
+        return [name for name, differs in given.items() if differs]

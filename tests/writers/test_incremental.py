@@ -418,3 +418,59 @@ def test_a_snapshot_made_before_versions_of_other_inputs_says_why_overwrite(
     said = str(caught.value)
     assert "before snapshots had versions" in said and "cannot compare" in said, said
     assert "pass --overwrite" in said
+
+
+def test_a_grow_or_rerun_not_asking_for_a_codec_keeps_the_snapshots_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A nightly grow of an lz4 snapshot without --compression was told every night that
+    "zstd level 1 applies to a snapshot made anew"; asking for one still says it."""
+
+    def prep(i: int):  # type: ignore[no-untyped-def]
+        yield {"i": np.int64(i)}
+
+    out = str(tmp_path / "s")
+    snap.create(prep, out, inputs=[1, 2], workers=0, inputs_per_task=1, compression="lz4")
+    with caplog.at_level("WARNING", logger="snapshot_cli"):
+        grown = snap.create(prep, out, inputs=[1, 2, 3], workers=0, inputs_per_task=1)
+        again = snap.create(prep, out, inputs=[1, 2, 3], workers=0, inputs_per_task=1)
+    assert grown.version == 2 and again.reused and "note:" not in caplog.text
+    assert snap.open(out).manifest.compression == {"codec": "lz4", "level": None}
+    for codec, level in (("zstd", 1), ("none", None)):  # (zstd, no level: the default)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="snapshot_cli"):
+            snap.create(prep, out, inputs=[1, 2, 3], workers=0, inputs_per_task=1,
+                        compression=codec, level=level)  # fmt: skip
+        said = "not zstd" if codec == "zstd" else "not none"
+        assert "note: the existing snapshot is compressed with lz4" in caplog.text, codec
+        assert said in caplog.text
+
+
+def test_a_grow_given_another_task_size_keeps_the_snapshots_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``--inputs-per-task 16`` on a grow of one added input computed every task again
+    without a word (0 of 63 reused); ``--overwrite`` regroups (and, not given one, chooses
+    the task size afresh: a snapshot begun with 50 inputs kept 1 input a task for good)."""
+
+    def prep(i: int):  # type: ignore[no-untyped-def]
+        yield {"i": np.int64(i)}
+
+    out = str(tmp_path / "s")
+    first = snap.create(prep, out, inputs=list(range(8)), workers=0)  # (1 input a task: few)
+    assert first.tasks == 8
+    with caplog.at_level("WARNING", logger="snapshot_cli"):
+        grown = snap.create(prep, out, inputs=list(range(9)), workers=0, inputs_per_task=4)
+    assert grown.tasks_reused >= 7 and grown.tasks - grown.tasks_reused <= 2
+    assert (
+        "growing keeps the snapshot's grouping of inputs into tasks (content-defined" in caplog.text
+    )
+    assert "--inputs-per-task 4 would compute every task again: pass --overwrite" in caplog.text
+    regrouped = snap.create(prep, out, inputs=list(range(9)), workers=0, inputs_per_task=4,
+                            overwrite=True)  # fmt: skip
+    assert regrouped.tasks == 3 and regrouped.tasks_reused == 0  # (4 + 4 + 1)
+    many = list(range(2000))
+    snap.create(prep, out, inputs=many, workers=0, inputs_per_task=1, overwrite=True)
+    fresh = snap.create(prep, out, inputs=many, workers=0, overwrite=True)
+    assert fresh.tasks < 300  # chosen afresh for 2,000 inputs, not 1 a task
+    assert sorted(int(b["i"][0]) for b in snap.open(out).loader(1)) == many
