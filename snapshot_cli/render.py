@@ -118,12 +118,12 @@ def shard_lines(doc: dict[str, Any]) -> list[str]:
     )
     ratio = doc["uncompressed_bytes"] / doc["bytes"] if doc["bytes"] else 0.0
     current = doc["current_version"]
-    replaced = "" if current == doc["version"] else f", replaced by version {current}"
+    replaced = "" if current == doc["version"] else f"; the snapshot is at version {current} now"
     place = f"records {first:,} to {first + n - 1:,} of the version" if n else "no records"
     rows = [
         ("shard", doc["path"]),
-        ("snapshot", f"{doc['snapshot']} (version {doc['version']}{replaced}, shard index "
-                     f"{doc['index']} of {doc['num_shards']})"),
+        ("snapshot", f"{doc['snapshot']} (version {doc['version']}, shard index "
+                     f"{doc['index']} of {doc['num_shards']}{replaced})"),
         ("records", f"{_count(n)} ({place}, in the order written)"),
         ("record batches", f"{doc['record_batches']} ({runs or 'none'} records)"),
         ("on disk", f"{human_bytes(doc['bytes'])} ({human_bytes(doc['uncompressed_bytes'])} "

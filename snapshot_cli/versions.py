@@ -96,6 +96,11 @@ def open_version(fs: Any, root: str, current: Manifest, version: int) -> Manifes
         ) from None
     if version == current.version:
         return current
+    if not 0 < version < current.version:  # (never made: not gc's doing)
+        raise ManifestError(
+            f"{storage.to_url(fs, root)} has no version {version}: its versions count from 1 "
+            f"to its latest, {current.version} (snap inspect --versions lists those kept)"
+        )
     m = read(fs, layout.version_path(root, version)) if 0 < version < current.version else None
     if m is None or m.version != version:
         have = [v.version for v in history(fs, root, current)]

@@ -237,6 +237,10 @@ def test_gc_after_the_retention_removes_exactly_the_unreferenced_shards(tmp_path
     }  # fmt: skip
     with pytest.raises(snap.ManifestError, match="keeps no version 1: it keeps \\[2\\]"):
         snap.open(str(tmp_path / "s"), version=1)
+    for never in (3, 0, -1):  # never made: not gc's doing ("keeps no version 3 ... snap gc")
+        with pytest.raises(snap.ManifestError, match=f"has no version {never}: its versions "
+                           "count from 1 to its latest, 2"):  # fmt: skip
+            snap.open(str(tmp_path / "s"), version=never)
     assert snap.open(str(tmp_path / "s"), version=np.int64(2)).num_records == 64 * 4
     for bad in ("2", 2.0, True):  # an argument, not the snapshot, is wrong
         with pytest.raises(snap.OptionError, match=r"version must be an integer \(1, 2"):
