@@ -140,7 +140,8 @@ def test_ctrl_c_or_sigterm_is_one_line_its_exit_code_and_no_process_left(
             "--workers", workers, "--inputs-per-task", "1"]  # fmt: skip
     env = {**os.environ, "STARTED": str(started)}
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=terminal_signals)  # fmt: skip
     try:
         until(lambda: len(list(started.iterdir())) >= max(1, int(workers)), "tasks to start")
         (os.killpg if to == "group" else os.kill)(proc.pid, getattr(signal, sig))
@@ -163,6 +164,15 @@ def test_ctrl_c_or_sigterm_is_one_line_its_exit_code_and_no_process_left(
     assert done.returncode == 0, done.stderr
     assert sorted(int(v) for b in snap.open(tmp_path / "s").loader(batch_size=8)
                   for v in b["x"]) == list(range(8))  # fmt: skip
+
+
+def terminal_signals() -> None:
+    """In the child: the signals a terminal's foreground job has (handled by default). A
+    suite run in the background of a shell without job control, or under nohup, passes
+    SIGINT or SIGHUP ignored to its children, and an ignored signal stays ignored there (a
+    Python started with SIGINT ignored installs no handler): snap, rightly, keeps nohup's."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _workers_of(started: Path) -> list[int]:
