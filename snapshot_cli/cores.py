@@ -38,22 +38,31 @@ def cgroup_quota(root: Path, membership: str | None) -> float | None:
     ``/proc/self/cgroup``) and of its ancestors, the lowest one; None if none is set or it
     cannot be read. cgroup v2 (``cpu.max``: "max 100000" or "200000 100000") and v1
     (``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``, -1 for none)."""
-    if not membership:
-        return None
     found: list[float] = []
-    for line in membership.splitlines():
+    for version, d in cgroup_dirs(root, membership, "cpu"):
+        if version == 2:
+            found += _v2(_read(d / "cpu.max"))
+        else:
+            found += _v1(_read(d / "cpu.cfs_quota_us"), _read(d / "cpu.cfs_period_us"))
+    return min(found) if found else None
+
+
+def cgroup_dirs(root: Path, membership: str | None, controller: str) -> list[tuple[int, Path]]:
+    """The directories of the cgroup in ``membership`` (the text of ``/proc/self/cgroup``)
+    and of its ancestors for ``controller`` ("cpu", "memory"), each with its cgroup version:
+    v2's one unified hierarchy, or v1's hierarchy of that controller."""
+    dirs: list[tuple[int, Path]] = []
+    for line in (membership or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
         _, controllers, path = parts
         if controllers == "":  # v2: one unified hierarchy
-            for d in _ancestors(root, path):
-                found += _v2(_read(d / "cpu.max"))
-        elif "cpu" in controllers.split(","):
-            base = root / controllers if (root / controllers).is_dir() else root / "cpu"
-            for d in _ancestors(base, path):
-                found += _v1(_read(d / "cpu.cfs_quota_us"), _read(d / "cpu.cfs_period_us"))
-    return min(found) if found else None
+            dirs += [(2, d) for d in _ancestors(root, path)]
+        elif controller in controllers.split(","):
+            base = root / controllers if (root / controllers).is_dir() else root / controller
+            dirs += [(1, d) for d in _ancestors(base, path)]
+    return dirs
 
 
 def _ancestors(base: Path, path: str) -> list[Path]:

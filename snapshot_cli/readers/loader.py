@@ -99,6 +99,7 @@ class Loader(FrameworkAdapters):
         buffer_rows = options.shuffle_rows(bytes_per_row)
         if buffer_rows is None:
             target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
+            target = min(target, memory.limit() // 4)  # two windows, half the memory at most
             buffer_rows = max(1, target // bytes_per_row)
         # the first window ramps up kept in order too: 32 MiB of 4-byte records is 8,000
         # record batches to decode before the first batch (0.7-1.3 s)

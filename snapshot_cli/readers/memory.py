@@ -18,6 +18,7 @@ import functools
 import os
 from pathlib import Path
 
+from ..cores import CGROUP_ROOT, _read, cgroup_dirs
 from ..errors import OutOfMemoryError
 from ..progress import human_bytes
 
@@ -28,27 +29,52 @@ CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limi
 @functools.cache
 def limit() -> int:
     """Bytes of memory this process may use at most: physical memory, or less under a
-    cgroup limit (unlimited: a very large number)."""
+    cgroup limit (unlimited: a very large number): its own cgroup's or an ancestor's (a
+    Slurm step's, a ``systemd-run -p MemoryMax=`` unit's: only the mount's root was read,
+    a container's), the lowest."""
     try:
         total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):  # no sysconf (Windows): no limit known
         total = 1 << 62
     for path in CGROUP_LIMITS:
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
+        text = (_read(path) or "").strip()
         if text.isdigit():
             total = min(total, int(text))
-    return total
+    found = cgroup_limit(CGROUP_ROOT, _read("/proc/self/cgroup"))
+    return total if found is None else min(total, found)
+
+
+def cgroup_limit(root: Path, membership: str | None) -> int | None:
+    """The lowest memory limit of the cgroup in ``membership`` (``/proc/self/cgroup``'s
+    text) and its ancestors under ``root``; None if none is set (v2 "max", v1's huge
+    number is a limit above physical memory: harmless)."""
+    found = []
+    for version, d in cgroup_dirs(root, membership, "memory"):
+        text = _read(d / ("memory.max" if version == 2 else "memory.limit_in_bytes")) or ""
+        if text.strip().isdigit():
+            found.append(int(text.strip()))
+    return min(found) if found else None
+
+
+def in_use() -> int:
+    """Bytes of memory this process holds now (its resident set; 0 where unknown)."""
+    fields = (_read("/proc/self/statm") or "").split()
+    try:
+        return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (IndexError, ValueError, AttributeError, OSError):
+        return 0
 
 
 def check(nbytes: int, what: str, fix: str) -> None:
-    """Refuse a request for more than :func:`limit` bytes before it is made."""
-    if nbytes > limit():
+    """Refuse a request for more than the :func:`limit` leaves beside what the process
+    holds already (two windows of 288 MiB passed under a limit of 600 MiB, and the process
+    was killed once they were full) before it is made."""
+    most, used = limit(), in_use()
+    if nbytes + used > most:
+        held = f" ({human_bytes(used)} of it in use already)" if used else ""
         raise OutOfMemoryError(
-            f"{what} needs {human_bytes(nbytes)}, more than the {human_bytes(limit())} of "
-            f"memory this process may use; {fix}"
+            f"{what} needs {human_bytes(nbytes)}, more than the {human_bytes(most)} of "
+            f"memory this process may use{held}; {fix}"
         )
 
 

@@ -157,7 +157,10 @@ class Window:
             self._per = row_bytes(schema, self.columns)
         per = self._per
         what = f"a loader window of {rows:,} records of {per:,} bytes"
-        memory.check(rows * per, what, WINDOW_FIX)
+        # two: one is filled while the other is served (a window under the limit but over
+        # half of it passed, and the process was killed once both were)
+        memory.check(2 * rows * per, f"{what} (two of them: one filled while the other is "
+                     "served)", WINDOW_FIX)  # fmt: skip
         t = schema.field(name).type
         try:
             return make((rows, *row_shape(t)), numpy_dtype(t))

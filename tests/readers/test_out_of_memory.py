@@ -11,6 +11,7 @@ fails becomes an OutOfMemoryError, in every way the loader reads.
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +79,10 @@ def test_a_global_batch_larger_than_an_epoch_is_refused(
 
 
 def small_limit(monkeypatch: pytest.MonkeyPatch, nbytes: int) -> None:
-    """As a cgroup limit of ``nbytes`` would: :func:`memory.limit` reads it."""
+    """As a cgroup limit of ``nbytes`` would, for a process holding nothing yet:
+    :func:`memory.limit` reads it."""
     monkeypatch.setattr(memory, "limit", lambda: nbytes)
+    monkeypatch.setattr(memory, "in_use", lambda: 0)
 
 
 @pytest.mark.parametrize("way", list(WAYS))
@@ -91,14 +94,18 @@ def test_a_window_larger_than_the_memory_limit_is_refused_before_it_is_made(
     monkeypatch.setattr(
         shm, "empty", lambda shape, dtype: made.append(shape) or real_shm(shape, dtype)
     )
-    small_limit(monkeypatch, 100 * ROW_BYTES - 1)  # a window of 100 records is one byte more
+    # two windows of 100 records (one filled while the other is served) are one byte more
+    small_limit(monkeypatch, 2 * 100 * ROW_BYTES - 1)
     kw = {"batch_size": 100, "shuffle_buffer": 100, "seed": 0, **WAYS[way]}
     if "global_batch_size" in kw:
         kw["global_batch_size"] = 100
     with pytest.raises(snap.OutOfMemoryError) as err:
         list(snap.open(numbered["zstd"]).loader(**kw))
     message = str(err.value)
-    assert "a loader window of 100 records of 72 bytes needs" in message
+    assert (
+        "a loader window of 100 records of 72 bytes (two of them: one filled while the "
+        "other is served) needs 14.1 KiB" in message
+    )
     assert "lower them" in message and "batch_size and shuffle_buffer" in message
     assert not [s for s in made if s[0] >= 100], "a slab was made before the check"
     assert isinstance(err.value, MemoryError) and isinstance(err.value, snap.SnapError)
@@ -182,7 +189,8 @@ def test_snap_bench_answers_in_one_line(
     result = CliRunner().invoke(cli, ["bench", numbered["zstd"], "--batch-size", "64"])
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("snap: error: a loader window of 200 records")
+    # (auto sized the shuffle window to a quarter of the limit: the batch is the window)
+    assert len(lines) == 1 and lines[0].startswith("snap: error: a loader window of 64 records")
     assert "Traceback" not in result.output
 
 
@@ -264,3 +272,66 @@ def test_an_allocation_no_machine_could_make_is_damage(message: str) -> None:
     assert isinstance(said, snap.CorruptShardError), said
     huge = MemoryError("Unable to allocate 86.0 TiB for an array with shape (1, 2) and ...")
     assert isinstance(faults.read_failure("shard s", huge), snap.CorruptShardError)
+
+
+def test_the_limit_of_the_processs_own_cgroup_or_an_ancestor(tmp_path: Path) -> None:
+    """A Slurm step's or a systemd unit's cgroup is not the mount's root (a container's is):
+    only the root's limit was read, and a window over the job's limit was killed."""
+    v1 = tmp_path / "memory" / "slurm" / "job_7" / "step_0"
+    v1.mkdir(parents=True)
+    (v1.parent / "memory.limit_in_bytes").write_text(f"{600 << 20}\n")  # the job's
+    (v1 / "memory.limit_in_bytes").write_text(f"{2**63 - 4096}\n")  # (v1's "none")
+    membership = "12:memory:/slurm/job_7/step_0\n5:cpu,cpuacct:/slurm/job_7/step_0\n"
+    assert memory.cgroup_limit(tmp_path, membership) == 600 << 20
+    v2 = tmp_path / "v2" / "system.slice" / "run-u7.service"
+    v2.mkdir(parents=True)
+    (v2 / "memory.max").write_text(f"{512 << 20}\n")
+    (v2.parent / "memory.max").write_text("max\n")
+    assert memory.cgroup_limit(tmp_path / "v2", "0::/system.slice/run-u7.service\n") == 512 << 20
+    assert memory.cgroup_limit(tmp_path / "v2", "0::/elsewhere\n") is None
+
+
+def test_a_real_cgroups_limit_is_read(tmp_path: Path) -> None:
+    """A process moved into a cgroup of 600 MiB (as root, the v1 memory controller or v2's
+    unified hierarchy, whichever this kernel mounts) reads that limit."""
+    import subprocess
+    import sys
+    import uuid
+
+    assert os.geteuid() == 0, "the suite runs as root (CI): it makes a cgroup"
+    v1 = Path("/sys/fs/cgroup/memory")
+    base = v1 if (v1 / "memory.limit_in_bytes").exists() else Path("/sys/fs/cgroup")
+    group = base / f"snaptest-{uuid.uuid4().hex[:8]}"
+    group.mkdir()
+    try:
+        limit_file = "memory.limit_in_bytes" if base == v1 else "memory.max"
+        (group / limit_file).write_text(str(600 << 20))
+        code = "from snapshot_cli.readers import memory; print(memory.limit())"
+        res = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+            preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())),
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        assert int(res.stdout) == 600 << 20
+    finally:
+        group.rmdir()
+
+
+def test_what_the_process_holds_already_counts(
+    numbered: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two windows under the limit passed though the process held most of the rest (288 MiB
+    windows under 600 MiB: killed once they were full)."""
+    kw = {"batch_size": 100, "shuffle_buffer": 100, "seed": 0}
+    monkeypatch.setattr(memory, "limit", lambda: 2 * 100 * ROW_BYTES + 1000)
+    monkeypatch.setattr(memory, "in_use", lambda: 1000)
+    assert sum(len(b["label"]) for b in snap.open(numbered["zstd"]).loader(**kw)) == RECORDS
+    monkeypatch.setattr(memory, "in_use", lambda: 1001)
+    with pytest.raises(snap.OutOfMemoryError, match=r"\(1001 B of it in use already\)"):
+        list(snap.open(numbered["zstd"]).loader(**kw))
+
+
+def test_in_use_is_this_processs_resident_memory() -> None:
+    before = memory.in_use()
+    block = np.ones(64 << 20, np.uint8)  # 64 MiB, touched
+    assert memory.in_use() - before >= 60 << 20 and block[-1] == 1
