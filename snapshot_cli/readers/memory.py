@@ -57,12 +57,16 @@ def cgroup_limit(root: Path, membership: str | None) -> int | None:
 
 
 def in_use() -> int:
-    """Bytes of memory this process holds now (its resident set; 0 where unknown)."""
-    fields = (_read("/proc/self/statm") or "").split()
-    try:
-        return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (IndexError, ValueError, AttributeError, OSError):
-        return 0
+    """Bytes of memory this process holds now and cannot give back: its resident anonymous
+    and shared memory (decode processes' windows are memfd's), not the pages of files it
+    maps (the page cache's, reclaimable); 0 where unknown."""
+    total = 0
+    for line in (_read("/proc/self/status") or "").splitlines():
+        if line.startswith(("RssAnon:", "RssShmem:")):
+            fields = line.split()
+            if len(fields) >= 2 and fields[1].isdigit():
+                total += int(fields[1]) << 10  # kB
+    return total
 
 
 def check(nbytes: int, what: str, fix: str) -> None:
