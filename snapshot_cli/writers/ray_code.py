@@ -22,11 +22,11 @@ failed import or file read there says.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -191,11 +191,34 @@ def _code_dir(code: dict[str, Any]) -> str:
         key = f"{digest} in the working_dir"  # function may change directory: asked once)
         return _copies.setdefault(key, os.path.join(os.getcwd(), CODE_DIR))
     if digest not in _copies:
-        into = tempfile.mkdtemp(prefix="snap-code-")  # (private: 0700, a new name)
-        atexit.register(shutil.rmtree, into, True)
-        Code(code["source_dir"], code["spec"], code["files"]).write(into)
-        _copies[digest] = os.path.join(into, CODE_DIR)
+        _copies[digest] = os.path.join(_shared_copy(code), CODE_DIR)
     return _copies[digest]
+
+
+def _shared_copy(code: dict[str, Any]) -> str:
+    """``/tmp/snap-code-<uid>-<digest>``: one copy of this code for every worker process of
+    this user on the node, kept as a cache (Ray kills its workers, whose own copies, removed
+    at exit, were left in /tmp, two a run). Made private (0700) under a new name, then
+    renamed into place; one found there is used only if it is this user's own and private."""
+    final = os.path.join(tempfile.gettempdir(), f"snap-code-{os.getuid()}-{code['digest'][:32]}")
+    if not _ours(final):
+        into = tempfile.mkdtemp(prefix="snap-code-")  # (0700, a new name)
+        Code(code["source_dir"], code["spec"], code["files"]).write(into)
+        try:
+            os.rename(into, final)  # (atomic: another worker's, complete, or this one)
+        except OSError:  # another worker's came first (not empty there)
+            shutil.rmtree(into, ignore_errors=True)
+        if not _ours(final):
+            raise OptionError(f"{final} is not this user's own private directory: remove it")
+    return final
+
+
+def _ours(path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
 
 
 # --- in the driver ---------------------------------------------------------------------------

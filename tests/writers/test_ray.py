@@ -426,6 +426,8 @@ def test_ray_after_the_users_own_ray_init_runs_a_file_pipeline(
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     ray.init(address=ray_cluster, configure_logging=False, log_to_driver=False)
     puts = _spy_on_put(monkeypatch)
+    copies = f"snap-code-{os.getuid()}-"
+    before = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("snap-code-")}
     try:
         spec = f"{proj}/with_package.py:f"
         snap.create(spec, str(tmp_path / "a"), inputs=[1, 2, 3], executor="ray")
@@ -437,5 +439,13 @@ def test_ray_after_the_users_own_ray_init_runs_a_file_pipeline(
         assert ray.is_initialized()  # the user's Ray stays theirs
     finally:
         ray.shutdown()
+        made = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("snap-code-")}
+        made -= before
+        for name in made:  # (the node's copies: kept as a cache, not by the suite)
+            shutil.rmtree(os.path.join(tempfile.gettempdir(), name))
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+    # one copy of each code for all the worker processes (each made its own, left in /tmp
+    # when Ray killed it: two a run); a copy already there is used
+    assert len(made) <= 2 and all(n.startswith(copies) and len(n) == len(copies) + 32
+                                  for n in made), made  # fmt: skip
