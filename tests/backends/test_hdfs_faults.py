@@ -112,7 +112,7 @@ def dfsadmin(cluster: HdfsCluster, *args: str) -> str:
     classpath = f"{cluster.conf_dir}:{build / 'res'}:{build / 'lib'}/*"
     keep = {k: v for k, v in os.environ.items() if k not in ("CLASSPATH", "LIBHDFS_OPTS")}
     done = subprocess.run(
-        [str(cluster.java_home / "bin" / "java"), *CLIENT_JDK_FLAGS,
+        [str(cluster.java_home / "bin" / "java"), *CLIENT_JDK_FLAGS, "-XX:-UsePerfData",
          f"-Dhadoop.home.dir={build}", "-cp", classpath,
          "org.apache.hadoop.hdfs.tools.DFSAdmin", *args],
         env={**keep, "HADOOP_USER_NAME": cluster.user},

@@ -103,7 +103,8 @@ SERVER_JDK_FLAGS = (
 # -Xrs starts the attach listener at the JVM's start, and a JVM inside a Python process is
 # never shut down: its socket, /tmp/.java_pid<pid>, outlived every test process (12 a run).
 CLIENT_JVM_OPTS = (
-    *CLIENT_JDK_FLAGS, "-Djava.net.preferIPv4Stack=true", "-Xrs", "-XX:+DisableAttachMechanism"
+    *CLIENT_JDK_FLAGS, "-Djava.net.preferIPv4Stack=true", "-Xrs", "-XX:+DisableAttachMechanism",
+    "-XX:-UsePerfData",  # (a client's JVM is not shut down: its /tmp/hsperfdata_* file stayed)
 )  # fmt: skip
 
 BLOCK_REPORT_LINE = "Successfully sent block report"
