@@ -166,9 +166,7 @@ class Adapter(LoaderFacing, Generic[U]):
         self._loaded_epoch = None
         consumer = self._consumer_state
         if consumer is not None and consumer != self.loader.state_dict():
-            self.loader.load_state_dict(consumer)
-            self.loader._loaded = False  # the same loop again, not a resume: after a pass's
-            # last batch it is the next pass (Loader.__iter__), as for the bare loader
+            self.loader._go_back(consumer)
         # Where the consumer is until its first batch (an interrupt before that batch is
         # handed out, with batches already taken from the loader, must not skip them).
         self._consumer_state = self.loader.state_dict()

@@ -243,6 +243,13 @@ class Loader(FrameworkAdapters):
             self._epoch, self._batch = state["epoch"], state["batch"]
             self._pass_end, self._loaded = state["pass_end"], True
 
+    def _go_back(self, state: dict[str, Any]) -> None:
+        """Back to ``state`` in this process (an adapter's consumer was behind the loader):
+        the same loop again, not a resume, so after a pass's last batch the next pass
+        follows (:meth:`__iter__`)."""
+        self.load_state_dict(state)
+        self._loaded = False
+
     def set_epoch(self, epoch: int) -> None:
         """Start the next pass at ``epoch`` (like DistributedSampler.set_epoch), unless a
         state just loaded is within it (:func:`.resume.keeps_position`)."""

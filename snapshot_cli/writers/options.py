@@ -136,6 +136,12 @@ DEFAULT_LEASE_TTL = 30.0  # seconds; a dead writer on another host is taken over
 MAX_LEASE_TTL = 7 * 86400.0  # a week: a writer silent longer is dead (and inf stopped the beat)
 
 
+def _other_grouping(chunking: dict[str, Any], inputs_per_task: int) -> bool:
+    """Whether a snapshot grouping its inputs as ``chunking`` (its history's) groups them
+    otherwise than ``--inputs-per-task`` would."""
+    return (chunking["fixed"], chunking["inputs"]) != (True, inputs_per_task)
+
+
 def grown_layout(options: WriteOptions, previous: Manifest | None) -> WriteOptions:
     """A grow's options: the new shards compressed as the snapshot's others, whose
     ``previous`` manifest states their compression (one codec for them all: a grow with
@@ -147,11 +153,7 @@ def grown_layout(options: WriteOptions, previous: Manifest | None) -> WriteOptio
         return options
     chunking = previous.history.chunking if previous.history is not None else None
     given = options.inputs_per_task
-    if (
-        given is not None
-        and chunking is not None
-        and (chunking["fixed"], chunking["inputs"]) != (True, given)
-    ):
+    if given is not None and chunking is not None and _other_grouping(chunking, given):
         log.warning(
             "note: growing keeps the snapshot's grouping of inputs into tasks (%s): "
             "--inputs-per-task %d would compute every task again: pass --overwrite to "
@@ -271,11 +273,8 @@ class CreateOptions:
         chunking = m.history.chunking if m.history is not None else None
         rows = max((r for s in m.shards for r, _ in s.batch_rows), default=0)
         given = {
-            "--inputs-per-task": self.inputs_per_task is not None
-            and (
-                chunking is None
-                or (chunking["fixed"], chunking["inputs"]) != (True, self.write.inputs_per_task)
-            ),
+            "--inputs-per-task": self.write.inputs_per_task is not None
+            and (chunking is None or _other_grouping(chunking, self.write.inputs_per_task)),
             "--shard-size": self.write.shard_size != WriteOptions.shard_size
             and max((s.bytes for s in m.shards), default=0) > 2 * self.write.shard_size,
             "--batch-rows": self.batch_rows is not None and rows > self.write.batch_rows,
