@@ -125,6 +125,11 @@ def answer_errors(fn: F) -> F:
         except Exception as err:  # none of the above: a bug in snap, still not a traceback
             if debug:
                 raise
+            from .faults import short_of_memory
+
+            if (short := short_of_memory(err)) is not None:  # (a limit no layer below named)
+                click.echo(f"snap: error: {printable(str(short))}", err=True)
+                sys.exit(short.exit_code)
             text = " ".join(str(err).split())
             click.echo(
                 f"snap: error: unexpected {type(err).__name__}{f': {text}' if text else ''} "

@@ -218,6 +218,10 @@ def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
     """``err`` as an OutOfMemoryError if it is a failed allocation (Arrow's, numpy's, a memory
     map's ENOMEM), else None: the shard is not damaged (verify called healthy shards
     damaged under a memory limit, and advised deleting them)."""
+    if no_thread(err):
+        return thread_limit(
+            f"{where} could not be read", err, " (the shard is not damaged)", READ_FEWER
+        )
     if not isinstance(err, MemoryError) and getattr(err, "errno", None) != errno.ENOMEM:
         return None
     asked = _asked_bytes(str(err))
@@ -230,6 +234,66 @@ def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
         "is not damaged: give this process more memory (ulimit -v, a container's or a job's "
         "limit), or read less at once (a smaller shuffle_buffer, fewer num_parallel_reads)"
     )
+
+
+def no_thread(err: BaseException) -> bool:
+    """``err`` is a thread that could not be started: Arrow's pool ("Failed to launch worker
+    thread: Resource temporarily unavailable") or Python's ("can't start new thread").
+    Linux's EAGAIN from pthread_create: no memory for its stack under a memory limit, or the
+    process or container at its thread limit; never a statement about the data."""
+    text = str(err)
+    if type(err).__module__.startswith("pyarrow"):  # (ArrowException: Arrow's UnknownError)
+        return "Failed to launch worker thread" in text
+    return isinstance(err, RuntimeError) and text.startswith("can't start new thread")
+
+
+READ_FEWER = "read with fewer threads (a smaller num_parallel_reads, no processes=)"
+
+
+def thread_limit(
+    what: str, err: BaseException, note: str = "", fewer: str = ""
+) -> OutOfMemoryError:
+    """A thread that could not be started (:func:`no_thread`) as one line: ``what`` failed,
+    why, and what to change (``fewer``: the option that asks for fewer threads)."""
+    return OutOfMemoryError(
+        f"{what}: no thread could be started ({' '.join(str(err).split())}){note}; this process "
+        "is at its memory or thread limit: give it more (ulimit -v, ulimit -u, a container's or "
+        f"a job's memory or pids limit){f', or {fewer}' if fewer else ''}"
+    )
+
+
+def threads_said(what: str, err: BaseException, fewer: str = READ_FEWER) -> BaseException:
+    """``err``, or the :func:`thread_limit` it is (caused by ``err``)."""
+    if not no_thread(err):
+        return err
+    said = thread_limit(what, err, fewer=fewer)
+    said.__cause__ = err
+    return said
+
+
+def short_of_memory(err: BaseException) -> OutOfMemoryError | None:
+    """A failed allocation or thread start no layer named (a command's last resort)."""
+    if no_thread(err):
+        return thread_limit("snap", err)
+    if not isinstance(err, MemoryError):
+        return None
+    text = " ".join(str(err).split()) or type(err).__name__
+    return OutOfMemoryError(
+        f"out of memory ({text}); give this process more memory (ulimit -v, a container's or "
+        "a job's limit), or ask for less at once, then run the same command again"
+    )
+
+
+@contextlib.contextmanager
+def threads_answered(what: str, fewer: str = READ_FEWER) -> Iterator[None]:
+    """Threads that cannot be started in the block raise :func:`thread_limit` (Python's
+    threads and pools start theirs as work comes: any call may be the one)."""
+    try:
+        yield
+    except RuntimeError as err:
+        if no_thread(err):
+            raise thread_limit(what, err, fewer=fewer) from err
+        raise
 
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,

@@ -163,6 +163,27 @@ def test_an_unexpected_error_is_one_line_unless_debug(
     assert "--debug" in lines[0] and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("fail", "said"),
+    [
+        (MemoryError(), "out of memory (MemoryError); give this process more memory"),
+        (MemoryError("Unable to allocate 3.00 GiB"), "out of memory (Unable to allocate 3.00 GiB)"),
+        (RuntimeError("can't start new thread"), "snap: no thread could be started"),
+        (__import__("pyarrow").ArrowException("Unknown error: Failed to launch worker thread: "
+                                              "Resource temporarily unavailable"),
+         "snap: no thread could be started (Unknown error: Failed to launch"),
+    ],
+)  # fmt: skip
+def test_a_limit_no_layer_named_is_no_bug(fail: Exception, said: str) -> None:
+    """A MemoryError or a thread that could not start, from anywhere in a command, is the
+    process's limit said in one line ("unexpected MemoryError (a bug in snap ...)" was)."""
+    result = CliRunner().invoke(_command(fail), [], obj={"debug": False})
+    lines = result.stderr.splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("snap: error: " + said) and "ulimit" in lines[0], lines
+    assert "bug in snap" not in lines[0]
+
+
 def test_click_s_own_exits_pass_through() -> None:
     result = CliRunner().invoke(_command(click.UsageError("bad option")), [], obj={})
     assert result.exit_code == 2 and "bad option" in result.stderr

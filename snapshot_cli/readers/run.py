@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import faults
 from . import handoff, procs
 from .decode import chunked, decode_segment, decode_segments, gather_known
 from .gather import GatherWindow, populate
@@ -159,7 +160,8 @@ class Run:
         self.plan_pool = ThreadPoolExecutor(1, thread_name_prefix="snap-plan")
         self.readahead = Readahead(self.readers, self.blocks, self.stop, ctx.stats)
         self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
-        self.thread.start()
+        with faults.threads_answered("the loader"):
+            self.thread.start()
 
     def plan(self, epoch: int) -> Plan:
         if epoch not in self._plans:
@@ -169,8 +171,6 @@ class Run:
 
     def batches_in(self, epoch: int) -> int:
         return self.plan(epoch).num_batches
-
-    # --- producer thread ----------------------------------------------------------------
 
     def _windows(self) -> Iterator[tuple[Plan, int, int, int]]:
         """(plan, window, first batch, end batch) in order, from the start position."""
@@ -217,6 +217,7 @@ class Run:
         except Closed:
             pass
         except BaseException as err:  # reaches the consumer with its traceback
+            err = faults.threads_said("the loader", err)  # (pools start threads as work comes)
             try:
                 self.buffer.put(None, err)
                 self.buffer.close()

@@ -21,8 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import faults, storage
 from .. import schema as schema_mod
-from .. import storage
 from ..cores import cores
 from ..errors import OutOfMemoryError, SnapError, StorageError
 from ..manifest import ShardEntry
@@ -121,7 +121,11 @@ def verify(
             on_shard(result)
         return result
 
-    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="snap-verify") as pool:
+    fewer = "check fewer shards at once (--threads, threads=)"
+    with (
+        faults.threads_answered(f"verify of {snapshot.url}", fewer),
+        ThreadPoolExecutor(max(1, threads), thread_name_prefix="snap-verify") as pool,
+    ):
         results = list(pool.map(run, snapshot.shards))
     return VerifyReport(snapshot.url, fast, time.perf_counter() - started, results)
 
@@ -173,7 +177,7 @@ def _checked(result: ShardCheck, problem: Callable[[], str | None]) -> ShardChec
         result.problem = problem()
     except FileNotFoundError:
         result.problem = MISSING
-    except (OSError, SnapError, MemoryError) as err:
+    except (OSError, SnapError, MemoryError, pa.ArrowException) as err:  # (Arrow's: a thread)
         _raise_storage_fault(err, result.url)
         result.problem = f"cannot be read: {err}"
     return result

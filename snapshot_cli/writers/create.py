@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from .. import storage
+from .. import faults, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError
 from ..history import History, TaskRecord
 from ..keywords import checked_keywords
@@ -100,13 +100,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _faults_answered(fn: F) -> F:
-    """An OS error (disk full, read-only, permission denied, ...) in any phase of ``fn``
-    becomes a StorageError naming the path, the cause and what to do."""
+    """OS errors of ``fn`` (full, read-only, denied...) as StorageErrors, threads unstarted."""
 
     @functools.wraps(fn)
     def wrapper(pipeline: Any, output: str | os.PathLike[str], **options: Any) -> Any:
         try:
-            return fn(pipeline, output, **options)
+            with faults.threads_answered(f"create of {output}", "use fewer --workers"):
+                return fn(pipeline, output, **options)
         except OSError as err:
             if isinstance(err, SnapError):
                 raise

@@ -242,7 +242,10 @@ def test_verify_short_of_memory_calls_no_shard_damaged(tmp_path: Path, margin_mi
 
 @pytest.mark.parametrize(
     "err",
-    [MemoryError(), OSError(errno.ENOMEM, "Cannot allocate memory"),
+    [RuntimeError("can't start new thread"),
+     __import__("pyarrow").ArrowException(
+         "Unknown error: Failed to launch worker thread: Resource temporarily unavailable"),
+     MemoryError(), OSError(errno.ENOMEM, "Cannot allocate memory"),
      __import__("pyarrow").ArrowMemoryError("malloc of size 998784 failed")],
 )  # fmt: skip
 def test_a_read_short_of_memory_is_no_damaged_shard(err: BaseException) -> None:

@@ -1,0 +1,131 @@
+"""A thread that cannot be started is the process's limit, said as one, never damage.
+
+Under `ulimit -v` (or a job's or container's memory or pids limit) Linux refuses a new
+thread's stack with EAGAIN: pyarrow's pool says "Failed to launch worker thread: Resource
+temporarily unavailable", Python's threads "can't start new thread". `snap verify` called a
+healthy record batch undecodable ("record batch 0 cannot be decoded: ... Failed to launch
+worker thread") and advised deleting it; the loader, `create` and the CLI raised or printed
+the bare RuntimeError ("a bug in snap").
+
+Each case runs in a child whose threads' stacks are 1 GiB (RLIMIT_STACK when it starts: the
+default of every thread Arrow starts) under an address-space limit 256 MiB above what it
+maps once snap is loaded: no such thread can start, while every batch here fits. With
+``threading.stack_size`` set small, Python's own threads start and only Arrow's fail.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snapshot_cli as snap
+
+CHILD = """
+import resource, sys, threading
+import numpy as np
+import snapshot_cli as snap
+from snapshot_cli.cli import cli
+from snapshot_cli.readers import verify as V
+from snapshot_cli.writers import create as _  # (imported before the limit)
+op, out, python_stack = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if python_stack:
+    threading.stack_size(python_stack)  # Python's threads start; Arrow's do not
+s = snap.open(out)
+
+def f(i):
+    yield {"x": np.arange(10)}
+
+vm = next(int(x.split()[1]) * 1024 for x in open("/proc/self/status") if x.startswith("VmSize"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), resource.RLIM_INFINITY))
+try:
+    if op == "verify":
+        report = V.verify(s, threads=1)
+        print("report", report.ok, [d.problem for d in report.damaged][:1])
+    elif op == "loader":
+        print("records", sum(len(b["c0"]) for b in s.loader(batch_size=1, num_parallel_reads=1)))
+    elif op == "create":
+        print("created", snap.create(f, out + "-new", inputs=[0], workers=0).url)
+    elif op == "cli":
+        cli(["verify", out], standalone_mode=True)
+except snap.OutOfMemoryError as err:
+    print("out of memory:", err)
+"""
+
+
+@pytest.fixture(scope="module")
+def compressed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One record of 8 columns of 4 MiB, zstd: Arrow decompresses its buffers in its pool."""
+
+    def f(i: int) -> Any:
+        rng = np.random.default_rng(i)
+        yield {f"c{k}": rng.integers(0, 256, 4 << 20, np.uint8) for k in range(8)}
+
+    tmp = tmp_path_factory.mktemp("threads")
+    out = tmp / "s"
+    snap.create(f, str(out), inputs=[0], workers=0)
+    (tmp / "child.py").write_text(CHILD)
+    return out
+
+
+def _run(out: Path, op: str, python_stack: int) -> subprocess.CompletedProcess[str]:
+    def big_stacks() -> None:
+        resource.setrlimit(resource.RLIMIT_STACK, (1 << 30, resource.RLIM_INFINITY))
+
+    return subprocess.run(
+        [sys.executable, str(out.parent / "child.py"), op, str(out), str(python_stack)],
+        capture_output=True, text=True, timeout=300, preexec_fn=big_stacks,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("python_stack", [0, 8 << 20], ids=["no thread", "no Arrow thread"])
+def test_verify_short_of_threads_calls_no_shard_damaged(
+    compressed: Path, python_stack: int
+) -> None:
+    res = _run(compressed, "verify", python_stack)
+    said = res.stdout.strip()
+    assert res.returncode == 0 and said.startswith("out of memory:"), res.stdout + res.stderr
+    assert "no thread could be started" in said and "ulimit" in said, said
+    if python_stack:  # Arrow's pool, decoding the shard's record batch
+        assert "could not be read" in said and "the shard is not damaged" in said, said
+        assert "Failed to launch worker thread" in said, said
+    else:  # verify's own threads
+        assert f"verify of {compressed}" in said and "--threads" in said, said
+
+
+@pytest.mark.parametrize("python_stack", [0, 8 << 20], ids=["no thread", "no Arrow thread"])
+def test_a_loader_short_of_threads_says_so_or_needs_none_of_arrows(
+    compressed: Path, python_stack: int
+) -> None:
+    res = _run(compressed, "loader", python_stack)
+    said = res.stdout.strip()
+    if python_stack:  # the loader decodes in its own threads, not in Arrow's pool
+        assert res.returncode == 0 and said == "records 1", res.stdout + res.stderr
+        return
+    assert res.returncode == 0 and said.startswith("out of memory:"), res.stdout + res.stderr
+    assert "no thread could be started" in said and "num_parallel_reads" in said, said
+    assert "damaged" not in said.replace("is not damaged", ""), said
+
+
+def test_create_short_of_threads_says_so_and_leaves_no_snapshot(compressed: Path) -> None:
+    res = _run(compressed, "create", 0)
+    said = res.stdout.strip()
+    assert res.returncode == 0 and said.startswith("out of memory:"), res.stdout + res.stderr
+    assert f"create of {compressed}-new: no thread could be started" in said, said
+    assert "--workers" in said, said
+    assert not (Path(f"{compressed}-new") / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("python_stack", [0, 8 << 20], ids=["no thread", "no Arrow thread"])
+def test_snap_verify_short_of_threads_is_one_line(compressed: Path, python_stack: int) -> None:
+    res = _run(compressed, "cli", python_stack)
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert "Traceback" not in res.stderr and "bug in snap" not in res.stderr, res.stderr
+    assert lines[-1].startswith("snap: error: ") and "no thread could be started" in lines[-1]
+    assert "DAMAGED" not in res.stdout + res.stderr, res.stdout
