@@ -242,6 +242,8 @@ def no_thread(err: BaseException) -> bool:
     Linux's EAGAIN from pthread_create: no memory for its stack under a memory limit, or the
     process or container at its thread limit; never a statement about the data."""
     text = str(err)
+    if isinstance(err, SnapError):  # (a PipelineError: the user's code, said as such)
+        return False
     if type(err).__module__.startswith("pyarrow"):  # (ArrowException: Arrow's UnknownError)
         return "Failed to launch worker thread" in text
     return isinstance(err, RuntimeError) and text.startswith("can't start new thread")
