@@ -229,7 +229,7 @@ class LoaderOptions:
                     window_rows=window_rows, first_window_rows=first_rows,
                 )  # fmt: skip
                 part = counts[0] // plan.world_size  # (an empty snapshot reads nothing, no error)
-                if plan.drop_last and 0 < part < plan.batch_size:
+                if plan.drop_last and counts[0] and part < plan.batch_size:
                     raise OptionError(self._no_batch(counts[0], plan.batch_size, world_size))
                 return plan
             if g is None:  # a mixture given a per-rank batch size
@@ -252,9 +252,12 @@ class LoaderOptions:
     @staticmethod
     def _no_batch(records: int, per: int, world_size: int) -> str:
         part = f" ({records // world_size} on each of {world_size} ranks)" if world_size > 1 else ""
+        fix = "a smaller batch_size or drop_last=False"
+        if records < world_size:  # (no batch size helps: drop_last=False repeats records)
+            fix = "drop_last=False (each rank then repeats records to fill its part) or fewer ranks"
         return (
             f"an epoch of {records} records{part} holds no batch of {per}: with drop_last=True "
-            "every epoch would be empty; use a smaller batch_size or drop_last=False"
+            f"every epoch would be empty; use {fix}"
         )
 
     def _no_global_batch(self, records: int, g: int, world_size: int) -> str:

@@ -551,6 +551,27 @@ def test_drop_last_with_a_batch_larger_than_a_ranks_part_is_refused(
     assert len(sorted_snap.loader(part + 1, rank=0, world_size=world)) == 1  # one short batch
 
 
+@pytest.mark.parametrize(("records", "world"), [(1, 2), (3, 4), (3, 8), (5, 7)])
+def test_drop_last_with_fewer_records_than_ranks_is_refused(
+    tmp_path: Path, records: int, world: int
+) -> None:
+    """Every rank's part is 0 records: every rank got an empty epoch without a word (the
+    check exempted a part of 0, meant for an empty snapshot only). Without drop_last each
+    rank repeats records to fill its part of one."""
+
+    def f(i: int) -> Any:
+        yield {"id": np.int64(i)}
+
+    snap.create(f, str(tmp_path / "s"), inputs=list(range(records)), workers=0)
+    s = snap.open(str(tmp_path / "s"))
+    for rank in range(world):
+        with pytest.raises(snap.OptionError, match=r"drop_last=False .* or fewer ranks"):
+            s.loader(1, drop_last=True, rank=rank, world_size=world)
+    seen = [ids(s.loader(1, rank=rank, world_size=world)) for rank in range(world)]
+    assert all(len(part) == 1 for part in seen)
+    assert sorted({i for part in seen for i in part}) == list(range(records))
+
+
 def test_snapshot_stats(sorted_snap: snap.Snapshot) -> None:
     stats = sorted_snap.stats()
     assert stats["records"] == 100_000 and stats["shards"] == len(sorted_snap.shards)
