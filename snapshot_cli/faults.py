@@ -273,6 +273,13 @@ def threads_said(what: str, err: BaseException, fewer: str = READ_FEWER) -> Base
     return said
 
 
+def raise_no_thread(what: str, err: BaseException, fewer: str = READ_FEWER) -> None:
+    """Raise the :func:`thread_limit` ``err`` is, if it is one (Python's threads and pools
+    start theirs as work comes: any call may be the one)."""
+    if no_thread(err):
+        raise thread_limit(what, err, fewer=fewer) from err
+
+
 def short_of_memory(err: BaseException) -> OutOfMemoryError | None:
     """A failed allocation or thread start no layer named (a command's last resort)."""
     if no_thread(err):
@@ -284,18 +291,6 @@ def short_of_memory(err: BaseException) -> OutOfMemoryError | None:
         f"out of memory ({text}); give this process more memory (ulimit -v, a container's or "
         "a job's limit), or ask for less at once, then run the same command again"
     )
-
-
-@contextlib.contextmanager
-def threads_answered(what: str, fewer: str = READ_FEWER) -> Iterator[None]:
-    """Threads that cannot be started in the block raise :func:`thread_limit` (Python's
-    threads and pools start theirs as work comes: any call may be the one)."""
-    try:
-        yield
-    except RuntimeError as err:
-        if no_thread(err):
-            raise thread_limit(what, err, fewer=fewer) from err
-        raise
 
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,

@@ -160,8 +160,11 @@ class Run:
         self.plan_pool = ThreadPoolExecutor(1, thread_name_prefix="snap-plan")
         self.readahead = Readahead(self.readers, self.blocks, self.stop, ctx.stats)
         self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
-        with faults.threads_answered("the loader"):
+        try:  # (no call after the start: an interrupt there would leave the thread running)
             self.thread.start()
+        except RuntimeError as err:
+            faults.raise_no_thread("the loader", err)
+            raise
 
     def plan(self, epoch: int) -> Plan:
         if epoch not in self._plans:
@@ -245,7 +248,7 @@ class Run:
         offsets = np.concatenate([[0], np.cumsum([s.rows for s in segments])[:-1]]).tolist()
         nbytes = (b - a) * self.read_per_row  # records read (columns=[...] of whole ones)
         if self.processes:
-            children = self._children()
+            children = self.pool.ready(self.processes)  # (none yet: threads decode it)
             if children and isinstance(window, Window):
                 index = np.fromiter((s.block for s in segments), np.int64, len(segments))
                 futures = self._in_processes(children, window, offsets, segments, index, nbytes)
@@ -307,10 +310,6 @@ class Run:
         return _Pending(window, futures, started, nbytes, sources)
 
     # --- decode processes (processes=N) ---------------------------------------------------
-
-    def _children(self) -> list[Any]:
-        """The decode processes ready to take this window (none yet: threads decode it)."""
-        return self.pool.ready(self.processes)
 
     def _in_processes(
         self,

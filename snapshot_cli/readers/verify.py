@@ -121,12 +121,13 @@ def verify(
             on_shard(result)
         return result
 
-    fewer = "check fewer shards at once (--threads, threads=)"
-    with (
-        faults.threads_answered(f"verify of {snapshot.url}", fewer),
-        ThreadPoolExecutor(max(1, threads), thread_name_prefix="snap-verify") as pool,
-    ):
-        results = list(pool.map(run, snapshot.shards))
+    try:
+        with ThreadPoolExecutor(max(1, threads), thread_name_prefix="snap-verify") as pool:
+            results = list(pool.map(run, snapshot.shards))
+    except RuntimeError as err:  # (its threads start as shards are handed out)
+        fewer = "check fewer shards at once (--threads, threads=)"
+        faults.raise_no_thread(f"verify of {snapshot.url}", err, fewer)
+        raise
     return VerifyReport(snapshot.url, fast, time.perf_counter() - started, results)
 
 

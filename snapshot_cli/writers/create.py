@@ -67,16 +67,9 @@ class CreateInfo:
         return asdict(self)
 
 
-def _info(
-    url: str,
-    m: Manifest | None,
-    started: float,
-    reused: bool,
-    tasks: int = 0,
-    resumed: int = 0,
-    planned: incremental.Plan | None = None,
-    dry_run: bool = False,
-) -> CreateInfo:
+def _info(url: str, m: Manifest | None, started: float, reused: bool, tasks: int = 0,
+          resumed: int = 0, planned: incremental.Plan | None = None,
+          dry_run: bool = False) -> CreateInfo:  # fmt: skip
     changes = planned.changes if planned is not None else {}
     return CreateInfo(
         path=url,
@@ -105,12 +98,14 @@ def _faults_answered(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(pipeline: Any, output: str | os.PathLike[str], **options: Any) -> Any:
         try:
-            with faults.threads_answered(f"create of {output}", "use fewer --workers"):
-                return fn(pipeline, output, **options)
+            return fn(pipeline, output, **options)
         except OSError as err:
             if isinstance(err, SnapError):
                 raise
             raise storage.fault(err, os.fspath(output)) from err
+        except RuntimeError as err:
+            faults.raise_no_thread(f"create of {output}", err, "use fewer --workers")
+            raise
 
     return wrapper  # type: ignore[return-value]
 
