@@ -24,8 +24,11 @@ resumes on another. It also serves mixtures of several snapshots (:mod:`.mix`).
    ``[s_k G, s_{k+1} G)``, cut into ``G`` *atoms* of ``S_k = s_{k+1} - s_k`` consecutive
    positions. Each atom's records are permuted for (seed, epoch, window, atom): at the
    window's step ``s`` atom ``a`` gives its ``pi_a[s]``-th record, and global batch ``t``
-   is one record of every atom, in atom order. A batch thus samples ``G`` places spread
-   over the whole window, each a different stretch of the (permuted) stream.
+   is one record of every atom. A batch thus samples ``G`` places spread over the whole
+   window, each a different stretch of the (permuted) stream. Neighbouring atoms are
+   neighbouring stretches, so a batch in atom order would hand a slice of it (a micro-batch,
+   a device's share) a few places only: each rank's slice of a step is in an order drawn for
+   (seed, epoch, step, slice) (in atom order without shuffle).
 5. **Ranks.** ``W`` ranks (``W`` divides ``G``): rank ``r`` owns atoms
    ``[r G/W, (r+1) G/W)``, consecutive positions of each window, so it decodes only its
    share of the data; its batch at step ``t`` is its slice of global batch ``t``.
@@ -307,7 +310,11 @@ class GlobalPlan:
         else:
             pi = np.broadcast_to(np.arange(s, dtype=np.int64), (per, s))
         where = np.arange(per, dtype=np.int64)[:, None] * s + pi  # rank positions
-        return record[where.T.reshape(-1)]
+        order = record[where.T.reshape(-1)]  # step by step, its slice's atoms in order
+        if o.shuffle and per > 1:  # neighbouring atoms are neighbouring stretches: permute
+            within = atom_permutations(o.seed, self.epoch, k, a, s, per, first_atom + 1, per)
+            order = np.take_along_axis(order.reshape(s, per), within, 1)
+        return order.reshape(-1)
 
     def window(self, k: int) -> list[Segment]:
         return self.layout(k)[0]
@@ -325,46 +332,23 @@ class GlobalPlan:
         order = self.permutation(k, record)
         return segments, order, source_of[order] if len(self.streams) > 1 else None
 
-    def positions(self) -> list[np.ndarray]:
-        """Every record this rank yields, step by step, as ``(source, record)`` pairs encoded
-        ``source * 2**40 + record`` (the record's index in the source's written order). For
-        tests: it materialises the epoch."""
-        out = []
-        for k in range(self.num_windows):
-            segments, record, source_of = self.layout(k)
-            ids = []
-            for seg in segments:
-                stream = next(
-                    s for s in self.streams
-                    if s.first_block <= seg.block < s.first_block + len(s.blocks)
-                )  # fmt: skip
-                ids.append(self._stream_ids(stream, seg))
-            flat = np.concatenate(ids) if ids else np.zeros(0, np.int64)
-            order = self.permutation(k, record)
-            per = self.batch_size
-            steps = flat[order].reshape(-1, per)
-            out.extend(list(steps))
-        return out
-
-    def _stream_ids(self, stream: Stream, seg: Segment) -> np.ndarray:
-        block = seg.block - stream.first_block
-        start = int(np.concatenate([[0], np.cumsum(stream.blocks.rows)])[block])
-        return stream.source * (1 << 40) + start + np.arange(seg.start, seg.stop)
-
 
 LONG_ATOM = 2048  # steps from which an atom is permuted by a generator of its own
 
 
-def atom_permutations(seed: int, epoch: int, k: int, first: int, count: int, s: int) -> np.ndarray:
+def atom_permutations(
+    seed: int, epoch: int, k: int, first: int, count: int, s: int, *salt: int
+) -> np.ndarray:
     """The permutations of atoms ``[first, first + count)`` of window ``k`` (``count`` rows of
     ``s``): each a function of (seed, epoch, k, atom) only, whichever rank computes it. Short
     atoms sort counter-based random keys (splitmix64 of the atom and step, all rows at once:
-    a generator per atom would cost more than the permutation); long ones a generator each."""
+    a generator per atom would cost more than the permutation); long ones a generator each.
+    With ``salt``: other permutations (rows: a window's steps, each of a rank's slice)."""
     if s >= LONG_ATOM:
-        return np.stack([_rng(seed, epoch, k + 1, first + j + 1).permutation(s)
+        return np.stack([_rng(seed, epoch, k + 1, first + j + 1, *salt).permutation(s)
                          for j in range(count)])  # fmt: skip
-    base = np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, epoch & 0xFFFFFFFF,
-                                   epoch >> 32, k]).generate_state(1, np.uint64)[0]  # fmt: skip
+    words = [seed & 0xFFFFFFFF, seed >> 32, epoch & 0xFFFFFFFF, epoch >> 32, k, *salt]
+    base = np.random.SeedSequence(words).generate_state(1, np.uint64)[0]
     atoms = np.arange(first, first + count, dtype=np.uint64)[:, None] << np.uint64(32)
     z = (atoms + np.arange(s, dtype=np.uint64)) + base
     with np.errstate(over="ignore"):  # the mixing wraps modulo 2**64 by design

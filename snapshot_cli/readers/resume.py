@@ -19,7 +19,9 @@ from .elastic import GlobalOptions
 # How the order is drawn from the settings. A state without it was saved by snap before
 # 2026-11-30, whose order is version 1 (since 2026-11-25, d68a307: states of the unreleased
 # snap of 2026-11-23 to 25 resume in another order; 0.1.0's are refused for first_window_rows).
-# Bump it with any change to the order a state's settings give.
+# Bump it with any change to the order a state's settings give (to which records a step
+# holds: the order within a rank's slice of a global batch is not a state's concern, and
+# changed on 2026-11-30 without a bump).
 ORDER_VERSION = 1
 # Keys of a state's config that no loader option sets: they follow from the settings, the
 # data and snap's own version.
