@@ -202,6 +202,8 @@ def _create(
             '--executor local --workers 0 (executor="local", workers=0) to run it in this process'
         )
     commit_mod.check_output(fs, root)
+    if not overwrite:  # (a snapshot made before functions' names counted keeps its hash)
+        ref = pipeline_mod.continued(ref, commit_mod.read_manifest(fs, root))
     found = inputs_mod.resolve(inputs, inputs_from, storage_options, output=url)
     identity = inputs_mod.Identity(ref.code_hash, params, found)
 
@@ -236,7 +238,9 @@ def _create(
             return None if lost else m  # lost shards: their tasks are computed again
         cheap = identity.cheap_parts
         if changed := [k for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]:
-            said_changed = incremental.said_changed(changed, ref.by_value, m.pipeline, params)
+            said_changed = incremental.said_changed(
+                changed, ref.by_value, m.pipeline, params, ref.name
+            )
             raise SnapshotExistsError(
                 f"{url} holds a snapshot made with different {said_changed}; pass "
                 "--overwrite (overwrite=True) to replace it, or choose another OUTPUT"

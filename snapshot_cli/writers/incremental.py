@@ -137,15 +137,18 @@ NAMES = {"code": "pipeline code", "params": "params", "format": "format"}
 
 
 def said_changed(
-    changed: list[str], by_value: bool, recorded: dict[str, Any], params: dict[str, Any]
-) -> str:
+    changed: list[str], by_value: bool, recorded: dict[str, Any], params: dict[str, Any],
+    function: str = "",
+) -> str:  # fmt: skip
     """What differs from the committed snapshot's fingerprint parts ``changed``, each with
     what tells it apart: the params then and now (it said only "different params", and
     ``--param scale=1``, the default given, was a change no one could see)."""
     out = []
     for key in changed:
         text = NAMES.get(key, key)
-        if key == "code":
+        if key == "code" and function and recorded.get("function") not in (None, function):
+            text += f" (another function: {recorded.get('function')} then, {function} now)"
+        elif key == "code":
             text += (
                 " (for a function sent by value that includes the values of the globals and "
                 "closure variables it uses, such as a list it appends to)"

@@ -12,11 +12,12 @@ import hashlib
 import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..console import named
 from ..errors import OptionError, PipelineLoadError
+from ..manifest import Manifest
 from . import codedeps, shipping
 from .importing import load_function
 from .input_names import as_text
@@ -29,6 +30,7 @@ class PipelineRef:
     spec: str  # "" when the function is shipped by value
     function: Callable[..., Any]
     code_hash: str
+    file_hash: str = ""  # the code hash before the function's name counted (by name only)
 
     @property
     def by_value(self) -> bool:
@@ -50,6 +52,29 @@ class PipelineRef:
 
 
 def code_hash(fn: Callable[..., Any]) -> str:
+    """sha256 of :func:`file_hash` and of the function's name: two functions of one file are
+    two pipelines (``q.py:triple`` found the snapshot of ``q.py:double`` up to date, and a
+    grow mixed their records)."""
+    return _named(file_hash(fn), fn)
+
+
+def _named(digest: str, fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", ""))
+    return hashlib.sha256(f"{digest}\nfunction={name}".encode()).hexdigest()
+
+
+def continued(ref: PipelineRef, made: Manifest | None) -> PipelineRef:
+    """``ref`` with the code hash of the committed snapshot ``made``, if that was made before
+    the function's name counted (2026-11-30) by this function: it stays up to date, and its
+    next versions keep that hash. Another function's is other code, as it should be."""
+    if made is None or ref.by_value or made.pipeline.get("function") != ref.name:
+        return ref
+    if made.fingerprint_parts.get("code") != ref.file_hash:
+        return ref
+    return replace(ref, code_hash=ref.file_hash)
+
+
+def file_hash(fn: Callable[..., Any]) -> str:
     """sha256 of the source file that defines ``fn`` (any edit to it changes the fingerprint)
     and of the files of your other modules its code reaches (:mod:`.codedeps`); with none,
     the file's own sha256, as before they counted."""
@@ -78,7 +103,7 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     """
     if isinstance(pipeline, str):
         fn = load_function(pipeline)
-        return PipelineRef(pipeline, fn, code_hash(fn))
+        return PipelineRef(pipeline, fn, _named(digest := file_hash(fn), fn), digest)
     if not callable(pipeline):
         raise PipelineLoadError(
             f"pipeline must be a function or a spec string, got {pipeline!r:.100}"
@@ -86,7 +111,7 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
         )
     spec = shipping.importable_spec(pipeline)
     if spec is not None:
-        return PipelineRef(spec, pipeline, code_hash(pipeline))
+        return PipelineRef(spec, pipeline, _named(digest := file_hash(pipeline), pipeline), digest)
     return PipelineRef("", pipeline, shipping.identity(pipeline))
 
 

@@ -18,7 +18,7 @@ import pytest
 import snapshot_cli as snap
 from snapshot_cli.writers import codedeps, shipping
 from snapshot_cli.writers.importing import load_function
-from snapshot_cli.writers.pipeline import code_hash
+from snapshot_cli.writers.pipeline import code_hash, file_hash
 
 
 class Project:
@@ -105,10 +105,12 @@ def test_an_edit_counts_where_the_code_reaches(project: Project, edited: str, co
 
 
 def test_a_self_contained_pipeline_counts_by_its_file_alone(project: Project) -> None:
-    """So that snapshots made before dependencies counted keep their fingerprint."""
+    """So that snapshots made before dependencies counted keep their fingerprint (made before
+    the function's name counted too: test_functions_of_one_file.py)."""
     pipe = project.write("alone", "import numpy as np\ndef preprocess(i):\n    yield {'x': i}\n")
     fn = load_function(f"{pipe}:preprocess")
-    assert code_hash(fn) == hashlib.sha256(pipe.read_bytes()).hexdigest()
+    assert file_hash(fn) == hashlib.sha256(pipe.read_bytes()).hexdigest()
+    assert code_hash(fn) != file_hash(fn)
 
 
 def test_an_edited_helper_needs_overwrite_and_then_gives_the_new_records(

@@ -1,0 +1,102 @@
+"""Two functions of one pipeline file are two pipelines.
+
+The code part of the fingerprint was the file's hash alone: ``snap create q.py:triple OUT``
+over the snapshot of ``q.py:double`` said "up to date" and kept double's records, and a
+grow computed only the new input's task with ``triple``: one snapshot of both functions'
+records, its manifest naming ``triple``. The function's name counts now; a snapshot made
+before it did keeps its hash while the same function makes it (it stays up to date).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.writers import pipeline
+
+SOURCE = """
+from pathlib import Path
+
+def double(path):
+    yield {"x": int(Path(path).read_text()) * 2}
+
+def triple(path):
+    yield {"x": int(Path(path).read_text()) * 3}
+"""
+
+
+def values(out: Path) -> list[int]:
+    return sorted(int(v) for b in snap.open(str(out)).loader(batch_size=8) for v in b["x"])
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "q.py").write_text(SOURCE)
+    for i in (1, 2, 3):
+        (tmp_path / f"in{i}.num").write_text(f"{i}\n")
+    return tmp_path
+
+
+def snap_create(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "snapshot_cli", "create", *args, "--input", "*.num"],
+        cwd=project, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_another_function_of_the_file_is_other_code(project: Path) -> None:
+    assert snap_create(project, "q.py:double", "out").returncode == 0
+    res = snap_create(project, "q.py:triple", "out")
+    assert res.returncode == 1, res.stderr
+    assert "another function: double then, triple now" in res.stderr, res.stderr
+    assert "--overwrite" in res.stderr and "Traceback" not in res.stderr
+    assert values(project / "out") == [2, 4, 6]  # untouched
+    assert snap_create(project, "q.py:triple", "out", "--overwrite").returncode == 0
+    (project / "in4.num").write_text("4\n")
+    res = snap_create(project, "q.py:triple", "out")  # a grow: every record triple's
+    assert res.returncode == 0, res.stderr
+    assert values(project / "out") == [3, 6, 9, 12]
+
+
+def test_in_python_too(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``snap.create(q.triple, ...)`` after ``snap.create(q.double, ...)`` was reused."""
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.chdir(project)
+    q = __import__("q")
+    inputs = sorted(str(p) for p in project.glob("*.num"))
+    first = snap.create(q.double, str(project / "py"), inputs=inputs, workers=0)
+    with pytest.raises(snap.SnapshotExistsError, match="another function: double then"):
+        snap.create(q.triple, str(project / "py"), inputs=inputs, workers=0)
+    again = snap.create(q.double, str(project / "py"), inputs=inputs, workers=0)
+    assert again.reused and again.fingerprint == first.fingerprint
+    other = snap.create(q.triple, str(project / "py2"), inputs=inputs, workers=0)
+    assert other.fingerprint != first.fingerprint
+
+
+def test_a_snapshot_made_before_names_counted_stays_up_to_date(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Made as the snap before made it (the file's hash alone), it is up to date for the
+    function that made it, grows under that hash, and is other code for another function."""
+    monkeypatch.syspath_prepend(str(project))
+    q = __import__("q")
+    inputs = [str(project / f"in{i}.num") for i in (1, 2, 3)]
+    out = str(project / "old")
+    with monkeypatch.context() as before:
+        before.setattr(pipeline, "_named", lambda digest, fn: digest)
+        made = snap.create(q.double, out, inputs=inputs, workers=0)
+    legacy = snap.open(out).manifest.fingerprint_parts["code"]
+    assert legacy == pipeline.file_hash(q.double) != pipeline.code_hash(q.double)
+    same = snap.create(q.double, out, inputs=inputs, workers=0)
+    assert same.reused and same.fingerprint == made.fingerprint
+    with pytest.raises(snap.SnapshotExistsError, match="another function"):
+        snap.create(q.triple, out, inputs=inputs, workers=0)
+    (project / "in4.num").write_text("4\n")
+    grown = snap.create(q.double, out, inputs=[*inputs, str(project / "in4.num")], workers=0)
+    assert grown.version == 2 and grown.tasks_reused >= 1
+    assert snap.open(out).manifest.fingerprint_parts["code"] == legacy
+    assert values(Path(out)) == [2, 4, 6, 8]
