@@ -52,6 +52,21 @@ def raise_open_files_limit() -> None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
+def shards_kept_open() -> int:
+    """How many local shard files one loader keeps open: an eighth of the open-files limit
+    (raised first; each holds a descriptor, and before Python 3.13 its map another), at
+    least 128. A shuffled window reads record batches of shards all over the snapshot: with
+    128 kept open, a snapshot of 256 shards reopened one for about every record batch."""
+    raise_open_files_limit()
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, ValueError, OSError):  # not a Unix
+        return 128
+    return max(128, (WANTED if soft == resource.RLIM_INFINITY else soft) // 8)
+
+
 class Descriptor:
     """An open file, closed when the last reference to it goes, not when its shard is evicted
     from the open set: a thread may still be reading from it (its number must not be reused

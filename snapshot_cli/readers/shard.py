@@ -29,6 +29,7 @@ from .. import schema as schema_mod
 from ..errors import DAMAGED, CorruptShardError, SnapError
 from ..faults import read_failure
 from ..manifest import ShardEntry
+from . import limits
 from .blocks import BlockFile
 from .cache import CACHED_OPEN, CachedShard, ShardCache
 from .checksum import crc32c_buffer, crc32c_file
@@ -58,7 +59,7 @@ class ShardReaders:
         shards: tuple[ShardEntry, ...],
         schema: pa.Schema,
         verify: bool = True,
-        max_open: int = 128,
+        max_open: int | None = None,
         max_bytes: int | None = None,
         cache: ShardCache | None = None,
         fetcher: Fetcher | None = None,
@@ -66,7 +67,10 @@ class ShardReaders:
         self._fs, self._pid = fs, os.getpid()
         self.root, self.shards, self.schema, self.verify = root, shards, schema, verify
         self.local = storage.is_local(fs)
-        self._real_root, self.max_open = os.path.realpath(root) if self.local else root, max_open
+        self._real_root = os.path.realpath(root) if self.local else root
+        if max_open is None:  # local: every shard of a window stays open (see limits.py)
+            max_open = min(len(shards), limits.shards_kept_open()) if self.local else 128
+        self.max_open = max_open = max(1, max_open)
         self.max_bytes = max_bytes = MEMORY_BUDGET if max_bytes is None else max_bytes
         self.cache = None if self.local else cache
         if self.cache is not None:  # each open shard pins its cache entry: keep few open

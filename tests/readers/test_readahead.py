@@ -215,7 +215,7 @@ def test_reading_ahead_holds_no_more_files_open_than_the_readers_do(
     path = str(tmp_path / "many")
     snap.create(one, path, inputs=list(range(400)), workers=0, inputs_per_task=1)
     s = snap.open(path)
-    readers = ShardReaders(fsspec.filesystem("file"), path, s.shards, s.schema)
+    readers = ShardReaders(fsspec.filesystem("file"), path, s.shards, s.schema, max_open=128)
     blocks = Blocks.from_manifest(s.manifest)
     root = os.path.realpath(path)
 
