@@ -11,6 +11,11 @@ Shapes the image-like benchmarks never meet (issue 16's trust work, 2026-11-27 a
   * **tokens** and **text**: ``--var-rows`` records of 10-100 int32 token ids (a ragged
     column), or of 10-60 words (a text column), and a label, batch 256: the loader makes an
     array (a ``str``) per record, and so does the baseline (Arrow's ``to_numpy``).
+  * **labels**: ``--labels-rows`` records of a 3 KiB image, a label, a flag and a time, read
+    with ``columns=["c0", "c1", "c2"]`` (the label, flag and time: a sweep over metadata, a
+    class-balance count); the baseline decodes those columns only. Before 2026-11-30 a column
+    not placed straight into the window (the flag, the time) made the loader decode every
+    column of each record batch, images too: 10-17x the columns' cost.
   * **large**: ``--large-rows`` records of ``--large-mib`` MiB each (video clips, 3-D volumes):
     a record batch is one record, and each column buffer several MiB, larger than the CPU's
     caches. The values are a gradient with 3 bits of noise: zstd shrinks them to ~0.4, lz4 not
@@ -55,7 +60,8 @@ import snapshot_cli as snap
 
 CODECS = ("lz4", "zstd", "none")
 DEFAULT_DATA_DIR = _common.out_dir("shapes")
-SHAPES = ("wide", "tiny", "large", "tokens", "text")
+SHAPES = ("wide", "tiny", "large", "tokens", "text", "labels")
+READ = {"labels": ["c0", "c1", "c2"]}  # the columns a shape's loader and baseline read
 PARTS = 4  # inputs (and shards) per snapshot
 WORDS = np.array(
     [
@@ -111,6 +117,16 @@ def make_part(part: int, shape: str, rows: int, columns: int) -> Iterator[pa.Rec
                 lengths = rng.integers(10, 60, m)
                 values = pa.array([" ".join(w[:k]) for w, k in zip(words, lengths, strict=True)])
             yield pa.RecordBatch.from_arrays([values, label], ["c0", "c1"])
+    elif shape == "labels":  # a label, a flag and a time beside a 3 KiB image
+        for start in range(0, n, 1000):
+            m = min(1000, n - start)
+            image = rng.integers(0, 16, m * 3072, np.uint8)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(rng.integers(0, 1000, m)), pa.array(rng.random(m) < 0.5),
+                 pa.array(rng.integers(0, 10**12, m).astype("datetime64[ms]")),
+                 pa.FixedSizeListArray.from_arrays(image, 3072)],
+                ["c0", "c1", "c2", "image"],
+            )  # fmt: skip
     else:
         yield pa.RecordBatch.from_arrays([pa.array(rng.integers(0, 50_000, n, np.int32))], ["c0"])
 
@@ -130,18 +146,26 @@ def ensure(data_dir: str, shape: str, codec: str, rows: int, columns: int) -> sn
     return snap.open(path)
 
 
-def baseline(paths: list[str]) -> int:
-    """Decode + one copy of every shard, 2 threads → records."""
+def baseline(paths: list[str], columns: list[str] | None = None) -> int:
+    """Decode + one copy of every shard (of ``columns`` only, if given), 2 threads → records."""
 
     def shard(path: str) -> int:
-        reader = pa.ipc.open_file(pa.memory_map(path, "r"))
+        source = pa.memory_map(path, "r")
+        options = None
+        if columns:
+            schema = pa.ipc.open_file(source).schema
+            fields = [schema.get_field_index(c) for c in columns]
+            options = pa.ipc.IpcReadOptions(included_fields=fields)
+        reader = pa.ipc.open_file(source, options=options)
         rows = 0
         for i in range(reader.num_record_batches):
             batch = reader.get_batch(i)
             for column in batch.columns:
                 if isinstance(column, pa.ExtensionArray):  # a tensor column
                     column = column.storage.flatten()
-                if pa.types.is_list(column.type) or pa.types.is_string(column.type):
+                if pa.types.is_boolean(column.type):  # bits: unpacked, a copy already
+                    column.to_numpy(zero_copy_only=False)
+                elif pa.types.is_list(column.type) or pa.types.is_string(column.type):
                     # what a loader must make of them: an array per record, a str per record
                     column.to_numpy(zero_copy_only=False)
                 else:
@@ -153,10 +177,12 @@ def baseline(paths: list[str]) -> int:
         return sum(pool.map(shard, paths))
 
 
-def loader_epochs(s: snap.Snapshot, shuffle: bool, batch_size: int) -> dict[str, float]:
+def loader_epochs(
+    s: snap.Snapshot, shuffle: bool, batch_size: int, columns: list[str] | None = None
+) -> dict[str, float]:
     """A fresh loader's first epoch (and its first batch), then its second → seconds."""
     out: dict[str, float] = {}
-    with s.loader(batch_size, shuffle=shuffle, epochs=1) as loader:
+    with s.loader(batch_size, shuffle=shuffle, epochs=1, columns=columns) as loader:
         started = time.perf_counter()
         rows = 0
         for batch in loader:
@@ -178,8 +204,9 @@ def run(args: Any) -> dict[str, Any]:
         "large": (args.large_rows, args.large_mib),
         "tokens": (args.var_rows, 2),
         "text": (args.var_rows, 2),
+        "labels": (args.labels_rows, 4),
     }
-    batch = {"wide": 1024, "tiny": 65536, "large": 8, "tokens": 256, "text": 256}
+    batch = {"wide": 1024, "tiny": 65536, "large": 8, "tokens": 256, "text": 256, "labels": 256}
     if args.batch_size:  # e.g. 1,000: a column's batch then starts off a 64-byte boundary
         batch = dict.fromkeys(batch, args.batch_size)
     report: dict[str, Any] = {"environment": _common.environment(), "results": []}
@@ -188,15 +215,18 @@ def run(args: Any) -> dict[str, Any]:
         for codec in args.codecs:
             s = ensure(args.data_dir, shape, codec, rows, columns)
             paths = _common.shard_paths(s)
+            read = READ.get(shape)
             runs: dict[str, list[float]] = {}
             for repeat in range(args.repeats):
                 for config in _common.rotated(["base", "shuffled", "in order"], repeat):
                     _common.rewarm(paths)
                     if config == "base":
-                        seconds = _common.timed(lambda paths=paths: baseline(paths))
+                        seconds = _common.timed(
+                            lambda paths=paths, read=read: baseline(paths, read)
+                        )
                         runs.setdefault("base", []).append(s.num_records / seconds)
                         continue
-                    times = loader_epochs(s, config == "shuffled", batch[shape])
+                    times = loader_epochs(s, config == "shuffled", batch[shape], read)
                     for what, t in times.items():
                         value = t if what == "first batch" else s.num_records / t
                         runs.setdefault(f"{config} {what}", []).append(value)
@@ -234,6 +264,7 @@ def main() -> None:
     p.add_argument("--columns", type=int, default=500)
     p.add_argument("--tiny-rows", type=int, default=20_000_000)
     p.add_argument("--var-rows", type=int, default=500_000, help="rows of tokens and text")
+    p.add_argument("--labels-rows", type=int, default=100_000, help="rows of labels")
     p.add_argument("--large-rows", type=int, default=192)
     p.add_argument("--large-mib", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=0, help="every shape's (default: its own)")
@@ -248,7 +279,7 @@ def main() -> None:
     args.shapes = _common.subset(p, "--shapes", args.shapes, SHAPES)
     if args.quick:
         args.wide_rows, args.columns, args.tiny_rows, args.repeats = 8_000, 100, 400_000, 1
-        args.large_rows, args.large_mib, args.var_rows = 16, 2, 8_000
+        args.large_rows, args.large_mib, args.var_rows, args.labels_rows = 16, 2, 8_000, 8_000
     print(_common.describe(_common.environment()))
     report = run(args)
     print(

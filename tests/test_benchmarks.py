@@ -237,7 +237,18 @@ def test_the_entry_point_prints_a_snap_error_as_one_line_and_exits_1(
 
 SMALLEST = {
     "mixtures.py": ["--records", "2000", "--small", "5", "--codecs", "none", "--repeats", "1"],
-    "shapes.py": ["--shapes", "tiny", "--codecs", "none", "--tiny-rows", "4000", "--repeats", "1"],
+    "shapes.py": [
+        "--shapes",
+        "tiny,labels",
+        "--codecs",
+        "none",
+        "--tiny-rows",
+        "4000",
+        "--labels-rows",
+        "4000",
+        "--repeats",
+        "1",
+    ],
     "validation.py": ["--size-gb", "0.002", "--codecs", "none", "--repeats", "1"],
     "small_records.py": ["--rows", "2000", "--codecs", "none", "--repeats", "1"],
     "replay.py": ["--size-gb", "0.01", "--codecs", "none", "--repeats", "1", "--orders"],

@@ -65,7 +65,7 @@ def decode_segment(
                 decoded = {name: v[start:stop] for name, v in decoded.items()}
             window.scatter(offset, decoded)
             return "values"
-    rb = readers.read_batch(shard, batch, rows, verify)
+    rb = readers.read_batch(shard, batch, rows, verify, columns)
     window.fill(offset, rb.select(columns), start, stop)
     return "arrow"
 
@@ -117,7 +117,7 @@ def _repeated(
     for (shard, batch), ks in uses.items():
         if len(ks) < REPEATED:
             continue
-        rb = readers.read_batch(shard, batch, segments[ks[0]][3]).select(columns)
+        rb = readers.read_batch(shard, batch, segments[ks[0]][3], None, columns).select(columns)
         window.fill_many(rb, [(segments[k][0], segments[k][4], segments[k][5]) for k in ks])
         for k in ks:
             hows[k] = "repeated"

@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import ipc_blocks, storage, versions
+from .. import faults, ipc_blocks, storage, versions
 from .. import schema as schema_mod
 from ..errors import DAMAGED, CorruptShardError, SnapError
-from ..faults import read_failure
 from ..manifest import ShardEntry
 from . import limits
 from .blocks import BlockFile
@@ -41,7 +40,6 @@ from .ranged import RangedReaders
 # for the next epoch or sweep trial does not checksum them again; a rewritten file would have
 # another mtime.
 _verified_local: set[tuple[str, int, int, str]] = set()
-
 
 Check = bool | None  # a read's verify: None is as the readers were made
 Read = Callable[[BlockFile, Placement], Any]  # what ShardReaders._direct does with a shard
@@ -92,6 +90,11 @@ class ShardReaders:
         # How the loader's columns are decoded straight into its windows (set by the loader,
         # which knows them); None: through Arrow's decoder.
         self.placement: Placement | None = None
+        self.shuffled = False  # (set by a loader that shuffles: the advice on open files)
+
+    def read_failure(self, where: str, err: Exception, doing: str = "decoded") -> SnapError:
+        """:func:`..faults.read_failure`, the loader's shuffle named where it shuffles."""
+        return faults.read_failure(where, err, doing, shuffled=self.shuffled)
 
     @property
     def fs(self) -> Any:
@@ -158,7 +161,7 @@ class ShardReaders:
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
-            raise read_failure(f"shard {url}", err) from err
+            raise self.read_failure(f"shard {url}", err) from err
         self._verified.add(i)
         return source, size, held
 
@@ -177,7 +180,7 @@ class ShardReaders:
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
-            raise read_failure(f"shard {url}", err) from err
+            raise self.read_failure(f"shard {url}", err) from err
         finally:
             if opened is None and cached is not None:
                 cached.close()  # (its lock: the entry may go)
@@ -209,7 +212,7 @@ class ShardReaders:
         except (pa.ArrowException, OSError) as err:
             if isinstance(err, SnapError):  # damaged, or the storage's answer already
                 raise
-            raise read_failure(f"shard {self.url(i)}", err, "opened") from err
+            raise self.read_failure(f"shard {self.url(i)}", err, "opened") from err
 
     def reader(self, i: int) -> pa.ipc.RecordBatchFileReader | BlockFile:
         """Shard ``i``, open: a :class:`BlockFile` for a local shard with a checksum per record
@@ -240,7 +243,7 @@ class ShardReaders:
                         cached.close()
                     if isinstance(err, SnapError):
                         raise
-                    raise read_failure(f"shard {self.url(i)}", err, "opened") from err
+                    raise self.read_failure(f"shard {self.url(i)}", err, "opened") from err
             with self._lock:
                 held = 0 if self.local or cached is not None else size
                 self._open[i] = _Open(reader, held, cached)
@@ -269,22 +272,25 @@ class ShardReaders:
         return self.verify if verify is None else verify and self.verify
 
     def read_batch(
-        self, shard: int, batch: int, rows: int, verify: bool | None = None
-    ) -> pa.RecordBatch:
+        self, shard: int, batch: int, rows: int, verify: bool | None = None,
+        columns: list[str] | None = None,
+    ) -> pa.RecordBatch:  # fmt: skip
         """Record batch ``batch`` of shard ``shard``, validated in full (buffer sizes, offsets,
         UTF-8: what keeps a crafted file from reading outside its buffers; it costs little,
-        ``benchmarks/validation.py``), with ``rows`` records in snap's encodings."""
+        ``benchmarks/validation.py``), with ``rows`` records in snap's encodings; ``columns``:
+        only those (a local shard's others are not decoded)."""
         reader = self.reader(shard)
+        some = tuple(columns) if columns and len(columns) < len(self.schema) else ()
         try:
             if isinstance(reader, BlockFile):
-                rb = reader.read(batch, self._check(verify))
+                rb = reader.read(batch, self._check(verify), some)
             else:
-                rb = reader.get_batch(batch)
+                rb = reader.get_batch(batch).select(list(some)) if some else reader.get_batch(batch)
             rb.validate(full=True)
         except SnapError:  # damaged, or the storage's answer already (a remote range read)
             raise
         except (pa.ArrowException, OSError, IndexError) as err:
-            raise read_failure(f"shard {self.url(shard)} record batch {batch}", err) from err
+            raise self.read_failure(f"shard {self.url(shard)} record batch {batch}", err) from err
         if rb.num_rows != rows:
             raise CorruptShardError(
                 f"shard {self.url(shard)} record batch {batch} has {rb.num_rows} records, "
@@ -361,7 +367,7 @@ class ShardReaders:
         except SnapError:
             raise
         except (pa.ArrowException, OSError) as err:
-            raise read_failure(f"shard {self.url(shard)} record batch {batch}", err) from err
+            raise self.read_failure(f"shard {self.url(shard)} record batch {batch}", err) from err
 
     def close(self) -> None:
         with self._lock:

@@ -53,10 +53,11 @@ class MultiReaders:
         return sum(p.bytes_read for p in self.parts)
 
     def read_batch(
-        self, shard: int, batch: int, rows: int, verify: bool | None = None
-    ) -> pa.RecordBatch:
+        self, shard: int, batch: int, rows: int, verify: bool | None = None,
+        columns: list[str] | None = None,
+    ) -> pa.RecordBatch:  # fmt: skip
         part, i = self.route(shard)
-        return part.read_batch(i, batch, rows, verify)
+        return part.read_batch(i, batch, rows, verify, columns)
 
     def read_into(
         self,
@@ -171,6 +172,7 @@ def resolve(source: Snapshot | Mixture, options: LoaderOptions) -> ReadSet:
             s.fs, s.root, s.manifest.shards, s.schema, verify=options.verify, cache=cache
         )
         readers.placement = Placement.of(s.schema, columns)
+        readers.shuffled = bool(options.shuffle)
         parts.append(readers)
     own = [Blocks.from_manifest(s.manifest) for s in snapshots]
     return ReadSet(
