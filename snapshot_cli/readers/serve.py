@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     # batches made from a window, when their making started and ended
     Made: TypeAlias = tuple[list[Batch], float, float]
     Bounds: TypeAlias = list[tuple[int, int, int]]  # (batch index, first slot, end slot)
+    Mapped: TypeAlias = tuple[Batch, frozenset[str]]  # a map's batch, its given columns
 
 # Small batches go to the consumer in groups of up to GROUP_MAX, GROUP_BYTES at most.
 GROUP_BYTES, GROUP_MAX = 1 << 20, 64
@@ -41,6 +42,7 @@ GROUP_BYTES, GROUP_MAX = 1 << 20, 64
 # each group costs a few takes of the GIL, which a consumer running Python holds for up to
 # 5 ms each time (8 MiB: 9-10 % input-bound with a Python-busy step, 14-16 % at 1 MiB).
 GATHER_BYTES = 8 << 20
+INLINE_MAP = 20e-6  # a map whose calls take less (seconds) runs in the serving thread
 # A batch of at least this many bytes (large records) is gathered in parts of GATHER_BYTES, by
 # every gather thread at once: gathered whole, one thread copied it while the other waited (a
 # window kept in order holds one such batch: 8 MiB records, batch 8, 5.4 GB/s, two threads
@@ -67,6 +69,7 @@ class Server:
             ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
         )
         self.outputs = MapOutputs()
+        self._map_calls, self._map_time = 0, 0.0
         self.gather_threads = ctx.gather_threads
         self.gather_pool = ThreadPoolExecutor(self.gather_threads, thread_name_prefix="snap-gather")
 
@@ -84,7 +87,7 @@ class Server:
         self._between = between
         gathering = isinstance(window, GatherWindow)
         taking: deque[tuple[Bounds, Future[Made]]] = deque()
-        in_flight: deque[tuple[int, int, Future[Batch], int, np.ndarray | None]] = deque()
+        in_flight: deque[tuple[int, int, Future[Mapped], int, np.ndarray | None]] = deque()
 
         def take(group: Bounds) -> Made:
             started = time.perf_counter()
@@ -107,6 +110,11 @@ class Server:
                 )
                 if self.map_pool is None:
                     self._put((plan.epoch, i, batch, nbytes, counts))
+                    continue
+                if not in_flight and self._map_calls >= 8 and self._map_time < INLINE_MAP * 8:
+                    # a map cheaper than handing a batch to a map thread and back (~40 us):
+                    # here, in order (a running mean that a costlier map soon moves up)
+                    self._mapped(plan.epoch, i, self._apply(plan.epoch, i, batch), nbytes, counts)
                     continue
                 future = self.map_pool.submit(self._apply, plan.epoch, i, batch)
                 in_flight.append((plan.epoch, i, future, nbytes, counts))
@@ -173,7 +181,9 @@ class Server:
             whole.set_result(([batch], started, started))
         return whole
 
-    def _apply(self, epoch: int, index: int, batch: Batch) -> Batch:
+    def _apply(self, epoch: int, index: int, batch: Batch) -> Mapped:
+        """The map's batch, and the names of the columns it returned as they were given (the
+        loader's own memory, which it reuses only once let go: no check needed)."""
         started = time.perf_counter()
         fn: Callable[..., Batch] = self.map  # type: ignore[assignment]
         try:
@@ -190,6 +200,8 @@ class Server:
             ) from err
         ended = time.perf_counter()
         self.stats.map_seconds += ended - started
+        self._map_calls += 1  # ~8x the mean of the last calls (racy updates: a rough figure)
+        self._map_time += ended - started - (self._map_time / 8 if self._map_calls > 8 else 0)
         if self.trace is not None:
             self.trace.add("map", started, ended, epoch=epoch, batch=index)
         if not isinstance(out, dict):
@@ -197,12 +209,13 @@ class Server:
             raise TypeError(
                 f"map must return a dict of arrays, returned {type(out).__name__}{hint}"
             )
-        return out
+        return out, frozenset(k for k, v in out.items() if batch.get(k) is v)
 
-    def _mapped(self, epoch: int, index: int, out: Batch, nbytes: int, counts: Any) -> None:
+    def _mapped(self, epoch: int, index: int, mapped: Mapped, nbytes: int, counts: Any) -> None:
         """Queue a batch the map returned, once it is known not to be in the memory of one it
         returned before that is still in use."""
-        self.outputs.check(out, index)
+        out, given = mapped
+        self.outputs.check(out, index, given)
         self._put((epoch, index, out, nbytes, counts))
 
     def _put(self, item: Item) -> None:
@@ -264,9 +277,11 @@ class MapOutputs:
         )
         self.places: dict[int, np.ndarray] = {}  # by array size: where the samples are
 
-    def check(self, out: Batch, index: int) -> None:
+    def check(self, out: Batch, index: int, given: frozenset[str] = frozenset()) -> None:
         mine: dict[str, tuple[weakref.ref[Any], bytes]] = {}
         for name, value in out.items():
+            if name in given:  # (the loader's own column, returned as it came)
+                continue
             array = _host_array(value)
             if array is None or not array.nbytes:
                 continue

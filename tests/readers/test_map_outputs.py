@@ -158,3 +158,28 @@ def test_a_map_refilling_one_torch_tensor_is_an_error_too(
         assert (b["x"][:, 0].numpy() == b["i"]).all() and (b["y"] == b["x"]).all()
         seen += len(b["i"])
     assert seen == 2 * RECORDS
+
+
+def test_a_map_cheap_then_costly_then_cheap_keeps_every_batch_in_order(tmp_path: Any) -> None:
+    """A map cheaper than handing a batch to a map thread and back runs in the serving
+    thread (a running mean of its calls decides): one that turns costly for a stretch (here
+    batches 40-80) goes back to the map threads and back again, every batch mapped once, in
+    order, its buffer-refill check kept for the arrays it makes."""
+    out = str(tmp_path / "s")
+    snap.create(records, out, inputs=list(range(RECORDS // 300)), workers=0)
+    heavy = np.random.default_rng(0).random((120, 120))
+    calls: list[int] = []
+
+    def costly_for_a_while(b: dict[str, Any]) -> dict[str, Any]:
+        first = int(b["i"][0])
+        calls.append(first)
+        if 40 * 10 <= first < 80 * 10:
+            np.linalg.svd(heavy)  # ~1 ms: the map threads again
+        return {**b, "twice": b["i"] * 2}
+
+    plain = [b["i"].copy() for b in snap.open(out).loader(10, seed=3, shuffle=False)]
+    got = list(snap.open(out).loader(10, seed=3, shuffle=False, map=costly_for_a_while))
+    assert len(got) == len(plain) == RECORDS // 10
+    for b, want in zip(got, plain, strict=True):
+        assert np.array_equal(b["i"], want) and np.array_equal(b["twice"], want * 2)
+    assert sorted(calls) == [int(p[0]) for p in plain]  # each batch mapped once
