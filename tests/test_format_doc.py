@@ -88,7 +88,7 @@ def test_the_independent_writers_snapshot_is_read_by_snap(tmp_path: Path, codec:
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     s = snap.open(root)
-    got = [b for b in s.loader(50, shuffle=False)]
+    got = list(s.loader(50, shuffle=False))
     assert np.array_equal(np.concatenate([b["x"] for b in got]), np.arange(250))
     t = np.concatenate([b["t"] for b in got])
     assert t.shape == (250, 2, 2) and np.array_equal(t.reshape(-1), np.arange(1000))
