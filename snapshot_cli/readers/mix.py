@@ -84,6 +84,9 @@ class Mixture:
         first = self.sources[0].schema
         if wanted is None:
             names = [c for c in first.names if all(c in s.schema.names for s in self.sources)]
+            empty = [n for n, s in zip(self.names, self.sources, strict=True) if not s.schema]
+            if not names and empty:  # (a snapshot of no records has no columns either)
+                raise OptionError(f"{empty} hold no records, so no columns: leave them out")
             if not names:
                 raise OptionError(f"the snapshots have no column in common: {self._columns()}")
         else:

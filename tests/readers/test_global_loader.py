@@ -347,3 +347,20 @@ def test_a_state_refused_for_its_order_or_its_columns_says_what_to_give(
     fewer = a.loader(global_batch_size=20, seed=0, columns=["id"])  # (a window of more)
     with pytest.raises(snap.OptionError, match=r"resume with the same columns= and shuffle"):
         fewer.load_state_dict(loader.state_dict())
+
+
+@pytest.mark.parametrize("weights", [[0, 1], None])
+def test_a_mixture_with_an_empty_snapshot_says_so(
+    snaps: dict[str, snap.Snapshot], tmp_path: Path, weights: list[int] | None
+) -> None:
+    """ "the snapshots have no column in common: .../t0: []" (a snapshot of no records has no
+    columns) said nothing of why."""
+
+    def nothing(i: int) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    snap.create(nothing, str(tmp_path / "empty"), inputs=[0], workers=0)
+    with pytest.raises(OptionError, match=r"empty'\] hold no records, so no columns: leave"):
+        snap.mix([str(tmp_path / "empty"), snaps["a"].url], weights=weights).loader(
+            global_batch_size=G
+        )
