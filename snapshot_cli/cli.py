@@ -155,12 +155,11 @@ def create(
                                  param_hint="OUTPUT")  # fmt: skip
     with cli_io.stdout_to_stderr():  # stdout is the result's: the pipeline's prints go to stderr
         info = create_snapshot(
-            pipeline,
-            output,
-            inputs=list(inputs) or None, inputs_from=inputs_from,
-            params=cli_params(params, pipeline), workers=workers, executor=executor,
-            ray_address=ray_address, shard_size=shard_size, compression=compression,
-            level=level, overwrite=overwrite, progress=not (quiet or as_json),
+            pipeline, output, inputs=list(inputs) or None, inputs_from=inputs_from,
+            params=cli_params(params, pipeline, click.UsageError),  # (KEY=VALUE: exit 2)
+            workers=workers, executor=executor, ray_address=ray_address, shard_size=shard_size,
+            compression=compression, level=level, overwrite=overwrite,
+            progress=not (quiet or as_json),
             inputs_per_task=inputs_per_task, batch_rows=batch_rows, dry_run=dry_run,
         )  # fmt: skip
     _show(info.to_json(), render.created_lines, as_json)

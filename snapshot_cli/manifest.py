@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import builtins
 import json
-import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -28,8 +27,9 @@ FORMAT = "snap"
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 
-_CRC_RE = re.compile(r"^[0-9a-f]{8}$")
-_HEX_RE = re.compile(r"^[0-9a-f]*$")
+# hex digits in either case (another writer's may be uppercase), lowered once parsed
+_CRC_RE = re.compile(r"^[0-9a-fA-F]{8}$")
+_HEX_RE = re.compile(r"^[0-9a-fA-F]*$")
 __all__ = [  # what other modules import from here, the fingerprint's helpers among them
     "FORMAT_VERSION", "RECORDS_FORMAT", "Manifest", "ShardEntry", "canonical_json",
     "changed_parts", "check_relative_path", "encode_runs", "fingerprint", "sha256_text",
@@ -61,16 +61,10 @@ class ShardEntry:
         return [rows for rows, count in self.batch_rows for _ in range(count)]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "records": self.records,
-            "record_batches": self.record_batches,
-            "bytes": self.bytes,
-            "uncompressed_bytes": self.uncompressed_bytes,
-            "crc32c": self.crc32c,
-            "batch_rows": [list(pair) for pair in self.batch_rows],
-            "batch_crc32c": self.batch_crc32c,
-        }
+        return {"path": self.path, "records": self.records, "record_batches": self.record_batches,
+                "bytes": self.bytes, "uncompressed_bytes": self.uncompressed_bytes,
+                "crc32c": self.crc32c, "batch_rows": [list(pair) for pair in self.batch_rows],
+                "batch_crc32c": self.batch_crc32c}  # fmt: skip
 
     @classmethod
     def from_json(cls, d: Any, where: str) -> ShardEntry:
@@ -78,7 +72,7 @@ class ShardEntry:
             raise ManifestError(f"{where}: a shard entry must be an object, got {d!r}")
         try:
             entry = cls(
-                path=d["path"],
+                path=check_relative_path(d["path"], where),  # (without "." segments)
                 records=d["records"],
                 record_batches=d["record_batches"],
                 bytes=d["bytes"],
@@ -89,8 +83,8 @@ class ShardEntry:
             )
         except KeyError as err:
             raise ManifestError(f"{where}: shard entry lacks {err.args[0]!r}") from err
-        entry.validate(where)
-        return entry
+        entry.validate(where)  # (one spelling from here on: what readers compare, gc keeps)
+        return replace(entry, crc32c=entry.crc32c.lower(), batch_crc32c=entry.batch_crc32c.lower())
 
     def validate(self, where: str) -> None:
         check_relative_path(self.path, where)
@@ -153,18 +147,13 @@ MIN_BATCH_BYTES = 64  # an Arrow IPC record batch takes at least this much of it
 MAX_PATH = 1024  # characters in a shard path
 MAX_DEPTH = 32  # nesting of JSON values in a manifest
 _TOP_KEYS: dict[str, type] = {
-    "fingerprint": str,
-    "fingerprint_parts": dict,
-    "pipeline": dict,
-    "schema": dict,
-    "compression": dict,
-    "totals": dict,
-    "created": str,
-    "created_by": dict,
-    "run": str,
+    "fingerprint": str, "fingerprint_parts": dict, "pipeline": dict, "schema": dict,
+    "compression": dict, "totals": dict, "created": str, "created_by": dict, "run": str,
     "shards": list,
-}
+}  # fmt: skip
 _CODECS = ("zstd", "lz4", "none")
+_NEWER = "it was written by a newer snap; upgrade snap to read it"  # (no repair advice added)
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")  # what a newer snap's codec may be named
 
 
 def _check_text(value: Any, where: str, key: str, depth: int = 0) -> None:
@@ -201,8 +190,10 @@ def _check_document(d: dict[str, Any], where: str) -> None:
     if not isinstance(d["schema"].get("arrow_ipc_base64"), str):
         raise ManifestError(f"{where}: 'schema.arrow_ipc_base64' must be a string")
     codec, level = d["compression"].get("codec"), d["compression"].get("level")
-    if codec not in _CODECS:
-        raise ManifestError(f"{where}: 'compression.codec' must be one of {_CODECS}")
+    if codec not in _CODECS:  # a name this snap does not know is a newer one's, not damage
+        newer = f" ({_NEWER})" if isinstance(codec, str) and _NAME_RE.match(codec) else ""
+        raise ManifestError(f"{where}: 'compression.codec' is {codec!r:.40}, which this snap does "
+                            f"not read: it reads {', '.join(_CODECS)}{newer}")  # fmt: skip
     if level is not None and (not isinstance(level, int) or isinstance(level, bool)
                               or not -100 <= level <= 100):  # fmt: skip
         raise ManifestError(f"{where}: 'compression.level' must be null or a small integer")
@@ -214,23 +205,29 @@ def _check_document(d: dict[str, Any], where: str) -> None:
             raise ManifestError(f"{where}: 'created_by.{key}' must be a string")
 
 
-def check_relative_path(path: Any, where: str) -> None:
-    """Reject shard paths that are absolute, URLs, or escape the snapshot directory."""
+def check_relative_path(path: Any, where: str) -> str:
+    """``path`` (a file's in the snapshot) without its "." segments: ``./shards/a.arrow`` is
+    ``shards/a.arrow``, the one spelling readers, caches and gc compare. A ManifestError for
+    an absolute path, a URL, a ``..``, an empty segment (``a//b``: another object on GCS or
+    S3) or a backslash."""
+    parts = path.split("/") if isinstance(path, str) else [""]
+    kept = [p for p in parts if p != "."]
     if (
         not isinstance(path, str)
-        or not path
         or len(path) > MAX_PATH
         or "\x00" in path
         or any(0xD800 <= ord(c) <= 0xDFFF for c in path)
-        or path.startswith("/")
         or "\\" in path
         or ":" in path
-        or posixpath.normpath(path) != path
-        or path.split("/")[0] in ("..", ".")
+        or not kept
+        or parts[-1] == "."
+        or any(p in ("", "..") for p in kept)
     ):
         raise ManifestError(
-            f"{where}: shard path {path!r} must be relative and stay inside the snapshot"
+            f"{where}: shard path {path!r} must be relative and stay inside the snapshot: "
+            "names joined by '/', none empty or '..' (no leading '/'), no '\\' or ':'"
         )
+    return "/".join(kept)
 
 
 @dataclass(frozen=True)
@@ -275,13 +272,9 @@ class Manifest:
         return sum(s.uncompressed_bytes for s in self.shards)
 
     def totals(self) -> dict[str, int]:
-        return {
-            "records": self.num_records,
-            "shards": self.num_shards,
-            "record_batches": self.num_record_batches,
-            "bytes": self.bytes,
-            "uncompressed_bytes": self.uncompressed_bytes,
-        }
+        return {"records": self.num_records, "shards": self.num_shards,
+                "record_batches": self.num_record_batches, "bytes": self.bytes,
+                "uncompressed_bytes": self.uncompressed_bytes}  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -335,7 +328,7 @@ class Manifest:
         version = d.get("format_version")
         if version not in READABLE_VERSIONS or isinstance(version, bool):
             hint = (
-                "it was written by a newer snap; upgrade snap to read it"
+                _NEWER
                 if isinstance(version, int) and version > FORMAT_VERSION
                 else "the file is damaged or not from snap"
             )
@@ -349,7 +342,7 @@ class Manifest:
             if "history" not in d:
                 raise ManifestError(f"{where} lacks the field 'history' (format 3)")
             _check_text(d["history"], where, "history")
-            history = History.from_json(d["history"], where)
+            history = History.from_json(_one_spelling(d["history"], where), where)
         try:
             shards_raw = d["shards"]
             shards = tuple(ShardEntry.from_json(s, where) for s in shards_raw)
@@ -357,19 +350,15 @@ class Manifest:
                 arrow_schema = schema_mod.decode_schema(d["schema"]["arrow_ipc_base64"])
             except (ValueError, TypeError, pa.ArrowException) as err:
                 raise ManifestError(f"{where}: the Arrow schema cannot be decoded: {err}") from err
-            m = cls(
-                fingerprint=d["fingerprint"],
-                fingerprint_parts=d["fingerprint_parts"],
-                pipeline=d["pipeline"],
-                schema=arrow_schema,
-                compression=d["compression"],
-                shards=shards,
-                created=d["created"],
-                created_by=d["created_by"],
-                run=d["run"],
-                extra=d.get("extra", {}),
-                history=history,
-            )
+            if twice := sorted({n for n in arrow_schema.names if arrow_schema.names.count(n) > 1}):
+                raise ManifestError(  # (snap's create refuses them: every reader names columns)
+                    f"{where}: the schema has the column {twice[0]!r} more than once, which snap "
+                    "never writes: the snapshot was not written by snap, or is damaged"
+                )
+            m = cls(fingerprint=d["fingerprint"], fingerprint_parts=d["fingerprint_parts"],
+                    pipeline=d["pipeline"], schema=arrow_schema, compression=d["compression"],
+                    shards=shards, created=d["created"], created_by=d["created_by"], run=d["run"],
+                    extra=d.get("extra", {}), history=history)  # fmt: skip
             totals = d["totals"]
         except KeyError as err:
             raise ManifestError(f"{where} lacks the field {err.args[0]!r}") from err
@@ -380,6 +369,16 @@ class Manifest:
                 f"{where}: totals {totals} disagree with the shard entries {m.totals()}"
             )
         return m
+
+
+def _one_spelling(history: Any, where: str) -> Any:
+    """``history`` with its task table's path and crc32c as snap writes them (gc keeps the
+    file by that path), before :meth:`History.from_json` checks it."""
+    crc = history.get("tasks_crc32c") if isinstance(history, dict) else None
+    if not isinstance(crc, str) or "tasks" not in history:
+        return history  # (History.from_json names what is missing)
+    tasks = check_relative_path(history.get("tasks"), f"{where}: history.tasks")
+    return {**history, "tasks": tasks, "tasks_crc32c": crc.lower() if _CRC_RE.match(crc) else crc}
 
 
 def repair_advice(where: str) -> str:

@@ -21,7 +21,6 @@ from .progress import counted, human_bytes, human_count
 
 INPUTS_SHOWN = 10  # inputs of a task named by snap inspect SHARD
 
-
 # Keys longer than this are not padded to: one 300-character column name would push every
 # other row's value 300 characters to the right
 ALIGN_AT_MOST = 40
@@ -223,12 +222,15 @@ def unfinished_lines(state: dict[str, Any]) -> list[str]:
 
 def verify_lines(doc: dict[str, Any]) -> list[str]:
     checks = ", ".join(f"{n} {kind}" for kind, n in sorted(doc["checks"].items()))
-    damaged = click.style("DAMAGED", fg="red", bold=True)
+    damaged, cannot = (click.style(w, fg="red", bold=True) for w in ("DAMAGED", "CANNOT BE LOADED"))
     lines = [f"{damaged}  {s['url']}: {s['problem']}" for s in doc["damaged"]]
+    lines += [f"{cannot}  {problem}" for problem in doc.get("unloadable", [])]  # (any bytes)
     verdict = (
         click.style("ok", fg="green")
         if doc["ok"]
         else click.style(f"{doc['num_damaged']} of {doc['num_shards']} shards damaged", fg="red")
+        if doc["num_damaged"]
+        else click.style("cannot be loaded (see above)", fg="red")
     )
     lines.append(
         f"{doc.get('shard') or doc['path']}: {verdict} ({counted(doc['num_shards'], 'shard')}; "
@@ -242,7 +244,7 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
             "  note: this storage reports no crc32c, so --fast compared sizes only; "
             "run snap verify without --fast to read and check every byte"
         )
-    if not doc["ok"]:
+    if doc["num_damaged"]:
         lost = all(d["lost"] for d in doc["damaged"])  # what the same create computes again
         links = all(" outside the snapshot " in d["problem"] for d in doc["damaged"])
         lines.append(

@@ -147,23 +147,22 @@ def _truncate_text(text: str, limit: int = TEXT_LIMIT) -> str:
 def summarise_value(value: Any) -> Any:
     """One field of one record, readable: arrays summarised, long text and bytes truncated.
 
-    Arrays become ``{"dtype", "shape", "min", "max", "mean", "first"}`` (statistics only for
-    numbers; ``first`` holds up to six leading values); scalars stay themselves; strings
-    longer than 60 characters and bytes become ``{"type", "length", "start"}`` (bytes start
-    as hex).
+    Arrays become ``{"dtype", "shape", "first"}`` (``first`` holds up to six leading values),
+    and arrays of numbers ``{"dtype", "shape", "min", "max", "mean", "non_finite", "first"}``
+    whatever their shape or values: the statistics of the finite values (None where there
+    are none: an empty or all-NaN array), and how many are not finite. Scalars stay
+    themselves; strings longer than 60 characters and bytes become ``{"type", "length",
+    "start"}`` (bytes start as hex).
     """
     if isinstance(value, np.ndarray):
         flat = value.reshape(-1)
         out: dict[str, Any] = {"dtype": str(value.dtype), "shape": list(value.shape)}
-        numeric = value.dtype.kind in "biuf" and flat.size > 0
-        if numeric:
+        if value.dtype.kind in "biuf":  # (every key, empty or not: a reader may index them)
             low, high, mean, non_finite = _statistics(flat)
-            # (NaN / inf present: statistics of the finite values, None if there are none)
             out["min"] = None if low is None else _scalar(low)
             out["max"] = None if high is None else _scalar(high)
-            if non_finite:
-                out["non_finite"] = non_finite
             out["mean"] = None if mean is None else round(mean, 6)
+            out["non_finite"] = non_finite
         # (text, bytes and arrays among them, a list of tags' or a ragged column's, each
         # summarised as a value of its own: a 5,000-character tag is cut as a str is)
         out["first"] = [_item(x) for x in flat[:FIRST_VALUES]]
@@ -185,6 +184,8 @@ def _statistics(flat: np.ndarray) -> tuple[Any, Any, float | None, int]:
     none), and how many are not finite: without a float64 copy of ``flat`` (a 1.5 GB value
     took 4.9 GB to show), floats a chunk at a time."""
     if flat.dtype.kind != "f":  # (bool, integers: all finite)
+        if not flat.size:
+            return None, None, None, 0
         return flat.min(), flat.max(), float(np.mean(flat, dtype=np.float64)), 0
     low: Any = None
     high: Any = None
@@ -214,7 +215,7 @@ def format_summary(summary: Any) -> str:
     if isinstance(summary, dict) and {"dtype", "shape", "first"} <= summary.keys():
         shape = "[" + ",".join(str(s) for s in summary["shape"]) + "]"
         parts = [f"{summary['dtype']}{shape}"]
-        if "min" in summary:
+        if "min" in summary and math.prod(summary["shape"]):  # (an empty one: just [])
             # an integer's extremes in full (token ids, hashes: 49540, not 4.954e+04)
             low, high = ("n/a" if summary[k] is None else _format_number(summary[k])
                          for k in ("min", "max"))  # fmt: skip

@@ -27,8 +27,7 @@ import pyarrow as pa
 from . import arrays
 from .errors import SchemaMismatchError
 
-RAGGED_DATA = "data"
-RAGGED_SHAPE = "shape"
+RAGGED_DATA, RAGGED_SHAPE = "data", "shape"
 
 
 def is_supported_dtype(dtype: np.dtype) -> bool:
@@ -54,7 +53,6 @@ _DTYPE_HINTS = {
     "(value.astype('int64'))",
     "V": "store each field of a structured array as its own column",
 }
-
 
 # ml_dtypes' (JAX's bfloat16, the float8s, int4): numpy kind "V", as a structured array's
 LOW_PRECISION = ("bfloat16", "float8", "float4", "float6", "int4", "uint4", "int2", "uint2")
@@ -140,8 +138,10 @@ def dtype_name(t: pa.DataType) -> str:
 def describe_type(t: pa.DataType) -> dict[str, Any]:
     """A small, readable description of a column type: kind, dtype and shape."""
     k = kind(t)
-    if k == "tensor":
-        return {"kind": k, "dtype": dtype_name(t.value_type), "shape": list(t.shape)}
+    if k == "tensor":  # its logical shape (a permutation's axes in order: as head reads it)
+        p = list(t.permutation or range(len(t.shape)))  # ("transposed": loaders refuse it)
+        shape, moved = [t.shape[i] for i in p], {"transposed": True} if p != sorted(p) else {}
+        return {"kind": k, "dtype": dtype_name(t.value_type), "shape": shape, **moved}
     if k == "scalar":
         return {"kind": k, "dtype": dtype_name(t), "shape": []}
     if k == "ragged":
@@ -170,7 +170,7 @@ def format_type_doc(d: dict[str, Any]) -> str:
     if not d["shape"]:
         return d["dtype"]
     dims = ",".join("?" if s is None else str(s) for s in d["shape"])
-    return f"{d['dtype']}[{dims}]"
+    return f"{d['dtype']}[{dims}]" + (" (stored transposed)" if d.get("transposed") else "")
 
 
 def encode_schema(schema: pa.Schema) -> str:

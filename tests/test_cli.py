@@ -97,8 +97,6 @@ def test_progress_on_stderr_unless_quiet(setup) -> None:  # type: ignore[no-unty
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--param", "oops"], "--param 'oops' must look like KEY=VALUE"),
-        (["--param", "size=2", "--param", "size=3"], "--param size is given twice"),
         (["--param", "size=-1"], "ValueError on input"),
         (["--level", "5", "--compression", "lz4"], "zstd only"),
         (["--input", "/nonexistent/*.jpg"], "matched no files"),

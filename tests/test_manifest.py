@@ -81,7 +81,7 @@ def _edit(m: Manifest, fn) -> bytes:  # type: ignore[no-untyped-def]
         "../x.arrow",
         "shards/../../x",
         "gs://b/x",
-        "./shards/x",
+        "./shards/../x",
         "shards//x",
         "",
         "a\\b",

@@ -174,7 +174,8 @@ def test_summarise_string_array_has_no_statistics() -> None:
 
 def test_summarise_empty_array() -> None:
     out = report.summarise_value(np.zeros((0, 4), np.float64))
-    assert out == {"dtype": "float64", "shape": [0, 4], "first": []}
+    assert out == {"dtype": "float64", "shape": [0, 4], "min": None, "max": None, "mean": None,
+                   "non_finite": 0, "first": []}  # fmt: skip
 
 
 def test_summarise_long_str_is_truncated_with_type_and_length() -> None:

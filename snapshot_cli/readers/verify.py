@@ -6,6 +6,9 @@ Arrow file, checks its schema, and decodes every record batch, comparing record 
 the manifest: what the loader will need, proved ahead of a long run. A fast check
 (``fast=True``) downloads nothing: it compares the size and, where the storage keeps one
 (GCS), the crc32c the storage reports; elsewhere it can check sizes only, and says so.
+Both also name the columns the loader refuses whatever their bytes hold (``unloadable``): a
+valid Arrow type, from another writer or an earlier snap, that snap's readers cannot hand
+back as it is meant.
 
 Threads, one shard each: crc32c and Arrow decoding release the GIL.
 """
@@ -21,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import faults, storage
+from .. import faults, storage, stored_types
 from .. import schema as schema_mod
 from ..cores import cores
 from ..errors import OutOfMemoryError, SnapError, StorageError
@@ -68,6 +71,7 @@ class VerifyReport:
     fast: bool
     seconds: float
     shards: list[ShardCheck] = field(default_factory=list)
+    unloadable: list[str] = field(default_factory=list)  # (see unloadable_columns)
 
     @property
     def damaged(self) -> list[ShardCheck]:
@@ -75,7 +79,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.damaged
+        return not self.damaged and not self.unloadable
 
     @property
     def checks(self) -> dict[str, int]:
@@ -97,6 +101,7 @@ class VerifyReport:
             ),
             "seconds": round(self.seconds, 3),
             "damaged": [{**asdict(s), "lost": s.lost} for s in self.damaged],
+            "unloadable": self.unloadable,
             "shards": [{**asdict(s), "ok": s.ok, "lost": s.lost} for s in self.shards],
         }
 
@@ -128,7 +133,25 @@ def verify(
         fewer = "check fewer shards at once (--threads, threads=)"
         faults.raise_no_thread(f"verify of {snapshot.url}", err, fewer)
         raise
-    return VerifyReport(snapshot.url, fast, time.perf_counter() - started, results)
+    seconds = time.perf_counter() - started
+    return VerifyReport(snapshot.url, fast, seconds, results, unloadable_columns(snapshot.schema))
+
+
+def unloadable_columns(schema: pa.Schema) -> list[str]:
+    """Why each column the loader refuses, whatever its shards hold, cannot be loaded, and
+    what to do: a tensor stored transposed (an Arrow ``fixed_shape_tensor`` with a
+    ``permutation``, as another writer or an earlier snap kept it). Its files are valid Arrow:
+    no shard is damaged, and deleting them would not help."""
+    return [
+        f"column {f.name!r} holds tensors stored transposed (an Arrow fixed_shape_tensor of "
+        f"shape {list(f.type.shape)} with the permutation {list(f.type.permutation)}, as another "
+        "writer or an earlier snap kept it): its shards are valid Arrow files, but the loader "
+        "refuses the column, whose axes it would give in the stored order; make the snapshot "
+        "again (snap create --overwrite stores tensors in their logical order), or read the "
+        "other columns (loader(columns=[...]), snap bench --columns)"
+        for f in schema
+        if stored_types.is_transposed(f.type)
+    ]
 
 
 def _fast_check(

@@ -41,8 +41,8 @@ def parse_params(
 ) -> dict[str, Any]:
     """``KEY=VALUE`` strings → keyword arguments of ``function`` (see the module docstring)."""
     params: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
+    for i, item in enumerate(items):
+        key, _, raw = item.partition("=")
         if not is_unicode(item):  # (bytes the locale's codec could not decode, escaped)
             named = f"{key}: its value {raw!r}" if is_unicode(key) else f"{item!r}"
             raise OptionError(
@@ -51,10 +51,8 @@ def parse_params(
                 "set a UTF-8 locale (export LANG=C.UTF-8) or PYTHONUTF8=1 and run again"
             )
         key = key.strip()
-        if not sep or not key.isidentifier():
-            raise OptionError(f"--param {item!r} must look like KEY=VALUE with KEY a Python name")
-        if key in params:
-            raise OptionError(f"--param {key} is given twice; give each parameter once")
+        if (bad := malformed(items[: i + 1])) is not None:  # (this item, or its key again)
+            raise OptionError(bad)
         wanted = None if function is None else annotated(function, key)
         if function is None or wanted is None:
             params[key] = untyped(key, raw)
@@ -63,9 +61,31 @@ def parse_params(
     return params
 
 
-def cli_params(items: tuple[str, ...], pipeline: str) -> dict[str, Any]:
+def malformed(items: Sequence[str]) -> str | None:
+    """What makes ``KEY=VALUE`` items no keyword arguments, whatever their values: an item
+    without ``=`` or whose KEY is no Python name, a KEY given twice; None if nothing does.
+    (Text the locale could not decode is :func:`parse_params`'s to explain.)"""
+    keys: set[str] = set()
+    for item in items:
+        key, sep, _ = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            return f"--param {item!r} must look like KEY=VALUE with KEY a Python name"
+        if key in keys:
+            return f"--param {key} is given twice; give each parameter once"
+        keys.add(key)
+    return None
+
+
+def cli_params(
+    items: tuple[str, ...], pipeline: str, usage: type[Exception] = OptionError
+) -> dict[str, Any]:
     """``snap create``'s ``--param`` items, read for the function the spec ``pipeline`` names
-    (imported here if any is given; create finds it in the importer's cache)."""
+    (imported here if any is given; create finds it in the importer's cache). Items that are
+    no ``KEY=VALUE`` raise ``usage`` (the CLI's usage error: exit 2), before any import."""
+    unicode = [item for item in items if is_unicode(item)]  # (the others: parse_params')
+    if (bad := malformed(unicode)) is not None:
+        raise usage(bad)
     return parse_params(items, load_function(pipeline) if items else None)
 
 

@@ -69,6 +69,7 @@ def test_head_json(snapshot: Path) -> None:
             "min": int(image(i).min()),
             "max": int(image(i).max()),
             "mean": round(float(image(i).mean()), 6),
+            "non_finite": 0,
             "first": image(i).reshape(-1)[:6].tolist(),
         }
         assert rec["tokens"]["dtype"] == "int32"
