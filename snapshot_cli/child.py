@@ -16,6 +16,7 @@ it is not on it, and only then imports snap.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import sysconfig
 from pathlib import Path
@@ -54,3 +55,50 @@ def is_stdlib(entry: str) -> bool:
               for p in (lib, os.path.join(lib, "lib-dynload"))}  # fmt: skip
     entry = os.path.normcase(os.path.abspath(entry or os.curdir))
     return entry in stdlib or entry.endswith(".zip")
+
+
+# What a child of snap killed by these signals met (they come from the kernel, or from the
+# child itself: it runs in a session of its own, out of reach of the terminal's Ctrl-C).
+THREADS_OUT = (
+    'if the messages above say "pthread_create failed" or "Resource temporarily '
+    "unavailable\", it could not start a thread (OpenBLAS, numpy's, then raises SIGINT): it "
+    "is at its thread limit (ulimit -u, a container's or a job's pids limit)"
+)
+
+
+def how_it_died(code: int) -> tuple[str, bool]:
+    """A child's exit status (``Popen.returncode``) as words, and whether they name the
+    cause: ``("was killed by SIGXCPU: it used up ...", True)``, ``("exited with code 3",
+    False)``. The CPU-time limit is this process's: a child's is inherited."""
+    if code >= 0:
+        return f"exited with code {code}", False
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"was killed by signal {-code}", False
+    soft, hard = cpu_limit()
+    if name == "SIGXCPU":
+        limit = f" ({soft:,} s: ulimit -t)" if soft is not None else " (ulimit -t)"
+        return f"was killed by SIGXCPU: it used up its CPU-time limit{limit}", True
+    if name == "SIGKILL":
+        cpu = f" or at its CPU-time limit of {hard:,} s: ulimit -t" if hard is not None else ""
+        return f"was killed by SIGKILL (out of memory?{cpu})", False
+    if name == "SIGINT":
+        return (
+            "was interrupted by a SIGINT it raised itself or got from elsewhere (not a "
+            f"Ctrl-C, which reaches snap's own process only); {THREADS_OUT}",
+            True,
+        )
+    return f"was killed by {name}", False
+
+
+def cpu_limit() -> tuple[int | None, int | None]:
+    """This process's CPU-time limit in seconds (``ulimit -t``), soft and hard; None: none."""
+    try:
+        import resource
+
+        limits = resource.getrlimit(resource.RLIMIT_CPU)
+    except (ImportError, ValueError, OSError):  # (not POSIX)
+        return None, None
+    soft, hard = (None if n == resource.RLIM_INFINITY else n for n in limits)
+    return soft, hard

@@ -14,8 +14,10 @@ from collections.abc import Iterator
 
 from fsspec import AbstractFileSystem
 
+from . import layout
 from .errors import CorruptShardError, OutOfMemoryError, SnapError, StorageError
 from .local_files import read_hint, unwritable_dir, write_hint
+from .progress import human_bytes
 from .protocols import OBJECT_STORES, is_local, protocol, to_url
 from .retry import causes, is_transient, retrying, said, status_of
 
@@ -89,6 +91,9 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
         _answer_other(fs, path, action, err)
         raise _unexpected(fs, path, action, err) from err
     except Exception as err:  # a storage library's own: botocore's, google-auth's, ...
+        if no_thread(err):  # (Arrow's pool compressing a shard's buffers, at a pids limit)
+            fewer = READ_FEWER if action.startswith(("reading", "listing", "checking")) else ""
+            raise thread_limit(f"{action} {to_url(fs, path)}", err, fewer=fewer) from err
         _answer_other(fs, path, action, err)
         raise _unexpected(fs, path, action, err) from err
 
@@ -170,8 +175,7 @@ _FAULT_HINTS = {
     errno.ENOTDIR: "a part of the path is a file, not a directory",
     errno.ELOOP: "the path has a loop of symbolic links",
     errno.ENAMETOOLONG: "the path is too long",
-    errno.EFBIG: "a file grew past what the filesystem or this process allows (FAT32 keeps "
-    "files under 4 GiB; see also ulimit -f): pass a smaller --shard-size (shard_size=), or "
+    errno.EFBIG: "a file grew past what the filesystem allows (FAT32 keeps files under 4 GiB): "
     "write to another filesystem",
 }
 
@@ -191,19 +195,59 @@ def fault(err: OSError, where: str) -> StorageError:
     hint = _FAULT_HINTS.get(err.errno or 0, "fix that, then run the same command again")
     if err.errno in (errno.EACCES, errno.EPERM) and os.path.isabs(path):
         hint = read_hint(path) or hint
+    if err.errno == errno.EFBIG:
+        hint = too_big_hint(path)
     cause = err.strerror or str(err) or type(err).__name__
     return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
 
 
-def read_failure(where: str, err: Exception, doing: str = "decoded") -> SnapError:
+def file_size_limit() -> int | None:
+    """This process's file-size limit in bytes (``ulimit -f``, RLIMIT_FSIZE), None if none."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if soft != resource.RLIM_INFINITY:
+            return soft
+    return None
+
+
+def size_limit_said(limit: int) -> str:
+    """``"this process's file-size limit (1.0 MiB: ulimit -f 1024)"``."""
+    blocks = f" {limit >> 10}" if limit % 1024 == 0 else ""  # (bash counts KiB)
+    return f"this process's file-size limit ({human_bytes(limit)}: ulimit -f{blocks})"
+
+
+def too_big_hint(path: str) -> str:
+    """What to do about EFBIG on ``path``: the process's file-size limit if it has one (a
+    lease or a task table is small: only that limit stops it), and a smaller shard size only
+    for a shard, the one file whose size an option sets."""
+    shard = f"/{layout.SHARDS_DIR}/" in path.replace(os.sep, "/")
+    limit = file_size_limit()
+    if limit is None:
+        todo = "write to another filesystem"
+        if shard:
+            todo = f"pass a smaller --shard-size (shard_size=), or {todo}"
+        return _FAULT_HINTS[errno.EFBIG].replace("write to another filesystem", todo)
+    smaller = " or pass a smaller --shard-size (shard_size=)" if shard else ""
+    return (
+        f"the file reached {size_limit_said(limit)}: raise it (ulimit -f unlimited){smaller}, "
+        "then run the same command again"
+    )
+
+
+def read_failure(
+    where: str, err: Exception, doing: str = "decoded", shuffled: bool = False
+) -> SnapError:
     """What a failed read of ``where`` (a shard, or one of its record batches) means: an OS
     error (one with an errno: EIO from a failing disk, ESTALE from NFS, EACCES...) is the
     storage's, a StorageError that says so, since the snapshot may be intact; anything else
-    is that the bytes cannot be ``doing`` (opened, decoded: a damaged shard)."""
+    is that the bytes cannot be ``doing`` (opened, decoded: a damaged shard). ``shuffled``:
+    read by a loader that shuffles (then an unshuffled pass is advice on open files)."""
     if (short := out_of_memory(where, err)) is not None:
         return short
     if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
-        return _too_many_open_files(where, err.errno)
+        return _too_many_open_files(where, err.errno, shuffled)
     if isinstance(err, OSError) and err.errno is not None:
         code = errno.errorcode.get(err.errno, str(err.errno))
         return StorageError(
@@ -314,7 +358,7 @@ def _physical_memory() -> int:
         return 1 << 62
 
 
-def _too_many_open_files(where: str, code: int) -> StorageError:
+def _too_many_open_files(where: str, code: int, shuffled: bool = False) -> StorageError:
     """Out of file descriptors: which limit, and what to change (readers/limits.py)."""
     limit = " (the system's limit: fs.file-max)" if code == errno.ENFILE else ""
     with contextlib.suppress(ImportError, ValueError, OSError):
@@ -323,10 +367,13 @@ def _too_many_open_files(where: str, code: int) -> StorageError:
         if code == errno.EMFILE:
             soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
             limit = f" (this process may have {soft:,} open; its hard limit is {hard:,})"
+    unshuffled = (
+        "; an unshuffled pass (shuffle=False) opens the fewest (a smaller shuffle_buffer does "
+        "not: small windows are read in units of up to 32 MiB)"
+    )
     return StorageError(
         f"{where} could not be opened: too many open files{limit}. The loader keeps a file "
-        "open for each shard its shuffle window reads from: raise the limit (ulimit -n "
-        "65536, or LimitNOFILE for a service), or write fewer, larger shards (snap create "
-        "--inputs-per-task); an unshuffled pass (shuffle=False) opens the fewest (a smaller "
-        "shuffle_buffer does not: small windows are read in units of up to 32 MiB)"
+        f"open for each shard its {'shuffle ' if shuffled else ''}window reads from: raise the "
+        "limit (ulimit -n 65536, or LimitNOFILE for a service), or write fewer, larger shards "
+        f"(snap create --inputs-per-task){unshuffled if shuffled else ''}"
     )

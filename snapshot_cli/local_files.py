@@ -190,3 +190,19 @@ def write_hint(directory: str, as_whom: str = "run it as {owner}") -> str:
         f"this user ({user_name(os.geteuid())}) may not write {directory} ({_who(directory)}): "
         f"{as_whom.format(owner=owner)}, or ask {owner} to {grant}"
     )
+
+
+def cwd_gone(path: str) -> str | None:
+    """Why the relative local ``path`` cannot be found if it is that the current directory
+    was deleted (``os.getcwd()`` fails: every relative path then does, said as "No such file
+    or directory" with no name), else None."""
+    if "://" in path or os.path.isabs(path):
+        return None
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return (
+            "the current directory was deleted, and this path is relative to it: cd to a "
+            "directory that exists, or give absolute paths"
+        )
+    return None

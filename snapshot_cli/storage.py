@@ -28,7 +28,7 @@ from .faults import fault as fault
 from .faults import is_fault as is_fault
 from .faults import missing_bucket_hint as missing_bucket_hint
 from .faults import out_of_memory as out_of_memory
-from .local_files import broken_link_above
+from .local_files import broken_link_above, cwd_gone
 from .local_files import local_file_problem as local_file_problem
 from .protocols import HDFS_PROTOCOLS, OBJECT_STORES, PRECONDITION_PROTOCOLS, WEBHDFS_PROTOCOLS
 from .protocols import is_local as is_local
@@ -69,6 +69,8 @@ def resolve(
     except (ImportError, ValueError) as err:
         raise OptionError(f"cannot open {url!r}: {err}") from err
     except OSError as err:  # the client itself cannot start (libhdfs, a JVM, a socket)
+        if (gone := cwd_gone(url)) is not None:
+            raise StorageError(f"cannot open {url}: {gone}") from err
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         hint = hdfs.CLIENT_HINT if url.split("://", 1)[0] in HDFS_PROTOCOLS else "check the URL"
         raise StorageError(f"cannot open {url}: {first}; {hint}") from err

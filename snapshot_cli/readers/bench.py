@@ -9,6 +9,7 @@ that speed; with 0 the consumer only counts, and the loader is measured flat out
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import time
@@ -16,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OptionError
+from .. import faults
+from ..errors import OptionError, StorageError
 from .snapshot import Snapshot
 from .stats import records_in
 from .trace import Tracer
@@ -100,9 +102,27 @@ def bench(
         "compiled": compiled_parts(),
     }
     if tracer is not None and trace:
-        tracer.write(trace)
+        try:
+            tracer.write(trace)
+        except OSError as err:
+            raise trace_fault(trace, err) from err
         doc["trace_events"] = len(tracer.events)
     return doc
+
+
+def trace_fault(trace: str, err: OSError) -> StorageError:
+    """The ``--trace`` file could not be written (after the replay): which file, why, and
+    what to do; no part of it is left (:meth:`.Tracer.write`)."""
+    code = errno.errorcode.get(err.errno or 0, "")
+    cause = f"{err.strerror or err}{f' ({code})' if code else ''}"
+    if err.errno == errno.EFBIG:
+        hint = faults.too_big_hint(trace)
+    elif err.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = "space" if err.errno == errno.ENOSPC else "some of the quota"
+        hint = f"free {what} there, or give --trace a file on another disk"
+    else:
+        hint = "give --trace another file"
+    return StorageError(f"--trace {trace}: the trace could not be written: {cause}; {hint}")
 
 
 def checked_trace(trace: str | None) -> str | None:

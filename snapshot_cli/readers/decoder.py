@@ -40,6 +40,7 @@ def spec_of(readers: ShardReaders) -> dict[str, Any]:
         "fs": readers._fs, "root": readers.root, "shards": readers.shards,
         "schema": readers.schema, "verify": readers.verify, "max_open": readers.max_open,
         "max_bytes": readers.max_bytes, "placement": readers.placement,
+        "shuffled": readers.shuffled,
         "cache": None if cache is None else (str(cache.dir), cache.limit),
     }  # fmt: skip
 
@@ -49,7 +50,7 @@ def from_spec(spec: dict[str, Any]) -> ShardReaders:
     keys = ("root", "shards", "schema", "verify", "max_open", "max_bytes")
     fs = storage.fresh_instance(spec["fs"])  # (unpickled bare: a client made as snap makes them)
     readers = ShardReaders(fs, **{k: spec[k] for k in keys}, cache=cache)
-    readers.placement = spec["placement"]
+    readers.placement, readers.shuffled = spec["placement"], spec.get("shuffled", False)
     return readers
 
 
@@ -87,6 +88,12 @@ class Decoder:
         readers.release()  # this chunk's mapped pages leave RSS (they stay in the page cache)
         return ("ok", time.process_time() - cpu, readers.bytes_read - before, self.keys())
 
+    def close(self) -> None:
+        """Close every reader set (its shard files) and drop the shared arrays' maps."""
+        while self.readers:
+            self.readers.popitem()[1][0].close()
+        self.maps.clear()
+
     def keys(self) -> list[int]:
         """The reader sets open here (every answer lists them: the loader's side follows)."""
         return list(self.readers)
@@ -123,12 +130,17 @@ class Decoder:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the loader's process
-    sock = socket.socket(fileno=int(argv[-1]))
-    try:
-        send(sock, ("ready",))
-        serve(sock, Decoder())
-    except (EOFError, ConnectionError):  # the loader's process closed the socket, or died
-        pass
+    decoder = Decoder()
+    # Closed on the way out, as are its shard files and maps (an unclosed socket was a
+    # ResourceWarning at exit, and an "Exception ignored" under PYTHONWARNINGS=error).
+    with socket.socket(fileno=int(argv[-1])) as sock:
+        try:
+            send(sock, ("ready",))
+            serve(sock, decoder)
+        except (EOFError, ConnectionError):  # the loader's process closed it, or died
+            pass
+        finally:
+            decoder.close()
     return 0
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from .. import schema as schema_mod
 from .. import storage
-from ..child import python_command
+from ..child import how_it_died, python_command
 from ..cores import cores as cpus
 from ..errors import OptionError, outside_snap
 from . import limits, shm
@@ -193,7 +193,7 @@ class Child:
         except subprocess.TimeoutExpired:  # alive, but its socket failed: stop it
             self.proc.kill()
             code = self.proc.wait()
-        return f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        return how_it_died(code)[0]
 
     def close(self) -> None:
         self.sock.close()

@@ -9,6 +9,7 @@ unmapped it: :data:`listeners` hear of each array dropped, to tell them.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import mmap
 import os
@@ -18,6 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from .. import faults
+from ..errors import OutOfMemoryError
+from ..progress import human_bytes
 
 AVAILABLE = hasattr(os, "memfd_create")
 
@@ -49,6 +54,15 @@ def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     try:
         os.ftruncate(fd, size)
         memory = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+    except OSError as err:
+        os.close(fd)
+        if err.errno == errno.EFBIG and (most := faults.file_size_limit()) is not None:
+            raise OutOfMemoryError(
+                f"the decode processes' shared memory ({human_bytes(size)} for a loader "
+                f"window's column, a file in memory) is over {faults.size_limit_said(most)}: "
+                "raise it (ulimit -f unlimited), or use processes=0"
+            ) from err
+        raise
     except BaseException:
         os.close(fd)
         raise

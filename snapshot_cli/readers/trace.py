@@ -77,5 +77,16 @@ class Tracer:
         }
 
     def write(self, path: str) -> None:
-        with open(path, "w") as f:
-            json.dump(self.to_json(), f)
+        """Write the trace to ``path`` whole or not at all: under a temporary name beside it,
+        renamed once written (a full disk or a file-size limit left a truncated trace)."""
+        folder, name = os.path.split(os.path.abspath(path))
+        part = os.path.join(folder, f".{name}.{os.getpid()}.part")
+        try:
+            # (0o666 and the umask, as open() makes files: not a temporary file's 0o600)
+            with open(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), "w") as f:
+                json.dump(self.to_json(), f)
+            os.replace(part, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+            raise

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from .. import arrays
 from .. import schema as schema_mod
+from ..errors import OutOfMemoryError
 from . import gather, memory
 from .convert import Chunks, column_to_numpy
 from .plan import inverse_permutation
@@ -164,6 +165,8 @@ class Window:
         t = schema.field(name).type
         try:
             return make((rows, *row_shape(t)), numpy_dtype(t))
+        except OutOfMemoryError:  # said already (shared memory over the file-size limit)
+            raise
         except (MemoryError, OSError) as err:
             raise memory.failed(err, what, rows * per, WINDOW_FIX) from err
 

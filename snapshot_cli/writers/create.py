@@ -104,7 +104,8 @@ def _faults_answered(fn: F) -> F:
                 raise
             raise storage.fault(err, os.fspath(output)) from err
         except RuntimeError as err:
-            faults.raise_no_thread(f"create of {output}", err, "use fewer --workers")
+            fewer = "" if options.get("workers") == 0 else "use fewer --workers"  # (0: none)
+            faults.raise_no_thread(f"create of {output}", err, fewer)
             raise
 
     return wrapper  # type: ignore[return-value]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import errors
-from ..child import python_command
+from ..child import how_it_died, python_command
 from ..errors import PipelineError
 from .task import Job, ProgressFn, TaskSpec, run_task
 from .worker import rebuild_error
@@ -104,15 +104,13 @@ class _WorkerProcess:
         self.task = task
         self._send(json.dumps({"task": task.to_json()}).encode() + b"\n")
 
-    def how_it_ended(self) -> str:
+    def how_it_ended(self) -> tuple[str, bool]:
+        """How it ended, and whether that names the cause (:func:`..child.how_it_died`)."""
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            return "stopped answering"
-        if code < 0:
-            name = signal.Signals(-code).name
-            return f"was killed by {name}{' (out of memory?)' if name == 'SIGKILL' else ''}"
-        return f"exited with code {code}"
+            return "stopped answering", False
+        return how_it_died(code)
 
     def close_input(self) -> None:
         """End its input: a worker between tasks then exits."""
@@ -196,14 +194,15 @@ class LocalExecutor(Executor):
 
 
 def _died(proc: _WorkerProcess) -> str:
-    how = proc.how_it_ended()
+    how, named = proc.how_it_ended()
     task = proc.task
     if task is None:
         return f"a worker process {how} before it could run a task; see the messages above"
     inputs = f"{task.inputs[:3]}{'...' if len(task.inputs) > 3 else ''}"
+    causes = "" if named else ": killed, out of memory, or a crash in native code"
     return (
-        f"a worker process {how} while running task {task.index} (inputs {inputs}): killed, "
-        "out of memory, or a crash in native code; run the same command again to resume"
+        f"a worker process {how} while running task {task.index} (inputs {inputs}){causes}; "
+        "run the same command again to resume"
     )
 
 

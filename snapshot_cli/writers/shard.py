@@ -187,9 +187,17 @@ class ShardRoller:
         """Drop an open shard without recording it (after an error).
 
         Nothing here may raise: the error being handled is the one the user must see. An
-        object-store upload is discarded rather than finished where the file allows it; what
-        remains of the shard is unreferenced garbage that ``snap gc`` removes.
+        object-store upload is discarded rather than finished where the file allows it; a
+        local file, written as it went, is deleted (a failed write left a truncated shard
+        until the next create or gc); what else remains of the shard is unreferenced
+        garbage that ``snap gc`` removes.
         """
         sink, self._writer, self._sink = self._sink, None, None
-        if sink is not None:
-            sink.discard()
+        if sink is None:
+            return
+        sink.discard()
+        if storage.is_local(self.fs):  # (elsewhere a call to a storage that may be failing)
+            try:
+                storage.remove(self.fs, storage.join(self.root, self._rel))
+            except Exception as err:
+                log.debug("deleting a partial shard: %s", err)

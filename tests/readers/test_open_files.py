@@ -129,3 +129,15 @@ def test_a_loader_alive_at_interpreter_exit_closes_its_files_quietly(many_shards
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert "Exception ignored" not in res.stderr, res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("shuffle", ["--shuffle", "--no-shuffle"])
+def test_only_a_shuffled_pass_is_advised_to_be_unshuffled(many_shards: str, shuffle: str) -> None:
+    res = snap_subprocess("bench", many_shards, "--batch-size", "50", shuffle,
+                          preexec_fn=limited(128, 128))  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    said = res.stderr.strip().splitlines()[-1]
+    assert "too many open files" in said and "ulimit -n" in said, said
+    shuffled = shuffle == "--shuffle"
+    assert ("an unshuffled pass (shuffle=False) opens the fewest" in said) is shuffled, said
+    assert ("its shuffle window reads from" in said) is shuffled, said

@@ -15,6 +15,7 @@ maps once snap is loaded: no such thread can start, while every batch here fits.
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import numpy as np
 import pytest
 
 import snapshot_cli as snap
+from tests.conftest import REPO
 
 CHILD = """
 import resource, sys, threading
@@ -49,8 +51,8 @@ try:
         print("report", report.ok, [d.problem for d in report.damaged][:1])
     elif op == "loader":
         print("records", sum(len(b["c0"]) for b in s.loader(batch_size=1, num_parallel_reads=1)))
-    elif op == "create":
-        print("created", snap.create(f, out + "-new", inputs=[0], workers=0).url)
+    elif op.startswith("create"):  # create0, create1: --workers 0 or 1
+        print("created", snap.create(f, out + "-new", inputs=[0], workers=int(op[-1])).url)
     elif op == "cli":
         cli(["verify", out], standalone_mode=True)
 except snap.OutOfMemoryError as err:
@@ -80,6 +82,7 @@ def _run(out: Path, op: str, python_stack: int) -> subprocess.CompletedProcess[s
     return subprocess.run(
         [sys.executable, str(out.parent / "child.py"), op, str(out), str(python_stack)],
         capture_output=True, text=True, timeout=300, preexec_fn=big_stacks,
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # (this tree's snap, not the installed)
     )  # fmt: skip
 
 
@@ -112,12 +115,16 @@ def test_a_loader_short_of_threads_says_so_or_needs_none_of_arrows(
     assert "damaged" not in said.replace("is not damaged", ""), said
 
 
-def test_create_short_of_threads_says_so_and_leaves_no_snapshot(compressed: Path) -> None:
-    res = _run(compressed, "create", 0)
+@pytest.mark.parametrize("workers", [0, 1])
+def test_create_short_of_threads_says_so_and_leaves_no_snapshot(
+    compressed: Path, workers: int
+) -> None:
+    res = _run(compressed, f"create{workers}", 0)
     said = res.stdout.strip()
     assert res.returncode == 0 and said.startswith("out of memory:"), res.stdout + res.stderr
     assert f"create of {compressed}-new: no thread could be started" in said, said
-    assert "--workers" in said, said
+    # (fewer workers is no answer where there are none: it was advised with --workers 0)
+    assert ("use fewer --workers" in said) is (workers > 0), said
     assert not (Path(f"{compressed}-new") / "manifest.json").exists()
 
 
