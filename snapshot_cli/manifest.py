@@ -326,7 +326,7 @@ class Manifest:
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ManifestError(f'{where} is not a snap manifest (no "format": "snap")')
         version = d.get("format_version")
-        if version not in READABLE_VERSIONS or isinstance(version, bool):
+        if version not in READABLE_VERSIONS or type(version) is not int:  # (not True, 3.0)
             hint = (
                 _NEWER
                 if isinstance(version, int) and version > FORMAT_VERSION

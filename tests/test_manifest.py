@@ -103,6 +103,14 @@ def test_newer_version_says_upgrade() -> None:
         Manifest.from_json(data)
 
 
+@pytest.mark.parametrize("version", [3.0, True, "3", None, 0])
+def test_a_format_version_that_is_not_one_of_the_integers_is_refused(version: object) -> None:
+    """3.0 was read as version 3 (3.0 in (1, 2, 3))."""
+    data = _edit(make_manifest(), lambda d: d.__setitem__("format_version", version))
+    with pytest.raises(ManifestError, match=r"has format_version .*damaged or not from snap"):
+        Manifest.from_json(data)
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
