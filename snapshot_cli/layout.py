@@ -1,4 +1,4 @@
-"""The on-disk layout of format v1 (DESIGN §2) in one place: every path and name snap reads or
+"""The on-disk layout (docs/format.md) in one place: every path and name snap reads or
 writes inside a snapshot comes from here (pure: strings only, nothing is touched).
 
     OUTPUT/

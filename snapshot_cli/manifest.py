@@ -1,4 +1,4 @@
-"""Format v1 manifest, the commit point of a snapshot: parse, validate, serialise, fingerprint.
+"""The manifest (format 3, docs/format.md), a snapshot's commit point: parse, check, write, hash.
 
 ``manifest.json`` is written last and atomically; readers trust only it. It lists every shard
 with its size, record counts and crc32c, the Arrow schema, and the fingerprint that decides

@@ -1,4 +1,4 @@
-"""How format v1 encodes record values as Arrow columns (pure; shared by writers and readers).
+"""How snap encodes record values as Arrow columns (pure; shared by writers and readers).
 
 =========  ====================================================  ==========================
 kind       Arrow type                                            read back as
