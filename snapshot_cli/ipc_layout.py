@@ -182,7 +182,7 @@ def column_slots(schema: pa.Schema) -> dict[str, Slot | None] | None:
         if counts is None:
             return None
         slot = None
-        if _numeric(t):
+        if _numeric(t) or pa.types.is_timestamp(t) or pa.types.is_duration(t):
             slot = Slot(node, None, buffer + 1, 1, t.bit_width // 8)
         elif pa.types.is_fixed_size_list(t) and _numeric(t.value_type):
             width = t.list_size

@@ -30,9 +30,8 @@ import cramjam
 import numpy as np
 import pyarrow as pa
 
-from .. import schema as schema_mod
 from ..ipc_layout import LZ4_FRAME, BatchLayout, Slot, column_slots
-from .window import FIXED_KINDS, numpy_dtype, row_shape
+from .window import fixed_width, numpy_dtype, row_shape
 
 try:
     from .. import _decode
@@ -61,7 +60,7 @@ class Placement:
         forms = {}
         for c in columns:
             t = schema.field(c).type
-            if schema_mod.kind(t) not in FIXED_KINDS:  # the window keeps it as Arrow data
+            if not fixed_width(t):  # the window keeps it as Arrow data
                 return None
             forms[c] = (numpy_dtype(t), row_shape(t))
         return cls({c: slots[c] for c in columns}, forms)  # type: ignore[misc]

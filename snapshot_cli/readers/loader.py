@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import schema as schema_mod
 from .. import storage
 from ..cores import cores as cpus
 from ..errors import OptionError
@@ -39,7 +38,7 @@ from .slabs import WindowPool
 from .sources import ReadSet, resolve
 from .stats import Stats, records_in
 from .trace import Tracer
-from .window import FIXED_KINDS, row_bytes
+from .window import fixed_width, row_bytes
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -183,7 +182,7 @@ class Loader(FrameworkAdapters):
         self._starting = threading.Lock()  # (two threads' iter(): one pass is the newest)
 
     def _fixed_only(self) -> bool:
-        return all(schema_mod.kind(self.schema.field(c).type) in FIXED_KINDS for c in self.columns)
+        return all(fixed_width(self.schema.field(c).type) for c in self.columns)
 
     def _make_plan(self, epoch: int) -> EpochPlan | GlobalPlan:
         return _plan(self.plan_options, self.reading, self.blocks, epoch)

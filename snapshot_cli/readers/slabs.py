@@ -33,11 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .. import schema as schema_mod
 from . import gather, shm
 from .gather import BatchPool, GatherWindow
 from .plan import inverse_permutation
-from .window import FIXED_KINDS, Window, numpy_dtype, row_shape
+from .window import Window, fixed_width, numpy_dtype, row_shape
 
 # Warn when the consumer's batches keep this many windows' worth of slabs alive, and this much.
 PINNED_WARNING, PINNED_WARNING_BYTES = 8, 1 << 30
@@ -77,7 +76,7 @@ class WindowPool:
         self.gather = gather
         types = [schema.field(c).type for c in columns]
         self.forms = {c: (numpy_dtype(t), row_shape(t)) for c, t in zip(columns, types, strict=True)
-                      if schema_mod.kind(t) in FIXED_KINDS}  # fmt: skip
+                      if fixed_width(t)}  # fmt: skip
         self.batches = BatchPool()
         self.rows = rows  # slabs are made this long at least: the ramp's small windows use
         # the start of full-size slabs, whose untouched pages cost nothing until used
