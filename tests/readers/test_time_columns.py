@@ -65,5 +65,6 @@ def test_a_null_time_another_writer_left_is_nat(tmp_path: Path) -> None:
     root = str(tmp_path / "foreign")
     names["write_snapshot"](root, [[batch]], "none")
     for kw in ({"shuffle": False}, {}):
-        got = {int(i): t for b in snap.open(root).loader(3, **kw) for i, t in zip(b["i"], b["t"])}
+        batches = list(snap.open(root).loader(3, **kw))
+        got = {int(i): t for b in batches for i, t in zip(b["i"], b["t"], strict=True)}
         assert np.isnat(got[1]) and got[0] == np.datetime64(5, "ms"), got
