@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import __version__, cli_io, cli_types, render
+from . import __version__, cli_io, cli_types, render, render_bench
 from .cli_io import answer_errors, configure_output, emit_json, exit_watch, setup_logging
 from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs, named
 from .errors import ManifestError
@@ -366,7 +366,7 @@ def bench(
     if as_json:
         emit_json(doc)
     else:
-        cli_io.echo_lines(render.bench_lines(doc))
+        cli_io.echo_lines(render_bench.bench_lines(doc))
 
 
 @cli.command()

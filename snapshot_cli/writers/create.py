@@ -61,6 +61,7 @@ class CreateInfo:
     inputs_added: int = 0  # against the last version
     inputs_removed: int = 0
     inputs_changed: int = 0
+    num_record_batches: int = 0
     dry_run: bool = False  # nothing was done: the plan only (tasks, tasks_reused, inputs_*)
 
     def to_json(self) -> dict[str, Any]:
@@ -78,15 +79,13 @@ def _info(url: str, m: Manifest | None, started: float, reused: bool, tasks: int
         num_shards=m.num_shards if m else 0,
         bytes=m.bytes if m else 0,
         uncompressed_bytes=m.uncompressed_bytes if m else 0,
-        seconds=round(time.time() - started, 3),
-        reused=reused,
-        tasks=tasks,
-        tasks_resumed=resumed,
-        run=m.run if m else "",
+        num_record_batches=m.num_record_batches if m else 0,
+        seconds=round(time.time() - started, 3), reused=reused, tasks=tasks,
+        tasks_resumed=resumed, run=m.run if m else "",
         version=(m.version if m else 0) + (1 if dry_run and not reused else 0),
         dry_run=dry_run,
         **{k: changes.get(k, 0) for k in CHANGES},
-    )
+    )  # fmt: skip
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -88,6 +88,12 @@ class TaskWriter:
         self.owned: list[bool] = []  # per pending batch: False while it may share the
         # pipeline's memory (a yielded batch is taken as it is, without a copy)
         self.pending_rows = self.pending_bytes = 0
+        self.batch_bytes: int | None = None  # a record batch's, once its columns are known
+
+    def _batch_bytes(self, columns: int) -> int:
+        if self.batch_bytes is None:  # (every item of a task has the same columns)
+            self.batch_bytes = self.options.batch_bytes_for(columns)
+        return self.batch_bytes
 
     def add(self, item: Any) -> None:
         """Add one yielded item: a record (dict) or a batch."""
@@ -100,10 +106,11 @@ class TaskWriter:
             self.records.add(item, self.schema)
             opts = self.options
             rows, size = self.records.rows, self.records.nbytes
-            if rows >= opts.batch_rows or size >= opts.batch_bytes:
+            cap = self.batch_bytes or self._batch_bytes(len(item))
+            if rows >= opts.batch_rows or size >= cap:
                 # a column of nothing but empty lists so far has no type: records are kept
                 # (up to 64 batches' worth) until a value gives it one
-                wait = rows < 64 * opts.batch_rows and size < 64 * opts.batch_bytes
+                wait = rows < 64 * opts.batch_rows and size < 64 * cap
                 if not (wait and self.records.untyped()):
                     self.flush_records()
         else:
@@ -128,11 +135,14 @@ class TaskWriter:
 
     def _drain(self, final: bool) -> None:
         opts = self.options
-        full = self.pending_rows >= opts.batch_rows or self.pending_bytes >= opts.batch_bytes
-        if not self.pending or not (full or final):
+        if not self.pending:
+            return
+        cap = self._batch_bytes(self.pending[0].num_columns)
+        full = self.pending_rows >= opts.batch_rows or self.pending_bytes >= cap
+        if not (full or final):
             return
         row_bytes = max(1, self.pending_bytes // max(1, self.pending_rows))
-        step = max(1, min(opts.batch_rows, opts.batch_bytes // row_bytes))
+        step = max(1, min(opts.batch_rows, cap // row_bytes))
         if len(self.pending) > 1 and self.pending_bytes > arrays.MAX_OFFSET:
             # merged, a column might hold more text, bytes or ragged values than one Arrow
             # array can: all but the last are written as they are, in slices

@@ -124,9 +124,10 @@ def text_list(value: Any) -> TextList | None:
         return TextList(value.tolist(), TEXTS if value.dtype.kind == "U" else BLOBS)
     if not isinstance(value, (list, tuple)) or not value:
         return None
-    if all(isinstance(v, str) for v in value):
+    first = value[0]  # (a list of numbers is told by it: no generator set up for each)
+    if isinstance(first, str) and all(isinstance(v, str) for v in value):
         return TextList([str(v) for v in value], TEXTS)  # (np.str_ as str)
-    if all(isinstance(v, bytes) for v in value):
+    if isinstance(first, bytes) and all(isinstance(v, bytes) for v in value):
         return TextList([bytes(v) for v in value], BLOBS)
     return None
 
@@ -164,6 +165,17 @@ PLAIN: dict[type, tuple[str, Any]] = {
     str: (STRING, None),
     bytes: (BINARY, None),
 }
+# ... and what a column builder takes as quickly once its column has that class and dtype:
+# numpy's scalars of the dtypes a column holds (each of one dtype, native: an item of a
+# big-endian array is native too), kept as they are, and numpy's text items, as Python's
+_NUMBERS = (np.bool_, np.byte, np.ubyte, np.short, np.ushort, np.intc, np.uintc, np.int_,
+            np.uint, np.longlong, np.ulonglong, np.half, np.single, np.double)  # fmt: skip
+FAST: dict[type, tuple[str, Any]] = {
+    **PLAIN,
+    **{k: (SCALAR, np.dtype(k)) for k in _NUMBERS if schema_mod.is_supported_dtype(np.dtype(k))},
+    np.str_: (STRING, None),
+    np.bytes_: (BINARY, None),
+}
 
 
 def normalise(value: Any, column: str) -> Any:
@@ -175,7 +187,8 @@ def normalise(value: Any, column: str) -> Any:
         texts = text_list(value)
         if texts is not None:
             return texts
-        if value and all(isinstance(v, dict) for v in value):  # COCO's annotations
+        dicts = value and isinstance(value[0], dict)
+        if dicts and all(isinstance(v, dict) for v in value):  # COCO's annotations
             raise RecordError(advice.list_of_dicts(value, column))
         try:
             array = np.asarray(value)
@@ -184,7 +197,7 @@ def normalise(value: Any, column: str) -> Any:
                 f"column {column!r} has a {type(value).__name__} numpy cannot make one array "
                 f"of ({type(err).__name__}: {err}); yield a numpy array of one dtype"
             ) from None
-        if array.dtype.kind in "fO" and _holds_big_int(value):  # (numpy rounds it to float64)
+        if _may_hold_big_int(array) and _holds_big_int(value):  # (numpy rounds it to float64)
             raise RecordError(
                 f"column {column!r} has a {type(value).__name__} holding an int outside the "
                 "int64 range, which numpy would round to a float64; give the list a dtype "
@@ -210,6 +223,20 @@ def _texts_or(value: np.ndarray) -> Any:
     """A 1-D array of text as a TextList; of other objects as it is (refused later)."""
     texts = text_list(value)
     return value if texts is None else texts
+
+
+def _may_hold_big_int(array: np.ndarray) -> bool:
+    """Whether numpy's array of a list may hold a Python int past int64 that it made a float
+    (at least 2**63 in magnitude, as any such int rounds to) or kept an object: only then is
+    a list of more than a few values scanned in Python (36 us for 512 floats, 5x numpy's
+    conversion; a few are scanned sooner than numpy's calls are made)."""
+    kind = array.dtype.kind
+    if kind == "O" or (kind == "f" and array.size <= 16):
+        return True
+    return kind == "f" and bool((np.abs(array) >= _INT64_END).any())
+
+
+_INT64_END = 2.0**63  # (exactly a float64, a float32 and a float16's inf)
 
 
 def _holds_big_int(value: list | tuple) -> bool:
