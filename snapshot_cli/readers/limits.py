@@ -53,10 +53,11 @@ def raise_open_files_limit() -> None:
 
 
 def shards_kept_open() -> int:
-    """How many local shard files one loader keeps open: an eighth of the open-files limit
-    (raised first; each holds a descriptor, and before Python 3.13 its map another), at
-    least 128. A shuffled window reads record batches of shards all over the snapshot: with
-    128 kept open, a snapshot of 256 shards reopened one for about every record batch."""
+    """How many local shard files one set of a loader's readers keeps open: a 64th of the
+    open-files limit (raised first; each holds a descriptor, and before Python 3.13 its map
+    another), at least 128 (65,536: 1,024). A window is decoded shard by shard, so more than
+    that costs an open per shard a window; an eighth made four live loaders, or a mixture of
+    four snapshots, run out of descriptors where 128 each had not."""
     raise_open_files_limit()
     try:
         import resource
@@ -64,7 +65,7 @@ def shards_kept_open() -> int:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (ImportError, ValueError, OSError):  # not a Unix
         return 128
-    return max(128, (WANTED if soft == resource.RLIM_INFINITY else soft) // 8)
+    return max(128, (WANTED if soft == resource.RLIM_INFINITY else soft) // 64)
 
 
 class Descriptor:

@@ -4,7 +4,8 @@ The loader kept 128 local shards open and decoded a window in its shuffled order
 snapshot of 256 shards (what a default create of 1,000 small inputs comes near) reopened a
 shard for about every other record batch (4,165 opens an epoch of 8,192), every epoch, at
 half the speed. Now a window is decoded shard by shard (each opened once a window), and
-a loader keeps an eighth of the open-files limit open (all of them here).
+a loader keeps a 64th of the open-files limit open, at least 128 (all 300 here where the
+limit may be 19,200 or more, as Linux's usual hard limit allows).
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ COUNT = """
 import json, resource, sys
 import snapshot_cli as snap
 from snapshot_cli.readers import blocks
-if sys.argv[2] != "-":
-    n = int(sys.argv[2])
-    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+n = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 opens = [0]
 init = blocks.BlockFile.__init__
 
@@ -70,9 +70,18 @@ def epochs(out: str, nofile: str) -> dict[str, Any]:
 
 
 def test_every_shard_stays_open_across_epochs(many: str) -> None:
-    got = epochs(many, "-")
-    assert got["complete"] and got["max_open"] == SHARDS, got
-    assert got["opens"][0] <= SHARDS and got["opens"][1] == 0, got  # each once, for good
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    wanted = 64 * SHARDS  # (what keeps all 300 open)
+    if hard != resource.RLIM_INFINITY and hard < wanted:  # a machine that allows fewer
+        wanted = hard  # (then 128 or so kept: each opened once a window, still)
+    got = epochs(many, str(wanted))
+    assert got["complete"] and got["max_open"] == min(SHARDS, max(128, wanted // 64)), got
+    if got["max_open"] == SHARDS:
+        assert got["opens"][0] <= SHARDS and got["opens"][1] == 0, got  # each once, for good
+    else:
+        assert all(n <= SHARDS * got["windows"] for n in got["opens"]), got
 
 
 def test_under_a_low_open_files_limit_each_shard_opens_once_a_window(many: str) -> None:
@@ -81,3 +90,22 @@ def test_under_a_low_open_files_limit_each_shard_opens_once_a_window(many: str) 
     got = epochs(many, "1024")
     assert got["complete"] and got["max_open"] == 128, got
     assert all(n <= SHARDS * got["windows"] for n in got["opens"]), got
+
+
+LIVE = """
+import resource, sys
+import snapshot_cli as snap
+resource.setrlimit(resource.RLIMIT_NOFILE, (2048, 2048))
+s = snap.open(sys.argv[1])
+loaders = [s.loader(64, seed=k) for k in range(4)]  # train, val, test, probe: kept alive
+print([sum(len(b["id"]) for b in loader) for loader in loaders])
+"""
+
+
+def test_four_live_loaders_fit_an_ordinary_open_files_limit(many: str) -> None:
+    """Kept open at an eighth of the limit each (a quarter in descriptors before Python
+    3.13), the fourth loader over 300 shards ran out of them under ``ulimit -n 2048``."""
+    res = subprocess.run([sys.executable, "-c", LIVE, many], capture_output=True, text=True,
+                         timeout=300, cwd=REPO)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == str([SHARDS * BATCHES * ROWS] * 4)
