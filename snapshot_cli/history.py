@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .errors import ManifestError
+from .layout import check_relative_path
 
 CHANGE_COUNTS = ("tasks_reused", "tasks_computed", "inputs_added", "inputs_removed",
                  "inputs_changed")  # fmt: skip
@@ -53,8 +54,6 @@ class History:
     @classmethod
     def from_json(cls, d: Any, where: str) -> History:
         """Raises ManifestError naming the field for anything but a valid history object."""
-        from .manifest import check_relative_path
-
         w = f"{where}: history"
         if not isinstance(d, dict):
             raise ManifestError(f"{w} must be a JSON object, got {type(d).__name__}")
@@ -132,5 +131,6 @@ def decode_tasks(data: bytes, version: int, where: str) -> list[TaskRecord]:
             raise ManifestError(f"{w}: shards must be a list of paths")
         if t["schema"] is not None and not isinstance(t["schema"], str):
             raise ManifestError(f"{w}: schema must be null or a string")
-        out.append(TaskRecord(t["key"], inputs, list(t["shards"]), t["schema"]))
+        shards = [check_relative_path(p, w) for p in t["shards"]]  # (as the manifest's)
+        out.append(TaskRecord(t["key"], inputs, shards, t["schema"]))
     return out

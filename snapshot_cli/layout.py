@@ -18,6 +18,9 @@ from __future__ import annotations
 import posixpath
 import re
 import uuid
+from typing import Any
+
+from .errors import ManifestError
 
 MANIFEST_NAME = "manifest.json"
 SHARDS_DIR = "shards"
@@ -173,3 +176,31 @@ def own_file(path: str) -> tuple[str, str] | None:
     if m is None:
         return None
     return m["root"], m["shards"] or m["runs"] or m["versions"]
+
+
+MAX_PATH = 1024  # characters in a shard path
+
+
+def check_relative_path(path: Any, where: str) -> str:
+    """``path`` (a file's in the snapshot) without its "." segments: ``./shards/a.arrow`` is
+    ``shards/a.arrow``, the one spelling readers, caches and gc compare. A ManifestError for
+    an absolute path, a URL, a ``..``, an empty segment (``a//b``: another object on GCS or
+    S3) or a backslash."""
+    parts = path.split("/") if isinstance(path, str) else [""]
+    kept = [p for p in parts if p != "."]
+    if (
+        not isinstance(path, str)
+        or len(path) > MAX_PATH
+        or "\x00" in path
+        or any(0xD800 <= ord(c) <= 0xDFFF for c in path)
+        or "\\" in path
+        or ":" in path
+        or not kept
+        or parts[-1] == "."
+        or any(p in ("", "..") for p in kept)
+    ):
+        raise ManifestError(
+            f"{where}: shard path {path!r} must be relative and stay inside the snapshot: "
+            "names joined by '/', none empty or '..' (no leading '/'), no '\\' or ':'"
+        )
+    return "/".join(kept)

@@ -19,7 +19,7 @@ from . import schema as schema_mod
 from .errors import ManifestError
 from .fingerprint import RECORDS_FORMAT, canonical_json, changed_parts, fingerprint, sha256_text
 from .history import History
-from .layout import MANIFEST_NAME
+from .layout import MANIFEST_NAME, check_relative_path
 
 FORMAT = "snap"
 # 2: per record batch crc32c (``batch_crc32c``); 3: versions (``history``, :mod:`.history`).
@@ -144,7 +144,6 @@ def _pairs(value: Any, where: str) -> tuple[tuple[int, int], ...]:
 
 MAX_INT = 1 << 53  # counts and sizes above this are no real snapshot's
 MIN_BATCH_BYTES = 64  # an Arrow IPC record batch takes at least this much of its file
-MAX_PATH = 1024  # characters in a shard path
 MAX_DEPTH = 32  # nesting of JSON values in a manifest
 _TOP_KEYS: dict[str, type] = {
     "fingerprint": str, "fingerprint_parts": dict, "pipeline": dict, "schema": dict,
@@ -203,31 +202,6 @@ def _check_document(d: dict[str, Any], where: str) -> None:
     for key, value in d["created_by"].items():
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ManifestError(f"{where}: 'created_by.{key}' must be a string")
-
-
-def check_relative_path(path: Any, where: str) -> str:
-    """``path`` (a file's in the snapshot) without its "." segments: ``./shards/a.arrow`` is
-    ``shards/a.arrow``, the one spelling readers, caches and gc compare. A ManifestError for
-    an absolute path, a URL, a ``..``, an empty segment (``a//b``: another object on GCS or
-    S3) or a backslash."""
-    parts = path.split("/") if isinstance(path, str) else [""]
-    kept = [p for p in parts if p != "."]
-    if (
-        not isinstance(path, str)
-        or len(path) > MAX_PATH
-        or "\x00" in path
-        or any(0xD800 <= ord(c) <= 0xDFFF for c in path)
-        or "\\" in path
-        or ":" in path
-        or not kept
-        or parts[-1] == "."
-        or any(p in ("", "..") for p in kept)
-    ):
-        raise ManifestError(
-            f"{where}: shard path {path!r} must be relative and stay inside the snapshot: "
-            "names joined by '/', none empty or '..' (no leading '/'), no '\\' or ':'"
-        )
-    return "/".join(kept)
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,29 @@ def test_dot_segments_name_the_same_files(made: Path, tmp_path: Path) -> None:
     assert grow(path).changes["tasks_reused"] == 3  # its task table found by its path
 
 
+def test_dot_segments_in_the_task_table_name_the_same_shards(made: Path, tmp_path: Path) -> None:
+    """The task table's shard paths were kept as spelled: with ``./`` there (as in the
+    manifest, which is read without them), a grow reused none of the tasks, without a word,
+    and ``snap inspect SHARD`` named no task."""
+    from snapshot_cli.readers.checksum import crc32c_buffer
+
+    path = copy_snapshot(made, tmp_path / "copy")
+    doc = load_manifest(path)
+    table_file = path / doc["history"]["tasks"]
+    table = json.loads(table_file.read_bytes())
+    for task in table["tasks"]:
+        task["shards"] = ["./" + p for p in task["shards"]]
+    data = json.dumps(table).encode()
+    table_file.write_bytes(data)
+    doc["history"]["tasks_crc32c"] = crc32c_buffer(data)
+    doc["shards"] = [{**e, "path": "./" + e["path"]} for e in doc["shards"]]
+    (path / "manifest.json").write_text(json.dumps(doc))
+    shard = path / snap.open(path).manifest.shards[0].path
+    code, out, _ = run("inspect", str(shard), "--json")
+    assert code == 0 and json.loads(out)["task"] is not None, out
+    assert grow(path).changes["tasks_reused"] == 3
+
+
 @pytest.mark.parametrize(
     "bad",
     ["../x.arrow", "shards/../../x.arrow", "/abs/x.arrow", "shards\\x.arrow", "shards//x.arrow",
