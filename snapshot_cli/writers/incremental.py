@@ -146,8 +146,9 @@ def said_changed(
     out = []
     for key in changed:
         text = NAMES.get(key, key)
-        if key == "code" and function and recorded.get("function") not in (None, function):
-            text += f" (another function: {recorded.get('function')} then, {function} now)"
+        then = str(recorded.get("spec") or "").rsplit(":", 1)[-1]  # (the spec's name)
+        if key == "code" and function and then and then != function:
+            text += f" (another function: {then} then, {function} now)"
         elif key == "code":
             text += (
                 " (for a function sent by value that includes the values of the globals and "

@@ -51,23 +51,32 @@ class PipelineRef:
         return getattr(self.function, "__snap_ragged__", frozenset())
 
 
-def code_hash(fn: Callable[..., Any]) -> str:
-    """sha256 of :func:`file_hash` and of the function's name: two functions of one file are
-    two pipelines (``q.py:triple`` found the snapshot of ``q.py:double`` up to date, and a
-    grow mixed their records)."""
-    return _named(file_hash(fn), fn)
+def code_hash(spec: str, fn: Callable[..., Any]) -> str:
+    """sha256 of :func:`file_hash` and of the name the spec gives the function: two functions
+    of one file are two pipelines (``q.py:triple`` found the snapshot of ``q.py:double`` up
+    to date, and a grow mixed their records). The spec's name, not ``__qualname__``: two made
+    by one factory (``scaled.<locals>.fn``), wrapped by one decorator or bound to two
+    objects (``small.run``, ``large.run``: ``Pre.run``) share a qualname."""
+    return _named(file_hash(fn), spec)
 
 
-def _named(digest: str, fn: Callable[..., Any]) -> str:
-    name = getattr(fn, "__qualname__", getattr(fn, "__name__", ""))
-    return hashlib.sha256(f"{digest}\nfunction={name}".encode()).hexdigest()
+def spec_name(spec: str) -> str:
+    """The attribute path a spec names in its module (``q.py:small.run`` → ``small.run``)."""
+    return spec.rsplit(":", 1)[-1]
+
+
+def _named(digest: str, spec: str) -> str:
+    return hashlib.sha256(f"{digest}\nfunction={spec_name(spec)}".encode()).hexdigest()
 
 
 def continued(ref: PipelineRef, made: Manifest | None) -> PipelineRef:
     """``ref`` with the code hash of the committed snapshot ``made``, if that was made before
-    the function's name counted (2026-11-30) by this function: it stays up to date, and its
-    next versions keep that hash. Another function's is other code, as it should be."""
-    if made is None or ref.by_value or made.pipeline.get("function") != ref.name:
+    the function's name counted (2026-11-30) by this function (the name its spec gives): it
+    stays up to date, and its next versions keep that hash. Another function's is other
+    code, as it should be."""
+    if made is None or ref.by_value:
+        return ref
+    if spec_name(str(made.pipeline.get("spec") or "")) != spec_name(ref.spec):
         return ref
     if made.fingerprint_parts.get("code") != ref.file_hash:
         return ref
@@ -103,7 +112,7 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     """
     if isinstance(pipeline, str):
         fn = load_function(pipeline)
-        return PipelineRef(pipeline, fn, _named(digest := file_hash(fn), fn), digest)
+        return PipelineRef(pipeline, fn, _named(digest := file_hash(fn), pipeline), digest)
     if not callable(pipeline):
         raise PipelineLoadError(
             f"pipeline must be a function or a spec string, got {pipeline!r:.100}"
@@ -111,7 +120,7 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
         )
     spec = shipping.importable_spec(pipeline)
     if spec is not None:
-        return PipelineRef(spec, pipeline, _named(digest := file_hash(pipeline), pipeline), digest)
+        return PipelineRef(spec, pipeline, _named(digest := file_hash(pipeline), spec), digest)
     return PipelineRef("", pipeline, shipping.identity(pipeline))
 
 

@@ -95,10 +95,10 @@ def layout(project: Project) -> Path:
 def test_an_edit_counts_where_the_code_reaches(project: Project, edited: str, counts: bool) -> None:
     pipe = layout(project)
     fn = load_function(f"{pipe}:preprocess")
-    before = code_hash(fn)
+    before = code_hash(f"{pipe}:preprocess", fn)
     path = project.root / f"{project.name(edited)}.py"
-    path.write_text(path.read_text() + "\n# an edit\n")
-    assert (code_hash(fn) != before) is counts  # (the digest is read again after an edit)
+    path.write_text(path.read_text() + "\n# an edit\n")  # (read again: the digest)
+    assert (code_hash(f"{pipe}:preprocess", fn) != before) is counts
     reached = set(codedeps.user_modules(fn))
     assert {project.name(m) for m in ("helper", "other", "third", "tok")} <= reached
     assert project.name("unused") not in reached and "numpy" not in reached
@@ -110,7 +110,7 @@ def test_a_self_contained_pipeline_counts_by_its_file_alone(project: Project) ->
     pipe = project.write("alone", "import numpy as np\ndef preprocess(i):\n    yield {'x': i}\n")
     fn = load_function(f"{pipe}:preprocess")
     assert file_hash(fn) == hashlib.sha256(pipe.read_bytes()).hexdigest()
-    assert code_hash(fn) != file_hash(fn)
+    assert code_hash(f"{pipe}:preprocess", fn) != file_hash(fn)
 
 
 def test_an_edited_helper_needs_overwrite_and_then_gives_the_new_records(

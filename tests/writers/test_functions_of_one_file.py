@@ -87,10 +87,10 @@ def test_a_snapshot_made_before_names_counted_stays_up_to_date(
     inputs = [str(project / f"in{i}.num") for i in (1, 2, 3)]
     out = str(project / "old")
     with monkeypatch.context() as before:
-        before.setattr(pipeline, "_named", lambda digest, fn: digest)
+        before.setattr(pipeline, "_named", lambda digest, spec: digest)
         made = snap.create(q.double, out, inputs=inputs, workers=0)
     legacy = snap.open(out).manifest.fingerprint_parts["code"]
-    assert legacy == pipeline.file_hash(q.double) != pipeline.code_hash(q.double)
+    assert legacy == pipeline.file_hash(q.double) != pipeline.code_hash("q:double", q.double)
     same = snap.create(q.double, out, inputs=inputs, workers=0)
     assert same.reused and same.fingerprint == made.fingerprint
     with pytest.raises(snap.SnapshotExistsError, match="another function"):
@@ -100,3 +100,54 @@ def test_a_snapshot_made_before_names_counted_stays_up_to_date(
     assert grown.version == 2 and grown.tasks_reused >= 1
     assert snap.open(out).manifest.fingerprint_parts["code"] == legacy
     assert values(Path(out)) == [2, 4, 6, 8]
+
+
+SHARED_QUALNAMES = """
+def scaled(k):
+    def fn(path):
+        yield {"x": k}
+    return fn
+
+double = scaled(2)
+triple = scaled(3)
+
+def logged(f):
+    def wrapper(*a, **kw):
+        return f(*a, **kw)
+    return wrapper
+
+@logged
+def halve(path):
+    yield {"x": 1}
+
+@logged
+def negate(path):
+    yield {"x": -1}
+
+class Pre:
+    def __init__(self, k):
+        self.k = k
+
+    def run(self, path):
+        yield {"x": self.k}
+
+small, large = Pre(2), Pre(3)
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("double", "triple"), ("halve", "negate"), ("small.run", "large.run")],
+)
+def test_functions_of_one_qualname_are_told_apart_by_the_spec(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    """A factory's functions (``scaled.<locals>.fn``), one decorator's wrappers
+    (``logged.<locals>.wrapper``) and two objects' methods (``Pre.run``) share a
+    ``__qualname__``: the name counted is the spec's."""
+    (tmp_path / "q.py").write_text(SHARED_QUALNAMES)
+    (tmp_path / "in1.num").write_text("1\n")
+    assert snap_create(tmp_path, f"q.py:{first}", "out").returncode == 0
+    res = snap_create(tmp_path, f"q.py:{second}", "out")
+    assert res.returncode == 1, res.stderr
+    assert f"another function: {first} then, {second} now" in res.stderr, res.stderr
