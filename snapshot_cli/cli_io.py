@@ -336,7 +336,10 @@ def route_warnings(debug: bool) -> None:
 
 def configure_output(debug: bool) -> None:
     """Before any command: paths printed as given, other libraries' logs and warnings one
-    line each."""
+    line each, no colour where ``NO_COLOR`` is set (no-color.org) or the terminal is dumb."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and (os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb"):
+        ctx.color = False
     console.print_paths_as_given()
     route_library_logs(debug)
     route_warnings(debug)

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -720,3 +721,20 @@ def test_options_that_cannot_work_are_usage_errors_by_their_option_names(
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 2 and said in res.output, res.output
     assert "cache_limit" not in res.output and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {"TERM": "dumb"}])
+def test_no_colour_where_the_user_or_the_terminal_asks_for_none(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`snap verify` on a terminal styled "ok" whatever NO_COLOR or TERM=dumb said."""
+
+    def f(i: int) -> Iterator[dict[str, int]]:
+        yield {"x": i}
+
+    out = str(tmp_path / "s")
+    snap.create(f, out, inputs=[0], workers=0)
+    styled = CliRunner().invoke(cli, ["verify", out], color=True, env={"TERM": "xterm"})
+    assert styled.exit_code == 0 and "\x1b[" in styled.stdout  # (on a terminal: styled)
+    plain = CliRunner().invoke(cli, ["verify", out], color=True, env=env)
+    assert plain.exit_code == 0 and "ok" in plain.stdout and "\x1b[" not in plain.stdout
