@@ -202,8 +202,9 @@ def _create(
             '--executor local --workers 0 (executor="local", workers=0) to run it in this process'
         )
     commit_mod.check_output(fs, root)
-    if not overwrite:  # (a snapshot made before functions' names counted keeps its hash)
-        ref = pipeline_mod.continued(ref, commit_mod.read_manifest(fs, root))
+    if not overwrite:  # (a snapshot or run made before functions' names counted: its hash)
+        made = commit_mod.read_manifest(fs, root)
+        ref = pipeline_mod.continued(ref, made, runs_mod.find_runs(fs, root) if not made else [])
     found = inputs_mod.resolve(inputs, inputs_from, storage_options, output=url)
     identity = inputs_mod.Identity(ref.code_hash, params, found)
 

@@ -69,18 +69,22 @@ def _named(digest: str, spec: str) -> str:
     return hashlib.sha256(f"{digest}\nfunction={spec_name(spec)}".encode()).hexdigest()
 
 
-def continued(ref: PipelineRef, made: Manifest | None) -> PipelineRef:
-    """``ref`` with the code hash of the committed snapshot ``made``, if that was made before
-    the function's name counted (2026-11-30) by this function (the name its spec gives): it
-    stays up to date, and its next versions keep that hash. Another function's is other
+def continued(ref: PipelineRef, made: Manifest | None, runs: list[dict[str, Any]]) -> PipelineRef:
+    """``ref`` with the code hash of the committed snapshot ``made`` (or, without one, of an
+    unfinished first run in ``runs``) if that was made before the function's name counted
+    (2026-11-30) by this function, the name its spec gives: the snapshot stays up to date,
+    the run resumes, and their next versions keep that hash. Another function's is other
     code, as it should be."""
-    if made is None or ref.by_value:
+    if ref.by_value:
         return ref
-    if spec_name(str(made.pipeline.get("spec") or "")) != spec_name(ref.spec):
-        return ref
-    if made.fingerprint_parts.get("code") != ref.file_hash:
-        return ref
-    return replace(ref, code_hash=ref.file_hash)
+    if made is not None:
+        pairs = [(made.pipeline.get("spec"), made.fingerprint_parts.get("code"))]
+    else:
+        pairs = [(r.get("pipeline"), (r.get("parts") or {}).get("code")) for r in runs]
+    mine = spec_name(ref.spec)
+    if any(spec_name(str(s or "")) == mine and c == ref.file_hash for s, c in pairs):
+        return replace(ref, code_hash=ref.file_hash)
+    return ref
 
 
 def file_hash(fn: Callable[..., Any]) -> str:

@@ -151,3 +151,44 @@ def test_functions_of_one_qualname_are_told_apart_by_the_spec(
     res = snap_create(tmp_path, f"q.py:{second}", "out")
     assert res.returncode == 1, res.stderr
     assert f"another function: {first} then, {second} now" in res.stderr, res.stderr
+
+
+FAILING = """
+import os
+from pathlib import Path
+
+def work(path):
+    if os.environ.get("FAIL") and Path(path).read_text().strip() == "5":
+        raise ValueError("a crash on input 5")
+    with open("calls.log", "a") as log:
+        log.write(Path(path).read_text())
+    yield {"x": int(Path(path).read_text())}
+"""
+
+
+def test_an_unfinished_run_begun_before_names_counted_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first create the snap before this change began and did not finish (its run keyed
+    by the file's hash alone) was computed again whole, without a word."""
+    (tmp_path / "w.py").write_text(FAILING)
+    inputs = []
+    for i in range(8):
+        (tmp_path / f"{i}.num").write_text(f"{i}\n")
+        inputs.append(str(tmp_path / f"{i}.num"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FAIL", "1")
+    spec = f"{tmp_path / 'w.py'}:work"
+    with monkeypatch.context() as before:
+        before.setattr(pipeline, "_named", lambda digest, spec: digest)
+        with pytest.raises(snap.PipelineError):
+            snap.create(spec, str(tmp_path / "out"), inputs=inputs, workers=0, inputs_per_task=1)
+    done = (tmp_path / "calls.log").read_text().split()
+    assert done == ["0", "1", "2", "3", "4"]
+    (tmp_path / "calls.log").unlink()
+    monkeypatch.delenv("FAIL")
+    info = snap.create(spec, str(tmp_path / "out"), inputs=inputs, workers=0, inputs_per_task=1)
+    assert info.tasks_resumed == 5 and info.num_records == 8
+    assert (tmp_path / "calls.log").read_text().split() == ["5", "6", "7"]
+    legacy = snap.open(str(tmp_path / "out")).manifest.fingerprint_parts["code"]
+    assert legacy == pipeline.file_hash(pipeline.resolve(spec).function)
