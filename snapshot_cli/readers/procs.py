@@ -322,8 +322,8 @@ def checked_count(n: int | None, reading: Any) -> int:
         if schema_mod.kind(t) not in FIXED_KINDS:  # (times too: fixed-width, not numbers)
             raise OptionError(
                 "processes= decodes columns of numbers and tensors only: decode processes "
-                "write them into the window's shared memory, and the window keeps any other "
-                "column (text, ragged arrays, times, ...) as Arrow data in this process; "
+                "write them into the window's shared memory, and other columns (text, ragged "
+                "arrays, times, ...) are decoded in this process; "
                 f"column {name!r} is {t}: leave it out (columns=[...]; "
                 "--columns in snap bench) or use processes=0"
             )

@@ -185,6 +185,7 @@ class Server:
         """The map's batch, and the names of the columns it returned as they were given (the
         loader's own memory, which it reuses only once let go: no check needed)."""
         started = time.perf_counter()
+        given = dict(batch)  # (before the map may add to it; the arrays kept: ids not reused)
         fn: Callable[..., Batch] = self.map  # type: ignore[assignment]
         try:
             if self.map_takes_rng:
@@ -209,7 +210,7 @@ class Server:
             raise TypeError(
                 f"map must return a dict of arrays, returned {type(out).__name__}{hint}"
             )
-        return out, frozenset(k for k, v in out.items() if batch.get(k) is v)
+        return out, frozenset(k for k, v in out.items() if given.get(k) is v)
 
     def _mapped(self, epoch: int, index: int, mapped: Mapped, nbytes: int, counts: Any) -> None:
         """Queue a batch the map returned, once it is known not to be in the memory of one it

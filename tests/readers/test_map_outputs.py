@@ -183,3 +183,19 @@ def test_a_map_cheap_then_costly_then_cheap_keeps_every_batch_in_order(tmp_path:
     for b, want in zip(got, plain, strict=True):
         assert np.array_equal(b["i"], want) and np.array_equal(b["twice"], want * 2)
     assert sorted(calls) == [int(p[0]) for p in plain]  # each batch mapped once
+
+
+def test_a_map_adding_a_refilled_column_to_the_batch_it_got_is_refused(tmp_path: Any) -> None:
+    """``b["y"] = np.multiply(b["x"], 2, out=buf); return b``: the batch dict the map got and
+    returned is the loader's, and the new column was taken for one of its own ("given", so
+    not checked): 62 of 63 kept batches were wrong, without a word."""
+    out = str(tmp_path / "s")
+    snap.create(records, out, inputs=list(range(RECORDS // 300)), workers=0)
+    buf = np.empty(64, np.int64)
+
+    def in_place(b: dict[str, Any]) -> dict[str, Any]:
+        b["y"] = np.multiply(b["i"], 2, out=buf[: len(b["i"])])
+        return b
+
+    with pytest.raises(ValueError, match="map returned column 'y' of batch"):
+        list(snap.open(out).loader(64, shuffle=False, map=in_place))
