@@ -79,6 +79,12 @@ def python_times(name: str, value: np.ndarray) -> list[Any]:
             )
         value = value.astype("M8[D]")  # (exact: a month's or a year's first day)
         unit, count = "D", 1
+    if np.isnat(value).any():  # (NaT: a null another writer left; no Python time for it)
+        raise RecordError(
+            f"column {name!r} holds a missing time (NaT, a null of another writer) in "
+            f"{int(np.isnat(value).sum())} records, and to_torch() gives times as Python's, "
+            "which have none: read it with the loader (numpy), or map it (a default time)"
+        )
     us_per_tick = float(np.array(count, f"m8[{unit}]") / np.timedelta64(1, "us"))
     ticks = value.view(np.int64).tolist()
     if us_per_tick >= 1:

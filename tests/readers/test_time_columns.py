@@ -68,3 +68,16 @@ def test_a_null_time_another_writer_left_is_nat(tmp_path: Path) -> None:
         batches = list(snap.open(root).loader(3, **kw))
         got = {int(i): t for b in batches for i, t in zip(b["i"], b["t"], strict=True)}
         assert np.isnat(got[1]) and got[0] == np.datetime64(5, "ms"), got
+
+
+def test_to_torch_says_a_null_time_is_one(tmp_path: Path) -> None:
+    """It said the column "holds a time no Python datetime holds (its values run from NaT
+    to NaT ...)"."""
+    names = run_blocks({}, 0, 3)
+    schema = pa.schema([("i", pa.int64()), ("t", pa.timestamp("ms"))])
+    batch = pa.record_batch([pa.array([0, 1, 2]), pa.array([5, None, 7], pa.timestamp("ms"))],
+                            schema=schema)  # fmt: skip
+    root = str(tmp_path / "foreign")
+    names["write_snapshot"](root, [[batch]], "none")
+    with pytest.raises(snap.RecordError, match=r"column 't' holds a missing time \(NaT"):
+        list(snap.open(root).loader(3, shuffle=False).to_torch())
