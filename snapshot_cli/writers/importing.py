@@ -27,6 +27,7 @@ from typing import Any
 
 from ..child import is_stdlib
 from ..errors import PipelineLoadError
+from ..local_files import cwd_gone
 from . import shipping
 
 _loaded: dict[str, Callable[..., Any]] = {}
@@ -246,6 +247,8 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
         spec = os.path.expanduser(head) + sep + func
     key = f"{what}|{spec}"
     target = spec.rpartition(":")[0]
+    if _is_file_target(target) and (gone := cwd_gone(target)) is not None:
+        raise PipelineLoadError(f"cannot load the {what} {spec!r}: {gone}")
     path = os.path.abspath(target) if _is_file_target(target) else None
     if key in _loaded and (path is None or _stamps.get(path) == _stamp(path)):
         return _loaded[key]

@@ -305,3 +305,24 @@ def test_relative_paths_in_a_deleted_directory_say_so(tmp_path: Path, wide: str)
         said = res.stderr.strip().splitlines()[-1]
         assert said.startswith(f"snap: error: cannot open {args[1 if args[0] != 'create' else 2]}")
         assert "the current directory was deleted" in said and "absolute paths" in said, said
+
+
+def test_a_relative_pipeline_file_in_a_deleted_directory_says_so(tmp_path: Path) -> None:
+    """``snap create prep.py:f ...`` in a deleted directory said "No such file or directory
+    (ENOENT)", naming nothing (OUTPUT and inputs said why; the pipeline's file did not)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+
+    def in_deleted_directory() -> None:
+        os.chdir(gone)
+        os.rmdir(gone)
+
+    res = subprocess.run(
+        [SNAP, "create", "prep.py:f", str(tmp_path / "out"), "--input", str(tmp_path / "x")],
+        capture_output=True, text=True, timeout=120, preexec_fn=in_deleted_directory,
+        check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    said = res.stderr.strip().splitlines()[-1]
+    assert said.startswith("snap: error: cannot load the pipeline 'prep.py:f'"), said
+    assert "the current directory was deleted" in said, said
