@@ -20,6 +20,7 @@ from ..history import TaskRecord
 from ..manifest import RECORDS_FORMAT, Manifest, canonical_json, sha256_text
 from ..progress import counted, human_bytes
 from .chunking import Chunking
+from .pipeline import spec_name
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def said_changed(
     out = []
     for key in changed:
         text = NAMES.get(key, key)
-        then = str(recorded.get("spec") or "").rsplit(":", 1)[-1]  # (the spec's name)
+        then = spec_name(str(recorded.get("spec") or ""))
         if key == "code" and function and then and then != function:
             text += f" (another function: {then} then, {function} now)"
         elif key == "code":
