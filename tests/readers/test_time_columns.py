@@ -56,14 +56,20 @@ def test_times_read_back_in_every_order_and_epoch(tmp_path: Path, codec: str) ->
             assert seen >= 3 * N, (kw, seen)
 
 
-def test_a_null_time_another_writer_left_is_nat(tmp_path: Path) -> None:
-    """snap never writes one; docs/format.md's writer can."""
+def with_a_null_time(tmp_path: Path) -> str:
+    """A snapshot of records 0, 1, 2 whose time ``t`` is null in record 1: snap never writes
+    one; docs/format.md's writer can."""
     names = run_blocks({}, 0, 3)
     schema = pa.schema([("i", pa.int64()), ("t", pa.timestamp("ms"))])
     batch = pa.record_batch([pa.array([0, 1, 2]), pa.array([5, None, 7], pa.timestamp("ms"))],
                             schema=schema)  # fmt: skip
     root = str(tmp_path / "foreign")
     names["write_snapshot"](root, [[batch]], "none")
+    return root
+
+
+def test_a_null_time_another_writer_left_is_nat(tmp_path: Path) -> None:
+    root = with_a_null_time(tmp_path)
     for kw in ({"shuffle": False}, {}):
         batches = list(snap.open(root).loader(3, **kw))
         got = {int(i): t for b in batches for i, t in zip(b["i"], b["t"], strict=True)}
@@ -73,11 +79,6 @@ def test_a_null_time_another_writer_left_is_nat(tmp_path: Path) -> None:
 def test_to_torch_says_a_null_time_is_one(tmp_path: Path) -> None:
     """It said the column "holds a time no Python datetime holds (its values run from NaT
     to NaT ...)"."""
-    names = run_blocks({}, 0, 3)
-    schema = pa.schema([("i", pa.int64()), ("t", pa.timestamp("ms"))])
-    batch = pa.record_batch([pa.array([0, 1, 2]), pa.array([5, None, 7], pa.timestamp("ms"))],
-                            schema=schema)  # fmt: skip
-    root = str(tmp_path / "foreign")
-    names["write_snapshot"](root, [[batch]], "none")
+    root = with_a_null_time(tmp_path)
     with pytest.raises(snap.RecordError, match=r"column 't' holds a missing time \(NaT"):
         list(snap.open(root).loader(3, shuffle=False).to_torch())
