@@ -39,13 +39,12 @@ import weakref
 from collections import deque
 from typing import Any
 
-from .. import schema as schema_mod
 from .. import storage
 from ..child import how_it_died, python_command
 from ..cores import cores as cpus
 from ..errors import OptionError, outside_snap
 from . import limits, shm
-from .window import FIXED_KINDS
+from .window import fixed_width
 from .wire import MAX_FDS, recv, send
 
 KEEP_READERS = 8  # reader sets a decode process keeps open (one per loader that used it)
@@ -319,11 +318,11 @@ def checked_count(n: int | None, reading: Any) -> int:
         raise OptionError("processes= needs Linux (shared memory by memfd_create); use processes=0")
     for name in reading.columns:
         t = reading.schema.field(name).type
-        if schema_mod.kind(t) not in FIXED_KINDS:  # (times too: fixed-width, not numbers)
+        if not fixed_width(t):
             raise OptionError(
-                "processes= decodes columns of numbers and tensors only: decode processes "
-                "write them into the window's shared memory, and other columns (text, ragged "
-                "arrays, times, ...) are decoded in this process; "
+                "processes= decodes columns of numbers, tensors, times and durations only: "
+                "decode processes write them into the window's shared memory, and other "
+                "columns (text, ragged arrays, ...) are decoded in this process; "
                 f"column {name!r} is {t}: leave it out (columns=[...]; "
                 "--columns in snap bench) or use processes=0"
             )

@@ -82,3 +82,28 @@ def test_to_torch_says_a_null_time_is_one(tmp_path: Path) -> None:
     root = with_a_null_time(tmp_path)
     with pytest.raises(snap.RecordError, match=r"column 't' holds a missing time \(NaT"):
         list(snap.open(root).loader(3, shuffle=False).to_torch())
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_decode_processes_read_times_as_threads_do(tmp_path: Path, codec: str) -> None:
+    """``processes=`` refused a time column ("decodes columns of numbers and tensors only"),
+    though a window holds times as arrays of fixed width, as numbers."""
+    from snapshot_cli.readers import procs
+
+    assert len(procs.pool().wait_ready(2)) == 2  # (every window below goes through them)
+    out = str(tmp_path / codec)
+    snap.create(table, out, inputs=[0, 1, 2], workers=0, compression=codec, batch_rows=500)
+    s = snap.open(out)
+    for shuffle in (True, False):
+        kw: dict[str, Any] = {"seed": 2, "shuffle": shuffle, "epochs": 2}
+        threads = [{k: v.copy() for k, v in b.items()} for b in s.loader(256, **kw)]
+        with s.loader(256, processes=2, **kw) as loader:
+            got = [{k: v.copy() for k, v in b.items()} for b in loader]
+            assert loader.stats()["stage_seconds"]["decode_process_cpu"] > 0
+        assert len(got) == len(threads)
+        for a, b in zip(threads, got, strict=True):
+            for k in a:
+                assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+    root = with_a_null_time(tmp_path)
+    got_t = [t for b in snap.open(root).loader(3, shuffle=False, processes=1) for t in b["t"]]
+    assert np.isnat(got_t[1]) and got_t[2] == np.datetime64(7, "ms"), got_t
