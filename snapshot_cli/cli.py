@@ -95,14 +95,18 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option(
     "--inputs-per-task",
     type=click.IntRange(min=1),
-    default=None,
     help="Inputs grouped into one task (default: chosen from the input count).",
 )
 @click.option(
     "--batch-rows",
     type=click.IntRange(min=1),
-    default=None,
     help="Most records per Arrow record batch (default 1024; the unit of shuffle).",
+)
+@click.option(
+    "--batch-bytes",
+    type=SIZE,
+    help="Target uncompressed bytes of a record batch (default 1MiB, more for records of "
+    "many columns).",
 )
 @click.option(
     "--overwrite",
@@ -133,6 +137,7 @@ def create(
     level: int | None,
     inputs_per_task: int | None,
     batch_rows: int | None,
+    batch_bytes: str | None,
     overwrite: bool,
     dry_run: bool,
     as_json: bool,
@@ -146,13 +151,8 @@ def create(
     from .writers.params import cli_params
 
     setup_logging(quiet)
-    cli_types.check_create_usage(inputs, inputs_from, executor, ray_address)
     program = (click.get_current_context().obj or {}).get("program")  # (not CliRunner's)
-    if program and output.startswith("memory://"):  # (it said "pass --workers 0", then lost it)
-        raise click.BadParameter("memory:// is this process's memory: a snapshot a command "
-                                 "writes there is gone when it exits; give a path or a bucket "
-                                 "(memory:// is for Python: snap.create(..., workers=0))",
-                                 param_hint="OUTPUT")  # fmt: skip
+    cli_types.check_create_usage(inputs, inputs_from, executor, ray_address, output, program)
     with cli_io.stdout_to_stderr():  # stdout is the result's: the pipeline's prints go to stderr
         info = create_snapshot(
             pipeline, output, inputs=list(inputs) or None, inputs_from=inputs_from,
@@ -160,7 +160,8 @@ def create(
             workers=workers, executor=executor, ray_address=ray_address, shard_size=shard_size,
             compression=compression, level=level, overwrite=overwrite,
             progress=not (quiet or as_json),
-            inputs_per_task=inputs_per_task, batch_rows=batch_rows, dry_run=dry_run,
+            inputs_per_task=inputs_per_task, batch_rows=batch_rows, batch_bytes=batch_bytes,
+            dry_run=dry_run,
         )  # fmt: skip
     _show(info.to_json(), render.created_lines, as_json)
 

@@ -226,9 +226,15 @@ WINDOW, MILLISECONDS, PROCESSES = Window(), Milliseconds(), Processes()
 
 
 def check_create_usage(inputs: tuple[str, ...], inputs_from: str | None, executor: str,
-                       ray_address: str | None) -> None:  # fmt: skip
+                       ray_address: str | None, output: str, program: Any) -> None:  # fmt: skip
     """Options of ``snap create`` that do not go together: a usage error (exit 2), as click's
-    own are (the library's checks said them with exit 1, some by their Python names)."""
+    own are (the library's checks said them with exit 1, some by their Python names).
+    ``program``: run as a command (not by click's CliRunner, in the caller's process)."""
+    if program and output.startswith("memory://"):  # (it said "pass --workers 0", then lost it)
+        raise click.BadParameter("memory:// is this process's memory: a snapshot a command "
+                                 "writes there is gone when it exits; give a path or a bucket "
+                                 "(memory:// is for Python: snap.create(..., workers=0))",
+                                 param_hint="OUTPUT")  # fmt: skip
     if inputs and inputs_from:
         raise click.UsageError("use either --input or --inputs-from, not both")
     if ray_address is not None and executor != "ray":  # ('' too: it was exit 1, not 2)

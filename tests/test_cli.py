@@ -397,6 +397,26 @@ def test_reuse_with_another_layout_says_so(setup) -> None:  # type: ignore[no-un
         assert code == 0 and "note:" not in stderr, (option, value)
 
 
+def test_batch_bytes_shapes_record_batches(setup) -> None:  # type: ignore[no-untyped-def]
+    """``batch_bytes=`` had no CLI option: records of many small columns or large ones could
+    not be laid out from the shell as from Python."""
+    spec, glob, tmp = setup
+    common = ("--input", glob, "--param", "size=32", "--inputs-per-task", "5", "--workers", "0")
+    small, large = str(tmp / "small"), str(tmp / "large")  # records of 1 KiB each
+    assert run("create", spec, small, *common, "--batch-bytes", "2KiB")[0] == 0
+    assert run("create", spec, large, *common)[0] == 0
+    rows = {out: [r for s in snap.open(out).shards for r, n in s.batch_rows for _ in range(n)]
+            for out in (small, large)}  # fmt: skip
+    assert max(rows[small]) <= 2 and sum(rows[small]) == 5 and rows[large] == [5]
+    code, stdout, stderr = run("create", spec, large, *common, "--batch-bytes", "1KiB")
+    assert code == 0 and stdout.startswith("up to date:")
+    assert "note: --batch-bytes shape the shards" in stderr and "--overwrite" in stderr
+    code, _, stderr = run("create", spec, large, *common, "--batch-bytes", "1MiB")
+    assert code == 0 and "note:" not in stderr
+    code, _, stderr = run("create", spec, large, *common, "--batch-bytes", "lots")
+    assert code == 2 and "--batch-bytes" in stderr
+
+
 @pytest.mark.parametrize(
     ("command", "name"),
     [

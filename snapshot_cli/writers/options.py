@@ -291,11 +291,14 @@ class CreateOptions:
         nightly create given its usual options was told so every night)."""
         chunking = m.history.chunking if m.history is not None else None
         rows = max((r for s in m.shards for r, _ in s.batch_rows), default=0)
+        cap = 2 * self.write.batch_bytes  # (a shard's record batches, on average, over it)
+        big_batches = any(s.uncompressed_bytes > cap * s.record_batches for s in m.shards)
         given = {
             "--inputs-per-task": self.write.inputs_per_task is not None
             and (chunking is None or _other_grouping(chunking, self.write.inputs_per_task)),
             "--shard-size": self.write.shard_size != WriteOptions.shard_size
             and max((s.bytes for s in m.shards), default=0) > 2 * self.write.shard_size,
             "--batch-rows": self.batch_rows is not None and rows > self.write.batch_rows,
+            "--batch-bytes": self.batch_bytes is not None and big_batches,
         }
         return [name for name, differs in given.items() if differs]
