@@ -31,6 +31,7 @@ from ..local_files import cwd_gone
 from . import shipping
 
 _loaded: dict[str, Callable[..., Any]] = {}
+_homes: dict[str, str | None] = {}  # the same key → the file of the module it was found in
 # A file imported here → its (mtime_ns, size) then: a file edited since is imported again (in
 # a notebook, `snap.create("prep.py:f", ...)` after an edit to prep.py runs the edit).
 _stamps: dict[str, tuple[int, int]] = {}
@@ -242,9 +243,7 @@ def _package_hint(err: BaseException, path: str, spec: str) -> str:
 
 def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     """Import ``spec`` and return the function it names (cached per process)."""
-    if spec.startswith("~"):  # (a shell leaves '~/prep.py:f' quoted, or after a '=')
-        head, sep, func = spec.rpartition(":")
-        spec = os.path.expanduser(head) + sep + func
+    spec = _expanded(spec)
     key = f"{what}|{spec}"
     target = spec.rpartition(":")[0]
     if _is_file_target(target) and (gone := cwd_gone(target)) is not None:
@@ -270,7 +269,20 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
             f"{what} {spec!r} is a value of type {type(obj).__name__}, not a function"
         )
     _loaded[key] = obj
+    _homes[key] = getattr(module, "__file__", None)
     return obj
+
+
+def home_file(spec: str, what: str = "pipeline") -> str | None:
+    """The source file of the module :func:`load_function` found ``spec``'s object in."""
+    return _homes.get(f"{what}|{_expanded(spec)}")
+
+
+def _expanded(spec: str) -> str:
+    if spec.startswith("~"):  # (a shell leaves '~/prep.py:f' quoted, or after a '=')
+        head, sep, func = spec.rpartition(":")
+        spec = os.path.expanduser(head) + sep + func
+    return spec
 
 
 def user_frames(err: BaseException) -> traceback.StackSummary:

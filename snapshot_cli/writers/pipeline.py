@@ -8,6 +8,7 @@ that is not importable by name is shipped by value instead (see :mod:`.shipping`
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import inspect
 import os
@@ -19,7 +20,7 @@ from ..console import named
 from ..errors import OptionError, PipelineLoadError
 from ..manifest import Manifest
 from . import codedeps, shipping
-from .importing import load_function
+from .importing import home_file, load_function
 from .input_names import as_text
 
 
@@ -87,19 +88,40 @@ def continued(ref: PipelineRef, made: Manifest | None, runs: list[dict[str, Any]
     return ref
 
 
-def file_hash(fn: Callable[..., Any]) -> str:
+def defining(fn: Any) -> Any:
+    """The function whose code says what ``fn`` does: a ``functools.partial``'s function, a
+    callable object's ``__call__``; ``fn`` itself for a function or a method."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    call = inspect.getattr_static(type(fn), "__call__", None)
+    if not (inspect.isroutine(fn) or inspect.isclass(fn)) and inspect.isfunction(call):
+        return call
+    return fn
+
+
+def file_hash(fn: Callable[..., Any], home: str | None = None) -> str:
     """sha256 of the source file that defines ``fn`` (any edit to it changes the fingerprint)
     and of the files of your other modules its code reaches (:mod:`.codedeps`); with none,
-    the file's own sha256, as before they counted."""
+    the file's own sha256, as before they counted. ``home``: the file of the module a spec
+    names ``fn`` in, also hashed where ``fn`` is made there of code defined elsewhere (a
+    partial's arguments, a callable object's settings)."""
+    code = defining(fn)
     try:
-        path = inspect.getsourcefile(inspect.unwrap(fn))
+        path = inspect.getsourcefile(inspect.unwrap(code))
     except TypeError:
         path = None
     if not path or not os.path.isfile(path):
-        raise PipelineLoadError(f"cannot find the source file of {fn!r} to fingerprint it")
+        raise PipelineLoadError(
+            f"cannot find the source file of {fn!r} to fingerprint it: a pipeline is a "
+            "Python function in a .py file (or a functools.partial of one, or an object of a "
+            "class with __call__); wrap a built-in or compiled function in one (def pipeline("
+            "x): return f(x))"
+        )
     own = codedeps.file_digest(path)
     mine = os.path.realpath(path)
-    others = sorted((m, p) for m, p in codedeps.user_modules(fn).items() if p != mine)
+    if code is not fn and home and os.path.isfile(home) and os.path.realpath(home) != mine:
+        own = hashlib.sha256(f"{own}\nmade in={codedeps.file_digest(home)}".encode()).hexdigest()
+    others = sorted((m, p) for m, p in codedeps.user_modules(code).items() if p != mine)
     if not others:
         return own
     h = hashlib.sha256(own.encode())
@@ -116,7 +138,8 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     """
     if isinstance(pipeline, str):
         fn = load_function(pipeline)
-        return PipelineRef(pipeline, fn, _named(digest := file_hash(fn), pipeline), digest)
+        digest = file_hash(fn, home_file(pipeline))
+        return PipelineRef(pipeline, fn, _named(digest, pipeline), digest)
     if not callable(pipeline):
         raise PipelineLoadError(
             f"pipeline must be a function or a spec string, got {pipeline!r:.100}"
