@@ -12,6 +12,7 @@ been superseded for longer than the retention period.
 from __future__ import annotations
 
 import operator
+import os
 import posixpath
 from typing import Any
 
@@ -111,14 +112,32 @@ def open_version(fs: Any, root: str, current: Manifest, version: int) -> Manifes
     return m
 
 
-def missing_shard(fs: Any, root: str, shard: str, url: str) -> CorruptShardError:
+def missing_shard(readers: Any, shard: str, url: str) -> CorruptShardError:
     """The error for shard ``shard`` (its path in the snapshot) not being there, with the
-    likely reason: a reader of a version since replaced whose shards ``snap gc`` removed,
-    or a damaged snapshot."""
+    likely reason: the snapshot moved, deleted or its path led elsewhere while it was read
+    (``readers``: the shard readers, their ``fs``, ``root`` and, local, the real path of
+    the root when they opened it), a reader of a version since replaced whose shards
+    ``snap gc`` removed, or a damaged snapshot."""
+    fs, root = readers.fs, readers.root
+    where = storage.to_url(fs, root)
+    opened = getattr(readers, "_real_root", None) if storage.is_local(fs) else None
+    again = "open it again where it is now (a loader reads the files it opened by their path)"
+    if opened is not None and os.path.realpath(root) != opened:  # (a link repointed)
+        return CorruptShardError(
+            f"shard {url} is missing: {where} leads to {os.path.realpath(root)} now, not to "
+            f"{opened}, where this snapshot was opened (a link repointed or a directory "
+            f"moved while it was read); {again}"
+        )
     try:
         current = read(fs, layout.manifest_path(root))
+        gone = current is None and not fs.exists(layout.manifest_path(root))
     except (OSError, SnapError):
-        current = None
+        current, gone = None, False
+    if gone:
+        return CorruptShardError(
+            f"shard {url} is missing, and so is the snapshot's manifest.json: {where} was "
+            f"moved or deleted while it was read; {again}"
+        )
     if current is not None and shard not in {s.path for s in current.shards}:
         return CorruptShardError(
             f"shard {url} is missing: it belongs to a version of the snapshot that version "

@@ -131,7 +131,7 @@ class ShardReaders:
         try:
             held = self.cache.open_if_room(self.url(i), entry.bytes, entry.crc32c, fill)
         except FileNotFoundError as err:  # (the download's: the shard is not in the store)
-            raise versions.missing_shard(self.fs, self.root, entry.path, self.url(i)) from err
+            raise versions.missing_shard(self, entry.path, self.url(i)) from err
         if held is not None:
             self._verified.add(i)  # checked against size and crc32c when the entry was filled
         return held
@@ -157,7 +157,7 @@ class ShardReaders:
                 if key is not None:
                     _verified_local.add(key)
         except FileNotFoundError as err:
-            raise versions.missing_shard(self.fs, self.root, entry.path, url) from err
+            raise versions.missing_shard(self, entry.path, url) from err
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
@@ -176,7 +176,7 @@ class ShardReaders:
             opened = BlockFile(local, entry, self.schema, url, cached=cached is not None)
             return opened
         except FileNotFoundError as err:
-            raise versions.missing_shard(self.fs, self.root, entry.path, url) from err
+            raise versions.missing_shard(self, entry.path, url) from err
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
@@ -208,7 +208,7 @@ class ShardReaders:
             check = functools.partial(self._check_layout, i)
             return self._ranged.reader(self.fs, path, entry.bytes, check)
         except FileNotFoundError as err:
-            raise versions.missing_shard(self.fs, self.root, entry.path, self.url(i)) from err
+            raise versions.missing_shard(self, entry.path, self.url(i)) from err
         except (pa.ArrowException, OSError) as err:
             if isinstance(err, SnapError):  # damaged, or the storage's answer already
                 raise
