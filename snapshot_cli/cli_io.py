@@ -25,48 +25,9 @@ import click
 from . import console
 from .errors import SnapError
 from .render import printable
+from .signals import received, termination_as_interrupt
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler preempting the job, ``kill``, a container stopped) or SIGHUP (the
-    terminal or the SSH session closed), raised in the main thread as Ctrl-C's
-    KeyboardInterrupt is: a command stops the same clean way (workers stopped, the lease let
-    go, one line) instead of dying where it stood."""
-
-    def __init__(self, signum: int = signal.SIGTERM.value) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-STOPPING = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
-received: list[int] = []  # the termination signals that arrived while a command ran
-
-
-@contextlib.contextmanager
-def termination_as_interrupt() -> Iterator[None]:
-    """Within: SIGTERM and SIGHUP raise :class:`Terminated` in the main thread (elsewhere,
-    nothing changes); the handlers before are restored after. A signal ignored before (SIGHUP
-    under ``nohup``) stays ignored."""
-
-    def raise_terminated(signum: int, frame: object) -> None:
-        received.append(signum)  # (a layer may raise a KeyboardInterrupt of its own: Ray's)
-        raise Terminated(signum)
-
-    received.clear()
-    previous = {}
-    try:
-        for sig in STOPPING:
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                previous[sig] = signal.signal(sig, raise_terminated)
-    except ValueError:  # not the main thread
-        pass
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():  # (None: one set outside Python, not restorable)
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def answer_errors(fn: F) -> F:

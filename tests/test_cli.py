@@ -99,7 +99,6 @@ def test_progress_on_stderr_unless_quiet(setup) -> None:  # type: ignore[no-unty
     ("args", "message"),
     [
         (["--param", "size=-1"], "ValueError on input"),
-        (["--level", "5", "--compression", "lz4"], "zstd only"),
         (["--input", "/nonexistent/*.jpg"], "matched no files"),
         (["--input", "--overwrite"], "(--overwrite is an option: --input took it as its value"),
     ],
@@ -607,7 +606,7 @@ def test_an_interrupt_is_one_line_that_says_to_resume_only_what_resumes(
     """Ctrl-C in any command: exit 130 and one line; "run the same command again to resume"
     only where a run resumes (`snap head` said it too). A SIGTERM (its handler raises
     Terminated where a Ctrl-C would raise KeyboardInterrupt): exit 143, "terminated"."""
-    from snapshot_cli.cli_io import Terminated
+    from snapshot_cli.signals import Terminated
     from tests.interrupts import InterruptAt, interrupted
 
     spec, glob, tmp = setup
@@ -634,7 +633,7 @@ def test_termination_signals_raise_terminated_only_within_a_command() -> None:
     import signal
     import threading
 
-    from snapshot_cli.cli_io import Terminated, termination_as_interrupt
+    from snapshot_cli.signals import Terminated, termination_as_interrupt
 
     before = signal.getsignal(signal.SIGTERM)
     hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -664,6 +663,50 @@ def test_termination_signals_raise_terminated_only_within_a_command() -> None:
     finally:
         signal.signal(signal.SIGHUP, hup)
 
+
+
+POOL_PIPELINE = """
+import multiprocessing
+
+def square(x):
+    return x * x
+
+def preprocess(item):
+    with multiprocessing.get_context("fork").Pool(2) as pool:  # (its exit: SIGTERM to each)
+        total = sum(pool.map(square, range(5)))
+    return [{"item": item, "total": total}]
+
+def items():
+    return list(range(6))
+"""
+
+
+def test_a_forked_pool_of_the_pipeline_ends_as_python_ends_it(write_pipeline, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The command's SIGTERM handler was inherited by the workers a pipeline's fork Pool
+    starts: Pool.terminate()'s SIGTERM raised Terminated in them (a traceback each) and could
+    hang the pool's exit. A forked child gets the handlers from before the command back."""
+    import signal
+
+    from snapshot_cli.signals import termination_as_interrupt
+
+    with termination_as_interrupt():
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # (the child: its SIGTERM handler as before the command)
+            os.write(write, b"1" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else b"0")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert os.read(read, 1) == b"1"
+        os.close(read)
+        os.close(write)
+    spec = write_pipeline(POOL_PIPELINE)
+    out = str(tmp_path / "s")
+    args = ["create", spec, out, "--inputs-from", spec.replace(":preprocess", ":items"),
+            "--inputs-per-task", "1", "--workers", "0", "--quiet"]  # fmt: skip
+    res = snap_subprocess(*args, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Terminated" not in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert sorted(int(t) for b in snap.open(out).loader(6) for t in b["total"]) == [30] * 6
 
 LOGGING_PIPELINE = """
 import logging
@@ -725,6 +768,10 @@ def test_a_memory_output_from_the_command_line_is_a_usage_error(tmp_path: Path) 
     [(["create", "P", "o", "--inputs-from", "P", "--level", "99"], "'--level': 99 is not in"),
      (["create", "P", "o", "--input", "x", "--inputs-from", "P"], "either --input or"),
      (["create", "P", "o", "--inputs-from", "P", "--ray-address", "x"], "--executor ray only"),
+     (["create", "P", "o", "--inputs-from", "P", "--compression", "lz4", "--level", "5"],
+      "--level applies to --compression zstd only, not to lz4"),
+     (["create", "P", "o", "--inputs-from", "P", "--compression", "NONE", "--level", "3"],
+      "--level applies to --compression zstd only, not to none"),
      (["bench", "S", "--seed", "-5"], "'--seed': -5 is not in"),
      (["bench", "S", "--cache-limit", "1GiB"], "--cache-limit needs --cache-dir"),
      (["bench", "S", "--cache-dir", "c", "--cache-limit", "10XB"], "'--cache-limit': must look")],

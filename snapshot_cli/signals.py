@@ -1,0 +1,80 @@
+"""Termination signals as interrupts while a command runs.
+
+SIGTERM (a scheduler preempting the job, ``kill``, a container stopped) and SIGHUP (the
+terminal or the SSH session closed) raise :class:`Terminated` in the main thread, as Ctrl-C
+raises KeyboardInterrupt, so a command stops the same clean way; a process forked meanwhile
+gets the handlers from before back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["Terminated", "received", "termination_as_interrupt"]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler preempting the job, ``kill``, a container stopped) or SIGHUP (the
+    terminal or the SSH session closed), raised in the main thread as Ctrl-C's
+    KeyboardInterrupt is: a command stops the same clean way (workers stopped, the lease let
+    go, one line) instead of dying where it stood."""
+
+    def __init__(self, signum: int = signal.SIGTERM.value) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+STOPPING = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+received: list[int] = []  # the termination signals that arrived while a command ran
+
+
+@contextlib.contextmanager
+def termination_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM and SIGHUP raise :class:`Terminated` in the main thread (elsewhere,
+    nothing changes); the handlers before are restored after. A signal ignored before (SIGHUP
+    under ``nohup``) stays ignored."""
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        received.append(signum)  # (a layer may raise a KeyboardInterrupt of its own: Ray's)
+        raise Terminated(signum)
+
+    received.clear()
+    previous: dict[int, Any] = {}
+    try:
+        for sig in STOPPING:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, raise_terminated)
+    except ValueError:  # not the main thread
+        pass
+    _installed.append((raise_terminated, previous))
+    try:
+        yield
+    finally:
+        _installed.remove((raise_terminated, previous))
+        _restore(raise_terminated, previous)
+
+
+# (handler, the handlers it replaced) of each command running: a process forked while one
+# runs (a multiprocessing.Pool of the pipeline's, fork start) gets the handlers before it
+# back, as Pool.terminate()'s SIGTERM must end its workers: raising Terminated there hung
+# the pool's exit and printed a traceback per worker.
+_installed: list[tuple[Any, dict[int, Any]]] = []
+
+
+def _restore(handler: Any, previous: dict[int, Any]) -> None:
+    for sig, before in previous.items():  # (None: one set outside Python, not restorable)
+        if signal.getsignal(sig) is handler:
+            signal.signal(sig, signal.SIG_DFL if before is None else before)
+
+
+def _forked() -> None:
+    while _installed:
+        _restore(*_installed.pop())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
