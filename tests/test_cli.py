@@ -664,7 +664,6 @@ def test_termination_signals_raise_terminated_only_within_a_command() -> None:
         signal.signal(signal.SIGHUP, hup)
 
 
-
 POOL_PIPELINE = """
 import multiprocessing
 
@@ -707,6 +706,7 @@ def test_a_forked_pool_of_the_pipeline_ends_as_python_ends_it(write_pipeline, tm
     assert res.returncode == 0, res.stderr
     assert "Terminated" not in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert sorted(int(t) for b in snap.open(out).loader(6) for t in b["total"]) == [30] * 6
+
 
 LOGGING_PIPELINE = """
 import logging
