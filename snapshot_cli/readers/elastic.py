@@ -17,8 +17,10 @@ resumes on another. It also serves mixtures of several snapshots (:mod:`.mix`).
    proportions (within a few records), and how many positions of a source precede ``q`` is
    counted in O(log q) arithmetic steps (:func:`floor_sum`), never by walking the epoch.
 3. **Steps.** ``T = ceil(E / G)`` global batches (steps); ``drop_last=True``: ``floor``.
-   The ``T G - E`` positions past the end wrap around to the epoch's start (fewer than
-   ``G`` records are seen twice, as with torch's DistributedSampler).
+   The ``F = T G - E`` missing records are the epoch's first ``F`` positions again (fewer
+   than ``G`` records are seen twice, as with torch's DistributedSampler), all in the last
+   global batch: in the last window, atom ``a < F`` takes ``S - 1`` consecutive positions
+   and, at the last step, position ``a``.
 4. **Windows and atoms.** Steps are grouped into windows: a ramp of small ones first (each
    twice the last), then ``window_rows // G`` steps each. Window ``k`` holds the positions
    ``[s_k G, s_{k+1} G)``, cut into ``G`` *atoms* of ``S_k = s_{k+1} - s_k`` consecutive
@@ -42,66 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .interleave import count_below, interleave_bounds, keys
 from .plan import Blocks, Segment, _rng, inverse_permutation
-
-M_BITS = 48
-M = 1 << M_BITS
-A = (int(0.6180339887498949 * M) | 1) % M  # odd: the positions of an epoch get distinct keys
-
-
-def floor_sum(n: int, m: int, a: int, b: int) -> int:
-    """``sum(floor((a*i + b) / m) for i in range(n))`` for ``n, a, b >= 0, m >= 1``, exactly,
-    in O(log m) steps (the Euclid-like reduction of AtCoder's library)."""
-    total = 0
-    while True:
-        if a >= m:
-            total += n * (n - 1) // 2 * (a // m)
-            a %= m
-        if b >= m:
-            total += n * (b // m)
-            b %= m
-        y = a * n + b
-        if y < m:
-            return total
-        n, b = divmod(y, m)
-        m, a = a, m
-
-
-def count_below(bound: int, q: int) -> int:
-    """How many positions ``p < q`` have a key ``A p mod M`` below ``bound``."""
-    if q <= 0 or bound <= 0:
-        return 0
-    if bound >= M:
-        return q
-    at_or_above = floor_sum(q, M, A, M - bound) - floor_sum(q, M, A, 0)
-    return q - at_or_above
-
-
-def keys(start: int, stop: int) -> np.ndarray:
-    """The keys ``A p mod M`` of positions ``[start, stop)`` (uint64 arithmetic wraps modulo
-    2**64, of which M is a divisor)."""
-    p = np.arange(start, stop, dtype=np.uint64)
-    return (p * np.uint64(A)) & np.uint64(M - 1)
-
-
-def interleave_bounds(counts: list[int]) -> list[int]:
-    """Key bounds ``b_0 = 0 <= b_1 <= ... <= b_m = M``: exactly ``counts[i]`` of the positions
-    ``[0, sum(counts))`` have a key in ``[b_i, b_{i+1})``."""
-    total = sum(counts)
-    if total > M:
-        raise ValueError(f"an epoch of {total} records is more than the interleave can deal")
-    bounds, below = [0], 0
-    for c in counts[:-1]:
-        below += c
-        lo, hi = bounds[-1], M  # the smallest bound with exactly `below` keys under it
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if count_below(mid, total) >= below:
-                hi = mid
-            else:
-                lo = mid + 1
-        bounds.append(lo)
-    return [*bounds, M]
 
 
 @dataclass(frozen=True)
@@ -262,38 +206,56 @@ class GlobalPlan:
         lo, hi = self.bounds[source], self.bounds[source + 1]
         return count_below(hi, q) - count_below(lo, q)
 
-    def _range(self, k: int) -> tuple[int, int]:
-        """(this rank's first position, atom length S) in window ``k``: the rank's atoms are
-        consecutive, ``batch_size`` of them, after the ``rank * batch_size`` of the ranks
-        before it."""
+    def _fill(self, k: int) -> int:
+        """Positions of window ``k`` past the epoch's end: the last global batch's fill-up
+        (fewer than ``global_batch_size``; only in the last window, without ``drop_last``)."""
+        return max(0, self.window_steps_of(k)[1] * self.options.global_batch_size - self.total)
+
+    def _atom_starts(self, k: int, atoms: np.ndarray) -> np.ndarray:
+        """Where each of ``atoms`` (window ``k``'s, by index) starts in the window's
+        positions: ``s`` consecutive positions an atom, but ``s - 1`` for the first ``fill``
+        atoms, whose last step takes a record of the fill-up instead (so it is all in the
+        last global batch, and no batch holds a record twice)."""
         a, b = self.window_steps_of(k)
-        first = a * self.options.global_batch_size + self.options.rank * self.batch_size * (b - a)
-        return first, b - a
+        return atoms * (b - a) - np.minimum(atoms, self._fill(k))
+
+    def _ranges(self, k: int) -> list[tuple[int, int]]:
+        """This rank's positions in window ``k`` as ``(start, length)`` runs: its atoms'
+        consecutive positions, then its part of the fill-up (positions from the epoch's
+        start, one per fill atom it has)."""
+        a, _ = self.window_steps_of(k)
+        r, per = self.options.rank, self.batch_size
+        lo, hi = self._atom_starts(k, np.array([r * per, (r + 1) * per])).tolist()
+        fill = min((r + 1) * per, self._fill(k)) - r * per
+        first = a * self.options.global_batch_size
+        return [(first + lo, hi - lo)] + ([(r * per, fill)] if fill > 0 else [])
 
     def layout(self, k: int) -> tuple[list[Segment], np.ndarray, np.ndarray]:
         """Window ``k`` for this rank: its segments (the records of the rank's positions,
         source by source within each stretch), each position's record index in that
         listing, and each record's source."""
-        start, s = self._range(k)
-        length = s * self.batch_size
+        ranges = self._ranges(k)
+        length = sum(n for _, n in ranges)
         segments: list[Segment] = []
         single = len(self.streams) == 1
         record = np.arange(length, dtype=np.int64) if single else np.empty(length, np.int64)
         source_of = np.zeros(length, np.int16)
         done = 0
-        while done < length:  # positions past the epoch's end wrap to its start
-            q = (start + done) % self.total
-            n = min(length - done, self.total - q)
-            if not single:
-                label = np.searchsorted(self._cuts, keys(q, q + n), side="right")
-                label = label.astype(np.int16)
-                by_source = np.argsort(label, kind="stable")  # a radix sort: O(n)
-                record[done + by_source] = np.arange(done, done + n)
-                source_of[done : done + n] = label[by_source]
-            for i, stream in enumerate(self.streams):
-                lo, hi = self.count_before(i, q), self.count_before(i, q + n)
-                segments.extend(stream.segments(lo, hi))
-            done += n
+        for start, size in ranges:
+            end = done + size
+            while done < end:  # (positions past the epoch's end wrap to its start)
+                q = (start + done - (end - size)) % self.total
+                n = min(end - done, self.total - q)
+                if not single:
+                    label = np.searchsorted(self._cuts, keys(q, q + n), side="right")
+                    label = label.astype(np.int16)
+                    by_source = np.argsort(label, kind="stable")  # a radix sort: O(n)
+                    record[done + by_source] = np.arange(done, done + n)
+                    source_of[done : done + n] = label[by_source]
+                for i, stream in enumerate(self.streams):
+                    lo, hi = self.count_before(i, q), self.count_before(i, q + n)
+                    segments.extend(stream.segments(lo, hi))
+                done += n
         return segments, record, source_of
 
     def permutation(self, k: int, record: np.ndarray | None = None) -> np.ndarray:
@@ -309,7 +271,16 @@ class GlobalPlan:
             pi = atom_permutations(o.seed, self.epoch, k, first_atom, per, s)
         else:
             pi = np.broadcast_to(np.arange(s, dtype=np.int64), (per, s))
-        where = np.arange(per, dtype=np.int64)[:, None] * s + pi  # rank positions
+        atoms = np.arange(first_atom, first_atom + per, dtype=np.int64)
+        starts = self._atom_starts(k, atoms)
+        where = (starts - starts[0])[:, None] + pi  # rank positions
+        nf = int(np.count_nonzero(atoms < self._fill(k)))  # (the rank's first atoms)
+        if nf:  # a fill atom: its s - 1 records in steps before the last, in pi's order
+            rows = pi[:nf]
+            kept = rows[rows != s - 1].reshape(nf, s - 1)
+            where[:nf, : s - 1] = (starts[:nf] - starts[0])[:, None] + kept
+            real = int(self._atom_starts(k, atoms[-1:] + 1)[0] - starts[0])
+            where[:nf, s - 1] = real + np.arange(nf)  # its fill-up record, in the last step
         order = record[where.T.reshape(-1)]  # step by step, its slice's atoms in order
         if o.shuffle and per > 1:  # neighbouring atoms are neighbouring stretches: permute
             within = atom_permutations(o.seed, self.epoch, k, a, s, per, first_atom + 1, per)

@@ -23,6 +23,9 @@ from .elastic import GlobalOptions
 # holds: the order within a rank's slice of a global batch is not a state's concern, and
 # changed on 2026-11-30 without a bump).
 ORDER_VERSION = 1
+# The global order's: 2 since 2026-11-30, its fill-up all in the last global batch (it was
+# spread over the last window's batches, and a batch could hold a record twice).
+GLOBAL_ORDER_VERSION = 2
 # Keys of a state's config that no loader option sets: they follow from the settings, the
 # data and snap's own version.
 DERIVED = ("window_rows", "first_window_rows", "order_version")
@@ -45,6 +48,7 @@ def config(o: PlanOptions | GlobalOptions, fingerprints: list[str]) -> dict[str,
             "records_per_epoch": list(o.counts),
             "global_batch_size": o.global_batch_size,
             **common,
+            "order_version": GLOBAL_ORDER_VERSION,
         }
     return {
         "fingerprint": fingerprints[0],
