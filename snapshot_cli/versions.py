@@ -78,6 +78,42 @@ def history(fs: Any, root: str, current: Manifest) -> list[Manifest]:
     return [*out, current]
 
 
+def lost(fs: Any, root: str) -> Manifest | None:
+    """For a snapshot without ``manifest.json`` (deleted, or left out of a copy): the newest
+    version ``_versions/`` keeps that was committed, or None (never committed: unfinished).
+
+    A commit writes its copy first, then ``manifest.json``, and only then removes its run's
+    directory from ``_runs/``: a copy whose run is still there is a commit being made (or
+    one that failed, which the next create resumes), not a lost one. While a commit replaces
+    ``manifest.json`` on HDFS (deleted, then renamed into place) its temporary file is there.
+    """
+    numbers = kept(fs, root)
+    if not numbers or any(layout.is_own_temporary(n) for n in storage.list_names(fs, root)):
+        return None
+    runs = set(storage.list_names(fs, layout.runs_dir(root)))
+    for k in reversed(numbers):
+        try:
+            m = read(fs, layout.version_path(root, k))
+        except ManifestError:
+            continue  # (damaged, or no copy of snap's: no version to restore)
+        if m is not None and m.version == k and m.run not in runs:
+            # (a commit that ended since manifest.json was looked for removed its run after it)
+            return None if storage.exists(fs, layout.manifest_path(root)) else m
+    return None
+
+
+def lost_error(fs: Any, root: str, m: Manifest) -> ManifestError:
+    """The error for a snapshot whose ``manifest.json`` is lost, its version ``m`` kept."""
+    url = storage.to_url(fs, root)
+    copy = storage.to_url(fs, layout.version_path(root, m.version))
+    return ManifestError(
+        f"{url} has lost its manifest.json (deleted, or left out of a copy of the snapshot), "
+        f"but its version {m.version} was committed: restore it by copying {copy} to "
+        f"{storage.to_url(fs, layout.manifest_path(root))} (then snap verify {url} checks its "
+        "shards), or make the snapshot anew with snap create --overwrite"
+    )
+
+
 def open_version(fs: Any, root: str, current: Manifest, version: int) -> Manifest:
     """Version ``version`` of the snapshot whose current manifest is ``current``.
 

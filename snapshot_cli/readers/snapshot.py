@@ -275,29 +275,31 @@ def open(
     except FileNotFoundError as err:
         if not storage.is_local(fs) and storage.isfile(fs, root):  # (one more call, if missing)
             return open(storage.to_url(fs, _directory_of(fs, root)), storage_options, version)
-        if (given := _shard_given(fs, root)) is not None:  # a shard that is missing
-            raise given from err
-        if _writer_was_here(fs, root):
-            raise ManifestError(
-                f"{storage.to_url(fs, root)} is an unfinished snapshot (no manifest.json yet): "
-                "a snap create is writing it, or was interrupted; snap inspect says which "
-                "(and who is writing); once a create commits it, it can be read"
-            ) from err
-        raise ManifestError(
-            f"{storage.to_url(fs, root)} is not a snapshot (no manifest.json)"
-            f"{storage.missing_bucket_hint(fs, root)}{_inside_snapshot(fs, root)}"
-            f"{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
-        ) from err
+        raise _no_manifest(fs, root) from err
     current = Manifest.from_json(data, where=storage.to_url(fs, path))
     if version is not None:
         current = versions_mod.open_version(fs, root, current, version)
     return Snapshot(fs, root, current)
 
 
-def _writer_was_here(fs: Any, root: str) -> bool:
-    """Whether ``_runs/`` holds a lease or a run (empty: a create that failed at once)."""
-    names = storage.list_names(fs, storage.join(root, RUNS_DIR))
-    return any(layout.lease_epoch(n) is not None or layout.is_own_run(n) for n in names)
+def _no_manifest(fs: Any, root: str) -> ManifestError:
+    """Why ``root`` has no manifest.json: a shard given, a lost one, a create's, no snapshot."""
+    if (given := _shard_given(fs, root)) is not None:  # a shard that is missing
+        return given
+    if (kept := versions_mod.lost(fs, root)) is not None:  # (deleted, or left out of a copy)
+        return versions_mod.lost_error(fs, root, kept)
+    url, runs = storage.to_url(fs, root), storage.list_names(fs, storage.join(root, RUNS_DIR))
+    if any(layout.lease_epoch(n) is not None or layout.is_own_run(n) for n in runs):
+        return ManifestError(  # (an empty _runs/: a create that failed at once)
+            f"{url} is an unfinished snapshot (no manifest.json yet): a snap create is writing "
+            "it, or was interrupted; snap inspect says which (and who is writing); once a "
+            "create commits it, it can be read"
+        )
+    there = "is not a snapshot (no manifest.json)" if storage.exists(fs, root) else ""
+    return ManifestError(
+        f"{url} {there or 'does not exist: check the path'}{storage.missing_bucket_hint(fs, root)}"
+        f"{_inside_snapshot(fs, root)}{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
+    )
 
 
 def _inside_snapshot(fs: Any, root: str) -> str:

@@ -31,8 +31,23 @@ from ..progress import counted
 log = logging.getLogger(__name__)
 
 
-def read_manifest(fs: AbstractFileSystem, root: str) -> Manifest | None:
-    """The committed manifest, or None if the snapshot was never committed."""
+def read_manifest(fs: AbstractFileSystem, root: str, lost_ok: bool = False) -> Manifest | None:
+    """The committed manifest, or None if the snapshot was never committed.
+
+    Raises:
+        ManifestError: damaged; or ``manifest.json`` is lost while ``_versions/`` keeps a
+            committed version (:func:`versions.lost`), saying how to restore it. With
+            ``lost_ok`` that version is returned instead (an ``--overwrite`` follows it).
+    """
+    if (m := _current(fs, root)) is not None or (kept := versions.lost(fs, root)) is None:
+        return m
+    if lost_ok:
+        return kept
+    raise versions.lost_error(fs, root, kept)
+
+
+def _current(fs: AbstractFileSystem, root: str) -> Manifest | None:
+    """``manifest.json``, or None where there is none."""
     path = storage.join(root, MANIFEST_NAME)
     try:
         data = storage.read_own(fs, root, path)
@@ -247,14 +262,15 @@ def commit(
         if storage.create_exclusive(fs, path, manifest.to_json()):
             _synced(fs, root)
             return
-        now = read_manifest(fs, root)
+        now = _current(fs, root)
         if now is not None and (now.fingerprint, now.run) == (manifest.fingerprint, manifest.run):
             return  # our own PUT landed and its retry hit the precondition
         raise SnapshotExistsError(
             f"another writer committed {url} meanwhile; nothing of this run was committed "
             "(run snap create again to reuse or --overwrite it)"
         )
-    now = read_manifest(fs, root)
+    now = _current(fs, root)
+    # (none: a lost manifest.json, whose version --overwrite follows)
     if now is not None and (now.fingerprint, now.run) != (replaces.fingerprint, replaces.run):
         raise SnapshotExistsError(
             f"{url} was replaced by another writer meanwhile; nothing of this run was committed"
@@ -288,7 +304,8 @@ def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) 
     the create: it is logged as a warning, and ``snap gc`` removes the rest later.
     """
     try:
-        runs = [n for n in storage.list_names(fs, layout.runs_dir(root)) if layout.is_run_name(n)]
+        # (snap's run ids only, as gc: other files and folders in _runs/ are not snap's)
+        runs = [n for n in storage.list_names(fs, layout.runs_dir(root)) if layout.is_own_run(n)]
         current = {s.path for s in manifest.shards}
         shards_dir = storage.join(root, SHARDS_DIR)
         # What a run still in _runs/ wrote and this version does not name: a dead writer's

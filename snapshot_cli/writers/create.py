@@ -224,7 +224,7 @@ def _create(
     def reusable() -> Manifest | None:
         """The committed snapshot if it is up to date; None if there is none, or if only
         its inputs changed (an incremental create); else SnapshotExistsError."""
-        m = commit_mod.read_manifest(fs, root)
+        m = commit_mod.read_manifest(fs, root, lost_ok=overwrite)  # (lost: refused)
         if m is None or overwrite:
             return None
         stat = inputs_mod.recorded_stat(m.pipeline)
@@ -295,7 +295,7 @@ def _create(
         return planned
 
     if how.dry_run:
-        previous = commit_mod.read_manifest(fs, root)
+        previous = commit_mod.read_manifest(fs, root, lost_ok=overwrite)
         planned = plan_against(previous)
         return _info(url, previous, started, False, len(planned.tasks), planned=planned,
                      dry_run=True)  # fmt: skip
@@ -311,7 +311,7 @@ def _create(
     try:
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
-        previous = commit_mod.read_manifest(fs, root)  # the version this one follows, or None
+        previous = commit_mod.read_manifest(fs, root, lost_ok=overwrite)  # followed, or None
         options = grown_layout(options, last := None if overwrite else previous)  # (to grow)
         found.records(incremental.known_contents(table_of(previous)))
         run, ranges, options, (fp, parts), chunking = runs_mod.start_or_resume(

@@ -14,7 +14,10 @@ what belongs to other, dead runs; a writer that has not yet chosen its run keeps
 A live writer also keeps the files of the version it is about to commit (``_versions/`` files
 newer than the committed version: its task table is written before its commit) and the
 temporary files of its manifest's atomic write. Shards of the current version are never
-touched.
+touched. Without ``manifest.json``, nothing a copy in ``_versions/`` references goes: a
+snapshot whose manifest was lost (deleted, or left out of a copy) while ``_versions/`` keeps a
+committed version is refused, saying how to restore it; a first commit being made or cut
+short keeps its run and shards.
 """
 
 from __future__ import annotations
@@ -121,10 +124,10 @@ def find_garbage(
 ) -> tuple[list[Garbage], list[str]]:
     """What gc would remove given the live writer's run and the retention period, and the
     runs it keeps."""
-    manifest = commit_mod.read_manifest(fs, root)  # ManifestError if damaged: stop there
+    manifest = commit_mod.read_manifest(fs, root)  # ManifestError if damaged or lost: stop
     now = time.time() if now is None else now
     keep_all = writer_live and live_run is None
-    referenced: set[str] = set()
+    referenced, copied = _uncommitted_copies(fs, root) if manifest is None else (set(), set())
     retired: dict[str, str] = {}  # shard → why it goes
     kept_tables: set[str] = set()
     garbage: list[Garbage] = []
@@ -153,7 +156,7 @@ def find_garbage(
     # lease files and the dot-named temporaries of atomic writes are not runs; a name snap
     # never gives is no garbage of snap's (a folder gc was pointed at by mistake)
     run_names = [n for n in runs if layout.is_own_run(n)]
-    kept = sorted(n for n in run_names if keep_all or n == live_run)
+    kept = sorted(n for n in run_names if keep_all or n == live_run or n in copied)
     garbage += [
         Garbage(f"{RUNS_DIR}/{name}", "run", runs[name], "state of a dead run")
         for name in sorted(run_names)
@@ -205,7 +208,7 @@ def _gc(
     fs, root = storage.resolve(url, storage_options)
     report = GcReport(storage.to_url(fs, root), dry_run)
     if not storage.exists(fs, root):
-        raise ManifestError(f"{report.url} does not exist")
+        raise ManifestError(f"{report.url} does not exist: check the path")
     if storage.isfile(fs, root):  # (listing a file lists the file: manifest.json looked right)
         raise ManifestError(
             f"{report.url} is a file, not a snapshot: give the snapshot's directory "
@@ -245,6 +248,15 @@ def _gc(
         if held is not None:
             held.release()
     return report
+
+
+def _uncommitted_copies(fs: AbstractFileSystem, root: str) -> tuple[set[str], set[str]]:
+    """For a snapshot never committed: the shards and runs of the copies in ``_versions/``
+    (a first commit being made, or cut short between its copy and ``manifest.json``: the
+    same create commits it), kept, as what any kept version references is."""
+    copies = [versions.read(fs, layout.version_path(root, k)) for k in versions.kept(fs, root)]
+    shards = {s.path for m in copies if m is not None for s in m.shards}
+    return shards, {m.run for m in copies if m is not None}
 
 
 def _check_own_copy(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:

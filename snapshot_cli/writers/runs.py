@@ -11,7 +11,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import layout, storage
+from .. import layout, storage, versions
 from ..errors import StorageError
 from ..local_files import denies_write, owner_of, write_hint
 from . import inputs as inputs_mod
@@ -98,11 +98,14 @@ def refuse_unwritable(fs: AbstractFileSystem, root: str, run: str | None) -> Non
 def unfinished_state(url: str) -> dict[str, Any] | None:
     """State of an unfinished snapshot (no manifest, but writer state), or None.
 
-    None too when a manifest.json exists: a damaged manifest is reported as such, never
-    hidden behind the state of the runs that wrote it.
+    None too when a manifest.json exists, or is lost while ``_versions/`` keeps a committed
+    version: a damaged or lost manifest is reported as such, never hidden behind the state of
+    the runs that wrote it.
     """
     fs, root = storage.resolve(url)
     if storage.exists(fs, layout.manifest_path(root)) or storage.isfile(fs, root):
+        return None
+    if versions.lost(fs, root) is not None:
         return None
     runs = find_runs(fs, root)
     holder = lease.current(fs, root)

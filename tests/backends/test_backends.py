@@ -190,7 +190,7 @@ def test_create_inspect_verify_replay_head_gc(backend: Backend, pipeline: str, i
 def test_a_real_process_reports_a_missing_snapshot(backend: Backend) -> None:
     url = backend.url("nothing-here")
     proc = snap_subprocess("inspect", url)
-    assert_reported(proc, url, "not a snapshot")
+    assert_reported(proc, url, "does not exist: check the path")
 
 
 @pytest.mark.parametrize("backend", ["memory"], indirect=True)
@@ -500,7 +500,7 @@ def test_missing_bucket_is_a_clear_error(backend: Backend, pipeline: str, inputs
 
     missing = backend.url("missing")
     started = time.monotonic()
-    assert_reported(invoke("inspect", missing), missing, "not a snapshot")
+    assert_reported(invoke("inspect", missing), missing, "does not exist: check the path")
     assert time.monotonic() - started < 5
     # inputs in a bucket that does not exist: said of the pattern (gcsfs's glob raised
     # FileNotFoundError, reported as "<OUTPUT>: b/<bucket>/o")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,7 @@ def test_a_fifo_among_a_snapshots_files_is_not_opened(tmp_path: Path, where: str
     s = made(tmp_path / "s", overwrite=1)
     if where == "run.json":  # (an unfinished snapshot's run state)
         (s / "manifest.json").unlink()
+        shutil.rmtree(s / "_versions")  # (kept, they made it a lost manifest, not unfinished)
         run = s / "_runs" / "0123abcdef"
         run.mkdir(parents=True)
         where = "_runs/0123abcdef/run.json"
@@ -164,6 +166,7 @@ def test_no_control_character_of_a_snapshots_metadata_reaches_the_terminal(
     evil = "x" + "".join(CONTROLS[1:]) + "\x1b]52;c;ZWNobyBoaQ==\x07y"  # (a NUL is refused)
     if key == "host":  # (an unfinished snapshot's writer)
         (s / "manifest.json").unlink()
+        shutil.rmtree(s / "_versions")  # (kept, they made it a lost manifest, not unfinished)
         lease = s / "_runs" / "lease-00000009.json"
         lease.write_text(json.dumps({"host": evil, "pid": 1, "heartbeat": 0.0}))
         args = ["inspect", str(s)]

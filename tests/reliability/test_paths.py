@@ -118,6 +118,6 @@ def test_a_path_that_is_not_utf8_is_shown_alike_on_stdout_and_stderr(
     made, again, wrong = said
     assert again.stdout.startswith(b"up to date: " + out + b" ")
     assert b"snap: snapshot " + out + b" is up to date" in again.stderr
-    assert wrong.stderr.startswith(b"snap: error: " + out + b"x is not a snapshot")
+    assert wrong.stderr.startswith(b"snap: error: " + out + b"x does not exist: check the path")
     for stream in (made.stdout, made.stderr, again.stdout, again.stderr, wrong.stderr):
         assert out in stream and b"\\udc" not in stream and b"/o?" not in stream, stream

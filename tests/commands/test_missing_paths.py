@@ -1,0 +1,45 @@
+"""A path that does not exist is said to be one: ``inspect``, ``verify``, ``head``, ``bench``
+and ``snap.open`` said "<path> is not a snapshot (no manifest.json)", locally and on remote
+storage, where only ``gc`` said "<path> does not exist". A directory without a manifest keeps
+its message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import snapshot_cli as snap
+from tests.backends.conftest import Backend, backend, gcs_server, s3_server  # noqa: F401
+from tests.commands.conftest import run
+
+COMMANDS = ["inspect", "verify", "head", "bench", "gc"]
+
+
+@pytest.mark.parametrize("backend", ["local", "memory", "gcs", "s3"], indirect=True)
+def test_a_path_that_does_not_exist_says_so(backend: Backend) -> None:  # noqa: F811
+    url = backend.url("no-such-snapshot")
+    for command in COMMANDS:
+        for extra in ([], ["--json"]):
+            code, stdout, stderr = run(command, url, *extra)
+            assert code == 1 and stdout == "", (command, stdout)
+            assert stderr == f"snap: error: {url} does not exist: check the path\n", stderr
+    with pytest.raises(snap.ManifestError, match=r"does not exist: check the path$"):
+        snap.open(url)
+
+
+def test_a_bucket_that_does_not_exist_says_so_too(gcs_server: object) -> None:  # noqa: F811
+    url = "gs://no-such-bucket-of-snap/snap"
+    code, _, stderr = run("inspect", url)
+    assert code == 1
+    assert stderr.strip() == (
+        f"snap: error: {url} does not exist: check the path; the bucket "
+        "'no-such-bucket-of-snap' does not exist"
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS[:4])
+def test_a_directory_without_a_manifest_is_still_no_snapshot(tmp_path: Path, command: str) -> None:
+    code, _, stderr = run(command, str(tmp_path))
+    assert code == 1
+    assert stderr == f"snap: error: {tmp_path} is not a snapshot (no manifest.json)\n", stderr
