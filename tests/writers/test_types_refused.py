@@ -501,15 +501,9 @@ def test_narrow_integers_are_told_to_widen_to_an_integer(
 
 
 @pytest.mark.parametrize("unit", ["M8[ms]", "m8[us]"])
-def test_processes_says_why_a_time_column_is_not_decoded_in_processes(
-    tmp_path: Path, unit: str
-) -> None:
+def test_decode_processes_read_a_time_column(tmp_path: Path, unit: str) -> None:
+    """A time was refused with processes= (2026-11-30: decoded there, as numbers are)."""
     out = write(tmp_path, *({"t": np.array(i, unit), "x": i} for i in range(4)))
-    with pytest.raises(snap.OptionError) as err:
-        snap.open(out).loader(2, processes=1)
-    message = str(err.value)
-    assert "fixed-width" not in message  # (a time is fixed-width: that was not the reason)
-    assert "numbers and tensors only" in message and "times" in message
-    assert "column 't' is " in message and "columns=[...]" in message
-    with snap.open(out).loader(2, processes=1, columns=["x"]) as loader:
-        assert sorted(int(i) for b in loader for i in b["x"]) == [0, 1, 2, 3]
+    with snap.open(out).loader(2, processes=1, shuffle=False) as loader:
+        got = [(int(x), t) for b in loader for x, t in zip(b["x"], b["t"], strict=True)]
+    assert got == [(i, np.array(i, unit)) for i in range(4)]
