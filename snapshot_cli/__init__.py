@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from .manifest import FORMAT_VERSION, Manifest, ShardEntry
     from .readers.loader import Loader
     from .readers.mix import Mixture, mix
-    from .readers.snapshot import Snapshot, open
+    from .readers.snapshot import Snapshot
+    from .readers.snapshot import open as open  # (public, though not in __all__: below)
     from .writers.convert import Batch, ragged
     from .writers.create import CreateInfo, create
 
@@ -97,6 +98,9 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
 
+# What ``from snapshot_cli import *`` binds. ``open`` is public (``snap.open``) but left out:
+# starred, it replaced the built-in ``open`` in the importing module, whose ``open("a.csv")``
+# then said the file is not a snapshot. No other name here is a built-in's.
 __all__ = [
     "FORMAT_VERSION",
     "Batch",
@@ -121,7 +125,6 @@ __all__ = [
     "__version__",
     "create",
     "mix",
-    "open",
     "ragged",
     "snapshot",
 ]

@@ -225,11 +225,29 @@ AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Colu
 WINDOW, MILLISECONDS, PROCESSES = Window(), Milliseconds(), Processes()
 
 
-def check_create_usage(inputs: tuple[str, ...], inputs_from: str | None, executor: str,
-                       ray_address: str | None, output: str, program: Any) -> None:  # fmt: skip
+def check_create_usage(
+    inputs: tuple[str, ...],
+    inputs_from: str | None,
+    executor: str,
+    ray_address: str | None,
+    output: str,
+    program: Any,
+    compression: str | None = None,
+    level: int | None = None,
+) -> None:
     """Options of ``snap create`` that do not go together: a usage error (exit 2), as click's
     own are (the library's checks said them with exit 1, some by their Python names).
-    ``program``: run as a command (not by click's CliRunner, in the caller's process)."""
+    ``program``: run as a command (not by click's CliRunner, in the caller's process).
+    ``compression``, ``level``: None takes the running command's own (click's context)."""
+    given = click.get_current_context(silent=True)
+    params = given.params if given is not None else {}
+    compression = params.get("compression") if compression is None else compression
+    level = params.get("level") if level is None else level
+    if level is not None and str(compression or "zstd").lower() != "zstd":
+        raise click.UsageError(
+            f"--level applies to --compression zstd only, not to {str(compression).lower()}: "
+            "leave --level out (lz4 and none have no levels here), or use --compression zstd"
+        )
     if program and output.startswith("memory://"):  # (it said "pass --workers 0", then lost it)
         raise click.BadParameter("memory:// is this process's memory: a snapshot a command "
                                  "writes there is gone when it exits; give a path or a bucket "

@@ -8,7 +8,9 @@ import os
 from collections.abc import Callable
 from typing import Any, ParamSpec
 
+from .errors import OptionError
 from .readers.snapshot import Snapshot, open
+from .units import flag
 from .writers.create import create
 
 P = ParamSpec("P")
@@ -32,8 +34,19 @@ def snapshot(pipeline: Any, path: str | os.PathLike[str], **create_options: Any)
     """tf.data ``snapshot`` semantics: materialise ``pipeline`` at ``path`` on first use
     (reusing a matching snapshot, resuming an interrupted one), then open it.
 
-    ``create_options`` are those of :func:`snapshot_cli.create` (inputs, params, workers...).
+    ``create_options`` are those of :func:`snapshot_cli.create` (inputs, params, workers...)
+    but ``dry_run``: there would be nothing to open.
+
+    Raises:
+        OptionError: ``dry_run=True`` (before anything is done).
+        SnapError: what :func:`snapshot_cli.create` and :func:`snapshot_cli.open` raise.
     """
+    if _dry_run(create_options.get("dry_run", False)):
+        raise OptionError(
+            "snap.snapshot() creates the snapshot, then opens it: dry_run=True would leave "
+            "nothing to open; dry_run belongs to snap.create(..., dry_run=True), which says "
+            "what would be reused and computed"
+        )
     takes, loads = inspect.signature(create).parameters, inspect.signature(Snapshot.loader)
     for_loader = sorted(k for k in create_options if k not in takes and k in loads.parameters)
     if for_loader:  # tf.data's snapshot is a dataset; this is a Snapshot, read by its loader
@@ -44,3 +57,12 @@ def snapshot(pipeline: Any, path: str | os.PathLike[str], **create_options: Any)
         )
     create(pipeline, path, **create_options)
     return open(path, create_options.get("storage_options"))
+
+
+def _dry_run(value: object) -> bool:
+    """``dry_run=`` as create takes it; a value that is not True or False is create's to
+    refuse (as any other option of it is)."""
+    try:
+        return flag(value, "dry_run")
+    except ValueError:
+        return False

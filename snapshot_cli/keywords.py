@@ -19,7 +19,7 @@ import functools
 import importlib
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -82,11 +82,23 @@ CHECKED_MODULES = ("snapshot_cli.writers.create", "snapshot_cli.readers.snapshot
 _TAKES: dict[str, frozenset[str]] = {}  # every checked call's name -> its keywords
 
 
-def checked_keywords(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn``, refusing an unknown keyword with the name meant (``fn`` has no ``**kwargs``)."""
+def keywords_of(fn: Callable[..., object]) -> frozenset[str]:
+    """The names ``fn`` takes as keyword arguments (``self`` aside)."""
     params = inspect.signature(fn).parameters.values()
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    takes = frozenset(p.name for p in params if p.kind in kinds and p.name != "self")
+    return frozenset(p.name for p in params if p.kind in kinds and p.name != "self")
+
+
+def refuse_unknown(call: str, given: Iterable[str], takes: frozenset[str]) -> None:
+    """For a call that passes its ``**options`` on (``SnapshotDataset(url, **loader_options)``):
+    the first of ``given`` it does not take, refused in its own name, not the callee's."""
+    if unknown := [k for k in given if k not in takes]:
+        raise TypeError(unknown_message(call, unknown[0], takes))
+
+
+def checked_keywords(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn``, refusing an unknown keyword with the name meant (``fn`` has no ``**kwargs``)."""
+    takes = keywords_of(fn)
     owner, _, method = fn.__qualname__.rpartition(".")
     name = f"{SHOWN_AS.get(owner, owner)}.{method}" if owner else method
     _TAKES[name] = takes

@@ -61,6 +61,7 @@ class ShardEntry:
         return [rows for rows, count in self.batch_rows for _ in range(count)]
 
     def to_json(self) -> dict[str, Any]:
+        """The entry as manifest.json's ``shards`` list holds it (:meth:`from_json` reads it)."""
         return {"path": self.path, "records": self.records, "record_batches": self.record_batches,
                 "bytes": self.bytes, "uncompressed_bytes": self.uncompressed_bytes,
                 "crc32c": self.crc32c, "batch_rows": [list(pair) for pair in self.batch_rows],
@@ -68,6 +69,7 @@ class ShardEntry:
 
     @classmethod
     def from_json(cls, d: Any, where: str) -> ShardEntry:
+        """An entry of the manifest ``where``, validated; ManifestError saying what is wrong."""
         if not isinstance(d, dict):
             raise ManifestError(f"{where}: a shard entry must be an object, got {d!r}")
         try:
@@ -87,6 +89,8 @@ class ShardEntry:
         return replace(entry, crc32c=entry.crc32c.lower(), batch_crc32c=entry.batch_crc32c.lower())
 
     def validate(self, where: str) -> None:
+        """ManifestError unless the entry is consistent: a path inside the snapshot, counts
+        that are integers and agree with ``batch_rows``, checksums of 8 hex digits."""
         check_relative_path(self.path, where)
         for name in ("records", "record_batches", "bytes", "uncompressed_bytes"):
             value = getattr(self, name)
@@ -227,30 +231,38 @@ class Manifest:
 
     @property
     def num_records(self) -> int:
+        """Records in the snapshot (all its shards)."""
         return sum(s.records for s in self.shards)
 
     @property
     def num_shards(self) -> int:
+        """Shard files of this version."""
         return len(self.shards)
 
     @property
     def num_record_batches(self) -> int:
+        """Arrow record batches in all its shards (the loader's unit of reading)."""
         return sum(s.record_batches for s in self.shards)
 
     @property
     def bytes(self) -> int:
+        """Bytes of its shard files on storage (compressed)."""
         return sum(s.bytes for s in self.shards)
 
     @property
     def uncompressed_bytes(self) -> int:
+        """Bytes of its shards' buffers, uncompressed (about what the records take in memory)."""
         return sum(s.uncompressed_bytes for s in self.shards)
 
     def totals(self) -> dict[str, int]:
+        """manifest.json's ``totals``: records, shards, record_batches, bytes and
+        uncompressed_bytes (checked against the shards when it is read)."""
         return {"records": self.num_records, "shards": self.num_shards,
                 "record_batches": self.num_record_batches, "bytes": self.bytes,
                 "uncompressed_bytes": self.uncompressed_bytes}  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
+        """manifest.json's document (:meth:`to_json` is its text)."""
         return {
             "format": FORMAT,
             # a manifest without versions is written as format 2 (which readers of 2 read)
@@ -273,6 +285,7 @@ class Manifest:
         }
 
     def to_json(self) -> builtins.bytes:  # (the name "bytes" is the property above)
+        """manifest.json's bytes: :meth:`to_dict` as indented UTF-8 JSON."""
         return (json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8")
 
     @classmethod

@@ -83,12 +83,8 @@ def ragged_type(value_type: pa.DataType, ndim: int) -> pa.DataType:
     """The Arrow type of a ragged column of ``ndim``-dimensional arrays."""
     if ndim == 1:
         return pa.list_(value_type)
-    return pa.struct(
-        [
-            pa.field(RAGGED_DATA, pa.list_(value_type), nullable=False),
-            pa.field(RAGGED_SHAPE, pa.list_(pa.int32(), ndim), nullable=False),
-        ]
-    )
+    data = pa.field(RAGGED_DATA, pa.list_(value_type), nullable=False)
+    return pa.struct([data, pa.field(RAGGED_SHAPE, pa.list_(pa.int32(), ndim), nullable=False)])
 
 
 def ragged_info(t: pa.DataType) -> tuple[pa.DataType, int] | None:
@@ -326,7 +322,7 @@ def mismatch_message(name: str, before: pa.DataType, now: pa.DataType, where: st
 
 def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
     """How to give a column one type when its records' values differ only in dtype (an int
-    in a float column) or in str against bytes; "" for other changes."""
+    in a float column), in str against bytes, or in a number against text; "" for others."""
     units = _time_units(before, now)
     if units:  # (pandas 3 parses "2020-01-01" to us, a time with nanoseconds to ns)
         kind, unit = units
@@ -337,6 +333,10 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
     b, n = describe_type(before), describe_type(now)
     if {b["kind"], n["kind"]} == {"string", "binary"}:
         return "; yield text as str throughout (bytes.decode()) or every value as bytes"
+    if {b["kind"], n["kind"]} == {"scalar", "string"}:  # (an id that is at times "n/a")
+        d = b["dtype"] if b["kind"] == "scalar" else n["dtype"]
+        number = {"int64": "int", "float64": "float", "bool": "bool"}.get(d, f"np.{d}")
+        return f"; give the column one type, e.g. str(value) in every record (or {number}(value))"
     arrays = ("tensor", "ragged")
     same_kind = b["kind"] == n["kind"] == "scalar" or (b["kind"] in arrays and n["kind"] in arrays)
     if not same_kind or b["dtype"] == n["dtype"] or "arrow" in (b["kind"], n["kind"]):

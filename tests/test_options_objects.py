@@ -67,7 +67,7 @@ def test_good_values_pass_and_are_normalised() -> None:
     assert c.in_process and c.worker_count == 0
     with pytest.raises(snap.OptionError, match="cache_dir"):
         LoaderOptions(cache_limit="1GiB")
-    with pytest.raises(snap.OptionError, match="ray-address"):
+    with pytest.raises(snap.OptionError, match="ray_address= applies to executor='ray'"):
         CreateOptions(ray_address="ray://x:1")
 
 

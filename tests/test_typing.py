@@ -1,7 +1,8 @@
 """Code that uses snap as README shows type-checks under ``mypy --strict``: the public
 signatures say what the calls take and give (``@snap.ragged`` made a pipeline ``Any``,
 ``compression=None`` and a ``Mapping`` of params were type errors though README shows them,
-the adapters were ``Any``), and a misspelt option of ``snap.snapshot`` is caught."""
+the adapters were ``Any``, ``mix(weights=np.array(...))`` ran but was refused), and a
+misspelt option of ``snap.snapshot`` is caught."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ USER_CODE = """
     for jax_batch in loader.to_jax():
         jax_batch["n"]
     state: dict[str, object] = loader.state_dict()
+    # weights as a numpy array (a config's) run, and type-check; snap.open is exported,
+    # though not in __all__ (a star import would replace the built-in open)
+    mixed: snap.Mixture = snap.mix([s, snap.open("out/b")], weights=np.array([0.3, 0.7]))
     reveal_type(preprocess)
 """
 

@@ -256,14 +256,32 @@ class FrameworkAdapters:
 
     @checked_keywords
     def to_torch(self, device: Any = None, prefetch: int = 2) -> TorchBatches:
-        """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead; see readers/torch.py."""
+        """``dict[str, torch.Tensor]`` batches, copied to ``device`` ahead.
+
+        Args:
+            device: a torch device (``"cuda"``, ``"cuda:1"``, ``"mps"``, a ``torch.device``);
+                None or ``"cpu"``: tensors sharing the numpy batches' memory, no copy.
+            prefetch: batches copied to ``device`` ahead of the one in use (a CUDA copy on a
+                side stream overlaps the step); an integer >= 0, unused on the CPU.
+
+        What each column becomes: readers/torch.py's docstring; the copies: torch_batches.py.
+        """
         from .torch_batches import TorchBatches
 
         return TorchBatches(self, device=device, prefetch=prefetch)  # type: ignore[arg-type]
 
     @checked_keywords
     def to_jax(self, sharding: Any = None, prefetch: int = 2) -> JaxBatches:
-        """``dict[str, jax.Array]`` batches placed ahead of use; see readers/jax.py."""
+        """``dict[str, jax.Array]`` batches placed ahead of use; see readers/jax.py.
+
+        Args:
+            sharding: None (the default device), a ``jax.Device``, or a
+                ``jax.sharding.Sharding`` (``NamedSharding(mesh, PartitionSpec("batch"))``)
+                splitting every column along the batch axis; a batch that cannot split is an
+                OptionError when the adapter is made.
+            prefetch: batches handed to ``jax.device_put`` ahead of the one in use (an
+                integer >= 0): their transfer overlaps the step.
+        """
         from .jax import JaxBatches
 
         return JaxBatches(self, sharding=sharding, prefetch=prefetch)  # type: ignore[arg-type]

@@ -196,6 +196,7 @@ class Loader(FrameworkAdapters):
     # --- sizes and state ----------------------------------------------------------------
 
     def batches_per_epoch(self) -> int:
+        """Batches one epoch yields to this rank (``len(loader)`` is this x ``epochs``)."""
         return self._make_plan(0).num_batches
 
     def __repr__(self) -> str:

@@ -29,6 +29,8 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from .. import schema as schema_mod
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
     from .snapshot import Snapshot
     from .trace import Tracer
 
+# weights=: a list of numbers, or a numpy array of them (np.array([0.3, 0.7]), a config's)
+Weights = Sequence[float] | npt.NDArray[np.floating[Any] | np.integer[Any]]
+
 
 class Mixture:
     """Snapshots read together in set proportions; make with :func:`mix` (or
@@ -52,7 +57,7 @@ class Mixture:
     def __init__(
         self,
         sources: Sequence[Snapshot],
-        weights: Sequence[float] | None = None,
+        weights: Weights | None = None,
         epoch_records: int | None = None,
         names: Sequence[str] | None = None,
     ) -> None:
@@ -154,12 +159,22 @@ class Mixture:
 @checked_keywords
 def mix(
     snapshots: Sequence[Snapshot | str | os.PathLike[str]],
-    weights: Sequence[float] | None = None,
+    weights: Weights | None = None,
     epoch_records: int | None = None,
     names: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Mixture:
     """Several snapshots (opened ones, or URLs) read as one; see the module docstring.
+
+    Args:
+        snapshots: the sources: open Snapshots, or paths or URLs to open.
+        weights: each source's share of an epoch's records, one per snapshot (a list or a
+            numpy array; they need not sum to 1). None: every record of each, once.
+        epoch_records: records per epoch (default: see the module docstring).
+        names: one per snapshot, how ``loader.stats()["sources"]`` and the errors name
+            them (default: their URLs).
+        storage_options: fsspec options (credentials, project...) for the snapshots given
+            as URLs; an open Snapshot keeps its own.
 
     Raises:
         OptionError: weights negative, NaN, all zero or not one per snapshot; an
@@ -183,7 +198,7 @@ def _names(names: object) -> list[str]:
     return [str(n) for n in names]
 
 
-def _check_weights(weights: Sequence[float] | None, sizes: list[int]) -> list[float]:
+def _check_weights(weights: Weights | None, sizes: list[int]) -> list[float]:
     if weights is None:
         return [float(n) for n in sizes]
     if getattr(weights, "ndim", 1) == 1 and hasattr(weights, "tolist"):  # a numpy array

@@ -230,7 +230,7 @@ class LoaderOptions:
                 )  # fmt: skip
                 part = counts[0] // plan.world_size  # (an empty snapshot reads nothing, no error)
                 if plan.drop_last and counts[0] and part < plan.batch_size:
-                    raise OptionError(self._no_batch(counts[0], plan.batch_size, world_size))
+                    raise OptionError(no_batch(counts[0], plan.batch_size, world_size))
                 return plan
             if g is None:  # a mixture given a per-rank batch size
                 per = 256 if batch_size is None else batch_size
@@ -248,17 +248,6 @@ class LoaderOptions:
             )  # fmt: skip
         except ValueError as err:
             raise OptionError(str(err)) from err
-
-    @staticmethod
-    def _no_batch(records: int, per: int, world_size: int) -> str:
-        part = f" ({records // world_size} on each of {world_size} ranks)" if world_size > 1 else ""
-        fix = "a smaller batch_size or drop_last=False"
-        if records < world_size:  # (no batch size helps: drop_last=False repeats records)
-            fix = "drop_last=False (each rank then repeats records to fill its part) or fewer ranks"
-        return (
-            f"an epoch of {records} records{part} holds no batch of {per}: with drop_last=True "
-            f"every epoch would be empty; use {fix}"
-        )
 
     def _no_global_batch(self, records: int, g: int, world_size: int) -> str:
         per = "" if self.global_batch_size else f" (batch_size {g // world_size} x {world_size})"
@@ -286,6 +275,27 @@ class LoaderOptions:
     def count_or_none(value: int | Auto) -> int | None:
         """An "auto or N" option as N, or None for "auto"."""
         return None if value == "auto" else int(value)
+
+
+def no_batch(records: int, per: int, world_size: int, workers: int = 1) -> str:
+    """Why ``drop_last=True`` leaves no batch of ``per`` in an epoch of ``records`` records
+    split over ``world_size`` ranks, each read by ``workers`` DataLoader workers
+    (SnapshotDataset's: workers are not called ranks), and what to change."""
+    parts = world_size * workers
+    if workers == 1:
+        split, who, fewer = f"{world_size} ranks", "rank", "ranks"
+        fix = "a smaller batch_size or drop_last=False"
+    else:
+        ranks = "" if world_size == 1 else f"{world_size} ranks x "
+        split, who, fewer = f"{ranks}{workers} DataLoader workers", "worker", "DataLoader workers"
+        fix = f"a smaller batch_size, drop_last=False or fewer {fewer}"
+    if records < parts:  # (no batch size helps: drop_last=False repeats records)
+        fix = f"drop_last=False (each {who} then repeats records to fill its part) or fewer {fewer}"
+    part = f" ({records // parts} on each of {split})" if parts > 1 else ""
+    return (
+        f"an epoch of {records} records{part} holds no batch of {per}: with drop_last=True "
+        f"every epoch would be empty; use {fix}"
+    )
 
 
 def checked_columns(columns: object, available: list[str]) -> list[str]:

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
-import posixpath
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from .. import layout, storage
+from .. import storage
 from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
 from ..keywords import DATASET_INSTEAD, checked_keywords, no_attribute, not_indexed
-from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
+from ..layout import MANIFEST_NAME
 from ..manifest import Manifest, ShardEntry
 from ..units import integer, options_dict
 from .convert import batch_to_numpy
+from .not_found import directory_of, no_manifest
 from .options import Auto, LoaderOptions, checked_columns, local_dir
 from .shard import ShardReaders
 from .trace import Tracer
@@ -47,14 +46,17 @@ class Snapshot:
 
     @property
     def num_records(self) -> int:
+        """Records in this version (all its shards)."""
         return self.manifest.num_records
 
     @property
     def schema(self) -> pa.Schema:
+        """Its columns and their Arrow types (``s.schema.names``: the column names)."""
         return self.manifest.schema
 
     @property
     def shards(self) -> tuple[ShardEntry, ...]:
+        """This version's shards, in the order written, as the manifest lists them."""
         return self.manifest.shards
 
     def __getattr__(self, name: str) -> Any:  # only for names it does not have
@@ -97,9 +99,11 @@ class Snapshot:
 
     @property
     def version(self) -> int:
+        """The version opened (1 for a snapshot made before versions)."""
         return self.manifest.version
 
     def shard_url(self, shard: ShardEntry) -> str:
+        """The full URL (or local path) of ``shard``, one of :attr:`shards`."""
         return storage.to_url(self.fs, storage.join(self.root, shard.path))
 
     def read_shard(self, index: int, verify: bool = True) -> pa.Table:
@@ -210,10 +214,9 @@ class Snapshot:
 
     @checked_keywords
     def head(self, n: int = 5, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """The first ``n`` records in the order written, one ``{column: value}`` each.
-
-        Reads only the record batches it needs (their shards are checksummed first).
-        """
+        """The first ``n`` records in the order written, one ``{column: value}`` each, of
+        ``columns`` (None: all). Reads only the record batches it needs (their shards are
+        checksummed first)."""
         n = integer(n)
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise OptionError(f"n must be an integer >= 0 (records to show), got {n!r}")
@@ -230,7 +233,8 @@ class Snapshot:
         return out
 
     def iter_batches(self, columns: Sequence[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
-        """Every record batch, in the order written, as ``{column: numpy array}``."""
+        """Every record batch, in the order written, as ``{column: numpy array}`` of
+        ``columns`` (None: all)."""
         names = checked_columns(columns, list(self.schema.names))
         for i in range(len(self.shards)):
             for batch in self.read_shard(i).to_batches():
@@ -245,13 +249,18 @@ def open(
 ) -> Snapshot:
     """Open the committed snapshot at ``url`` (validates its manifest): its current version,
     or ``version`` (one it keeps: see :meth:`Snapshot.versions`). An open ``Snapshot`` is
-    itself (its current version: the one it opened, as it was opened).
+    itself (its current version: the one it opened, as it was opened). ``storage_options``:
+    fsspec options of ``url``'s filesystem (credentials, project...), for a path or URL.
 
     Raises:
         ManifestError: no manifest (not a snapshot, or not finished), an invalid one, or a
             version it does not keep.
+        OptionError: ``storage_options`` given with an open Snapshot.
     """
     if isinstance(url, Snapshot):
+        if storage_options is not None:  # (they were ignored: its filesystem is made)
+            raise OptionError(f"{url.url} is open already, on its own filesystem: "
+                              "storage_options apply to a path or URL being opened")  # fmt: skip
         if version is None or version == url.version:
             return url
         fs, root = url.fs, url.root
@@ -266,7 +275,7 @@ def open(
             f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}{hint if mixed else ''}"
         )
     if storage.is_local(fs) and os.path.isfile(root):
-        root = _directory_of(fs, root)
+        root = directory_of(fs, root)
     path = storage.join(root, MANIFEST_NAME)
     try:
         if storage.is_local(fs) and (problem := storage.local_file_problem(root, path)):
@@ -274,127 +283,9 @@ def open(
         data = storage.read_bytes(fs, path)
     except FileNotFoundError as err:
         if not storage.is_local(fs) and storage.isfile(fs, root):  # (one more call, if missing)
-            return open(storage.to_url(fs, _directory_of(fs, root)), storage_options, version)
-        raise _no_manifest(fs, root) from err
+            return open(storage.to_url(fs, directory_of(fs, root)), storage_options, version)
+        raise no_manifest(fs, root) from err
     current = Manifest.from_json(data, where=storage.to_url(fs, path))
     if version is not None:
         current = versions_mod.open_version(fs, root, current, version)
     return Snapshot(fs, root, current)
-
-
-def _no_manifest(fs: Any, root: str) -> ManifestError:
-    """Why ``root`` has no manifest.json: a shard given, a lost one, a create's, no snapshot."""
-    if (given := _shard_given(fs, root)) is not None:  # a shard that is missing
-        return given
-    if (kept := versions_mod.lost(fs, root)) is not None:  # (deleted, or left out of a copy)
-        return versions_mod.lost_error(fs, root, kept)
-    url, runs = storage.to_url(fs, root), storage.list_names(fs, storage.join(root, RUNS_DIR))
-    if any(layout.lease_epoch(n) is not None or layout.is_own_run(n) for n in runs):
-        return ManifestError(  # (an empty _runs/: a create that failed at once)
-            f"{url} is an unfinished snapshot (no manifest.json yet): a snap create is writing "
-            "it, or was interrupted; snap inspect says which (and who is writing); once a "
-            "create commits it, it can be read"
-        )
-    there = "is not a snapshot (no manifest.json)" if storage.exists(fs, root) else ""
-    return ManifestError(
-        f"{url} {there or 'does not exist: check the path'}{storage.missing_bucket_hint(fs, root)}"
-        f"{_inside_snapshot(fs, root)}{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
-    )
-
-
-def _inside_snapshot(fs: Any, root: str) -> str:
-    """ "; it is the shards/ directory of the snapshot X: give X" for a snapshot's own
-    directory given as one (any filesystem; looked for only for those names)."""
-    parent, name = posixpath.split(root.rstrip("/"))
-    if name not in (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR) or not parent:
-        return ""
-    try:
-        if not fs.isfile(posixpath.join(parent, MANIFEST_NAME)):
-            return ""
-    except OSError:
-        return ""
-    return f"; it is the {name}/ directory of the snapshot {storage.to_url(fs, parent)}: give that"
-
-
-def _near_snapshots(fs: Any, root: str) -> str:
-    """ "; did you mean ...?" naming the snapshots beside local ``root`` whose names are like
-    its own (``snap inspect runs/snapshots`` for ``runs/snapshot``); "" elsewhere."""
-    if not storage.is_local(fs):
-        return ""
-    parent, name = posixpath.split(root.rstrip("/"))
-    try:
-        names = [e.name for e in os.scandir(parent or "/") if e.is_dir()]
-    except OSError:
-        return ""
-    near = [
-        n
-        for n in difflib.get_close_matches(name, names, n=3, cutoff=0.75)
-        if n != name and os.path.isfile(posixpath.join(parent, n, MANIFEST_NAME))
-    ]
-    shown = " or ".join(storage.to_url(fs, posixpath.join(parent, n)) for n in near[:2])
-    return f"; did you mean {shown}?" if near else ""
-
-
-def _snapshots_inside(fs: Any, root: str) -> str:
-    """ "; it holds the snapshots a, b: give one" for a local directory of snapshots given as
-    one (``snap inspect demo-output``); "" elsewhere."""
-    if not storage.is_local(fs):
-        return ""
-    try:
-        names = sorted(e.name for e in os.scandir(root) if e.is_dir())
-    except OSError:
-        return ""
-    inside = [n for n in names if os.path.isfile(posixpath.join(root, n, MANIFEST_NAME))]
-    if not inside:
-        return ""
-    shown = ", ".join(inside[:5]) + (f" and {len(inside) - 5} more" if len(inside) > 5 else "")
-    one = storage.to_url(fs, posixpath.join(root, inside[0]))
-    return f"; it holds the snapshot{'s' if len(inside) > 1 else ''} {shown}: give one ({one})"
-
-
-def _directory_of(fs: Any, file: str) -> str:
-    """The snapshot a file given as one stands for: its directory, if the file is its
-    manifest; else a ManifestError (a shard named: which snapshot it belongs to)."""
-    parent = posixpath.dirname(file)
-    if posixpath.basename(file) == MANIFEST_NAME:
-        return parent
-    given = _shard_given(fs, file)
-    if given is not None:
-        raise given
-    url, above = storage.to_url(fs, file), posixpath.dirname(parent)
-    if posixpath.basename(parent) == SHARDS_DIR and storage.exists(
-        fs, storage.join(above, RUNS_DIR)
-    ):
-        raise ManifestError(  # (it said "is a file, not a snapshot")
-            f"{url} is in the shards of {storage.to_url(fs, above)}, which no snap create has "
-            "committed yet (one is running, or was stopped: run it again to finish it, or "
-            f"snap gc {storage.to_url(fs, above)} removes what it left)"
-        )
-    raise ManifestError(f"{url} is a file, not a snapshot (a directory with a manifest.json)")
-
-
-def _shard_given(fs: Any, path: str) -> ShardGiven | None:
-    """The error for ``path`` in the shards directory of a committed snapshot, else None."""
-    parent = posixpath.dirname(path)
-    above = posixpath.dirname(parent)
-    if posixpath.basename(parent) != SHARDS_DIR or not storage.exists(
-        fs, storage.join(above, MANIFEST_NAME)
-    ):
-        return None
-    shard = posixpath.join(SHARDS_DIR, posixpath.basename(path))
-    return ShardGiven(storage.to_url(fs, path), storage.to_url(fs, above), shard)
-
-
-class ShardGiven(ManifestError):
-    """A shard file was given where a snapshot was expected (``snap inspect``, ``head`` and
-    ``verify`` take one: :mod:`.target`)."""
-
-    def __init__(self, url: str, snapshot: str, shard: str) -> None:
-        super().__init__(
-            f"{url} is a shard of the snapshot {snapshot}: give the snapshot's directory "
-            f"(snap inspect, snap head and snap verify take the shard itself)"
-        )
-        self.url, self.snapshot, self.shard = url, snapshot, shard
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return ShardGiven, (self.url, self.snapshot, self.shard)

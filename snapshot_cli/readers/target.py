@@ -18,7 +18,8 @@ from .. import storage
 from .. import versions as versions_mod
 from ..errors import ManifestError
 from ..manifest import Manifest
-from .snapshot import ShardGiven, Snapshot
+from .not_found import ShardGiven
+from .snapshot import Snapshot
 from .snapshot import open as open_snapshot
 
 

@@ -44,9 +44,12 @@ from typing import TYPE_CHECKING, Any
 from .. import storage
 from ..cores import cores
 from ..errors import OptionError
+from ..keywords import keywords_of, refuse_unknown
+from ..units import flag, integer
 from . import ranks
 from .epochs import new_counter, warn_cannot_count
 from .loader import SHUFFLE_BUFFER_BYTES
+from .options import no_batch
 from .torch_batches import TorchBatches as TorchBatches  # (loader.to_torch()'s, re-exported)
 from .torch_tensors import import_torch as _torch
 from .torch_tensors import to_tensors
@@ -130,8 +133,13 @@ def _make_dataset_class() -> type:
             **loader_options: Any,
         ) -> None:
             super().__init__()
+            from .snapshot import Snapshot
             from .snapshot import open as open_snapshot
 
+            # (a misspelt option was "Snapshot.loader() got an unexpected keyword", a call
+            # the user did not make)
+            takes = keywords_of(Snapshot.loader) | {"url", "storage_options"}
+            refuse_unknown("SnapshotDataset", loader_options, takes)
             self.snapshot = open_snapshot(url, storage_options)  # a path, or an open Snapshot
             self.url, self.storage_options = self.snapshot.url, storage_options
             self.loader_options = dict(loader_options)
@@ -242,6 +250,7 @@ def _make_dataset_class() -> type:
                     )
                 options = self._options(part, parts)
                 if parts > self.world_size:  # DataLoader workers: a loader in each
+                    self._check_workers_have_batches(parts // self.world_size)
                     local = storage.is_local(self.snapshot.fs)
                     options = worker_share(options, parts // self.world_size, local)
                 try:
@@ -256,6 +265,18 @@ def _make_dataset_class() -> type:
                     ) from None
                 self._loader_key, self._pending = key, True
             return self._loader
+
+        def _check_workers_have_batches(self, workers: int) -> None:
+            """drop_last=True with no batch in a worker's part: said in workers (its
+            loader would say ranks, as which it reads its part)."""
+            size, records = integer(self.batch_size), self.snapshot.num_records
+            try:
+                drop = flag(self.loader_options.get("drop_last", False), "drop_last")
+            except ValueError:  # (not True or False: the loader says so)
+                return
+            counted = isinstance(size, int) and not isinstance(size, bool) and size > 0
+            if drop and records and counted and records // (self.world_size * workers) < size:
+                raise OptionError(no_batch(records, size, self.world_size, workers))
 
         def _worker_loader(self) -> Loader:
             info = torch.utils.data.get_worker_info()

@@ -26,9 +26,11 @@ import pyarrow as pa
 
 from .. import faults, storage, stored_types
 from .. import schema as schema_mod
+from ..console import named
 from ..cores import cores
-from ..errors import OutOfMemoryError, SnapError, StorageError
+from ..errors import OptionError, OutOfMemoryError, SnapError, StorageError
 from ..manifest import ShardEntry
+from ..units import integer
 from .checksum import block_problem, crc32c_buffer, crc32c_file
 from .snapshot import Snapshot
 
@@ -112,7 +114,23 @@ def verify(
     threads: int | None = None,
     on_shard: Callable[[ShardCheck], None] | None = None,
 ) -> VerifyReport:
-    """Check every shard; ``on_shard`` is called (from worker threads) as each one finishes."""
+    """Check every shard of ``snapshot`` (a :class:`Snapshot` from ``snap.open``).
+
+    Args:
+        fast: compare sizes and the crc32c the storage reports, downloading nothing (see the
+            module docstring); False reads and checks every byte.
+        threads: shards checked at once, an integer >= 1 (None: a thread per CPU for a full
+            check of local files, else as many as keep remote requests in flight).
+        on_shard: called with each shard's :class:`ShardCheck` (from the worker threads) as
+            it finishes.
+
+    Raises:
+        OptionError: ``threads`` is not an integer >= 1.
+    """
+    threads = integer(threads)  # (numpy's as int; 0 and -1 ran with 1 thread)
+    bad = isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    if threads is not None and bad:
+        raise OptionError(f"threads must be an integer >= 1 (or None: chosen), got {threads!r}")
     fs, root = snapshot.fs, snapshot.root
     local = storage.is_local(fs)
     if threads is None:
@@ -127,10 +145,10 @@ def verify(
         return result
 
     try:
-        with ThreadPoolExecutor(max(1, threads), thread_name_prefix="snap-verify") as pool:
+        with ThreadPoolExecutor(threads, thread_name_prefix="snap-verify") as pool:
             results = list(pool.map(run, snapshot.shards))
     except RuntimeError as err:  # (its threads start as shards are handed out)
-        fewer = "check fewer shards at once (--threads, threads=)"
+        fewer = f"check fewer shards at once ({named('--threads', 'threads=')})"
         faults.raise_no_thread(f"verify of {snapshot.url}", err, fewer)
         raise
     seconds = time.perf_counter() - started

@@ -34,7 +34,7 @@ from . import pipeline as pipeline_mod
 from . import runs as runs_mod
 from .chunking import Chunking
 from .executors import InProcessExecutor, make_executor
-from .options import CreateOptions, codec_text, grown_layout
+from .options import CreateOptions, codec_text, grown_layout, overwrite_said
 from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")
@@ -65,6 +65,7 @@ class CreateInfo:
     dry_run: bool = False  # nothing was done: the plan only (tasks, tasks_reused, inputs_*)
 
     def to_json(self) -> dict[str, Any]:
+        """Every field, as ``snap create --json`` prints them."""
         return asdict(self)
 
 
@@ -146,21 +147,20 @@ def create(
             function), or a list of JSON items (each item is one call); see inputs.py.
         inputs_from: a function (or spec) returning the list of inputs (JSON values).
         params: keyword arguments for the function (JSON values).
-        workers: worker processes (default: CPU count); 0 runs in this process.
+        workers: worker processes (default: the CPUs this job may use (affinity, cgroup));
+            0 runs in this process.
         executor: "local" (worker processes here) or "ray" (Ray tasks; see ray_executor.py).
-        ray_address: the Ray cluster for executor="ray" (default: RAY_ADDRESS, else a local
-            Ray started for the run).
+        ray_address: the Ray cluster for executor="ray" (default: RAY_ADDRESS, else a local Ray).
         shard_size, compression, level: shard layout (``"256MiB"``, zstd/lz4/none, zstd level).
-        overwrite: write the snapshot again even if one exists at ``output`` (one made from
-            other code, params or inputs, or a matching one to re-lay out with new options).
+        overwrite: replace a snapshot at ``output`` made otherwise, or re-lay out a matching one.
+        storage_options: fsspec options of ``output``'s filesystem (credentials, project...).
         progress: draw a progress line on stderr.
         wait: wait for another live writer of the same snapshot (else raise LeaseError).
         lease_ttl: seconds after which a silent writer's lease may be taken over.
         batch_rows, batch_bytes: most rows / target bytes per record batch.
         inputs_per_task: inputs in each task, in order (default: content-defined groups
             chosen when the snapshot is first made; see chunking.py).
-        dry_run: say what would be reused and computed (the log, and the returned info's
-            ``tasks``, ``tasks_reused`` and ``inputs_*``), do nothing.
+        dry_run: say what would be reused and computed (the log, the info's counts); do nothing.
 
     Raises:
         SnapError: any of its subclasses, with a message that says what to do.
@@ -266,16 +266,16 @@ def _create(
         if options.codec_given and m.compression != options.compression.to_json():
             log.warning(
                 "note: the existing snapshot is compressed with %s, not %s; the layout is "
-                "not part of the fingerprint: pass --overwrite to rewrite it",
+                "not part of the fingerprint: pass %s to rewrite it",
                 codec_text(m.compression),
-                codec_text(options.compression.to_json()),
-            )
+                codec_text(options.compression.to_json()), overwrite_said(),
+            )  # fmt: skip
         if given := how.layout_not_applied(m):
             log.warning(
                 "note: %s shape the shards a create writes; this snapshot is up to date, so "
-                "none are written: pass --overwrite to rewrite it with them",
-                ", ".join(given),
-            )
+                "none are written: pass %s to rewrite it with them",
+                ", ".join(given), overwrite_said(),
+            )  # fmt: skip
         return _info(url, m, started, reused=True, dry_run=how.dry_run)
 
     def plan_against(previous: Manifest | None, ranges: list[range] | None = None,

@@ -26,7 +26,9 @@ from typing import Any
 
 from .. import errors
 from ..child import how_it_died, python_command
+from ..console import named
 from ..errors import PipelineError
+from .options import RAY_ONLY
 from .task import Job, ProgressFn, TaskSpec, run_task
 from .worker import rebuild_error
 
@@ -77,9 +79,9 @@ class _WorkerProcess:
                 start_new_session=True,
             )
         except OSError as err:  # no memory, no process slots, too many open files
+            fewer = named("fewer --workers, or --workers 0", "a smaller workers=, or workers=0")
             raise PipelineError(
-                f"cannot start a worker process ({err}); pass fewer --workers, or "
-                "--workers 0 to run in this process"
+                f"cannot start a worker process ({err}); pass {fewer} to run in this process"
             ) from err
         self.events = events
         self.task: TaskSpec | None = None
@@ -220,11 +222,11 @@ def make_executor(name: str, workers: int, ray_address: str | None = None) -> Ex
             f"executor {name!r} is not available; this version of snap has: local, ray"
         )
     if ray_address is not None:
-        raise errors.OptionError("--ray-address applies to --executor ray only")
+        raise errors.OptionError(named(*RAY_ONLY))
     if workers == 0:
         return InProcessExecutor()
     if workers < 0:
-        raise errors.OptionError(f"--workers must be >= 0, got {workers}")
+        raise errors.OptionError(f"{named('--workers', 'workers=')} must be >= 0, got {workers}")
     return LocalExecutor(workers)
 
 

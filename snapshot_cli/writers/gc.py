@@ -191,7 +191,8 @@ def gc(
 ) -> GcReport:
     """Remove (or with ``dry_run`` list) the garbage of the snapshot at ``url``: files no kept
     version and no live writer uses; a version superseded more than ``retention`` ago (7
-    days: ``"7d"``, ``"12h"``, seconds) goes, with the shards only it had."""
+    days: ``"7d"``, ``"12h"``, seconds) goes, with the shards only it had.
+    ``storage_options``: fsspec options of ``url``'s filesystem (credentials, project...)."""
     try:
         seconds = parse_duration(retention, "retention")
         dry_run = flag(dry_run, "dry_run")  # (None or "" removed files; "false" listed them)

@@ -52,18 +52,14 @@ def _check_one(i: int, value: Any, source: str | None) -> None:
     except (TypeError, ValueError) as err:
         kind = type(value).__name__
         nan = isinstance(value, float) and not math.isfinite(value)
-        what = (
-            f"inputs[{i}]"
-            if source is None
-            else f"item {i} of what --inputs-from {source!r} returned"
-        )
+        what = f"inputs[{i}]" if source is None else f"item {i} of what {_said(source)} returned"
         path = ""
         if isinstance(value, os.PathLike):
             path = (
                 " (a list of paths must hold paths and globs only)"
                 if source is None
-                else " (return files' paths from it as str, or pass files with --input / "
-                "inputs=, which fingerprints their contents)"
+                else " (return files' paths from it as str, or pass files with "
+                f"{named('--input', 'inputs=')}, which fingerprints their contents)"
             )
         raise OptionError(
             f"{what} is {'not finite' if nan else f'a {kind}'} ({value!r:.80}): items "
@@ -125,11 +121,13 @@ def _refuse_a_list_file(spec: str) -> None:
             ".jsonl": f"[json.loads(line) for line in {text}.splitlines() if line.strip()]",
             }.get(ext.lower(), f"{text}.split()")  # fmt: skip
     imports = f"import json, {opener}" if "json" in read else f"import {opener}"
+    give = named("--inputs-from items.py:items", "inputs_from='items.py:items'")
+    files = named("with --input, which may be repeated", "in inputs= (a list of them)")
     raise PipelineLoadError(
-        f"--inputs-from takes a function that returns the inputs (items.py:items), not a "
-        f"file of them: put `def items(): {imports}; return {read}` in items.py and give "
-        "--inputs-from items.py:items (its items are compared by value); for files, give "
-        "each path or pattern with --input, which may be repeated"
+        f"{named('--inputs-from', 'inputs_from=')} takes a function that returns the inputs "
+        f"(items.py:items), not a file of them: put `def items(): {imports}; return {read}` "
+        f"in items.py and give {give} (its items are compared by value); for files, give "
+        f"each path or pattern {files}"
     )
 
 
@@ -146,7 +144,7 @@ def from_function(inputs_from: str | Callable[[], Any]) -> tuple[list[Any], str]
             f"inputs_from must be a function or 'module:function', got {inputs_from!r:.80}"
         )
     _check_takes_nothing(fn, name)
-    said = named(f"--inputs-from {name!r}", f"inputs_from={name!r}")
+    said = _said(name)
     try:
         raw = fn()
     except Exception as err:
@@ -164,6 +162,11 @@ def from_function(inputs_from: str | Callable[[], Any]) -> tuple[list[Any], str]
     return checked(values, raw, name), name
 
 
+def _said(name: str) -> str:
+    """The ``inputs_from`` function called ``name``, as its caller gave it."""
+    return named(f"--inputs-from {name!r}", f"inputs_from={name!r}")
+
+
 def _check_takes_nothing(fn: Callable[..., Any], name: str) -> None:
     """--inputs-from is called with no arguments: one that needs some (the pipeline given by
     mistake) is refused, with its signature."""
@@ -174,8 +177,8 @@ def _check_takes_nothing(fn: Callable[..., Any], name: str) -> None:
         return
     except TypeError as err:
         raise OptionError(
-            f"--inputs-from {name!r} is called with no arguments and returns the list of "
-            f"inputs, but {getattr(fn, '__name__', 'it')}{signature} cannot be ({err}); give a "
+            f"{_said(name)} is called with no arguments and returns the list of inputs, but "
+            f"{getattr(fn, '__name__', 'it')}{signature} cannot be ({err}); give a "
             "function such as `def items(): return [...]`"
         ) from None
 

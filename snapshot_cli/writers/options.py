@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ..console import named
 from ..cores import cores
 from ..errors import OptionError
 from ..units import KiB, MiB, flag, integer, options_dict, parse_size
@@ -56,7 +57,8 @@ class Compression:
             raise ValueError(f"level must be an integer from 1 to 22 (zstd's), got {level!r}")
         object.__setattr__(self, "level", level)  # numpy's as int: the manifest is JSON
         if self.level is not None and self.codec != "zstd":
-            raise ValueError(f"--level applies to zstd only, not to {self.codec!r}")
+            level_of = named("--level applies to --compression zstd", "level= applies to zstd")
+            raise ValueError(f"{level_of} only, not to {self.codec!r}")
         if self.level is not None and not 1 <= self.level <= 22:
             raise ValueError(f"zstd level must be between 1 and 22, got {self.level}")
 
@@ -150,8 +152,17 @@ class WriteOptions:
 
 
 EXECUTORS = ("local", "ray")
+RAY_ONLY = (  # what a ray_address without the ray executor is told: a command, Python
+    "--ray-address applies to --executor ray only",
+    "ray_address= applies to executor='ray' only",
+)
 DEFAULT_LEASE_TTL = 30.0  # seconds; a dead writer on another host is taken over within this
 MAX_LEASE_TTL = 7 * 86400.0  # a week: a writer silent longer is dead (and inf stopped the beat)
+
+
+def overwrite_said() -> str:
+    """``--overwrite`` to a command, ``overwrite=True`` in Python (:func:`.console.named`)."""
+    return named("--overwrite", "overwrite=True")
 
 
 def _other_grouping(chunking: dict[str, Any], inputs_per_task: int) -> bool:
@@ -174,11 +185,10 @@ def grown_layout(options: WriteOptions, previous: Manifest | None) -> WriteOptio
     if given is not None and chunking is not None and _other_grouping(chunking, given):
         log.warning(
             "note: growing keeps the snapshot's grouping of inputs into tasks (%s): "
-            "--inputs-per-task %d would compute every task again: pass --overwrite to "
-            "regroup it so",
+            "%s would compute every task again: pass %s to regroup it so",
             f"{chunking['inputs']} inputs a task" if chunking["fixed"]
             else f"content-defined, {chunking['inputs']} inputs a task on average",
-            given,
+            named(f"--inputs-per-task {given}", f"inputs_per_task={given}"), overwrite_said(),
         )  # fmt: skip
     if previous.compression == options.compression.to_json():
         return options
@@ -186,8 +196,9 @@ def grown_layout(options: WriteOptions, previous: Manifest | None) -> WriteOptio
     if options.codec_given:  # (the default: nothing asked for, nothing to say)
         log.warning(
             "note: growing keeps the snapshot's compression, %s (its shards share one): %s "
-            "applies to a snapshot made anew: pass --overwrite to rewrite it so",
+            "applies to a snapshot made anew: pass %s to rewrite it so",
             codec_text(previous.compression), codec_text(options.compression.to_json()),
+            overwrite_said(),
         )  # fmt: skip
     return replace(options, compression=kept)
 
@@ -229,7 +240,7 @@ class CreateOptions:
                 + ", ".join(EXECUTORS)
             )
         if self.ray_address is not None and self.executor != "ray":
-            raise OptionError("--ray-address applies to --executor ray only")
+            raise OptionError(named(*RAY_ONLY))
         if self.ray_address is not None and (
             not isinstance(self.ray_address, str) or not self.ray_address.strip()
         ):
@@ -241,7 +252,9 @@ class CreateOptions:
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 0
         ):
-            raise OptionError(f"--workers must be an integer >= 0, got {workers!r}")
+            raise OptionError(
+                f"{named('--workers', 'workers=')} must be an integer >= 0, got {workers!r}"
+            )
         ttl = self.lease_ttl
         if isinstance(ttl, bool) or not (
             isinstance(ttl, numbers.Real) and 0 < ttl <= MAX_LEASE_TTL
@@ -287,8 +300,9 @@ class CreateOptions:
 
     def layout_not_applied(self, m: Manifest) -> list[str]:
         """The layout options (the codec aside) given that an up-to-date create does not
-        apply, as the CLI spells them: those the snapshot ``m`` shows were not its own (a
-        nightly create given its usual options was told so every night)."""
+        apply, as its caller spells them (``--shard-size``, ``shard_size=``): those the
+        snapshot ``m`` shows were not its own (a nightly create given its usual options was
+        told so every night)."""
         chunking = m.history.chunking if m.history is not None else None
         rows = max((r for s in m.shards for r, _ in s.batch_rows), default=0)
         cap = 2 * self.write.batch_bytes  # (a shard's record batches, on average, over it)
@@ -301,4 +315,4 @@ class CreateOptions:
             "--batch-rows": self.batch_rows is not None and rows > self.write.batch_rows,
             "--batch-bytes": self.batch_bytes is not None and big_batches,
         }
-        return [name for name, differs in given.items() if differs]
+        return [named(name, f"{name[2:].replace('-', '_')}=") for name, on in given.items() if on]

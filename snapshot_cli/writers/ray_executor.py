@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import storage
+from ..console import named
 from ..errors import OptionError, PipelineError
 from . import ray_code, worker
 from .executors import Executor, ResultFn
@@ -49,8 +50,9 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as err:
+        said = named("--executor ray", "executor='ray'")
         raise OptionError(
-            "--executor ray needs Ray: pip install ray (and snap installed on the cluster's nodes)"
+            f"{said} needs Ray: pip install ray (and snap installed on the cluster's nodes)"
         ) from err
     return ray
 
@@ -72,7 +74,8 @@ def _check_reachable(address: str | None) -> None:
     except OSError as err:
         raise OptionError(
             f"cannot reach the Ray cluster at {address} ({err.strerror or err}): start it "
-            "(ray start --head) or give its address (--ray-address, RAY_ADDRESS)"
+            f"(ray start --head) or give its address ({named('--ray-address', 'ray_address=')}, "
+            "RAY_ADDRESS)"
         ) from err
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import snapshot_cli as snap
-from snapshot_cli.readers.snapshot import ShardGiven
+from snapshot_cli.readers.not_found import ShardGiven
 from tests.commands.conftest import TASKS, run, run_json, table, written_order
 
 

@@ -366,7 +366,8 @@ def test_torch_dataset_takes_an_open_snapshot_at_its_version(tmp_path: Path) -> 
 
 def test_drop_last_over_dataloader_workers_names_the_workers(tmp_path: Path) -> None:
     """40 records, batches of 32, 2 workers: 20 a worker, no batch anywhere; it said "on each
-    of 2 ranks" to a job of one rank."""
+    of 2 ranks" to a job of one rank (then "the 2 'ranks' are 1 rank x 2 DataLoader workers"):
+    they are workers."""
     import torch  # noqa: F401 - in the test extras
 
     from snapshot_cli.readers.torch import SnapshotDataset
@@ -376,8 +377,11 @@ def test_drop_last_over_dataloader_workers_names_the_workers(tmp_path: Path) -> 
     dataset = SnapshotDataset(path, batch_size=32, drop_last=True)
     assert len(list(torch.utils.data.DataLoader(dataset, batch_size=None))) == 1
     dl = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
-    with pytest.raises(OptionError, match=r"holds no batch of 32.*the 2 'ranks' are 1 rank x 2 "):
+    with pytest.raises(OptionError) as caught:
         next(iter(dl))
+    said = str(caught.value).strip().splitlines()[-1]  # (torch's: the worker's traceback first)
+    assert "40 records (20 on each of 2 DataLoader workers) holds no batch of 32" in said, said
+    assert said.endswith("or fewer DataLoader workers") and "rank" not in said, said
 
 
 # --- JAX ----------------------------------------------------------------------------------

@@ -469,7 +469,7 @@ def test_a_grow_given_another_task_size_keeps_the_snapshots_and_says_so(
     assert (
         "growing keeps the snapshot's grouping of inputs into tasks (content-defined" in caplog.text
     )
-    assert "--inputs-per-task 4 would compute every task again: pass --overwrite" in caplog.text
+    assert "inputs_per_task=4 would compute every task again: pass overwrite=True" in caplog.text
     regrouped = snap.create(prep, out, inputs=list(range(9)), workers=0, inputs_per_task=4,
                             overwrite=True)  # fmt: skip
     assert regrouped.tasks == 3 and regrouped.tasks_reused == 0  # (4 + 4 + 1)

@@ -200,7 +200,7 @@ def test_inputs_from_that_needs_arguments_is_told_with_its_signature(
         with pytest.raises(snap.OptionError) as err:
             snap.create(spec, tmp_path / "s", inputs_from=inputs_from, workers=0)
         assert str(err.value) == (
-            f"--inputs-from {name!r} is called with no arguments and returns the list of "
+            f"inputs_from={name!r} is called with no arguments and returns the list of "
             f"inputs, but {signature} cannot be (missing a required argument: '{missing}'); "
             "give a function such as `def items(): return [...]`"
         )
@@ -456,8 +456,8 @@ def test_another_snapshots_files_under_a_glob_are_no_inputs(
 @pytest.mark.parametrize(
     ("returned", "message"),
     [
-        ([1, {"a": object()}], r"item 1 of what --inputs-from '.*listing' returned is a dict"),
-        ([Path("x.txt")], r"item 0 .* is a PosixPath .*pass files with --input"),
+        ([1, {"a": object()}], r"item 1 of what inputs_from='.*listing' returned is a dict"),
+        ([Path("x.txt")], r"item 0 .* is a PosixPath .*pass files with inputs="),
         ([0.5, float("nan")], r"item 1 .* is not finite"),
     ],
 )
@@ -613,9 +613,9 @@ def test_a_file_of_inputs_given_to_inputs_from_is_told_how(
     with pytest.raises(snap.PipelineLoadError) as err:
         snap.create("pipe.py:f", str(tmp_path / "s"), inputs_from=name, workers=0)
     said = str(err.value)
-    assert said.startswith("--inputs-from takes a function that returns the inputs")
+    assert said.startswith("inputs_from= takes a function that returns the inputs")
     # what it says to write, written, makes the inputs it was meant to be
-    code = re.search(r"put `(.+?)` in items\.py and give --inputs-from items\.py:items", said)
+    code = re.search(r"put `(.+?)` in items\.py and give inputs_from='items\.py:items'", said)
     assert code is not None, said
     (tmp_path / "items.py").write_text(code.group(1) + "\n")
     sys.modules.pop("items", None)

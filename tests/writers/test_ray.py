@@ -232,7 +232,7 @@ def test_ray_runs_a_closure_and_refuses_bad_options(ray_cluster: str, tmp_path: 
         snap.create(lambda path: iter([{"x": 1}]), str(tmp_path / "c"),
                     inputs=str(tmp_path / "in" / "*.txt"), executor="ray",
                     ray_address=nobody)  # fmt: skip
-    with pytest.raises(OptionError, match="--ray-address applies to --executor ray only"):
+    with pytest.raises(OptionError, match="ray_address= applies to executor='ray' only"):
         snap.create("x.py:f", str(tmp_path / "b"), inputs=str(tmp_path / "in" / "*.txt"),
                     ray_address="127.0.0.1:1")  # fmt: skip
 
