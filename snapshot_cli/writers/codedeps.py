@@ -6,9 +6,19 @@ A pipeline counts by its source: its module's file (by name) or its own text (by
 an edit to ``helpers.py`` that the pipeline imports from changed what it computes, and left
 the snapshot "up to date" while only the pipeline's own file counted. "Your own" is any
 ``.py`` file outside the standard library and the installed packages; those count by name.
-The modules are found from the names the code refers to (globals, ``module.attribute``) and,
-in turn, from the code of your functions and classes it reaches, not from every import of a
-module: an edit to a module the pipeline never reaches does not count.
+
+The modules are found from every way the code names other code that can be seen without
+running it: the globals and closure variables it names, and of a module the attributes the
+code names (``pkg.sub.deep.f``: submodules to any depth); its defaults; what a
+``functools.partial``, a container (dict, list, tuple, set; bounded), a bound method, a
+decorator's ``__wrapped__`` or an object of your own class holds; a class's bases and
+attributes; the modules it imports when it runs (``from helpers import f`` inside the
+function) and those a string constant names (``importlib.import_module("helpers")``), with
+their packages and, found by their files, the modules those import in turn (the same whether
+they were imported yet or not: a notebook's second create sees what its first saw); then the
+same for each of your functions and classes reached, not for every import of a module: an
+edit to a module the pipeline never reaches does not count. Only your own modules are walked
+(numpy's or torch's trees are never looked into).
 """
 
 from __future__ import annotations
@@ -16,13 +26,22 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import itertools
 import os
 import site
 import sys
 import sysconfig
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+from . import codescan
+
+_ITEMS = 1_000  # items of one container looked at (of a larger set none: its order varies)
+_BUDGET = 20_000  # container items looked at in one walk, in all
+_DEPTH = 4  # containers in containers (and objects' attributes) followed
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, range)  # no code
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -54,17 +73,35 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def _snap(module: str) -> bool:
+    return module == "snapshot_cli" or module.startswith("snapshot_cli.")
+
+
 def user_module_file(module: str) -> str | None:
     """The source file of ``module`` if it is the user's own code (not stdlib or installed,
     nor snap itself, also as an editable install: which of snap's modules a process has
     imported changed a by-value function's identity between two creates)."""
-    if module == "snapshot_cli" or module.startswith("snapshot_cli."):
+    if _snap(module):
         return None
-    path = getattr(sys.modules.get(module), "__file__", None)
-    if not path or not path.endswith(".py") or not os.path.isfile(path):
+    return _user_file(getattr(sys.modules.get(module), "__file__", None))
+
+
+def _user_file(path: Any) -> str | None:
+    if not isinstance(path, str) or not path.endswith(".py") or not os.path.isfile(path):
         return None
     real = os.path.realpath(path)
     return None if real.startswith(_library_dirs()) else real
+
+
+def module_file(name: str) -> str | None:
+    """The source file of the module ``name`` if it is the user's own, imported or not (one
+    not imported yet as ``import`` would find it: :func:`.codescan.find`)."""
+    if name in sys.modules:
+        return user_module_file(name)
+    if _snap(name):
+        return None
+    spec = codescan.find(name)
+    return None if spec is None else _user_file(spec.origin)
 
 
 def code_names(code: types.CodeType) -> Iterator[str]:
@@ -83,56 +120,191 @@ def _filled(cell: Any) -> bool:
     return True
 
 
-def _unwrapped(fn: Any) -> Any:
-    """What a decorator wraps (``__wrapped__``), or ``fn`` where that chain loops."""
-    try:
-        return inspect.unwrap(fn)
-    except ValueError:
-        return fn
+def user_modules(fn: Any, functions: list[Any] | None = None) -> dict[str, str]:
+    """Your modules whose code ``fn`` (a function, or any value: a class, a partial, a
+    bound method) reaches: module name → source file, ``fn``'s own module included if it is
+    yours (see the module's docs for the ways followed). Each function whose code is walked
+    (``fn`` itself always, and yours reached) is appended to ``functions`` if given."""
+    return _Reach(functions).run(fn)
 
 
-def user_modules(fn: Callable[..., Any], functions: list[Any] | None = None) -> dict[str, str]:
-    """Your modules whose code ``fn`` reaches: module name → source file, ``fn``'s own
-    module included if it is yours. Followed: the globals and closure variables its code
-    names (a function, a class, an object's class, a module and the attributes of it the
-    code names), then the same for each of your functions and classes' methods reached
-    (appended to ``functions`` if given)."""
-    found: dict[str, str] = {}
-    todo: list[Any] = [_unwrapped(fn)]
-    seen = {id(todo[0])}
-    while todo:
-        f = _unwrapped(todo.pop())
-        code, names = getattr(f, "__code__", None), getattr(f, "__globals__", None)
-        if not isinstance(code, types.CodeType) or not isinstance(names, dict):
-            continue
-        if functions is not None:
-            functions.append(f)
-        cells = zip(code.co_freevars, getattr(f, "__closure__", None) or (), strict=False)
+class _Reach:
+    """One walk: what it found, and what it has looked at (kept: ids stay unique)."""
+
+    def __init__(self, functions: list[Any] | None) -> None:
+        self.found: dict[str, str] = {}
+        self.functions = functions
+        self.todo: list[types.FunctionType] = []
+        self.seen: dict[int, Any] = {}
+        self.attrs: dict[int, set[str]] = {}  # a module → its attributes followed
+        self.scanned: set[str] = set()  # modules whose file's imports were followed
+        self.users: dict[str, str | None] = {}  # module → file, of those imported
+        self.files: dict[str, str | None] = {}  # module → file, imported or not
+        self.budget = _BUDGET
+
+    def run(self, fn: Any) -> dict[str, str]:
+        if isinstance(fn, types.FunctionType):  # walked wherever it is (a notebook's)
+            self.seen[id(fn)] = fn
+            self.todo.append(fn)
+            self.value(inspect.getattr_static(fn, "__wrapped__", None), (), 0)
+        else:
+            self.value(fn, (), 0)
+        while self.todo:
+            self.function(self.todo.pop())
+        return self.found
+
+    def user(self, module: Any) -> str | None:
+        """``module``'s file if it is yours (counted as found), else None."""
+        if not isinstance(module, str):
+            return None
+        if module not in self.users:
+            self.users[module] = user_module_file(module)
+        path = self.users[module]
+        if path:
+            self.found.setdefault(module, path)
+        return path
+
+    def function(self, f: types.FunctionType) -> None:
+        code, names = f.__code__, f.__globals__
+        if self.functions is not None:
+            self.functions.append(f)
+        self.user(f.__module__)
+        self.user(names.get("__name__"))  # a decorator's wrapper, defined in its module
+        cells = zip(code.co_freevars, f.__closure__ or (), strict=False)
         names = {**names, **{n: c.cell_contents for n, c in cells if _filled(c)}}
-        used = list(dict.fromkeys([*code_names(code), *code.co_freevars]))
-        reached: list[Any] = [f]
+        used = tuple(dict.fromkeys([*code_names(code), *code.co_freevars]))
         for name in used:
-            value = names.get(name)
-            if isinstance(value, types.ModuleType):
-                reached.append(value)
-                if user_module_file(value.__name__):  # its attributes the code names
-                    attrs = (vars(value).get(a) for a in used)  # (no module __getattr__ run)
-                    reached += [a for a in attrs if isinstance(a, (types.FunctionType, type))]
-            elif isinstance(value, (types.FunctionType, type)):
-                reached.append(value)
-            elif value is not None:  # an object (a tokenizer made at import): its class's code
-                reached.append(type(value))
-        for value in reached:
-            module = getattr(
-                value, "__name__" if isinstance(value, types.ModuleType) else "__module__", None
-            )
-            if isinstance(module, str) and (path := user_module_file(module)):
-                found.setdefault(module, path)
-                if id(value) in seen or isinstance(value, types.ModuleType):
-                    continue
-                seen.add(id(value))
-                if isinstance(value, type):
-                    todo += [a for a in vars(value).values() if isinstance(a, types.FunctionType)]
-                else:
-                    todo.append(value)
-    return found
+            if name in names:
+                self.value(names[name], used, 0)
+        for default in (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values()):
+            self.value(default, used, 0)
+        package = names.get("__package__")
+        for base, taken in codescan.imported(code, package):
+            self.imports(self.runs(base, taken), used)
+        for name in codescan.strings(code, package):  # importlib.import_module("helpers")
+            if name in sys.modules or self.file(name):
+                self.imports(self.runs(name, ()), used)
+
+    def value(self, v: Any, used: tuple[str, ...], depth: int) -> None:
+        """Follow what ``v`` holds; ``used``: the names of the code that reached it."""
+        if isinstance(v, _PLAIN):
+            return
+        if isinstance(v, types.ModuleType):
+            self.module(v, used)
+            return
+        if id(v) in self.seen:
+            return
+        self.seen[id(v)] = v
+        if isinstance(v, types.FunctionType):
+            if self.user(v.__module__):
+                self.todo.append(v)
+            wrapped = inspect.getattr_static(v, "__wrapped__", None)
+            self.value(wrapped, used, depth)  # (what a decorator wraps)
+        elif isinstance(v, (staticmethod, classmethod, property, types.MethodType)):
+            for part in ("__func__", "__self__", "fget", "fset", "fdel"):
+                self.value(getattr(v, part, None), used, depth)
+        elif isinstance(v, (functools.partial, functools.partialmethod)):
+            for part in (v.func, *v.args, *v.keywords.values()):
+                self.value(part, used, depth)
+        elif isinstance(v, (dict, list, tuple, set, frozenset)):
+            if type(v) not in _CONTAINERS:  # (a dict of your class: its methods count too)
+                self.value(type(v), used, depth)
+            if isinstance(v, dict):
+                pairs = itertools.chain.from_iterable(v.items())
+                self.items(pairs, used, depth + 1, 2 * _ITEMS)
+            elif isinstance(v, (list, tuple)) or len(v) <= _ITEMS:
+                self.items(v, used, depth + 1)
+        elif isinstance(v, type):
+            self.cls(v)
+        else:  # an object (a tokenizer made at import): its class's code, what it holds
+            self.value(inspect.getattr_static(v, "__wrapped__", None), used, depth)
+            self.value(type(v), used, depth)
+            if self.user(type(v).__module__):  # (of your class: no __getattr__ of its run)
+                self.value(_state(v), used, depth)
+
+    def items(
+        self, values: Iterable[Any], used: tuple[str, ...], depth: int, n: int = _ITEMS
+    ) -> None:
+        """A container's first ``n`` items, within the walk's budget."""
+        if depth > _DEPTH:
+            return
+        try:
+            taken = list(itertools.islice(values, min(n, self.budget)))
+        except RuntimeError:  # changed by another thread meanwhile
+            return
+        self.budget -= len(taken)
+        for item in taken:
+            self.value(item, used, depth)
+
+    def cls(self, c: type) -> None:
+        """A class: what its methods and attributes reach, and its bases' (yours)."""
+        for k in c.__mro__:
+            if (k is not c and id(k) in self.seen) or not self.user(k.__module__):
+                continue
+            self.seen[id(k)] = k
+            for attr in list(vars(k).values()):
+                self.value(attr, (), 0)
+
+    def module(self, m: types.ModuleType, used: tuple[str, ...]) -> None:
+        """A module the code refers to: counted if yours; then, of yours (or of a namespace
+        package of yours), the attributes the code names (submodules: their attributes)."""
+        state = vars(m)
+        if not self.user(state.get("__name__")) and not _user_namespace(state):
+            return
+        followed = self.attrs.setdefault(id(m), set())
+        new = [a for a in used if a not in followed and a in state]
+        followed.update(used)
+        for a in new:  # (from the module's dict: no module __getattr__ run)
+            self.value(state[a], used, 0)
+
+    def file(self, name: str) -> str | None:
+        if name not in self.files:
+            self.files[name] = module_file(name)
+        return self.files[name]
+
+    def runs(self, base: str, taken: tuple[str, ...]) -> list[tuple[str, bool]]:
+        """The modules ``from base import taken`` (``import base``, with none) runs, and
+        whether their code counts with what it imports (not a package's that only holds
+        the modules taken: its ``__init__`` may import every module of the package)."""
+        subs = [f"{base}.{n}" for n in taken if self.file(f"{base}.{n}")]
+        whole = len(subs) < len(taken) or not taken
+        packages = [(p, False) for p in codescan.prefixes(base)[:-1]]
+        return [*packages, (base, whole), *((s, True) for s in subs)]
+
+    def imports(self, runs: list[tuple[str, bool]], used: tuple[str, ...]) -> None:
+        """Modules the code imports when it runs (or names in a string): each by what it
+        holds if imported (the attributes the code names), and by its file and, in turn,
+        what that imports (whether imported yet or not: the same reach either way)."""
+        for name, _ in runs:
+            loaded = sys.modules.get(name)
+            if isinstance(loaded, types.ModuleType):
+                self.module(loaded, used)
+        todo = list(runs)
+        while todo:
+            name, whole = todo.pop()
+            if name in self.scanned or not (path := self.file(name)):
+                continue
+            self.found.setdefault(name, path)
+            if not whole:
+                continue
+            self.scanned.add(name)
+            init = os.path.basename(path) == "__init__.py"
+            package = name if init else name.rpartition(".")[0]
+            for base, taken in codescan.file_imports(path, package):
+                todo += self.runs(base, taken)
+
+
+def _user_namespace(state: dict[str, Any]) -> bool:
+    """Whether a module is a namespace package (no file) with a directory of yours."""
+    if state.get("__file__") is not None or state.get("__path__") is None:
+        return False
+    library = _library_dirs()
+    return any(not os.path.realpath(p).startswith(library) for p in list(state["__path__"]) if p)
+
+
+def _state(v: Any) -> Any:
+    """An object's attributes (its ``__dict__``), or None."""
+    try:
+        return object.__getattribute__(v, "__dict__")
+    except (AttributeError, TypeError):
+        return None

@@ -121,7 +121,7 @@ def file_hash(fn: Callable[..., Any], home: str | None = None) -> str:
     mine = os.path.realpath(path)
     if code is not fn and home and os.path.isfile(home) and os.path.realpath(home) != mine:
         own = hashlib.sha256(f"{own}\nmade in={codedeps.file_digest(home)}".encode()).hexdigest()
-    others = sorted((m, p) for m, p in codedeps.user_modules(code).items() if p != mine)
+    others = sorted((m, p) for m, p in codedeps.user_modules(fn).items() if p != mine)
     if not others:
         return own
     h = hashlib.sha256(own.encode())

@@ -257,7 +257,8 @@ class _Walker:
             if module and (path := user_module_file(module)):
                 self._add(file_digest(path))
                 for name, dep in sorted(user_modules(v).items()):  # what its code uses
-                    self._add(name, file_digest(dep))
+                    if name != module or not isinstance(v, type):  # (a class's own: above)
+                        self._add(name, file_digest(dep))
             return
         self._add("class", qualname)
         try:
