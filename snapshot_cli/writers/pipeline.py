@@ -224,7 +224,7 @@ def why_no_records(fn: Any) -> str:
     fn = inspect.unwrap(fn)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         return " (no call of its generator yielded a record)"
-    return (
-        "; a function that neither yields nor returns its records returns None, which is "
-        "taken as 'no records'"
+    return (  # (a call's empty list or table is no records either: it returned something)
+        "; every call returned no records (an empty list, table or batch, or None: a "
+        "function that neither yields nor returns its records returns None)"
     )

@@ -309,16 +309,16 @@ def test_a_pipeline_that_makes_no_records_at_all_is_noted(
     with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
         info = snap.create(forgot_to_yield, str(tmp_path / "a"), inputs=[1, 2, 3], workers=0)
     assert info.num_records == 0
-    assert "made no records from 3 inputs; a function that neither yields nor returns" in (
-        caplog.text
-    )
+    assert "made no records from 3 inputs; every call returned no records (an empty list, " \
+        "table or batch, or None: a function that neither yields nor returns its records " \
+        "returns None)" in caplog.text  # fmt: skip
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
         assert snap.create(filters, str(tmp_path / "b"), inputs=[1, 2, 3], workers=0).num_records
     assert "made no records" not in caplog.text
     with caplog.at_level(logging.WARNING, logger="snapshot_cli"):  # no inputs: one call
         assert not snap.create(lambda: None, str(tmp_path / "c"), workers=0).num_records
-    assert "made no records from its one call (no inputs); a function that neither" in caplog.text
+    assert "made no records from its one call (no inputs); every call returned" in caplog.text
 
     def yields_none(i: int) -> Any:  # a generator whose filter left nothing: no None to blame
         yield from ({"x": i} for _ in range(i - i))
