@@ -33,9 +33,7 @@ def local_file_problem(root: str, path: str, real_root: str | None = None) -> st
 def _problem(root: str, path: str, real_root: str | None) -> str | None:
     mode = _mode_below(root, path)  # no symlink below root: path is inside it
     if mode is None:
-        real_root = os.path.realpath(root) if real_root is None else real_root
-        real = os.path.realpath(path)
-        if os.path.commonpath([real_root, real]) != real_root:
+        if (real := link_out_of(root, path, real_root)) is not None:
             return (
                 f"is a link to {real}, outside the snapshot (a snapshot's files are read only "
                 "inside it, whoever made it): copy what the link points to into the snapshot "
@@ -51,6 +49,16 @@ def _problem(root: str, path: str, real_root: str | None) -> str | None:
         kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
         return f"is {kind} (mode {stat.filemode(mode)})"
     return None
+
+
+def link_out_of(root: str, path: str, real_root: str | None = None) -> str | None:
+    """Where the local ``path`` really is, if a symlink (it, or a directory above it) leads
+    it out of the snapshot at ``root``; else None. The rule readers hold every file to
+    (:func:`local_file_problem`), and writers hold the directories they write to. Nothing is
+    opened; ``path`` need not exist."""
+    real_root = os.path.realpath(root) if real_root is None else real_root
+    real = os.path.realpath(path)
+    return None if os.path.commonpath([real_root, real]) == real_root else real
 
 
 def _mode_below(root: str, path: str) -> int | None:

@@ -201,7 +201,7 @@ def _create(
             f"{url} is in this process's memory, which no worker process can write into: pass "
             '--executor local --workers 0 (executor="local", workers=0) to run it in this process'
         )
-    commit_mod.check_output(fs, root)
+    guards.check_output(fs, root)  # (a file, foreign files, a link out of OUTPUT)
     if not overwrite:  # (a snapshot or run made before functions' names counted: its hash)
         made = commit_mod.read_manifest(fs, root)
         ref = pipeline_mod.continued(ref, made, runs_mod.find_runs(fs, root) if not made else [])

@@ -1,9 +1,12 @@
-"""Where a create would wait forever, and how it waits for another writer's lease.
+"""Where a create must not go on, and how it waits for another writer's lease.
 
-A create called while a worker process imports the pipeline's module, or while a "spawn" /
-"forkserver" child re-runs its parent's script, can only deadlock on its parent: it fails at
-once (:func:`refuse_nested`). Otherwise a create waits for the writer lease of its snapshot
-while another live writer holds it, saying so (:func:`wait_for_lease`).
+An OUTPUT that is a file, holds other files, or whose ``shards/``, ``_runs/``, ``_versions/``
+or ``manifest.json`` is a link out of it (where no reader would read what the create wrote)
+is refused before any work (:func:`check_output`). A create called while a worker process
+imports the pipeline's module, or while a "spawn" / "forkserver" child re-runs its parent's
+script, can only deadlock on its parent: it fails at once (:func:`refuse_nested`). Otherwise
+a create waits for the writer lease of its snapshot while another live writer holds it,
+saying so (:func:`wait_for_lease`).
 """
 
 from __future__ import annotations
@@ -16,13 +19,40 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fsspec import AbstractFileSystem
+
 from .. import storage
-from ..errors import OptionError
+from ..errors import OptionError, SnapshotExistsError
+from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
+from ..local_files import link_out_of
 from ..manifest import Manifest
+from . import commit as commit_mod
 from . import lease as lease_mod
 from . import worker as worker_mod
 
 log = logging.getLogger("snapshot_cli")
+
+
+def check_output(fs: AbstractFileSystem, root: str) -> None:
+    """Refuse, before anything is computed or written, an OUTPUT a create must not write:
+    a file, a directory holding other files (:func:`.commit.check_output`), or a local one
+    whose own directories or manifest lead out of it through a link (shards on a bigger disk
+    by ``ln -s``): every reader refuses a snapshot's file outside it, so the create would
+    report success, or "up to date", for a snapshot nothing can read."""
+    commit_mod.check_output(fs, root)
+    if not storage.is_local(fs):
+        return
+    for name in (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR, MANIFEST_NAME):
+        path = storage.join(root, name)
+        if os.path.lexists(path) and (real := link_out_of(root, path)) is not None:
+            raise SnapshotExistsError(
+                f"{storage.to_url(fs, path)} is a link to {real}, outside the snapshot (a "
+                "snapshot's files are read only inside it, whoever made it): no reader "
+                "would read the files there, nor what this create writes. To keep the "
+                "snapshot on another disk, make OUTPUT itself the link (move all of the "
+                "snapshot to a directory there and link OUTPUT to it), or put a copy of what "
+                "the link points to in its place (cp -rL); nothing was written"
+            )
 
 
 def bootstrapping() -> bool:

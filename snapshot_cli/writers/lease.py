@@ -10,13 +10,15 @@ take over also watches it change, by its own monotonic clock, so that a holder's
 is behind or ahead neither loses it the lease nor keeps a dead one (:func:`is_alive`). A
 taker creates the next epoch; a holder that sees a higher epoch than its own has lost the
 lease: it stops and must not commit (and the shards it writes meanwhile have names of its
-own, ``layout.shard_path``).
+own, ``layout.shard_path``). A holder whose lease file (or run) is gone had OUTPUT moved or
+deleted under it (:mod:`.moved`): it stops too, and never writes the lease at the old path.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import socket
@@ -31,9 +33,11 @@ from fsspec import AbstractFileSystem
 
 from .. import layout, storage
 from ..errors import LeaseError
+from . import moved
 from .options import DEFAULT_LEASE_TTL, MAX_LEASE_TTL
 
 DEFAULT_TTL = DEFAULT_LEASE_TTL
+log = logging.getLogger("snapshot_cli")
 
 
 @dataclass(frozen=True)
@@ -177,13 +181,18 @@ class Lease:
         self.owner = threading.get_ident()  # the thread of the create (or gc) that holds it
         self._stop = threading.Event()
         self._lost: str | None = None
+        self._gone = False  # its file went with OUTPUT (moved or deleted): see _loss
+        self._checked = False  # check() made its last look: the commit removes run state
+        self._lock = threading.Lock()  # one write or look at a time (HDFS: see _loss)
         _held_here[holder["id"]] = self
         self._thread = threading.Thread(target=self._beat, name=f"snap-lease-{epoch}", daemon=True)
         self._thread.start()
 
     def set_run(self, run: str) -> None:
         self.holder["run"] = run
-        self._write()
+        with self._lock:
+            if self._lost is None:  # (a lease gone with OUTPUT is not written again)
+                self._write()
 
     def _write(self) -> None:
         self.holder["heartbeat"] = time.time()
@@ -196,28 +205,67 @@ class Lease:
         while not self._stop.wait(interval):
             if _held_here.get(self.holder["id"]) is not self:  # abandoned: see try_acquire
                 return
+            if not self.beat():
+                return
+
+    def beat(self) -> bool:
+        """One heartbeat (the thread's, every ``ttl / 6``): if the lease is still this writer's,
+        write it again. False once it is lost: taken over, or gone with OUTPUT (moved or
+        deleted meanwhile; then nothing is written, which would make the old path again)."""
+        with self._lock:
+            if self._lost is not None:
+                return False
             try:
-                newest = current(self.fs, self.root)
-                if newest is not None and newest.epoch > self.epoch:
-                    self._lost = f"taken over by {newest.describe()}"
-                    return
-                self._write()
+                self._lost = self._loss()
+                if self._lost is None:
+                    self._write()
             except Exception as err:  # a failed heartbeat only matters if it lasts: see check()
                 if time.time() - float(self.holder["heartbeat"]) > float(self.holder["ttl"]):
                     self._lost = f"heartbeat failed for longer than the ttl: {err!r}"
-                    return
+            if self._gone and self.holder.get("run"):  # (a create's: its workers may be long)
+                log.warning(
+                    "the writer lease of %s is gone (OUTPUT moved or deleted?): this create "
+                    "stops once the tasks running now end",
+                    storage.to_url(self.fs, self.root),
+                )
+        return self._lost is None
+
+    def _loss(self) -> str | None:
+        """Why this writer no longer holds the lease, from one look at ``_runs/``; None if
+        it does. Its own file missing (or, until :meth:`check`, its run's ``run.json``: a
+        heartbeat that wrote just as OUTPUT was moved made the lease file again) means OUTPUT
+        went away: ``_gone``. (Under the lock: HDFS shows a file being replaced as missing.)"""
+        newest, mine = current(self.fs, self.root), self.holder["id"]
+        if newest is not None and (
+            newest.epoch > self.epoch or newest.holder.get("id", mine) != mine
+        ):
+            return f"taken over by {newest.describe()}"
+        run, there = self.holder.get("run"), newest is not None and newest.epoch == self.epoch
+        if there and (not run or self._checked or storage.exists(self.fs, self._run_file)):
+            return None
+        said = moved.gone(self.fs, self.root, self.epoch, run, there)
+        self._gone = True
+        return said
+
+    @property
+    def _run_file(self) -> str:
+        return layout.run_file(self.root, str(self.holder.get("run")))
 
     def check(self) -> None:
-        """Raise LeaseError if this writer lost the lease (it must not commit then)."""
-        if self._lost is None:
-            newest = current(self.fs, self.root)
-            if newest is not None and newest.epoch > self.epoch:
-                self._lost = f"taken over by {newest.describe()}"
+        """Raise LeaseError if this writer lost the lease (it must not commit then): taken
+        over, or gone with OUTPUT. The last look before the commit, which removes the run's
+        state: after it, only the lease file tells."""
+        with self._lock:
+            if self._lost is None:
+                self._lost = self._loss()
+            self._checked = True
         self.stop_if_lost()
 
     def stop_if_lost(self) -> None:
-        """LeaseError if the heartbeat found the lease taken over (nothing read): a writer
-        that lost it stops computing and writing at once, not at its commit."""
+        """LeaseError if the heartbeat found the lease taken over or gone (nothing read): a
+        writer that lost it stops computing and writing at once, not at its commit."""
+        if self._lost is not None and self._gone:
+            raise LeaseError(self._lost)
         if self._lost is not None:
             raise LeaseError(
                 f"this writer lost the lease of {storage.to_url(self.fs, self.root)}: "
@@ -229,6 +277,11 @@ class Lease:
         _held_here.pop(self.holder["id"], None)  # first: a dead lease here, whatever follows
         self._stop.set()
         self._thread.join()
+        with self._lock, contextlib.suppress(Exception):  # (not written where OUTPUT was)
+            self._lost = self._lost or self._loss()
+        if self._gone and isinstance(run := self.holder.get("run"), str):
+            _gone_in[self.owner] = str(self._lost)  # (the create's error: see released_after)
+            moved.remove_left_behind(self.fs, self.root, run, self.epoch, self.holder["id"])
         if self._lost is None:
             _released_here.add(self.holder["id"])
             self.holder["released"] = True
@@ -250,14 +303,26 @@ class Lease:
         self.release()
 
 
+# Why a create's lease, released by the thread (by id) that took it, was gone (OUTPUT moved
+# or deleted): the failed write that followed (a missing parent directory) is not the cause.
+_gone_in: dict[int, str] = {}
+
+
 @contextlib.contextmanager
 def released_after() -> Iterator[None]:
     """Release on the way out the leases this thread took inside and still holds: a second
     chance where an interrupt (Ctrl-C) skipped a lease's own release, which would leave its
-    heartbeat telling every other writer to wait."""
-    before = set(_held_here)
+    heartbeat telling every other writer to wait. A storage error raised inside after the
+    OUTPUT of a lease taken there went away is a LeaseError saying that, from the error."""
+    before, me = set(_held_here), threading.get_ident()
+    _gone_in.pop(me, None)
     try:
         yield
+    except Exception as err:
+        gone = _gone_in.pop(me, None)
+        if gone is None or not isinstance(err, OSError):  # (a storage error, not the code's)
+            raise
+        raise LeaseError(gone) from err
     finally:
         for key, lease in list(_held_here.items()):
             if key not in before and lease is not None and lease.owner == threading.get_ident():
