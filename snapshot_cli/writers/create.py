@@ -363,6 +363,7 @@ def _create(
                                 results[t.index]["schema"])
             for t in planned.tasks
         ]  # fmt: skip
+        lease.check()  # (before any file of the commit: none where a moved OUTPUT was)
         rel, crc = commit_mod.write_tasks_table(fs, root, version, table)
         manifest = commit_mod.build_manifest(
             fingerprint=fp,
@@ -385,7 +386,6 @@ def _create(
         )  # fmt: skip
         if bar is not None:  # the final line says what the snapshot holds, as the summary does
             bar.close(records=manifest.num_records, nbytes=manifest.bytes)
-        lease.check()
         commit_mod.commit(fs, root, manifest, replaces=previous)
         commit_mod.cleanup_after_commit(fs, root, manifest)
         if manifest.num_records == 0:
