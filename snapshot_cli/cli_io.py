@@ -282,22 +282,46 @@ def emit_json(doc: Any) -> None:
 
 
 def route_warnings(debug: bool) -> None:
-    """Python warnings (snap's own, or a library's) as one ``snap: warning:`` line each,
-    not Python's two lines of a file, a line number and a line of snap's source; with
-    ``--debug``, Python's own form."""
+    """snap's own Python warnings (raised by snap's code, or pointing at a line of it) as
+    one ``snap: warning:`` line each, not Python's two lines of a file, a line number and a
+    line of snap's source; with ``--debug``, Python's own form. Every other warning (the
+    pipeline's, at ``--workers 0``, as its worker processes print it) in Python's own form:
+    its category and the file and line that raised it, which are the user's to look at."""
     if debug:
         return
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
              line: Any = None) -> None:  # fmt: skip
-        print(f"snap: warning: {' '.join(str(message).split())}", file=sys.stderr)
+        stream = file if file is not None else sys.stderr
+        if stream is None:  # (stderr closed: as Python's own, nothing)
+            return
+        with contextlib.suppress(OSError):
+            if _snaps_warning(filename):
+                stream.write(f"snap: warning: {' '.join(str(message).split())}\n")
+            else:
+                stream.write(warnings.formatwarning(message, category, filename, lineno, line))
 
     warnings.showwarning = show
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _snaps_warning(filename: str) -> bool:
+    """Whether the warning being shown is snap's: it points at a line of snap, or the code
+    that called ``warnings.warn`` is snap's (which points it at its caller's line)."""
+    if os.path.abspath(filename).startswith(_PACKAGE):
+        return True
+    frame: Any = sys._getframe(2)  # (show's caller: warnings' own machinery, then warn's)
+    while frame is not None and frame.f_globals.get("__name__") == "warnings":
+        frame = frame.f_back
+    here = frame.f_code.co_filename if frame is not None else ""
+    return os.path.abspath(here).startswith(_PACKAGE)
+
+
 def configure_output(debug: bool) -> None:
-    """Before any command: paths printed as given, other libraries' logs and warnings one
-    line each, no colour where ``NO_COLOR`` is set (no-color.org) or the terminal is dumb."""
+    """Before any command: paths printed as given, other libraries' logs and snap's warnings
+    one line each, no colour where ``NO_COLOR`` is set (no-color.org) or the terminal is dumb."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None and (os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb"):
         ctx.color = False

@@ -38,22 +38,6 @@ def is_supported_dtype(dtype: np.dtype) -> bool:
     return dtype.kind in "biuf" and dtype.itemsize <= 8 and dtype.isnative and not user_defined
 
 
-# What to do instead, by numpy dtype kind, for the dtypes a column cannot hold
-_DTYPE_HINTS = {
-    "U": "text is stored as one str or a flat list of str per record (captions, tags); this "
-    "value mixes text with other values or has more than one dimension: make it a flat list "
-    "of str, or give each row a record of its own",
-    "S": "bytes are stored as one bytes value or a flat list of bytes per record; make it a "
-    "flat list of bytes, or give each row a record of its own",
-    "O": "yield a numpy array of one numeric dtype, or one str or bytes value per record",
-    "c": "store the real and imaginary parts as two float columns",
-    "M": "a column of times holds one per record; store several as integers "
-    "(value.astype('int64'), e.g. nanoseconds since 1970)",
-    "m": "a column of times holds one per record; store several as integers "
-    "(value.astype('int64'))",
-    "V": "store each field of a structured array as its own column",
-}
-
 # ml_dtypes' (JAX's bfloat16, the float8s, int4): numpy kind "V", as a structured array's
 LOW_PRECISION = ("bfloat16", "float8", "float4", "float6", "int4", "uint4", "int2", "uint2")
 
@@ -64,18 +48,6 @@ def low_precision_hint(widened: str, bits: str) -> str:
     return (
         f"Arrow has no such type: store it widened ({widened}), or its bits as integers of "
         f"its width ({bits}) and view them back when read"
-    )
-
-
-def unsupported_dtype_message(name: str, dtype: np.dtype) -> str:
-    """Why column ``name`` cannot hold ``dtype``, and what to store instead."""
-    hint = _DTYPE_HINTS.get(dtype.kind, "convert it to one of these")
-    if dtype.name.startswith(LOW_PRECISION):  # (int4's widened: int8; uint2's: uint8)
-        wide = dtype.name.partition("int")[0] + "int8" if "int" in dtype.name else "float32"
-        hint = low_precision_hint(f"v.astype(np.{wide})", f"v.view(np.uint{8 * dtype.itemsize})")
-    return (
-        f"column {name!r} has dtype {dtype}; supported dtypes are bool, int8..int64, "
-        f"uint8..uint64, float16/32/64: {hint}"
     )
 
 
@@ -337,7 +309,10 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
         d = b["dtype"] if b["kind"] == "scalar" else n["dtype"]
         number = {"int64": "int", "float64": "float", "bool": "bool"}.get(d, f"np.{d}")
         return f"; give the column one type, e.g. str(value) in every record (or {number}(value))"
-    arrays = ("tensor", "ragged")
+    arrays, kinds = ("tensor", "ragged"), {b["kind"], n["kind"]}
+    texts = before in _TEXT_LISTS or now in _TEXT_LISTS
+    if ("scalar" in kinds and kinds & set(arrays)) or (texts and kinds & {"string", "binary"}):
+        return _ONE_FORM["texts" if texts else "arrays"]  # ([5] here, 5 there; ["a"] and "a")
     same_kind = b["kind"] == n["kind"] == "scalar" or (b["kind"] in arrays and n["kind"] in arrays)
     if not same_kind or b["dtype"] == n["dtype"] or "arrow" in (b["kind"], n["kind"]):
         return ""
@@ -349,6 +324,15 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
     if b["shape"] != n["shape"] and b["kind"] == n["kind"] == "tensor":
         return ""  # the shape changed too: the ragged hint is the one to give
     return f"; give every record's array one dtype, e.g. value.astype(np.{name})"
+
+
+_TEXT_LISTS = (pa.list_(pa.string()), pa.list_(pa.binary()))  # captions, tags
+_ONE_FORM = {  # a column of arrays (or lists of text) in some records, of one value in others
+    "arrays": "; a column holds an array in every record or a number in every record: make the "
+    "numbers arrays (np.atleast_1d(value)), or one-value arrays numbers (value.item())",
+    "texts": "; a column holds a list of texts in every record or one text in every record: "
+    "make a lone text a list ([value]), or join a list into one (' '.join(values))",
+}
 
 
 def _time_units(before: pa.DataType, now: pa.DataType) -> tuple[str, str] | None:

@@ -10,16 +10,52 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
+import difflib
 import enum
 import logging
 import numbers
 import os
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from .. import schema as schema_mod
+
+# What to do instead, by numpy dtype kind, for the dtypes a column cannot hold
+_DTYPE_HINTS = {
+    "U": "text is stored as one str or a flat list of str per record (captions, tags); this "
+    "value mixes text with other values or has more than one dimension: make it a flat list "
+    "of str, or give each row a record of its own",
+    "S": "bytes are stored as one bytes value or a flat list of bytes per record; make it a "
+    "flat list of bytes, or give each row a record of its own",
+    "O": "yield a numpy array of one numeric dtype, or one str or bytes value per record",
+    "c": "store the real and imaginary parts as two float columns",
+    "M": "a column of times holds one per record; store several as integers "
+    "(value.astype('int64'), e.g. nanoseconds since 1970)",
+    "m": "a column of times holds one per record; store several as integers "
+    "(value.astype('int64'))",
+    "V": "store each field of a structured array as its own column, "
+    "**{name: v[name] for name in v.dtype.names}",
+}
+
+
+def unsupported_dtype_message(name: str, dtype: np.dtype) -> str:
+    """Why column ``name`` cannot hold ``dtype``, and what to store instead."""
+    hint = _DTYPE_HINTS.get(dtype.kind, "convert it to one of these")
+    if dtype.kind == "V" and not dtype.names:  # (raw bytes, np.dtype("V8"))
+        hint = "store it as bytes (v.tobytes())"
+    if dtype.name.startswith(schema_mod.LOW_PRECISION):  # (int4's widened: int8; uint2's: uint8)
+        wide = dtype.name.partition("int")[0] + "int8" if "int" in dtype.name else "float32"
+        hint = schema_mod.low_precision_hint(
+            f"v.astype(np.{wide})", f"v.view(np.uint{8 * dtype.itemsize})"
+        )
+    return (
+        f"column {name!r} has dtype {dtype}; supported dtypes are bool, int8..int64, "
+        f"uint8..uint64, float16/32/64: {hint}"
+    )
 
 
 def list_of_dicts(value: Sequence[dict[str, Any]], column: str) -> str:
@@ -115,6 +151,79 @@ def warn_columnwise(record: Mapping[str, Any]) -> None:
         )
 
 
+def _value_kind(value: Any) -> str:
+    """A value's kind as a column's type tells it: numbers by int/float/bool (Python's or
+    numpy's alike), text, bytes, else its type's name."""
+    for kinds, name in _KINDS:
+        if isinstance(value, kinds):
+            return name
+    return type(value).__name__
+
+
+_KINDS = (((bool, np.bool_), "bool"), ((numbers.Integral,), "int"), ((numbers.Real,), "float"),
+          ((str,), "str"), ((bytes,), "bytes"))  # fmt: skip
+
+
+def mixed_frame_column(frame: Any, error: str) -> str:
+    """For a DataFrame refused for a column that changed type: the message, where that
+    column has dtype object and holds values of several kinds (int and str: a column read
+    from a CSV with a few "n/a"), with how to give it one type; "" where it does not."""
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype != object or f"column {name!r}" not in error:
+            continue
+        kinds = sorted({_value_kind(v) for v in column.array})
+        if len(kinds) < 2:
+            continue
+        col = f"df[{name!r}]"
+        if "str" in kinds and {"int", "float", "bool"} & set(kinds):
+            fix = f"{col} = {col}.astype(str), or pd.to_numeric({col}) to make them numbers"
+        elif set(kinds) <= {"int", "float", "bool"}:
+            fix = f"{col} = {col}.astype(float)"
+        elif "str" in kinds and "list" in kinds:
+            fix = f"{col} = {col}.map(lambda v: [v] if isinstance(v, str) else v), a list each"
+        else:
+            fix = f"{col} = {col}.map(...) to one type"
+        return (
+            f"column {name!r} of a yielded DataFrame has dtype object and holds values of "
+            f"{len(kinds)} types ({', '.join(kinds)}); a column keeps one type: convert it "
+            f"before yielding, e.g. {fix}"
+        )
+    return ""
+
+
+def unmatched_ragged(declared: Iterable[str], columns: Sequence[str]) -> list[str]:
+    """The names ``@snap.ragged`` declared that are none of ``columns`` (a misspelling:
+    such a name marks no column, silently)."""
+    return sorted(set(declared) - set(columns))
+
+
+def ragged_names_note(unmatched: Sequence[str], columns: Sequence[str]) -> str:
+    """What a declared ragged name that is no column is, and the column it may have meant."""
+    if not unmatched:
+        return ""
+    names = ", ".join(map(repr, unmatched))
+    meant = []
+    for name in unmatched:
+        close = difflib.get_close_matches(name, columns, n=1)
+        if close:
+            meant.append(f"{close[0]!r} for {name!r}" if len(unmatched) > 1 else repr(close[0]))
+    guess = f"; did you mean {', '.join(meant)}?" if meant else "."
+    shown = ", ".join(map(repr, columns[:20])) + (", ..." if len(columns) > 20 else "")
+    which = "which is no column" if len(unmatched) == 1 else "which are no columns"
+    return (
+        f"@snapshot_cli.ragged declares {names}, {which} the pipeline yields (its columns: "
+        f"{shown}){guess} A name that is no column marks nothing: correct it in the decorator"
+    )
+
+
+def warn_unmatched_ragged(declared: Iterable[str], columns: Sequence[str]) -> None:
+    """Say (a warning) which names ``@snap.ragged`` declared that the records do not have."""
+    note = ragged_names_note(unmatched_ragged(declared, columns), columns)
+    if note:
+        logging.getLogger("snapshot_cli").warning("%s", note)
+
+
 def not_a_record_message(item: Any, why: str = "") -> str:
     """The error for a yielded ``item`` that is neither a record nor a batch; ``why``: what
     else was wrong, said when there is no better advice."""
@@ -142,11 +251,16 @@ def not_a_record_hint(item: Any) -> str:
         return " (`yield from` a list of records)"
     for method in ("collect", "compute"):  # a polars LazyFrame, a Dask DataFrame
         if callable(getattr(item, method, None)) and not isinstance(item, Iterator):
-            return f" (a lazy query: yield what it computes, value.{method}())"
+            return f" (a lazy query: yield or return what it computes, value.{method}())"
     if isinstance(item, Iterator):
         return " (it is an iterator: `yield from` it to yield its records, not it)"
     if item is None:
         return " (a bare `yield`, or `yield f(x)` where f returns nothing?)"
+    if isinstance(item, np.void) and item.dtype.names:
+        return (
+            " (a row of a numpy structured array: yield the whole array, a batch of its "
+            "fields, or the row as a record: {name: row[name] for name in row.dtype.names})"
+        )
     if isinstance(item, (str, bytes, numbers.Number, np.generic)) or hasattr(item, "shape"):
         return " (a record names its columns: yield {'x': value})"
     return ""

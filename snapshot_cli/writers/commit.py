@@ -27,6 +27,7 @@ from ..history import History, TaskRecord
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
 from ..progress import counted
+from . import advice
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +97,19 @@ class SchemaAgreement:
     ) -> None:
         self.describe = describe or (lambda task: f"task {task}")
         self.first: tuple[pa.Schema, int] | None = None
+        self.said = True  # (the results given here were said of when they were computed)
         for r in sorted(results, key=lambda r: r["task"]):
             self.add(r)
+        self.said = False
 
     def add(self, result: dict[str, Any]) -> None:
         if result["schema"] is None:
             return
         s = schema_mod.decode_schema(result["schema"])
+        declared = result.get("ragged", ())  # (@snap.ragged's names, as the task had them)
+        if not self.said:  # once a create, as its first task's records show the columns
+            self.said = True
+            advice.warn_unmatched_ragged(declared, s.names)
         if self.first is None:
             self.first = (s, result["task"])
             return
@@ -113,7 +120,9 @@ class SchemaAgreement:
         for field in base:
             if field.name in s.names and s.field(field.name).type != field.type:
                 kinds = [(field.type, name(base_task)), (s.field(field.name).type, name(task))]
-                raise _two_snaps(field.name, kinds) or schema_mod.unify_error(field.name, kinds)
+                err = _two_snaps(field.name, kinds) or schema_mod.unify_error(field.name, kinds)
+                note = advice.ragged_names_note(advice.unmatched_ragged(declared, s.names), s.names)
+                raise SchemaMismatchError(f"{err}. {note}") if note else err
         if sorted(s.names) == sorted(base.names):
             raise SchemaMismatchError(
                 f"{name(base_task)} and {name(task)} wrote the same columns in another order: "

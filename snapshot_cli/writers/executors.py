@@ -201,6 +201,15 @@ def _died(proc: _WorkerProcess) -> str:
     if task is None:
         return f"a worker process {how} before it could run a task; see the messages above"
     inputs = f"{task.inputs[:3]}{'...' if len(task.inputs) > 3 else ''}"
+    code = proc.proc.returncode
+    if code is not None and code >= 0:  # an exit, not a signal: code in the worker called it
+        return (
+            f"the pipeline ended its worker process with exit code {code} while running task "
+            f"{task.index} (inputs {inputs}): the function, or code it called, exited the "
+            f"process (os._exit({code}), or exit() in native code or a library) instead of "
+            "returning; return from the function, or raise an exception to fail the input, "
+            "then run the same command again to resume"
+        )
     causes = "" if named else ": killed, out of memory, or a crash in native code"
     return (
         f"a worker process {how} while running task {task.index} (inputs {inputs}){causes}; "

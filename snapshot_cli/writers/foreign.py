@@ -174,7 +174,11 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
         )
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
-        raise RecordError(f"a yielded DataFrame has the column names {twice} more than once")
+        raise RecordError(
+            f"a yielded DataFrame has the column names {twice} more than once; a column needs "
+            "a name of its own: rename them (df.columns = [...]), or drop the copies "
+            "(df.loc[:, ~df.columns.duplicated()])"
+        )
     out = {}
     for name in names:
         column = frame[name]

@@ -380,7 +380,11 @@ def different_columns(before: Iterable[Any], now: Iterable[Any]) -> str:
 def check_names(names: Sequence[str]) -> None:
     """The first record or batch's column names are usable: unique, non-empty, printable."""
     if len(set(names)) != len(names):
-        raise RecordError(f"duplicate column names in {list(names)}")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise RecordError(
+            f"the column names {twice} are given more than once in {list(names)}; a column "
+            "needs a name of its own: rename them"
+        )
     if "" in names:  # (no columns=, --columns or to_tf() could name it)
         raise RecordError(f"a column name is empty ('') in {list(names)}; name it")
     for name in names:  # a CSV header's "\r", an escape: none meant, all shown

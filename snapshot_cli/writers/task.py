@@ -20,14 +20,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from .. import arrays, layout, retry, storage
 from .. import schema as schema_mod
-from ..errors import PipelineError, PipelineLoadError, RecordError, SnapError
+from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
 from ..manifest import ShardEntry
 from ..progress import ordinal
-from . import advice, convert, importing, records, shipping
+from . import advice, convert, foreign, importing, records, shipping
 from .incremental import input_text
 from .options import WriteOptions
 from .shard import ShardRoller
@@ -97,24 +98,47 @@ class TaskWriter:
 
     def add(self, item: Any) -> None:
         """Add one yielded item: a record (dict) or a batch."""
-        if type(item) is not dict and convert.is_batch(item):  # a plain dict is a record
-            self.flush_records()  # keep yield order
-            for batch in convert.to_batches(item, self.schema, self.ragged):
-                self._push(batch, owned=False)
-            self._own_pending()
-        elif type(item) is dict or isinstance(item, Mapping):  # (the ABC check is slow)
-            self.records.add(item, self.schema)
-            opts = self.options
-            rows, size = self.records.rows, self.records.nbytes
-            cap = self.batch_bytes or self._batch_bytes(len(item))
-            if rows >= opts.batch_rows or size >= cap:
-                # a column of nothing but empty lists so far has no type: records are kept
-                # (up to 64 batches' worth) until a value gives it one
-                wait = rows < 64 * opts.batch_rows and size < 64 * cap
-                if not (wait and self.records.untyped()):
-                    self.flush_records()
+        try:
+            if type(item) is not dict and convert.is_batch(item):  # a plain dict is a record
+                self._add_batch(item)
+            elif type(item) is dict or isinstance(item, Mapping):  # (the ABC check is slow)
+                self.records.add(item, self.schema)
+                opts = self.options
+                rows, size = self.records.rows, self.records.nbytes
+                cap = self.batch_bytes or self._batch_bytes(len(item))
+                if rows >= opts.batch_rows or size >= cap:
+                    # a column of nothing but empty lists so far has no type: records are
+                    # kept (up to 64 batches' worth) until a value gives it one
+                    wait = rows < 64 * opts.batch_rows and size < 64 * cap
+                    if not (wait and self.records.untyped()):
+                        self.flush_records()
+            elif isinstance(item, np.ndarray) and item.dtype.names is not None:
+                self._add_batch(item := structured_batch(item))  # (a table of named fields)
+            else:
+                raise RecordError(advice.not_a_record_message(item))
+        except SchemaMismatchError as err:
+            explained = self._explained(err, item)
+            if explained is err:
+                raise
+            raise explained from err
+
+    def _add_batch(self, item: Any) -> None:
+        self.flush_records()  # keep yield order
+        for batch in convert.to_batches(item, self.schema, self.ragged):
+            self._push(batch, owned=False)
+        self._own_pending()
+
+    def _explained(self, err: SchemaMismatchError, item: Any) -> SchemaMismatchError:
+        """``err`` with what the item tells of it: a DataFrame's column of objects of several
+        types, or a name ``@snap.ragged`` declared that is no column."""
+        if foreign.is_dataframe(item) and (mixed := advice.mixed_frame_column(item, str(err))):
+            return SchemaMismatchError(mixed)
+        if self.schema is not None:
+            columns = list(self.schema.names)
         else:
-            raise RecordError(advice.not_a_record_message(item))
+            columns = [str(k) for k in item] if isinstance(item, Mapping) else []
+        note = advice.ragged_names_note(advice.unmatched_ragged(self.ragged, columns), columns)
+        return SchemaMismatchError(f"{err}. {note}") if note else err
 
     def flush_records(self) -> None:
         if self.records.rows:
@@ -219,6 +243,8 @@ def _iterate(result: Any) -> Iterable[Any]:
         return ()
     if isinstance(result, Mapping) or convert.is_batch(result):
         return (result,)
+    if isinstance(result, np.ndarray) and result.dtype.names is not None:
+        return (result,)  # a structured array: a table, one batch (not its rows one by one)
     if inspect.isasyncgen(result) or inspect.isawaitable(result):
         kind = "an async generator" if inspect.isasyncgen(result) else "a coroutine"
         if inspect.iscoroutine(result):
@@ -230,9 +256,21 @@ def _iterate(result: Any) -> Iterable[Any]:
     if isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
         raise RecordError(
             f"the pipeline returned a value of type {type(result).__name__}; it must yield or "
-            "return records (dicts) or batches"
+            f"return records (dicts) or batches{advice.not_a_record_hint(result)}"
         )
     return result
+
+
+def structured_batch(array: np.ndarray) -> convert.Batch:
+    """A numpy structured array, a table of named fields: a batch of its fields' columns
+    (``arr[name]`` each; a 0-d one is one record)."""
+    if array.ndim > 1:
+        raise RecordError(
+            f"the pipeline yielded a numpy structured array of shape {array.shape}; a "
+            "structured array is a batch of records, one per row: yield arr.reshape(-1)"
+        )
+    array = array.reshape(-1)
+    return convert.Batch({name: array[name] for name in array.dtype.names or ()})
 
 
 def _describe_input(spec: TaskSpec, item: Any) -> str:
@@ -291,6 +329,7 @@ def run_task(
         "schema": schema_mod.encode_schema(schema) if schema is not None else None,
         "inputs": len(spec.inputs),
         "seconds": round(time.time() - started, 3),
+        **({"ragged": sorted(ragged)} if ragged else {}),  # (a misspelt name is said of)
     }
     storage.write_atomic(fs, result_path(root, job.run, spec.index), json.dumps(result).encode())
     return result
@@ -316,6 +355,8 @@ def _feed(
             try:
                 result = fn(**job.params) if spec.call_once else fn(item, **job.params)
                 iterator = iter(_iterate(result))
+            except RecordError as err:  # (what it returned)
+                raise type(err)(f"{_describe_input(spec, item)}: {err}") from err
             except SnapError:
                 raise
             except (Exception, SystemExit) as err:  # sys.exit() in it is its error too

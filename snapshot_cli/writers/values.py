@@ -154,7 +154,7 @@ def check_utf8(value: str, column: str) -> None:
 
 def check_dtype(dtype: np.dtype, column: str) -> None:
     if not schema_mod.is_supported_dtype(dtype):
-        raise RecordError(schema_mod.unsupported_dtype_message(column, dtype))
+        raise RecordError(advice.unsupported_dtype_message(column, dtype))
 
 
 # Python types stored as they are: (class, dtype) of a value of each
