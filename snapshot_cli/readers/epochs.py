@@ -1,4 +1,5 @@
-"""Counting the epochs of a torch ``DataLoader``'s iterations in its worker processes.
+"""Counting the epochs of a torch ``DataLoader``'s iterations in its worker processes, and
+which ``num_workers`` the latest ran in (what a per-rank dataset state is saved under).
 
 Without ``persistent_workers`` each DataLoader iteration starts new worker processes from the
 parent's copy of a :class:`~.torch.SnapshotDataset`, which has not seen the previous
@@ -90,19 +91,29 @@ class EpochCounter:
         os.replace(tmp, self._path)
 
     def register(
-        self, base_seed: int, worker: int, epoch: int = 0, process: int | None = None
+        self,
+        base_seed: int,
+        worker: int,
+        epoch: int = 0,
+        process: int | None = None,
+        workers: int | None = None,
     ) -> int:
         """The epoch of the pass this worker of ``process`` (default: this process's parent,
         the one iterating the DataLoader) is starting; ``epoch``: the first, if it is the
-        first iteration of that process the counter sees.
+        first iteration of that process the counter sees. ``workers``: the DataLoader's
+        ``num_workers``, recorded as the split of that process's latest pass
+        (:meth:`last_split`).
 
         Raises:
             OSError: the directory is gone (the parent's dataset was collected, or a tmp
                 cleaner removed it).
             ValueError: the state file is not JSON any more.
         """
+        process = os.getppid() if process is None else process
         with self._locked() as whole:
-            state = _of(whole, os.getppid() if process is None else process, epoch)
+            if workers is not None:
+                _note_split(whole, process, workers)
+            state = _of(whole, process, epoch)
             counts, keys = state["counts"], state["keys"]
             name = f"{base_seed}/{worker}"
             key = [base_seed, counts.get(name, 0)]
@@ -126,12 +137,43 @@ class EpochCounter:
             state["epoch"] = epoch
             state["start"] = state["first"] + len(state["keys"])
 
+    def note_split(self, workers: int, process: int | None = None) -> None:
+        """Record that ``process`` (default: this one) is starting a pass in ``workers``
+        DataLoader workers (0: in the process itself, as a DataLoader without workers)."""
+        with self._locked() as whole:
+            _note_split(whole, os.getpid() if process is None else process, workers)
+
+    def last_split(self, process: int | None = None) -> int | None:
+        """The ``num_workers`` of the latest pass ``process`` (default: this one) started
+        over the dataset (None: none seen). A worker records it before its first batch, so
+        once the process has a batch of a pass, it is that pass's.
+
+        Raises:
+            OSError, ValueError: as :meth:`register`.
+        """
+        with self._locked() as whole:
+            split = whole.get("splits", {}).get(_key(os.getpid() if process is None else process))
+        return None if split is None else int(split)
+
+
+def _key(process: int) -> str:
+    """A process, known by its pid and start time: a pid is used again once its process is
+    gone."""
+    return f"{process}/{_started(process)}"
+
+
+def _note_split(whole: dict[str, Any], process: int, workers: int) -> None:
+    splits = whole.setdefault("splits", {})
+    splits.pop(_key(process), None)  # (last: the oldest are the first dropped)
+    splits[_key(process)] = workers
+    for old in list(splits)[: -EpochCounter.KEEP]:
+        del splits[old]
+
 
 def _of(whole: dict[str, Any], process: int, epoch: int) -> dict[str, Any]:
-    """The count of ``process`` in the state (made, from ``epoch``, if it has none): known by
-    its pid and start time, as a pid is used again once its process is gone."""
+    """The count of ``process`` in the state (made, from ``epoch``, if it has none)."""
     processes = whole["processes"]
-    key = f"{process}/{_started(process)}"
+    key = _key(process)
     if key not in processes:
         processes[key] = {"epoch": epoch, "start": 0, "first": 0, "keys": [], "counts": {}}
         for old in list(processes)[: -EpochCounter.KEEP]:  # (a long sweep's trials)

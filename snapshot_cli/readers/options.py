@@ -298,6 +298,24 @@ def no_batch(records: int, per: int, world_size: int, workers: int = 1) -> str:
     )
 
 
+def no_split(global_batch_size: int, world_size: int, workers: int) -> str:
+    """Why ``global_batch_size`` does not split over ``world_size`` ranks x ``workers``
+    DataLoader workers (SnapshotDataset's parts: workers are not called ranks), and what
+    does ("" when it splits, or there are no workers: the loader says it of the ranks)."""
+    g, parts = global_batch_size, world_size * workers
+    if workers <= 1 or not g % parts:
+        return ""
+    split = f"global_batch_size={g} does not split over {world_size} ranks x {workers} "
+    split += f"DataLoader workers ({parts} parts)"
+    if g % world_size:
+        return (
+            f"{split}, nor over the {world_size} ranks alone: use a world size that divides "
+            f"{g}, or another global_batch_size"
+        )
+    fits = [0, *(w for w in range(1, 65) if not (g // world_size) % w)]
+    return f"{split}: use a num_workers for which ranks x workers divides {g}, one of {fits}"
+
+
 def checked_columns(columns: object, available: list[str]) -> list[str]:
     """``columns`` (None: all of ``available``) as a list of distinct names of ``available``;
     anything else is an OptionError saying what to give."""

@@ -155,6 +155,13 @@ def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapsho
         f"the state was saved by a loader with other {', '.join(diff)}: "
         f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"
     )
+    if "rank" in diff or "world_size" in diff:
+        settings += (
+            " (a state of each rank's own order, batch_size=, is that rank's place in its own "
+            "part of the epoch: load into each rank the state it saved, on as many ranks as "
+            "saved them; or make the loaders with global_batch_size=, whose states any rank "
+            "loads, on any world size that divides it)"
+        )
     if "window_rows" in diff:
         settings += (
             " (window_rows, the shuffle window in records, follows from shuffle_buffer and, "
@@ -181,3 +188,58 @@ def _other_data(source: Snapshot, saved: str) -> str:
                 f"snap.open({source.url!r}, version={m.version}), or start without the state"
             )
     return f"{head}; no version it keeps has that data: start without the state"
+
+
+# A SnapshotDataset's state under DataLoader workers (:mod:`.torch`): each worker reads a part
+# of its rank's records in an order of its own, so a per-rank state's step (batches of one
+# loader) names no place in them; a global order's step is one global batch, whichever parts
+# make it. An epoch's start (step 0) is the same place in every split.
+_WHAT_WORKS = (
+    "make the dataset with global_batch_size= (SnapshotDataset(..., global_batch_size=...)), "
+    "whose states resume with any num_workers and world size, or iterate it with "
+    "num_workers=0 both where the state is saved and where it is resumed"
+)
+
+
+def unsaveable(epoch: int, step: int, workers: int | None) -> str:
+    """Why a per-rank :class:`~.torch.SnapshotDataset` state at ``step`` of ``epoch``, its
+    latest DataLoader iteration run in ``workers`` workers, cannot be saved ("" if it can)."""
+    if not workers or not step:
+        return ""
+    return (
+        f"state_dict(epoch={epoch}, step={step}): this SnapshotDataset is in the per-rank "
+        f"order (no global_batch_size) and its latest DataLoader iteration had "
+        f"num_workers={workers}, whose workers each read a part of the rank's records in an "
+        "order of their own: a state within an epoch resumes in no DataLoader (only step=0, "
+        f"an epoch's start, does); {_WHAT_WORKS}"
+    )
+
+
+def split_mismatch(state: dict[str, Any], workers: int) -> str:
+    """Why a :class:`~.torch.SnapshotDataset` ``state`` does not resume in a DataLoader of
+    ``workers`` worker processes ("" when it does). ``state["workers"]`` is the split it was
+    saved under (none in states of snap before 2026-11-30: taken as 0)."""
+    if state["config"].get("order") == "global":
+        return ""
+    saved = state.get("workers", 0)
+    if isinstance(saved, bool) or not isinstance(saved, int) or saved < 0:
+        return f"not a snap dataset state: 'workers' is {saved!r}, not an integer >= 0"
+    epoch, step = state["epoch"], state["batch"]
+    if saved and step:
+        return (
+            f"this dataset's state is of the per-rank order (no global_batch_size) and was "
+            f"saved at step {step} of epoch {epoch} by a DataLoader with num_workers={saved}, "
+            "whose workers each read a part of the rank's records in an order of their own: "
+            "no DataLoader resumes it (one without workers would repeat records and skip "
+            f"others): start epoch {epoch} over (dataset.set_epoch({epoch})), and from now on "
+            f"{_WHAT_WORKS}"
+        )
+    if workers:
+        return (
+            "this dataset's state is of the per-rank order (no global_batch_size), which "
+            "resumes without DataLoader workers only, and this DataLoader has "
+            f"num_workers={workers}: resume with num_workers=0, or save states of "
+            "SnapshotDataset(..., global_batch_size=...), which resume with any num_workers "
+            "and world size"
+        )
+    return ""

@@ -46,15 +46,17 @@ from ..cores import cores
 from ..errors import OptionError
 from ..keywords import keywords_of, refuse_unknown
 from ..units import flag, integer
-from . import ranks
+from . import ranks, resume
 from .epochs import new_counter, warn_cannot_count
 from .loader import SHUFFLE_BUFFER_BYTES
-from .options import no_batch
+from .options import no_batch, no_split
 from .torch_batches import TorchBatches as TorchBatches  # (loader.to_torch()'s, re-exported)
+from .torch_tensors import DatasetBatch, refuse_collate, to_tensors
 from .torch_tensors import import_torch as _torch
-from .torch_tensors import to_tensors
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .loader import Loader
     from .snapshot import Snapshot
 
@@ -69,22 +71,6 @@ class _ByValue:
         import pickle
 
         return pickle.loads(self.payload)  # noqa: S301 - our own payload, from our parent
-
-
-class DatasetBatch(dict[str, Any]):
-    """A whole batch as :class:`SnapshotDataset` yields it (a dict of tensors and lists).
-
-    Its own type so that torch's default collate refuses it: ``DataLoader(dataset)`` batches
-    items (``batch_size=1`` by default) and would have stacked whole batches into one more
-    dimension, ``(1, 64, 3, 32, 32)``, or failed on the last, shorter one."""
-
-
-def _refuse_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
-    raise OptionError(
-        "a DataLoader with a batch_size batches SnapshotDataset's items, which are whole "
-        "batches already: make it with DataLoader(dataset, batch_size=None) and set the "
-        "batch size on the dataset (SnapshotDataset(url, batch_size=...))"
-    )
 
 
 def worker_share(options: dict[str, Any], workers: int, local: bool) -> dict[str, Any]:
@@ -110,7 +96,7 @@ def _make_dataset_class() -> type:
     torch = _torch()
     from torch.utils.data._utils.collate import default_collate_fn_map  # torch's extension point
 
-    default_collate_fn_map[DatasetBatch] = _refuse_collate
+    default_collate_fn_map[DatasetBatch] = refuse_collate
 
     class SnapshotDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """A snapshot as a ``torch.utils.data.IterableDataset`` of whole batches.
@@ -153,6 +139,7 @@ def _make_dataset_class() -> type:
                 size = 256
             self.batch_size: int | None = size
             self._resume: dict[str, Any] | None = None  # load_state_dict: where to start
+            self._split: int | None = None  # num_workers of the last pass seen (no counter)
             options = self.loader_options
             self._given = (options.pop("rank", "auto"), options.pop("world_size", "auto"))
             # checked now as far as it can be (a launcher's environment not set up yet
@@ -241,30 +228,31 @@ def _make_dataset_class() -> type:
             if self._loader is None or self._loader_key != key:
                 # new here: a forked worker may hold a copy of the parent's loader, made for
                 # another part, whose threads are not in this process
-                g = self.loader_options.get("global_batch_size")
-                if g is not None and g % parts:
-                    raise OptionError(
-                        f"global_batch_size={g} does not split over {self.world_size} ranks x "
-                        f"{parts // self.world_size} DataLoader workers ({parts} parts): use a "
-                        f"num_workers for which ranks x workers divides {g}"
-                    )
-                options = self._options(part, parts)
-                if parts > self.world_size:  # DataLoader workers: a loader in each
-                    self._check_workers_have_batches(parts // self.world_size)
-                    local = storage.is_local(self.snapshot.fs)
-                    options = worker_share(options, parts // self.world_size, local)
-                try:
-                    self._loader = self.snapshot.loader(self.batch_size, **options)
-                except OptionError as err:
-                    if parts == self.world_size:
-                        raise
-                    ranks = "1 rank" if self.world_size == 1 else f"{self.world_size} ranks"
-                    raise OptionError(
-                        f"{err} (the {parts} 'ranks' are {ranks} x {parts // self.world_size} "
-                        "DataLoader workers: fewer workers help too)"
-                    ) from None
+                self._loader = self._new_loader(part, parts)
                 self._loader_key, self._pending = key, True
             return self._loader
+
+        def _new_loader(self, part: int, parts: int) -> Loader:
+            """The loader of part ``part`` of ``parts`` (ranks x DataLoader workers), its
+            errors said in workers (it reads its part as a rank)."""
+            workers = parts // self.world_size
+            g = integer(self.loader_options.get("global_batch_size"))
+            if type(g) is int and g > 0 and (problem := no_split(g, self.world_size, workers)):
+                raise OptionError(problem)
+            options = self._options(part, parts)
+            if parts > self.world_size:  # DataLoader workers: a loader in each
+                self._check_workers_have_batches(workers)
+                options = worker_share(options, workers, storage.is_local(self.snapshot.fs))
+            try:
+                return self.snapshot.loader(self.batch_size, **options)
+            except OptionError as err:
+                if parts == self.world_size:
+                    raise
+                ranks = "1 rank" if self.world_size == 1 else f"{self.world_size} ranks"
+                raise OptionError(
+                    f"{err} (the {parts} 'ranks' are {ranks} x {workers} "
+                    "DataLoader workers: fewer workers help too)"
+                ) from None
 
         def _check_workers_have_batches(self, workers: int) -> None:
             """drop_last=True with no batch in a worker's part: said in workers (its
@@ -282,9 +270,15 @@ def _make_dataset_class() -> type:
             info = torch.utils.data.get_worker_info()
             workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
             loader = self._part_loader(self.rank * workers + worker, self.world_size * workers)
+            if info is None:  # a pass without workers: what a state saved now is under
+                self._split = 0
+                with self._counter_lost():
+                    if self._epochs is not None:
+                        self._epochs.note_split(0)
             if info is not None and self._epochs is not None:
                 try:
-                    epoch = self._epochs.register(info.seed - info.id, info.id, self.epoch)
+                    seed, n = info.seed - info.id, info.num_workers
+                    epoch = self._epochs.register(seed, info.id, self.epoch, workers=n)
                 except (OSError, ValueError) as err:  # the file went away or was damaged
                     self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"
                 else:
@@ -306,14 +300,9 @@ def _make_dataset_class() -> type:
             it if that is this epoch."""
             if self._resume is not None and self._resume["epoch"] == epoch:
                 info = torch.utils.data.get_worker_info()
-                if info is not None and self.loader_options.get("global_batch_size") is None:
-                    raise OptionError(
-                        f"this dataset's state is of the per-rank order (no global_batch_size), "
-                        f"which resumes without DataLoader workers only, and this DataLoader "
-                        f"has num_workers={info.num_workers}: resume with num_workers=0, or "
-                        "save states of SnapshotDataset(..., global_batch_size=...), which "
-                        "resume with any num_workers and world size"
-                    )
+                workers = 0 if info is None else info.num_workers
+                if problem := resume.split_mismatch(self._resume, workers):
+                    raise OptionError(problem)
                 loader.load_state_dict(self._resume)
             else:
                 loader.set_epoch(epoch)
@@ -328,16 +317,44 @@ def _make_dataset_class() -> type:
             of ``W n``), a step is one global batch, and torch's DataLoader takes one item
             from each worker in turn, so ``num_workers`` items make a rank's slice of a step
             (``step = items // num_workers``). Without it (the per-rank order) a state loads
-            only into the same topology, and not with workers.
+            only into the same topology, without workers, where it was saved without them:
+            a state records the ``num_workers`` of the dataset's latest DataLoader iteration
+            (``workers``), and a per-rank one within an epoch (``step > 0``) under workers is
+            refused (each worker reads a part of its own: the step names no place in them).
             """
             loader = self._part_loader(self.rank, self.world_size)
             state = loader.state_dict()
             state.update(epoch=int(epoch), batch=int(step), pass_end=None)
+            workers = self._last_split()
+            if state["config"].get("order") != "global" and (
+                problem := resume.unsaveable(int(epoch), int(step), workers)
+            ):
+                raise OptionError(problem)
+            state["workers"] = workers or 0
             return state
+
+        def _last_split(self) -> int | None:
+            """The ``num_workers`` of the latest DataLoader pass over this dataset (None:
+            none seen); the workers' own record it in the epoch counter's file."""
+            with self._counter_lost():
+                if self._epochs is not None and (split := self._epochs.last_split()) is not None:
+                    return split
+            return self._split
+
+        @contextlib.contextmanager
+        def _counter_lost(self) -> Iterator[None]:
+            try:
+                yield
+            except (OSError, ValueError) as err:  # the file went away or was damaged
+                self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"
 
         def load_state_dict(self, state: dict[str, Any]) -> None:
             """Make the next iteration start at ``state`` (from :meth:`state_dict`); later
-            iterations are the epochs after it. Checked against this dataset's loader now."""
+            iterations are the epochs after it. Checked against this dataset's loader now,
+            and against the DataLoader's ``num_workers`` when iterated."""
+            state = resume.plain(state)  # (first: one that resumes in no DataLoader)
+            if problem := resume.malformed(state) or resume.split_mismatch(state, 0):
+                raise OptionError(problem)
             self._part_loader(self.rank, self.world_size).load_state_dict(state)
             self._restart(int(state["epoch"]))
             self._resume = dict(state)
@@ -348,10 +365,8 @@ def _make_dataset_class() -> type:
             workers = caller.num_workers if isinstance(caller, torch.utils.data.DataLoader) else 0
             rank, world = self._ranks()
             total, n = 0, max(1, workers)
-            local = storage.is_local(self.snapshot.fs)
-            for w in range(n):
-                options = self._options(rank * n + w, world * n)
-                with self.snapshot.loader(self.batch_size, **worker_share(options, n, local)) as ld:
+            for w in range(n):  # (made as iterating makes them: the same errors)
+                with self._new_loader(rank * n + w, world * n) as ld:
                     total += len(ld)
             return total
 

@@ -1,7 +1,8 @@
 """A numpy batch as torch tensors (pure but for importing torch): numeric columns shared
 without a copy, ragged ones as lists of tensors, and what torch has no dtype for (text,
 bytes, structs, datetimes of a yielded Arrow table) as Python values, which a DataLoader's
-workers also hand on as they are."""
+workers also hand on as they are; and the type of SnapshotDataset's batches, which torch's
+collate refuses (:func:`refuse_collate`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import RecordError
+from ..errors import OptionError, RecordError
 from .adapter import as_array, framework_array
 
 if TYPE_CHECKING:
@@ -26,6 +27,22 @@ def import_torch() -> Any:
             "(or a torch build for your accelerator)"
         ) from err
     return torch
+
+
+class DatasetBatch(dict[str, Any]):
+    """A whole batch as :class:`SnapshotDataset` yields it (a dict of tensors and lists).
+
+    Its own type so that torch's default collate refuses it: ``DataLoader(dataset)`` batches
+    items (``batch_size=1`` by default) and would have stacked whole batches into one more
+    dimension, ``(1, 64, 3, 32, 32)``, or failed on the last, shorter one."""
+
+
+def refuse_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
+    raise OptionError(
+        "a DataLoader with a batch_size batches SnapshotDataset's items, which are whole "
+        "batches already: make it with DataLoader(dataset, batch_size=None) and set the "
+        "batch size on the dataset (SnapshotDataset(url, batch_size=...))"
+    )
 
 
 NUMERIC = "biufc"  # numpy kinds torch has tensors of
