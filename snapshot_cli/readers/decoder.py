@@ -45,6 +45,12 @@ def spec_of(readers: ShardReaders) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def readers_spec(readers: Any, schema: Any, columns: list[str]) -> dict[str, Any]:
+    """A loader's reader set (a mixture's has parts), for a decode process to open."""
+    parts = getattr(readers, "parts", [readers])
+    return {"parts": [spec_of(p) for p in parts], "schema": schema, "columns": columns}
+
+
 def from_spec(spec: dict[str, Any]) -> ShardReaders:
     cache = None if spec["cache"] is None else ShardCache(*spec["cache"])
     keys = ("root", "shards", "schema", "verify", "max_open", "max_bytes")

@@ -15,12 +15,15 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import shm
 from .procs import Child, DecodeProcessError, Died
+
+if TYPE_CHECKING:
+    from .plan import Blocks, Segment
 
 
 def describe(window: Any) -> tuple[dict[str, Any], list[shm.Handle]]:
@@ -39,6 +42,23 @@ def describe(window: Any) -> tuple[dict[str, Any], list[shm.Handle]]:
         arrays[name] = (h.id, h.nbytes, view.dtype.str, (rows, *view.shape[1:]))
         handles.append(h)
     return {"rows": window.rows, "arrays": arrays}, handles
+
+
+def jobs_of(
+    blocks: Blocks, index: np.ndarray, offsets: list[int], segments: list[Segment],
+    checked: np.ndarray | None,
+) -> np.ndarray:  # fmt: skip
+    """A window's jobs for decode processes: rows of ``[offset, shard, batch, rows, start,
+    stop, check]``, check 0 for a record batch some process of this loader has checked
+    (``checked``: each would otherwise check again the ones it had not met itself)."""
+    unchecked = np.ones(len(index), np.int64) if checked is None else ~checked[index]
+    return np.stack([
+        np.asarray(offsets, np.int64), blocks.shard[index].astype(np.int64),
+        blocks.batch[index].astype(np.int64), blocks.rows[index].astype(np.int64),
+        np.fromiter((s.start for s in segments), np.int64, len(segments)),
+        np.fromiter((s.stop for s in segments), np.int64, len(segments)),
+        unchecked.astype(np.int64),
+    ], axis=1)  # fmt: skip
 
 
 def decode_window(

@@ -24,7 +24,7 @@ from .. import storage
 from ..cores import cores as cpus
 from ..errors import OptionError
 from ..units import integer
-from . import gather, memory, procs, ranks, resume
+from . import gather, memory, procs, procs_check, ranks, resume
 from .adapter import FrameworkAdapters
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
@@ -134,7 +134,7 @@ class Loader(FrameworkAdapters):
             high=reads or (4 * floor if local else wide),
             fixed=reads is not None or local,
         )
-        processes = procs.checked_count(options.processes, reading)
+        processes = procs_check.checked_count(options.processes, reading)
         # kept in order, a gather copies runs of records, whatever the size of their values
         value_bytes = row_bytes(reading.schema, self.columns) / max(1, len(self.columns))
         value_bytes = value_bytes if options.shuffle else float("inf")
@@ -311,12 +311,12 @@ class Loader(FrameworkAdapters):
                     self._pass_end = None  # last batch, before its end: the pass ends here
                     return
                 self._pass_end = None if self.epochs is None else self._epoch + self.epochs
-            run = Run(self._context, self._epoch, self._batch, self._pass_end)
+            run = Run(self._context, self._epoch, self._batch, self._pass_end)  # (no thread yet)
             self._run = run
-        if not self._stats.started:
-            self._stats.started = time.perf_counter()
         s = self._stats
-        try:
+        try:  # (its threads started in it: a Ctrl-C in their start has them stopped below)
+            run.start()
+            s.started = s.started or time.perf_counter()
             while True:
                 waited = time.perf_counter()
                 try:

@@ -3,7 +3,8 @@
 Items travel as ``(value, error)``: an exception raised in a background thread reaches the
 consumer unchanged (with its original traceback; snap's own frames in it without their
 locals: :func:`forget_own_locals`). The buffer also measures how long the consumer waited
-for data and how long the producer waited for room.
+for data and how long the producer waited for room. What the threads use of the consumer's
+side (the map, the tracer) they hold weakly (:func:`weakly`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ import contextlib
 import os
 import threading
 import time
+import types
+import weakref
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 _CLOSED = object()
+T = TypeVar("T")
 
 
 class Closed(Exception):
@@ -129,3 +134,23 @@ def forget_own_locals(error: BaseException) -> None:
                     tb.tb_frame.clear()
             tb = tb.tb_next
         error = error.__cause__ or error.__context__  # type: ignore[assignment]
+
+
+def weakly(obj: T | None) -> Callable[[], T | None]:
+    """How a pass's threads reach what its loader holds for them (the map, the tracer):
+    weakly, so that they never keep alive whoever holds the loader (a trainer whose method is
+    the map, holding the loader and its iterator: running threads are roots, so the trainer
+    was never collected, nor its threads stopped); a strong reference for what has no weak
+    one (a builtin function)."""
+    if obj is None:
+        return _none
+    if isinstance(obj, types.MethodType):
+        return weakref.WeakMethod(obj)
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
+
+
+def _none() -> None:
+    return None

@@ -17,9 +17,11 @@ reaches the loader, not them) and exit when this process closes their socket, or
 
 Messages are pickles framed by length over a Unix stream socket; descriptors of shared
 memory travel with them (SCM_RIGHTS), and when this process drops a window's memory the
-processes are told to unmap it (at once, or with their next message if busy), so memory is
-not held after a loader is gone; a loader closed or dropped has them close its shard files
-the same way (a snapshot deleted since, by ``snap gc`` or by hand, frees its disk space).
+processes are told to unmap it, and when a loader is closed or gone to close its shard
+files (a snapshot deleted since, by ``snap gc`` or by hand, frees its disk space): at once
+(``close()``, or a thread other than the main one, when no read thread is talking to them),
+else with their next message. A finalizer in the main thread (a batch, a loader let go of)
+sends nothing: a Ctrl-C in its send was swallowed ("Exception ignored") and cut the message.
 A decode process that dies (the OOM killer, a signal) loses nothing: its unfinished share of
 the window is decoded in the read thread, with a warning, and the pool starts another for
 the next pass (:mod:`.handoff` is a window's exchange with one process).
@@ -28,6 +30,7 @@ the next pass (:mod:`.handoff` is a window's exchange with one process).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import os
 import socket
@@ -39,14 +42,9 @@ import weakref
 from collections import deque
 from typing import Any
 
-from .. import storage
 from ..child import how_it_died, python_command
-from ..console import named
-from ..cores import cores as cpus
-from ..errors import OptionError, outside_snap
 from . import limits, shm
-from .window import fixed_width
-from .wire import MAX_FDS, recv, send
+from .wire import recv, send
 
 KEEP_READERS = 8  # reader sets a decode process keeps open (one per loader that used it)
 _keys = itertools.count(1)
@@ -114,6 +112,14 @@ class Child:
         self._flush()
 
     def _flush(self) -> None:
+        """Tell it now, unless a read thread is talking to it (its next message does), or in
+        the main thread: there this runs in a finalizer (of an array, a loader let go of),
+        where a Ctrl-C would be swallowed; it goes with the next message, or :meth:`flush`."""
+        if threading.current_thread() is not threading.main_thread():
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what it is to unmap and close, if no read thread is talking to it."""
         if self.lock.acquire(blocking=False):
             try:
                 self.send_freed()
@@ -134,7 +140,13 @@ class Child:
         """(holding ``lock``) A message with nothing but what to unmap and which reader sets
         to close; it has no answer."""
         if (self.freed or self.forgotten) and not self.dead:
-            self.send(self.take_freed(), [])
+            told = self.take_freed()
+            try:
+                self.send(told, [])
+            except BaseException:  # (a Ctrl-C: told again with the next; twice does no harm)
+                self.freed.extend(told.get("free", ()))
+                self.forgotten.extend(told.get("forget", ()))
+                raise
 
     def open_readers(self) -> list[int]:
         """The reader sets the process has open, asked of it (so it has read every message
@@ -197,8 +209,12 @@ class Child:
 
     def close(self) -> None:
         self.sock.close()
+        self.reap(time.monotonic() + 5)
+
+    def reap(self, deadline: float) -> None:
+        """Wait for it to exit (its socket closed) until ``deadline``, then kill it."""
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -225,6 +241,12 @@ class DecodePool:
             return
         for c in list(self.children):
             c.forget(key)
+
+    def flush(self) -> None:
+        """Tell every process now what it is to unmap and close (``Loader.close()``)."""
+        if os.getpid() == self.pid:
+            for c in list(self.children):
+                c.flush()
 
     def start(self, n: int) -> None:
         """At least ``n`` processes alive or starting (dead ones replaced), unless one has
@@ -297,10 +319,15 @@ class DecodePool:
         return self.ready(n)
 
     def close(self) -> None:
+        """End the processes: every socket closed, then each waited for (they exit at once,
+        together: about half a second in all, not that for each in turn)."""
         with self._lock:
             children, self.children = self.children, []
         for c in children:
-            c.close()
+            c.sock.close()
+        deadline = time.monotonic() + 5
+        for c in children:
+            c.reap(deadline)
 
 
 _pool: DecodePool | None = None
@@ -310,57 +337,29 @@ if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the for
     os.register_at_fork(after_in_child=lambda: globals().update(_pool_lock=threading.Lock()))
 
 
-def checked_count(n: int | None, reading: Any) -> int:
-    """``processes=n`` for the loader of ``reading`` (a :class:`~.sources.ReadSet`), checked
-    against what decode processes can do: an OptionError names what stands in the way (as
-    the caller gave it: ``--processes`` in ``snap bench``, ``processes=`` in Python)."""
-    if not n:
-        return 0
-    given, zero = named("--processes", "processes="), named("--processes 0", "processes=0")
-    if not shm.AVAILABLE:
-        raise OptionError(f"{given} needs Linux (shared memory by memfd_create); use {zero}")
-    for name in reading.columns:
-        t = reading.schema.field(name).type
-        if not fixed_width(t):
-            raise OptionError(
-                f"{given} decodes columns of numbers, tensors, times and durations only: "
-                "decode processes write them into the window's shared memory, and other "
-                "columns (text, ragged arrays, ...) are decoded in this process; "
-                f"column {name!r} is {t}: leave it out "
-                f"({named('--columns', 'columns=[...]')}) or use {zero}"
-            )
-    fixed = len(reading.columns)
-    if fixed >= MAX_FDS:
-        raise OptionError(
-            f"{given} reads at most {MAX_FDS - 1} columns, and {fixed} were selected: "
-            f"choose fewer with {named('--columns', 'columns=[...]')} or use {zero}"
-        )
-    for s in reading.sources:
-        if storage.protocol(s.fs) == "memory":
-            raise OptionError(
-                f"{given} cannot read {s.url}: another process cannot see this "
-                f"process's memory:// filesystem; use {zero}"
-            )
-    cores = cpus()
-    if n > cores:  # as torch's DataLoader warns of more workers than cores
-        warnings.warn(
-            f"{named(f'--processes {n}', f'processes={n}')} on {cores} cores: decode processes "
-            "beyond the core count add memory (each is a Python interpreter with pyarrow) and "
-            "no speed",
-            UserWarning,
-            stacklevel=outside_snap(),
-        )
-    return int(n)
-
-
 def pool() -> DecodePool:
     """This process's pool (a forked child makes its own: sockets do not survive fork)."""
     global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
             _pool, _pool_pid = DecodePool(), os.getpid()
-            atexit.register(_pool.close)  # the processes exit as their sockets close
+            atexit.register(_at_exit, _pool)  # the processes exit as their sockets close
         return _pool
+
+
+def _at_exit(pool: DecodePool) -> None:
+    """The interpreter exits: so do the processes. A Ctrl-C while they are waited for (after
+    ``snap bench`` printed its report) kills them, quietly: it was "Exception ignored in
+    atexit callback" and a traceback, and the interpreter is exiting anyway."""
+    children: list[Child] = []
+    try:
+        children = list(pool.children)
+        pool.close()
+    except KeyboardInterrupt:
+        for c in children:
+            with contextlib.suppress(OSError, KeyboardInterrupt, subprocess.TimeoutExpired):
+                c.proc.kill()
+                c.proc.wait(timeout=1)
 
 
 def reader_key(readers: Any) -> int:
@@ -382,6 +381,8 @@ def forget_readers(readers: Any) -> None:
     if done is not None:
         readers.process_key = readers.process_forget = None
         done()
+        if _pool is not None and _pool_pid == os.getpid():
+            _pool.flush()  # (not a finalizer: told now, also from the main thread)
 
 
 def _forget(key: int) -> None:

@@ -12,6 +12,8 @@ the window arrays it reuses, the shard readers).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import threading
 import time
@@ -28,7 +30,7 @@ from .decode import chunked, decode_segment, decode_segments, gather_known
 from .gather import GatherWindow, populate
 from .prefetch import Closed
 from .readahead import Readahead
-from .serve import Server
+from .serve import Later, Server, weakly
 from .units import Units, grouped
 from .window import Window
 
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 # a window's share per process, within these bounds).
 CHUNK_MIN, CHUNK_MAX = 1 << 20, 16 << 20
 GROUP_BYTES = 4 << 20  # records a read thread decodes at once (see Run._load)
+STARTING = 1.0  # seconds a started thread may take to run (a close() waits for it)
 
 
 @dataclass(frozen=True)
@@ -98,41 +101,6 @@ class _Pending:
     blocks: np.ndarray | None = None  # the record batches it reads (processes=N)
 
 
-class _Later:
-    """The next window, to be started in the slab the consumer lets go of (see
-    :meth:`.slabs.WindowPool.short`): as soon as it does, while the current window is served
-    (:meth:`when_free`, between hand-overs), else once it has been served (:meth:`now`)."""
-
-    def __init__(
-        self, run: Run, key: tuple[Plan, int, int, int], planned: Future[Loaded] | None
-    ) -> None:
-        self.run, self.key, self.planned = run, key, planned
-        self.rows = run._rows(key)
-        self.pending: _Pending | None = None
-
-    def when_free(self) -> None:
-        """Start the window if the slab is free now, or once the consumer takes its next
-        batch (which hands it the GIL: it lets go of the window before as it moves on)."""
-        run = self.run
-        if self.pending is None:
-            if run.windows.short(self.rows):
-                run.buffer.taken()
-                if run.windows.short(self.rows):
-                    return
-            self.pending = run._load(self.key, self.planned)
-
-    def now(self) -> _Pending:
-        """Start the window now that the served one has been handed over whole: once the
-        consumer has taken every batch (a consumer that keeps batches gets a new slab)."""
-        run = self.run
-        if self.pending is None:
-            run.buffer.drained()
-            if run.windows.short(self.rows):  # it keeps batches: new slabs from now on
-                run.windows.kept = True
-            self.pending = run._load(self.key, self.planned)
-        return self.pending
-
-
 class Run:
     """One iteration's threads, working from a :class:`RunContext`."""
 
@@ -140,7 +108,7 @@ class Run:
         self.blocks, self.make_plan = ctx.blocks, ctx.make_plan
         self.schema, self.columns = ctx.schema, list(ctx.columns)
         self.readers, self.tuner, self.stats = ctx.readers, ctx.tuner, ctx.stats
-        self.bytes_per_row, self.trace = ctx.bytes_per_row, ctx.trace
+        self.bytes_per_row, self._trace = ctx.bytes_per_row, weakly(ctx.trace)
         self.read_per_row = max(ctx.bytes_per_row, ctx.record_bytes)  # what reads touch
         self.checked = ctx.checked
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
@@ -160,11 +128,22 @@ class Run:
         self.plan_pool = ThreadPoolExecutor(1, thread_name_prefix="snap-plan")
         self.readahead = Readahead(self.readers, self.blocks, self.stop, ctx.stats)
         self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
-        try:  # (no call after the start: an interrupt there would leave the thread running)
+        self._began = threading.Event()  # snap-batch is running (see _join)
+        self._closing = threading.Lock()  # one close at a time does the joining
+
+    def start(self) -> None:
+        """Start the pass's threads, once whoever stops it holds the run: a Ctrl-C may land
+        in ``Thread.start`` after the thread began (its wait for it), and :meth:`close` then
+        stops it (it was left filling the buffer for good, with its window)."""
+        try:
             self.thread.start()
         except RuntimeError as err:
             faults.raise_no_thread("the loader", err)
             raise
+
+    @property
+    def trace(self) -> Tracer | None:
+        return self._trace()
 
     def plan(self, epoch: int) -> Plan:
         if epoch not in self._plans:
@@ -192,12 +171,15 @@ class Run:
             epoch, first = epoch + 1, 0
 
     def _produce(self) -> None:
+        self._began.set()
+        if self.stop.is_set():  # closed before it ran (an interrupted start): nothing to do
+            return
         try:
             # One window decodes while the previous one is served: two windows at most, and
             # the read threads never decode two windows at once (their rate is measurable).
             # The window after it is worked out meanwhile (0.1-0.2 s for 2M small records).
             # Where it needs a third slab, it is started once the consumer lets go of the
-            # slab of the window before (:class:`_Later`), not in a new one.
+            # slab of the window before (:class:`.serve.Later`), not in a new one.
             windows = self._windows()
             current = next(windows, None)
             pending = self._load(current, None) if current else None
@@ -205,8 +187,10 @@ class Run:
             planned = self._ahead(upcoming)
             while current is not None and pending is not None and not self.stop.is_set():
                 window, sources = self._finish(pending)
-                short = upcoming and self.windows.short(self._rows(upcoming))
-                later = _Later(self, upcoming, planned) if upcoming and short else None
+                later = None
+                if upcoming and self.windows.short(rows := self._rows(upcoming)):
+                    load = functools.partial(self._load, upcoming, planned)
+                    later = Later(load, self.windows, self.buffer, rows)
                 pending = self._load(upcoming, planned) if upcoming and not later else None
                 after = next(windows, None) if upcoming else None
                 planned = self._ahead(after)
@@ -323,18 +307,8 @@ class Run:
         nbytes: int,
     ) -> list[Future[float]]:
         """Hand the window's segments to the decode processes, a chunk at a time, from one
-        read thread per process (which waits on its socket, without the GIL). Each says
-        whether its record batch is yet to be checked by any process of this loader."""
-        blocks = self.blocks
-        unchecked = np.ones(len(index), np.int64)
-        if self.checked is not None:
-            unchecked = (~self.checked[index]).astype(np.int64)
-        jobs = np.stack([
-            np.asarray(offsets, np.int64), blocks.shard[index].astype(np.int64),
-            blocks.batch[index].astype(np.int64), blocks.rows[index].astype(np.int64),
-            np.fromiter((s.start for s in segments), np.int64, len(segments)),
-            np.fromiter((s.stop for s in segments), np.int64, len(segments)), unchecked,
-        ], axis=1)  # fmt: skip
+        read thread per process (which waits on its socket, without the GIL)."""
+        jobs = handoff.jobs_of(self.blocks, index, offsets, segments, self.checked)
         target = max(CHUNK_MIN, min(CHUNK_MAX, nbytes // (4 * len(children))))
         chunks = chunked(jobs, self.read_per_row, target)
         lock = threading.Lock()
@@ -363,12 +337,9 @@ class Run:
         return [self.read_pool.submit(worker, c) for c in children]
 
     def _spec(self) -> dict[str, Any]:
-        """The reader set, for a decode process to open (:func:`.decoder.spec_of`)."""
-        from .decoder import spec_of
+        from .decoder import readers_spec  # (the decode process's module: loaded if used)
 
-        parts = getattr(self.readers, "parts", [self.readers])
-        return {"parts": [spec_of(p) for p in parts], "schema": self.schema,
-                "columns": self.columns}  # fmt: skip
+        return readers_spec(self.readers, self.schema, self.columns)
 
     def _finish(self, pending: _Pending) -> tuple[Window | GatherWindow, np.ndarray | None]:
         waited = time.perf_counter()
@@ -387,13 +358,39 @@ class Run:
         return pending.window, pending.sources
 
     def close(self) -> None:
+        """Stop the pass: its threads end and what they hold is let go before this returns.
+        Called in one of snap's threads (the garbage collector ran a loader's or a pass's
+        finalizer there, a ``map`` allocating), it only tells them to stop: that thread may
+        be one the others wait for (a map call, a read), so a ``snap-close`` thread does the
+        joining (joined there, they waited for each other for good)."""
         self.stop.set()
         self.server.buffer.discard()
-        if self.thread is not threading.current_thread():
-            self.thread.join()
-        self.read_pool.shutdown(wait=True, cancel_futures=True)
-        self.windows.unmapped(cancelled=True)  # any window not unmapped yet
-        self.windows.let_go()  # slabs not given back (a batch of them was held), however it ended
-        self.plan_pool.shutdown(wait=True, cancel_futures=True)
-        self.readahead.close()
-        self.server.close()
+        if threading.current_thread().name.startswith("snap-"):
+            closer = threading.Thread(target=self._shut, name="snap-close", daemon=True)
+            with contextlib.suppress(RuntimeError):  # (at exit: the threads go with it)
+                closer.start()
+            return
+        self._shut()
+
+    def _shut(self) -> None:
+        with self._closing:
+            self._join()
+            self.read_pool.shutdown(wait=True, cancel_futures=True)
+            self.windows.unmapped(cancelled=True)  # any window not unmapped yet
+            self.windows.let_go()  # slabs not given back (a batch held one), however it ended
+            self.plan_pool.shutdown(wait=True, cancel_futures=True)
+            self.readahead.close()
+            self.server.close()
+
+    def _join(self) -> None:
+        """Wait for snap-batch to end. A Ctrl-C in ``Thread.start`` may leave it started but
+        not running yet (it then finds ``stop`` set and ends at once), or never to run (one
+        before the start of the OS thread: then listed as starting for good, by CPython)."""
+        thread = self.thread
+        if thread is threading.current_thread():
+            return
+        starting = thread.ident is None and thread in threading.enumerate()  # (or never runs)
+        if thread.ident is None and not (starting and self._began.wait(STARTING)):
+            return
+        self._began.wait()  # (started: running soon; joined before, join() would refuse)
+        thread.join()

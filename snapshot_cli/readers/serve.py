@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .gather import GatherWindow
-from .prefetch import PrefetchBuffer
+from .prefetch import Closed, PrefetchBuffer, weakly
 
 if TYPE_CHECKING:
     from typing import TypeAlias
 
     from .loader import Batch
     from .run import Plan, RunContext
+    from .slabs import WindowPool
+    from .trace import Tracer
     from .window import Window
 
     # batches made from a window, when their making started and ended
@@ -57,8 +59,9 @@ class Server:
     """The serving half of a :class:`~.run.Run`: its threads, and the prefetch buffer."""
 
     def __init__(self, ctx: RunContext, batch_size: int, stop: threading.Event) -> None:
-        self.stats, self.trace, self.prefetch = ctx.stats, ctx.trace, ctx.prefetch
-        self.map, self.map_takes_rng, self.map_key = ctx.map, ctx.map_takes_rng, ctx.map_key
+        self.stats, self.prefetch, self._trace = ctx.stats, ctx.prefetch, weakly(ctx.trace)
+        self._map, self.map_takes_rng = weakly(ctx.map), ctx.map_takes_rng
+        self.map_key = ctx.map_key
         self.mixed, self.stop = ctx.sources, stop
         self.batch_bytes = max(1, ctx.bytes_per_row * batch_size)
         self.group = max(1, min(GROUP_MAX, GROUP_BYTES // self.batch_bytes))
@@ -66,12 +69,16 @@ class Server:
         self._between: Callable[[], None] | None = None
         self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
         self.map_pool = (
-            ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if self.map else None
+            ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if ctx.map else None
         )
         self.outputs = MapOutputs()
         self._map_calls, self._map_time = 0, 0.0
         self.gather_threads = ctx.gather_threads
         self.gather_pool = ThreadPoolExecutor(self.gather_threads, thread_name_prefix="snap-gather")
+
+    @property
+    def trace(self) -> Tracer | None:
+        return self._trace()
 
     def serve(
         self,
@@ -186,7 +193,9 @@ class Server:
         loader's own memory, which it reuses only once let go: no check needed)."""
         started = time.perf_counter()
         given = dict(batch)  # (before the map may add to it; the arrays kept: ids not reused)
-        fn: Callable[..., Batch] = self.map  # type: ignore[assignment]
+        fn = self._map()
+        if fn is None:  # the loader is gone (its map, held by it alone, with it): so is the pass
+            raise Closed
         try:
             if self.map_takes_rng:
                 seed, rank = self.map_key
@@ -254,6 +263,38 @@ class Server:
         self.gather_pool.shutdown(wait=True, cancel_futures=True)
         if self.map_pool is not None:
             self.map_pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Later:
+    """The next window, to be started (``load()``) in the slab the consumer lets go of (see
+    :meth:`.slabs.WindowPool.short`): as soon as it does, while the current window is served
+    (:meth:`when_free`, between hand-overs), else once it has been served (:meth:`now`)."""
+
+    def __init__(
+        self, load: Callable[[], Any], windows: WindowPool, buffer: PrefetchBuffer, rows: int
+    ) -> None:
+        self.load, self.windows, self.buffer, self.rows = load, windows, buffer, rows
+        self.pending: Any = None
+
+    def when_free(self) -> None:
+        """Start the window if the slab is free now, or once the consumer takes its next
+        batch (which hands it the GIL: it lets go of the window before as it moves on)."""
+        if self.pending is None:
+            if self.windows.short(self.rows):
+                self.buffer.taken()
+                if self.windows.short(self.rows):
+                    return
+            self.pending = self.load()
+
+    def now(self) -> Any:
+        """Start the window now that the served one has been handed over whole: once the
+        consumer has taken every batch (a consumer that keeps batches gets a new slab)."""
+        if self.pending is None:
+            self.buffer.drained()
+            if self.windows.short(self.rows):  # it keeps batches: new slabs from now on
+                self.windows.kept = True
+            self.pending = self.load()
+        return self.pending
 
 
 class MapOutputs:

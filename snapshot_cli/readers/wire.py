@@ -18,12 +18,16 @@ class ProtocolError(RuntimeError):
 
 
 def send(sock: socket.socket, obj: Any, fds: list[int] | tuple[int, ...] = ()) -> None:
+    """Send ``obj`` with descriptors ``fds``, the header and the body in one call: a message
+    the socket takes whole (the main thread's, where a Ctrl-C lands, are small: what to
+    unmap, a question) is never cut by an interrupt, which lands before it or after it (sent
+    in two, one landing between them had the decode process read the next message's header
+    as this one's body, and die)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    header = _HEADER.pack(len(data), len(fds))
-    sent = socket.send_fds(sock, [header], list(fds)) if fds else sock.send(header)
-    if sent < len(header):
-        sock.sendall(header[sent:])
-    sock.sendall(data)
+    parts = [_HEADER.pack(len(data), len(fds)), data]
+    sent = socket.send_fds(sock, parts, list(fds)) if fds else sock.sendmsg(parts)
+    if sent < _HEADER.size + len(data):  # (a large message: a read thread's, never a signal's)
+        sock.sendall(b"".join(parts)[sent:])
 
 
 def recv(sock: socket.socket) -> tuple[Any, list[int]]:
