@@ -54,7 +54,8 @@ def termination_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        _installed.remove((raise_terminated, previous))
+        with contextlib.suppress(ValueError):  # (a forked child's: emptied at the fork)
+            _installed.remove((raise_terminated, previous))
         _restore(raise_terminated, previous)
 
 

@@ -275,9 +275,9 @@ class _Reach:
         """Modules the code imports when it runs (or names in a string): each by what it
         holds if imported (the attributes the code names), and by its file and, in turn,
         what that imports (whether imported yet or not: the same reach either way)."""
-        for name, _ in runs:
-            loaded = sys.modules.get(name)
-            if isinstance(loaded, types.ModuleType):
+        for name, whole in runs:  # (not a package that only holds the modules taken: what
+            loaded = sys.modules.get(name)  # it holds differs once imported; its file does not)
+            if whole and isinstance(loaded, types.ModuleType):
                 self.module(loaded, used)
         todo = list(runs)
         while todo:

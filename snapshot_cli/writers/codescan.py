@@ -76,6 +76,8 @@ def _refs(
     for c in nested(code):
         last: list[Any] = [None, None]  # an import's level and names, loaded just before it
         for ins in dis.get_instructions(c):
+            if ins.opname in _NOT_OPERANDS:  # (between an import's operands and it)
+                continue
             if ins.opname == "IMPORT_NAME":
                 level = last[0] if isinstance(last[0], int) else 0
                 taken = last[1] if isinstance(last[1], tuple) else ()
@@ -89,6 +91,9 @@ def _refs(
 
 
 _IMPORTERS = frozenset({"import_module", "__import__"})
+# instructions that carry no operand of their own: an EXTENDED_ARG before a constant past the
+# 255th (a module of many constants) was taken for an import's level, and the module lost
+_NOT_OPERANDS = frozenset({"EXTENDED_ARG", "CACHE", "NOP"})
 
 
 def _module_like(s: str) -> bool:
@@ -127,8 +132,9 @@ def strings(code: types.CodeType, package: Any) -> Iterator[str]:
 
 
 def file_imports(path: str, package: str) -> tuple[Import, ...]:
-    """What the file ``path`` imports anywhere in it (compiled, not run): a module of
-    ``package`` is found by its file before it is imported."""
+    """What the file ``path`` imports anywhere in it (compiled, not run), and the modules its
+    strings name as :func:`strings` reads them: a module of ``package`` is found by its file
+    before it is imported."""
     try:
         st = os.stat(path)
     except OSError:  # (gone since it was found)
@@ -143,7 +149,8 @@ def _file_imports(path: str, size: int, mtime_ns: int, package: str) -> tuple[Im
             code = compile(f.read(), path, "exec", dont_inherit=True)
     except (OSError, SyntaxError, ValueError):
         return ()
-    return tuple(dict.fromkeys(imported(code, package)))
+    named = ((name, ()) for name in strings(code, package))  # (import_module("x") in it)
+    return tuple(dict.fromkeys([*imported(code, package), *named]))
 
 
 def prefixes(name: str) -> list[str]:

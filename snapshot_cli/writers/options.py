@@ -305,8 +305,13 @@ class CreateOptions:
         told so every night)."""
         chunking = m.history.chunking if m.history is not None else None
         rows = max((r for s in m.shards for r, _ in s.batch_rows), default=0)
-        cap = 2 * self.write.batch_bytes  # (a shard's record batches, on average, over it)
-        big_batches = any(s.uncompressed_bytes > cap * s.record_batches for s in m.shards)
+        # A shard's record batches over twice the target, on average (not of a record each:
+        # records larger than the target make such batches under any --batch-bytes).
+        cap = 2 * self.write.batch_bytes
+        big_batches = any(
+            s.uncompressed_bytes > cap * s.record_batches and s.records > s.record_batches
+            for s in m.shards
+        )
         given = {
             "--inputs-per-task": self.write.inputs_per_task is not None
             and (chunking is None or _other_grouping(chunking, self.write.inputs_per_task)),

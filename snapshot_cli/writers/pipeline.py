@@ -90,9 +90,12 @@ def continued(ref: PipelineRef, made: Manifest | None, runs: list[dict[str, Any]
 
 def defining(fn: Any) -> Any:
     """The function whose code says what ``fn`` does: a ``functools.partial``'s function, a
-    callable object's ``__call__``; ``fn`` itself for a function or a method."""
+    callable object's ``__call__``, an object's method's function (the object is made
+    elsewhere: ``q.py:scale.apply``); ``fn`` itself for a function."""
     while isinstance(fn, functools.partial):
         fn = fn.func
+    if inspect.ismethod(fn) and not inspect.isclass(fn.__self__):
+        return fn.__func__
     call = inspect.getattr_static(type(fn), "__call__", None)
     if not (inspect.isroutine(fn) or inspect.isclass(fn)) and inspect.isfunction(call):
         return call
@@ -221,7 +224,7 @@ def _not_callable_hint(pipeline: object) -> str:
 def why_no_records(fn: Any) -> str:
     """What to add to "the pipeline made no records": a plain function that neither yields
     nor returns its records returns None, taken as no records; a generator yielded none."""
-    fn = inspect.unwrap(fn)
+    fn = inspect.unwrap(defining(fn))  # (a callable object's __call__, a partial's function)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         return " (no call of its generator yielded a record)"
     return (  # (a call's empty list or table is no records either: it returned something)

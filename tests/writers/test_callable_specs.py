@@ -78,3 +78,16 @@ def test_a_plain_function_keeps_the_code_hash_it_had(project: tuple[Path, str]) 
 def test_a_builtin_says_to_wrap_it(tmp_path: Path) -> None:
     with pytest.raises(snap.PipelineLoadError, match=r"wrap a built-in or compiled function"):
         snap.create("math:sqrt", str(tmp_path / "out"), inputs=[1.0], workers=0)
+
+
+def test_a_callable_object_whose_call_yields_nothing_is_told_its_generator_did(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was told every call "returned" an empty list or None: its __call__ is a generator."""
+    (tmp_path / "gen.py").write_text(
+        "class Gen:\n    def __call__(self, i):\n        if False:\n            yield {'x': i}\n"
+        "gen = Gen()\n"
+    )
+    with caplog.at_level("WARNING", logger="snapshot_cli"):
+        snap.create(f"{tmp_path}/gen.py:gen", str(tmp_path / "out"), inputs=[1, 2], workers=0)
+    assert "(no call of its generator yielded a record)" in caplog.text, caplog.text

@@ -211,6 +211,36 @@ PATTERNS: dict[str, Pattern] = {
         "P = functools.partial(run, fn=h_TAG.g)\n",
         name="P",
     ),
+    # (the review's: each missed before)
+    "a module a helper not imported yet names in a string": Pattern(
+        BODY_FROM,
+        {
+            "h_TAG.py": "import importlib\nplug = importlib.import_module('p_TAG')\n"
+            "def g(s):\n    return plug.k(s)\n",
+            "p_TAG.py": "def k(s):\n    return s.upper()\n",
+        },
+        "p_TAG.py",
+        lazy="h_TAG",
+    ),  # fmt: skip
+    "an import after a module's 256th constant": Pattern(
+        BODY_FROM,
+        {
+            "h_TAG.py": "LABELS = {" + ", ".join(f"'l{i}': {i}" for i in range(300)) + "}\n"
+            "from h2_TAG import k\ndef g(s):\n    return k(s) + str(LABELS['l1'])\n",
+            "h2_TAG.py": HELPER2,
+        },
+        "h2_TAG.py",
+        lazy="h_TAG",
+    ),  # fmt: skip
+    "a method of an object the spec's file makes": Pattern(
+        "import lib_TAG\nscale = lib_TAG.Scale(2)\n",
+        {
+            "lib_TAG.py": "class Scale:\n    def __init__(self, k):\n        self.k = k\n"
+            "    def apply(self, i):\n        return [{'t': i * self.k}]\n"
+        },
+        "pipe_TAG.py",
+        name="scale.apply",
+    ),  # fmt: skip
     "a callable object as the pipeline": Pattern(
         GLOBAL_H + "class Run:\n    def __call__(self, i):\n        return self.step(i)\n"
         "    def step(self, i):\n        return [{'t': h_TAG.g(i)}]\nRUN = Run()\n",
@@ -295,6 +325,22 @@ def test_an_edit_counts_for_a_function_sent_by_value(tree: Tree, kind: str) -> N
     assert pipeline.resolve(fn).code_hash == ref.code_hash
     tree.edit(p.edited)
     assert pipeline.resolve(fn).code_hash != ref.code_hash
+
+
+def test_the_reach_is_the_same_before_and_after_the_first_call(tree: Tree) -> None:
+    """A package whose modules the function takes one of (``from pk import text``) counts by
+    its file; once imported, its attributes the code names were followed too, so the hash
+    changed after the first call and an unchanged create said "different pipeline code"."""
+    tree.write({"pk_TAG/__init__.py": "from .other import g\nfrom . import text\n",
+                "pk_TAG/other.py": "def g(s):\n    return s.strip()\n",
+                "pk_TAG/text.py": HELPER})  # fmt: skip
+    tree.write({"pipe_TAG.py": "def preprocess(i):\n    from pk_TAG import text\n"
+                               "    return [{'t': text.g(i)}]\n"})  # fmt: skip
+    spec = f"{tree.path('pipe_TAG.py')}:preprocess"
+    before = pipeline.resolve(spec).code_hash
+    load_function(spec)("Ab")
+    assert tree.name("pk_TAG.other") in sys.modules
+    assert pipeline.resolve(spec).code_hash == before
 
 
 def test_a_function_reaching_none_of_your_modules_keeps_its_hash(tree: Tree) -> None:
