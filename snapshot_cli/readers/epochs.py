@@ -111,8 +111,9 @@ class EpochCounter:
         """
         process = os.getppid() if process is None else process
         with self._locked() as whole:
-            if workers is not None:
-                _note_split(whole, process, workers)
+            if workers is not None:  # (also the owner's: a forkserver is workers' parent)
+                for p in dict.fromkeys((process, self.owner)):
+                    _note_split(whole, p, workers)
             state = _of(whole, process, epoch)
             counts, keys = state["counts"], state["keys"]
             name = f"{base_seed}/{worker}"

@@ -118,7 +118,7 @@ def decode_window(
         except Died as died:
             child.dead = True
             warnings.warn(
-                f"snap's {child.name} {died.how}; this pass decodes its "
+                f"snap's {child.name} {died.args[0]}; this pass decodes its "
                 "share in threads, and the next pass starts another",
                 RuntimeWarning,
                 stacklevel=2,

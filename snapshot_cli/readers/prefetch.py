@@ -144,9 +144,9 @@ def weakly(obj: T | None) -> Callable[[], T | None]:
     one (a builtin function)."""
     if obj is None:
         return _none
-    if isinstance(obj, types.MethodType):
-        return weakref.WeakMethod(obj)
-    try:
+    try:  # (a method of an object without weak references, a slots class's: held strongly)
+        if isinstance(obj, types.MethodType):
+            return weakref.WeakMethod(obj)
         return weakref.ref(obj)
     except TypeError:
         return lambda: obj

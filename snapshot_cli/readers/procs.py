@@ -18,10 +18,9 @@ reaches the loader, not them) and exit when this process closes their socket, or
 Messages are pickles framed by length over a Unix stream socket; descriptors of shared
 memory travel with them (SCM_RIGHTS), and when this process drops a window's memory the
 processes are told to unmap it, and when a loader is closed or gone to close its shard
-files (a snapshot deleted since, by ``snap gc`` or by hand, frees its disk space): at once
-(``close()``, or a thread other than the main one, when no read thread is talking to them),
-else with their next message. A finalizer in the main thread (a batch, a loader let go of)
-sends nothing: a Ctrl-C in its send was swallowed ("Exception ignored") and cut the message.
+files (a snapshot deleted since frees its disk space): at once, or with the next message of
+a read thread talking to them; a finalizer in the main thread (a batch, a loader let go of)
+leaves it to a sender thread (a Ctrl-C in its send was swallowed and cut the message).
 A decode process that dies (the OOM killer, a signal) loses nothing: its unfinished share of
 the window is decoded in the read thread, with a warning, and the pool starts another for
 the next pass (:mod:`.handoff` is a window's exchange with one process).
@@ -33,6 +32,7 @@ import atexit
 import contextlib
 import itertools
 import os
+import queue
 import socket
 import subprocess
 import threading
@@ -55,11 +55,7 @@ class DecodeProcessError(RuntimeError):
 
 
 class Died(Exception):
-    """The decode process died; ``how`` says how (its exit status or signal)."""
-
-    def __init__(self, how: str) -> None:
-        super().__init__(how)
-        self.how = how
+    """The decode process died; its one argument says how (its exit status or signal)."""
 
 
 class Child:
@@ -83,7 +79,7 @@ class Child:
             raise
         finally:
             theirs.close()
-        self.sock = mine
+        self.sock, self.pid = mine, os.getpid()  # (a forked child never talks on it)
         self.lock = threading.Lock()
         self.ready = False
         self.dead = False  # died while in use (its socket is not used again)
@@ -96,8 +92,7 @@ class Child:
         self.stale = False  # it answered an error: send the arrays again with the next job
 
     def drop(self, handle: int) -> None:
-        """This process dropped shared array ``handle``: tell the decode process to unmap
-        it now if no read thread is talking to it, else with the next message."""
+        """This process dropped shared array ``handle``: the process unmaps it (:meth:`_flush`)."""
         if handle not in self.arrays:
             return
         self.arrays.discard(handle)
@@ -105,22 +100,22 @@ class Child:
         self._flush()
 
     def forget(self, key: int) -> None:
-        """Reader set ``key`` is closed here: tell the decode process to close its files,
-        now if no read thread is talking to it, else with the next message."""
+        """Reader set ``key`` is closed here: the process closes its files (:meth:`_flush`)."""
         self.readers.discard(key)
         self.forgotten.append(key)
         self._flush()
 
     def _flush(self) -> None:
-        """Tell it now, unless a read thread is talking to it (its next message does), or in
-        the main thread: there this runs in a finalizer (of an array, a loader let go of),
-        where a Ctrl-C would be swallowed; it goes with the next message, or :meth:`flush`."""
-        if threading.current_thread() is not threading.main_thread():
+        """Tell it now, unless a read thread is talking to it (its next message does); from the
+        main thread (a finalizer's, where a Ctrl-C is swallowed), the pool's sender thread."""
+        if threading.current_thread() is threading.main_thread():
+            _unsent.put(self)
+        else:
             self.flush()
 
     def flush(self) -> None:
         """Send what it is to unmap and close, if no read thread is talking to it."""
-        if self.lock.acquire(blocking=False):
+        if os.getpid() == self.pid and self.lock.acquire(blocking=False):
             try:
                 self.send_freed()
             except Died:
@@ -131,9 +126,9 @@ class Child:
     def take_freed(self) -> dict[str, list[int]]:
         """(holding ``lock``) What to unmap and which reader sets to close, for a message."""
         out: dict[str, list[int]] = {}
-        for name, queue in (("free", self.freed), ("forget", self.forgotten)):
-            while queue:
-                out.setdefault(name, []).append(queue.popleft())
+        for name, todo in (("free", self.freed), ("forget", self.forgotten)):
+            while todo:
+                out.setdefault(name, []).append(todo.popleft())
         return out
 
     def send_freed(self) -> None:
@@ -333,8 +328,14 @@ class DecodePool:
 _pool: DecodePool | None = None
 _pool_pid = 0
 _pool_lock = threading.Lock()
-if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
-    os.register_at_fork(after_in_child=lambda: globals().update(_pool_lock=threading.Lock()))
+
+
+def _forked() -> None:  # a forked child's own (one held at the fork stays held)
+    globals().update(_pool_lock=threading.Lock(), _unsent=queue.SimpleQueue())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def pool() -> DecodePool:
@@ -344,13 +345,21 @@ def pool() -> DecodePool:
         if _pool is None or _pool_pid != os.getpid():
             _pool, _pool_pid = DecodePool(), os.getpid()
             atexit.register(_at_exit, _pool)  # the processes exit as their sockets close
+            threading.Thread(target=_send_unsent, name="decode-frees", daemon=True).start()
         return _pool
 
 
+_unsent: queue.SimpleQueue[Child] = queue.SimpleQueue()  # what the main thread let go of
+
+
+def _send_unsent() -> None:  # (no signal is handled here: a Ctrl-C lands in the main thread)
+    while True:
+        _unsent.get().flush()
+
+
 def _at_exit(pool: DecodePool) -> None:
-    """The interpreter exits: so do the processes. A Ctrl-C while they are waited for (after
-    ``snap bench`` printed its report) kills them, quietly: it was "Exception ignored in
-    atexit callback" and a traceback, and the interpreter is exiting anyway."""
+    """The interpreter exits: so do the processes. A Ctrl-C while they are waited for kills
+    them, quietly (it was "Exception ignored in atexit callback" and a traceback)."""
     children: list[Child] = []
     try:
         children = list(pool.children)
@@ -363,8 +372,7 @@ def _at_exit(pool: DecodePool) -> None:
 
 
 def reader_key(readers: Any) -> int:
-    """A number naming ``readers`` to the decode processes (they keep it open until
-    :func:`forget_readers`, or until ``readers`` is garbage)."""
+    """A number naming ``readers`` to the processes (open until :func:`forget_readers`)."""
     key = getattr(readers, "process_key", None)
     if key is None:
         key = readers.process_key = next(_keys)
@@ -375,8 +383,7 @@ def reader_key(readers: Any) -> int:
 
 
 def forget_readers(readers: Any) -> None:
-    """``readers`` closed its files: the decode processes close theirs. A later pass of
-    its loader is given a new key (an answer in flight may still list this one)."""
+    """``readers`` closed its files: the processes close theirs (a later pass, a new key)."""
     done = getattr(readers, "process_forget", None)
     if done is not None:
         readers.process_key = readers.process_forget = None

@@ -204,7 +204,7 @@ _WHAT_WORKS = (
 def unsaveable(epoch: int, step: int, workers: int | None) -> str:
     """Why a per-rank :class:`~.torch.SnapshotDataset` state at ``step`` of ``epoch``, its
     latest DataLoader iteration run in ``workers`` workers, cannot be saved ("" if it can)."""
-    if not workers or not step:
+    if not step or not workers or workers <= 1:  # (one worker reads as the process does)
         return ""
     return (
         f"state_dict(epoch={epoch}, step={step}): this SnapshotDataset is in the per-rank "
@@ -215,17 +215,24 @@ def unsaveable(epoch: int, step: int, workers: int | None) -> str:
     )
 
 
+def is_global(state: dict[str, Any]) -> bool:
+    """Whether ``state`` is of the global order (its config says so)."""
+    return bool(state["config"].get("order") == "global")
+
+
 def split_mismatch(state: dict[str, Any], workers: int) -> str:
     """Why a :class:`~.torch.SnapshotDataset` ``state`` does not resume in a DataLoader of
     ``workers`` worker processes ("" when it does). ``state["workers"]`` is the split it was
     saved under (none in states of snap before 2026-11-30: taken as 0)."""
-    if state["config"].get("order") == "global":
+    if is_global(state):
         return ""
     saved = state.get("workers", 0)
     if isinstance(saved, bool) or not isinstance(saved, int) or saved < 0:
         return f"not a snap dataset state: 'workers' is {saved!r}, not an integer >= 0"
     epoch, step = state["epoch"], state["batch"]
-    if saved and step:
+    if not step:  # an epoch's start: the same in every split
+        return ""
+    if saved > 1:
         return (
             f"this dataset's state is of the per-rank order (no global_batch_size) and was "
             f"saved at step {step} of epoch {epoch} by a DataLoader with num_workers={saved}, "
@@ -234,7 +241,7 @@ def split_mismatch(state: dict[str, Any], workers: int) -> str:
             f"others): start epoch {epoch} over (dataset.set_epoch({epoch})), and from now on "
             f"{_WHAT_WORKS}"
         )
-    if workers:
+    if workers > 1:  # (one worker reads the rank's part as the process itself does)
         return (
             "this dataset's state is of the per-rank order (no global_batch_size), which "
             "resumes without DataLoader workers only, and this DataLoader has "

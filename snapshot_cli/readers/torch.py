@@ -303,7 +303,10 @@ def _make_dataset_class() -> type:
                 workers = 0 if info is None else info.num_workers
                 if problem := resume.split_mismatch(self._resume, workers):
                     raise OptionError(problem)
-                loader.load_state_dict(self._resume)
+                if workers > 1 and not self._resume["batch"] and not resume.is_global(self._resume):
+                    loader.set_epoch(epoch)  # (an epoch's start, checked when it was loaded)
+                else:
+                    loader.load_state_dict(self._resume)
             else:
                 loader.set_epoch(epoch)
 

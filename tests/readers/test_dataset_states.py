@@ -206,3 +206,44 @@ def test_a_ranks_state_in_another_rank_says_what_to_do(url: str) -> None:
     loader_state = snap.open(url).loader(16, rank=0, world_size=2).state_dict()
     with pytest.raises(OptionError, match="each rank the state it saved.*global_batch_size="):
         snap.open(url).loader(16, rank=0, world_size=3).load_state_dict(loader_state)
+
+
+def _items_in(dataset: Any, workers: int, context: str, n: int) -> list[list[int]]:
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=None, num_workers=workers, multiprocessing_context=context
+    )
+    out = []
+    for item in loader:
+        out.append(item["id"].tolist())
+        if len(out) == n:
+            break
+    return out
+
+
+def test_a_state_under_forkserver_workers_is_refused_too(url: str) -> None:
+    """(The review's.) Workers recorded their split under their parent's pid, which under
+    forkserver (Python 3.14's default) is the forkserver's: the state was saved as of no
+    workers and resumed with records repeated and skipped."""
+    ds = per_rank(url)
+    _items_in(ds, 2, "forkserver", 10)
+    with pytest.raises(OptionError, match="num_workers=2"):
+        ds.state_dict(epoch=0, step=5)
+
+
+def test_a_state_at_an_epochs_start_or_of_one_worker_resumes_in_any_split(url: str) -> None:
+    """(The review's.) A step-0 state saved after 2 workers was refused in a DataLoader of 2
+    workers, though an epoch's start is the same in every split; one worker reads the rank's
+    records as the process itself does, and was refused as if it were many."""
+    ds = per_rank(url)
+    _items(ds, 2, 4)
+    start = ds.state_dict(epoch=1, step=0)
+    again = per_rank(url)
+    again.load_state_dict(start)
+    assert _counts(_items(again, 2)) == collections.Counter(range(RECORDS))
+    one = per_rank(url)
+    first = _items(one, 1, 6)
+    state = one.state_dict(epoch=0, step=6)
+    assert state["workers"] == 1
+    resumed = per_rank(url)
+    resumed.load_state_dict(state)
+    assert _counts(first, _items(resumed, 0)) == collections.Counter(range(RECORDS))

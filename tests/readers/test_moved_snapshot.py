@@ -56,9 +56,9 @@ def test_a_link_repointed_is_said_to_lead_elsewhere(two: tuple[Path, Path]) -> N
     link = a.with_name("current")
     os.symlink(a, link)
 
-    def repoint() -> None:
-        link.unlink()
-        os.symlink(b, link)
+    def repoint() -> None:  # atomically (mv -T): a reader never meets no link at all
+        os.symlink(b, link.with_name("next"))
+        os.replace(link.with_name("next"), link)
 
     said = read_after(link, repoint)
     assert f"{link} leads to {b} now, not to {a}, where this snapshot was opened" in said, said

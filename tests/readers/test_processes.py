@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +304,26 @@ def test_more_processes_than_cores_is_warned_of(images: str) -> None:
     loader.close()
     # shown at the line that made the loader (it pointed at snap's keywords.py, in a wrapper)
     assert [x.filename for x in w] == [__file__]
+
+
+def test_windows_dropped_in_the_main_thread_are_unmapped_without_another_message(
+    ready: procs.DecodePool, images: str
+) -> None:
+    """(The review's.) A loader dropped without close(), and the last batch of a `with`
+    kept past it, left their windows mapped in the decode processes until some later loader
+    sent them a message (none may): the main thread's finalizers now hand them to a sender
+    thread, which tells the processes at once."""
+    s = snap.open(images)
+    loader = s.loader(64, processes=2, shuffle_buffer=300)
+    kept = _epochs(loader)
+    del loader, kept
+    with s.loader(64, processes=2, shuffle_buffer=400) as other:
+        for b in other:
+            assert len(b["label"])  # (the last one kept past the with)
+    del b
+    gc.collect()
+    deadline = time.monotonic() + 30
+    pids = [c.proc.pid for c in ready.ready(2)]
+    while any(_mapped_windows(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)  # (polling a condition, with a deadline)
+    assert [_mapped_windows(p) for p in pids] == [0, 0]

@@ -416,3 +416,24 @@ def test_a_ctrl_c_while_the_exit_hook_ends_the_decode_processes_is_quiet(tmp_pat
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     pids = [int(p) for p in lines[0].split()]
     assert until(lambda: all(_gone(p) for p in pids)), pids
+
+
+def test_a_map_method_of_a_slots_object_maps(tmp_path: Path) -> None:
+    """(The review's.) A method of an object that takes no weak reference (a slots class)
+    made iter() fail with "cannot create weak reference": such a map is held strongly."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True, slots=True)
+    class Scale:
+        k: int
+
+        def apply(self, batch: dict[str, Any]) -> dict[str, Any]:
+            return {"i": batch["i"] * self.k}
+
+    def records(n: int) -> Any:
+        yield {"i": n}
+
+    out = str(tmp_path / "s")
+    snap.create(records, out, inputs=list(range(20)), workers=0)
+    with snap.open(out).loader(4, shuffle=False, map=Scale(2).apply) as loader:
+        assert sorted(int(i) for b in loader for i in b["i"]) == list(range(0, 40, 2))
