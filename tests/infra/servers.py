@@ -68,11 +68,11 @@ class _Server(ABC):
         return self.endpoint
 
     def __enter__(self) -> _Server:
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        try:
+        try:  # (a server that cannot start leaves no directory behind either)
+            with open(self.log, "wb") as log:
+                self.proc = subprocess.Popen(
+                    self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
             _wait_http(self.ready_url(), self.proc, self.log)
         except BaseException:
             self.__exit__(None, None, None)
