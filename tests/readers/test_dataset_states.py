@@ -33,9 +33,13 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(path)
 
 
-def _items(dataset: Any, workers: int, n: int | None = None) -> list[list[int]]:
+def _items(
+    dataset: Any, workers: int, n: int | None = None, context: str | None = None
+) -> list[list[int]]:
     """The ids of each item a DataLoader with ``workers`` gives (the first ``n``)."""
-    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=None, num_workers=workers, multiprocessing_context=context
+    )
     out = []
     for item in loader:
         out.append(item["id"].tolist())
@@ -208,24 +212,12 @@ def test_a_ranks_state_in_another_rank_says_what_to_do(url: str) -> None:
         snap.open(url).loader(16, rank=0, world_size=3).load_state_dict(loader_state)
 
 
-def _items_in(dataset: Any, workers: int, context: str, n: int) -> list[list[int]]:
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=None, num_workers=workers, multiprocessing_context=context
-    )
-    out = []
-    for item in loader:
-        out.append(item["id"].tolist())
-        if len(out) == n:
-            break
-    return out
-
-
 def test_a_state_under_forkserver_workers_is_refused_too(url: str) -> None:
     """(The review's.) Workers recorded their split under their parent's pid, which under
     forkserver (Python 3.14's default) is the forkserver's: the state was saved as of no
     workers and resumed with records repeated and skipped."""
     ds = per_rank(url)
-    _items_in(ds, 2, "forkserver", 10)
+    _items(ds, 2, 10, "forkserver")
     with pytest.raises(OptionError, match="num_workers=2"):
         ds.state_dict(epoch=0, step=5)
 
