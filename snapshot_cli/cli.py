@@ -152,7 +152,8 @@ def create(
 
     setup_logging(quiet)
     program = (click.get_current_context().obj or {}).get("program")  # (not CliRunner's)
-    cli_types.check_create_usage(inputs, inputs_from, executor, ray_address, output, program)
+    cli_types.check_create_usage(inputs, inputs_from, executor, ray_address, output, program,
+                                 compression, level)  # fmt: skip
     with cli_io.stdout_to_stderr():  # stdout is the result's: the pipeline's prints go to stderr
         info = create_snapshot(
             pipeline, output, inputs=list(inputs) or None, inputs_from=inputs_from,

@@ -232,17 +232,12 @@ def check_create_usage(
     ray_address: str | None,
     output: str,
     program: Any,
-    compression: str | None = None,
-    level: int | None = None,
+    compression: str,
+    level: int | None,
 ) -> None:
     """Options of ``snap create`` that do not go together: a usage error (exit 2), as click's
     own are (the library's checks said them with exit 1, some by their Python names).
-    ``program``: run as a command (not by click's CliRunner, in the caller's process).
-    ``compression``, ``level``: None takes the running command's own (click's context)."""
-    given = click.get_current_context(silent=True)
-    params = given.params if given is not None else {}
-    compression = params.get("compression") if compression is None else compression
-    level = params.get("level") if level is None else level
+    ``program``: run as a command (not by click's CliRunner, in the caller's process)."""
     if level is not None and str(compression or "zstd").lower() != "zstd":
         raise click.UsageError(
             f"--level applies to --compression zstd only, not to {str(compression).lower()}: "

@@ -106,10 +106,8 @@ def module_file(name: str) -> str | None:
 
 def code_names(code: types.CodeType) -> Iterator[str]:
     """Global names ``code`` and the code nested in it (lambdas, comprehensions) refer to."""
-    yield from code.co_names
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from code_names(const)
+    for c in codescan.nested(code):
+        yield from c.co_names
 
 
 def _filled(cell: Any) -> bool:

@@ -23,11 +23,11 @@ import importlib.machinery
 import os
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import OptionError
-from . import codedeps
+from . import codedeps, codescan
 
 
 def check(fn: Callable[..., Any]) -> None:
@@ -109,16 +109,9 @@ def _compiled(path: str) -> dict[str, set[Any]] | None:
     except (OSError, SyntaxError, ValueError):
         return None
     names: dict[str, set[Any]] = {}
-    for code in _nested(top):
+    for code in codescan.nested(top):
         names.setdefault(code.co_name, set()).add(_essence(code))
     return names
-
-
-def _nested(code: types.CodeType) -> Iterator[types.CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _nested(const)
 
 
 def _essence(code: types.CodeType) -> tuple[Any, ...]:
