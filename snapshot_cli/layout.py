@@ -138,7 +138,17 @@ def is_own_shard(name: str) -> bool:
 
 def is_own_temporary(name: str) -> bool:
     """Whether ``name`` at a snapshot's top is the temporary file of its manifest."""
-    return is_temporary(name) and name[1:].rsplit(".", 2)[0] == MANIFEST_NAME
+    return temporary_of(name) == MANIFEST_NAME
+
+
+_TEMPORARY_RE = re.compile(r"^\.(.+)\.[0-9a-f]{32}" + re.escape(TEMPORARY_SUFFIX) + "$")
+
+
+def temporary_of(name: str) -> str | None:
+    """The name whose atomic write left the temporary file ``name``
+    (``.<name>.<uuid>.tmp``, :func:`temporary_path`), or None if it is no such file."""
+    m = _TEMPORARY_RE.match(name)
+    return m.group(1) if m else None
 
 
 def temporary_path(path: str) -> str:

@@ -176,11 +176,39 @@ def find_garbage(
         else:
             reason = "in no committed version" if manifest else "no committed manifest"
             garbage.append(Garbage(rel, "shard", size, reason))
-    # a manifest's temporary file is a live writer's commit being written: kept while it lives
-    for name, size in sorted(storage.entry_sizes(fs, root).items()) if not writer_live else ():
-        if layout.is_own_temporary(name):
-            garbage.append(Garbage(name, "temporary", size, "temporary file of an atomic write"))
+    if not writer_live:  # (a live writer's are its commit or heartbeat being written)
+        garbage += _temporaries(fs, root, runs)
     return garbage, kept
+
+
+def _temporaries(fs: AbstractFileSystem, root: str, runs: dict[str, int]) -> list[Garbage]:
+    """The temporary files atomic writes of snap's files left (a process killed while
+    writing its manifest, a version's copy, a lease's heartbeat), with no live writer: at
+    the top, in ``_versions/`` and in ``_runs/``. A lease's of the newest epoch stays (a
+    create taking the lease over may be writing it this moment)."""
+    epochs = [e for n in runs if (e := layout.lease_epoch(n)) is not None]
+    newest = max(epochs, default=-1)
+    found: list[Garbage] = []
+    for where, sizes in (
+        ("", storage.entry_sizes(fs, root)),
+        (VERSIONS_DIR, storage.entry_sizes(fs, layout.versions_dir(root))),
+        (RUNS_DIR, runs),
+    ):
+        for name, size in sorted(sizes.items()):
+            target = layout.temporary_of(name)
+            if target is None:
+                continue
+            if where == RUNS_DIR:
+                epoch = layout.lease_epoch(target)
+                own = epoch is not None and epoch < newest
+            else:
+                own = (
+                    target == MANIFEST_NAME if not where else layout.version_of(target) is not None
+                )
+            if own:
+                rel = posixpath.join(where, name)
+                found.append(Garbage(rel, "temporary", size, "temporary file of an atomic write"))
+    return found
 
 
 def gc(

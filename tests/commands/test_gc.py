@@ -51,6 +51,14 @@ def test_gc_removes_what_a_dead_writer_left(snapshot: Path) -> None:
         {"host": socket.gethostname(), "pid": dead_pid(), "id": "dead", "ttl": 30.0,
          "heartbeat": time.time(), "run": DEAD_RUN}
     ))  # fmt: skip
+    # the temporaries of a version's copy, its task table and an older lease's heartbeat,
+    # each of a process killed between its write and its rename (a user's dot-file stays)
+    for rel in (f"_versions/.v00000001.json.{'cd' * 16}.tmp",
+                f"_versions/.v00000001.tasks.json.{'ef' * 16}.tmp",
+                f"_runs/.lease-{epoch - 1:08d}.json.{'01' * 16}.tmp"):  # fmt: skip
+        (snapshot / rel).write_text("{")
+        expected.add(rel)
+    (snapshot / "_versions" / f".notes.{'23' * 16}.tmp").write_text("mine")
     before = tree(snapshot)
 
     code, stdout, stderr = run("gc", str(snapshot), "--dry-run")
@@ -70,6 +78,7 @@ def test_gc_removes_what_a_dead_writer_left(snapshot: Path) -> None:
     assert doc["kept_runs"] == [] and doc["writer"] is None
     after = tree(snapshot)
     assert not any(name.startswith(tuple(expected)) for name in after)
+    assert f"_versions/.notes.{'23' * 16}.tmp" in after
     assert dead_lease not in leases(snapshot)
     assert all(h.get("released") for h in leases(snapshot).values())  # nobody holds it now
     m = snap.open(snapshot).manifest
@@ -157,6 +166,8 @@ def test_gc_keeps_a_live_writers_run(
     live = live_run()
     assert live is not None
     garbage = plant_dead_run(out)  # another, dead, run's leftovers
+    # (a live writer's temporaries are its version's copy or heartbeat being written: kept)
+    (out / "_versions" / f".v00000009.json.{'ab' * 16}.tmp").write_text("{")
     live_shards = {p.name for p in (out / "shards").glob(f"{live}-*")}
     assert len(live_shards) == LIVE_BLOCK + 1
 
