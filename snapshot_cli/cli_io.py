@@ -133,10 +133,15 @@ def setup_logging(quiet: bool) -> None:
 
 
 class _Printable(logging.Formatter):
-    """A log line with its control characters escaped (see :func:`printable`)."""
+    """A log line with its control characters escaped (see :func:`printable`); a warning's
+    ``snap: warning:``, as snap's ``warnings.warn`` lines are (a script that looks for them
+    finds both)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return printable(super().format(record))
+        line = super().format(record)
+        if record.levelno >= logging.WARNING and line.startswith("snap: "):
+            line = "snap: warning: " + line[len("snap: ") :]
+        return printable(line)
 
 
 class _OneLine(logging.Formatter):

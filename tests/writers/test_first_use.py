@@ -22,7 +22,7 @@ from snapshot_cli import storage
 from snapshot_cli.progress import Progress, counted, human_bytes
 from snapshot_cli.writers import guards as guards_mod
 from snapshot_cli.writers import lease as lease_mod
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO, snap_subprocess, wait_for
 
 
 def run_script(path: Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -367,6 +367,25 @@ def test_a_library_users_warnings_say_they_are_snaps(
     said = [line for line in res.stderr.splitlines() if "missing or cut short" in line]
     assert len(said) == 1, res.stderr
     assert said[0].startswith(f"{want}{tmp_path / 'out'}: 1 shard of version 1 missing"), said[0]
+
+
+def test_a_commands_warnings_are_snap_warning_lines(tmp_path: Path) -> None:
+    """README: snap's own warnings are one `snap: warning:` line each. Those snap logs (a
+    shard missing, computed again) printed as `snap: ...`, like its notes: a script looking
+    for the warnings missed them."""
+    (tmp_path / "f.py").write_text(
+        "def f(x):\n    return {'x': x}\ndef items():\n    return [0, 1, 2, 3]\n"
+    )
+    out = tmp_path / "out"
+    spec = f"{tmp_path / 'f.py'}:f"
+    common = ["create", spec, str(out), "--inputs-from", spec.replace(":f", ":items"),
+              "--inputs-per-task", "1", "--workers", "0", "--quiet"]  # fmt: skip
+    assert snap_subprocess(*common).returncode == 0
+    os.remove(out / snap.open(out).shards[1].path)
+    res = snap_subprocess(*common)
+    assert res.returncode == 0, res.stderr
+    said = [line for line in res.stderr.splitlines() if "missing or cut short" in line]
+    assert len(said) == 1 and said[0].startswith(f"snap: warning: {out}: 1 shard"), res.stderr
 
 
 def test_a_home_relative_pipeline_and_inputs_from(tmp_path: Path) -> None:
