@@ -202,6 +202,11 @@ def created_lines(info: dict[str, Any]) -> list[str]:
 
 def plan_lines(info: dict[str, Any]) -> list[str]:
     """``snap create --dry-run``: what a create would reuse and compute."""
+    if info["reused"]:  # (no plan is made: the snapshot is up to date)
+        return [
+            f"dry run: {info['path']} is up to date (version {info['version']}): nothing "
+            "would be computed (nothing done)"
+        ]
     return [
         f"dry run: {info['path']} would become version {info['version']}: "
         f"{info['tasks'] - info['tasks_reused']} of {info['tasks']} tasks to compute, "

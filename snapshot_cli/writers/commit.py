@@ -221,16 +221,24 @@ def intact_shards(fs: AbstractFileSystem, root: str, previous: Manifest | None) 
     return {e.path for e in previous.shards} - lost_shards(fs, root, previous)
 
 
-def read_tasks_table(fs: AbstractFileSystem, root: str, m: Manifest) -> list[TaskRecord] | None:
-    """The task table of the committed version ``m``, or None (with a warning saying why)
-    when it has none (made before versions) or it cannot be trusted: then nothing of it is
-    reused, and every task is computed again."""
+def read_tasks_table(
+    fs: AbstractFileSystem, root: str, m: Manifest
+) -> tuple[list[TaskRecord] | None, str]:
+    """The task table of the committed version ``m`` (None when it has none: made before
+    versions), or None and why it cannot be trusted (then nothing of it is reused: see
+    :func:`say_table_unusable`)."""
     try:
-        return versions.task_table(fs, root, m)
+        return versions.task_table(fs, root, m), ""
     except ManifestError as err:
-        log.warning("cannot use the task table of version %d (%s): every task is computed "
-                    "again", m.version, err)  # fmt: skip
-        return None
+        return None, str(err)
+
+
+def say_table_unusable(m: Manifest, problem: str) -> None:
+    """Warn, as a create plans its tasks, that version ``m``'s task table (``problem``)
+    cannot be used: every task is computed and every input counts as added (an up-to-date
+    create, which reads its inputs again instead, says nothing)."""
+    log.warning("cannot use the task table of version %d (%s): every task is computed again, "
+                "and every input counts as added against it", m.version, problem)  # fmt: skip
 
 
 def _archive(fs: AbstractFileSystem, root: str, m: Manifest, check: bool = True) -> None:

@@ -17,10 +17,10 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from .. import faults, storage
-from ..errors import OptionError, SnapError, SnapshotExistsError
+from .. import storage
+from ..errors import OptionError, SnapshotExistsError
 from ..history import History, TaskRecord
 from ..keywords import checked_keywords
 from ..manifest import Manifest
@@ -89,29 +89,7 @@ def _info(url: str, m: Manifest | None, started: float, reused: bool, tasks: int
     )  # fmt: skip
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _faults_answered(fn: F) -> F:
-    """OS errors of ``fn`` (full, read-only, denied...) as StorageErrors, threads unstarted."""
-
-    @functools.wraps(fn)
-    def wrapper(pipeline: Any, output: str | os.PathLike[str], **options: Any) -> Any:
-        try:
-            return fn(pipeline, output, **options)
-        except OSError as err:
-            if isinstance(err, SnapError):
-                raise
-            raise storage.fault(err, os.fspath(output)) from err
-        except RuntimeError as err:
-            fewer = "" if options.get("workers") == 0 else "use fewer --workers"  # (0: none)
-            faults.raise_no_thread(f"create of {output}", err, fewer)
-            raise
-
-    return wrapper  # type: ignore[return-value]
-
-
-@_faults_answered
+@guards.faults_answered
 @checked_keywords
 def create(
     pipeline: str | Callable[..., Any],
@@ -208,16 +186,19 @@ def _create(
     found = inputs_mod.resolve(inputs, inputs_from, storage_options, output=url)
     identity = inputs_mod.Identity(ref.code_hash, params, found)
 
-    tables: dict[tuple[int, str], list[TaskRecord] | None] = {}
+    tables: dict[tuple[int, str] | None, tuple[list[TaskRecord] | None, str]] = {}
 
-    def table_of(m: Manifest | None) -> list[TaskRecord] | None:
-        """Version ``m``'s task table, read (and warned about) once per create."""
-        if m is None:
-            return None
-        key = (m.version, m.run)
-        if key not in tables:
+    def table_of(m: Manifest | None, planning: bool = False) -> list[TaskRecord] | None:
+        """Version ``m``'s task table, read once per create; ``planning``: tasks are planned
+        against it (an unusable one is said then, once)."""
+        key = (m.version, m.run) if m is not None else None
+        if m is not None and key not in tables:
             tables[key] = commit_mod.read_tasks_table(fs, root, m)
-        return tables[key]
+        table, problem = tables.get(key, (None, ""))
+        if planning and problem and m is not None:
+            commit_mod.say_table_unusable(m, problem)
+            tables[key] = table, ""  # (said once)
+        return table
 
     said: set[str] = set()  # the lost shards a warning named
 
@@ -280,7 +261,7 @@ def _create(
 
     def plan_against(previous: Manifest | None, ranges: list[range] | None = None,
                      chunking: Chunking | None = None) -> incremental.Plan:  # fmt: skip
-        table = table_of(previous)
+        table = table_of(previous, planning=not overwrite)
         records = found.records(incremental.known_contents(table))
         chunking = chunking or incremental.chunking_for(
             None if overwrite else previous, options.inputs_per_task, found.sizes

@@ -11,18 +11,19 @@ saying so (:func:`wait_for_lease`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
 
-from .. import storage
-from ..errors import OptionError, SnapshotExistsError
+from .. import faults, storage
+from ..errors import OptionError, SnapError, SnapshotExistsError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..local_files import link_out_of
 from ..manifest import Manifest
@@ -119,3 +120,25 @@ def wait_for_lease(
         time.sleep(min(2.0, ttl / 10))
         if (m := reusable()) is not None:  # the other writer committed what we wanted
             return m
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def faults_answered(fn: F) -> F:
+    """OS errors of ``fn`` (full, read-only, denied...) as StorageErrors, threads unstarted."""
+
+    @functools.wraps(fn)
+    def wrapper(pipeline: Any, output: str | os.PathLike[str], **options: Any) -> Any:
+        try:
+            return fn(pipeline, output, **options)
+        except OSError as err:
+            if isinstance(err, SnapError):
+                raise
+            raise storage.fault(err, os.fspath(output)) from err
+        except RuntimeError as err:
+            fewer = "" if options.get("workers") == 0 else "use fewer --workers"  # (0: none)
+            faults.raise_no_thread(f"create of {output}", err, fewer)
+            raise
+
+    return wrapper  # type: ignore[return-value]

@@ -121,6 +121,29 @@ def test_nothing_changed_is_up_to_date_and_a_new_file_costs_one_task(tmp_path: P
     assert "in-00040.txt" in tree.take_calls()
 
 
+def test_a_lost_task_table_is_said_only_where_tasks_are_planned(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without its task table, an up-to-date create reads its (touched) inputs again and is
+    up to date: it said "every task is computed again" and computed none. A grow says it,
+    and that every input counts as added against that version."""
+    tree = Tree(tmp_path, 4)
+    tree.create()
+    tree.take_calls()
+    for f in (tmp_path / "in").iterdir():  # new times, the same bytes: read to compare
+        os.utime(f, (1e9, 1e9))
+    (tmp_path / "s" / "_versions" / "v00000001.tasks.json").unlink()
+    with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
+        assert tree.create().reused and tree.take_calls() == []
+    assert "task table" not in caplog.text, caplog.text
+    tree.write(4)
+    with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
+        info = tree.create()
+    assert info.version == 2 and len(tree.take_calls()) == 5
+    assert caplog.text.count("cannot use the task table of version 1") == 1, caplog.text
+    assert "every input counts as added against it" in caplog.text
+
+
 def test_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Path) -> None:
     tree = Tree(tmp_path, 30)
     tree.create()
@@ -154,6 +177,12 @@ def test_a_dry_run_of_an_up_to_date_snapshot_says_it_is_one(tmp_path: Path) -> N
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert (doc["dry_run"], doc["reused"], doc["version"]) == (True, True, 1), doc
+    text = snap_subprocess("create", f"{tree.pipe}:preprocess", str(tmp_path / "s"), "--input",
+                           str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
+                           "--workers", "0", "--dry-run")  # fmt: skip
+    # (it said "would become version 1: 0 of 0 tasks to compute, 0 reused")
+    said = f"dry run: {tmp_path / 's'} is up to date (version 1): nothing would be computed"
+    assert text.stdout.startswith(said), text.stdout
     res = snap_subprocess("create", f"{tree.pipe}:preprocess", str(tmp_path / "s"), "--input",
                           str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
                           "--workers", "0", "--compression", "lz4")  # fmt: skip
