@@ -17,15 +17,27 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 
 def python_command(entry: str, *args: str) -> list[str]:
-    """``[python, "-c", code, *args]`` whose code sets ``sys.path`` and then runs ``entry``
-    (statements importing from snapshot_cli; ``sys`` is imported)."""
-    return [sys.executable, "-c", f"import sys; sys.path[:] = {child_path()!r}; {entry}", *args]
+    """``[python, *flags, "-c", code, *args]`` whose code sets ``sys.path`` and then runs
+    ``entry`` (statements importing from snapshot_cli; ``sys`` is imported). ``flags``: this
+    interpreter's (``-O``, ``-W``, ``-X dev``...), as multiprocessing passes them: under
+    ``python -O`` workers ran the pipeline's asserts, and a ``-W error`` pipeline's warning
+    failed with ``--workers 0`` only."""
+    code = f"import sys; sys.path[:] = {child_path()!r}; {entry}"
+    return [sys.executable, *interpreter_flags(), "-c", code, *args]
+
+
+def interpreter_flags() -> list[str]:
+    """The command-line flags this interpreter was started with (``subprocess``'s own
+    reading of them, which multiprocessing's spawn uses too)."""
+    flags = getattr(subprocess, "_args_from_interpreter_flags", None)
+    return list(flags()) if callable(flags) else []
 
 
 def child_path() -> list[str]:

@@ -92,6 +92,14 @@ def answer_errors(fn: F) -> F:
                 click.echo(f"snap: error: {printable(str(short))}", err=True)
                 sys.exit(short.exit_code)
             text = " ".join(str(err).split())
+            if isinstance(err, Warning):  # a warning this process's filter made an error
+                click.echo(
+                    f"snap: error: {type(err).__name__}: {text} (a warning, made an error by "
+                    "the warnings filter: -W or PYTHONWARNINGS; use 'default' for it to be "
+                    "said and the command to go on)",
+                    err=True,
+                )
+                sys.exit(1)
             click.echo(
                 f"snap: error: unexpected {type(err).__name__}{f': {text}' if text else ''} "
                 "(a bug in snap: run with --debug for the traceback, and please report it)",
@@ -220,7 +228,7 @@ def stdout_to_stderr() -> Iterator[None]:
                 os.dup2(target, 1)
             if own and target != 1:
                 os.close(target)
-    sink = sys.stderr if sys.stderr is not None else open(os.devnull, "w")  # noqa: SIM115
+    sink = sys.stderr if sys.stderr is not None else open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
     try:
         with contextlib.redirect_stdout(sink):
             yield

@@ -92,6 +92,6 @@ def _v1(quota: str | None, period: str | None) -> list[float]:
 
 def _read(path: str | Path) -> str | None:
     try:
-        return Path(path).read_text()
+        return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None

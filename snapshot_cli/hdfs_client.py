@@ -80,7 +80,7 @@ def refuse_after_fork(url: str) -> None:
 
 def _jvm_mapped() -> bool:
     try:
-        with open("/proc/self/maps") as maps:
+        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as maps:
             return "libjvm" in maps.read()
     except OSError:  # (not Linux: no way to tell)
         return False

@@ -43,8 +43,10 @@ _PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryE
 
 
 def status_of(err: BaseException) -> int | None:
-    """The HTTP status an fsspec backend attached to an error (gcsfs ``code``, botocore)."""
-    for attr in ("code", "status", "status_code"):
+    """The HTTP status an fsspec backend attached to an error (gcsfs ``code``, aiohttp
+    ``status``, botocore). ``status`` first: aiohttp's ``code`` warns (DeprecationWarning,
+    an error under ``-W error``)."""
+    for attr in ("status", "code", "status_code"):
         value = getattr(err, attr, None)
         if isinstance(value, int) and 100 <= value < 600:
             return value

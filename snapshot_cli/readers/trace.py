@@ -83,7 +83,9 @@ class Tracer:
         part = os.path.join(folder, f".{name}.{os.getpid()}.part")
         try:
             # (0o666 and the umask, as open() makes files: not a temporary file's 0o600)
-            with open(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), "w") as f:
+            with open(
+                os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), "w", encoding="utf-8"
+            ) as f:
                 json.dump(self.to_json(), f)
             os.replace(part, path)
         except BaseException:
