@@ -95,15 +95,16 @@ class Loader(FrameworkAdapters):
         self.snapshot: Snapshot | None = None if isinstance(source, Mixture) else source
         self.schema, self.columns = reading.schema, reading.columns
         bytes_per_row = reading.bytes_per_row()
-        buffer_rows = options.shuffle_rows(bytes_per_row)
-        if buffer_rows is None:
-            target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
-            target = min(target, memory.limit() // 4)  # two windows, half the memory at most
-            buffer_rows = max(1, target // bytes_per_row)
+        buffer_rows = options.shuffle_rows(bytes_per_row)  # None: "auto" (memory.auto_window)
+        everywhere = options.global_batch_size is not None or reading.counts is not None
+        target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
+        target, self._capped = memory.auto_window(target, buffer_rows is None and not everywhere)
+        buffer_rows = buffer_rows or max(1, target // bytes_per_row)
         # the first window ramps up kept in order too: 32 MiB of 4-byte records is 8,000
         # record batches to decode before the first batch (0.7-1.3 s)
         first_rows = reading.first_rows(FIRST_WINDOW_BYTES, FIRST_WINDOW_ROWS, FIRST_WINDOW_SHARDS)
         self.blocks = reading.blocks
+        self._layouts = [resume.layout(b.rows) for b in reading.source_blocks]  # (a state's)
         counts = reading.counts or (reading.sources[0].num_records,)
         self.plan_options = options.plan_options(
             batch_size, rank, world_size, buffer_rows, first_rows, counts, reading.counts is None
@@ -215,7 +216,7 @@ class Loader(FrameworkAdapters):
         return self.batches_per_epoch() * self.epochs
 
     def _config(self) -> dict[str, Any]:
-        return resume.config(self.plan_options, self.reading.fingerprints)
+        return resume.config(self.plan_options, self.reading.fingerprints, self._layouts)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the consumer is: the next batch to yield. Small: a few integers."""
@@ -232,7 +233,7 @@ class Loader(FrameworkAdapters):
         before it ends where it would have; ``epochs`` sets the passes after."""
         state = resume.plain(state)
         problem = resume.malformed(state) or resume.mismatch(
-            self._config(), state["config"], self.reading.sources
+            self._config(), state["config"], self.reading.sources, self._capped
         )
         if problem:
             raise OptionError(problem)

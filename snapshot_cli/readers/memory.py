@@ -56,6 +56,20 @@ def cgroup_limit(root: Path, membership: str | None) -> int | None:
     return min(found) if found else None
 
 
+def auto_window(target: int, capped: bool) -> tuple[int, int | None]:
+    """The bytes of a ``shuffle_buffer="auto"`` window of ``target`` bytes, and the
+    :func:`limit` where that made it smaller (else None). A rank's own order (``capped``)
+    takes at most a quarter of the limit (two windows, half of it), so a small container
+    still runs (its states say so: :func:`.resume.mismatch`). The global order's window is
+    ``target`` whatever the memory: every rank must draw the same order, and ranks on
+    machines with other limits cut other windows (a rank's records seen twice, others never);
+    where two windows do not fit, :func:`check` refuses them, saying to give shuffle_buffer."""
+    most = limit()
+    if capped and most // 4 < target:
+        return most // 4, most
+    return target, None
+
+
 def in_use() -> int:
     """Bytes of memory this process holds now and cannot give back: its resident anonymous
     and shared memory (decode processes' windows are memfd's), not the pages of files it

@@ -5,16 +5,24 @@ and of the data it reads, so it fits only a loader with the same of both. The da
 when the snapshot was written again since (``--overwrite``, new inputs): the state's batch
 counts would then land elsewhere in other records, silently, so it is refused, naming the
 version of the snapshot that still holds the data the state was saved on, if one is kept.
+The same records written in other record batches (``--batch-rows``, ``--batch-bytes``,
+``--inputs-per-task``) keep the fingerprint but not the order, which permutes record
+batches: a state records their layout too (:func:`layout`, ``blocks``) and is refused alike.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from .. import storage
 from .. import versions as versions_mod
 from ..layout import MANIFEST_NAME
+from ..progress import human_bytes
 from .elastic import GlobalOptions
+from .plan import Blocks
 
 # How the order is drawn from the settings. A state without it was saved by snap before
 # 2026-11-30, whose order is version 1 (since 2026-11-25, d68a307: states of the unreleased
@@ -31,13 +39,17 @@ GLOBAL_ORDER_VERSION = 2
 DERIVED = ("window_rows", "first_window_rows", "order_version")
 
 if TYPE_CHECKING:
+    from ..manifest import Manifest
     from .plan import PlanOptions
     from .snapshot import Snapshot
 
 
-def config(o: PlanOptions | GlobalOptions, fingerprints: list[str]) -> dict[str, Any]:
+def config(
+    o: PlanOptions | GlobalOptions, fingerprints: list[str], layouts: list[str]
+) -> dict[str, Any]:
     """What a state records of the loader that saved it: the settings and the data its
-    order is a function of (a global order's the same on every rank, for every world size)."""
+    order is a function of (a global order's the same on every rank, for every world size):
+    each source's fingerprint and the :func:`layout` of its record batches (``blocks``)."""
     common = {"shuffle": o.shuffle, "seed": o.seed, "drop_last": o.drop_last,
               "window_rows": o.window_rows, "first_window_rows": o.first_window_rows,
               "order_version": ORDER_VERSION}  # fmt: skip
@@ -45,6 +57,7 @@ def config(o: PlanOptions | GlobalOptions, fingerprints: list[str]) -> dict[str,
         return {
             "order": "global",
             "fingerprints": fingerprints,
+            "blocks": layouts,
             "records_per_epoch": list(o.counts),
             "global_batch_size": o.global_batch_size,
             **common,
@@ -52,11 +65,24 @@ def config(o: PlanOptions | GlobalOptions, fingerprints: list[str]) -> dict[str,
         }
     return {
         "fingerprint": fingerprints[0],
+        "blocks": layouts[0],
         "batch_size": o.batch_size,
         "rank": o.rank,
         "world_size": o.world_size,
         **common,
     }
+
+
+def layout(rows: np.ndarray) -> str:
+    """A digest of a snapshot's record batches: their records in written order (a
+    :class:`~.plan.Blocks`' ``rows``). The order permutes record batches, so the same records
+    in other record batches (written with other ``--batch-rows``) are in another order."""
+    data = np.ascontiguousarray(rows, dtype="<i8").tobytes()
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def _layout_of(m: Manifest) -> str:
+    return layout(Blocks.from_manifest(m).rows)
 
 
 def plain(state: Any) -> Any:
@@ -107,9 +133,15 @@ def malformed(state: Any) -> str:
     return ""
 
 
-def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapshot]) -> str:
+def mismatch(
+    mine: dict[str, Any],
+    theirs: dict[str, Any],
+    sources: list[Snapshot],
+    capped: int | None = None,
+) -> str:
     """Why a state with config ``theirs`` does not fit a loader with config ``mine`` reading
-    ``sources`` ("" when it fits)."""
+    ``sources`` ("" when it fits). ``capped``: the memory limit (bytes) for which this
+    process made a per-rank ``shuffle_buffer="auto"`` window smaller (None: it did not)."""
     if (theirs.get("order") == "global") != (mine.get("order") == "global"):
         if theirs.get("order") == "global":
             return (
@@ -124,9 +156,21 @@ def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapsho
             "it was, not global_batch_size="
         )
     theirs = {"order_version": 1, **theirs}
+    if "blocks" not in theirs:  # (a state of snap before 2026-11-30: layout not known)
+        mine = {k: v for k, v in mine.items() if k != "blocks"}
+    theirs = _same_window(mine, theirs, sources)
     diff = sorted(k for k in mine if mine[k] != theirs.get(k))
     if not diff:
         return ""
+    key = "fingerprints" if "fingerprints" in mine else "fingerprint"
+    saved, layouts = _listed(theirs.get(key)), _listed(theirs.get("blocks"))
+    if "blocks" in diff and key not in diff and len(layouts) == len(sources):
+        # the same data in other record batches (the windows' sizes follow from them)
+        data = [_other_data(s, s.manifest.fingerprint, str(b))
+                for s, b, now in zip(sources, layouts, _listed(mine["blocks"]), strict=True)
+                if b != now]  # fmt: skip
+        diff = [k for k in diff if k not in (*DERIVED, "blocks")]
+        return "; ".join([*data, *([_settings(mine, theirs, diff, capped)] if diff else [])])
     if "order_version" in diff or diff == ["first_window_rows"]:  # (the ramp of windows)
         return (
             "the state was saved by another version of snap, which draws this loader's order "
@@ -135,54 +179,106 @@ def mismatch(mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapsho
             "without it (loader.set_epoch(state['epoch'] + 1))"
         )
     data = []
-    key = next((k for k in ("fingerprint", "fingerprints") if k in diff), "")
-    saved = theirs.get(key) if key else None
-    saved = [saved] if isinstance(saved, str) else saved
     now = [s.manifest.fingerprint for s in sources]
-    if isinstance(saved, list) and sorted(map(str, saved)) == sorted(now) and saved != now:
+    if key in diff and sorted(map(str, saved)) == sorted(now) and saved != now:
         order = [sources[now.index(str(f))].url for f in saved]  # (the same data, reordered)
         return (
             f"the state was saved by a mixture of the same snapshots in another order: give "
             f"them as {order} (with their weights in that order)"
         )
-    if isinstance(saved, list) and len(saved) == len(sources):  # the same number of sources
-        data = [_other_data(s, str(f)) for s, f in zip(sources, saved, strict=True)
+    if key in diff and len(saved) == len(sources):  # the same number of sources
+        known = layouts if len(layouts) == len(saved) else [None] * len(saved)
+        data = [_other_data(s, str(f), None if b is None else str(b))
+                for s, f, b in zip(sources, saved, known, strict=True)
                 if f != s.manifest.fingerprint]  # fmt: skip
         diff.remove(key)
-    if data or key in diff:  # the windows' sizes follow from the data (and the options)
-        diff = [k for k in diff if k not in DERIVED]
-    settings = (
+    if data or key in diff:  # the windows' sizes and the layout follow from the data
+        diff = [k for k in diff if k not in (*DERIVED, "blocks")]
+    return "; ".join([*data, *([_settings(mine, theirs, diff, capped)] if diff else [])])
+
+
+def _listed(value: Any) -> list[Any]:
+    """A config's per-source value as a list (a per-rank state's is one string)."""
+    return [value] if isinstance(value, str) else value if isinstance(value, list) else []
+
+
+def _same_window(
+    mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapshot]
+) -> dict[str, Any]:
+    """``theirs`` with ``mine``'s window_rows where both windows of the per-rank order hold
+    the rank's whole part of an epoch (its batches, whole): the plan is then the same
+    (tests/readers/test_resume_identity.py). "auto" makes a window of at most a quarter of
+    the memory the process may use, so a small machine's is smaller than a large one's
+    even where both hold an epoch; a state records the window as made, not cut to the
+    epoch (states of snap before 2026-11-30 too), so both sides are compared so."""
+    if mine.get("order") == "global" or mine.get("fingerprint") != theirs.get("fingerprint"):
+        return theirs
+    n = sum(s.manifest.num_records for s in sources)
+    world, batch = mine["world_size"], mine["batch_size"]
+    part = n // world if mine["drop_last"] else -(-n // world)
+    whole = -(-part // batch) * batch  # (windows are whole batches: this one holds it all)
+    w = theirs.get("window_rows")
+    if isinstance(w, int) and not isinstance(w, bool) and min(w, mine["window_rows"]) >= whole:
+        return {**theirs, "window_rows": mine["window_rows"]}
+    return theirs
+
+
+def _settings(
+    mine: dict[str, Any], theirs: dict[str, Any], diff: list[str], capped: int | None
+) -> str:
+    """The settings ``diff`` of two configs that differ, with both values and what to do."""
+    said = (
         f"the state was saved by a loader with other {', '.join(diff)}: "
         f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"
     )
     if "rank" in diff or "world_size" in diff:
-        settings += (
+        said += (
             " (a state of each rank's own order, batch_size=, is that rank's place in its own "
             "part of the epoch: load into each rank the state it saved, on as many ranks as "
             "saved them; or make the loaders with global_batch_size=, whose states any rank "
             "loads, on any world size that divides it)"
         )
-    if "window_rows" in diff:
-        settings += (
-            " (window_rows, the shuffle window in records, follows from shuffle_buffer and, "
-            "where that is a size or auto, from the columns read: resume with the same "
-            "columns= and shuffle_buffer=, or give shuffle_buffer as a number of records)"
+    if "window_rows" in diff and capped is not None:
+        said += (
+            ' (window_rows, the shuffle window in records: shuffle_buffer="auto" made it '
+            f"{mine['window_rows']:,} here, a quarter of the {human_bytes(capped)} of memory "
+            "this process may use (its cgroup's limit, or the machine's), as it does under "
+            f"1 GiB: resume with shuffle_buffer={theirs.get('window_rows')!r}, the state's "
+            "number of records, where two windows of them fit, or start without the state)"
         )
-    return "; ".join([*data, *([settings] if diff else [])])
+    elif "window_rows" in diff:
+        said += (
+            " (window_rows, the shuffle window in records, follows from shuffle_buffer and, "
+            "where that is a size or auto, from the columns read (auto, under a memory limit "
+            "below 1 GiB, from that limit too): resume with the same columns= and "
+            "shuffle_buffer=, or give shuffle_buffer as the state's number of records)"
+        )
+    return said
 
 
-def _other_data(source: Snapshot, saved: str) -> str:
-    """The state was saved on other data than ``source`` holds now: which version has it."""
+def _other_data(source: Snapshot, saved: str, blocks: str | None) -> str:
+    """The state was saved on other data than ``source`` holds now, of fingerprint
+    ``saved`` in record batches of :func:`layout` ``blocks`` (None: not known, a state of
+    snap before 2026-11-30): which kept version has it."""
     now = source.manifest
-    head = (
-        f"the state was saved reading other data than {source.url} (version {now.version}) "
-        f"holds: its fingerprint was {saved[:12]} then and is {now.fingerprint[:12]} now (it "
-        "was written again since, or it is another snapshot), so the state's batch counts "
-        "would land on other records"
-    )
+    if saved == now.fingerprint:  # the same records, in other record batches
+        head = (
+            f"the state was saved reading the same data as {source.url} (version "
+            f"{now.version}) holds, but written in other record batches (their layout was "
+            f"{blocks} then and is {_layout_of(now)} now: it was written again since with "
+            "other --batch-rows, --batch-bytes or --inputs-per-task, or it is another copy "
+            "of it), so the state's batch counts would land on other records"
+        )
+    else:
+        head = (
+            f"the state was saved reading other data than {source.url} (version "
+            f"{now.version}) holds: its fingerprint was {saved[:12]} then and is "
+            f"{now.fingerprint[:12]} now (it was written again since, or it is another "
+            "snapshot), so the state's batch counts would land on other records"
+        )
     current = versions_mod.read(source.fs, storage.join(source.root, MANIFEST_NAME)) or now
     for m in reversed(versions_mod.history(source.fs, source.root, current)):
-        if m.fingerprint == saved:
+        if m.fingerprint == saved and (blocks is None or _layout_of(m) == blocks):
             return (
                 f"{head}; version {m.version}, kept, has the state's data: resume from "
                 f"snap.open({source.url!r}, version={m.version}), or start without the state"

@@ -58,7 +58,10 @@ def numpy_dtype(t: pa.DataType) -> np.dtype:
 
 WINDOW_FIX = (
     "a window holds the larger of batch_size and shuffle_buffer in records (at most an "
-    "epoch's): lower them, read fewer columns (columns=[...]), or free memory"
+    "epoch's): lower them, read fewer columns (columns=[...]), or free memory; in the global "
+    'order (global_batch_size=, a mixture) shuffle_buffer="auto" is 256 MiB of records (32 MiB '
+    "with shuffle=False) whatever the memory, as every rank must draw the same order: give "
+    "shuffle_buffer= explicitly, as a number of records, the same on every rank"
 )
 
 
