@@ -31,7 +31,7 @@ from .elastic import GlobalOptions, GlobalPlan
 from .fetch import DEFAULT_STREAMS as FETCH_STREAMS
 from .mix import Mixture
 from .options import LoaderOptions, checked_tracer
-from .plan import EpochPlan
+from .plan import EpochPlan, PlanOptions
 from .prefetch import Closed
 from .run import Run, RunContext
 from .slabs import WindowPool
@@ -152,10 +152,11 @@ class Loader(FrameworkAdapters):
         windows = WindowPool(
             reading.schema, self.columns, self._stats.window_rows, processes > 0, gathers
         )
+        o = self.plan_options  # (a map's rng: a DataLoader worker's own, not its rank's)
         self._context = RunContext(
             blocks=self.blocks,
             make_plan=functools.partial(_plan, self.plan_options, self.reading, self.blocks),
-            map_key=(self.plan_options.seed, self.plan_options.rank),
+            map_key=(o.seed, o.part if isinstance(o, PlanOptions) else o.rank),
             schema=reading.schema,
             columns=tuple(self.columns),
             readers=readers,

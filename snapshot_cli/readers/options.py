@@ -137,6 +137,9 @@ class LoaderOptions:
     cache_limit: int | str | None = None  # bytes once made ("50GiB" is parsed)
     global_batch_size: int | None = None  # the global order (readers/elastic.py)
     processes: int = 0  # decode processes (readers/procs.py); 0: threads of this process
+    # (worker, workers): DataLoader worker ``worker`` of the rank's ``workers`` reads its share
+    # of the rank's batches (SnapshotDataset's, per-rank order; not a loader() keyword)
+    worker_split: tuple[int, int] = (0, 1)
     map_takes_rng: bool = field(init=False, default=False)
     shuffle_buffer_bytes: int | None = field(init=False, default=None)  # shuffle_buffer="64MiB"
 
@@ -227,11 +230,14 @@ class LoaderOptions:
                     shuffle=bool(self.shuffle), seed=self.seed, rank=rank,
                     world_size=world_size, drop_last=bool(self.drop_last),
                     window_rows=window_rows, first_window_rows=first_rows,
+                    worker=self.worker_split[0], workers=self.worker_split[1],
                 )  # fmt: skip
                 part = counts[0] // plan.world_size  # (an empty snapshot reads nothing, no error)
                 if plan.drop_last and counts[0] and part < plan.batch_size:
                     raise OptionError(no_batch(counts[0], plan.batch_size, world_size))
                 return plan
+            if self.worker_split != (0, 1):  # (the global order's workers are its parts)
+                raise ValueError("a worker_split is for the per-rank order (batch_size=) only")
             if g is None:  # a mixture given a per-rank batch size
                 per = 256 if batch_size is None else batch_size
                 if isinstance(per, bool) or not isinstance(per, int) or per <= 0:

@@ -14,15 +14,24 @@ resume exactly.
    ``world_size`` records appear twice, as with torch's DistributedSampler); with
    ``drop_last=True`` each part has ``floor(N / world_size)`` records and the remainder (fewer
    than ``world_size`` records, different ones every epoch) is skipped.
-4. **Windows.** A rank's part is cut into windows of ``window_rows`` records (a multiple of the
-   batch size, so no batch spans two windows). With shuffle, the records of a window are
-   permuted per (seed, epoch, rank, window): the bounded shuffle buffer. With
+   **Worker split.** A rank's part is then cut among its ``workers`` DataLoader workers in
+   whole batches, not padded (ranks step in lockstep, a rank's workers do not: torch's
+   DataLoader takes from the others when one is done): of the rank's ``B`` batches, worker
+   ``w`` reads ``[w B // workers, (w + 1) B // workers)``, so each record of the rank's part
+   is read once, only the last worker's last batch may be partial (with ``drop_last`` the
+   last worker also holds the dropped rest), and a worker may have none. Everything below is
+   planned over the worker's range (with ``workers=1``, the rank's part).
+4. **Windows.** A worker's range is cut into windows of ``window_rows`` records (a multiple of
+   the batch size, so no batch spans two windows). With shuffle, the records of a window are
+   permuted per (seed, epoch, part, window), ``part = rank * workers + worker`` (the rank
+   without workers): the bounded shuffle buffer. With
    ``first_window_rows``, an epoch starts with a ramp: a first window of that many records,
    each next one twice the last, until ``window_rows`` (so the first batch waits for a small
    window to be decoded, not a full one; the ramp is part of the plan, so order and resume
    do not depend on where a pass started).
-5. **Batches.** Consecutive ``batch_size`` records of the (permuted) part; with
-   ``drop_last=True`` a final partial batch is dropped. Every rank has the same number.
+5. **Batches.** Consecutive ``batch_size`` records of the (permuted) range; with
+   ``drop_last=True`` a final partial batch is dropped. Every rank has the same number (its
+   workers' together).
 """
 
 from __future__ import annotations
@@ -131,6 +140,8 @@ class PlanOptions:
     drop_last: bool = False
     window_rows: int = 1 << 16
     first_window_rows: int = 0  # 0: every window is window_rows
+    worker: int = 0  # DataLoader worker ``worker`` of ``workers`` reading the rank's part
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or self.batch_size <= 0:
@@ -145,6 +156,17 @@ class PlanOptions:
             raise ValueError(f"shuffle_buffer must be a positive integer, got {self.window_rows!r}")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        w, n = self.worker, self.workers
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(f"workers must be a positive integer, got {n!r}")
+        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < n:
+            raise ValueError(f"worker must be in [0, workers={n}), got {w!r}")
+
+    @property
+    def part(self) -> int:
+        """This reader's index among every rank's workers: it keys the window shuffle (and
+        a map's rng), the rank itself without workers."""
+        return self.rank * self.workers + self.worker
 
 
 class EpochPlan:
@@ -162,10 +184,16 @@ class EpochPlan:
         self._ends = np.cumsum(ordered_rows)  # end position of each ordered block
         self.total = n
         per_rank = n // o.world_size if o.drop_last else -(-n // o.world_size)
-        self.num_rows = per_rank if n else 0
-        self._start = o.rank * per_rank
+        rank_rows = per_rank if n else 0
         b = o.batch_size
-        self.num_batches = self.num_rows // b if o.drop_last else -(-self.num_rows // b)
+        batches = rank_rows // b if o.drop_last else -(-rank_rows // b)
+        lo, hi = o.worker * batches // o.workers, (o.worker + 1) * batches // o.workers
+        # the last worker's range ends with the rank's part (drop_last's rest included, so
+        # one worker plans exactly as the rank does)
+        stop = rank_rows if o.worker == o.workers - 1 else hi * b
+        self.num_rows = stop - lo * b  # records of this worker's range
+        self._start = o.rank * per_rank + lo * b
+        self.num_batches = hi - lo
         self.window_rows = w = max(b, o.window_rows // b * b)
         ramp: list[int] = []
         size = max(b, min(w, o.first_window_rows) // b * b) if o.first_window_rows else w
@@ -184,7 +212,7 @@ class EpochPlan:
         return self._ramp_rows + (k - m) * self.window_rows
 
     def window_of(self, position: int) -> int:
-        """The window that holds rank position ``position``."""
+        """The window that holds position ``position`` (of the worker's range)."""
         if position < self._ramp_rows:
             return bisect.bisect_right(self._ramp_starts, position) - 1
         m = len(self._ramp_starts) - 1
@@ -206,7 +234,7 @@ class EpochPlan:
         return out
 
     def window_bounds(self, k: int) -> tuple[int, int]:
-        """Rank positions ``[a, b)`` of window ``k``."""
+        """Positions ``[a, b)`` of window ``k`` in the worker's range."""
         return self._window_start(k), min(self._window_start(k + 1), self.num_rows)
 
     def window(self, k: int) -> list[Segment]:
@@ -242,7 +270,7 @@ class EpochPlan:
             return None
         a, b = self.window_bounds(k)
         o = self.options
-        return random_permutation(_rng(o.seed, self.epoch, o.rank + 1, k + 1), b - a)
+        return random_permutation(_rng(o.seed, self.epoch, o.part + 1, k + 1), b - a)
 
     def permutation(self, k: int) -> np.ndarray | None:
         """How window ``k``'s records are reordered: slot ``s`` holds record
@@ -259,7 +287,8 @@ class EpochPlan:
         return k, a - w0, min(a + b, self.num_rows) - w0
 
     def positions(self) -> np.ndarray:
-        """Every record this rank yields, in order, as an index into written order.
+        """Every record this rank (its worker) yields, in order, as an index into written
+        order.
 
         For tests and small snapshots: it materialises the whole epoch.
         """

@@ -10,12 +10,14 @@ on batch N; the consumer's stream waits for the copy only when it takes the batc
 devices (``"mps"``, ``"xpu"``) get a plain ``.to(device)``; ``"cpu"`` or None adds nothing.
 
 :class:`SnapshotDataset` is for code that wants a ``torch.utils.data.DataLoader``: use
-``DataLoader(SnapshotDataset(url, batch_size=256), batch_size=None, num_workers=W)``. Each
-worker process replays its own disjoint part (rank x workers + worker id), and the ranks of
-an initialised ``torch.distributed`` split the snapshot first. ``len(dataset)`` is the batches
-an epoch yields, which depends on W (each worker's part ends in a batch of its own, possibly
-partial): asked by a DataLoader (``len(loader)``: Hugging Face's ``Trainer`` and Lightning
-plan steps and resume with it) it is that DataLoader's W's, asked directly it is for W = 0.
+``DataLoader(SnapshotDataset(url, batch_size=256), batch_size=None, num_workers=W)``. The
+ranks of an initialised ``torch.distributed`` split the snapshot first (equal parts: they
+step in lockstep); each worker then replays a share of its rank's batches, whole batches,
+unpadded (:mod:`.plan`'s worker split), so a rank's workers read each record of its part
+once. ``len(dataset)`` is the batches an epoch yields, the same for any W (``len(loader)``:
+Hugging Face's ``Trainer`` and Lightning plan steps and resume with it); with
+``global_batch_size`` each worker is a part of the global order (:mod:`.elastic`) yielding
+a slice of every step: W times the steps.
 
 Epochs: every iteration of the DataLoader is the next epoch (a fresh shuffle), with or
 without ``persistent_workers``, and ``dataset.set_epoch(e)`` (as with
@@ -45,11 +47,11 @@ from .. import storage
 from ..cores import cores
 from ..errors import OptionError
 from ..keywords import keywords_of, refuse_unknown
-from ..units import flag, integer
+from ..units import integer
 from . import ranks, resume
 from .epochs import new_counter, warn_cannot_count
-from .loader import SHUFFLE_BUFFER_BYTES
-from .options import no_batch, no_split
+from .loader import SHUFFLE_BUFFER_BYTES, Loader
+from .options import LoaderOptions, no_split
 from .torch_batches import TorchBatches as TorchBatches  # (loader.to_torch()'s, re-exported)
 from .torch_tensors import DatasetBatch, refuse_collate, to_tensors
 from .torch_tensors import import_torch as _torch
@@ -57,7 +59,6 @@ from .torch_tensors import import_torch as _torch
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .loader import Loader
     from .snapshot import Snapshot
 
 
@@ -105,9 +106,9 @@ def _make_dataset_class() -> type:
         (``url`` a path or URL, or a ``Snapshot`` from ``snap.open``: the version it opened); the
         loader options are those of :meth:`Snapshot.loader` (``batch_size=256``,
         ``shuffle``, ``seed``, ...) except ``rank``/``world_size``, which come from
-        ``torch.distributed`` (or pass them explicitly) and are split further across
-        DataLoader workers. Use ``DataLoader(dataset, batch_size=None)``. Each iteration is
-        a new epoch; see the module docstring for how workers count them.
+        ``torch.distributed`` (or pass them explicitly), each rank's batches shared out among
+        its DataLoader workers. Use ``DataLoader(dataset, batch_size=None)``. Each iteration
+        is a new epoch; see the module docstring for how workers count them.
         """
 
         def __init__(
@@ -133,7 +134,7 @@ def _make_dataset_class() -> type:
             self._pending = True  # self.epoch is still to be applied to a pass
             self._explicit = False  # set_epoch was called
             self._loader: Loader | None = None
-            self._loader_key: tuple[int, int, int] | None = None  # (pid, part, parts)
+            self._loader_key: tuple[int, int, int] | None = None  # (pid, worker, workers)
             size = batch_size
             if size is None and self.loader_options.get("global_batch_size") is None:
                 size = 256
@@ -165,6 +166,10 @@ def _make_dataset_class() -> type:
 
         def _options(self, part: int, parts: int) -> dict[str, Any]:
             return {**self.loader_options, "rank": part, "world_size": parts}
+
+        def _global(self) -> bool:
+            """Whether the dataset reads in the global order (``global_batch_size``)."""
+            return self.loader_options.get("global_batch_size") is not None
 
         def __getstate__(self) -> dict[str, Any]:
             # spawn/forkserver workers get a pickled copy; a loader (threads, locks) does
@@ -223,53 +228,55 @@ def _make_dataset_class() -> type:
                 except OSError as err:  # the directory went away (a tmp cleaner)
                     self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"
 
-        def _part_loader(self, part: int, parts: int) -> Loader:
-            key = (os.getpid(), part, parts)
+        def _part_loader(self, worker: int, workers: int) -> Loader:
+            """The loader of this rank's DataLoader worker ``worker`` of ``workers`` (0 of
+            1: the rank's own, without workers)."""
+            key = (os.getpid(), worker, workers)
             if self._loader is None or self._loader_key != key:
                 # new here: a forked worker may hold a copy of the parent's loader, made for
                 # another part, whose threads are not in this process
-                self._loader = self._new_loader(part, parts)
+                self._loader = self._new_loader(worker, workers)
                 self._loader_key, self._pending = key, True
             return self._loader
 
-        def _new_loader(self, part: int, parts: int) -> Loader:
-            """The loader of part ``part`` of ``parts`` (ranks x DataLoader workers), its
-            errors said in workers (it reads its part as a rank)."""
-            workers = parts // self.world_size
+        def _new_loader(self, worker: int, workers: int) -> Loader:
+            """Worker ``worker`` of this rank's ``workers``' loader: a share of the rank's
+            batches (per-rank order), or part ``rank * workers + worker`` of ``world_size *
+            workers`` of the global order, its errors said in workers."""
+            rank, world = self._ranks()
+            if not self._global():
+                options = self._options(rank, world)
+                if workers > 1:
+                    options = worker_share(options, workers, storage.is_local(self.snapshot.fs))
+                return self._make_loader(options, (worker, workers))
             g = integer(self.loader_options.get("global_batch_size"))
-            if type(g) is int and g > 0 and (problem := no_split(g, self.world_size, workers)):
+            if type(g) is int and g > 0 and (problem := no_split(g, world, workers)):
                 raise OptionError(problem)
-            options = self._options(part, parts)
-            if parts > self.world_size:  # DataLoader workers: a loader in each
-                self._check_workers_have_batches(workers)
-                options = worker_share(options, workers, storage.is_local(self.snapshot.fs))
+            parts = world * workers
+            options = self._options(rank * workers + worker, parts)
             try:
-                return self.snapshot.loader(self.batch_size, **options)
+                return self._make_loader(options, (0, 1))
             except OptionError as err:
-                if parts == self.world_size:
+                if workers == 1:
                     raise
-                ranks = "1 rank" if self.world_size == 1 else f"{self.world_size} ranks"
+                ranks = "1 rank" if world == 1 else f"{world} ranks"
                 raise OptionError(
                     f"{err} (the {parts} 'ranks' are {ranks} x {workers} "
                     "DataLoader workers: fewer workers help too)"
                 ) from None
 
-        def _check_workers_have_batches(self, workers: int) -> None:
-            """drop_last=True with no batch in a worker's part: said in workers (its
-            loader would say ranks, as which it reads its part)."""
-            size, records = integer(self.batch_size), self.snapshot.num_records
-            try:
-                drop = flag(self.loader_options.get("drop_last", False), "drop_last")
-            except ValueError:  # (not True or False: the loader says so)
-                return
-            counted = isinstance(size, int) and not isinstance(size, bool) and size > 0
-            if drop and records and counted and records // (self.world_size * workers) < size:
-                raise OptionError(no_batch(records, size, self.world_size, workers))
+        def _make_loader(self, options: dict[str, Any], split: tuple[int, int]) -> Loader:
+            """``Snapshot.loader(batch_size, **options)`` (which ``__init__`` had check them),
+            read by worker ``split[0]`` of the rank's ``split[1]`` (a split it has no keyword
+            for: SnapshotDataset's own)."""
+            given = {k: v for k, v in options.items() if k != "trace"}
+            made = LoaderOptions(**given, worker_split=split)
+            return Loader(self.snapshot, self.batch_size, made, options.get("trace"))
 
         def _worker_loader(self) -> Loader:
             info = torch.utils.data.get_worker_info()
             workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
-            loader = self._part_loader(self.rank * workers + worker, self.world_size * workers)
+            loader = self._part_loader(worker, workers)
             if info is None:  # a pass without workers: what a state saved now is under
                 self._split = 0
                 with self._counter_lost():
@@ -325,7 +332,7 @@ def _make_dataset_class() -> type:
             (``workers``), and a per-rank one within an epoch (``step > 0``) under workers is
             refused (each worker reads a part of its own: the step names no place in them).
             """
-            loader = self._part_loader(self.rank, self.world_size)
+            loader = self._part_loader(0, 1)
             state = loader.state_dict()
             state.update(epoch=int(epoch), batch=int(step), pass_end=None)
             workers = self._last_split()
@@ -358,7 +365,7 @@ def _make_dataset_class() -> type:
             state = resume.plain(state)  # (first: one that resumes in no DataLoader)
             if problem := resume.malformed(state) or resume.split_mismatch(state, 0):
                 raise OptionError(problem)
-            self._part_loader(self.rank, self.world_size).load_state_dict(state)
+            self._part_loader(0, 1).load_state_dict(state)
             self._restart(int(state["epoch"]))
             self._resume = dict(state)
 
@@ -366,10 +373,9 @@ def _make_dataset_class() -> type:
             """Batches an epoch yields: see the module docstring."""
             caller = sys._getframe(1).f_locals.get("self")  # (DataLoader.__len__'s, if so)
             workers = caller.num_workers if isinstance(caller, torch.utils.data.DataLoader) else 0
-            rank, world = self._ranks()
             total, n = 0, max(1, workers)
             for w in range(n):  # (made as iterating makes them: the same errors)
-                with self._new_loader(rank * n + w, world * n) as ld:
+                with self._new_loader(w, n) as ld:
                     total += len(ld)
             return total
 

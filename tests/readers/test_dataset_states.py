@@ -189,12 +189,18 @@ def test_len_of_a_dataloader_says_what_iterating_it_says(url: str) -> None:
 
 
 @MANY_WORKERS
-def test_len_says_a_workers_part_without_a_batch_in_workers(url: str) -> None:
-    """drop_last=True with a batch larger than each worker's part: len says workers, as
-    iterating does, not ranks."""
+def test_len_counts_the_ranks_batches_whatever_the_workers_share(url: str) -> None:
+    """drop_last=True with a batch larger than a third of the records: 3 workers share the
+    rank's 2 batches (one reads none; it was "no batch on each of 3 DataLoader workers"), and
+    len says so; a rank's part without a batch is said in ranks, as iterating says it."""
     ds = SnapshotDataset(url, batch_size=200, drop_last=True, rank=0, world_size=1)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=3)
-    with pytest.raises(OptionError, match=r"on each of 3 DataLoader workers.*fewer DataLoader"):
+    items = _items(ds, 3)
+    assert len(dl) == len(items) == 2 and sorted(len(i) for i in items) == [200, 200]
+    assert len(_counts(items)) == 400  # each once
+    three = SnapshotDataset(url, batch_size=200, drop_last=True, rank=0, world_size=3)
+    dl = torch.utils.data.DataLoader(three, batch_size=None, num_workers=3)
+    with pytest.raises(OptionError, match=r"\(160 on each of 3 ranks\) holds no batch of 200"):
         len(dl)
 
 

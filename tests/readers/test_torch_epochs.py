@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import itertools
 import os
 import pickle
 from collections.abc import Iterable
@@ -19,6 +20,8 @@ import torch
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
 from snapshot_cli.readers import epochs as epochs_mod
+from snapshot_cli.readers.loader import Loader
+from snapshot_cli.readers.options import LoaderOptions
 from snapshot_cli.readers.torch import SnapshotDataset
 from tests.readers.conftest import numbered_snapshot
 
@@ -40,15 +43,18 @@ def _labels(batches: Iterable[Any]) -> list[int]:
 def _expected(url: str, epoch: int, workers: int = 2) -> list[int]:
     """What a DataLoader with ``workers`` workers yields in ``epoch``, from plain loaders.
 
-    Worker w reads part w of ``workers``; the DataLoader takes one batch from each worker in
-    turn, and every part has the same number of batches.
+    Worker w reads its share of the rank's batches (the plan's worker split, a loader option
+    only SnapshotDataset sets); the DataLoader takes one batch from each worker in turn, from
+    those not done yet (the first workers may have a batch fewer).
     """
     parts = []
     for w in range(workers):
-        loader = snap.open(url).loader(BATCH, seed=SEED, rank=w, world_size=workers)
+        options = LoaderOptions(seed=SEED, worker_split=(w, workers))
+        loader = Loader(snap.open(url), BATCH, options)
         loader.set_epoch(epoch)
         parts.append([np.asarray(b["label"]).tolist() for b in loader])
-    return [int(x) for turn in zip(*parts, strict=True) for batch in turn for x in batch]
+    turns = itertools.zip_longest(*parts)
+    return [int(x) for turn in turns for batch in turn if batch is not None for x in batch]
 
 
 @pytest.fixture(scope="module")
