@@ -10,6 +10,7 @@ import contextlib
 import errno
 import os
 import re
+import threading
 from collections.abc import Iterator
 
 from fsspec import AbstractFileSystem
@@ -377,3 +378,15 @@ def _too_many_open_files(where: str, code: int, shuffled: bool = False) -> Stora
         "limit (ulimit -n 65536, or LimitNOFILE for a service), or write fewer, larger shards "
         f"(snap create --inputs-per-task){unshuffled if shuffled else ''}"
     )
+
+
+def forget_unstarted(thread: threading.Thread) -> None:
+    """Forget ``thread`` if an interrupt in its ``start`` came before its OS thread was
+    made: Python 3.13's ``Thread.start`` enters it in ``threading._limbo`` first and takes
+    it out again on an ``Exception`` only, so a Ctrl-C there left it listed by
+    ``threading.enumerate()`` for good, holding its target (a loader's pass, its window)."""
+    handle = getattr(thread, "_handle", None)
+    limbo, lock = getattr(threading, "_limbo", None), getattr(threading, "_active_limbo_lock", None)
+    if getattr(handle, "ident", None) == 0 and isinstance(limbo, dict) and lock is not None:
+        with lock:
+            limbo.pop(thread, None)

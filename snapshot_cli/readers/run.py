@@ -140,6 +140,9 @@ class Run:
         except RuntimeError as err:
             faults.raise_no_thread("the loader", err)
             raise
+        except BaseException:
+            faults.forget_unstarted(self.thread)
+            raise
 
     @property
     def trace(self) -> Tracer | None:
