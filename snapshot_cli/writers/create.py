@@ -221,7 +221,12 @@ def _create(
         cheap = identity.cheap_parts
         if changed := [k for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]:
             said_changed = incremental.said_changed(
-                changed, ref.by_value, m.pipeline, params, pipeline_mod.spec_name(ref.spec)
+                changed,
+                ref.by_value,
+                m.pipeline,
+                params,
+                pipeline_mod.spec_name(ref.spec),
+                str(m.created_by.get("python", "")),
             )
             raise SnapshotExistsError(
                 f"{url} holds a snapshot made with different {said_changed}; pass "

@@ -12,6 +12,7 @@ there) and for the new version's ``history``.
 from __future__ import annotations
 
 import json
+import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,11 +140,12 @@ NAMES = {"code": "pipeline code", "params": "params", "format": "format"}
 
 def said_changed(
     changed: list[str], by_value: bool, recorded: dict[str, Any], params: dict[str, Any],
-    function: str = "",
+    function: str = "", python: str = "",
 ) -> str:  # fmt: skip
     """What differs from the committed snapshot's fingerprint parts ``changed``, each with
     what tells it apart: the params then and now (it said only "different params", and
-    ``--param scale=1``, the default given, was a change no one could see)."""
+    ``--param scale=1``, the default given, was a change no one could see); ``python``: the
+    Python version the snapshot was made under (a lambda's code is its bytecode)."""
     out = []
     for key in changed:
         text = NAMES.get(key, key)
@@ -157,6 +159,13 @@ def said_changed(
                 if by_value
                 else " (its file, or a file of your own modules its code uses)"
             )
+            now = ".".join(platform.python_version_tuple()[:2])
+            if by_value and python and ".".join(python.split(".")[:2]) != now:
+                text += (
+                    f" (made under Python {python}, this is {now}: a function without source, "
+                    "a lambda, is compared by its bytecode, which each Python version makes "
+                    "otherwise; a def keeps its snapshot across versions)"
+                )
         elif key == "params":
             text += f" ({recorded.get('params')} then, {params} now: a default given counts)"
         out.append(text)

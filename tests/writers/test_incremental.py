@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -507,3 +508,15 @@ def test_a_grow_given_another_task_size_keeps_the_snapshots_and_says_so(
     fresh = snap.create(prep, out, inputs=many, workers=0, overwrite=True)
     assert fresh.tasks < 300  # chosen afresh for 2,000 inputs, not 1 a task
     assert sorted(int(b["i"][0]) for b in snap.open(out).loader(1)) == many
+
+
+def test_a_by_value_code_change_across_python_versions_says_so() -> None:
+    """A lambda's fingerprint is its bytecode, which each Python version makes otherwise: a
+    snapshot made under another version was "different pipeline code" blaming globals."""
+    from snapshot_cli.writers.incremental import said_changed
+
+    older = said_changed(["code"], True, {}, {}, "", "3.9.18")
+    assert "made under Python 3.9.18, this is 3." in older and "a def keeps" in older
+    same = said_changed(["code"], True, {}, {}, "", platform.python_version())
+    assert "made under Python" not in same and "globals" in same
+    assert "made under" not in said_changed(["code"], False, {}, {}, "", "3.9.18")  # (a file)
