@@ -210,8 +210,10 @@ class _Reach:
             if isinstance(v, dict):
                 pairs = itertools.chain.from_iterable(v.items())
                 self.items(pairs, used, depth + 1, 2 * _ITEMS)
-            elif isinstance(v, (list, tuple)) or len(v) <= _ITEMS:
+            elif isinstance(v, (list, tuple)):
                 self.items(v, used, depth + 1)
+            elif len(v) <= _ITEMS and depth < _DEPTH:
+                self.items(_in_order(v), used, depth + 1)
         elif isinstance(v, type):
             self.cls(v)
         else:  # an object (a tokenizer made at import): its class's code, what it holds
@@ -290,6 +292,28 @@ class _Reach:
             package = name if init else name.rpartition(".")[0]
             for base, taken in codescan.file_imports(path, package):
                 todo += self.runs(base, taken)
+
+
+def _in_order(items: set[Any] | frozenset[Any]) -> list[Any]:
+    """A set's items in a fixed order: its own varies with the hash seed (strings) and with
+    where its items sit in memory (functions, classes), and decided which of them the budget
+    reached, and at which depth a value they share was first seen (its own then cut off)."""
+    try:
+        return sorted(items, key=_place)
+    except RuntimeError:  # changed by another thread meanwhile
+        return []
+
+
+def _place(v: Any) -> tuple[int, str]:
+    """Where a set's item goes in :func:`_in_order`: code first, by name (what can reach
+    your modules), then other objects by their class, then plain values by ``repr``."""
+    if isinstance(v, (types.FunctionType, type)):
+        return 0, f"{v.__module__}.{v.__qualname__}"
+    if isinstance(v, types.ModuleType):
+        return 0, str(vars(v).get("__name__"))
+    if isinstance(v, _PLAIN):
+        return 2, repr(v)
+    return 1, f"{type(v).__module__}.{type(v).__qualname__}"
 
 
 def _user_namespace(state: dict[str, Any]) -> bool:

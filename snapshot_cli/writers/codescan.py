@@ -5,7 +5,8 @@ A function that imports a module inside its body (``from helpers import clean`` 
 module's code as much as one it names as a global, and the module need not be imported yet
 when its fingerprint is taken: it is read from the bytecode here, and found as ``import``
 would find it, by the finders of ``sys.meta_path``, without running it or its packages
-(``importlib.util.find_spec`` imports the packages of a dotted name).
+(``importlib.util.find_spec`` imports the packages of a dotted name). The text of a code
+object's constants, for comparing and hashing code, is here too: the same in every process.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import importlib.util
 import os
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 Import = tuple[str, tuple[str, ...]]  # a module by absolute name, and the names taken from it
@@ -61,6 +62,43 @@ def nested(code: types.CodeType) -> Iterator[types.CodeType]:
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield from nested(const)
+
+
+def constant(c: Any, code: Callable[[types.CodeType], str] = repr, every_set: bool = False) -> str:
+    """A code object's constant as ``repr`` writes it, but the same text in every process: a
+    frozenset's (``x in {"a", "b"}``) items are sorted where their order varies with the hash
+    seed (strings or bytes in them), at any depth; with ``every_set``, in every frozenset of
+    two items or more (one loaded from a ``.pyc`` was built in another order than the same
+    compiled now). ``code`` gives the text of a code object in it."""
+    if isinstance(c, types.CodeType):
+        return code(c)
+    if _fixed(c, every_set):
+        return repr(c)
+    if isinstance(c, tuple):
+        texts = [constant(item, code, every_set) for item in c]
+        return f"({texts[0]},)" if len(texts) == 1 else f"({', '.join(texts)})"
+    texts = sorted(constant(item, code, every_set) for item in c)
+    return f"{type(c).__name__}({{{', '.join(texts)}}})"
+
+
+def _fixed(c: Any, every_set: bool) -> bool:
+    """Whether ``repr(c)`` is the same in every process (see :func:`constant`)."""
+    if isinstance(c, types.CodeType):  # (its repr names its address)
+        return False
+    if isinstance(c, tuple):
+        return all(_fixed(item, every_set) for item in c)
+    if isinstance(c, frozenset):
+        ordered = len(c) < 2 or not (every_set or any(_seeded(item) for item in c))
+        return ordered and all(_fixed(item, every_set) for item in c)
+    return True
+
+
+def _seeded(c: Any) -> bool:
+    """Whether the hash of ``c`` varies with ``PYTHONHASHSEED`` (that of a string or bytes,
+    and of a tuple or frozenset that holds one)."""
+    if isinstance(c, (str, bytes)):
+        return True
+    return isinstance(c, (tuple, frozenset)) and any(_seeded(item) for item in c)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -115,9 +115,13 @@ def _compiled(path: str) -> dict[str, set[Any]] | None:
 
 
 def _essence(code: types.CodeType) -> tuple[Any, ...]:
-    """What a code object computes, without where it sits in its file."""
+    """What a code object computes, without where it sits in its file (a set's items in a
+    fixed order: one loaded from a .pyc was built in another order than the file's compiled
+    now, and its repr differed, "behind" its file unedited)."""
     consts = tuple(
-        _essence(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
+        _essence(c)
+        if isinstance(c, types.CodeType)
+        else (type(c).__name__, codescan.constant(c, every_set=True))
         for c in code.co_consts
     )
     return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,

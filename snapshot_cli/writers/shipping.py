@@ -13,7 +13,8 @@ Two ways, chosen per function:
   bytecode where no source exists) and, recursively, the values it uses from outside:
   closure variables, globals it names, defaults, and the functions it calls that are shipped
   by value too. Functions from installed packages count by name only; functions from your
-  own modules count by their file's contents and those of the modules they reach.
+  own modules count by their file's contents and those of the modules they reach. It is the
+  same in every process: sets count in a fixed order, whatever ``PYTHONHASHSEED`` is.
 
 A function that cannot be pickled (it holds a lock, an open file, a live connection) is
 refused with a message naming the global or closure variable that could not be shipped.
@@ -27,6 +28,7 @@ import builtins
 import functools
 import hashlib
 import inspect
+import io
 import logging
 import os
 import pickle
@@ -40,12 +42,13 @@ from ..by_value import MAIN_MODULES as _MAIN_MODULES
 from ..by_value import dumps, loads
 from ..by_value import importable as _importable
 from ..errors import PipelineLoadError
+from . import codescan
 from .codedeps import code_names, file_digest, user_module_file, user_modules
 
 log = logging.getLogger("snapshot_cli")
 
 BIG_PAYLOAD = 64 << 20  # a function this large when pickled is worth a warning
-BIG_CONTAINER = 10_000  # larger lists and dicts are hashed through one pickle
+BIG_CONTAINER = 10_000  # larger lists and dicts are hashed through one pickle (without sets)
 _loaded: dict[str, Callable[..., Any]] = {}
 _last: list[Any] = []  # [payload, function] of the last load
 
@@ -162,12 +165,11 @@ def identity(fn: Callable[..., Any], strict: bool = False) -> str:
 
 def _code_digest(code: types.CodeType) -> str:
     """Bytecode digest for functions without source (exec'd strings): stable in a process
-    and across runs of one Python version."""
+    and across runs of one Python version (a set constant's items in a fixed order)."""
     h = hashlib.sha256()
     h.update(code.co_code)
     for const in code.co_consts:
-        h.update(_code_digest(const).encode() if isinstance(const, types.CodeType) else
-                 repr(const).encode())  # fmt: skip
+        h.update(codescan.constant(const, _code_digest).encode())
     h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
     return h.hexdigest()
 
@@ -243,11 +245,15 @@ class _Walker:
             self._object(v, where)
 
     def _pickled(self, v: Any) -> bool:
+        """``v`` hashed through its pickle, if it can be pickled and its pickle is the same in
+        every process (see :func:`_pickle`)."""
         try:
-            self._add(pickle.dumps(v, protocol=4))
+            data = _pickle(v, pickle.Pickler)
         except Exception:
             return False
-        return True
+        if data is not None:
+            self._add(data)
+        return data is not None
 
     def _named(self, v: Any, where: str) -> None:
         """Builtins and classes: by name when importable, else by their source."""
@@ -322,9 +328,72 @@ class _Walker:
                 self._add(name)
                 self.value(attr, f"{where} (its attribute {name!r})")
             return
-        if self._pickled(v):
+        for pickler in (pickle.Pickler, cloudpickle.Pickler):  # (cloudpickle: by value)
+            try:
+                data = _pickle(v, pickler)
+            except Exception:
+                continue
+            if data is None:  # a set in it (or a class by value): what it pickles, walked
+                self._reduced(v, where)
+            else:
+                self._add(data)
             return
-        try:  # a class pickled by value has an id new every run: only without attributes
-            self._add(cloudpickle.dumps(v, protocol=4))
+        self._add("unpicklable")
+
+    def _reduced(self, v: Any, where: str) -> None:
+        """``v`` by what pickle saves of it (its ``__reduce_ex__``), walked as values are: a
+        set in its state (a ``@dataclass(slots=True)``'s frozenset) counts in a fixed order."""
+        try:
+            reduced = v.__reduce_ex__(4)
         except Exception:
             self._add("unpicklable")
+            return
+        if isinstance(reduced, str):  # a global, pickled by its name
+            self._add("global", reduced)
+            return
+        parts = [list(p) if i in (3, 4) and p is not None else p for i, p in enumerate(reduced)]
+        self._add("reduced")  # (3 and 4: iterators of its items, if a container)
+        self.value(tuple(parts), f"{where} (its state)")
+
+
+class _Unordered(Exception):
+    """A set met while pickling, of items whose order varies from process to process."""
+
+
+_NUMBERS = (type(None), bool, int, float, complex)  # hashed alike in every process
+
+
+def _pickle(v: Any, base: type[pickle.Pickler]) -> bytes | None:
+    """``v`` pickled with ``base`` (protocol 4), or None where the pickle differs from process
+    to process: it holds a set of two items or more (not all numbers), whose items it lists in
+    an order that varies with the hash seed (strings) or with where they sit in memory, or a
+    class pickled by value (cloudpickle gives it an id new every process).
+
+    Raises:
+        Exception: what pickling ``v`` raises.
+    """
+    out = io.BytesIO()
+    try:
+        _refusing_sets(base)(out, protocol=4).dump(v)
+    except _Unordered:
+        return None
+    data = out.getvalue()
+    return None if b"_make_skeleton_" in data else data  # (cloudpickle's class by value)
+
+
+_REFUSING: dict[type[pickle.Pickler], type[pickle.Pickler]] = {}  # a Pickler → it, refusing sets
+
+
+def _refusing_sets(base: type[pickle.Pickler]) -> type[pickle.Pickler]:
+    """``base``, raising :class:`_Unordered` at a set whose order varies (see :func:`_pickle`)."""
+    if base not in _REFUSING:
+
+        class Pickler(base):  # type: ignore[misc,valid-type]
+            def persistent_id(self, obj: Any) -> None:  # (called for every object it pickles)
+                unordered = isinstance(obj, (set, frozenset)) and len(obj) > 1
+                if unordered and not all(type(item) in _NUMBERS for item in obj):
+                    raise _Unordered
+                return None
+
+        _REFUSING[base] = Pickler
+    return _REFUSING[base]
