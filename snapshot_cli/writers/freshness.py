@@ -117,10 +117,15 @@ def _compiled(path: str) -> dict[str, set[Any]] | None:
 def _essence(code: types.CodeType) -> tuple[Any, ...]:
     """What a code object computes, without where it sits in its file (a set's items in a
     fixed order: one loaded from a .pyc was built in another order than the file's compiled
-    now, and its repr differed, "behind" its file unedited)."""
+    now, and its repr differed, "behind" its file unedited; a class body's line, which
+    Python 3.13 keeps as a constant for ``__firstlineno__``, left out: a comment added above
+    a function making a class made it "behind")."""
+    line = code.co_firstlineno if "__firstlineno__" in code.co_names else None
     consts = tuple(
         _essence(c)
         if isinstance(c, types.CodeType)
+        else ("line",)
+        if type(c) is int and c == line
         else (type(c).__name__, codescan.constant(c, every_set=True))
         for c in code.co_consts
     )
