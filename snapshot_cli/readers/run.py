@@ -67,7 +67,7 @@ class RunContext:
 
     blocks: Blocks
     make_plan: Callable[[int], EpochPlan | GlobalPlan]  # epoch → its plan
-    map_key: tuple[int, int]  # (seed, rank): with epoch and batch, seeds map's rng
+    map_key: tuple[int, int]  # (seed, part: rank or DataLoader worker): map's rng, with epoch
     schema: pa.Schema
     columns: tuple[str, ...]
     readers: ShardReaders | MultiReaders
