@@ -21,10 +21,13 @@
  * Returns the message's crc32c (-1 when not checked). When it is not `expected`, nothing is
  * written: the caller raises. Returns -2, nothing written and nothing checked, when a buffer
  * is not in the form placed directly (the caller then decodes it another way): a buffer
- * outside the message, too short for its records, a compressed buffer whose stated size does
- * not fit, a codec whose library is not there. DecompressError (a ValueError) when the
- * decompressor fails (damaged data whose checksum was not checked; columns before it may
- * have been written), IndexError for a slot outside a dest.
+ * outside the message, too short for its records (rows * width bytes: a count read from a
+ * file, multiplied without overflow), a compressed buffer whose stated size does not fit, a
+ * codec whose library is not there. DecompressError (a ValueError) when the decompressor
+ * fails (damaged data whose checksum was not checked; columns before it may have been
+ * written), IndexError for a slot outside a dest, ValueError for a dest that overlaps the
+ * slots (of any job, in decode_many) or its message. Every argument is converted (which may
+ * run Python code: a width's __index__) before the slots are read and checked.
  *
  * The decompressors are the system's liblz4 and libzstd (loaded at import, by their stable
  * C API; Debian, Ubuntu and Fedora install them with the package manager itself, and dlopen
@@ -280,7 +283,7 @@ inflate(int codec, const unsigned char *src, size_t size, unsigned char *dst, si
 
 typedef struct {
     Py_buffer dest;
-    Py_ssize_t width;
+    Py_ssize_t begin, length, width; /* its values at message[begin:begin+length] */
     const unsigned char *values; /* plain values, or the compressed stream */
     size_t size;                 /* bytes of the compressed stream */
     size_t plain;                /* bytes it decompresses to (0: stored plain) */
@@ -318,8 +321,10 @@ job_release(Job *j)
     }
 }
 
-/* Take a job's arguments (a tuple of decode's), hold its views and check them, with the
-   GIL: 0, or -1 with an exception set (the job's views are then released). */
+/* Take a job's arguments (a tuple of decode's) and hold its views, with the GIL: 0, or -1
+   with an exception set (the job's views are then released). Converting an argument may run
+   Python code (a width's __index__) that changes the slots or the message: nothing read
+   from them here is kept; job_check reads them once every job's arguments are taken. */
 static int
 job_prepare(PyObject *args, Job *j)
 {
@@ -367,11 +372,46 @@ job_prepare(PyObject *args, Job *j)
     }
     j->have_slots = 1;
     const Py_ssize_t count = j->stop - j->start;
-    const int64_t *to = (const int64_t *)j->slots.buf;
     if (j->slots.len / 8 < count) {
         PyErr_Format(PyExc_ValueError, "%zd slots for %zd records", j->slots.len / 8, count);
         goto fail;
     }
+    for (Py_ssize_t k = 0; k < j->ncols; k++) {
+        Column *c = &j->cols[k];
+        PyObject *dest;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(columns, k), "nnOn:decode column", &c->begin,
+                              &c->length, &dest, &c->width)) {
+            goto fail;
+        }
+        if (c->width <= 0) {
+            PyErr_Format(PyExc_ValueError, "column %zd: width must be > 0, got %zd", k,
+                         c->width);
+            goto fail;
+        }
+        if (PyObject_GetBuffer(dest, &c->dest, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            goto fail;
+        }
+        j->held = k + 1;
+    }
+    Py_DECREF(columns);
+    return 0;
+fail:
+    Py_DECREF(columns);
+    job_release(j);
+    return -1;
+}
+
+/* A prepared job's slots checked against every dest and its buffers against the message,
+   with the GIL and without running any Python code (the slots are read here, and again
+   without the GIL: nothing may change them in between): 0, or -1 with IndexError (ValueError
+   for a dest over the message). A buffer that cannot hold the records the record batch
+   declares (rows * width bytes, worked out so that nothing overflows: a forged count of
+   2**53 - 1 records of 2 KiB wraps int64) leaves the job not direct (-2, nothing done). */
+static int
+job_check(Job *j)
+{
+    const Py_ssize_t count = j->stop - j->start;
+    const int64_t *to = (const int64_t *)j->slots.buf;
     int64_t least = 0, most = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         least = (i == 0 || to[i] < least) ? to[i] : least;
@@ -382,28 +422,22 @@ job_prepare(PyObject *args, Job *j)
     const unsigned char *base = (const unsigned char *)j->message.buf;
     const Py_ssize_t length_of_message = j->message.len;
     for (Py_ssize_t k = 0; k < j->ncols; k++) {
-        Py_ssize_t begin, length, width;
-        PyObject *dest;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(columns, k), "nnOn:decode column", &begin,
-                              &length, &dest, &width)) {
-            goto fail;
-        }
-        if (width <= 0) {
-            PyErr_Format(PyExc_ValueError, "column %zd: width must be > 0, got %zd", k, width);
-            goto fail;
-        }
         Column *c = &j->cols[k];
-        if (PyObject_GetBuffer(dest, &c->dest, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-            goto fail;
-        }
-        j->held = k + 1;
-        c->width = width;
+        const Py_ssize_t width = c->width, begin = c->begin, length = c->length;
         if (count && (least < 0 || most >= c->dest.len / width)) {
             PyErr_Format(PyExc_IndexError, "column %zd: slot %lld of %zd", k,
                          (long long)(least < 0 ? least : most), c->dest.len / width);
-            goto fail;
+            return -1;
         }
-        const Py_ssize_t need = j->rows * width;
+        if (overlap(&c->dest, &j->message)) { /* a copy would read what it wrote */
+            PyErr_Format(PyExc_ValueError, "column %zd: dest overlaps the message", k);
+            return -1;
+        }
+        int64_t need;
+        if (!mul_fits(j->rows, width, &need)) {
+            j->direct = 0; /* more bytes than any buffer holds: left to Arrow's decoder */
+            continue;
+        }
         if (begin < 0 || length < 0 || begin > length_of_message ||
             length > length_of_message - begin) {
             j->direct = 0; /* outside the message: left to Arrow's decoder */
@@ -422,7 +456,7 @@ job_prepare(PyObject *args, Job *j)
         if (stated == -1) { /* stored plain: it did not shrink */
             j->direct = j->direct && length - 8 >= need;
             c->values = raw + 8;
-        } else if (stated >= need && stated < need + 64) { /* padded to 8 bytes */
+        } else if (stated >= need && stated - need < 64) { /* padded to 8 bytes */
             c->values = raw + 8;
             c->size = (size_t)(length - 8);
             c->plain = (size_t)stated;
@@ -430,12 +464,81 @@ job_prepare(PyObject *args, Job *j)
             j->direct = 0;
         }
     }
-    Py_DECREF(columns);
     return 0;
-fail:
-    Py_DECREF(columns);
-    job_release(j);
-    return -1;
+}
+
+typedef struct {
+    uintptr_t start, end;
+} Span;
+
+static int
+span_order(const void *a, const void *b)
+{
+    const uintptr_t x = ((const Span *)a)->start, y = ((const Span *)b)->start;
+    return (x > y) - (x < y);
+}
+
+/* No dest of any of the n jobs shares a byte with the slots of any of them: a record written
+   there would change a slot after the slots were checked (in decode_many, one job's dest over
+   another job's slots as much as over its own). 0, or -1 with ValueError naming the column. */
+static int
+check_overlaps(const Job *all, Py_ssize_t n)
+{
+    Span *spans = PyMem_Malloc((n > 0 ? (size_t)n : 1) * sizeof(Span));
+    if (spans == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t m = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (all[k].slots.len > 0) {
+            spans[m].start = (uintptr_t)all[k].slots.buf;
+            spans[m].end = spans[m].start + (uintptr_t)all[k].slots.len;
+            m++;
+        }
+    }
+    qsort(spans, (size_t)m, sizeof(Span), span_order);
+    Py_ssize_t merged = 0; /* sorted and disjoint after this */
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (merged > 0 && spans[i].start <= spans[merged - 1].end) {
+            if (spans[i].end > spans[merged - 1].end) {
+                spans[merged - 1].end = spans[i].end;
+            }
+        } else {
+            spans[merged++] = spans[i];
+        }
+    }
+    int result = 0;
+    for (Py_ssize_t k = 0; k < n && result == 0; k++) {
+        for (Py_ssize_t c = 0; c < all[k].ncols; c++) {
+            const Py_buffer *d = &all[k].cols[c].dest;
+            if (d->len <= 0) {
+                continue;
+            }
+            const uintptr_t lo = (uintptr_t)d->buf, hi = lo + (uintptr_t)d->len;
+            Py_ssize_t a = 0, b = merged; /* the spans that start before hi: [0, a) */
+            while (a < b) {
+                const Py_ssize_t mid = a + (b - a) / 2;
+                if (spans[mid].start < hi) {
+                    a = mid + 1;
+                } else {
+                    b = mid;
+                }
+            }
+            if (a > 0 && spans[a - 1].end > lo) {
+                if (n == 1) {
+                    PyErr_Format(PyExc_ValueError, "column %zd: dest overlaps slots", c);
+                } else {
+                    PyErr_Format(PyExc_ValueError, "job %zd, column %zd: dest overlaps the "
+                                 "slots of a job", k, c);
+                }
+                result = -1;
+                break;
+            }
+        }
+    }
+    PyMem_Free(spans);
+    return result;
 }
 
 /* Without the GIL: check, decompress, put. Nothing is written on a checksum mismatch. */
@@ -517,6 +620,10 @@ decode(PyObject *Py_UNUSED(module), PyObject *args)
     if (job_prepare(args, &j) < 0) {
         return NULL;
     }
+    if (check_overlaps(&j, 1) < 0 || job_check(&j) < 0) {
+        job_release(&j);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     job_run(&j);
     Py_END_ALLOW_THREADS
@@ -551,6 +658,15 @@ decode_many(PyObject *Py_UNUSED(module), PyObject *arg)
     }
     for (; ready < n; ready++) {
         if (job_prepare(PyTuple_GET_ITEM(jobs, ready), &all[ready]) < 0) {
+            goto done;
+        }
+    }
+    /* every job's arguments taken (which may run Python code) before any is checked */
+    if (check_overlaps(all, n) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (job_check(&all[k]) < 0) {
             goto done;
         }
     }

@@ -125,15 +125,6 @@ Sources_dealloc(SourcesObject *self)
         }                                                                              \
     }
 
-/* Whether two buffers share a byte: a copy into one must not change the indices it reads
-   from the other (they are read again, without the GIL, after they were checked). */
-static int
-overlap(const Py_buffer *a, const Py_buffer *b)
-{
-    const char *p = (const char *)a->buf, *q = (const char *)b->buf;
-    return a->len > 0 && b->len > 0 && p < q + b->len && q < p + a->len;
-}
-
 /* One column of a gather: where its records go (out, batches batch_stride bytes apart), how
    wide they are, and where each segment's records are (seg_source, seg_base). */
 typedef struct {
@@ -151,12 +142,13 @@ column_close(Column *c)
     c->held = 0;
 }
 
-/* Acquire a column's buffers and check them against count records in batches of
-   batch_rows (stride 0: batch_rows * width); -1 with an exception set otherwise. */
+/* Acquire a column's buffers and check their sizes against count records in batches of
+   batch_rows (stride 0: batch_rows * width); -1 with an exception set otherwise. Their
+   contents are checked by column_check, once every column's buffers are held (taking a view
+   may run Python code, which must find nothing checked yet). */
 static int
-column_open(SourcesObject *self, Column *c, PyObject *out, Py_ssize_t width, PyObject *src,
-            PyObject *base, Py_ssize_t stride, const int32_t *seg, const int32_t *row,
-            Py_ssize_t count, Py_ssize_t batch_rows)
+column_open(Column *c, PyObject *out, Py_ssize_t width, PyObject *src, PyObject *base,
+            Py_ssize_t stride, Py_ssize_t count, Py_ssize_t batch_rows)
 {
     c->held = 0;
     c->width = width;
@@ -176,8 +168,6 @@ column_open(SourcesObject *self, Column *c, PyObject *out, Py_ssize_t width, PyO
     c->held = 2;
     if (get_ints(base, &c->base, 8, "seg_base") < 0) return -1;
     c->held = 3;
-    const Py_ssize_t segments = c->src.len / 8;
-    const int64_t *srcs = (const int64_t *)c->src.buf, *bases = (const int64_t *)c->base.buf;
     if (c->base.len != c->src.len) {
         PyErr_SetString(PyExc_ValueError, "seg_source and seg_base must have equal lengths");
         return -1;
@@ -202,6 +192,17 @@ column_open(SourcesObject *self, Column *c, PyObject *out, Py_ssize_t width, PyO
             return -1;
         }
     }
+    return 0;
+}
+
+/* Every record of an opened column inside its source: 0, or -1 with IndexError. Runs no
+   Python code. */
+static int
+column_check(SourcesObject *self, const Column *c, const int32_t *seg, const int32_t *row,
+             Py_ssize_t count)
+{
+    const Py_ssize_t segments = c->src.len / 8, width = c->width;
+    const int64_t *srcs = (const int64_t *)c->src.buf, *bases = (const int64_t *)c->base.buf;
     for (Py_ssize_t i = 0; i < count; i++) {
         const int32_t k = seg[i];
         if (k < 0 || k >= segments) {
@@ -281,15 +282,6 @@ gather_columns(SourcesObject *self, PyObject *columns, PyObject *seg_obj, PyObje
             goto done;
         }
     }
-    if (self->views == NULL || self->released) {
-        PyErr_SetString(PyExc_ValueError, "gather from released sources");
-        goto done;
-    }
-    bases = PyMem_Malloc((self->n > 0 ? (size_t)self->n : 1) * sizeof(char *));
-    if (bases == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     if (get_ints(seg_obj, &seg, 4, "seg") < 0) goto done;
     have_seg = 1;
     if (get_ints(row_obj, &row, 4, "row") < 0) goto done;
@@ -302,12 +294,26 @@ gather_columns(SourcesObject *self, PyObject *columns, PyObject *seg_obj, PyObje
     if (batch_rows <= 0) batch_rows = count > 0 ? count : 1; /* one batch */
     const int32_t *segs = (const int32_t *)seg.buf, *rows = (const int32_t *)row.buf;
     for (; opened < ncol; opened++) {
-        if (column_open(self, &cols[opened], objs[3 * opened], ints[2 * opened],
-                        objs[3 * opened + 1], objs[3 * opened + 2], ints[2 * opened + 1], segs,
-                        rows, count, batch_rows) < 0) {
+        if (column_open(&cols[opened], objs[3 * opened], ints[2 * opened],
+                        objs[3 * opened + 1], objs[3 * opened + 2], ints[2 * opened + 1], count,
+                        batch_rows) < 0) {
             opened++; /* its buffers so far are released below */
             goto done;
         }
+    }
+    /* Every buffer held: from here no Python code runs (it might release the sources or
+       change the indices) until the copy is done. */
+    if (self->views == NULL || self->released) {
+        PyErr_SetString(PyExc_ValueError, "gather from released sources");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < ncol; j++) {
+        if (column_check(self, &cols[j], segs, rows, count) < 0) goto done;
+    }
+    bases = PyMem_Malloc((self->n > 0 ? (size_t)self->n : 1) * sizeof(char *));
+    if (bases == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
     for (Py_ssize_t j = 0; j < ncol; j++) { /* no copy may write over what is read */
         int bad = overlap(&cols[j].out, &seg) || overlap(&cols[j].out, &row);
@@ -459,13 +465,40 @@ scatter(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     Py_buffer slots, dest[SCATTER_MAX], src[SCATTER_MAX];
+    PyObject *dest_obj[SCATTER_MAX], *src_obj[SCATTER_MAX]; /* borrowed: fast holds them */
     Py_ssize_t width[SCATTER_MAX];
     Py_ssize_t held = 0; /* columns whose two views are held */
+    int have_slots = 0;
     PyObject *result = NULL;
-    if (get_ints(slots_obj, &slots, 8, "slots") < 0) {
-        Py_DECREF(fast);
-        return NULL;
+    PyObject **items = &PyTuple_GET_ITEM(fast, 0);
+    /* Every column converted and every view taken (a width's __index__, or a buffer's, may
+       run Python code that changes the slots) before the slots are read and checked: from
+       then on no Python code runs until the copy is done. */
+    for (Py_ssize_t c = 0; c < ncols; c++) {
+        if (!PyArg_ParseTuple(items[c], "OnO:scatter column", &dest_obj[c], &width[c],
+                              &src_obj[c])) {
+            goto done;
+        }
+        if (width[c] <= 0) {
+            PyErr_Format(PyExc_ValueError, "column %zd: width must be > 0, got %zd", c,
+                         width[c]);
+            goto done;
+        }
     }
+    for (; held < ncols; held++) {
+        if (PyObject_GetBuffer(dest_obj[held], &dest[held],
+                               PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            goto done;
+        }
+        if (PyObject_GetBuffer(src_obj[held], &src[held], PyBUF_C_CONTIGUOUS) < 0) {
+            PyBuffer_Release(&dest[held]);
+            goto done;
+        }
+    }
+    if (get_ints(slots_obj, &slots, 8, "slots") < 0) {
+        goto done;
+    }
+    have_slots = 1;
     const Py_ssize_t count = slots.len / 8;
     const int64_t *to = (const int64_t *)slots.buf;
     Py_ssize_t least = count ? to[0] : 0, most = least;
@@ -473,39 +506,20 @@ scatter(PyObject *Py_UNUSED(module), PyObject *args)
         least = to[i] < least ? to[i] : least;
         most = to[i] > most ? to[i] : most;
     }
-    PyObject **items = &PyTuple_GET_ITEM(fast, 0);
-    for (; held < ncols; held++) {
-        PyObject *d, *s;
-        Py_ssize_t w;
-        if (!PyArg_ParseTuple(items[held], "OnO:scatter column", &d, &w, &s)) {
-            goto done;
-        }
-        if (w <= 0) {
-            PyErr_Format(PyExc_ValueError, "column %zd: width must be > 0, got %zd", held, w);
-            goto done;
-        }
-        if (PyObject_GetBuffer(d, &dest[held], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-            goto done;
-        }
-        if (PyObject_GetBuffer(s, &src[held], PyBUF_C_CONTIGUOUS) < 0) {
-            PyBuffer_Release(&dest[held]);
-            goto done;
-        }
-        width[held] = w;
-        const Py_ssize_t capacity = dest[held].len / w;
-        if (overlap(&dest[held], &slots)) {
-            PyErr_Format(PyExc_ValueError, "column %zd: dest overlaps slots", held);
-        } else if (src[held].len / w < count) {
+    for (Py_ssize_t c = 0; c < ncols; c++) {
+        const Py_ssize_t w = width[c], capacity = dest[c].len / w;
+        if (overlap(&dest[c], &slots)) {
+            PyErr_Format(PyExc_ValueError, "column %zd: dest overlaps slots", c);
+        } else if (src[c].len / w < count) {
             PyErr_Format(PyExc_ValueError,
-                         "column %zd: src holds %zd bytes, %zd records of %zd need more", held,
-                         src[held].len, count, w);
+                         "column %zd: src holds %zd bytes, %zd records of %zd need more", c,
+                         src[c].len, count, w);
         } else if (count && (least < 0 || most >= capacity)) {
-            PyErr_Format(PyExc_IndexError, "column %zd: slot %lld of %zd", held,
+            PyErr_Format(PyExc_IndexError, "column %zd: slot %lld of %zd", c,
                          (long long)(least < 0 ? least : most), capacity);
         } else {
             continue;
         }
-        held++; /* this column's views are released below */
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -521,7 +535,9 @@ done:
         PyBuffer_Release(&src[c]);
         PyBuffer_Release(&dest[c]);
     }
-    PyBuffer_Release(&slots);
+    if (have_slots) {
+        PyBuffer_Release(&slots);
+    }
     Py_DECREF(fast);
     return result;
 }

@@ -14,8 +14,9 @@
  *
  * Nothing is read outside the buffers: every row is checked against the offsets, and every
  * record's offsets against the values (IndexError or ValueError naming the row; a damaged
- * record batch read with verify=False can hold anything). No other thread may change the
- * buffers during a call (the loader's window is its own and read-only once whole).
+ * record batch read with verify=False can hold anything), their sums without overflow. No
+ * other thread may change the buffers during a call (the loader's window is its own and
+ * read-only once whole).
  */
 #include "_records.h"
 
@@ -81,6 +82,34 @@ check_rows(const Py_buffer *off, const int64_t *rows, Py_ssize_t n, int64_t limi
     return 0;
 }
 
+/* The values of the n records rows (checked by check_rows) added up without overflow (the
+   int64 offsets of a damaged column may span up to 2**63 - 1 values each) into *total, and
+   bounds[i] (where bounds is not NULL: n + 1 items) the first value of taken record i,
+   bounds[n] the total: 0, or -1 with ValueError. */
+static int
+sum_spans(const Py_buffer *off, const int64_t *rows, Py_ssize_t n, int64_t *bounds,
+          int64_t *total)
+{
+    int64_t sum = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (bounds != NULL) {
+            bounds[i] = sum;
+        }
+        const int64_t span = offset_at(off, rows[i] + 1) - offset_at(off, rows[i]);
+        if (!add_fits(sum, span, &sum)) {
+            PyErr_Format(PyExc_ValueError, "the %zd records taken hold more than 2**63 - 1 "
+                         "values: damaged offsets (record %lld spans %lld)", n,
+                         (long long)rows[i], (long long)span);
+            return -1;
+        }
+    }
+    if (bounds != NULL) {
+        bounds[n] = sum;
+    }
+    *total = sum;
+    return 0;
+}
+
 /* bounds(offsets, rows, out_bounds) -> total: out_bounds[i] (int64, len(rows) + 1 items) the
    first value of taken record i in the batch, out_bounds[len(rows)] the batch's values. Rows
    are checked against the offsets only (take_values checks the values). */
@@ -106,16 +135,11 @@ bounds(PyObject *Py_UNUSED(module), PyObject *args)
     }
     const Py_ssize_t n = rows.len / 8;
     PyObject *result = NULL;
+    int64_t total;
     if (out.readonly || out.len / 8 != n + 1) {
         PyErr_Format(PyExc_ValueError, "out_bounds must be writable and hold %zd items", n + 1);
-    } else if (check_rows(&off, rows.buf, n, INT64_MAX) == 0) {
-        const int64_t *r = rows.buf;
-        int64_t *b = out.buf, total = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            b[i] = total;
-            total += offset_at(&off, r[i] + 1) - offset_at(&off, r[i]);
-        }
-        b[n] = total;
+    } else if (check_rows(&off, rows.buf, n, INT64_MAX) == 0 &&
+               sum_spans(&off, rows.buf, n, out.buf, &total) == 0) {
         result = PyLong_FromLongLong(total);
     }
     PyBuffer_Release(&out);
@@ -168,17 +192,17 @@ take_values(PyObject *Py_UNUSED(module), PyObject *args)
     }
     const Py_ssize_t n = rows.len / 8;
     const int64_t *r = rows.buf;
-    int ok = check_rows(&off, r, n, (int64_t)(val.len / width)) == 0;
-    if (ok) {
-        int64_t total = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            total += offset_at(&off, r[i] + 1) - offset_at(&off, r[i]);
-        }
-        if (total * width != (int64_t)out.len) {
-            PyErr_Format(PyExc_ValueError, "out holds %zd bytes, the records %lld",
-                         out.len, (long long)(total * width));
-            ok = 0;
-        }
+    int64_t total, need;
+    int ok = check_rows(&off, r, n, (int64_t)(val.len / width)) == 0 &&
+             sum_spans(&off, r, n, NULL, &total) == 0;
+    if (ok && !mul_fits(total, width, &need)) {
+        PyErr_Format(PyExc_ValueError, "the records hold %lld values of %zd bytes: more "
+                     "than 2**63 - 1 bytes", (long long)total, width);
+        ok = 0;
+    } else if (ok && need != (int64_t)out.len) {
+        PyErr_Format(PyExc_ValueError, "out holds %zd bytes, the records %lld", out.len,
+                     (long long)need);
+        ok = 0;
     }
     if (ok) {
         const unsigned char *src = val.buf;

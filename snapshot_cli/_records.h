@@ -44,6 +44,39 @@ get_ints(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name)
     return 0;
 }
 
+/* Whether two buffers share a byte: a copy into one must not change the indices it reads
+   from the other (they are read again, without the GIL, after they were checked). */
+static inline int
+overlap(const Py_buffer *a, const Py_buffer *b)
+{
+    const char *p = (const char *)a->buf, *q = (const char *)b->buf;
+    return a->len > 0 && b->len > 0 && p < q + b->len && q < p + a->len;
+}
+
+/* a * b into *out for a, b >= 0: 1, or 0 where it does not fit (nothing written). Sizes in
+   bytes come from a file or a caller (a record count of up to 2**53 - 1, times a record's
+   width): a product that wraps would pass a bounds check on a buffer it overruns. */
+static inline int
+mul_fits(int64_t a, int64_t b, int64_t *out)
+{
+    if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b)) {
+        return 0;
+    }
+    *out = a * b;
+    return 1;
+}
+
+/* a + b into *out for a, b >= 0: 1, or 0 where it does not fit (nothing written). */
+static inline int
+add_fits(int64_t a, int64_t b, int64_t *out)
+{
+    if (a < 0 || b < 0 || a > INT64_MAX - b) {
+        return 0;
+    }
+    *out = a + b;
+    return 1;
+}
+
 #if defined(__SSE2__) || defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
 #define HAVE_STREAM 1

@@ -25,9 +25,20 @@ import numpy as np
 import pyarrow as pa
 
 from . import arrays
-from .errors import SchemaMismatchError
+from .errors import RecordError, SchemaMismatchError
 
 RAGGED_DATA, RAGGED_SHAPE = "data", "shape"
+MAX_DIMENSION = 2**31 - 1  # of an array stored ragged (its shape: int32s)
+
+
+def dimension_message(shape: tuple[int, ...], column: str | None = None) -> str:
+    """Why an (empty) array with a dimension past :data:`MAX_DIMENSION` is refused."""
+    return (
+        f"{'a Batch column' if column is None else f'column {column!r}'} has an array of shape "
+        f"{tuple(shape)}: a dimension is at most {MAX_DIMENSION:,} (2**31 - 1: snap stores the "
+        "shape of an empty or ragged array as int32); reshape it (an empty array of shape (0,) "
+        "holds as little), or store that length as a number in a column of its own"
+    )
 
 
 def is_supported_dtype(dtype: np.dtype) -> bool:
@@ -260,7 +271,11 @@ def ragged_array(values: Sequence[np.ndarray], dtype: np.dtype, ndim: int) -> pa
     data = pa.ListArray.from_arrays(offsets32, arrays.from_numpy(flat))
     if ndim == 1:
         return data
-    shapes = np.array([v.shape for v in values], dtype=np.int32).reshape(-1)
+    shapes = np.array([v.shape for v in values], dtype=np.int64).reshape(-1)
+    if len(shapes) and shapes.max() > MAX_DIMENSION:  # a Batch's (a record's is refused sooner)
+        shape = next(v.shape for v in values if max(v.shape) > MAX_DIMENSION)
+        raise RecordError(dimension_message(shape))
+    shapes = shapes.astype(np.int32)  # (numpy < 2 wrapped a value past int32, with a warning)
     shape_arr = pa.FixedSizeListArray.from_arrays(arrays.from_numpy(shapes), ndim)
     return pa.StructArray.from_arrays(
         [data, shape_arr],

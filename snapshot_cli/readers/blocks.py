@@ -106,20 +106,17 @@ class BlockFile:
         self._fits(i, layout.body_start, layout.body_length)
         if slotted and layout.codec is not None:
             return False  # compressed: decoded whole, then scattered (read_values)
-        if layout.codec is None:
-            where = self._regions(i, layout, placement, rows)
-            head = os.pread(fd, layout.body_start, block.offset) if check else b""
-            if not where or not self._scatter(i, head, layout, where, targets, check):
-                return False
-            self._note(i, placement, rows, where)  # a later epoch may gather from it
-        else:
+        if layout.codec is not None:
             with memoryview(self._message(i)) as view:
                 if check:
                     self._check(i, crc32c.crc32c(view))
-                placed = direct.place(
-                    view, layout, self._regions(i, layout, placement, rows), targets
-                )
-            return bool(placed)
+                where = self._regions(i, layout, placement, rows, view)
+                return direct.place(view, layout, where, targets)
+        where = self._regions(i, layout, placement, rows, None)
+        head = os.pread(fd, layout.body_start, block.offset) if check else b""
+        if not where or not self._scatter(i, head, layout, where, targets, check):
+            return False
+        self._note(i, placement, rows, where)  # a later epoch may gather from it
         return True
 
     @property
@@ -134,22 +131,16 @@ class BlockFile:
     def _note(
         self, i: int, placement: Placement, rows: int, where: dict[str, tuple[int, int]]
     ) -> None:
-        """Note where record batch ``i``'s columns (stored plain: ``where``, its regions)
-        start in the file, for :meth:`placed`, once it was read and checked; not where a
-        buffer is too short for its records or outside the message."""
+        """Note where record batch ``i``'s columns (stored plain: ``where``, its regions,
+        each holding its ``rows`` records) start in the file, for :meth:`placed`, once it was
+        read and checked; not where a buffer lies outside the message."""
         known = self._bases
-        if (
-            known is not None
-            and known[0] is placement
-            and all(a[i] >= 0 for a in known[1].values())
-        ):
+        if known and known[0] is placement and all(a[i] >= 0 for a in known[1].values()):
             return  # noted before (a later epoch reading slot windows)
-        block, out = self.blocks[i], {}
-        for name, (start, length) in where.items():
-            slot = placement.slots[name]
-            if length < rows * slot.width * slot.itemsize or start + length > block.length:
-                return
-            out[name] = block.offset + start
+        block = self.blocks[i]
+        if any(start + length > block.length for start, length in where.values()):
+            return
+        out = {name: block.offset + start for name, (start, _) in where.items()}
         if known is None or known[0] is not placement:
             known = self._bases = (
                 placement,
@@ -183,7 +174,7 @@ class BlockFile:
         if layout is None:
             return None
         self._fits(i, layout.body_start, layout.body_length)
-        where = self._regions(i, layout, placement, rows)
+        where = self._regions(i, layout, placement, rows, buf)
         if layout.codec is None and where:
             self._note(i, placement, rows, where)  # a later epoch may gather from it
         return direct.values(buf, layout, where, placement, rows)
@@ -205,7 +196,7 @@ class BlockFile:
         if layout is None:
             return None
         self._fits(i, layout.body_start, layout.body_length)
-        where = self._regions(i, layout, placement, span[2])
+        where = self._regions(i, layout, placement, span[2], buf)
         crc = int(self._crcs[i]) if verify and not self._done[i] else -1  # -1: not checked
         return direct.slot_job(buf, layout, where, dests, slots, span, crc, i, self)
 
@@ -271,7 +262,7 @@ class BlockFile:
         return layout
 
     def _regions(
-        self, i: int, layout: ipc_layout.BatchLayout, placement: Placement, rows: int
+        self, i: int, layout: ipc_layout.BatchLayout, placement: Placement, rows: int, message: Any
     ) -> dict[str, tuple[int, int]]:
         """:func:`.direct.regions` of record batch ``i``, once per placement and layout: ~35
         µs of Python holding the GIL (a quarter of a record batch of 1,024 small records)."""
@@ -282,6 +273,14 @@ class BlockFile:
         if last is None or last[0] is not layout or last[1] is not placement or last[2] != rows:
             last = (layout, placement, rows, direct.regions(layout, placement, rows))
             self._last_where = last
+        for name, (start, length) in last[3].items():  # before any compiled call: each buffer
+            slot, have = placement.slots[name], length  # holds the records the batch declares
+            if layout.codec is not None and length >= 8:  # the size it states (-1: stored plain)
+                stated = int.from_bytes(message[start : start + 8], "little", signed=True)
+                have = length - 8 if stated == -1 else stated
+            if have < (need := rows * slot.width * slot.itemsize):  # (a forged count: 2**53 - 1)
+                what = f"column {name!r} holds {have:,} bytes, its {rows:,} records need {need:,}"
+                raise CorruptShardError(f"shard {self.url} record batch {i}: {what}; {self.fix}")
         self._where[i] = (placement, rows, last[3])
         return last[3]
 

@@ -86,6 +86,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
             raise too_large(name, f"arrays of {col[0].size:,} values (shape {col.shape[1:]})")
         target_ragged = target is not None and schema_mod.kind(target) == "ragged"
         if ragged or target_ragged or 0 in col.shape[1:]:
+            if max(col.shape[1:], default=0) > schema_mod.MAX_DIMENSION:
+                raise RecordError(schema_mod.dimension_message(col.shape[1:], name))
             return schema_mod.ragged_array(list(col), col.dtype, col.ndim - 1)
         return schema_mod.tensor_array(col)
     if isinstance(col, (list, tuple, np.ndarray)):

@@ -43,6 +43,8 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
             check_dtype(value.dtype, column)
             if value.size > arrays.MAX_OFFSET:
                 raise too_large(column, f"an array of {value.size:,} values (shape {value.shape})")
+            if max(value.shape) > schema_mod.MAX_DIMENSION:  # an empty one: its shape's int32s
+                raise RecordError(schema_mod.dimension_message(value.shape, column))
             return ARRAY, value.dtype, value.shape
     if isinstance(value, (np.str_, np.bytes_)):  # np.array("cat")[()]: text
         value = value.item()
