@@ -164,8 +164,11 @@ def _make_dataset_class() -> type:
         def world_size(self) -> int:
             return self._ranks()[1]
 
-        def _options(self, part: int, parts: int) -> dict[str, Any]:
-            return {**self.loader_options, "rank": part, "world_size": parts}
+        def _options(self, part: int, parts: int, workers: int = 1) -> dict[str, Any]:
+            """The options of part ``part`` of ``parts``, read by one of ``workers``."""
+            options = {**self.loader_options, "rank": part, "world_size": parts}
+            local = workers > 1 and storage.is_local(self.snapshot.fs)
+            return options if workers == 1 else worker_share(options, workers, local)
 
         def _global(self) -> bool:
             """Whether the dataset reads in the global order (``global_batch_size``)."""
@@ -245,15 +248,12 @@ def _make_dataset_class() -> type:
             workers`` of the global order, its errors said in workers."""
             rank, world = self._ranks()
             if not self._global():
-                options = self._options(rank, world)
-                if workers > 1:
-                    options = worker_share(options, workers, storage.is_local(self.snapshot.fs))
-                return self._make_loader(options, (worker, workers))
+                return self._make_loader(self._options(rank, world, workers), (worker, workers))
             g = integer(self.loader_options.get("global_batch_size"))
             if type(g) is int and g > 0 and (problem := no_split(g, world, workers)):
                 raise OptionError(problem)
             parts = world * workers
-            options = self._options(rank * workers + worker, parts)
+            options = self._options(rank * workers + worker, parts, workers)
             try:
                 return self._make_loader(options, (0, 1))
             except OptionError as err:

@@ -250,6 +250,20 @@ def test_the_global_orders_workers_read_what_it_reads_without(urls: dict[int, st
     assert sum(count.values()) == 9 * 12 and set(count) == set(range(97))
 
 
+def test_every_order_gives_each_worker_its_share_of_the_read_threads(
+    urls: dict[int, str],
+) -> None:
+    """Each DataLoader worker runs a loader of its own: from local disk, cores / workers
+    read threads where left "auto" (the global order's workers took every core each)."""
+    from snapshot_cli.cores import cores
+
+    for options in ({"global_batch_size": 12}, {"batch_size": 8}):
+        dataset = SnapshotDataset(urls[97], rank=0, world_size=1, **options)
+        for worker in (0, 1):
+            with dataset._new_loader(worker, 2) as loader:
+                assert loader.options.num_parallel_reads == max(1, cores() // 2), options
+
+
 @MANY_WORKERS
 def test_a_rank_without_a_batch_is_said_in_ranks_whatever_the_workers(
     urls: dict[int, str],
