@@ -142,10 +142,8 @@ class BlockFile:
             return
         out = {name: block.offset + start for name, (start, _) in where.items()}
         if known is None or known[0] is not placement:
-            known = self._bases = (
-                placement,
-                {c: np.full(len(self.blocks), -1, np.int64) for c in out},
-            )
+            fresh = {c: np.full(len(self.blocks), -1, np.int64) for c in out}
+            known = self._bases = (placement, fresh)
         for name, at in out.items():
             known[1][name][i] = at
 
@@ -264,25 +262,27 @@ class BlockFile:
     def _regions(
         self, i: int, layout: ipc_layout.BatchLayout, placement: Placement, rows: int, message: Any
     ) -> dict[str, tuple[int, int]]:
-        """:func:`.direct.regions` of record batch ``i``, once per placement and layout: ~35
-        µs of Python holding the GIL (a quarter of a record batch of 1,024 small records)."""
+        """:func:`.direct.regions` of record batch ``i``, once per placement and layout (~35 µs
+        of Python, GIL held), each buffer checked to hold the records the batch declares."""
         known = self._where.get(i)
         if known is not None and known[0] is placement and known[1] == rows:
             return known[2]
         last = self._last_where
-        if last is None or last[0] is not layout or last[1] is not placement or last[2] != rows:
-            last = (layout, placement, rows, direct.regions(layout, placement, rows))
-            self._last_where = last
-        for name, (start, length) in last[3].items():  # before any compiled call: each buffer
-            slot, have = placement.slots[name], length  # holds the records the batch declares
+        if last is not None and last[0] is layout and last[1] is placement and last[2] == rows:
+            where, plain = last[3], layout.codec is None  # (plain: checked with them)
+        else:
+            where, plain = direct.regions(layout, placement, rows), False
+        for name, (start, length) in () if plain else where.items():  # before any compiled
+            slot, have = placement.slots[name], length  # call: each holds the batch's records
             if layout.codec is not None and length >= 8:  # the size it states (-1: stored plain)
                 stated = int.from_bytes(message[start : start + 8], "little", signed=True)
                 have = length - 8 if stated == -1 else stated
             if have < (need := rows * slot.width * slot.itemsize):  # (a forged count: 2**53 - 1)
                 what = f"column {name!r} holds {have:,} bytes, its {rows:,} records need {need:,}"
                 raise CorruptShardError(f"shard {self.url} record batch {i}: {what}; {self.fix}")
-        self._where[i] = (placement, rows, last[3])
-        return last[3]
+        self._last_where = (layout, placement, rows, where)  # (checked: kept)
+        self._where[i] = (placement, rows, where)
+        return where
 
     def _scatter(
         self,
