@@ -382,9 +382,11 @@ def _too_many_open_files(where: str, code: int, shuffled: bool = False) -> Stora
 
 def forget_unstarted(thread: threading.Thread) -> None:
     """Forget ``thread`` if an interrupt in its ``start`` came before its OS thread was
-    made: Python 3.13's ``Thread.start`` enters it in ``threading._limbo`` first and takes
-    it out again on an ``Exception`` only, so a Ctrl-C there left it listed by
-    ``threading.enumerate()`` for good, holding its target (a loader's pass, its window)."""
+    made: CPython's ``Thread.start`` enters it in ``threading._limbo`` first and takes it
+    out again on an ``Exception`` only, so a Ctrl-C there left it listed by
+    ``threading.enumerate()`` for good. Only 3.13's thread handle tells a thread never made
+    from one starting (on 3.10-3.12 it stays listed; its target holds its pass weakly:
+    :func:`.readers.prefetch.weak_thread`)."""
     handle = getattr(thread, "_handle", None)
     limbo, lock = getattr(threading, "_limbo", None), getattr(threading, "_active_limbo_lock", None)
     if getattr(handle, "ident", None) == 0 and isinstance(limbo, dict) and lock is not None:

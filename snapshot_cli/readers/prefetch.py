@@ -154,3 +154,16 @@ def weakly(obj: T | None) -> Callable[[], T | None]:
 
 def _none() -> None:
     return None
+
+
+def weak_thread(owner: Any, method: str, name: str) -> threading.Thread:
+    """A daemon thread that runs ``owner.<method>()``, holding ``owner`` weakly until it
+    runs: one that never started (a Ctrl-C in ``Thread.start`` before its OS thread was made
+    leaves it listed as starting, by CPython) keeps no pass and its window alive."""
+    ref = weakref.ref(owner)
+
+    def work() -> None:
+        if (this := ref()) is not None:
+            getattr(this, method)()
+
+    return threading.Thread(target=work, name=name, daemon=True)

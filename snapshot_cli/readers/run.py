@@ -28,7 +28,7 @@ from .. import faults
 from . import handoff, procs
 from .decode import chunked, decode_segment, decode_segments, gather_known
 from .gather import GatherWindow, populate
-from .prefetch import Closed
+from .prefetch import Closed, weak_thread
 from .readahead import Readahead
 from .serve import Later, Server, weakly
 from .units import Units, grouped
@@ -127,7 +127,7 @@ class Run:
         self.read_pool = ThreadPoolExecutor(threads, thread_name_prefix="snap-read")
         self.plan_pool = ThreadPoolExecutor(1, thread_name_prefix="snap-plan")
         self.readahead = Readahead(self.readers, self.blocks, self.stop, ctx.stats)
-        self.thread = threading.Thread(target=self._produce, name="snap-batch", daemon=True)
+        self.thread = weak_thread(self, "_produce", "snap-batch")  # (see weak_thread)
         self._began = threading.Event()  # snap-batch is running (see _join)
         self._closing = threading.Lock()  # one close at a time does the joining
 
