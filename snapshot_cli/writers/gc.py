@@ -121,9 +121,10 @@ def find_garbage(
     writer_live: bool,
     retention: float = DEFAULT_RETENTION,
     now: float | None = None,
+    dry_run: bool = False,
 ) -> tuple[list[Garbage], list[str]]:
     """What gc would remove given the live writer's run and the retention period, and the
-    runs it keeps."""
+    runs it keeps (``dry_run``: as gc would, which takes the lease first)."""
     manifest = commit_mod.read_manifest(fs, root)  # ManifestError if damaged or lost: stop
     now = time.time() if now is None else now
     keep_all = writer_live and live_run is None
@@ -177,17 +178,20 @@ def find_garbage(
             reason = "in no committed version" if manifest else "no committed manifest"
             garbage.append(Garbage(rel, "shard", size, reason))
     if not writer_live:  # (a live writer's are its commit or heartbeat being written)
-        garbage += _temporaries(fs, root, runs)
+        garbage += _temporaries(fs, root, runs, taking=dry_run)
     return garbage, kept
 
 
-def _temporaries(fs: AbstractFileSystem, root: str, runs: dict[str, int]) -> list[Garbage]:
+def _temporaries(
+    fs: AbstractFileSystem, root: str, runs: dict[str, int], taking: bool = False
+) -> list[Garbage]:
     """The temporary files atomic writes of snap's files left (a process killed while
     writing its manifest, a version's copy, a lease's heartbeat), with no live writer: at
     the top, in ``_versions/`` and in ``_runs/``. A lease's of the newest epoch stays (a
-    create taking the lease over may be writing it this moment)."""
+    create taking the lease over may be writing it this moment); ``taking``: a dry run's
+    list, of a gc that takes a newer one first."""
     epochs = [e for n in runs if (e := layout.lease_epoch(n)) is not None]
-    newest = max(epochs, default=-1)
+    newest = max(epochs, default=-1) + (1 if taking else 0)
     found: list[Garbage] = []
     for where, sizes in (
         ("", storage.entry_sizes(fs, root)),
@@ -264,7 +268,7 @@ def _gc(
                 f"{live_run} is kept" if live_run else "is not chosen yet, so every run is kept"
             )
         report.garbage, report.kept_runs = find_garbage(
-            fs, root, live_run, holder is not None, seconds
+            fs, root, live_run, holder is not None, seconds, dry_run=dry_run
         )
         if not dry_run:
             for g in report.garbage:

@@ -55,7 +55,9 @@ def test_gc_removes_what_a_dead_writer_left(snapshot: Path) -> None:
     # each of a process killed between its write and its rename (a user's dot-file stays)
     for rel in (f"_versions/.v00000001.json.{'cd' * 16}.tmp",
                 f"_versions/.v00000001.tasks.json.{'ef' * 16}.tmp",
-                f"_runs/.lease-{epoch - 1:08d}.json.{'01' * 16}.tmp"):  # fmt: skip
+                f"_runs/.lease-{epoch - 1:08d}.json.{'01' * 16}.tmp",
+                # (the dead holder's own: a dry run lists it as gc, taking the next, removes it)
+                f"_runs/.lease-{epoch:08d}.json.{'45' * 16}.tmp"):  # fmt: skip
         (snapshot / rel).write_text("{")
         expected.add(rel)
     (snapshot / "_versions" / f".notes.{'23' * 16}.tmp").write_text("mine")
