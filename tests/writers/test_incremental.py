@@ -188,6 +188,7 @@ def test_a_dry_run_of_an_up_to_date_snapshot_says_it_is_one(tmp_path: Path) -> N
                           str(tmp_path / "in" / "*.txt"), "--param", f"calls={tree.calls}",
                           "--workers", "0", "--compression", "lz4")  # fmt: skip
     assert "compressed with zstd level 1, not lz4;" in res.stderr, res.stderr  # (not dicts)
+    assert "snap: note: the existing snapshot is compressed" in res.stderr  # (not "warning:")
 
 
 def test_the_plan_said_before_work_compares_only_with_a_version_that_exists(
