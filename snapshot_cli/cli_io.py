@@ -147,13 +147,8 @@ class _Printable(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        if (
-            record.levelno >= logging.WARNING
-            and line.startswith("snap: ")
-            and not (
-                line.startswith("snap: note: ")  # (a note logged as a warning says it is one)
-            )
-        ):
+        note = line.startswith("snap: note: ")  # (a note logged as a warning says it is one)
+        if record.levelno >= logging.WARNING and line.startswith("snap: ") and not note:
             line = "snap: warning: " + line[len("snap: ") :]
         return printable(line)
 
