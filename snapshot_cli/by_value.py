@@ -78,9 +78,16 @@ def _named_code(code: types.CodeType) -> Any:
     from cloudpickle import cloudpickle as internals
 
     reduced = getattr(internals, "_code_reduce", lambda c: NotImplemented)(code)
-    if isinstance(reduced, tuple) and len(reduced) == 2 and "<dynamic-code>" in reduced[1]:
+    # (compared as strings only: under python -bb a str == bytes comparison, with co_code's
+    # bytes, raises BytesWarning and a by-value pipeline could not reach workers)
+    found = (
+        [isinstance(a, str) and a == "<dynamic-code>" for a in reduced[1]]
+        if (isinstance(reduced, tuple) and len(reduced) == 2 and isinstance(reduced[1], tuple))
+        else []
+    )
+    if any(found):
         args = list(reduced[1])
-        args[args.index("<dynamic-code>")] = code.co_filename
+        args[found.index(True)] = code.co_filename
         return reduced[0], tuple(args)
     return reduced
 

@@ -151,3 +151,19 @@ def test_a_warning_made_an_error_is_said_as_one(tmp_path: Path) -> None:
     assert res.stderr.startswith("snap: error: UserWarning: --processes"), res.stderr
     assert "made an error by the warnings filter" in res.stderr and "bug" not in res.stderr
     assert snap_subprocess("bench", str(tmp_path / "out"), "--processes", too_many).returncode == 0
+
+
+def test_a_by_value_pipeline_reaches_workers_under_bytes_warnings_as_errors(
+    tmp_path: Path,
+) -> None:
+    """Under `python -bb`, shipping a lambda to workers compared its code's bytes with a
+    str (BytesWarning, an error): every by-value create with workers failed, blaming it."""
+    run = """
+import snapshot_cli as snap
+print(snap.create(lambda i: {"i": i}, "out", inputs=[1, 2, 3], workers=2, progress=False)
+      .num_records)
+"""
+    res = subprocess.run([sys.executable, "-bb", "-c", run], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, check=False,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert res.returncode == 0 and res.stdout.strip() == "3", res.stderr
