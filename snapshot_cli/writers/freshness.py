@@ -18,6 +18,7 @@ not compared.
 
 from __future__ import annotations
 
+import dis
 import functools
 import importlib.machinery
 import os
@@ -120,14 +121,18 @@ def _essence(code: types.CodeType) -> tuple[Any, ...]:
     now, and its repr differed, "behind" its file unedited; a class body's line, which
     Python 3.13 keeps as a constant for ``__firstlineno__``, left out: a comment added above
     a function making a class made it "behind")."""
-    line = code.co_firstlineno if "__firstlineno__" in code.co_names else None
-    consts = tuple(
-        _essence(c)
-        if isinstance(c, types.CodeType)
-        else ("line",)
-        if type(c) is int and c == line
+    of = lambda c: (  # noqa: E731
+        _essence(c) if isinstance(c, types.CodeType)
         else (type(c).__name__, codescan.constant(c, every_set=True))
-        for c in code.co_consts
-    )
-    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
-            code.co_argcount, code.co_kwonlyargcount)  # fmt: skip
+    )  # fmt: skip
+    if "__firstlineno__" in code.co_names:  # (by instruction: the line's constant may be
+        ops = list(dis.get_instructions(code))  # shared with an equal one of the body's)
+        body: Any = tuple(
+            (op.opname, ("line",) if nxt.argval == "__firstlineno__" and nxt.opname
+             == "STORE_NAME" else of(op.argval) if op.opname == "LOAD_CONST" else op.arg)
+            for op, nxt in zip(ops, [*ops[1:], ops[0]], strict=True)
+        )  # fmt: skip
+    else:
+        body = (code.co_code, tuple(of(c) for c in code.co_consts))
+    return (body, code.co_names, code.co_varnames, code.co_freevars, code.co_argcount,
+            code.co_kwonlyargcount)  # fmt: skip
