@@ -129,7 +129,7 @@ def _essence(code: types.CodeType) -> tuple[Any, ...]:
         ops = list(dis.get_instructions(code))  # shared with an equal one of the body's)
         body: Any = tuple(
             (op.opname, ("line",) if nxt.argval == "__firstlineno__" and nxt.opname
-             == "STORE_NAME" else of(op.argval) if op.opname == "LOAD_CONST" else op.arg)
+             == "STORE_NAME" else of(op.argval) if op.opcode in dis.hasconst else op.arg)
             for op, nxt in zip(ops, [*ops[1:], ops[0]], strict=True)
         )  # fmt: skip
     else:
