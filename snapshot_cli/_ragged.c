@@ -138,6 +138,8 @@ bounds(PyObject *Py_UNUSED(module), PyObject *args)
     int64_t total;
     if (out.readonly || out.len / 8 != n + 1) {
         PyErr_Format(PyExc_ValueError, "out_bounds must be writable and hold %zd items", n + 1);
+    } else if (overlap(&out, &rows) || overlap(&out, &off)) {
+        PyErr_SetString(PyExc_ValueError, "out_bounds must not overlap rows or offsets");
     } else if (check_rows(&off, rows.buf, n, INT64_MAX) == 0 &&
                sum_spans(&off, rows.buf, n, out.buf, &total) == 0) {
         result = PyLong_FromLongLong(total);
@@ -193,8 +195,13 @@ take_values(PyObject *Py_UNUSED(module), PyObject *args)
     const Py_ssize_t n = rows.len / 8;
     const int64_t *r = rows.buf;
     int64_t total, need;
-    int ok = check_rows(&off, r, n, (int64_t)(val.len / width)) == 0 &&
-             sum_spans(&off, r, n, NULL, &total) == 0;
+    int ok = 1;
+    if (overlap(&out, &rows) || overlap(&out, &off) || overlap(&out, &val)) {
+        PyErr_SetString(PyExc_ValueError, "out must not overlap rows, offsets or values");
+        ok = 0;  /* (they are read again while out is written) */
+    }
+    ok = ok && check_rows(&off, r, n, (int64_t)(val.len / width)) == 0 &&
+         sum_spans(&off, r, n, NULL, &total) == 0;
     if (ok && !mul_fits(total, width, &need)) {
         PyErr_Format(PyExc_ValueError, "the records hold %lld values of %zd bytes: more "
                      "than 2**63 - 1 bytes", (long long)total, width);

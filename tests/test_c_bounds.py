@@ -161,3 +161,25 @@ def test_ragged_bounds_that_pass_int64_are_refused() -> None:
         "(record 0 spans 9223372036854775807)",
         "9223372036854775807",
     ]
+
+
+def test_ragged_calls_refuse_an_out_over_what_they_read() -> None:
+    """take_values with ``out`` over its own rows: the first copy rewrote rows[1], then read
+    unchecked (SIGSEGV); bounds with ``out_bounds`` over rows alike."""
+    out = run("""
+        def attempt(call):
+            try:
+                print("returned", call())
+            except ValueError as err:
+                print("ValueError", err)
+        buf = np.zeros(3, np.int64)
+        rows, out = buf[0:2], buf[1:3].view(np.uint8)
+        offsets, values = np.array([0, 1], np.int64), np.array([1 << 40], np.int64)
+        attempt(lambda: _ragged.take_values(offsets, values.view(np.uint8), 8, rows, out))
+        both = np.zeros(4, np.int64)
+        attempt(lambda: _ragged.bounds(np.array([0, 1, 2], np.int64), both[:2], both[1:4]))
+    """)
+    assert out.splitlines() == [
+        "ValueError out must not overlap rows, offsets or values",
+        "ValueError out_bounds must not overlap rows or offsets",
+    ]
