@@ -23,6 +23,7 @@ edit to a module the pipeline never reaches does not count. Only your own module
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import inspect
@@ -122,16 +123,28 @@ def user_modules(fn: Any, functions: list[Any] | None = None) -> dict[str, str]:
     """Your modules whose code ``fn`` (a function, or any value: a class, a partial, a
     bound method) reaches: module name → source file, ``fn``'s own module included if it is
     yours (see the module's docs for the ways followed). Each function whose code is walked
-    (``fn`` itself always, and yours reached) is appended to ``functions`` if given."""
-    return _Reach(functions).run(fn)
+    (``fn`` itself always, and yours reached) is appended to ``functions`` if given.
+
+    Where the walk's budget ran out while a set's own order decided what came first (items
+    of one class, functions of one name: their order is where they sit in memory, new in
+    every process), the walk is made again without such sets: the same in every process.
+    """
+    walk = _Reach(skip_tied=False)
+    found = walk.run(fn)
+    if walk.unordered:
+        walk = _Reach(skip_tied=True)
+        found = walk.run(fn)
+    if functions is not None:
+        functions += walk.functions
+    return found
 
 
 class _Reach:
     """One walk: what it found, and what it has looked at (kept: ids stay unique)."""
 
-    def __init__(self, functions: list[Any] | None) -> None:
+    def __init__(self, skip_tied: bool) -> None:
         self.found: dict[str, str] = {}
-        self.functions = functions
+        self.functions: list[Any] = []  # whose code was walked
         self.todo: list[types.FunctionType] = []
         self.seen: dict[int, Any] = {}
         self.attrs: dict[int, set[str]] = {}  # a module → its attributes followed
@@ -139,6 +152,11 @@ class _Reach:
         self.users: dict[str, str | None] = {}  # module → file, of those imported
         self.files: dict[str, str | None] = {}  # module → file, imported or not
         self.budget = _BUDGET
+        self.skip_tied = skip_tied  # sets whose items tie in :func:`_in_order`: not walked
+        self.tied = 0  # such sets being walked (one in another)
+        self.tied_functions: set[int] = set()  # queued by one, in the order it had
+        self.tainted = False  # one of those was walked: what follows went by that order
+        self.unordered = False  # the budget ran out in a set's walk, or once tainted
 
     def run(self, fn: Any) -> dict[str, str]:
         if isinstance(fn, types.FunctionType):  # walked wherever it is (a notebook's)
@@ -147,8 +165,10 @@ class _Reach:
             self.value(inspect.getattr_static(fn, "__wrapped__", None), (), 0)
         else:
             self.value(fn, (), 0)
-        while self.todo:
-            self.function(self.todo.pop())
+        while self.todo and not self.unordered:
+            f = self.todo.pop()
+            self.tainted |= id(f) in self.tied_functions
+            self.function(f)
         return self.found
 
     def user(self, module: Any) -> str | None:
@@ -164,8 +184,7 @@ class _Reach:
 
     def function(self, f: types.FunctionType) -> None:
         code, names = f.__code__, f.__globals__
-        if self.functions is not None:
-            self.functions.append(f)
+        self.functions.append(f)
         self.user(f.__module__)
         self.user(names.get("__name__"))  # a decorator's wrapper, defined in its module
         cells = zip(code.co_freevars, f.__closure__ or (), strict=False)
@@ -213,7 +232,7 @@ class _Reach:
             elif isinstance(v, (list, tuple)):
                 self.items(v, used, depth + 1)
             elif len(v) <= _ITEMS and depth < _DEPTH:
-                self.items(_in_order(v), used, depth + 1)
+                self.members(v, used, depth + 1)
         elif isinstance(v, type):
             self.cls(v)
         else:  # an object (a tokenizer made at import): its class's code, what it holds
@@ -228,13 +247,38 @@ class _Reach:
         """A container's first ``n`` items, within the walk's budget."""
         if depth > _DEPTH:
             return
-        try:
-            taken = list(itertools.islice(values, min(n, self.budget)))
+        want = min(n, self.budget)
+        try:  # (one more where the budget cuts: were there more?)
+            taken = list(itertools.islice(values, want + (want < n)))
         except RuntimeError:  # changed by another thread meanwhile
             return
+        if len(taken) > want:  # the budget ran out here
+            del taken[want:]
+            self.unordered |= self.tied > 0 or self.tainted
         self.budget -= len(taken)
         for item in taken:
             self.value(item, used, depth)
+
+    def members(self, v: set[Any] | frozenset[Any], used: tuple[str, ...], depth: int) -> None:
+        """A set's items in a fixed order (:func:`_in_order`). Where some of them tie, their
+        order is the set's own: the functions they lead to are queued by name, and should the
+        budget run out while they are walked (or after a function of a name queued twice
+        here is), the walk is made again without such sets (:func:`user_modules`)."""
+        ordered, tied = _in_order(v)
+        if not tied:
+            self.items(ordered, used, depth)
+            return
+        if self.skip_tied:
+            return
+        start = len(self.todo)
+        self.tied += 1
+        try:
+            self.items(ordered, used, depth)
+        finally:
+            self.tied -= 1
+        self.todo[start:] = sorted(self.todo[start:], key=_place)
+        names = collections.Counter(map(_place, self.todo[start:]))
+        self.tied_functions.update(id(f) for f in self.todo[start:] if names[_place(f)] > 1)
 
     def cls(self, c: type) -> None:
         """A class: what its methods and attributes reach, and its bases' (yours)."""
@@ -294,14 +338,25 @@ class _Reach:
                 todo += self.runs(base, taken)
 
 
-def _in_order(items: set[Any] | frozenset[Any]) -> list[Any]:
+def _in_order(items: set[Any] | frozenset[Any]) -> tuple[list[Any], bool]:
     """A set's items in a fixed order: its own varies with the hash seed (strings) and with
     where its items sit in memory (functions, classes), and decided which of them the budget
-    reached, and at which depth a value they share was first seen (its own then cut off)."""
+    reached, and at which depth a value they share was first seen (its own then cut off);
+    and whether items that can lead to code tie (objects of one class, functions of one
+    name: in the set's order still)."""
     try:
-        return sorted(items, key=_place)
+        placed = sorted((_place(v), i, v) for i, v in enumerate(items))
     except RuntimeError:  # changed by another thread meanwhile
-        return []
+        return [], False
+    keys = [key for key, _, v in placed if not _inert(v)]
+    return [v for _, _, v in placed], len(set(keys)) < len(keys)
+
+
+def _inert(v: Any) -> bool:
+    """Whether ``v`` leads to no code: a plain value, or a tuple or frozenset of them."""
+    if type(v) in (tuple, frozenset):
+        return all(isinstance(item, _PLAIN) for item in v)
+    return isinstance(v, _PLAIN)
 
 
 def _place(v: Any) -> tuple[int, str]:

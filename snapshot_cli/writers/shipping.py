@@ -28,7 +28,6 @@ import builtins
 import functools
 import hashlib
 import inspect
-import io
 import logging
 import os
 import pickle
@@ -44,6 +43,7 @@ from ..by_value import importable as _importable
 from ..errors import PipelineLoadError
 from . import codescan
 from .codedeps import code_names, file_digest, user_module_file, user_modules
+from .hashing import stable_pickle
 
 log = logging.getLogger("snapshot_cli")
 
@@ -246,9 +246,9 @@ class _Walker:
 
     def _pickled(self, v: Any) -> bool:
         """``v`` hashed through its pickle, if it can be pickled and its pickle is the same in
-        every process (see :func:`_pickle`)."""
+        every process (see :func:`.hashing.stable_pickle`)."""
         try:
-            data = _pickle(v, pickle.Pickler)
+            data = stable_pickle(v, pickle.Pickler)
         except Exception:
             return False
         if data is not None:
@@ -330,7 +330,7 @@ class _Walker:
             return
         for pickler in (pickle.Pickler, cloudpickle.Pickler):  # (cloudpickle: by value)
             try:
-                data = _pickle(v, pickler)
+                data = stable_pickle(v, pickler)
             except Exception:
                 continue
             if data is None:  # a set in it (or a class by value): what it pickles, walked
@@ -354,46 +354,3 @@ class _Walker:
         parts = [list(p) if i in (3, 4) and p is not None else p for i, p in enumerate(reduced)]
         self._add("reduced")  # (3 and 4: iterators of its items, if a container)
         self.value(tuple(parts), f"{where} (its state)")
-
-
-class _Unordered(Exception):
-    """A set met while pickling, of items whose order varies from process to process."""
-
-
-_NUMBERS = (type(None), bool, int, float, complex)  # hashed alike in every process
-
-
-def _pickle(v: Any, base: type[pickle.Pickler]) -> bytes | None:
-    """``v`` pickled with ``base`` (protocol 4), or None where the pickle differs from process
-    to process: it holds a set of two items or more (not all numbers), whose items it lists in
-    an order that varies with the hash seed (strings) or with where they sit in memory, or a
-    class pickled by value (cloudpickle gives it an id new every process).
-
-    Raises:
-        Exception: what pickling ``v`` raises.
-    """
-    out = io.BytesIO()
-    try:
-        _refusing_sets(base)(out, protocol=4).dump(v)
-    except _Unordered:
-        return None
-    data = out.getvalue()
-    return None if b"_make_skeleton_" in data else data  # (cloudpickle's class by value)
-
-
-_REFUSING: dict[type[pickle.Pickler], type[pickle.Pickler]] = {}  # a Pickler → it, refusing sets
-
-
-def _refusing_sets(base: type[pickle.Pickler]) -> type[pickle.Pickler]:
-    """``base``, raising :class:`_Unordered` at a set whose order varies (see :func:`_pickle`)."""
-    if base not in _REFUSING:
-
-        class Pickler(base):  # type: ignore[misc,valid-type]
-            def persistent_id(self, obj: Any) -> None:  # (called for every object it pickles)
-                unordered = isinstance(obj, (set, frozenset)) and len(obj) > 1
-                if unordered and not all(type(item) in _NUMBERS for item in obj):
-                    raise _Unordered
-                return None
-
-        _REFUSING[base] = Pickler
-    return _REFUSING[base]
