@@ -165,11 +165,13 @@ def identity(fn: Callable[..., Any], strict: bool = False) -> str:
 
 def _code_digest(code: types.CodeType) -> str:
     """Bytecode digest for functions without source (exec'd strings): stable in a process
-    and across runs of one Python version (a set constant's items in a fixed order)."""
+    and across runs of one Python version (every set constant's items in a fixed order: a
+    set of numbers compiled from source and one loaded from a .pyc, which marshal writes
+    sorted, iterate otherwise where their hashes collide)."""
     h = hashlib.sha256()
     h.update(code.co_code)
     for const in code.co_consts:
-        h.update(codescan.constant(const, _code_digest).encode())
+        h.update(codescan.constant(const, _code_digest, every_set=True).encode())
     h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
     return h.hexdigest()
 

@@ -282,7 +282,7 @@ SETTINGS = Settings(2.5, ("a", "b"))
 HOOK = helpers.Hook(lambda x: x * 2)  # no __dict__, and pickle cannot take a lambda
 ARRAY = np.arange(12.0).reshape(3, 4)
 namespace = {}
-exec("def f(n):\\n    return [{'n': n, 'k': n in {1, 2, 3} and 'x' in ('x', 'y')}]\\n", namespace)
+exec("def f(n):\\n    return [{'n': n, 'k': n in (1, 2, 3) and 'x' in ('x', 'y')}]\\n", namespace)
 partial = functools.partial(helpers.scale, k=3)
 
 def with_source(n):
@@ -290,8 +290,8 @@ def with_source(n):
              + float(ARRAY.sum()) + partial(1) + len({"p", "q"})}]
 
 pipelines = {
-    "a lambda with constants": lambda n: [{"n": n, "k": n in (1, 2) or n in {5, 7, 9}}],
-    "a lambda in a lambda": lambda n: [{"n": n, "k": list(map(lambda x: x in {4, 1}, [n]))}],
+    "a lambda with constants": lambda n: [{"n": n, "k": n in (1, 2) or n in (5, 7, 9)}],
+    "a lambda in a lambda": lambda n: [{"n": n, "k": list(map(lambda x: x in (4, 1), [n]))}],
     "exec'd code": namespace["f"],
     "a function with source and globals": with_source,
     "a function of a module, by name (a set of its functions)": prep.f,
@@ -354,8 +354,9 @@ def test_a_snapshot_of_a_pipeline_without_sets_made_before_stays_up_to_date(
     tmp_path: Path,
 ) -> None:
     """Made by snap as it was before sets counted in a fixed order, then created again with
-    this snap under another seed: up to date, one fingerprint (sets of numbers, whose order
-    no seed changes, keep theirs too)."""
+    this snap under another seed: up to date, one fingerprint (sets of numbers in values,
+    whose order no seed changes, keep theirs too; a code constant's set of numbers counts in
+    a fixed order since: see the .pyc test)."""
     before = before_this_change(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
@@ -583,3 +584,30 @@ def test_a_big_list_that_holds_itself_is_hashed_through_its_pickle() -> None:
     assert hashing.stable_pickle(looped, pickle.Pickler) == pickle.dumps(looped, protocol=4)
     many = [[1, 2.5, "x"]] * 50_000
     assert hashing.stable_pickle(many, pickle.Pickler) == pickle.dumps(many, protocol=4)
+
+
+PYC_HELPERS = "keep = lambda i: [{'i': i}] if i in {9, 1, 17, 25} else []\n"
+PYC_MAKE = """
+import helpers, snapshot_cli as snap
+info = snap.create(helpers.keep, "out", inputs=[1, 2, 9], workers=0, progress=False)
+print("reused" if info.reused else "computed")
+"""
+
+
+def test_a_lambda_of_a_module_keeps_its_fingerprint_once_its_pyc_exists(tmp_path: Path) -> None:
+    """A lambda goes by value, by its bytecode: its set of numbers, compiled from source,
+    iterated otherwise than loaded from the module's .pyc (marshal writes it sorted) where
+    the numbers' hashes collide, and every run after the first said "different pipeline
+    code"."""
+    (tmp_path / "helpers.py").write_text(PYC_HELPERS)
+    (tmp_path / "make.py").write_text(PYC_MAKE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(REPO)
+    said = []
+    for _ in range(3):  # the first compiles helpers.py and writes its .pyc; the others load it
+        res = subprocess.run([sys.executable, "make.py"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert res.returncode == 0, res.stderr[-1500:]
+        said.append(res.stdout.strip())
+    assert list((tmp_path / "__pycache__").glob("helpers.*.pyc")), "no .pyc was written"
+    assert said == ["computed", "reused", "reused"]
