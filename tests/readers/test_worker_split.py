@@ -18,22 +18,12 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
-from snapshot_cli.readers.plan import Blocks, EpochPlan, PlanOptions
+from snapshot_cli.readers.plan import EpochPlan, PlanOptions
 from snapshot_cli.readers.torch import SnapshotDataset
+from tests.readers.test_plan import blocks_from
 
 # torch suggests no more workers than cores (2 here): 3 is the point of several tests
 MANY_WORKERS = pytest.mark.filterwarnings("ignore:This DataLoader will create")
-
-
-def blocks_from(layout: list[list[int]]) -> Blocks:
-    """Blocks of shards of record batches of the given sizes."""
-    shard, batch, rows = [], [], []
-    for s, sizes in enumerate(layout):
-        for b, n in enumerate(sizes):
-            shard.append(s)
-            batch.append(b)
-            rows.append(n)
-    return Blocks(np.array(shard, np.int64), np.array(batch, np.int64), np.array(rows, np.int64))
 
 
 def part_records(plan: EpochPlan) -> list[int]:
