@@ -15,6 +15,7 @@ import torch
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
 from snapshot_cli.readers.torch import SnapshotDataset
+from tests.readers.test_elastic_torch import _items
 
 RECORDS = 480
 # torch suggests no more workers than cores (2 here): 3 is the point of the len tests
@@ -31,21 +32,6 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     snap.create(records, str(path), workers=0, batch_rows=30, shard_size="8KiB")
     return str(path)
-
-
-def _items(
-    dataset: Any, workers: int, n: int | None = None, context: str | None = None
-) -> list[list[int]]:
-    """The ids of each item a DataLoader with ``workers`` gives (the first ``n``)."""
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=None, num_workers=workers, multiprocessing_context=context
-    )
-    out = []
-    for item in loader:
-        out.append(item["id"].tolist())
-        if n is not None and len(out) == n:
-            break
-    return out
 
 
 def _counts(*runs: list[list[int]]) -> collections.Counter[int]:

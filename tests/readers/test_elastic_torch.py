@@ -86,8 +86,13 @@ def test_an_adapter_state_resumes_on_another_world_size(url: str, adapter: str) 
         assert joined(*(rk[t] for rk in rest)) == batch
 
 
-def _items(dataset: SnapshotDataset, workers: int, n: int | None = None) -> list[list[int]]:
-    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
+def _items(
+    dataset: Any, workers: int, n: int | None = None, context: str | None = None
+) -> list[list[int]]:
+    """The ids of each item a DataLoader with ``workers`` gives (the first ``n``)."""
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=None, num_workers=workers, multiprocessing_context=context
+    )
     out = []
     for item in loader:
         out.append(item["id"].tolist())
