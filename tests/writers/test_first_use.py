@@ -3,7 +3,6 @@ in a worker or a spawned child, a writer waiting for another, a worker that dies
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -19,10 +18,9 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli import storage
-from snapshot_cli.progress import Progress, counted, human_bytes
 from snapshot_cli.writers import guards as guards_mod
 from snapshot_cli.writers import lease as lease_mod
-from tests.conftest import REPO, snap_subprocess, wait_for
+from tests.conftest import REPO, wait_for
 
 
 def run_script(path: Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -166,45 +164,6 @@ def test_a_waiting_writer_keeps_saying_who_holds_the_lease(
     assert all(f"{socket.gethostname()}:{os.getpid()}" in m and "heartbeat" in m for m in said())
 
 
-def test_the_final_progress_line_says_what_the_summary_says(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    def preprocess(item: int) -> Any:
-        yield {"x": [item] * 1000}
-
-    info = snap.create(preprocess, str(tmp_path / "s"), inputs=list(range(8)), workers=0,
-                       progress=True)  # fmt: skip
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "tasks 8/8" in last and "records 8 " in last, last
-    assert f"  {human_bytes(info.bytes)}  " in last, (last, info.bytes)
-
-
-def test_a_log_gets_each_progress_line_once() -> None:
-    """Not on a terminal (CI logs, ``2> log``) the final line is not the last line again."""
-    log = io.StringIO()
-    bar = Progress(1, stream=log, unit="shards")
-    bar.task_done(3, 300)  # the first event draws at once
-    bar.close()
-    assert log.getvalue().count("shards 1/1") == 1, log.getvalue()
-    bar = Progress(2, stream=log)
-    bar.task_done(3, 300)
-    bar.task_done(4, 400)  # within the log interval: not drawn yet
-    bar.close(records=7, nbytes=700)
-    lines = log.getvalue().splitlines()[1:]
-    assert [ln.split("  ")[:2] for ln in lines] == [["snap: tasks 1/2", "records 3"],
-                                                    ["snap: tasks 2/2", "records 7"]]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("n", "noun", "said"),
-    [(1, "shard", "1 shard"), (0, "shard", "0 shards"), (2, "batch", "2 batches"),
-     (1, "version", "1 version"), (1500, "record", "1.5k records"),
-     (3, "input file", "3 input files"), (3, "epoch", "3 epochs")],
-)  # fmt: skip
-def test_counts_in_messages_are_singular_only_for_one(n: int, noun: str, said: str) -> None:
-    assert counted(n, noun) == said
-
-
 def test_a_worker_killed_mid_task_is_named_and_the_run_resumes(tmp_path: Path) -> None:
     marker = tmp_path / "kill"
     marker.write_text("")
@@ -261,30 +220,6 @@ def test_exits_and_interrupts_in_the_function_are_reported_alike(
     assert not (tmp_path / "s" / "manifest.json").exists()
 
 
-def test_progress_says_the_time_taken_and_left_at_this_runs_rate() -> None:
-    """A long create says how long it has run and, once a task of this run has ended, about
-    how long is left; a resumed run's tasks done before do not count in the rate."""
-    now = [100.0]
-    log = io.StringIO()
-    bar = Progress(10, stream=log, clock=lambda: now[0])
-    now[0] += 7
-    assert bar.line().endswith("  0:07 elapsed"), bar.line()  # no task ended yet: no rate
-    now[0] += 13
-    bar.task_done(5, 500)
-    assert bar.line().endswith("  0:20 elapsed, ~3:00 left"), bar.line()
-    now[0] += 20
-    bar.task_done(5, 500)
-    assert bar.line().endswith("  0:40 elapsed, ~2:40 left"), bar.line()
-    resumed = Progress(10, done_tasks=6, stream=log, clock=lambda: now[0])
-    assert resumed.line().endswith("  0:00 elapsed"), resumed.line()
-    now[0] += 3600
-    resumed.task_done()
-    assert resumed.line().endswith("  1:00:00 elapsed, ~3:00:00 left"), resumed.line()
-    for _ in range(3):
-        resumed.task_done()
-    assert "elapsed" not in resumed.line()  # all done: the rates say the rest
-
-
 EXITS = {
     "sys.exit(0)": "import sys\nsys.exit(0)\n",
     "sys.exit(3)": "import sys\nsys.exit(3)\n",
@@ -324,68 +259,6 @@ def test_a_module_that_exits_when_imported_is_told_the_main_guard(
         assert "failed:" in res.stderr and "Traceback" in res.stderr  # the script's own frames
         assert 'only under `if __name__ == "__main__":`' in res.stderr
     assert not (tmp_path / "s" / "manifest.json").exists()
-
-
-WARNS = """
-import logging, os, sys
-import numpy as np
-import snapshot_cli as snap
-
-def preprocess(item):
-    yield {"x": np.full(2, item)}
-
-if sys.argv[1:] == ["root"]:
-    logging.basicConfig(format="app %(levelname)s %(name)s %(message)s")
-elif sys.argv[1:] == ["snap"]:  # a handler on snap's logger only
-    mine = logging.StreamHandler()
-    mine.setFormatter(logging.Formatter("mine %(message)s"))
-    logging.getLogger("snapshot_cli").addHandler(mine)
-snap.create(preprocess, "out", inputs=[0, 1, 2, 3], inputs_per_task=1, workers=0)
-os.remove(os.path.join("out", snap.open("out").shards[1].path))
-snap.create(preprocess, "out", inputs=[0, 1, 2, 3], inputs_per_task=1, workers=0)
-"""
-
-
-@pytest.mark.parametrize(
-    ("logging_set_up", "want"),
-    [("none", "snap: "), ("root", "app WARNING snapshot_cli.writers.commit "), ("snap", "mine ")],
-)
-def test_a_library_users_warnings_say_they_are_snaps(
-    tmp_path: Path, logging_set_up: str, want: str
-) -> None:
-    """A script that never configured logging got snap's warnings from Python's last-resort
-    handler, bare ("waiting for the writer lease of ...", "... missing or cut short"), with
-    nothing saying they were snap's: they are "snap: " lines now. A script that configured
-    logging (the root logger's or snap's) gets them through its own handler, once."""
-    (tmp_path / "warns.py").write_text(WARNS)
-    res = subprocess.run(
-        [sys.executable, "warns.py", logging_set_up],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    said = [line for line in res.stderr.splitlines() if "missing or cut short" in line]
-    assert len(said) == 1, res.stderr
-    assert said[0].startswith(f"{want}{tmp_path / 'out'}: 1 shard of version 1 missing"), said[0]
-
-
-def test_a_commands_warnings_are_snap_warning_lines(tmp_path: Path) -> None:
-    """README: snap's own warnings are one `snap: warning:` line each. Those snap logs (a
-    shard missing, computed again) printed as `snap: ...`, like its notes: a script looking
-    for the warnings missed them."""
-    (tmp_path / "f.py").write_text(
-        "def f(x):\n    return {'x': x}\ndef items():\n    return [0, 1, 2, 3]\n"
-    )
-    out = tmp_path / "out"
-    spec = f"{tmp_path / 'f.py'}:f"
-    common = ["create", spec, str(out), "--inputs-from", spec.replace(":f", ":items"),
-              "--inputs-per-task", "1", "--workers", "0", "--quiet"]  # fmt: skip
-    assert snap_subprocess(*common).returncode == 0
-    os.remove(out / snap.open(out).shards[1].path)
-    res = snap_subprocess(*common)
-    assert res.returncode == 0, res.stderr
-    said = [line for line in res.stderr.splitlines() if "missing or cut short" in line]
-    assert len(said) == 1 and said[0].startswith(f"snap: warning: {out}: 1 shard"), res.stderr
 
 
 def test_a_home_relative_pipeline_and_inputs_from(tmp_path: Path) -> None:
