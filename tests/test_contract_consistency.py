@@ -234,14 +234,13 @@ def test_snapshot_dataset_names_itself_for_a_misspelt_option(tmp_path: Path) -> 
     assert len(SnapshotDataset(out, batch_size=2, shuffle=False)) == 2
 
 
-def test_no_batch_calls_dataloader_workers_workers() -> None:
+def test_no_batch_says_what_to_change() -> None:
     from snapshot_cli.readers.options import no_batch
 
     assert "(20 on each of 2 ranks) holds no batch of 32" in no_batch(40, 32, 2)
-    said = no_batch(40, 32, 2, workers=2)
-    assert "(10 on each of 2 ranks x 2 DataLoader workers) holds no batch of 32" in said
-    said = no_batch(3, 1, 1, workers=4)
-    assert "each worker then repeats records" in said and "ranks" not in said, said
+    said = no_batch(3, 1, 4)
+    assert "each rank then repeats records" in said and "fewer ranks" in said, said
+    assert "on each of" not in no_batch(3, 4, 1) and "smaller batch_size" in no_batch(3, 4, 1)
 
 
 @pytest.mark.parametrize("threads", [0, -1, True, 1.5, "4"])

@@ -283,21 +283,14 @@ class LoaderOptions:
         return None if value == "auto" else int(value)
 
 
-def no_batch(records: int, per: int, world_size: int, workers: int = 1) -> str:
+def no_batch(records: int, per: int, world_size: int) -> str:
     """Why ``drop_last=True`` leaves no batch of ``per`` in an epoch of ``records`` records
-    split over ``world_size`` ranks, each read by ``workers`` DataLoader workers
-    (SnapshotDataset's: workers are not called ranks), and what to change."""
-    parts = world_size * workers
-    if workers == 1:
-        split, who, fewer = f"{world_size} ranks", "rank", "ranks"
-        fix = "a smaller batch_size or drop_last=False"
-    else:
-        ranks = "" if world_size == 1 else f"{world_size} ranks x "
-        split, who, fewer = f"{ranks}{workers} DataLoader workers", "worker", "DataLoader workers"
-        fix = f"a smaller batch_size, drop_last=False or fewer {fewer}"
-    if records < parts:  # (no batch size helps: drop_last=False repeats records)
-        fix = f"drop_last=False (each {who} then repeats records to fill its part) or fewer {fewer}"
-    part = f" ({records // parts} on each of {split})" if parts > 1 else ""
+    split over ``world_size`` ranks, and what to change (a rank's DataLoader workers share
+    its batches, so they do not change it)."""
+    fix = "a smaller batch_size or drop_last=False"
+    if records < world_size:  # (no batch size helps: drop_last=False repeats records)
+        fix = "drop_last=False (each rank then repeats records to fill its part) or fewer ranks"
+    part = f" ({records // world_size} on each of {world_size} ranks)" if world_size > 1 else ""
     return (
         f"an epoch of {records} records{part} holds no batch of {per}: with drop_last=True "
         f"every epoch would be empty; use {fix}"
