@@ -10,12 +10,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# setup.py, snapshot_cli/_gather.c, _shuffle.c, _decode.c, _ragged.c and _records.h: the compiled parts, built by the install
-$(VENV)/.installed: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c snapshot_cli/_ragged.c snapshot_cli/_records.h | $(BIN)/python
+# setup.py, snapshot_cli/*.c and the headers they include (*.h): the compiled parts, built by the install
+CSOURCES := $(wildcard snapshot_cli/*.c snapshot_cli/*.h)
+$(VENV)/.installed: pyproject.toml setup.py $(CSOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml setup.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c snapshot_cli/_ragged.c snapshot_cli/_records.h | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py $(CSOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
 
@@ -58,7 +59,7 @@ OLDEST_TESTS := tests/commands tests/test_ipc_blocks.py tests/test_manifest.py \
 	tests/writers/test_create.py tests/readers/test_loader.py tests/readers/test_window.py \
 	tests/test_stored_types.py
 
-$(OLDEST)/.installed: pyproject.toml setup.py tests/oldest.py snapshot_cli/_gather.c snapshot_cli/_shuffle.c snapshot_cli/_decode.c snapshot_cli/_ragged.c snapshot_cli/_records.h
+$(OLDEST)/.installed: pyproject.toml setup.py tests/oldest.py $(CSOURCES)
 	$(OLDEST_PYTHON) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
 	$(OLDEST)/bin/python tests/oldest.py > $(OLDEST)/constraints.txt

@@ -1,11 +1,13 @@
 """The layout README's "Development" section describes is the code's: readers and writers never
 import each other, the shared and storage modules import neither (nor the CLI), every module
-is named there, and none is over 400 lines."""
+is named there, and none is over 400 lines (nor is a C source or header of the compiled parts,
+each of which setup.py builds with every header it includes)."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +57,9 @@ def test_shared_modules_import_no_side_and_not_the_cli() -> None:
         assert not wrong, f"{path.relative_to(REPO)} imports {wrong}"
 
 
+MAX_LINES = 400
+
+
 def test_every_module_is_in_the_readme_and_none_is_long() -> None:
     readme = (REPO / "README.md").read_text()
     section = readme[readme.index("## Development") :]
@@ -62,8 +67,63 @@ def test_every_module_is_in_the_readme_and_none_is_long() -> None:
         if path.name in ("__init__.py", "__main__.py"):
             continue
         lines = len(path.read_text().splitlines())
-        assert lines <= 400, f"{path.relative_to(REPO)} has {lines} lines"
+        assert lines <= MAX_LINES, f"{path.relative_to(REPO)} has {lines} lines"
         assert f"`{path.name}`" in section, f"README's Development section lacks {path.name}"
+
+
+def c_files() -> list[Path]:
+    return sorted([*PACKAGE.rglob("*.c"), *PACKAGE.rglob("*.h")])
+
+
+def test_no_c_source_or_header_is_long() -> None:
+    """The compiled parts too: a module file includes its parts, one concept each, as headers
+    of static functions (one translation unit, so what a loop calls is inlined as before)."""
+    assert c_files()
+    long = {
+        str(path.relative_to(REPO)): lines
+        for path in c_files()
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"over {MAX_LINES} lines: {long}"
+
+
+def extensions() -> dict[str, tuple[list[str], list[str]]]:
+    """setup.py's extensions: name -> (sources, depends), as written there (literal lists)."""
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    for node in ast.walk(ast.parse((REPO / "setup.py").read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Extension":
+            given = {k.arg: k.value for k in node.keywords}
+            sources = ast.literal_eval(given["sources"])
+            depends = ast.literal_eval(given["depends"]) if "depends" in given else []
+            found[ast.literal_eval(node.args[0])] = (sources, depends)
+    return found
+
+
+def included(path: Path) -> set[str]:
+    """The package's headers path includes (``#include "x.h"``), and theirs, repo-relative."""
+    out: set[str] = set()
+    todo = [path]
+    while todo:
+        for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', todo.pop().read_text(), re.M):
+            header = path.parent / name
+            rel = header.relative_to(REPO).as_posix()
+            if rel not in out:
+                out.add(rel)
+                todo.append(header)
+    return out
+
+
+def test_every_c_file_is_built_and_every_header_shipped() -> None:
+    """Each extension's depends is what its sources include (an edited header rebuilds it;
+    the sdist ships depends), and every C file of the package is in an extension."""
+    exts = extensions()
+    assert exts
+    for name, (sources, depends) in exts.items():
+        wanted = set().union(*(included(REPO / source) for source in sources))
+        assert set(depends) == wanted, f"{name}: depends {sorted(depends)}, includes {wanted}"
+    named = {f for sources, depends in exts.values() for f in [*sources, *depends]}
+    orphans = {p.relative_to(REPO).as_posix() for p in c_files()} - named
+    assert not orphans, f"in no extension of setup.py: {sorted(orphans)}"
 
 
 # A command imports the side it runs and not the other: the CLI's start-up is most of a short

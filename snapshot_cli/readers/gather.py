@@ -56,7 +56,7 @@ except ImportError:  # not compiled (no C compiler at install): numpy does it, s
     Sources = scatter = populate = discard = place = None
 
 AVAILABLE = Sources is not None
-SCATTER_MAX = 64  # columns of one scatter call (_gather.c's SCATTER_MAX)
+SCATTER_MAX = 64  # columns of one scatter call (_gather_scatter.h's SCATTER_MAX)
 # Whether loaders gather (tests and benchmarks switch it off to compare with slot windows).
 ENABLED = AVAILABLE
 ALIGN = 64  # bytes: batches start on a 64-byte boundary (what XLA and TensorFlow share)
