@@ -8,6 +8,7 @@ whether a later ``snap create`` reuses, resumes, or refuses.
 from __future__ import annotations
 
 import builtins
+import codecs
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -148,7 +149,7 @@ def _pairs(value: Any, where: str) -> tuple[tuple[int, int], ...]:
 
 MAX_INT = 1 << 53  # counts and sizes above this are no real snapshot's
 MIN_BATCH_BYTES = 64  # an Arrow IPC record batch takes at least this much of its file
-MAX_DEPTH = 32  # nesting of JSON values in a manifest
+MAX_DEPTH = 32  # arrays and objects nested in a top-level value of a manifest, it counted
 _TOP_KEYS: dict[str, type] = {
     "fingerprint": str, "fingerprint_parts": dict, "pipeline": dict, "schema": dict,
     "compression": dict, "totals": dict, "created": str, "created_by": dict, "run": str,
@@ -159,21 +160,29 @@ _NEWER = "it was written by a newer snap; upgrade snap to read it"  # (no repair
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")  # what a newer snap's codec may be named
 
 
+def _text_problem(text: str) -> str | None:
+    """What makes ``text`` no manifest's string: a lone surrogate (JSON "\\ud800"), a NUL."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "text that is not valid Unicode (a lone surrogate)"
+    return "text with a NUL character" if "\x00" in text else None
+
+
 def _check_text(value: Any, where: str, key: str, depth: int = 0) -> None:
-    """Every string in a manifest is Unicode text without NUL; nesting is bounded."""
-    if depth > MAX_DEPTH:
+    """Every string in a manifest, keys and values at any depth, known keys or not (``extra``
+    too), is Unicode text without NUL, and nesting is bounded (docs/format.md §3.1): a
+    ManifestError naming the key path (``extra.a[2]``)."""
+    if isinstance(value, (dict, list)) and depth >= MAX_DEPTH:  # (a top-level value: 0)
         raise ManifestError(f"{where}: {key!r} is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")  # a lone surrogate (JSON "\\ud800") does not encode
-        except UnicodeEncodeError:
-            raise ManifestError(f"{where}: {key!r} holds text that is not valid Unicode") from None
-        if "\x00" in value:
-            raise ManifestError(f"{where}: {key!r} holds text with a NUL character")
-    elif isinstance(value, dict):
+    if isinstance(value, str) and (problem := _text_problem(value)):
+        raise ManifestError(f"{where}: {key!r} holds {problem}")
+    if isinstance(value, dict):
         for k, v in value.items():
-            _check_text(k, where, key, depth + 1)
-            _check_text(v, where, f"{key}.{k}", depth + 1)
+            if problem := _text_problem(k):
+                at = f"in {key!r}" if key else "at the top level"
+                raise ManifestError(f"{where}: the key {k!r:.40} {at} holds {problem}")
+            _check_text(v, where, f"{key}.{k}" if key else k, depth + 1)
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _check_text(v, where, f"{key}[{i}]", depth + 1)
@@ -181,6 +190,7 @@ def _check_text(value: Any, where: str, key: str, depth: int = 0) -> None:
 
 def _check_document(d: dict[str, Any], where: str) -> None:
     """The shape of a manifest, every key, before anything uses it (ManifestError names it)."""
+    _check_text(d, where, "", depth=-1)  # (the document itself: its values are at depth 0)
     for key, kind in _TOP_KEYS.items():
         if key not in d:
             raise ManifestError(f"{where} lacks the field {key!r}")
@@ -189,7 +199,6 @@ def _check_document(d: dict[str, Any], where: str) -> None:
                 f"{where}: {key!r} must be a JSON {'object' if kind is dict else kind.__name__}"
                 f"{' (list)' if kind is list else ''}, got {type(d[key]).__name__}"
             )
-        _check_text(d[key], where, key)
     if not isinstance(d["schema"].get("arrow_ipc_base64"), str):
         raise ManifestError(f"{where}: 'schema.arrow_ipc_base64' must be a string")
     codec, level = d["compression"].get("codec"), d["compression"].get("level")
@@ -306,10 +315,13 @@ class Manifest:
 
     @classmethod
     def _parse(cls, data: builtins.bytes, where: str) -> Manifest:
-        try:
-            d = json.loads(data)
+        if data.startswith(codecs.BOM_UTF8):  # (json.loads of bytes skips one: §3.1 has none)
+            raise ManifestError(f"{where} starts with a UTF-8 byte order mark (EF BB BF), which "
+                                "a manifest must not have: remove those 3 bytes")  # fmt: skip
+        try:  # UTF-8 only (json.loads of bytes would take UTF-16 and UTF-32 too)
+            d = json.loads(data.decode("utf-8"))
         except (ValueError, RecursionError) as err:  # incl. integers over 4,300 digits
-            raise ManifestError(f"{where} is not valid JSON: {err}"[:500]) from err
+            raise ManifestError(f"{where} is not valid JSON in UTF-8: {err}"[:500]) from err
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ManifestError(f'{where} is not a snap manifest (no "format": "snap")')
         version = d.get("format_version")
@@ -328,7 +340,6 @@ class Manifest:
         if version >= 3:
             if "history" not in d:
                 raise ManifestError(f"{where} lacks the field 'history' (format 3)")
-            _check_text(d["history"], where, "history")
             history = History.from_json(_one_spelling(d["history"], where), where)
         try:
             shards_raw = d["shards"]

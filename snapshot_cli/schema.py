@@ -71,18 +71,19 @@ def ragged_type(value_type: pa.DataType, ndim: int) -> pa.DataType:
 
 
 def ragged_info(t: pa.DataType) -> tuple[pa.DataType, int] | None:
-    """``(value_type, ndim)`` if ``t`` is a ragged encoding, else None."""
+    """``(value_type, ndim)`` if ``t`` is a ragged encoding, else None. A struct is one only if
+    it is exactly :func:`ragged_type`'s (numeric data, int32 shape of >= 2 dimensions, both
+    fields not null): any other struct named data/shape is a user's own (kind arrow)."""
     if pa.types.is_list(t) and is_numeric(t.value_type):
         return t.value_type, 1
-    if (
-        pa.types.is_struct(t)
-        and t.num_fields == 2
-        and t.field(0).name == RAGGED_DATA
-        and t.field(1).name == RAGGED_SHAPE
-        and pa.types.is_list(t.field(0).type)
-        and pa.types.is_fixed_size_list(t.field(1).type)
-    ):
-        return t.field(0).type.value_type, t.field(1).type.list_size
+    if not pa.types.is_struct(t) or t.num_fields != 2:
+        return None
+    data, shape = t.field(0).type, t.field(1).type
+    if not (pa.types.is_list(data) and pa.types.is_fixed_size_list(shape)):
+        return None
+    value_type, ndim = data.value_type, shape.list_size
+    if is_numeric(value_type) and ndim >= 2 and t == ragged_type(value_type, ndim):
+        return value_type, ndim
     return None
 
 
@@ -92,7 +93,7 @@ def is_numeric(t: pa.DataType) -> bool:
 
 def kind(t: pa.DataType) -> str:
     """The encoding kind of an Arrow type (see the module docstring)."""
-    if isinstance(t, pa.FixedShapeTensorType):
+    if isinstance(t, pa.FixedShapeTensorType) and is_numeric(t.value_type):  # (§5.2's T)
         return "tensor"
     if is_numeric(t):
         return "scalar"

@@ -73,7 +73,7 @@ def history(fs: Any, root: str, current: Manifest) -> list[Manifest]:
         if k >= current.version:
             continue
         m = read(fs, layout.version_path(root, k))
-        if m is not None:
+        if m is not None and m.version == k:  # (a copy of another version: not version k)
             out.append(m)
     return [*out, current]
 

@@ -242,7 +242,8 @@ def _units(part: pa.Array) -> int:
     """What ``part`` adds toward Arrow's 32-bit offsets: the bytes of its buffers (of a
     slice, its own ranges: at least one per value), or the values of its lists of bools
     (bit-packed, eight to a byte) where they are more."""
-    lists = part.field(0) if pa.types.is_struct(part.type) else part  # (an n-d ragged column)
+    struct = pa.types.is_struct(part.type) and part.type.num_fields  # (an n-d ragged column's)
+    lists = part.field(0) if struct else part
     if pa.types.is_list(lists.type) and pa.types.is_boolean(lists.type.value_type) and len(part):
         offsets = arrays.to_numpy(lists.offsets)
         return max(part.nbytes, int(offsets[-1]) - int(offsets[0]))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from .. import storage
+from .. import layout, storage
 from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
 from ..keywords import DATASET_INSTEAD, checked_keywords, no_attribute, not_indexed
@@ -88,7 +89,7 @@ class Snapshot:
         fs, root = self.fs, self.root
         current = versions_mod.read(fs, storage.join(root, MANIFEST_NAME)) or self.manifest
         out = []
-        for m in versions_mod.history(fs, root, current):
+        for m in [*_kept_copies(fs, root, current.version), current]:
             h = m.history
             out.append({
                 "version": m.version, "parent": h.parent if h else None, "created": m.created,
@@ -239,6 +240,26 @@ class Snapshot:
         for i in range(len(self.shards)):
             for batch in self.read_shard(i).to_batches():
                 yield batch_to_numpy(batch, names)
+
+
+def _kept_copies(fs: Any, root: str, current: int) -> list[Manifest]:
+    """The copies in ``_versions/`` of the versions before ``current``, oldest first; a copy
+    that holds another version's manifest than its name says is no copy of that version
+    (``open(version=k)`` refuses it): a warning names it, and it is not listed."""
+    out = []
+    for k in versions_mod.kept(fs, root):
+        path = layout.version_path(root, k)
+        m = versions_mod.read(fs, path) if k < current else None
+        if m is not None and m.version != k:
+            warnings.warn(
+                f"{storage.to_url(fs, path)} holds the manifest of version {m.version}, not "
+                f"{k}: a bad copy, not listed (snap.open(version={k}) refuses it); delete it, "
+                f"or put version {k}'s manifest there",
+                stacklevel=3,
+            )
+        elif m is not None:
+            out.append(m)
+    return out
 
 
 @checked_keywords

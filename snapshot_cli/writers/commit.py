@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import platform
 import socket
@@ -269,7 +270,14 @@ def commit(
     Both versions' manifests are kept in ``_versions/`` first (the new one's copy is no
     version until manifest.json says so: readers and gc go by manifest.json), so nothing is
     written after the commit point.
+
+    A grow or a rerun (new records of the same snapshot) carries the replaced version's
+    ``extra``, a writer's own data about the snapshot, into the new version; an overwrite,
+    which makes the snapshot anew, does not (the replaced version's copy keeps it).
     """
+    if replaces is not None and replaces.extra and not manifest.extra:
+        overwrite = manifest.history is not None and manifest.history.changes["overwrite"]
+        manifest = manifest if overwrite else dataclasses.replace(manifest, extra=replaces.extra)
     path = storage.join(root, MANIFEST_NAME)
     url = storage.to_url(fs, path)
     kept = {s.path for s in replaces.shards} if replaces is not None else set()
