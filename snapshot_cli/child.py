@@ -61,12 +61,26 @@ def _same(entry: str, directory: str) -> bool:
 
 def is_stdlib(entry: str) -> bool:
     """Whether a ``sys.path`` entry is the standard library's (its directories, compiled
-    modules and zip; not the ``site-packages`` inside it)."""
+    modules and zip; not the ``site-packages`` inside it). A relative one (``''``: the
+    working directory, as ``python -c`` and a notebook have it) where the working directory
+    was deleted is not: it names nothing then (its ``abspath`` failed, and every create and
+    loader of that process with it)."""
     libs = [sysconfig.get_path(key) for key in ("stdlib", "platstdlib")]
     stdlib = {os.path.normcase(os.path.abspath(p)) for lib in libs
               for p in (lib, os.path.join(lib, "lib-dynload"))}  # fmt: skip
-    entry = os.path.normcase(os.path.abspath(entry or os.curdir))
+    if (absolute := absolute_or_none(entry or os.curdir)) is None:
+        return False
+    entry = os.path.normcase(absolute)
     return entry in stdlib or entry.endswith(".zip")
+
+
+def absolute_or_none(path: str) -> str | None:
+    """``os.path.abspath(path)``, or None for a relative ``path`` when the working directory
+    was deleted (``os.getcwd()`` fails)."""
+    try:
+        return os.path.abspath(path)
+    except FileNotFoundError:
+        return None
 
 
 # What a child of snap killed by these signals met (they come from the kernel, or from the

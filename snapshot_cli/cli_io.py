@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import click
 
 from . import console
-from .errors import SnapError
+from .errors import SnapError, absolute_path
 from .render import printable
 from .signals import received, termination_as_interrupt
 
@@ -324,13 +324,13 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 def _snaps_warning(filename: str) -> bool:
     """Whether the warning being shown is snap's: it points at a line of snap, or the code
     that called ``warnings.warn`` is snap's (which points it at its caller's line)."""
-    if os.path.abspath(filename).startswith(_PACKAGE):
+    if absolute_path(filename).startswith(_PACKAGE):
         return True
     frame: Any = sys._getframe(2)  # (show's caller: warnings' own machinery, then warn's)
     while frame is not None and frame.f_globals.get("__name__") == "warnings":
         frame = frame.f_back
     here = frame.f_code.co_filename if frame is not None else ""
-    return os.path.abspath(here).startswith(_PACKAGE)
+    return absolute_path(here).startswith(_PACKAGE)
 
 
 def configure_output(debug: bool) -> None:

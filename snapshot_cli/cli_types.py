@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import Any
 
 import click
@@ -119,11 +120,29 @@ class Columns(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, list):
             return value
+        if not _is_text(str(value)):  # (no column name can be: a snapshot's are UTF-8)
+            self.fail(
+                f"{value!r} is not valid text in this locale (Python decoded the command line "
+                f"as {sys.getfilesystemencoding()}, and column names are UTF-8): set a UTF-8 "
+                "locale (export LANG=C.UTF-8) or PYTHONUTF8=1 and run again",
+                param,
+                ctx,
+            )
         names = ColumnList(c.strip() for c in str(value).split(",") if c.strip())
         if not names:
             self.fail(f"{value!r} names no column (comma-separated names: image,label)", param, ctx)
         names.text = str(value)
         return names
+
+
+def _is_text(text: str) -> bool:
+    """Whether ``text`` is valid Unicode: no lone surrogate, which is how Python holds the
+    bytes of an argument its locale's codec could not decode (``LC_ALL=C`` and ``é``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class ColumnList(list[str]):
@@ -152,6 +171,7 @@ class ShellGlobs(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.allow_extra_args = True  # (checked here instead, to tell this case)
+        given_args = list(args)  # (click's parser consumes the list)
         rest = super().parse_args(ctx, args)
         extra = ctx.args
         if not extra or ctx.resilient_parsing:
@@ -159,12 +179,41 @@ class ShellGlobs(click.Command):
         shown = " ".join(extra[:3]) + (f" ... ({len(extra)} in all)" if len(extra) > 3 else "")
         given = ctx.params.get("inputs") or ()
         if given and any(os.path.lexists(a) for a in extra):
+            firsts = expanded_inputs(given_args, extra)
+            named = f" ({', '.join(firsts)})" if firsts else ""
+            each = " of each" if len(firsts) > 1 else ""
             ctx.fail(
                 f"Got unexpected extra arguments ({shown}): your shell expanded an unquoted "
-                f"--input pattern into files, and --input took only the first ({given[-1]}); "
+                f"--input pattern into files, and --input took only the first{each}{named}; "
                 "quote the pattern so that snap expands it: --input 'data/*.bin'"
             )
         ctx.fail(f"Got unexpected extra argument{'s' * (len(extra) > 1)} ({shown})")
+
+
+def expanded_inputs(args: list[str], extra: list[str]) -> list[str]:
+    """The ``--input`` values in ``args`` that ``extra`` arguments (those no option or
+    argument took) follow with no other option between: the first file of each pattern the
+    shell expanded (the files after it may be taken as PIPELINE and OUTPUT first), not the
+    last ``--input`` given (``--input a*.bin --input 'b*.bin'`` named ``b*.bin``). Pure."""
+    found: list[str] = []
+    left, value, i = list(extra), None, 0
+    while i < len(args) and left:
+        arg = args[i]
+        if arg == "--":
+            break
+        if arg == "--input" and i + 1 < len(args):
+            value, i = args[i + 1], i + 2
+            continue
+        if arg.startswith("--input="):
+            value = arg.partition("=")[2]
+        elif arg == left[0]:
+            left.pop(0)
+            if value is not None and value not in found:
+                found.append(value)
+        elif arg.startswith("-"):
+            value = None  # (another option between: what follows is not that pattern's)
+        i += 1
+    return found
 
 
 # Other tools' words for snap's commands (git, docker, gsutil, HF's datasets-cli, tf.data):

@@ -90,6 +90,17 @@ def outside_snap() -> int:
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     frame: Any = sys._getframe(1)  # (the caller of this function: warnings.warn's)
     level = 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+    while frame is not None and absolute_path(frame.f_code.co_filename).startswith(package):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def absolute_path(path: str) -> str:
+    """``os.path.abspath(path)``, or ``path`` itself if it is relative and the working
+    directory was deleted (a ``<string>`` frame of ``python -c`` there: no file of snap's)."""
+    import os
+
+    try:
+        return os.path.abspath(path)
+    except OSError:
+        return path

@@ -17,7 +17,7 @@ from fsspec import AbstractFileSystem
 
 from . import layout
 from .errors import CorruptShardError, OutOfMemoryError, SnapError, StorageError
-from .local_files import read_hint, unwritable_dir, write_hint
+from .local_files import read_denied, read_hint, write_denied
 from .progress import human_bytes
 from .protocols import OBJECT_STORES, is_local, protocol, to_url
 from .retry import causes, is_transient, retrying, said, status_of
@@ -102,13 +102,8 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
 def _local_hint(path: str, reading: bool) -> str | None:
     """What keeps this user from reading (or writing) the local ``path``, named with the
     owner of the part it may not reach, and what to do; None if its permissions do not."""
-    if reading:
-        return read_hint(path)
     try:
-        directory = unwritable_dir(path)
-        if directory is None:
-            return read_hint(path)  # (a directory above it this user may not enter)
-        return f"{write_hint(directory, 'run as {owner}')}; or choose another OUTPUT"
+        return read_hint(path) if reading else write_denied(path)
     except OSError:
         return None
 
@@ -238,15 +233,19 @@ def too_big_hint(path: str) -> str:
 
 
 def read_failure(
-    where: str, err: Exception, doing: str = "decoded", shuffled: bool = False
-) -> SnapError:
+    where: str, err: Exception, doing: str = "decoded", shuffled: bool = False,
+    path: str | None = None,
+) -> SnapError:  # fmt: skip
     """What a failed read of ``where`` (a shard, or one of its record batches) means: an OS
     error (one with an errno: EIO from a failing disk, ESTALE from NFS, EACCES...) is the
     storage's, a StorageError that says so, since the snapshot may be intact; anything else
     is that the bytes cannot be ``doing`` (opened, decoded: a damaged shard). ``shuffled``:
-    read by a loader that shuffles (then an unshuffled pass is advice on open files)."""
+    read by a loader that shuffles (then an unshuffled pass is advice on open files).
+    ``path``: the local file, whose denied read is said as verify says it (owner, chmod)."""
     if (short := out_of_memory(where, err)) is not None:
         return short
+    if isinstance(err, PermissionError) and path is not None:
+        return StorageError(read_denied(path, err))
     if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
         return _too_many_open_files(where, err.errno, shuffled)
     if isinstance(err, OSError) and err.errno is not None:

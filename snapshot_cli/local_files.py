@@ -3,8 +3,10 @@ calls, nothing opened). A FIFO there would block its reader forever, a device co
 and a link out of the snapshot reads someone else's file.
 
 Also what keeps this user from a local file another user made (a teammate's snapshot, a
-shared directory): the directory it may not enter, the file it may not read, the directory
-it may not write, named with its owner and mode, and the ``chmod`` that lets it in."""
+shared directory), or its own it took the permissions from: the directory it may not enter,
+the file it may not read, the directory it may not write, named with its owner and mode, and
+the ``chmod`` that lets it in, recursive only inside the snapshot (the words are pure
+functions of a :class:`Who`: ``read_advice``, ``write_advice``, ``parent_advice``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import errno
 import os
 import pwd
 import stat
+from dataclasses import dataclass
 
+from . import layout
 from .errors import StorageError
 
 
@@ -102,17 +106,6 @@ def owner_of(path: str) -> tuple[str, str]:
     return user_name(st.st_uid), stat.filemode(st.st_mode)
 
 
-def _in_group_of(path: str) -> bool:
-    gid = os.stat(path).st_gid
-    return gid == os.getegid() or gid in os.getgroups()
-
-
-def _who(path: str) -> str:
-    """``"ru1's, mode drwx------"``."""
-    owner, mode = owner_of(path)
-    return f"{owner}'s, mode {mode}"
-
-
 def unreadable_part(path: str) -> tuple[str, str] | None:
     """What keeps this user from reading the local ``path``: ``(directory, "enter")`` for
     the first directory above it it may not enter, ``(path, "read")`` if it may not read the
@@ -132,24 +125,63 @@ def unreadable_part(path: str) -> tuple[str, str] | None:
     return None
 
 
+OWN = "restore its permission"  # (this user's own file: no one else to ask)
+
+
+@dataclass(frozen=True)
+class Who:
+    """Whose a local file or directory is, as a hint says it (read by :func:`who_of`)."""
+
+    me: str  # this user's name
+    owner: str  # the owner's name
+    mode: str  # its mode, ``drwxr-sr-x``
+    own: bool  # this user is its owner
+    group: bool  # this user is in its group
+
+
+def who_of(path: str) -> Who:
+    """The :class:`Who` of the local ``path`` (OSError if it cannot be stat'ed)."""
+    st, euid = os.stat(path), os.geteuid()
+    group = st.st_gid == os.getegid() or st.st_gid in os.getgroups()
+    mode = stat.filemode(st.st_mode)
+    return Who(user_name(euid), user_name(st.st_uid), mode, st.st_uid == euid, group)
+
+
 def read_hint(path: str) -> str | None:
-    """What to do so that this user may read the local ``path`` (the part it may not reach,
-    named with its owner and mode), or None if its permissions do not keep this user out."""
+    """What to do so that this user may read the local ``path`` (:func:`read_advice`), or
+    None if its permissions do not keep this user out."""
     try:
-        found = unreadable_part(path)
-        if found is None:
+        path = os.path.abspath(path)
+        if (found := unreadable_part(path)) is None:
             return None
-        where, verb = found
-        owner, _ = owner_of(where)
-        who, grant = _who(where), "g+rX" if _in_group_of(where) else "o+rX"
+        who = who_of(found[0])
+        top = snapshot_root(path) or (path if os.path.isdir(path) else None)
     except OSError:
         return None
-    me = user_name(os.geteuid())
-    what = "it" if where == os.path.abspath(path) else where
-    below = where if verb == "enter" or os.path.isdir(where) else os.path.dirname(where)
+    return read_advice(path, *found, who, top)
+
+
+def read_advice(path: str, where: str, verb: str, who: Who, top: str | None) -> str:
+    """Why this user may not read ``path``: it may not ``verb`` ("enter", "read") ``where``
+    (whose it is), and what to do. A ``chmod -R`` only of a directory of ``top``, the
+    snapshot (or directory) being read: a directory above it is let through (``chmod
+    o+x``), a file outside any snapshot read (``chmod o+r``), never ``chmod -R o+rX`` of a
+    home directory. This user's own: ``u+``, said to it (no one else to ask). Pure."""
+    is_dir = who.mode.startswith("d")
+    grant = "u" if who.own else "g" if who.group else "o"
+    below = where if is_dir else os.path.dirname(where)
+    if top is not None and inside(below, top):
+        chmod, let = f"chmod -R {grant}+rX {below}", "read it"
+    elif verb == "enter":  # (a directory above the snapshot: passing through it is enough)
+        chmod, let = f"chmod {grant}+x {where}", "through it"
+    else:
+        chmod, let = f"chmod {grant}+r{'x' if is_dir else ''} {where}", "read it"
+    said = f"this user ({who.me}) may not {verb} {'it' if where == path else where}"
+    if who.own:
+        return f"{said} (its own, mode {who.mode}): {OWN} ({chmod})"
     return (
-        f"this user ({me}) may not {verb} {what} ({who}): run as a user who may, or ask "
-        f"{owner} to let others read it (chmod -R {grant} {below})"
+        f"{said} ({who.owner}'s, mode {who.mode}): run as a user who may, or ask {who.owner} "
+        f"to let others {let} ({chmod})"
     )
 
 
@@ -166,9 +198,15 @@ def read_denied(path: str, err: OSError) -> str:
 
 def unwritable_dir(path: str) -> str | None:
     """The directory this user may not write (create or delete files in) for the local
-    ``path``: ``path`` itself if it is a directory, else the one holding it; None if it may,
-    or if no user may (a read-only filesystem: its own error says so)."""
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    ``path``: ``path`` itself if it is a directory, else the nearest one above it that exists
+    (where ``path`` and the missing ones above it would be made); None if it may, or if no
+    user may (a read-only filesystem: its own error says so)."""
+    directory = path
+    while not os.path.isdir(directory):
+        parent = os.path.dirname(directory)
+        if parent == directory:  # ("" for a relative path where nothing of it exists)
+            return None
+        directory = parent
     return directory if denies_write(directory) else None
 
 
@@ -184,33 +222,109 @@ def denies_write(directory: str) -> bool:
         return True
 
 
-def write_hint(directory: str, as_whom: str = "run it as {owner}") -> str:
+def write_hint(directory: str, as_whom: str = "run it as {owner}", tree: str | None = None) -> str:
+    """:func:`write_advice` for the local ``directory`` this user may not write."""
+    return write_advice(directory, who_of(directory), as_whom, tree)
+
+
+def write_advice(
+    directory: str, who: Who, as_whom: str = "run it as {owner}", tree: str | None = None
+) -> str:
     """``"this user (ru1) may not write <directory> (ru2's, mode drwxr-sr-x): run it as ru2,
     or ask ru2 to let the group write it (chmod -R g+w <directory>)"``; ``as_whom`` is the
-    first remedy, with ``{owner}`` for the directory's owner."""
-    owner, _ = owner_of(directory)
-    if _in_group_of(directory):
-        grant = f"let the group write it (chmod -R g+w {directory})"
+    first remedy, with ``{owner}`` for the directory's owner. ``tree``: what the ``chmod -R``
+    covers, ``directory`` or the snapshot it is in; never a directory above a snapshot (see
+    :func:`parent_advice`). This user's own directory: ``chmod -R u+w``, said to it. Pure."""
+    tree = tree or directory
+    said = f"this user ({who.me}) may not write {directory}"
+    if who.own:
+        return f"{said} (its own, mode {who.mode}): {OWN} (chmod -R u+w {tree})"
+    it = "it" if tree == directory else f"all of {tree}"
+    if who.group:
+        grant = f"let the group write {it} (chmod -R g+w {tree})"
     else:
-        grant = (f"give it a group you share and let that group write it (chgrp -R GROUP "
-                 f"{directory}; chmod -R g+w {directory})")  # fmt: skip
+        grant = (f"give {it} a group you share and let that group write {it} (chgrp -R GROUP "
+                 f"{tree}; chmod -R g+w {tree})")  # fmt: skip
     return (
-        f"this user ({user_name(os.geteuid())}) may not write {directory} ({_who(directory)}): "
-        f"{as_whom.format(owner=owner)}, or ask {owner} to {grant}"
+        f"{said} ({who.owner}'s, mode {who.mode}): {as_whom.format(owner=who.owner)}, or ask "
+        f"{who.owner} to {grant}"
     )
+
+
+def parent_advice(directory: str, output: str, who: Who, what: str = "an OUTPUT") -> str:
+    """What to do where this user may not write ``directory``, in which OUTPUT (``output``,
+    not there yet; ``what`` it is) would be made: one elsewhere, or the owner makes it this
+    user's. Never a chmod of ``directory`` for others: it is no snapshot's (``chmod -R g+w
+    /`` was said for an OUTPUT in ``/``). Pure."""
+    said = f"this user ({who.me}) may not write {directory}"
+    where, elsewhere = f"where {output} would be made", f"choose {what} in a directory it may write"
+    if who.own:
+        return (
+            f"{said} (its own, mode {who.mode}), {where}: {elsewhere}, or {OWN} (chmod u+w "
+            f"{directory})"
+        )
+    mkdir = "mkdir" if os.path.dirname(output) == directory else "mkdir -p"
+    return (
+        f"{said} ({who.owner}'s, mode {who.mode}), {where}: {elsewhere}, or ask {who.owner} to "
+        f"make it this user's ({mkdir} {output}; chown {who.me} {output})"
+    )
+
+
+def write_denied(path: str) -> str | None:
+    """What keeps this user from writing the local ``path`` (a snapshot's file or directory,
+    or OUTPUT itself, being made), named with its owner and mode, and what to do; None if
+    its permissions do not. A directory of the snapshot: the ``chmod -R`` names the whole
+    snapshot; the directory OUTPUT is made in: :func:`parent_advice`."""
+    directory = unwritable_dir(path)
+    if directory is None:
+        return read_hint(path)  # (a directory above it this user may not enter)
+    root = snapshot_root(path) or path  # (no file of a snapshot's: OUTPUT itself)
+    if not inside(directory, root):
+        return parent_advice(directory, root, who_of(directory))
+    return f"{write_hint(directory, 'run as {owner}', tree=root)}; or choose another OUTPUT"
+
+
+def inside(path: str, top: str) -> bool:
+    """Whether the local ``path`` is ``top`` or below it (by name). Pure."""
+    top = top.rstrip(os.sep) or os.sep
+    return path == top or path.startswith(top if top == os.sep else top + os.sep)
+
+
+def snapshot_root(path: str) -> str | None:
+    """The snapshot whose own file or directory ``path`` is, by its name (the layout's):
+    ``/s`` for ``/s/manifest.json``, ``/s/shards``, ``/s/_runs/<run>/tasks/00001.json``...;
+    None for any other name. Pure."""
+    if (own := layout.own_file(path)) is not None:
+        return own[0]
+    parent, name = os.path.split(path.rstrip(os.sep))
+    up, above = os.path.split(parent)
+    if name in (layout.SHARDS_DIR, layout.RUNS_DIR, layout.VERSIONS_DIR, layout.MANIFEST_NAME):
+        return parent
+    if layout.is_own_temporary(name):  # (the manifest's, being written)
+        return parent
+    if above == layout.RUNS_DIR and layout.is_own_run(name):
+        return up
+    if name == layout.TASKS_DIR and os.path.basename(up) == layout.RUNS_DIR:
+        return os.path.dirname(up) if layout.is_own_run(above) else None
+    return None
 
 
 def cwd_gone(path: str) -> str | None:
     """Why the relative local ``path`` cannot be found if it is that the current directory
     was deleted (``os.getcwd()`` fails: every relative path then does, said as "No such file
     or directory" with no name), else None."""
-    if "://" in path or os.path.isabs(path):
+    if "://" in path or os.path.isabs(path) or not cwd_deleted():
         return None
+    return (
+        "the current directory was deleted, and this path is relative to it: cd to a "
+        "directory that exists, or give absolute paths"
+    )
+
+
+def cwd_deleted() -> bool:
+    """Whether this process's working directory was deleted (``os.getcwd()`` fails)."""
     try:
         os.getcwd()
     except FileNotFoundError:
-        return (
-            "the current directory was deleted, and this path is relative to it: cd to a "
-            "directory that exists, or give absolute paths"
-        )
-    return None
+        return True
+    return False

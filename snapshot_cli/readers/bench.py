@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import faults
 from ..errors import OptionError, StorageError
+from ..local_files import cwd_gone
 from .snapshot import Snapshot
 from .stats import records_in
 from .trace import Tracer
@@ -136,6 +137,8 @@ def checked_trace(trace: str | None) -> str | None:
     if not trace.strip():  # ('' ran the replay and wrote no trace, exit 0)
         raise OptionError(f"--trace {trace!r} names no file; give one, such as trace.json")
     trace = os.path.expanduser(trace)  # (as every other path: a quoted '~/t.json')
+    if (gone := cwd_gone(trace)) is not None:
+        raise OptionError(f"--trace {trace!r}: {gone}")
     folder = os.path.dirname(os.path.abspath(trace))
     if os.path.isdir(trace):
         raise OptionError(f"--trace {trace!r} is a directory; give a file name in it")

@@ -97,7 +97,7 @@ class ShardCache:
                 cause = f"{blocker} is a file, not a directory"
                 hint = "choose another cache_dir"
             else:
-                cause, hint = explain(err)
+                cause, hint = explain(err, str(self.dir))
             raise OptionError(f"cannot use cache_dir {str(self.dir)!r}: {cause}; {hint}") from err
         self.limit = limit
         self.hits = self.fills = self.fill_bytes = self.evicted = 0
@@ -178,7 +178,7 @@ class ShardCache:
             raise Full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
 
     def _error(self, err: OSError, doing: str, left: int = 0) -> StorageError:
-        cause, hint = explain(err)
+        cause, hint = explain(err, str(self.dir))
         if err.errno in FULL:
             doing += ", with every entry not in use removed"
             if left:

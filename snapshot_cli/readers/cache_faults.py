@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import SnapError, StorageError
-from ..local_files import owner_of, unreadable_part, unwritable_dir, user_name
+from ..local_files import (
+    inside,
+    owner_of,
+    parent_advice,
+    unreadable_part,
+    unwritable_dir,
+    user_name,
+    who_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +65,7 @@ class Failed(Exception):
         self.err, self.doing = err, doing
 
 
-def explain(err: OSError) -> tuple[str, str]:
+def explain(err: OSError, cache_dir: str) -> tuple[str, str]:
     """What went wrong in the cache directory (``"Read-only file system (EROFS)"``), and what
     to do about it: for a denied permission, what this user may not do where (read another
     user's entry, write another user's directory), whose it is, and what lets users share."""
@@ -66,7 +74,7 @@ def explain(err: OSError) -> tuple[str, str]:
     denied = None
     if err.errno in (errno.EACCES, errno.EPERM) and isinstance(err.filename, str):
         with contextlib.suppress(OSError):
-            denied = _denied(err.filename)
+            denied = _denied(err.filename, cache_dir)
     return cause, denied or HINTS.get(
         err.errno or 0, "fix that, or choose another cache_dir (or none)"
     )
@@ -76,22 +84,29 @@ SHARED = "a cache_dir shared between users needs a group they share, umask 002 a
 SHARED += "they all may write (chmod 2775)"
 
 
-def _denied(path: str) -> str | None:
-    """The part of the cache this user may not read or write, as what to do, or None."""
+def _denied(path: str, cache_dir: str) -> str | None:
+    """The part of the cache this user may not read or write, as what to do, or None. A
+    ``chmod -R`` only of ``cache_dir`` or a directory in it: a directory above it is let
+    through (``chmod g+x``), and the one it would be made in is not opened to anyone (it
+    said "ask root to run chmod -R g+w /srv/pipe")."""
     me = user_name(os.geteuid())
     if (found := unreadable_part(path)) is not None:
         where, verb = found
         owner, mode = owner_of(where)
-        grant = f"chmod -R g+rX {where if os.path.isdir(where) else os.path.dirname(where)}"
+        below = where if os.path.isdir(where) else os.path.dirname(where)
+        grant = f"chmod -R g+rX {below}" if inside(below, cache_dir) else f"chmod g+x {where}"
         return (
             f"this user ({me}) may not {verb} {where} ({owner}'s, mode {mode}): {SHARED}; ask "
             f"{owner} to run {grant}, or choose another cache_dir (or none)"
         )
     if (directory := unwritable_dir(path)) is not None and os.path.isdir(directory):
+        if not inside(directory, cache_dir):  # (where cache_dir would be made)
+            who = who_of(directory)
+            return parent_advice(directory, cache_dir, who, "a cache_dir (or none)")
         owner, mode = owner_of(directory)
         return (
             f"this user ({me}) may not write {directory} ({owner}'s, mode {mode}): {SHARED}; "
-            f"ask {owner} to run chmod -R g+w {directory}, or choose another cache_dir (or none)"
+            f"ask {owner} to run chmod -R g+w {cache_dir}, or choose another cache_dir (or none)"
         )
     return None
 

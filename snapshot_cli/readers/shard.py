@@ -92,9 +92,11 @@ class ShardReaders:
         self.placement: Placement | None = None
         self.shuffled = False  # (set by a loader that shuffles: the advice on open files)
 
-    def read_failure(self, where: str, err: Exception, doing: str = "decoded") -> SnapError:
-        """:func:`..faults.read_failure`, the loader's shuffle named where it shuffles."""
-        return faults.read_failure(where, err, doing, shuffled=self.shuffled)
+    def read_failure(
+        self, where: str, err: Exception, doing: str = "decoded", path: str | None = None
+    ) -> SnapError:
+        """:func:`..faults.read_failure`: where the loader shuffles, and a local ``path``."""
+        return faults.read_failure(where, err, doing, self.shuffled, path if self.local else None)
 
     @property
     def fs(self) -> Any:
@@ -161,7 +163,7 @@ class ShardReaders:
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
-            raise self.read_failure(f"shard {url}", err) from err
+            raise self.read_failure(f"shard {url}", err, path=path) from err
         self._verified.add(i)
         return source, size, held
 
@@ -169,9 +171,10 @@ class ShardReaders:
         """A local shard, or the ``cached`` entry of a remote one, whose record batches are
         checked one by one as they are read (and decoded straight into windows)."""
         entry, url, opened = self.shards[i], self.url(i), None
+        path = storage.join(self.root, entry.path)
         try:
             if cached is None:
-                self._check_local(url, path := storage.join(self.root, entry.path))
+                self._check_local(url, path)
             local = path if cached is None else cached.path
             opened = BlockFile(local, entry, self.schema, url, cached=cached is not None)
             return opened
@@ -180,7 +183,7 @@ class ShardReaders:
         except SnapError:
             raise
         except OSError as err:  # EACCES, EIO...: the storage's, not the shard's
-            raise self.read_failure(f"shard {url}", err) from err
+            raise self.read_failure(f"shard {url}", err, path=path) from err
         finally:
             if opened is None and cached is not None:
                 cached.close()  # (its lock: the entry may go)
@@ -202,8 +205,7 @@ class ShardReaders:
 
     def _ranged_reader(self, i: int) -> pa.ipc.RecordBatchFileReader:
         """This thread's reader of shard ``i`` over range requests (see :mod:`.ranged`)."""
-        entry = self.shards[i]
-        path = storage.join(self.root, entry.path)
+        entry, path = self.shards[i], storage.join(self.root, self.shards[i].path)
         try:
             check = functools.partial(self._check_layout, i)
             return self._ranged.reader(self.fs, path, entry.bytes, check)
@@ -308,9 +310,7 @@ class ShardReaders:
         (:mod:`.direct`, by :attr:`placement`), checked like :meth:`read_batch`; False where
         that cannot be done here (then use :meth:`read_batch`)."""
         check = self._check(verify)
-        done = self._direct(
-            shard, batch, lambda f, place: f.read_into(batch, check, rows, place, targets)
-        )
+        done = self._direct(shard, batch, lambda f, p: f.read_into(batch, check, rows, p, targets))
         return bool(done)
 
     def read_values(

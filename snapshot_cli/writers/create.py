@@ -290,10 +290,12 @@ def _create(
     # before any work, so that a function that cannot be shipped is refused at once.
     payload = None if in_process or not ref.by_value else shipping.ship(ref.function, ref.name)
 
+    fresh = guards.missing(fs, root)  # (OUTPUT, _runs/: gone again if it fails before its run)
     lease = guards.wait_for_lease(fs, root, how.lease_ttl, how.wait, url, reusable)
     if not isinstance(lease, lease_mod.Lease):
         log.info("another writer committed %s meanwhile; reusing it", url)
         return _info(url, lease, started, reused=True)
+    run: str | None = None
     try:
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
@@ -380,6 +382,11 @@ def _create(
                 counted(len(found.items), "input") if found.items else "its one call (no inputs)",
                 pipeline_mod.why_no_records(ref.function),
             )
+    except BaseException:
+        if fresh and run is None:  # failed before its run (an unreadable input): no OUTPUT
+            lease.release(remove=True)  # left holding only a lease, which inspect called an
+            guards.remove_made(fs, root, fresh)  # unfinished snapshot, and gc left as it was
+        raise
     finally:
         lease.release()
     return _info(url, manifest, started, reused=False, tasks=len(planned.tasks),

@@ -22,10 +22,10 @@ short keeps its run and shards.
 
 from __future__ import annotations
 
-import errno
 import os
 import posixpath
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -35,13 +35,12 @@ from fsspec import AbstractFileSystem
 from .. import layout, storage, versions
 from ..errors import ManifestError, OptionError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
-from ..local_files import denies_write, write_hint
 from ..manifest import Manifest
-from ..retry import status_of
 from ..units import flag, options_dict, parse_duration
 from . import commit as commit_mod
 from . import lease as lease_mod
 from . import runs as runs_mod
+from .gc_denied import cannot_write
 
 
 @dataclass
@@ -179,7 +178,20 @@ def find_garbage(
             garbage.append(Garbage(rel, "shard", size, reason))
     if not writer_live:  # (a live writer's are its commit or heartbeat being written)
         garbage += _temporaries(fs, root, runs, taking=dry_run)
-    return garbage, kept
+    # A manifest may list a shard anywhere in the snapshot (docs/format.md §3.10): nothing a
+    # kept version lists goes, nor a directory holding it (a run's name was removed whole).
+    spared = _with_parents(posixpath.normpath(path) for path in referenced)
+    return [g for g in garbage if posixpath.normpath(g.path) not in spared], kept
+
+
+def _with_parents(paths: Iterable[str]) -> set[str]:
+    """``paths`` and every directory above each (relative to the snapshot)."""
+    out: set[str] = set()
+    for path in paths:
+        while path and path not in out:
+            out.add(path)
+            path = posixpath.dirname(path)
+    return out
 
 
 def _temporaries(
@@ -250,6 +262,7 @@ def _gc(
     _check_is_snapshot(fs, root, report.url)
     held: lease_mod.Lease | None = None
     holder: lease_mod.LeaseInfo | None
+    leases = None  # the bytes of a _runs/ of leases only, all the snapshot holds: it goes
     if dry_run:
         holder = lease_mod.current(fs, root)
         if holder is not None and not lease_mod.is_alive(holder):
@@ -258,7 +271,7 @@ def _gc(
         try:
             got = lease_mod.try_acquire(fs, root)
         except StorageError as err:
-            raise _cannot_write(report.url, err) from err
+            raise cannot_write(report.url, err) from err
         held, holder = (got, None) if isinstance(got, lease_mod.Lease) else (None, got)
     try:
         live_run = holder.holder.get("run") if holder is not None else None
@@ -276,11 +289,22 @@ def _gc(
                     storage.remove(fs, storage.join(root, g.path), recursive=g.kind == "run")
                 except StorageError as err:
                     where = storage.to_url(fs, storage.join(root, g.path))
-                    raise _cannot_write(report.url, err, where) from err
+                    raise cannot_write(report.url, err, where) from err
+        if holder is None and (leases := _leases_only(fs, root)) is not None:
+            why = "nothing but the leases of creates that stopped before their run"
+            report.garbage.append(Garbage(RUNS_DIR, "run", leases, why))
     finally:
         if held is not None:
-            held.release()
+            held.release(remove=leases is not None)
     return report
+
+
+def _leases_only(fs: AbstractFileSystem, root: str) -> int | None:
+    """The bytes of ``_runs/`` if the snapshot holds nothing else, and it nothing but leases
+    (creates that failed before their run began), else None."""
+    runs = storage.entry_sizes(fs, layout.runs_dir(root))
+    leases = all(layout.lease_epoch(n) is not None for n in runs)
+    return sum(runs.values()) if leases and storage.list_names(fs, root) == [RUNS_DIR] else None
 
 
 def _uncommitted_copies(fs: AbstractFileSystem, root: str) -> tuple[set[str], set[str]]:
@@ -330,58 +354,3 @@ def _check_is_snapshot(fs: AbstractFileSystem, root: str, url: str) -> None:
         f"{url} is not a snapshot (no {MANIFEST_NAME}, and no run or lease of a snap create "
         "in _runs/): gc removes nothing there"
     )
-
-
-def _cannot_write(url: str, err: StorageError, where: str | None = None) -> StorageError:
-    """A refused write as gc's to answer: the storage's own advice ("choose another OUTPUT")
-    is a writer's. gc takes the lease and deletes files, so it needs write access; reading
-    the snapshot does not. ``where``: what was being removed, if the error does not say.
-    On local disk the error names the whole path (a recursive removal's says only a file's
-    name) and the directory this user may not write, with its owner."""
-    cause = err.__cause__
-    status = None if cause is None else status_of(cause)
-    denied = isinstance(cause, PermissionError) or status in (401, 403)  # (S3's AccessDenied)
-    if not denied and (
-        not isinstance(cause, OSError)
-        or cause.errno not in (errno.EACCES, errno.EPERM, errno.EROFS)
-    ):
-        return err
-    rofs = isinstance(cause, OSError) and cause.errno == errno.EROFS
-    why = "it is on a read-only filesystem" if rofs else "this user may not write there"
-    filename = getattr(cause, "filename", None)
-    place = filename if isinstance(filename, str) else where or url
-    said = getattr(cause, "strerror", None) or " ".join(str(cause).split())
-    remedy = "run it as a user who may write there (its owner), or where the filesystem is writable"
-    if not rofs and os.path.isabs(url):
-        place = _whole_path(place, where)
-        if (directory := _blocking_dir(url, where, place)) is not None:
-            remedy = write_hint(directory, "run snap gc as {owner}")
-    return StorageError(
-        f"snap gc cannot remove anything from {url}: {why} ({said}: {place}). gc takes the "
-        f"snapshot's writer lease and deletes files: {remedy}; reading the snapshot (inspect, "
-        "verify, head, the loader) needs no write access"
-    )
-
-
-def _whole_path(name: str, where: str | None) -> str:
-    """The local path of ``name``, which a recursive removal of ``where`` names by its file
-    name only (``00011.json``: removed relative to its directory)."""
-    if os.path.isabs(name) or where is None:
-        return name
-    for directory, dirs, files in os.walk(where):
-        if name in files or name in dirs:
-            return os.path.join(directory, name)
-    return os.path.join(where, name)
-
-
-def _blocking_dir(root: str, where: str | None, place: str) -> str | None:
-    """The uppermost local directory from the one holding ``where`` (the snapshot ``root``
-    if none) down to the one holding ``place`` that this user may not write, if any."""
-    top = os.path.dirname(where) if where else root
-    chain, directory = [], place if os.path.isdir(place) else os.path.dirname(place)
-    while directory not in chain:
-        chain.append(directory)
-        if directory == top or not directory.startswith(top):
-            break
-        directory = os.path.dirname(directory)
-    return next((d for d in reversed(chain) if denies_write(d)), None)

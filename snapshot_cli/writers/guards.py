@@ -11,6 +11,8 @@ saying so (:func:`wait_for_lease`).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import logging
 import multiprocessing
@@ -23,9 +25,9 @@ from typing import Any, TypeVar
 from fsspec import AbstractFileSystem
 
 from .. import faults, storage
-from ..errors import OptionError, SnapError, SnapshotExistsError
+from ..errors import OptionError, SnapError, SnapshotExistsError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
-from ..local_files import link_out_of
+from ..local_files import cwd_deleted, denies_write, link_out_of, write_hint
 from ..manifest import Manifest
 from . import commit as commit_mod
 from . import lease as lease_mod
@@ -83,6 +85,35 @@ def refuse_nested(url: str) -> None:
         )
 
 
+def refuse_unwritable(fs: Any, root: str, url: str) -> None:
+    """On local disk, before the lease: a StorageError if this user may not write the
+    snapshot's directory, ``shards/``, ``_versions/`` or ``_runs/`` (another user's, made
+    under umask 022), naming the first and the ``chmod -R`` of the whole snapshot. Such a
+    create waited out the other user's whole run before failing at its lease, and the lease
+    named only ``_runs/``: after its chmod, the next try was refused at the snapshot's."""
+    if not storage.is_local(fs):
+        return
+    for name in ("", SHARDS_DIR, VERSIONS_DIR, RUNS_DIR):
+        if denies_write(directory := storage.join(root, name) if name else root):
+            hint = write_hint(directory, "run the same command as {owner}", tree=root)
+            raise StorageError(f"cannot add to {url}: {hint}")
+
+
+def missing(fs: Any, root: str) -> list[str]:
+    """Which of OUTPUT and its ``_runs/`` do not exist yet: what a create makes, and removes
+    again if it fails before its run begins (:func:`remove_made`)."""
+    return [p for p in (root, storage.join(root, RUNS_DIR)) if not storage.exists(fs, p)]
+
+
+def remove_made(fs: Any, root: str, made: list[str]) -> None:
+    """After a create that failed before its run began let go of its lease, removing it and
+    ``_runs/``: OUTPUT too if the create made it (``made``, :func:`missing`) and it is empty
+    (a lease-only directory, said to be an unfinished snapshot, was left)."""
+    if root in made and storage.is_local(fs):
+        with contextlib.suppress(OSError):  # (not empty: another writer's files, kept)
+            os.rmdir(root)
+
+
 WAIT_REPORT_S = 15.0  # a waiting writer says again who holds the lease this often
 
 
@@ -90,8 +121,10 @@ def wait_for_lease(
     fs: Any, root: str, ttl: float, wait: bool, url: str, reusable: Callable[[], Manifest | None]
 ) -> lease_mod.Lease | Manifest:
     """Take the writer lease, waiting while another live writer holds it (saying so on
-    stderr, again every WAIT_REPORT_S), or return the snapshot that writer committed."""
+    stderr, again every WAIT_REPORT_S), or return the snapshot that writer committed. First,
+    a snapshot this user may not add to is refused (:func:`refuse_unwritable`)."""
     storage.makedirs(fs, root)
+    refuse_unwritable(fs, root, url)
     said = -float("inf")
     while True:
         got = lease_mod.try_acquire(fs, root, ttl, watch=wait)  # (one look: the clocks decide)
@@ -135,6 +168,12 @@ def faults_answered(fn: F) -> F:
         except OSError as err:
             if isinstance(err, SnapError):
                 raise
+            if err.filename is None and err.errno == errno.ENOENT and cwd_deleted():
+                raise StorageError(
+                    f"snap.create of {output} failed ({err}): the current directory was "
+                    "deleted, and this create needed it: cd (os.chdir) to a directory that "
+                    "exists, then run it again"
+                ) from err
             raise storage.fault(err, os.fspath(output)) from err
         except RuntimeError as err:
             fewer = "" if options.get("workers") == 0 else "use fewer --workers"  # (0: none)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from importlib.machinery import PathFinder
 from typing import Any
 
-from ..child import is_stdlib
+from ..child import absolute_or_none, is_stdlib
 from ..errors import PipelineLoadError
 from ..local_files import cwd_gone
 from . import shipping
@@ -116,7 +116,7 @@ def _taken(name: str, path: str) -> bool:
     if name in sys.modules:
         return not _same_file(getattr(sys.modules[name], "__file__", None), path)
     directory = os.path.dirname(path)
-    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != directory]
+    others = [p for p in sys.path if absolute_or_none(p or os.curdir) != directory]
     for finder in sys.meta_path:
         find = getattr(finder, "find_spec", None)
         if find is None:
@@ -140,15 +140,17 @@ def _import_target(target: str, what: str, spec: str) -> Any:
         _put_on_path(os.path.dirname(path))  # as `python file.py` does, for sibling imports
         with _file_lock(path):
             return _import_file(path, target, what, spec)
-    if "" not in sys.path:
-        _put_on_path(os.getcwd())  # as `python -m` does
+    if "" not in sys.path and (here := absolute_or_none(os.curdir)) is not None:
+        _put_on_path(here)  # as `python -m` does (none where the directory was deleted)
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as err:
         if err.name and target.startswith(err.name):
+            todo = (
+                cwd_gone(target) or "run from the directory that contains it, or give a file path"
+            )
             raise PipelineLoadError(
-                f"{what} module {target!r} not found (from {spec!r}); run from the directory "
-                "that contains it, or give a file path"
+                f"{what} module {target!r} not found (from {spec!r}); {todo}"
             ) from err
         raise PipelineLoadError(
             f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
@@ -291,7 +293,7 @@ def user_frames(err: BaseException) -> traceback.StackSummary:
     frames = [
         f
         for f in traceback.extract_tb(err.__traceback__)
-        if not os.path.abspath(f.filename).startswith(package_dir + os.sep)
+        if not (absolute_or_none(f.filename) or "").startswith(package_dir + os.sep)
         and "importlib" not in f.filename
     ]
     return traceback.StackSummary.from_list(frames)

@@ -183,6 +183,7 @@ class Lease:
         self._lost: str | None = None
         self._gone = False  # its file went with OUTPUT (moved or deleted): see _loss
         self._checked = False  # check() made its last look: the commit removes run state
+        self._released = False  # (release() lets go once)
         self._lock = threading.Lock()  # one write or look at a time (HDFS: see _loss)
         _held_here[holder["id"]] = self
         self._thread = threading.Thread(target=self._beat, name=f"snap-lease-{epoch}", daemon=True)
@@ -272,9 +273,15 @@ class Lease:
                 f"{self._lost}; nothing was committed by it"
             )
 
-    def release(self) -> None:
-        """Stop the heartbeat and mark the lease released (the next writer need not wait)."""
+    def release(self, remove: bool = False) -> None:
+        """Stop the heartbeat and mark the lease released (the next writer need not wait);
+        once. ``remove``: then delete its file, and ``_runs/`` if that leaves it empty (a
+        create that made OUTPUT and failed before its run, gc of a snapshot holding nothing
+        else: no lease-only directory is left, which inspect called an unfinished snapshot)."""
+        if self._released:
+            return
         _held_here.pop(self.holder["id"], None)  # first: a dead lease here, whatever follows
+        self._released = True
         self._stop.set()
         self._thread.join()
         with self._lock, contextlib.suppress(Exception):  # (not written where OUTPUT was)
@@ -293,8 +300,10 @@ class Lease:
                 return
             with contextlib.suppress(OSError):  # tidying only: never hide the real error
                 for epoch in _epochs(self.fs, self.root):
-                    if epoch < self.epoch:
+                    if epoch < self.epoch or (remove and epoch == self.epoch):
                         storage.remove(self.fs, layout.lease_path(self.root, epoch))
+                if remove and storage.is_local(self.fs):  # (only if empty: a taker's stays)
+                    os.rmdir(layout.runs_dir(self.root))
 
     def __enter__(self) -> Lease:
         return self

@@ -88,10 +88,11 @@ def refuse_unwritable(fs: AbstractFileSystem, root: str, run: str | None) -> Non
         done = len(finished_tasks(fs, root, run))
         directory = run_dir if denies_write(run_dir) else tasks  # (chmod -R: all of it)
         hint = write_hint(directory, "run the same command as {owner}")
+        own = os.stat(directory).st_uid == os.geteuid()  # (its own: no one to "have" do it)
+        who = "" if own else f"have {owner_of(directory)[0]} "
         raise StorageError(
             f"cannot resume the unfinished run {run} of {url} ({done} of its tasks done): "
-            f"{hint}; or have {owner_of(directory)[0]} remove that run (snap gc {url}), which "
-            "starts it over"
+            f"{hint}; or {who}remove that run (snap gc {url}), which starts it over"
         )
 
 

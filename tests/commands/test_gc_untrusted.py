@@ -209,3 +209,26 @@ def test_a_shard_that_is_a_link_loop_is_named_as_one(tmp_path: Path) -> None:
         res = CliRunner().invoke(cli, args)
         assert res.exit_code == 1 and "a link in a loop" in res.output, (args, res.output)
         assert "the storage failed" not in res.output
+
+
+@pytest.mark.parametrize("where", ["_runs/0123456789abcdef", "_versions", "."])
+def test_gc_keeps_a_listed_shard_wherever_in_the_snapshot_it_is(tmp_path: Path, where: str) -> None:
+    """docs/format.md §3.10: a manifest may list a shard anywhere inside the snapshot (another
+    tool's writer). One in a directory of a run's name was removed with that "dead run", one
+    named like a temporary or a version's file as such: the current version damaged."""
+    s = made(tmp_path / "s")
+    first = snap.open(str(s)).shards[0].path
+    moved = f"{where}/v00000009.json" if where == "_versions" else f"{where}/part.arrow"
+    if where == ".":  # (the name of a manifest's temporary file)
+        moved = ".manifest.json.0123456789abcdef0123456789abcdef.tmp"
+    (s / moved).parent.mkdir(parents=True, exist_ok=True)
+    os.replace(s / first, s / moved)
+    for name in ("manifest.json", "_versions/v00000001.json"):  # (the two agree: gc checks)
+        doc = json.loads((s / name).read_text())
+        doc["shards"][0]["path"] = moved
+        (s / name).write_text(json.dumps(doc, indent=1))
+    code, said = gc(str(s), "--retention", "0")
+    assert code == 0, said
+    assert (s / moved).exists(), said
+    assert CliRunner().invoke(cli, ["verify", str(s)]).exit_code == 0
+    assert sum(len(b["x"]) for b in snap.open(str(s)).loader(2)) == 3

@@ -85,8 +85,8 @@ def test_a_snapshot_this_user_may_not_enter(
 
 def test_shards_this_user_may_not_read(users: Users, private: Path) -> None:
     """The snapshot's directories and manifest readable, its shards 0600: verify said
-    "check that you may write there, or choose another OUTPUT" (head and bench said it
-    right: "... and that this process may read the file")."""
+    "check that you may write there, or choose another OUTPUT"; head and bench "the storage
+    failed, not necessarily the snapshot ... (and that this process may read the file)"."""
     for path in (private, private / "shards", private / "_versions"):
         path.chmod(0o755)
     (private / "manifest.json").chmod(0o644)
@@ -97,9 +97,11 @@ def test_shards_this_user_may_not_read(users: Users, private: Path) -> None:
     assert f"may not read it ({users.user('ana')}'s, mode -rw-------)" in line
     assert f"chmod -R o+rX {private}/shards)" in line
     assert "OUTPUT" not in line and "write" not in line
-    for command in (["head"], ["bench", "--batch-size", "2"]):
+    for command in (["head"], ["bench", "--batch-size", "2"]):  # (as verify says it)
         line = error_line(snap(users, "ben", *command, str(private)))
-        assert "may read the file" in line and "OUTPUT" not in line
+        assert line.startswith(f"snap: error: {private}/shards/") and "(EACCES); this " in line
+        assert f"may not read it ({users.user('ana')}'s, mode -rw-------)" in line
+        assert line.endswith(f"(chmod -R o+rX {private}/shards)") and "OUTPUT" not in line
     inspected = snap(users, "ben", "inspect", str(private), "--json")
     assert inspected.returncode == 0 and json.loads(inspected.stdout)["num_records"] == 4
 
@@ -110,3 +112,20 @@ def test_open_names_the_path_this_user_may_not_read(users: Users, private: Path)
     said = users.run("ben", [str(users.dir / "open.py"), str(private)]).stdout.strip()
     assert said.startswith(f"StorageError True {private}/manifest.json: Permission denied "), said
     assert f"may not enter {private} ({users.user('ana')}'s, mode drwx------)" in said
+
+
+def test_a_home_directory_above_the_snapshot_is_only_let_through(
+    users: Users, private: Path
+) -> None:
+    """ana's snapshot readable, her home directory (above it) not: it said "ask ana to let
+    others read it (chmod -R o+rX <her home>)", every file of hers."""
+    for path in (private, *private.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    private.parent.chmod(0o700)
+    line = error_line(snap(users, "ben", "inspect", str(private)))
+    assert line.endswith(
+        f"may not enter {private.parent} ({users.user('ana')}'s, mode drwx------): run as a "
+        f"user who may, or ask {users.user('ana')} to let others through it (chmod o+x "
+        f"{private.parent})"
+    )
+    assert "-R" not in line

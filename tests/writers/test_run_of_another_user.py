@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from snapshot_cli.writers.lease import PID_NAMESPACE
 from tests.infra.users import ROOT_ONLY, Users
 
 pytestmark = [ROOT_ONLY, pytest.mark.slow]
@@ -126,21 +130,12 @@ def test_a_snapshot_another_user_made_is_refused_before_any_work(
 ) -> None:
     """ben made the snapshot under umask 022 (its directories drwxr-sr-x): ana's grow was
     told to "check that you may write there, or choose another OUTPUT" (the lease), and with
-    ``_runs/`` the group's, computed its new tasks, then failed writing their shards."""
+    ``_runs/`` the group's, computed its new tasks, then failed writing their shards. Then
+    the lease's error named ``_runs/`` alone, and after ben's chmod of it the next try was
+    refused at the snapshot's directory: the first error names the whole snapshot."""
     users, work = team
     ana, ben, snap = users.user("ana"), users.user("ben"), work / "snap"
     assert create(users, "ben", work, 4, 0o022).returncode == 0
-    line = error_line(create(users, "ana", work, 6, 0o002))
-    assert calls(users, "ana") == []
-    runs = snap / "_runs"
-    assert line.startswith(f"snap: error: permission denied while creating {runs}/lease-")
-    assert (
-        f": this user ({ana}) may not write {runs} ({ben}'s, mode drwxr-sr-x): run as {ben}, "
-        f"or ask {ben} to let the group write it (chmod -R g+w {runs}); or choose another "
-        "OUTPUT ("
-    ) in line
-
-    ben_chmod(users, "g+w", runs)  # the run state the group's, the rest still ben's alone
     line = error_line(create(users, "ana", work, 6, 0o002))
     assert calls(users, "ana") == []  # refused before computing anything
     assert line == (
@@ -148,6 +143,11 @@ def test_a_snapshot_another_user_made_is_refused_before_any_work(
         f"mode drwxr-sr-x): run the same command as {ben}, or ask {ben} to let the group write "
         f"it (chmod -R g+w {snap})"
     )
+    assert not list((snap / "_runs").glob("lease-*1.json"))  # (no lease taken)
+
+    ben_chmod(users, "g+w", snap / "_runs")  # the run state the group's, the rest ben's alone
+    assert error_line(create(users, "ana", work, 6, 0o002)) == line
+    assert calls(users, "ana") == []
 
     ben_chmod(users, "g+w", snap)
     grown = create(users, "ana", work, 6, 0o002)
@@ -160,3 +160,28 @@ def ben_chmod(users: Users, mode: str, path: Path) -> None:
     done = users.run("ben", ["-c", f"import subprocess; subprocess.run(['chmod', '-R', "
                                    f"{mode!r}, {str(path)!r}])"])  # fmt: skip
     assert done.returncode == 0 and path.stat().st_mode & 0o020, done.stderr
+
+
+def test_a_live_writer_of_another_user_is_not_waited_for(team: tuple[Users, Path]) -> None:
+    """ana's create of ben's snapshot (umask 022) while ben's create held its lease waited
+    out ben's whole run, then failed on the permissions of ``_runs/``: it is refused at
+    once. (ben's live writer: the lease of a live process, not the parent of ana's, its
+    heartbeat now; one that stops beating is taken over after its ttl, here 6 s.)"""
+    users, work = team
+    ana, ben, snap = users.user("ana"), users.user("ben"), work / "snap"
+    assert create(users, "ben", work, 4, 0o022).returncode == 0
+    lease = snap / "_runs" / "lease-00000001.json"
+    writer = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                              stdin=subprocess.PIPE)  # fmt: skip
+    holder = {"host": socket.gethostname(), "pid": writer.pid, "pidns": PID_NAMESPACE,
+              "id": "bens", "ttl": 6, "heartbeat": time.time(), "run": None}  # fmt: skip
+    lease.write_text(json.dumps(holder))
+    shutil.chown(lease, ben)
+    try:
+        line = error_line(create(users, "ana", work, 6, 0o002))
+    finally:
+        writer.communicate(b"")  # (it ends)
+    assert line.startswith(f"snap: error: cannot add to {snap}: this user ({ana}) may not ")
+    assert f"(chmod -R g+w {snap})" in line
+    assert calls(users, "ana") == []
+    assert json.loads(lease.read_text()) == holder  # (ben's lease, not taken over)
