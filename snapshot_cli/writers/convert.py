@@ -24,8 +24,9 @@ from .. import schema as schema_mod
 from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import OptionError, RecordError, SchemaMismatchError
 from ..progress import counted
-from . import foreign, times
-from .records import ColumnBuilder, check_names, different_columns
+from . import foreign, quick, times
+from .record_names import check_names, different_columns
+from .records import ColumnBuilder
 from .values import check_dtype, too_large
 
 
@@ -91,6 +92,9 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
             return schema_mod.ragged_array(list(col), col.dtype, col.ndim - 1)
         return schema_mod.tensor_array(col)
     if isinstance(col, (list, tuple, np.ndarray)):
+        ragged_arrays = quick.ragged_column(col, target)  # (arrays of one dtype and ndim)
+        if ragged_arrays is not None:
+            return ragged_arrays
         # its rows, in one block of up to 64 MiB (then doubled): the values may prove ragged
         builder = ColumnBuilder(name, target, ragged, capacity=(len(col), 64 << 20))
         for value in col:

@@ -8,7 +8,7 @@ broke the rule, not a batch built later.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -18,8 +18,8 @@ from .. import arrays
 from .. import schema as schema_mod
 from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
-from . import advice
-from .params import is_unicode
+from . import advice, quick
+from .record_names import check_names, different_columns
 from .values import (
     ARRAY,
     BINARY,
@@ -34,6 +34,8 @@ from .values import (
     normalise,
     text_list,
 )
+
+__all__ = ["ColumnBuilder", "RecordBuffer", "check_names", "different_columns"]
 
 _TAKES_EMPTY = (None, ARRAY, *LISTS)  # the classes an empty list may be a value of
 _LIST_TYPES = {pa.list_(element): cls for cls, element in LISTS.items()}
@@ -51,7 +53,7 @@ class ColumnBuilder:
     """
 
     __slots__ = ("name", "cls", "dtype", "shape", "varying", "values", "target", "ragged",
-                 "block", "rows", "capacity", "long", "empties", "like")  # fmt: skip
+                 "block", "rows", "capacity", "long", "empties", "like", "kind")  # fmt: skip
 
     def __init__(
         self,
@@ -62,6 +64,8 @@ class ColumnBuilder:
         like: tuple[np.dtype, tuple[int, ...]] | None = None,
     ) -> None:
         self.name, self.target, self.ragged = name, target, ragged
+        self.kind = None if target is None else schema_mod.kind(target)  # (once: 45% of a
+        # ragged column's time went to it, value by value)
         self.like = like  # (dtype, shape) of an array the task gave the column before
         self.cls: str | None = None
         self.dtype: Any = None
@@ -87,6 +91,20 @@ class ColumnBuilder:
         ):
             self._put(value)
             return int(value.nbytes)
+        if (  # a ragged column's array of its dtype and ndim: copied, checked only for size
+            kind is np.ndarray
+            and self.varying
+            and value.dtype == self.dtype
+            and value.ndim == len(self.shape)
+            and quick.array_fits(value)
+        ):
+            self.values.append(value.copy())
+            return int(value.nbytes)
+        if (kind is list or kind is tuple) and self.cls in LISTS:  # captions: str, str, ...
+            texts = quick.text_list(value, self.cls)
+            if texts is not None:
+                self.values.append(texts[0])
+                return texts[1]
         fast = FAST.get(kind)
         if fast is not None and fast[0] == self.cls and fast[1] == self.dtype:
             # a scalar or text like the column's first value, Python's or numpy's: the checks
@@ -105,9 +123,9 @@ class ColumnBuilder:
                 classify(value, self.name)
             self.values.append(value)
             return len(value)
-        if (  # a time of the column's unit (NaT is refused below)
+        if (  # a time of the column's unit (NaT, whose item() is None, is refused below)
             kind in _TIMES and self.cls == SCALAR and value.dtype == self.dtype
-        ) and not np.isnat(value):
+        ) and value.item() is not None:
             self.values.append(value)
             return 8
         value = normalise(value, self.name)
@@ -134,7 +152,7 @@ class ColumnBuilder:
                     f"shape {tuple(self.shape)} before, {tuple(shape)} now "
                     "(ragged columns must keep the same ndim)"
                 )
-            if self.target is not None and schema_mod.kind(self.target) == "tensor":
+            if self.kind == "tensor":
                 now = schema_mod.ragged_type(pa.from_numpy_dtype(dtype), len(shape))
                 raise SchemaMismatchError(schema_mod.mismatch_message(self.name, self.target, now))
             if not self.varying:  # the rows so far become values of their own
@@ -237,7 +255,10 @@ class ColumnBuilder:
             raise SchemaMismatchError(schema_mod.mismatch_message(self.name, target, now))
 
     def _is_ragged(self, target: pa.DataType | None) -> bool:
-        target_ragged = target is not None and schema_mod.kind(target) == "ragged"
+        target_ragged = (
+            target is not None
+            and (self.kind if target is self.target else schema_mod.kind(target)) == "ragged"
+        )
         return self.varying or self.ragged or target_ragged or any(d == 0 for d in self.shape)
 
     def build(
@@ -266,7 +287,7 @@ class ColumnBuilder:
             return arrays.text_lists(values, LISTS[self.cls])
         self.ragged = self.ragged or ragged
         if self.varying:
-            return schema_mod.ragged_array(values, self.dtype, len(self.shape))
+            return quick.ragged_array(values, self.dtype, len(self.shape))
         stacked = self._stacked() if rows is None else self._stacked()[rows]
         if self._is_ragged(target):
             return schema_mod.ragged_array(list(stacked), self.dtype, len(self.shape))
@@ -283,6 +304,7 @@ class RecordBuffer:
         self.like: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}  # arrays' (dtype, shape)
         # by column in the batches taken before: what an empty list there is made like
         self.columns: dict[str, ColumnBuilder] | None = None
+        self.quick: quick.Plan | None | bool = None  # records like the first (False: none)
         self.rows = 0
         self.nbytes = 0
 
@@ -294,6 +316,11 @@ class RecordBuffer:
             RecordError: naming the offending column or key (SchemaMismatchError for a type
                 or a set of keys other than before).
         """
+        if self.quick and type(record) is dict:  # (the same keys and types: no checks of them)
+            size = quick.take(self.quick, record)  # type: ignore[arg-type]
+            if size is not None:
+                self.rows, self.nbytes = self.rows + 1, self.nbytes + size
+                return
         if self.columns is None:
             if not record:
                 raise RecordError("a record is an empty dict; it needs at least one column")
@@ -329,6 +356,8 @@ class RecordBuffer:
             raise
         self.rows += 1
         self.nbytes += size
+        if self.quick is None and type(record) is dict:
+            self.quick = quick.plan(record, self.columns) or False
 
     def untyped(self) -> bool:
         """Whether a column has had nothing but empty lists (no type yet)."""
@@ -341,7 +370,7 @@ class RecordBuffer:
         if self.columns is None:
             raise RuntimeError("take() on an empty RecordBuffer")
         builders, rows = self.columns, self.rows
-        self.columns, self.rows, self.nbytes = None, 0, 0
+        self.columns, self.rows, self.nbytes, self.quick = None, 0, 0, None
         for name, builder in builders.items():
             builder.settle()
             if builder.cls == ARRAY:
@@ -362,39 +391,3 @@ def _build(builders: dict[str, ColumnBuilder], rows: slice | None, n: int) -> li
     return _build(builders, slice(start, start + half), half) + _build(
         builders, slice(start + half, start + n), n - half
     )
-
-
-def different_columns(before: Iterable[Any], now: Iterable[Any]) -> str:
-    """``has different columns than ...``: which are missing and which are new, by name."""
-    before, now = list(before), list(now)
-    missing = [k for k in before if k not in now]
-    extra = [k for k in now if k not in before]
-    parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
-    parts += [f"unexpected {', '.join(map(repr, extra))}"] if extra else []
-    return (
-        f"has different columns than the records before it ({'; '.join(parts)}); "
-        "every record must have the same keys"
-    )
-
-
-def check_names(names: Sequence[str]) -> None:
-    """The first record or batch's column names are usable: unique, non-empty, printable."""
-    if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise RecordError(
-            f"the column names {twice} are given more than once in {list(names)}; a column "
-            "needs a name of its own: rename them"
-        )
-    if "" in names:  # (no columns=, --columns or to_tf() could name it)
-        raise RecordError(f"a column name is empty ('') in {list(names)}; name it")
-    for name in names:  # a CSV header's "\r", an escape: none meant, all shown
-        if any(c < " " or "\x7f" <= c <= "\x9f" for c in name):
-            raise RecordError(
-                f"column name {name!r} holds a control character; strip it "
-                "(df.columns.str.strip() for a CSV's line ends)"
-            )
-        if not name.isascii() and not is_unicode(name):  # (Arrow keeps names as UTF-8)
-            raise RecordError(
-                f"column name {name!r} is not valid Unicode text (a lone surrogate, e.g. from "
-                "decoding bytes with errors='surrogateescape'); rename it"
-            )
