@@ -21,6 +21,7 @@ from .errors import ManifestError
 from .fingerprint import RECORDS_FORMAT, canonical_json, changed_parts, fingerprint, sha256_text
 from .history import History
 from .layout import MANIFEST_NAME, check_relative_path
+from .manifest_text import check_text
 
 FORMAT = "snap"
 # 2: per record batch crc32c (``batch_crc32c``); 3: versions (``history``, :mod:`.history`).
@@ -149,7 +150,6 @@ def _pairs(value: Any, where: str) -> tuple[tuple[int, int], ...]:
 
 MAX_INT = 1 << 53  # counts and sizes above this are no real snapshot's
 MIN_BATCH_BYTES = 64  # an Arrow IPC record batch takes at least this much of its file
-MAX_DEPTH = 32  # arrays and objects nested in a top-level value of a manifest, it counted
 _TOP_KEYS: dict[str, type] = {
     "fingerprint": str, "fingerprint_parts": dict, "pipeline": dict, "schema": dict,
     "compression": dict, "totals": dict, "created": str, "created_by": dict, "run": str,
@@ -160,37 +160,9 @@ _NEWER = "it was written by a newer snap; upgrade snap to read it"  # (no repair
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")  # what a newer snap's codec may be named
 
 
-def _text_problem(text: str) -> str | None:
-    """What makes ``text`` no manifest's string: a lone surrogate (JSON "\\ud800"), a NUL."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "text that is not valid Unicode (a lone surrogate)"
-    return "text with a NUL character" if "\x00" in text else None
-
-
-def _check_text(value: Any, where: str, key: str, depth: int = 0) -> None:
-    """Every string in a manifest, keys and values at any depth, known keys or not (``extra``
-    too), is Unicode text without NUL, and nesting is bounded (docs/format.md §3.1): a
-    ManifestError naming the key path (``extra.a[2]``)."""
-    if isinstance(value, (dict, list)) and depth >= MAX_DEPTH:  # (a top-level value: 0)
-        raise ManifestError(f"{where}: {key!r} is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, str) and (problem := _text_problem(value)):
-        raise ManifestError(f"{where}: {key!r} holds {problem}")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if problem := _text_problem(k):
-                at = f"in {key!r}" if key else "at the top level"
-                raise ManifestError(f"{where}: the key {k!r:.40} {at} holds {problem}")
-            _check_text(v, where, f"{key}.{k}" if key else k, depth + 1)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_text(v, where, f"{key}[{i}]", depth + 1)
-
-
 def _check_document(d: dict[str, Any], where: str) -> None:
     """The shape of a manifest, every key, before anything uses it (ManifestError names it)."""
-    _check_text(d, where, "", depth=-1)  # (the document itself: its values are at depth 0)
+    check_text(d, where, "", depth=-1)  # (the document itself: its values are at depth 0)
     for key, kind in _TOP_KEYS.items():
         if key not in d:
             raise ManifestError(f"{where} lacks the field {key!r}")

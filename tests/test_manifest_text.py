@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from snapshot_cli.errors import ManifestError
-from snapshot_cli.manifest import MAX_DEPTH, Manifest
+from snapshot_cli.manifest import Manifest
+from snapshot_cli.manifest_text import MAX_DEPTH
 
 from .test_manifest import make_manifest
 

@@ -383,9 +383,9 @@ def _create(
                 pipeline_mod.why_no_records(ref.function),
             )
     except BaseException:
-        if fresh and run is None:  # failed before its run (an unreadable input): no OUTPUT
-            lease.release(remove=True)  # left holding only a lease, which inspect called an
-            guards.remove_made(fs, root, fresh)  # unfinished snapshot, and gc left as it was
+        if run is None and guards.first_alone(fs, root, lease.epoch):  # failed before its
+            lease.release(remove=True)  # run (an unreadable input), the first writer ever:
+            guards.remove_made(fs, root, fresh)  # no lease-only OUTPUT left (see first_alone)
         raise
     finally:
         lease.release()

@@ -290,7 +290,8 @@ def _gc(
                 except StorageError as err:
                     where = storage.to_url(fs, storage.join(root, g.path))
                     raise cannot_write(report.url, err, where) from err
-        if holder is None and (leases := _leases_only(fs, root)) is not None:
+        own = held.epoch if held is not None else None
+        if holder is None and (leases := _leases_only(fs, root, own)) is not None:
             why = "nothing but the leases of creates that stopped before their run"
             report.garbage.append(Garbage(RUNS_DIR, "run", leases, why))
     finally:
@@ -299,12 +300,20 @@ def _gc(
     return report
 
 
-def _leases_only(fs: AbstractFileSystem, root: str) -> int | None:
+def _leases_only(fs: AbstractFileSystem, root: str, own: int | None) -> int | None:
     """The bytes of ``_runs/`` if the snapshot holds nothing else, and it nothing but leases
-    (creates that failed before their run began), else None."""
+    every writer released (creates that failed before their run began; ``own``: gc's, held),
+    else None. Not a lease that is not released: its writer may only be paused, and removed,
+    the next create would take its epoch again and could resume a run it then starts under
+    the shard names that writer gives (two writers of one name)."""
+    if storage.list_names(fs, root) != [RUNS_DIR]:
+        return None
     runs = storage.entry_sizes(fs, layout.runs_dir(root))
-    leases = all(layout.lease_epoch(n) is not None for n in runs)
-    return sum(runs.values()) if leases and storage.list_names(fs, root) == [RUNS_DIR] else None
+    for name in runs:
+        epoch = layout.lease_epoch(name)
+        if epoch is None or (epoch != own and not lease_mod.released(fs, root, epoch)):
+            return None
+    return sum(runs.values())
 
 
 def _uncommitted_copies(fs: AbstractFileSystem, root: str) -> tuple[set[str], set[str]]:

@@ -17,6 +17,7 @@ import functools
 import logging
 import multiprocessing
 import os
+import posixpath
 import socket
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
 
-from .. import faults, storage
+from .. import faults, layout, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..local_files import cwd_deleted, denies_write, link_out_of, write_hint
@@ -103,6 +104,15 @@ def missing(fs: Any, root: str) -> list[str]:
     """Which of OUTPUT and its ``_runs/`` do not exist yet: what a create makes, and removes
     again if it fails before its run begins (:func:`remove_made`)."""
     return [p for p in (root, storage.join(root, RUNS_DIR)) if not storage.exists(fs, p)]
+
+
+def first_alone(fs: Any, root: str, epoch: int) -> bool:
+    """Whether the lease of ``epoch`` is the first ever taken of the snapshot and ``_runs/``
+    holds nothing else: only then may a create that failed before its run remove it. Else
+    the next create would take an epoch again that a writer it took over (paused, not dead)
+    holds, and resume that writer's run under the same shard names."""
+    names = storage.list_names(fs, storage.join(root, RUNS_DIR))
+    return epoch == 0 and names == [posixpath.basename(layout.lease_path(root, 0))]
 
 
 def remove_made(fs: Any, root: str, made: list[str]) -> None:

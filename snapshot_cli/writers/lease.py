@@ -173,6 +173,15 @@ def current(fs: AbstractFileSystem, root: str) -> LeaseInfo | None:
     return None
 
 
+def released(fs: AbstractFileSystem, root: str, epoch: int) -> bool:
+    """Whether the lease of ``epoch`` says its writer let go of it (False if unreadable)."""
+    try:
+        holder = json.loads(storage.read_own(fs, root, layout.lease_path(root, epoch)))
+    except (OSError, ValueError):
+        return False
+    return isinstance(holder, dict) and holder.get("released") is True
+
+
 class Lease:
     """A held lease with a heartbeat thread. Use :func:`acquire`; close with :meth:`release`."""
 

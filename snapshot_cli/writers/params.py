@@ -22,6 +22,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .. import manifest_text
 from ..errors import OptionError
 from .importing import load_function
 
@@ -194,7 +195,14 @@ def check_params(params: object) -> dict[str, Any]:
     bad = [k for k in params if not (isinstance(k, str) and k.isidentifier())]
     if bad:
         raise OptionError(f"params keys must be Python names (keyword arguments), got {bad}")
-    return {key: check_json(value, f"params[{key!r}]") for key, value in params.items()}
+    checked = {key: check_json(value, f"params[{key!r}]") for key, value in params.items()}
+    for key, value in checked.items():  # (the manifest keeps them at pipeline.params.<key>)
+        if problem := manifest_text.unkept(value, f"params.{key}", depth=2):
+            raise OptionError(
+                f"params[{key!r}] cannot be kept in the snapshot's manifest, which no reader "
+                f"would open then: {problem}; pass another value"
+            )
+    return checked
 
 
 def _plain(value: Any) -> Any:

@@ -10,7 +10,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
+import snapshot_cli as snap
+from snapshot_cli.writers import create as create_mod
 from snapshot_cli.writers import gc as gc_mod
+from snapshot_cli.writers import guards
 from tests.unprivileged import User, unprivileged
 
 PIPELINE = "def f(path):\n    return [{'n': len(open(path, 'rb').read())}]\n"
@@ -81,3 +86,58 @@ def test_gc_keeps_leases_beside_anything_else(tmp_path: Path) -> None:
     lease_only(tmp_path / "t", released=False, heartbeat=9e9, ttl=1e9)  # a live writer's
     assert gc_mod.gc(str(tmp_path / "t")).garbage == []
     assert (tmp_path / "t" / "_runs" / "lease-00000000.json").exists()
+
+
+def test_gc_keeps_leases_a_writer_never_released(tmp_path: Path) -> None:
+    """A lease that is dead by its heartbeat but not released: its writer may be paused, not
+    gone. Removed, the next create would take its epoch again (and could resume a run that
+    writer then starts under the same shard names): gc leaves its own, released, after it."""
+    lease_only(tmp_path / "s", released=False)  # (heartbeat 1970: dead by the clock)
+    assert gc_mod.gc(str(tmp_path / "s")).garbage == []
+    assert sorted(p.name for p in (tmp_path / "s" / "_runs").iterdir()) == ["lease-00000001.json"]
+
+
+def test_a_failed_create_that_took_a_lease_over_keeps_the_epochs() -> None:
+    """A create that took over a writer's lease (dead by its heartbeat, maybe only paused)
+    and failed before its run removed every lease: the next create took epoch 0 again and
+    resumed the first writer's run under that writer's shard names, which the paused writer,
+    waking, removed from the committed snapshot. Only the first lease ever, alone, goes."""
+    with unprivileged() as user:
+        (user.home / "pipe.py").write_text(PIPELINE)
+        raw = user.home / "raw"
+        raw.mkdir()
+        for i in range(3):
+            (raw / f"{i}.bin").write_bytes(b"x" * i)
+        out = user.home / "taken"
+        lease_only(out, released=False, run="0a1b2c3d4e")  # (a writer elsewhere, silent)
+        (out / "_runs" / "0a1b2c3d4e").mkdir()
+        user.own(raw)
+        user.own(user.home / "pipe.py")
+        user.own(out)
+        user.chmod(raw / "1.bin", "000")
+        done = create(user, out, raw)
+        assert done.returncode == 1 and f"{raw}/1.bin" in done.stderr, done.stderr
+        left = sorted(p.name for p in (out / "_runs").iterdir())
+        assert left == ["0a1b2c3d4e", "lease-00000001.json"], left  # (the next takes 2)
+
+
+def test_a_stale_look_at_output_removes_no_lease_it_took_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race itself: OUTPUT missing when the create looked (another create made it a
+    moment later, took the first lease and paused), the lease taken over, a failure before
+    the run (an input it may not read, injected): no lease may go, whatever the look said."""
+    out = tmp_path / "s"
+    lease_only(out, released=False, run="0a1b2c3d4e")  # (a writer elsewhere, silent)
+    (out / "_runs" / "0a1b2c3d4e").mkdir()
+    runs = str(out / "_runs")
+    monkeypatch.setattr(guards, "missing", lambda fs, root: [root, runs])  # (as it looked)
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "in.bin"))
+
+    monkeypatch.setattr(create_mod.runs_mod, "start_or_resume", unreadable)
+    with pytest.raises(snap.SnapError, match="in.bin"):
+        snap.create(lambda i: [{"i": i}], str(out), inputs=[1, 2], workers=0, progress=False)
+    left = sorted(p.name for p in (out / "_runs").iterdir())
+    assert left == ["0a1b2c3d4e", "lease-00000001.json"], left  # (the next create takes 2)

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
 from snapshot_cli.writers.params import FALSE, TRUE, annotated, check_params, parse_params
 
@@ -168,11 +169,12 @@ class ConfigList(Sequence[Any]):
         return len(self._items)
 
 
+TEXT = st.characters(exclude_characters="\x00")  # (a manifest keeps no NUL: refused)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8),
+    | st.text(TEXT, max_size=8),
     lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    | st.dictionaries(st.text(TEXT, max_size=6), inner, max_size=4),
     max_leaves=12,
 )  # fmt: skip
 
@@ -199,3 +201,27 @@ def test_params_of_a_config_library_are_their_json(params: dict[str, Any], data:
         ConfigMapping(inner) if isinstance(inner, dict) and data.draw(st.booleans()) else inner
     )
     assert check_params(given_params) == params
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("a\x00b", "'params.x' holds text with a NUL character"),
+        ({"y": json.loads("[" * 31 + "1" + "]" * 31)}, "nested more than 32"),  # (1: at 34)
+    ],
+)
+def test_params_no_manifest_could_keep_are_refused_before_any_work(
+    tmp_path: Path, value: object, said: str
+) -> None:
+    """A NUL in a param (a ``find -print0`` separator) or params nested past the manifest's
+    limit were committed, and then no reader would open the snapshot (the repair advice,
+    ``--overwrite``, wrote them again)."""
+    out = tmp_path / "s"
+    with pytest.raises(snap.OptionError, match="cannot be kept in the snapshot's manifest") as e:
+        snap.create(lambda i, x=None: [{"i": i}], str(out), inputs=[1], workers=0,
+                    params={"x": value}, progress=False)  # fmt: skip
+    assert said in str(e.value) and not out.exists(), str(e.value)
+    deepest_read_before = json.loads("[" * 31 + "]" * 31)  # (pipeline.params.x: level 2)
+    snap.create(lambda i, x=None: [{"i": i}], str(out), inputs=[1], workers=0,
+                params={"x": deepest_read_before}, progress=False)  # fmt: skip
+    assert snap.open(str(out)).num_records == 1  # (an empty list 32 levels in: as before)
