@@ -53,14 +53,14 @@ ORDERED_WINDOW_BYTES = 32 << 20  # window when not shuffling: just enough to rea
 FIRST_WINDOW_BYTES = 32 << 20
 # ... at most 2**20 records (each costs a permutation slot and a scattered write: 8M 4-byte
 # records took 0.9 s to the first batch, 1M ~0.1 s), and those of at most 256 shards (a small
-# one costs ~0.5 ms to open: 20,000 one-record shards took 9.7 s to the first batch)
-FIRST_WINDOW_ROWS, FIRST_WINDOW_SHARDS = 1 << 20, 256
+# one costs ~0.5 ms to open: 20,000 one-record shards took 9.7 s to the first batch) and of
+# 2,048 record batches (~35 us each: --batch-rows 1 took 6.2 s to the first batch, 0.1 s)
+FIRST_WINDOW_ROWS, FIRST_WINDOW_SHARDS, FIRST_WINDOW_BLOCKS = 1 << 20, 256, 2048
 PREFETCH_BYTES = 64 << 20  # "auto" prefetch keeps at most this much in ready batches
 SUPERSEDED = (
     "this pass over the loader was superseded: iter(), load_state_dict() or set_epoch() was "
     "called on the loader since it started; iterate the loader again"
 )
-
 
 _forks = 0  # forks this process descends from since snap was imported
 if hasattr(os, "register_at_fork"):
@@ -102,7 +102,9 @@ class Loader(FrameworkAdapters):
         buffer_rows = buffer_rows or max(1, target // bytes_per_row)
         # the first window ramps up kept in order too: 32 MiB of 4-byte records is 8,000
         # record batches to decode before the first batch (0.7-1.3 s)
-        first_rows = reading.first_rows(FIRST_WINDOW_BYTES, FIRST_WINDOW_ROWS, FIRST_WINDOW_SHARDS)
+        first_rows = reading.first_rows(
+            FIRST_WINDOW_BYTES, FIRST_WINDOW_ROWS, FIRST_WINDOW_SHARDS, FIRST_WINDOW_BLOCKS
+        )
         self.blocks = reading.blocks
         self._layouts = [resume.layout(b.rows) for b in reading.source_blocks]  # (a state's)
         counts = reading.counts or (reading.sources[0].num_records,)

@@ -199,8 +199,7 @@ class Server:
         try:
             if self.map_takes_rng:
                 seed, rank = self.map_key
-                rng = np.random.default_rng([seed, epoch, rank, index, 0x6D6170])
-                out = fn(batch, rng)
+                out = fn(batch, map_rng(seed, epoch, rank, index))
             else:
                 out = fn(batch)
         except StopIteration as err:  # would end the loader's pass as "generator raised..."
@@ -354,6 +353,16 @@ class MapOutputs:
             places = np.arange(0, array.size, step)[: 2 * self.SAMPLES]
             self.places[array.size] = places
         return array.flat[places].tobytes()
+
+
+def map_rng(seed: int, epoch: int, rank: int, index: int) -> np.random.Generator:
+    """A map's rng for batch ``index``: ``np.random.default_rng([seed, epoch, rank, index,
+    0x6D6170])``, given as an array of uint32 where every number fits one (numpy reads a
+    list's ints as those words: the same rng, in 5 us instead of 9.5)."""
+    key = (seed, epoch, rank, index, 0x6D6170)
+    if min(key) < 0 or max(key) >> 32:  # (a number of more words: numpy splits it itself)
+        return np.random.default_rng(list(key))
+    return np.random.default_rng(np.array(key, np.uint32))
 
 
 def _host_array(value: Any) -> np.ndarray | None:

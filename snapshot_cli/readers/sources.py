@@ -141,11 +141,21 @@ class ReadSet:
         raw = sum(s.manifest.uncompressed_bytes for s in self.sources)
         return max(self.bytes_per_row(), raw // max(1, records))
 
-    def first_rows(self, most_bytes: int, most_rows: int, most_shards: int) -> int:
+    def first_rows(
+        self, most_bytes: int, most_rows: int, most_shards: int, most_blocks: int
+    ) -> int:
         """Records of an epoch's first window: ``most_bytes`` of whole records, at most
-        ``most_rows``, and those of ``most_shards`` shards of average size."""
-        per_shard = max(1, int(self.blocks.rows.sum()) // max(1, len(np.unique(self.blocks.shard))))
-        return min(most_rows, most_shards * per_shard, max(1, most_bytes // self.record_bytes()))
+        ``most_rows``, those of ``most_shards`` shards and of ``most_blocks`` record batches
+        of average size (a function of the snapshot: the ramp is part of the order)."""
+        rows = int(self.blocks.rows.sum())
+        per_shard = max(1, rows // max(1, len(np.unique(self.blocks.shard))))
+        per_block = max(1, rows // max(1, len(self.blocks.rows)))
+        return min(
+            most_rows,
+            most_shards * per_shard,
+            most_blocks * per_block,
+            max(1, most_bytes // self.record_bytes()),
+        )
 
 
 def resolve(source: Snapshot | Mixture, options: LoaderOptions) -> ReadSet:

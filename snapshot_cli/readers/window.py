@@ -320,7 +320,7 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize  # np.prod costs 10 µs: this can be per batch
     raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGN
+    start = -raw.__array_interface__["data"][0] % ALIGN  # (.ctypes costs ~4 us)
     return raw[start : start + nbytes].view(dtype).reshape(shape)
 
 
@@ -338,22 +338,45 @@ def slab_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.frombuffer(memory, np.uint8, nbytes).view(dtype).reshape(shape)
 
 
+# A small batch's copies share one buffer (its columns of other dtypes too); past this, each
+# group of a dtype and shape has its own, so that a column kept from every batch (labels
+# collected for a metric) keeps no other column's bytes alive.
+SHARED_COPIES = 64 << 10
+
+
 def aligned_copies(arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """Copies of ``arrays``, each starting on a 64-byte boundary. A batch's columns are copied
-    when their place in the slab is not aligned (a batch of 250 float32s starts 1,000 bytes
-    after the last), and a buffer of their own cost 4 us each (numpy tells its address through
-    ctypes): 500 such columns ran at 4.3-6.6 ms a batch, 1.2-1.5 aligned. Arrays of one dtype
-    and shape are copied into the rows of one block (rows padded to 64 bytes), ~0.7 us each."""
-    copies = list(arrays)  # (each replaced by its copy)
+    """Copies of ``arrays``, each starting on a 64-byte boundary, carved out of one buffer. A
+    batch's columns are copied when their place in the slab is not aligned (a batch of 250
+    float32s starts 1,000 bytes after the last): a buffer of their own cost 4 us each (numpy
+    tells its address through ctypes), 500 such columns ran at 4.3-6.6 ms a batch, 1.2-1.5
+    aligned; one buffer a column group (a dtype and shape) still cost a batch of 1 record
+    12 us against numpy's 2, so a batch has one buffer, found by ``__array_interface__``.
+    Arrays of one dtype and shape are copied into the rows of one block of it (rows padded to
+    64 bytes), ~0.7 us each."""
     groups: dict[tuple[np.dtype, tuple[int, ...]], list[int]] = {}
     for i, a in enumerate(arrays):
         groups.setdefault((a.dtype, a.shape), []).append(i)
-    for (dtype, shape), members in groups.items():
-        nbytes = copies[members[0]].nbytes
-        stride = gather.aligned(nbytes)
-        block = aligned_empty((len(members), stride), np.dtype(np.uint8))
-        rows = block[:, :nbytes].view(dtype).reshape((len(members), *shape))
-        for i, row in zip(members, rows, strict=True):
-            row[...] = arrays[i]
-            copies[i] = row
+    spans = [(members, gather.aligned(arrays[members[0]].nbytes)) for members in groups.values()]
+    total = sum(len(m) * stride for m, stride in spans)
+    copies = list(arrays)  # (each replaced by its copy)
+    if total > SHARED_COPIES and len(spans) > 1:  # a buffer a group: a kept label column
+        for members, _ in spans:  # keeps no images alive
+            group = aligned_copies([arrays[i] for i in members])
+            for i, copy in zip(members, group, strict=True):
+                copies[i] = copy
+        return copies
+    raw = np.empty(total + ALIGN, dtype=np.uint8)
+    at = -raw.__array_interface__["data"][0] % ALIGN
+    for members, stride in spans:
+        a = arrays[members[0]]
+        if len(members) == 1:
+            copies[members[0]] = copy = raw[at : at + a.nbytes].view(a.dtype).reshape(a.shape)
+            copy[...] = a
+        else:
+            block = raw[at : at + len(members) * stride].reshape((len(members), stride))
+            rows = block[:, : a.nbytes].view(a.dtype).reshape((len(members), *a.shape))
+            for i, row in zip(members, rows, strict=True):
+                row[...] = arrays[i]
+                copies[i] = row
+        at += len(members) * stride
     return copies
