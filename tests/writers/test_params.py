@@ -169,7 +169,7 @@ class ConfigList(Sequence[Any]):
         return len(self._items)
 
 
-TEXT = st.characters(exclude_characters="\x00")  # (a manifest keeps no NUL: refused)
+TEXT = st.characters(codec="utf-8", exclude_characters="\x00")  # (what a manifest keeps)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(TEXT, max_size=8),
