@@ -26,15 +26,21 @@ def create(user: User, output: Path, inputs: Path) -> subprocess.CompletedProces
                      "--input", f"{inputs}/*.bin", "--workers", "0", "--quiet"])  # fmt: skip
 
 
+def inputs(user: User, n: int) -> Path:
+    """The user's pipeline and ``n`` input files of its own (``raw/0.bin``, ...)."""
+    (user.home / "pipe.py").write_text(PIPELINE)
+    raw = user.home / "raw"
+    raw.mkdir()
+    for i in range(n):
+        (raw / f"{i}.bin").write_bytes(b"x" * i)
+    user.own(raw)
+    user.own(user.home / "pipe.py")
+    return raw
+
+
 def test_a_failed_first_create_leaves_nothing() -> None:
     with unprivileged() as user:
-        (user.home / "pipe.py").write_text(PIPELINE)
-        raw = user.home / "raw"
-        raw.mkdir()
-        for i in range(6):
-            (raw / f"{i}.bin").write_bytes(b"x" * i)
-        user.own(raw)
-        user.own(user.home / "pipe.py")
+        raw = inputs(user, 6)
         user.chmod(raw / "3.bin", "000")
 
         new = user.home / "new"
@@ -99,20 +105,14 @@ def test_gc_keeps_leases_a_writer_never_released(tmp_path: Path) -> None:
 
 def test_a_failed_create_that_took_a_lease_over_keeps_the_epochs() -> None:
     """A create that took over a writer's lease (dead by its heartbeat, maybe only paused)
-    and failed before its run removed every lease: the next create took epoch 0 again and
-    resumed the first writer's run under that writer's shard names, which the paused writer,
-    waking, removed from the committed snapshot. Only the first lease ever, alone, goes."""
+    and failed before its run keeps its own lease, so the next create takes a newer epoch
+    than the paused writer's: the whole flow, as a user who is not root. (The race that
+    removed every lease, a stale look at OUTPUT, is the test after this one.)"""
     with unprivileged() as user:
-        (user.home / "pipe.py").write_text(PIPELINE)
-        raw = user.home / "raw"
-        raw.mkdir()
-        for i in range(3):
-            (raw / f"{i}.bin").write_bytes(b"x" * i)
+        raw = inputs(user, 3)
         out = user.home / "taken"
         lease_only(out, released=False, run="0a1b2c3d4e")  # (a writer elsewhere, silent)
         (out / "_runs" / "0a1b2c3d4e").mkdir()
-        user.own(raw)
-        user.own(user.home / "pipe.py")
         user.own(out)
         user.chmod(raw / "1.bin", "000")
         done = create(user, out, raw)
