@@ -199,9 +199,14 @@ def preprocess(i: int, *, control: str) -> Iterator[dict[str, Any]]:
     yield {"i": np.int64(i)}
 
 
+BEFORE: set[threading.Thread] = set()  # the threads before the create: not its heartbeat
+
+
 def heartbeat_stopped() -> None:
-    def beating() -> bool:
-        return any(t.name.startswith("snap-lease-") for t in threading.enumerate())
+    def beating() -> bool:  # (a lease another test of this process left is not the create's)
+        return any(
+            t.name.startswith("snap-lease-") and t not in BEFORE for t in threading.enumerate()
+        )
 
     wait_for(lambda: not beating(), "the heartbeat to notice", timeout=20)
 
@@ -211,6 +216,8 @@ def acting(control: Path, act: Callable[[], None]) -> Iterator[None]:
     """Run ``act`` once the pipeline reaches input AT; its failure fails the test."""
     control.mkdir(exist_ok=True)
     failed: list[BaseException] = []
+    BEFORE.clear()
+    BEFORE.update(threading.enumerate())
 
     def run_act() -> None:
         try:
