@@ -290,7 +290,7 @@ def _create(
     # before any work, so that a function that cannot be shipped is refused at once.
     payload = None if in_process or not ref.by_value else shipping.ship(ref.function, ref.name)
 
-    fresh = guards.missing(fs, root)  # (OUTPUT, _runs/: gone again if it fails before its run)
+    new_output = guards.output_missing(fs, root)  # (gone again if it fails before its run)
     lease = guards.wait_for_lease(fs, root, how.lease_ttl, how.wait, url, reusable)
     if not isinstance(lease, lease_mod.Lease):
         log.info("another writer committed %s meanwhile; reusing it", url)
@@ -385,7 +385,7 @@ def _create(
     except BaseException:
         if run is None and guards.first_alone(fs, root, lease.epoch):  # failed before its
             lease.release(remove=True)  # run (an unreadable input), the first writer ever:
-            guards.remove_made(fs, root, fresh)  # no lease-only OUTPUT left (see first_alone)
+            guards.remove_made(fs, root, new_output)  # no lease-only OUTPUT left (first_alone)
         raise
     finally:
         lease.release()

@@ -100,10 +100,10 @@ def refuse_unwritable(fs: Any, root: str, url: str) -> None:
             raise StorageError(f"cannot add to {url}: {hint}")
 
 
-def missing(fs: Any, root: str) -> list[str]:
-    """Which of OUTPUT and its ``_runs/`` do not exist yet: what a create makes, and removes
-    again if it fails before its run begins (:func:`remove_made`)."""
-    return [p for p in (root, storage.join(root, RUNS_DIR)) if not storage.exists(fs, p)]
+def output_missing(fs: Any, root: str) -> bool:
+    """Whether OUTPUT does not exist yet: a create that makes it removes it again, empty, if
+    it fails before its run begins (:func:`remove_made`)."""
+    return not storage.exists(fs, root)
 
 
 def first_alone(fs: Any, root: str, epoch: int) -> bool:
@@ -115,11 +115,11 @@ def first_alone(fs: Any, root: str, epoch: int) -> bool:
     return epoch == 0 and names == [posixpath.basename(layout.lease_path(root, 0))]
 
 
-def remove_made(fs: Any, root: str, made: list[str]) -> None:
+def remove_made(fs: Any, root: str, made: bool) -> None:
     """After a create that failed before its run began let go of its lease, removing it and
-    ``_runs/``: OUTPUT too if the create made it (``made``, :func:`missing`) and it is empty
+    ``_runs/``: OUTPUT too if the create ``made`` it (:func:`output_missing`) and it is empty
     (a lease-only directory, said to be an unfinished snapshot, was left)."""
-    if root in made and storage.is_local(fs):
+    if made and storage.is_local(fs):
         with contextlib.suppress(OSError):  # (not empty: another writer's files, kept)
             os.rmdir(root)
 

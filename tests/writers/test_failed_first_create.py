@@ -130,8 +130,7 @@ def test_a_stale_look_at_output_removes_no_lease_it_took_over(
     out = tmp_path / "s"
     lease_only(out, released=False, run="0a1b2c3d4e")  # (a writer elsewhere, silent)
     (out / "_runs" / "0a1b2c3d4e").mkdir()
-    runs = str(out / "_runs")
-    monkeypatch.setattr(guards, "missing", lambda fs, root: [root, runs])  # (as it looked)
+    monkeypatch.setattr(guards, "output_missing", lambda fs, root: True)  # (as it looked)
 
     def unreadable(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied", str(tmp_path / "in.bin"))
