@@ -49,7 +49,7 @@ setup(
         Extension(
             "snapshot_cli._ragged",
             sources=["snapshot_cli/_ragged.c"],
-            depends=["snapshot_cli/_records.h"],
+            depends=["snapshot_cli/_records.h", "snapshot_cli/_ragged_parts.h"],
             optional=True,
         ),
         Extension(

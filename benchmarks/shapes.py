@@ -11,6 +11,11 @@ Shapes the image-like benchmarks never meet (issue 16's trust work, 2026-11-27 a
   * **tokens** and **text**: ``--var-rows`` records of 10-100 int32 token ids (a ragged
     column), or of 10-60 words (a text column), and a label, batch 256: the loader makes an
     array (a ``str``) per record, and so does the baseline (Arrow's ``to_numpy``).
+  * **bytes**: ``--bytes-rows`` records of 10-50 KB of incompressible bytes (encoded images
+    or audio, kept as the file's bytes and decoded in ``map=``) and a label, batch 256: a
+    ``bytes`` object per record, made by the loader and the baseline alike. Before
+    2026-11-30 a window joined its record batches' bytes into one array first, a second copy
+    into fresh memory each window: shuffled epochs at 0.3-0.5 of the baseline.
   * **labels**: ``--labels-rows`` records of a 3 KiB image, a label, a flag and a time, read
     with ``columns=["c0", "c1", "c2"]`` (the label, flag and time: a sweep over metadata, a
     class-balance count); the baseline decodes those columns only. Before 2026-11-30 a column
@@ -57,10 +62,12 @@ import numpy as np
 import pyarrow as pa
 
 import snapshot_cli as snap
+from snapshot_cli import schema as schema_mod
+from snapshot_cli.readers.convert import TEXT
 
 CODECS = ("lz4", "zstd", "none")
 DEFAULT_DATA_DIR = _common.out_dir("shapes")
-SHAPES = ("wide", "tiny", "large", "tokens", "text", "labels")
+SHAPES = ("wide", "tiny", "large", "tokens", "text", "bytes", "labels")
 READ = {"labels": ["c0", "c1", "c2"]}  # the columns a shape's loader and baseline read
 PARTS = 4  # inputs (and shards) per snapshot
 WORDS = np.array(
@@ -117,6 +124,13 @@ def make_part(part: int, shape: str, rows: int, columns: int) -> Iterator[pa.Rec
                 lengths = rng.integers(10, 60, m)
                 values = pa.array([" ".join(w[:k]) for w, k in zip(words, lengths, strict=True)])
             yield pa.RecordBatch.from_arrays([values, label], ["c0", "c1"])
+    elif shape == "bytes":  # 10-50 KB of noise (JPEG-like: incompressible) and a label
+        for start in range(0, n, 100):
+            m = min(100, n - start)
+            sizes = rng.integers(10_000, 50_000, m)
+            values = [rng.integers(0, 256, k, np.uint8).tobytes() for k in sizes]
+            label = pa.array(rng.integers(0, 1000, m))
+            yield pa.RecordBatch.from_arrays([pa.array(values, pa.binary()), label], ["c0", "c1"])
     elif shape == "labels":  # a label, a flag and a time beside a 3 KiB image
         for start in range(0, n, 1000):
             m = min(1000, n - start)
@@ -165,8 +179,8 @@ def baseline(paths: list[str], columns: list[str] | None = None) -> int:
                     column = column.storage.flatten()
                 if pa.types.is_boolean(column.type):  # bits: unpacked, a copy already
                     column.to_numpy(zero_copy_only=False)
-                elif pa.types.is_list(column.type) or pa.types.is_string(column.type):
-                    # what a loader must make of them: an array per record, a str per record
+                elif pa.types.is_list(column.type) or schema_mod.kind(column.type) in TEXT:
+                    # what a loader must make of them: an array, a str or bytes per record
                     column.to_numpy(zero_copy_only=False)
                 else:
                     column.to_numpy().copy()
@@ -204,9 +218,11 @@ def run(args: Any) -> dict[str, Any]:
         "large": (args.large_rows, args.large_mib),
         "tokens": (args.var_rows, 2),
         "text": (args.var_rows, 2),
+        "bytes": (args.bytes_rows, 2),
         "labels": (args.labels_rows, 4),
     }
-    batch = {"wide": 1024, "tiny": 65536, "large": 8, "tokens": 256, "text": 256, "labels": 256}
+    batch = {"wide": 1024, "tiny": 65536, "large": 8, "labels": 256}
+    batch |= dict.fromkeys(("tokens", "text", "bytes"), 256)
     if args.batch_size:  # e.g. 1,000: a column's batch then starts off a 64-byte boundary
         batch = dict.fromkeys(batch, args.batch_size)
     report: dict[str, Any] = {"environment": _common.environment(), "results": []}
@@ -264,6 +280,7 @@ def main() -> None:
     p.add_argument("--columns", type=int, default=500)
     p.add_argument("--tiny-rows", type=int, default=20_000_000)
     p.add_argument("--var-rows", type=int, default=500_000, help="rows of tokens and text")
+    p.add_argument("--bytes-rows", type=int, default=20_000, help="rows of bytes")
     p.add_argument("--labels-rows", type=int, default=100_000, help="rows of labels")
     p.add_argument("--large-rows", type=int, default=192)
     p.add_argument("--large-mib", type=int, default=8)
@@ -280,6 +297,7 @@ def main() -> None:
     if args.quick:
         args.wide_rows, args.columns, args.tiny_rows, args.repeats = 8_000, 100, 400_000, 1
         args.large_rows, args.large_mib, args.var_rows, args.labels_rows = 16, 2, 8_000, 8_000
+        args.bytes_rows = 800
     print(_common.describe(_common.environment()))
     report = run(args)
     print(

@@ -4,6 +4,7 @@
  *   total = bounds(offsets, rows, out_bounds)          # where each taken record starts
  *   take_values(offsets, values, width, rows, out)     # their values, one copy
  *   take_text(offsets, data, rows, binary)             # a list of str (or bytes)
+ *   Parts(offsets_list, data_list)                     # the same takes across arrays
  *
  * offsets is the column's Arrow offsets (int32, or int64 for large types; n + 1 of them for n
  * records), values or data the buffer they index (width bytes a value; data in bytes), rows
@@ -288,6 +289,8 @@ take_text(PyObject *Py_UNUSED(module), PyObject *args)
     return list;
 }
 
+#include "_ragged_parts.h"
+
 static PyMethodDef module_methods[] = {
     {"bounds", bounds, METH_VARARGS,
      "bounds(offsets, rows, out_bounds) -> total: where each taken record starts"},
@@ -309,5 +312,12 @@ static struct PyModuleDef ragged_module = {
 PyMODINIT_FUNC
 PyInit__ragged(void)
 {
-    return PyModule_Create(&ragged_module);
+    if (PyType_Ready(&PartsType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&ragged_module);
+    if (module != NULL && PyModule_AddObjectRef(module, "Parts", (PyObject *)&PartsType) < 0) {
+        Py_CLEAR(module);
+    }
+    return module;
 }

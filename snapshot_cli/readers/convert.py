@@ -182,10 +182,14 @@ def _take_text(col: pa.Array, rows: np.ndarray) -> np.ndarray:
     return _objects(_ragged.take_text(offsets, b"" if data is None else data, rows, binary))
 
 
-# A window's variable-width column is its record batches' parts joined into chunks of at most
-# CHUNK_BYTES (one chunk for any window of the default 256 MiB): Arrow's string, binary and
-# list arrays count their values with 32-bit offsets, and joining more than 2 GiB of them
-# (a shuffle_buffer of several GiB over text) failed with Arrow's "offset overflow".
+# A window's variable-width column is its record batches' parts. Text, bytes and 1-d lists of
+# numbers without nulls are taken across the parts as they are (``_ragged.Parts``, with the
+# compiled part); others are joined into chunks of at most CHUNK_BYTES (one chunk for any
+# window of the default 256 MiB): Arrow's string, binary and list arrays count their values
+# with 32-bit offsets, and joining more than 2 GiB of them (a shuffle_buffer of several GiB
+# over text) failed with Arrow's "offset overflow". Joining copies every value into fresh
+# memory each window: 20,000 shuffled records of 10-50 KB bytes spent 40 % of the CPU in
+# the kernel's page faults for it (``benchmarks/shapes.py --shapes bytes``).
 CHUNK_BYTES = 1 << 30
 
 
@@ -195,19 +199,19 @@ class Chunks:
     def __init__(self, parts: list[pa.Array]) -> None:
         if not parts:
             raise ValueError("a column of no arrays")
+        self.parts = _in_parts(parts)
         chunks: list[pa.Array] = []
         group: list[pa.Array] = []
         size = 0
-        for part in parts:
+        for part in parts if self.parts is None else ():
             nbytes = _units(part)
             if group and size + nbytes > CHUNK_BYTES:
                 chunks.append(_joined(group))
                 group, size = [], 0
             group.append(part)
             size += nbytes
-        chunks.append(_joined(group))
-        self.chunks = chunks
-        self.starts = np.cumsum([0] + [len(c) for c in chunks])  # chunk i: [starts[i], ...)
+        self.chunks = chunks + [_joined(group)] if self.parts is None else list(parts)
+        self.starts = np.cumsum([0] + [len(c) for c in self.chunks])  # chunk i: [starts[i], ...)
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -228,6 +232,8 @@ class Chunks:
 
     def take(self, rows: np.ndarray) -> np.ndarray:
         """Records ``rows`` → numpy, as :func:`take_rows` makes them (a copy)."""
+        if self.parts is not None:
+            return _take_parts(self.parts, self.chunks[0].type, rows)
         if len(self.chunks) == 1:
             return take_rows(self.chunks[0], rows)
         which = np.searchsorted(self.starts, rows, "right") - 1
@@ -236,6 +242,45 @@ class Chunks:
             mine = which == i
             out[mine] = take_rows(self.chunks[i], rows[mine] - self.starts[i])
         return out
+
+
+def _in_parts(parts: list[pa.Array]) -> Any:
+    """``_ragged.Parts`` over ``parts`` where their records can be taken across them as they
+    are (several arrays of text, bytes or 1-d lists of numbers of one type, without nulls),
+    else None (joined)."""
+    t = parts[0].type
+    if _ragged is None or len(parts) < 2 or any(p.type != t or p.null_count for p in parts):
+        return None
+    if schema_mod.kind(t) in TEXT:
+        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        width = 8 if large else 4
+        offsets = [
+            np.frombuffer(p.buffers()[1], np.int64 if large else np.int32, len(p) + 1,
+                          p.offset * width)
+            for p in parts
+        ]  # fmt: skip
+        data = [b"" if p.buffers()[2] is None else p.buffers()[2] for p in parts]
+        return _ragged.Parts(offsets, data)
+    if not pa.types.is_list(t) or arrays.numpy_dtype(t.value_type) is None:
+        return None
+    if pa.types.is_boolean(t.value_type) or any(p.values.null_count for p in parts):
+        return None
+    columns = [(arrays.to_numpy(p.offsets), arrays.to_numpy(p.values)) for p in parts]
+    return _ragged.Parts([o for o, _ in columns], [v.view(np.uint8) for _, v in columns])
+
+
+def _take_parts(parts: Any, t: pa.DataType, rows: np.ndarray) -> np.ndarray:
+    """Records ``rows`` of the column ``parts`` (of type ``t``), as :func:`take_rows` makes
+    them."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if schema_mod.kind(t) in TEXT:
+        binary = pa.types.is_binary(t) or pa.types.is_large_binary(t)
+        return _objects(parts.take_text(rows, binary))
+    dtype = arrays.numpy_dtype(t.value_type)
+    bounds = np.empty(len(rows) + 1, np.int64)
+    taken = np.empty(parts.bounds(rows, bounds), dtype)
+    parts.take_values(taken.itemsize, rows, taken)
+    return _records(taken, bounds.tolist(), None)
 
 
 def _units(part: pa.Array) -> int:
