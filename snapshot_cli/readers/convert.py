@@ -184,13 +184,19 @@ def _take_text(col: pa.Array, rows: np.ndarray) -> np.ndarray:
 
 # A window's variable-width column is its record batches' parts. Text, bytes and 1-d lists of
 # numbers without nulls are taken across the parts as they are (``_ragged.Parts``, with the
-# compiled part); others are joined into chunks of at most CHUNK_BYTES (one chunk for any
-# window of the default 256 MiB): Arrow's string, binary and list arrays count their values
-# with 32-bit offsets, and joining more than 2 GiB of them (a shuffle_buffer of several GiB
-# over text) failed with Arrow's "offset overflow". Joining copies every value into fresh
-# memory each window: 20,000 shuffled records of 10-50 KB bytes spent 40 % of the CPU in
-# the kernel's page faults for it (``benchmarks/shapes.py --shapes bytes``).
+# compiled part) where their records are large enough; others are joined into chunks of at
+# most CHUNK_BYTES (one chunk for any window of the default 256 MiB): Arrow's string, binary
+# and list arrays count their values with 32-bit offsets, and joining more than 2 GiB of
+# them (a shuffle_buffer of several GiB over text) failed with Arrow's "offset overflow".
+# Joining copies every value into fresh memory each window: 20,000 shuffled records of
+# 10-50 KB bytes spent 40 % of the CPU in the kernel's page faults for it
+# (``benchmarks/shapes.py --shapes bytes``). Taking across parts costs ~15 ns a record more
+# than from one array, and ~1 us a part to set up (measured, 500,000 records of 40 bytes of
+# text in parts of 1 to 25,000 records): below PARTS_MIN_RECORD_BYTES a record, or
+# PARTS_MIN_RECORDS a part, joining costs less.
 CHUNK_BYTES = 1 << 30
+PARTS_MIN_RECORD_BYTES = 64
+PARTS_MIN_RECORDS = 64
 
 
 class Chunks:
@@ -246,10 +252,14 @@ class Chunks:
 
 def _in_parts(parts: list[pa.Array]) -> Any:
     """``_ragged.Parts`` over ``parts`` where their records can be taken across them as they
-    are (several arrays of text, bytes or 1-d lists of numbers of one type, without nulls),
-    else None (joined)."""
+    are (several arrays of text, bytes or 1-d lists of numbers of one type, without nulls,
+    large enough records in large enough parts), else None (joined)."""
     t = parts[0].type
     if _ragged is None or len(parts) < 2 or any(p.type != t or p.null_count for p in parts):
+        return None
+    records = sum(len(p) for p in parts)
+    small = sum(_units(p) for p in parts) < PARTS_MIN_RECORD_BYTES * records
+    if small or records < PARTS_MIN_RECORDS * len(parts):
         return None
     if schema_mod.kind(t) in TEXT:
         large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)

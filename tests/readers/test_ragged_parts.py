@@ -41,6 +41,13 @@ def _built() -> None:
     assert ragged is not None  # built by `make test`'s install, never skipped
 
 
+@pytest.fixture
+def any_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts of any size taken as they are (not only those of large records)."""
+    monkeypatch.setattr(convert, "PARTS_MIN_RECORD_BYTES", 0)
+    monkeypatch.setattr(convert, "PARTS_MIN_RECORDS", 0)
+
+
 def column(kind: str, sizes: list[int]) -> pa.Array:
     t = TYPES[kind]
     if pa.types.is_list(t):
@@ -61,6 +68,13 @@ def test_parts_take_the_records_the_joined_column_gives(
 ) -> None:
     """Parts sliced out of a larger array (their offsets start anywhere in its values), as a
     window's parts are slices of record batches."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(convert, "PARTS_MIN_RECORD_BYTES", 0)
+        mp.setattr(convert, "PARTS_MIN_RECORDS", 0)
+        check_parts(kind, sizes, data)
+
+
+def check_parts(kind: str, sizes: list[int], data: st.DataObject) -> None:
     lengths = data.draw(st.lists(st.integers(0, 5), min_size=sum(sizes) + 3,
                                  max_size=sum(sizes) + 3))  # fmt: skip
     whole = column(kind, lengths)[3:]  # (an offset of its own too)
@@ -89,6 +103,7 @@ def test_parts_take_the_records_the_joined_column_gives(
     ],
     ids=["nulls", "bools", "lists of text", "null values", "one part"],
 )
+@pytest.mark.usefixtures("any_parts")
 def test_other_columns_are_joined_as_before(parts: list[pa.Array]) -> None:
     chunks = Chunks(parts)
     assert chunks.parts is None
@@ -166,7 +181,22 @@ def test_text_that_is_not_utf8_is_a_unicode_error() -> None:
         parts.take_text(np.array([0, 1], np.int64), False)
 
 
+@pytest.mark.parametrize(
+    ("record", "parts"),
+    [(b"x" * 60, True), (b"x" * 59, False), (["x" * 64], False)],
+    ids=["60 bytes", "59 bytes", "lists of text"],
+)
+@pytest.mark.parametrize("per", [64, 63])
+def test_which_windows_are_taken_from_their_parts(record: Any, parts: bool, per: int) -> None:
+    """Records of 64 bytes or more (their values and offset) in parts of 64 records or more
+    on average are taken from their parts; smaller ones cost less joined."""
+    whole = pa.array([record] * per * 10)
+    pieces = [whole.slice(k * per, per) for k in range(10)]
+    assert (Chunks(pieces).parts is not None) is (parts and per >= 64)
+
+
 @pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.usefixtures("any_parts")
 def test_the_loader_serves_the_records_of_a_window_of_many_parts(
     tmp_path: Path, shuffle: bool
 ) -> None:
