@@ -7,6 +7,11 @@ is checked again, and its new version replaces the old one. So does each use of 
 ``cache_dir`` entry, which sets its mtime (least recently used first): those are checked
 again at every open, and the table stays one entry per file (it grew by one per use: ~20 KB
 an epoch of a 40-shard snapshot, for good).
+
+Files this process read and that are gone (a sweep's trial that made its own snapshot and
+deleted it: 64 entries, ~32 KiB, a trial, for good) leave the table whenever it has doubled
+since it was last looked over, and it holds at most MAX_FILES, the least recently opened
+going first (a file that left is only checked again if it is opened again).
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ import threading
 import numpy as np
 
 Version = tuple[int, int, str]  # size, mtime_ns, crc32c
-_checked: dict[str, tuple[Version, np.ndarray]] = {}
+MAX_FILES = 65_536  # (~0.5 KiB each)
+LOOK_OVER_MIN = 1024  # entries before the table is first looked over for files gone
+_checked: dict[str, tuple[Version, np.ndarray]] = {}  # least recently opened first
+_look_over_at = LOOK_OVER_MIN
 _lock = threading.Lock()
 if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
     os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.Lock()))
@@ -34,10 +42,25 @@ def record_batches(path: str, version: Version, count: int) -> np.ndarray:
     """The flags of this version's ``count`` record batches, True once one is checked (shared
     by every reader of it in this process; another version's replaced)."""
     with _lock:
-        held = _checked.get(path)
+        held = _checked.pop(path, None)
         if held is None or held[0] != version or len(held[1]) != count:
-            held = _checked[path] = (version, np.zeros(count, bool))
+            held = (version, np.zeros(count, bool))
+        _checked[path] = held  # (the most recently opened, last)
+        if len(_checked) >= _look_over_at:
+            _look_over()
         return held[1]
+
+
+def _look_over() -> None:
+    """Files gone leave the table, then the least recently opened beyond MAX_FILES (down to
+    3/4 of it, so that a table of files all still there is not looked over at every open)."""
+    global _look_over_at
+    for path in [p for p in _checked if not os.path.exists(p)]:
+        del _checked[path]
+    if len(_checked) > MAX_FILES:
+        for path in list(_checked)[: len(_checked) - MAX_FILES * 3 // 4]:
+            del _checked[path]
+    _look_over_at = min(max(LOOK_OVER_MIN, 2 * len(_checked)), MAX_FILES + 1)
 
 
 def entries() -> int:

@@ -209,6 +209,7 @@ class Run:
         except BaseException as err:  # reaches the consumer with its traceback
             err = faults.threads_said("the loader", err)  # (pools start threads as work comes)
             try:
+                self.server.hand_over()  # (the batches made before it first: a map's error)
                 self.buffer.put(None, err)
                 self.buffer.close()
             except Closed:

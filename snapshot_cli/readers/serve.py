@@ -235,6 +235,12 @@ class Server:
         if len(self._group) >= self.group:
             self._flush()
 
+    def hand_over(self) -> None:
+        """The batches made but not yet handed over (a group of a window being served), to
+        the consumer: before an error (a map's that failed on a later batch) reaches it."""
+        self._between = None
+        self._flush()
+
     def _flush(self) -> None:
         if not self._group:
             return
