@@ -159,6 +159,25 @@ bounds(PyObject *Py_UNUSED(module), PyObject *args)
    idle consumer, 0.82-0.93 M records/s held, 1.00-1.03 released. */
 #define RELEASE_MIN (1 << 20)
 
+/* Whether out (len bytes) holds exactly total values of width bytes: 1, or 0 with
+   ValueError. */
+static int
+out_fits(int64_t total, Py_ssize_t width, Py_ssize_t len)
+{
+    int64_t need;
+    if (!mul_fits(total, width, &need)) {
+        PyErr_Format(PyExc_ValueError, "the records hold %lld values of %zd bytes: more "
+                     "than 2**63 - 1 bytes", (long long)total, width);
+        return 0;
+    }
+    if (need != (int64_t)len) {
+        PyErr_Format(PyExc_ValueError, "out holds %zd bytes, the records %lld", len,
+                     (long long)need);
+        return 0;
+    }
+    return 1;
+}
+
 /* take_values(offsets, values, width, rows, out): the values of records rows, one after the
    other, into out (writable, exactly their bytes); the GIL let go for RELEASE_MIN bytes. */
 static PyObject *
@@ -195,7 +214,7 @@ take_values(PyObject *Py_UNUSED(module), PyObject *args)
     }
     const Py_ssize_t n = rows.len / 8;
     const int64_t *r = rows.buf;
-    int64_t total, need;
+    int64_t total;
     int ok = 1;
     if (overlap(&out, &rows) || overlap(&out, &off) || overlap(&out, &val)) {
         PyErr_SetString(PyExc_ValueError, "out must not overlap rows, offsets or values");
@@ -203,15 +222,7 @@ take_values(PyObject *Py_UNUSED(module), PyObject *args)
     }
     ok = ok && check_rows(&off, r, n, (int64_t)(val.len / width)) == 0 &&
          sum_spans(&off, r, n, NULL, &total) == 0;
-    if (ok && !mul_fits(total, width, &need)) {
-        PyErr_Format(PyExc_ValueError, "the records hold %lld values of %zd bytes: more "
-                     "than 2**63 - 1 bytes", (long long)total, width);
-        ok = 0;
-    } else if (ok && need != (int64_t)out.len) {
-        PyErr_Format(PyExc_ValueError, "out holds %zd bytes, the records %lld", out.len,
-                     (long long)need);
-        ok = 0;
-    }
+    ok = ok && out_fits(total, width, out.len);
     if (ok) {
         const unsigned char *src = val.buf;
         unsigned char *dest = out.buf;

@@ -267,7 +267,7 @@ Parts_take_values(PartsObject *self, PyObject *args)
     }
     Py_buffer rows, out;
     Py_ssize_t *part;
-    int64_t *local, total, need;
+    int64_t *local, total;
     if (parts_rows(self, rows_obj, width, &rows, &part, &local) < 0) {
         return NULL;
     }
@@ -281,15 +281,7 @@ Parts_take_values(PartsObject *self, PyObject *args)
         }
     }
     ok = ok && parts_spans(self, part, local, n, NULL, &total) == 0;
-    if (ok && !mul_fits(total, width, &need)) {
-        PyErr_Format(PyExc_ValueError, "the records hold %lld values of %zd bytes: more "
-                     "than 2**63 - 1 bytes", (long long)total, width);
-        ok = 0;
-    } else if (ok && need != (int64_t)out.len) {
-        PyErr_Format(PyExc_ValueError, "out holds %zd bytes, the records %lld", out.len,
-                     (long long)need);
-        ok = 0;
-    }
+    ok = ok && out_fits(total, width, out.len);
     if (ok) {
         unsigned char *dest = out.buf;
         PyThreadState *released = out.len >= RELEASE_MIN ? PyEval_SaveThread() : NULL;

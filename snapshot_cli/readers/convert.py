@@ -193,10 +193,10 @@ def _take_text(col: pa.Array, rows: np.ndarray) -> np.ndarray:
 # (``benchmarks/shapes.py --shapes bytes``). Taking across parts costs ~15 ns a record more
 # than from one array, and ~1 us a part to set up (measured, 500,000 records of 40 bytes of
 # text in parts of 1 to 25,000 records): below PARTS_MIN_RECORD_BYTES a record, or
-# PARTS_MIN_RECORDS a part, joining costs less.
+# PARTS_MIN_PART_BYTES a part, joining costs less.
 CHUNK_BYTES = 1 << 30
 PARTS_MIN_RECORD_BYTES = 64
-PARTS_MIN_RECORDS = 64
+PARTS_MIN_PART_BYTES = 16 << 10
 
 
 class Chunks:
@@ -257,9 +257,8 @@ def _in_parts(parts: list[pa.Array]) -> Any:
     t = parts[0].type
     if _ragged is None or len(parts) < 2 or any(p.type != t or p.null_count for p in parts):
         return None
-    records = sum(len(p) for p in parts)
-    small = sum(_units(p) for p in parts) < PARTS_MIN_RECORD_BYTES * records
-    if small or records < PARTS_MIN_RECORDS * len(parts):
+    records, nbytes = sum(len(p) for p in parts), sum(_units(p) for p in parts)
+    if nbytes < PARTS_MIN_RECORD_BYTES * records or nbytes < PARTS_MIN_PART_BYTES * len(parts):
         return None
     if schema_mod.kind(t) in TEXT:
         large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)

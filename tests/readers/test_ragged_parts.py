@@ -45,7 +45,7 @@ def _built() -> None:
 def any_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parts of any size taken as they are (not only those of large records)."""
     monkeypatch.setattr(convert, "PARTS_MIN_RECORD_BYTES", 0)
-    monkeypatch.setattr(convert, "PARTS_MIN_RECORDS", 0)
+    monkeypatch.setattr(convert, "PARTS_MIN_PART_BYTES", 0)
 
 
 def column(kind: str, sizes: list[int]) -> pa.Array:
@@ -70,7 +70,7 @@ def test_parts_take_the_records_the_joined_column_gives(
     window's parts are slices of record batches."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(convert, "PARTS_MIN_RECORD_BYTES", 0)
-        mp.setattr(convert, "PARTS_MIN_RECORDS", 0)
+        mp.setattr(convert, "PARTS_MIN_PART_BYTES", 0)
         check_parts(kind, sizes, data)
 
 
@@ -186,13 +186,13 @@ def test_text_that_is_not_utf8_is_a_unicode_error() -> None:
     [(b"x" * 60, True), (b"x" * 59, False), (["x" * 64], False)],
     ids=["60 bytes", "59 bytes", "lists of text"],
 )
-@pytest.mark.parametrize("per", [64, 63])
+@pytest.mark.parametrize("per", [256, 255])
 def test_which_windows_are_taken_from_their_parts(record: Any, parts: bool, per: int) -> None:
-    """Records of 64 bytes or more (their values and offset) in parts of 64 records or more
-    on average are taken from their parts; smaller ones cost less joined."""
+    """Records of 64 bytes or more (their values and offset) in parts of 16 KiB or more on
+    average are taken from their parts; smaller ones cost less joined."""
     whole = pa.array([record] * per * 10)
     pieces = [whole.slice(k * per, per) for k in range(10)]
-    assert (Chunks(pieces).parts is not None) is (parts and per >= 64)
+    assert (Chunks(pieces).parts is not None) is (parts and per >= 256)
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
