@@ -17,9 +17,13 @@ computes (medians of 3). The kernel would have spent that writing in the next ~3
 beside whatever runs next. A wait of more than :data:`SAY_AFTER_S` is said (the progress
 line already says every task is done).
 
-A file that must be created exclusively (a lease, a manifest's first version) is written
-whole and hard-linked into place; :func:`create_without_link` is for filesystems without
-hard links (FAT and exFAT drives, SMB shares, many FUSE mounts).
+A file replaced whole (:func:`replace_file`: a task's result, a lease's heartbeat) is a
+synced temporary file renamed over it. A file that must be created exclusively (a lease, a
+manifest's first version) is written whole and hard-linked into place (:func:`create_file`);
+:func:`create_without_link` is for filesystems without hard links (FAT and exFAT drives, SMB
+shares, many FUSE mounts). Once the link is made, the temporary file that failed to go is a
+warning naming it, not a failed create (``snap gc`` removes it). The calls a signal may
+interrupt are tried again as :mod:`snapshot_cli.interrupted` says.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
+from . import interrupted, layout
 from .faults import errors_named
 from .progress import counted, human_bytes
 from .protocols import is_local
@@ -94,13 +99,14 @@ def _sync_one(fs: AbstractFileSystem, path: str, flags: int) -> None:
                 raise
             # a filesystem that cannot sync this (a directory on some FUSE mounts): as before
         finally:
-            os.close(fd)
+            interrupted.close(fd)
 
 
 def start_writeback(fs: AbstractFileSystem, path: str) -> None:
     """Start writing a finished local file to disk, without waiting for it (Linux's
     ``sync_file_range(SYNC_FILE_RANGE_WRITE)``; elsewhere nothing): the commit's :func:`sync`
-    then finds little left. Advice only: a failure here is the commit's sync's to report."""
+    then finds little left. Advice only: a failure to start is the commit's sync's to report;
+    one to close (FUSE's flush writes back there) is said naming the file."""
     call = _sync_file_range()
     if call is None or not is_local(fs):
         return
@@ -108,10 +114,11 @@ def start_writeback(fs: AbstractFileSystem, path: str) -> None:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return  # (the commit's sync opens it again and says what is wrong)
-    try:
-        call(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
-    finally:
-        os.close(fd)
+    with errors_named(fs, path, "writing"):
+        try:
+            call(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+        finally:
+            interrupted.close(fd)
 
 
 @functools.cache
@@ -149,6 +156,50 @@ _AT_FDCWD, _RENAME_NOREPLACE = -100, 1
 _NO_NOREPLACE = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP})
 
 
+def replace_file(path: str, data: bytes) -> None:
+    """``storage.write_atomic`` of a local file: a synced temporary file beside it renamed
+    over it; the temporary is removed if that fails."""
+    interrupted.makedirs(os.path.dirname(path))
+    tmp = layout.temporary_path(path)
+    try:
+        interrupted.write_synced(tmp, data)
+        interrupted.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            interrupted.unlink(tmp)
+
+
+def create_file(path: str, data: bytes) -> bool:
+    """``storage.create_exclusive`` of a local file: a finished temporary file hard-linked
+    into place (atomic, refused where ``path`` exists: False), else
+    :func:`create_without_link`. The temporary is removed; once ``path`` is made, a failure
+    to remove it is a warning naming it (``snap gc`` removes it), not a failed create."""
+    tmp, made = layout.temporary_path(path), False
+    try:
+        interrupted.write_synced(tmp, data)  # its bytes on disk before its name (a power loss)
+        try:
+            interrupted.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as err:
+            if err.errno not in NO_HARD_LINKS:
+                raise
+            made = create_without_link(tmp, path, data)
+            return made
+        made = True
+        return True
+    finally:
+        try:  # (not left behind on a full disk)
+            interrupted.unlink(tmp)
+        except OSError as err:
+            if not made:
+                raise
+            code = errno.errorcode.get(err.errno or 0, "")
+            log.warning("made %s, but its temporary file %s could not be removed (%s%s): run "
+                        "snap gc on the snapshot to remove it", path, tmp,
+                        err.strerror or err, f", {code}" if code else "")  # fmt: skip
+
+
 def create_without_link(tmp: str, path: str, data: bytes) -> bool:
     """``storage.create_exclusive`` of a local file where hard links are refused: the
     finished temporary ``tmp`` renamed to ``path`` unless ``path`` exists (Linux's
@@ -159,13 +210,20 @@ def create_without_link(tmp: str, path: str, data: bytes) -> bool:
         import ctypes
 
         old, new = os.fsencode(tmp), os.fsencode(path)
-        if rename(_AT_FDCWD, old, _AT_FDCWD, new, _RENAME_NOREPLACE) == 0:
-            return True
-        code = ctypes.get_errno()
-        if code == errno.EEXIST:
-            return False
-        if code not in _NO_NOREPLACE:
-            raise OSError(code, os.strerror(code), path)  # (the name asked for, not tmp's)
+        for attempt in range(interrupted.TRIES):
+            if rename(_AT_FDCWD, old, _AT_FDCWD, new, _RENAME_NOREPLACE) == 0:
+                return True
+            code = ctypes.get_errno()
+            if code == errno.EINTR and attempt + 1 < interrupted.TRIES:
+                continue
+            gone = code == errno.ENOENT and attempt and not os.path.lexists(tmp)
+            if gone and os.path.lexists(path):  # (the interrupted try's rename)
+                return True
+            if code == errno.EEXIST:
+                return False
+            if code not in _NO_NOREPLACE:
+                raise OSError(code, os.strerror(code), path)  # (the name asked for, not tmp's)
+            break
     return create_in_place(path, data)
 
 

@@ -3,7 +3,9 @@
 Everything else is handed a filesystem and a path from here. Filesystems are created per
 process (fsspec caches instances; worker processes make their own), never shared across fork.
 Which protocol gets which treatment is declared in :mod:`snapshot_cli.protocols`; failures
-become answers in :mod:`snapshot_cli.faults`; HDFS's quirks live in :mod:`snapshot_cli.hdfs`.
+become answers in :mod:`snapshot_cli.faults`; HDFS's quirks live in :mod:`snapshot_cli.hdfs`;
+a local call a signal interrupted (EINTR) is made again (:mod:`snapshot_cli.interrupted`):
+every call here goes through :func:`retrying`, which does both.
 The names re-exported from those (``to_url``, ``fault``, ...) are part of this door.
 """
 
@@ -16,12 +18,13 @@ import hashlib
 import logging
 import os
 import posixpath
+from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
 import fsspec
 from fsspec import AbstractFileSystem
 
-from . import durable, hdfs, hdfs_client, layout, literal, timeouts
+from . import durable, hdfs, hdfs_client, interrupted, literal, retry, timeouts
 from .errors import ManifestError, OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
@@ -35,10 +38,16 @@ from .protocols import is_local as is_local
 from .protocols import join as join
 from .protocols import protocol as protocol
 from .protocols import to_url as to_url
-from .retry import retrying, status_of
+from .retry import status_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def retrying(fn: Callable[[], T], what: str = "") -> T:
+    """:func:`.retry.retrying` (transient failures, with backoff) of ``fn``, made again at
+    once where a signal interrupted it (EINTR: only calls that may be repeated are given)."""
+    return retry.retrying(lambda: interrupted.again(fn), what)
 
 
 def resolve(
@@ -67,6 +76,11 @@ def resolve(
             fs, path = literal.open_url(url, options)
         hdfs_client.prepared(timeouts.bound(fs))
     except (ImportError, ValueError) as err:
+        if isinstance(err, ImportError) and str(err) in ("", "None") and err.__cause__:
+            # fsspec's ImportError(None) over an installed module that failed to import (out
+            # of memory, of open files): the cause is the answer, not the URL
+            raise StorageError(f"cannot open {url}: a module it needs failed to import "
+                               f"({retry.said(err.__cause__)})") from err  # fmt: skip
         raise OptionError(f"cannot open {url!r}: {err}") from err
     except OSError as err:  # the client itself cannot start (libhdfs, a JVM, a socket)
         if (gone := cwd_gone(url)) is not None:
@@ -104,8 +118,9 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
     if protocol(fs) in OBJECT_STORES:
         return
     with errors_named(fs, path, "creating directory"):
-        try:
-            retrying(lambda: fs.makedirs(path, exist_ok=True), f"creating {path}")
+        try:  # (locally: the cause, where mkdir's EEXIST is followed by a failing look)
+            make = functools.partial(interrupted.makedirs, path) if is_local(fs) else None
+            retrying(make or (lambda: fs.makedirs(path, exist_ok=True)), f"creating {path}")
         except (FileExistsError, FileNotFoundError):  # a link to nothing: said as such
             link = broken_link_above(path) if is_local(fs) else None
             if link is None:
@@ -117,11 +132,13 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
 
 
 def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
-    """Read a whole (small) file. FileNotFoundError propagates unchanged."""
+    """Read a whole (small) file. FileNotFoundError propagates unchanged. Locally by plain
+    reads (:func:`.interrupted.read_file`): an OS error is the storage's, said as such."""
     with errors_named(fs, path, "reading"):
         if protocol(fs) in HDFS_PROTOCOLS:
             return hdfs.read(fs, path)
-        return retrying(lambda: fs.cat_file(path), f"reading {path}")
+        read = functools.partial(interrupted.read_file, path) if is_local(fs) else None
+        return retrying(read or (lambda: fs.cat_file(path)), f"reading {path}")
 
 
 def read_own(fs: AbstractFileSystem, root: str, path: str) -> bytes:
@@ -129,7 +146,7 @@ def read_own(fs: AbstractFileSystem, root: str, path: str) -> bytes:
     run's or lease's JSON): on local disk only a regular file inside the snapshot (a FIFO
     there hung ``inspect`` and ``gc`` for good; a link out of it was read). Nothing else is
     opened. FileNotFoundError propagates; the rest is a ManifestError naming the file."""
-    if is_local(fs) and (problem := local_file_problem(root, path)):
+    if is_local(fs) and (problem := interrupted.again(lambda: local_file_problem(root, path))):
         raise ManifestError(f"{to_url(fs, path)} {problem}; it is not read")
     return read_bytes(fs, path)
 
@@ -165,23 +182,12 @@ def stored_checksum(fs: AbstractFileSystem, path: str) -> tuple[int, str | None]
 def write_atomic(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     """Write ``data`` so that readers see either the old file or the new one, never a part.
 
-    Locally: a temporary file in the same directory, fsync, then ``os.replace``. On object
-    stores a single PUT is atomic already.
+    Locally: a temporary file in the same directory, fsync, then a rename over the file
+    (:func:`.durable.replace_file`). On object stores a single PUT is atomic already.
     """
     with errors_named(fs, path, "writing"):
         if is_local(fs):
-            directory = os.path.dirname(path)
-            os.makedirs(directory, exist_ok=True)
-            tmp = layout.temporary_path(path)
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            durable.replace_file(path, data)
         elif protocol(fs) in HDFS_PROTOCOLS:
             hdfs.replace(fs, path, data)
         else:  # other filesystems (sftp, smb, ...) need the directory made first
@@ -205,26 +211,8 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
         if protocol(fs) in PRECONDITION_PROTOCOLS:
             return _create_with_precondition(fs, path, data)
         makedirs(fs, posixpath.dirname(path))
-        if is_local(fs):
-            # Link a finished temporary file: a reader never sees the file half-written.
-            tmp = layout.temporary_path(path)
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())  # its bytes on disk before its name (a power loss)
-                try:
-                    os.link(tmp, path)
-                except FileExistsError:
-                    return False
-                except OSError as err:
-                    if err.errno not in durable.NO_HARD_LINKS:
-                        raise
-                    return durable.create_without_link(tmp, path, data)
-                return True
-            finally:
-                with contextlib.suppress(FileNotFoundError):  # not left behind on a full disk
-                    os.unlink(tmp)
+        if is_local(fs):  # (a finished temporary file linked: never seen half-written)
+            return durable.create_file(path, data)
         if protocol(fs) in WEBHDFS_PROTOCOLS:
             return hdfs.webhdfs_create(fs, path, data)
         if protocol(fs) in HDFS_PROTOCOLS:
@@ -386,7 +374,12 @@ def remove(fs: AbstractFileSystem, path: str, recursive: bool = False) -> None:
     never as a glob (:func:`.literal.remove`); a missing path is not an error."""
     with errors_named(fs, path, "deleting"), contextlib.suppress(FileNotFoundError):
         try:
-            retrying(lambda: literal.remove(fs, path, recursive), f"deleting {path}")
+            retrying(  # (locally: no rmtree, see interrupted.remove)
+                functools.partial(interrupted.remove, path, recursive)
+                if is_local(fs)
+                else lambda: literal.remove(fs, path, recursive),
+                f"deleting {path}",
+            )
         except OSError:
             if _info(fs, path) is not None:  # pyarrow's hdfs raises EIO if it is missing
                 raise

@@ -303,9 +303,11 @@ class Lease:
             self.holder["released"] = True
             try:
                 self._write()
-            except OSError:  # a full disk still deletes; else the lease expires by itself
-                with contextlib.suppress(OSError):
+            except OSError as err:  # a full disk still deletes; else it is said
+                try:
                     storage.remove(self.fs, layout.lease_path(self.root, self.epoch))
+                except OSError:
+                    self._say_unreleased(err)
                 return
             with contextlib.suppress(OSError):  # tidying only: never hide the real error
                 for epoch in _epochs(self.fs, self.root):
@@ -313,6 +315,14 @@ class Lease:
                         storage.remove(self.fs, layout.lease_path(self.root, epoch))
                 if remove and storage.is_local(self.fs):  # (only if empty: a taker's stays)
                     os.rmdir(layout.runs_dir(self.root))
+
+    def _say_unreleased(self, err: OSError) -> None:
+        """Warn that the lease file still names this (ending) writer, and who takes it over."""
+        cause = err.__cause__ if isinstance(err.__cause__, OSError) else err
+        log.warning("could not release the writer lease %s (%s): the next snap create or gc "
+                    "on this host takes it over at once, elsewhere after its ttl (%gs)",
+                    storage.to_url(self.fs, layout.lease_path(self.root, self.epoch)),
+                    cause.strerror or cause, float(self.holder["ttl"]))  # fmt: skip
 
     def __enter__(self) -> Lease:
         return self

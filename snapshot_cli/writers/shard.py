@@ -7,6 +7,7 @@ shards ``shards/<run>-<task>-<seq>.arrow``, starting a new one when the current 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 from typing import Any, BinaryIO
@@ -84,7 +85,10 @@ class ChecksumSink:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._raw.close()
+            # EINTR from close(2) only (Python tries its writes again): the descriptor is
+            # released and every byte handed over; the commit's fsync finds any fault
+            with contextlib.suppress(InterruptedError):
+                self._raw.close()
 
     def discard(self) -> None:
         """Abandon the file: cancel an unfinished upload where fsspec can, else close it."""
