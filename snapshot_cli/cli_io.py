@@ -68,7 +68,8 @@ def answer_errors(fn: F) -> F:
                 raise
             from . import storage  # (fsspec: not imported by `snap --help`)
 
-            click.echo(f"snap: error: {storage.fault(err, 'the snapshot')}", err=True)
+            reading = click.get_current_context().info_name not in ("create", "gc")
+            click.echo(f"snap: error: {storage.fault(err, 'the snapshot', reading)}", err=True)
             sys.exit(1)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own: usage errors (exit 2), --help, aborts

@@ -1,7 +1,9 @@
 """Storage failures as answers: a StorageError naming the path, the cause and what to do.
 
 :func:`errors_named` wraps every storage call in :mod:`snapshot_cli.storage`; :func:`fault`
-turns an OS error (a full disk, a read-only filesystem, an I/O error) into one line.
+turns an OS error (a full disk, a read-only filesystem, an I/O error) into one line, worded
+for the call that failed: a read's (no OUTPUT, nothing to free) or a write's. A process
+short of memory or threads: :mod:`snapshot_cli.shortages`.
 """
 
 from __future__ import annotations
@@ -16,23 +18,27 @@ from collections.abc import Iterator
 from fsspec import AbstractFileSystem
 
 from . import layout
-from .errors import CorruptShardError, OutOfMemoryError, SnapError, StorageError
+from .errors import CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
 from .progress import human_bytes
 from .protocols import OBJECT_STORES, is_local, protocol, to_url
 from .retry import causes, is_transient, retrying, said, status_of
+from .shortages import READ_FEWER as READ_FEWER
+from .shortages import no_thread as no_thread
+from .shortages import out_of_memory as out_of_memory
+from .shortages import raise_no_thread as raise_no_thread
+from .shortages import short_of_memory as short_of_memory
+from .shortages import thread_limit as thread_limit
+from .shortages import threads_said as threads_said
+
+_GCS = "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login"
+_AWS = "AWS_PROFILE / AWS_ACCESS_KEY_ID, or the instance role"
+_CREDENTIALS = {"gs": _GCS, "gcs": _GCS, "s3": _AWS, "s3a": _AWS}
 
 
 def _permanent_hint(fs: AbstractFileSystem, status: int | None) -> str:
-    if status in (401, 403) or status is None:
-        creds = {
-            "gs": "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login",
-            "gcs": "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login",
-            "s3": "AWS_PROFILE / AWS_ACCESS_KEY_ID, or the instance role",
-            "s3a": "AWS_PROFILE / AWS_ACCESS_KEY_ID, or the instance role",
-        }.get(protocol(fs))
-        return f"; check the credentials ({creds})" if creds else ""
-    return ""
+    creds = _CREDENTIALS.get(protocol(fs)) if status in (401, 403, None) else None
+    return f"; check the credentials ({creds})" if creds else ""
 
 
 def _missing_container(fs: AbstractFileSystem, path: str) -> str:
@@ -57,10 +63,10 @@ def missing_bucket_hint(fs: AbstractFileSystem, path: str) -> str:
 @contextlib.contextmanager
 def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[None]:
     """Turn storage refusals into a StorageError naming the path and what was being done."""
+    reading = action.startswith(("reading", "listing", "checking"))
     try:
         yield
     except PermissionError as err:
-        reading = action.startswith(("reading", "listing", "checking"))
         hint = (_local_hint(path, reading) if is_local(fs) else None) or (
             "check that you may read it (file permissions or storage credentials)"
             if reading
@@ -87,13 +93,13 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
     except SnapError:
         raise  # said already (a StorageError from below, a CorruptShardError...)
     except OSError as err:
-        if is_fault(err):
-            raise fault(err, to_url(fs, path)) from err  # ENOSPC, EIO, EROFS, ...
+        if is_fault(err):  # ENOSPC, EIO, EROFS, ...
+            raise fault(err, to_url(fs, path), reading) from err
         _answer_other(fs, path, action, err)
         raise _unexpected(fs, path, action, err) from err
     except Exception as err:  # a storage library's own: botocore's, google-auth's, ...
         if no_thread(err):  # (Arrow's pool compressing a shard's buffers, at a pids limit)
-            fewer = READ_FEWER if action.startswith(("reading", "listing", "checking")) else ""
+            fewer = READ_FEWER if reading else ""
             raise thread_limit(f"{action} {to_url(fs, path)}", err, fewer=fewer) from err
         _answer_other(fs, path, action, err)
         raise _unexpected(fs, path, action, err) from err
@@ -173,7 +179,21 @@ _FAULT_HINTS = {
     errno.ENAMETOOLONG: "the path is too long",
     errno.EFBIG: "a file grew past what the filesystem allows (FAT32 keeps files under 4 GiB): "
     "write to another filesystem",
+    # (the process's, whatever it was doing: a write's as a read's)
+    errno.ENOMEM: "out of memory: give this process more memory (ulimit -v, a container's or a "
+    "job's limit), then run the same command again",
+    errno.EMFILE: "too many open files: raise this process's open-files limit (ulimit -n, or "
+    "LimitNOFILE for a service), then run the same command again",
+    errno.ENFILE: "the system has too many open files (fs.file-max): close some, or raise it, "
+    "then run the same command again",
+    errno.EINTR: "interrupted by a signal: run the same command again",
 }
+# A read's: the advice above for these is a writer's (OUTPUT, free space, remount writable)
+_WRITERS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM)
+READ_FAILED = (
+    "the storage failed on a read, not necessarily the data: check the disk or the storage, "
+    "then run the same command again"
+)
 
 
 def is_fault(err: OSError) -> bool:
@@ -182,19 +202,35 @@ def is_fault(err: OSError) -> bool:
     return err.errno in _FAULT_HINTS
 
 
-def fault(err: OSError, where: str) -> StorageError:
+def fault(err: OSError, where: str, reading: bool = False) -> StorageError:
     """An OS error while working on ``where`` as one line: the path, the cause, what to do.
-    A local file this user may not read (or a directory above it it may not enter) is said
-    as such, with its owner: the operation may be a reader's, which has no OUTPUT."""
+    ``reading``: the call read (a reader has no OUTPUT to change, and nothing to free or
+    remount for a read). A local file this user may not read (or a directory above it it may
+    not enter) is said as such, with its owner."""
     path = err.filename if isinstance(err.filename, str) else where
+    cause, hint = _explained(err, path, reading)
+    return StorageError(f"{path}: {cause}; {hint}")
+
+
+def _explained(err: OSError, path: str, reading: bool = False) -> tuple[str, str]:
+    """``err``'s cause (``"Input/output error (EIO)"``) and what to do about it on ``path``."""
     code = errno.errorcode.get(err.errno or 0, "")
+    cause = f"{err.strerror or str(err) or type(err).__name__}{f' ({code})' if code else ''}"
     hint = _FAULT_HINTS.get(err.errno or 0, "fix that, then run the same command again")
-    if err.errno in (errno.EACCES, errno.EPERM) and os.path.isabs(path):
-        hint = read_hint(path) or hint
-    if err.errno == errno.EFBIG:
+    if reading and (err.errno in _WRITERS or err.errno not in _FAULT_HINTS):
+        hint = READ_FAILED
+    if err.errno in (errno.EACCES, errno.EPERM):
+        denied = read_hint(path) if os.path.isabs(path) else None
+        hint = denied or (READ_DENIED if reading else hint)
+    if err.errno == errno.EFBIG and not reading:
         hint = too_big_hint(path)
-    cause = err.strerror or str(err) or type(err).__name__
-    return StorageError(f"{path}: {cause}{f' ({code})' if code else ''}; {hint}")
+    return cause, hint
+
+
+READ_DENIED = (
+    "permission denied: check that this user may read it (the permissions of the file and of "
+    "every directory above it, or the storage's credentials)"
+)
 
 
 def file_size_limit() -> int | None:
@@ -250,112 +286,14 @@ def read_failure(
         return _too_many_open_files(where, err.errno, shuffled)
     if isinstance(err, OSError) and err.errno is not None:
         code = errno.errorcode.get(err.errno, str(err.errno))
-        return StorageError(
-            f"{where} could not be read: {err.strerror or err} ({code}); the storage failed, "
-            "not necessarily the snapshot: check the disk or file system (and that this "
-            "process may read the file), then run again"
+        hint = (
+            _FAULT_HINTS[errno.EINTR]
+            if err.errno == errno.EINTR
+            else "the storage failed, not necessarily the snapshot: check the disk or file "
+            "system (and that this process may read the file), then run again"
         )
+        return StorageError(f"{where} could not be read: {err.strerror or err} ({code}); {hint}")
     return CorruptShardError(f"{where} cannot be {doing}: {err}")
-
-
-def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
-    """``err`` as an OutOfMemoryError if it is a failed allocation (Arrow's, numpy's, a memory
-    map's ENOMEM), else None: the shard is not damaged (verify called healthy shards
-    damaged under a memory limit, and advised deleting them)."""
-    if no_thread(err):
-        return thread_limit(
-            f"{where} could not be read", err, " (the shard is not damaged)", READ_FEWER
-        )
-    if not isinstance(err, MemoryError) and getattr(err, "errno", None) != errno.ENOMEM:
-        return None
-    asked = _asked_bytes(str(err))
-    if type(err).__name__ == "ArrowMemoryError" and asked is None:
-        return None  # ("capacity too large": a size no allocator takes, read from damage)
-    if asked is not None and asked > _physical_memory():
-        return None  # more than the machine has: a length read from damaged bytes
-    return OutOfMemoryError(
-        f"{where} could not be read: out of memory ({' '.join(str(err).split())}); the shard "
-        "is not damaged: give this process more memory (ulimit -v, a container's or a job's "
-        "limit), or read less at once (a smaller shuffle_buffer, fewer num_parallel_reads)"
-    )
-
-
-def no_thread(err: BaseException) -> bool:
-    """``err`` is a thread that could not be started: Arrow's pool ("Failed to launch worker
-    thread: Resource temporarily unavailable") or Python's ("can't start new thread").
-    Linux's EAGAIN from pthread_create: no memory for its stack under a memory limit, or the
-    process or container at its thread limit; never a statement about the data."""
-    text = str(err)
-    if isinstance(err, SnapError):  # (a PipelineError: the user's code, said as such)
-        return False
-    if type(err).__module__.startswith("pyarrow"):  # (ArrowException: Arrow's UnknownError)
-        return "Failed to launch worker thread" in text
-    return isinstance(err, RuntimeError) and text.startswith("can't start new thread")
-
-
-READ_FEWER = "read with fewer threads (a smaller num_parallel_reads, no processes=)"
-
-
-def thread_limit(
-    what: str, err: BaseException, note: str = "", fewer: str = ""
-) -> OutOfMemoryError:
-    """A thread that could not be started (:func:`no_thread`) as one line: ``what`` failed,
-    why, and what to change (``fewer``: the option that asks for fewer threads)."""
-    return OutOfMemoryError(
-        f"{what}: no thread could be started ({' '.join(str(err).split())}){note}; this process "
-        "is at its memory or thread limit: give it more (ulimit -v, ulimit -u, a container's or "
-        f"a job's memory or pids limit){f', or {fewer}' if fewer else ''}"
-    )
-
-
-def threads_said(what: str, err: BaseException, fewer: str = READ_FEWER) -> BaseException:
-    """``err``, or the :func:`thread_limit` it is (caused by ``err``)."""
-    if not no_thread(err):
-        return err
-    said = thread_limit(what, err, fewer=fewer)
-    said.__cause__ = err
-    return said
-
-
-def raise_no_thread(what: str, err: BaseException, fewer: str = READ_FEWER) -> None:
-    """Raise the :func:`thread_limit` ``err`` is, if it is one (Python's threads and pools
-    start theirs as work comes: any call may be the one)."""
-    if no_thread(err):
-        raise thread_limit(what, err, fewer=fewer) from err
-
-
-def short_of_memory(err: BaseException) -> OutOfMemoryError | None:
-    """A failed allocation or thread start no layer named (a command's last resort)."""
-    if no_thread(err):
-        return thread_limit("snap", err)
-    if not isinstance(err, MemoryError):
-        return None
-    text = " ".join(str(err).split()) or type(err).__name__
-    return OutOfMemoryError(
-        f"out of memory ({text}); give this process more memory (ulimit -v, a container's or "
-        "a job's limit), or ask for less at once, then run the same command again"
-    )
-
-
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
-          "EiB": 1 << 60}  # fmt: skip
-
-
-def _asked_bytes(text: str) -> int | None:
-    """The size a failed allocation asked for, by its message: Arrow's "malloc of size N
-    failed", numpy's "Unable to allocate 86.0 TiB ..."; None if it names none."""
-    if found := re.search(r"alloc\w* of size (\d+)", text):
-        return int(found.group(1))
-    if found := re.search(r"allocate ([\d.]+) ([KMGTPE]?i?B)\b", text):
-        return int(float(found.group(1)) * _UNITS.get(found.group(2), 1))
-    return None
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # (not Linux: no allocation is too large)
-        return 1 << 62
 
 
 def _too_many_open_files(where: str, code: int, shuffled: bool = False) -> StorageError:

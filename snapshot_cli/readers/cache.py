@@ -78,7 +78,8 @@ class CachedShard:
             self._close(fd)  # releases the shared lock
 
     def __del__(self) -> None:
-        self.close()
+        with contextlib.suppress(OSError):  # (the descriptor is released whatever close says)
+            self.close()
 
 
 class ShardCache:

@@ -20,9 +20,12 @@ def crc32c_file(path: str) -> str:
     """crc32c of a local file, straight from the page cache through a short-lived memory map
     (no copy; the mapping, and the pages it counted in this process's RSS, end on return)."""
     with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
             return f"{crc32c.crc32c(b''):08x}"
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        # (its size given: mmap, asked to learn it, ignores a failing fstat and maps 0 bytes,
+        # whose EINVAL hid the storage's error)
+        with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
             view = memoryview(m)
             try:
                 return crc32c_buffer(view)
@@ -47,7 +50,8 @@ def block_problem(path: str | None, source: Any, entry: ShardEntry) -> str | Non
         return None
     if path is None:
         return _blocks_in(memoryview(source), entry)
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), os.fstat(f.fileno()).st_size,
+                                          access=mmap.ACCESS_READ) as m:  # fmt: skip
         view = memoryview(m)
         try:
             return _blocks_in(view, entry)

@@ -83,16 +83,32 @@ class Descriptor:
     def __del__(self) -> None:
         if self.fd >= 0:
             self.fd, fd = -1, self.fd
-            self._close(fd)
+            try:  # noqa: SIM105 - (no module global: contextlib may be None by then)
+                self._close(fd)
+            except OSError:  # (EIO, EINTR: see close_read_only)
+                pass
+
+
+def close_read_only(fd: int) -> None:
+    """Close ``fd``, a file open for reading only, whatever close says: Linux releases the
+    descriptor even when close fails (EIO, EINTR; a second close could close another
+    file's), and nothing written can be lost, so its error is no one's to answer (from a
+    ``__del__`` it was a traceback on stderr)."""
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 # Python 3.13+: a map that holds no file descriptor of its own
 _UNTRACKED: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
-def map_read_only(fd: int) -> mmap.mmap:
-    """A read-only map of the whole file open as ``fd``."""
-    return mmap.mmap(fd, 0, access=mmap.ACCESS_READ, **_UNTRACKED)
+def map_read_only(fd: int, size: int | None = None) -> mmap.mmap:
+    """A read-only map of the whole file open as ``fd`` (``size``: its size, if known). The
+    size is asked for here: mmap, asked to learn it, ignores a failing fstat and maps 0
+    bytes, whose EINVAL hid the storage's error (an EIO said as "Invalid argument")."""
+    if size is None:
+        size = os.fstat(fd).st_size
+    return mmap.mmap(fd, size, access=mmap.ACCESS_READ, **_UNTRACKED)
 
 
 def readable(sock: socket.socket, timeout: float) -> bool:

@@ -15,9 +15,10 @@ Threads, one shard each: crc32c and Arrow decoding release the GIL.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,7 +32,8 @@ from ..cores import cores
 from ..errors import OptionError, OutOfMemoryError, SnapError, StorageError
 from ..manifest import ShardEntry
 from ..units import integer
-from .checksum import block_problem, crc32c_buffer, crc32c_file
+from . import limits
+from .checksum import block_problem, crc32c_buffer
 from .snapshot import Snapshot
 
 
@@ -213,7 +215,7 @@ def _size_problem(size: int, entry: ShardEntry) -> Lost:
 
 
 def _checked(result: ShardCheck, problem: Callable[[], str | None]) -> ShardCheck:
-    """``result`` with the problem ``problem()`` finds; a missing or unreadable shard is a
+    """``result`` with the problem ``problem()`` finds; a missing or undecodable shard is a
     problem too, a failing storage is not (it stops verify)."""
     try:
         result.problem = problem()
@@ -226,38 +228,80 @@ def _checked(result: ShardCheck, problem: Callable[[], str | None]) -> ShardChec
 
 
 def _raise_storage_fault(err: BaseException, url: str) -> None:
-    """A storage that fails (I/O error, time-outs, forbidden) says nothing about the shard:
-    verify stops with that answer instead of calling the shard damaged (and advising a
-    rebuild)."""
+    """A read the storage fails (any OS error: EIO, ESTALE, EACCES, a time-out) says nothing
+    about the shard's bytes: verify stops with that answer, as every reader says it, instead
+    of calling the shard damaged (and advising its deletion)."""
     if isinstance(err, (StorageError, OutOfMemoryError)):
         raise err
     if (short := storage.out_of_memory(f"shard {url}", err)) is not None:
         raise short from err
-    if isinstance(err, OSError) and not isinstance(err, SnapError) and storage.is_fault(err):
-        raise storage.fault(err, url) from err
+    if isinstance(err, OSError) and not isinstance(err, SnapError):
+        raise faults.fault(err, url, reading=True) from err
+
+
+def _not_decoded(err: BaseException) -> None:
+    """Re-raise what Arrow says of the machine or the storage, not of the bytes: a failed
+    allocation or thread, an OS error with an errno (a read of the file: "Failed to open
+    local file ... [errno 5]"). Without one (a codec's "ZSTD decompression failed"), the
+    bytes are damaged."""
+    if storage.out_of_memory("", err) is not None or getattr(err, "errno", None) is not None:
+        raise err  # (_checked says which)
+
+
+@contextlib.contextmanager
+def _mapped(path: str) -> Iterator[memoryview]:
+    """The local file's bytes, through a read-only memory map for as long as they are used.
+    The size is the descriptor's: a failing stat is said with its own errno (mmap, left to
+    learn it, maps 0 bytes: EINVAL)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        mapped = limits.map_read_only(fd, size) if size else None
+    finally:
+        limits.close_read_only(fd)
+    view = memoryview(mapped if mapped is not None else b"")
+    try:
+        yield view
+    finally:
+        view.release()
+        if mapped is not None:
+            with contextlib.suppress(BufferError):  # (a view still held: freed with it)
+                mapped.close()
+
+
+def _bytes_problem(data: Any, entry: ShardEntry) -> str | None:
+    """What is wrong with a shard's bytes (size, crc32c, the record batches' own), or None."""
+    if len(data) != entry.bytes:
+        return _size_problem(len(data), entry)
+    crc = crc32c_buffer(data)
+    if crc != entry.crc32c:
+        return f"crc32c {crc}, the manifest says {entry.crc32c}"
+    return block_problem(None, data, entry)
 
 
 def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bool) -> str | None:
-    """What is wrong with one shard, or None."""
-    if local:
-        size = os.path.getsize(path)
-        source: Any = None
-    else:
+    """What is wrong with one shard, or None. A local shard's bytes are checked through a map,
+    unmapped before Arrow reads the file (decoding needs the room)."""
+    if not local:
         data = storage.read_bytes(fs, path)
-        size, source = len(data), pa.py_buffer(data)
-    if size != entry.bytes:
-        return _size_problem(size, entry)
-    crc = crc32c_file(path) if local else crc32c_buffer(source)
-    if crc != entry.crc32c:
-        return f"crc32c {crc}, the manifest says {entry.crc32c}"
-    problem = block_problem(path if local else None, source, entry)
-    if problem is not None:
-        return problem
+        return _bytes_problem(data, entry) or _arrow_problem(pa.py_buffer(data), entry, schema)
+    with _mapped(path) as view:
+        if problem := _bytes_problem(view, entry):
+            return problem
+    source = pa.OSFile(os.fsencode(path), "r")  # (an OSError: the storage's)
     try:
-        reader = pa.ipc.open_file(pa.OSFile(os.fsencode(path), "r") if local else source)
+        return _arrow_problem(source, entry, schema)
+    finally:
+        with contextlib.suppress(OSError):  # (closed here: Arrow's destructor prints its error)
+            source.close()
+
+
+def _arrow_problem(source: Any, entry: ShardEntry, schema: pa.Schema) -> str | None:
+    """What is wrong with a shard as Arrow reads it from ``source``, or None."""
+    try:
+        reader = pa.ipc.open_file(source)
     except (pa.ArrowException, OSError) as err:
-        if storage.out_of_memory("", err) is not None:
-            raise  # (the machine's, not the shard's: _checked says so)
+        _not_decoded(err)
         return f"is not a readable Arrow file: {err}"
     expected = entry.batch_sizes()
     problem = schema_mod.layout_problem(
@@ -270,8 +314,7 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
             batch = reader.get_batch(i)
             batch.validate(full=True)
         except (pa.ArrowException, OSError) as err:
-            if storage.out_of_memory("", err) is not None:
-                raise  # (the machine's, not the shard's: _checked says so)
+            _not_decoded(err)
             return f"record batch {i} cannot be decoded: {err}"
         if batch.num_rows != rows:
             return f"record batch {i} has {batch.num_rows} records, the manifest says {rows}"

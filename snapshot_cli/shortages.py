@@ -1,0 +1,115 @@
+"""A process short of memory or threads, said as such: never a shard's damage.
+
+A failed allocation (Arrow's, numpy's, a memory map's ENOMEM) or a thread that could not be
+started (Linux's EAGAIN from pthread_create, under a memory or pids limit) is the machine's,
+not the data's: verify called healthy shards damaged under a memory limit, and advised
+deleting them. :mod:`snapshot_cli.faults` re-exports these.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+
+from .errors import OutOfMemoryError, SnapError
+
+
+def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
+    """``err`` as an OutOfMemoryError if it is a failed allocation (Arrow's, numpy's, a memory
+    map's ENOMEM), else None: the shard is not damaged (verify called healthy shards
+    damaged under a memory limit, and advised deleting them)."""
+    if no_thread(err):
+        return thread_limit(
+            f"{where} could not be read", err, " (the shard is not damaged)", READ_FEWER
+        )
+    if not isinstance(err, MemoryError) and getattr(err, "errno", None) != errno.ENOMEM:
+        return None
+    asked = _asked_bytes(str(err))
+    if type(err).__name__ == "ArrowMemoryError" and asked is None:
+        return None  # ("capacity too large": a size no allocator takes, read from damage)
+    if asked is not None and asked > _physical_memory():
+        return None  # more than the machine has: a length read from damaged bytes
+    return OutOfMemoryError(
+        f"{where} could not be read: out of memory ({' '.join(str(err).split())}); the shard "
+        "is not damaged: give this process more memory (ulimit -v, a container's or a job's "
+        "limit), or read less at once (a smaller shuffle_buffer, fewer num_parallel_reads)"
+    )
+
+
+def no_thread(err: BaseException) -> bool:
+    """``err`` is a thread that could not be started: Arrow's pool ("Failed to launch worker
+    thread: Resource temporarily unavailable") or Python's ("can't start new thread").
+    Linux's EAGAIN from pthread_create: no memory for its stack under a memory limit, or the
+    process or container at its thread limit; never a statement about the data."""
+    text = str(err)
+    if isinstance(err, SnapError):  # (a PipelineError: the user's code, said as such)
+        return False
+    if type(err).__module__.startswith("pyarrow"):  # (ArrowException: Arrow's UnknownError)
+        return "Failed to launch worker thread" in text
+    return isinstance(err, RuntimeError) and text.startswith("can't start new thread")
+
+
+READ_FEWER = "read with fewer threads (a smaller num_parallel_reads, no processes=)"
+
+
+def thread_limit(
+    what: str, err: BaseException, note: str = "", fewer: str = ""
+) -> OutOfMemoryError:
+    """A thread that could not be started (:func:`no_thread`) as one line: ``what`` failed,
+    why, and what to change (``fewer``: the option that asks for fewer threads)."""
+    return OutOfMemoryError(
+        f"{what}: no thread could be started ({' '.join(str(err).split())}){note}; this process "
+        "is at its memory or thread limit: give it more (ulimit -v, ulimit -u, a container's or "
+        f"a job's memory or pids limit){f', or {fewer}' if fewer else ''}"
+    )
+
+
+def threads_said(what: str, err: BaseException, fewer: str = READ_FEWER) -> BaseException:
+    """``err``, or the :func:`thread_limit` it is (caused by ``err``)."""
+    if not no_thread(err):
+        return err
+    said = thread_limit(what, err, fewer=fewer)
+    said.__cause__ = err
+    return said
+
+
+def raise_no_thread(what: str, err: BaseException, fewer: str = READ_FEWER) -> None:
+    """Raise the :func:`thread_limit` ``err`` is, if it is one (Python's threads and pools
+    start theirs as work comes: any call may be the one)."""
+    if no_thread(err):
+        raise thread_limit(what, err, fewer=fewer) from err
+
+
+def short_of_memory(err: BaseException) -> OutOfMemoryError | None:
+    """A failed allocation or thread start no layer named (a command's last resort)."""
+    if no_thread(err):
+        return thread_limit("snap", err)
+    if not isinstance(err, MemoryError):
+        return None
+    text = " ".join(str(err).split()) or type(err).__name__
+    return OutOfMemoryError(
+        f"out of memory ({text}); give this process more memory (ulimit -v, a container's or "
+        "a job's limit), or ask for less at once, then run the same command again"
+    )
+
+
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
+          "EiB": 1 << 60}  # fmt: skip
+
+
+def _asked_bytes(text: str) -> int | None:
+    """The size a failed allocation asked for, by its message: Arrow's "malloc of size N
+    failed", numpy's "Unable to allocate 86.0 TiB ..."; None if it names none."""
+    if found := re.search(r"alloc\w* of size (\d+)", text):
+        return int(found.group(1))
+    if found := re.search(r"allocate ([\d.]+) ([KMGTPE]?i?B)\b", text):
+        return int(float(found.group(1)) * _UNITS.get(found.group(2), 1))
+    return None
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # (not Linux: no allocation is too large)
+        return 1 << 62
