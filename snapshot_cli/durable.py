@@ -164,9 +164,12 @@ def replace_file(path: str, data: bytes) -> None:
     try:
         interrupted.write_synced(tmp, data)
         interrupted.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            interrupted.unlink(tmp)
+    except BaseException:
+        # (the failure is the answer, not the tidying; os's own call: a Ctrl-C raised at a
+        # call of snap's here would leave the temporary)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def create_file(path: str, data: bytes) -> bool:
@@ -189,15 +192,23 @@ def create_file(path: str, data: bytes) -> bool:
         made = True
         return True
     finally:
-        try:  # (not left behind on a full disk)
-            interrupted.unlink(tmp)
-        except OSError as err:
-            if not made:
-                raise
-            code = errno.errorcode.get(err.errno or 0, "")
-            log.warning("made %s, but its temporary file %s could not be removed (%s%s): run "
-                        "snap gc on the snapshot to remove it", path, tmp,
-                        err.strerror or err, f", {code}" if code else "")  # fmt: skip
+        # (not left behind on a full disk; os's own calls, no function of snap's between the
+        # link and them: a Ctrl-C that Python raises at such a call left the temporary)
+        for attempt in range(interrupted.TRIES):
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                if isinstance(err, InterruptedError) and attempt + 1 < interrupted.TRIES:
+                    continue
+                if not made:
+                    raise
+                code = errno.errorcode.get(err.errno or 0, "")
+                log.warning("made %s, but its temporary file %s could not be removed (%s%s): "
+                            "run snap gc on the snapshot to remove it", path, tmp,
+                            err.strerror or err, f", {code}" if code else "")  # fmt: skip
+            break
 
 
 def create_without_link(tmp: str, path: str, data: bytes) -> bool:

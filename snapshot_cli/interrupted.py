@@ -138,7 +138,8 @@ def write_synced(path: str, data: bytes) -> None:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
-        close(fd)
+        with contextlib.suppress(InterruptedError):  # (as close() does, without a call of
+            os.close(fd)  # snap's, where a Ctrl-C raised would leave the descriptor open)
 
 
 def read_file(path: str) -> bytes:
@@ -151,5 +152,6 @@ def read_file(path: str) -> bytes:
         while chunk := os.read(fd, _CHUNK):
             chunks.append(chunk)
     finally:
-        close(fd)
+        with contextlib.suppress(InterruptedError):  # (as in write_synced)
+            os.close(fd)
     return b"".join(chunks)

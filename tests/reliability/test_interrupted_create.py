@@ -52,8 +52,12 @@ WANT = list(range(80))
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize(
     ("only", "stride"),
-    [(("writers/lease.py", "writers/guards.py"), 1), ((), 11)],
-    ids=["every call of the lease", "every 11th call"],
+    [
+        (("writers/lease.py", "writers/guards.py"), 1),
+        ((), 11),
+        (("snapshot_cli/durable.py", "snapshot_cli/interrupted.py"), 1),
+    ],
+    ids=["every call of the lease", "every 11th call", "every call of the local writes"],
 )
 def test_a_create_interrupted_anywhere_is_whole_or_absent_and_runs_again_at_once(
     tmp_path: Path, only: tuple[str, ...], stride: int
