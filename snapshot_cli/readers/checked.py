@@ -41,26 +41,32 @@ def seen(path: str, version: Version) -> bool:
 def record_batches(path: str, version: Version, count: int) -> np.ndarray:
     """The flags of this version's ``count`` record batches, True once one is checked (shared
     by every reader of it in this process; another version's replaced)."""
+    global _look_over_at
     with _lock:
         held = _checked.pop(path, None)
         if held is None or held[0] != version or len(held[1]) != count:
             held = (version, np.zeros(count, bool))
         _checked[path] = held  # (the most recently opened, last)
-        if len(_checked) >= _look_over_at:
-            _look_over()
-        return held[1]
+        paths = list(_checked) if len(_checked) >= _look_over_at else None
+        if paths is not None:
+            _look_over_at = MAX_FILES + 1  # (one look at a time)
+    if paths is not None:  # the files looked for without the lock (a slow mount's stats)
+        _look_over([p for p in paths if not os.path.exists(p)])
+    return held[1]
 
 
-def _look_over() -> None:
-    """Files gone leave the table, then the least recently opened beyond MAX_FILES (down to
+def _look_over(gone: list[str]) -> None:
+    """Files gone (``gone``, looked for without the lock: a file made again since is only
+    checked again) leave the table, then the least recently opened beyond MAX_FILES (down to
     3/4 of it, so that a table of files all still there is not looked over at every open)."""
     global _look_over_at
-    for path in [p for p in _checked if not os.path.exists(p)]:
-        del _checked[path]
-    if len(_checked) > MAX_FILES:
-        for path in list(_checked)[: len(_checked) - MAX_FILES * 3 // 4]:
-            del _checked[path]
-    _look_over_at = min(max(LOOK_OVER_MIN, 2 * len(_checked)), MAX_FILES + 1)
+    with _lock:
+        for path in gone:
+            _checked.pop(path, None)
+        if len(_checked) > MAX_FILES:
+            for path in list(_checked)[: len(_checked) - MAX_FILES * 3 // 4]:
+                del _checked[path]
+        _look_over_at = min(max(LOOK_OVER_MIN, 2 * len(_checked)), MAX_FILES + 1)
 
 
 def entries() -> int:

@@ -7,6 +7,7 @@ checked again)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -72,3 +73,35 @@ def test_a_sweep_making_and_deleting_a_snapshot_per_trial_keeps_the_table_bounde
         shutil.rmtree(path)
         sizes.append(checked.entries())
     assert max(sizes) <= 2 * 16 + 4  # at most the last trial's shards and the one before
+
+
+def test_files_are_looked_for_without_holding_up_other_readers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look over stats every file it holds: on a hung mount, a reader opening another
+    shard meanwhile is not held up behind it (the table's lock is not held for the stats)."""
+    import threading
+
+    for i in range(3):
+        opened(tmp_path / f"f{i}")  # (never made: gone at the look)
+    stuck, release = threading.Event(), threading.Event()
+    real = os.path.exists
+
+    def hung(path: str) -> bool:
+        if path.endswith("f0"):
+            stuck.set()
+            assert release.wait(30)
+        return real(path)
+
+    monkeypatch.setattr(checked.os.path, "exists", hung)
+    looking = threading.Thread(target=opened, args=(tmp_path / "f3",))  # (the 4th: a look)
+    looking.start()
+    assert stuck.wait(30)
+    other = threading.Thread(target=opened, args=(tmp_path / "other",))
+    other.start()
+    other.join(30)
+    done = not other.is_alive()
+    release.set()
+    looking.join(30)
+    assert done and not looking.is_alive()
+    assert str(tmp_path / "f0") not in checked._checked
