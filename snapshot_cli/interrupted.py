@@ -99,31 +99,35 @@ def _entries(directory: str) -> list[tuple[str, bool]]:
 def replace(tmp: str, path: str) -> None:
     """``os.replace(tmp, path)`` of this process's own temporary file ``tmp``, EINTR tried
     again: ``tmp`` gone on a retry, and ``path`` there, is the interrupted try's rename."""
-    for attempt in range(TRIES):
-        try:
-            os.replace(tmp, path)
-            return
-        except InterruptedError:
-            if attempt + 1 == TRIES:
-                raise
-        except FileNotFoundError:
-            if attempt == 0 or os.path.lexists(tmp) or not os.path.lexists(path):
-                raise
-            return
+    _moved(
+        lambda: os.replace(tmp, path),
+        lambda err: isinstance(err, FileNotFoundError)
+        and not os.path.lexists(tmp) and os.path.lexists(path),
+    )  # fmt: skip
 
 
 def link(tmp: str, path: str) -> None:
     """``os.link(tmp, path)``, EINTR tried again: EEXIST on a retry is the interrupted try's
     link where ``path`` is ``tmp``'s file (one inode), else another's (FileExistsError)."""
+    _moved(
+        lambda: os.link(tmp, path),
+        lambda err: isinstance(err, FileExistsError)
+        and again(lambda: os.path.samefile(tmp, path)),
+    )  # fmt: skip
+
+
+def _moved(call: Callable[[], None], done: Callable[[OSError], bool]) -> None:
+    """``call()``, EINTR tried again up to :data:`TRIES` times; an error of a retry that
+    ``done`` says the interrupted try's own doing is success."""
     for attempt in range(TRIES):
         try:
-            os.link(tmp, path)
+            call()
             return
         except InterruptedError:
             if attempt + 1 == TRIES:
                 raise
-        except FileExistsError:
-            if attempt == 0 or not again(lambda: os.path.samefile(tmp, path)):
+        except OSError as err:
+            if attempt == 0 or not done(err):
                 raise
             return
 

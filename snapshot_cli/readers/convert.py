@@ -217,6 +217,10 @@ class Chunks:
             group.append(part)
             size += nbytes
         self.chunks = chunks + [_joined(group)] if self.parts is None else list(parts)
+        kind = parts[0].type  # (what a batch's take needs, worked out once a window)
+        text = self.parts is not None and schema_mod.kind(kind) in TEXT
+        self._binary = text and (pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
+        self._dtype = None if self.parts is None or text else arrays.numpy_dtype(kind.value_type)
         self.starts = np.cumsum([0] + [len(c) for c in self.chunks])  # chunk i: [starts[i], ...)
 
     def __len__(self) -> int:
@@ -239,7 +243,7 @@ class Chunks:
     def take(self, rows: np.ndarray) -> np.ndarray:
         """Records ``rows`` → numpy, as :func:`take_rows` makes them (a copy)."""
         if self.parts is not None:
-            return _take_parts(self.parts, self.chunks[0].type, rows)
+            return _take_parts(self.parts, rows, self._binary, self._dtype)
         if len(self.chunks) == 1:
             return take_rows(self.chunks[0], rows)
         which = np.searchsorted(self.starts, rows, "right") - 1
@@ -263,13 +267,12 @@ def _in_parts(parts: list[pa.Array]) -> Any:
     if schema_mod.kind(t) in TEXT:
         large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
         width = 8 if large else 4
+        held = [(p, p.buffers()) for p in parts]
         offsets = [
-            np.frombuffer(p.buffers()[1], np.int64 if large else np.int32, len(p) + 1,
-                          p.offset * width)
-            for p in parts
-        ]  # fmt: skip
-        data = [b"" if p.buffers()[2] is None else p.buffers()[2] for p in parts]
-        return _ragged.Parts(offsets, data)
+            np.frombuffer(b[1], np.int64 if large else np.int32, len(p) + 1, p.offset * width)
+            for p, b in held
+        ]
+        return _ragged.Parts(offsets, [b"" if b[2] is None else b[2] for _, b in held])
     if not pa.types.is_list(t) or arrays.numpy_dtype(t.value_type) is None:
         return None
     if pa.types.is_boolean(t.value_type) or any(p.values.null_count for p in parts):
@@ -278,14 +281,12 @@ def _in_parts(parts: list[pa.Array]) -> Any:
     return _ragged.Parts([o for o, _ in columns], [v.view(np.uint8) for _, v in columns])
 
 
-def _take_parts(parts: Any, t: pa.DataType, rows: np.ndarray) -> np.ndarray:
-    """Records ``rows`` of the column ``parts`` (of type ``t``), as :func:`take_rows` makes
-    them."""
+def _take_parts(parts: Any, rows: np.ndarray, binary: bool, dtype: np.dtype | None) -> np.ndarray:
+    """Records ``rows`` of the column ``parts``, as :func:`take_rows` makes them: text (or
+    bytes, ``binary``) where ``dtype`` is None, else lists of ``dtype`` values."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    if schema_mod.kind(t) in TEXT:
-        binary = pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    if dtype is None:
         return _objects(parts.take_text(rows, binary))
-    dtype = arrays.numpy_dtype(t.value_type)
     bounds = np.empty(len(rows) + 1, np.int64)
     taken = np.empty(parts.bounds(rows, bounds), dtype)
     parts.take_values(taken.itemsize, rows, taken)

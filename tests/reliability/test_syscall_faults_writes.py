@@ -29,16 +29,8 @@ import snapshot_cli as snap
 from snapshot_cli import storage
 from snapshot_cli.cli import cli
 from snapshot_cli.errors import StorageError
+from tests.reliability.test_injected_faults import PIPE, RECORDS
 
-PIPE = """
-import numpy as np
-def preprocess(i, tag=0):  # tag changes the fingerprint, not the records
-    for k in range(3):
-        yield {"x": np.full(1000, i, np.uint8), "i": i * 3 + k}
-def items():
-    return list(range(6))
-"""
-RECORDS = list(range(18))
 # The kind: every errno a storage gives for a call that failed (EINTR, once tried again as
 # long as it lasts, is one of them).
 ERRNOS = ["EIO", "ENOSPC", "EROFS", "EACCES", "EDQUOT", "ENOMEM", "EMFILE", "EINTR"]
