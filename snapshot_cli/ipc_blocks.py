@@ -30,7 +30,7 @@ import pyarrow as pa
 MAGIC = b"ARROW1"
 TAIL = 10  # int32 footer length + "ARROW1"
 BLOCK_BYTES = 24  # struct Block {offset: long; metaDataLength: int; (pad); bodyLength: long}
-_BLOCK_DTYPE = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
+BLOCK_DTYPE = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
 _ZEROS = bytes(1 << 20)
 
 
@@ -95,30 +95,11 @@ def record_batch_blocks(footer: bytes, file_size: int) -> BlockList:
     """The record batch blocks listed by ``footer`` (the flatbuffer alone), each checked to
     lie inside a file of ``file_size`` bytes before its footer."""
     end = file_size - TAIL - len(footer)
-
-    def u32(pos: int) -> int:
-        if not 0 <= pos <= len(footer) - 4:
-            raise FooterError(f"an offset points outside the footer ({pos})")
-        return int(struct.unpack_from("<I", footer, pos)[0])
-
-    root = u32(0)
-    vtable = root - struct.unpack_from("<i", footer, root)[0] if root <= len(footer) - 4 else -1
-    if not 0 <= vtable <= len(footer) - 4:
-        raise FooterError("the footer's table is outside it")
-    vtable_size = struct.unpack_from("<H", footer, vtable)[0]
-    entry = 4 + 2 * 3  # field 3: recordBatches
-    none = BlockList(*(np.zeros(0, np.int64),) * 3)
-    if entry + 2 > vtable_size or vtable + entry + 2 > len(footer):
-        return none
-    field = struct.unpack_from("<H", footer, vtable + entry)[0]
-    if not field:
-        return none
-    vector = root + field + u32(root + field)
-    count = u32(vector)
-    first = vector + 4
-    if count > (len(footer) - first) // BLOCK_BYTES:
-        raise FooterError(f"the footer lists {count} record batches it has no room for")
-    table = np.frombuffer(footer, _BLOCK_DTYPE, count, first)
+    vector = _block_vector(footer, 3)  # field 3: recordBatches
+    if vector is None:
+        return BlockList(*(np.zeros(0, np.int64),) * 3)
+    first, count = vector
+    table = np.frombuffer(footer, BLOCK_DTYPE, count, first)
     offset, body = table["offset"].astype(np.int64), table["body"].astype(np.int64)
     meta = table["meta"].astype(np.int64)
     outside = (offset < 0) | (meta <= 0) | (body < 0) | (offset > end) | (body > end)
@@ -139,6 +120,41 @@ def record_batch_blocks(footer: bytes, file_size: int) -> BlockList:
             f"body {b} bytes)"
         )
     return BlockList(offset, length, meta)
+
+
+def _block_vector(footer: bytes | memoryview, field: int) -> tuple[int, int] | None:
+    """Where footer field ``field`` (2: dictionaries, 3: record batches), a vector of blocks,
+    starts in ``footer`` and its length; None where the footer has no such field."""
+
+    def u32(pos: int) -> int:
+        if not 0 <= pos <= len(footer) - 4:
+            raise FooterError(f"an offset points outside the footer ({pos})")
+        return int(struct.unpack_from("<I", footer, pos)[0])
+
+    root = u32(0)
+    vtable = root - struct.unpack_from("<i", footer, root)[0] if root <= len(footer) - 4 else -1
+    if not 0 <= vtable <= len(footer) - 4:
+        raise FooterError("the footer's table is outside it")
+    vtable_size = struct.unpack_from("<H", footer, vtable)[0]
+    entry = 4 + 2 * field
+    if entry + 2 > vtable_size or vtable + entry + 2 > len(footer):
+        return None
+    at = struct.unpack_from("<H", footer, vtable + entry)[0]
+    if not at:
+        return None
+    vector = root + at + u32(root + at)
+    count = u32(vector)
+    first = vector + 4
+    if count > (len(footer) - first) // BLOCK_BYTES:
+        what = "record batches" if field == 3 else "dictionaries"
+        raise FooterError(f"the footer lists {count} {what} it has no room for")
+    return first, count
+
+
+def block_vectors(footer: bytes | memoryview) -> list[tuple[int, int]]:
+    """Where each block of the footer's dictionaries and record batches starts in it (a
+    :data:`BLOCK_DTYPE` each) and how many: ``[(start, count)]``."""
+    return [v for v in (_block_vector(footer, f) for f in (2, 3)) if v is not None]
 
 
 class BlockList(Sequence[Block]):

@@ -141,6 +141,53 @@ def batch_layout(metadata: bytes, message_length: int) -> BatchLayout:
     return BatchLayout(int(length), nodes, buffers, codec, body_start, int(body_length))
 
 
+@dataclass(frozen=True)
+class MessageFields:
+    """Where a message's metadata (its first :func:`metadata_size` bytes, ``m``) keeps what a
+    writer rewriting its body changes, as offsets in ``m``: the body length (an int64; -1
+    where it is not stored: 0) and, for a compressed record batch, its buffers (``buffers``
+    (offset, length) int64 pairs at ``buffers_at``; else 0 of them) and ``codec``."""
+
+    header_type: int
+    body_length: int
+    body_length_at: int
+    buffers_at: int
+    buffers: int
+    codec: int | None
+
+
+def message_fields(metadata: bytes) -> MessageFields:
+    """:class:`MessageFields` of any message (a schema, a dictionary, a record batch);
+    LayoutError where the metadata is malformed."""
+    body_start = metadata_size(metadata[:8])
+    if len(metadata) < body_start:
+        raise LayoutError("the metadata is cut short")
+    flat = metadata[8:body_start]
+    if len(flat) < 4:
+        raise LayoutError("the metadata is empty")
+    message = _Table(flat, int(struct.unpack_from("<I", flat, 0)[0]))
+    header_type = message.scalar(1, "<B")
+    length_at = message._field(3)
+    body_length = message.scalar(3, "<q")
+    if body_length < 0:
+        raise LayoutError(f"body length {body_length}")
+    buffers_at = buffers = 0
+    codec = None
+    header = message.table(2) if header_type == RECORD_BATCH else None
+    compression = header.table(3) if header is not None else None
+    if header is not None and compression is not None:
+        codec = compression.scalar(0, "<b")
+        pos = header._field(2)
+        if pos is not None:
+            start = pos + header._i32(pos) % (1 << 32)
+            buffers = len(header.structs(2, 16))
+            buffers_at = 8 + start + 4
+    return MessageFields(
+        header_type, int(body_length), -1 if length_at is None else 8 + length_at,
+        buffers_at, buffers, codec,
+    )  # fmt: skip
+
+
 class LastLayout:
     """:func:`batch_layout`, remembering its last answer: uncompressed record batches of as
     many records have the same metadata, byte for byte (parsing costs ~20 µs of Python

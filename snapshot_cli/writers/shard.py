@@ -19,6 +19,7 @@ from fsspec import AbstractFileSystem
 from .. import durable, ipc_blocks, layout, storage
 from ..manifest import ShardEntry, encode_runs
 from .options import Compression
+from .plain import PlainSink
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class ShardRoller:
         self.entries: list[ShardEntry] = []
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
         self._sink: ChecksumSink | None = None
+        self._plain: PlainSink | None = None  # (compressed shards: buffers that did not shrink)
         self._rel = ""
         self._records = self._uncompressed = 0
         self._batch_sizes: list[int] = []
@@ -154,7 +156,9 @@ class ShardRoller:
         self._rel = shard_name(self.run, self.task, len(self.entries), self.writer)
         path = storage.join(self.root, self._rel)
         self._sink = ChecksumSink(storage.open_write(self.fs, path))
-        self._writer = pa.ipc.new_file(self._sink, schema, options=self.options)
+        self._plain = PlainSink(self._sink) if self.options.compression else None
+        target = self._sink if self._plain is None else self._plain
+        self._writer = pa.ipc.new_file(target, schema, options=self.options)
         self._self_contained = ipc_blocks.self_contained(schema)
         self._records = self._uncompressed = 0
         self._batch_sizes = []
@@ -168,6 +172,8 @@ class ShardRoller:
         path = storage.join(self.root, self._rel)
         with storage.errors_named(self.fs, path, "writing"):  # (S3's upload is committed here)
             self._writer.close()
+            if self._plain is not None:
+                self._plain.finish()
             self._sink.close()
         durable.start_writeback(self.fs, path)
         batch_crcs = self._sink.block_crcs() if self._self_contained else ""
@@ -185,7 +191,7 @@ class ShardRoller:
                 batch_crc32c=batch_crcs,
             )
         )
-        self._writer = self._sink = None
+        self._writer = self._sink = self._plain = None
 
     def abort(self) -> None:
         """Drop an open shard without recording it (after an error).
@@ -196,7 +202,7 @@ class ShardRoller:
         until the next create or gc); what else remains of the shard is unreferenced
         garbage that ``snap gc`` removes.
         """
-        sink, self._writer, self._sink = self._sink, None, None
+        sink, self._writer, self._sink, self._plain = self._sink, None, None, None
         if sink is None:
             return
         sink.discard()
