@@ -118,7 +118,7 @@ def test_each_buffer_is_plain_exactly_where_its_codec_does_not_pay(
                 if not buf:
                     continue
                 (stated,) = struct.unpack_from("<q", buf)
-                if stated == -1:  # plain: its codec would not have saved a sixteenth
+                if stated == -1:  # plain: its codec would not have saved 5 %
                     raw = buf[8:]
                     assert len(compressor.compress(raw)) > len(raw) * (1 - plain.MIN_SAVING)
                 else:
