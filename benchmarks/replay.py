@@ -709,6 +709,10 @@ def main(argv: list[str] | None = None) -> int:
     configs = [RAW, BASE, BASE_COPY, *LOADER_CONFIGS] + ([] if args.no_tune else TUNED)
     if args.orders:
         configs = [BASE_COPY, STEADY, GLOBAL, MIX3]
+    if args.tokens:  # (decode processes take fixed-width columns only: README, processes=)
+        configs = [c for c in configs if c not in (STEADY_PROCS, BUSY_PROCS)]
+        print("--tokens: the processes=2 configurations are left out (decode processes take "
+              "columns of numbers and tensors only)", file=sys.stderr)  # fmt: skip
     runs: list[Run] = []
     for rep in range(args.repeats):
         order = _common.rotated(configs, rep * 3)

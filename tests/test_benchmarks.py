@@ -301,3 +301,15 @@ def test_quick_help_names_the_repeat_once() -> None:
         if "add_quick_option" in (BENCH / script).read_text():
             text = " ".join(help_text(script).split())
             assert text.count("1 repeat") == 1, (script, text)
+
+
+def test_replay_with_tokens_runs_and_warns_of_nothing(tmp_path: Path) -> None:
+    """``replay.py --tokens`` ended in an error (its processes=2 configurations cannot take a
+    ragged column), and every replay run printed snap's warning of a misspelt ragged name
+    (``make_records`` declared ``tokens`` whether it yielded them or not)."""
+    for tokens in (["--tokens"], []):
+        res = bench("replay.py", "--size-gb", "0.005", "--codecs", "none", "--repeats", "1",
+                    "--no-tune", "--data-dir", str(tmp_path), *tokens)  # fmt: skip
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "snap:" not in res.stderr and "snap: " not in res.stdout, res.stderr[-3000:]
+        assert "snap shuffle=True, 2nd epoch" in res.stdout
