@@ -97,6 +97,8 @@ class PlainSink:
         self._starts: list[int] = []  # each message's offset in pyarrow's stream...
         self._moved: list[tuple[int, int]] = []  # ...its offset in the file, and body length
         self._delta = 0  # bytes the file has more (or fewer) than pyarrow's stream so far
+        self._changed = False  # a message written otherwise than pyarrow wrote it (its body
+        # length, and the offsets after it, may differ even where the sizes add up the same)
         self._need = MAGIC_BYTES  # pending bytes before anything can be written
         self.closed = False
 
@@ -126,6 +128,7 @@ class PlainSink:
                     for piece in pieces:
                         self._out.write(piece)
                     self._delta += size - length
+                    self._changed = True
                 del message, pieces  # (views of the pending bytes, which shrink next)
             del self._pending[:length]
             self._old += length
@@ -160,7 +163,7 @@ class PlainSink:
     def _give_up(self) -> None:
         """Pass the rest on as it is: safe only while nothing moved (the footer's offsets are
         pyarrow's); else an error to report (a pyarrow writing messages this cannot follow)."""
-        if self._delta:
+        if self._changed:
             raise RuntimeError(
                 f"snap cannot follow the Arrow IPC stream pyarrow {pa.__version__} writes "
                 f"(a message at byte {self._old}): please report it; meanwhile create with "
@@ -177,7 +180,7 @@ class PlainSink:
         tail = self._pending
         n = ipc_blocks.footer_length(bytes(tail[-ipc_blocks.TAIL :]))
         footer = memoryview(tail)[len(tail) - ipc_blocks.TAIL - n : len(tail) - ipc_blocks.TAIL]
-        if self._delta:
+        if self._changed:
             for at, count in ipc_blocks.block_vectors(footer):
                 table = np.frombuffer(footer, ipc_blocks.BLOCK_DTYPE, count, at)
                 for i, old in enumerate(table["offset"].tolist()):
