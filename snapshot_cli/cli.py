@@ -225,16 +225,14 @@ def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool
 def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet: bool) -> None:
     """Check every shard of SNAPSHOT (or one shard file): size, crc32c, that it decodes.
 
-    Exits 1 if any shard is damaged, naming each one.
+    Exits 1 if any shard is damaged or cannot be read, naming each one.
     """
     from .readers import verify as verify_mod
     from .readers.target import open_target
 
     target = open_target(snapshot)
     snap = target.snapshot
-    progress = None
-    if not (quiet or as_json):
-        progress = Progress(len(snap.shards), unit="shards")
+    progress = None if quiet or as_json else Progress(len(snap.shards), unit="shards")
 
     def on_shard(check: ShardCheck) -> None:
         if progress is not None:
@@ -246,6 +244,8 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
         if progress is not None:
             progress.close()
     _show({**result.to_json(), "shard": target.shard_url}, render.verify_lines, as_json)
+    if (unreadable := result.unreadable_error()) is not None:
+        raise unreadable  # (one line on stderr, exit 1, after the report)
     if not result.ok:
         sys.exit(1)
 

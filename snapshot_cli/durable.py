@@ -34,6 +34,7 @@ import functools
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterable
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +43,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from . import interrupted, layout
+from .errors import StorageError
 from .faults import errors_named
 from .progress import counted, human_bytes
 from .protocols import is_local
@@ -185,30 +187,40 @@ def create_file(path: str, data: bytes) -> bool:
         except FileExistsError:
             return False
         except OSError as err:
-            if err.errno not in NO_HARD_LINKS:
-                raise
+            if err.errno not in NO_HARD_LINKS:  # (the name asked for, not the temporary's)
+                raise OSError(err.errno, err.strerror, path) from err
             made = create_without_link(tmp, path, data)
             return made
         made = True
         return True
     finally:
         # (not left behind on a full disk; os's own calls, no function of snap's between the
-        # link and them: a Ctrl-C that Python raises at such a call left the temporary)
-        for attempt in range(interrupted.TRIES):
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            except OSError as err:
-                if isinstance(err, InterruptedError) and attempt + 1 < interrupted.TRIES:
-                    continue
-                if not made:
-                    raise
-                code = errno.errorcode.get(err.errno or 0, "")
-                log.warning("made %s, but its temporary file %s could not be removed (%s%s): "
-                            "run snap gc on the snapshot to remove it", path, tmp,
-                            err.strerror or err, f", {code}" if code else "")  # fmt: skip
-            break
+        # link and them: a Ctrl-C that Python raises at such a call left the temporary). A
+        # removal that fails is said beside the answer, never instead of it: the link's own
+        # error (EIO, ENOSPC) is what to fix, and snap gc removes the temporary.
+        left = _unlink_tried(tmp)
+        if left is not None:
+            code = errno.errorcode.get(left.errno or 0, "")
+            log.warning("%s, but its temporary file %s could not be removed (%s%s): run snap "
+                        "gc on the snapshot to remove it", f"made {path}" if made else
+                        f"{path} was not made", tmp, left.strerror or left,
+                        f", {code}" if code else "")  # fmt: skip
+
+
+def _unlink_tried(path: str) -> OSError | None:
+    """Remove ``path`` (os's own call, EINTR tried again); the OSError that kept it, if any."""
+    left: OSError | None = None
+    for _ in range(interrupted.TRIES):
+        try:
+            os.unlink(path)
+            return None
+        except FileNotFoundError:
+            return None
+        except InterruptedError as err:
+            left = err
+        except OSError as err:
+            return err
+    return left
 
 
 def create_without_link(tmp: str, path: str, data: bytes) -> bool:
@@ -250,21 +262,55 @@ def _renameat2() -> Any:
 
 def create_in_place(path: str, data: bytes) -> bool:
     """``storage.create_exclusive`` of a local file where neither a hard link nor a rename
-    that does not replace is possible: made with ``O_EXCL`` (False if it exists), then its
-    bytes, synced; a failed write removes it."""
+    that does not replace is possible: made with ``O_EXCL`` (False if another's is there),
+    then its bytes, synced; a failed write removes it.
+
+    An ``O_EXCL`` open that a signal interrupted (EINTR) may have made the file before it
+    failed (NFS, FUSE): tried again, by Python (PEP 475) or here, it says EEXIST for a file
+    no one else made. That file is empty, and so, for a moment, is another writer's between
+    its open and its write: an empty one is looked at again for :data:`EMPTY_LOOKS` times
+    over about a second; bytes in it make it another's (False), while one that stays empty
+    cannot be told from ours or from a writer's killed there. Claiming it could give two
+    writers the name; calling it taken left a create waiting on, or refused by, a file no
+    one writes. Neither: a StorageError names it and says what to do."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
-        )
+        fd = interrupted.again(lambda: os.open(path, flags, 0o666))
     except FileExistsError:
+        if _stays_empty(path):
+            raise StorageError(
+                f"{path} exists but is empty: a create of it was interrupted (a signal, on a "
+                "filesystem without hard links) or killed before writing it; if no snap "
+                f"create is writing there, remove it (rm {path}) and run the same command again"
+            ) from None
         return False
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            with contextlib.suppress(InterruptedError):  # (released: see interrupted.close)
+                os.close(fd)
     except BaseException:  # a full disk: leave no half-written file under the name
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        _unlink_tried(path)
         raise
+    return True
+
+
+EMPTY_LOOKS, EMPTY_WAIT_S = 20, 0.05
+
+
+def _stays_empty(path: str) -> bool:
+    """Whether the file ``path`` is empty and stays so while a writer that just made it
+    would have written it (see :func:`create_in_place`); gone meanwhile is not empty."""
+    for look in range(EMPTY_LOOKS):
+        try:
+            if interrupted.again(lambda: os.stat(path)).st_size:
+                return False
+        except FileNotFoundError:
+            return False
+        if look + 1 < EMPTY_LOOKS:
+            time.sleep(EMPTY_WAIT_S)
     return True

@@ -11,12 +11,14 @@ functions of a :class:`Who`: ``read_advice``, ``write_advice``, ``parent_advice`
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import pwd
 import stat
 from dataclasses import dataclass
+from typing import Any
 
-from . import layout
+from . import interrupted, layout
 from .errors import StorageError
 
 
@@ -82,9 +84,10 @@ def _mode_below(root: str, path: str) -> int | None:
 
 def broken_link_above(path: str) -> str | None:
     """The nearest of ``path`` and its parent directories that is a link to nothing (where
-    creating ``path`` fails with "File exists"), or None."""
+    creating ``path`` fails with "File exists"), or None. A look that fails otherwise than
+    with ENOENT or ENOTDIR raises (EIO: no link to nothing is known)."""
     while True:
-        if os.path.islink(path) and not os.path.exists(path):
+        if mode_of(path, follow=False) is not None and mode_of(path) is None:
             return path
         parent = os.path.dirname(path)
         if parent == path:
@@ -116,13 +119,75 @@ def unreadable_part(path: str) -> tuple[str, str] | None:
         above.append(parent)
         parent = os.path.dirname(parent)
     for directory in reversed(above):
-        if os.path.isdir(directory) and not os.access(directory, os.X_OK):
+        if is_dir(directory) and refused(directory, os.X_OK):
             return directory, "enter"
-    if os.path.lexists(path):
-        need = os.R_OK | os.X_OK if os.path.isdir(path) else os.R_OK
-        if not os.access(path, need):
+    if mode_of(path, follow=False) is not None:
+        need = os.R_OK | os.X_OK if is_dir(path) else os.R_OK
+        if refused(path, need):
             return path, "read"
     return None
+
+
+def mode_of(path: str, follow: bool = True) -> int | None:
+    """The mode of the local ``path`` (``follow``: of what a link leads to), None only if
+    nothing is there (ENOENT, ENOTDIR); any other failure of the stat (EIO, ENOMEM, EACCES
+    on a directory above) is raised: os.path's isdir and exists take it for absence."""
+    look = os.stat if follow else os.lstat
+    try:
+        return interrupted.again(lambda: look(path)).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def is_dir(path: str) -> bool:
+    """``os.path.isdir``, but a stat that fails otherwise than for absence raises."""
+    mode = mode_of(path)
+    return mode is not None and stat.S_ISDIR(mode)
+
+
+# What access(2) says where the permissions refuse, or a read-only filesystem a write
+REFUSALS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def refused(path: str, mode: int) -> int | None:
+    """The errno with which access(2) refuses this user ``mode`` (``os.R_OK``, ``W_OK``,
+    ``X_OK``) of the local ``path`` (EACCES, EPERM, EROFS), or None if it may. Any other
+    failure (EIO, ENOMEM, ELOOP, ENAMETOOLONG) is raised as the OSError it is: os.access
+    says False to those too, and a failing disk was given a chmod. EINTR tried again."""
+    try:
+        interrupted.again(lambda: _access(path, mode))
+    except OSError as err:
+        if err.errno in REFUSALS:
+            return err.errno
+        raise
+    return None
+
+
+def _access(path: str, mode: int) -> None:
+    """access(2) of ``path``, raising the OSError it fails with (os.access keeps no errno)."""
+    call = _libc_access()
+    if call is None:  # (no C library: os.access's no, taken for a denial)
+        if not os.access(path, mode):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return
+    if call(os.fsencode(path), mode) != 0:
+        import ctypes  # (loaded already by _libc_access: not at import, for snap --help)
+
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), path)
+
+
+@functools.cache
+def _libc_access() -> Any:
+    """The C library's ``access`` (errno kept), or None where there is none to load."""
+    import ctypes
+
+    try:
+        call = ctypes.CDLL(None, use_errno=True).access
+    except (OSError, AttributeError):
+        return None
+    call.argtypes, call.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+    return call
 
 
 OWN = "restore its permission"  # (this user's own file: no one else to ask)
@@ -200,9 +265,15 @@ def unwritable_dir(path: str) -> str | None:
     """The directory this user may not write (create or delete files in) for the local
     ``path``: ``path`` itself if it is a directory, else the nearest one above it that exists
     (where ``path`` and the missing ones above it would be made); None if it may, or if no
-    user may (a read-only filesystem: its own error says so)."""
+    user may (a read-only filesystem: its own error says so). OSError where a look fails
+    otherwise than for absence or a permission (EIO: no permission is to blame)."""
     directory = path
-    while not os.path.isdir(directory):
+    while True:
+        try:
+            if is_dir(directory):
+                break
+        except PermissionError:  # (a directory above it it may not enter: looked at next)
+            pass
         parent = os.path.dirname(directory)
         if parent == directory:  # ("" for a relative path where nothing of it exists)
             return None
@@ -213,13 +284,11 @@ def unwritable_dir(path: str) -> str | None:
 def denies_write(directory: str) -> bool:
     """Whether the permissions of the local ``directory`` (an existing one) keep this user
     from creating or deleting files in it; False on a read-only filesystem, which is no
-    matter of permissions."""
-    if not os.path.isdir(directory) or os.access(directory, os.W_OK | os.X_OK):
+    matter of permissions, and where it is not there. OSError where a look at it fails
+    otherwise (EIO, ENOMEM; EACCES on a directory above): for the caller to say as such."""
+    if not is_dir(directory):
         return False
-    try:
-        return not os.statvfs(directory).f_flag & os.ST_RDONLY
-    except OSError:
-        return True
+    return refused(directory, os.W_OK | os.X_OK) in (errno.EACCES, errno.EPERM)
 
 
 def write_hint(directory: str, as_whom: str = "run it as {owner}", tree: str | None = None) -> str:

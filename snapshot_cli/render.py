@@ -234,15 +234,24 @@ def unfinished_lines(state: dict[str, Any]) -> list[str]:
 
 
 def verify_lines(doc: dict[str, Any]) -> list[str]:
+    """``snap verify``'s report: each damaged, unreadable (its answer: path, cause, what to
+    do) and unloadable, then the verdict and what to do about the damaged."""
     checks = ", ".join(f"{n} {kind}" for kind, n in sorted(doc["checks"].items()))
-    damaged, cannot = (click.style(w, fg="red", bold=True) for w in ("DAMAGED", "CANNOT BE LOADED"))
+    words = ("DAMAGED", "UNREADABLE", "CANNOT BE LOADED")
+    damaged, unreadable, cannot = (click.style(w, fg="red", bold=True) for w in words)
     lines = [f"{damaged}  {s['url']}: {s['problem']}" for s in doc["damaged"]]
+    lines += [f"{unreadable}  {s['problem']}" for s in doc.get("unreadable", [])]
     lines += [f"{cannot}  {problem}" for problem in doc.get("unloadable", [])]  # (any bytes)
+    said, of = [], f"of {doc['num_shards']} shards "
+    if doc["num_damaged"]:
+        said.append(f"{doc['num_damaged']} {of}damaged")
+    if doc.get("num_unreadable"):  # (the storage's failures: what to do is on stderr)
+        said.append(f"{doc['num_unreadable']} {'' if said else of}could not be read")
     verdict = (
         click.style("ok", fg="green")
         if doc["ok"]
-        else click.style(f"{doc['num_damaged']} of {doc['num_shards']} shards damaged", fg="red")
-        if doc["num_damaged"]
+        else click.style(", ".join(said), fg="red")
+        if said
         else click.style("cannot be loaded (see above)", fg="red")
     )
     lines.append(

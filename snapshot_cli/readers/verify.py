@@ -10,22 +10,28 @@ Both also name the columns the loader refuses whatever their bytes hold (``unloa
 valid Arrow type, from another writer or an earlier snap, that snap's readers cannot hand
 back as it is meant.
 
+A shard the storage fails to read (an OS error: EIO, ESTALE, EACCES) is never called
+damaged: it is unreadable, listed with its cause, and the other shards are still checked.
+What is no shard's stops verify with one answer: out of memory, threads or open files, and a
+storage that fails alike at every shard (none read, or :data:`STOP_AFTER` in a row).
+
 Threads, one shard each: crc32c and Arrow decoding release the GIL.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from .. import faults, storage, stored_types
+from .. import faults, retry, storage, stored_types
 from .. import schema as schema_mod
 from ..console import named
 from ..cores import cores
@@ -45,6 +51,8 @@ class Lost(str):
 MISSING = Lost("missing")  # a shard's problem when it is not there
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
+STOP_AFTER = 16  # shards in a row unreadable alike: the storage's, not theirs (stops verify)
+_PROCESS_WIDE = (errno.EMFILE, errno.ENFILE)  # (out of memory too: no shard's, stops verify)
 
 
 @dataclass
@@ -57,10 +65,20 @@ class ShardCheck:
     records: int
     check: str  # "full", "storage-crc32c" or "size"
     problem: str | None = None
+    unreadable: bool = False  # the storage failed to read it: ``problem`` says how, no damage
+    cause: str | None = None  # an unreadable shard's errno name (EIO), else the error's class
 
     @property
     def ok(self) -> bool:
         return self.problem is None
+
+    @property
+    def damaged(self) -> bool:
+        return self.problem is not None and not self.unreadable
+
+    @property
+    def read(self) -> bool:  # (its bytes: neither missing nor unreadable)
+        return self.problem != MISSING and not self.unreadable
 
     @property
     def lost(self) -> bool:
@@ -79,11 +97,25 @@ class VerifyReport:
 
     @property
     def damaged(self) -> list[ShardCheck]:
-        return [s for s in self.shards if not s.ok]
+        return [s for s in self.shards if s.damaged]
+
+    @property
+    def unreadable(self) -> list[ShardCheck]:
+        return [s for s in self.shards if s.unreadable]
 
     @property
     def ok(self) -> bool:
-        return not self.damaged and not self.unloadable
+        return not self.damaged and not self.unloadable and not self.unreadable
+
+    def unreadable_error(self) -> StorageError | None:
+        """One line for the shards the storage failed to read (the report lists them)."""
+        unreadable = self.unreadable
+        if len(unreadable) <= 1:
+            return StorageError(unreadable[0].problem) if unreadable else None
+        return StorageError(
+            f"{len(unreadable)} of {len(self.shards)} shards of {self.url} could not be read "
+            f"(listed above; none is known to be damaged), the first: {unreadable[0].problem}"
+        )
 
     @property
     def checks(self) -> dict[str, int]:
@@ -99,12 +131,12 @@ class VerifyReport:
             "fast": self.fast,
             "num_shards": len(self.shards),
             "num_damaged": len(self.damaged),
+            "num_unreadable": len(self.unreadable),
             "checks": self.checks,
-            "bytes_checked": sum(
-                s.bytes for s in self.shards if s.check == "full" and s.problem != MISSING
-            ),
+            "bytes_checked": sum(s.bytes for s in self.shards if s.check == "full" and s.read),
             "seconds": round(self.seconds, 3),
             "damaged": [{**asdict(s), "lost": s.lost} for s in self.damaged],
+            "unreadable": [asdict(s) for s in self.unreadable],
             "unloadable": self.unloadable,
             "shards": [{**asdict(s), "ok": s.ok, "lost": s.lost} for s in self.shards],
         }
@@ -128,6 +160,8 @@ def verify(
 
     Raises:
         OptionError: ``threads`` is not an integer >= 1.
+        StorageError: the storage failed alike at every shard (see the module's doc).
+        OutOfMemoryError: this process is short of memory or threads.
     """
     threads = integer(threads)  # (numpy's as int; 0 and -1 ran with 1 thread)
     bad = isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
@@ -146,15 +180,47 @@ def verify(
             on_shard(result)
         return result
 
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="snap-verify")
     try:
-        with ThreadPoolExecutor(threads, thread_name_prefix="snap-verify") as pool:
-            results = list(pool.map(run, snapshot.shards))
+        results = _checked_all(pool, run, snapshot.shards)
     except RuntimeError as err:  # (its threads start as shards are handed out)
         fewer = f"check fewer shards at once ({named('--threads', 'threads=')})"
         faults.raise_no_thread(f"verify of {snapshot.url}", err, fewer)
         raise
+    finally:  # (an answer found early: the shards not started are not checked)
+        pool.shutdown(wait=True, cancel_futures=True)
     seconds = time.perf_counter() - started
     return VerifyReport(snapshot.url, fast, seconds, results, unloadable_columns(snapshot.schema))
+
+
+def _checked_all(
+    pool: ThreadPoolExecutor, run: Callable[[ShardEntry], ShardCheck], shards: Sequence[ShardEntry]
+) -> list[ShardCheck]:
+    """Every shard's check, in the manifest's order; a StorageError instead where every
+    shard (the only one too), or :data:`STOP_AFTER` in a row, failed alike: one line."""
+    pending = {pool.submit(run, entry): i for i, entry in enumerate(shards)}
+    results: dict[int, ShardCheck] = {}
+    streak: list[ShardCheck] = []
+    while pending:
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for future in sorted(done, key=pending.__getitem__):  # (a run: in the manifest's order)
+            check = results[pending.pop(future)] = future.result()
+            if not check.unreadable or (streak and check.cause != streak[0].cause):
+                streak = []  # (a shard read, or another failure: no run of one)
+            if check.unreadable:
+                streak.append(check)
+            if len(streak) >= STOP_AFTER and len(shards) > STOP_AFTER:
+                unchecked = sum(not f.done() for f in pending)  # (done ones are checked)
+                raise StorageError(
+                    f"{streak[0].problem} (and the {len(streak) - 1} shards checked next "
+                    f"failed alike: verify stopped, {unchecked} of {len(shards)} shards not "
+                    "checked)"
+                )
+    checks = [results[i] for i in range(len(shards))]
+    if checks and all(c.unreadable and c.cause == checks[0].cause for c in checks):
+        others = f" (and every other shard failed alike: none of the {len(checks)} could be read)"
+        raise StorageError(f"{checks[0].problem}{others * (len(checks) > 1)}")
+    return checks
 
 
 def unloadable_columns(schema: pa.Schema) -> list[str]:
@@ -216,27 +282,36 @@ def _size_problem(size: int, entry: ShardEntry) -> Lost:
 
 def _checked(result: ShardCheck, problem: Callable[[], str | None]) -> ShardCheck:
     """``result`` with the problem ``problem()`` finds; a missing or undecodable shard is a
-    problem too, a failing storage is not (it stops verify)."""
+    problem too. A failing storage is not: the shard is unreadable, with the answer every
+    reader gives (the process's own shortage raises it: it stops verify)."""
     try:
         result.problem = problem()
     except FileNotFoundError:
         result.problem = MISSING
     except (OSError, SnapError, MemoryError, pa.ArrowException) as err:  # (Arrow's: a thread)
-        _raise_storage_fault(err, result.url)
-        result.problem = f"cannot be read: {err}"
+        said = _storage_fault(err, result.url)
+        if said is None:
+            result.problem = f"cannot be read: {err}"
+            return result
+        code = next(filter(None, (getattr(c, "errno", None) for c in retry.causes(err))), None)
+        if isinstance(said, OutOfMemoryError) or code in _PROCESS_WIDE:
+            raise said from (said.__cause__ if said is err else err)
+        root = list(retry.causes(err))[-1]
+        result.problem, result.unreadable = str(said), True
+        result.cause = errno.errorcode.get(code or 0) or type(root).__name__
     return result
 
 
-def _raise_storage_fault(err: BaseException, url: str) -> None:
-    """A read the storage fails (any OS error: EIO, ESTALE, EACCES, a time-out) says nothing
-    about the shard's bytes: verify stops with that answer, as every reader says it, instead
-    of calling the shard damaged (and advising its deletion)."""
+def _storage_fault(err: BaseException, url: str) -> SnapError | None:
+    """A read the storage fails (any OS error: EIO, ESTALE, EACCES, a time-out) as every
+    reader says it, never the shard's damage (and its deletion); None: the bytes' fault."""
     if isinstance(err, (StorageError, OutOfMemoryError)):
-        raise err
+        return err
     if (short := storage.out_of_memory(f"shard {url}", err)) is not None:
-        raise short from err
+        return short
     if isinstance(err, OSError) and not isinstance(err, SnapError):
-        raise faults.fault(err, url, reading=True) from err
+        return faults.fault(err, url, reading=True)
+    return None
 
 
 def _not_decoded(err: BaseException) -> None:

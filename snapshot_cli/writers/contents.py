@@ -13,7 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import storage
+from .. import interrupted, storage
+from ..errors import StorageError
 from ..progress import counted
 
 log = logging.getLogger("snapshot_cli")
@@ -28,7 +29,7 @@ def hash_files(files: list[tuple[str, int]], storage_options: Any = None) -> dic
     if not files:
         return {}
     started = time.monotonic()
-    hash_one = functools.partial(storage.hash_file, storage_options=storage_options)
+    hash_one = functools.partial(_hash_file, storage_options=storage_options)
     with ThreadPoolExecutor(threads_for(files), thread_name_prefix="snap-hash") as pool:
         digests = pool.map(lambda urls: [hash_one(u) for u in urls], _groups(files))
         hashed = dict(zip((u for u, _ in files), (d for ds in digests for d in ds), strict=True))
@@ -39,6 +40,21 @@ def hash_files(files: list[tuple[str, int]], storage_options: Any = None) -> dic
         time.monotonic() - started,
     )
     return hashed
+
+
+def _hash_file(url: str, storage_options: Any = None) -> str:
+    """``storage.hash_file``, read again from the start where a signal interrupted its open,
+    a read or its close (EINTR, as NFS mounted with ``intr`` or FUSE give; Python never
+    tries a close again): up to ``interrupted.TRIES`` tries in all. A read: nothing to undo."""
+    for _ in range(interrupted.TRIES - 1):
+        try:
+            return storage.hash_file(url, storage_options=storage_options)
+        except (InterruptedError, StorageError) as err:
+            if not isinstance(err, InterruptedError) and not isinstance(
+                err.__cause__, InterruptedError
+            ):
+                raise
+    return storage.hash_file(url, storage_options=storage_options)
 
 
 def _groups(files: list[tuple[str, int]]) -> list[list[str]]:

@@ -28,7 +28,7 @@ from fsspec import AbstractFileSystem
 from .. import faults, layout, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
-from ..local_files import cwd_deleted, denies_write, link_out_of, write_hint
+from ..local_files import cwd_deleted, denies_write, link_out_of, mode_of, write_hint
 from ..manifest import Manifest
 from . import commit as commit_mod
 from . import lease as lease_mod
@@ -48,7 +48,8 @@ def check_output(fs: AbstractFileSystem, root: str) -> None:
         return
     for name in (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR, MANIFEST_NAME):
         path = storage.join(root, name)
-        if os.path.lexists(path) and (real := link_out_of(root, path)) is not None:
+        there = mode_of(path, follow=False) is not None  # (EIO: raised, not "not there")
+        if there and (real := link_out_of(root, path)) is not None:
             raise SnapshotExistsError(
                 f"{storage.to_url(fs, path)} is a link to {real}, outside the snapshot (a "
                 "snapshot's files are read only inside it, whoever made it): no reader "
@@ -95,7 +96,12 @@ def refuse_unwritable(fs: Any, root: str, url: str) -> None:
     if not storage.is_local(fs):
         return
     for name in ("", SHARDS_DIR, VERSIONS_DIR, RUNS_DIR):
-        if denies_write(directory := storage.join(root, name) if name else root):
+        directory = storage.join(root, name) if name else root
+        try:
+            denied = denies_write(directory)
+        except OSError as err:  # (a look that failed, EIO or ENOMEM: no permission said)
+            raise storage.fault(err, directory) from err
+        if denied:
             hint = write_hint(directory, "run the same command as {owner}", tree=root)
             raise StorageError(f"cannot add to {url}: {hint}")
 

@@ -4,7 +4,6 @@ looks like from outside (``snap inspect`` before the commit)."""
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from typing import Any
@@ -12,8 +11,8 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from .. import layout, storage, versions
-from ..errors import StorageError
-from ..local_files import denies_write, owner_of, write_hint
+from ..errors import SnapError, StorageError
+from ..local_files import denies_write, is_dir, owner_of, who_of, write_hint
 from . import inputs as inputs_mod
 from . import lease
 from .chunking import Chunking
@@ -77,18 +76,31 @@ def refuse_unwritable(fs: AbstractFileSystem, root: str, run: str | None) -> Non
     if not storage.is_local(fs):
         return
     url = storage.to_url(fs, root)
-    for directory in (root, layout.shards_dir(root), layout.versions_dir(root)):
-        if denies_write(directory):
-            hint = write_hint(directory, "run the same command as {owner}")
-            raise StorageError(f"cannot add to {url}: {hint}")
-    if run is None:
-        return
+    directory = root
+    try:  # (a look that fails, EIO or ENOMEM, is no permission: said as what it is)
+        for directory in (root, layout.shards_dir(root), layout.versions_dir(root)):
+            if denies_write(directory):
+                hint = write_hint(directory, "run the same command as {owner}")
+                raise StorageError(f"cannot add to {url}: {hint}")
+        if run is not None:
+            _refuse_unwritable_run(fs, root, run, url)
+    except OSError as err:
+        if isinstance(err, SnapError):
+            raise
+        raise storage.fault(err, directory) from err
+
+
+def _refuse_unwritable_run(fs: AbstractFileSystem, root: str, run: str, url: str) -> None:
     tasks, run_dir = layout.tasks_dir(root, run), layout.run_dir(root, run)
-    if denies_write(tasks if os.path.isdir(tasks) else run_dir):
+    try:
+        has_tasks = is_dir(tasks)
+    except PermissionError:  # (run_dir it may not enter: said of run_dir)
+        has_tasks = False
+    if denies_write(tasks if has_tasks else run_dir):
         done = len(finished_tasks(fs, root, run))
         directory = run_dir if denies_write(run_dir) else tasks  # (chmod -R: all of it)
         hint = write_hint(directory, "run the same command as {owner}")
-        own = os.stat(directory).st_uid == os.geteuid()  # (its own: no one to "have" do it)
+        own = who_of(directory).own  # (its own: no one to "have" do it)
         who = "" if own else f"have {owner_of(directory)[0]} "
         raise StorageError(
             f"cannot resume the unfinished run {run} of {url} ({done} of its tasks done): "
