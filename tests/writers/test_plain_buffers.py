@@ -5,6 +5,7 @@ saves less than ``MIN_SAVING``, and snap's readers give the same records."""
 
 from __future__ import annotations
 
+import base64
 import io
 import struct
 from typing import Any
@@ -25,15 +26,23 @@ from snapshot_cli.writers.options import Compression
 from snapshot_cli.writers.shard import ShardRoller
 
 KINDS = ["noise_bytes", "text", "small_ints", "float_noise", "pixels", "tokens", "flags",
-         "pairs", "times", "words_dict"]  # fmt: skip
+         "pairs", "times", "words_dict", "large_noise", "sliced_noise", "noise_text"]  # fmt: skip
 
 
 def column(kind: str, n: int, rng: np.random.Generator) -> pa.Array:
     """``n`` values of one kind: some compress well, some not at all."""
     if kind == "noise_bytes":  # encoded images: incompressible
         return pa.array([rng.bytes(int(k)) for k in rng.integers(0, 3000, n)], pa.binary())
+    if kind == "large_noise":  # 64-bit offsets
+        return pa.array([rng.bytes(int(k)) for k in rng.integers(0, 3000, n)], pa.large_binary())
+    if kind == "sliced_noise":  # a slice of a larger array: pyarrow rebases its offsets
+        whole = pa.array([rng.bytes(int(k)) for k in rng.integers(0, 3000, n + 7)], pa.binary())
+        return whole.slice(5, n)
+    if kind == "noise_text":  # incompressible text (base64 of noise)
+        sizes = rng.integers(0, 900, n)
+        return pa.array([base64.b64encode(rng.bytes(int(k))).decode() for k in sizes], pa.string())
     if kind == "text":
-        return pa.array([" ".join(["word"] * int(k)) for k in rng.integers(0, 40, n)])
+        return pa.array([" ".join(["word"] * int(k)) for k in rng.integers(0, 40, n)], pa.string())
     if kind == "small_ints":
         return pa.array(rng.integers(0, 10, n), pa.int64())
     if kind == "float_noise":
@@ -47,7 +56,7 @@ def column(kind: str, n: int, rng: np.random.Generator) -> pa.Array:
         values = pa.array(rng.integers(0, 2**31 - 1, int(offsets[-1])).astype(np.int32))
         return pa.ListArray.from_arrays(pa.array(offsets), values)
     if kind == "flags":
-        return pa.array(rng.random(n) < 0.5)
+        return pa.array(rng.random(n) < 0.5, pa.bool_())
     if kind == "pairs":
         ids = pa.array(rng.integers(0, 2**62, n), pa.int64())
         blobs = pa.array([rng.bytes(int(k)) for k in rng.integers(0, 200, n)], pa.binary())
@@ -91,7 +100,7 @@ def buffers(message: bytes) -> tuple[int | None, list[bytes]]:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=5),
-    rows=st.lists(st.integers(1, 60), min_size=1, max_size=8),
+    rows=st.lists(st.integers(0, 60), min_size=1, max_size=8),
     seed=st.integers(0, 2**32 - 1),
     shard_size=st.sampled_from([1, 40_000, 1 << 30]),
 )
