@@ -107,7 +107,7 @@ def hand_column(values: list[Any]) -> pa.Array:
         return pa.StructArray.from_arrays([data, shape], names=["data", "shape"])
     if isinstance(first, np.ndarray):
         return pa.array(values, pa.list_(pa.from_numpy_dtype(first.dtype)))
-    if isinstance(first, list):
+    if isinstance(first, list) and first and isinstance(first[0], str):
         return pa.array(values, pa.list_(pa.string()))
     return pa.array(values)
 

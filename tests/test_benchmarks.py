@@ -313,3 +313,18 @@ def test_replay_with_tokens_runs_and_warns_of_nothing(tmp_path: Path) -> None:
         assert res.returncode == 0, res.stderr[-3000:]
         assert "snap:" not in res.stderr and "snap: " not in res.stdout, res.stderr[-3000:]
         assert "snap shuffle=True, 2nd epoch" in res.stdout
+
+
+def test_record_shapes_runs_every_shape(tmp_path: Path) -> None:
+    """``record_shapes.py`` failed at its first shape since 2026-11-30 17:57: its by-hand
+    writer took every list for a list of text (floats512's lists of floats)."""
+    res = bench("record_shapes.py", "--quick", "--scale", "0.05", "--tmp", str(tmp_path))
+    assert res.returncode == 0, res.stderr[-3000:]
+    shown = {line.split()[0] for line in res.stdout.splitlines() if " x hand " in line}
+    assert shown == set(record_shapes_names()), res.stdout
+
+
+def record_shapes_names() -> tuple[str, ...]:
+    text = (BENCH / "record_shapes.py").read_text()
+    block = text[text.index("SHAPES = (") : text.index(")", text.index("SHAPES = ("))]
+    return tuple(re.findall(r'"(\w+)"', block))
