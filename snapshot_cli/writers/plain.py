@@ -32,6 +32,9 @@ from .. import ipc_blocks, ipc_layout
 #: the user's choice of codec stands wherever it does anything.
 MIN_SAVING = 1 / 20
 PLAIN = struct.pack("<q", -1)
+#: A message larger than this passes through as pyarrow wrote it, never held: a record of a
+#: GiB (a video, a volume) would otherwise be held twice more while its shard is written.
+HELD_MAX = 64 << 20
 MAGIC_BYTES = 8  # "ARROW1" and two bytes of padding
 EOS = ipc_layout.CONTINUATION + bytes(4)
 _ZEROS = bytes(8)
@@ -100,12 +103,20 @@ class PlainSink:
         self._changed = False  # a message written otherwise than pyarrow wrote it (its body
         # length, and the offsets after it, may differ even where the sizes add up the same)
         self._need = MAGIC_BYTES  # pending bytes before anything can be written
+        self._through = 0  # bytes of a message over HELD_MAX still to pass straight on
         self.closed = False
 
     def write(self, data: Any) -> int:
         n = memoryview(data).nbytes
         if self._raw:
             self._out.write(data)
+        elif self._through:
+            with memoryview(data) as view, view.cast("B") as flat:
+                now = min(n, self._through)
+                self._out.write(flat[:now])
+                self._through -= now
+                if now < n:  # (the next message's first bytes)
+                    self.write(flat[now:])
         else:
             self._pending += data
             if not self._tail and len(self._pending) >= self._need:
@@ -156,9 +167,23 @@ class PlainSink:
             self._give_up()
             return None
         self._need = meta + fields.body_length
+        large = self._need > HELD_MAX
+        if large and len(pending) < self._need:
+            self._pass_through(self._need)
+            return None
         if len(pending) < self._need:
             return None
-        return self._need, fields.codec is not None
+        return self._need, fields.codec is not None and not large
+
+    def _pass_through(self, length: int) -> None:
+        """Write the ``length`` bytes of the message the pending bytes start as they come."""
+        self._starts.append(self._old)
+        self._moved.append((self._old + self._delta, -1))
+        self._out.write(self._pending)
+        self._through = length - len(self._pending)
+        self._old += length
+        self._pending = bytearray()
+        self._need = 8
 
     def _give_up(self) -> None:
         """Pass the rest on as it is: safe only while nothing moved (the footer's offsets are
@@ -202,7 +227,7 @@ class PlainSink:
 
     # what pyarrow asks of a Python file it writes
     def tell(self) -> int:
-        return self._old + len(self._pending)
+        return self._old - self._through + len(self._pending)
 
     def writable(self) -> bool:
         return True

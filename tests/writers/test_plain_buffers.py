@@ -103,11 +103,16 @@ def buffers(message: bytes) -> tuple[int | None, list[bytes]]:
     rows=st.lists(st.integers(0, 60), min_size=1, max_size=8),
     seed=st.integers(0, 2**32 - 1),
     shard_size=st.sampled_from([1, 40_000, 1 << 30]),
+    held=st.sampled_from([plain.HELD_MAX, 3_000]),
 )
 def test_each_buffer_is_plain_exactly_where_its_codec_does_not_pay(
-    codec: str, kinds: list[str], rows: list[int], seed: int, shard_size: int
+    codec: str, kinds: list[str], rows: list[int], seed: int, shard_size: int, held: int
 ) -> None:
-    batches, shards = write_shards(codec, kinds, rows, seed, shard_size)
+    default, plain.HELD_MAX = plain.HELD_MAX, held  # (3,000: many passed through as written)
+    try:
+        batches, shards = write_shards(codec, kinds, rows, seed, shard_size)
+    finally:
+        plain.HELD_MAX = default
     read: list[pa.RecordBatch] = []
     level = Compression(codec).effective_level if codec == "zstd" else None
     compressor = pa.Codec(codec, compression_level=level) if level is not None else pa.Codec(codec)
@@ -128,7 +133,9 @@ def test_each_buffer_is_plain_exactly_where_its_codec_does_not_pay(
                 if not buf:
                     continue
                 (stated,) = struct.unpack_from("<q", buf)
-                if stated == -1:  # plain: its codec would not have saved 5 %
+                if b.length > held:  # passed through: as pyarrow wrote it
+                    assert stated != -1
+                elif stated == -1:  # plain: its codec would not have saved 5 %
                     raw = buf[8:]
                     assert len(compressor.compress(raw)) > len(raw) * (1 - plain.MIN_SAVING)
                 else:
@@ -180,6 +187,31 @@ def test_snap_reads_plain_buffers(tmp_path: Any, codec: str, shuffle: bool) -> N
     assert sorted(seen) == list(range(600))
     for r in records:
         assert seen[r["label"]] == (r["jpeg"], r["pixels"].tobytes())
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_a_message_too_large_to_hold_passes_through_as_written(
+    codec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Record batches larger than HELD_MAX are written as pyarrow wrote them, never held (a
+    video record would be held twice over), between others stored plain; the file is whole."""
+    monkeypatch.setattr(plain, "HELD_MAX", 20_000)
+    batches, shards = write_shards(codec, ["noise_bytes"], [2, 40, 3, 60, 1, 0], 11, 1 << 30)
+    ((data, entry),) = shards
+    reader = pa.ipc.open_file(pa.py_buffer(data))
+    assert [reader.get_batch(i) for i in range(reader.num_record_batches)] == batches
+    n = ipc_blocks.footer_length(data[-ipc_blocks.TAIL :])
+    footer = data[len(data) - ipc_blocks.TAIL - n : len(data) - ipc_blocks.TAIL]
+    blocks = ipc_blocks.record_batch_blocks(footer, len(data))
+    crcs = [crc32c.crc32c(data[b.offset : b.offset + b.length]) for b in blocks]
+    assert ipc_blocks.encode(crcs) == entry.batch_crc32c
+    kept = []
+    for b in blocks:
+        _, stored = buffers(data[b.offset : b.offset + b.length])
+        values = stored[2]  # (validity, offsets, values)
+        if values:
+            kept.append((b.length > 20_000, struct.unpack_from("<q", values)[0] == -1))
+    assert {(True, False), (False, True)} == set(kept), kept  # large: compressed; small: plain
 
 
 class _Out(io.BytesIO):
