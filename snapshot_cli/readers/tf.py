@@ -246,13 +246,21 @@ class TFBatches(LoaderFacing):
     # the loader's interface ------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the consumer is: the first batch it has not received (see the docstring)."""
-        if self._chunk is not None and self.delivered is not None:
+        """Where the consumer is: the first batch it has not received (see the docstring);
+        the loader's own place once something else moved it (the loader iterated itself)."""
+        if self._chunk is not None and self.delivered is not None and self._left_here():
             states, first = self._chunk
             at = int(self.delivered.numpy()) - first
             if 0 <= at < len(states):
                 return dict(states[at])
         return self.loader.state_dict()
+
+    def _left_here(self) -> bool:
+        """Whether the loader is where this dataset's last chunk left it: else it was moved
+        since (iterated itself between two passes of the dataset, or given another place),
+        and a consumer's place from before would put it back (a pass after a pass of the
+        loader's own was empty: TensorFlow's "expected to contain N elements")."""
+        return self._chunk is not None and self.loader.state_dict() == self._chunk[0][-1]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where ``state`` was taken; the next pass starts there."""

@@ -190,6 +190,18 @@ def check_set_epoch_stats_close():
             "superseded": superseded, "after_close": len(list(ds))}
 
 
+def check_loader_between_passes():
+    """A pass of the dataset, one of the bare loader, the dataset again (device.py's order):
+    the third pass was empty, the dataset putting the loader back to where its consumer was
+    before the loader moved on by itself."""
+    loader = s.loader(BATCH, seed=8)
+    ds = loader.to_tf(features="id")
+    first = [ids(x) for x in ds]
+    bare = [b["id"].tolist() for b in loader]
+    third = [ids(x) for x in ds]
+    return {"passes": [first, bare, third], "state": ds.state_dict()["epoch"]}
+
+
 def check_dropped_iterators_free_their_loader():
     """An iterator dropped mid-pass (a Keras epoch cut short), its dataset and loader with
     it: TensorFlow kept the dataset's functions, which held the loader's pass running."""
@@ -520,6 +532,19 @@ def test_set_epoch_stats_and_a_superseded_iterator(
     assert out["batches"] == PER_EPOCH and out["records"] == RECORDS
     assert "superseded" in out["superseded"]
     assert out["after_close"] == PER_EPOCH
+
+
+def test_the_bare_loader_between_two_passes(snapshot_url: str, tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "loader_between_passes")
+    assert out["passes"] == [
+        [b["id"].tolist() for b in loader_pass] for loader_pass in _passes(snapshot_url, 3, seed=8)
+    ]  # each the loader's next epoch, len(loader) batches
+    assert out["state"] == 3
+
+
+def _passes(url: str, passes: int, **options: Any) -> list[list[dict[str, Any]]]:
+    loader = snap.open(url).loader(BATCH, **options)
+    return [list(loader) for _ in range(passes)]
 
 
 def test_a_dropped_iterator_frees_its_loader(tf_results: dict[str, Any]) -> None:
