@@ -44,10 +44,12 @@ repeats); the table reports medians. This is a report, not a test: nothing is as
 
 ``--memory`` instead replays snapshots of 0.2 GB, 1 GB and ``--size-gb`` of each codec with
 shuffle=True, three epochs each in a fresh subprocess, and prints the child's peak RSS growth
-in the first epoch (ru_maxrss), split into anonymous memory and file-backed pages (mapped
-shard files), sampled from /proc/self/status, and the peak growth in the epochs after it
-(sampled: an uncompressed snapshot's are gathered), against the memory the loader holds by
-design (issue 16: its windows, the prefetched batches and 64 MiB).
+in the first epoch (VmHWM; before 2026-11-30 ru_maxrss, which starts at the parent's RSS at
+the fork: the growth counted from there was too low by up to the parent's size), split into
+anonymous memory and file-backed pages (mapped shard files), sampled from /proc/self/status,
+and the peak growth in the epochs after it (sampled: an uncompressed snapshot's are
+gathered), against the memory the loader holds by design (issue 16: its windows, the
+prefetched batches and 64 MiB).
 
     python benchmarks/replay.py                  # ~7 minutes the first time (writes 3 x 2 GB)
     python benchmarks/replay.py --quick          # smoke run on 0.2 GB, 1 repeat
@@ -61,7 +63,6 @@ import argparse
 import gc
 import json
 import os
-import resource
 import statistics
 import sys
 import threading
@@ -517,7 +518,8 @@ def memory_child(path: str) -> int:
     fields = ("RssAnon", "RssFile", "VmRSS")
     s = snap.open(path)
     before = _common.proc_status_kib(fields)
-    maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # (VmHWM: this process's own peak since its exec; ru_maxrss begins at the parent's RSS)
+    hwm_before = _common.proc_status_kib(("VmHWM",))["VmHWM"]
     peak = dict(before)
     later = dict(before)  # the peaks of the epochs after the first
     done, first_done = threading.Event(), threading.Event()
@@ -534,7 +536,7 @@ def memory_child(path: str) -> int:
     with s.loader(BATCH_SIZE, shuffle=True) as loader:
         with Stopwatch() as sw:
             nbytes, records = _common.drain(loader)
-        maxrss_first = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        hwm_first = _common.proc_status_kib(("VmHWM",))["VmHWM"]
         first_done.set()
         for _ in range(MEMORY_EPOCHS - 1):
             _common.drain(loader)
@@ -552,8 +554,8 @@ def memory_child(path: str) -> int:
         "file_bytes": s.manifest.bytes,
         "records": records,
         "gbps": _common.rate_gbps(nbytes, seconds),
-        "maxrss_kib_before": maxrss_before,
-        "maxrss_kib": maxrss_first,
+        "hwm_kib_before": hwm_before,
+        "hwm_kib": hwm_first,
         "before_kib": before,
         "peak_kib": peak,
         "later_peak_kib": later,
@@ -589,7 +591,7 @@ def memory_mode(args: argparse.Namespace) -> int:
     )
     _common.print_header(header, 10)
     for r in results:
-        growth = (r["maxrss_kib"] - r["maxrss_kib_before"]) / mib
+        growth = (r["hwm_kib"] - r["hwm_kib_before"]) / mib
         st = r["settings"]
         row = max(1, r["uncompressed_bytes"] // max(1, r["records"]))
         window = min(st["window_rows"], r["records"]) * row / (1 << 20)
@@ -612,12 +614,12 @@ def memory_mode(args: argparse.Namespace) -> int:
             f"{held}"
         )
     print(
-        "growth = ru_maxrss after the first epoch minus before it; anon, file = the peak growth "
-        "of anonymous memory (windows, batches, decode buffers) and of file-backed pages mapped "
-        "(shard files) in it; later = the peak growth of VmRSS in the epochs after it (sampled "
-        "every 5 ms); window = the shuffle window of fixed-width columns (a snapshot smaller "
-        "than the window is one window); budget = the windows the loader holds by design (2 "
-        "slot windows, or the mapped pages of 2 gathered ones) + prefetched batches + 64 MiB"
+        "growth = the peak RSS (VmHWM) after the first epoch minus before it; anon, file = the "
+        "peak growth of anonymous memory (windows, batches, decode buffers) and of file-backed "
+        "pages mapped (shard files) in it; later = the peak growth of VmRSS in the epochs after "
+        "it (sampled every 5 ms); window = the shuffle window of fixed-width columns (a snapshot "
+        "smaller than the window is one window); budget = the windows the loader holds by design "
+        "(2 slot windows, or the mapped pages of 2 gathered ones) + prefetched batches + 64 MiB"
     )
     shares = [
         f"{r['codec']} {r['uncompressed_bytes'] / GB:.2f}GB {100 * r['large_folio_share']:.0f} %"
