@@ -572,7 +572,12 @@ def print_data_kept(data_dir: str) -> None:
 def run_main(main: Callable[[], int | None]) -> None:
     """A benchmark's entry point: ``sys.exit(main())``, but an error snap raised on purpose
     (a full disk, a directory that holds something else) or a child process's failure ends
-    it as one line, ``<script>: error: <message>``, and exit status 1, not a traceback."""
+    it as one line, ``<script>: error: <message>``, and exit status 1, not a traceback.
+
+    pyarrow imports pandas at its first array of numpy values (~0.2 s): done here, before
+    any clock, or the first baseline a benchmark timed was charged for it (a 1-repeat run of
+    shapes.py said the loader ran 33x its baseline)."""
+    pa.array(np.zeros(1)).to_numpy()
     try:
         code = main()
     except (snap.SnapError, ChildError) as err:

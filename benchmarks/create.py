@@ -328,6 +328,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     _common.add_quick_option(p, f"{QUICK_INPUTS} inputs")
     args = p.parse_args(argv)
     _common.resolve_quick(args, "inputs", DEFAULT_INPUTS, QUICK_INPUTS, repeats=3)
+    if args.incremental and args.ray:
+        p.error("--incremental times local creates only: leave out --ray")
+    if args.tmpdir is not None:  # (made, as --data-dir is elsewhere)
+        os.makedirs(args.tmpdir, exist_ok=True)
     if args.inputs < 1 or args.repeats < 1 or args.workers < 2 or args.passes < 0:
         p.error("need --inputs >= 1, --repeats >= 1, --workers >= 2, --passes >= 0")
     return args
@@ -381,6 +385,10 @@ def incremental(args: argparse.Namespace) -> int:
         f"create: {per_task:.2f} s on average, as wall time over {args.workers} workers; the "
         "incremental creates also list and key every input)"
     )
+    if args.json:
+        _common.write_json(args.json, {"incremental": {
+            name: [{"seconds": s, "computed": c, "tasks": t} for s, c, t in runs]
+            for name, runs in rows.items()}, "environment": _common.environment()})  # fmt: skip
     return 0
 
 

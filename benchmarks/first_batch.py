@@ -133,6 +133,8 @@ def main() -> int:
         print(f"{n:>12} {first:>10.3f} s {first / epoch:>9.2f} {ratio:>13.2f}  first "
               f"{_common.runs_text(runs[n]['first'], 3)}  {ok}")  # fmt: skip
         out[n] = {"first_batch_s": first, "epoch_s": epoch, "epoch_vs_base": ratio, **runs[n]}
+    print("epoch x base: decode + one copy's time / the loader's epoch's (the loader's speed as a "
+          "fraction of the baseline's; higher is better)")  # fmt: skip
     if args.quick:
         print(_common.QUICK_NOTE)
     if args.json:

@@ -215,14 +215,18 @@ def main() -> None:
     p = _common.parser(__doc__ or "")
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--scale", type=float, default=1.0, help="records as a multiple of each default")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=None, help="runs of each (3; --quick: 1)")
     p.add_argument("--tmp", default=None, help="where the runs write (default: the system's)")
     _common.add_quick_option(p, "a tenth of the records")
     _common.add_json_option(p)
     args = p.parse_args()
     args.shapes = _common.subset(p, "--shapes", args.shapes, SHAPES)
     if args.quick:
-        args.scale, args.repeats = args.scale / 10, 1
+        args.scale /= 10
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    if args.tmp is not None:  # (made, as --data-dir is elsewhere)
+        os.makedirs(args.tmp, exist_ok=True)
     print(_common.describe(_common.environment()))
     report = run(args)
     print("\nx hand: snap create's time / the same records written by hand (lower is better)")

@@ -285,7 +285,7 @@ def main() -> None:
     p.add_argument("--large-rows", type=int, default=192)
     p.add_argument("--large-mib", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=0, help="every shape's (default: its own)")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=None, help="runs of each (3; --quick: 1)")
     _common.add_data_dir_option(p, DEFAULT_DATA_DIR)
     p.add_argument("--codecs", default=",".join(CODECS))
     p.add_argument("--shapes", default=",".join(SHAPES))
@@ -295,9 +295,11 @@ def main() -> None:
     args.codecs = _common.subset(p, "--codecs", args.codecs, CODECS)
     args.shapes = _common.subset(p, "--shapes", args.shapes, SHAPES)
     if args.quick:
-        args.wide_rows, args.columns, args.tiny_rows, args.repeats = 8_000, 100, 400_000, 1
+        args.wide_rows, args.columns, args.tiny_rows = 8_000, 100, 400_000
         args.large_rows, args.large_mib, args.var_rows, args.labels_rows = 16, 2, 8_000, 8_000
         args.bytes_rows = 800
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
     print(_common.describe(_common.environment()))
     report = run(args)
     print(

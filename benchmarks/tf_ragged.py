@@ -113,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     per = 1e3 / len(s.loader(args.batch_size))
     print(
         f"pass: bare {statistics.median(bare_runs) * per:.2f} ms a batch, to_tf() "
-        f"{statistics.median(tf_runs) * per:.2f} ms a batch: to_tf() / bare "
-        f"{statistics.median(ratios):.2f}  (runs: {' '.join(f'{r:.2f}' for r in ratios)})"
+        f"{statistics.median(tf_runs) * per:.2f} ms a batch: x bare "
+        f"{statistics.median(ratios):.2f}  (runs: {' '.join(f'{r:.2f}' for r in ratios)}; "
+        "bare time / to_tf() time, higher is better)"
     )
     return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import re
 import shutil
@@ -318,10 +319,27 @@ def test_replay_with_tokens_runs_and_warns_of_nothing(tmp_path: Path) -> None:
 def test_record_shapes_runs_every_shape(tmp_path: Path) -> None:
     """``record_shapes.py`` failed at its first shape since 2026-11-30 17:57: its by-hand
     writer took every list for a list of text (floats512's lists of floats)."""
-    res = bench("record_shapes.py", "--quick", "--scale", "0.05", "--tmp", str(tmp_path))
+    where = tmp_path / "not" / "made"  # (a traceback from mkdtemp before: made now)
+    res = bench("record_shapes.py", "--quick", "--scale", "0.05", "--repeats", "2",
+                "--tmp", str(where))  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     shown = {line.split()[0] for line in res.stdout.splitlines() if " x hand " in line}
     assert shown == set(record_shapes_names()), res.stdout
+    runs = [line.split("(runs ")[1] for line in res.stdout.splitlines() if " x hand " in line]
+    assert all(len(r.split()) == 2 for r in runs), runs  # --repeats 2 kept under --quick
+
+
+def test_incremental_create_writes_its_json(tmp_path: Path) -> None:
+    """``create.py --incremental --json FILE`` wrote no file (and --ray was ignored there)."""
+    out = tmp_path / "inc.json"
+    res = bench("create.py", "--quick", "--incremental", "--repeats", "1", "--json", str(out),
+                "--tmpdir", str(tmp_path / "work"))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert list(doc["incremental"]) == ["full", "add 5%", "change 1"]
+    assert all(r["tasks"] >= r["computed"] >= 1 for v in doc["incremental"].values() for r in v)
+    res = bench("create.py", "--quick", "--incremental", "--ray")
+    assert res.returncode == 2 and "leave out --ray" in res.stderr
 
 
 def record_shapes_names() -> tuple[str, ...]:
