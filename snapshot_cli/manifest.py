@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import codecs
+import itertools
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -325,6 +326,8 @@ class Manifest:
                     f"{where}: the schema has the column {twice[0]!r} more than once, which snap "
                     "never writes: the snapshot was not written by snap, or is damaged"
                 )
+            if "snap" in d["created_by"]:  # (another writer's description is not read: §3.5)
+                _described(arrow_schema, d["schema"].get("columns"), where)
             m = cls(fingerprint=d["fingerprint"], fingerprint_parts=d["fingerprint_parts"],
                     pipeline=d["pipeline"], schema=arrow_schema, compression=d["compression"],
                     shards=shards, created=d["created"], created_by=d["created_by"], run=d["run"],
@@ -339,6 +342,34 @@ class Manifest:
                 f"{where}: totals {totals} disagree with the shard entries {m.totals()}"
             )
         return m
+
+
+def _described(schema: pa.Schema, columns: Any, where: str) -> None:
+    """ManifestError unless the schema has the columns its description beside it lists (names,
+    kinds, dtypes, shapes), where there is one: a bit flipped in the base64 text may decode to
+    another schema, which every shard would then seem to contradict (and be called damaged)."""
+    if not isinstance(columns, list) or not columns:
+        return
+    try:
+        now: list[Any] = schema_mod.describe(schema)
+    except (ValueError, TypeError, KeyError, AssertionError, pa.ArrowException) as err:
+        raise ManifestError(f"{where}: the Arrow schema cannot be described: {err}") from err
+    for want, got in itertools.zip_longest(columns, now):
+        keys = ("name", "kind", "shape") if got and got["kind"] == "arrow" else _DESCRIBED
+        if (
+            not isinstance(want, dict)
+            or got is None
+            or any(k in want and want[k] != got[k] for k in keys)
+        ):
+            said = {k: want[k] for k in _DESCRIBED if k in want} if isinstance(want, dict) else want
+            raise ManifestError(
+                f"{where}: the Arrow schema (schema.arrow_ipc_base64) has "
+                f"{'no column' if got is None else f'the column {got}'} where its description "
+                f"(schema.columns) has {'none' if want is None else said}: one of them is damaged"
+            )
+
+
+_DESCRIBED = ("name", "kind", "dtype", "shape")
 
 
 def _one_spelling(history: Any, where: str) -> Any:

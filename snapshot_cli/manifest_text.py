@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from .errors import ManifestError
 
 MAX_DEPTH = 32  # levels a value may lie inside a top-level value of a manifest (that one: 0)
@@ -48,3 +50,13 @@ def unkept(value: Any, key: str, depth: int) -> str | None:
     except ManifestError as err:
         return str(err).removeprefix(": ")
     return None
+
+
+def names(t: pa.Schema | pa.DataType) -> list[str]:
+    """Every field name of a schema or type, nested ones too, each decoded: a name that is not
+    UTF-8 (a damaged schema) is a UnicodeDecodeError (a ValueError) here, not where it is used
+    (pyarrow decodes names only when asked; its text of a schema replaces bad bytes)."""
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    fields = list(t) if isinstance(t, pa.Schema) else [t.field(i) for i in range(t.num_fields)]
+    return [n for f in fields for n in (f.name, *names(f.type))]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from . import arrays
+from . import arrays, manifest_text
 from .errors import RecordError, SchemaMismatchError
 
 RAGGED_DATA, RAGGED_SHAPE = "data", "shape"
@@ -163,7 +163,9 @@ def decode_schema(text: str) -> pa.Schema:
     answers bad bytes with ArrowInvalid, OSError or EOFError depending on where they break)."""
     try:
         data = base64.b64decode(text.encode("ascii"), validate=True)
-        return pa.ipc.read_schema(pa.py_buffer(data))
+        schema = pa.ipc.read_schema(pa.py_buffer(data))
+        manifest_text.names(schema)  # (a name not UTF-8: a ValueError now, not when used)
+        return schema
     except (ValueError, OSError, EOFError, pa.ArrowException) as err:  # binascii.Error too
         raise ValueError(f"not an Arrow IPC schema: {err}") from err
 
@@ -197,9 +199,8 @@ def layout_problem(
 
 
 def null_count(array: pa.Array) -> int:
-    """Missing values in ``array`` and in the values of its lists, structs and extensions
-    (snap writes none: a yielded batch holding some is refused, a shard holding some is
-    damaged)."""
+    """Missing values in ``array`` and in the values of its lists, structs and extensions (snap
+    writes none: a yielded batch holding some is refused, a shard holding some is damaged)."""
     if isinstance(array, pa.ExtensionArray):
         return null_count(array.storage)
     count = array.null_count
@@ -223,10 +224,8 @@ def encoding_problem(batch: pa.RecordBatch) -> str | None:
             continue
         nulls = null_count(column)
         if nulls:
-            return (
-                f"column {name!r} ({format_type(column.type)}) holds {nulls} "
-                "missing values (nulls), which snap does not write"
-            )
+            kind_of = f"column {name!r} ({format_type(column.type)})"
+            return f"{kind_of} holds {nulls} missing values (nulls), which snap does not write"
         info = ragged_info(column.type)
         if info is not None and info[1] > 1:
             bad = _bad_shape(column, info[1])

@@ -34,7 +34,7 @@ from .cache import CACHED_OPEN, CachedShard, ShardCache
 from .checksum import crc32c_buffer, crc32c_file
 from .direct import Placement, SlotJob
 from .fetch import Fetcher, shared_fetcher
-from .ranged import RangedReaders
+from .ranged import Expected, RangedReaders
 
 # Local shards already verified by this process: (path, size, mtime_ns, crc32c). A new loader
 # for the next epoch or sweep trial does not checksum them again; a rewritten file would have
@@ -207,8 +207,8 @@ class ShardReaders:
         """This thread's reader of shard ``i`` over range requests (see :mod:`.ranged`)."""
         entry, path = self.shards[i], storage.join(self.root, self.shards[i].path)
         try:
-            check = functools.partial(self._check_layout, i)
-            return self._ranged.reader(self.fs, path, entry.bytes, check)
+            check, want = functools.partial(self._check_layout, i), entry if self.verify else None
+            return self._ranged.reader(self.fs, path, entry.bytes, check, Expected(want))
         except FileNotFoundError as err:
             raise versions.missing_shard(self, entry.path, self.url(i)) from err
         except (pa.ArrowException, OSError) as err:

@@ -1,11 +1,11 @@
 """``snap verify``: check every shard of a snapshot against its manifest, in parallel.
 
 A full check recomputes each shard's crc32c from its bytes (and each record batch's, where the
-manifest lists them), compares the size, opens the
-Arrow file, checks its schema, and decodes every record batch, comparing record counts with
-the manifest: what the loader will need, proved ahead of a long run. A fast check
-(``fast=True``) downloads nothing: it compares the size and, where the storage keeps one
-(GCS), the crc32c the storage reports; elsewhere it can check sizes only, and says so.
+manifest lists them; a remote shard's that disagree are read again once: damage in transit is
+none at rest), compares the size, opens the Arrow file, checks its schema, and decodes every
+record batch, comparing record counts with the manifest: what the loader will need, proved
+ahead of a long run. A fast check (``fast=True``) downloads nothing: it compares the size and,
+where the storage keeps one (GCS), the crc32c the storage reports; else sizes only, and says so.
 Both also name the columns the loader refuses whatever their bytes hold (``unloadable``): a
 valid Arrow type, from another writer or an earlier snap, that snap's readers cannot hand
 back as it is meant.
@@ -212,9 +212,8 @@ def _checked_all(
             if len(streak) >= STOP_AFTER and len(shards) > STOP_AFTER:
                 unchecked = sum(not f.done() for f in pending)  # (done ones are checked)
                 raise StorageError(
-                    f"{streak[0].problem} (and the {len(streak) - 1} shards checked next "
-                    f"failed alike: verify stopped, {unchecked} of {len(shards)} shards not "
-                    "checked)"
+                    f"{streak[0].problem} (and the {len(streak) - 1} shards checked next failed "
+                    f"alike: verify stopped, {unchecked} of {len(shards)} shards not checked)"
                 )
     checks = [results[i] for i in range(len(shards))]
     if checks and all(c.unreadable and c.cause == checks[0].cause for c in checks):
@@ -359,7 +358,9 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
     unmapped before Arrow reads the file (decoding needs the room)."""
     if not local:
         data = storage.read_bytes(fs, path)
-        return _bytes_problem(data, entry) or _arrow_problem(pa.py_buffer(data), entry, schema)
+        if (problem := _bytes_problem(data, entry)) is not None:  # (in transit? read once more)
+            problem = _bytes_problem(data := storage.read_bytes(fs, path), entry)
+        return problem or _arrow_problem(pa.py_buffer(data), entry, schema)
     with _mapped(path) as view:
         if problem := _bytes_problem(view, entry):
             return problem
