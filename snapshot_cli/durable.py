@@ -198,29 +198,25 @@ def create_file(path: str, data: bytes) -> bool:
         # link and them: a Ctrl-C that Python raises at such a call left the temporary). A
         # removal that fails is said beside the answer, never instead of it: the link's own
         # error (EIO, ENOSPC) is what to fix, and snap gc removes the temporary.
-        left = _unlink_tried(tmp)
+        left: OSError | None = None
+        for _ in range(interrupted.TRIES):  # (inline: no call of snap's, see above)
+            try:
+                os.unlink(tmp)
+                left = None
+                break
+            except FileNotFoundError:
+                left = None
+                break
+            except OSError as err:  # (EINTR: tried again)
+                left = err
+                if not isinstance(err, InterruptedError):
+                    break
         if left is not None:
             code = errno.errorcode.get(left.errno or 0, "")
             log.warning("%s, but its temporary file %s could not be removed (%s%s): run snap "
                         "gc on the snapshot to remove it", f"made {path}" if made else
                         f"{path} was not made", tmp, left.strerror or left,
                         f", {code}" if code else "")  # fmt: skip
-
-
-def _unlink_tried(path: str) -> OSError | None:
-    """Remove ``path`` (os's own call, EINTR tried again); the OSError that kept it, if any."""
-    left: OSError | None = None
-    for _ in range(interrupted.TRIES):
-        try:
-            os.unlink(path)
-            return None
-        except FileNotFoundError:
-            return None
-        except InterruptedError as err:
-            left = err
-        except OSError as err:
-            return err
-    return left
 
 
 def create_without_link(tmp: str, path: str, data: bytes) -> bool:
@@ -294,7 +290,14 @@ def create_in_place(path: str, data: bytes) -> bool:
             with contextlib.suppress(InterruptedError):  # (released: see interrupted.close)
                 os.close(fd)
     except BaseException:  # a full disk: leave no half-written file under the name
-        _unlink_tried(path)
+        for _ in range(interrupted.TRIES):  # (inline, os's own call: see create_file)
+            try:
+                os.unlink(path)
+            except InterruptedError:
+                continue
+            except OSError:
+                pass
+            break
         raise
     return True
 
