@@ -20,7 +20,7 @@ import crc32c
 
 from . import history as history_mod
 from . import layout, storage
-from .errors import CorruptShardError, ManifestError, OptionError, SnapError
+from .errors import CorruptShardError, ManifestError, OptionError, SnapError, StorageError
 from .history import TaskRecord
 from .manifest import Manifest
 
@@ -34,10 +34,18 @@ def read(fs: Any, path: str) -> Manifest | None:
     return Manifest.from_json(data, where=storage.to_url(fs, path))
 
 
+def fresh_names(fs: Any, path: str) -> list[str]:
+    """:func:`.storage.list_names` of what is there now: fsspec's listing cache (gcsfs and
+    s3fs keep a directory's listing until told) is dropped first, so the files another
+    writer made since, or this one's own write whose answer was lost, are listed."""
+    fs.invalidate_cache(path)
+    return storage.list_names(fs, path)
+
+
 def kept(fs: Any, root: str) -> list[int]:
-    """The version numbers ``_versions/`` holds manifests of, in order."""
+    """The version numbers ``_versions/`` holds manifests of, in order (listed now)."""
     out = []
-    for name in storage.list_names(fs, layout.versions_dir(root)):
+    for name in fresh_names(fs, layout.versions_dir(root)):
         found = layout.version_of(name)
         if found is not None and found[1] == "manifest":
             out.append(found[0])
@@ -65,14 +73,39 @@ def task_table(fs: Any, root: str, m: Manifest) -> list[TaskRecord] | None:
     return history_mod.decode_tasks(data, h.version, url)
 
 
+def read_listed(fs: Any, root: str, k: int) -> Manifest | None:
+    """The copy of version ``k``, which a listing of ``_versions/`` showed. One the storage
+    then says is not there is listed again: None if it went since (removed by ``snap gc``),
+    else a StorageError: unreadable is never "no such version" (gc deleted a kept version's
+    shards on one 404).
+
+    Raises:
+        StorageError: listed, yet not found when read.
+        ManifestError: damaged (naming it).
+    """
+    path = layout.version_path(root, k)
+    if (m := read(fs, path)) is not None or k not in kept(fs, root):
+        return m
+    if (m := read(fs, path)) is not None:  # (found the second time: the first was transient)
+        return m
+    raise StorageError(
+        f"cannot read {storage.to_url(fs, path)}: it is listed, but the storage answered "
+        "that it is not there; nothing was changed: run the same command again"
+    )
+
+
 def history(fs: Any, root: str, current: Manifest) -> list[Manifest]:
     """Every version kept, oldest first, ending with ``current`` (archived copies of newer
-    versions than the current one, left by a writer that lost a race, are not listed)."""
+    versions than the current one, left by a writer that lost a race, are not listed).
+
+    Raises:
+        StorageError, ManifestError: a listed copy could not be read (:func:`read_listed`).
+    """
     out = []
     for k in kept(fs, root):
         if k >= current.version:
             continue
-        m = read(fs, layout.version_path(root, k))
+        m = read_listed(fs, root, k)
         if m is not None and m.version == k:  # (a copy of another version: not version k)
             out.append(m)
     return [*out, current]
@@ -88,9 +121,9 @@ def lost(fs: Any, root: str) -> Manifest | None:
     ``manifest.json`` on HDFS (deleted, then renamed into place) its temporary file is there.
     """
     numbers = kept(fs, root)
-    if not numbers or any(layout.is_own_temporary(n) for n in storage.list_names(fs, root)):
+    if not numbers or any(layout.is_own_temporary(n) for n in fresh_names(fs, root)):
         return None
-    runs = set(storage.list_names(fs, layout.runs_dir(root)))
+    runs = set(fresh_names(fs, layout.runs_dir(root)))
     for k in reversed(numbers):
         try:
             m = read(fs, layout.version_path(root, k))

@@ -49,12 +49,22 @@ def read_manifest(fs: AbstractFileSystem, root: str, lost_ok: bool = False) -> M
 
 
 def _current(fs: AbstractFileSystem, root: str) -> Manifest | None:
-    """``manifest.json``, or None where there is none."""
+    """``manifest.json``, or None where there is none: one the storage says is not there
+    while a listing of the snapshot shows it is read again, and if still not found is a
+    StorageError (gc took it for a snapshot never committed, and removed nothing it could)."""
     path = storage.join(root, MANIFEST_NAME)
     try:
         data = storage.read_own(fs, root, path)
     except FileNotFoundError:
-        return None
+        if MANIFEST_NAME not in versions.fresh_names(fs, root):
+            return None
+        try:  # (listed: read once more)
+            data = storage.read_own(fs, root, path)
+        except FileNotFoundError:
+            raise StorageError(
+                f"cannot read {storage.to_url(fs, path)}: it is listed, but the storage "
+                "answered that it is not there; nothing was changed: run the same command again"
+            ) from None
     return Manifest.from_json(data, where=storage.to_url(fs, path))
 
 
@@ -284,12 +294,21 @@ def commit(
     durable.sync(fs, [storage.join(root, s.path) for s in manifest.shards if s.path not in kept])
     if replaces is None:
         _archive(fs, root, manifest, check=False)
-        if storage.create_exclusive(fs, path, manifest.to_json()):
+        try:
+            created: bool | None = storage.create_exclusive(fs, path, manifest.to_json())
+        except Exception as err:  # (its answer damaged or lost: the PUT may have landed)
+            created = _landed(fs, root, manifest, err)
+        else:  # refused: our PUT that landed and was retried, another's, or nothing there
+            created = created or _landed(fs, root, manifest)
+        if created:
             _synced(fs, root)
             return
-        now = _current(fs, root)
-        if now is not None and (now.fingerprint, now.run) == (manifest.fingerprint, manifest.run):
-            return  # our own PUT landed and its retry hit the precondition
+        if created is None:
+            raise StorageError(
+                f"the storage refused to create {url} as if it existed (a failed precondition), "
+                "yet there is none: nothing of this run was committed; run the same snap create "
+                "again (it reuses the tasks done)"
+            )
         raise SnapshotExistsError(
             f"another writer committed {url} meanwhile; nothing of this run was committed "
             "(run snap create again to reuse or --overwrite it)"
@@ -302,8 +321,31 @@ def commit(
         )
     _archive(fs, root, replaces)  # readers of it keep it until gc's retention period ends
     _archive(fs, root, manifest, check=False)
-    storage.write_atomic(fs, path, manifest.to_json())
+    try:
+        storage.write_atomic(fs, path, manifest.to_json())
+    except Exception as err:  # (as above: it may have landed; else the error stands)
+        if not _landed(fs, root, manifest, err):
+            raise
     _synced(fs, root)
+
+
+def _landed(
+    fs: AbstractFileSystem, root: str, manifest: Manifest, err: Exception | None = None
+) -> bool | None:
+    """After a commit's write was refused or failed (``err``): whether ``manifest.json`` is
+    this commit's (its fingerprint and run) or another's (False), read afresh, as a write
+    whose answer was lost or damaged may have landed; None if there is none. With ``err``:
+    none, or a failing look, raises ``err`` again (nothing was committed, or it is unknown)."""
+    try:
+        now = _current(fs, root)
+    except Exception:
+        if err is None:
+            raise
+        now = None
+    if now is None and err is not None:
+        raise err
+    ours = now is not None and (now.fingerprint, now.run) == (manifest.fingerprint, manifest.run)
+    return None if now is None else ours
 
 
 def _synced(fs: AbstractFileSystem, root: str) -> None:

@@ -137,12 +137,13 @@ def find_garbage(
         referenced = {s.path for m in keep for s in m.shards}
         kept_tables = {m.history.tasks for m in keep if m.history is not None}
         for k in sorted(gone):
-            m = versions.read(fs, layout.version_path(root, k))
+            m = versions.read_listed(fs, root, k)
             for s in m.shards if m is not None else ():
                 retired.setdefault(s.path, gone[k])
+        sizes = storage.entry_sizes(fs, layout.versions_dir(root))
+        kept_versions = {m.version for m in keep}
+        _check_listing(fs, root, manifest, sizes, kept_versions | set(gone))
         if not keep_all:
-            sizes = storage.entry_sizes(fs, layout.versions_dir(root))
-            kept_versions = {m.version for m in keep}
             for name, size in sorted(sizes.items()):
                 found = layout.version_of(name)
                 rel = f"{VERSIONS_DIR}/{name}"
@@ -182,6 +183,26 @@ def find_garbage(
     # kept version lists goes, nor a directory holding it (a run's name was removed whole).
     spared = _with_parents(posixpath.normpath(path) for path in referenced)
     return [g for g in garbage if posixpath.normpath(g.path) not in spared], kept
+
+
+def _check_listing(
+    fs: AbstractFileSystem, root: str, manifest: Manifest, sizes: dict[str, int], read: set[int]
+) -> None:
+    """Stop unless the listing of ``_versions/`` shows the committed version's own copy
+    (written before its commit) and no older version but those read (``read``): a listing
+    that failed (a 404 is an empty one) or went stale had gc take kept versions for never
+    committed, and delete them with their shards."""
+    listed = {f[0] for n in sizes if (f := layout.version_of(n)) and f[1] == "manifest"}
+    own = manifest.version in listed or manifest.history is None  # (made before versions)
+    unread = sorted(k for k in listed if k < manifest.version and k not in read)
+    if own and not unread:
+        return
+    what = f"shows version {unread[0]}, not read" if unread else "lacks the committed version"
+    raise StorageError(
+        f"snap gc removed nothing: the listing of {storage.to_url(fs, layout.versions_dir(root))} "
+        f"{what} (a listing that failed or is stale, or a copy not of its version); run snap "
+        "gc again, and if it says the same, snap verify the snapshot"
+    )
 
 
 def _with_parents(paths: Iterable[str]) -> set[str]:
@@ -320,7 +341,7 @@ def _uncommitted_copies(fs: AbstractFileSystem, root: str) -> tuple[set[str], se
     """For a snapshot never committed: the shards and runs of the copies in ``_versions/``
     (a first commit being made, or cut short between its copy and ``manifest.json``: the
     same create commits it), kept, as what any kept version references is."""
-    copies = [versions.read(fs, layout.version_path(root, k)) for k in versions.kept(fs, root)]
+    copies = [versions.read_listed(fs, root, k) for k in versions.kept(fs, root)]
     shards = {s.path for m in copies if m is not None for s in m.shards}
     return shards, {m.run for m in copies if m is not None}
 
@@ -328,7 +349,7 @@ def _uncommitted_copies(fs: AbstractFileSystem, root: str) -> tuple[set[str], se
 def _check_own_copy(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
     """The committed manifest's shards are those its copy in ``_versions/`` lists (a
     ``manifest.json`` edited by hand to drop a shard had gc delete it)."""
-    copy = versions.read(fs, layout.version_path(root, manifest.version))
+    copy = versions.read_listed(fs, root, manifest.version)
     if copy is not None and {s.path for s in copy.shards} != {s.path for s in manifest.shards}:
         url = storage.to_url(fs, root)
         raise ManifestError(

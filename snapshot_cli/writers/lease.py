@@ -19,14 +19,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from fsspec import AbstractFileSystem
@@ -34,42 +32,16 @@ from fsspec import AbstractFileSystem
 from .. import layout, storage
 from ..errors import LeaseError
 from . import moved
+from .lease_files import LeaseInfo as LeaseInfo
+from .lease_files import current as current
+from .lease_files import epochs as _epochs
+from .lease_files import number as _number
+from .lease_files import read_at
+from .lease_files import released as released
 from .options import DEFAULT_LEASE_TTL, MAX_LEASE_TTL
 
 DEFAULT_TTL = DEFAULT_LEASE_TTL
 log = logging.getLogger("snapshot_cli")
-
-
-@dataclass(frozen=True)
-class LeaseInfo:
-    epoch: int
-    holder: dict[str, Any]
-
-    @property
-    def heartbeat(self) -> float | None:
-        """When the holder last wrote its lease (epoch seconds), if the file says."""
-        return _number(self.holder.get("heartbeat"))
-
-    def describe(self) -> str:
-        h = self.holder
-        heartbeat = self.heartbeat
-        if not isinstance(h.get("host"), str) or heartbeat is None:  # being written (HDFS
-            return f"an unknown writer (lease {self.epoch} is empty or unreadable)"  # shows it)
-        who = f"{h['host']}:{h.get('pid')} (run {h.get('run') or '-'}"
-        if h.get("released"):
-            return f"{who}, released)"
-        age = time.time() - heartbeat
-        if age < -1:  # (its clock is ahead of this one's)
-            return f"{who}, heartbeat stamped {-age:.0f}s ahead of this machine's clock)"
-        return f"{who}, heartbeat {max(0.0, age):.0f}s ago)"
-
-
-def _number(value: Any) -> float | None:
-    """A lease field as a finite number, or None (a hand-edited or damaged lease file)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -153,33 +125,6 @@ def is_alive(info: LeaseInfo, now: float | None = None, silent: float | None = N
     now = time.time() if now is None else now
     by_clock = now - heartbeat < ttl
     return by_clock if silent is None else silent < ttl and (by_clock or silent < ttl / 3)
-
-
-def _epochs(fs: AbstractFileSystem, root: str) -> list[int]:
-    names = storage.list_names(fs, layout.runs_dir(root))
-    return [e for n in names if (e := layout.lease_epoch(n)) is not None]
-
-
-def current(fs: AbstractFileSystem, root: str) -> LeaseInfo | None:
-    """The lease with the highest epoch, or None if there never was one."""
-    for epoch in sorted(_epochs(fs, root), reverse=True):
-        try:
-            holder = json.loads(storage.read_own(fs, root, layout.lease_path(root, epoch)))
-        except FileNotFoundError:
-            continue
-        except ValueError:
-            holder = {}  # half-written by a writer that died; an empty holder is dead
-        return LeaseInfo(epoch, holder if isinstance(holder, dict) else {})
-    return None
-
-
-def released(fs: AbstractFileSystem, root: str, epoch: int) -> bool:
-    """Whether the lease of ``epoch`` says its writer let go of it (False if unreadable)."""
-    try:
-        holder = json.loads(storage.read_own(fs, root, layout.lease_path(root, epoch)))
-    except (OSError, ValueError):
-        return False
-    return isinstance(holder, dict) and holder.get("released") is True
 
 
 class Lease:
@@ -389,9 +334,10 @@ def try_acquire(
         if not storage.create_exclusive(
             fs, layout.lease_path(root, epoch), json.dumps(holder).encode()
         ):
-            taken = current(fs, root)
-            mine = taken is not None and taken.epoch == epoch and taken.holder.get("id") == key
-            if not mine:  # (mine: a retried create found the file its lost first try wrote)
+            # Taken, or ours: a retried create whose first try landed (its answer lost)
+            # finds the file it wrote. Read by its name: a listing may predate it.
+            taken = read_at(fs, root, epoch)
+            if taken is None or taken.holder.get("id") != key:
                 _held_here.pop(key, None)
                 return taken if taken is not None else LeaseInfo(epoch, {})
         return Lease(fs, root, epoch, holder)

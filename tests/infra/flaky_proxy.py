@@ -13,12 +13,22 @@ there: what a client sees is a real 503 from a server that did nothing.
 ``proxy.silent = n`` leaves the next ``n`` requests without any answer (the connection stays
 open, nothing comes back: a server or a NAT gone quiet), until the proxy stops; only the
 client's own timeout ends such a request. ``proxy.unanswered`` counts them.
+
+``proxy.arm(kind, n, method=..., path=...)`` damages the answer to the ``n``-th request (from
+then, 1-based) whose method is ``method`` and whose path (with its query) holds ``path``;
+an HTTP status (an int) answers it in place of the upstream, which never sees it; the other
+kinds forward it first, so the upstream did it: ``lost`` (the connection is reset
+instead of answering), ``flip`` (two bytes in the middle of the body XOR 0x01, same length),
+``cut`` (the headers and half the body, then the connection closes). ``proxy.fired`` lists
+``(kind, method, path)`` of each one done.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import socket
+import struct
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,6 +57,8 @@ class FlakyProxy:
         self.forwarded = 0  # answered by the upstream
         self.silent = 0  # the next this many requests get no answer at all
         self.unanswered = 0
+        self.fired: list[tuple[str, str, str]] = []  # the armed faults done
+        self._armed: tuple[str, int, str | None, str | None] | None = None
         self._released = threading.Event()  # set when the proxy stops
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -58,6 +70,30 @@ class FlakyProxy:
             raise RuntimeError("the proxy is not started")
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
+
+    def arm(
+        self, kind: str | int, n: int = 1, method: str | None = None, path: str | None = None
+    ) -> None:
+        """Damage the answer to the ``n``-th matching request (see the module docstring)."""
+        if kind not in ("lost", "flip", "cut") and not isinstance(kind, int) or n < 1:
+            raise ValueError(f"kind must be lost, flip, cut or a status, n >= 1: {kind!r}, {n}")
+        with self._lock:
+            self._armed = (str(kind), n, method, path)
+
+    def _damage(self, method: str, path: str) -> str | None:
+        """The armed fault this request gets, if any (counting the matching ones)."""
+        with self._lock:
+            if self._armed is None:
+                return None
+            kind, n, want_method, want_path = self._armed
+            if (want_method or method) != method or (want_path or "") not in path:
+                return None
+            if n > 1:
+                self._armed = (kind, n - 1, want_method, want_path)
+                return None
+            self._armed = None
+            self.fired.append((kind, method, path))
+            return kind
 
     def _count(self) -> bool:
         """Count a request; True if it is to fail."""
@@ -144,10 +180,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             owner._released.wait()  # no answer, ever: the client has to give up
             self.close_connection = True
             return
-        if owner._count():
-            error = {"error": {"code": owner.status, "message": "injected by FlakyProxy"}}
+        damage = owner._damage(self.command, self.path)
+        if (damage or "").isdigit() or damage is None and owner._count():
+            status = int(damage) if damage else owner.status
+            error = {"error": {"code": status, "message": "injected by FlakyProxy"}}
             payload = json.dumps(error).encode()
-            self._reply(owner.status, [("Content-Type", "application/json")], payload)
+            self._reply(status, [("Content-Type", "application/json")], payload)
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Host"] = f"{owner.upstream_host}:{owner.upstream_port}"
@@ -157,8 +195,29 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             response = conn.getresponse()
             data = response.read()
             owner._forwarded()
-            self._reply(response.status, response.getheaders(), data)
         finally:
             conn.close()
+        if damage == "lost":  # the upstream did it; a reset comes instead of its answer
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            return
+        if damage == "flip" and data:
+            buf, mid = bytearray(data), len(data) // 2
+            for k in {mid, min(mid + 1, len(buf) - 1)}:
+                buf[k] ^= 0x01
+            data = bytes(buf)
+        if damage == "cut":
+            self.send_response(response.status)
+            for name, value in response.getheaders():
+                if name.lower() not in HOP_BY_HOP:
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+            self.close_connection = True
+            return
+        self._reply(response.status, response.getheaders(), data)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
