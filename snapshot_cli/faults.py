@@ -14,6 +14,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator
+from errno import ENOENT
 
 from fsspec import AbstractFileSystem
 
@@ -22,7 +23,7 @@ from .errors import CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
 from .progress import human_bytes
 from .protocols import OBJECT_STORES, is_local, protocol, to_url
-from .retry import causes, is_transient, retrying, said, status_of
+from .retry import TRANSIENT_STATUS, causes, is_transient, retrying, said, transfer_checksum
 from .shortages import READ_FEWER as READ_FEWER
 from .shortages import no_thread as no_thread
 from .shortages import out_of_memory as out_of_memory
@@ -30,6 +31,7 @@ from .shortages import raise_no_thread as raise_no_thread
 from .shortages import short_of_memory as short_of_memory
 from .shortages import thread_limit as thread_limit
 from .shortages import threads_said as threads_said
+from .statuses import http_status, lost_upload, named, object_named, refusal, server_said
 
 _GCS = "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login"
 _AWS = "AWS_PROFILE / AWS_ACCESS_KEY_ID, or the instance role"
@@ -41,11 +43,14 @@ def _permanent_hint(fs: AbstractFileSystem, status: int | None) -> str:
     return f"; check the credentials ({creds})" if creds else ""
 
 
-def _missing_container(fs: AbstractFileSystem, path: str) -> str:
-    if protocol(fs) in OBJECT_STORES:
-        bucket = path.lstrip("/").split("/", 1)[0]
-        return f"the bucket {bucket!r} does not exist (create it, or check the URL)"
-    return "its parent directory does not exist"
+def _missing_container(fs: AbstractFileSystem, path: str, err: BaseException) -> str:
+    """Why a write found nothing there: the bucket, only if it is really missing (a 404 to
+    an upload is also GCS's upload session expired or ended, its answer lost)."""
+    if protocol(fs) not in OBJECT_STORES:
+        return "its parent directory does not exist"
+    if missing := missing_bucket_hint(fs, path):
+        return f"{missing.removeprefix('; ')} (create it, or check the URL)"
+    return lost_upload(http_status(err) or 404, err)
 
 
 def missing_bucket_hint(fs: AbstractFileSystem, path: str) -> str:
@@ -67,6 +72,8 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
     try:
         yield
     except PermissionError as err:
+        if not is_local(fs):
+            _answer_status(fs, path, action, err)  # (s3fs's, from a 401 or 403)
         hint = (_local_hint(path, reading) if is_local(fs) else None) or (
             "check that you may read it (file permissions or storage credentials)"
             if reading
@@ -84,15 +91,20 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
         raise StorageError(f"{to_url(fs, path)}: {what} (while {action}: {err})") from err
     except FileNotFoundError as err:
         if action.startswith(("reading", "listing", "checking", "deleting")):
+            if object_named(str(err)):  # (gcsfs's: its request URL, not the path)
+                raise FileNotFoundError(ENOENT, "not found (HTTP 404)", to_url(fs, path)) from err
             raise  # callers decide what a missing file means
         raise StorageError(
-            f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
+            f"cannot write {to_url(fs, path)}: {_missing_container(fs, path, err)}"
+            f"{'' if http_status(err) else f' ({err})'}"
         ) from err
-    except FileExistsError:
+    except FileExistsError as err:
+        _answer_status(fs, path, action, err)  # (gcsfs's 412: no file that exists)
         raise
     except SnapError:
         raise  # said already (a StorageError from below, a CorruptShardError...)
     except OSError as err:
+        _answer_status(fs, path, action, err)  # (s3fs's EIO over a 401, EBUSY over a 503...)
         if is_fault(err):  # ENOSPC, EIO, EROFS, ...
             raise fault(err, to_url(fs, path), reading) from err
         _answer_other(fs, path, action, err)
@@ -114,30 +126,43 @@ def _local_hint(path: str, reading: bool) -> str | None:
         return None
 
 
+def _answer_status(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> None:
+    """Raise what the HTTP status behind ``err`` calls for, if it carries one."""
+    if http_status(err) is not None:
+        _answer_other(fs, path, action, err)
+
+
 def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> None:
-    """Raise the StorageError an HTTP status or a transient failure calls for, if any."""
-    status = status_of(err)
-    if status in (401, 403):
-        raise StorageError(
-            f"access denied (HTTP {status}) while {action} {to_url(fs, path)}"
-            f"{_permanent_hint(fs, status)} ({err})"
-        ) from err
+    """Raise the StorageError an HTTP status or a transient failure calls for, if any: the
+    snap path and the cause in words, never the client's request URL."""
+    status, url = http_status(err), to_url(fs, path)
+    reading = action.startswith(("reading", "listing", "checking", "deleting"))
     if status == 404:
-        if not action.startswith(("reading", "listing", "checking", "deleting")):
-            raise StorageError(
-                f"cannot write {to_url(fs, path)}: {_missing_container(fs, path)} ({err})"
-            ) from err
-        raise FileNotFoundError(f"{to_url(fs, path)} not found (HTTP 404): {err}") from err
+        if not reading:
+            raise StorageError(f"cannot write {url}: {_missing_container(fs, path, err)}") from err
+        raise FileNotFoundError(ENOENT, "not found (HTTP 404)", url) from err
     if is_transient(err):
         tries = getattr(err, "snap_tries", 1)
         kinds = [c.__name__ for e in causes(err) for c in type(e).__mro__]
-        hint = "try again later"
-        if any(_NETWORK_WORDS.search(k) for k in kinds):  # (connections refused, timed out)
+        hint, what = "try again later", said(err)
+        if status is not None:
+            what = f"{named(status)}{f' ({server_said(err)})' if server_said(err) else ''}"
+        if transfer_checksum(err):
+            what = f"{CHECKSUM_SAID} ({server_said(err)})"
+            hint = f"the stored file is not necessarily damaged: {CHECKSUM_HINT}"
+        elif any(_NETWORK_WORDS.search(k) for k in kinds) and status is None:
             hint = "check that the storage is reachable at that address, then try again"
         raise StorageError(
-            f"storage kept failing while {action} {to_url(fs, path)} (tried {tries} "
-            f"time{'s' if tries > 1 else ''}): {said(err)}; {hint}"
+            f"storage kept failing while {action} {url} (tried {tries} "
+            f"time{'s' if tries > 1 else ''}): {what}; {hint}"
         ) from err
+    if status is not None and status >= 400:
+        words = refusal(status, reading, err, _CREDENTIALS.get(protocol(fs)))
+        raise StorageError(f"failed while {action} {url}: {words}") from err
+
+
+CHECKSUM_SAID = "the response's bytes arrived damaged (their checksum is not the storage's)"
+CHECKSUM_HINT = "check the network (a proxy that alters answers?), then run the same command again"
 
 
 def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) -> StorageError:
@@ -207,9 +232,20 @@ def fault(err: OSError, where: str, reading: bool = False) -> StorageError:
     ``reading``: the call read (a reader has no OUTPUT to change, and nothing to free or
     remount for a read). A local file this user may not read (or a directory above it it may
     not enter) is said as such, with its owner."""
-    path = err.filename if isinstance(err.filename, str) else where
+    # (else gcsfs's request URL, if any, names the object a caller that knew none could not)
+    path = err.filename if isinstance(err.filename, str) else object_named(str(err)) or where
+    if (status := http_status(err)) is not None:
+        return StorageError(f"{path}: {_status_said(status, path, reading, err)}")
     cause, hint = _explained(err, path, reading)
     return StorageError(f"{path}: {cause}; {hint}")
+
+
+def _status_said(status: int, path: str, reading: bool, err: BaseException) -> str:
+    """An HTTP refusal of a call on ``path`` whose filesystem is not at hand."""
+    if status in TRANSIENT_STATUS:
+        return f"the storage kept failing ({named(status)}); try again later"
+    creds = _CREDENTIALS.get(path.partition("://")[0]) if "://" in path else None
+    return refusal(status, reading, err, creds)
 
 
 def _explained(err: OSError, path: str, reading: bool = False) -> tuple[str, str]:
@@ -282,6 +318,11 @@ def read_failure(
         return short
     if isinstance(err, PermissionError) and path is not None:
         return StorageError(read_denied(path, err))
+    if (status := http_status(err)) is not None:  # (gcsfs's 404 or 412: its URL, no errno)
+        return StorageError(f"{where} could not be read: {_status_said(status, where, True, err)}")
+    if transfer_checksum(err):
+        return StorageError(f"{where} could not be read: {CHECKSUM_SAID}; the shard is not "
+                            f"necessarily damaged: {CHECKSUM_HINT}")  # fmt: skip
     if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
         return _too_many_open_files(where, err.errno, shuffled)
     if isinstance(err, OSError) and err.errno is not None:

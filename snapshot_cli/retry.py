@@ -37,6 +37,9 @@ _TRANSIENT_NAMES = (
     "ConnectTimeout",
     "ChunkedEncodingError",
 )
+# A response whose checksum did not match what the server sent: bytes damaged on the way,
+# not at rest (botocore's; gcsfs's md5 check). Worth another try, as a dropped connection.
+TRANSFER_CHECKSUM = (("botocore", "FlexibleChecksumError"), ("gcsfs", "ChecksumError"))
 # (requests' own ConnectionError and timeouts, as WebHDFS raises them, are not the builtins)
 _PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
               NotADirectoryError)  # fmt: skip
@@ -54,7 +57,39 @@ def status_of(err: BaseException) -> int | None:
     if isinstance(response, dict):  # botocore ClientError
         code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return code if isinstance(code, int) else None
+    return gcsfs_status(err)
+
+
+def gcsfs_status(err: BaseException) -> int | None:
+    """The status gcsfs's ``validate_response`` raised as a bare builtin, without it: 403 an
+    ``OSError("Forbidden: URL")``, 404 a ``FileNotFoundError(URL)``, 412 a
+    ``FileExistsError(URL)``, a 400 saying "invalid" a ``ValueError("Bad Request: URL")``,
+    502 requests' ``ProxyError()``. Known by where it was raised, not by its words alone."""
+    gcs_retry = sys.modules.get("gcsfs.retry")
+    if gcs_retry is None or not _raised_through(err, getattr(gcs_retry, "__file__", None)):
+        return None
+    text = str(err)
+    if isinstance(err, FileNotFoundError):
+        return 404
+    if isinstance(err, FileExistsError):
+        return 412
+    if type(err) is OSError and text.startswith("Forbidden:"):
+        return 403
+    if isinstance(err, ValueError) and text.startswith("Bad Request:"):
+        return 400
+    if type(err).__name__ == "ProxyError" and not text:
+        return 502
     return None
+
+
+def transfer_checksum(err: BaseException) -> bool:
+    """``err`` (or what it was raised from) is a response's checksum mismatch: the bytes were
+    damaged in transfer, not necessarily at rest."""
+    return any(_checksum_mismatch(e) for e in causes(err))
+
+
+def _checksum_mismatch(err: BaseException) -> bool:
+    return (type(err).__module__.split(".")[0], type(err).__name__) in TRANSFER_CHECKSUM
 
 
 def is_transient(err: BaseException) -> bool:
@@ -69,7 +104,7 @@ def is_transient(err: BaseException) -> bool:
             return True
         if isinstance(current, OSError) and current.errno in _TRANSIENT_ERRNO:
             return True
-        if type(current).__name__ in _TRANSIENT_NAMES:
+        if type(current).__name__ in _TRANSIENT_NAMES or _checksum_mismatch(current):
             return True
     return False
 
