@@ -40,6 +40,7 @@ from .. import ipc_blocks, storage
 from ..errors import DAMAGED, CorruptShardError, SnapError
 from ..manifest import ShardEntry
 
+WHOLE_PART = 8 << 20  # bytes a request of a format 1 shard read whole (whole_regions)
 TAIL_GUESS = 64 << 10  # bytes fetched from a shard's end: the footer of ~1,000 batches fits
 _MAGIC = b"ARROW1"
 
@@ -154,7 +155,8 @@ def whole_regions(
     read: Callable[[int, int], bytes], url: str, entry: ShardEntry, size: int,
     tail: tuple[int, bytes], blocks: ipc_blocks.BlockList,
 ) -> Regions:  # fmt: skip
-    """A format 1 shard read whole (``read(start, end)``, one request a message), its
+    """A format 1 shard read whole (``read(start, end)``, requests of up to WHOLE_PART bytes:
+    one a message made a shard of 1,000 record batches wait 1,000 times-to-first-byte), its
     crc32c the manifest's, and the crc32c of each record batch's message and of the
     messages before the first (its schema and dictionaries) kept from those bytes."""
     ordered = sorted(blocks[:], key=lambda b: b.offset)
@@ -164,8 +166,12 @@ def whole_regions(
     index = {b.offset: i for i, b in enumerate(blocks[:])}
     cuts = sorted({0, size, *(s for s, _, _ in spans), *(e for _, e, _ in spans)})
     crc, got, kept = 0, {}, bytearray()
+    part: tuple[int, bytes] = (0, b"")  # the bytes of the last request, from its offset
     for a, b in zip(cuts, cuts[1:], strict=False):
-        piece = read(a, b)
+        if b > part[0] + len(part[1]):  # (up to WHOLE_PART, whole pieces at least)
+            end = next((c for c in cuts if c >= a + WHOLE_PART), size)
+            part = (a, read(a, max(end, b)))
+        piece = part[1][a - part[0] : b - part[0]]
         crc = crc32c.crc32c(piece, crc)
         got[(a, b)] = crc32c.crc32c(piece)
         if b > tail[0]:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import snapshot_cli as snap
 from snapshot_cli import ipc_blocks
 from snapshot_cli.errors import CorruptShardError
+from snapshot_cli.manifest import ShardEntry
 from snapshot_cli.readers import ranged as ranged_mod
 from snapshot_cli.readers import shard as shard_mod
 from snapshot_cli.readers.verify import verify
@@ -177,3 +178,46 @@ def test_verify_reads_a_remote_shard_again_before_calling_it_damaged(
         assert report.ok, [c.problem for c in report.damaged]
     else:
         assert [c.path for c in report.damaged] == [path.split("/snap/", 1)[1]]
+
+
+@pytest.mark.parametrize("part", [ranged_mod.WHOLE_PART, 5_000])
+def test_a_format_1_shard_is_read_whole_in_few_requests(
+    part: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A format 1 shard (no crc32c per record batch) read whole to learn its messages' took
+    one request a message, one after another (1,000 record batches: 1,000 times to first
+    byte before its first record); now requests of up to WHOLE_PART bytes, with the same
+    crc32c for every message."""
+    import io
+
+    import crc32c
+    import pyarrow as pa
+
+    monkeypatch.setattr(ranged_mod, "WHOLE_PART", part)
+    table = pa.table({"x": np.arange(20_000, dtype=np.int64)})
+    sink = io.BytesIO()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=100):  # 200 record batches
+            writer.write_batch(batch)
+    data = sink.getvalue()
+    n = ipc_blocks.footer_length(data[-ipc_blocks.TAIL :])
+    blocks = ipc_blocks.record_batch_blocks(
+        data[-ipc_blocks.TAIL - n : -ipc_blocks.TAIL], len(data)
+    )
+    entry = ShardEntry(path="s.arrow", records=20_000, record_batches=200,
+                                 bytes=len(data), uncompressed_bytes=0,
+                                 crc32c=f"{crc32c.crc32c(data):08x}", batch_rows="",
+                                 batch_crc32c="")  # fmt: skip
+    asked: list[tuple[int, int]] = []
+
+    def read(a: int, b: int) -> bytes:
+        asked.append((a, b))
+        return data[a:b]
+
+    tail = (len(data) - 1024, data[-1024:])
+    regions = ranged_mod.whole_regions(read, "mem://s.arrow", entry, len(data), tail, blocks)
+    assert len(asked) <= -(-len(data) // part) + 1, len(asked)
+    assert sum(b - a for a, b in asked) == len(data)  # every byte once
+    for b in blocks:
+        k = regions.find(b.offset, b.offset + b.length)
+        regions.check(k, data[b.offset : b.offset + b.length])  # each message's own crc32c
