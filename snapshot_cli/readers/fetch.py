@@ -25,6 +25,7 @@ import crc32c
 
 from .. import storage
 from ..errors import CorruptShardError
+from ..manifest import ShardEntry
 
 DEFAULT_STREAMS = 16
 DEFAULT_CHUNK = 8 << 20
@@ -114,6 +115,15 @@ class Fetcher:
 
         self.fetch_into(fs, path, size, put)
         return out
+
+    def fetch_checked(self, fs: Any, path: str, entry: ShardEntry, check: bool) -> bytearray:
+        """:meth:`fetch` of the shard ``entry``, fetched once more where (``check``) its bytes'
+        crc32c is not the manifest's: bytes damaged on the way are no damage at rest, and a
+        shard called damaged is one to delete. The caller checks what this returns."""
+        data = self.fetch(fs, path, entry.bytes)
+        if check and f"{crc32c.crc32c(data):08x}" != entry.crc32c:
+            data = self.fetch(fs, path, entry.bytes)
+        return data
 
     def close(self) -> None:
         with self._lock:

@@ -200,7 +200,7 @@ class ShardReaders:
         if cache and self.cache is not None and (held := self._cached(i)) is not None:
             source = pa.OSFile(os.fsencode(held.path), "r")
             return source, source.size(), held
-        data = self.fetcher.fetch(self.fs, path, self.shards[i].bytes)
+        data = self.fetcher.fetch_checked(self.fs, path, self.shards[i], self.verify)
         return pa.py_buffer(data), len(data), None
 
     def _ranged_reader(self, i: int) -> pa.ipc.RecordBatchFileReader:

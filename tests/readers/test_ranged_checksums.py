@@ -221,3 +221,32 @@ def test_a_format_1_shard_is_read_whole_in_few_requests(
     for b in blocks:
         k = regions.find(b.offset, b.offset + b.length)
         regions.check(k, data[b.offset : b.offset + b.length])  # each message's own crc32c
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(shard=st.integers(0, SHARDS - 1), offset=st.floats(0, 1, exclude_max=True),
+       transient=st.booleans())  # fmt: skip
+def test_a_whole_remote_shard_is_fetched_again_before_it_is_called_damaged(
+    made: dict[str, Any], shard: int, offset: float, transient: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A remote snapshot under the loader's memory budget (shards fetched whole): a shard
+    whose bytes were flipped in transit told the consumer the snapshot was damaged and to
+    delete it; it is fetched again once and every record is right. At rest: damaged."""
+    monkeypatch.setattr(shard_mod, "MEMORY_BUDGET", 1 << 30)  # (whole shards, not ranges)
+    path, _ = flip(made, shard, offset, transient)
+    s = snap.open(f"flipmem://{ROOT}")
+    loader = s.loader(32, seed=1, num_parallel_reads=2)
+    assert not loader.reads_by_range
+    if transient:
+        got: dict[int, bytes] = {}
+        for b in loader:
+            for label, x in zip(b["label"].tolist(), b["x"], strict=True):
+                got[label] = np.asarray(x).tobytes()
+        assert got == made["clean"]
+        assert flipping_fs.SERVED[path] == 2  # fetched again once
+    else:
+        with pytest.raises(CorruptShardError, match=path.split("/snap/", 1)[1]):
+            for _ in loader:
+                pass
