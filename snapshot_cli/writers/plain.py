@@ -11,8 +11,8 @@ lies (a view of a memory-mapped shard), as snap's do.
 :class:`PlainSink` sits between pyarrow's file writer and the shard's file: it follows the
 stream of messages pyarrow writes, and in each compressed record batch stores plain every
 buffer its codec shrank by less than :data:`MIN_SAVING`; the file's footer, which says where
-each message is, is patched to match. Each message reaches the file in one write, so the
-writer's per-record-batch checksums still fall on write boundaries (:mod:`.shard`).
+each message is, is patched to match. Each message starts and ends on a write boundary, so
+the writer's per-record-batch checksums still fall on them (:mod:`.shard`).
 """
 
 from __future__ import annotations
@@ -87,9 +87,10 @@ def plain_message(message: memoryview) -> list[Any] | None:
 
 
 class PlainSink:
-    """A file-like object for ``pa.ipc.new_file`` writing to ``out`` (one write a message),
-    with :func:`plain_message` applied to each record batch; :meth:`finish` after the
-    writer's ``close`` writes the footer, its blocks moved to where their messages went."""
+    """A file-like object for ``pa.ipc.new_file`` writing to ``out`` (each message from a
+    write boundary to the next), with :func:`plain_message` applied to each record batch;
+    :meth:`finish` after the writer's ``close`` writes the footer, its blocks moved to where
+    their messages went."""
 
     def __init__(self, out: Any) -> None:
         self._out = out
