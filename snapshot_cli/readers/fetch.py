@@ -24,7 +24,7 @@ from typing import Any
 import crc32c
 
 from .. import storage
-from ..errors import CorruptShardError
+from ..errors import DAMAGED, CorruptShardError
 from ..manifest import ShardEntry
 
 DEFAULT_STREAMS = 16
@@ -117,13 +117,19 @@ class Fetcher:
         return out
 
     def fetch_checked(self, fs: Any, path: str, entry: ShardEntry, check: bool) -> bytearray:
-        """:meth:`fetch` of the shard ``entry``, fetched once more where (``check``) its bytes'
-        crc32c is not the manifest's: bytes damaged on the way are no damage at rest, and a
-        shard called damaged is one to delete. The caller checks what this returns."""
+        """:meth:`fetch` of the shard ``entry``, its bytes' crc32c (``check``) the manifest's:
+        fetched once more where it is not (bytes damaged on the way are no damage at rest, and
+        a shard called damaged is one to delete), then CorruptShardError."""
         data = self.fetch(fs, path, entry.bytes)
-        if check and f"{crc32c.crc32c(data):08x}" != entry.crc32c:
-            data = self.fetch(fs, path, entry.bytes)
-        return data
+        for again in (True, False):
+            if not check or (crc := f"{crc32c.crc32c(data):08x}") == entry.crc32c:
+                return data
+            if again:
+                data = self.fetch(fs, path, entry.bytes)
+        raise CorruptShardError(
+            f"shard {storage.to_url(fs, path)} is damaged: crc32c {crc} (fetched twice), the "
+            f"manifest says {entry.crc32c}; {DAMAGED}"
+        )
 
     def close(self) -> None:
         with self._lock:

@@ -31,7 +31,7 @@ from ..manifest import ShardEntry
 from . import limits
 from .blocks import BlockFile
 from .cache import CACHED_OPEN, CachedShard, ShardCache
-from .checksum import crc32c_buffer, crc32c_file
+from .checksum import crc32c_file
 from .direct import Placement, SlotJob
 from .fetch import Fetcher, shared_fetcher
 from .ranged import Expected, RangedReaders
@@ -149,15 +149,15 @@ class ShardReaders:
                     f"shard {url} has {size} bytes, the manifest says {entry.bytes}; {DAMAGED}"
                 )
             key = (path, size, os.stat(path).st_mtime_ns, entry.crc32c) if self.local else None
-            if self.verify and i not in self._verified and key not in _verified_local:
-                crc = crc32c_file(path) if self.local else crc32c_buffer(source)
+            # (remote: no key, its bytes checked by fetch_checked or when cached)
+            if self.verify and key and key not in _verified_local and i not in self._verified:
+                crc = crc32c_file(path)
                 if crc != entry.crc32c:
                     raise CorruptShardError(
                         f"shard {url} is damaged: crc32c {crc}, the manifest says "
                         f"{entry.crc32c}; {DAMAGED}"
                     )
-                if key is not None:
-                    _verified_local.add(key)
+                _verified_local.add(key)
         except FileNotFoundError as err:
             raise versions.missing_shard(self, entry.path, url) from err
         except SnapError:
