@@ -282,10 +282,7 @@ def create_in_place(path: str, data: bytes) -> bool:
         return False
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            interrupted.write_all(fd, data)
         finally:
             with contextlib.suppress(InterruptedError):  # (released: see interrupted.close)
                 os.close(fd)

@@ -132,15 +132,20 @@ def _moved(call: Callable[[], None], done: Callable[[OSError], bool]) -> None:
             return
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` to the descriptor ``fd`` (a short write goes on), then synced."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
 def write_synced(path: str, data: bytes) -> None:
     """Write ``data`` to the local file ``path`` (made, or emptied) and sync it: its bytes on
     disk before any name refers to them (a power loss)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        write_all(fd, data)
     finally:
         with contextlib.suppress(InterruptedError):  # (as close() does, without a call of
             os.close(fd)  # snap's, where a Ctrl-C raised would leave the descriptor open)

@@ -104,16 +104,22 @@ def metadata_size(prefix: bytes) -> int:
     return 8 + int(n)
 
 
-def batch_layout(metadata: bytes, message_length: int) -> BatchLayout:
-    """The layout of a record batch message of ``message_length`` bytes from its first
-    ``metadata_size`` bytes (``metadata``), every buffer checked to lie inside the body."""
+def _message(metadata: bytes) -> tuple[_Table, int]:
+    """The ``Message`` table of a message's first ``metadata_size`` bytes, and where its
+    body starts."""
     body_start = metadata_size(metadata[:8])
     if len(metadata) < body_start:
         raise LayoutError("the metadata is cut short")
     flat = metadata[8:body_start]
     if len(flat) < 4:
         raise LayoutError("the metadata is empty")
-    message = _Table(flat, int(struct.unpack_from("<I", flat, 0)[0]))
+    return _Table(flat, int(struct.unpack_from("<I", flat, 0)[0])), body_start
+
+
+def batch_layout(metadata: bytes, message_length: int) -> BatchLayout:
+    """The layout of a record batch message of ``message_length`` bytes from its first
+    ``metadata_size`` bytes (``metadata``), every buffer checked to lie inside the body."""
+    message, body_start = _message(metadata)
     if message.scalar(1, "<B") != RECORD_BATCH:
         raise LayoutError("the message is not a record batch")
     body_length = message.scalar(3, "<q")
@@ -159,13 +165,7 @@ class MessageFields:
 def message_fields(metadata: bytes) -> MessageFields:
     """:class:`MessageFields` of any message (a schema, a dictionary, a record batch);
     LayoutError where the metadata is malformed."""
-    body_start = metadata_size(metadata[:8])
-    if len(metadata) < body_start:
-        raise LayoutError("the metadata is cut short")
-    flat = metadata[8:body_start]
-    if len(flat) < 4:
-        raise LayoutError("the metadata is empty")
-    message = _Table(flat, int(struct.unpack_from("<I", flat, 0)[0]))
+    message, _ = _message(metadata)
     header_type = message.scalar(1, "<B")
     length_at = message._field(3)
     body_length = message.scalar(3, "<q")
