@@ -136,3 +136,22 @@ def numpy_dtype(t: pa.DataType) -> np.dtype | None:
 
 
 __all__ = ["from_numpy", "numpy_dtype", "strings", "to_numpy"]
+
+
+def all_nullable(t: pa.DataType) -> pa.DataType:
+    """``t`` with every field of its lists and structs nullable: what a shard's type and its
+    manifest's must agree on. Nullability changes no buffer of Arrow's IPC format, and snap
+    stores no nulls and refuses any it reads; a manifest's schema damaged there alone made
+    ``snap verify`` call every shard damaged and advise deleting them."""
+    if isinstance(t, pa.BaseExtensionType) or not (pa.types.is_nested(t) and t.num_fields):
+        return t
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(all_nullable(f.type)).with_nullable(True) for f in t])
+    item = t.value_field.with_type(all_nullable(t.value_type)).with_nullable(True)
+    if pa.types.is_list(t):
+        return pa.list_(item)
+    if pa.types.is_large_list(t):
+        return pa.large_list(item)
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(item, t.list_size)
+    return t  # (maps, unions, views: compared as they are)

@@ -173,8 +173,8 @@ def decode_schema(text: str) -> pa.Schema:
 def difference(got: pa.Schema, want: pa.Schema) -> str | None:
     """How a shard's schema differs from the manifest's (exact types: no cast is ever made),
     or None if they agree."""
-    g = [(f.name, f.type) for f in got]
-    w = [(f.name, f.type) for f in want]
+    g = [(f.name, arrays.all_nullable(f.type)) for f in got]  # (nested nullability aside)
+    w = [(f.name, arrays.all_nullable(f.type)) for f in want]
     if g == w:
         return None
     for a, b in zip(g, w, strict=False):
