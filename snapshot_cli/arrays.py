@@ -139,19 +139,37 @@ __all__ = ["from_numpy", "numpy_dtype", "strings", "to_numpy"]
 
 
 def all_nullable(t: pa.DataType) -> pa.DataType:
-    """``t`` with every field of its lists and structs nullable: what a shard's type and its
-    manifest's must agree on. Nullability changes no buffer of Arrow's IPC format, and snap
-    stores no nulls and refuses any it reads; a manifest's schema damaged there alone made
-    ``snap verify`` call every shard damaged and advise deleting them."""
-    if isinstance(t, pa.BaseExtensionType) or not (pa.types.is_nested(t) and t.num_fields):
+    """``t`` with every child field of its lists, structs, maps and unions nullable (a map's
+    keys aside, which Arrow keeps non-null): what a shard's type and its manifest's must
+    agree on. Nullability changes no buffer of Arrow's IPC format, and snap stores no nulls
+    and refuses any it reads; a manifest's schema damaged there alone made ``snap verify``
+    call every shard damaged and advise deleting them."""
+
+    def loose(f: pa.Field) -> pa.Field:
+        return f.with_type(all_nullable(f.type)).with_nullable(True)
+
+    if isinstance(t, pa.BaseExtensionType):
         return t
+    if pa.types.is_dictionary(t):
+        return pa.dictionary(t.index_type, all_nullable(t.value_type), t.ordered)
+    if pa.types.is_run_end_encoded(t):
+        return pa.run_end_encoded(t.run_end_type, all_nullable(t.value_type))
     if pa.types.is_struct(t):
-        return pa.struct([f.with_type(all_nullable(f.type)).with_nullable(True) for f in t])
-    item = t.value_field.with_type(all_nullable(t.value_type)).with_nullable(True)
-    if pa.types.is_list(t):
-        return pa.list_(item)
-    if pa.types.is_large_list(t):
-        return pa.large_list(item)
+        return pa.struct([loose(f) for f in t])
+    if pa.types.is_map(t):
+        key = t.key_field.with_type(all_nullable(t.key_type))
+        return pa.map_(key, loose(t.item_field), t.keys_sorted)
+    if pa.types.is_union(t):
+        return pa.union([loose(f) for f in t], t.mode, t.type_codes)
+    kinds = {
+        pa.types.is_list: pa.list_,
+        pa.types.is_large_list: pa.large_list,
+        pa.types.is_list_view: pa.list_view,
+        pa.types.is_large_list_view: pa.large_list_view,
+    }
+    for kind, build in kinds.items():
+        if kind(t):
+            return build(loose(t.value_field))
     if pa.types.is_fixed_size_list(t):
-        return pa.list_(item, t.list_size)
-    return t  # (maps, unions, views: compared as they are)
+        return pa.list_(loose(t.value_field), t.list_size)
+    return t  # (no child fields of their own)
