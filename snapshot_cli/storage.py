@@ -131,14 +131,35 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
             ) from None
 
 
+def uncached(fs: AbstractFileSystem, path: str) -> None:
+    """Forget what this process's client keeps of ``path`` and the listings above it: gcsfs
+    and s3fs keep a directory's listing until told otherwise and answer ``info`` from it
+    (and s3fs sizes a file it reads from it first), so a file another process made, changed
+    or removed since was said to be missing, of its old size, or there."""
+    fs.invalidate_cache(path)  # (a no-op where nothing is kept: local disk, HDFS, memory)
+
+
+def fresh_names(fs: AbstractFileSystem, path: str) -> list[str]:
+    """:func:`list_names` of what is there now, not a listing kept from before (the files
+    another writer made since, or this one's own write whose answer was lost)."""
+    uncached(fs, path)
+    return list_names(fs, path)
+
+
 def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
-    """Read a whole (small) file. FileNotFoundError propagates unchanged. Locally by plain
-    reads (:func:`.interrupted.read_file`): an OS error is the storage's, said as such."""
+    """Read a whole (small) file. FileNotFoundError propagates unchanged, said only after a
+    look past any kept listing (see :func:`uncached`). Locally by plain reads
+    (:func:`.interrupted.read_file`): an OS error is the storage's, said as such."""
     with errors_named(fs, path, "reading"):
         if protocol(fs) in HDFS_PROTOCOLS:
             return hdfs.read(fs, path)
-        read = functools.partial(interrupted.read_file, path) if is_local(fs) else None
-        return retrying(read or (lambda: fs.cat_file(path)), f"reading {path}")
+        if is_local(fs):
+            return retrying(functools.partial(interrupted.read_file, path), f"reading {path}")
+        try:
+            return retrying(lambda: fs.cat_file(path), f"reading {path}")
+        except FileNotFoundError:
+            uncached(fs, path)
+            return retrying(lambda: fs.cat_file(path), f"reading {path}")
 
 
 def read_own(fs: AbstractFileSystem, root: str, path: str) -> bytes:
@@ -337,8 +358,10 @@ def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
 
 
 def file_info(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
-    """``fs.info(path)`` (a link followed); FileNotFoundError if nothing is there, also
-    where a part of the path is a file."""
+    """``fs.info(path)`` (a link followed) as the storage answers now, not from a listing
+    kept before (:func:`uncached`); FileNotFoundError if nothing is there, also where a
+    part of the path is a file."""
+    uncached(fs, path)
     with errors_named(fs, path, "checking"):
         try:
             return retrying(lambda: fs.info(path), f"checking {path}")

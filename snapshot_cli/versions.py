@@ -34,18 +34,10 @@ def read(fs: Any, path: str) -> Manifest | None:
     return Manifest.from_json(data, where=storage.to_url(fs, path))
 
 
-def fresh_names(fs: Any, path: str) -> list[str]:
-    """:func:`.storage.list_names` of what is there now: fsspec's listing cache (gcsfs and
-    s3fs keep a directory's listing until told) is dropped first, so the files another
-    writer made since, or this one's own write whose answer was lost, are listed."""
-    fs.invalidate_cache(path)
-    return storage.list_names(fs, path)
-
-
 def kept(fs: Any, root: str) -> list[int]:
     """The version numbers ``_versions/`` holds manifests of, in order (listed now)."""
     out = []
-    for name in fresh_names(fs, layout.versions_dir(root)):
+    for name in storage.fresh_names(fs, layout.versions_dir(root)):
         found = layout.version_of(name)
         if found is not None and found[1] == "manifest":
             out.append(found[0])
@@ -121,9 +113,9 @@ def lost(fs: Any, root: str) -> Manifest | None:
     ``manifest.json`` on HDFS (deleted, then renamed into place) its temporary file is there.
     """
     numbers = kept(fs, root)
-    if not numbers or any(layout.is_own_temporary(n) for n in fresh_names(fs, root)):
+    if not numbers or any(layout.is_own_temporary(n) for n in storage.fresh_names(fs, root)):
         return None
-    runs = set(fresh_names(fs, layout.runs_dir(root)))
+    runs = set(storage.fresh_names(fs, layout.runs_dir(root)))
     for k in reversed(numbers):
         try:
             m = read(fs, layout.version_path(root, k))

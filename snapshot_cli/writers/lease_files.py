@@ -16,7 +16,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import layout, storage, versions
+from .. import layout, storage
 
 
 @dataclass(frozen=True)
@@ -53,16 +53,14 @@ def number(value: Any) -> float | None:
 
 def epochs(fs: AbstractFileSystem, root: str) -> list[int]:
     """The epochs of the lease files in ``_runs/`` now (a fresh listing)."""
-    names = versions.fresh_names(fs, layout.runs_dir(root))
+    names = storage.fresh_names(fs, layout.runs_dir(root))
     return [e for n in names if (e := layout.lease_epoch(n)) is not None]
 
 
 def read_at(fs: AbstractFileSystem, root: str, epoch: int) -> LeaseInfo | None:
     """The lease of ``epoch``, read by its name; None if there is none. A file that is not
-    a JSON object (half-written by a writer that died) has an empty holder: dead. (s3fs
-    sizes a file it reads from a cached listing first: a file made since was not found.)"""
+    a JSON object (half-written by a writer that died) has an empty holder: dead."""
     path = layout.lease_path(root, epoch)
-    fs.invalidate_cache(path)
     try:
         holder = json.loads(storage.read_own(fs, root, path))
     except FileNotFoundError:
