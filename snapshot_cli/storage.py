@@ -188,7 +188,9 @@ def read_range(fs: AbstractFileSystem, path: str, start: int, end: int) -> bytes
 
 def stored_checksum(fs: AbstractFileSystem, path: str) -> tuple[int, str | None]:
     """A file's size and the crc32c its storage reports (GCS does, as base64 big-endian), as
-    8 hex digits, or None where the storage keeps no crc32c. Reads metadata only."""
+    8 hex digits, or None where the storage keeps no crc32c. Reads metadata only, as the
+    storage holds it now (:func:`uncached`)."""
+    uncached(fs, path)
     with errors_named(fs, path, "reading"):
         info = retrying(lambda: fs.info(path), f"reading {path}")
     crc = info.get("crc32c")
