@@ -294,6 +294,8 @@ def _gc(
         except StorageError as err:
             raise cannot_write(report.url, err) from err
         held, holder = (got, None) if isinstance(got, lease_mod.Lease) else (None, got)
+        if holder is not None and holder.absent:  # (nothing holds it: removing is not safe)
+            raise lease_mod.absent_error(fs, root, holder.epoch, 1)
     try:
         live_run = holder.holder.get("run") if holder is not None else None
         if holder is not None:

@@ -131,6 +131,7 @@ def remove_made(fs: Any, root: str, made: bool) -> None:
 
 
 WAIT_REPORT_S = 15.0  # a waiting writer says again who holds the lease this often
+ABSENT_TRIES = 5  # creates of a lease refused while no file is there before a create gives up
 
 
 def wait_for_lease(
@@ -141,11 +142,14 @@ def wait_for_lease(
     a snapshot this user may not add to is refused (:func:`refuse_unwritable`)."""
     storage.makedirs(fs, root)
     refuse_unwritable(fs, root, url)
-    said = -float("inf")
+    said, absent = -float("inf"), 0
     while True:
         got = lease_mod.try_acquire(fs, root, ttl, watch=wait)  # (one look: the clocks decide)
         if isinstance(got, lease_mod.Lease):
             return got
+        absent = absent + 1 if got.absent else 0
+        if absent >= ABSENT_TRIES or got.absent and not wait:
+            raise lease_mod.absent_error(fs, root, got.epoch, absent)
         who = got.describe()
         if not wait:
             raise lease_mod.LeaseError(

@@ -33,6 +33,7 @@ from .. import layout, storage
 from ..errors import LeaseError
 from . import moved
 from .lease_files import LeaseInfo as LeaseInfo
+from .lease_files import absent_error as absent_error
 from .lease_files import current as current
 from .lease_files import epochs as _epochs
 from .lease_files import number as _number
@@ -339,7 +340,7 @@ def try_acquire(
             taken = read_at(fs, root, epoch)
             if taken is None or taken.holder.get("id") != key:
                 _held_here.pop(key, None)
-                return taken if taken is not None else LeaseInfo(epoch, {})
+                return taken if taken is not None else LeaseInfo(epoch, {}, absent=True)
         return Lease(fs, root, epoch, holder)
     except BaseException:  # an interrupt, or a failed write: the file (if any) is dead
         _held_here.pop(key, None)

@@ -17,12 +17,15 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from .. import layout, storage
+from ..errors import StorageError
 
 
 @dataclass(frozen=True)
 class LeaseInfo:
     epoch: int
     holder: dict[str, Any]
+    absent: bool = False  # the storage refused its create as existing, yet shows no file
+
 
     @property
     def heartbeat(self) -> float | None:
@@ -30,6 +33,8 @@ class LeaseInfo:
         return number(self.holder.get("heartbeat"))
 
     def describe(self) -> str:
+        if self.absent:
+            return f"no writer (the storage refused lease {self.epoch} as existing, yet has none)"
         h = self.holder
         heartbeat = self.heartbeat
         if not isinstance(h.get("host"), str) or heartbeat is None:  # being written (HDFS
@@ -85,3 +90,15 @@ def released(fs: AbstractFileSystem, root: str, epoch: int) -> bool:
     except OSError:
         return False
     return info is not None and info.holder.get("released") is True
+
+
+def absent_error(fs: AbstractFileSystem, root: str, epoch: int, tries: int) -> StorageError:
+    """What to say when the storage refused ``tries`` creates of the lease of ``epoch`` as
+    existing while it shows no such file (waiting on it never ended)."""
+    path = storage.to_url(fs, layout.lease_path(root, epoch))
+    return StorageError(
+        f"the storage refused to create {path}, answering that it exists ({tries} "
+        f"{'try' if tries == 1 else 'tries'}), yet shows no such file: it does not answer as "
+        "one store (a proxy or gateway in front of it, or a store that is not consistent); "
+        "check it, then run the same command again"
+    )

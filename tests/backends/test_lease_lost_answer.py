@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pytest
 
 import snapshot_cli as snap
@@ -78,3 +79,58 @@ def test_a_grow_whose_lease_answer_was_lost_takes_its_own_lease(
     assert s.version == 2
     with s.loader(batch_size=100, shuffle=False) as loader:
         assert sorted(int(v) for b in loader for v in b["label"]) == list(range(12))
+
+
+@pytest.mark.parametrize("name", ["gcs", "s3"])
+@pytest.mark.parametrize("command", ["create", "gc"])
+def test_a_lease_refused_as_existing_that_is_not_there_ends_the_command(
+    name: str, command: str, request: pytest.FixtureRequest, tmp_path: Path, write_pipeline: Any
+) -> None:
+    """A store (or a gateway before it) that answers every create of the lease with 412, as
+    if it existed, while no such file is there: a create waited for good on "an unknown
+    writer", and gc took it for a live writer's. A create gives up after a few tries, gc at
+    once, naming the lease file; a create leaves no snapshot, gc removes nothing."""
+    server = request.getfixturevalue(f"{name}_server")
+    scheme, match = LEASE_CREATE[name]
+    url = f"{scheme}://{BUCKET}/lease-absent-{uuid.uuid4().hex[:8]}/snap"
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    (inputs / "0.txt").write_text("0")
+    pipeline = write_pipeline(PIPELINE)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    epoch = 0
+    if command == "gc":  # a snapshot with a replaced version's shard for gc to keep
+        for k in (1, 2):
+            (inputs / "0.txt").write_text(str(k))
+            assert create(pipeline, url, inputs, env).returncode == 0
+        epoch = 2
+    if name == "s3":
+        match = {**match, "path": f"_runs/lease-{epoch:08d}.json"}
+    args = [pipeline, url, "--input", f"{inputs}/*.txt", "--workers", "0"]
+    argv = ["create", *args] if command == "create" else ["gc", url, "--retention", "0"]
+    before = sorted(snap_files(url))
+    with FlakyProxy(server.endpoint, every=10**9) as proxy:
+        proxy.arm(412, 1, times=10**6, **match)
+        proc = subprocess.run(
+            [sys.executable, "-m", "snapshot_cli", *argv],
+            cwd=REPO,
+            env={**env, ENDPOINT_ENV[name]: proxy.endpoint},
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"lease-{epoch:08d}.json" in proc.stderr and "shows no such file" in proc.stderr
+    assert len(proxy.fired) == (5 if command == "create" else 1), proxy.fired
+    assert sorted(snap_files(url)) == before
+    if command == "create":
+        with pytest.raises(snap.ManifestError):
+            snap.open(url)
+
+
+def snap_files(url: str) -> list[str]:
+    """Every file under ``url`` as the store holds it now."""
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.invalidate_cache()
+    return list(fs.find(path))

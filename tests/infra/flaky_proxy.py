@@ -19,8 +19,9 @@ then, 1-based) whose method is ``method`` and whose path (with its query) holds 
 an HTTP status (an int) answers it in place of the upstream, which never sees it; the other
 kinds forward it first, so the upstream did it: ``lost`` (the connection is reset
 instead of answering), ``flip`` (two bytes in the middle of the body XOR 0x01, same length),
-``cut`` (the headers and half the body, then the connection closes). ``proxy.fired`` lists
-``(kind, method, path)`` of each one done.
+``cut`` (the headers and half the body, then the connection closes). ``times`` damages that
+many matching requests from the ``n``-th on (a store that always answers so). ``proxy.fired``
+lists ``(kind, method, path)`` of each one done.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class FlakyProxy:
         self.unanswered = 0
         self.fired: list[tuple[str, str, str]] = []  # the armed faults done
         self._armed: tuple[str, int, str | None, str | None] | None = None
+        self._times = 1  # matching requests left to damage once the armed one is reached
         self._released = threading.Event()  # set when the proxy stops
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -72,13 +74,20 @@ class FlakyProxy:
         return f"http://{host}:{port}"
 
     def arm(
-        self, kind: str | int, n: int = 1, method: str | None = None, path: str | None = None
+        self,
+        kind: str | int,
+        n: int = 1,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
     ) -> None:
-        """Damage the answer to the ``n``-th matching request (see the module docstring)."""
-        if kind not in ("lost", "flip", "cut") and not isinstance(kind, int) or n < 1:
+        """Damage the answer to the ``n``-th matching request and the ``times - 1`` matching
+        ones after it (see the module docstring)."""
+        if kind not in ("lost", "flip", "cut") and not isinstance(kind, int) or min(n, times) < 1:
             raise ValueError(f"kind must be lost, flip, cut or a status, n >= 1: {kind!r}, {n}")
         with self._lock:
             self._armed = (str(kind), n, method, path)
+            self._times = times
 
     def _damage(self, method: str, path: str) -> str | None:
         """The armed fault this request gets, if any (counting the matching ones)."""
@@ -91,7 +100,9 @@ class FlakyProxy:
             if n > 1:
                 self._armed = (kind, n - 1, want_method, want_path)
                 return None
-            self._armed = None
+            self._times -= 1
+            if self._times < 1:
+                self._armed = None
             self.fired.append((kind, method, path))
             return kind
 
