@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     p = _common.parser(__doc__)
     p.add_argument("--codec", default="lz4", choices=["zstd", "lz4", "none"])
     p.add_argument("--size-gb", type=float, default=2.0)
-    p.add_argument("--data-dir", default=_common.SHARED_DATA_DIR)
+    _common.add_data_dir_option(p, _common.SHARED_DATA_DIR)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--step-ms", type=float, default=20.0)
     _common.add_json_option(p)
@@ -343,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         _common.write_json(args.json, {"rows": rows, "gpu": wait, "codec": args.codec,
                                        "tfdata_s_per_element": tfdata})  # fmt: skip
+    _common.print_data_kept(args.data_dir)
     return 0
 
 

@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     p = _common.parser(__doc__)
     p.add_argument("--size-gb", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--data-dir", default=_common.out_dir("peers-data"))
+    _common.add_data_dir_option(p, _common.out_dir("peers-data"))
     p.add_argument(
         "--systems",
         default=",".join([*SYSTEMS, SNAP2, *LIMITS]),
@@ -291,7 +291,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{', '.join(missing)} not installed: `make bench` installs every peer "
             "(or leave out the systems that need them with --systems, and --plot)"
         )
-    if TOKENS:  # the limits' readers know the image columns only
+    if TOKENS and (left := [s for s in systems if s in LIMITS]):
+        # the limits' readers know the image columns only: said, not dropped silently
+        print(f"--variant tokens: leaving out {', '.join(left)} (image columns only)",
+              file=sys.stderr)  # fmt: skip
         systems = [s for s in systems if s not in LIMITS]
     n = max(1, round(args.size_gb * _common.GB / record_bytes()))
     root = os.path.join(args.data_dir, f"{args.size_gb:g}GB" + ("-tokens" if TOKENS else ""))
@@ -355,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         _common.write_json(args.json, {"environment": env, "rows": rows, "runs": runs})
     if args.plot:
         plot(rows, env, args.plot)
+    _common.print_data_kept(args.data_dir)
     return 0
 
 

@@ -323,7 +323,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--size-gb", type=float, default=None, help=f"uncompressed GB ({DEFAULT_SIZE_GB:g})"
     )
-    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the snapshot is cached")
+    _common.add_data_dir_option(p, DEFAULT_DATA_DIR)
     p.add_argument("--repeats", type=int, default=None, help="runs per configuration (5)")
     p.add_argument(
         "--jobs",
@@ -428,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         }
         _common.write_json(args.json, doc)
+    _common.print_data_kept(args.data_dir)
     return 0
 
 

@@ -346,3 +346,24 @@ def record_shapes_names() -> tuple[str, ...]:
     text = (BENCH / "record_shapes.py").read_text()
     block = text[text.index("SHAPES = (") : text.index(")", text.index("SHAPES = ("))]
     return tuple(re.findall(r'"(\w+)"', block))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_that_keeps_data_says_where(script: str) -> None:
+    """remote.py, peers.py, dataloader.py and device.py kept gigabytes in their --data-dir
+    without a word (the scripts run above print it: see the test before)."""
+    source = (BENCH / script).read_text()
+    if "add_data_dir_option(" in source:
+        assert "_common.print_data_kept(" in source, script
+    assert 'add_argument("--data-dir"' not in source, script  # (only through the helper)
+
+
+def test_peers_tokens_says_which_systems_it_leaves_out(tmp_path: Path) -> None:
+    """--variant tokens dropped the systems that read image columns only without a word."""
+    data = tmp_path / "data"
+    args = ["--systems", "snap,page-cache read", "--variant", "tokens", "--size-gb", "0.002"]
+    res = bench("peers.py", *args, "--repeats", "1", "--data-dir", str(data))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "--variant tokens: leaving out page-cache read" in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith(f"data kept in {data} (")
+    assert "page-cache read" not in res.stdout and "snap" in res.stdout

@@ -26,7 +26,6 @@ class LeaseInfo:
     holder: dict[str, Any]
     absent: bool = False  # the storage refused its create as existing, yet shows no file
 
-
     @property
     def heartbeat(self) -> float | None:
         """When the holder last wrote its lease (epoch seconds), if the file says."""
