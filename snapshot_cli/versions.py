@@ -86,6 +86,31 @@ def read_listed(fs: Any, root: str, k: int) -> Manifest | None:
     )
 
 
+def restore_own_copy(fs: Any, root: str, current: Manifest, write: bool) -> str | None:
+    """Make the committed version's copy in ``_versions/`` again from ``manifest.json`` (the
+    same bytes, docs/format.md §3.1) where it is missing: a snapshot copied without
+    ``_versions/`` (its manifest and shards only) made ``snap gc`` refuse for good. If it was
+    missing, what was done (written now, unless not ``write``: a dry run); None if it is
+    there (a listing that missed it).
+
+    Raises:
+        ManifestError: ``manifest.json`` was committed again meanwhile.
+    """
+    path = layout.version_path(root, current.version)
+    if current.history is None or read(fs, path) is not None:
+        return None
+    done = f"{storage.to_url(fs, path)} again from manifest.json (it was missing)"
+    if not write:
+        return f"would write {done}"
+    data = storage.read_own(fs, root, layout.manifest_path(root))
+    if Manifest.from_json(data, where=storage.to_url(fs, root)).version != current.version:
+        raise ManifestError(f"{storage.to_url(fs, root)} was committed again meanwhile; run "
+                            "snap gc again")  # fmt: skip
+    storage.makedirs(fs, layout.versions_dir(root))
+    storage.write_atomic(fs, path, data)
+    return f"wrote {done}"
+
+
 def history(fs: Any, root: str, current: Manifest) -> list[Manifest]:
     """Every version kept, oldest first, ending with ``current`` (archived copies of newer
     versions than the current one, left by a writer that lost a race, are not listed).

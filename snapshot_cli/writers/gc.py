@@ -17,7 +17,8 @@ temporary files of its manifest's atomic write. Shards of the current version ar
 touched. Without ``manifest.json``, nothing a copy in ``_versions/`` references goes: a
 snapshot whose manifest was lost (deleted, or left out of a copy) while ``_versions/`` keeps a
 committed version is refused, saying how to restore it; a first commit being made or cut
-short keeps its run and shards.
+short keeps its run and shards. The committed version's own copy, missing (a snapshot copied
+without ``_versions/``), is written again from ``manifest.json`` first.
 """
 
 from __future__ import annotations
@@ -121,18 +122,21 @@ def find_garbage(
     retention: float = DEFAULT_RETENTION,
     now: float | None = None,
     dry_run: bool = False,
-) -> tuple[list[Garbage], list[str]]:
-    """What gc would remove given the live writer's run and the retention period, and the
-    runs it keeps (``dry_run``: as gc would, which takes the lease first)."""
+) -> tuple[list[Garbage], list[str], str | None]:
+    """What gc would remove given the live writer's run and the retention period, the runs
+    it keeps (``dry_run``: as gc would, which takes the lease first) and, if the committed
+    version's copy was missing, that gc wrote it again first (would, in a dry run)."""
     manifest = commit_mod.read_manifest(fs, root)  # ManifestError if damaged or lost: stop
     now = time.time() if now is None else now
     keep_all = writer_live and live_run is None
     referenced, copied = _uncommitted_copies(fs, root) if manifest is None else (set(), set())
+    restored = None
     retired: dict[str, str] = {}  # shard → why it goes
     kept_tables: set[str] = set()
     garbage: list[Garbage] = []
     if manifest is not None:
         _check_own_copy(fs, root, manifest)
+        restored = versions.restore_own_copy(fs, root, manifest, write=not dry_run)
         keep, gone = retained_versions(fs, root, manifest, retention, now)
         referenced = {s.path for m in keep for s in m.shards}
         kept_tables = {m.history.tasks for m in keep if m.history is not None}
@@ -141,6 +145,8 @@ def find_garbage(
             for s in m.shards if m is not None else ():
                 retired.setdefault(s.path, gone[k])
         sizes = storage.entry_sizes(fs, layout.versions_dir(root))
+        if restored and dry_run:  # (as it would be listed; else the listing must show it)
+            sizes.setdefault(posixpath.basename(layout.version_path(root, manifest.version)), 0)
         kept_versions = {m.version for m in keep}
         _check_listing(fs, root, manifest, sizes, kept_versions | set(gone))
         if not keep_all:
@@ -182,7 +188,7 @@ def find_garbage(
     # A manifest may list a shard anywhere in the snapshot (docs/format.md §3.10): nothing a
     # kept version lists goes, nor a directory holding it (a run's name was removed whole).
     spared = _with_parents(posixpath.normpath(path) for path in referenced)
-    return [g for g in garbage if posixpath.normpath(g.path) not in spared], kept
+    return [g for g in garbage if posixpath.normpath(g.path) not in spared], kept, restored
 
 
 def _check_listing(
@@ -303,9 +309,10 @@ def _gc(
             report.note = f"a live writer ({holder.describe()}) holds the snapshot; its run " + (
                 f"{live_run} is kept" if live_run else "is not chosen yet, so every run is kept"
             )
-        report.garbage, report.kept_runs = find_garbage(
+        report.garbage, report.kept_runs, restored = find_garbage(
             fs, root, live_run, holder is not None, seconds, dry_run=dry_run
         )
+        report.note = "; ".join(filter(None, [report.note, restored])) or None
         if not dry_run:
             for g in report.garbage:
                 try:
