@@ -139,13 +139,6 @@ def uncached(fs: AbstractFileSystem, path: str) -> None:
     fs.invalidate_cache(path)  # (a no-op where nothing is kept: local disk, HDFS, memory)
 
 
-def fresh_names(fs: AbstractFileSystem, path: str) -> list[str]:
-    """:func:`list_names` of what is there now, not a listing kept from before (the files
-    another writer made since, or this one's own write whose answer was lost)."""
-    uncached(fs, path)
-    return list_names(fs, path)
-
-
 def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
     """Read a whole (small) file. FileNotFoundError propagates unchanged, said only after a
     look past any kept listing (see :func:`uncached`). Locally by plain reads
@@ -283,7 +276,9 @@ def open_write(fs: AbstractFileSystem, path: str) -> BinaryIO:
 
 
 def list_names(fs: AbstractFileSystem, path: str) -> list[str]:
-    """Base names of the entries directly under ``path``; empty if it does not exist."""
+    """Base names of the entries directly under ``path`` now (not a listing kept from before:
+    :func:`uncached`); empty if it does not exist."""
+    uncached(fs, path)
     with errors_named(fs, path, "listing"):
         try:
             entries = retrying(lambda: fs.ls(path, detail=False), f"listing {path}")
@@ -293,8 +288,9 @@ def list_names(fs: AbstractFileSystem, path: str) -> list[str]:
 
 
 def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
-    """Name → size of the entries directly under ``path`` (directories: their total size);
-    empty if ``path`` does not exist."""
+    """Name → size of the entries directly under ``path`` now (directories: their total
+    size); empty if ``path`` does not exist."""
+    uncached(fs, path)
     with errors_named(fs, path, "listing"):
         try:
             entries = retrying(lambda: fs.ls(path, detail=True), f"listing {path}")
@@ -318,9 +314,12 @@ _HASH_CHUNK = 8 << 20
 
 
 def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
-    """``fs.info`` of each file or directory ``path`` names: a glob's matches, or the one at
-    ``path``, also where a glob matches nothing but a file is named so (``a[1].jpg``)."""
+    """``fs.info`` of each file or directory ``path`` names now: a glob's matches, or the one
+    at ``path``, also where a glob matches nothing but a file is named so (``a[1].jpg``).
+    Every listing kept from before is dropped first (a glob lists directories under its
+    start too: a notebook's create missed inputs another process added)."""
     infos: dict[str, dict[str, Any]] = {}
+    fs.invalidate_cache()
     with errors_named(fs, path, "listing"):
         if _GLOB_CHARS & set(path):
             try:

@@ -37,7 +37,7 @@ def read(fs: Any, path: str) -> Manifest | None:
 def kept(fs: Any, root: str) -> list[int]:
     """The version numbers ``_versions/`` holds manifests of, in order (listed now)."""
     out = []
-    for name in storage.fresh_names(fs, layout.versions_dir(root)):
+    for name in storage.list_names(fs, layout.versions_dir(root)):
         found = layout.version_of(name)
         if found is not None and found[1] == "manifest":
             out.append(found[0])
@@ -138,9 +138,9 @@ def lost(fs: Any, root: str) -> Manifest | None:
     ``manifest.json`` on HDFS (deleted, then renamed into place) its temporary file is there.
     """
     numbers = kept(fs, root)
-    if not numbers or any(layout.is_own_temporary(n) for n in storage.fresh_names(fs, root)):
+    if not numbers or any(layout.is_own_temporary(n) for n in storage.list_names(fs, root)):
         return None
-    runs = set(storage.fresh_names(fs, layout.runs_dir(root)))
+    runs = set(storage.list_names(fs, layout.runs_dir(root)))
     for k in reversed(numbers):
         try:
             m = read(fs, layout.version_path(root, k))

@@ -56,7 +56,7 @@ def _current(fs: AbstractFileSystem, root: str) -> Manifest | None:
     try:
         data = storage.read_own(fs, root, path)
     except FileNotFoundError:
-        if MANIFEST_NAME not in storage.fresh_names(fs, root):
+        if MANIFEST_NAME not in storage.list_names(fs, root):
             return None
         try:  # (listed: read once more)
             data = storage.read_own(fs, root, path)

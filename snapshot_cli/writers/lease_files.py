@@ -57,7 +57,7 @@ def number(value: Any) -> float | None:
 
 def epochs(fs: AbstractFileSystem, root: str) -> list[int]:
     """The epochs of the lease files in ``_runs/`` now (a fresh listing)."""
-    names = storage.fresh_names(fs, layout.runs_dir(root))
+    names = storage.list_names(fs, layout.runs_dir(root))
     return [e for n in names if (e := layout.lease_epoch(n)) is not None]
 
 

@@ -7,6 +7,7 @@ said "not found" of a file that was there. Against the real GCS emulator and mot
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,90 @@ def test_a_sweep_process_reads_what_another_process_grew_and_collects(
     assert verify(s).ok and not gc(url, dry_run=True).garbage
     with s.loader(batch_size=100, shuffle=False) as loader:
         assert sorted(int(v) for b in loader for v in b["label"]) == list(range(12))
+
+
+@pytest.mark.parametrize("backend", ["gcs", "s3"], indirect=True)
+def test_a_notebook_create_sees_inputs_another_process_added(backend: Backend) -> None:
+    """A notebook re-running its create cell over remote inputs (a glob of gs:// or s3://
+    files) after another process added one: its glob came from the listing kept since the
+    first run, and the create said "up to date" without the new input."""
+    inputs = backend.path(backend.url("inputs"))
+    other = _other_client(backend)
+
+    def preprocess(path: str) -> Any:
+        with storage.resolve(path)[0].open(path) as f:
+            start = int(f.read())
+        for i in range(start, start + 3):
+            yield {"label": i}
+
+    url, pattern = backend.url(), backend.url("inputs") + "/*.txt"
+    other.pipe_file(f"{inputs}/0.txt", b"0")
+    first = snap.create(preprocess, url, inputs=pattern, workers=0)
+    other.pipe_file(f"{inputs}/1.txt", b"10")
+    second = snap.create(preprocess, url, inputs=pattern, workers=0)
+    assert (first.version, second.version) == (1, 2)
+    with snap.open(url).loader(batch_size=10, shuffle=False) as loader:
+        assert sorted(int(v) for b in loader for v in b["label"]) == [0, 1, 2, 10, 11, 12]
+    other.rm_file(f"{inputs}/0.txt")  # (a removed input: the next version drops its records)
+    assert snap.create(preprocess, url, inputs=pattern, workers=0).version == 3
+    with snap.open(url).loader(batch_size=10, shuffle=False) as loader:
+        assert sorted(int(v) for b in loader for v in b["label"]) == [10, 11, 12]
+
+
+@pytest.mark.parametrize("backend", ["gcs", "s3"], indirect=True)
+def test_a_notebook_create_after_another_process_grew_or_lost_a_shard(
+    backend: Backend, tmp_path: Path, write_pipeline: Any
+) -> None:
+    """A notebook's create, re-run after `snap create` in a shell grew the snapshot: its
+    listing of shards/, kept since its own first run, missed the grow's shards, so it called
+    them "missing or cut short", computed their tasks again and committed a version. After a
+    shard was deleted (what verify's advice says of a damaged one) it said "up to date" and
+    the loader kept saying the snapshot is damaged."""
+    url, pipeline = backend.url(), write_pipeline(PIPELINE)
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+
+    def shell_create(n: int) -> None:
+        for k in range(n):
+            (inputs / f"{k}.txt").write_text(str(k * 4))
+        args = [pipeline, url, "--input", f"{inputs}/*.txt", "--inputs-per-task", "1"]
+        proc = snap_subprocess("create", *args, "--workers", "0")
+        assert proc.returncode == 0, proc.stderr
+
+    def notebook_create() -> Any:
+        return snap.create(pipeline, url, inputs=f"{inputs}/*.txt", inputs_per_task=1, workers=0)
+
+    shell_create(2)
+    assert notebook_create().version == 1
+    shell_create(3)
+    again = notebook_create()
+    assert (again.version, again.reused) == (2, True)
+    shard = sorted(s.path for s in snap.open(url).manifest.shards)[0]
+    _other_client(backend).rm_file(f"{backend.path(url)}/{shard}")
+    repaired = notebook_create()
+    assert (repaired.version, repaired.reused) == (3, False)
+    with snap.open(url).loader(batch_size=100, shuffle=False) as loader:
+        assert sorted(int(v) for b in loader for v in b["label"]) == list(range(12))
+
+
+@pytest.mark.parametrize("backend", ["gcs", "s3"], indirect=True)
+def test_gc_in_a_long_lived_process_reports_only_what_is_there(
+    backend: Backend, tmp_path: Path, write_pipeline: Any
+) -> None:
+    """gc(dry_run) after `snap gc` in a shell had removed version 1's shards listed them again
+    as garbage, and on S3 a real gc reported them removed ("a removal gc reports is one it
+    made")."""
+    url, pipeline = backend.url(), write_pipeline(PIPELINE)
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for text in ("0", "100"):  # two versions: the second replaces every shard
+        (inputs / "0.txt").write_text(text)
+        args = [pipeline, url, "--input", f"{inputs}/*.txt", "--workers", "0"]
+        assert snap_subprocess("create", *args).returncode == 0
+    old = {g.path for g in gc(url, dry_run=True, retention=0).garbage}
+    assert any(p.startswith("shards/") for p in old)
+    shell = snap_subprocess("gc", url, "--retention", "0", "--json")
+    assert shell.returncode == 0, shell.stderr
+    assert {g["path"] for g in json.loads(shell.stdout)["removed"]} == old
+    assert not gc(url, dry_run=True, retention=0).garbage
+    assert not gc(url, retention=0).garbage
