@@ -226,10 +226,11 @@ def missing_shard(readers: Any, shard: str, url: str) -> CorruptShardError:
         )
     if current is not None and shard not in {s.path for s in current.shards}:
         return CorruptShardError(
-            f"shard {url} is missing: it belongs to a version of the snapshot that version "
-            f"{current.version} has replaced, and was removed (by snap gc, once a replaced "
-            "version is older than its --retention, 7d by default); open the snapshot again "
-            f"to read version {current.version}"
+            f"shard {url} is missing, and the snapshot's version now, {current.version}, does "
+            "not list it: that version replaced the one being read, whose shards snap gc then "
+            "removed (once a replaced version is older than its --retention, 7d by default), "
+            "or the snapshot was created again or restored from a copy since; open the "
+            f"snapshot again to read version {current.version}"
         )
     return CorruptShardError(
         f"shard {url} is missing: the snapshot is damaged (a file deleted or lost); "

@@ -87,7 +87,13 @@ class Snapshot:
         """The versions the snapshot keeps, oldest first: number, creation time, what changed
         against its parent (``history.changes``), records and bytes."""
         fs, root = self.fs, self.root
-        current = versions_mod.read(fs, storage.join(root, MANIFEST_NAME)) or self.manifest
+        current = versions_mod.read(fs, storage.join(root, MANIFEST_NAME))
+        if current is None:  # (not the version opened: as the storage holds it now)
+            raise ManifestError(
+                f"{storage.to_url(fs, root)} has no {MANIFEST_NAME} now: the snapshot was moved "
+                f"or deleted since it was opened (version {self.version}); open it again "
+                "where it is now"
+            )
         out = []
         for m in [*_kept_copies(fs, root, current.version), current]:
             h = m.history

@@ -63,3 +63,37 @@ def test_a_link_repointed_is_said_to_lead_elsewhere(two: tuple[Path, Path]) -> N
     said = read_after(link, repoint)
     assert f"{link} leads to {b} now, not to {a}, where this snapshot was opened" in said, said
     assert "gc" not in said and "version 2" not in said
+
+
+def test_versions_of_a_snapshot_moved_since_it_was_opened_says_so(
+    two: tuple[Path, Path],
+) -> None:
+    """versions() listed the version opened as the current one of a snapshot deleted or
+    moved since (the storage has none); head and the loader said it was moved."""
+    _, b = two
+    s = snap.open(str(b))
+    assert [v["current"] for v in s.versions()] == [False, True]
+    b.rename(b.with_name("moved"))
+    with pytest.raises(snap.ManifestError, match="was moved or deleted since it was opened"):
+        s.versions()
+
+
+def test_a_snapshot_created_again_at_a_lower_version_is_not_said_to_replace(
+    tmp_path: Path,
+) -> None:
+    """A reader of version 2 of a snapshot deleted and created again (version 1 now) was
+    told its shard "belongs to a version that version 1 has replaced, and was removed by
+    snap gc": neither happened."""
+    import shutil
+
+    path = tmp_path / "s"
+    for inputs in ([0], list(range(40))):  # version 2: 40 shards, 2 a window
+        snap.create(records, str(path), inputs=inputs, inputs_per_task=1, workers=0)
+
+    def recreate() -> None:
+        shutil.rmtree(path)
+        snap.create(records, str(path), inputs=[5], workers=0)
+
+    said = read_after(path, recreate)
+    assert "the snapshot's version now, 1, does not list it" in said, said
+    assert "or the snapshot was created again or restored from a copy since" in said
