@@ -102,10 +102,9 @@ def restore_own_copy(fs: Any, root: str, current: Manifest, write: bool) -> str 
     done = f"{storage.to_url(fs, path)} again from manifest.json (it was missing)"
     if not write:
         return f"would write {done}"
-    data = storage.read_own(fs, root, layout.manifest_path(root))
-    if Manifest.from_json(data, where=storage.to_url(fs, root)).version != current.version:
-        raise ManifestError(f"{storage.to_url(fs, root)} was committed again meanwhile; run "
-                            "snap gc again")  # fmt: skip
+    data, url = storage.read_own(fs, root, layout.manifest_path(root)), storage.to_url(fs, root)
+    if Manifest.from_json(data, where=url).version != current.version:
+        raise ManifestError(f"{url} was committed again meanwhile; run snap gc again")
     storage.makedirs(fs, layout.versions_dir(root))
     storage.write_atomic(fs, path, data)
     return f"wrote {done}"

@@ -1,9 +1,10 @@
-"""A file another process made after this one listed its directory: gcsfs and s3fs keep a
-directory's listing until told otherwise, and answered from it that the file is not there
-(s3fs's ``cat_file`` sizes a file from the listing first; both clients' ``info`` look there).
-snap reads its small files (runs' states, leases, version copies, task results) and asks
-whether one exists after listings of their directories, so a reader or writer beside another
-said "not found" of a file that was there. Against the real GCS emulator and moto."""
+"""A long-lived process (a notebook, a sweep) while other processes change a remote snapshot
+or its inputs: gcsfs and s3fs keep a directory's listing until told otherwise and answered
+from it (``info``, and s3fs's size for a whole-file read), so files made, changed or removed
+since were missing, stale or still there. A verify called another process's new shard
+missing, a re-run create missed added inputs ("up to date" with old records), took a grow's
+shards for lost and computed them again, never repaired a deleted shard, and gc reported
+files another gc had removed. Against the real GCS emulator and moto."""
 
 from __future__ import annotations
 
