@@ -16,8 +16,15 @@ process and its workers together (VmHWM of each: pages shared by several count i
 The table gives each configuration's median and its ratio to ``to_torch()`` in the same
 repeat. This is a report, not a test: nothing is asserted.
 
+With ``--tokens`` the snapshot also has a ragged column of 16-256 int32 token ids a record
+(replay's ``--tokens`` snapshot) and every configuration reads the label and the tokens only:
+a batch's ragged column is a list of tensors, which workers hand over too. Before 2026-12-01
+each was a tensor of its own, sent in a shared-memory segment of its own: ~200 us a record,
+workers 45-100x slower than none.
+
     python benchmarks/dataloader.py                      # ~3 minutes (reuses replay's snapshot)
     python benchmarks/dataloader.py --workers 2,4,8 --repeats 5 --json dataloader.json
+    python benchmarks/dataloader.py --tokens --size-gb 0.5   # a ragged column through workers
 """
 
 from __future__ import annotations
@@ -58,9 +65,10 @@ def _peak_rss_mib() -> float:
     return total / 1024
 
 
-def _alone(batches: int) -> Any:
+def _alone(batches: int, tokens: bool) -> Any:
     """A dataset of ``batches`` batches over one prepared batch's memory, of the snapshot's
-    shape: what a DataLoader's workers hand over with no snap."""
+    shape (``tokens``: a label and 136 token ids a record, as views of one tensor): what a
+    DataLoader's workers hand over with no snap."""
     import numpy as np
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
@@ -73,34 +81,40 @@ def _alone(batches: int) -> Any:
             info = get_worker_info()
             image = np.zeros((BATCH, *_common.IMAGE_SHAPE), np.uint8)
             label = np.arange(BATCH)
+            ids = np.zeros(BATCH * 136, np.int32)
             for _ in range(self.batches // (info.num_workers if info else 1)):
                 # tensors over the same memory, as the loader's batches are views of its
                 # windows: torch copies each to shared memory (the same tensor again it would
                 # not: a storage once shared is sent as it is)
-                yield {"image": torch.from_numpy(image), "label": torch.from_numpy(label)}
+                if tokens:
+                    flat = torch.from_numpy(ids.copy())  # (a new batch's, as snap makes it)
+                    yield {"label": torch.from_numpy(label), "tokens": list(flat.split(136))}
+                else:
+                    yield {"image": torch.from_numpy(image), "label": torch.from_numpy(label)}
 
     return Repeat(batches)
 
 
-def child(config: str, path: str) -> dict[str, float]:
+def child(config: str, path: str, tokens: bool) -> dict[str, float]:
     import snapshot_cli as snap
 
     kind, _, n = config.partition(":")
     workers = int(n or 0)
     s = snap.open(path)
     batches = -(-s.num_records // BATCH)
+    columns = {"columns": ["label", "tokens"]} if tokens else {}
     source: Iterable[Any]
     if kind == "to_torch":
-        source = s.loader(BATCH, seed=0).to_torch()
+        source = s.loader(BATCH, seed=0, **columns).to_torch()
     else:
         from torch.utils.data import DataLoader
 
         if kind == "dataset":
             from snapshot_cli.readers.torch import SnapshotDataset
 
-            dataset: Any = SnapshotDataset(path, batch_size=BATCH, seed=0)
+            dataset: Any = SnapshotDataset(path, batch_size=BATCH, seed=0, **columns)
         else:
-            dataset = _alone(batches)
+            dataset = _alone(batches, tokens)
         source = DataLoader(dataset, batch_size=None, num_workers=workers,
                             persistent_workers=workers > 0)  # fmt: skip
     records = 0
@@ -121,12 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     _common.add_data_dir_option(p, _common.SHARED_DATA_DIR)
     p.add_argument("--workers", default="2,4", help="DataLoader num_workers to try, e.g. 2,4,8")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--tokens", action="store_true", help="read a ragged column too (see above)")
     _common.add_json_option(p)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    s = _common.ensure_snapshot(args.data_dir, args.codec, args.size_gb, False, 2)
+    s = _common.ensure_snapshot(args.data_dir, args.codec, args.size_gb, args.tokens, 2)
     if args.child:
-        print(json.dumps(child(args.child, s.root)))
+        print(json.dumps(child(args.child, s.root, args.tokens)))
         return 0
     counts = [int(w) for w in args.workers.split(",") if w.strip()]
     configs = ["to_torch", "dataset:0", *[f"dataset:{w}" for w in counts],
@@ -139,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             _common.raw_read(_common.shard_paths(s))  # page cache warm
             out = subprocess.run(
                 [sys.executable, __file__, "--codec", args.codec, "--size-gb", str(args.size_gb),
-                 "--data-dir", args.data_dir, "--child", config],
+                 "--data-dir", args.data_dir, "--child", config,
+                 *(["--tokens"] if args.tokens else [])],
                 capture_output=True, text=True, check=True,
             ).stdout  # fmt: skip
             runs[config].append(json.loads(out.strip().splitlines()[-1]))
@@ -163,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         "process); torch alone:N, one prepared batch handed over by N workers (no snap)"
     )
     if args.json:
-        _common.write_json(args.json, {"rows": rows, "codec": args.codec})
+        _common.write_json(args.json, {"rows": rows, "codec": args.codec, "tokens": args.tokens})
     _common.print_data_kept(args.data_dir)
     return 0
 

@@ -76,7 +76,10 @@ def _ragged_to_numpy(col: pa.Array) -> np.ndarray:
     if shapes is not None:
         dims = _values(shapes.flatten()).reshape(n, shapes.type.list_size).tolist()
     values, offsets = _own_values(lists)
-    return _records(_values(values), offsets.tolist(), dims)
+    flat = _values(values)
+    if not flat.flags.writeable:  # (a plain record batch viewed in its shard's map: records
+        flat = flat.copy()  # are writable in every other case, and masked in place)
+    return _records(flat, offsets.tolist(), dims)
 
 
 def _own_values(lists: pa.Array) -> tuple[pa.Array, np.ndarray]:
