@@ -50,3 +50,9 @@ def to_url(fs: AbstractFileSystem, path: str) -> str:
 
 def join(*parts: str) -> str:
     return posixpath.join(*parts)
+
+
+def plain_local(url: str) -> bool:
+    """Whether ``url`` is a local path as snap records one (no protocol; a ``::`` in it is a
+    name's, as :func:`.storage.resolve` takes it)."""
+    return "://" not in url

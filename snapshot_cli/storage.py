@@ -36,6 +36,7 @@ from .local_files import local_file_problem as local_file_problem
 from .protocols import HDFS_PROTOCOLS, OBJECT_STORES, PRECONDITION_PROTOCOLS, WEBHDFS_PROTOCOLS
 from .protocols import is_local as is_local
 from .protocols import join as join
+from .protocols import plain_local as plain_local
 from .protocols import protocol as protocol
 from .protocols import to_url as to_url
 from .retry import status_of
@@ -132,10 +133,9 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
 
 
 def uncached(fs: AbstractFileSystem, path: str) -> None:
-    """Forget what this process's client keeps of ``path`` and the listings above it: gcsfs
-    and s3fs keep a directory's listing until told otherwise and answer ``info`` from it
-    (and s3fs sizes a file it reads from it first), so a file another process made, changed
-    or removed since was said to be missing, of its old size, or there."""
+    """Forget the listings this process's client keeps of ``path`` and above it: gcsfs and
+    s3fs answer ``info`` (and s3fs a read's size) from them until told, so files another
+    process made, changed or removed since were missing, of their old size, or there."""
     fs.invalidate_cache(path)  # (a no-op where nothing is kept: local disk, HDFS, memory)
 
 
@@ -276,8 +276,7 @@ def open_write(fs: AbstractFileSystem, path: str) -> BinaryIO:
 
 
 def list_names(fs: AbstractFileSystem, path: str) -> list[str]:
-    """Base names of the entries directly under ``path`` now (not a listing kept from before:
-    :func:`uncached`); empty if it does not exist."""
+    """Base names of the entries directly under ``path`` now (:func:`uncached`); [] if none."""
     uncached(fs, path)
     with errors_named(fs, path, "listing"):
         try:
@@ -314,10 +313,9 @@ _HASH_CHUNK = 8 << 20
 
 
 def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
-    """``fs.info`` of each file or directory ``path`` names now: a glob's matches, or the one
-    at ``path``, also where a glob matches nothing but a file is named so (``a[1].jpg``).
-    Every listing kept from before is dropped first (a glob lists directories under its
-    start too: a notebook's create missed inputs another process added)."""
+    """``fs.info`` of each file or directory ``path`` names now (every kept listing dropped
+    first: :func:`uncached`): a glob's matches, or the one at ``path``, also where a glob
+    matches nothing but a file is named so (``a[1].jpg``)."""
     infos: dict[str, dict[str, Any]] = {}
     fs.invalidate_cache()
     with errors_named(fs, path, "listing"):
@@ -334,12 +332,6 @@ def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
                     infos = {path: {"type": "other", "islink": True,
                                     "destination": os.readlink(path)}}  # fmt: skip
     return infos
-
-
-def plain_local(url: str) -> bool:
-    """Whether ``url`` is a local path as snap records one (no protocol; a ``::`` in it is a
-    name's, as :func:`resolve` takes it)."""
-    return "://" not in url
 
 
 def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
@@ -359,9 +351,8 @@ def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
 
 
 def file_info(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
-    """``fs.info(path)`` (a link followed) as the storage answers now, not from a listing
-    kept before (:func:`uncached`); FileNotFoundError if nothing is there, also where a
-    part of the path is a file."""
+    """``fs.info(path)`` (a link followed) as the storage answers now (:func:`uncached`);
+    FileNotFoundError if nothing is there, also where a part of the path is a file."""
     uncached(fs, path)
     with errors_named(fs, path, "checking"):
         try:
