@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -141,7 +142,24 @@ def _scalar(v: Any) -> Any:
 
 
 def _truncate_text(text: str, limit: int = TEXT_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` cut to ``limit`` characters with an ellipsis, never between a character and
+    a mark that belongs to it (an accent, a zero-width joiner's emoji, a variation selector:
+    ``"e\u0301"`` showed as a bare ``e``)."""
+    if len(text) <= limit:
+        return text
+    cut = limit - 1
+    while cut > 0 and (_joins(text[cut]) or text[cut - 1] == "\u200d"):
+        cut -= 1
+    return text[: cut or limit - 1] + "…"
+
+
+def _joins(char: str) -> bool:
+    """Whether ``char`` belongs to the character before it (see :func:`_truncate_text`)."""
+    return (
+        bool(unicodedata.combining(char))
+        or char == "\u200d"
+        or ("\ufe00" <= char <= "\ufe0f" or "\U0001f3fb" <= char <= "\U0001f3ff")
+    )
 
 
 def summarise_value(value: Any) -> Any:

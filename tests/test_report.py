@@ -481,3 +481,24 @@ def test_chunked_statistics_are_those_of_the_finite_values(values: np.ndarray) -
     else:
         assert got["min"] is None and got["max"] is None and got["mean"] is None
     assert got.get("non_finite", 0) == values.size - finite.size
+
+
+_PIECES = ["a", "é", "e\u0301", "👩\u200d💻", "👍🏽", "❤\ufe0f", "字", " ", "\u0301"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), min_size=0, max_size=80))
+def test_long_text_is_cut_between_characters_not_inside_one(pieces: list[str]) -> None:
+    """`snap head` cut text at 59 code points, between a letter and its accent (`"e\\u0301"`
+    showed as a bare `e`) or inside an emoji sequence."""
+    from snapshot_cli.report import TEXT_LIMIT, _joins, _truncate_text
+
+    text = "".join(pieces)
+    shown = _truncate_text(text)
+    if len(text) <= TEXT_LIMIT:
+        assert shown == text
+        return
+    kept = shown.removesuffix("…")
+    assert shown.endswith("…") and text.startswith(kept) and len(shown) <= TEXT_LIMIT
+    rest = text[len(kept) :]
+    whole = not kept.strip("\u0301")  # (nothing but marks: cut where it must)
+    assert whole or not (_joins(rest[0]) or kept.endswith("\u200d")), (kept[-3:], rest[:3])
