@@ -86,7 +86,8 @@ def ragged(torch: Any, value: np.ndarray) -> list[Any]:
     a shared-memory segment of its own (~200 us a record: 45-100x slower than no workers);
     views of one storage go over as one."""
     records = list(value)
-    if len({r.dtype.newbyteorder("=") for r in records}) > 1:  # (a map's mixed types)
+    dtypes = {r.dtype for r in records}
+    if len(dtypes) > 1 and len({d.newbyteorder("=") for d in dtypes}) > 1:  # (a map's mix)
         return [torch.from_numpy(framework_array(r).copy()) for r in records]
     flat = torch.from_numpy(framework_array(np.concatenate(records, axis=None)))
     parts = torch.split(flat, [r.size for r in records])
