@@ -143,23 +143,36 @@ def _scalar(v: Any) -> Any:
 
 def _truncate_text(text: str, limit: int = TEXT_LIMIT) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis, never between a character and
-    a mark that belongs to it (an accent, a zero-width joiner's emoji, a variation selector:
-    ``"e\u0301"`` showed as a bare ``e``)."""
+    a mark that belongs to it (an accent, a vowel sign, a zero-width joiner's emoji, a
+    variation selector, a skin tone, an emoji tag) nor inside a flag's pair of letters:
+    ``"e\u0301"`` showed as a bare ``e``."""
     if len(text) <= limit:
         return text
     cut = limit - 1
     while cut > 0 and (_joins(text[cut]) or text[cut - 1] == "\u200d"):
         cut -= 1
+    flags = 0  # regional indicators just before the cut: an odd count splits a flag
+    while flags < cut and _regional(text[cut - 1 - flags]):
+        flags += 1
+    cut -= flags % 2 if cut < len(text) and _regional(text[cut]) else 0
     return text[: cut or limit - 1] + "…"
 
 
 def _joins(char: str) -> bool:
     """Whether ``char`` belongs to the character before it (see :func:`_truncate_text`)."""
     return (
-        bool(unicodedata.combining(char))
+        unicodedata.category(char)[0] == "M"
         or char == "\u200d"
-        or ("\ufe00" <= char <= "\ufe0f" or "\U0001f3fb" <= char <= "\U0001f3ff")
+        or (
+            "\ufe00" <= char <= "\ufe0f"
+            or "\U0001f3fb" <= char <= "\U0001f3ff"
+            or "\U000e0020" <= char <= "\U000e007f"
+        )
     )
+
+
+def _regional(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"
 
 
 def summarise_value(value: Any) -> Any:

@@ -134,15 +134,13 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
 
 def uncached(fs: AbstractFileSystem, path: str) -> None:
     """Forget the listings this process's client keeps of ``path`` and above it: gcsfs and
-    s3fs answer ``info`` (and s3fs a read's size) from them until told, so files another
-    process made, changed or removed since were missing, of their old size, or there."""
+    s3fs answer ``info`` from them until told (files another process changed looked old)."""
     fs.invalidate_cache(path)  # (a no-op where nothing is kept: local disk, HDFS, memory)
 
 
 def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
-    """Read a whole (small) file. FileNotFoundError propagates unchanged, said only after a
-    look past any kept listing (see :func:`uncached`). Locally by plain reads
-    (:func:`.interrupted.read_file`): an OS error is the storage's, said as such."""
+    """A whole (small) file, locally by plain reads (:func:`.interrupted.read_file`); its
+    FileNotFoundError said only after a look past a listing kept of its directory."""
     with errors_named(fs, path, "reading"):
         if protocol(fs) in HDFS_PROTOCOLS:
             return hdfs.read(fs, path)
@@ -150,9 +148,11 @@ def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
             return retrying(functools.partial(interrupted.read_file, path), f"reading {path}")
         try:
             return retrying(lambda: fs.cat_file(path), f"reading {path}")
-        except FileNotFoundError:
+        except FileNotFoundError:  # (s3fs sizes a read by a kept listing; gcsfs never does)
+            if posixpath.dirname(path) not in getattr(fs, "dircache", ()):
+                raise
             uncached(fs, path)
-            return retrying(lambda: fs.cat_file(path), f"reading {path}")
+        return retrying(lambda: fs.cat_file(path), f"reading {path}")
 
 
 def read_own(fs: AbstractFileSystem, root: str, path: str) -> bytes:

@@ -86,6 +86,20 @@ def read_listed(fs: Any, root: str, k: int) -> Manifest | None:
     )
 
 
+def check_own_copy(fs: Any, root: str, manifest: Manifest) -> None:
+    """The committed manifest's shards are those its copy in ``_versions/`` lists (a
+    ``manifest.json`` edited by hand to drop a shard had gc delete it)."""
+    copy = read_listed(fs, root, manifest.version)
+    if copy is not None and {s.path for s in copy.shards} != {s.path for s in manifest.shards}:
+        url = storage.to_url(fs, root)
+        raise ManifestError(
+            f"{url}/{layout.MANIFEST_NAME} and its copy {url}/{layout.VERSIONS_DIR}/"
+            f"{posixpath.basename(layout.version_path(root, manifest.version))} list other "
+            "shards (one was changed after the commit): gc removes nothing until they agree; "
+            "run snap verify, and restore the manifest from the copy or recreate the snapshot"
+        )
+
+
 def restore_own_copy(fs: Any, root: str, current: Manifest, write: bool) -> str | None:
     """Make the committed version's copy in ``_versions/`` again from ``manifest.json`` (the
     same bytes, docs/format.md §3.1) where it is missing: a snapshot copied without

@@ -483,7 +483,8 @@ def test_chunked_statistics_are_those_of_the_finite_values(values: np.ndarray) -
     assert got.get("non_finite", 0) == values.size - finite.size
 
 
-_PIECES = ["a", "é", "e\u0301", "👩\u200d💻", "👍🏽", "❤\ufe0f", "字", " ", "\u0301"]
+_PIECES = ["a", "é", "e\u0301", "👩\u200d💻", "👍🏽", "❤\ufe0f", "字", " ", "\u0301", "กิ", "कि",
+           "1\ufe0f\u20e3", "🇺🇸", "🏴\U000e0067\U000e0062\U000e007f"]  # fmt: skip
 
 
 @given(st.lists(st.sampled_from(_PIECES), min_size=0, max_size=80))
@@ -502,3 +503,5 @@ def test_long_text_is_cut_between_characters_not_inside_one(pieces: list[str]) -
     rest = text[len(kept) :]
     whole = not kept.strip("\u0301")  # (nothing but marks: cut where it must)
     assert whole or not (_joins(rest[0]) or kept.endswith("\u200d")), (kept[-3:], rest[:3])
+    flags = len(kept) - len(kept.rstrip("".join(map(chr, range(0x1F1E6, 0x1F200)))))
+    assert flags % 2 == 0 or not "\U0001f1e6" <= rest[0] <= "\U0001f1ff", kept[-3:]

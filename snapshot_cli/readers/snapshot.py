@@ -87,7 +87,10 @@ class Snapshot:
         """The versions the snapshot keeps, oldest first: number, creation time, what changed
         against its parent (``history.changes``), records and bytes."""
         fs, root = self.fs, self.root
-        current = versions_mod.read(fs, storage.join(root, MANIFEST_NAME))
+        path = storage.join(root, MANIFEST_NAME)  # (read twice: an HDFS commit deletes it,
+        current = versions_mod.read(fs, path) or versions_mod.read(fs, path)  # then renames)
+        if current is None and (kept := versions_mod.lost(fs, root)) is not None:
+            raise versions_mod.lost_error(fs, root, kept)  # (lost in place: the copy to restore)
         if current is None:  # (not the version opened: as the storage holds it now)
             raise ManifestError(
                 f"{storage.to_url(fs, root)} has no {MANIFEST_NAME} now: the snapshot was moved "

@@ -84,7 +84,8 @@ def ragged(torch: Any, value: np.ndarray) -> list[Any]:
     once into it (writable, whatever the loader's arrays were), each record its own part.
     A tensor made per record cost ~1 us each, and a DataLoader's workers handed each over in
     a shared-memory segment of its own (~200 us a record: 45-100x slower than no workers);
-    views of one storage go over as one."""
+    views of one storage go over as one. A record kept alone keeps the batch's values (its
+    storage): README says to ``clone()`` it."""
     records = list(value)
     dtypes = {r.dtype for r in records}
     if len(dtypes) > 1 and len({d.newbyteorder("=") for d in dtypes}) > 1:  # (a map's mix)

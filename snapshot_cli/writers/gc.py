@@ -131,12 +131,13 @@ def find_garbage(
     keep_all = writer_live and live_run is None
     referenced, copied = _uncommitted_copies(fs, root) if manifest is None else (set(), set())
     restored = None
+    lost = held = False
     retired: dict[str, str] = {}  # shard → why it goes
     kept_tables: set[str] = set()
     garbage: list[Garbage] = []
     if manifest is not None:
-        _check_own_copy(fs, root, manifest)
-        restored = versions.restore_own_copy(fs, root, manifest, write=not dry_run)
+        versions.check_own_copy(fs, root, manifest)
+        restored = versions.restore_own_copy(fs, root, manifest, not (dry_run or writer_live))
         keep, gone = retained_versions(fs, root, manifest, retention, now)
         referenced = {s.path for m in keep for s in m.shards}
         kept_tables = {m.history.tasks for m in keep if m.history is not None}
@@ -145,10 +146,13 @@ def find_garbage(
             for s in m.shards if m is not None else ():
                 retired.setdefault(s.path, gone[k])
         sizes = storage.entry_sizes(fs, layout.versions_dir(root))
-        if restored and dry_run:  # (as it would be listed; else the listing must show it)
+        if restored and restored.startswith("would"):  # (as listed once written; else the
             sizes.setdefault(posixpath.basename(layout.version_path(root, manifest.version)), 0)
-        kept_versions = {m.version for m in keep}
-        _check_listing(fs, root, manifest, sizes, kept_versions | set(gone))
+        kept_versions = {m.version for m in keep}  # listing must show the copy gc wrote)
+        listed = _check_listing(fs, root, manifest, sizes, kept_versions | set(gone))
+        h = manifest.history  # the copies of the versions before lost (rm -r, a partial copy):
+        lost = h is not None and h.parent not in (None, *listed)  # their shards unknown,
+        held = lost and now - _when(manifest.created) < retention  # kept for the retention
         if not keep_all:
             for name, size in sorted(sizes.items()):
                 found = layout.version_of(name)
@@ -180,9 +184,10 @@ def find_garbage(
             garbage.append(Garbage(rel, "temporary", size, reason))
         elif rel in retired:
             garbage.append(Garbage(rel, "shard", size, retired[rel]))
-        else:
+        elif not held:
             reason = "in no committed version" if manifest else "no committed manifest"
-            garbage.append(Garbage(rel, "shard", size, reason))
+            lost_copies = f" kept in {VERSIONS_DIR}/ (older versions' copies are missing)"
+            garbage.append(Garbage(rel, "shard", size, reason + (lost_copies if lost else "")))
     if not writer_live:  # (a live writer's are its commit or heartbeat being written)
         garbage += _temporaries(fs, root, runs, taking=dry_run)
     # A manifest may list a shard anywhere in the snapshot (docs/format.md §3.10): nothing a
@@ -193,16 +198,16 @@ def find_garbage(
 
 def _check_listing(
     fs: AbstractFileSystem, root: str, manifest: Manifest, sizes: dict[str, int], read: set[int]
-) -> None:
+) -> set[int]:
     """Stop unless the listing of ``_versions/`` shows the committed version's own copy
     (written before its commit) and no older version but those read (``read``): a listing
     that failed (a 404 is an empty one) or went stale had gc take kept versions for never
-    committed, and delete them with their shards."""
+    committed, and delete them with their shards. Returns the versions it lists."""
     listed = {f[0] for n in sizes if (f := layout.version_of(n)) and f[1] == "manifest"}
     own = manifest.version in listed or manifest.history is None  # (made before versions)
     unread = sorted(k for k in listed if k < manifest.version and k not in read)
     if own and not unread:
-        return
+        return listed
     what = f"shows version {unread[0]}, not read" if unread else "lacks the committed version"
     raise StorageError(
         f"snap gc removed nothing: the listing of {storage.to_url(fs, layout.versions_dir(root))} "
@@ -295,13 +300,17 @@ def _gc(
         if holder is not None and not lease_mod.is_alive(holder):
             holder = None
     else:
-        try:
-            got = lease_mod.try_acquire(fs, root)
-        except StorageError as err:
-            raise cannot_write(report.url, err) from err
-        held, holder = (got, None) if isinstance(got, lease_mod.Lease) else (None, got)
-        if holder is not None and holder.absent:  # (nothing holds it: removing is not safe)
-            raise lease_mod.absent_error(fs, root, holder.epoch, 1)
+        for tries in range(1, 4):  # (a lease removed between the refusal and the read: again)
+            try:
+                got = lease_mod.try_acquire(fs, root)
+            except StorageError as err:
+                raise cannot_write(report.url, err) from err
+            held, holder = (got, None) if isinstance(got, lease_mod.Lease) else (None, got)
+            if holder is None or not holder.absent:
+                break
+            if tries == 3:  # (nothing holds it, and removing without it is not safe)
+                raise lease_mod.absent_error(fs, root, holder.epoch, tries)
+            time.sleep(0.5 * tries)
     try:
         live_run = holder.holder.get("run") if holder is not None else None
         if holder is not None:
@@ -353,20 +362,6 @@ def _uncommitted_copies(fs: AbstractFileSystem, root: str) -> tuple[set[str], se
     copies = [versions.read_listed(fs, root, k) for k in versions.kept(fs, root)]
     shards = {s.path for m in copies if m is not None for s in m.shards}
     return shards, {m.run for m in copies if m is not None}
-
-
-def _check_own_copy(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
-    """The committed manifest's shards are those its copy in ``_versions/`` lists (a
-    ``manifest.json`` edited by hand to drop a shard had gc delete it)."""
-    copy = versions.read_listed(fs, root, manifest.version)
-    if copy is not None and {s.path for s in copy.shards} != {s.path for s in manifest.shards}:
-        url = storage.to_url(fs, root)
-        raise ManifestError(
-            f"{url}/{MANIFEST_NAME} and its copy {url}/{VERSIONS_DIR}/"
-            f"{posixpath.basename(layout.version_path(root, manifest.version))} list other "
-            "shards (one was changed after the commit): gc removes nothing until they agree; "
-            "run snap verify, and restore the manifest from the copy or recreate the snapshot"
-        )
 
 
 def _check_is_snapshot(fs: AbstractFileSystem, root: str, url: str) -> None:

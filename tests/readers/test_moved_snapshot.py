@@ -97,3 +97,16 @@ def test_a_snapshot_created_again_at_a_lower_version_is_not_said_to_replace(
     said = read_after(path, recreate)
     assert "the snapshot's version now, 1, does not list it" in said, said
     assert "or the snapshot was created again or restored from a copy since" in said
+
+
+def test_versions_of_a_snapshot_that_lost_its_manifest_names_the_copy(
+    two: tuple[Path, Path],
+) -> None:
+    """manifest.json lost in place (its `_versions/` still there): versions() said the
+    snapshot was moved or deleted; snap.open names the copy to restore, and so does it."""
+    _, b = two
+    s = snap.open(str(b))
+    (b / "manifest.json").unlink()
+    with pytest.raises(snap.ManifestError, match="has lost its manifest.json") as err:
+        s.versions()
+    assert "v00000002.json" in str(err.value)
