@@ -135,7 +135,8 @@ def makedirs(fs: AbstractFileSystem, path: str) -> None:
 def uncached(fs: AbstractFileSystem, path: str) -> None:
     """Forget the listings this process's client keeps of ``path`` and above it: gcsfs and
     s3fs answer ``info`` from them until told (files another process changed looked old)."""
-    fs.invalidate_cache(path)  # (a no-op where nothing is kept: local disk, HDFS, memory)
+    if getattr(fs, "dircache", None):  # (none kept: no call, to race no other thread's look)
+        fs.invalidate_cache(path)
 
 
 def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
@@ -287,8 +288,7 @@ def list_names(fs: AbstractFileSystem, path: str) -> list[str]:
 
 
 def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
-    """Name → size of the entries directly under ``path`` now (directories: their total
-    size); empty if ``path`` does not exist."""
+    """Name → size of the entries directly under ``path`` now (a directory's: its total)."""
     uncached(fs, path)
     with errors_named(fs, path, "listing"):
         try:
