@@ -43,6 +43,10 @@ from ..manifest import ShardEntry
 WHOLE_PART = 8 << 20  # bytes a request of a format 1 shard read whole (whole_regions)
 TAIL_GUESS = 64 << 10  # bytes fetched from a shard's end: the footer of ~1,000 batches fits
 _MAGIC = b"ARROW1"
+# Values as the record batches hold them, whatever byte order the footer's schema declares:
+# snap writes the machine's own, and the footer is the one part of a shard read by range that
+# no manifest crc32c covers (a flipped bit there made pyarrow byte-swap every value).
+_AS_WRITTEN = pa.ipc.IpcReadOptions(ensure_native_endian=False)
 
 
 class Tails:
@@ -252,7 +256,7 @@ class RangedReaders:
             regions = self.regions(fs, path, size, tail, want, fresh)
             source = RangeFile(fs, path, size, tail, self.tails, regions)
             try:
-                reader = pa.ipc.open_file(pa.PythonFile(source, mode="r"))
+                reader = pa.ipc.open_file(pa.PythonFile(source, mode="r"), options=_AS_WRITTEN)
             except (pa.ArrowException, OSError) as err:  # (its footer: read again once)
                 if isinstance(err, SnapError):  # the storage's failure, or damage found
                     raise
