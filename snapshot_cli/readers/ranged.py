@@ -249,11 +249,10 @@ class RangedReaders:
         if path in readers:
             readers.move_to_end(path)
             return readers[path]
-        want = expected
 
         def open_reader(fresh: bool) -> Any:
             tail = self.tails.get(fs, path, size, fresh)
-            regions = self.regions(fs, path, size, tail, want, fresh)
+            regions = self.regions(fs, path, size, tail, expected, fresh)
             source = RangeFile(fs, path, size, tail, self.tails, regions)
             try:
                 reader = pa.ipc.open_file(pa.PythonFile(source, mode="r"), options=_AS_WRITTEN)

@@ -137,7 +137,8 @@ def find_garbage(
     garbage: list[Garbage] = []
     if manifest is not None:
         versions.check_own_copy(fs, root, manifest)
-        restored = versions.restore_own_copy(fs, root, manifest, not (dry_run or writer_live))
+        unwritten = dry_run or writer_live  # (only under gc's own lease)
+        restored = versions.restore_own_copy(fs, root, manifest, not unwritten)
         keep, gone = retained_versions(fs, root, manifest, retention, now)
         referenced = {s.path for m in keep for s in m.shards}
         kept_tables = {m.history.tasks for m in keep if m.history is not None}
@@ -146,7 +147,7 @@ def find_garbage(
             for s in m.shards if m is not None else ():
                 retired.setdefault(s.path, gone[k])
         sizes = storage.entry_sizes(fs, layout.versions_dir(root))
-        if restored and restored.startswith("would"):  # (as listed once written; else the
+        if restored and unwritten:  # (as it would be listed once written; else the
             sizes.setdefault(posixpath.basename(layout.version_path(root, manifest.version)), 0)
         kept_versions = {m.version for m in keep}  # listing must show the copy gc wrote)
         listed = _check_listing(fs, root, manifest, sizes, kept_versions | set(gone))

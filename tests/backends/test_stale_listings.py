@@ -20,6 +20,7 @@ from snapshot_cli import storage
 from snapshot_cli.readers.verify import verify
 from snapshot_cli.writers.gc import gc
 from tests.backends.conftest import Backend
+from tests.backends.test_lease_lost_answer import PIPELINE  # (4 records an input)
 from tests.conftest import snap_subprocess
 
 
@@ -62,15 +63,6 @@ def test_a_file_removed_after_a_listing_is_not_found(backend: Backend) -> None:
     assert not storage.exists(fs, path)
     with pytest.raises(FileNotFoundError):
         storage.stored_checksum(fs, path)
-
-
-PIPELINE = """
-def preprocess(path):
-    with open(path) as f:
-        start = int(f.read())
-    for i in range(start, start + 4):
-        yield {"label": i}
-"""
 
 
 @pytest.mark.parametrize("backend", ["gcs", "s3"], indirect=True)
