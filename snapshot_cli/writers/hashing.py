@@ -17,9 +17,11 @@ pickling once more with a hook on every object (exact, slower).
 from __future__ import annotations
 
 import gc
+import hashlib
 import io
 import itertools
 import pickle
+import sys
 from typing import Any
 
 _NUMBERS = (type(None), bool, int, float, complex)  # hashed alike in every process
@@ -123,3 +125,45 @@ def _pickler(base: type[pickle.Pickler], every: bool) -> type[pickle.Pickler]:
 
         _PICKLERS[base, False], _PICKLERS[base, True] = Checking, Every
     return _PICKLERS[base, every]
+
+
+# Torch objects: their pickle names a storage by a key torch takes from its address, new every
+# process (so a pipeline using a model defined in a notebook was never up to date after a
+# restart); they count by their values instead, as an ndarray does.
+
+
+def is_torch(v: Any, kind: str) -> bool:
+    """Whether ``v`` is a ``torch.<kind>`` (torch imported by now; never imported here)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(v, getattr(torch, kind, ()))
+
+
+# a sparse layout -> the methods giving its parts
+_SPARSE_PARTS = {
+    "torch.sparse_coo": ("indices", "values"),
+    "torch.sparse_csr": ("crow_indices", "col_indices", "values"),
+    "torch.sparse_bsr": ("crow_indices", "col_indices", "values"),
+    "torch.sparse_csc": ("ccol_indices", "row_indices", "values"),
+    "torch.sparse_bsc": ("ccol_indices", "row_indices", "values"),
+}
+
+
+def sparse_parts(tensor: Any) -> list[tuple[str, Any]]:
+    """A sparse tensor's parts (dense tensors: indices and values), by name; [] if dense."""
+    names = _SPARSE_PARTS.get(str(tensor.layout), ())
+    if names and str(tensor.layout) == "torch.sparse_coo":
+        tensor = tensor.coalesce()  # (one order of its entries)
+    return [(name, getattr(tensor, name)()) for name in names]
+
+
+def tensor_digest(tensor: Any) -> str | None:
+    """The sha256 of a dense tensor's values in row-major order, or None where they cannot
+    be read as bytes (quantized, on the meta device)."""
+    import torch
+
+    try:
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        data = flat.view(torch.uint8).numpy()
+    except Exception:
+        return None
+    return hashlib.sha256(data).hexdigest()

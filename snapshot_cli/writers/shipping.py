@@ -43,7 +43,7 @@ from ..by_value import importable as _importable
 from ..errors import PipelineLoadError
 from . import codescan
 from .codedeps import code_names, file_digest, user_module_file, user_modules
-from .hashing import stable_pickle
+from .hashing import is_torch, sparse_parts, stable_pickle, tensor_digest
 
 log = logging.getLogger("snapshot_cli")
 
@@ -243,8 +243,35 @@ class _Walker:
             self.value(v.__self__, f"{where} (its object)")
         elif isinstance(v, (types.BuiltinFunctionType, type)):
             self._named(v, where)
+        elif is_torch(v, "Tensor"):
+            self._tensor(v, where)
+        elif isinstance(v, logging.Logger):  # by name, as it pickles (not the whole tree)
+            self._add("logger", v.name)
+        elif is_torch(v, "Generator"):  # its pickle holds its state's storage key
+            self._add("torch.Generator", str(v.device))
+            self.value(v.get_state(), f"{where} (its state)")
         else:
             self._object(v, where)
+
+    def _tensor(self, v: Any, where: str) -> None:
+        """A torch tensor (a Parameter, a model's weights) by its type, dtype, shape and
+        values, as an ndarray is (see :func:`.hashing.tensor_digest`)."""
+        parts = sparse_parts(v)
+        if parts:  # a sparse tensor: by its parts, each a dense tensor
+            self._named(type(v), where)
+            self._add("sparse", str(v.layout), tuple(v.shape))
+            for name, part in parts:
+                self.value(part, f"{where} (its {name})")
+            return
+        digest = tensor_digest(v)
+        if digest is None:  # quantized, on the meta device: as any other object
+            self._object(v, where)
+            return
+        self._named(type(v), where)
+        self._add("tensor", str(v.dtype), tuple(v.shape), v.requires_grad, digest)
+        attributes = getattr(v, "__dict__", None)
+        if attributes:  # (a subclass's own)
+            self.value(dict(sorted(attributes.items())), f"{where} (its attributes)")
 
     def _pickled(self, v: Any) -> bool:
         """``v`` hashed through its pickle, if it can be pickled and its pickle is the same in

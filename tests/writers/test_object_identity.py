@@ -1,0 +1,157 @@
+"""Objects of ML libraries a pipeline reads from the notebook or script that defines it count
+by their values, the same in every process.
+
+A torch tensor (a model's weights, an embedding table) counted by its pickle, which names its
+storage by a key torch takes from the storage's address: a pipeline using a model defined in
+a notebook got a new fingerprint in every process, so after a kernel restart (or a second
+``python train.py``) the unchanged create was refused as "different pipeline code". A
+``logging.Logger`` counted by its attributes, which reach the whole logging tree (every logger
+any library made so far). Each case runs in processes apart here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.writers.test_hash_seed import python
+
+CASES = """
+import json, logging, sys
+import numpy as np
+import torch
+import jax.numpy as jnp
+from snapshot_cli.writers import shipping
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.BatchNorm1d(3))
+values = {
+    "a model": model,
+    "its state dict": model.state_dict(),
+    "a float tensor": torch.arange(12.0).reshape(3, 4),
+    "a transposed tensor": torch.arange(12.0).reshape(3, 4).t(),
+    "a bfloat16 tensor": torch.arange(6, dtype=torch.bfloat16),
+    "a 0-d tensor": torch.tensor(3.5),
+    "an empty tensor": torch.empty(0, 3),
+    "a tensor needing grad": torch.ones(3, requires_grad=True),
+    "a parameter": torch.nn.Parameter(torch.ones(2)),
+    "a bool tensor": torch.tensor([True, False]),
+    "a complex tensor": torch.tensor([1 + 2j]),
+    "a sparse COO tensor": torch.eye(3).to_sparse(),
+    "a sparse CSR tensor": torch.eye(3).to_sparse_csr(),
+    "a torch generator": torch.Generator().manual_seed(1),
+    "a jax array": jnp.arange(5),
+    "a logger": logging.getLogger("prep"),
+}
+if len(sys.argv) > 1:  # another library made loggers since (a notebook's other cells)
+    for i in range(int(sys.argv[1])):
+        logging.getLogger(f"lib{i}.sub").addHandler(logging.NullHandler())
+
+def using(v):
+    def prep(i):
+        return {"i": i, "k": str(type(v))}
+    return prep
+
+json.dump({name: shipping.identity(using(v)) for name, v in values.items()}, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def identities(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
+    cwd = tmp_path_factory.mktemp("objects")
+    return [
+        json.loads(python(CASES, cwd, seed, *more))
+        for seed, more in (("1", ()), ("2", ()), ("3", ("5",)))
+    ]
+
+
+NAMES = [
+    "a model",
+    "its state dict",
+    "a float tensor",
+    "a transposed tensor",
+    "a bfloat16 tensor",
+    "a 0-d tensor",
+    "an empty tensor",
+    "a tensor needing grad",
+    "a parameter",
+    "a bool tensor",
+    "a complex tensor",
+    "a sparse COO tensor",
+    "a sparse CSR tensor",
+    "a torch generator",
+    "a jax array",
+    "a logger",
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_identity_is_the_same_in_every_process(
+    identities: list[dict[str, str]], name: str
+) -> None:
+    found = {run[name] for run in identities}
+    assert len(found) == 1, f"{name}: {len(found)} identities in {len(identities)} processes"
+
+
+def test_every_case_has_an_identity_of_its_own(identities: list[dict[str, str]]) -> None:
+    assert sorted(identities[0]) == sorted(NAMES)
+    assert len(set(identities[0].values())) == len(NAMES)
+
+
+def _identity(v: object) -> str:
+    from snapshot_cli.writers import shipping
+
+    def prep(i: int) -> dict[str, object]:
+        return {"i": i, "k": str(v)}
+
+    return shipping.identity(prep)
+
+
+def test_a_tensor_counts_by_its_values_dtype_shape_and_grad() -> None:
+    """Anything that can change what the pipeline computes changes its identity."""
+    import torch  # (the test extras install it)
+
+    base = torch.arange(6.0)
+    same = _identity(base.clone())
+    assert _identity(base) == same
+    changed = base.clone()
+    changed[3] = 7.0
+    others = [
+        changed,
+        base.to(torch.float64),
+        base.reshape(2, 3),
+        base.clone().requires_grad_(True),
+        torch.nn.Parameter(base.clone()),
+    ]
+    assert len({same, *(_identity(t) for t in others)}) == 1 + len(others)
+
+
+def test_a_model_counts_by_its_weights() -> None:
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    before = _identity(model)
+    assert _identity(model) == before
+    with torch.no_grad():
+        model.weight[0, 0] += 1.0
+    assert _identity(model) != before
+
+
+def test_a_sparse_tensor_counts_by_its_entries() -> None:
+    import torch
+
+    eye = torch.eye(3)
+    assert _identity(eye.to_sparse()) == _identity(eye.clone().to_sparse())
+    other = eye.clone()
+    other[0, 2] = 5.0
+    assert _identity(eye.to_sparse()) != _identity(other.to_sparse())
+    assert _identity(eye.to_sparse()) != _identity(eye)  # a layout of its own
+
+
+def test_a_logger_counts_by_its_name() -> None:
+    import logging
+
+    assert _identity(logging.getLogger("a")) == _identity(logging.getLogger("a"))
+    assert _identity(logging.getLogger("a")) != _identity(logging.getLogger("b"))
