@@ -138,6 +138,9 @@ class Adapter(LoaderFacing, Generic[U]):
         self._consumer_state: dict[str, Any] | None = None  # set while iterating
         self._loaded_epoch: int | None = None  # a state's epoch, loaded since a pass began
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.loader!r}, prefetch={self.depth})"
+
     @staticmethod
     def checked_prefetch(depth: object) -> int:
         """``prefetch`` if it is an integer >= 0; else an OptionError."""
