@@ -154,8 +154,9 @@ def said_changed(
             text += f" (another function: {then} then, {function} now)"
         elif key == "code":
             text += (
-                " (for a function sent by value that includes the values of the globals and "
-                "closure variables it uses, such as a list it appends to)"
+                " (for a function sent by value: its source or a value it uses from outside, "
+                "a global, a closure variable, a default, a function it calls, an object it "
+                "reads such as a model's weights or a list it appends to)"
                 if by_value
                 else " (its file, or a file of your own modules its code uses)"
             )
