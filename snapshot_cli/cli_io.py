@@ -24,7 +24,7 @@ import click
 
 from . import console
 from .errors import SnapError, absolute_path
-from .render import printable
+from .render import one_line, printable
 from .signals import received, termination_as_interrupt
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -286,9 +286,11 @@ def stdout_failed(err: OSError, debug: bool) -> None:
 
 
 def echo_lines(lines: list[str]) -> None:
+    """A command's lines, each on one line: a newline or tab in a name it shows (a path)
+    escaped, as input names are (it split ``inspect``'s row of a snapshot in two)."""
     with _writing_stdout():
         for line in lines:
-            click.echo(printable(line))
+            click.echo(printable(one_line(line)))
 
 
 def emit_json(doc: Any) -> None:
