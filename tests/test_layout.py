@@ -19,21 +19,26 @@ ROOTS = st.builds(
     st.lists(SEGMENT, min_size=1, max_size=4),
 )
 RUNS = st.from_regex(r"[0-9a-f]{10}", fullmatch=True)
-N = st.integers(0, 99_999)
+# Past the widths the names are padded to (5-digit tasks, 4-digit shards of a task, 8-digit
+# epochs and versions): a task's 10,000th shard was no snapshot's file, so an input glob took
+# it in and gc never removed it (a scale probe's finding).
+N = st.integers(0, 99_999) | st.integers(10**5, 10**9)
+SEQ = st.integers(0, 9_999) | st.integers(10**4, 10**7)
+WIDE = st.integers(0, 10**8 - 1) | st.integers(10**8, 10**12)
 
 
 @st.composite
 def own_files(draw: st.DrawFn) -> tuple[str, str, str]:
     """A file snap writes under ``root``: (root, part, path)."""
-    root, run, n = draw(ROOTS), draw(RUNS), draw(N)
-    writer = draw(st.none() | st.integers(0, 10**8 - 1))  # (None: names before the writer's)
+    root, run, n, seq, wide = draw(ROOTS), draw(RUNS), draw(N), draw(SEQ), draw(WIDE)
+    writer = draw(st.none() | WIDE)  # (None: names before the writer's)
     made = draw(st.sampled_from([
-        ("shards", posixpath.join(root, layout.shard_path(run, n, n % 10_000, writer))),
+        ("shards", posixpath.join(root, layout.shard_path(run, n, seq, writer))),
         ("_runs", layout.run_file(root, run)),
         ("_runs", layout.result_path(root, run, n)),
-        ("_runs", layout.lease_path(root, n)),
-        ("_versions", layout.version_path(root, n + 1)),
-        ("_versions", posixpath.join(root, layout.tasks_table(n + 1))),
+        ("_runs", layout.lease_path(root, wide)),
+        ("_versions", layout.version_path(root, wide + 1)),
+        ("_versions", posixpath.join(root, layout.tasks_table(wide + 1))),
     ]))  # fmt: skip
     path = layout.temporary_path(made[1]) if draw(st.booleans()) else made[1]
     return root, made[0], path
@@ -43,6 +48,26 @@ def own_files(draw: st.DrawFn) -> tuple[str, str, str]:
 def test_every_file_snap_writes_is_told_with_its_root(case: tuple[str, str, str]) -> None:
     root, part, path = case
     assert layout.own_file(path) == (root, part)
+
+
+@given(run=RUNS, task=N, seq=SEQ, writer=st.none() | WIDE, version=WIDE, temporary=st.booleans())
+def test_each_name_snap_gives_is_its_own_whatever_its_numbers(
+    run: str, task: int, seq: int, writer: int | None, version: int, temporary: bool
+) -> None:
+    """What gc removes in ``shards/``, ``_runs/`` and ``_versions/`` it knows by these."""
+    name = posixpath.basename(layout.shard_path(run, task, seq, writer))
+    if temporary:  # (the file a shard is written to before its rename)
+        name = posixpath.basename(layout.temporary_path(name))
+    assert layout.is_own_shard(name)
+    assert layout.version_of(posixpath.basename(layout.version_path("r", version + 1))) == (
+        version + 1,
+        "manifest",
+    )
+    assert layout.version_of(posixpath.basename(layout.tasks_table(version + 1))) == (
+        version + 1,
+        "tasks",
+    )
+    assert layout.lease_epoch(posixpath.basename(layout.lease_path("r", version))) == version
 
 
 @given(
