@@ -147,15 +147,15 @@ def create(
 
     Re-running the same command reuses a finished snapshot and resumes an interrupted one.
     """  # noqa: D301
-    from .writers.create import create as create_snapshot
+    from .writers import create as create_mod
     from .writers.params import cli_params
 
     setup_logging(quiet)
     program = (click.get_current_context().obj or {}).get("program")  # (not CliRunner's)
     cli_types.check_create_usage(inputs, inputs_from, executor, ray_address, output, program,
                                  compression, level)  # fmt: skip
-    with cli_io.stdout_to_stderr():  # stdout is the result's: the pipeline's prints go to stderr
-        info = create_snapshot(
+    with create_mod.start_dir.kept(), cli_io.stdout_to_stderr():  # (paths from here; prints: 2)
+        info = create_mod.create(
             pipeline, output, inputs=list(inputs) or None, inputs_from=inputs_from,
             params=cli_params(params, pipeline, click.UsageError),  # (KEY=VALUE: exit 2)
             workers=workers, executor=executor, ray_address=ray_address, shard_size=shard_size,

@@ -178,10 +178,15 @@ def create_file(path: str, data: bytes) -> bool:
     """``storage.create_exclusive`` of a local file: a finished temporary file hard-linked
     into place (atomic, refused where ``path`` exists: False), else
     :func:`create_without_link`. The temporary is removed; once ``path`` is made, a failure
-    to remove it is a warning naming it (``snap gc`` removes it), not a failed create."""
-    tmp, made = layout.temporary_path(path), False
+    to remove it is a warning naming it (``snap gc`` removes it), not a failed create; one
+    never made (its open failed) is not looked for (:func:`_may_be_there`)."""
+    tmp, made, there = layout.temporary_path(path), False, True
     try:
-        interrupted.write_synced(tmp, data)  # its bytes on disk before its name (a power loss)
+        try:
+            interrupted.write_synced(tmp, data)  # its bytes on disk before its name (power loss)
+        except BaseException:  # (a failed open made none: its unlink may say EROFS, EACCES)
+            there = _may_be_there(tmp)
+            raise
         try:
             interrupted.link(tmp, path)
         except FileExistsError:
@@ -199,7 +204,7 @@ def create_file(path: str, data: bytes) -> bool:
         # removal that fails is said beside the answer, never instead of it: the link's own
         # error (EIO, ENOSPC) is what to fix, and snap gc removes the temporary.
         left: OSError | None = None
-        for _ in range(interrupted.TRIES):  # (inline: no call of snap's, see above)
+        for _ in range(interrupted.TRIES if there else 0):  # (inline: no call of snap's)
             try:
                 os.unlink(tmp)
                 left = None
@@ -217,6 +222,21 @@ def create_file(path: str, data: bytes) -> bool:
                         "gc on the snapshot to remove it", f"made {path}" if made else
                         f"{path} was not made", tmp, left.strerror or left,
                         f", {code}" if code else "")  # fmt: skip
+
+
+# What lstat(2) says of a name that is not there, or cannot be (a failed create made none)
+_NOT_THERE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP, errno.EACCES})
+
+
+def _may_be_there(path: str) -> bool:
+    """Whether the file ``path`` (a temporary whose writing failed) may exist: its create
+    failed, or it was made and then a write failed. A look that fails otherwise (EIO) cannot
+    tell: it may."""
+    try:
+        interrupted.again(functools.partial(os.lstat, path))
+    except OSError as err:
+        return err.errno not in _NOT_THERE
+    return True
 
 
 def create_without_link(tmp: str, path: str, data: bytes) -> bool:

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, TypeVar
 import fsspec
 from fsspec import AbstractFileSystem
 
-from . import durable, hdfs, hdfs_client, interrupted, literal, retry, timeouts
+from . import durable, globbing, hdfs, hdfs_client, interrupted, literal, os_paths, retry, timeouts
 from .errors import ManifestError, OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
@@ -89,8 +89,8 @@ def resolve(
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         hint = hdfs.CLIENT_HINT if url.split("://", 1)[0] in HDFS_PROTOCOLS else "check the URL"
         raise StorageError(f"cannot open {url}: {first}; {hint}") from err
-    if is_local(fs):  # "runs/../snap" as "snap", as inputs' paths are (os.path.abspath)
-        return fs, os.path.normpath(path)
+    if is_local(fs):  # "runs/../snap" as "snap"; "link/../snap" as the OS has it (os_paths)
+        return fs, os_paths.resolved(path)
     return fs, path.rstrip("/") or path
 
 
@@ -321,7 +321,7 @@ def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
     with errors_named(fs, path, "listing"):
         if _GLOB_CHARS & set(path):
             try:
-                infos = retrying(functools.partial(fs.glob, path, detail=True), "listing")
+                infos = globbing.glob(fs, path, retrying)  # (none left out unsaid)
             except FileNotFoundError:  # (gcsfs, for a bucket that does not exist)
                 infos = {}
         if not infos:
@@ -339,7 +339,7 @@ def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
     opens files: fsspec's URL parsing and file object cost ~100 us a file, 12 s of 13 over
     50,000 small inputs."""
     if plain_local(url):
-        fs, path = fsspec.filesystem("file"), os.path.normpath(os.path.abspath(url))
+        fs, path = fsspec.filesystem("file"), os_paths.absolute(url)
     else:
         fs, path = resolve(url, storage_options)
     digest = hashlib.sha256()

@@ -13,6 +13,7 @@ import errno
 import importlib
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from .. import faults
 from ..errors import OptionError, StorageError
 from ..local_files import cwd_gone
+from .cache_faults import blocked
 from .snapshot import Snapshot
 from .stats import records_in
 from .trace import Tracer
@@ -144,9 +146,14 @@ def checked_trace(trace: str | None) -> str | None:
         raise OptionError(f"--trace {trace!r} is a directory; give a file name in it")
     if os.path.exists(trace) and not os.access(trace, os.W_OK):
         raise OptionError(f"--trace {trace!r} is not writable; give another file")
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        problem = "does not exist" if not os.path.isdir(folder) else "is not writable"
-        raise OptionError(f"--trace {trace!r}: its directory {folder} {problem}")
+    if not os.path.isdir(folder):  # (a file, a link to nothing, or missing)
+        cause, hint = blocked(Path(folder), "give --trace a file in a directory that exists") or (
+            f"its directory {folder} does not exist",
+            "create it, or give --trace another file",
+        )
+        raise OptionError(f"--trace {trace!r}: {cause}; {hint}")
+    if not os.access(folder, os.W_OK):
+        raise OptionError(f"--trace {trace!r}: its directory {folder} is not writable")
     return trace
 
 

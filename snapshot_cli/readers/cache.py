@@ -92,13 +92,10 @@ class ShardCache:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             (self.dir / ".locks").mkdir(exist_ok=True)
-        except OSError as err:
-            if isinstance(err, (FileExistsError, NotADirectoryError)):
-                blocker = next(p for p in (self.dir, *self.dir.parents) if p.exists())
-                cause = f"{blocker} is a file, not a directory"
-                hint = "choose another cache_dir"
-            else:
-                cause, hint = explain(err, str(self.dir))
+        except OSError as err:  # (a part of it no directory: named, not its parent)
+            failed = Path(err.filename) if isinstance(err.filename, str) else self.dir
+            why = faults.blocked(failed) if err.errno in faults.NOT_A_DIRECTORY else None
+            cause, hint = why or explain(err, str(self.dir))
             raise OptionError(f"cannot use cache_dir {str(self.dir)!r}: {cause}; {hint}") from err
         self.limit = limit
         self.hits = self.fills = self.fill_bytes = self.evicted = 0

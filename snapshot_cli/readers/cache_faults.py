@@ -3,7 +3,9 @@ and said as the directory's, with what to do.
 
 A full disk (ENOSPC, EDQUOT) is :class:`Full`, which the cache answers by making room and
 trying again, then :class:`NoRoom`, which the loader answers by reading the shard without the
-cache; any other errno is :class:`Failed`, which the cache names as its directory's error.
+cache; any other errno is :class:`Failed`, which the cache names as its directory's error. A
+part of the directory that is no directory (a file, a symbolic link to nothing, a loop of
+links) is named as such (:func:`blocked`), not its parent.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import errno
 import logging
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,6 +81,48 @@ def explain(err: OSError, cache_dir: str) -> tuple[str, str]:
     return cause, denied or HINTS.get(
         err.errno or 0, "fix that, or choose another cache_dir (or none)"
     )
+
+
+PICK = "choose another cache_dir (or none)"
+# What mkdir says where a part of cache_dir is there but is no directory: a file, a link to
+# nothing (EEXIST, or ENOENT below it), a loop of links (ELOOP)
+NOT_A_DIRECTORY = (errno.EEXIST, errno.ENOTDIR, errno.ELOOP, errno.ENOENT)
+
+
+def blocked(path: Path, pick: str = PICK) -> tuple[str, str] | None:
+    """Why the directory ``path`` (cache_dir, or --trace's) cannot be made or used: the first
+    of it and its parents that is there is a file, a symbolic link to nothing or a loop of
+    them (which ``exists()`` calls not there: its parent was blamed), and what to do (else
+    ``pick``); None if it is a directory (the cause is another)."""
+    for part in (path, *path.parents):
+        try:
+            mode = os.lstat(part).st_mode
+        except OSError as err:
+            if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):  # (a part above...)
+                continue
+            return None  # (cannot tell: the error itself is said)
+        if not stat.S_ISLNK(mode):
+            return None if stat.S_ISDIR(mode) else (f"{part} is a file, not a directory", pick)
+        try:
+            target = os.readlink(part)
+            followed = os.stat(part).st_mode
+        except OSError as err:
+            if err.errno not in (errno.ELOOP, errno.ENOENT, errno.ENOTDIR):
+                return None  # (EACCES, EIO...: said as the error it is)
+            if err.errno == errno.ELOOP:
+                return (
+                    f"{part} is a loop of symbolic links (to {target}, which leads back to itself)",
+                    f"point it at a directory (ln -sfn DIR {part}), or {pick}",
+                )
+            if os.path.lexists(os.path.join(part.parent, target)):  # (a link to a link...)
+                target = os.path.realpath(part)  # (...to what is missing)
+            return (f"{part} is a broken symbolic link (to {target}, which does not exist)",
+                    f"create {target} (or mount the disk it is on), point the link at a "
+                    f"directory that exists (ln -sfn DIR {part}), or {pick}")  # fmt: skip
+        if not stat.S_ISDIR(followed):
+            return f"{part} is a symbolic link to {target}, a file, not a directory", pick
+        return None
+    return None
 
 
 SHARED = "a cache_dir shared between users needs a group they share, umask 002 and a directory "

@@ -26,7 +26,7 @@ from ..keywords import checked_keywords
 from ..manifest import Manifest
 from ..progress import Progress, counted
 from . import commit as commit_mod
-from . import freshness, guards, incremental, shipping
+from . import freshness, guards, incremental, shipping, start_dir
 from . import inputs as inputs_mod
 from . import lease as lease_mod
 from . import params as params_mod
@@ -165,14 +165,15 @@ def _create(
     started: float,
 ) -> CreateInfo:
     options, overwrite, storage_options = how.write, how.overwrite, how.storage_options
+    paths = start_dir.Given(pipeline, output, inputs, inputs_from, storage_options)  # (first)
     ex = make_executor(how.executor, how.worker_count, how.ray_address)
-    ref = pipeline_mod.resolve(pipeline)
+    ref = paths.pipeline_ref()  # (its module may change the working directory: see start_dir)
     if isinstance(ex, InProcessExecutor):
         freshness.check(ref.function)  # what runs here is what the fingerprint counts
         ex.function = ref.function
     in_process = how.in_process
     params = params_mod.check_params(params)
-    fs, root = storage.resolve(os.fspath(output), storage_options)
+    fs, root = storage.resolve(paths.output, storage_options)
     url = storage.to_url(fs, root)
     if storage.protocol(fs) == "memory" and not in_process:
         raise OptionError(
@@ -183,7 +184,7 @@ def _create(
     if not overwrite:  # (a snapshot or run made before functions' names counted: its hash)
         made = commit_mod.read_manifest(fs, root)
         ref = pipeline_mod.continued(ref, made, runs_mod.find_runs(fs, root) if not made else [])
-    found = inputs_mod.resolve(inputs, inputs_from, storage_options, output=url)
+    found = paths.resolve_inputs(url)
     identity = inputs_mod.Identity(ref.code_hash, params, found)
 
     tables: dict[tuple[int, str] | None, tuple[list[TaskRecord] | None, str]] = {}
@@ -315,8 +316,8 @@ def _create(
         if done:
             log.info("resuming run %s: %d of %d tasks already done", run, len(done),
                      len(planned.computed))  # fmt: skip
-        job = Job(url, storage_options or {}, run, ref.spec, params, options.to_json(), payload,
-                  lease.epoch)  # fmt: skip
+        job = Job(url, storage_options or {}, run, paths.job_spec(ref.spec), params,
+                  options.to_json(), payload, lease.epoch)  # fmt: skip
         bar = Progress(len(planned.computed), len(done)) if how.progress else None
         entries = {e.path: e for e in previous.shards} if previous else {}
         results = {t.index: incremental.reused_result(t, entries) for t in planned.reused}

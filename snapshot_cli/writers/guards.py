@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
 
-from .. import faults, layout, storage
+from .. import faults, interrupted, layout, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..local_files import cwd_deleted, denies_write, link_out_of, mode_of, write_hint
@@ -130,6 +130,36 @@ def remove_made(fs: Any, root: str, made: bool) -> None:
             os.rmdir(root)
 
 
+def unmade(fs: Any, root: str) -> list[str]:
+    """The local directories taking the lease makes (``_runs/``, OUTPUT, its parents) that
+    do not exist yet, innermost first; none elsewhere. A look that fails (EIO) ends the list:
+    what cannot be told made is not removed."""
+    made: list[str] = []
+    path = layout.runs_dir(root)
+    while storage.is_local(fs) and os.path.dirname(path) != path:
+        try:
+            interrupted.again(functools.partial(os.lstat, path))
+            break
+        except FileNotFoundError:
+            made.append(path)
+            path = os.path.dirname(path)
+        except OSError:
+            break
+    return made
+
+
+def remove_unmade(made: list[str]) -> None:
+    """Remove the directories :func:`unmade` listed, innermost first, while they are empty
+    (one that is not holds another writer's files: it and those above it stay)."""
+    for directory in made:
+        try:
+            interrupted.again(functools.partial(os.rmdir, directory))
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
+
+
 WAIT_REPORT_S = 15.0  # a waiting writer says again who holds the lease this often
 ABSENT_TRIES = 5  # creates of a lease refused while no file is there before a create gives up
 
@@ -139,7 +169,20 @@ def wait_for_lease(
 ) -> lease_mod.Lease | Manifest:
     """Take the writer lease, waiting while another live writer holds it (saying so on
     stderr, again every WAIT_REPORT_S), or return the snapshot that writer committed. First,
-    a snapshot this user may not add to is refused (:func:`refuse_unwritable`)."""
+    a snapshot this user may not add to is refused (:func:`refuse_unwritable`). A create
+    that fails before it holds the lease (its file not written: a name too long, a full or
+    read-only disk) leaves none of the directories it made for it (:func:`unmade`)."""
+    made = unmade(fs, root)
+    try:
+        return _wait_for_lease(fs, root, ttl, wait, url, reusable)
+    except BaseException:
+        remove_unmade(made)
+        raise
+
+
+def _wait_for_lease(
+    fs: Any, root: str, ttl: float, wait: bool, url: str, reusable: Callable[[], Manifest | None]
+) -> lease_mod.Lease | Manifest:
     storage.makedirs(fs, root)
     refuse_unwritable(fs, root, url)
     said, absent = -float("inf"), 0

@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import keyword
 import os
+import stat
 import sys
 import threading
 import traceback
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from importlib.machinery import PathFinder
 from typing import Any
 
+from .. import faults, os_paths
 from ..child import absolute_or_none, is_stdlib
 from ..errors import PipelineLoadError
 from ..local_files import cwd_gone
@@ -130,13 +132,35 @@ def _taken(name: str, path: str) -> bool:
     return False
 
 
+def _file_path(target: str) -> str:
+    """The absolute path of a file target (``file://`` as OUTPUT and ``--input`` take it; a
+    ``..`` after a link as the OS takes it: :mod:`.os_paths`)."""
+    return os_paths.absolute(target.removeprefix("file://"))
+
+
+def _check_file(path: str, target: str, what: str, spec: str) -> None:
+    """Raise what keeps the pipeline file at ``path`` from being read: missing, not a file,
+    or an OS error (a directory above it this user may not enter, with its owner and mode, as
+    ``--input`` says it; a loop of links), by its errno (:func:`.faults.fault`)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise PipelineLoadError(f"{what} file {target!r} is not a file (from {spec!r})")
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    except FileNotFoundError:
+        raise PipelineLoadError(
+            f"{what} file {target!r} not found (from {spec!r}){_near_files(target)}"
+        ) from None
+    except OSError as err:
+        said = faults.fault(err, path, reading=True)
+        raise PipelineLoadError(
+            f"{what} file {target!r} cannot be read (from {spec!r}): {said}"
+        ) from err
+
+
 def _import_target(target: str, what: str, spec: str) -> Any:
     if _is_file_target(target):
-        path = os.path.abspath(target)
-        if not os.path.isfile(path):
-            raise PipelineLoadError(
-                f"{what} file {target!r} not found (from {spec!r}){_near_files(target)}"
-            )
+        path = _file_path(target)
+        _check_file(path, target, what, spec)
         _put_on_path(os.path.dirname(path))  # as `python file.py` does, for sibling imports
         with _file_lock(path):
             return _import_file(path, target, what, spec)
@@ -250,7 +274,7 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     target = spec.rpartition(":")[0]
     if _is_file_target(target) and (gone := cwd_gone(target)) is not None:
         raise PipelineLoadError(f"cannot load the {what} {spec!r}: {gone}")
-    path = os.path.abspath(target) if _is_file_target(target) else None
+    path = _file_path(target) if _is_file_target(target) else None
     if key in _loaded and (path is None or _stamps.get(path) == _stamp(path)):
         return _loaded[key]
     target, func_name = _split(spec, what)

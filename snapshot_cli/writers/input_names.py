@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 
 from ..console import in_command, named
 
@@ -42,7 +43,7 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
     ``--input``'s value, or one of a list of strings that are items, not files (ids, or URLs
     the function fetches itself: a list of strings is read as paths and globs). ``first``:
     no pattern before it matched a file (after one that did, it is a missing file)."""
-    if pattern.startswith("-") and not os.path.exists(pattern) and in_command():
+    if pattern.startswith("-") and not os.path.exists(pattern) and _an_option(pattern):
         return (
             f" ({pattern} is an option: --input took it as its value; give --input a "
             "path or pattern)"
@@ -54,6 +55,19 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
             "Python or --inputs-from MODULE:FUNC)"
         )
     return ""
+
+
+def _an_option(text: str) -> bool:
+    """Whether ``text`` (``--overwrite``, ``--workers=2``) is an option of the command that
+    runs (click's, which a command's process has loaded): ``--input=-x.bin`` names a file."""
+    click = sys.modules.get("click") if in_command() else None
+    context = click.get_current_context(silent=True) if click is not None else None
+    if context is None:
+        return False
+    options = {*context.help_option_names}
+    for param in context.command.params:
+        options.update(getattr(param, "opts", ()), getattr(param, "secondary_opts", ()))
+    return text.split("=", 1)[0] in options
 
 
 def held_as_bytes(value: object) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import faults, layout, storage
+from .. import faults, layout, os_paths, storage
 from ..console import named
 from ..errors import OptionError
 from ..manifest import canonical_json, fingerprint, sha256_text
@@ -212,8 +212,9 @@ def _followed(fs: Any, path: str, info: dict[str, Any], pattern: str) -> dict[st
 def _url(fs: Any, path: str) -> str:
     """An input's URL as runs record it (an absolute path on local disk), one that resolves
     to the same file in a worker: on HDFS with the NameNode's host and port, which
-    ``unstrip_protocol`` leaves out (``hdfs:///path`` opened the default filesystem)."""
-    return os.path.abspath(path) if storage.is_local(fs) else storage.to_url(fs, path)
+    ``unstrip_protocol`` leaves out (``hdfs:///path`` opened the default filesystem); a
+    ``..`` after a link as the OS takes it (:mod:`.os_paths`)."""
+    return os_paths.absolute(path) if storage.is_local(fs) else storage.to_url(fs, path)
 
 
 @dataclass

@@ -183,3 +183,28 @@ def test_bench_says_what_an_install_without_a_compiled_part_lacks(snapshot: Path
     assert rows["compiled"].startswith("shuffle, ragged, decode (lz4, zstd, crc32c instruction)")
     assert "missing gather: slower pure-Python paths, the same batches" in rows["compiled"]
     assert rows["replayed"].startswith(f"{NUM_RECORDS} records")
+
+
+@pytest.mark.parametrize("kind", ["file", "file below", "broken link", "loop"])
+def test_a_trace_under_a_file_or_a_link_to_nothing_says_so(
+    snapshot: Path, tmp_path: Path, kind: str
+) -> None:
+    """A regular file (or a link to nothing) where --trace's directory is was said not to
+    exist."""
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "broken").symlink_to(tmp_path / "missing")
+    (tmp_path / "loopA").symlink_to("loopB")
+    (tmp_path / "loopB").symlink_to("loopA")
+    where = {"file": "afile", "file below": "afile/x", "broken link": "broken", "loop": "loopA"}
+    trace = tmp_path / where[kind] / "t.json"
+    code, stdout, stderr = run("bench", str(snapshot), "--epochs", "1", "--trace", str(trace))
+    assert code == 1 and stdout == "" and "Traceback" not in stderr, stderr
+    named = tmp_path / where[kind].split("/")[0]
+    cause = {
+        "file": "is a file, not a directory",
+        "file below": "is a file, not a directory",
+        "broken link": f"is a broken symbolic link (to {tmp_path / 'missing'}, which does not",
+        "loop": "is a loop of symbolic links",
+    }[kind]
+    assert f"--trace '{trace}': {named} {cause}" in stderr, stderr
+    assert "does not exist" not in stderr.replace("which does not exist", ""), stderr

@@ -1,0 +1,98 @@
+"""A glob that lists every directory it walks, or fails naming the one it could not (used by
+:mod:`snapshot_cli.storage`).
+
+fsspec's ``glob`` walks directories with ``walk(on_error="omit")``: a directory below the
+pattern's first wildcard that cannot be listed (EACCES, EIO, ESTALE, an S3 prefix a bucket
+policy forbids) was left out without a word, and its files with it: ``--input 'data/**'``
+made a snapshot of half the records, and a teammate's run of the same create committed it as
+a new version. fsspec's ``on_error`` cannot say otherwise: ``walk`` passes it to no directory
+below the first. Here the walk is fsspec's own with every listing's failure raised, but a
+directory gone (ENOENT, ENOTDIR: deleted between its parent's listing and its own, as if
+listed a moment later). It calls only ``ls``, ``info``, ``isdir``, ``isfile`` and ``exists``,
+which every filesystem has, with no options of fsspec's (gcsfs, s3fs, WebHDFS and pyarrow's
+HDFS take none alike). Filesystems whose glob makes one listing of all below a path, which
+fails whole, walk no directories and are asked as they are (:data:`.protocols.FLAT_GLOB`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fsspec import AbstractFileSystem
+
+from .errors import StorageError
+from .faults import errors_named, fault
+from .protocols import FLAT_DEEP_GLOB, FLAT_GLOB, protocol, to_url
+
+Retrying = Callable[[Callable[[], Any], str], Any]
+
+
+def glob(fs: AbstractFileSystem, path: str, retrying: Retrying) -> dict[str, dict[str, Any]]:
+    """``fs.glob(path, detail=True)``, each listing made by ``retrying`` (storage's retries:
+    each directory's on its own, so a failure names the one that failed).
+
+    Raises:
+        StorageError: a directory the pattern reaches could not be listed: named, with why.
+    """
+    first = min((i for i, c in enumerate(path) if c in "*?["), default=len(path))
+    if (
+        protocol(fs) in FLAT_GLOB
+        or "/" not in path[:first]
+        or (protocol(fs) in FLAT_DEEP_GLOB and "**" in path)
+    ):  # (no root before the wildcard: a bucket's name, which s3fs refuses to walk)
+        return dict(retrying(lambda: fs.glob(path, detail=True), "listing"))
+    strict = _Strict(fs, retrying, path)
+    return dict(AbstractFileSystem.glob(strict, path, detail=True))
+
+
+class _Strict:
+    """``fs`` as fsspec's glob sees it: its own methods, but ``find`` and ``walk`` fsspec's
+    generic ones (a listing per directory), whose failures are raised (:meth:`failed`)."""
+
+    def __init__(self, fs: AbstractFileSystem, retrying: Retrying, pattern: str) -> None:
+        self._fs, self._retrying, self._pattern = fs, retrying, pattern
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+    def ls(self, path: str, detail: bool = False, **kwargs: Any) -> Any:
+        return self._retrying(lambda: self._fs.ls(path, detail=detail, **kwargs), f"listing {path}")
+
+    def info(self, path: str, **kwargs: Any) -> Any:
+        return self._retrying(lambda: self._fs.info(path, **kwargs), f"checking {path}")
+
+    def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False,
+             detail: bool = False, **kwargs: Any) -> Any:  # fmt: skip
+        generic = AbstractFileSystem.find
+        return generic(self, path, maxdepth, withdirs, detail, **kwargs)
+
+    def walk(self, path: str, maxdepth: int | None = None, topdown: bool = True,
+             on_error: Any = "omit", **kwargs: Any) -> Any:  # fmt: skip
+        """fsspec's walk, with :meth:`failed` for every directory (fsspec's recursion calls
+        this again for each directory below, where its own ``on_error`` would be lost)."""
+        return AbstractFileSystem.walk(
+            self,
+            path,
+            maxdepth,
+            topdown,
+            on_error=lambda err: self.failed(path, err),
+            **kwargs,
+        )
+
+    def failed(self, path: str, err: OSError) -> None:
+        """A listing of ``path`` failed: nothing if it is gone (or not a directory), else a
+        StorageError naming it and why."""
+        if isinstance(err, (FileNotFoundError, NotADirectoryError)):
+            return
+        try:
+            with errors_named(self._fs, path, "listing"):
+                raise err
+        except StorageError as named:
+            said = str(named)
+        except OSError:  # (what errors_named leaves to its callers: EEXIST...)
+            said = str(fault(err, to_url(self._fs, path), reading=True))
+        raise StorageError(
+            f"{said}; the glob {to_url(self._fs, self._pattern)} reaches it, and its files "
+            "would be left out: let this user list it, or narrow the pattern"
+        ) from err

@@ -1,0 +1,216 @@
+"""A glob that cannot list a directory it reaches fails, naming it (:mod:`snapshot_cli.globbing`):
+fsspec's walk left such a directory out without a word (``on_error="omit"``), and
+``snap create prep.py:f out --input 'data/**'`` as a user who may not list ``data/locked``
+made a snapshot of half the records (a teammate's run of a shared snapshot committed it as a
+new version, ``inputs_removed: 3``). Every OS error of a listing, for ``*``, ``**`` and
+``[...]``, locally and on a filesystem that walks as fsspec's generic one does; a directory
+gone between its parent's listing and its own is left out, as a listing a moment later
+would; the filesystems that list all at once are asked as before. End to end as a user who
+is not root (:mod:`tests.unprivileged`): a directory it may not list, or not enter."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pytest
+from click.testing import CliRunner
+from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+import snapshot_cli as snap
+from snapshot_cli import globbing, retry, storage
+from snapshot_cli.cli import cli
+from snapshot_cli.errors import StorageError
+from tests.unprivileged import unprivileged
+
+PIPE = "def f(path):\n    yield {'file': path}\n"
+PATTERNS = ["data/**", "data/*/*.bin", "data/[lo]*/*.bin"]
+# Every errno but those a gone directory gives (left out: see test_a_directory_gone_...)
+FAILING = sorted(set(errno.errorcode) - {errno.ENOENT, errno.ENOTDIR})
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """data/open/{1,2,3}.bin and data/locked/{1,2,3}.bin under tmp_path, the working dir."""
+    for d in ("open", "locked"):
+        (tmp_path / "data" / d).mkdir(parents=True)
+        for i in (1, 2, 3):
+            (tmp_path / "data" / d / f"{i}.bin").write_bytes(b"x")
+    (tmp_path / "prep.py").write_text(PIPE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(retry, "RETRY_BASE_S", 0.0)  # (transient errnos are tried again)
+    return tmp_path
+
+
+def failing_listing(monkeypatch: pytest.MonkeyPatch, code: int, name: str = "locked") -> None:
+    """Local listings of a directory called ``name`` fail with ``code``."""
+    real = LocalFileSystem.ls
+
+    def ls(self: Any, path: str, detail: bool = False, **kwargs: Any) -> Any:
+        if os.path.basename(str(path).rstrip("/")) == name:
+            kind = PermissionError if code in (errno.EACCES, errno.EPERM) else OSError
+            raise kind(code, os.strerror(code), str(path))
+        return real(self, path, detail=detail, **kwargs)
+
+    monkeypatch.setattr(LocalFileSystem, "ls", ls)
+
+
+@pytest.mark.parametrize("code", FAILING, ids=[errno.errorcode[c] for c in FAILING])
+def test_every_error_listing_a_directory_is_said(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    failing_listing(monkeypatch, code)
+    locked = str(tree / "data" / "locked")
+    for pattern in PATTERNS:
+        with pytest.raises(StorageError) as caught:
+            snap.create(f"{tree}/prep.py:f", str(tree / "out"), inputs=pattern, workers=0,
+                        progress=False)  # fmt: skip
+        said = str(caught.value)
+        assert locked in said and os.strerror(code) in said, (pattern, said)
+        assert f"the glob {tree}/{pattern} reaches it, and its files would be left out" in said
+        assert not (tree / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EIO, errno.ESTALE, errno.ELOOP])
+def test_a_command_says_it_and_writes_nothing(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, pattern: str, code: int
+) -> None:
+    out = tree / "out"
+    made = CliRunner().invoke(cli, ["create", "prep.py:f", str(out), "--input", pattern,
+                                    "--workers", "0", "--quiet"])  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    before = (out / "manifest.json").read_bytes()
+    failing_listing(monkeypatch, code)
+    again = CliRunner().invoke(cli, ["create", "prep.py:f", str(out), "--input", pattern,
+                                     "--workers", "0", "--quiet"])  # fmt: skip
+    assert again.exit_code == 1 and again.stdout == ""
+    assert again.stderr.startswith("snap: error: ") and "Traceback" not in again.stderr
+    assert str(tree / "data" / "locked") in again.stderr and os.strerror(code) in again.stderr
+    assert (out / "manifest.json").read_bytes() == before  # (no version of half of them)
+    assert snap.open(str(out)).num_records == 6
+
+
+def test_a_directory_gone_before_its_listing_is_left_out(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for code in (errno.ENOENT, errno.ENOTDIR):
+        failing_listing(monkeypatch, code)
+        fs, path = storage.resolve("data/**")
+        found = sorted(p for p, i in storage.matching(fs, path).items() if i["type"] == "file")
+        assert found == [str(tree / "data" / "open" / f"{i}.bin") for i in (1, 2, 3)]
+
+
+def test_a_pattern_whose_root_is_missing_matches_nothing(tree: Path) -> None:
+    fs, path = storage.resolve("nowhere/*/*.bin")
+    assert storage.matching(fs, path) == {}
+
+
+class Walked(MemoryFileSystem):
+    """A filesystem that walks as fsspec's generic one does (WebHDFS, pyarrow's HDFS, S3 with
+    a depth): a listing per directory; ``/w/locked`` may not be listed."""
+
+    protocol = ("walked",)
+    find = AbstractFileSystem.find
+    glob = AbstractFileSystem.glob
+    asked: list[str] = []
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+        if path.rstrip("/").endswith("/locked"):
+            raise PermissionError(errno.EACCES, "Forbidden", path)
+        return super().ls(path, detail=detail, **kwargs)
+
+
+@pytest.fixture
+def walked() -> Iterator[Walked]:
+    fs = Walked()
+    for d in ("open", "locked"):
+        for i in (1, 2):
+            fs.pipe(f"/w/{d}/{i}.bin", b"x")
+    yield fs
+    MemoryFileSystem().rm("/w", recursive=True)
+
+
+@pytest.mark.parametrize("pattern", ["/w/**", "/w/*/*.bin", "/w/[lo]*/*.bin"])
+def test_a_remote_walk_says_it_too(walked: Walked, pattern: str) -> None:
+    assert len(walked.glob(pattern, detail=True)) >= 2  # (fsspec's own: 2 files, none said)
+    with pytest.raises(StorageError, match=r"walked:///w/locked: check that you may read it"):
+        storage.matching(walked, pattern)
+
+
+def test_a_remote_walk_matches_as_fsspecs_glob(walked: Walked) -> None:
+    walked.pipe("/v/a/1.bin", b"x")
+    walked.pipe("/v/b/c/2.bin", b"x")
+    for pattern in ("/v/**", "/v/*/*.bin", "/v/[ab]/*", "/v/*/", "/v/**/*.bin"):
+        assert storage.matching(walked, pattern) == walked.glob(pattern, detail=True), pattern
+    MemoryFileSystem().rm("/v", recursive=True)
+
+
+def test_memory_globs_as_before(memfs: fsspec.AbstractFileSystem) -> None:
+    for name in ("/m/a/1.bin", "/m/a/2.txt", "/m/b/c/3.bin"):
+        memfs.pipe(name, b"x")
+    for pattern in ("/m/**", "/m/*/*.bin", "/m/[ab]/*", "/m/**/*.bin"):
+        assert storage.matching(memfs, pattern) == memfs.glob(pattern, detail=True), pattern
+    files = snap.create(lambda p: [{"p": p}], "memory://snap-g", inputs="memory://m/**/*.bin",
+                        workers=0, progress=False).num_records  # fmt: skip
+    assert files == 2
+
+
+def test_listing_all_at_once_is_asked_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gcsfs always, s3fs for a ``**``, memory: their own glob (one listing, failing whole);
+    else, s3fs's walk of a pattern with a depth, fsspec's walk with every failure said."""
+    asked: list[str] = []
+
+    class S3(Walked):
+        protocol = ("s3",)
+
+        def glob(self, path: str, **kwargs: Any) -> Any:
+            asked.append(path)
+            return AbstractFileSystem.glob(self, path, **kwargs)
+
+    fs = S3()
+    fs.pipe("/b/open/1.bin", b"x")
+    fs.pipe("/b/locked/1.bin", b"x")
+    try:
+        assert list(globbing.glob(fs, "/b/**", storage.retrying)) and asked == ["/b/**"]
+        with pytest.raises(StorageError, match="s3:///b/locked"):
+            globbing.glob(fs, "/b/*/*.bin", storage.retrying)
+        assert asked == ["/b/**"]
+    finally:
+        MemoryFileSystem().rm("/b", recursive=True)
+
+
+def test_as_a_user_who_may_not_list_or_enter_a_directory(tmp_path: Path) -> None:
+    """A real directory, not an injected error: mode a-r (entered, not listed) and 000 (not
+    entered); ``data/**``, ``data/*/*.bin`` and ``nolist/*``."""
+    with unprivileged() as user:
+        home = user.home
+        for d in ("open", "locked"):
+            (home / "data" / d).mkdir(parents=True)
+            for i in (1, 2, 3):
+                (home / "data" / d / f"{i}.bin").write_bytes(b"x")
+        (home / "nolist").mkdir()
+        (home / "nolist" / "a.bin").write_bytes(b"x")
+        (home / "prep.py").write_text(PIPE)
+        for path in (home / "data", home / "nolist", home / "prep.py"):
+            user.own(path)
+        cases = [("a-r", "data/**", home / "data" / "locked"),
+                 ("000", "data/*/*.bin", home / "data" / "locked"),
+                 ("a-r", "nolist/*", home / "nolist")]  # fmt: skip
+        for mode, pattern, locked in cases:
+            user.chmod(locked, mode)
+            try:
+                done = user.run(["-m", "snapshot_cli", "create", "prep.py:f", "out", "--input",
+                                 pattern, "--workers", "0", "--quiet"])  # fmt: skip
+            finally:
+                user.chmod(locked, "u+rwx")
+            assert done.returncode == 1, (pattern, done.stdout, done.stderr)
+            assert done.stderr.startswith(f"snap: error: permission denied while listing {locked}")
+            assert f"this user ({user.name}) may not" in done.stderr, done.stderr
+            assert "Traceback" not in done.stderr and not (home / "out").exists()
