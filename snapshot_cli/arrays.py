@@ -173,3 +173,31 @@ def all_nullable(t: pa.DataType) -> pa.DataType:
     if pa.types.is_fixed_size_list(t):
         return pa.list_(loose(t.value_field), t.list_size)
     return t  # (no child fields of their own)
+
+
+IPC_MAX_DEPTH = 64  # the most nested levels Arrow's IPC writer takes (a field's type: 1)
+
+
+def nesting_depth(t: pa.DataType) -> int:
+    """Levels of ``t``: 1 for a flat type, one more for each list, struct, map (two: its
+    entries and their item) or union around it; a dictionary's or an extension's as its
+    values' or storage's."""
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    if pa.types.is_dictionary(t):
+        return nesting_depth(t.value_type)
+    return 1 + max((nesting_depth(t.field(i).type) for i in range(t.num_fields)), default=0)
+
+
+def too_deep(schema: pa.Schema) -> str | None:
+    """Why a column cannot be stored for its nesting, or None: Arrow's IPC writer refused it
+    mid-shard ("Max recursion depth reached"), which was said as a storage fault with advice
+    to run the same command again."""
+    for f in schema:
+        if (depth := nesting_depth(f.type)) > IPC_MAX_DEPTH:
+            return (
+                f"the column {f.name!r} holds {depth - 1} levels of lists, structs or maps "
+                f"within each other (a map counts two), more than the {IPC_MAX_DEPTH - 1} Arrow "
+                "files hold; store its inner levels flatter, e.g. as JSON text or bytes"
+            )
+    return None

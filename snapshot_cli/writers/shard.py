@@ -16,7 +16,8 @@ import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import durable, ipc_blocks, layout, storage
+from .. import arrays, durable, ipc_blocks, layout, storage
+from ..errors import RecordError
 from ..manifest import ShardEntry, encode_runs
 from .options import Compression
 from .plain import PlainSink
@@ -153,6 +154,8 @@ class ShardRoller:
         return written
 
     def _open(self, schema: pa.Schema) -> tuple[pa.ipc.RecordBatchFileWriter, ChecksumSink]:
+        if problem := arrays.too_deep(schema):
+            raise RecordError(problem)
         self._rel = shard_name(self.run, self.task, len(self.entries), self.writer)
         path = storage.join(self.root, self._rel)
         self._sink = ChecksumSink(storage.open_write(self.fs, path))

@@ -26,6 +26,20 @@ TEXTS, BLOBS = "texts", "blobs"  # a list of str (captions, tags) or of bytes, p
 LISTS = {TEXTS: pa.string(), BLOBS: pa.binary()}  # their elements' Arrow types
 
 
+def _numpy_dims() -> int:
+    """The most dimensions a numpy array has (64 since numpy 2, 32 before)."""
+    for n in (64, 32):
+        try:
+            np.empty((0,) * n)
+        except ValueError:
+            continue
+        return n
+    return 32
+
+
+MAX_NDIM = _numpy_dims()
+
+
 def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     """Return ``(class, dtype, shape)`` of one record value, normalised.
 
@@ -45,6 +59,12 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
                 raise too_large(column, f"an array of {value.size:,} values (shape {value.shape})")
             if max(value.shape) > schema_mod.MAX_DIMENSION:  # an empty one: its shape's int32s
                 raise RecordError(schema_mod.dimension_message(value.shape, column))
+            if value.ndim >= MAX_NDIM:  # (a column of them: one dimension more)
+                raise RecordError(
+                    f"column {column!r} has an array of {value.ndim} dimensions (nested lists "
+                    f"{value.ndim} deep?); a record's array has at most {MAX_NDIM - 1}, as "
+                    f"numpy holds {MAX_NDIM} with the records' own: reshape it"
+                )
             return ARRAY, value.dtype, value.shape
     if isinstance(value, (np.str_, np.bytes_)):  # np.array("cat")[()]: text
         value = value.item()
