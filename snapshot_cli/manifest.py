@@ -12,6 +12,7 @@ import codecs
 import itertools
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -321,7 +322,7 @@ class Manifest:
                 arrow_schema = schema_mod.decode_schema(d["schema"]["arrow_ipc_base64"])
             except (ValueError, TypeError, pa.ArrowException) as err:
                 raise ManifestError(f"{where}: the Arrow schema cannot be decoded: {err}") from err
-            if twice := sorted({n for n in arrow_schema.names if arrow_schema.names.count(n) > 1}):
+            if twice := sorted(n for n, k in Counter(arrow_schema.names).items() if k > 1):
                 raise ManifestError(  # (snap's create refuses them: every reader names columns)
                     f"{where}: the schema has the column {twice[0]!r} more than once, which snap "
                     "never writes: the snapshot was not written by snap, or is damaged"

@@ -335,3 +335,20 @@ def unreadable(column: pa.Array) -> str | None:
                 "as a duration (pa.duration('ns'))"
             )
     return None
+
+
+def unloadable_columns(schema: pa.Schema) -> list[str]:
+    """Why each column the loader refuses, whatever its shards hold, cannot be loaded, and
+    what to do: a tensor stored transposed (an Arrow ``fixed_shape_tensor`` with a
+    ``permutation``, as another writer or an earlier snap kept it). Its files are valid Arrow:
+    no shard is damaged, and deleting them would not help."""
+    return [
+        f"column {f.name!r} holds tensors stored transposed (an Arrow fixed_shape_tensor of "
+        f"shape {list(f.type.shape)} with the permutation {list(f.type.permutation)}, as another "
+        "writer or an earlier snap kept it): its shards are valid Arrow files, but the loader "
+        "refuses the column, whose axes it would give in the stored order; make the snapshot "
+        "again (snap create --overwrite stores tensors in their logical order), or read the "
+        "other columns (loader(columns=[...]), snap bench --columns)"
+        for f in schema
+        if is_transposed(f.type)
+    ]

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,6 +53,7 @@ MISSING = Lost("missing")  # a shard's problem when it is not there
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
 STOP_AFTER = 16  # shards in a row unreadable alike: the storage's, not theirs (stops verify)
+AHEAD = 256  # shards' checks handed to the threads at a time (or twice the threads)
 _PROCESS_WIDE = (errno.EMFILE, errno.ENFILE)  # (out of memory too: no shard's, stops verify)
 
 
@@ -93,7 +95,7 @@ class VerifyReport:
     fast: bool
     seconds: float
     shards: list[ShardCheck] = field(default_factory=list)
-    unloadable: list[str] = field(default_factory=list)  # (see unloadable_columns)
+    unloadable: list[str] = field(default_factory=list)  # (see stored_types.unloadable_columns)
 
     @property
     def damaged(self) -> list[ShardCheck]:
@@ -182,7 +184,7 @@ def verify(
 
     pool = ThreadPoolExecutor(threads, thread_name_prefix="snap-verify")
     try:
-        results = _checked_all(pool, run, snapshot.shards)
+        results = _checked_all(pool, run, snapshot.shards, max(AHEAD, 2 * threads))
     except RuntimeError as err:  # (its threads start as shards are handed out)
         fewer = f"check fewer shards at once ({named('--threads', 'threads=')})"
         faults.raise_no_thread(f"verify of {snapshot.url}", err, fewer)
@@ -190,18 +192,31 @@ def verify(
     finally:  # (an answer found early: the shards not started are not checked)
         pool.shutdown(wait=True, cancel_futures=True)
     seconds = time.perf_counter() - started
-    return VerifyReport(snapshot.url, fast, seconds, results, unloadable_columns(snapshot.schema))
+    return VerifyReport(
+        snapshot.url, fast, seconds, results, stored_types.unloadable_columns(snapshot.schema)
+    )
 
 
 def _checked_all(
-    pool: ThreadPoolExecutor, run: Callable[[ShardEntry], ShardCheck], shards: Sequence[ShardEntry]
+    pool: ThreadPoolExecutor,
+    run: Callable[[ShardEntry], ShardCheck],
+    shards: Sequence[ShardEntry],
+    ahead: int,
 ) -> list[ShardCheck]:
     """Every shard's check, in the manifest's order; a StorageError instead where every
-    shard (the only one too), or :data:`STOP_AFTER` in a row, failed alike: one line."""
-    pending = {pool.submit(run, entry): i for i, entry in enumerate(shards)}
+    shard (the only one too), or :data:`STOP_AFTER` in a row, failed alike: one line. Checks
+    are handed out ``ahead`` at a time: all at once, each wait looked at every check still
+    pending (25,600 shards: 69-103 s, 13-16 s so)."""
+    queue, submitted = iter(enumerate(shards)), 0
+    pending: dict[Future[ShardCheck], int] = {}
     results: dict[int, ShardCheck] = {}
     streak: list[ShardCheck] = []
-    while pending:
+    while True:
+        for i, entry in itertools.islice(queue, ahead - len(pending)):
+            pending[pool.submit(run, entry)] = i
+            submitted += 1
+        if not pending:
+            break
         done, _ = wait(pending, return_when=FIRST_COMPLETED)
         for future in sorted(done, key=pending.__getitem__):  # (a run: in the manifest's order)
             check = results[pending.pop(future)] = future.result()
@@ -210,7 +225,7 @@ def _checked_all(
             if check.unreadable:
                 streak.append(check)
             if len(streak) >= STOP_AFTER and len(shards) > STOP_AFTER:
-                unchecked = sum(not f.done() for f in pending)  # (done ones are checked)
+                unchecked = sum(not f.done() for f in pending) + len(shards) - submitted
                 raise StorageError(
                     f"{streak[0].problem} (and the {len(streak) - 1} shards checked next failed "
                     f"alike: verify stopped, {unchecked} of {len(shards)} shards not checked)"
@@ -220,23 +235,6 @@ def _checked_all(
         others = f" (and every other shard failed alike: none of the {len(checks)} could be read)"
         raise StorageError(f"{checks[0].problem}{others * (len(checks) > 1)}")
     return checks
-
-
-def unloadable_columns(schema: pa.Schema) -> list[str]:
-    """Why each column the loader refuses, whatever its shards hold, cannot be loaded, and
-    what to do: a tensor stored transposed (an Arrow ``fixed_shape_tensor`` with a
-    ``permutation``, as another writer or an earlier snap kept it). Its files are valid Arrow:
-    no shard is damaged, and deleting them would not help."""
-    return [
-        f"column {f.name!r} holds tensors stored transposed (an Arrow fixed_shape_tensor of "
-        f"shape {list(f.type.shape)} with the permutation {list(f.type.permutation)}, as another "
-        "writer or an earlier snap kept it): its shards are valid Arrow files, but the loader "
-        "refuses the column, whose axes it would give in the stored order; make the snapshot "
-        "again (snap create --overwrite stores tensors in their logical order), or read the "
-        "other columns (loader(columns=[...]), snap bench --columns)"
-        for f in schema
-        if stored_types.is_transposed(f.type)
-    ]
 
 
 def _fast_check(
