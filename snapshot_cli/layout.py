@@ -22,17 +22,20 @@ from typing import Any
 
 from .errors import ManifestError
 
+# A number written zero-padded to N digits (``f"{n:0Nd}"``): N digits, or more without a
+# leading zero once it outgrows them (a task's 10,000th shard: ``-10000``).
+_WIDE4, _WIDE5, _WIDE8 = (rf"(?:\d{{{n}}}|[1-9]\d{{{n},}})" for n in (4, 5, 8))
 MANIFEST_NAME = "manifest.json"
 SHARDS_DIR = "shards"
 RUNS_DIR = "_runs"
 VERSIONS_DIR = "_versions"
-_VERSION_RE = re.compile(r"^v(\d{8,})\.json$")
-_TASKS_RE = re.compile(r"^v(\d{8,})\.tasks\.json$")
+_VERSION_RE = re.compile(rf"^v({_WIDE8})\.json$")
+_TASKS_RE = re.compile(rf"^v({_WIDE8})\.tasks\.json$")
 RUN_FILE = "run.json"
 TASKS_DIR = "tasks"
 LEASE_PREFIX = "lease-"
 TEMPORARY_SUFFIX = ".tmp"
-_LEASE_RE = re.compile(r"^lease-(\d{8,})\.json$")
+_LEASE_RE = re.compile(rf"^lease-({_WIDE8})\.json$")
 
 
 def manifest_path(root: str) -> str:
@@ -120,7 +123,7 @@ def is_run_name(name: str) -> bool:
 
 
 _RUN_ID = re.compile(r"^[0-9a-f]{1,32}$")
-_SHARD_NAME = re.compile(r"^[0-9a-f]{1,32}-\d{5,}-\d{4,}(-\d{8,})?\.arrow$")
+_SHARD_NAME = re.compile(rf"^[0-9a-f]{{1,32}}-{_WIDE5}-{_WIDE4}(-{_WIDE8})?\.arrow$")
 
 
 def is_own_run(name: str) -> bool:
@@ -165,9 +168,9 @@ def is_temporary(name: str) -> bool:
 _PARTS = (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR)
 _OWN_FILE = re.compile(
     r"^(?P<root>.*?)/(?:"
-    rf"(?P<shards>{SHARDS_DIR})/[0-9a-f]+-\d{{5,}}-\d{{4,}}(?:-\d{{8,}})?\.arrow"
-    rf"|(?P<runs>{RUNS_DIR})/(?:lease-\d{{8,}}\.json|[0-9a-f]+/(?:{RUN_FILE}|{TASKS_DIR}/\d{{5,}}\.json))"
-    rf"|(?P<versions>{VERSIONS_DIR})/v\d{{8,}}(?:\.tasks)?\.json"
+    rf"(?P<shards>{SHARDS_DIR})/[0-9a-f]+-{_WIDE5}-{_WIDE4}(?:-{_WIDE8})?\.arrow"
+    rf"|(?P<runs>{RUNS_DIR})/(?:lease-{_WIDE8}\.json|[0-9a-f]+/(?:{RUN_FILE}|{TASKS_DIR}/{_WIDE5}\.json))"
+    rf"|(?P<versions>{VERSIONS_DIR})/v{_WIDE8}(?:\.tasks)?\.json"
     r")$"
 )
 

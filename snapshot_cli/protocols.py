@@ -21,10 +21,10 @@ OBJECT_STORES = frozenset({"gs", "gcs", "s3", "s3a", "az", "abfs", "abfss"})
 PRECONDITION_PROTOCOLS = frozenset({"gs", "gcs", "s3", "s3a"})
 HDFS_PROTOCOLS = frozenset({"hdfs", "arrow_hdfs", "webhdfs", "webHDFS"})
 WEBHDFS_PROTOCOLS = frozenset({"webhdfs", "webHDFS"})
-# Their glob makes one listing of all below a path, which fails whole (it walks no directory,
-# so leaves none out: :mod:`snapshot_cli.globbing`); S3's for a ``**`` only.
-FLAT_GLOB = frozenset({"memory", "gs", "gcs"})
-FLAT_DEEP_GLOB = frozenset({"s3", "s3a"})
+# Their glob walks a directory at a time and drops a listing that fails: snap walks them
+# itself, saying such a failure (:mod:`snapshot_cli.globbing`). Others are asked as they are
+# (gcsfs, s3fs: one listing of a prefix, the server filtering it; memory; HTTP's own rules).
+WALKED_GLOB = frozenset({"file", "local"}) | HDFS_PROTOCOLS
 
 
 def protocol(fs: AbstractFileSystem) -> str:

@@ -114,10 +114,11 @@ def blocked(path: Path, pick: str = PICK) -> tuple[str, str] | None:
                     f"{part} is a loop of symbolic links (to {target}, which leads back to itself)",
                     f"point it at a directory (ln -sfn DIR {part}), or {pick}",
                 )
-            if os.path.lexists(os.path.join(part.parent, target)):  # (a link to a link...)
-                target = os.path.realpath(part)  # (...to what is missing)
+            missing = os.path.normpath(os.path.join(part.parent, target))  # (from the link's)
+            if os.path.lexists(missing):  # (a link to a link...)
+                target = missing = os.path.realpath(part)  # (...to what is missing)
             return (f"{part} is a broken symbolic link (to {target}, which does not exist)",
-                    f"create {target} (or mount the disk it is on), point the link at a "
+                    f"create {missing} (or mount the disk it is on), point the link at a "
                     f"directory that exists (ln -sfn DIR {part}), or {pick}")  # fmt: skip
         if not stat.S_ISDIR(followed):
             return f"{part} is a symbolic link to {target}, a file, not a directory", pick

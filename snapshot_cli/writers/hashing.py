@@ -162,7 +162,10 @@ def tensor_digest(tensor: Any) -> str | None:
     import torch
 
     try:
-        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        held = tensor.detach().to("cpu").resolve_conj().resolve_neg()  # (lazy ones: as values)
+        flat = held.contiguous().reshape(-1)
+        if flat.numel() and flat.stride(-1) != 1:  # (one value, any stride: "contiguous")
+            flat = torch.empty(flat.shape, dtype=flat.dtype).copy_(flat)
         data = flat.view(torch.uint8).numpy()
     except Exception:
         return None

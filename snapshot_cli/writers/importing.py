@@ -58,7 +58,8 @@ def _split(spec: str, what: str) -> tuple[str, str]:
     return target, func
 
 
-def _is_file_target(target: str) -> bool:
+def is_file_target(target: str) -> bool:
+    """Whether a spec's target names a file (``path/to/file.py``), not a module."""
     return target.endswith((".py", ".ipynb")) or os.sep in target or "/" in target
 
 
@@ -158,7 +159,7 @@ def _check_file(path: str, target: str, what: str, spec: str) -> None:
 
 
 def _import_target(target: str, what: str, spec: str) -> Any:
-    if _is_file_target(target):
+    if is_file_target(target):
         path = _file_path(target)
         _check_file(path, target, what, spec)
         _put_on_path(os.path.dirname(path))  # as `python file.py` does, for sibling imports
@@ -272,9 +273,9 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     spec = _expanded(spec)
     key = f"{what}|{spec}"
     target = spec.rpartition(":")[0]
-    if _is_file_target(target) and (gone := cwd_gone(target)) is not None:
+    if is_file_target(target) and (gone := cwd_gone(target)) is not None:
         raise PipelineLoadError(f"cannot load the {what} {spec!r}: {gone}")
-    path = _file_path(target) if _is_file_target(target) else None
+    path = _file_path(target) if is_file_target(target) else None
     if key in _loaded and (path is None or _stamps.get(path) == _stamp(path)):
         return _loaded[key]
     target, func_name = _split(spec, what)

@@ -75,13 +75,17 @@ def continued(ref: PipelineRef, made: Manifest | None, runs: list[dict[str, Any]
     unfinished first run in ``runs``) if that was made before the function's name counted
     (2026-11-30) by this function, the name its spec gives: the snapshot stays up to date,
     the run resumes, and their next versions keep that hash. Another function's is other
-    code, as it should be."""
-    if ref.by_value:
-        return ref
+    code, as it should be. A function sent by value likewise keeps the hash snap before
+    2026-12-01 gave it where that differs only in how a logger it uses counted."""
     if made is not None:
         pairs = [(made.pipeline.get("spec"), made.fingerprint_parts.get("code"))]
     else:
         pairs = [(r.get("pipeline"), (r.get("parts") or {}).get("code")) for r in runs]
+    if ref.by_value:  # (made before a logger counted by its name: the hash it had then)
+        codes = {c for s, c in pairs if not s and c and c != ref.code_hash}
+        if codes and (old := shipping.identity(ref.function, before=True)) in codes:
+            return replace(ref, code_hash=old)
+        return ref
     mine = spec_name(ref.spec)
     if any(spec_name(str(s or "")) == mine and c == ref.file_hash for s, c in pairs):
         return replace(ref, code_hash=ref.file_hash)

@@ -150,15 +150,17 @@ def load(payload: str) -> Callable[..., Any]:
 # --- identity --------------------------------------------------------------------------------
 
 
-def identity(fn: Callable[..., Any], strict: bool = False) -> str:
+def identity(fn: Callable[..., Any], strict: bool = False, before: bool = False) -> str:
     """sha256 of a by-value function: its code and every value it uses (see module docs).
 
-    A value that cannot be pickled counts by its type alone, unless ``strict``.
+    A value that cannot be pickled counts by its type alone, unless ``strict``. ``before``:
+    as snap before 2026-12-01 counted it (a logger by its attributes, the whole logging
+    tree), for a snapshot made then (:func:`.pipeline.continued`).
 
     Raises:
         Unshippable: with ``strict``, a value it uses cannot be pickled (nor shipped).
     """
-    walker = _Walker(strict)
+    walker = _Walker(strict, before)
     walker.value(fn, "the function")
     return walker.hexdigest()
 
@@ -179,8 +181,8 @@ def _code_digest(code: types.CodeType) -> str:
 class _Walker:
     """Feeds a value and everything it refers to into one sha256, deterministically."""
 
-    def __init__(self, strict: bool) -> None:
-        self.strict = strict
+    def __init__(self, strict: bool, before: bool = False) -> None:
+        self.strict, self.before = strict, before
         self._h = hashlib.sha256()
         self._seen: dict[int, int] = {}
         self._keep: list[Any] = []  # ids stay unique while the walk runs
@@ -217,7 +219,7 @@ class _Walker:
         elif isinstance(v, (set, frozenset)):
             digests = []
             for item in v:
-                sub = _Walker(self.strict)
+                sub = _Walker(self.strict, self.before)
                 sub.value(item, where)
                 digests.append(sub.hexdigest())
             self._add(type(v).__name__, *sorted(digests))
@@ -245,7 +247,7 @@ class _Walker:
             self._named(v, where)
         elif is_torch(v, "Tensor"):
             self._tensor(v, where)
-        elif isinstance(v, logging.Logger):  # by name, as it pickles (not the whole tree)
+        elif isinstance(v, logging.Logger) and not self.before:  # by name, as it pickles
             self._add("logger", v.name)
         elif is_torch(v, "Generator"):  # its pickle holds its state's storage key
             self._add("torch.Generator", str(v.device))
@@ -256,6 +258,11 @@ class _Walker:
     def _tensor(self, v: Any, where: str) -> None:
         """A torch tensor (a Parameter, a model's weights) by its type, dtype, shape and
         values, as an ndarray is (see :func:`.hashing.tensor_digest`)."""
+        if getattr(v, "is_nested", False):  # a nested tensor: by its tensors
+            self._named(type(v), where)
+            self._add("nested", str(v.dtype), v.requires_grad)
+            self.value(list(v.detach().unbind()), f"{where} (its tensors)")
+            return
         parts = sparse_parts(v)
         if parts:  # a sparse tensor: by its parts, each a dense tensor
             self._named(type(v), where)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import os_paths, storage
+from . import importing
 from . import inputs as inputs_mod
 from . import pipeline as pipeline_mod
 from .input_names import as_text
@@ -52,17 +53,14 @@ def kept() -> Iterator[None]:
         _started.reset(token)
 
 
-def _is_file_target(target: str) -> bool:  # (as importing reads a spec)
-    return target.endswith((".py", ".ipynb")) or os.sep in target or "/" in target
-
-
 def anchored_spec(spec: str, start: str | None) -> str:
     """A ``path/to/file.py:fn`` spec with its relative path made absolute from ``start``;
     a module spec, or an absolute path, as it is."""
     target, sep, func = spec.rpartition(":")
-    if start is None or not sep or not target or not _is_file_target(target):
+    if start is None or not sep or not target or not importing.is_file_target(target):
         return spec
-    return os.path.join(start, os.path.expanduser(target)) + sep + func
+    target = os.path.expanduser(target.removeprefix("file://"))  # (as importing reads it)
+    return os.path.join(start, target) + sep + func
 
 
 def anchored_path(text: str, options: dict[str, Any] | None, start: str | None) -> str:

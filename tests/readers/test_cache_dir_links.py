@@ -80,3 +80,15 @@ def test_a_locks_directory_that_is_a_broken_link_is_named(tmp_path: Path) -> Non
         ShardCache(tmp_path / "c")
     assert f"{tmp_path / 'c' / '.locks'} is a broken symbolic link" in str(caught.value)
     assert os.path.isdir(tmp_path / "c")
+
+
+def test_a_relative_link_is_followed_from_its_own_directory(links: Path) -> None:
+    """A link's relative target is from the link's directory, not the working directory:
+    ``disks/cache -> fast`` said "create fast" (a review's finding)."""
+    (links / "disks").mkdir()
+    (links / "disks" / "cache").symlink_to("fast")
+    with pytest.raises(OptionError) as caught:
+        ShardCache("disks/cache")
+    text = str(caught.value)
+    assert "disks/cache is a broken symbolic link (to fast, which does not exist)" in text
+    assert "create disks/fast (or mount" in text, text  # (from here, as it was given)

@@ -12,6 +12,7 @@ any library made so far). Each case runs in processes apart here.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +42,9 @@ values = {
     "a sparse COO tensor": torch.eye(3).to_sparse(),
     "a sparse CSR tensor": torch.eye(3).to_sparse_csr(),
     "a torch generator": torch.Generator().manual_seed(1),
+    "a conjugated tensor": torch.tensor([1 + 2j, 3 - 1j]).conj(),
+    "a negated view": torch.tensor([1 + 2j]).conj().imag,
+    "a nested tensor": torch.nested.nested_tensor([torch.ones(2), torch.zeros(3)]),
     "a jax array": jnp.arange(5),
     "a logger": logging.getLogger("prep"),
 }
@@ -81,6 +85,9 @@ NAMES = [
     "a sparse COO tensor",
     "a sparse CSR tensor",
     "a torch generator",
+    "a conjugated tensor",
+    "a negated view",
+    "a nested tensor",
     "a jax array",
     "a logger",
 ]
@@ -155,3 +162,42 @@ def test_a_logger_counts_by_its_name() -> None:
 
     assert _identity(logging.getLogger("a")) == _identity(logging.getLogger("a"))
     assert _identity(logging.getLogger("a")) != _identity(logging.getLogger("b"))
+
+
+def test_a_snapshot_made_when_a_logger_counted_otherwise_stays_up_to_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A logger counted by its attributes before 2026-12-01: a snapshot made then of a
+    pipeline using one stays up to date (not "different pipeline code"), and grows on."""
+    import logging
+
+    import snapshot_cli as snap
+    from snapshot_cli.writers import pipeline as pipeline_mod
+    from snapshot_cli.writers import shipping
+
+    log = logging.getLogger("prep.before")
+
+    def prep(i: int) -> dict[str, int]:
+        log.debug("record %s", i)
+        return {"i": i}
+
+    now = shipping.identity
+    assert now(prep) != now(prep, before=True)  # (else this test tests nothing)
+    # the logging tree as a second run's process has it when it counts (snap's own loggers
+    # made): a logger counted by its attributes counted every logger made so far
+    snap.create(prep, str(tmp_path / "first"), inputs=[1], workers=0)
+    monkeypatch.setattr(pipeline_mod.shipping, "identity", lambda fn: now(fn, before=True))
+    out = str(tmp_path / "s")
+    made = snap.create(prep, out, inputs=[1, 2], workers=0)  # as snap before made it
+    monkeypatch.undo()
+    again = snap.create(prep, out, inputs=[1, 2], workers=0)
+    assert again.reused and again.fingerprint == made.fingerprint
+    grown = snap.create(prep, out, inputs=[1, 2, 3], workers=0)
+    assert grown.num_records == 3 and grown.version == 2
+
+    def other(i: int) -> dict[str, int]:
+        log.debug("record %s", i)
+        return {"i": i + 1}
+
+    with pytest.raises(snap.SnapshotExistsError, match="different pipeline code"):
+        snap.create(other, out, inputs=[1, 2, 3], workers=0)

@@ -90,6 +90,21 @@ def test_output_and_inputs_are_from_where_the_command_started(
     assert code == 0 and json.loads(out)["reused"] is True, out
 
 
+@pytest.mark.parametrize(
+    "spelling", ["file://pipelines/prep.py:f", "file://{root}/pipelines/prep.py:f"]
+)
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_file_url_spec_is_from_where_the_command_started(
+    project: Path, spelling: str, workers: str
+) -> None:
+    """``file://`` specs were joined to the start directory as text ("pipeline file
+    '/start/file:///abs/prep.py' not found"; a review's finding)."""
+    spec = spelling.format(root=project)
+    code, out = run(spec, "out", "--input", "data/*.bin", "--workers", workers)
+    assert code == 0, out
+    assert [r["file"] for r in records(project / "out")] == [str(project / "data" / "a.bin")]
+
+
 def test_an_input_named_exactly_is_found(project: Path) -> None:
     """It is not beside the pipeline: "matched no files" was said of it."""
     code, out = run("pipelines/prep.py:f", "out", "--input", "data/a.bin", "--workers", "0")
