@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import hashlib
 import importlib.util
 import os
 import sys
@@ -195,3 +196,16 @@ def prefixes(name: str) -> list[str]:
     """``a.b.c`` → ``a``, ``a.b``, ``a.b.c``: importing it runs each."""
     parts = name.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def code_digest(code: types.CodeType) -> str:
+    """Bytecode digest for functions without source (exec'd strings): stable in a process
+    and across runs of one Python version (every set constant's items in a fixed order: a
+    set of numbers compiled from source and one loaded from a .pyc, which marshal writes
+    sorted, iterate otherwise where their hashes collide)."""
+    h = hashlib.sha256()
+    h.update(code.co_code)
+    for const in code.co_consts:
+        h.update(constant(const, code_digest, every_set=True).encode())
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    return h.hexdigest()

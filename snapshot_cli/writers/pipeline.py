@@ -31,7 +31,9 @@ class PipelineRef:
     spec: str  # "" when the function is shipped by value
     function: Callable[..., Any]
     code_hash: str
-    file_hash: str = ""  # the code hash before the function's name counted (by name only)
+    # the code hash an earlier snap gave it, where another: by name, before the function's
+    # name counted (2026-11-30); by value, before a logger counted by its name (2026-12-01)
+    earlier_hash: str = ""
 
     @property
     def by_value(self) -> bool:
@@ -82,13 +84,12 @@ def continued(ref: PipelineRef, made: Manifest | None, runs: list[dict[str, Any]
     else:
         pairs = [(r.get("pipeline"), (r.get("parts") or {}).get("code")) for r in runs]
     if ref.by_value:  # (made before a logger counted by its name: the hash it had then)
-        codes = {c for s, c in pairs if not s and c and c != ref.code_hash}
-        if codes and (old := shipping.identity(ref.function, before=True)) in codes:
-            return replace(ref, code_hash=old)
+        if ref.earlier_hash and any(not s and c == ref.earlier_hash for s, c in pairs):
+            return replace(ref, code_hash=ref.earlier_hash)
         return ref
     mine = spec_name(ref.spec)
-    if any(spec_name(str(s or "")) == mine and c == ref.file_hash for s, c in pairs):
-        return replace(ref, code_hash=ref.file_hash)
+    if any(spec_name(str(s or "")) == mine and c == ref.earlier_hash for s, c in pairs):
+        return replace(ref, code_hash=ref.earlier_hash)
     return ref
 
 
@@ -155,7 +156,7 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     spec = shipping.importable_spec(pipeline)
     if spec is not None:
         return PipelineRef(spec, pipeline, _named(digest := file_hash(pipeline), spec), digest)
-    return PipelineRef("", pipeline, shipping.identity(pipeline))
+    return PipelineRef("", pipeline, *shipping.identities(pipeline))
 
 
 def check_arguments(pipeline: object, output: object) -> None:

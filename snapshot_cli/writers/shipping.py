@@ -165,17 +165,16 @@ def identity(fn: Callable[..., Any], strict: bool = False, before: bool = False)
     return walker.hexdigest()
 
 
-def _code_digest(code: types.CodeType) -> str:
-    """Bytecode digest for functions without source (exec'd strings): stable in a process
-    and across runs of one Python version (every set constant's items in a fixed order: a
-    set of numbers compiled from source and one loaded from a .pyc, which marshal writes
-    sorted, iterate otherwise where their hashes collide)."""
-    h = hashlib.sha256()
-    h.update(code.co_code)
-    for const in code.co_consts:
-        h.update(codescan.constant(const, _code_digest, every_set=True).encode())
-    h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
-    return h.hexdigest()
+def identities(fn: Callable[..., Any]) -> tuple[str, str]:
+    """:func:`identity` of ``fn``, and where it uses a logger, the one snap gave it before
+    2026-12-01 (else ""), counted now, at the point of a create where snap counted it then:
+    that one counted the logging tree (the loggers made so far, a logger's cache of the
+    levels it was asked about, its handlers), which a notebook's second run of a create
+    changed ("different pipeline code"). A fresh process that makes the same snapshot again
+    gets the same tree: the snapshot stays up to date (:func:`.pipeline.continued`)."""
+    walker = _Walker(strict=False)
+    walker.value(fn, "the function")
+    return walker.hexdigest(), identity(fn, before=True) if walker.loggers else ""
 
 
 class _Walker:
@@ -183,6 +182,7 @@ class _Walker:
 
     def __init__(self, strict: bool, before: bool = False) -> None:
         self.strict, self.before = strict, before
+        self.loggers = False  # (met one)
         self._h = hashlib.sha256()
         self._seen: dict[int, int] = {}
         self._keep: list[Any] = []  # ids stay unique while the walk runs
@@ -222,6 +222,7 @@ class _Walker:
                 sub = _Walker(self.strict, self.before)
                 sub.value(item, where)
                 digests.append(sub.hexdigest())
+                self.loggers |= sub.loggers
             self._add(type(v).__name__, *sorted(digests))
         elif isinstance(v, np.ma.MaskedArray) and v.dtype != object:  # data and mask
             self._add("masked", v.dtype.str, v.shape, np.asarray(v).tobytes())
@@ -249,6 +250,7 @@ class _Walker:
             self._tensor(v, where)
         elif isinstance(v, logging.Logger) and not self.before:  # by name, as it pickles
             self._add("logger", v.name)
+            self.loggers = True
         elif is_torch(v, "Generator"):  # its pickle holds its state's storage key
             self._add("torch.Generator", str(v.device))
             self.value(v.get_state(), f"{where} (its state)")
@@ -322,7 +324,7 @@ class _Walker:
             source = None if fn.__name__ == "<lambda>" else inspect.getsource(fn)
         except (OSError, TypeError):
             source = None
-        self._add(source if source is not None else _code_digest(fn.__code__))
+        self._add(source if source is not None else codescan.code_digest(fn.__code__))
         self.value(fn.__defaults__, f"{where} (its defaults)")
         self.value(fn.__kwdefaults__, f"{where} (its defaults)")
         self.value(dict(sorted(vars(fn).items())), f"{where} (its attributes)")

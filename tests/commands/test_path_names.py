@@ -135,8 +135,9 @@ def test_an_output_too_long_for_its_files_is_not_called_unfinished(
     assert len(str(out / "_runs")) <= limit
     code, _, stderr = create(spec, out, "--param", "tag=1")
     assert code == 1 and "too long" in stderr
+    assert not out.exists()  # (the first lease not written: what the create made goes)
     code, _, stderr = run("inspect", str(out))
-    assert code == 1 and "is not a snapshot" in stderr
+    assert code == 1 and "does not exist" in stderr
     assert "unfinished" not in stderr and "resume" not in stderr
 
 
