@@ -192,7 +192,7 @@ def summarise_value(value: Any) -> Any:
             low, high, mean, non_finite = _statistics(flat)
             out["min"] = None if low is None else _scalar(low)
             out["max"] = None if high is None else _scalar(high)
-            out["mean"] = None if mean is None else round(mean, 6)
+            out["mean"] = None if mean is None else _scalar(round(mean, 6))
             out["non_finite"] = non_finite
         # (text, bytes and arrays among them, a list of tags' or a ragged column's, each
         # summarised as a value of its own: a 5,000-character tag is cut as a str is)
@@ -220,7 +220,7 @@ def _statistics(flat: np.ndarray) -> tuple[Any, Any, float | None, int]:
         return flat.min(), flat.max(), float(np.mean(flat, dtype=np.float64)), 0
     low: Any = None
     high: Any = None
-    total, count = 0.0, 0
+    mean, count = 0.0, 0
     for at in range(0, flat.size, STATISTICS_CHUNK):
         part = flat[at : at + STATISTICS_CHUNK]
         finite = part[np.isfinite(part)]
@@ -228,9 +228,13 @@ def _statistics(flat: np.ndarray) -> tuple[Any, Any, float | None, int]:
             lo, hi = finite.min(), finite.max()
             low = lo if low is None else min(low, lo)
             high = hi if high is None else max(high, hi)
-            total += float(finite.sum(dtype=np.float64))
+            # a mean of means, each of values scaled to at most 1: a sum of large finite
+            # values was inf ("mean": Infinity, no JSON; a probe's 1.7e308s)
+            scale = max(abs(float(lo)), abs(float(hi))) or 1.0
+            part_mean = float(np.mean(finite / np.float64(scale), dtype=np.float64)) * scale
             count += finite.size
-    return low, high, (total / count if count else None), flat.size - count
+            mean += (part_mean - mean) * (finite.size / count)
+    return low, high, (mean if count else None), flat.size - count
 
 
 def _item(x: Any) -> Any:

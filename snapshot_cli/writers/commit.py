@@ -14,7 +14,7 @@ import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .. import __version__, durable, layout, storage, stored_types, versions
+from .. import __version__, durable, layout, mismatch, storage, stored_types, versions
 from .. import history as history_mod
 from .. import schema as schema_mod
 from ..errors import (
@@ -131,7 +131,7 @@ class SchemaAgreement:
         for field in base:
             if field.name in s.names and s.field(field.name).type != field.type:
                 kinds = [(field.type, name(base_task)), (s.field(field.name).type, name(task))]
-                err = _two_snaps(field.name, kinds) or schema_mod.unify_error(field.name, kinds)
+                err = _two_snaps(field.name, kinds) or mismatch.unify_error(field.name, kinds)
                 note = advice.ragged_names_note(advice.unmatched_ragged(declared, s.names), s.names)
                 raise SchemaMismatchError(f"{err}. {note}") if note else err
         if sorted(s.names) == sorted(base.names):

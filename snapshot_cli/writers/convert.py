@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from .. import arrays, stored_types
+from .. import arrays, mismatch, stored_types
 from .. import schema as schema_mod
 from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import OptionError, RecordError, SchemaMismatchError
@@ -218,7 +218,7 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:
     for field in schema:
         got = batch.schema.field(field.name).type
         if got != field.type:
-            raise SchemaMismatchError(schema_mod.mismatch_message(field.name, field.type, got))
+            raise SchemaMismatchError(mismatch.mismatch_message(field.name, field.type, got))
     if batch.schema.names != schema.names:
         batch = batch.select(schema.names)
     return pa.RecordBatch.from_arrays(batch.columns, schema=schema)

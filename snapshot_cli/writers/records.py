@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import arrays
+from .. import arrays, mismatch
 from .. import schema as schema_mod
 from ..arrays import OffsetOverflow, from_numpy, strings
 from ..errors import RecordError, SchemaMismatchError
@@ -143,7 +143,7 @@ class ColumnBuilder:
                 f"column {self.name!r} changed type between records: "
                 f"{describe(self.cls, self.dtype, self.shape)} before, "
                 f"{describe(cls, dtype, shape)} now"
-                + schema_mod.convert_hint(arrow_type(self.cls, self.dtype), arrow_type(cls, dtype))
+                + mismatch.convert_hint(arrow_type(self.cls, self.dtype), arrow_type(cls, dtype))
             )
         elif cls == ARRAY and shape != self.shape:
             if len(shape) != len(self.shape):
@@ -154,7 +154,7 @@ class ColumnBuilder:
                 )
             if self.kind == "tensor":
                 now = schema_mod.ragged_type(pa.from_numpy_dtype(dtype), len(shape))
-                raise SchemaMismatchError(schema_mod.mismatch_message(self.name, self.target, now))
+                raise SchemaMismatchError(mismatch.mismatch_message(self.name, self.target, now))
             if not self.varying:  # the rows so far become values of their own
                 self.values, self.block = list(self._stacked()), None
             self.varying = True
@@ -252,7 +252,7 @@ class ColumnBuilder:
         else:
             now = pa.fixed_shape_tensor(pa.from_numpy_dtype(self.dtype), self.shape)
         if now != target:
-            raise SchemaMismatchError(schema_mod.mismatch_message(self.name, target, now))
+            raise SchemaMismatchError(mismatch.mismatch_message(self.name, target, now))
 
     def _is_ragged(self, target: pa.DataType | None) -> bool:
         target_ragged = (

@@ -41,8 +41,15 @@ def as_numpy_time(value: Any, column: str) -> Any:
         if value.tzinfo is not None:
             raise _zoned(column, value)
         return np.datetime64(value, "us")
-    if isinstance(value, datetime.timedelta):
-        return np.timedelta64(value, "us")
+    if isinstance(value, datetime.timedelta):  # (numpy wraps one past int64 us silently)
+        us = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+        if not -(2**63) < us < 2**63:  # (-2**63 is NaT)
+            raise RecordError(
+                f"column {column!r} has the timedelta {value}, longer than the 292,000 years "
+                "a duration in microseconds holds (timedelta.max, a 'never' sentinel?); store "
+                "it as a number of seconds (value.total_seconds()), or a flag column for 'never'"
+            )
+        return np.timedelta64(us, "us")
     return value
 
 
@@ -54,13 +61,19 @@ def check_time(dtype: np.dtype, column: str, missing: int) -> None:
         raise RecordError(
             f"column {column!r} has dtype {dtype}; snap stores times in seconds, "
             "milliseconds, microseconds or nanoseconds: "
-            f"value.astype('{name}[{unit if unit in UNITS else 's'}]')"
+            f"value.astype('{name}[{_nearest(unit)}]')"
         )
     if missing:
         raise RecordError(
             f"column {column!r} holds {missing:,} missing time{'s' if missing > 1 else ''} "
             "(NaT); snap columns have no missing values: fill them or leave those records out"
         )
+
+
+def _nearest(unit: str) -> str:
+    """The unit snap stores nearest ``unit``: ns for ps, fs and as (a cast to seconds lost
+    everything below one; ns hold the years 1678-2261), s for coarser ones."""
+    return unit if unit in UNITS else "ns" if unit in ("ps", "fs", "as") else "s"
 
 
 def check_time_array(values: np.ndarray, column: str) -> None:

@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
+from snapshot_cli import mismatch
 from snapshot_cli import schema as schema_mod
 from snapshot_cli.errors import RecordError
 from snapshot_cli.readers.convert import column_to_numpy, take_rows
@@ -452,7 +453,7 @@ def test_empty_lists_are_told_to_take_the_columns_type(
         else pa.fixed_shape_tensor(array_type, shape)
     )
     before, now = (empty, other) if first else (other, empty)
-    message = schema_mod.mismatch_message("labels", before, now)
+    message = mismatch.mismatch_message("labels", before, now)
     assert "[] has no type" in message and "astype(np.float64)" not in message
     if len(shape) == 1:
         assert f"np.asarray(labels, dtype=np.{np.dtype(dtype).name})" in message
