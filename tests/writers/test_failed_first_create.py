@@ -111,7 +111,7 @@ def test_a_failed_create_that_took_a_lease_over_keeps_the_epochs() -> None:
     with unprivileged() as user:
         raw = inputs(user, 3)
         out = user.home / "taken"
-        lease_only(out, released=False, run="0a1b2c3d4e")  # (a writer elsewhere, silent)
+        lease_only(out, released=False, run="0a1b2c3d4e", ttl=3.0)  # (elsewhere, silent)
         (out / "_runs" / "0a1b2c3d4e").mkdir()
         user.own(out)
         user.chmod(raw / "1.bin", "000")
@@ -128,7 +128,7 @@ def test_a_stale_look_at_output_removes_no_lease_it_took_over(
     moment later, took the first lease and paused), the lease taken over, a failure before
     the run (an input it may not read, injected): no lease may go, whatever the look said."""
     out = tmp_path / "s"
-    lease_only(out, released=False, run="0a1b2c3d4e")  # (a writer elsewhere, silent)
+    lease_only(out, released=False, run="0a1b2c3d4e", ttl=3.0)  # (elsewhere, silent)
     (out / "_runs" / "0a1b2c3d4e").mkdir()
     monkeypatch.setattr(guards, "output_missing", lambda fs, root: True)  # (as it looked)
 
