@@ -1,5 +1,6 @@
 """A local path as the OS names it: a ``..`` after a symbolic link taken as the kernel takes
-it (used by :mod:`snapshot_cli.storage` and the pipeline's import).
+it (used by :mod:`snapshot_cli.storage` and the pipeline's import); a local OUTPUT's
+spellings (``file:v2``, ``~user/s``: :func:`local_path`).
 
 ``os.path.normpath`` and ``abspath`` drop ``x/..`` as text, which names the directory that
 holds ``x``; the kernel goes to where ``x`` leads first, then up. With ``proj/lnk`` a link to
@@ -13,6 +14,8 @@ snapshot's identity) stays.
 from __future__ import annotations
 
 import os
+
+from .errors import OptionError
 
 
 def resolved(path: str) -> str:
@@ -42,3 +45,50 @@ def _is_link(path: str) -> bool:
     if path in (".", "..", "/") or path.endswith("/.."):
         return False
     return os.path.islink(path)
+
+
+_LOCAL_SCHEMES = ("file://", "file:", "local://", "local:")  # (fsspec strips the first found)
+
+
+def without_scheme(text: str) -> str:
+    """``text`` without the local scheme fsspec takes off it (``file://``, ``file:``,
+    ``local://``, ``local:``): ``file:v2`` and ``file://v2`` are ``v2``, relative to the
+    working directory, as fsspec reads them; ``file:///data/v2`` is ``/data/v2``. Pure."""
+    for scheme in _LOCAL_SCHEMES:
+        if text.startswith(scheme):
+            return text.removeprefix(scheme)
+    return text
+
+
+def local_path(path: str, given: str) -> str:
+    """The local path ``path`` that fsspec made of the path or URL ``given``, as
+    :func:`resolved` normalizes it, or an error where ``given`` names no path.
+
+    How a local OUTPUT (or input) is spelled, the same for every command and ``snap.open``,
+    since they all take it from here (:func:`.storage.resolve`):
+
+    - ``file:v2``, ``file://v2`` (and ``local:``): ``./v2``, as fsspec reads them (a local
+      scheme, then a path relative to the working directory); ``file:///data/v2`` is
+      ``/data/v2``. A directory really named ``file:v2`` is ``./file:v2``.
+    - ``~/s`` and ``~user/s`` (also after ``file:``): in that home directory. A ``~user``
+      naming no user of this machine (or a ``~`` where this user has no home) is an error
+      naming it: a shell leaves it as it is, and it made a directory ``./~nouser/s``, which
+      a user almost never means; ``./~nouser/s`` names such a directory.
+
+    Raises:
+        OptionError: ``given`` starts with a ``~`` that names no home directory.
+    """
+    if path.startswith("~"):  # (fsspec's expanduser found no home: left as it was)
+        user = path.split("/", 1)[0]
+        whose = (
+            "this user has no home directory (HOME is not set, and the user is not in the "
+            "password database)"
+            if user == "~"
+            else f"there is no user {user[1:]!r} on this machine"
+        )
+        raise OptionError(
+            f"{given!r} starts with {user!r}, but {whose}, so {user!r} names no home "
+            f"directory: give the path meant (an absolute one, or ~/... for your own home), "
+            f"or ./{path} for a directory really named {user!r}"
+        )
+    return resolved(path)

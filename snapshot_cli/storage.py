@@ -89,8 +89,8 @@ def resolve(
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         hint = hdfs.CLIENT_HINT if url.split("://", 1)[0] in HDFS_PROTOCOLS else "check the URL"
         raise StorageError(f"cannot open {url}: {first}; {hint}") from err
-    if is_local(fs):  # "runs/../snap" as "snap"; "link/../snap" as the OS has it (os_paths)
-        return fs, os_paths.resolved(path)
+    if is_local(fs):  # "link/../snap" as the OS has it; "file:v2", "~nouser/s": os_paths
+        return fs, os_paths.local_path(path, url)
     return fs, path.rstrip("/") or path
 
 

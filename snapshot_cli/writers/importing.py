@@ -275,7 +275,7 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     target = spec.rpartition(":")[0]
     if is_file_target(target) and (gone := cwd_gone(target)) is not None:
         raise PipelineLoadError(f"cannot load the {what} {spec!r}: {gone}")
-    path = _file_path(target) if is_file_target(target) else None
+    path = pipeline_file(spec)
     if key in _loaded and (path is None or _stamps.get(path) == _stamp(path)):
         return _loaded[key]
     target, func_name = _split(spec, what)
@@ -303,6 +303,16 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
 def home_file(spec: str, what: str = "pipeline") -> str | None:
     """The source file of the module :func:`load_function` found ``spec``'s object in."""
     return _homes.get(f"{what}|{_expanded(spec)}")
+
+
+def pipeline_file(spec: str) -> str | None:
+    """The absolute path of the file a ``path/to/file.py:function`` spec names, the one
+    :func:`load_function` imports (``~`` expanded, ``file://`` taken off, a ``..`` after a
+    link as the OS takes it, relative to the working directory of now); None for a
+    ``package.module:function`` spec. What is shipped to Ray is read from it too
+    (:func:`.ray_code.collect`): the two cannot disagree."""
+    target = _expanded(spec).rpartition(":")[0]
+    return _file_path(target) if is_file_target(target) else None
 
 
 def _expanded(spec: str) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..child import child_path
 from ..errors import OptionError
-from . import worker
+from . import importing, worker
 
 CODE_DIR = "snap-code"  # in the job's working_dir; not a module name: nothing in it can hide one
 SHIP_LIMIT = 20 << 20  # bytes of .py files shipped with a file pipeline
@@ -77,13 +77,18 @@ class Code:
 def collect(spec: str) -> Code | None:
     """The code shipped with a ``path/to/file.py:fn`` pipeline; None for a module spec.
 
+    The pipeline's file is the one the local import takes (:func:`.importing.pipeline_file`),
+    however the spec spells it: ``file:///dir/prep.py:f``, ``~/prep.py:f`` and
+    ``lnk/../prep.py:f`` (a ``..`` after a link as the OS takes it) were read here as text,
+    and not shipped, or the wrong directory was.
+
     Raises:
         OptionError: the files are more than :data:`SHIP_LIMIT` bytes.
     """
-    path, _, fn = spec.rpartition(":")
-    if not path.endswith(".py") or not os.path.isfile(path):
+    path, fn = importing.pipeline_file(spec), spec.rpartition(":")[2]
+    if path is None or not path.endswith(".py") or not os.path.isfile(path):
         return None
-    source_dir = os.path.dirname(os.path.abspath(path))
+    source_dir = os.path.dirname(path)
     names = list(_python_files(source_dir))
     total = sum(os.path.getsize(os.path.join(source_dir, n)) for n in names)
     if total > SHIP_LIMIT:

@@ -64,19 +64,20 @@ def anchored_spec(spec: str, start: str | None) -> str:
 
 
 def anchored_path(text: str, options: dict[str, Any] | None, start: str | None) -> str:
-    """A local path (or glob) relative to the working directory, made absolute from
+    """A local path (or glob) relative to the working directory (``file:x``, ``file://x``
+    too: :func:`.os_paths.without_scheme`), made absolute from
     ``start``; anything else (a URL, an absolute or ``~`` path, what the storage reads
     otherwise) as it is."""
-    here = _cwd()
-    if not text or start is None or here is None or "://" in text or os.path.isabs(text):
+    here, bare = _cwd(), os_paths.without_scheme(text)  # ("file:x" is "x": os_paths)
+    if not text or start is None or here is None or "://" in bare or os.path.isabs(bare):
         return text
     try:
         fs, path = storage.resolve(text, options)
     except Exception:  # (said where the create resolves it, as before)
         return text
-    if not storage.is_local(fs) or path != os_paths.resolved(os.path.join(here, text)):
-        return text  # ("~/x", "file:x": not a path relative to the working directory)
-    return os.path.join(start, text)
+    if not storage.is_local(fs) or path != os_paths.resolved(os.path.join(here, bare)):
+        return text  # ("~/x": not a path relative to the working directory)
+    return os.path.join(start, bare)
 
 
 class Given:
