@@ -66,8 +66,8 @@ def make_records(item: list[int], seed: int, tokens: bool, version: int) -> Iter
     """Input ``[index, rows]`` → one batch of ``rows`` deterministic image-like records.
 
     image: 128 + 60 sin(plane wave) per channel, + uniform noise in [0, 16), with the top 4
-    rows flat (a letterbox band): ~1.2x with zstd level 1, ~1.06x with lz4, like the noisy
-    uint8 images in MEASUREMENTS.md. label: int64 in [0, 1000). tokens (optional): ragged
+    rows flat (a letterbox band): ~1.2x with zstd level 1, ~1.06x with lz4, like noisy
+    uint8 photographs. label: int64 in [0, 1000). tokens (optional): ragged
     int32, 16-256 Zipf-distributed ids per record.
     """
     del version  # part of the params only, so that changing the data changes the fingerprint

@@ -171,7 +171,8 @@ def back_off(attempt: int, what: str, err: BaseException) -> None:
 def retrying(fn: Callable[[], T], what: str = "", attempts: int | None = None) -> T:
     """Call ``fn``; retry transient failures with exponential backoff and full jitter.
 
-    Bounded: after ``RETRY_ATTEMPTS`` tries (about 15 s of waiting in all) the last error
+    Bounded: after ``RETRY_ATTEMPTS`` tries (at most ~8 s of waiting in all, ~4 s on
+    average: full jitter) the last error
     propagates. Permanent failures (missing, forbidden, exists) propagate at once, and so do
     failures the storage client already retried itself (:func:`client_tries`); the error
     carries ``snap_tries``, the number of tries made, for the message.
