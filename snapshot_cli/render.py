@@ -222,7 +222,10 @@ def unfinished_lines(state: dict[str, Any]) -> list[str]:
         started = f", started {_age(now - r['created'])} ago" if r.get("created") else ""
         lines.append(f"  run {r['run']}: {r['tasks_done']}/{r['tasks']} tasks done{started}")
     w = state.get("writer")
-    if w:
+    if w and not w["alive"] and not w.get("run"):  # (a lease of no run is no writer's)
+        lines.append(f"  last lease: {w['holder']}, of a snap gc or of a snap create that "
+                     "stopped before its run began: no writer is at work")  # fmt: skip
+    elif w:
         alive = click.style("writing", fg="green") if w["alive"] else "not running"
         lines.append(f"  writer: {w['holder']}, {alive}")
     if not state["runs"]:

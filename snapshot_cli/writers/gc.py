@@ -39,6 +39,7 @@ from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
 from ..units import flag, options_dict, parse_duration
 from . import commit as commit_mod
+from . import gc_leases
 from . import lease as lease_mod
 from . import runs as runs_mod
 from .gc_denied import cannot_write
@@ -295,7 +296,8 @@ def _gc(
     _check_is_snapshot(fs, root, report.url)
     held: lease_mod.Lease | None = None
     holder: lease_mod.LeaseInfo | None
-    leases = None  # the bytes of a _runs/ of leases only, all the snapshot holds: it goes
+    leases = None  # the bytes of a _runs/ of released leases only, all the snapshot holds
+    # but empty shards/ and _versions/ (gc_leases): they go, and so does it
     if dry_run:
         holder = lease_mod.current(fs, root)
         if holder is not None and not lease_mod.is_alive(holder):
@@ -331,29 +333,24 @@ def _gc(
                     where = storage.to_url(fs, storage.join(root, g.path))
                     raise cannot_write(report.url, err, where) from err
         own = held.epoch if held is not None else None
-        if holder is None and (leases := _leases_only(fs, root, own)) is not None:
-            why = "nothing but the leases of creates that stopped before their run"
-            report.garbage.append(Garbage(RUNS_DIR, "run", leases, why))
+        if holder is None and (found := gc_leases.leases_only(fs, root, own)) is not None:
+            size, empty = found  # (empty shards/, _versions/ first, while the lease is held)
+            try:
+                removed = dry_run or gc_leases.remove_empty(fs, root, empty)
+            except StorageError as err:
+                raise cannot_write(report.url, err) from err
+            if removed:
+                leases = size
+                kinds = {SHARDS_DIR: "shard", VERSIONS_DIR: "version"}
+                why = gc_leases.WHY_EMPTY
+                report.garbage += [Garbage(name, kinds[name], 0, why) for name in empty]
+                report.garbage.append(Garbage(RUNS_DIR, "run", leases, gc_leases.WHY))
     finally:
         if held is not None:
             held.release(remove=leases is not None)
+    if held is not None and leases is not None:
+        gc_leases.remove_runs_dir(fs, root)
     return report
-
-
-def _leases_only(fs: AbstractFileSystem, root: str, own: int | None) -> int | None:
-    """The bytes of ``_runs/`` if the snapshot holds nothing else, and it nothing but leases
-    every writer released (creates that failed before their run began; ``own``: gc's, held),
-    else None. Not a lease that is not released: its writer may only be paused, and removed,
-    the next create would take its epoch again and could resume a run it then starts under
-    the shard names that writer gives (two writers of one name)."""
-    if storage.list_names(fs, root) != [RUNS_DIR]:
-        return None
-    runs = storage.entry_sizes(fs, layout.runs_dir(root))
-    for name in runs:
-        epoch = layout.lease_epoch(name)
-        if epoch is None or (epoch != own and not lease_mod.released(fs, root, epoch)):
-            return None
-    return sum(runs.values())
 
 
 def _uncommitted_copies(fs: AbstractFileSystem, root: str) -> tuple[set[str], set[str]]:
