@@ -29,6 +29,7 @@ from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
 from ..progress import counted
 from . import advice
+from .pipeline import IDENTITY_SCHEME
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,7 @@ def build_manifest(
             "pyarrow": pa.__version__,
             "python": platform.python_version(),
             "host": socket.gethostname(),
+            "identity_scheme": IDENTITY_SCHEME,  # (how the code hash was computed)
         },
         run=run,
         history=history,

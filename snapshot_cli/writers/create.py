@@ -4,8 +4,9 @@
 2. A committed snapshot with the same fingerprint is reused (no work). A different one is an
    error unless ``overwrite``.
 3. Take the writer lease (wait while another live writer holds it).
-4. Resume the unfinished run with the same fingerprint, or start a new one; run the tasks that
-   have no result yet on the executor.
+4. Resume the unfinished run with the same fingerprint, or adopt a dead one whose finished
+   tasks the new plan has (its inputs changed since: see adopt.py), or start a new one; run
+   the tasks that have no result yet on the executor.
 5. Commit: write manifest.json atomically, then remove what it does not reference.
 """
 
@@ -183,7 +184,8 @@ def _create(
     guards.check_output(fs, root)  # (a file, foreign files, a link out of OUTPUT)
     if not overwrite:  # (a snapshot or run made before functions' names counted: its hash)
         made = commit_mod.read_manifest(fs, root)
-        ref = pipeline_mod.continued(ref, made, runs_mod.find_runs(fs, root) if not made else [])
+        runs = runs_mod.find_runs(fs, root) if not made else []
+        ref = pipeline_mod.continued(ref, made, runs, url)
     found = paths.resolve_inputs(url)
     identity = inputs_mod.Identity(ref.code_hash, params, found)
 
@@ -306,16 +308,14 @@ def _create(
         run, ranges, options, (fp, parts), chunking = runs_mod.start_or_resume(
             fs, root, identity, found, options, ref.spec,
             incremental.chunking_for(last, options.inputs_per_task, found.sizes),
+            regroup=last is None and options.inputs_per_task is None, writer=lease.epoch,
+            adopting=not overwrite,
         )  # fmt: skip
         planned = plan_against(previous, ranges, chunking)
         lease.set_run(run)
-        done = runs_mod.finished_tasks(fs, root, run)
-        work = [t for t in planned.computed if t.index not in done]
-        tasks = [TaskSpec(t.index, [found.items[j] for j in t.inputs], call_once=not found.items)
-                 for t in work]  # fmt: skip
-        if done:
-            log.info("resuming run %s: %d of %d tasks already done", run, len(done),
-                     len(planned.computed))  # fmt: skip
+        done = runs_mod.resumed(fs, root, run, planned.computed, url)  # (also said)
+        tasks = [TaskSpec(t.index, [found.items[j] for j in t.inputs], not found.items, t.key)
+                 for t in planned.computed if t.index not in done]  # fmt: skip
         job = Job(url, storage_options or {}, run, paths.job_spec(ref.spec), params,
                   options.to_json(), payload, lease.epoch)  # fmt: skip
         bar = Progress(len(planned.computed), len(done)) if how.progress else None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..console import named
-from ..errors import OptionError, PipelineLoadError
+from ..errors import OptionError, PipelineLoadError, SnapshotExistsError
 from ..manifest import Manifest
 from . import codedeps, shipping
 from .importing import home_file, load_function
@@ -54,6 +54,17 @@ class PipelineRef:
         return getattr(self.function, "__snap_ragged__", frozenset())
 
 
+# The scheme by which a pipeline's identity (its code hash: code_hash, file_hash, and
+# shipping.identities for a function sent by value) is computed, recorded by every create as
+# ``created_by.identity_scheme``. Raise it with any change to these hashes that a snap from
+# before the change cannot recognise (continued() recognises older schemes' hashes; an older
+# snap cannot know a newer one's): an older snap then says the snapshot was made by a newer
+# snap, not "different pipeline code" with advice to --overwrite it. 1: the files' bytes;
+# 2: and the name the spec gives the function (2026-11-30); 3: a logger a function sent by
+# value uses, counted by its name (2026-12-01). Snaps before 2026-12-01 record none.
+IDENTITY_SCHEME = 3
+
+
 def code_hash(spec: str, fn: Callable[..., Any]) -> str:
     """sha256 of :func:`file_hash` and of the name the spec gives the function: two functions
     of one file are two pipelines (``q.py:triple`` found the snapshot of ``q.py:double`` up
@@ -72,7 +83,9 @@ def _named(digest: str, spec: str) -> str:
     return hashlib.sha256(f"{digest}\nfunction={spec_name(spec)}".encode()).hexdigest()
 
 
-def continued(ref: PipelineRef, made: Manifest | None, runs: list[dict[str, Any]]) -> PipelineRef:
+def continued(
+    ref: PipelineRef, made: Manifest | None, runs: list[dict[str, Any]], url: str = ""
+) -> PipelineRef:
     """``ref`` with the code hash of the committed snapshot ``made`` (or, without one, of an
     unfinished first run in ``runs``) if that was made before the function's name counted
     (2026-11-30) by this function, the name its spec gives: the snapshot stays up to date,
@@ -86,11 +99,37 @@ def continued(ref: PipelineRef, made: Manifest | None, runs: list[dict[str, Any]
     if ref.by_value:  # (made before a logger counted by its name: the hash it had then)
         if ref.earlier_hash and any(not s and c == ref.earlier_hash for s, c in pairs):
             return replace(ref, code_hash=ref.earlier_hash)
-        return ref
+        return _comparable(ref, made, url)
     mine = spec_name(ref.spec)
     if any(spec_name(str(s or "")) == mine and c == ref.earlier_hash for s, c in pairs):
         return replace(ref, code_hash=ref.earlier_hash)
-    return ref
+    return _comparable(ref, made, url)
+
+
+def identity_scheme(made: Manifest) -> int | None:
+    """The identity scheme the snapshot ``made`` records (None: made before snap recorded
+    one, 2026-12-01, or by another writer)."""
+    scheme = made.created_by.get("identity_scheme")
+    return scheme if isinstance(scheme, int) and not isinstance(scheme, bool) else None
+
+
+def _comparable(ref: PipelineRef, made: Manifest | None, url: str = "") -> PipelineRef:
+    """``ref``, unless the committed snapshot ``made`` has another code hash computed by a
+    newer identity scheme than this snap's: then it may be the same code, hashed as this
+    snap cannot, and "different pipeline code, pass --overwrite" would throw it away."""
+    if made is None or made.fingerprint_parts.get("code") == ref.code_hash:
+        return ref
+    theirs = identity_scheme(made)
+    if theirs is None or theirs <= IDENTITY_SCHEME:
+        return ref
+    raise SnapshotExistsError(
+        f"{url or named('OUTPUT', 'output')} holds a snapshot made by a newer snap (pipeline "
+        f"identity scheme {theirs}; this snap computes scheme {IDENTITY_SCHEME}): it "
+        "identifies the pipeline's code otherwise, so this snap cannot tell whether your "
+        "code is the code it was made with: upgrade snap to grow or update it; pass "
+        f"{named('--overwrite', 'overwrite=True')} only if you mean to replace it, computing "
+        "it in full"
+    )
 
 
 def defining(fn: Any) -> Any:

@@ -3,7 +3,9 @@ looks like from outside (``snap inspect`` before the commit)."""
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import time
 import uuid
 from typing import Any
@@ -13,10 +15,13 @@ from fsspec import AbstractFileSystem
 from .. import layout, storage, versions
 from ..errors import SnapError, StorageError
 from ..local_files import denies_write, is_dir, owner_of, who_of, write_hint
+from . import adopt, lease
 from . import inputs as inputs_mod
-from . import lease
 from .chunking import Chunking
+from .incremental import PlannedTask
 from .options import WriteOptions
+
+log = logging.getLogger("snapshot_cli")
 
 
 def find_runs(fs: AbstractFileSystem, root: str) -> list[dict[str, Any]]:
@@ -50,8 +55,19 @@ def _is_run_state(info: Any, name: str) -> bool:
     return ok_plan and ok_created and isinstance(info.get("fingerprint", ""), str)
 
 
-def finished_tasks(fs: AbstractFileSystem, root: str, run: str) -> dict[int, dict[str, Any]]:
-    """Results of the tasks of ``run`` that finished (their result file was written)."""
+def finished_tasks(
+    fs: AbstractFileSystem, root: str, run: str, info: dict[str, Any] | None = None
+) -> dict[int, dict[str, Any]]:
+    """Results of the tasks of ``run`` that finished (their result file was written).
+
+    A run whose ``run.json`` (``info``, else read) gives its tasks' keys (snap since
+    2026-12-01): a result counts only while its key is its task's (a file of the plan the run
+    had before it was adopted, :mod:`.adopt`, is not), and the tasks it took over when it was
+    adopted count too."""
+    if info is None:
+        info = _run_state(fs, root, run)
+    keys: list[Any] = info.get("keys") or [] if info is not None else []
+    keyed = info is not None and isinstance(info.get("keys"), list)
     done: dict[int, dict[str, Any]] = {}
     tasks_dir = layout.tasks_dir(root, run)
     for name in storage.list_names(fs, tasks_dir):
@@ -62,7 +78,55 @@ def finished_tasks(fs: AbstractFileSystem, root: str, run: str) -> dict[int, dic
         except (FileNotFoundError, ValueError):
             continue  # written by a writer that died mid-write? write_atomic prevents it
         if isinstance(result, dict) and result.get("run") == run:
-            done[int(result["task"])] = result
+            i = int(result["task"])
+            if not keyed or (0 <= i < len(keys) and result.get("key") == keys[i]):
+                done[i] = result
+    taken = info.get("taken") if keyed and info is not None else None  # (see adopt.py)
+    for k, result in taken.items() if isinstance(taken, dict) else ():
+        i = int(k) if isinstance(k, str) and k.isdigit() else -1
+        if 0 <= i < len(keys) and isinstance(result, dict) and result.get("key") == keys[i]:
+            done.setdefault(i, result)
+    return done
+
+
+def _run_state(fs: AbstractFileSystem, root: str, run: str) -> dict[str, Any] | None:
+    try:
+        info = json.loads(storage.read_own(fs, root, layout.run_file(root, run)))
+    except (FileNotFoundError, ValueError, NotADirectoryError):
+        return None
+    return info if _is_run_state(info, run) else None
+
+
+def _adoptable(
+    fs: AbstractFileSystem, root: str, info: dict[str, Any], options: WriteOptions
+) -> dict[int, Any]:
+    """The finished tasks of a dead run this create may adopt: one that records its tasks'
+    keys, was made with the layout given now (adopted, its options would be kept: another
+    ``--compression`` or ``--shard-size`` would be silently dropped), and that this user may
+    write and list (another user's is left, as before, and a new run made beside it)."""
+
+    def layout_of(d: Any) -> Any:
+        return {k: v for k, v in d.items() if k != "inputs_per_task"} if isinstance(d, dict) else d
+
+    if "keys" not in info or layout_of(info.get("options")) != layout_of(options.to_json()):
+        return {}
+    try:
+        refuse_unwritable(fs, root, info["run"])
+        return finished_tasks(fs, root, info["run"], info)
+    except OSError:  # (StorageError too)
+        return {}
+
+
+def resumed(
+    fs: AbstractFileSystem, root: str, run: str, computed: list[PlannedTask], url: str
+) -> dict[int, dict[str, Any]]:
+    """The finished tasks of ``run`` among the plan's tasks to compute whose shards are all
+    there at their size (the others are computed again, with a warning)."""
+    wanted = {t.index for t in computed}
+    done = {i: r for i, r in finished_tasks(fs, root, run).items() if i in wanted}
+    done = adopt.whole(fs, root, done, url)
+    if done:
+        log.info("resuming run %s: %d of %d tasks already done", run, len(done), len(computed))
     return done
 
 
@@ -126,7 +190,7 @@ def unfinished_state(url: str) -> dict[str, Any] | None:
         return None  # no writer ever worked here: not a snapshot
     state = []
     for info in runs:
-        done = finished_tasks(fs, root, info["run"])
+        done = finished_tasks(fs, root, info["run"], info)
         state.append(
             {
                 "run": info["run"],
@@ -158,10 +222,18 @@ def start_or_resume(
     options: WriteOptions,
     spec: str,
     chunking: Chunking,
+    regroup: bool = False,
+    writer: int | None = None,
+    adopting: bool = True,
 ) -> tuple[str, list[range], WriteOptions, tuple[str, dict[str, Any]], Chunking]:
     """The unfinished run of this code, params and inputs (keeping its tasks and options), or
-    a new run. Also returns the run's ``(fingerprint, parts)`` and chunking."""
-    for info in find_runs(fs, root):
+    a dead run whose finished tasks the new plan has (some of its inputs changed: adopted,
+    see :mod:`.adopt`), or a new run. Also returns the run's ``(fingerprint, parts)`` and
+    chunking. ``regroup``: ``chunking`` was chosen for these inputs (no last version, no
+    ``inputs_per_task``), so an adopted run's is used; ``writer``: this create's epoch;
+    ``adopting``: False for ``--overwrite``, which computes everything."""
+    found_runs = find_runs(fs, root)
+    for info in found_runs:
         parts = info.get("parts")
         if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
             refuse_unwritable(fs, root, info["run"])
@@ -172,10 +244,26 @@ def start_or_resume(
             except ValueError:  # a run of an older snap: its tasks are what count
                 kept = chunking
             return info["run"], plan, WriteOptions.from_json(info["options"]), found_fp, kept
+    keys_of = functools.cache(lambda c: adopt.plan_keys(c, identity, found))
+    dead = [(i, d) for i in found_runs if adopting and (d := _adoptable(fs, root, i, options))]
+    fp, parts = identity.full
+    if chosen := adopt.choose(fs, root, dead, keys_of, chunking, regroup, writer):
+        info, chunking, taken = chosen
+        plan, keys = keys_of(chunking)
+        adopt.forget_results(fs, root, info["run"])  # (first: see its docstring)
+        adopt.rewrite(fs, root, {
+            **info, "fingerprint": fp, "parts": parts, "stat": identity.stat, "pipeline": spec,
+            "chunking": chunking.to_json(), "plan": [[r.start, r.stop] for r in plan],
+            "keys": keys, "taken": {str(i): r for i, r in sorted(taken.items())},
+        })  # fmt: skip
+        had = next(d for i, d in dead if i is info)
+        url = storage.to_url(fs, root)
+        adopt.whole(fs, root, had, url)  # (said: finished tasks whose shards are not whole)
+        adopt.say(url, info["run"], len(taken), len(had))
+        return info["run"], plan, WriteOptions.from_json(info["options"]), (fp, parts), chunking
     refuse_unwritable(fs, root, None)
     run = uuid.uuid4().hex[:10]
-    plan = chunking.plan([r[0] for r in found.records()], found.sizes)
-    fp, parts = identity.full
+    plan, keys = keys_of(chunking)
     info = {
         "run": run,
         "fingerprint": fp,
@@ -186,6 +274,7 @@ def start_or_resume(
         "options": options.to_json(),
         "chunking": chunking.to_json(),
         "plan": [[r.start, r.stop] for r in plan],
+        "keys": keys,  # (each task's: its result says it, see finished_tasks)
     }
     path = layout.run_file(root, run)
     storage.write_atomic(fs, path, json.dumps(info).encode())

@@ -55,16 +55,20 @@ class Job:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task: its index and its inputs (file URLs or JSON items). ``call_once``: no inputs."""
+    """One task: its index and its inputs (file URLs or JSON items). ``call_once``: no inputs.
+    ``key``: the task's key (:func:`.incremental.task_key`), in its result file, so that a run
+    adopted for a changed plan (:mod:`.adopt`) tells which task each result is of."""
 
     index: int
     inputs: list[Any]
     call_once: bool = False
+    key: str = ""
 
     def to_json(self) -> dict[str, Any]:
         # not dataclasses.asdict: it deep-copies every item (a create of 1M items spent a
         # third of its time there); the items are JSON values, sent as they are
-        return {"index": self.index, "inputs": self.inputs, "call_once": self.call_once}
+        return {"index": self.index, "inputs": self.inputs, "call_once": self.call_once,
+                "key": self.key}  # fmt: skip
 
 
 def result_path(root: str, run: str, task: int) -> str:
@@ -325,6 +329,7 @@ def run_task(
     result = {
         "task": spec.index,
         "run": job.run,
+        **({"key": spec.key} if spec.key else {}),
         "shards": [e.to_json() for e in entries],
         "schema": schema_mod.encode_schema(schema) if schema is not None else None,
         "inputs": len(spec.inputs),
