@@ -66,8 +66,9 @@ def finished_tasks(
     adopted count too."""
     if info is None:
         info = _run_state(fs, root, run)
-    keys: list[Any] = info.get("keys") or [] if info is not None else []
-    keyed = info is not None and isinstance(info.get("keys"), list)
+    given = info.get("keys") if info is not None else None
+    keys: list[Any] | None = given if isinstance(given, list) else None  # (None: snap before
+    # 2026-12-01's run, which gave none: every result counts)
     done: dict[int, dict[str, Any]] = {}
     tasks_dir = layout.tasks_dir(root, run)
     for name in storage.list_names(fs, tasks_dir):
@@ -79,13 +80,14 @@ def finished_tasks(
             continue  # written by a writer that died mid-write? write_atomic prevents it
         if isinstance(result, dict) and result.get("run") == run:
             i = int(result["task"])
-            if not keyed or (0 <= i < len(keys) and result.get("key") == keys[i]):
+            if keys is None or (0 <= i < len(keys) and result.get("key") == keys[i]):
                 done[i] = result
-    taken = info.get("taken") if keyed and info is not None else None  # (see adopt.py)
-    for k, result in taken.items() if isinstance(taken, dict) else ():
-        i = int(k) if isinstance(k, str) and k.isdigit() else -1
-        if 0 <= i < len(keys) and isinstance(result, dict) and result.get("key") == keys[i]:
-            done.setdefault(i, result)
+    taken = info.get("taken") if keys is not None and info is not None else None  # (adopt.py)
+    if keys is not None and isinstance(taken, dict):
+        for k, result in taken.items():
+            i = int(k) if isinstance(k, str) and k.isdigit() else -1
+            if 0 <= i < len(keys) and isinstance(result, dict) and result.get("key") == keys[i]:
+                done.setdefault(i, result)
     return done
 
 
