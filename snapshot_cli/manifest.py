@@ -188,7 +188,8 @@ def _check_document(d: dict[str, Any], where: str) -> None:
             raise ManifestError(f"{where}: 'pipeline.{key}' must be a JSON object")
     for key, value in d["created_by"].items():
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ManifestError(f"{where}: 'created_by.{key}' must be a string")
+            raise ManifestError(f"{where}: 'created_by.{key}' must be a string or a number, "
+                                f"not {type(value).__name__}")  # fmt: skip
 
 
 @dataclass(frozen=True)

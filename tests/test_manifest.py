@@ -196,3 +196,22 @@ def test_a_bad_schema_field_is_a_manifest_error(text: str) -> None:
     doc["schema"]["arrow_ipc_base64"] = text
     with pytest.raises(ManifestError, match="Arrow schema cannot be decoded"):
         Manifest.from_json(json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize("value", [True, None, [3], {"n": 3}])
+def test_created_by_value_of_another_type_is_named_with_what_is_accepted(value: object) -> None:
+    def put(doc: dict) -> None:  # type: ignore[type-arg]
+        doc["created_by"]["identity_scheme"] = value
+
+    with pytest.raises(ManifestError, match="must be a string or a number, not ") as err:
+        Manifest.from_json(_edit(make_manifest(), put))
+    assert "'created_by.identity_scheme'" in str(err.value)
+    assert type(value).__name__ in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["x", 3, 2.5])
+def test_created_by_strings_and_numbers_are_accepted(value: object) -> None:
+    def put(doc: dict) -> None:  # type: ignore[type-arg]
+        doc["created_by"]["anything"] = value
+
+    assert Manifest.from_json(_edit(make_manifest(), put)).created_by["anything"] == value
