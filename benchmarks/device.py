@@ -8,7 +8,7 @@ per-batch overhead shows) and times four passes, after three untimed ones, of:
   * ``loader.to_torch()``: tensors sharing the numpy memory (CPU, no device copy);
   * ``loader.to_jax(prefetch=2)``: placed on the CPU device ahead of use (the runtime call
     ``jax.device_put`` ends in, without its dispatch: ``snapshot_cli/readers/jax_put.py``);
-  * ``loader.to_tf()``: a ``tf.data.Dataset`` calling into Python once a batch.
+  * ``loader.to_tf()``: a ``tf.data.Dataset`` calling into Python once per 8 batches.
 
 Each consumer touches one byte of every batch (so lazy conversions are paid for), each run
 is a fresh process (an imported framework's thread pools would slow whatever runs after it),

@@ -33,9 +33,11 @@ stream of batches is the one an uninterrupted run would have seen.
 ``close``; ``len(ds)`` is the cardinality) work as on the other adapters: after a loop has
 received k batches from ``iter(ds)``, the state points at the first batch it has not
 received, and a fresh loader's ``to_tf()`` given that state continues with bit-identical
-batches. TensorFlow calls into Python for each batch when its consumer asks for it, so the
-loader hands out a batch only then, and its own state is the consumer's; a new iterator
-after a pass broken off starts where the consumer was. This needs the elements to leave
+batches. TensorFlow takes CHUNK (8) batches from the loader per call into Python, so the
+loader runs up to 7 batches ahead of the consumer; the dataset counts what its consumer has
+taken (a ``tf.Variable`` incremented as each element leaves it), and the state is the
+loader's state recorded after that many batches. A new iterator after a pass broken off
+starts where the consumer was, not where the loader is. This needs the elements to leave
 the dataset only when the consumer asks for them: the dataset's options turn off
 ``inject_prefetch``, the tf.data default that otherwise puts an autotuned prefetch at the
 end of the pipeline (measured: with the default options, ``from_generator`` had taken up to
@@ -51,11 +53,13 @@ implement ``tf.data.Dataset``'s private constructor protocol, which changes betw
 releases, and Keras and every transformation hand on a plain dataset anyway. Keep the object
 ``to_tf()`` returned to save state.
 
-**Cost.** Each call from TensorFlow into Python costs it 150-300 us whatever it returns,
-and so does any function of a dataset's ``map`` that runs an operation (~120 us an element
-on this kind of machine, TensorFlow 2.21): one call per batch, counted in Python, costs less
-than batches taken 8 per call and counted by a ``tf.Variable`` in a ``map`` (265-280 against
-355-365 us a batch over batches made in advance; ``docs/performance.md``). Numeric
+**Cost.** Each call from TensorFlow into Python costs it 150-300 us whatever it returns:
+batches go over 8 per call. One call a batch, counted in Python, costs TensorFlow less over
+batches made in advance (265-297 against 355-406 us a batch: the counting ``map`` alone
+~130), but beside the loader's threads it ran slower: alternating on a quiet machine
+(``benchmarks/device.py``, 2026-12-01) 0.49-0.52 of the bare loader against 0.57-0.58
+uncompressed, 0.62-0.63 against 0.65 with lz4, 0.87 against 0.84-0.86 with zstd
+(``docs/performance.md``). Numeric
 columns (the loader's 64-byte aligned arrays, reused only once nothing refers to them) are
 shared through DLPack; other arrays (unaligned or strided ``map`` output) are copied. The
 options turn tf.data's autotuning off: there is nothing to tune, and with it on the last
@@ -86,6 +90,9 @@ from .tf_elements import (
 if TYPE_CHECKING:
     from .loader import Batch, Loader
 
+# Batches TensorFlow takes from Python per call: each call back into Python costs TensorFlow
+# 150-300 us whatever it returns (measured), 2 to 4 times what one batch then costs it.
+CHUNK = 8
 SUPERSEDED = (
     "this pass over the dataset was superseded: load_state_dict, set_epoch or a newer "
     "iterator moved the loader; iterate again"
@@ -97,8 +104,8 @@ class TFBatches(LoaderFacing):
 
     Each iterator over the dataset is a pass (:meth:`start_pass`) of exactly
     :meth:`cardinality` batches, from as many loader passes as it needs. TensorFlow calls
-    :meth:`batch` once for each batch its consumer asks for (nothing reads ahead: see the
-    module's docstring), so the loader is always where the consumer is.
+    :meth:`chunk` for CHUNK batches at a time and counts those its consumer received
+    (``delivered``): :meth:`state_dict` is where the consumer is, not the loader.
     """
 
     def __init__(
@@ -116,7 +123,7 @@ class TFBatches(LoaderFacing):
         readable = None if sample is None else list(sample)
         self._first = frozenset(readable or ())  # (a map's first batch's columns)
         self.columns = select_columns(loader, features, label, readable)  # no TensorFlow yet
-        self.names = self.columns + ([label] if label else [])  # the order of a batch's parts
+        self.names = self.columns + ([label] if label else [])  # the order of a chunk's parts
         if sample is None:
             spec = output_signature(loader, self.names)
         else:
@@ -127,6 +134,11 @@ class TFBatches(LoaderFacing):
         self._reading = _Reading(loader)  # the loader passes batches come from
         self._pass = 0  # number of the newest pass; an older one may no longer read
         self._batches: Iterator[Batch] | None = None  # the newest pass's batches
+        self.delivered: Any = None  # tf.Variable: batches the newest pass's consumer got
+        self.current: Any = None  # tf.Variable: the newest pass's number
+        # the loader's state before and after each batch of the last chunk, and the number
+        # of the chunk's first batch in its pass (None: the loader is where the consumer is)
+        self._chunk: tuple[list[dict[str, Any]], int] | None = None
 
     def cardinality(self) -> int:
         """Batches per pass: ``len(loader)``, or infinite (-1) for ``epochs=None``."""
@@ -137,70 +149,100 @@ class TFBatches(LoaderFacing):
         return len(self.loader)
 
     def start_pass(self) -> int:
-        """A new iterator over the dataset: a pass starts where the consumer is (an older
-        pass, an iterator dropped early, reads no more); its number."""
-        self._reading.stop()
-        self._pass += 1
+        """A new iterator over the dataset: the loader is put back where the consumer is
+        (a pass broken off mid-chunk leaves it ahead), then a pass starts; its number."""
+        consumer = self.state_dict()
+        self._reading.stop()  # an abandoned pass (an iterator dropped early) reads no more
+        if self._chunk is not None and consumer != self.loader.state_dict():
+            self.loader.load_state_dict(consumer)
+        self._pass, self._chunk = self._pass + 1, None
         self._batches = self._reading.batches(self.cardinality())
+        if self.delivered is not None:
+            self.delivered.assign(0)
+            self.current.assign(self._pass)
         return self._pass
 
-    def batch(self, pass_number: Any) -> list[Any]:
-        """The next batch of pass ``pass_number`` as its columns' tensors (a ragged column
-        as its values and row lengths), in :attr:`names` order."""
+    def chunk(self, pass_number: Any, index: Any) -> list[Any]:
+        """Chunk ``index`` of pass ``pass_number``: each of up to CHUNK batches as its
+        columns' tensors (a ragged column as values and row lengths), empty ones after the
+        pass's last batch, then how many batches it holds."""
         if int(pass_number) != self._pass or self._batches is None:
             raise RuntimeError(SUPERSEDED)
-        batch = next(self._batches, None)
-        if batch is None:  # (the cardinality is len(loader): a loader that yields fewer)
-            raise RuntimeError(
-                f"the loader ended its pass early: to_tf() expected {self.cardinality()} "
-                "batches a pass (len(loader))"
-            )
-        if self.loader.map is not None:
-            batch = mapped_arrays(batch)
-            check_batch(batch, self._spec, self.names, self._first)
-        parts: list[Any] = []
+        states, parts, got = [self.loader.state_dict()], [], 0
+        for _ in range(CHUNK):
+            batch = next(self._batches, None)
+            if batch is not None:
+                got += 1
+                states.append(self.loader.state_dict())
+                if self.loader.map is not None:
+                    batch = mapped_arrays(batch)
+                    check_batch(batch, self._spec, self.names, self._first)
+            for name in self.names:
+                parts += self._parts(None if batch is None else batch[name], self._spec[name])
+        self._chunk = (states, int(index) * CHUNK)
+        return [*parts, np.int64(got)]
+
+    def _parts(self, value: np.ndarray | None, spec: Any) -> list[Any]:
         tf = import_tf()
-        for name in self.names:
-            spec, value = self._spec[name], batch[name]
-            if isinstance(spec, tf.RaggedTensorSpec):
-                parts += ragged_parts(value, spec.dtype.as_numpy_dtype, spec.ragged_rank)
-            else:
-                parts.append(to_tensor(value, spec))
-        return parts
+        if isinstance(spec, tf.RaggedTensorSpec):
+            none = np.empty(0, object)  # a batch after the pass's last: no rows
+            given = none if value is None else value
+            return ragged_parts(given, spec.dtype.as_numpy_dtype, spec.ragged_rank)
+        if value is None:
+            shape = [0 if d is None else d for d in spec.shape.as_list()]
+            return [tf.zeros(shape, spec.dtype)]
+        return [to_tensor(value, spec)]
 
     def types(self) -> list[Any]:
-        """What :meth:`batch` returns, as TensorFlow dtypes."""
+        """What :meth:`chunk` returns, as TensorFlow dtypes."""
         tf = import_tf()
         one: list[Any] = []
         for spec in (self._spec[n] for n in self.names):
             ragged = isinstance(spec, tf.RaggedTensorSpec)
             one += [spec.dtype, *[tf.int64] * spec.ragged_rank] if ragged else [spec.dtype]
-        return one
+        return one * CHUNK + [tf.int64]
 
-    def element(self) -> Any:
-        """A function of :meth:`batch`'s tensors to the element (``x`` or ``(x, label)``),
-        shapes set and ragged columns made ``RaggedTensor``; it holds none of this object.
-        (Traced once, in the dataset's map.)"""
+    def split(self, *parts: Any) -> Any:
+        """A chunk (:meth:`chunk`'s tensors) as a dataset of its batches, each a
+        ``{column: tensor}`` dict, a ragged column still its values and row lengths (made a
+        ``RaggedTensor`` by :meth:`element`, traced once, not once per batch of a chunk:
+        eight ragged constructions per column took ``to_tf()`` 4 s to build and its first
+        batch 6 s more with three ragged columns)."""
         tf = import_tf()
-        names, specs = list(self.names), [self._spec[n] for n in self.names]
-        features, columns, label = self.features, list(self.columns), self.label
-
-        def element(*parts: Any) -> Any:
-            got, at = {}, 0
-            for name, spec in zip(names, specs, strict=True):
+        elements: Any = None
+        at = 0
+        for _ in range(CHUNK):
+            columns: dict[str, Any] = {}
+            for name in self.names:
+                spec = self._spec[name]
                 if isinstance(spec, tf.RaggedTensorSpec):
-                    values, *lengths = parts[at : at + 1 + spec.ragged_rank]
-                    for part in (values, *lengths):
+                    rank = spec.ragged_rank
+                    columns[name] = tuple(parts[at : at + 1 + rank])
+                    for part in columns[name]:
                         part.set_shape([None])
-                    at += 1 + spec.ragged_rank
-                    # (the lengths were made from the values: no checks)
-                    got[name] = tf.RaggedTensor.from_nested_row_lengths(
-                        values, lengths, validate=False
-                    )
+                    at += 1 + rank
                 else:
                     parts[at].set_shape(spec.shape)
-                    got[name] = parts[at]
+                    columns[name] = parts[at]
                     at += 1
+            one = tf.data.Dataset.from_tensors(columns)
+            elements = one if elements is None else elements.concatenate(one)
+        return elements.take(parts[-1])
+
+    def element(self) -> Any:
+        """A function of :meth:`split`'s dicts to the elements (``x`` or ``(x, label)``),
+        ragged columns made ``RaggedTensor``; it holds none of this object."""
+        tf = import_tf()
+        ragged = {n for n in self.names if isinstance(self._spec[n], tf.RaggedTensorSpec)}
+        features, columns, label = self.features, list(self.columns), self.label
+
+        def element(parts: dict[str, Any]) -> Any:
+            got = {}
+            for name, value in parts.items():
+                if name in ragged:  # (the lengths were made from the values: no checks)
+                    values, *lengths = value
+                    value = tf.RaggedTensor.from_nested_row_lengths(values, lengths, validate=False)
+                got[name] = value
             x = got[features] if features else {c: got[c] for c in columns}
             return x if label is None else (x, got[label])
 
@@ -209,9 +251,21 @@ class TFBatches(LoaderFacing):
     # the loader's interface ------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the consumer is: the first batch it has not received (the loader's own
-        place: it hands out a batch only when the consumer asks for it)."""
+        """Where the consumer is: the first batch it has not received (see the docstring);
+        the loader's own place once something else moved it (the loader iterated itself)."""
+        if self._chunk is not None and self.delivered is not None and self._left_here():
+            states, first = self._chunk
+            at = int(self.delivered.numpy()) - first
+            if 0 <= at < len(states):
+                return dict(states[at])
         return self.loader.state_dict()
+
+    def _left_here(self) -> bool:
+        """Whether the loader is where this dataset's last chunk left it: else it was moved
+        since (iterated itself between two passes of the dataset, or given another place),
+        and a consumer's place from before would put it back (a pass after a pass of the
+        loader's own was empty: TensorFlow's "expected to contain N elements")."""
+        return self._chunk is not None and self.loader.state_dict() == self._chunk[0][-1]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where ``state`` was taken; the next pass starts there."""
@@ -225,8 +279,10 @@ class TFBatches(LoaderFacing):
 
     def _moved(self) -> None:
         self._reading.stop()
-        self._pass += 1  # an iterator made before fails if used again
-        self._batches = None
+        self._pass += 1
+        self._batches, self._chunk = None, None
+        if self.current is not None:
+            self.current.assign(self._pass)  # an iterator made before fails if used again
 
     def close(self) -> None:
         """Stop the loader's threads (a later pass starts them again)."""
@@ -291,16 +347,26 @@ def to_dataset(
     """See the module docstring."""
     batches = TFBatches(loader, features, label)  # bad column names fail before the import
     tf = import_tf()
+    with tf.init_scope():
+        batches.delivered = tf.Variable(0, dtype=tf.int64, trainable=False)
+        batches.current = tf.Variable(0, dtype=tf.int64, trainable=False)
     n = batches.cardinality()
+    chunks = tf.data.Dataset.range(-(-n // CHUNK) if n >= 0 else np.iinfo(np.int64).max)
     types = batches.types()
-    batch, start_pass = (_weak(batches, m) for m in ("batch", "start_pass"))
+    delivered, current = batches.delivered, batches.current  # (no closure holds `batches`)
+    chunk, split, start_pass = (_weak(batches, m) for m in ("chunk", "split", "start_pass"))
     element = batches.element()
 
     def one_pass(number: Any) -> Any:
-        def take(_: Any) -> Any:
-            return element(*tf.py_function(batch, [number], types))
+        def counted(parts: dict[str, Any]) -> Any:  # the consumer takes it: one more delivered
+            # (a dataset function runs its stateful ops, whatever its outputs depend on)
+            tf.debugging.assert_equal(number, current, message=SUPERSEDED)
+            delivered.assign_add(1)
+            return element(parts)
 
-        return tf.data.Dataset.range(n if n >= 0 else np.iinfo(np.int64).max).map(take)
+        calls = chunks.map(lambda i: tuple(tf.py_function(chunk, [number, i], types)))
+        calls = calls.take_while(lambda *parts: parts[-1] > 0)
+        return calls.flat_map(split).map(counted)
 
     start = tf.data.Dataset.from_tensors(np.int64(0))
     ds = start.map(lambda _: tf.py_function(start_pass, [], tf.int64)).flat_map(one_pass)

@@ -469,15 +469,17 @@ def test_cardinality_is_len_of_the_loader(tf_results: dict[str, Any]) -> None:
     assert out["endless"] == [-1, -1, 3 * 8 + 2]
 
 
-def test_state_is_where_the_consumer_is_and_nothing_reads_ahead(
+def test_state_is_where_the_consumer_is_though_tf_takes_batches_in_chunks(
     tf_results: dict[str, Any],
 ) -> None:
-    """TensorFlow asks Python for a batch when its consumer asks for one (no injected
-    prefetch, no autotuning thread), so the loader's own position is the consumer's: the
-    state points at the first batch the consumer has not received."""
+    """TensorFlow takes CHUNK batches per call into Python (what a call costs it is paid
+    once per chunk); the state still points at the first batch the consumer has not
+    received, not at the loader's position, which is up to CHUNK - 1 batches ahead."""
+    from snapshot_cli.readers.tf import CHUNK
+
     out = _result(tf_results, "no_read_ahead")
     assert out["ours"] == [1, 2, 3, 4, 5]
-    assert out["loader"] == [1, 2, 3, 4, 5]  # nothing taken ahead of the consumer
+    assert out["loader"] == [min(CHUNK, PER_EPOCH)] * 5  # the first chunk, taken at once
     assert out["options"] == [False, False]  # no injected prefetch, no autotuning thread
     # For the record: tf.data's default options read ahead (inject_prefetch); not asserted,
     # TensorFlow may change it, and to_tf turns it off either way.
