@@ -22,6 +22,8 @@ so resume, the fingerprint and the manifest are the same whichever executor ran 
   (``<run>-<task>-<seq>``), so a retry overwrites what the dead attempt wrote and the
   manifest lists each task's shards once. An error raised by the user's function is not
   retried: it stops the run with the input's name and the user's traceback, as locally.
+- **Snap.** Each worker runs the snap installed where it runs: before the first task the
+  driver asks one for its version and code (ray_probe.py) and refuses another snap's.
 - **Storage.** Workers on other machines cannot see this machine's disk: a local OUTPUT is
   refused on a cluster of more than one node (use ``gs://``, ``s3://``, ``hdfs://``, ...).
 """
@@ -39,7 +41,7 @@ from typing import Any
 from .. import storage
 from ..console import named
 from ..errors import OptionError, PipelineError
-from . import ray_code, worker
+from . import ray_code, ray_probe, worker
 from .executors import Executor, ResultFn
 from .task import Job, ProgressFn, TaskSpec
 
@@ -107,6 +109,7 @@ class RayExecutor(Executor):
             started_here = self._connect(ray, job_dir if in_working_dir else None)
             try:
                 self._check_storage(ray, job)
+                ray_probe.check(ray)
                 shared = {
                     "job": job.to_json(),
                     "code": None if code is None else code.shared(not in_working_dir),
