@@ -93,3 +93,17 @@ def written_order(path: Path) -> list[dict[str, Any]]:
 def dead_pid() -> int:
     """A pid no process has: the kernel hands out pids below pid_max only."""
     return int(Path("/proc/sys/kernel/pid_max").read_text())
+
+
+def failed_first_create(out: Path) -> Path:
+    """``out`` after a first create whose pipeline raised at its third input (two shards
+    written, the run's state and its released lease left, nothing committed)."""
+
+    def preprocess(i: int) -> Any:
+        if i == 3:
+            raise ValueError("stop half-way")
+        yield {"i": i}
+
+    with pytest.raises(snap.PipelineError):
+        snap.create(preprocess, str(out), inputs=[1, 2, 3, 4], workers=0, inputs_per_task=1)
+    return out

@@ -11,14 +11,12 @@ import json
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 import fsspec
 import pytest
 
-import snapshot_cli as snap
 from snapshot_cli.writers import gc as gc_mod
-from tests.commands.conftest import dead_pid, run, run_json
+from tests.commands.conftest import dead_pid, failed_first_create, run, run_json
 
 RUN = "0a1b2c3d4e"
 
@@ -67,15 +65,7 @@ def test_gc_after_a_killed_first_create_leaves_nothing(tmp_path: Path) -> None:
 
 def test_gc_after_a_failed_first_create_leaves_nothing(tmp_path: Path) -> None:
     """A create whose pipeline raised released its lease: one gc removes all it left."""
-
-    def preprocess(i: int) -> Any:
-        if i == 3:
-            raise ValueError("stop half-way")
-        yield {"i": i}
-
-    out = tmp_path / "snap"
-    with pytest.raises(snap.PipelineError):
-        snap.create(preprocess, str(out), inputs=[1, 2, 3, 4], workers=0, inputs_per_task=1)
+    out = failed_first_create(tmp_path / "snap")
     assert list((out / "shards").iterdir())
     code, stdout, stderr = run("gc", str(out))
     assert code == 0 and "state of a dead run" in stdout and "removed _runs  (" in stdout, stdout

@@ -7,13 +7,20 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import snapshot_cli as snap
 from snapshot_cli.progress import human_bytes, human_count
-from tests.commands.conftest import NUM_RECORDS, TASKS, dead_pid, run, run_json, table
+from tests.commands.conftest import (
+    NUM_RECORDS,
+    TASKS,
+    dead_pid,
+    failed_first_create,
+    run,
+    run_json,
+    table,
+)
 from tests.conftest import snap_subprocess
 
 
@@ -127,14 +134,7 @@ def test_inspect_unfinished_snapshot(tmp_path: Path, writer_alive: bool) -> None
 
 
 def test_inspect_after_gc_removed_an_unfinished_run(tmp_path: Path) -> None:
-    def preprocess(i: int) -> Any:
-        if i == 3:
-            raise ValueError("stop half-way")
-        yield {"i": i}
-
-    out = tmp_path / "snap"
-    with pytest.raises(snap.PipelineError):
-        snap.create(preprocess, str(out), inputs=[1, 2, 3, 4], workers=0, inputs_per_task=1)
+    out = failed_first_create(tmp_path / "snap")
     code, stdout, _ = run("gc", str(out))
     assert code == 0 and "state of a dead run" in stdout
     # (its lease released: nothing of a snapshot is left, and gc removed that too)
