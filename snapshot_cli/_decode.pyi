@@ -2,6 +2,7 @@
 from typing import Any
 
 HW_CRC: bool
+CRC_FOLD: bool
 LZ4: bool
 ZSTD: bool
 MAX_COLUMNS: int
@@ -19,4 +20,4 @@ def decode(
     expected: int,
 ) -> int: ...
 def decode_many(jobs: Any) -> list[int | str]: ...
-def crc32c(data: Any, crc: int = ...) -> int: ...
+def crc32c(data: Any, crc: int = ..., fold: bool = ...) -> int: ...

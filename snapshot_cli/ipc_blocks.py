@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import overload
 
-import crc32c
 import numpy as np
 import pyarrow as pa
+
+from .crc import crc32c
 
 MAGIC = b"ARROW1"
 TAIL = 10  # int32 footer length + "ARROW1"
@@ -203,7 +204,7 @@ def shift(crc: int, length: int) -> int:
     while length:
         n = min(length, len(_ZEROS))
         chunk = _ZEROS if n == len(_ZEROS) else memoryview(_ZEROS)[:n]
-        a, b = crc32c.crc32c(chunk, a), crc32c.crc32c(chunk, b)
+        a, b = crc32c(chunk, a), crc32c(chunk, b)
         length -= n
     return a ^ b
 

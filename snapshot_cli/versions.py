@@ -16,10 +16,9 @@ import os
 import posixpath
 from typing import Any
 
-import crc32c
-
 from . import history as history_mod
 from . import layout, storage
+from .crc import crc32c
 from .errors import CorruptShardError, ManifestError, OptionError, SnapError, StorageError
 from .history import TaskRecord
 from .manifest import Manifest
@@ -60,7 +59,7 @@ def task_table(fs: Any, root: str, m: Manifest) -> list[TaskRecord] | None:
         data = storage.read_own(fs, root, path)
     except FileNotFoundError as err:
         raise ManifestError(f"{url} is missing") from err
-    if f"{crc32c.crc32c(data):08x}" != h.tasks_crc32c:
+    if f"{crc32c(data):08x}" != h.tasks_crc32c:
         raise ManifestError(f"{url} does not have the crc32c the manifest gives")
     return history_mod.decode_tasks(data, h.version, url)
 

@@ -19,7 +19,7 @@ from tests.conftest import REPO
 PACKAGE = REPO / "snapshot_cli"
 SHARED = ["manifest", "layout", "schema", "units", "errors", "progress", "storage", "protocols",
           "faults", "hdfs", "retry", "fingerprint", "history", "versions", "arrays",
-          "keywords", "interrupted", "shortages"]  # fmt: skip
+          "keywords", "interrupted", "shortages", "crc"]  # fmt: skip
 
 
 def imported(path: Path) -> set[str]:

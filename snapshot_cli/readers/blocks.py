@@ -20,12 +20,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
 from .. import ipc_blocks, ipc_layout
 from .. import schema as schema_mod
+from ..crc import crc32c
 from ..errors import DAMAGED, CorruptShardError
 from ..manifest import ShardEntry
 from . import checked, direct, limits
@@ -109,7 +109,7 @@ class BlockFile:
         if layout.codec is not None:
             with memoryview(self._message(i)) as view:
                 if check:
-                    self._check(i, crc32c.crc32c(view))
+                    self._check(i, crc32c(view))
                 where = self._regions(i, layout, placement, rows, view)
                 return direct.place(view, layout, where, targets)
         where = self._regions(i, layout, placement, rows, None)
@@ -167,7 +167,7 @@ class BlockFile:
         views of the mapped file."""
         buf = memoryview(self._message(i))
         if verify and not self._done[i]:
-            self._check(i, crc32c.crc32c(buf))
+            self._check(i, crc32c(buf))
         layout = self._layout(i, lambda n: bytes(buf[:n]))
         if layout is None:
             return None
@@ -334,9 +334,9 @@ class BlockFile:
         if got != block.length - layout.body_start:
             self._short(i, got + layout.body_start, block.length)
         if check:
-            crc = crc32c.crc32c(head[: layout.body_start])
+            crc = crc32c(head[: layout.body_start])
             for view in views:
-                crc = crc32c.crc32c(view, crc)
+                crc = crc32c(view, crc)
             self._check(i, crc)
         return True
 
@@ -385,7 +385,7 @@ class BlockFile:
         decompresses no other (a label and a flag beside images: 20x less work)."""
         if columns and (m := self._whole()) is not None:
             if verify and not self._done[i]:
-                self._check(i, crc32c.crc32c(self._message(i)))
+                self._check(i, crc32c(self._message(i)))
             self.bytes_read += self.blocks[i].length  # (its message's: as _fits counts)
             if (reader := self._subsets.get(columns)) is None:
                 fields = [self.schema.get_field_index(c) for c in columns]
@@ -394,7 +394,7 @@ class BlockFile:
             return reader.get_batch(i)
         buf = self._message(i)  # (plain values used from the page cache: see _message)
         if verify and not self._done[i]:
-            self._check(i, crc32c.crc32c(buf))
+            self._check(i, crc32c(buf))
         batch, metadata, body = ipc_layout.message_batch(pa.py_buffer(buf), self.schema)
         self._fits(i, metadata, body)
         return batch.select(list(columns)) if columns else batch

@@ -7,10 +7,10 @@ import mmap
 import os
 from typing import Any
 
-import crc32c
 import pyarrow as pa
 
 from .. import ipc_blocks, ipc_layout
+from ..crc import crc32c
 from ..manifest import ShardEntry
 
 _CRC_CHUNK = 8 << 20
@@ -22,7 +22,7 @@ def crc32c_file(path: str) -> str:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            return f"{crc32c.crc32c(b''):08x}"
+            return f"{crc32c(b''):08x}"
         # (its size given: mmap, asked to learn it, ignores a failing fstat and maps 0 bytes,
         # whose EINVAL hid the storage's error)
         with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
@@ -38,7 +38,7 @@ def crc32c_buffer(source: Any) -> str:
     crc = 0
     view = memoryview(source)
     for start in range(0, len(view), _CRC_CHUNK):
-        crc = crc32c.crc32c(view[start : start + _CRC_CHUNK], crc)
+        crc = crc32c(view[start : start + _CRC_CHUNK], crc)
     return f"{crc:08x}"
 
 
@@ -73,7 +73,7 @@ def _blocks_in(view: memoryview, entry: ShardEntry) -> str | None:
         return f"has {len(blocks)} record batches, the manifest says {len(wanted)}"
     for i, (block, want) in enumerate(zip(blocks, wanted, strict=True)):
         message = view[block.offset : block.offset + block.length]
-        got = crc32c.crc32c(message)
+        got = crc32c(message)
         if got != want:
             return f"record batch {i} has crc32c {got:08x}, the manifest says {want:08x}"
         problem = _misplaced(message, block)

@@ -21,9 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import crc32c
-
 from .. import storage
+from ..crc import crc32c
 from ..errors import DAMAGED, CorruptShardError
 from ..manifest import ShardEntry
 
@@ -73,7 +72,7 @@ class Fetcher:
 
         def put(offset: int, data: bytes) -> None:  # ranges arrive in offset order
             nonlocal crc
-            crc = crc32c.crc32c(data, crc)
+            crc = crc32c(data, crc)
             sink(offset, data)
 
         self.fetch_into(fs, path, size, put)
@@ -122,7 +121,7 @@ class Fetcher:
         a shard called damaged is one to delete), then CorruptShardError."""
         data = self.fetch(fs, path, entry.bytes)
         for again in (True, False):
-            if not check or (crc := f"{crc32c.crc32c(data):08x}") == entry.crc32c:
+            if not check or (crc := f"{crc32c(data):08x}") == entry.crc32c:
                 return data
             if again:
                 data = self.fetch(fs, path, entry.bytes)

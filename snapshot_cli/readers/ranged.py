@@ -32,11 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
 from .. import ipc_blocks, storage
+from ..crc import crc32c
 from ..errors import DAMAGED, CorruptShardError, SnapError
 from ..manifest import ShardEntry
 
@@ -117,7 +117,7 @@ class Regions:
         return k
 
     def check(self, k: int, data: bytes) -> None:
-        got = crc32c.crc32c(data)
+        got = crc32c(data)
         if got != self.crcs[k]:
             raise _Mismatch(
                 f"shard {self.url} is damaged: {self.names[k]} has crc32c {got:08x} (read "
@@ -176,8 +176,8 @@ def whole_regions(
             end = next((c for c in cuts if c >= a + WHOLE_PART), size)
             part = (a, read(a, max(end, b)))
         piece = part[1][a - part[0] : b - part[0]]
-        crc = crc32c.crc32c(piece, crc)
-        got[(a, b)] = crc32c.crc32c(piece)
+        crc = crc32c(piece, crc)
+        got[(a, b)] = crc32c(piece)
         if b > tail[0]:
             kept += piece[max(0, tail[0] - a) :]
     if f"{crc:08x}" != entry.crc32c or bytes(kept) != tail[1]:

@@ -10,13 +10,13 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from .. import __version__, durable, layout, mismatch, storage, stored_types, versions
 from .. import history as history_mod
 from .. import schema as schema_mod
+from ..crc import crc32c
 from ..errors import (
     ManifestError,
     SchemaMismatchError,
@@ -202,7 +202,7 @@ def write_tasks_table(
     data = history_mod.encode_tasks(version, tasks)
     rel = layout.tasks_table(version)
     storage.write_atomic(fs, storage.join(root, rel), data)
-    return rel, f"{crc32c.crc32c(data):08x}"
+    return rel, f"{crc32c(data):08x}"
 
 
 def lost_shards(fs: AbstractFileSystem, root: str, m: Manifest) -> set[str]:

@@ -12,11 +12,11 @@ import logging
 import struct
 from typing import Any, BinaryIO
 
-import crc32c
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from .. import arrays, durable, ipc_blocks, layout, storage
+from ..crc import crc32c
 from ..errors import RecordError
 from ..manifest import ShardEntry, encode_runs
 from .options import Compression
@@ -42,7 +42,7 @@ class ChecksumSink:
         self.tail: bytearray | None = None
 
     def write(self, data: Any) -> int:
-        self.crc = crc32c.crc32c(data, self.crc)
+        self.crc = crc32c(data, self.crc)
         n = memoryview(data).nbytes
         self.size += n
         self.crc_at[self.size] = self.crc
