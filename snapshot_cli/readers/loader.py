@@ -24,7 +24,7 @@ from .. import storage
 from ..cores import cores as cpus
 from ..errors import OptionError
 from ..units import integer
-from . import gather, memory, procs, procs_check, ranks, resume
+from . import gather, memory, procs, procs_check, ranks, resume, switching
 from .adapter import FrameworkAdapters
 from .autotune import ParallelismTuner, PrefetchTuner
 from .elastic import GlobalOptions, GlobalPlan
@@ -90,8 +90,7 @@ class Loader(FrameworkAdapters):
             auto_rank, auto_size, _ = ranks.detect()
             rank = auto_rank if rank == "auto" else rank
             world_size = auto_size if world_size == "auto" else world_size
-        reading = resolve(source, options)
-        self.reading = reading
+        self.reading = reading = resolve(source, options)
         self.snapshot: Snapshot | None = None if isinstance(source, Mixture) else source
         self.schema, self.columns = reading.schema, reading.columns
         bytes_per_row = reading.bytes_per_row()
@@ -112,8 +111,7 @@ class Loader(FrameworkAdapters):
             batch_size, rank, world_size, buffer_rows, first_rows, counts, reading.counts is None
         )
         self.map, self.epochs, self.verify = options.map, options.epochs, options.verify
-        self.cache = reading.cache
-        readers = reading.readers
+        self.cache, readers = reading.cache, reading.readers
         depth = options.count_or_none(options.prefetch)
         batch = self.plan_options.batch_size
         prefetch = PrefetchTuner(
@@ -318,6 +316,7 @@ class Loader(FrameworkAdapters):
             run = Run(self._context, self._epoch, self._batch, self._pass_end)  # (no thread yet)
             self._run = run
         s = self._stats
+        switching.enter()  # the GIL's switch interval: 1 ms while a pass runs (switching.py)
         try:  # (its threads started in it: a Ctrl-C in their start has them stopped below)
             run.start()
             s.started = s.started or time.perf_counter()
@@ -354,6 +353,7 @@ class Loader(FrameworkAdapters):
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None
         finally:
+            switching.leave()
             if _forks == here:  # (a forked child's copy: _in_this_process)
                 run.close()
             if self._run is run:  # a newer pass may have started since; leave it alone
