@@ -12,20 +12,34 @@ pure Python, the loop waited 8.7-11.3 % of an uncompressed epoch for data at 5 m
 
 So while any pass runs, the interval is 1 ms, and when the last one ends it is set back. Only
 CPython's default is lowered: an interval the program set itself (any other value) is left
-as it is, and one changed while a pass ran is not set back. Pure bookkeeping, no threads.
+as it is, and one changed while a pass ran is not set back. A pass that starts while the
+interval is the default lowers it whatever other passes run (one started under the
+program's own interval, and kept, does not stop later ones). The lock is reentrant: the
+garbage collector may end another pass (its ``leave``) inside ``enter``; a forked child gets
+a new one (a thread of the parent may have held it at the fork). Pure bookkeeping.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
 DEFAULT = 0.005  # CPython's switch interval (seconds), unless the program set another
 LOWERED = 0.001
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _passes = 0  # passes running in this process
 _lowered = False  # whether this module set the interval now in force
+
+
+def _new_lock() -> None:
+    global _lock
+    _lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock)
 
 
 def enter() -> None:
@@ -33,7 +47,7 @@ def enter() -> None:
     global _passes, _lowered
     with _lock:
         _passes += 1
-        if _passes == 1 and sys.getswitchinterval() == DEFAULT:
+        if sys.getswitchinterval() == DEFAULT:
             sys.setswitchinterval(LOWERED)
             _lowered = True
 
@@ -45,6 +59,6 @@ def leave() -> None:
     with _lock:
         _passes = max(0, _passes - 1)
         if _passes == 0 and _lowered:
+            _lowered = False
             if sys.getswitchinterval() == LOWERED:
                 sys.setswitchinterval(DEFAULT)
-            _lowered = False

@@ -4,7 +4,9 @@ interval the program set itself is left alone, during the pass and after it."""
 
 from __future__ import annotations
 
+import gc
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +31,13 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> snap.Snapshot:
 
 @pytest.fixture(autouse=True)
 def _default_interval() -> Iterator[None]:
-    """Each test starts at CPython's default, with no pass running, and leaves it so."""
+    """Each test starts at CPython's default with no pass running (passes of earlier tests in
+    this process that were never ended, such as one a kept traceback holds, forgotten), and
+    leaves it so."""
     before = sys.getswitchinterval()
+    gc.collect()  # (passes no longer referenced end here, not in the middle of a test)
+    with switching._lock:
+        switching._passes, switching._lowered = 0, False
     sys.setswitchinterval(switching.DEFAULT)
     yield
     sys.setswitchinterval(before)
@@ -94,6 +101,46 @@ def test_lowered_until_the_last_of_several_passes_ends(snapshot: snap.Snapshot) 
     assert sys.getswitchinterval() == switching.DEFAULT
     a.close()
     b.close()
+
+
+def test_a_pass_started_at_the_default_lowers_it_beside_one_that_did_not(
+    snapshot: snap.Snapshot,
+) -> None:
+    """A pass started under the program's own interval, and kept, does not keep later passes
+    from lowering CPython's default once the program sets that back."""
+    sys.setswitchinterval(0.002)
+    kept = iter(snapshot.loader(64, seed=3))
+    next(kept)
+    sys.setswitchinterval(switching.DEFAULT)
+    with snapshot.loader(64) as loader:
+        assert set(_seen(loader)) == {switching.LOWERED}
+    assert sys.getswitchinterval() == switching.LOWERED  # the kept pass still runs
+    kept.close()
+    assert sys.getswitchinterval() == switching.DEFAULT
+
+
+def test_another_pass_ending_inside_enter_does_not_deadlock() -> None:
+    """The garbage collector may end a pass (its leave) while enter holds the lock, in the
+    same thread: a forked child resuming its parent's pass did, and hung. Run in a thread
+    with a deadline, so that a lock that is not reentrant fails here rather than hangs."""
+    switching.enter()
+
+    class Finalized:
+        def __del__(self) -> None:
+            switching.leave()
+
+    def ends_a_pass_inside_the_lock() -> None:
+        with switching._lock:  # as enter holds it when a collection runs a finalizer
+            obj = Finalized()
+            del obj
+
+    thread = threading.Thread(target=ends_a_pass_inside_the_lock, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    if thread.is_alive():
+        switching._new_lock()  # (the stuck thread keeps the old one)
+        pytest.fail("leave() inside a held lock deadlocked")
+    assert sys.getswitchinterval() == switching.DEFAULT
 
 
 def test_enter_and_leave_count_passes() -> None:
