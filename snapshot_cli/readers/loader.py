@@ -127,7 +127,7 @@ class Loader(FrameworkAdapters):
         reads = options.count_or_none(options.num_parallel_reads)
         cores = cpus()
         floor = min(cores, 16)
-        local = all(storage.is_local(s.fs) for s in reading.sources)
+        self._local = local = all(storage.is_local(s.fs) for s in reading.sources)
         wide = 4 * FETCH_STREAMS if readers.ranged else 2 * FETCH_STREAMS
         tuner = ParallelismTuner(
             start=reads or (floor if local else wide if readers.ranged else FETCH_STREAMS),
@@ -316,7 +316,7 @@ class Loader(FrameworkAdapters):
             run = Run(self._context, self._epoch, self._batch, self._pass_end)  # (no thread yet)
             self._run = run
         s = self._stats
-        switching.enter()  # the GIL's switch interval: 1 ms while a pass runs (switching.py)
+        switching.enter(self._local)  # the GIL's switch interval: 1 ms (switching.py)
         try:  # (its threads started in it: a Ctrl-C in their start has them stopped below)
             run.start()
             s.started = s.started or time.perf_counter()
@@ -353,7 +353,7 @@ class Loader(FrameworkAdapters):
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None
         finally:
-            switching.leave()
+            switching.leave(self._local)
             if _forks == here:  # (a forked child's copy: _in_this_process)
                 run.close()
             if self._run is run:  # a newer pass may have started since; leave it alone

@@ -172,3 +172,13 @@ def test_a_pass_resumed_in_a_new_process_lowers_it_there(tmp_path: Path) -> None
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[0.001]", "0.005"]
+
+
+def test_a_pass_over_remote_storage_leaves_it_alone() -> None:
+    """Only passes over local storage lower it (a remote snapshot's fetches run Python in
+    several threads): ``memory://`` stands for remote storage here."""
+    path = "memory://switching/s"
+    snap.create(lambda: ({"x": np.int64(i)} for i in range(300)), path, workers=0)
+    with snap.open(path).loader(8) as loader:
+        assert set(_seen(loader)) == {switching.DEFAULT}
+    assert sys.getswitchinterval() == switching.DEFAULT
