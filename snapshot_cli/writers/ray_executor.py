@@ -106,6 +106,7 @@ class RayExecutor(Executor):
             in_working_dir = code is not None and not ray.is_initialized()
             if in_working_dir and code is not None:
                 code.write(job_dir)
+            handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
             started_here = self._connect(ray, job_dir if in_working_dir else None)
             try:
                 self._check_storage(ray, job)
@@ -118,6 +119,7 @@ class RayExecutor(Executor):
             finally:
                 if started_here:
                     ray.shutdown()
+                    _restore(handlers)  # Ray's own handlers went with the Ray snap started
 
     def _connect(self, ray: Any, working_dir: str | None) -> bool:
         """Connect (or start a local Ray); True if this call started it."""
@@ -147,7 +149,7 @@ class RayExecutor(Executor):
             signal.signal(signal.SIGTERM, mine)
             mine(signal.SIGTERM, None)  # the process's own stop (the CLI's: exit 143, a line)
             raise
-        for sig, handler in before.items():  # (Ray's stays where there was none of Python's)
+        for sig, handler in before.items():  # (Ray's stays, while it runs, where none was)
             if callable(handler) and signal.getsignal(sig) is not handler:
                 with contextlib.suppress(ValueError):  # (not the main thread: none was set)
                     signal.signal(sig, handler)
@@ -215,3 +217,12 @@ class RayExecutor(Executor):
             for ref in in_flight:
                 with contextlib.suppress(Exception):  # finished or gone: nothing to stop
                     ray.cancel(ref, force=True)
+
+
+def _restore(handlers: dict[signal.Signals, Any]) -> None:
+    """Set back the handlers a process had before ``ray.init`` (which sets its own SIGTERM
+    handler even where the process had none): a library call leaves them as it found them."""
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            with contextlib.suppress(ValueError):  # (not the main thread: none was set)
+                signal.signal(sig, handler)

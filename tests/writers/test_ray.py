@@ -73,7 +73,14 @@ def test_ray_makes_the_same_snapshot_as_the_local_executor(
         "params": {"calls": str(tmp_path / "calls")},
     }
     local = snap.create(spec, str(tmp_path / "local"), workers=2, **kwargs)
-    ray = snap.create(spec, str(tmp_path / "ray"), executor="ray", **kwargs)
+    handler = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (as a new process has it)
+    try:
+        ray = snap.create(spec, str(tmp_path / "ray"), executor="ray", **kwargs)
+        # ray.init's own SIGTERM handler went with the Ray the call started (it stayed, and
+        # a later fork of this process inherited it)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, handler)
     assert ray.fingerprint == local.fingerprint and ray.num_records == 24
     assert _shard_layout(str(tmp_path / "ray")) == _shard_layout(str(tmp_path / "local"))
     assert records(str(tmp_path / "ray")) == records(str(tmp_path / "local"))
