@@ -27,21 +27,24 @@ demo: $(VENV)/.installed
 	$(BIN)/snap inspect $(DEMO_DIR)/snapshot
 	$(BIN)/python examples/quickstart/replay.py $(DEMO_DIR)/snapshot
 
-# Two pytest runs on both cores (pytest-xdist; an idle worker takes tests from a busy one):
-# most tests, then the storage backends, each worker with servers of its own, in processes
-# apart from the rest (their hdfs:// tests load a JVM, after which a process must not fork:
-# see tests/conftest.py). Two workers take the backends in ~140 s, one took ~230 s.
+# Two pytest runs (pytest-xdist; an idle worker takes tests from a busy one): most tests,
+# then the storage backends, each worker with servers of its own, in processes apart from
+# the rest (their hdfs:// tests load a JVM, after which a process must not fork: see
+# tests/conftest.py). WORKERS is one more than CI's 2 cores: a third of the suite's time
+# waits on subprocesses and servers. On 2 cores (2026-12-02) the main suite took 12:22 in 2
+# workers and 10:55 in 3, the backends 3:42 and 2:45.
+WORKERS ?= 3
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check snapshot_cli tests examples benchmarks
 	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal --ignore=tests/backends --ignore=tests/infra
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal --ignore=tests/backends --ignore=tests/infra
 	@# the oldest versions' venv is built meanwhile: the backends' servers leave a core half
 	@# idle (~30 s of a clean clone's run); its output follows the backends'
 	@echo "building $(OLDEST) in the background (output below) while:"
 	@$(MAKE) --no-print-directory $(OLDEST)/.installed > .oldest-install.log 2>&1 & pid=$$!; \
-	echo "$(BIN)/python -m pytest -q -n 2 --dist worksteal tests/backends tests/infra"; \
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal tests/backends tests/infra; tests=$$?; \
+	echo "$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal tests/backends tests/infra"; \
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal tests/backends tests/infra; tests=$$?; \
 	wait $$pid; built=$$?; cat .oldest-install.log; rm -f .oldest-install.log; \
 	[ $$tests -eq 0 ] && [ $$built -eq 0 ]
 	$(MAKE) test-oldest
@@ -70,7 +73,7 @@ $(OLDEST)/.installed: pyproject.toml setup.py tests/oldest.py $(CSOURCES)
 test-oldest: $(OLDEST)/.installed
 	$(OLDEST)/bin/python --version
 	$(OLDEST)/bin/python -m pip list --format=freeze | grep -i -E "^(click|pyarrow|fsspec|numpy)=="
-	$(OLDEST)/bin/python -m pytest -q -n 2 --dist worksteal $(OLDEST_TESTS)
+	$(OLDEST)/bin/python -m pytest -q -n $(WORKERS) --dist worksteal $(OLDEST_TESTS)
 
 # The edit-test loop: lint, types, and the tests that need no server, no kill, no slow sweep.
 test-fast: $(VENV)/.installed-test
