@@ -106,8 +106,7 @@ class RayExecutor(Executor):
             in_working_dir = code is not None and not ray.is_initialized()
             if in_working_dir and code is not None:
                 code.write(job_dir)
-            handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-            started_here = self._connect(ray, job_dir if in_working_dir else None)
+            handlers = self._connect(ray, job_dir if in_working_dir else None)
             try:
                 self._check_storage(ray, job)
                 ray_probe.check(ray)
@@ -117,14 +116,15 @@ class RayExecutor(Executor):
                 }
                 self._schedule(ray, ray.put(shared), job, code, tasks, on_result, on_progress)
             finally:
-                if started_here:
+                if handlers is not None:  # (the Ray this call started)
                     ray.shutdown()
-                    _restore(handlers)  # Ray's own handlers went with the Ray snap started
+                    _restore(handlers)  # Ray's own handlers go with it
 
-    def _connect(self, ray: Any, working_dir: str | None) -> bool:
-        """Connect (or start a local Ray); True if this call started it."""
+    def _connect(self, ray: Any, working_dir: str | None) -> dict[signal.Signals, Any] | None:
+        """Connect (or start a local Ray). If this call started it, the process's signal
+        handlers from before, to set back after its shutdown; else None."""
         if ray.is_initialized():  # the user's own ray.init(): their job runs the tasks
-            return False
+            return None
         runtime_env = {"working_dir": working_dir} if working_dir else None
         _check_reachable(self.address)
         # ray.init sets its own SIGTERM handler (exit at once, status 15, no word): a handler
@@ -139,6 +139,7 @@ class RayExecutor(Executor):
                 log_to_driver=True,
             )
         except (ConnectionError, RuntimeError, ValueError) as err:
+            _restore(before)  # (a failed init may have set Ray's)
             where = self.address or "a new local Ray"
             raise OptionError(f"cannot connect to Ray at {where}: {err}") from err
         except SystemExit as err:  # a SIGTERM met Ray's handler (sys.exit(15)) mid-init
@@ -149,11 +150,9 @@ class RayExecutor(Executor):
             signal.signal(signal.SIGTERM, mine)
             mine(signal.SIGTERM, None)  # the process's own stop (the CLI's: exit 143, a line)
             raise
-        for sig, handler in before.items():  # (Ray's stays, while it runs, where none was)
-            if callable(handler) and signal.getsignal(sig) is not handler:
-                with contextlib.suppress(ValueError):  # (not the main thread: none was set)
-                    signal.signal(sig, handler)
-        return True
+        # Ray's stays while it runs where the process had none of Python's
+        _restore({sig: h for sig, h in before.items() if callable(h)})
+        return before
 
     def _check_storage(self, ray: Any, job: Job) -> None:
         fs, _ = storage.resolve(job.output, job.storage_options)
