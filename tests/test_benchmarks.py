@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -367,3 +368,36 @@ def test_peers_tokens_says_which_systems_it_leaves_out(tmp_path: Path) -> None:
     assert "--variant tokens: leaving out page-cache read" in res.stderr
     assert res.stderr.strip().splitlines()[-1].startswith(f"data kept in {data} (")
     assert "page-cache read" not in res.stdout and "snap" in res.stdout
+
+
+def test_floor_times_only_modes_that_deliver_every_record_once(tmp_path: Path) -> None:
+    """``floor.py`` reports C programs as the floor of a shuffled epoch: each mode is first
+    run with checks against Python's digests of the same shards (every record delivered once,
+    every record batch checksummed). A table one record off, or with a record batch's body cut
+    short, makes the program copy or check other bytes: the check must say so, or the floor
+    could be the rate of work it did not do."""
+    out = tmp_path / "floor.json"
+    res = bench("floor.py", "--size-gb", "0.005", "--repeats", "1", "--window-mb", "1",
+                "--data-dir", str(tmp_path), "--json", str(out))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    floor, common = import_bench("floor"), import_bench("_common")
+    rates = json.loads(out.read_text())["medians_gbps"]
+    assert set(rates) == set(floor.CONFIGS) and all(v > 0 for v in rates.values()), rates
+    s = snap.open(common.snapshot_path(str(tmp_path), "none", 0.005, False))
+    paths = common.shard_paths(s)
+    binary = floor.build(str(tmp_path))  # built by the run: found again, not rebuilt
+    assert binary.startswith(str(tmp_path)) and os.access(binary, os.X_OK)
+    table = str(tmp_path / "table.bin")
+    expected = floor.write_table(paths, table)
+    floor.check_floor(binary, 1, table, paths, expected, s.num_records)  # the true table
+    good = Path(table).read_bytes()
+    ncols = struct.unpack_from("<q", good)[0]
+    first = 8 * (1 + ncols)  # the first record batch: file, records, body, body length, columns
+    width = struct.unpack_from("<q", good, 8)[0]  # of the first column
+    for field, shift, said in ((4, width, "column digests"), (3, -64, "crc32c")):
+        bad = bytearray(good)
+        at = first + 8 * field
+        struct.pack_into("<q", bad, at, struct.unpack_from("<q", bad, at)[0] + shift)
+        Path(table).write_bytes(bytes(bad))
+        with pytest.raises(snap.SnapError, match=said):
+            floor.check_floor(binary, 1, table, paths, expected, s.num_records)
