@@ -209,9 +209,10 @@ def peak_rss_mib() -> float:
     return (hwm + kids) / 1024
 
 
-# The libraries each system's epoch imports: imported before its clock starts, as
-# snapshot_cli is for snap's (an epoch times reading; TensorFlow's import alone took 3.7 s).
+# The libraries each system's epoch imports: imported before its clock starts (an epoch times
+# reading; TensorFlow's import alone took 3.7 s); snap's are its loader's modules.
 FRAMEWORKS = {
+    "snap": list(_common.LOADER_MODULES),
     "tf.data": ["tensorflow"],
     "hf datasets": ["datasets"],
     "litdata": ["litdata", "torch"],

@@ -16,8 +16,9 @@ codec gets:
     new array. This is the baseline of the ratios (issue 16): the least a loader that hands
     out batches of its own must do;
   * snap loader, batch_size 256, default ("auto") settings, shuffle=True, the first epoch of a
-    new process (a child: nothing verified or allocated before), with and without verify
-    (targets: >= 0.85 of the baseline for zstd and lz4, >= 0.70 for none; verify/no-verify
+    new process (a child: nothing verified or allocated before; the modules a loader's first
+    call imports are imported before its clock, ``_common.LOADER_MODULES``), with and without
+    verify (targets: >= 0.85 of the baseline for zstd and lz4, >= 0.70 for none; verify/no-verify
     >= 0.95; first batch within 0.3 s of iter());
   * the loader's second epoch, timed alone (an untimed first epoch runs before it), shuffled
     and not: every later epoch of a training run (targets >= 0.90, none >= 0.80);
@@ -226,6 +227,7 @@ def epoch_child(path: str, verify: bool, slot: bool = False) -> int:
     """In a fresh process: one shuffled epoch (``slot``: with slot windows); prints its
     figures as JSON."""
     gather.ENABLED = gather.ENABLED and not slot
+    _common.import_loader_modules()
     s = snap.open(path)
     nbytes = records = 0
     first = None
