@@ -18,6 +18,7 @@
  *                a window (records of 1 KiB or more past the caches, as snap does); two
  *                windows' memory goes round, its pages mapped on first use in one call per
  *                part; a batch is then a view of the window, so nothing more is done;
+ *   first-huge   the same, the windows' memory in transparent huge pages (MADV_HUGEPAGE);
  *   first-gather a first epoch that gathers: each record batch's crc32c, then batches of BATCH
  *                records copied from the shard files' maps into 16 buffers going round;
  *   later        a later epoch: batches gathered from maps of the shard files made for each
@@ -51,7 +52,7 @@ typedef struct {
     int64_t file, nrec, body, body_len, col[MAXCOL];
 } Rb;
 
-enum { BASE, FIRST, FIRST_GATHER, LATER, LATER_WHOLE };
+enum { BASE, FIRST, FIRST_GATHER, LATER, LATER_WHOLE, FIRST_HUGE };
 
 static int mode, nthreads, check, nfiles;
 static int64_t ncols, width[MAXCOL], nrb, batch, total;
@@ -250,7 +251,7 @@ worker(void *arg)
 {
     const long tid = (long)arg;
     if (mode == BASE) base_epoch(tid);
-    else if (mode == FIRST) slot_epoch(tid);
+    else if (mode == FIRST || mode == FIRST_HUGE) slot_epoch(tid);
     else gather_epoch(tid);
     return NULL;
 }
@@ -313,13 +314,13 @@ plan(int64_t window)
 int
 main(int argc, char **argv)
 {
-    static const char *names[] = {"base", "first", "first-gather", "later", "later-whole"};
+    static const char *names[] = {"base", "first", "first-gather", "later", "later-whole", "first-huge"};
     if (argc < 8) {
         fprintf(stderr, "usage: floor MODE THREADS WINDOW_MB BATCH CHECK TABLE PATH...\n");
         return 2;
     }
     mode = -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (!strcmp(argv[1], names[i])) mode = i;
     nthreads = atoi(argv[2]);
     const int64_t window = (int64_t)atol(argv[3]) << 20;
@@ -372,7 +373,7 @@ main(int argc, char **argv)
     }
     crc_init();
     plan(window);
-    if (mode == FIRST)
+    if (mode == FIRST || mode == FIRST_HUGE)
         for (int s = 0; s < 2; s++)
             for (int64_t c = 0; c < ncols; c++) {
                 slab[s][c] = mmap(NULL, (size_t)(slab_rows * width[c]), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -380,6 +381,7 @@ main(int argc, char **argv)
                     perror("mmap");
                     return 2;
                 }
+                if (mode == FIRST_HUGE) madvise(slab[s][c], (size_t)(slab_rows * width[c]), MADV_HUGEPAGE);
             }
     pthread_barrier_init(&bar, NULL, (unsigned)nthreads);
     pthread_t th[64];

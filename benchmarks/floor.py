@@ -12,6 +12,11 @@ snapshot as ``replay.py`` (2 GB of image-like records, uncompressed; shared with
   * C first epoch, slot windows: each record batch's crc32c (snap's own code), then each record
     copied to a random slot of a 256 MiB window; two windows' memory going round, new to the
     process (as in any fresh process); a batch is then a view, so nothing more;
+  * C first epoch, slots in huge pages: the same, the windows' memory in transparent huge
+    pages, which cost a quarter of small pages to map and zero where the host of this virtual
+    machine has them backed, and several times more where it must back them first (free page
+    reporting hands freed 2 MiB blocks back to the host within seconds): information, not a
+    floor snap is measured against (snap uses small pages for that reason);
   * C first epoch, gathered: each record batch's crc32c, then batches gathered from the shard
     files' maps into 16 buffers going round;
   * C later epoch, maps per window: batches gathered from maps of the shard files made for each
@@ -69,11 +74,12 @@ SNAP_LATER = "snap 2nd epoch"
 C_MODES = {  # configuration -> floor.c's mode
     "C base": "base",
     "C 1st epoch, slot windows": "first",
+    "C 1st epoch, slots in huge pages": "first-huge",
     "C 1st epoch, gathered": "first-gather",
     "C later epoch, maps per window": "later",
     "C later epoch, maps kept": "later-whole",
 }
-CHECKSUMMED = {"first", "first-gather"}
+CHECKSUMMED = {"first", "first-huge", "first-gather"}
 CONFIGS = [BASE, *C_MODES, SNAP_FIRST, SNAP_LATER]
 # snap's configuration -> (the floors of its kind of epoch, its target as a fraction of BASE)
 FLOORS = {
