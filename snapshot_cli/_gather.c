@@ -32,11 +32,13 @@
  *   scatter(slots, [(dest, width, src), ...])  # record i of each src to slot slots[i]
  *   populate(buffer, start, length)        # map those pages now (MADV_POPULATE_WRITE)
  *   discard(buffer, start, length, part)   # give those pages back (MADV_DONTNEED)
+ * and for the shard files' maps (snapshot_cli.readers.blocks):
+ *   drop(file_map, start, length)          # their pages out of RSS (MADV_DONTNEED)
  *
  * The parts, each a header of static functions included here alone (one translation unit:
  * what the loops call is inlined as it was in one file): _gather_sources.h (a Sources
  * object's buffers), _gather_columns.h (a gather: checked, then copied), _gather_scatter.h,
- * _gather_pages.h (populate, discard), _gather_place.h. Here: Sources's methods and type,
+ * _gather_pages.h (populate, discard, drop), _gather_place.h. Here: Sources's methods and type,
  * and the module.
  */
 #include "_records.h"
@@ -135,6 +137,8 @@ static PyMethodDef module_methods[] = {
     {"discard", discard, METH_VARARGS,
      "discard(buffer, start, length, part=0) -> bool: give those pages back (see the "
      "source)"},
+    {"drop", drop, METH_VARARGS,
+     "drop(file_map, start, length) -> bool: a file map's pages out of RSS (see the source)"},
     {"place", place, METH_VARARGS,
      "place(seg, row, slots, lengths): each record's segment and row at its slot"},
     {NULL, NULL, 0, NULL},

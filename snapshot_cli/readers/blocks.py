@@ -28,7 +28,7 @@ from .. import schema as schema_mod
 from ..crc import crc32c
 from ..errors import DAMAGED, CorruptShardError
 from ..manifest import ShardEntry
-from . import checked, direct, limits
+from . import checked, direct, gather, limits
 from .direct import Placement
 from .window import SlotTarget
 
@@ -237,11 +237,11 @@ class BlockFile:
         return self._mapped
 
     def release(self) -> None:
-        """The mapped file's pages leave this process's RSS (they stay in the page cache):
-        once a window's reads are done (a view still in use reads them again)."""
-        if self._mapped is not None and _DROP:
+        """The mapped file's pages leave RSS (not the page cache) once a window's reads are
+        done (a view in use reads them again); without the GIL (:func:`.gather.drop`)."""
+        if (m := self._mapped) is not None and _DROP:
             with contextlib.suppress(OSError):
-                self._mapped.madvise(mmap.MADV_DONTNEED)
+                gather.drop(m, 0, len(m))
 
     def _layout(self, i: int, read: Callable[[int], bytes]) -> ipc_layout.BatchLayout | None:
         """Record batch ``i``'s layout, parsed once per process from the first bytes of its

@@ -44,16 +44,23 @@ if TYPE_CHECKING:
 # The compiled part (snapshot_cli/_gather.c). Also used by slot windows: scatter(slots,
 # [(dest, width, src), ...]) copies a decoded record batch's records to their slots, every
 # column in one call (:mod:`.window`), populate(buffer, start, length) maps new pages in
-# one call and discard(buffer, start, length, part) gives pages back (:mod:`.slabs`).
+# one call and discard(buffer, start, length, part) gives pages back (:mod:`.slabs`);
+# drop(file_map, start, length) takes a shard file map's pages out of RSS (:mod:`.blocks`).
 Sources: Any
 scatter: Any
 populate: Any
 discard: Any
+drop: Any
 place: Any
 try:
-    from .._gather import Sources, discard, place, populate, scatter
+    from .._gather import Sources, discard, drop, place, populate, scatter
 except ImportError:  # not compiled (no C compiler at install): numpy does it, slower
     Sources = scatter = populate = discard = place = None
+
+    def drop(file_map: mmap.mmap, start: int, length: int) -> bool:  # (holds the GIL)
+        file_map.madvise(mmap.MADV_DONTNEED, start, length)
+        return True
+
 
 AVAILABLE = Sources is not None
 SCATTER_MAX = 64  # columns of one scatter call (_gather_scatter.h's SCATTER_MAX)

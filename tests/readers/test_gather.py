@@ -490,6 +490,45 @@ def test_populate_maps_pages_and_keeps_what_is_there() -> None:
     m.close()
 
 
+def _rss_kib_of_map(address: int) -> int:
+    """The Rss of this process's mapping that starts at ``address`` (/proc/self/smaps)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{address:x}-"))
+    rss = next(line for line in lines[start + 1 :] if line.startswith("Rss:"))
+    return int(rss.split()[1])
+
+
+def test_drop_takes_a_file_maps_pages_out_of_rss_and_keeps_its_contents(tmp_path: Path) -> None:
+    """A loader's read threads drop each shard map's pages as they go (RSS), without the GIL
+    (mmap.madvise holds it): the pages leave this process, the file reads the same after."""
+    page = mmap.PAGESIZE
+    data = np.random.default_rng(3).integers(0, 256, 64 * page + 100, np.uint8).tobytes()
+    path = tmp_path / "shard"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    view = np.frombuffer(m, np.uint8)
+    address = view.ctypes.data
+    assert int(view[::page].astype(np.int64).sum()) >= 0  # every page read: mapped
+    linux = os.uname().sysname == "Linux"
+    if linux:
+        assert _rss_kib_of_map(address) >= 64 * page // 1024
+    assert gather.drop(m, 0, len(m)) is linux
+    if linux:  # all but the last page, which the range covers in part only
+        assert _rss_kib_of_map(address) <= page // 1024
+    assert bytes(m) == data  # read again from the page cache
+    assert gather.drop(m, page + 1, 2 * page) is linux  # whole pages inside the range only
+    assert gather.drop(m, 0, 0) is False
+    with pytest.raises(ValueError, match="outside a buffer"):
+        gather.drop(m, 1, len(m))
+    with pytest.raises(TypeError):  # no parts: one call
+        gather.drop(m, 0, page, page)
+    del view
+    m.close()
+    with pytest.raises(ValueError):  # a closed map
+        gather.drop(m, 0, 0)
+
+
 def test_discard_gives_whole_pages_back_and_keeps_the_rest() -> None:
     """The pages wholly inside the range read as zeros afterwards (given back: private
     anonymous memory); the bytes of partly covered pages, and outside the range, are kept."""
