@@ -112,6 +112,16 @@ discard(PyObject *Py_UNUSED(module), PyObject *args)
 static PyObject *
 drop(PyObject *Py_UNUSED(module), PyObject *args)
 {
+    /* an mmap.mmap only (or a subclass): any other buffer may be private memory, or share
+       its last page with other data */
+    PyObject *obj = PyTuple_GET_SIZE(args) > 0 ? PyTuple_GET_ITEM(args, 0) : NULL;
+    PyTypeObject *type = obj ? Py_TYPE(obj) : NULL;
+    while (type && strcmp(type->tp_name, "mmap.mmap") != 0) type = type->tp_base;
+    if (obj && !type) {
+        PyErr_Format(PyExc_TypeError, "drop takes an mmap.mmap of a file, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
     return advise("Onn:drop", args, ADVICE_DISCARD, PyBUF_SIMPLE, 1);
 }
 
