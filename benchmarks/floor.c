@@ -31,6 +31,9 @@
  */
 #define _GNU_SOURCE
 #include "_decode_crc32c.h"
+#ifndef HAVE_X86_CRC
+#error "floor.c checks with snap's crc32c, which needs x86-64 and GCC or clang"
+#endif
 
 #include <fcntl.h>
 #include <pthread.h>
