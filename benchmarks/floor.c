@@ -142,6 +142,17 @@ copy_record(unsigned char *to, const unsigned char *from, int64_t w, int stream)
     memcpy(to, from, (size_t)w);
 }
 
+static unsigned char *
+buffer(int64_t bytes)
+{
+    unsigned char *p = aligned_alloc(64, (size_t)((bytes + 127) / 64 * 64));
+    if (!p) {
+        fprintf(stderr, "floor: out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
 static void
 checksum(long tid, const Rb *r, const unsigned char *const *m)
 {
@@ -154,7 +165,7 @@ base_epoch(long tid)
     unsigned char *buf[MAXCOL];
     int64_t most = 0;
     for (int64_t i = 0; i < nrb; i++) most = rbs[i].nrec > most ? rbs[i].nrec : most;
-    for (int64_t c = 0; c < ncols; c++) buf[c] = aligned_alloc(64, (size_t)(most * width[c] + 64));
+    for (int64_t c = 0; c < ncols; c++) buf[c] = buffer(most * width[c]);
     for (int64_t i = 0; i < nrb; i++) {
         const Rb *r = &rbs[i];
         if (r->file % nthreads != tid) continue;
@@ -172,8 +183,7 @@ slot_epoch(long tid)
 {
     for (int64_t w = 0; w < nwin; w++) {
         const int s = (int)(w & 1);
-        int64_t rows = 0;
-        for (int64_t j = wstart[w]; j < wstart[w + 1]; j++) rows += rbs[order[j]].nrec;
+        const int64_t rows = wrows[w];
         if (w < 2) /* the window's memory, first used: this thread's part of its pages */
             for (int64_t c = 0; c < ncols; c++) {
                 const size_t bytes = (size_t)(rows * width[c]), part = bytes / (size_t)nthreads;
@@ -210,7 +220,7 @@ gather_epoch(long tid)
 {
     unsigned char *ring[RING][MAXCOL];
     for (int b = 0; b < RING; b++)
-        for (int64_t c = 0; c < ncols; c++) ring[b][c] = aligned_alloc(64, (size_t)(batch * width[c] + 64));
+        for (int64_t c = 0; c < ncols; c++) ring[b][c] = buffer(batch * width[c]);
     int64_t batchno = 0;
     for (int64_t w = 0; w < nwin; w++) {
         unsigned char **m = maps;
@@ -339,12 +349,25 @@ main(int argc, char **argv)
         fprintf(stderr, "floor: cannot read the table %s\n", argv[6]);
         return 2;
     }
+    for (int64_t c = 0; c < ncols; c++)
+        if (width[c] < 1) {
+            fprintf(stderr, "floor: column %ld of the table is %ld bytes wide\n", (long)c, (long)width[c]);
+            return 2;
+        }
     const size_t per = (size_t)(4 + ncols);
-    int64_t row[4 + MAXCOL];
+    int64_t row[4 + MAXCOL], room = 0;
     rbs = NULL;
     nrb = 0;
     while (fread(row, 8, per, t) == per) {
-        rbs = realloc(rbs, sizeof(Rb) * (size_t)(nrb + 1));
+        if (nrb == room) {
+            room = room ? 2 * room : 1024;
+            Rb *more = realloc(rbs, sizeof(Rb) * (size_t)room);
+            if (!more) {
+                fprintf(stderr, "floor: out of memory reading the table\n");
+                return 2;
+            }
+            rbs = more;
+        }
         Rb *r = &rbs[nrb++];
         r->file = row[0], r->nrec = row[1], r->body = row[2], r->body_len = row[3];
         for (int64_t c = 0; c < ncols; c++) r->col[c] = row[4 + c];
@@ -364,11 +387,24 @@ main(int argc, char **argv)
         }
         sizes[f] = (size_t)st.st_size;
     }
-    for (int64_t i = 0; i < nrb; i++)
-        if (rbs[i].file < 0 || rbs[i].file >= nfiles) {
-            fprintf(stderr, "floor: record batch %ld names file %ld of %d\n", (long)i, (long)rbs[i].file, nfiles);
+    for (int64_t i = 0; i < nrb; i++) {
+        const Rb *r = &rbs[i];
+        if (r->file < 0 || r->file >= nfiles || r->nrec < 0) {
+            fprintf(stderr, "floor: record batch %ld of the table names file %ld of %d\n", (long)i,
+                    (long)r->file, nfiles);
             return 2;
         }
+        /* what it checks and copies lies inside the file (a wrong table: an error, not a crash) */
+        const int64_t size = (int64_t)sizes[r->file];
+        int inside = r->body >= 0 && r->body_len >= 0 && r->body_len <= size - r->body;
+        for (int64_t c = 0; c < ncols && inside; c++)
+            inside = r->col[c] >= 0 && r->nrec <= (size - r->col[c]) / width[c];
+        if (!inside) {
+            fprintf(stderr, "floor: record batch %ld of the table reaches past the end of %s "
+                    "(%ld bytes)\n", (long)i, paths[r->file], (long)size);
+            return 2;
+        }
+    }
     hw_crc = __builtin_cpu_supports("sse4.2");
     if (!hw_crc) {
         fprintf(stderr, "floor: this CPU has no crc32 instruction\n");

@@ -111,7 +111,11 @@ def build(data_dir: str) -> str:
     out = os.path.join(data_dir, "floor-bin", f"floor-{digest.hexdigest()[:12]}")
     if os.path.exists(out):
         return out
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+    except OSError as err:
+        raise snap.SnapError(f"cannot build the floor program in {os.path.dirname(out)}: "
+                             f"{err.strerror}; pass --data-dir DIR") from err  # fmt: skip
     cc = shlex.split(sysconfig.get_config_var("CC") or "cc") or ["cc"]
     include = sysconfig.get_paths()["include"]
     cmd = [*cc, "-O2", "-pthread", f"-I{HEADERS[0].parent}", f"-I{include}", str(SOURCE),

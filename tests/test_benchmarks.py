@@ -401,3 +401,8 @@ def test_floor_times_only_modes_that_deliver_every_record_once(tmp_path: Path) -
         Path(table).write_bytes(bytes(bad))
         with pytest.raises(snap.SnapError, match=said):
             floor.check_floor(binary, 1, table, paths, expected, s.num_records)
+    bad = bytearray(good)  # a column past its file's end: said, not a crash
+    struct.pack_into("<q", bad, first + 8 * 4, 1 << 40)
+    Path(table).write_bytes(bytes(bad))
+    with pytest.raises(common.ChildError, match="record batch 0 of the table reaches past the end"):
+        floor.check_floor(binary, 1, table, paths, expected, s.num_records)
