@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -229,17 +230,19 @@ def test_a_forked_child_never_lets_go_of_its_parent_s_lease(tmp_path: Path) -> N
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_gc_interrupted_anywhere_loses_nothing_and_leaves_no_lease(tmp_path: Path) -> None:
-    """``snap.gc`` interrupted at every 13th call of snap's code: the snapshot still reads
+    """``snap.gc`` interrupted at every 23rd call of snap's code: the snapshot still reads
     whole, gc run again removes all the garbage, and a create needing the lease goes at once."""
     from snapshot_cli.writers import gc as gc_mod
 
+    template = tmp_path / "template"  # (copied for each interrupt: the creates took most
+    snap.create(records, template, **OPTIONS)  # of this test's time)
+    snap.create(records, template, **OPTIONS, params={"scale": 2}, overwrite=True)  # garbage
+    want = labels(template)
     k, interrupts = 0, 0
     while True:
         k += 23
         out = tmp_path / f"at-{k}"
-        snap.create(records, out, **OPTIONS)
-        snap.create(records, out, **OPTIONS, params={"scale": 2}, overwrite=True)  # garbage
-        want = labels(out)
+        shutil.copytree(template, out, copy_function=shutil.copy2)
         trace = InterruptAt(k)
         interrupted(lambda: gc_mod.gc(str(out), retention=0), trace)  # noqa: B023
         if not trace.where:

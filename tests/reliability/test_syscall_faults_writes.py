@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -198,21 +199,29 @@ def test_eintr_at_any_call_of_create_changes_nothing(
         assert run.records() == RECORDS
 
 
-def made_twice(tmp: Path) -> Run:
+@pytest.fixture(scope="module")
+def twice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A snapshot of two versions (the first's shards garbage once retention is 0) and a
-    shard no version has."""
-    run = Run(tmp)
+    shard no version has: each test takes copies (:func:`made_twice`)."""
+    run = Run(tmp_path_factory.mktemp("twice"))
     assert run.create().exit_code == 0
     assert run.create("--param", "tag=1", "--overwrite").exit_code == 0
     (run.out / "shards" / "0123456789-00000-0000-00000000.arrow").write_bytes(b"x")
+    return run.out
+
+
+def made_twice(twice: Path, tmp: Path) -> Run:
+    """A copy of :func:`twice`'s snapshot (its files' times kept) in ``tmp``."""
+    run = Run(tmp)
+    shutil.copytree(twice, run.out, copy_function=shutil.copy2)
     return run
 
 
 @pytest.mark.parametrize("name", CALLS)
 def test_eintr_at_any_call_of_gc_changes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, twice: Path, name: str
 ) -> None:
-    run = made_twice(tmp_path / "count")
+    run = made_twice(twice, tmp_path / "count")
     faults = Faults(monkeypatch, run.out)
     faults.inject(name, None)
     assert run.command("gc", str(run.out), "--retention", "0").exit_code == 0
@@ -220,7 +229,7 @@ def test_eintr_at_any_call_of_gc_changes_nothing(
     assert run.shards() == run.listed()  # (what gc leaves: the current version's)
     assert faults.seen.get(name), f"gc makes no {name} call about the snapshot"
     for nth in range(1, faults.seen[name] + 1):
-        run = made_twice(tmp_path / f"{nth}")
+        run = made_twice(twice, tmp_path / f"{nth}")
         faults = Faults(monkeypatch, run.out)
         faults.inject(name, errno.EINTR, nth=nth, after=nth % 2 == 0)
         res = run.command("gc", str(run.out), "--retention", "0")
