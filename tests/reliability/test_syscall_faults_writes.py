@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -179,20 +180,26 @@ def calls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
         return count_calls(Run(tmp_path_factory.mktemp("count")), monkeypatch)
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+# EINTR before the call happened or after it, by turns from an offset drawn for each run (runs
+# of the suite together give every call both; both at each took 95 s of the suite's worker
+# time). SNAP_EINTR_OFFSET=k fixes the offset; a failure names it.
+OFFSET = int(os.environ.get("SNAP_EINTR_OFFSET", random.randrange(2)))
+
+
 @pytest.mark.parametrize("name", CALLS)
 def test_eintr_at_any_call_of_create_changes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calls: dict[str, int], name: str,
-    after: bool,
-) -> None:  # fmt: skip
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calls: dict[str, int], name: str
+) -> None:
     assert calls.get(name), f"a create makes no {name} call about its OUTPUT"
     for nth in range(1, calls[name] + 1):  # (every one)
         run = Run(tmp_path / f"{nth}")
         faults = Faults(monkeypatch, run.out)
+        after = (nth + OFFSET) % 2 == 1
         faults.inject(name, errno.EINTR, nth=nth, after=after)
         res = run.create()
-        assert faults.fired, (name, nth)
-        assert res.exit_code == 0, (name, nth, faults.fired, res.output)
+        where = (name, nth, "after" if after else "before", f"SNAP_EINTR_OFFSET={OFFSET}")
+        assert faults.fired, where
+        assert res.exit_code == 0, (where, faults.fired, res.output)
         assert "snap: warning" not in res.output, res.output
         monkeypatch.undo()
         assert run.temporaries() == []
