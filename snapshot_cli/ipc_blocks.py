@@ -169,6 +169,11 @@ class BlockList(Sequence[Block]):
     def __len__(self) -> int:
         return len(self._offsets)
 
+    def lists(self) -> tuple[list[int], list[int], list[int]]:
+        """Offsets, lengths and metadata lengths as lists of ints: a reader's lookups per
+        record batch (a :class:`Block` made per look cost ~2 us, four times a record batch)."""
+        return self._offsets.tolist(), self._lengths.tolist(), self._metas.tolist()
+
     def total_length(self, indices: np.ndarray) -> int:
         """The bytes of the blocks at ``indices``, in one numpy call (no Block per index)."""
         return int(self._lengths[indices].sum())

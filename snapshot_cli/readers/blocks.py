@@ -44,9 +44,8 @@ class BlockFile:
         self, path: str, entry: ShardEntry, schema: pa.Schema, url: str, cached: bool = False
     ) -> None:
         self.url, self.schema = url, schema
-        # What to do about damage: a cache_dir entry was checked whole when it was fetched,
-        # so damage found later is its local copy's, not the snapshot's (recreating that
-        # would recompute it for nothing)
+        # What to do about damage: a cache_dir entry was checked whole when fetched, so damage
+        # found later is its local copy's, not the snapshot's (recreating that recomputes)
         self.fix = (
             f"the local copy in cache_dir is damaged ({path}), not the snapshot (it was "
             "checked when fetched): delete that file and run again to fetch it anew"
@@ -66,12 +65,12 @@ class BlockFile:
         try:
             read = functools.partial(os.pread, fd)
             self.blocks = ipc_blocks.file_blocks(read, self.size)
+            self._at, self._len, self._meta = self.blocks.lists()  # (per record batch: ints)
             # (once a file: values are read by the manifest's schema, never the file's)
             got = None if checked.seen(path, version) else ipc_blocks.file_schema(read, self.size)
         except ipc_blocks.FooterError as err:
             raise CorruptShardError(f"shard {url} cannot be opened: {err}; {self.fix}") from err
-        count = len(self.blocks)
-        if problem := schema_mod.layout_problem(got, schema, count, len(self._crcs)):
+        if problem := schema_mod.layout_problem(got, schema, len(self._at), len(self._crcs)):
             raise CorruptShardError(f"shard {url}: {problem}; {self.fix}")
         self._done = checked.record_batches(path, version, len(self.blocks))
         self._mapped: mmap.mmap | None = None  # the whole file, once mapped
@@ -83,6 +82,7 @@ class BlockFile:
         self._where: dict[int, tuple[Placement, int, dict[str, tuple[int, int]]]] = {}
         # where each record batch's columns start in the file, by column (-1: not noted)
         self._bases: tuple[Placement, dict[str, np.ndarray]] | None = None
+        self._noted = bytearray()  # 1: record batch noted in _bases (checked without numpy)
         self._parse = ipc_layout.LastLayout()  # plain record batches' metadata repeats
         self._last_where: tuple[Any, ...] | None = None  # the last regions worked out
         self._subsets: dict[tuple[str, ...], pa.ipc.RecordBatchFileReader] = {}  # by columns
@@ -134,18 +134,18 @@ class BlockFile:
         """Note where record batch ``i``'s columns (stored plain: ``where``, its regions,
         each holding its ``rows`` records) start in the file, for :meth:`placed`, once it was
         read and checked; not where a buffer lies outside the message."""
-        known = self._bases
-        if known and known[0] is placement and all(a[i] >= 0 for a in known[1].values()):
+        known, size = self._bases, self._len[i]
+        if known and known[0] is placement and self._noted[i]:
             return  # noted before (a later epoch reading slot windows)
-        block = self.blocks[i]
-        if any(start + length > block.length for start, length in where.values()):
+        if any(start + length > size for start, length in where.values()):
             return
-        out = {name: block.offset + start for name, (start, _) in where.items()}
         if known is None or known[0] is not placement:
-            fresh = {c: np.full(len(self.blocks), -1, np.int64) for c in out}
+            fresh = {c: np.full(len(self.blocks), -1, np.int64) for c in where}
             known = self._bases = (placement, fresh)
-        for name, at in out.items():
-            known[1][name][i] = at
+            self._noted = bytearray(len(self.blocks))
+        for name, (start, _) in where.items():
+            known[1][name][i] = self._at[i] + start
+        self._noted[i] = 1
 
     def placed(self, batches: np.ndarray, placement: Placement) -> dict[str, np.ndarray] | None:
         """Where these record batches' columns start in the file, as a read noted them
@@ -218,12 +218,12 @@ class BlockFile:
         m = self._whole()
         if m is None:
             return self._read_block(i)
-        block = self.blocks[i]
-        if len(m) < block.offset + block.length:  # the file shrank after it was opened
-            self._short(i, max(0, len(m) - block.offset), block.length)
-        self.touched += block.length
+        at, length = self._at[i], self._len[i]
+        if len(m) < at + length:  # the file shrank after it was opened
+            self._short(i, max(0, len(m) - at), length)
+        self.touched += length
         with memoryview(m) as whole:
-            return whole[block.offset : block.offset + block.length]
+            return whole[at : at + length]
 
     def _whole(self) -> mmap.mmap | None:
         """The file, mapped once for this object's life (None where it cannot be)."""
@@ -248,7 +248,7 @@ class BlockFile:
         message (``read(n)``: the first ``n``); None where it is not one placed directly."""
         layout = self._layouts.get(i)
         if layout is None:
-            length = self.blocks[i].length
+            length = self._len[i]
             head = read(min(length, HEAD_BYTES))
             try:
                 size = ipc_layout.metadata_size(head[:8])
@@ -341,15 +341,11 @@ class BlockFile:
         return True
 
     def _read_block(self, i: int) -> pa.Buffer:
-        block = self.blocks[i]
-        buf = pa.allocate_buffer(block.length)
-        view = memoryview(buf)
-        try:
-            got = os.preadv(self._file.fd, [view], block.offset)
-        finally:
-            view.release()
-        if got != block.length:
-            self._short(i, got, block.length)
+        buf = pa.allocate_buffer(length := self._len[i])
+        with memoryview(buf) as view:
+            got = os.preadv(self._file.fd, [view], self._at[i])
+        if got != length:
+            self._short(i, got, length)
         return buf
 
     def _short(self, i: int, got: int, length: int) -> None:
@@ -359,25 +355,22 @@ class BlockFile:
     def _fits(self, i: int, metadata: int, body: int) -> None:
         """Record batch ``i``'s metadata and body are the lengths the footer gives, as Arrow's
         file reader (verify's) requires. Every read of a record batch comes here once."""
-        block = self.blocks[i]
-        self.bytes_read += block.length
-        if metadata != block.meta or body != block.body:
+        meta, length = self._meta[i], self._len[i]
+        self.bytes_read += length
+        if metadata != meta or body != length - meta:
             raise CorruptShardError(
                 f"shard {self.url} record batch {i}: its message has {metadata} bytes of "
-                f"metadata and {body} of body, the footer says {block.meta} and {block.body}; "
+                f"metadata and {body} of body, the footer says {meta} and {length - meta}; "
                 f"{self.fix}"
             )
 
     def _check(self, i: int, crc: int) -> None:
         """Record batch ``i`` is not checked again if ``crc`` is the manifest's; else
         CorruptShardError."""
-        if crc == self._crcs[i]:
-            self._done[i] = True
-        else:
-            raise CorruptShardError(
-                f"shard {self.url} is damaged: record batch {i} has crc32c {crc:08x}, the "
-                f"manifest says {self._crcs[i]:08x}; {self.fix}"
-            )
+        if crc != self._crcs[i]:
+            said = f"record batch {i} has crc32c {crc:08x}, the manifest says {self._crcs[i]:08x}"
+            raise CorruptShardError(f"shard {self.url} is damaged: {said}; {self.fix}")
+        self._done[i] = True
 
     def read(self, i: int, verify: bool, columns: tuple[str, ...] = ()) -> pa.RecordBatch:
         """Record batch ``i``, its bytes checked (``verify``) before it is decoded; with
