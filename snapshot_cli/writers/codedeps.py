@@ -1,5 +1,6 @@
 """Which of your own modules a function's code uses, and their contents (pure but for reading
-those files).
+those files, and removing their cached bytecode where Python would take it for an older
+version of them: :mod:`.bytecode`).
 
 A pipeline counts by its source: its module's file (by name) or its own text (by value, see
 :mod:`.shipping`). What it calls from your other modules counts too, by those files' bytes:
@@ -36,7 +37,7 @@ import types
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from . import codescan
+from . import bytecode, codescan
 
 _ITEMS = 1_000  # items of one container looked at (of a larger set none: its order varies)
 _BUDGET = 20_000  # container items looked at in one walk, in all
@@ -63,7 +64,10 @@ def _library_dirs_for(path: tuple[str, ...]) -> tuple[str, ...]:
 
 def file_digest(path: str) -> str:
     """sha256 of a file's bytes (read again whenever its size or mtime changed: a notebook
-    that edits a helper between two creates gets the new digest)."""
+    that edits a helper between two creates gets the new digest). Its cached bytecode is
+    removed first if Python would run an older version from it (:mod:`.bytecode`): the
+    processes that run the code then compile the bytes hashed here."""
+    bytecode.drop_stale([path])
     st = os.stat(path)
     return _digest(path, st.st_size, st.st_mtime_ns)
 

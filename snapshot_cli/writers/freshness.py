@@ -4,7 +4,9 @@ A pipeline run in the calling process (``workers=0``) runs the functions this pr
 but its fingerprint counts the bytes of their files (:mod:`.codedeps`): in a notebook, a
 function of ``prep.py`` edited after ``import prep`` ran as it was, and its records were
 committed under the fingerprint of the edited file, so that every later create found them up
-to date. Worker processes import the files as they are, so only this process can be behind.
+to date. Worker processes import the files as they are (their cached bytecode taken for an
+older version is removed when they are fingerprinted: :mod:`.bytecode`), so only this
+process can be behind.
 
 A function is *behind* its file when its code is no longer in the file as it is now (the
 same name with other bytecode, constants or names). Comments, blank lines and moved code do

@@ -30,7 +30,7 @@ from .. import faults, os_paths
 from ..child import absolute_or_none, is_stdlib
 from ..errors import PipelineLoadError
 from ..local_files import cwd_gone
-from . import shipping
+from . import bytecode, shipping
 
 _loaded: dict[str, Callable[..., Any]] = {}
 _homes: dict[str, str | None] = {}  # the same key → the file of the module it was found in
@@ -225,6 +225,7 @@ def _import_file(path: str, target: str, what: str, spec: str) -> Any:
         if stamp is not None:
             _stamps[path] = stamp
     try:
+        bytecode.drop_stale([path])  # (else an edit within a second of the last import is lost)
         module_spec.loader.exec_module(module)
     except BaseException as err:
         with _naming:

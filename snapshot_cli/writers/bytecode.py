@@ -1,0 +1,91 @@
+"""Cached bytecode that Python would take for a source file edited after it was cached.
+
+Python takes a timestamp ``.pyc`` as up to date when its header holds the source's size and
+its modification time in whole seconds. A file rewritten within the second it was imported in,
+to the same size (``SCALE = 1`` made ``SCALE = 2`` by a script, a notebook cell or a code
+generator), keeps its old ``.pyc``, and every process that imports it runs the old code: a
+create's worker processes computed the old code's records under the fingerprint of the new
+file's bytes, and every later create found them up to date. An unchecked hash-based ``.pyc``
+(``py_compile --invalidation-mode unchecked-hash``) is never compared with its source at all.
+
+Such a ``.pyc`` is removed before the file is imported here or fingerprinted (the processes a
+create starts then compile the file as it is): a timestamp ``.pyc`` whose header matches its
+source while its code is not what the source compiles to now (its times cannot tell: the
+header holds whole seconds, and a copy or an archive sets a file's time back), and an
+unchecked hash-based one whose hash is not the source's. A checked hash-based ``.pyc`` is
+compared with its source by Python itself and left alone. The comparison compiles the file
+(as the import that follows would, were the ``.pyc`` removed): a few milliseconds for a file
+of a few hundred lines, paid only where Python would take the ``.pyc``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import marshal
+import os
+from collections.abc import Iterable
+
+from .. import faults
+from ..errors import PipelineLoadError
+
+_HEADER = 16  # magic, flags, then (mtime, size) or the source's 8-byte hash
+_HASHED, _CHECKED = 0b01, 0b10  # the flags of a hash-based .pyc (PEP 552)
+
+
+def stale(source: str) -> str | None:
+    """The cached bytecode of ``source`` that an import would take though it may not be the
+    file's code as it is now; None if there is none (or the file is gone)."""
+    try:
+        cached = importlib.util.cache_from_source(source)
+    except (NotImplementedError, ValueError):  # no cache tag (sys.implementation), not .py
+        return None
+    try:
+        with open(cached, "rb") as f:
+            data = f.read()
+        st = os.stat(source)
+    except OSError:  # no .pyc (or none readable: Python cannot take it either), no source
+        return None
+    if len(data) < _HEADER or data[:4] != importlib.util.MAGIC_NUMBER:
+        return None  # another Python's or a broken one: Python compiles the source instead
+    flags = int.from_bytes(data[4:8], "little")
+    if flags & _HASHED:
+        if flags & _CHECKED:
+            return None
+        try:
+            with open(source, "rb") as f:
+                return cached if data[8:16] != importlib.util.source_hash(f.read()) else None
+        except OSError:
+            return None
+    mtime, size = (int.from_bytes(data[i : i + 4], "little") for i in (8, 12))
+    if mtime != int(st.st_mtime) & 0xFFFFFFFF or size != st.st_size & 0xFFFFFFFF:
+        return None  # Python compiles the source instead
+    try:
+        with open(source, "rb") as f:
+            now = compile(f.read(), source, "exec", dont_inherit=True)
+        same = marshal.loads(data[_HEADER:]) == now  # (equal: Python runs the file as it is)
+    except OSError:
+        return None
+    except Exception:  # a broken .pyc, a source that no longer compiles: not the code cached
+        return cached
+    return None if same else cached
+
+
+def drop_stale(sources: Iterable[str]) -> None:
+    """Remove each of ``sources``' :func:`stale` bytecode; raise a
+    :class:`PipelineLoadError` that names it where it cannot be removed."""
+    for source in sources:
+        cached = stale(source)
+        if cached is None:
+            continue
+        try:
+            os.unlink(cached)
+        except FileNotFoundError:  # (removed or replaced meanwhile: by Python, up to date)
+            pass
+        except OSError as err:
+            said = faults.fault(err, cached)
+            raise PipelineLoadError(
+                f"{source} was edited after Python cached its bytecode in {cached} within the "
+                "same second, so Python would run the old code from it, and it cannot be "
+                f"removed ({said}): remove it, or touch {source} (a newer modification time "
+                "makes Python compile the file again), and run again"
+            ) from err
