@@ -41,15 +41,21 @@ demo: $(VENV)/.installed
 # waits on subprocesses and servers. On 2 cores (2026-12-02) the main suite took 12:22 in 2
 # workers and 10:55 in 3, the backends 3:42 and 2:45.
 WORKERS ?= 3
-test: $(VENV)/.installed-test
+test:
+	@# the oldest versions' venv (test-oldest's) is built while the main one installs: pip
+	@# keeps one core busy (a fresh venv: 104 CPU-s in 133 s on 2 cores, 2026-12-03)
+	@$(MAKE) --no-print-directory $(OLDEST)/.installed > .oldest-build.log 2>&1 & pid=$$!; \
+	$(MAKE) --no-print-directory $(VENV)/.installed-test; installed=$$?; \
+	wait $$pid; built=$$?; cat .oldest-build.log; rm -f .oldest-build.log; \
+	[ $$installed -eq 0 ] && [ $$built -eq 0 ]
 	$(BIN)/ruff check snapshot_cli tests examples benchmarks
 	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal --ignore=tests/backends --ignore=tests/infra
-	@# the oldest versions' venv is built and its tests run meanwhile (test-oldest): the
-	@# backends' servers leave a core half idle (2026-12-02: 278 CPU-s in 177 s on 2 cores);
-	@# their output follows the backends'
-	@echo "building $(OLDEST) and running test-oldest in the background (output below) while:"
+	@# the oldest versions' tests run meanwhile (test-oldest): the backends' servers leave a
+	@# core half idle (2026-12-02: 278 CPU-s in 177 s on 2 cores); their output follows the
+	@# backends'
+	@echo "running test-oldest in the background (output below) while:"
 	@$(MAKE) --no-print-directory test-oldest OLDEST_WORKERS=2 > .oldest.log 2>&1 & pid=$$!; \
 	echo "$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal tests/backends tests/infra"; \
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal tests/backends tests/infra; tests=$$?; \
