@@ -7,13 +7,14 @@ resumed from a checkpoint at an epoch's end replayed epoch 0's order."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
 
 import snapshot_cli as snap
@@ -40,27 +41,43 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return out
 
 
-class Model(pl.LightningModule):  # type: ignore[misc]
-    """Records the ids each training epoch and each validation run sees."""
+def lightning() -> Any:
+    """pytorch_lightning, imported when a test here runs, not when the suite is collected (2.4
+    s in each pytest worker, a third of its collection)."""
+    return importlib.import_module("pytorch_lightning")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer = torch.nn.Linear(1, 1)
-        self.train_ids: dict[int, list[int]] = {}
-        self.val_runs: list[list[int]] = []
 
-    def training_step(self, batch: dict[str, torch.Tensor], index: int) -> torch.Tensor:
-        self.train_ids.setdefault(self.current_epoch, []).extend(batch["id"].tolist())
-        return self.layer(batch["x"]).pow(2).mean()
+@functools.cache
+def model_class() -> Any:
+    pl = lightning()
 
-    def on_validation_epoch_start(self) -> None:
-        self.val_runs.append([])
+    class Model(pl.LightningModule):  # type: ignore[misc]
+        """Records the ids each training epoch and each validation run sees."""
 
-    def validation_step(self, batch: dict[str, torch.Tensor], index: int) -> None:
-        self.val_runs[-1].extend(batch["id"].tolist())
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+            self.train_ids: dict[int, list[int]] = {}
+            self.val_runs: list[list[int]] = []
 
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.01)
+        def training_step(self, batch: dict[str, torch.Tensor], index: int) -> torch.Tensor:
+            self.train_ids.setdefault(self.current_epoch, []).extend(batch["id"].tolist())
+            return self.layer(batch["x"]).pow(2).mean()
+
+        def on_validation_epoch_start(self) -> None:
+            self.val_runs.append([])
+
+        def validation_step(self, batch: dict[str, torch.Tensor], index: int) -> None:
+            self.val_runs[-1].extend(batch["id"].tolist())
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Model
+
+
+def Model() -> Any:  # noqa: N802 (made as a class is)
+    return model_class()()
 
 
 def trainer(**options: Any) -> Any:
@@ -68,7 +85,7 @@ def trainer(**options: Any) -> Any:
              "accelerator": "cpu", "devices": 1}  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (its import-time and setup notes)
-        return pl.Trainer(**{"enable_checkpointing": False, **quiet, **options})
+        return lightning().Trainer(**{"enable_checkpointing": False, **quiet, **options})
 
 
 def epoch(url: str, e: int, shuffle: bool = True) -> list[int]:
@@ -110,7 +127,9 @@ def test_a_run_resumed_mid_epoch_goes_on_from_its_batch(url: str, tmp_path: Path
     trainer(max_epochs=2, limit_val_batches=0).fit(
         whole, snap.open(url).loader(BATCH, seed=3).to_torch()
     )
-    keep = pl.callbacks.ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=4, save_top_k=-1)
+    keep = lightning().callbacks.ModelCheckpoint(
+        dirpath=tmp_path, every_n_train_steps=4, save_top_k=-1
+    )
     stopped = Model()
     trainer(max_steps=4, limit_val_batches=0, enable_checkpointing=True, callbacks=[keep]).fit(
         stopped, snap.open(url).loader(BATCH, seed=3).to_torch()
