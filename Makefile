@@ -41,16 +41,18 @@ demo: $(VENV)/.installed
 # waits on subprocesses and servers. On 2 cores (2026-12-02) the main suite took 12:22 in 2
 # workers and 10:55 in 3, the backends 3:42 and 2:45.
 WORKERS ?= 3
-test:
-	@# the oldest versions' venv (test-oldest's) is built while the main one installs: pip
-	@# keeps one core busy (a fresh venv: 104 CPU-s in 133 s on 2 cores, 2026-12-03)
+test: $(VENV)/.installed-test
+	@# the oldest versions' venv (test-oldest's) is built meanwhile, on the core ruff and mypy
+	@# leave idle, once the main venv's editable build (C extensions and egg-info written
+	@# into the tree) is done: two at once could read each other's half-written files
 	@$(MAKE) --no-print-directory $(OLDEST)/.installed > .oldest-build.log 2>&1 & pid=$$!; \
-	$(MAKE) --no-print-directory $(VENV)/.installed-test; installed=$$?; \
+	echo "$(BIN)/ruff check snapshot_cli tests examples benchmarks"; \
+	$(BIN)/ruff check snapshot_cli tests examples benchmarks && \
+	echo "$(BIN)/ruff format --check snapshot_cli tests examples benchmarks" && \
+	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks && \
+	echo "$(BIN)/mypy" && $(BIN)/mypy; checked=$$?; \
 	wait $$pid; built=$$?; cat .oldest-build.log; rm -f .oldest-build.log; \
-	[ $$installed -eq 0 ] && [ $$built -eq 0 ]
-	$(BIN)/ruff check snapshot_cli tests examples benchmarks
-	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
-	$(BIN)/mypy
+	[ $$checked -eq 0 ] && [ $$built -eq 0 ]
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal --ignore=tests/backends --ignore=tests/infra
 	@# the oldest versions' tests run meanwhile (test-oldest): the backends' servers leave a
 	@# core half idle (2026-12-02: 278 CPU-s in 177 s on 2 cores); their output follows the
