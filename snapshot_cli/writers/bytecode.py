@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import marshal
 import os
+import warnings
 from collections.abc import Iterable
 
 from .. import faults
@@ -60,7 +61,8 @@ def stale(source: str) -> str | None:
     if mtime != int(st.st_mtime) & 0xFFFFFFFF or size != st.st_size & 0xFFFFFFFF:
         return None  # Python compiles the source instead
     try:
-        with open(source, "rb") as f:
+        with open(source, "rb") as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (its SyntaxWarnings are the import's to say)
             now = compile(f.read(), source, "exec", dont_inherit=True)
         same = marshal.loads(data[_HEADER:]) == now  # (equal: Python runs the file as it is)
     except OSError:

@@ -15,6 +15,7 @@ import importlib.util
 import os
 import py_compile
 import uuid
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -39,7 +40,11 @@ def _cache(source: Path, at_ns: int, mode: str = "timestamp") -> Path:
     """Compile ``source`` into the ``.pyc`` an import takes, written at ``at_ns``."""
     cached = Path(importlib.util.cache_from_source(str(source)))
     invalidation = py_compile.PycInvalidationMode[mode.upper().replace("-", "_")]
-    py_compile.compile(str(source), cfile=str(cached), doraise=True, invalidation_mode=invalidation)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a file's own SyntaxWarnings)
+        py_compile.compile(
+            str(source), cfile=str(cached), doraise=True, invalidation_mode=invalidation
+        )
     os.utime(cached, ns=(at_ns, at_ns))
     return cached
 
@@ -105,6 +110,19 @@ def test_hash_based_bytecode(tmp_path: Path, mode: str, edited: bool, dropped: b
     assert cached.exists() is not dropped
     now = 2 if edited else 1
     assert now == _imported(source).SCALE
+
+
+def test_a_file_python_warns_of_is_compared_without_a_word(
+    tmp_path: Path, recwarn: pytest.WarningsRecorder
+) -> None:
+    """An invalid escape is a SyntaxWarning when the file is compiled: the import that
+    compiles it says it, not every create that compares its cache (and under warnings as
+    errors the comparison did not fail)."""
+    source = tmp_path / "pattern.py"
+    _write(source, 'PATTERN = "\\d+"\n', SECOND + 100 * MS)
+    cached = _cache(source, SECOND + 200 * MS)
+    assert bytecode.stale(str(source)) is None
+    assert cached.exists() and not recwarn.list
 
 
 def test_no_bytecode_no_source_or_a_foreign_one_is_nothing(tmp_path: Path) -> None:
