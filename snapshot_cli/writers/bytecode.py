@@ -86,8 +86,9 @@ def drop_stale(sources: Iterable[str]) -> None:
         except OSError as err:
             said = faults.fault(err, cached)
             raise PipelineLoadError(
-                f"{source} was edited after Python cached its bytecode in {cached} within the "
-                "same second, so Python would run the old code from it, and it cannot be "
-                f"removed ({said}): remove it, or touch {source} (a newer modification time "
-                "makes Python compile the file again), and run again"
+                f"{source} was edited after Python cached its bytecode in {cached}, which "
+                "Python would still run as the file's (its header holds the file's size and "
+                f"whole second, or is never checked), and it cannot be removed ({said}): "
+                f"remove it, or touch {source} (a newer modification time makes Python "
+                "compile a timestamp .pyc's file again), and run again"
             ) from err
