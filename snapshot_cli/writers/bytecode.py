@@ -20,13 +20,13 @@ of a few hundred lines, paid only where Python would take the ``.pyc``.
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import marshal
 import os
 import warnings
 from collections.abc import Iterable
 
-from .. import faults
 from ..errors import PipelineLoadError
 
 _HEADER = 16  # magic, flags, then (mtime, size) or the source's 8-byte hash
@@ -84,7 +84,7 @@ def drop_stale(sources: Iterable[str]) -> None:
         except FileNotFoundError:  # (removed or replaced meanwhile: by Python, up to date)
             pass
         except OSError as err:
-            said = faults.fault(err, cached)
+            said = f"{err.strerror} ({errno.errorcode.get(err.errno or 0, err.errno)})"
             raise PipelineLoadError(
                 f"{source} was edited after Python cached its bytecode in {cached}, which "
                 "Python would still run as the file's (its header holds the file's size and "

@@ -188,6 +188,7 @@ def test_bytecode_that_cannot_be_removed_is_named_with_what_to_do(
         bytecode.drop_stale([str(source)])
     message = str(err.value)
     assert message.startswith(f"{source} was edited after Python cached its bytecode in {cached}")
+    assert f"cannot be removed ({os.strerror(getattr(errno, code))} ({code}))" in message
     assert f"remove it, or touch {source}" in message
     assert cached.exists()
 
