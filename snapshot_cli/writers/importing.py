@@ -199,6 +199,7 @@ def _file_lock(path: str) -> threading.RLock:
 def _import_file(path: str, target: str, what: str, spec: str) -> Any:
     """Import the pipeline file at ``path`` (or take it from ``sys.modules``, unless it was
     edited since); its lock (:func:`_file_lock`) is held."""
+    bytecode.drop_stale([path])  # (else an edit within a second of the last import is lost)
     with _naming:  # (a name is chosen and taken at once: two files named prep.py in two
         name = _module_name_for(path)  # threads got the same one)
         ours = shipping.FROM_FILES.get(name) == path
@@ -225,7 +226,6 @@ def _import_file(path: str, target: str, what: str, spec: str) -> Any:
         if stamp is not None:
             _stamps[path] = stamp
     try:
-        bytecode.drop_stale([path])  # (else an edit within a second of the last import is lost)
         module_spec.loader.exec_module(module)
     except BaseException as err:
         with _naming:
