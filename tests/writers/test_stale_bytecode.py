@@ -226,3 +226,27 @@ def test_a_create_runs_the_edit_made_within_the_second(tmp_path: Path, edited: s
     assert info.num_records == 2
     values = sorted(int(v) for b in snap.open(str(out)).loader(2, shuffle=False) for v in b["v"])
     assert values == ([103, 106] if edited == "pipeline" else [701, 702])
+
+
+def test_a_create_whose_stale_pipeline_cache_cannot_be_removed_says_so_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Said before the file is imported: not as a failed import with snap's own traceback,
+    and with nothing written."""
+    pipe = tmp_path / "pipe.py"
+    _write(pipe, "def f(i):\n    yield {'v': i * 1}\n", SECOND + 100 * MS)
+    cached = _cache(pipe, SECOND + 200 * MS)
+    _write(pipe, "def f(i):\n    yield {'v': i * 2}\n", SECOND + 500 * MS)
+    unlink = os.unlink
+
+    def refused(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        if os.fspath(path) == str(cached):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", refused)
+    with pytest.raises(PipelineLoadError) as err:
+        snap.create(f"{pipe}:f", str(tmp_path / "out"), inputs=[1], workers=1)
+    assert str(err.value).startswith(f"{pipe} was edited after Python cached its bytecode")
+    assert "Traceback" not in str(err.value)
+    assert not (tmp_path / "out").exists()
