@@ -80,9 +80,11 @@ class BlockFile:
         self._mapping = threading.Lock()
         self._layouts: dict[int, ipc_layout.BatchLayout] = {}
         self._where: dict[int, tuple[Placement, int, dict[str, tuple[int, int]]]] = {}
-        # where each record batch's columns start in the file, by column (-1: not noted)
-        self._bases: tuple[Placement, dict[str, np.ndarray]] | None = None
-        self._noted = bytearray()  # 1: record batch noted in _bases (checked without numpy)
+        # where each record batch's columns start in the file, by column (-1: not noted), and
+        # which record batches it holds (1: noted; checked without numpy): one tuple, replaced
+        # whole under _noting, as decoding threads note record batches of one file at once
+        self._bases: tuple[Placement, dict[str, np.ndarray], bytearray] | None = None
+        self._noting = threading.Lock()
         self._parse = ipc_layout.LastLayout()  # plain record batches' metadata repeats
         self._last_where: tuple[Any, ...] | None = None  # the last regions worked out
         self._subsets: dict[tuple[str, ...], pa.ipc.RecordBatchFileReader] = {}  # by columns
@@ -135,17 +137,18 @@ class BlockFile:
         each holding its ``rows`` records) start in the file, for :meth:`placed`, once it was
         read and checked; not where a buffer lies outside the message."""
         known, size = self._bases, self._len[i]
-        if known and known[0] is placement and self._noted[i]:
+        if known and known[0] is placement and known[2][i]:
             return  # noted before (a later epoch reading slot windows)
         if any(start + length > size for start, length in where.values()):
             return
-        if known is None or known[0] is not placement:
-            fresh = {c: np.full(len(self.blocks), -1, np.int64) for c in where}
-            known = self._bases = (placement, fresh)
-            self._noted = bytearray(len(self.blocks))
-        for name, (start, _) in where.items():
-            known[1][name][i] = self._at[i] + start
-        self._noted[i] = 1
+        with self._noting:
+            known = self._bases
+            if known is None or known[0] is not placement:
+                fresh = {c: np.full(len(self.blocks), -1, np.int64) for c in where}
+                known = self._bases = (placement, fresh, bytearray(len(self.blocks)))
+            for name, (start, _) in where.items():
+                known[1][name][i] = self._at[i] + start
+            known[2][i] = 1
 
     def placed(self, batches: np.ndarray, placement: Placement) -> dict[str, np.ndarray] | None:
         """Where these record batches' columns start in the file, as a read noted them
