@@ -39,9 +39,19 @@ def termination_as_interrupt() -> Iterator[None]:
     under ``nohup``) stays ignored."""
 
     def raise_terminated(signum: int, frame: object) -> None:
+        if os.getpid() != pid:
+            # A process forked meanwhile, signalled before its at-fork hook (_forked) gave it
+            # the handlers from before back (a pipeline's Pool ended at once, on a loaded
+            # machine): raising Terminated there was said as "Exception ignored", and the
+            # worker lived on while Pool.terminate() waited for it. Take the signal as the
+            # handler before would: SIG_DFL ends the process.
+            _restore(raise_terminated, previous)
+            os.kill(os.getpid(), signum)
+            return
         received.append(signum)  # (a layer may raise a KeyboardInterrupt of its own: Ray's)
         raise Terminated(signum)
 
+    pid = os.getpid()
     received.clear()
     previous: dict[int, Any] = {}
     try:
