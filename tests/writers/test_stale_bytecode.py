@@ -49,6 +49,25 @@ def _cache(source: Path, at_ns: int, mode: str = "timestamp") -> Path:
     return cached
 
 
+def _unremovable_stale_cache(
+    source: Path, old: str, new: str, monkeypatch: pytest.MonkeyPatch, code: str = "EACCES"
+) -> Path:
+    """``source`` cached with ``old``, then edited to ``new`` within the second, and its
+    ``.pyc`` refused by ``os.unlink`` with errno ``code``: the cache's path."""
+    _write(source, old, SECOND + 100 * MS)
+    cached = _cache(source, SECOND + 200 * MS)
+    _write(source, new, SECOND + 500 * MS)
+    unlink = os.unlink
+
+    def refused(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        if os.fspath(path) == str(cached):
+            raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)), str(path))
+        unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", refused)
+    return cached
+
+
 def _imported(source: Path) -> ModuleType:
     """``source`` imported as Python imports a file (its ``.pyc`` taken if Python takes it),
     under a name of its own."""
@@ -173,17 +192,7 @@ def test_bytecode_that_cannot_be_removed_is_named_with_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str
 ) -> None:
     source = tmp_path / "scale.py"
-    _write(source, "SCALE = 1\n", SECOND + 100 * MS)
-    cached = _cache(source, SECOND + 200 * MS)
-    _write(source, "SCALE = 2\n", SECOND + 500 * MS)
-    unlink = os.unlink
-
-    def refused(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
-        if os.fspath(path) == str(cached):
-            raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)), str(path))
-        unlink(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "unlink", refused)
+    cached = _unremovable_stale_cache(source, "SCALE = 1\n", "SCALE = 2\n", monkeypatch, code)
     with pytest.raises(PipelineLoadError) as err:
         bytecode.drop_stale([str(source)])
     message = str(err.value)
@@ -234,17 +243,8 @@ def test_a_create_whose_stale_pipeline_cache_cannot_be_removed_says_so_alone(
     """Said before the file is imported: not as a failed import with snap's own traceback,
     and with nothing written."""
     pipe = tmp_path / "pipe.py"
-    _write(pipe, "def f(i):\n    yield {'v': i * 1}\n", SECOND + 100 * MS)
-    cached = _cache(pipe, SECOND + 200 * MS)
-    _write(pipe, "def f(i):\n    yield {'v': i * 2}\n", SECOND + 500 * MS)
-    unlink = os.unlink
-
-    def refused(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
-        if os.fspath(path) == str(cached):
-            raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        unlink(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "unlink", refused)
+    old, new = "def f(i):\n    yield {'v': i * 1}\n", "def f(i):\n    yield {'v': i * 2}\n"
+    _unremovable_stale_cache(pipe, old, new, monkeypatch)
     with pytest.raises(PipelineLoadError) as err:
         snap.create(f"{pipe}:f", str(tmp_path / "out"), inputs=[1], workers=1)
     assert str(err.value).startswith(f"{pipe} was edited after Python cached its bytecode")
