@@ -38,7 +38,7 @@ def stale(source: str) -> str | None:
     file's code as it is now; None if there is none (or the file is gone)."""
     try:
         cached = importlib.util.cache_from_source(source)
-    except (NotImplementedError, ValueError):  # a Python that caches no bytecode (no cache_tag)
+    except NotImplementedError:  # a Python that caches no bytecode (no cache_tag): none stale
         return None
     try:
         with open(cached, "rb") as f:
