@@ -50,11 +50,12 @@ _AS_WRITTEN = pa.ipc.IpcReadOptions(ensure_native_endian=False)
 
 
 class Tails:
-    """The footer region of each shard, fetched once (thread-safe)."""
+    """The footer region of each shard, fetched once, by one thread (the others wait)."""
 
     def __init__(self) -> None:
         self._tails: dict[str, tuple[int, bytes]] = {}
         self._lock = threading.Lock()
+        self._gates: dict[str, threading.Lock] = {}  # one fetch of a shard's tail at a time
         self.requests, self.fetched = 0, 0  # range requests and bytes, tails' and RangeFiles'
 
     def count(self, n: int) -> None:
@@ -65,8 +66,17 @@ class Tails:
         """``(offset, bytes)``: the shard's last bytes, holding at least its whole footer
         (``fresh``: fetched again, replacing those kept)."""
         with self._lock:
-            if path in self._tails and not fresh:
-                return self._tails[path]
+            known, gate = self._tails.get(path), self._gates.setdefault(path, threading.Lock())
+        if known is not None and not fresh:
+            return known
+        with gate:
+            with self._lock:
+                now = self._tails.get(path)
+            if now is not None and (not fresh or now is not known):  # (fetched meanwhile)
+                return now
+            return self._fetch_tail(fs, path, size)
+
+    def _fetch_tail(self, fs: Any, path: str, size: int) -> tuple[int, bytes]:
         start = max(0, size - TAIL_GUESS)
         tail = self._fetch(fs, path, start, size)
         if len(tail) < 10 or tail[-6:] != _MAGIC:
@@ -78,9 +88,9 @@ class Tails:
         if need > len(tail) and need <= size:
             start = size - need
             tail = self._fetch(fs, path, start, size)
-        with self._lock:
-            self._tails[path] = (start, tail)
-        return start, tail
+        with self._lock:  # (the very tuple every opener gets: regions are keyed by it)
+            self._tails[path] = kept = (start, tail)
+        return kept
 
     def _fetch(self, fs: Any, path: str, start: int, end: int) -> bytes:
         self.count(end - start)
@@ -148,10 +158,9 @@ def manifest_regions(url: str, entry: ShardEntry, blocks: ipc_blocks.BlockList) 
     offsets = np.array([b.offset for b in blocks[:]], np.int64)
     lengths = np.array([b.length for b in blocks[:]], np.int64)
     order = np.argsort(offsets, kind="stable")
-    names = [f"record batch {i}" for i in range(len(blocks))]
     return Regions(
         url, offsets[order], lengths[order], [crcs[i] for i in order],
-        [names[i] for i in order], "the manifest says",
+        [f"record batch {i}" for i in order], "the manifest says",
     )  # fmt: skip
 
 
