@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import arrays
 from . import schema as schema_mod
@@ -91,6 +90,8 @@ def _convert(column: pa.Array, t: pa.DataType) -> pa.Array:
     """``column`` as type ``t`` (:func:`stored_type` of its type). Lists and structs are
     rebuilt from their values rather than cast: pyarrow's cast of a ``list_view`` makes an
     invalid array (offsets one short)."""
+    import pyarrow.compute as pc  # (here, not above: ~40 ms of every worker's start)
+
     if pa.types.is_run_end_encoded(column.type):
         return _convert(pc.run_end_decode(column), t)
     if pa.types.is_dictionary(column.type):
