@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-output
 
-.PHONY: demo test test-oldest test-fast lint format bench clean
+.PHONY: demo test test-main test-oldest test-fast lint format bench clean
 
 # Python caches compiled modules (__pycache__/*.pyc) here as it does for users, also where the
 # environment says not to (PYTHONDONTWRITEBYTECODE): the processes the suite starts then
@@ -23,8 +23,12 @@ $(VENV)/.installed: pyproject.toml setup.py $(CSOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
+# --no-compile: pip would compile every module of every package (21,582 files with the test
+# extras; 106 -> 42 s of a fresh install on 2 cores, 2026-12-03); Python compiles and caches
+# the few thousand a run imports, once, as they are first imported (torch ~2.6 CPU-s,
+# tensorflow ~10).
 $(VENV)/.installed-test: pyproject.toml setup.py $(CSOURCES) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[test]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -40,29 +44,33 @@ demo: $(VENV)/.installed
 # tests/conftest.py). WORKERS is one more than CI's 2 cores: a third of the suite's time
 # waits on subprocesses and servers. On 2 cores (2026-12-02) the main suite took 12:22 in 2
 # workers and 10:55 in 3, the backends 3:42 and 2:45.
+#
+# The oldest versions' run (test-oldest) fills the core the rest leaves idle: its venv takes
+# its dependencies while pip installs the main venv's (one core), then snap is built into it
+# (after the main venv's editable build: two builds at once write the tree's egg-info and
+# build/ together) and its tests run beside ruff, mypy and the main suite; their output is
+# printed at the end. (Beside the backends, as before 2026-12-03, the two took 276-318 s
+# against 165 s and 65 s apart: the servers' tests wait on answers a loaded core is slow
+# to give.)
 WORKERS ?= 3
-test: $(VENV)/.installed-test
-	@# the oldest versions' venv (test-oldest's) is built meanwhile, on the core ruff and mypy
-	@# leave idle, once the main venv's editable build (C extensions and egg-info written
-	@# into the tree) is done: two at once could read each other's half-written files
-	@$(MAKE) --no-print-directory $(OLDEST)/.installed > .oldest-build.log 2>&1 & pid=$$!; \
-	echo "$(BIN)/ruff check snapshot_cli tests examples benchmarks"; \
-	$(BIN)/ruff check snapshot_cli tests examples benchmarks && \
-	echo "$(BIN)/ruff format --check snapshot_cli tests examples benchmarks" && \
-	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks && \
-	echo "$(BIN)/mypy" && $(BIN)/mypy; checked=$$?; \
-	wait $$pid; built=$$?; cat .oldest-build.log; rm -f .oldest-build.log; \
-	[ $$checked -eq 0 ] && [ $$built -eq 0 ]
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal --ignore=tests/backends --ignore=tests/infra
-	@# the oldest versions' tests run meanwhile (test-oldest): the backends' servers leave a
-	@# core half idle (2026-12-02: 278 CPU-s in 177 s on 2 cores); their output follows the
-	@# backends'
-	@echo "running test-oldest in the background (output below) while:"
-	@$(MAKE) --no-print-directory test-oldest OLDEST_WORKERS=2 > .oldest.log 2>&1 & pid=$$!; \
-	echo "$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal tests/backends tests/infra"; \
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal tests/backends tests/infra; tests=$$?; \
+test:
+	@$(MAKE) --no-print-directory $(OLDEST)/.deps > .oldest-build.log 2>&1 & pid=$$!; \
+	$(MAKE) --no-print-directory $(VENV)/.installed-test; installed=$$?; \
+	wait $$pid; deps=$$?; cat .oldest-build.log; rm -f .oldest-build.log; \
+	[ $$installed -eq 0 ] && [ $$deps -eq 0 ]
+	@echo "running test-oldest in the background (its output follows the rest) while:"; \
+	$(MAKE) --no-print-directory test-oldest OLDEST_WORKERS=2 > .oldest.log 2>&1 & pid=$$!; \
+	$(MAKE) --no-print-directory test-main; tests=$$?; \
 	wait $$pid; oldest=$$?; cat .oldest.log; rm -f .oldest.log; \
 	[ $$tests -eq 0 ] && [ $$oldest -eq 0 ]
+
+# make test without the oldest versions' run: lint, types, the main suite, the backends.
+test-main: $(VENV)/.installed-test
+	$(BIN)/ruff check snapshot_cli tests examples benchmarks
+	$(BIN)/ruff format --check snapshot_cli tests examples benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal --ignore=tests/backends --ignore=tests/infra
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal tests/backends tests/infra
 
 # The core tests against the oldest versions pyproject.toml allows (every dependency at its
 # minimum, tests/oldest.py), in a venv of their own: the minimums stay true. Under the oldest
@@ -77,12 +85,17 @@ OLDEST_TESTS := tests/commands tests/test_ipc_blocks.py tests/test_manifest.py \
 	tests/writers/test_create.py tests/readers/test_loader.py tests/readers/test_window.py \
 	tests/test_stored_types.py
 
-$(OLDEST)/.installed: pyproject.toml setup.py tests/oldest.py $(CSOURCES)
+# its dependencies (snap's at their minimums, and pytest's), then snap itself, editable
+$(OLDEST)/.deps: pyproject.toml tests/oldest.py
 	$(OLDEST_PYTHON) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
 	$(OLDEST)/bin/python tests/oldest.py > $(OLDEST)/constraints.txt
-	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/constraints.txt -e . \
+	$(OLDEST)/bin/python -m pip install --quiet --no-compile -r $(OLDEST)/constraints.txt \
 		pytest pytest-xdist hypothesis
+	touch $@
+
+$(OLDEST)/.installed: $(OLDEST)/.deps setup.py $(CSOURCES)
+	$(OLDEST)/bin/python -m pip install --quiet --no-compile --no-deps -e .
 	touch $@
 
 OLDEST_WORKERS ?= $(WORKERS)
