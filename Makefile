@@ -45,13 +45,14 @@ demo: $(VENV)/.installed
 # waits on subprocesses and servers. On 2 cores (2026-12-02) the main suite took 12:22 in 2
 # workers and 10:55 in 3, the backends 3:42 and 2:45.
 #
-# The oldest versions' run (test-oldest) fills the core the rest leaves idle: its venv takes
-# its dependencies while pip installs the main venv's (one core), then snap is built into it
-# (after the main venv's editable build: two builds at once write the tree's egg-info and
-# build/ together) and its tests run beside ruff, mypy and the main suite; their output is
-# printed at the end. (Beside the backends, as before 2026-12-03, the two took 276-318 s
-# against 165 s and 65 s apart: the servers' tests wait on answers a loaded core is slow
-# to give.)
+# The oldest versions' run (test-oldest) takes the CPU time the rest leaves idle: its venv
+# takes its dependencies while pip installs the main venv's (one core), then snap is built
+# into it (after the main venv's editable build: two builds at once write the tree's
+# egg-info and build/ together) and its tests run beside ruff, mypy, the main suite and the
+# backends at a lower priority (nice 10: ~10 % of a core where the rest wants it all); their
+# output is printed at the end. Beside the backends alone, as before 2026-12-03, the two
+# took 276-318 s against 165 s and 65 s apart (the servers' tests wait on answers a loaded
+# core is slow to give); beside the main suite at the same priority they cost it ~60 s.
 WORKERS ?= 3
 test:
 	@$(MAKE) --no-print-directory $(OLDEST)/.deps > .oldest-build.log 2>&1 & pid=$$!; \
@@ -59,7 +60,8 @@ test:
 	wait $$pid; deps=$$?; cat .oldest-build.log; rm -f .oldest-build.log; \
 	[ $$installed -eq 0 ] && [ $$deps -eq 0 ]
 	@echo "running test-oldest in the background (its output follows the rest) while:"; \
-	$(MAKE) --no-print-directory test-oldest OLDEST_WORKERS=2 > .oldest.log 2>&1 & pid=$$!; \
+	nice -n 10 $(MAKE) --no-print-directory test-oldest OLDEST_WORKERS=2 > .oldest.log 2>&1 & \
+	pid=$$!; \
 	$(MAKE) --no-print-directory test-main; tests=$$?; \
 	wait $$pid; oldest=$$?; cat .oldest.log; rm -f .oldest.log; \
 	[ $$tests -eq 0 ] && [ $$oldest -eq 0 ]
