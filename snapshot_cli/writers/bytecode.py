@@ -24,6 +24,7 @@ import errno
 import importlib.util
 import marshal
 import os
+import sys
 import warnings
 from collections.abc import Iterable
 
@@ -36,10 +37,9 @@ _HASHED, _CHECKED = 0b01, 0b10  # the flags of a hash-based .pyc (PEP 552)
 def stale(source: str) -> str | None:
     """The cached bytecode of ``source`` that an import would take though it may not be the
     file's code as it is now; None if there is none (or the file is gone)."""
-    try:
-        cached = importlib.util.cache_from_source(source)
-    except NotImplementedError:  # a Python that caches no bytecode (no cache_tag): none stale
+    if sys.implementation.cache_tag is None:  # a Python that caches no bytecode: none stale
         return None
+    cached = importlib.util.cache_from_source(source)
     try:
         with open(cached, "rb") as f:
             data = f.read()

@@ -14,6 +14,7 @@ import errno
 import importlib.util
 import os
 import py_compile
+import sys
 import uuid
 import warnings
 from pathlib import Path
@@ -88,6 +89,22 @@ def test_an_edit_within_the_second_is_what_python_runs_once_dropped(tmp_path: Pa
     bytecode.drop_stale([str(source)])
     assert not cached.exists()
     assert _imported(source).SCALE == 2
+
+
+def test_a_python_that_caches_no_bytecode_has_none_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``cache_tag`` (``importlib`` then refuses to name a cache file): nothing is stale,
+    nothing is dropped, no error."""
+    source = tmp_path / "scale.py"
+    _write(source, "SCALE = 1\n", SECOND + 100 * MS)
+    cached = _cache(source, SECOND + 200 * MS)
+    _write(source, "SCALE = 2\n", SECOND + 500 * MS)
+    assert bytecode.stale(str(source)) == str(cached)  # (with a cache tag: stale)
+    monkeypatch.setattr(sys.implementation, "cache_tag", None)
+    assert bytecode.stale(str(source)) is None
+    bytecode.drop_stale([str(source)])
+    assert cached.exists()
 
 
 @pytest.mark.parametrize(
