@@ -13,7 +13,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ import snapshot_cli as snap
 from snapshot_cli.cli import cli
 from tests.reliability import faultfs
 from tests.reliability.faultfs import OPS, Plan
+from tests.reliability.forks import Forks
 
 PIPE = """
 import numpy as np
@@ -36,11 +36,14 @@ RECORDS = list(range(18))
 
 
 @pytest.fixture(autouse=True)
-def registered() -> None:
+def registered(forks: Forks) -> None:
     faultfs.register()
+    Target.forks = forks
 
 
 class Target:
+    forks: Forks  # (set by the fixture above)
+
     def __init__(self, tmp: Path) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
@@ -55,9 +58,9 @@ class Target:
         return type(self)(tmp)
 
     def snap(self, plan: Plan | None, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "snapshot_cli", *args], cwd=self.tmp,
-                              env=faultfs.subprocess_env(self.tmp, plan), capture_output=True,
-                              text=True, timeout=180, check=False)  # fmt: skip
+        """``python -m snapshot_cli *args``, forked from the session's server (:mod:`.forks`):
+        a process of its own, killed as one, without an interpreter's imports each time."""
+        return self.forks.run(list(args), self.tmp, faultfs.subprocess_env(self.tmp, plan), 180)
 
     def create(
         self, plan: Plan | None, workers: str, *extra: str

@@ -19,6 +19,7 @@ import pytest
 
 from tests.reliability import faultfs
 from tests.reliability.faultfs import OPS, Plan
+from tests.reliability.forks import Forks
 from tests.reliability.test_kills import Target, points
 
 # Tasks of two inputs in order: [0, 1], [2, 3], [4, 5], then [6] with 7 inputs and [6, 7]
@@ -40,8 +41,9 @@ KEPT = set(range(6))  # the inputs of the tasks that keep their keys as inputs a
 
 
 @pytest.fixture(autouse=True)
-def registered() -> None:
+def registered(forks: Forks) -> None:
     faultfs.register()
+    Target.forks = forks
 
 
 class Growing(Target):

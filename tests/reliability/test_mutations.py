@@ -24,6 +24,7 @@ cases were tried, caught and read, by codec and by kind of edit.
 from __future__ import annotations
 
 import json
+import os
 import select
 import shutil
 import subprocess
@@ -45,6 +46,7 @@ import snapshot_cli as snap
 from snapshot_cli.manifest import MIN_BATCH_BYTES
 from tests.conftest import REPO
 from tests.reliability import shards as sh
+from tests.reliability.forks import Forks
 
 CODECS = ("none", "zstd", "lz4")
 INPUTS = [0, 1, 2]  # one shard each
@@ -114,7 +116,8 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Base]:
 class Prober:
     """The probe server (:func:`.shards.serve`): one forked child per snapshot probed."""
 
-    def __init__(self) -> None:
+    def __init__(self, forks: Forks) -> None:
+        self.forks = forks  # for snap verify
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from tests.reliability.shards import serve; serve()"],
             cwd=REPO,
@@ -147,8 +150,8 @@ class Prober:
 
 
 @pytest.fixture(scope="module")
-def prober() -> Iterator[Prober]:
-    p = Prober()
+def prober(forks: Forks) -> Iterator[Prober]:
+    p = Prober(forks)
     yield p
     p.close()
 
@@ -371,33 +374,24 @@ def probe_snapshot(base: Base, index: int, data: bytes, prober: Prober, work: Pa
     its counts left), run every reader and snap verify, check what they say; returns whether
     they found the shard damaged."""
     tmp = Path(tempfile.mkdtemp(dir=work))
-    verify = None
     try:
         out = sh.copy_snapshot(base.root, tmp / "snap")
         shard = base.paths[index]
         (out / shard).write_bytes(data)
         sh.refresh_entry(out, index)
-        verify = subprocess.Popen(  # runs while the probe does (two cores)
-            [sys.executable, "-m", "snapshot_cli", "verify", str(out), "--json"],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        # snap verify, forked (:mod:`.forks`), runs while the probe does (two cores)
+        verify = prober.forks.start(["verify", str(out), "--json"], REPO, dict(os.environ), 120)
         status = prober.probe(out, tmp / "probe.jsonl")
         try:
-            v_out, v_err = verify.communicate(timeout=120)
+            verified = verify()
         except subprocess.TimeoutExpired:
             raise AssertionError("snap verify hung (120 s)") from None
         report = (tmp / "probe.jsonl").read_text()
         stderr = (tmp / "probe.jsonl.stderr").read_text(errors="replace")
         caught = check_probe(status, report, stderr, shard, RECORDS)
-        check_verify(verify.returncode, v_out, v_err, shard, caught)
+        check_verify(verified.returncode, verified.stdout, verified.stderr, shard, caught)
         return caught
     finally:
-        if verify is not None and verify.poll() is None:
-            verify.kill()
-            verify.communicate()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
