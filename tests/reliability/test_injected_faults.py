@@ -18,7 +18,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from snapshot_cli import faults, retry
 from snapshot_cli.cli import cli
 from tests.reliability import faultfs
 from tests.reliability.faultfs import OPS, Plan
+from tests.reliability.forks import Forks
 
 PIPE = """
 import numpy as np
@@ -390,32 +390,29 @@ def test_gc_where_it_may_not_write_says_what_gc_needs(
     assert run.command("gc", run.url).exit_code == 0
 
 
-def cli_process(run: Run, plan: Plan | None, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snapshot_cli", *args], cwd=run.tmp,
-                          env=faultfs.subprocess_env(run.tmp, plan), capture_output=True,
-                          text=True, timeout=180, check=False)  # fmt: skip
-
-
-def create_process(run: Run, plan: Plan | None, workers: str) -> subprocess.CompletedProcess[str]:
-    return cli_process(run, plan, "create", f"{run.pipe}:preprocess", run.url, "--inputs-from",
-                       f"{run.pipe}:items", "--workers", workers, "--inputs-per-task", "1",
-                       "--json")  # fmt: skip
+def create_process(
+    forks: Forks, run: Run, plan: Plan | None, workers: str
+) -> subprocess.CompletedProcess[str]:
+    """snap create in a process of its own (forked: :mod:`.forks`), its workers too."""
+    args = ["create", f"{run.pipe}:preprocess", run.url, "--inputs-from", f"{run.pipe}:items",
+            "--workers", workers, "--inputs-per-task", "1", "--json"]  # fmt: skip
+    return forks.run(args, run.tmp, faultfs.subprocess_env(run.tmp, plan), 180)
 
 
 @pytest.mark.slow
 # one errno (EIO and the rest take the same path in a worker as ENOSPC, and every errno is
 # swept in process by test_every_fault_at_every_call_of_create) and one error without errno
 @pytest.mark.parametrize("error", ["ENOSPC", "nocreds"])
-def test_faults_in_worker_processes(tmp_path: Path, error: str) -> None:
+def test_faults_in_worker_processes(tmp_path: Path, forks: Forks, error: str) -> None:
     count = Run(tmp_path / "count")
     counting = Plan("none", str(tmp_path / "counted"), ops=("write",))
-    assert create_process(count, counting, "2").returncode == 0
+    assert create_process(forks, count, counting, "2").returncode == 0
     total = counting.calls()  # ~50 writes: 5 points, from the first to the commit's (each
     # point ~3 s; every call is swept in process by test_every_fault_at_every_call_of_create)
     for after in range(0, total, max(1, total // 5)):
         run = Run(tmp_path / str(after))
         plan = Plan(error, str(tmp_path / f"plan-{after}"), ops=("write",), after_calls=after)
-        res = create_process(run, plan, "2")
+        res = create_process(forks, run, plan, "2")
         assert plan.fired()
         if res.returncode == 0:  # it hit the lease's release, after the commit: harmless, the
             assert [f["path"] for f in plan.fired()][0].rsplit("/", 1)[-1].startswith("lease-")
@@ -425,7 +422,7 @@ def test_faults_in_worker_processes(tmp_path: Path, error: str) -> None:
         (line,) = [x for x in res.stderr.splitlines() if x.startswith("snap: error:")]
         assert faultfs.SAYS.get(error, error) in line and str(run.out) in line, line
         assert not run.leftovers() and not (run.out / "manifest.json").exists()
-        again = create_process(run, None, "2")
+        again = create_process(forks, run, None, "2")
         assert again.returncode == 0, again.stderr
         assert run.records() == RECORDS
 
@@ -433,7 +430,7 @@ def test_faults_in_worker_processes(tmp_path: Path, error: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("error", ["nocreds", "foreign"])  # no OSError (a gaierror is one)
 def test_a_storage_library_failing_mid_shard_in_a_worker_is_one_line(
-    tmp_path: Path, error: str
+    tmp_path: Path, forks: Forks, error: str
 ) -> None:
     """An S3 server gone while a worker uploaded a shard: botocore's EndpointConnectionError
     (no OSError) came out of the shard's close as "internal error in a worker process (a bug
@@ -442,7 +439,7 @@ def test_a_storage_library_failing_mid_shard_in_a_worker_is_one_line(
     # and six budgets could all fall in the manifest, task records and leases: a CI run did)
     count = Run(tmp_path / "count", NOISY_PIPE)
     counting = Plan("none", str(tmp_path / "counted"), ops=("write",), after_bytes=1 << 40)
-    assert create_process(count, counting, "2").returncode == 0
+    assert create_process(forks, count, counting, "2").returncode == 0
     total = json.loads(Path(counting.counter).read_text())["bytes"]
     in_shards = []
     for part in (0.5, 0.3, 0.7, 0.85, 0.15, 0.95):  # until one fires in a shard: which write
@@ -451,7 +448,7 @@ def test_a_storage_library_failing_mid_shard_in_a_worker_is_one_line(
             break
         run = Run(tmp_path / f"{budget}", NOISY_PIPE)
         plan = Plan(error, str(tmp_path / f"plan-{budget}"), ops=("write",), after_bytes=budget)
-        res = create_process(run, plan, "2")
+        res = create_process(forks, run, plan, "2")
         assert plan.fired()
         in_shards.append(any("/shards/" in f["path"] for f in plan.fired()))
         assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
