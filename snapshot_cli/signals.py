@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -82,10 +83,34 @@ def _restore(handler: Any, previous: dict[int, Any]) -> None:
             signal.signal(sig, signal.SIG_DFL if before is None else before)
 
 
+# A thread forking while a command runs holds the termination signals back across the fork
+# (its mask before, by thread): a child signalled before it first ran got the signal at once,
+# where the command's handler only noted it, and Python forgets the signals noted before a
+# fork as the child starts (they are the parent's): it lived on. The child takes them once
+# it has the handlers from before back; the parent, at once.
+_masks: dict[int, set[int | signal.Signals]] = {}
+_CAN_HOLD = hasattr(signal, "pthread_sigmask")
+
+
+def _forking() -> None:
+    if _installed and _CAN_HOLD:
+        _masks[threading.get_ident()] = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+
+
+def _let_go() -> None:
+    mask = _masks.pop(threading.get_ident(), None)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _forked() -> None:
     while _installed:
         _restore(*_installed.pop())
+    mask = _masks.pop(threading.get_ident(), None)
+    _masks.clear()  # (other threads' of the parent: gone here)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
+    os.register_at_fork(before=_forking, after_in_parent=_let_go, after_in_child=_forked)
