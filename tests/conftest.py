@@ -17,6 +17,8 @@ import fsspec
 import pytest
 from hypothesis import settings
 
+from tests.forks import Forks
+
 REPO = Path(__file__).resolve().parent.parent
 
 # No Hypothesis test fails for taking long: a deadline is a timed assertion, and a loaded CI
@@ -36,6 +38,15 @@ def write_pipeline(tmp_path: Path) -> Callable[[str, str], str]:
         return f"{path}:preprocess"
 
     return write
+
+
+@pytest.fixture(scope="session")
+def forks() -> Iterator[Forks]:
+    """snap commands forked from a server that imported snap once (:mod:`tests.forks`), for
+    tests that run many; one server per pytest process."""
+    server = Forks()
+    yield server
+    server.close()
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 import snapshot_cli as snap
 from snapshot_cli import faults, retry
 from snapshot_cli.cli import cli
+from tests.forks import Forks
 from tests.reliability import faultfs
 from tests.reliability.faultfs import OPS, Plan
-from tests.reliability.forks import Forks
 
 PIPE = """
 import numpy as np
@@ -393,7 +393,7 @@ def test_gc_where_it_may_not_write_says_what_gc_needs(
 def create_process(
     forks: Forks, run: Run, plan: Plan | None, workers: str
 ) -> subprocess.CompletedProcess[str]:
-    """snap create in a process of its own (forked: :mod:`.forks`), its workers too."""
+    """snap create in a process of its own (forked: :mod:`tests.forks`), its workers too."""
     args = ["create", f"{run.pipe}:preprocess", run.url, "--inputs-from", f"{run.pipe}:items",
             "--workers", workers, "--inputs-per-task", "1", "--json"]  # fmt: skip
     return forks.run(args, run.tmp, faultfs.subprocess_env(run.tmp, plan), 180)

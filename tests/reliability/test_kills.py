@@ -20,9 +20,9 @@ from click.testing import CliRunner
 
 import snapshot_cli as snap
 from snapshot_cli.cli import cli
+from tests.forks import Forks
 from tests.reliability import faultfs
 from tests.reliability.faultfs import OPS, Plan
-from tests.reliability.forks import Forks
 
 PIPE = """
 import numpy as np
@@ -58,7 +58,7 @@ class Target:
         return type(self)(tmp)
 
     def snap(self, plan: Plan | None, *args: str) -> subprocess.CompletedProcess[str]:
-        """``python -m snapshot_cli *args``, forked from the session's server (:mod:`.forks`):
+        """``python -m snapshot_cli *args``, forked from the session's server (:mod:`tests.forks`):
         a process of its own, killed as one, without an interpreter's imports each time."""
         return self.forks.run(list(args), self.tmp, faultfs.subprocess_env(self.tmp, plan), 180)
 

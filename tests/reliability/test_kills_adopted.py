@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.forks import Forks
 from tests.reliability import faultfs
 from tests.reliability.faultfs import OPS, Plan
-from tests.reliability.forks import Forks
 from tests.reliability.test_kills import Target, points
 
 # Tasks of two inputs in order: [0, 1], [2, 3], [4, 5], then [6] with 7 inputs and [6, 7]

@@ -45,8 +45,8 @@ from hypothesis import strategies as st
 import snapshot_cli as snap
 from snapshot_cli.manifest import MIN_BATCH_BYTES
 from tests.conftest import REPO
+from tests.forks import Forks
 from tests.reliability import shards as sh
-from tests.reliability.forks import Forks
 
 CODECS = ("none", "zstd", "lz4")
 INPUTS = [0, 1, 2]  # one shard each
@@ -379,7 +379,7 @@ def probe_snapshot(base: Base, index: int, data: bytes, prober: Prober, work: Pa
         shard = base.paths[index]
         (out / shard).write_bytes(data)
         sh.refresh_entry(out, index)
-        # snap verify, forked (:mod:`.forks`), runs while the probe does (two cores)
+        # snap verify, forked (:mod:`tests.forks`), runs while the probe does (two cores)
         verify = prober.forks.start(["verify", str(out), "--json"], REPO, dict(os.environ), 120)
         status = prober.probe(out, tmp / "probe.jsonl")
         try:

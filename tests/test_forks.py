@@ -1,4 +1,4 @@
-"""The fork server (:mod:`tests.reliability.forks`) gives what a command started anew gives:
+"""The fork server (:mod:`tests.forks`) gives what a command started anew gives:
 the same exit status, stdout and stderr; SIGKILL as minus the signal; a hang as
 ``TimeoutExpired``; and a command left running by a failed test does not answer for the
 next."""
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import snapshot_cli as snap
+from tests.forks import Forks
 from tests.reliability import faultfs
 from tests.reliability.faultfs import Plan
-from tests.reliability.forks import Forks
 
 
 def fresh(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -2,13 +2,14 @@
 
 A sweep that kills a command at each of a hundred points started a Python for each, and the
 imports of a command (pyarrow, numpy, fsspec: ~0.45 CPU-s) were most of those tests' time.
-Here one server process imports snap's CLI and ``faulty://`` (:mod:`.faultfs`) once; each
-command is a child forked from it that takes the command's arguments, environment and working
-directory, with stdin from /dev/null and stdout and stderr in files, and runs
-``snapshot_cli`` as ``-m`` runs it (:func:`runpy.run_module`). The child is a process of its
-own, as a command started anew: SIGKILL ends it, a worker it starts is a new Python that
-registers ``faulty://`` itself (the environment's ``sitecustomize``), and its exit status is
-given as :mod:`subprocess` gives one (minus the signal that ended it).
+Here one server process imports snap's CLI and ``faulty://``
+(:mod:`tests.reliability.faultfs`) once; each command is a child forked from it that takes
+the command's arguments, environment and working directory, with stdin from /dev/null and
+stdout and stderr in files, and runs ``snapshot_cli`` as ``-m`` runs it
+(:func:`runpy.run_module`). The child is a process of its own, as a command started anew:
+SIGKILL ends it, a worker it starts is a new Python that registers ``faulty://`` itself (the
+environment's ``sitecustomize``), and its exit status is given as :mod:`subprocess` gives
+one (minus the signal that ended it).
 
 What an interpreter's start reads from the environment (locale, ``PYTHONWARNINGS``, ``-X``
 options, the hash seed) is the server's, not the command's: the tests of those start a
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 class Forks:
@@ -46,7 +47,7 @@ class Forks:
     def _server(self) -> subprocess.Popen[str]:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", "from tests.reliability.forks import serve; serve()"],
+                [sys.executable, "-c", "from tests.forks import serve; serve()"],
                 cwd=REPO,
                 env={**os.environ, "PYTHONPATH": str(REPO)},
                 stdin=subprocess.PIPE,
