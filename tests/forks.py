@@ -138,9 +138,11 @@ def _command(request: dict[str, Any]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        for fd, name, flags in ((0, os.devnull, os.O_RDONLY), (1, "stdout", 0), (2, "stderr", 0)):
-            path = name if fd == 0 else f"{request['out']}.{name}"
-            opened = os.open(path, flags or os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        written = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                                (1, f"{request['out']}.stdout", written),
+                                (2, f"{request['out']}.stderr", written)):  # fmt: skip
+            opened = os.open(path, flags, 0o644)
             os.dup2(opened, fd)
             os.close(opened)
         sys.stdin = open(0, encoding=sys.stdin.encoding, closefd=False)  # noqa: SIM115 (for good)

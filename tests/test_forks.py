@@ -43,6 +43,15 @@ def test_a_forked_command_says_and_exits_as_one_started_anew(tmp_path: Path, for
     assert {forks.run(a, tmp_path, env, 120).returncode for a in (["inspect", "s"], ["x"])} == {
         0, 2
     }  # fmt: skip
+    # stdin reads as /dev/null, as subprocess.run's does with stdin=DEVNULL (a user's code)
+    (tmp_path / "pipe.py").write_text(
+        "import sys\ndef preprocess(i):\n    yield {'i': i}\n"
+        "def items():\n    return [len(sys.stdin.read())]\n"
+    )
+    args = ["create", "pipe.py:preprocess", "t", "--inputs-from", "pipe.py:items"]
+    forked = forks.run([*args, "--workers", "0"], tmp_path, env, 120)
+    assert forked.returncode == 0, forked.stderr
+    assert [b["i"].tolist() for b in snap.open(tmp_path / "t").loader(4)] == [[0]]
 
 
 def test_a_killed_command_is_minus_sigkill_and_the_next_one_runs(
