@@ -17,6 +17,7 @@ import fsspec
 import pytest
 from hypothesis import settings
 
+from tests import forks as forks_module
 from tests.forks import Forks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,12 +42,10 @@ def write_pipeline(tmp_path: Path) -> Callable[[str, str], str]:
 
 
 @pytest.fixture(scope="session")
-def forks() -> Iterator[Forks]:
+def forks() -> Forks:
     """snap commands forked from a server that imported snap once (:mod:`tests.forks`), for
     tests that run many; one server per pytest process."""
-    server = Forks()
-    yield server
-    server.close()
+    return forks_module.shared()
 
 
 @pytest.fixture

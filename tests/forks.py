@@ -17,6 +17,7 @@ process of their own. The server holds no thread when it forks (checked at each 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -111,6 +112,18 @@ class Forks:
             self.proc.wait()
         self.proc.stdout.close()
         self.proc = None
+
+
+_shared: Forks | None = None
+
+
+def shared() -> Forks:
+    """This process's server (the ``forks`` fixture's too), closed as the process ends."""
+    global _shared
+    if _shared is None:
+        _shared = Forks()
+        atexit.register(_shared.close)
+    return _shared
 
 
 def serve() -> None:

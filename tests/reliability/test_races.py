@@ -18,6 +18,7 @@ and exit codes; every wait is a bounded poll for a condition.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 import pytest
 
 import snapshot_cli as snap
+from tests import forks
 from tests.conftest import REPO, wait_for
 
 ITEMS = 8  # inputs (one task, one shard each); records per input: the ``rows`` param
@@ -147,9 +149,11 @@ def start(cmd: list[str], log: Path, tag: str = "") -> Writer:
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        cmd, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT, check=False
-    )
+    """A snap command (``cmd``: python -m snapshot_cli ...) to its end, forked from the fork
+    server (:mod:`tests.forks`): its imports were most of its time. The racing commands are
+    started anew, at once (``start``)."""
+    assert cmd[:3] == [sys.executable, "-m", "snapshot_cli"], cmd
+    return forks.shared().run(cmd[3:], REPO, dict(os.environ), TIMEOUT)
 
 
 HOLDER_RE = re.compile(r"waiting for the writer lease of .*?, held by \S+?:(\d+) \(run")
