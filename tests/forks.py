@@ -84,6 +84,9 @@ class Forks:
             assert server.stdout is not None and self.pending is finish, "waited for twice"
             self.pending = None
             ready, _, _ = select.select([server.stdout], [], [], timeout + 30)
+            if not ready:  # (its answer would come late, for the next command: a new server)
+                server.kill()
+                server.wait()
             assert ready, f"the fork server did not answer for {args}"
             line = server.stdout.readline()
             assert line, f"the fork server ended (exit {server.poll()})"
@@ -101,17 +104,22 @@ class Forks:
 
     def close(self) -> None:
         shutil.rmtree(self.said, ignore_errors=True)
-        if self.proc is None:
-            return
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-        self.proc = None
+        if self.proc is not None:
+            stop_server(self.proc)
+            self.proc = None
+
+
+def stop_server(proc: subprocess.Popen[str]) -> None:
+    """End a server that reads requests from its stdin: its stdin closed, it ends (killed if
+    it has not within 30 s); its pipes closed."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
 
 
 _shared: Forks | None = None

@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 import snapshot_cli as snap
 from snapshot_cli.manifest import MIN_BATCH_BYTES
 from tests.conftest import REPO
-from tests.forks import Forks
+from tests.forks import Forks, stop_server
 from tests.reliability import shards as sh
 
 CODECS = ("none", "zstd", "lz4")
@@ -139,14 +139,7 @@ class Prober:
         return status
 
     def close(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
+        stop_server(self.proc)
 
 
 @pytest.fixture(scope="module")
