@@ -1,7 +1,7 @@
 """The fork server (:mod:`tests.forks`) gives what a command started anew gives:
-the same exit status, stdout and stderr; SIGKILL as minus the signal; a hang as
-``TimeoutExpired``; and a command left running by a failed test does not answer for the
-next."""
+the same exit status, stdout and stderr, for ``-m snapshot_cli``, ``-c CODE`` and a script;
+SIGKILL as minus the signal; a hang as ``TimeoutExpired``; commands started together run
+together; and a command left running by a failed test does not answer for the next."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import snapshot_cli as snap
+from tests import forks as forks_module
 from tests.forks import Forks
 from tests.reliability import faultfs
 from tests.reliability.faultfs import Plan
@@ -85,3 +86,62 @@ def test_a_hang_is_a_timeout_and_a_command_never_waited_for_is_not_the_next_ones
         forks.run(args, tmp_path, dict(os.environ), 1)
     forks.start(["inspect", "nowhere"], tmp_path, dict(os.environ), 120)  # (never waited for)
     assert forks.run(["--version"], tmp_path, dict(os.environ), 120).returncode == 0
+
+
+PY = """
+import os, sys
+print(__name__, sys.argv[1:], os.getcwd(), sys.path[0] in ("", os.getcwd()), sys.stdin.read())
+print("to stderr", file=sys.stderr)
+if sys.argv[1] == "fail":
+    raise ValueError("as a user's code fails")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_code_and_scripts_run_as_python_runs_them(tmp_path: Path, forks: Forks) -> None:
+    script = tmp_path / "dir" / "script.py"
+    script.parent.mkdir()
+    script.write_text(PY.replace('sys.path[0] in ("", os.getcwd())', "sys.path[0]"))
+    env = dict(os.environ)
+    for argv in (["-c", PY, "0"], ["-c", PY, "3"], ["-c", PY, "fail"], [str(script), "0"],
+                 [str(script), "fail"]):  # fmt: skip
+        forked = forks.python(argv, tmp_path, env, 120)
+        anew = subprocess.run(
+            [sys.executable, *argv],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+        assert (forked.returncode, forked.stdout) == (anew.returncode, anew.stdout), argv
+        assert forked.stderr.splitlines()[-1] == anew.stderr.splitlines()[-1], argv
+    assert forks.python(["-c", PY, "fail"], tmp_path, env, 120).stderr.endswith(
+        "ValueError: as a user's code fails\n"
+    )
+
+
+def test_commands_started_together_run_together(tmp_path: Path, forks: Forks) -> None:
+    """A reader and a writer of one FIFO: each blocks until the other runs (as two ranks of
+    a job wait for each other), so run one after the other they would time out."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    read = "import sys; print(open(sys.argv[1]).read())"
+    write = "import sys; open(sys.argv[1], 'w').write('from the other')"
+    env = dict(os.environ)
+    reader = forks.start_python(["-c", read, str(fifo)], tmp_path, env, 60)
+    writer = forks.start_python(["-c", write, str(fifo)], tmp_path, env, 60)
+    assert writer().returncode == 0  # (answered in either order)
+    assert reader().stdout == "from the other\n"
+
+
+def test_a_server_preloads_what_it_is_given_with_its_environment(tmp_path: Path) -> None:
+    code = "import os, sys; print('colorsys' in sys.modules, os.environ.get('SNAP_SERVER'))"
+    preloaded = forks_module.shared(("colorsys",), {"SNAP_SERVER": "server"})
+    assert preloaded is forks_module.shared(("colorsys",), {"SNAP_SERVER": "server"})
+    said = preloaded.python(["-c", code], tmp_path, dict(os.environ), 120).stdout
+    assert said == "True None\n"  # imported once; the command's own environment
+    assert forks_module.shared().python(["-c", code], tmp_path, dict(os.environ), 120).stdout == (
+        "False None\n"
+    )

@@ -20,9 +20,11 @@ import torch
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
 from snapshot_cli.readers.torch import SnapshotDataset
+from tests import forks as forks_module
 from tests.conftest import REPO
 
 G = 12
+TORCH = ("torch", "torch.distributed", "torch.nn.parallel", "snapshot_cli.readers.torch")
 
 
 @pytest.fixture(scope="module")
@@ -218,17 +220,21 @@ def _job(tmp: Path, url: str, world: int, steps: int, state: Path | None, name: 
     script.write_text(JOB)
     out = tmp / f"{name}.json"
     port = _free_port()
-    procs = []
-    for rank in range(world):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-               "RANK": str(rank), "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1",
-               "PYTHONPATH": str(REPO)}  # fmt: skip
-        args = [sys.executable, str(script), url, str(out), str(steps), str(state or "-")]
-        procs.append(subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True))
-    errors = [p.communicate(timeout=300)[1] for p in procs]  # every process waited for
-    for p, err in zip(procs, errors, strict=True):
-        assert p.returncode == 0, err[-3000:]
+    envs = [{**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+             "RANK": str(rank), "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1",
+             "PYTHONPATH": str(REPO)} for rank in range(world)]  # fmt: skip
+    _ranks([str(script), url, str(out), str(steps), str(state or "-")], envs)
     return json.loads(out.read_text())
+
+
+def _ranks(argv: list[str], envs: list[dict[str, str]]) -> None:
+    """A job's processes, ``python *argv`` in each environment, started together and each
+    waited for: forked from a server that imported torch once (:mod:`tests.forks`; torch
+    read the ranks' ``OMP_NUM_THREADS=1`` there), ~3 CPU-s less a process."""
+    forks = forks_module.shared(TORCH, {"OMP_NUM_THREADS": "1"})
+    started = [forks.start_python(argv, REPO, env, 300) for env in envs]
+    for done in [finish() for finish in started]:
+        assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -293,18 +299,15 @@ def test_a_dataset_made_before_the_process_group_reads_its_rank(
     script.write_text(MADE_BEFORE_THE_GROUP)
     out = tmp_path / "out.json"
     port = str(_free_port())
-    procs = []
+    envs = []
     for rank in range(2):
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
         env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, MY_RANK=str(rank),
                    OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))  # fmt: skip
         if rank:
             env.update(WORLD_SIZE="2", LOCAL_RANK="1")
-        args = [sys.executable, str(script), url, str(out), ctx]
-        procs.append(subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True))
-    errors = [p.communicate(timeout=300)[1] for p in procs]
-    for p, err in zip(procs, errors, strict=True):
-        assert p.returncode == 0, err[-3000:]
+        envs.append(env)
+    _ranks([str(script), url, str(out), ctx], envs)
     parts = json.loads(out.read_text())
     assert all(parts) and not set(parts[0]) & set(parts[1])
     assert sorted(parts[0] + parts[1]) == list(range(480))
