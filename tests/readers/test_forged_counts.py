@@ -3,14 +3,14 @@
 fit int64 (it wrapped to a few bytes, and the compiled decode copied far past the buffer:
 SIGBUS). Every read path refuses it with a CorruptShardError naming the shard, in every codec
 (the compressed ones with their values stored plain, as Arrow stores what does not shrink).
-Each read runs in a process of its own: a crash fails the test, not the suite."""
+Each read runs in a process of its own (forked: :mod:`tests.forks`): a crash fails the
+test, not the suite."""
 
 from __future__ import annotations
 
 import json
+import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,10 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli import ipc_blocks, ipc_layout
+from tests import forks
+from tests.conftest import REPO
 
 ROWS = 2**53 - 1  # the most records a manifest allows
-SNAP = str(Path(sys.executable).with_name("snap"))
 
 
 def preprocess(i: int):  # type: ignore[no-untyped-def]
@@ -130,10 +131,8 @@ def _shard(out: Path) -> str:
 
 def read(out: Path, options: dict[str, Any]) -> str:
     """What a loader of ``out`` with these options raised, read in a process of its own."""
-    res = subprocess.run(
-        [sys.executable, "-c", READ, str(out), repr(options)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    env = dict(os.environ)  # (forked from a server that imported snap: tests.forks)
+    res = forks.shared().python(["-c", READ, str(out), repr(options)], REPO, env, 300)
     assert res.returncode == 0, (res.returncode, res.stderr[-2000:])  # (-7: SIGBUS)
     return res.stdout
 
@@ -147,8 +146,7 @@ def test_every_read_path_refuses_a_forged_record_count(forged: Path, how: str) -
 @pytest.mark.parametrize("command", ["bench", "head", "verify"])
 def test_commands_say_which_shard_in_one_line(forged: Path, command: str) -> None:
     args = ["--epochs", "1"] if command == "bench" else []
-    res = subprocess.run([SNAP, command, str(forged), *args], capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    res = forks.shared().run([command, str(forged), *args], REPO, dict(os.environ), 300)
     assert res.returncode == 1, (res.returncode, res.stderr[-2000:])
     assert "Traceback" not in res.stderr and "a bug in snap" not in res.stderr
     if command != "verify":  # (verify lists each damaged shard on stdout)

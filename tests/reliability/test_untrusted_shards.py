@@ -2,14 +2,14 @@
 shuffle modes, with and without verify), ``head`` and ``verify`` answer CorruptShardError
 naming the shard, never a crash, a cast, or bytes that are not in the file.
 
-Each probe runs in its own process, so that a segfault fails the test instead of ending it.
+Each probe runs in its own process (forked: :mod:`tests.forks`), so that a segfault fails
+the test instead of ending it.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 
 import snapshot_cli as snap
 from snapshot_cli import schema as schema_mod
+from tests import forks
 from tests.conftest import REPO
 from tests.reliability.shards import copy_snapshot, load_manifest, refresh_entry
 
@@ -122,17 +123,11 @@ def test_a_forged_shard_is_a_clean_error_everywhere(
     shard = forge(out, kind)
     for how in ("head", "shuffle-verify", "ordered-verify", "shuffle-noverify",
                 "ordered-noverify"):  # fmt: skip
-        res = subprocess.run(
-            [sys.executable, "-c", PROBE, str(out), how], cwd=REPO, capture_output=True,
-            text=True, timeout=120, check=False,
-        )  # fmt: skip
+        res = forks.shared().python(["-c", PROBE, str(out), how], REPO, dict(os.environ), 120)
         assert res.returncode == 0, f"{kind}, {how}: exit {res.returncode}\n{res.stderr}"
         assert res.stdout.startswith("CorruptShardError:"), f"{kind}, {how}: {res.stdout}"
         assert shard in res.stdout
-    verify = subprocess.run(
-        [sys.executable, "-m", "snapshot_cli", "verify", str(out), "--json"], cwd=REPO,
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    verify = forks.shared().run(["verify", str(out), "--json"], REPO, dict(os.environ), 120)
     assert verify.returncode == 1
     damaged = json.loads(verify.stdout)["damaged"]
     assert [d["path"] for d in damaged] == [shard]
@@ -140,6 +135,6 @@ def test_a_forged_shard_is_a_clean_error_everywhere(
 
 def test_the_pristine_snapshot_reads_in_every_mode(pristine: Path) -> None:
     for how in ("head", "shuffle-verify", "ordered-noverify"):
-        res = subprocess.run([sys.executable, "-c", PROBE, str(pristine), how], cwd=REPO,
-                             capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+        res = forks.shared().python(["-c", PROBE, str(pristine), how], REPO, dict(os.environ), 120)
+        assert res.returncode == 0, res.stderr
         assert res.stdout.strip() == "read without an error"
