@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import snapshot_cli as snap
+from tests import forks
 from tests.conftest import REPO, wait_for
 from tests.writers.test_processes import pid_alive
 
@@ -33,8 +34,7 @@ HELPERS = sorted(p.stem for p in BENCH.glob("*.py") if p.name not in SCRIPTS)
 
 @cache
 def help_text(script: str) -> str:
-    res = subprocess.run([sys.executable, str(BENCH / script), "--help"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    res = bench(script, "--help", timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     return res.stdout
 
@@ -65,8 +65,7 @@ def test_each_helper_imports() -> None:
     code = f"import sys; sys.path.insert(0, {str(BENCH)!r}); " + "; ".join(
         f"import {name}" for name in HELPERS
     )
-    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                         text=True, timeout=120, check=False)  # fmt: skip
+    res = forks.shared().python(["-c", code], REPO, dict(os.environ), 120)
     assert res.returncode == 0, res.stderr[-2000:]
 
 
@@ -139,8 +138,10 @@ def test_peers_import_every_library_an_epoch_uses_before_its_clock() -> None:
 
 
 def bench(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BENCH / argv[0]), *argv[1:]], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    """``python benchmarks/ARGV...``, forked from a server that imported snap once
+    (:mod:`tests.forks`): a process of its own, as a user's run."""
+    script = [str(BENCH / argv[0]), *argv[1:]]
+    return forks.shared().python(script, REPO, dict(os.environ), timeout)
 
 
 def import_bench(name: str) -> Any:
