@@ -4,12 +4,19 @@ Python raises a signal's KeyboardInterrupt in the main thread where it checks fo
 the start of a Python function, among other points (it does not check at every line: a trace
 raising at a ``with`` statement's exit would leave its lock held, which no signal can). The
 tests that use it raise one at each such point of an operation in turn, for every k until
-the operation calls fewer functions than k, and check what a user relies on after Ctrl-C."""
+the operation calls fewer functions than k, and check what a user relies on after Ctrl-C.
+
+A sweep too long for one run of the suite tries a share of the calls (:func:`calls`): every
+n-th from an offset drawn for the run, so that runs together try every call; each point
+names the offset, and ``SNAP_INTERRUPT_OFFSET=k`` runs that share again."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import TypeVar
@@ -17,6 +24,7 @@ from typing import TypeVar
 import snapshot_cli
 
 SNAP_CODE = str(Path(snapshot_cli.__file__).parent)
+OFFSET = int(os.environ.get("SNAP_INTERRUPT_OFFSET", random.randrange(1 << 16)))
 T = TypeVar("T")
 
 
@@ -41,7 +49,10 @@ class InterruptAt:
             return None
         self.calls += 1
         if self.calls == self.k:
-            self.where = f"{frame.f_code.co_name} ({name}:{frame.f_lineno})"
+            self.where = (
+                f"{frame.f_code.co_name} ({name}:{frame.f_lineno}), call {self.k}"
+                f" (SNAP_INTERRUPT_OFFSET={OFFSET})"
+            )
             raise self.raises
         return None  # no line events in the frame
 
@@ -57,3 +68,9 @@ def interrupted(call: Callable[[], T], trace: InterruptAt) -> T | None:
         return None
     finally:
         sys.settrace(None)
+
+
+def calls(every: int) -> Iterator[int]:
+    """The k's a sweep tries in this run: every ``every``-th call from the run's offset (1
+    to ``every``); the sweep ends at the first k past the operation's last call."""
+    return itertools.count(OFFSET % every + 1, every)
