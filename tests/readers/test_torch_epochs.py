@@ -288,8 +288,11 @@ def test_each_worker_takes_its_share_of_the_auto_buffer_and_cores(snapshot_url: 
 
 
 def _trial(dataset: Any) -> list[list[int]]:
-    """A sweep's trial given the dataset pickled: two epochs of a DataLoader over it."""
-    dl = _dataloader(dataset)
+    """A sweep's trial given the dataset pickled: two epochs of a DataLoader over it. Its
+    workers fork, as in a Ray Tune trial (in a process spawned by multiprocessing, spawn
+    is the default, and each worker would import torch again: ~20 CPU-s of the test;
+    spawned workers have a test of their own above)."""
+    dl = _dataloader(dataset, multiprocessing_context="fork")
     return [_labels(dl), _labels(dl)]
 
 
@@ -300,7 +303,7 @@ def test_trials_given_one_dataset_each_count_their_own_epochs(
     """One ``SnapshotDataset`` sent to two trials, each a process of its own (as Ray
     Tune's ``with_parameters`` does): the second trial's epochs were 2 and 3 and the
     parent's next 4, so a seed's order hung on which trial ran first (two trials show it:
-    each is a spawned process importing torch, ~10 s of the suite)."""
+    each is a spawned process importing torch, ~4 CPU-s)."""
     import concurrent.futures
     import multiprocessing
 
