@@ -2,11 +2,11 @@
 run again, or a loader resumed from ``state_dict()`` taken after the interrupt, hands over
 exactly the batches that were not handed over yet, and no thread is left behind.
 
-A KeyboardInterrupt is raised at every other call of snap's code from ``next()`` in turn,
-the other half in the next run of the suite (:mod:`tests.interrupts`), on every path a pass
-takes: decoded windows of a compressed snapshot,
-an uncompressed one's first epoch and its gathered later ones, in order and shuffled,
-decode processes, the global order and a mixture.
+A KeyboardInterrupt is raised at every other call of snap's code from ``next()`` in turn
+(the other half in other runs of the suite: a share drawn for each run, :mod:`tests.interrupts`),
+on every path a pass takes: decoded windows of a compressed snapshot, an uncompressed one's
+first epoch and its gathered later ones, in order and shuffled, decode processes, the global
+order and a mixture.
 The loader moved its position before a few calls that followed it: an interrupt in one of
 them lost the batch (258 of 1,033 points of a probe)."""
 
