@@ -3,7 +3,8 @@
 - ``InProcessExecutor`` (``workers=0``): tasks run one after another in this process; for
   tests and debugging (breakpoints work).
 - ``LocalExecutor`` (``workers=N``): N worker processes on this machine, each a fresh
-  interpreter that runs only snap's worker loop (:mod:`.worker`) and the pipeline function.
+  interpreter that runs only snap's worker loop (:mod:`.worker`) and the pipeline function,
+  its native libraries' thread pools capped at its share of the cores (:mod:`.native_threads`).
 
 - ``RayExecutor`` (``executor="ray"``, in :mod:`.ray_executor`): Ray tasks on a cluster; it
   ships :class:`Job` and :class:`TaskSpec` as the JSON values they are.
@@ -28,6 +29,7 @@ from .. import errors
 from ..child import how_it_died, python_command
 from ..console import named
 from ..errors import PipelineError
+from .native_threads import worker_environment
 from .options import RAY_ONLY
 from .task import Job, ProgressFn, TaskSpec, run_task
 from .worker import rebuild_error
@@ -68,7 +70,9 @@ class InProcessExecutor(Executor):
 class _WorkerProcess:
     """One worker process (see worker.py) and the thread that reads its messages."""
 
-    def __init__(self, index: int, hello: bytes, events: queue.Queue[Any]) -> None:
+    def __init__(
+        self, index: int, hello: bytes, events: queue.Queue[Any], env: dict[str, str]
+    ) -> None:
         entry = f"from snapshot_cli.writers.worker import main; main({os.getpid()})"
         # A new session: the terminal's Ctrl-C reaches only the parent, which stops us.
         try:
@@ -77,6 +81,7 @@ class _WorkerProcess:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 start_new_session=True,
+                env=env,
             )
         except OSError as err:  # no memory, no process slots, too many open files
             fewer = named("fewer --workers, or --workers 0", "a smaller workers=, or workers=0")
@@ -165,10 +170,10 @@ class LocalExecutor(Executor):
         events: queue.Queue[Any] = queue.Queue()
         procs: list[_WorkerProcess] = []
         clean = False
+        started = min(self.workers, len(tasks))
+        env = worker_environment(os.environ, started)  # (native thread pools: cores / started)
         try:
-            procs.extend(
-                _WorkerProcess(i, hello, events) for i in range(min(self.workers, len(tasks)))
-            )
+            procs.extend(_WorkerProcess(i, hello, events, env) for i in range(started))
             pending = deque(tasks)
             idle: list[_WorkerProcess] = []
             while pending or any(p.task is not None for p in procs):

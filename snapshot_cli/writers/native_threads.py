@@ -1,0 +1,52 @@
+"""How many threads the native libraries in each local worker process may start.
+
+numpy's OpenBLAS, MKL, BLIS, Accelerate, OpenMP (torch's intra-op pool and any OpenMP code),
+numexpr and numba each start a thread per core in every process that uses them. ``--workers
+N`` on N cores then runs N x N such threads: a pipeline doing numpy matrix products (384 x
+384 float32, six a record) with 2 workers on 2 cores took 7.4-11.1 s and 14-21 CPU-s, and
+2.5-3.0 s and 4-5 CPU-s with one thread a worker (2026-12-04; ``benchmarks/threads.py``).
+Even one process gained nothing from a second thread there, and spent twice the CPU.
+
+So each worker's environment caps them at ``cores // workers`` (at least 1), as joblib's
+process workers do, for each variable the user has not set: a value in snap's environment
+(even ``OMP_NUM_THREADS=8`` with 8 workers) is passed on as it is. The processes a pipeline
+starts inherit the caps. ``--workers 0`` runs in the calling process and changes nothing;
+Ray sets its own (``OMP_NUM_THREADS`` to the task's CPUs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..cores import cores
+
+# The variables each library reads for its pool size (joblib's list, in its order).
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+def per_worker(workers: int, available: int) -> int:
+    """The threads each of ``workers`` processes may start on ``available`` cores."""
+    return max(1, available // max(1, workers))
+
+
+def capped(environ: Mapping[str, str], threads: int) -> dict[str, str]:
+    """A copy of ``environ`` with each of :data:`THREAD_VARIABLES` that it lacks (or holds
+    empty, which the libraries ignore) set to ``threads``; what it sets stays as it is."""
+    env = dict(environ)
+    for name in THREAD_VARIABLES:
+        if not env.get(name, "").strip():
+            env[name] = str(threads)
+    return env
+
+
+def worker_environment(environ: Mapping[str, str], workers: int) -> dict[str, str]:
+    """The environment of each of ``workers`` local worker processes started from here."""
+    return capped(environ, per_worker(workers, cores()))
