@@ -287,6 +287,17 @@ def test_a_run_says_where_its_data_is_kept_and_which_way_its_ratios_are_better(
         assert LEGEND[script] in res.stdout, res.stdout
 
 
+def test_threads_times_both_configurations_and_says_which_way_its_ratio_is_better() -> None:
+    res = bench("threads.py", "--inputs", "4", "--size", "32", "--workers", "2", "--repeats", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    for name in ("library defaults", "snap's caps"):
+        assert re.search(rf"^  {name} +[0-9.]+ s wall, +[0-9.]+ CPU-s", res.stdout, re.M)
+    ratio = re.search(
+        r"^library defaults / snap's caps, wall: ([0-9.]+)x \(higher", res.stdout, re.M
+    )
+    assert ratio is not None and float(ratio.group(1)) > 0, res.stdout
+
+
 def test_identity_prints_no_rate_for_the_check_that_reads_no_file() -> None:
     """identity.py printed GB/s for "up to date, stat", which reads no byte, and its "x read"
     (a ratio of times: lower is better) read like the speed ratios of the other benchmarks."""
