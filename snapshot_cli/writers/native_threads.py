@@ -2,10 +2,10 @@
 
 numpy's OpenBLAS, MKL, BLIS, Accelerate, OpenMP (torch's intra-op pool and any OpenMP code),
 numexpr and numba each start a thread per core in every process that uses them. ``--workers
-N`` on N cores then runs N x N such threads: a pipeline doing numpy matrix products (384 x
-384 float32, six a record) with 2 workers on 2 cores took 7.4-11.1 s and 14-21 CPU-s, and
-2.5-3.0 s and 4-5 CPU-s with one thread a worker (2026-12-04; ``benchmarks/threads.py``).
-Even one process gained nothing from a second thread there, and spent twice the CPU.
+N`` on N cores then runs N x N such threads: a pipeline of numpy matrix products (six 384
+x 384 float32 products an input, 400 inputs) with 2 workers on 2 cores took 7.2-11.7 s and
+~22 CPU-s, and 2.7-3.0 s and ~5 CPU-s with one thread a worker (``benchmarks/threads.py``,
+2026-12-04). With ``--workers 0`` a second thread took the same time and twice the CPU.
 
 So each worker's environment caps them at ``cores // workers`` (at least 1), as joblib's
 process workers do, for each variable the user has not set: a value in snap's environment
