@@ -205,7 +205,11 @@ LOADER_INSTEAD = {name: advice for names, advice in _LOADER_NAMES for name in na
 
 def no_attribute(obj: object, name: str, instead: dict[str, str]) -> AttributeError:
     """Python's AttributeError, and for another library's name what does it in snap (a typo
-    of snap's own names gets Python's "Did you mean" from ``name`` and ``obj``)."""
+    of snap's own names gets Python's "Did you mean" from ``name`` and ``obj``).
+
+    With a suggestion of snap's own the error has ``name`` and no ``obj``: Python's printers
+    suggest from ``obj``, and the attribute lookup fills both in only while neither is set
+    (so ``snap.batch`` said "did you mean 'Batch'?. Did you mean: 'Batch'?")."""
     advice = instead.get(name)
     if not isinstance(obj, types.ModuleType):
         said = f"{type(obj).__name__!r} object has no attribute {name!r}"
@@ -216,8 +220,8 @@ def no_attribute(obj: object, name: str, instead: dict[str, str]) -> AttributeEr
     # Python's own "Did you mean" misses swapped letters (snap.opne, snap.craete)
     public = [n for n in dir(obj) if not n.startswith("_")]
     close = difflib.get_close_matches(name, public, n=1, cutoff=0.7)
-    if close and not name.startswith("_"):  # (without name= and obj=, Python adds none)
-        return AttributeError(f"{said}; did you mean {close[0]!r}?")
+    if close and not name.startswith("_"):  # (without obj=, Python adds none)
+        return AttributeError(f"{said}; did you mean {close[0]!r}?", name=name)
     return AttributeError(said, name=name, obj=obj)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,18 @@ def test_an_unknown_package_name_is_pythons_error() -> None:
     assert str(caught.value) == "module 'snapshot_cli' has no attribute 'zzz_nothing_like_it'"
     assert caught.value.name == "zzz_nothing_like_it" and caught.value.obj is snap
     assert not hasattr(snap, "_private")
+
+
+@pytest.mark.parametrize("typo", ["batch", "snapshots", "opne", "craete"])
+def test_a_typo_of_a_package_name_is_answered_once_however_python_prints_it(
+    typo: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``snap.batch`` printed "did you mean 'Batch'?. Did you mean: 'Batch'?": the lookup set
+    the error's ``name`` and ``obj``, from which Python's printers add their own."""
+    with pytest.raises(AttributeError) as caught:
+        getattr(snap, typo)
+    err = caught.value
+    sys.__excepthook__(type(err), err, err.__traceback__)  # (the interpreter's, in C)
+    for text in (capsys.readouterr().err, "".join(traceback.format_exception(err))):
+        assert text.lower().count("did you mean") == 1, text
+    assert err.name == typo
