@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.cores import cores
-from snapshot_cli.writers.native_threads import THREAD_VARIABLES, capped, per_worker
+from snapshot_cli.writers.native_threads import FALLBACKS, THREAD_VARIABLES, capped, per_worker
 
 PIPELINE = f"""
 import json, os
@@ -85,7 +85,23 @@ def test_a_pool_size_the_user_set_is_what_the_workers_run(
     for r in seen(write_pipeline, tmp_path, 1):
         assert r["blas"] == 1
         assert r["env"]["OPENBLAS_NUM_THREADS"] == "1" and r["env"]["OMP_NUM_THREADS"] == "3"
-        assert r["env"]["MKL_NUM_THREADS"] == str(cores())
+        assert r["env"]["MKL_NUM_THREADS"] is None  # (MKL reads OMP_NUM_THREADS then)
+        assert r["env"]["NUMBA_NUM_THREADS"] == str(cores())
+
+
+def test_omp_num_threads_set_by_the_user_reaches_the_libraries_that_read_it(
+    write_pipeline: Callable[..., str], tmp_path: Path, unset: pytest.MonkeyPatch
+) -> None:
+    """OpenBLAS, MKL, BLIS and numexpr fall back to ``OMP_NUM_THREADS``: a cap of their own
+    variables would have overruled it (OpenBLAS ran 1 thread where the user asked for 2)."""
+    unset.setenv("OMP_NUM_THREADS", "2")
+    share = per_worker(2, cores())
+    for r in seen(write_pipeline, tmp_path, 2):
+        assert r["blas"] == min(2, os.cpu_count() or 1)  # (OpenBLAS: at most the CPUs)
+        for name in FALLBACKS:
+            assert r["env"][name] is None, name
+        assert r["env"]["OMP_NUM_THREADS"] == "2"
+        assert r["env"]["NUMBA_NUM_THREADS"] == r["env"]["VECLIB_MAXIMUM_THREADS"] == str(share)
 
 
 def test_in_process_tasks_change_nothing(
@@ -97,21 +113,26 @@ def test_in_process_tasks_change_nothing(
 
 
 ENVIRONMENTS = st.dictionaries(
-    st.sampled_from([*THREAD_VARIABLES, "PATH", "HOME", "omp_num_threads"]),
+    st.sampled_from([*THREAD_VARIABLES, "GOTO_NUM_THREADS", "PATH", "HOME", "omp_num_threads"]),
     st.sampled_from(["", " ", "1", "4", "16", "x"]),
 )
 
 
 @given(environ=ENVIRONMENTS, threads=st.integers(1, 512))
-def test_capped_sets_only_what_is_unset_or_blank(environ: dict[str, str], threads: int) -> None:
+def test_capped_sets_only_what_neither_the_user_nor_a_fallback_sets(
+    environ: dict[str, str], threads: int
+) -> None:
     env = capped(environ, threads)
     for name, value in environ.items():
         if name not in THREAD_VARIABLES or value.strip():
             assert env[name] == value
     for name in THREAD_VARIABLES:
-        if not environ.get(name, "").strip():
+        read = (name, *FALLBACKS.get(name, ()))  # what the library reads, in its order
+        if any(environ.get(n, "").strip() for n in read):
+            assert env.get(name) == environ.get(name)  # the user's say, kept
+        else:
             assert env[name] == str(threads)
-    assert set(env) == set(environ) | set(THREAD_VARIABLES)
+    assert set(env) - set(environ) <= set(THREAD_VARIABLES)
 
 
 @given(workers=st.integers(0, 300), available=st.integers(1, 300))
