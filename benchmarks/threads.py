@@ -48,7 +48,8 @@ def preprocess(seed: int, size: int) -> list[dict[str, Any]]:
 
 
 def one_create(inputs: int, size: int, workers: int, defaults: bool) -> tuple[float, float]:
-    """A fresh create in a temporary directory → (wall seconds, CPU seconds of its workers)."""
+    """A fresh create in a temporary directory → (wall seconds, CPU seconds of this process
+    and its workers)."""
     for name in THREAD_VARIABLES:
         if defaults:
             os.environ[name] = str(cores())
@@ -75,6 +76,9 @@ def main() -> int:
     _common.resolve_quick(args, "inputs", 400, 60, 3)
     if args.workers < 1:
         p.error("--workers must be at least 1 (0 runs in this process: nothing to cap)")
+    for option in ("inputs", "size", "repeats"):
+        if getattr(args, option) < 1:
+            p.error(f"--{option} must be at least 1")
     env = _common.environment()
     print(_common.describe(env))
     print(f"{args.inputs} inputs of six {args.size}x{args.size} float32 products, "
