@@ -354,6 +354,7 @@ def test_a_ctrl_c_as_a_dropped_window_is_freed_cuts_nothing_and_is_not_lost(
 
     unraisable: list[Any] = []
     monkeypatch.setattr(procs, "send", send)
+    gc.collect()  # (what earlier tests left is not this test's)
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
 
     def options(seed: int) -> dict[str, int]:  # (new memory each time: a window of another size)
