@@ -19,7 +19,7 @@ from .errors import ManifestError
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from .readers.verify import ShardCheck
+    from .readers.verify_report import ShardCheck
 
 # Each command imports the readers or the writers it runs, when it runs: `snap create` does not
 # pay for the loader, nor `snap verify` for the writers, nor `snap --help` for either, nor for
@@ -239,7 +239,7 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
             progress.task_done(check.records, check.bytes)
 
     try:
-        result = verify_mod.verify(snap, fast=fast, threads=threads, on_shard=on_shard)
+        result = verify_mod.verify(snap, fast, threads, on_shard, target.shard_url is None)
     finally:
         if progress is not None:
             progress.close()

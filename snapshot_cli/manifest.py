@@ -392,8 +392,8 @@ def repair_advice(where: str) -> str:
             "manifest.json does not depend on it; delete the copy to stop keeping that version"
         )
     return (
-        "the manifest is damaged or was edited by hand: put back a copy (each committed "
-        "version's manifest is also kept as _versions/vNNNNNNNN.json in the snapshot; "
-        "snap verify checks the result), or make the snapshot again with snap create "
-        "--overwrite"
+        "the manifest is damaged or was edited by hand: put back the newest copy, the "
+        "highest-numbered _versions/vNNNNNNNN.json in the snapshot (each committed version's "
+        "manifest is kept there; snap verify checks the result), or make the snapshot again "
+        "with snap create --overwrite"
     )

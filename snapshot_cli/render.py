@@ -245,6 +245,7 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
     lines = [f"{damaged}  {s['url']}: {s['problem']}" for s in doc["damaged"]]
     lines += [f"{unreadable}  {s['problem']}" for s in doc.get("unreadable", [])]
     lines += [f"{cannot}  {problem}" for problem in doc.get("unloadable", [])]  # (any bytes)
+    lines += [f"{damaged}  {problem}" for problem in doc.get("problems", [])]  # (its files)
     said, of = [], f"of {doc['num_shards']} shards "
     if doc["num_damaged"]:
         said.append(f"{doc['num_damaged']} {of}damaged")
@@ -256,6 +257,8 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
         else click.style(", ".join(said), fg="red")
         if said
         else click.style("cannot be loaded (see above)", fg="red")
+        if doc.get("unloadable")
+        else click.style("not ok (see above)", fg="red")
     )
     lines.append(
         f"{doc.get('shard') or doc['path']}: {verdict} ({counted(doc['num_shards'], 'shard')}; "

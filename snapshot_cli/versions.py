@@ -164,6 +164,50 @@ def lost(fs: Any, root: str) -> Manifest | None:
     return None
 
 
+def committed_after(fs: Any, root: str, current: Manifest) -> list[Manifest]:
+    """The copies in ``_versions/`` of versions above ``current`` (``manifest.json``'s) that
+    were committed, oldest first: ``manifest.json`` was put back to an older copy by hand
+    since. A copy above it whose run is still in ``_runs/`` is a commit being made or one that
+    failed (the next commit writes over it), as for :func:`lost`; so is a damaged one."""
+    above = [k for k in kept(fs, root) if k > current.version]
+    if not above:
+        return []
+    runs = set(storage.list_names(fs, layout.runs_dir(root)))
+    out = []
+    for k in above:
+        try:
+            m = read(fs, layout.version_path(root, k))
+        except ManifestError:
+            continue
+        if m is not None and m.version == k and m.run not in runs:
+            out.append(m)
+    return out
+
+
+def rolled_back_error(
+    fs: Any, root: str, current: Manifest, newer: list[Manifest]
+) -> ManifestError:
+    """The error of a writer (``snap create``, ``snap gc``) that would delete or write over
+    the versions ``newer`` (:func:`committed_after`), and what to do instead."""
+    url = storage.to_url(fs, root)
+    last = newer[-1]
+    copy = storage.to_url(fs, layout.version_path(root, last.version))
+    names = ", ".join(str(m.version) for m in newer)
+    files = " and ".join(
+        f"{layout.VERSIONS_DIR}/{posixpath.basename(layout.version_path(root, m.version))} "
+        f"(with its .tasks.json)"
+        for m in newer
+    )
+    return ManifestError(
+        f"{url}/{layout.MANIFEST_NAME} is version {current.version}, but {url}/"
+        f"{layout.VERSIONS_DIR}/ keeps version{'s' if len(newer) > 1 else ''} {names}, "
+        "committed after it: manifest.json was put back to an older copy. Nothing was changed "
+        "(snap gc would delete a committed version, snap create write over it). To return to "
+        f"version {last.version}, copy {copy} to {url}/{layout.MANIFEST_NAME}; to keep version "
+        f"{current.version} and drop the newer, delete {files}, then run the command again"
+    )
+
+
 def lost_error(fs: Any, root: str, m: Manifest) -> ManifestError:
     """The error for a snapshot whose ``manifest.json`` is lost, its version ``m`` kept."""
     url = storage.to_url(fs, root)

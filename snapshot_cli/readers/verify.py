@@ -27,29 +27,22 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from .. import faults, retry, storage, stored_types
+from .. import faults, retry, storage
 from .. import schema as schema_mod
 from ..console import named
 from ..cores import cores
 from ..errors import OptionError, OutOfMemoryError, SnapError, StorageError
 from ..manifest import ShardEntry
+from ..stored_types import unloadable_columns
 from ..units import integer
-from . import limits
+from . import limits, verify_files
 from .checksum import block_problem, crc32c_buffer
 from .snapshot import Snapshot
-
-
-class Lost(str):
-    """A problem a create of the same snapshot repairs (it computes the shard's task again):
-    the shard is missing or cut short. Any other problem is a plain ``str``."""
-
-
-MISSING = Lost("missing")  # a shard's problem when it is not there
+from .verify_report import MISSING, Lost, ShardCheck, VerifyReport
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
 STOP_AFTER = 16  # shards in a row unreadable alike: the storage's, not theirs (stops verify)
@@ -57,98 +50,12 @@ AHEAD = 256  # shards' checks handed to the threads at a time (or twice the thre
 _PROCESS_WIDE = (errno.EMFILE, errno.ENFILE)  # (out of memory too: no shard's, stops verify)
 
 
-@dataclass
-class ShardCheck:
-    """The outcome for one shard. ``problem`` is None when it is intact."""
-
-    path: str
-    url: str
-    bytes: int
-    records: int
-    check: str  # "full", "storage-crc32c" or "size"
-    problem: str | None = None
-    unreadable: bool = False  # the storage failed to read it: ``problem`` says how, no damage
-    cause: str | None = None  # an unreadable shard's errno name (EIO), else the error's class
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
-
-    @property
-    def damaged(self) -> bool:
-        return self.problem is not None and not self.unreadable
-
-    @property
-    def read(self) -> bool:  # (its bytes: neither missing nor unreadable)
-        return self.problem != MISSING and not self.unreadable
-
-    @property
-    def lost(self) -> bool:
-        """Missing or cut short (another size than the manifest's): what a create of the
-        same snapshot computes again, where other damage needs the shard deleted first."""
-        return isinstance(self.problem, Lost)
-
-
-@dataclass
-class VerifyReport:
-    url: str
-    fast: bool
-    seconds: float
-    shards: list[ShardCheck] = field(default_factory=list)
-    unloadable: list[str] = field(default_factory=list)  # (see stored_types.unloadable_columns)
-
-    @property
-    def damaged(self) -> list[ShardCheck]:
-        return [s for s in self.shards if s.damaged]
-
-    @property
-    def unreadable(self) -> list[ShardCheck]:
-        return [s for s in self.shards if s.unreadable]
-
-    @property
-    def ok(self) -> bool:
-        return not self.damaged and not self.unloadable and not self.unreadable
-
-    def unreadable_error(self) -> StorageError | None:
-        """One line for the shards the storage failed to read (the report lists them)."""
-        unreadable = self.unreadable
-        if len(unreadable) <= 1:
-            return StorageError(unreadable[0].problem) if unreadable else None
-        return StorageError(
-            f"{len(unreadable)} of {len(self.shards)} shards of {self.url} could not be read "
-            f"(listed above; none is known to be damaged), the first: {unreadable[0].problem}"
-        )
-
-    @property
-    def checks(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for s in self.shards:
-            out[s.check] = out.get(s.check, 0) + 1
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.url,
-            "ok": self.ok,
-            "fast": self.fast,
-            "num_shards": len(self.shards),
-            "num_damaged": len(self.damaged),
-            "num_unreadable": len(self.unreadable),
-            "checks": self.checks,
-            "bytes_checked": sum(s.bytes for s in self.shards if s.check == "full" and s.read),
-            "seconds": round(self.seconds, 3),
-            "damaged": [{**asdict(s), "lost": s.lost} for s in self.damaged],
-            "unreadable": [asdict(s) for s in self.unreadable],
-            "unloadable": self.unloadable,
-            "shards": [{**asdict(s), "ok": s.ok, "lost": s.lost} for s in self.shards],
-        }
-
-
 def verify(
     snapshot: Snapshot,
     fast: bool = False,
     threads: int | None = None,
     on_shard: Callable[[ShardCheck], None] | None = None,
+    files: bool = True,
 ) -> VerifyReport:
     """Check every shard of ``snapshot`` (a :class:`Snapshot` from ``snap.open``).
 
@@ -159,6 +66,7 @@ def verify(
             check of local files, else as many as keep remote requests in flight).
         on_shard: called with each shard's :class:`ShardCheck` (from the worker threads) as
             it finishes.
+        files: check the snapshot's own files too (:mod:`.verify_files`): not for a shard.
 
     Raises:
         OptionError: ``threads`` is not an integer >= 1.
@@ -191,10 +99,9 @@ def verify(
         raise
     finally:  # (an answer found early: the shards not started are not checked)
         pool.shutdown(wait=True, cancel_futures=True)
-    seconds = time.perf_counter() - started
-    return VerifyReport(
-        snapshot.url, fast, seconds, results, stored_types.unloadable_columns(snapshot.schema)
-    )
+    problems = verify_files.problems(snapshot) if files else []  # (its own files)
+    seconds, unloadable = time.perf_counter() - started, unloadable_columns(snapshot.schema)
+    return VerifyReport(snapshot.url, fast, seconds, results, unloadable, problems)
 
 
 def _checked_all(

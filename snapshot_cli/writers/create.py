@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import storage
+from .. import storage, versions
 from ..errors import OptionError, SnapshotExistsError
 from ..history import History, TaskRecord
 from ..keywords import checked_keywords
@@ -303,6 +303,8 @@ def _create(
         if (m := reusable()) is not None:
             return _info(url, m, started, reused=True)
         previous = commit_mod.read_manifest(fs, root, lost_ok=overwrite)  # followed, or None
+        if previous is not None and (newer := versions.committed_after(fs, root, previous)):
+            raise versions.rolled_back_error(fs, root, previous, newer)
         options = grown_layout(options, last := None if overwrite else previous)  # (to grow)
         found.records(incremental.known_contents(table_of(previous)))
         run, ranges, options, (fp, parts), chunking = runs_mod.start_or_resume(

@@ -138,6 +138,8 @@ def find_garbage(
     garbage: list[Garbage] = []
     if manifest is not None:
         versions.check_own_copy(fs, root, manifest)
+        if newer := versions.committed_after(fs, root, manifest):
+            raise versions.rolled_back_error(fs, root, manifest, newer)
         unwritten = dry_run or writer_live  # (only under gc's own lease)
         restored = versions.restore_own_copy(fs, root, manifest, not unwritten)
         keep, gone = retained_versions(fs, root, manifest, retention, now)

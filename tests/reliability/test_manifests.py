@@ -90,7 +90,7 @@ def test_any_value_at_any_key_is_an_answer(
     try:
         Manifest.from_json(text)
     except ManifestError as err:  # the answer for a bad manifest, with what to do
-        assert "put back a copy" in str(err) or "upgrade snap" in str(err), err
+        assert "put back the newest copy" in str(err) or "upgrade snap" in str(err), err
     (out / "manifest.json").write_bytes(text)
     try:
         for args in (["inspect", str(out)], ["head", str(out)], ["verify", str(out)]):

@@ -1,0 +1,106 @@
+"""What ``snap verify`` reports: each shard's check and the whole snapshot's verdict.
+Pure: the checks are :mod:`.verify`'s, the snapshot's own files :mod:`.verify_files`'s."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import StorageError
+
+
+class Lost(str):
+    """A problem a create of the same snapshot repairs (it computes the shard's task again):
+    the shard is missing or cut short. Any other problem is a plain ``str``."""
+
+
+MISSING = Lost("missing")  # a shard's problem when it is not there
+
+
+@dataclass
+class ShardCheck:
+    """The outcome for one shard. ``problem`` is None when it is intact."""
+
+    path: str
+    url: str
+    bytes: int
+    records: int
+    check: str  # "full", "storage-crc32c" or "size"
+    problem: str | None = None
+    unreadable: bool = False  # the storage failed to read it: ``problem`` says how, no damage
+    cause: str | None = None  # an unreadable shard's errno name (EIO), else the error's class
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    @property
+    def damaged(self) -> bool:
+        return self.problem is not None and not self.unreadable
+
+    @property
+    def read(self) -> bool:  # (its bytes: neither missing nor unreadable)
+        return self.problem != MISSING and not self.unreadable
+
+    @property
+    def lost(self) -> bool:
+        """Missing or cut short (another size than the manifest's): what a create of the
+        same snapshot computes again, where other damage needs the shard deleted first."""
+        return isinstance(self.problem, Lost)
+
+
+@dataclass
+class VerifyReport:
+    url: str
+    fast: bool
+    seconds: float
+    shards: list[ShardCheck] = field(default_factory=list)
+    unloadable: list[str] = field(default_factory=list)  # (see stored_types.unloadable_columns)
+    problems: list[str] = field(default_factory=list)  # of its own files (verify_files)
+
+    @property
+    def damaged(self) -> list[ShardCheck]:
+        return [s for s in self.shards if s.damaged]
+
+    @property
+    def unreadable(self) -> list[ShardCheck]:
+        return [s for s in self.shards if s.unreadable]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.damaged or self.unloadable or self.unreadable or self.problems)
+
+    def unreadable_error(self) -> StorageError | None:
+        """One line for the shards the storage failed to read (the report lists them)."""
+        unreadable = self.unreadable
+        if len(unreadable) <= 1:
+            return StorageError(unreadable[0].problem) if unreadable else None
+        return StorageError(
+            f"{len(unreadable)} of {len(self.shards)} shards of {self.url} could not be read "
+            f"(listed above; none is known to be damaged), the first: {unreadable[0].problem}"
+        )
+
+    @property
+    def checks(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.shards:
+            out[s.check] = out.get(s.check, 0) + 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.url,
+            "ok": self.ok,
+            "fast": self.fast,
+            "num_shards": len(self.shards),
+            "num_damaged": len(self.damaged),
+            "num_unreadable": len(self.unreadable),
+            "checks": self.checks,
+            "bytes_checked": sum(s.bytes for s in self.shards if s.check == "full" and s.read),
+            "seconds": round(self.seconds, 3),
+            "damaged": [{**asdict(s), "lost": s.lost} for s in self.damaged],
+            "unreadable": [asdict(s) for s in self.unreadable],
+            "unloadable": self.unloadable,
+            "problems": self.problems,
+            "shards": [{**asdict(s), "ok": s.ok, "lost": s.lost} for s in self.shards],
+        }
