@@ -42,7 +42,7 @@ from . import commit as commit_mod
 from . import gc_leases
 from . import lease as lease_mod
 from . import runs as runs_mod
-from .gc_denied import cannot_write
+from .gc_denied import cannot_write, no_room_for_lease
 
 
 @dataclass
@@ -309,7 +309,7 @@ def _gc(
             try:
                 got = lease_mod.try_acquire(fs, root)
             except StorageError as err:
-                raise cannot_write(report.url, err) from err
+                raise no_room_for_lease(report.url, err) or cannot_write(report.url, err) from err
             held, holder = (got, None) if isinstance(got, lease_mod.Lease) else (None, got)
             if holder is None or not holder.absent:
                 break
@@ -327,13 +327,16 @@ def _gc(
             fs, root, live_run, holder is not None, seconds, dry_run=dry_run
         )
         report.note = "; ".join(filter(None, [report.note, restored])) or None
+        # a run's state last: one that fails midway leaves shards of no run's, which the
+        # next gc removes, not a run that lost its state (a resume checks its shards)
+        report.garbage.sort(key=lambda g: g.kind == "run")
         if not dry_run:
-            for g in report.garbage:
+            for done, g in enumerate(report.garbage):
                 try:
                     storage.remove(fs, storage.join(root, g.path), recursive=g.kind == "run")
                 except StorageError as err:
                     where = storage.to_url(fs, storage.join(root, g.path))
-                    raise cannot_write(report.url, err, where) from err
+                    raise cannot_write(report.url, err, where, report.garbage[:done]) from err
         own = held.epoch if held is not None else None
         if holder is None and (found := gc_leases.leases_only(fs, root, own)) is not None:
             size, empty = found  # (empty shards/, _versions/ first, while the lease is held)

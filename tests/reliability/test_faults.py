@@ -8,6 +8,7 @@ are skipped with that reason, visibly (``-ra``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -101,3 +102,35 @@ def test_a_read_only_snapshot(disk: Path, tmp_path: Path) -> None:
     assert "snap gc cannot remove anything" in gc.stderr and "read-only" in gc.stderr
     assert "OUTPUT" not in gc.stderr, gc.stderr  # a writer's advice: gc has no OUTPUT
     assert records(out) == list(range(8))  # still readable, unchanged
+
+
+def test_gc_on_a_full_disk_says_how_to_make_room(disk: Path, tmp_path: Path) -> None:
+    """gc, what a user runs to clear a dead create's files, writes its lease first: on a full
+    disk it said the writer's "free space ... it resumes". Now it says what to free."""
+    out = disk / "snap"
+    assert create(tmp_path, out, "0").returncode == 1  # (ENOSPC: a run and shards left)
+    with open(disk / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:  # (what room is left: none)
+            f.write(b"\0" * 4096)
+    before = sorted(p for p in out.rglob("*") if p.is_file())
+
+    def gc(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "snapshot_cli", "gc", str(out), *args]
+        return subprocess.run(
+            argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    full = gc()
+    assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
+    assert f"snap gc cannot take the writer lease of {out}" in full.stderr, full.stderr
+    assert "the disk is full (ENOSPC)" in full.stderr and "it resumes" not in full.stderr
+    assert sorted(p for p in out.rglob("*") if p.is_file()) == before
+    listed = gc("--dry-run", "--json")  # (writes nothing: works on a full disk)
+    assert listed.returncode == 0, listed.stderr
+    shards = [g["path"] for g in json.loads(listed.stdout)["would_remove"] if g["kind"] == "shard"]
+    assert shards, listed.stdout
+    (out / shards[0]).unlink()  # (as the error says: a shard gc --dry-run lists)
+    done = gc("--json")
+    assert done.returncode == 0, done.stderr
+    assert {g["path"] for g in json.loads(done.stdout)["removed"]} >= set(shards[1:])
+    assert not list(out.glob("shards/*"))
