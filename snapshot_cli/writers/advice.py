@@ -274,7 +274,11 @@ def main_pickling_hint(err: BaseException) -> str:
     """For a pipeline of the calling script or notebook (sent to the workers by value) that
     hands one of its functions to processes of its own (a ``ProcessPoolExecutor``, a
     ``multiprocessing.Pool``): in a worker, ``__main__`` is not the script."""
-    found = _MAIN_LOOKUP.search(str(err))
+    try:
+        text = str(err)
+    except Exception:  # (the user's __str__ failed: Python prints <exception str() failed>)
+        return ""
+    found = _MAIN_LOOKUP.search(text)
     if found is None:
         return ""
     name = found.group(1) or found.group(2)

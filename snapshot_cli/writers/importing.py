@@ -323,21 +323,25 @@ def _expanded(spec: str) -> str:
     return spec
 
 
-def user_frames(err: BaseException) -> traceback.StackSummary:
-    """The traceback of ``err`` without snap's own frames: what the user needs to see."""
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frames = [
-        f
-        for f in traceback.extract_tb(err.__traceback__)
-        if not (absolute_or_none(f.filename) or "").startswith(package_dir + os.sep)
-        and "importlib" not in f.filename
-    ]
-    return traceback.StackSummary.from_list(frames)
-
-
 def format_user_traceback(err: BaseException) -> str:
-    """Format ``err`` the way Python would, showing only the user's frames."""
-    frames = user_frames(err).format()
-    lines = ["Traceback (most recent call last):\n", *frames] if frames else []
-    lines += traceback.format_exception_only(type(err), err)
-    return "".join(lines).rstrip("\n")
+    """Format ``err`` the way Python would, showing only the user's frames: with the
+    exceptions it was raised from or while handling (``raise X(...) from e``: the cause is
+    often the real failure, and was left out), an exception group's members and notes."""
+    described = traceback.TracebackException.from_exception(err)
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    pending, seen = [described], set()
+    while pending:  # (every exception of the chain and the groups, each once)
+        te = pending.pop()
+        if id(te) in seen:
+            continue
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if not _snaps_or_importlibs(f.filename, package_dir)]
+        )
+        pending += [t for t in (te.__cause__, te.__context__) if t is not None]
+        pending += getattr(te, "exceptions", None) or []  # (a group's: Python 3.11+)
+    return "".join(described.format()).rstrip("\n")
+
+
+def _snaps_or_importlibs(filename: str, package_dir: str) -> bool:
+    return (absolute_or_none(filename) or "").startswith(package_dir) or "importlib" in filename
