@@ -169,8 +169,20 @@ def said_changed(
                 )
         elif key == "params":
             text += f" ({recorded.get('params')} then, {params} now: a default given counts)"
+            then_params = recorded.get("params") or {}
+            if floated := [k for k, v in params.items() if _floated(then_params.get(k), v)]:
+                text += (
+                    f" (--param reads an integer given to a float-annotated KEY as a float "
+                    f"since 2026-12-04: {', '.join(floated)}; --overwrite makes it anew)"
+                )
         out.append(text)
     return ", ".join(out)
+
+
+def _floated(then: Any, now: Any) -> bool:
+    """An int param read as the equal float now (``--param lr=1`` to ``lr: float``)."""
+    was_int = isinstance(then, int) and not isinstance(then, bool)
+    return was_int and isinstance(now, float) and then == now
 
 
 def chunking_for(

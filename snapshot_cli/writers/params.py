@@ -116,9 +116,8 @@ def typed(function: Callable[..., Any], key: str, raw: str, kind: type, optional
         except ValueError:  # (also an integer over 4,300 digits)
             pass
     if kind is float:
-        if re.fullmatch(r"-?\d{1,4300}", text):  # an int is a float's value (PEP 484), as JSON
-            return int(text)  # had it: a snapshot made with lr=1 keeps its fingerprint
-        try:
+        try:  # (an integer too, 2 as 2.0, as argparse's and click's float read it: it was the
+            # int 2, and np.full(3, scale) made an int64 column, scale=2.0 "other params")
             value = float(text)
         except ValueError:
             pass
