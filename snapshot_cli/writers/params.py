@@ -194,6 +194,9 @@ def check_params(params: object) -> dict[str, Any]:
     bad = [k for k in params if not (isinstance(k, str) and k.isidentifier())]
     if bad:
         raise OptionError(f"params keys must be Python names (keyword arguments), got {bad}")
+    for key, value in params.items():
+        if problem := key_not_text(value, f"params[{key!r}]"):
+            raise OptionError(problem)
     checked = {key: check_json(value, f"params[{key!r}]") for key, value in params.items()}
     for key, value in checked.items():  # (the manifest keeps them at pipeline.params.<key>)
         if problem := manifest_text.unkept(value, f"params.{key}", depth=2):
@@ -245,6 +248,43 @@ def check_json(value: Any, what: str) -> Any:
             "pass valid text (bytes.decode(errors='replace'), or bytes.hex())"
         )
     return plain
+
+
+def key_not_text(value: Any, where: str) -> str | None:
+    """Where in ``value`` (``where``: the value itself) a mapping, at any depth, has a key
+    that is not a str, said with what JSON makes of it; None if there is none. JSON keys are
+    text: ``{0: "cat"}`` reached the function as ``{"0": "cat"}`` (a ``KeyError: 0`` in
+    it), and ``{1: "a", "1": "b"}`` as one of them, silently."""
+    pending: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while pending:  # (not recursive: deep nesting is json's to refuse)
+        item, path = pending.pop()
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    return _key_said(key, where + "".join(f"[{k!r}]" for k in path))
+                if _nested(inner):
+                    pending.append((inner, (*path, key)))
+        elif _nested(item):  # (a list, tuple or a config library's list)
+            pending += [(x, (*path, i)) for i, x in enumerate(item) if _nested(x)]
+    return None
+
+
+def _nested(value: Any) -> bool:
+    return isinstance(value, Mapping) or (
+        isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
+    )
+
+
+def _key_said(key: Any, at: str) -> str | None:
+    try:
+        text = next(iter(json.loads(json.dumps({key: 0}))))
+    except (TypeError, ValueError):
+        return None  # (no JSON key at all: json names it)
+    return (
+        f"{at} has the key {key!r} (type {type(key).__name__}): JSON keys are text, so the "
+        f"function would get {text!r}, and keys that read alike (1 and '1') would keep one "
+        "value; give str keys ({str(k): v})"
+    )
 
 
 def not_unicode(value: Any, where: str) -> str | None:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
+from snapshot_cli.writers.items import as_items
 from snapshot_cli.writers.params import FALSE, TRUE, annotated, check_params, parse_params
 
 KINDS = [bool, int, float, str]
@@ -256,3 +257,55 @@ def test_params_no_manifest_could_keep_are_refused_before_any_work(
     snap.create(lambda i, x=None: [{"i": i}], str(out), inputs=[1], workers=0,
                 params={"x": deepest_read_before}, progress=False)  # fmt: skip
     assert snap.open(str(out)).num_records == 1  # (an empty list 32 levels in: as before)
+
+
+def with_a_key_that_is_not_text(value: Any, data: st.DataObject) -> tuple[Any, str]:
+    """``value`` (JSON) with one dict somewhere in it given a key of another type, and the
+    path to that dict (as errors spell it, from ``x``)."""
+    dicts: list[tuple[dict[str, Any], str]] = []
+
+    def walk(v: Any, at: str) -> None:
+        if isinstance(v, dict):
+            dicts.append((v, at))
+            for k, inner in v.items():
+                walk(inner, f"{at}[{k!r}]")
+        elif isinstance(v, list):
+            for i, inner in enumerate(v):
+                walk(inner, f"{at}[{i}]")
+
+    walk(value, "x")
+    target, at = data.draw(st.sampled_from(dicts))
+    key = data.draw(st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False))
+    target[key] = data.draw(JSON)
+    return value, f"{at} has the key {key!r} (type {type(key).__name__})"
+
+
+@given(value=st.dictionaries(st.text(TEXT, max_size=6), JSON, max_size=3), data=st.data())
+def test_a_key_that_is_not_text_is_refused_at_any_depth(value: Any, data: Any) -> None:
+    """JSON keys are text: ``params={"names": {0: "cat"}}`` reached the function as
+    ``{"0": "cat"}`` (a KeyError: 0 in it) and ``{1: "a", "1": "b"}`` kept one value,
+    silently; so did an item's. Refused in params, in inputs and in inputs_from's items,
+    naming where; with text keys only, each is taken as given."""
+    assert check_params({"x": value}) == {"x": value}
+    assert as_items([value]) == [value]
+    value, said = with_a_key_that_is_not_text(value, data)
+    with pytest.raises(OptionError) as caught:
+        check_params({"x": value})
+    assert str(caught.value).startswith(said.replace("x", "params['x']", 1)), caught.value
+    with pytest.raises(OptionError) as caught:
+        as_items([0, value])
+    assert str(caught.value).startswith(said.replace("x", "inputs[1]", 1)), caught.value
+    with pytest.raises(OptionError) as caught:
+        as_items([value], source="items.py:items")
+    assert str(caught.value).startswith(said.replace("x", "it", 1)), caught.value
+    assert str(caught.value).endswith("(item 0 of what inputs_from='items.py:items' returned)")
+
+
+def test_a_class_map_with_int_keys_is_refused_before_any_work(tmp_path: Path) -> None:
+    def label(i: int, *, names: dict[Any, str]) -> Iterator[dict[str, Any]]:
+        yield {"label": i, "name": names[i]}
+
+    with pytest.raises(OptionError, match=r"params\['names'\] has the key 0 \(type int\)"):
+        snap.create(label, str(tmp_path / "s"), inputs=[0, 1], params={"names": {0: "cat"}},
+                    workers=0, progress=False)  # fmt: skip
+    assert not (tmp_path / "s").exists()
