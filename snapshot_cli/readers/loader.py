@@ -85,11 +85,7 @@ class Loader(FrameworkAdapters):
         options = LoaderOptions() if options is None else options
         self.options, self.trace, self._source = options, checked_tracer(trace), source
         self._batch_size, self._made_in = batch_size, _forks
-        rank, world_size = options.rank, options.world_size
-        if rank == "auto" or world_size == "auto":
-            auto_rank, auto_size, _ = ranks.detect()
-            rank = auto_rank if rank == "auto" else rank
-            world_size = auto_size if world_size == "auto" else world_size
+        rank, world_size = ranks.auto_pair(options.rank, options.world_size)
         self.reading = reading = resolve(source, options)
         self.snapshot: Snapshot | None = None if isinstance(source, Mixture) else source
         self.schema, self.columns = reading.schema, reading.columns

@@ -72,13 +72,54 @@ def from_environment(rank_var: str, size_var: str) -> tuple[int, int]:
     return rank, size
 
 
+def auto_pair(rank: Any, world_size: Any) -> tuple[Any, Any]:
+    """``rank``/``world_size`` with "auto" read (:func:`detect`), not yet checked. "auto"
+    for either means the job's ranks, so the other left at its default (rank 0, world_size
+    1) is read too: it was kept, and ``world_size="auto"`` alone had every rank read rank
+    0's part, ``rank="auto"`` alone rank 0 read all and the others fail. The other given
+    otherwise must be what was read, else an OptionError naming both."""
+    if not (_is(rank, "auto") or _is(world_size, "auto")):
+        return rank, world_size
+    found_rank, found_size, source = detect()
+    pairs = dict(_ENV)
+    where = (
+        "no launcher found: one process"
+        if source == "default"
+        else f"from {source} and {pairs[source]}"
+        if source in pairs
+        else f"from {source}"
+    )
+    out = []
+    for name, given, found, default in (
+        ("rank", rank, found_rank, 0),
+        ("world_size", world_size, found_size, 1),
+    ):
+        if not (_is(given, "auto") or _is(given, default) or _is(given, found)):
+            raise OptionError(
+                f"rank={rank!r}, world_size={world_size!r}: 'auto' read rank {found_rank} of "
+                f"{found_size} ({where}), and {name}={given!r} is not {found}; give both "
+                "'auto', or both as integers"
+            )
+        out.append(found)
+    return out[0], out[1]
+
+
+def _is(value: Any, other: Any) -> bool:
+    """``value == other`` for a str or an integer (numpy's too), never a bool's True as 1."""
+    if isinstance(value, bool) or isinstance(value, str) != isinstance(other, str):
+        return False
+    if isinstance(value, str):
+        return value == other
+    try:
+        return operator.index(value) == other
+    except TypeError:
+        return False
+
+
 def resolve(rank: Any, world_size: Any) -> tuple[int, int]:
-    """``rank``/``world_size`` as given (integers, or "auto": :func:`detect` now), checked:
-    ``(rank, world_size)`` with ``0 <= rank < world_size``, else an OptionError."""
-    if rank == "auto" or world_size == "auto":
-        auto_rank, auto_world, _ = detect()
-        rank = auto_rank if rank == "auto" else rank
-        world_size = auto_world if world_size == "auto" else world_size
+    """``rank``/``world_size`` as given (integers, or "auto": :func:`auto_pair` now),
+    checked: ``(rank, world_size)`` with ``0 <= rank < world_size``, else an OptionError."""
+    rank, world_size = auto_pair(rank, world_size)
     checked = []
     for name, value, least in (("rank", rank, 0), ("world_size", world_size, 1)):
         try:

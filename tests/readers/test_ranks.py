@@ -107,3 +107,60 @@ def test_a_slurm_batch_script_is_one_process(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("SLURM_PROCID", "3")
     monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
     assert ranks.detect() == (3, 4, "SLURM_PROCID")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    launched=st.tuples(st.integers(1, 5), st.data()),
+    rank=st.sampled_from(["auto", 0, 1, 2, 3]),
+    world_size=st.sampled_from(["auto", 1, 2, 3, 4]),
+)
+def test_auto_for_one_of_the_pair_reads_both_or_says_why_not(
+    launched: tuple[int, st.DataObject], rank: object, world_size: object
+) -> None:
+    """``world_size="auto"`` alone had every rank read rank 0's part (its rank stayed 0), and
+    ``rank="auto"`` alone rank 0 read the whole epoch and the others fail with "rank must be
+    in [0, world_size=1)". Now "auto" for either reads both; the other left at its default
+    is the one read, and given otherwise must agree, else an error naming both."""
+    size, data = launched
+    found = data.draw(st.integers(0, size - 1), label="RANK")
+    saved = {v: os.environ.pop(v, None) for v in ALL_VARS}
+    os.environ.update({"RANK": str(found), "WORLD_SIZE": str(size)})
+    try:
+        if "auto" not in (rank, world_size):
+            assert ranks.auto_pair(rank, world_size) == (rank, world_size)
+            return
+        agree = all(
+            given in ("auto", default, read)
+            for given, default, read in ((rank, 0, found), (world_size, 1, size))
+        )
+        if agree:
+            assert ranks.resolve(rank, world_size) == (found, size)
+        else:
+            with pytest.raises(OptionError) as caught:
+                ranks.resolve(rank, world_size)
+            said = str(caught.value)
+            assert said.startswith(f"rank={rank!r}, world_size={world_size!r}: 'auto' read ")
+            assert f"rank {found} of {size} (from RANK and WORLD_SIZE)" in said
+            assert "give both 'auto', or both as integers" in said
+    finally:
+        for v in ALL_VARS:
+            os.environ.pop(v, None)
+            if saved[v] is not None:
+                os.environ[v] = saved[v]  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("given", [{"world_size": "auto"}, {"rank": "auto"}])
+def test_the_ranks_of_a_job_given_auto_once_read_each_record_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: dict[str, str]
+) -> None:
+    snap.create(lambda: ({"i": i} for i in range(36)), str(tmp_path / "s"), workers=0)
+    s = snap.open(tmp_path / "s")
+    for v in ALL_VARS:
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    read = []
+    for r in (0, 1):
+        monkeypatch.setenv("RANK", str(r))
+        read += [int(i) for b in s.loader(4, seed=0, **given) for i in b["i"]]
+    assert sorted(read) == list(range(36))  # (each rank its half: it was both rank 0's)
