@@ -304,6 +304,20 @@ def test_mix_names_that_are_no_list_are_refused(small: snap.Snapshot, names: Any
     assert snap.mix([small, small], names=("a", "b")).names == ["a", "b"]
 
 
+@given(names=st.lists(st.one_of(st.text(max_size=3), st.integers(0, 2), st.none()), min_size=2,
+                      max_size=2))  # fmt: skip
+def test_mix_names_are_non_empty_text_no_two_alike(small: snap.Snapshot, names: Any) -> None:
+    """``names=["web", "web"]`` was taken, and renamed ``web#2`` in ``stats()`` only (where a
+    source really named so would collide); ``""`` and ``5`` were taken as text."""
+    text = all(isinstance(n, str) and n.strip() for n in names)
+    if text and names[0] != names[1]:
+        assert snap.mix([small, small], names=names).names == names
+        return
+    said = f"names must differ: {names[0]!r} is given twice" if text else "names must be non-empty"
+    with pytest.raises(snap.OptionError, match=re.escape(said)):
+        snap.mix([small, small], names=names)
+
+
 @given(
     value=st.one_of(
         st.integers(), st.floats(), st.booleans(), st.lists(st.integers(), max_size=2),

@@ -188,14 +188,29 @@ def mix(
 
 
 def _names(names: object) -> list[str]:
-    """``names=``, one per snapshot, as str; a str is refused (``names="ab"`` was split into
-    "a" and "b"), as is a value that is no list (``names=0`` was a TypeError)."""
+    """``names=``, one per snapshot, as given: non-empty str, no two alike (they were
+    taken as ``str(n)``, "" and 5 too, and a name given twice renamed in ``stats()`` only);
+    a str is refused (``names="ab"`` was split into "a" and "b"), as is a value that is no
+    list (``names=0`` was a TypeError)."""
     if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
         raise OptionError(
             f"names must be a list of names, one per snapshot (names=['web', 'books']), got "
             f"{names!r:.80}"
         )
-    return [str(n) for n in names]
+    out = list(names)
+    for n in out:  # (a name's text is how stats() and errors tell the sources apart)
+        if not isinstance(n, str) or not n.strip():
+            raise OptionError(
+                f"names must be non-empty str, one per snapshot (names=['web', 'books']), got "
+                f"{n!r:.40} in {out!r:.80}"
+            )
+    if len(set(out)) < len(out):
+        twice = next(n for n in out if out.count(n) > 1)
+        raise OptionError(
+            f"names must differ: {twice!r} is given twice, and loader.stats()['sources'] would "
+            f"count the two apart only as {twice!r} and {twice + '#2'!r}"
+        )
+    return out
 
 
 def _check_weights(weights: Weights | None, sizes: list[int]) -> list[float]:
