@@ -18,12 +18,11 @@ version=k)``) is checked for its own task table only.
 
 from __future__ import annotations
 
-import json
-import posixpath
 from typing import Any
 
 from .. import layout, storage, versions
 from ..errors import ManifestError
+from ..manifest import Manifest
 from .snapshot import Snapshot
 
 
@@ -49,7 +48,7 @@ def problems(snapshot: Snapshot) -> list[str]:
     current = versions.read(fs, manifest_path)
     if current is None or current.version != m.version:
         return out  # (an older version opened: manifest.json is another's)
-    out += _own_copy(fs, root, manifest_path, m.version)
+    out += _own_copy(fs, root, current)
     if newer := versions.committed_after(fs, root, current):
         out.append(str(versions.rolled_back_error(fs, root, current, newer)))
     for k in versions.kept(fs, root):
@@ -69,23 +68,24 @@ def problems(snapshot: Snapshot) -> list[str]:
     return out
 
 
-def _own_copy(fs: Any, root: str, manifest_path: str, version: int) -> list[str]:
-    """``manifest.json`` and the copy of its version in ``_versions/`` hold the same JSON
-    (whitespace aside); a missing copy is none (``snap gc`` writes it again)."""
-    copy_path = layout.version_path(root, version)
+def _own_copy(fs: Any, root: str, current: Manifest) -> list[str]:
+    """``manifest.json`` and the copy of its version in ``_versions/`` say the same, as snap
+    reads them (whitespace, a crc32c's case, ``./`` in a path aside: a writer may spell them
+    so, docs/format.md); a missing copy is none (``snap gc`` writes it again)."""
+    manifest_path, copy_path = (
+        layout.manifest_path(root),
+        layout.version_path(root, current.version),
+    )
     try:
-        copy = storage.read_own(fs, root, copy_path)
+        data = storage.read_own(fs, root, copy_path)
     except FileNotFoundError:
         return []
     url, copy_url = storage.to_url(fs, manifest_path), storage.to_url(fs, copy_path)
     try:
-        same = json.loads(copy) == json.loads(storage.read_own(fs, root, manifest_path))
-    except ValueError:  # (the copy is no JSON: manifest.json was read as such)
-        return [
-            f"{copy_url}, the copy of version {version} kept with {url}, is damaged: delete "
-            f"it (snap gc writes it again from {posixpath.basename(url)})"
-        ]
-    if same:
+        copy = Manifest.from_json(data, where=copy_url)
+    except ManifestError as err:
+        return [f"{err} (the copy of version {current.version} kept with {url})"]
+    if copy.to_dict() == current.to_dict():
         return []
     return [
         f"{url} differs from {copy_url}, the copy written with it at the commit (one of them "

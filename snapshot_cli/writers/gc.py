@@ -327,9 +327,9 @@ def _gc(
             fs, root, live_run, holder is not None, seconds, dry_run=dry_run
         )
         report.note = "; ".join(filter(None, [report.note, restored])) or None
-        # a run's state last: one that fails midway leaves shards of no run's, which the
-        # next gc removes, not a run that lost its state (a resume checks its shards)
-        report.garbage.sort(key=lambda g: g.kind == "run")
+        # (a run's state before its shards: one of another user's, which this user may not
+        # remove, stops gc before its shards go; shards left without their run's state are
+        # the next gc's to remove)
         if not dry_run:
             for done, g in enumerate(report.garbage):
                 try:

@@ -64,7 +64,9 @@ def block_crcs(data: bytes, old: str) -> str:
 
 def refresh_entry(out: Path, index: int, **counts: Any) -> str:
     """Set shard ``index``'s manifest entry to the file's size and crc32c (and ``counts``:
-    records, record_batches, batch_rows), recompute the totals; returns the shard's path."""
+    records, record_batches, batch_rows), recompute the totals, in ``manifest.json`` and its
+    copy in ``_versions/`` (as a writer of such a shard would commit both: ``snap verify``
+    names a manifest edited after its commit); returns the shard's path."""
     manifest = load_manifest(out)
     entry = manifest["shards"][index]
     path = out / entry["path"]
@@ -74,6 +76,10 @@ def refresh_entry(out: Path, index: int, **counts: Any) -> str:
     for key in ("records", "record_batches", "bytes"):
         totals[key] = sum(s[key] for s in manifest["shards"])
     (out / "manifest.json").write_text(json.dumps(manifest))
+    version = (manifest.get("history") or {}).get("version")
+    copy = out / "_versions" / f"v{version:08d}.json" if isinstance(version, int) else None
+    if copy is not None and copy.exists():
+        copy.write_text(json.dumps(manifest))
     return str(entry["path"])
 
 
