@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import __version__, cli_io, cli_types, render, render_bench
-from .cli_io import answer_errors, configure_output, emit_json, exit_watch, setup_logging
+from . import __version__, cli_exit, cli_io, cli_types, render, render_bench
+from .cli_io import answer_errors, configure_output, emit_json, setup_logging
 from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs, named
 from .errors import ManifestError
 from .progress import Progress
@@ -393,8 +393,4 @@ def gc(snapshot: str, dry_run: bool, retention: float, as_json: bool) -> None:
 
 
 def main() -> None:
-    with exit_watch():  # not held up at exit by a thread the pipeline left running
-        try:
-            cli(obj={"program": True})  # (click names it as it was run: snap, python -m ...)
-        except OSError as err:  # click's own writes (--help, --version) to a full device
-            cli_io.stdout_failed(err, debug="--debug" in sys.argv[1:])
+    cli_exit.run(cli)

@@ -14,8 +14,6 @@ import os
 import select
 import signal
 import sys
-import threading
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -23,6 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from . import console
+from .cli_exit import quiet_exit_on_closed_stdout
 from .errors import SnapError, absolute_path
 from .render import one_line, printable
 from .signals import received, termination_as_interrupt
@@ -63,7 +62,7 @@ def answer_errors(fn: F) -> F:
             sys.exit(128 + signum)
         except OSError as err:  # a fault no layer below named: still one line, not a trace
             if isinstance(err, BrokenPipeError) and _stdout_closed():
-                _quiet_exit_on_closed_stdout()
+                quiet_exit_on_closed_stdout()
             if debug:
                 raise
             from . import storage  # (fsspec: not imported by `snap --help`)
@@ -120,15 +119,6 @@ def _stdout_closed() -> bool:
         return any(mask & select.POLLERR for _, mask in poller.poll(0))
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         return False
-
-
-def _quiet_exit_on_closed_stdout() -> None:
-    """Stop as a Unix tool does when its reader stops reading: no message, the status of a
-    process ended by SIGPIPE (141), and no second error when Python flushes stdout at exit."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    sys.exit(128 + signal.SIGPIPE)
 
 
 def setup_logging(quiet: bool) -> None:
@@ -278,7 +268,7 @@ def stdout_failed(err: OSError, debug: bool) -> None:
     if debug:
         raise err
     if isinstance(err, BrokenPipeError):
-        _quiet_exit_on_closed_stdout()
+        quiet_exit_on_closed_stdout()
     with contextlib.suppress(OSError, AttributeError):
         print(f"snap: error: cannot write to standard output: {cannot_write(err)}",
               file=sys.stderr)  # fmt: skip
@@ -345,52 +335,3 @@ def configure_output(debug: bool) -> None:
     console.print_paths_as_given()
     route_library_logs(debug)
     route_warnings(debug)
-
-
-EXIT_GRACE_S = 5.0  # how long a finished command waits for threads the pipeline left running
-
-
-@contextlib.contextmanager
-def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
-    """Exit when the command is done, even if the pipeline (run in this process with
-    ``--workers 0``) left a thread running that never ends: Python waits for every such
-    thread before it exits, so ``snap create`` printed its summary and hung. The threads get
-    ``grace`` seconds to end; then a note names them and the process exits with the
-    command's status."""
-    code: object = 0
-    try:
-        yield
-    except SystemExit as done:
-        code = done.code
-        raise
-    except BaseException:  # a traceback (--debug): Python's status for it
-        code = 1
-        raise
-    finally:
-        strays = [t for t in threading.enumerate() if not t.daemon and t.is_alive()]
-        strays = [t for t in strays if t is not threading.main_thread()]
-        if strays:
-            status = code if isinstance(code, int) else 0 if code is None else 1
-            args = (strays, status, grace)
-            threading.Thread(target=_exit_after, args=args, name="snap-exit", daemon=True).start()
-
-
-def _exit_after(strays: list[threading.Thread], status: int, grace: float) -> None:
-    deadline = time.monotonic() + grace
-    for thread in strays:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    left = [t.name for t in strays if t.is_alive()]
-    if not left:
-        return  # the interpreter exits as usual
-    shown = ", ".join(left[:5]) + (", ..." if len(left) > 5 else "")
-    print(
-        f"snap: note: the pipeline left {len(left)} thread{'s' if len(left) > 1 else ''} "
-        f"running ({shown}) {grace:g} s after the command ended; exiting without waiting "
-        f"for {'them' if len(left) > 1 else 'it'} (stop or join threads in the function, or "
-        "make them daemon threads)",
-        file=sys.stderr,
-    )
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(status)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import snapshot_cli as snap
-from snapshot_cli.cli_io import EXIT_GRACE_S
+from snapshot_cli.cli_exit import EXIT_GRACE_S
 from tests.conftest import snap_subprocess
 
 PIPE = """

@@ -187,3 +187,19 @@ def test_packages_that_do_not_fit_together_are_no_bug_in_snap(tmp_path: Path) ->
     (line,) = [x for x in res.stderr.splitlines() if x.startswith("snap: error:")]
     assert "pyarrow requires NumPy 2.0 or newer" in line and "do not work together" in line
     assert "bug in snap" not in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["--version"], ["inspect", "--help"], ["create", "--help"], ["gc", "-h"]]
+)
+def test_click_s_own_output_to_a_reader_gone_exits_as_sigpipe(args: list[str]) -> None:
+    """`snap --help | head -1`: click answered the broken pipe of its own writes with exit 1,
+    where every command of snap's exits 141, silently, as a Unix tool ended by SIGPIPE."""
+    read, write = os.pipe()
+    os.close(read)  # (the reader gone before a byte is written: EPIPE, whatever the timing)
+    try:
+        res = subprocess.run([SNAP, *args], stdout=write, stderr=subprocess.PIPE, text=True,
+                             timeout=60, check=False)  # fmt: skip
+    finally:
+        os.close(write)
+    assert (res.returncode, res.stderr) == (141, ""), res

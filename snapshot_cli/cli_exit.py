@@ -1,0 +1,91 @@
+"""How the ``snap`` program ends: the status of a reader gone away (141, as SIGPIPE),
+the wait for threads a pipeline left running (:func:`exit_watch`), and the command group
+run as the program (:func:`run`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import click
+
+
+def quiet_exit_on_closed_stdout() -> None:
+    """Stop as a Unix tool does when its reader stops reading: no message, the status of a
+    process ended by SIGPIPE (141), and no second error when Python flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(128 + signal.SIGPIPE)
+
+
+EXIT_GRACE_S = 5.0  # how long a finished command waits for threads the pipeline left running
+
+
+@contextlib.contextmanager
+def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
+    """Exit when the command is done, even if the pipeline (run in this process with
+    ``--workers 0``) left a thread running that never ends: Python waits for every such
+    thread before it exits, so ``snap create`` printed its summary and hung. The threads get
+    ``grace`` seconds to end; then a note names them and the process exits with the
+    command's status."""
+    code: object = 0
+    try:
+        yield
+    except SystemExit as done:
+        code = done.code
+        raise
+    except BaseException:  # a traceback (--debug): Python's status for it
+        code = 1
+        raise
+    finally:
+        strays = [t for t in threading.enumerate() if not t.daemon and t.is_alive()]
+        strays = [t for t in strays if t is not threading.main_thread()]
+        if strays:
+            status = code if isinstance(code, int) else 0 if code is None else 1
+            args = (strays, status, grace)
+            threading.Thread(target=_exit_after, args=args, name="snap-exit", daemon=True).start()
+
+
+def _exit_after(strays: list[threading.Thread], status: int, grace: float) -> None:
+    deadline = time.monotonic() + grace
+    for thread in strays:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in strays if t.is_alive()]
+    if not left:
+        return  # the interpreter exits as usual
+    shown = ", ".join(left[:5]) + (", ..." if len(left) > 5 else "")
+    print(
+        f"snap: note: the pipeline left {len(left)} thread{'s' if len(left) > 1 else ''} "
+        f"running ({shown}) {grace:g} s after the command ended; exiting without waiting "
+        f"for {'them' if len(left) > 1 else 'it'} (stop or join threads in the function, or "
+        "make them daemon threads)",
+        file=sys.stderr,
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
+
+
+def run(command: click.Group) -> None:
+    """Run ``snap``'s command group as the program (``main``)."""
+    with exit_watch():  # not held up at exit by a thread the pipeline left running
+        try:
+            command(obj={"program": True})  # (click names it as it was run: snap, python -m)
+        except OSError as err:  # click's own writes (--help, --version) to a full device
+            from .cli_io import stdout_failed  # (it imports this module)
+
+            stdout_failed(err, debug="--debug" in sys.argv[1:])
+        except SystemExit as done:  # (click answers a broken pipe of its own writes, `snap
+            # --help | head -1`, by wrapping stdout so and exiting 1: snap's commands, 141;
+            # told by its class's name: click 8.3 has _PacifyFlushWrapper, and its public
+            # name warns of its deprecation)
+            if done.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":
+                quiet_exit_on_closed_stdout()
+            raise
