@@ -271,6 +271,14 @@ def _kept_copies(fs: Any, root: str, current: int) -> list[Manifest]:
     return out
 
 
+def _not_a_directory(path: str) -> bool:
+    """A local path that is there but no directory: a file, a FIFO or a device; in a
+    ``shards/`` directory a link to nothing too (a shard's, said as such by its readers)."""
+    if not os.path.lexists(path) or os.path.isdir(path):
+        return False
+    return os.path.exists(path) or os.path.basename(os.path.dirname(path)) == layout.SHARDS_DIR
+
+
 @checked_keywords
 def open(
     url: str | os.PathLike[str] | Snapshot,
@@ -304,7 +312,7 @@ def open(
             f"a snapshot's path or URL, or an open Snapshot, is needed here, not "
             f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}{hint if mixed else ''}"
         )
-    if storage.is_local(fs) and os.path.isfile(root):
+    if storage.is_local(fs) and _not_a_directory(root):
         root = directory_of(fs, root)
     path = storage.join(root, MANIFEST_NAME)
     try:

@@ -290,7 +290,7 @@ def _gc(
     report = GcReport(storage.to_url(fs, root), dry_run)
     if not storage.exists(fs, root):
         raise ManifestError(f"{report.url} does not exist: check the path")
-    if storage.isfile(fs, root):  # (listing a file lists the file: manifest.json looked right)
+    if not storage.isdir(fs, root):  # (listing a file lists it: manifest.json looked right)
         raise ManifestError(
             f"{report.url} is a file, not a snapshot: give the snapshot's directory "
             f"(the one holding {MANIFEST_NAME})"

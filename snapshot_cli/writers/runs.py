@@ -182,7 +182,7 @@ def unfinished_state(url: str) -> dict[str, Any] | None:
     the runs that wrote it.
     """
     fs, root = storage.resolve(url)
-    if storage.exists(fs, layout.manifest_path(root)) or storage.isfile(fs, root):
+    if storage.exists(fs, layout.manifest_path(root)) or not storage.isdir(fs, root):
         return None
     if versions.lost(fs, root) is not None:
         return None

@@ -4,6 +4,7 @@ printed): that shard alone, as the newest kept version listing it describes it."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,42 @@ def test_a_shard_of_a_snapshot_never_committed_is_said_to_be_one(tmp_path: Path)
         assert res.exit_code == 1, res.output
         assert "which no snap create has committed yet" in res.output, res.output
         assert f"snap gc {out}" in res.output
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _to_a_device(path: Path) -> None:
+    path.symlink_to(os.devnull)
+
+
+def _loop(path: Path) -> None:
+    path.symlink_to(path.name)
+
+
+@pytest.mark.parametrize("make", [_fifo, _to_a_device, _loop], ids=["fifo", "device", "loop"])
+def test_a_shard_that_is_no_file_is_named_as_the_snapshot_s_shard(
+    snapshot: Path, make: Any
+) -> None:
+    """A shard's path that is a FIFO, a device or a link in a loop was taken for a snapshot
+    directory: "<shard>/manifest.json: Not a directory (ENOTDIR)". It is that snapshot's
+    shard: inspect shows its entry, head and verify say what it is, as for the snapshot."""
+    shard = shard_file(snapshot, 1)
+    shard.unlink()
+    make(shard)
+    code, stdout, stderr = run("inspect", str(shard))
+    assert code == 0 and table(stdout.splitlines())["shard"] == str(shard), stderr
+    for command in ("head", "verify"):
+        code, stdout, stderr = run(command, str(shard))
+        said = stdout + stderr
+        assert code == 1 and "Traceback" not in said, said
+        assert any(w in said for w in ("not a regular file", "in a loop", "outside the")), said
+        assert "manifest.json" not in said and "ENOTDIR" not in said, said
+
+
+@pytest.mark.parametrize("command", ["inspect", "head", "verify", "gc", "bench"])
+def test_a_fifo_given_as_a_snapshot_is_no_snapshot(tmp_path: Path, command: str) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    code, _, stderr = run(command, str(tmp_path / "pipe"))
+    assert code == 1 and "is a file, not a snapshot" in stderr, stderr
