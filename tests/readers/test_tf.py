@@ -219,6 +219,27 @@ def check_dropped_iterators_free_their_loader():
     return {"freed": freed}
 
 
+def check_a_pass_broken_off_keeps_its_threads_until_closed():
+    """TensorFlow says nothing when a loop breaks off (README, to_tf()): the pass keeps its
+    threads until the next pass, ds.close() or the dataset dropped; never two passes'."""
+    import threading
+
+    def snaps():
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("snap-"))
+
+    ds = s.loader(BATCH, seed=5).to_tf(features="id")
+    for i, _ in enumerate(ds):
+        if i == 2:
+            break
+    after_break = snaps()
+    for i, _ in enumerate(ds):
+        if i == 2:
+            break
+    after_second = snaps()
+    ds.close()
+    return {"after_break": after_break, "after_second": after_second, "closed": snaps()}
+
+
 def check_keras_fit():
     import keras
 
@@ -549,6 +570,12 @@ def _passes(url: str, passes: int, **options: Any) -> list[list[dict[str, Any]]]
 
 def test_a_dropped_iterator_frees_its_loader(tf_results: dict[str, Any]) -> None:
     assert _result(tf_results, "dropped_iterators_free_their_loader")["freed"] == [True] * 3
+
+
+def test_a_pass_broken_off_stops_its_threads_when_closed(tf_results: dict[str, Any]) -> None:
+    out = _result(tf_results, "a_pass_broken_off_keeps_its_threads_until_closed")
+    assert len(out["after_second"]) <= len(out["after_break"]), out  # (one pass's, not two)
+    assert out["closed"] == [], out
 
 
 def test_keras_fit_runs_and_knows_its_steps(tf_results: dict[str, Any]) -> None:
