@@ -48,6 +48,11 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
             f" ({pattern} is an option: --input took it as its value; give --input a "
             "path or pattern)"
         )
+    if (escaped := _brackets_meant(pattern)) is not None:
+        return (
+            f" (brackets are glob syntax, a set of characters to match one of, and "
+            f"{escaped[0]!r} is a name here: to mean it, write its [ as [[]: {escaped[1]!r})"
+        )
     if first and not glob.has_magic(pattern) and (len(patterns) > 1 or "/" not in pattern):
         return (
             " (paths and globs are read as files; for strings that are items, not files, such "
@@ -55,6 +60,20 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
             "Python or --inputs-from MODULE:FUNC)"
         )
     return ""
+
+
+def _brackets_meant(pattern: str) -> tuple[str, str] | None:
+    """For a local pattern through a name that holds brackets (``data[1]/*.txt``, whose
+    ``[1]`` a glob reads as a set of characters): the longest such part of it that is a path
+    here, and the pattern with that part escaped; None if there is none."""
+    if "[" not in pattern or "://" in pattern:
+        return None
+    parts = pattern.split("/")
+    for k in range(len(parts), 0, -1):
+        head = "/".join(parts[:k])
+        if "[" in head and os.path.lexists(head):
+            return head, "/".join([glob.escape(head), *parts[k:]])
+    return None
 
 
 def _an_option(text: str) -> bool:

@@ -700,3 +700,29 @@ def test_a_path_held_as_bytes_is_told_how_to_give_it(given: Any) -> None:
     said = str(caught.value)
     assert "give os.fsdecode(path)" in said, said
     assert "must be JSON values" not in said
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    name=st.from_regex(r"[a-z]{1,4}\[[0-9a-z]{1,3}\][a-z]{0,3}", fullmatch=True),
+    depth=st.integers(0, 2),
+)
+def test_a_glob_through_a_name_with_brackets_says_how_to_mean_it(name: str, depth: int) -> None:
+    """``--input 'br[1]/*.txt'`` over a directory named ``br[1]``: "matched no files", the
+    brackets read as a set of characters and no word of it. The error names the part that
+    is a name here and the pattern with its ``[`` escaped, which takes the file."""
+    import glob as glob_mod
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        inner = Path(tmp, name, *["sub"] * depth)
+        inner.mkdir(parents=True)
+        (inner / "f.txt").write_text("x")
+        pattern = "/".join([tmp, name, *["sub"] * depth, "*.txt"])
+        with pytest.raises(snap.OptionError) as caught:
+            snap.create(lambda p: [{"p": p}], f"{tmp}/out", inputs=pattern, workers=0)
+        said = str(caught.value)
+        escaped = "/".join([glob_mod.escape(f"{tmp}/{name}"), *["sub"] * depth, "*.txt"])
+        assert f"is a name here: to mean it, write its [ as [[]: {escaped!r})" in said, said
+        info = snap.create(lambda p: [{"p": p}], f"{tmp}/out", inputs=escaped, workers=0)
+        assert info.num_records == 1
