@@ -216,7 +216,7 @@ def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool
 @click.option(
     "--fast",
     is_flag=True,
-    help="Download nothing: compare sizes and the crc32c the storage reports (GCS).",
+    help="Download no shard: compare sizes and the crc32c the storage reports (GCS).",
 )
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Shards checked at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")

@@ -4,7 +4,7 @@ A full check recomputes each shard's crc32c from its bytes (and each record batc
 manifest lists them; a remote shard's that disagree are read again once: damage in transit is
 none at rest), compares the size, opens the Arrow file, checks its schema, and decodes every
 record batch, comparing record counts with the manifest: what the loader will need, proved
-ahead of a long run. A fast check (``fast=True``) downloads nothing: it compares the size and,
+ahead of a long run. A fast check (``fast=True``) downloads no shard: it compares the size and,
 where the storage keeps one (GCS), the crc32c the storage reports; else sizes only, and says so.
 Both also name the columns the loader refuses whatever their bytes hold (``unloadable``): a
 valid Arrow type, from another writer or an earlier snap, that snap's readers cannot hand
