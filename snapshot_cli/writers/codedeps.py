@@ -38,12 +38,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from . import bytecode, codescan
+from .set_order import PLAIN, in_order, place
 
 _ITEMS = 1_000  # items of one container looked at (of a larger set none: its order varies)
 _BUDGET = 20_000  # container items looked at in one walk, in all
 _DEPTH = 4  # containers in containers (and objects' attributes) followed
 _CONTAINERS = (dict, list, tuple, set, frozenset)
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, range)  # no code
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -156,7 +156,9 @@ class _Reach:
         self.users: dict[str, str | None] = {}  # module → file, of those imported
         self.files: dict[str, str | None] = {}  # module → file, imported or not
         self.budget = _BUDGET
-        self.skip_tied = skip_tied  # sets whose items tie in :func:`_in_order`: not walked
+        self.skip_tied = (
+            skip_tied  # sets whose items tie in :func:`.set_order.in_order`: not walked
+        )
         self.tied = 0  # such sets being walked (one in another)
         self.tied_functions: set[int] = set()  # queued by one, in the order it had
         self.tainted = False  # one of those was walked: what follows went by that order
@@ -197,6 +199,7 @@ class _Reach:
         for name in used:
             if name in names:
                 self.value(names[name], used, 0)
+        self.values_imported(f, used)
         for default in (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values()):
             self.value(default, used, 0)
         package = names.get("__package__")
@@ -206,9 +209,25 @@ class _Reach:
             if name in sys.modules or self.file(name):
                 self.imports(self.runs(name, ()), used)
 
+    def values_imported(self, f: types.FunctionType, used: tuple[str, ...]) -> None:
+        """The modules of yours a global value of ``f`` that holds no code was imported
+        from (``from config import CFG``: a dict, a str, an array made there), found by the
+        imports of ``f``'s module file: such a value has no module to follow, and an edit to
+        ``config.py`` left the snapshot "up to date" with the old value's records."""
+        path = self.user(f.__module__)
+        names = f.__globals__
+        plain = {n for n in used if n in names and _holds_no_code(names[n])}
+        if not path or not plain:
+            return
+        init = os.path.basename(path) == "__init__.py"
+        package = f.__module__ if init else f.__module__.rpartition(".")[0]
+        for base, taken in codescan.file_imports(path, package):
+            if hit := tuple(n for n in taken if n in plain):
+                self.imports(self.runs(base, hit), used)
+
     def value(self, v: Any, used: tuple[str, ...], depth: int) -> None:
         """Follow what ``v`` holds; ``used``: the names of the code that reached it."""
-        if isinstance(v, _PLAIN):
+        if isinstance(v, PLAIN):
             return
         if isinstance(v, types.ModuleType):
             self.module(v, used)
@@ -264,11 +283,11 @@ class _Reach:
             self.value(item, used, depth)
 
     def members(self, v: set[Any] | frozenset[Any], used: tuple[str, ...], depth: int) -> None:
-        """A set's items in a fixed order (:func:`_in_order`). Where some of them tie, their
+        """A set's items in a fixed order (:func:`.set_order.in_order`). Where some tie, their
         order is the set's own: the functions they lead to are queued by name, and should the
         budget run out while they are walked (or after a function of a name queued twice
         here is), the walk is made again without such sets (:func:`user_modules`)."""
-        ordered, tied = _in_order(v)
+        ordered, tied = in_order(v)
         if not tied:
             self.items(ordered, used, depth)
             return
@@ -280,9 +299,9 @@ class _Reach:
             self.items(ordered, used, depth)
         finally:
             self.tied -= 1
-        self.todo[start:] = sorted(self.todo[start:], key=_place)
-        names = collections.Counter(map(_place, self.todo[start:]))
-        self.tied_functions.update(id(f) for f in self.todo[start:] if names[_place(f)] > 1)
+        self.todo[start:] = sorted(self.todo[start:], key=place)
+        names = collections.Counter(map(place, self.todo[start:]))
+        self.tied_functions.update(id(f) for f in self.todo[start:] if names[place(f)] > 1)
 
     def cls(self, c: type) -> None:
         """A class: what its methods and attributes reach, and its bases' (yours)."""
@@ -342,37 +361,10 @@ class _Reach:
                 todo += self.runs(base, taken)
 
 
-def _in_order(items: set[Any] | frozenset[Any]) -> tuple[list[Any], bool]:
-    """A set's items in a fixed order: its own varies with the hash seed (strings) and with
-    where its items sit in memory (functions, classes), and decided which of them the budget
-    reached, and at which depth a value they share was first seen (its own then cut off);
-    and whether items that can lead to code tie (objects of one class, functions of one
-    name: in the set's order still)."""
-    try:
-        placed = sorted((_place(v), i, v) for i, v in enumerate(items))
-    except RuntimeError:  # changed by another thread meanwhile
-        return [], False
-    keys = [key for key, _, v in placed if not _inert(v)]
-    return [v for _, _, v in placed], len(set(keys)) < len(keys)
-
-
-def _inert(v: Any) -> bool:
-    """Whether ``v`` leads to no code: a plain value, or a tuple or frozenset of them."""
-    if type(v) in (tuple, frozenset):
-        return all(isinstance(item, _PLAIN) for item in v)
-    return isinstance(v, _PLAIN)
-
-
-def _place(v: Any) -> tuple[int, str]:
-    """Where a set's item goes in :func:`_in_order`: code first, by name (what can reach
-    your modules), then other objects by their class, then plain values by ``repr``."""
-    if isinstance(v, (types.FunctionType, type)):
-        return 0, f"{v.__module__}.{v.__qualname__}"
-    if isinstance(v, types.ModuleType):
-        return 0, str(vars(v).get("__name__"))
-    if isinstance(v, _PLAIN):
-        return 2, repr(v)
-    return 1, f"{type(v).__module__}.{type(v).__qualname__}"
+def _holds_no_code(v: Any) -> bool:
+    """A value the walk finds no module through: not a function, class, module or other
+    callable (a dict of strings, a str, a numpy array)."""
+    return not callable(v) and not isinstance(v, types.ModuleType)
 
 
 def _user_namespace(state: dict[str, Any]) -> bool:

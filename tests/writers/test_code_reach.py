@@ -47,6 +47,8 @@ class Pattern:
     name: str = "preprocess"  # the function (or partial, object) the spec names
     lazy: str = ""  # a module that must not be imported yet when the hash is taken
     call_first: bool = False  # run it once before (the modules it imports are imported)
+    value: bool = False  # a value holding no code imported from the edited file (sent by
+    # value, a function counts that value as it is in its process: not the file's bytes)
 
 
 BODY_FROM = "def preprocess(i):\n    from h_TAG import g\n    return [{'t': g(i)}]\n"
@@ -241,6 +243,40 @@ PATTERNS: dict[str, Pattern] = {
         "pipe_TAG.py",
         name="scale.apply",
     ),  # fmt: skip
+    # ``from config import CFG`` of a value that holds no code (a dict, a str, an array made
+    # there): it had no module to follow, and an edit to config.py left "up to date"
+    "a dict imported from a module of yours": Pattern(
+        "from c_TAG import CFG\ndef preprocess(i):\n    return [{'t': getattr(i, CFG['c'])()}]\n",
+        {"c_TAG.py": "CFG = {'c': 'upper'}\n"},
+        "c_TAG.py",
+        value=True,
+    ),
+    "a str imported from a module of yours": Pattern(
+        "from c_TAG import CASE\ndef preprocess(i):\n    return [{'t': getattr(i, CASE)()}]\n",
+        {"c_TAG.py": "CASE = 'upper'\n"},
+        "c_TAG.py",
+        value=True,
+    ),
+    "an array made in a module of yours": Pattern(
+        "from c_TAG import W\ndef preprocess(i):\n    return [{'t': i, 'w': int(W.sum())}]\n",
+        {"c_TAG.py": "import numpy as np\nW = np.frombuffer(b'upper', np.uint8)\n"},
+        "c_TAG.py",
+        value=True,
+    ),
+    "a value imported relatively in a package": Pattern(
+        "from .conf import CASE\ndef preprocess(i):\n    return [{'t': getattr(i, CASE)()}]\n",
+        {"pv_TAG/__init__.py": "", "pv_TAG/conf.py": "CASE = 'upper'\n"},
+        "pv_TAG/conf.py",
+        where="pv_TAG/pipe.py",
+        module="pv_TAG.pipe",
+        value=True,
+    ),
+    "a value a module of yours imported from another": Pattern(
+        "from h_TAG import CASE\ndef preprocess(i):\n    return [{'t': getattr(i, CASE)()}]\n",
+        {"h_TAG.py": "from c_TAG import CASE\n", "c_TAG.py": "CASE = 'upper'\n"},
+        "c_TAG.py",
+        value=True,
+    ),
     "a callable object as the pipeline": Pattern(
         GLOBAL_H + "class Run:\n    def __call__(self, i):\n        return self.step(i)\n"
         "    def step(self, i):\n        return [{'t': h_TAG.g(i)}]\nRUN = Run()\n",
@@ -306,7 +342,9 @@ def test_an_edit_counts_where_the_code_reaches(tree: Tree, kind: str) -> None:
     assert fn("Ab")  # (the pattern runs)
 
 
-BY_VALUE = [k for k, p in PATTERNS.items() if not p.module and p.name == "preprocess"]
+BY_VALUE = [
+    k for k, p in PATTERNS.items() if not p.module and p.name == "preprocess" and not p.value
+]
 
 
 @pytest.mark.parametrize("kind", BY_VALUE)
