@@ -207,10 +207,13 @@ def plan_lines(info: dict[str, Any]) -> list[str]:
             f"dry run: {info['path']} is up to date (version {info['version']}): nothing "
             "would be computed (nothing done)"
         ]
+    resumed = info.get("tasks_resumed") or 0  # (done by an interrupted run it resumes)
     return [
         f"dry run: {info['path']} would become version {info['version']}: "
-        f"{info['tasks'] - info['tasks_reused']} of {info['tasks']} tasks to compute, "
-        f"{info['tasks_reused']} reused; inputs {info['inputs_added']} added, "
+        f"{info['tasks'] - info['tasks_reused'] - resumed} of {info['tasks']} tasks to "
+        f"compute, {info['tasks_reused']} reused"
+        f"{f', {resumed} done by the interrupted run it resumes' if resumed else ''}; inputs "
+        f"{info['inputs_added']} added, "
         f"{info['inputs_removed']} removed, {info['inputs_changed']} changed (nothing done)"
     ]
 

@@ -283,10 +283,12 @@ def _create(
         log.info("%s", incremental.describe(url, planned, previous, how.dry_run))
         return planned
 
-    if how.dry_run:
+    if how.dry_run:  # (an unfinished run of the same snapshot: planned as it would resume)
         previous = commit_mod.read_manifest(fs, root, lost_ok=overwrite)
-        planned = plan_against(previous)
-        return _info(url, previous, started, False, len(planned.tasks), planned=planned,
+        unfinished, ranges, kept = runs_mod.unfinished_of(fs, root, identity)
+        planned = plan_against(previous, ranges, kept)
+        resumed = runs_mod.would_resume(fs, root, unfinished, planned.computed, url)
+        return _info(url, previous, started, False, len(planned.tasks), resumed, planned,
                      dry_run=True)  # fmt: skip
     guards.refuse_nested(url)
     # Shipped by value (a notebook's or a script's function, a closure): pickled once here,

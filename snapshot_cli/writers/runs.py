@@ -132,6 +132,37 @@ def resumed(
     return done
 
 
+def unfinished_of(
+    fs: AbstractFileSystem, root: str, identity: inputs_mod.Identity
+) -> tuple[str | None, list[range] | None, Chunking | None]:
+    """The unfinished run of this code, params and inputs, as :func:`start_or_resume` would
+    resume it, read only (``--dry-run``): its id, plan and chunking; Nones if there is none."""
+    for info in find_runs(fs, root):
+        if identity.same_as(info.get("fingerprint", ""), info.get("parts") or {}, info.get("stat")):
+            try:
+                kept = Chunking.from_json(info.get("chunking"))
+            except ValueError:  # (a run of an older snap: its plan is what counts)
+                kept = None
+            return info["run"], [range(a, b) for a, b in info["plan"]], kept
+    return None, None, None
+
+
+def would_resume(
+    fs: AbstractFileSystem, root: str, run: str | None, computed: list[PlannedTask], url: str
+) -> int:
+    """How many of ``computed`` the unfinished ``run`` has finished, whole (said): what a
+    dry run's create would not compute again (it planned them as if none were)."""
+    if run is None:
+        return 0
+    wanted = {t.index for t in computed}
+    done = {i: r for i, r in finished_tasks(fs, root, run).items() if i in wanted}
+    done = adopt.whole(fs, root, done)
+    if done:
+        log.info("%s: would resume run %s: %d of %d tasks already done", url, run, len(done),
+                 len(computed))  # fmt: skip
+    return len(done)
+
+
 def refuse_unwritable(fs: AbstractFileSystem, root: str, run: str | None) -> None:
     """Before any work, on local disk: a StorageError if this user may not write where a
     create writes (the snapshot's directory, ``shards/``, ``_versions/``) or, resuming

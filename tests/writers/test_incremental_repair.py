@@ -147,3 +147,31 @@ def test_a_snapshot_made_before_versions_of_other_inputs_says_why_overwrite(
     said = str(caught.value)
     assert "before snapshots had versions" in said and "cannot compare" in said, said
     assert "pass --overwrite" in said
+
+
+@pytest.mark.parametrize("grow", [False, True])
+def test_a_dry_run_counts_what_an_interrupted_run_finished(tmp_path: Path, grow: bool) -> None:
+    """After a create that died midway, ``--dry-run`` planned every task as if none were
+    done, while the real run then resumed most of them: it now plans the run it would
+    resume, and says how many of its tasks are done (first creates and grows alike)."""
+    tree = Tree(tmp_path, 24)
+    if grow:
+        tree.create(inputs_per_task=1)
+        for i in range(24, 40):
+            tree.write(i)
+    cmd = [sys.executable, "-m", "snapshot_cli", "create", f"{tree.pipe}:preprocess",
+           str(tmp_path / "s"), "--input", str(tmp_path / "in" / "*.txt"),
+           "--inputs-per-task", "1", "--workers", "1", "--json", "--param",
+           f"calls={tree.calls}"]  # fmt: skip
+    env = {**os.environ, "SNAP_TEST_DIE_ON": "in-00030.txt" if grow else "in-00016.txt"}
+    killed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert killed.returncode != 0 and (tmp_path / "died").exists(), killed.stderr
+    dry = subprocess.run([*cmd, "--dry-run"], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    real = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert real.returncode == 0, real.stderr
+    planned, done = json.loads(dry.stdout), json.loads(real.stdout)
+    assert planned["dry_run"] and planned["tasks_resumed"] == done["tasks_resumed"] > 0
+    assert (planned["tasks"], planned["tasks_reused"]) == (done["tasks"], done["tasks_reused"])
+    assert f"would resume run {done['run']}: {done['tasks_resumed']} of" in dry.stderr
