@@ -26,6 +26,9 @@ so resume, the fingerprint and the manifest are the same whichever executor ran 
   driver asks one for its version and code (ray_probe.py) and refuses another snap's.
 - **Storage.** Workers on other machines cannot see this machine's disk: a local OUTPUT is
   refused on a cluster of more than one node (use ``gs://``, ``s3://``, ``hdfs://``, ...).
+  Where snap starts the job, what configures storage in its environment goes to the job's
+  workers (:func:`storage_environment`); after the user's own ``ray.init`` their job's
+  ``runtime_env`` does.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import os
 import signal
 import socket
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import storage
@@ -125,7 +128,11 @@ class RayExecutor(Executor):
         handlers from before, to set back after its shutdown; else None."""
         if ray.is_initialized():  # the user's own ray.init(): their job runs the tasks
             return None
-        runtime_env = {"working_dir": working_dir} if working_dir else None
+        env = storage_environment(os.environ)
+        runtime_env = {
+            **({"working_dir": working_dir} if working_dir else {}),
+            **({"env_vars": env} if env else {}),
+        }
         _check_reachable(self.address)
         # ray.init sets its own SIGTERM handler (exit at once, status 15, no word): a handler
         # the process had comes back (the CLI's clean stop, exit 143: see cli_io)
@@ -133,7 +140,7 @@ class RayExecutor(Executor):
         try:
             ray.init(
                 address=self.address,
-                runtime_env=runtime_env,
+                runtime_env=runtime_env or None,
                 include_dashboard=False,
                 configure_logging=False,
                 log_to_driver=True,
@@ -225,3 +232,21 @@ def _restore(handlers: dict[signal.Signals, Any]) -> None:
         if handler is not None and signal.getsignal(sig) is not handler:
             with contextlib.suppress(ValueError):  # (not the main thread: none was set)
                 signal.signal(sig, handler)
+
+
+# What configures storage in this process's environment, passed to the job's workers where
+# snap starts the job (a cluster's own environment lacked them: its tasks wrote shards to
+# storage.googleapis.com while the driver used the emulator, or found no S3 endpoint):
+# fsspec's configuration (FSSPEC_<PROTOCOL>_<OPTION>, README), gcsfs's, the GCS emulator and
+# S3 endpoints, HDFS's user. Not credentials of the cloud's own (AWS_ACCESS_KEY_ID, ...): a
+# cluster has its own identity; storage_options= or fsspec's configuration carry others.
+_STORAGE_PREFIXES = ("FSSPEC_", "GCSFS_")
+_STORAGE_NAMES = ("STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                  "HADOOP_USER_NAME")  # fmt: skip
+
+
+def storage_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environ`` that configure storage (see above). Pure."""
+    return {
+        k: v for k, v in environ.items() if k.startswith(_STORAGE_PREFIXES) or k in _STORAGE_NAMES
+    }

@@ -114,6 +114,37 @@ def test_ray_through_the_cli_as_a_real_process(ray_cluster: str, tmp_path: Path)
     assert snap.open(str(out)).num_records == 10
 
 
+def test_the_driver_s_storage_configuration_reaches_the_ray_workers(
+    ray_cluster: str, tmp_path: Path
+) -> None:
+    """A cluster started without the driver's storage variables (a real cluster's own
+    environment): its tasks wrote to storage.googleapis.com while the driver took the lease
+    on the emulator (FSSPEC_*, STORAGE_EMULATOR_HOST), or found no S3 endpoint."""
+    (tmp_path / "seen.py").write_text(
+        "import os\n"
+        "def items():\n    return list(range(4))\n"
+        "def f(i):\n"
+        "    yield {'i': i, 'fsspec': os.environ.get('FSSPEC_SNAPTEST_OPTION', ''),\n"
+        "           'gcsfs': os.environ.get('GCSFS_SNAPTEST', ''),\n"
+        "           'secret': os.environ.get('SNAPTEST_NOT_STORAGE', '')}\n"
+    )
+    env = {**os.environ, "FSSPEC_SNAPTEST_OPTION": "yes", "GCSFS_SNAPTEST": "1",
+           "SNAPTEST_NOT_STORAGE": "kept here"}  # fmt: skip
+    out = tmp_path / "snap"
+    res = subprocess.run(
+        [sys.executable, "-m", "snapshot_cli", "create", f"{tmp_path / 'seen.py'}:f", str(out),
+         "--inputs-from", f"{tmp_path / 'seen.py'}:items", "--executor", "ray",
+         "--ray-address", ray_cluster, "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False, env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    rows = snap.open(str(out)).read_shard(0).to_pylist()
+    for i in range(1, len(snap.open(str(out)).shards)):
+        rows += snap.open(str(out)).read_shard(i).to_pylist()
+    assert sorted(r["i"] for r in rows) == [0, 1, 2, 3]
+    assert {(r["fsspec"], r["gcsfs"], r["secret"]) for r in rows} == {("yes", "1", "")}
+
+
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_driver_killed_mid_run_resumes_on_ray(
     ray_cluster: str, tmp_path: Path, write_pipeline, sig: str
