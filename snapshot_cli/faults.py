@@ -178,9 +178,29 @@ def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) 
         )
     if any(_NETWORK_WORDS.search(k) for k in kinds):
         hint = "check the network, and the storage's address (endpoint, bucket name)"
+    elif option := _UNKNOWN_OPTION.search(what):
+        hint = _unknown_option_hint(fs, option.group(1))
     else:
         hint = "check the URL and the storage, then run the same command again"
     return StorageError(f"failed while {action} {to_url(fs, path)}: {what}; {hint}")
+
+
+# a client given an option it does not take (FSSPEC_S3_REGON=..., a misspelt storage_options
+# key): s3fs passes it on, and its session refuses it at the first request
+_UNKNOWN_OPTION = re.compile(r"TypeError: .*unexpected keyword argument '(\w+)'")
+
+
+def _unknown_option_hint(fs: AbstractFileSystem, name: str) -> str:
+    """Where an option the storage's client refused came from, and what to do."""
+    proto = protocol(fs)
+    variables = [
+        k for k in os.environ if k.upper() == f"FSSPEC_{proto}_{name}".upper()
+    ]  # (fsspec reads FSSPEC_<PROTOCOL>_<OPTION>, any case of the option)
+    where = f"the environment's {variables[0]}" if variables else "storage_options="
+    return (
+        f"the {proto} client takes no option {name!r}, given in {where} (fsspec's "
+        "configuration): correct or remove it, then run the same command again"
+    )
 
 
 # Class names that say what failed, whichever library raised it: botocore's

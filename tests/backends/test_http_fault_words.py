@@ -229,3 +229,24 @@ def test_a_response_checksum_mismatch_is_retried_then_said_as_a_transfer_fault(
     assert f"s3://{root}/manifest.json (tried 3 times)" in text, text
     assert "arrived damaged" in text and "not necessarily damaged" in text, text
     assert "delete" not in text, text
+
+
+@pytest.mark.parametrize("option", ["REGON", "endpoint_ulr"])
+def test_an_option_the_client_does_not_take_is_named_with_where_it_came_from(
+    s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """``FSSPEC_S3_REGON=us-east-1`` (a misspelt option of fsspec's configuration) was "failed
+    while reading ...: TypeError: AioSession.__init__() got an unexpected keyword argument
+    'regon'; check the URL and the storage": it names the option and where it was given."""
+    url = f"s3://{BUCKET}/words-option-{uuid.uuid4().hex[:8]}/snap"
+    snap.create(lambda k: iter([{"x": k}]), url, inputs_from=lambda: [1], workers=0)
+    monkeypatch.setenv(f"FSSPEC_S3_{option}", "x")
+    proc = snap_subprocess("verify", url)
+    name = option.lower()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"the s3 client takes no option {name!r}, given in the environment's " in proc.stderr
+    assert f"FSSPEC_S3_{option}" in proc.stderr and "correct or remove it" in proc.stderr
+    assert "check the URL and the storage" not in proc.stderr, proc.stderr
+    monkeypatch.delenv(f"FSSPEC_S3_{option}")
+    with pytest.raises(StorageError, match=f"takes no option {name!r}, given in storage_options="):
+        snap.open(url, storage_options={name: "x"}).verify()
