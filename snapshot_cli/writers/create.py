@@ -285,6 +285,8 @@ def _create(
 
     if how.dry_run:  # (an unfinished run of the same snapshot: planned as it would resume)
         previous = commit_mod.read_manifest(fs, root, lost_ok=overwrite)
+        if previous is None:
+            guards.warn_missing_bucket(fs, root, url)
         unfinished, ranges, kept = runs_mod.unfinished_of(fs, root, identity)
         planned = plan_against(previous, ranges, kept)
         resumed = runs_mod.would_resume(fs, root, unfinished, planned.computed, url)

@@ -289,7 +289,8 @@ def _gc(
     fs, root = storage.resolve(url, storage_options)
     report = GcReport(storage.to_url(fs, root), dry_run)
     if not storage.exists(fs, root):
-        raise ManifestError(f"{report.url} does not exist: check the path")
+        missing = storage.missing_bucket_hint(fs, root)
+        raise ManifestError(f"{report.url} does not exist: check the path{missing}")
     if not storage.isdir(fs, root):  # (listing a file lists it: manifest.json looked right)
         raise ManifestError(
             f"{report.url} is a file, not a snapshot: give the snapshot's directory "

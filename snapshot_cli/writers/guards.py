@@ -106,6 +106,14 @@ def refuse_unwritable(fs: Any, root: str, url: str) -> None:
             raise StorageError(f"cannot add to {url}: {hint}")
 
 
+def warn_missing_bucket(fs: Any, root: str, url: str) -> None:
+    """A dry run's word that OUTPUT's bucket does not exist (the create it plans would fail
+    at once): it said "would become version 1 ... (nothing done)" and exited 0."""
+    if missing := faults.missing_bucket_hint(fs, root):
+        log.warning("%s: a create would fail: %s (create it, or check the URL)", url,
+                    missing.removeprefix("; "))  # fmt: skip
+
+
 def output_missing(fs: Any, root: str) -> bool:
     """Whether OUTPUT does not exist yet: a create that makes it removes it again, empty, if
     it fails before its run begins (:func:`remove_made`)."""

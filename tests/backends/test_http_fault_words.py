@@ -250,3 +250,21 @@ def test_an_option_the_client_does_not_take_is_named_with_where_it_came_from(
     monkeypatch.delenv(f"FSSPEC_S3_{option}")
     with pytest.raises(StorageError, match=f"takes no option {name!r}, given in storage_options="):
         snap.open(url, storage_options={name: "x"}).verify()
+
+
+@pytest.mark.parametrize("backend", ["gcs", "s3"])
+def test_gc_and_a_dry_run_say_the_bucket_is_missing(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Any
+) -> None:
+    """``inspect``, ``verify`` and ``bench`` said "the bucket 'nobkt' does not exist"; ``gc``
+    said only "does not exist: check the path", and ``create --dry-run`` planned a version
+    1 and exited 0, where the create then failed at once on the bucket."""
+    request.getfixturevalue(f"{backend}_server")
+    url = f"{SCHEME[backend]}://nobkt-{uuid.uuid4().hex[:8]}/snap"
+    gc = snap_subprocess("gc", url)
+    assert gc.returncode == 1 and "the bucket 'nobkt-" in gc.stderr, gc.stderr
+    (tmp_path / "p.py").write_text("def f(i):\n    yield {'i': i}\ndef items():\n    return [1]\n")
+    dry = snap_subprocess("create", f"{tmp_path / 'p.py'}:f", url, "--inputs-from",
+                          f"{tmp_path / 'p.py'}:items", "--dry-run")  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert "a create would fail: the bucket 'nobkt-" in dry.stderr, dry.stderr
