@@ -256,8 +256,12 @@ def key_not_text(value: Any, where: str) -> str | None:
     text: ``{0: "cat"}`` reached the function as ``{"0": "cat"}`` (a ``KeyError: 0`` in
     it), and ``{1: "a", "1": "b"}`` as one of them, silently."""
     pending: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    seen: set[int] = set()  # (a list holding itself: json's "circular reference" to say)
     while pending:  # (not recursive: deep nesting is json's to refuse)
         item, path = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
         if isinstance(item, Mapping):
             for key, inner in item.items():
                 if not isinstance(key, str):

@@ -310,3 +310,10 @@ def test_a_class_map_with_int_keys_is_refused_before_any_work(tmp_path: Path) ->
         snap.create(label, str(tmp_path / "s"), inputs=[0, 1], params={"names": {0: "cat"}},
                     workers=0, progress=False)  # fmt: skip
     assert not (tmp_path / "s").exists()
+
+
+def test_a_params_value_holding_itself_is_refused_not_walked_for_ever() -> None:
+    looped: list[Any] = [1]
+    looped.append(looped)
+    with pytest.raises(OptionError, match=r"params\['x'\] must be JSON .*Circular reference"):
+        check_params({"x": looped})
