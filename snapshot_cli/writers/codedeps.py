@@ -156,9 +156,7 @@ class _Reach:
         self.users: dict[str, str | None] = {}  # module → file, of those imported
         self.files: dict[str, str | None] = {}  # module → file, imported or not
         self.budget = _BUDGET
-        self.skip_tied = (
-            skip_tied  # sets whose items tie in :func:`.set_order.in_order`: not walked
-        )
+        self.skip_tied = skip_tied  # sets whose items tie (set_order.in_order): not walked
         self.tied = 0  # such sets being walked (one in another)
         self.tied_functions: set[int] = set()  # queued by one, in the order it had
         self.tainted = False  # one of those was walked: what follows went by that order
