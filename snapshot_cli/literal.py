@@ -27,6 +27,18 @@ from .protocols import HDFS_PROTOCOLS, LOCAL_PROTOCOLS, OBJECT_STORES, protocol
 _FIRST_LINK = re.compile(r"^[a-z][a-z0-9+.-]*::")
 _LINK = re.compile(r"::[a-z][a-z0-9+.-]*://")
 _GLOB_CHARS = frozenset("*?[")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+
+
+def lower_scheme(url: str) -> str:
+    """``url`` with its scheme in lower case (``FILE:///data/s``: RFC 3986 takes any case,
+    fsspec knows "file" only and said "Protocol not known: FILE"); anything else as it is."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme != scheme.lower() and _SCHEME.fullmatch(scheme):
+        return f"{scheme.lower()}://{rest}"
+    return url
+
+
 # Their ``rm`` deletes the path it is given, as it is (no glob): local disk, pyarrow's
 # HDFS and WebHDFS's single DELETE.
 _LITERAL_RM = LOCAL_PROTOCOLS | HDFS_PROTOCOLS

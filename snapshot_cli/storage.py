@@ -59,7 +59,7 @@ def resolve(
     name, as is a ``#``; fsspec's chaining (``simplecache::gs://...``) is kept."""
     if not url:
         raise OptionError("empty path or URL")
-    scheme, sep, rest = url.partition("://")
+    scheme, sep, rest = (url := literal.lower_scheme(url)).partition("://")
     if sep and scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
         # (no "://": a local directory named "s3" or "gs" is a path)
         raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")

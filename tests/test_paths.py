@@ -67,3 +67,20 @@ def test_a_path_is_taken_as_its_str(tmp_path: Path, call: str) -> None:
     as_str = CALLS[call](str, tmp_path, "out-str")
     assert CALLS[call](lambda p: p, tmp_path, "out-path") == as_str
     assert as_str not in (None, [], 0) or call == "gc"  # (gc: nothing to remove, either way)
+
+
+@pytest.mark.parametrize("scheme", ["FILE", "File", "fILE", "MEMORY", "Memory"])
+def test_a_url_s_scheme_is_taken_in_any_case(tmp_path: Path, scheme: str) -> None:
+    """RFC 3986 schemes are case-insensitive: ``FILE:///data/s`` was "Protocol not known:
+    FILE" in every command and ``snap.open``; it is ``file:///data/s``."""
+    from snapshot_cli import storage
+
+    where = f"{tmp_path}/s" if scheme.lower() == "file" else f"/case-{scheme}/s"
+    snap.create(lambda i: [{"i": i}], f"{scheme.lower()}://{where}", inputs=[1, 2], workers=0)
+    s = snap.open(f"{scheme}://{where}")
+    assert s.num_records == 2 and sorted(int(i) for b in s.loader(2) for i in b["i"]) == [1, 2]
+    assert (
+        storage.resolve(f"{scheme}://{where}")[1]
+        == storage.resolve(f"{scheme.lower()}://{where}")[1]
+    )
+    assert verify(s).ok and gc(f"{scheme}://{where}", dry_run=True).garbage == []
