@@ -32,8 +32,12 @@ def no_manifest(fs: Any, root: str) -> ManifestError:
             "create commits it, it can be read"
         )
     there = "is not a snapshot (no manifest.json)" if storage.exists(fs, root) else ""
+    own = "; memory:// is each process's own: one sees only what it wrote itself" * (
+        not there and storage.protocol(fs) == "memory"
+    )  # (`snap inspect memory://x` after a script wrote it: gone with that script)
     return ManifestError(
-        f"{url} {there or 'does not exist: check the path'}{storage.missing_bucket_hint(fs, root)}"
+        f"{url} {there or 'does not exist: check the path'}{own}"
+        f"{storage.missing_bucket_hint(fs, root)}"
         f"{_inside_snapshot(fs, root)}{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
     )
 

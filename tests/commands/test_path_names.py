@@ -185,3 +185,11 @@ def test_an_input_named_with_a_newline_stays_on_its_line_in_inspect(
     assert code == 0, stderr
     row = next(line for line in stdout.splitlines() if line.startswith("inputs"))
     assert "a\\nb.bin" in row and "c\\td.bin" in row, stdout
+
+
+@pytest.mark.parametrize("command", ["inspect", "head", "verify", "bench"])
+def test_a_memory_url_no_process_wrote_says_memory_is_each_process_s(command: str) -> None:
+    """``snap inspect memory://x`` after a script wrote it there said only "does not exist"."""
+    code, _, stderr = run(command, f"memory://gone-{command}/snap")
+    assert code == 1 and "does not exist" in stderr, stderr
+    assert "memory:// is each process's own: one sees only what it wrote itself" in stderr
