@@ -65,6 +65,14 @@ def missing_bucket_hint(fs: AbstractFileSystem, path: str) -> str:
     return "" if found else f"; the bucket {bucket!r} does not exist"
 
 
+def absent_hint(fs: AbstractFileSystem, path: str) -> str:
+    """What to add to "``path`` does not exist": its bucket missing, or ``memory://`` being
+    each process's own (``snap inspect memory://x`` after a script wrote it there)."""
+    if protocol(fs) == "memory":
+        return "; memory:// is each process's own: one sees only what it wrote itself"
+    return missing_bucket_hint(fs, path)
+
+
 @contextlib.contextmanager
 def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[None]:
     """Turn storage refusals into a StorageError naming the path and what was being done."""

@@ -10,7 +10,7 @@ import os
 import posixpath
 from typing import Any
 
-from .. import layout, storage
+from .. import faults, layout, storage
 from .. import versions as versions_mod
 from ..errors import ManifestError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
@@ -32,12 +32,9 @@ def no_manifest(fs: Any, root: str) -> ManifestError:
             "create commits it, it can be read"
         )
     there = "is not a snapshot (no manifest.json)" if storage.exists(fs, root) else ""
-    own = "; memory:// is each process's own: one sees only what it wrote itself" * (
-        not there and storage.protocol(fs) == "memory"
-    )  # (`snap inspect memory://x` after a script wrote it: gone with that script)
+    absent = "" if there else faults.absent_hint(fs, root)  # (a bucket, memory://)
     return ManifestError(
-        f"{url} {there or 'does not exist: check the path'}{own}"
-        f"{storage.missing_bucket_hint(fs, root)}"
+        f"{url} {there or 'does not exist: check the path'}{absent}"
         f"{_inside_snapshot(fs, root)}{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
     )
 

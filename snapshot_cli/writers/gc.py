@@ -33,7 +33,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import layout, storage, versions
+from .. import faults, layout, storage, versions
 from ..errors import ManifestError, OptionError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
@@ -289,8 +289,8 @@ def _gc(
     fs, root = storage.resolve(url, storage_options)
     report = GcReport(storage.to_url(fs, root), dry_run)
     if not storage.exists(fs, root):
-        missing = storage.missing_bucket_hint(fs, root)
-        raise ManifestError(f"{report.url} does not exist: check the path{missing}")
+        absent = faults.absent_hint(fs, root)  # (a bucket missing, memory://)
+        raise ManifestError(f"{report.url} does not exist: check the path{absent}")
     if not storage.isdir(fs, root):  # (listing a file lists it: manifest.json looked right)
         raise ManifestError(
             f"{report.url} is a file, not a snapshot: give the snapshot's directory "
