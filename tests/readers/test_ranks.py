@@ -5,8 +5,11 @@ or none of it, would not say so). Nothing set: rank 0 of 1."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +20,31 @@ from snapshot_cli.errors import OptionError
 from snapshot_cli.readers import ranks
 
 ALL_VARS = [v for pair in ranks._ENV for v in pair]
+
+
+@contextlib.contextmanager
+def launched_with(env: dict[str, str]) -> Iterator[None]:
+    """Every launcher's variable unset but ``env`` (for Hypothesis: no monkeypatch), then
+    put back as it was."""
+    saved = {v: os.environ.pop(v, None) for v in ALL_VARS}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for v in ALL_VARS:
+            os.environ.pop(v, None)
+            if saved[v] is not None:
+                os.environ[v] = saved[v]  # type: ignore[assignment]
+
+
+def numbers(tmp_path: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> snap.Snapshot:
+    """A snapshot of records 0..n-1, in a process where no launcher's variable is set."""
+    snap.create(lambda: ({"i": i} for i in range(n)), str(tmp_path / "s"), workers=0)
+    for v in ALL_VARS:
+        monkeypatch.delenv(v, raising=False)
+    return snap.open(tmp_path / "s")
+
+
 value = st.one_of(
     st.integers(-3, 9).map(str),
     st.sampled_from(["", "a", "1.5", "0x2", " 2 ", "१"]),  # (int() takes " 2 " and "१")
@@ -30,9 +58,7 @@ def test_a_launchers_variables_are_taken_or_refused_by_name(
 ) -> None:
     rank_var, size_var = pair
     env = {v: data.draw(value, label=v) for v in pair if data.draw(st.booleans(), label=f"set {v}")}
-    saved = {v: os.environ.pop(v, None) for v in ALL_VARS}
-    os.environ.update(env)
-    try:
+    with launched_with(env):
         try:
             got = ranks.detect()
         except OptionError as err:
@@ -52,11 +78,6 @@ def test_a_launchers_variables_are_taken_or_refused_by_name(
             assert got == (r, n, rank_var) and 0 <= r < n
         else:
             assert got == (0, 1, "default") and (not env or rank_var != "RANK")
-    finally:
-        for v in ALL_VARS:
-            os.environ.pop(v, None)
-            if saved[v] is not None:
-                os.environ[v] = saved[v]  # type: ignore[assignment]
 
 
 def test_the_loader_and_the_torch_dataset_say_it(
@@ -64,10 +85,7 @@ def test_the_loader_and_the_torch_dataset_say_it(
 ) -> None:
     from snapshot_cli.readers.torch import SnapshotDataset
 
-    snap.create(lambda: ({"i": i} for i in range(20)), str(tmp_path / "s"), workers=0)
-    s = snap.open(tmp_path / "s")
-    for v in ALL_VARS:
-        monkeypatch.delenv(v, raising=False)
+    s = numbers(tmp_path, 20, monkeypatch)
     monkeypatch.setenv("RANK", "5")
     monkeypatch.setenv("WORLD_SIZE", "2")
     for make in (lambda: s.loader(4, rank="auto", world_size="auto"),
@@ -124,9 +142,7 @@ def test_auto_for_one_of_the_pair_reads_both_or_says_why_not(
     is the one read, and given otherwise must agree, else an error naming both."""
     size, data = launched
     found = data.draw(st.integers(0, size - 1), label="RANK")
-    saved = {v: os.environ.pop(v, None) for v in ALL_VARS}
-    os.environ.update({"RANK": str(found), "WORLD_SIZE": str(size)})
-    try:
+    with launched_with({"RANK": str(found), "WORLD_SIZE": str(size)}):
         if "auto" not in (rank, world_size):
             assert ranks.auto_pair(rank, world_size) == (rank, world_size)
             return
@@ -143,21 +159,13 @@ def test_auto_for_one_of_the_pair_reads_both_or_says_why_not(
             assert said.startswith(f"rank={rank!r}, world_size={world_size!r}: 'auto' read ")
             assert f"rank {found} of {size} (from RANK and WORLD_SIZE)" in said
             assert "give both 'auto', or both as integers" in said
-    finally:
-        for v in ALL_VARS:
-            os.environ.pop(v, None)
-            if saved[v] is not None:
-                os.environ[v] = saved[v]  # type: ignore[assignment]
 
 
 @pytest.mark.parametrize("given", [{"world_size": "auto"}, {"rank": "auto"}])
 def test_the_ranks_of_a_job_given_auto_once_read_each_record_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: dict[str, str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: dict[str, Any]
 ) -> None:
-    snap.create(lambda: ({"i": i} for i in range(36)), str(tmp_path / "s"), workers=0)
-    s = snap.open(tmp_path / "s")
-    for v in ALL_VARS:
-        monkeypatch.delenv(v, raising=False)
+    s = numbers(tmp_path, 36, monkeypatch)
     monkeypatch.setenv("WORLD_SIZE", "2")
     read = []
     for r in (0, 1):
