@@ -39,7 +39,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 @cli.command(cls=ShellGlobs)
 @click.argument("pipeline")
-@click.argument("output")
+@click.argument("output", type=cli_types.LOCATION)
 @click.option(
     "--input",
     "inputs",
@@ -176,7 +176,7 @@ def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_
 
 
 @cli.command()
-@click.argument("snapshot")
+@click.argument("snapshot", type=cli_types.LOCATION)
 @click.option("--shards", "show_shards", is_flag=True, help="List every shard.")
 @click.option("--versions", "show_versions", is_flag=True, help="List the versions kept, and why.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
@@ -212,7 +212,7 @@ def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool
 
 
 @cli.command()
-@click.argument("snapshot")
+@click.argument("snapshot", type=cli_types.LOCATION)
 @click.option(
     "--fast",
     is_flag=True,
@@ -251,7 +251,7 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 
 
 @cli.command()
-@click.argument("snapshot")
+@click.argument("snapshot", type=cli_types.LOCATION)
 @click.option("-n", "count", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option("--columns", type=COLUMNS, default=None, help="Comma-separated columns to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
@@ -273,7 +273,7 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
 
 
 @cli.command()
-@click.argument("snapshot")
+@click.argument("snapshot", type=cli_types.LOCATION)
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--shuffle/--no-shuffle", default=True, show_default=True)
@@ -372,7 +372,7 @@ def bench(
 
 
 @cli.command()
-@click.argument("snapshot")
+@click.argument("snapshot", type=cli_types.LOCATION)
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option(
     "--retention",

@@ -135,6 +135,23 @@ class Columns(click.ParamType):
         return names
 
 
+class Location(click.ParamType):
+    """A snapshot's directory or URL; an empty one (``snap inspect ''``, an unset shell
+    variable) is a usage error naming the argument, not storage's nameless "empty path"."""
+
+    name = "path|URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not str(value).strip():
+            self.fail(
+                f"{value!r} is empty: give the snapshot's directory or URL "
+                "(an unset shell variable in the command?)",
+                param,
+                ctx,
+            )
+        return value
+
+
 def _is_text(text: str) -> bool:
     """Whether ``text`` is valid Unicode: no lone surrogate, which is how Python holds the
     bytes of an argument its locale's codec could not decode (``LC_ALL=C`` and ``é``)."""
@@ -272,6 +289,7 @@ class Commands(click.Group):
 
 AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Columns()
 WINDOW, MILLISECONDS, PROCESSES = Window(), Milliseconds(), Processes()
+LOCATION = Location()
 
 
 def check_create_usage(

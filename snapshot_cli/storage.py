@@ -58,7 +58,7 @@ def resolve(
     its name taken literally (:mod:`snapshot_cli.literal`): ``::`` in a path is part of the
     name, as is a ``#``; fsspec's chaining (``simplecache::gs://...``) is kept."""
     if not url:
-        raise OptionError("empty path or URL")
+        raise OptionError("empty path or URL: give a local path or a URL such as gs://bucket/dir")
     scheme, sep, rest = (url := literal.lower_scheme(url)).partition("://")
     if sep and scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
         # (no "://": a local directory named "s3" or "gs" is a path)

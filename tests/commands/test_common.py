@@ -31,6 +31,18 @@ def test_not_a_snapshot_exits_1_without_traceback(tmp_path: Path, command: str, 
     assert "Traceback" not in stderr and stdout == ""
 
 
+@pytest.mark.parametrize("command", ["inspect", "verify", "head", "bench", "gc", "create"])
+@pytest.mark.parametrize("given", ["", " "])
+def test_an_empty_snapshot_argument_is_a_usage_error_naming_it(command: str, given: str) -> None:
+    # (an unset shell variable: it said "empty path or URL", naming no argument)
+    args = ["x.py:f", given, "--input", "x"] if command == "create" else [given]
+    code, stdout, stderr = run(command, *args)
+    argument = "OUTPUT" if command == "create" else "SNAPSHOT"
+    assert code == 2 and stdout == ""
+    assert f"Invalid value for '{argument}': {given!r} is empty" in stderr
+    assert "directory or URL" in stderr and "Traceback" not in stderr
+
+
 @pytest.mark.parametrize("command", ["inspect", "verify", "head", "bench", "gc"])
 @pytest.mark.parametrize("given", ["manifest", "shard", "other file"])
 def test_a_file_given_as_the_snapshot(snapshot: Path, command: str, given: str) -> None:
@@ -162,3 +174,12 @@ def test_a_directory_of_snapshots_is_told_the_snapshots_in_it(
     empty.mkdir()
     code, _, stderr = run(command, str(empty))
     assert code == 1 and "it holds" not in stderr
+
+
+@pytest.mark.parametrize("call", ["open", "snapshot"])
+def test_an_empty_path_in_python_says_what_to_give(tmp_path: Path, call: str) -> None:
+    with pytest.raises(snap.OptionError, match="empty path or URL: give a local path or a URL"):
+        if call == "open":
+            snap.open("")
+        else:
+            snap.snapshot(lambda item: {"x": item}, "", inputs=[1])
