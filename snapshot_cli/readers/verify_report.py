@@ -39,8 +39,8 @@ class ShardCheck:
         return self.problem is not None and not self.unreadable
 
     @property
-    def read(self) -> bool:  # (its bytes: neither missing nor unreadable)
-        return self.problem != MISSING and not self.unreadable
+    def read(self) -> bool:  # (its bytes checked: neither missing, cut short nor unreadable)
+        return not (self.lost or self.unreadable)  # (MISSING is lost too)
 
     @property
     def lost(self) -> bool:
