@@ -160,10 +160,10 @@ def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception
             hint = f"the stored file is not necessarily damaged: {CHECKSUM_HINT}"
         elif any(_NETWORK_WORDS.search(k) for k in kinds) and status is None:
             hint = "check that the storage is reachable at that address, then try again"
-        raise StorageError(
-            f"storage kept failing while {action} {url} (tried {tries} "
-            f"time{'s' if tries > 1 else ''}): {what}; {hint}"
-        ) from err
+        failed = f"failed while {action} {url}"  # (a stream sent once: not "tried 1 time")
+        if tries > 1:
+            failed = f"kept failing while {action} {url} (tried {tries} times)"
+        raise StorageError(f"storage {failed}: {what}; {hint}") from err
     if status is not None and status >= 400:
         words = refusal(status, reading, err, _CREDENTIALS.get(protocol(fs)))
         raise StorageError(f"failed while {action} {url}: {words}") from err

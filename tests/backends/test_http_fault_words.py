@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import gcsfs.core
+import gcsfs.retry
 import pytest
 import s3fs
 
@@ -162,6 +164,30 @@ def test_a_persisting_s3_server_error_is_said_as_the_storage_failing(
     assert f"storage kept failing while reading s3://{root}/manifest.json" in text, text
     assert f"HTTP {status}" in text and "try again later" in text, text
     assert "check the disk" not in text, text
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_persisting_gcs_server_error_says_how_often_gcsfs_tried(
+    gcs_server: GcsServer, status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gcsfs retries a 5xx 6 times on its own (snap then does not, one layer of retries);
+    the error said "tried 1 time", which reads as if nothing was retried."""
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:  # (gcsfs's backoff: 1+2+4+8+16 s of waiting)
+        waits.append(seconds)
+
+    monkeypatch.setattr(gcsfs.retry, "asyncio", SimpleNamespace(sleep=no_wait))
+    root = f"{BUCKET}/words-{uuid.uuid4().hex[:8]}"
+    client("gcs", gcs_server.endpoint).pipe_file(f"{root}/manifest.json", b"{}")
+    with FlakyProxy(gcs_server.endpoint, every=1, status=status) as proxy:
+        with pytest.raises(StorageError) as caught:
+            storage.read_bytes(client("gcs", proxy.endpoint), f"{root}/manifest.json")
+    text = str(caught.value)
+    tries = len(waits) + 1
+    assert tries == gcsfs.core.GCSFileSystem.retries == proxy.injected, (waits, proxy.injected)
+    assert f"gs://{root}/manifest.json (tried {tries} times)" in text, text
+    assert f"HTTP {status}" in text and "try again later" in text, text
 
 
 def test_a_write_to_a_missing_bucket_still_says_so(store: tuple[str, str, str]) -> None:
