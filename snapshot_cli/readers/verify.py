@@ -42,7 +42,7 @@ from ..units import integer
 from . import limits, verify_files
 from .checksum import block_problem, crc32c_buffer
 from .snapshot import Snapshot
-from .verify_report import MISSING, Lost, ShardCheck, VerifyReport
+from .verify_report import MISSING, Lost, Refused, ShardCheck, VerifyReport
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
 STOP_AFTER = 16  # shards in a row unreadable alike: the storage's, not theirs (stops verify)
@@ -152,7 +152,7 @@ def _fast_check(
 
     def problem() -> str | None:
         if local and (wrong := storage.local_file_problem(root, path)):
-            return wrong  # (a link out of the snapshot, a FIFO: what the loader refuses)
+            return Refused(wrong)  # (a link out of the snapshot, a FIFO: what the loader refuses)
         size, crc = storage.stored_checksum(fs, path)
         if size != entry.bytes:
             return _size_problem(size, entry)
@@ -173,11 +173,13 @@ def _full_check(
     result = ShardCheck(entry.path, storage.to_url(fs, path), entry.bytes, entry.records, "full")
     return _checked(
         result,
-        lambda: (
-            (storage.local_file_problem(root, path) if local else None)
-            or _problem(fs, path, entry, schema, local)
-        ),
+        lambda: _refused(root, path, local) or _problem(fs, path, entry, schema, local),
     )
+
+
+def _refused(root: str, path: str, local: bool) -> Refused | None:
+    problem = storage.local_file_problem(root, path) if local else None
+    return None if problem is None else Refused(problem)
 
 
 def _size_problem(size: int, entry: ShardEntry) -> Lost:

@@ -17,6 +17,11 @@ class Lost(str):
 MISSING = Lost("missing")  # a shard's problem when it is not there
 
 
+class Refused(str):
+    """A problem found before any byte was read: the shard's path is a link out of the
+    snapshot, a FIFO or a device, which every reader refuses unopened."""
+
+
 @dataclass
 class ShardCheck:
     """The outcome for one shard. ``problem`` is None when it is intact."""
@@ -39,8 +44,8 @@ class ShardCheck:
         return self.problem is not None and not self.unreadable
 
     @property
-    def read(self) -> bool:  # (its bytes checked: neither missing, cut short nor unreadable)
-        return not (self.lost or self.unreadable)  # (MISSING is lost too)
+    def read(self) -> bool:  # (its bytes checked: not missing, cut short, refused, unreadable)
+        return not (self.lost or self.unreadable or isinstance(self.problem, Refused))
 
     @property
     def lost(self) -> bool:

@@ -92,8 +92,12 @@ def test_a_shard_that_is_no_regular_file_inside_is_refused(out: Path, case: str)
     res = subprocess.run(verify, cwd=REPO, capture_output=True, text=True, timeout=60,
                          check=False)  # fmt: skip
     assert res.returncode == 1
-    damaged = json.loads(res.stdout)["damaged"]
+    doc = json.loads(res.stdout)
+    damaged = doc["damaged"]
     assert len(damaged) == 1 and said in damaged[0]["problem"]
+    # refused before any byte was read: its bytes were counted as read and checked
+    read = sum(s["bytes"] for s in doc["shards"] if s["path"] != damaged[0]["path"])
+    assert doc["bytes_checked"] == read, (doc["bytes_checked"], read)
 
 
 def test_a_symlink_inside_the_snapshot_is_read(out: Path) -> None:
