@@ -88,8 +88,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option(
     "--compression",
     type=click.Choice(["zstd", "lz4", "none"], case_sensitive=False),
-    default="zstd",
-    show_default=True,
+    help="Shards' codec (default zstd; a grow keeps the snapshot's).",
 )
 @click.option("--level", type=click.IntRange(1, 22), default=None, help="zstd level (default 1).")
 @click.option(
@@ -133,7 +132,7 @@ def create(
     executor: str,
     ray_address: str | None,
     shard_size: str,
-    compression: str,
+    compression: str | None,
     level: int | None,
     inputs_per_task: int | None,
     batch_rows: int | None,
@@ -159,7 +158,7 @@ def create(
             pipeline, output, inputs=list(inputs) or None, inputs_from=inputs_from,
             params=cli_params(params, pipeline, click.UsageError),  # (KEY=VALUE: exit 2)
             workers=workers, executor=executor, ray_address=ray_address, shard_size=shard_size,
-            compression=compression, level=level, overwrite=overwrite,
+            compression=compression or create_mod.DEFAULT_CODEC, level=level, overwrite=overwrite,
             progress=not (quiet or as_json),
             inputs_per_task=inputs_per_task, batch_rows=batch_rows, batch_bytes=batch_bytes,
             dry_run=dry_run,

@@ -299,7 +299,7 @@ def check_create_usage(
     ray_address: str | None,
     output: str,
     program: Any,
-    compression: str,
+    compression: str | None,
     level: int | None,
 ) -> None:
     """Options of ``snap create`` that do not go together: a usage error (exit 2), as click's

@@ -35,7 +35,7 @@ from . import pipeline as pipeline_mod
 from . import runs as runs_mod
 from .chunking import Chunking
 from .executors import InProcessExecutor, make_executor
-from .options import CreateOptions, codec_text, grown_layout, overwrite_said
+from .options import DEFAULT_CODEC, CreateOptions, codec_text, grown_layout, overwrite_said
 from .task import Job, TaskSpec
 
 log = logging.getLogger("snapshot_cli")
@@ -103,7 +103,7 @@ def create(
     executor: str = "local",
     ray_address: str | None = None,
     shard_size: str | int = "256MiB",
-    compression: str | None = "zstd",
+    compression: str | None = DEFAULT_CODEC,
     level: int | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,

@@ -24,6 +24,14 @@ DEFAULT_LEVEL = 1  # zstd 1 decodes faster than 3 at nearly the same ratio (meas
 WIDE_BATCH_BYTES = 16 * MiB  # the most a record batch of many columns is made to hold
 
 
+class _DefaultCodec(str):
+    """The ``compression=`` default, told apart from a ``"zstd"`` asked for by identity: a
+    grow of an lz4 snapshot given ``--compression zstd`` kept lz4 without a word."""
+
+
+DEFAULT_CODEC = _DefaultCodec("zstd")
+
+
 def codec_name(value: Any) -> Any:
     """``compression=`` as :data:`CODECS` names it: any case, ``None`` for "none", and
     pyarrow's ``"lz4_frame"``; anything else as it is (:class:`Compression` refuses it)."""
@@ -99,9 +107,9 @@ class WriteOptions:
             record batches of 26 rows, 4.4x the bytes of 1,024 rows and 2-3x the time). 0
             when ``batch_bytes`` is given: it holds as given.
         inputs_per_task: inputs grouped into one task (None: chosen from the input count).
-        codec_given: the codec was asked for (not the default zstd): only then does a grow or
-            an up-to-date create of a snapshot of another codec say it keeps that one (a
-            nightly grow of an lz4 snapshot said so every night).
+        codec_given: the codec was asked for (any but :data:`DEFAULT_CODEC`, "zstd" included):
+            only then does a grow or an up-to-date create of a snapshot of another codec
+            say it keeps that one (a nightly grow of an lz4 snapshot said so every night).
     """
 
     shard_size: int = 256 * MiB
@@ -213,7 +221,7 @@ class CreateOptions:
     executor: str = "local"
     ray_address: str | None = None
     shard_size: str | int = "256MiB"
-    compression: str | None = "zstd"
+    compression: str | None = DEFAULT_CODEC
     level: int | None = None
     batch_rows: int | None = None
     batch_bytes: str | int | None = None
@@ -278,7 +286,7 @@ class CreateOptions:
                 ),
                 batch_rows=WriteOptions.batch_rows if self.batch_rows is None else self.batch_rows,
                 inputs_per_task=self.inputs_per_task,
-                codec_given=codec_name(self.compression) != "zstd" or self.level is not None,
+                codec_given=self.compression is not DEFAULT_CODEC or self.level is not None,
                 column_bytes=WriteOptions.column_bytes if self.batch_bytes is None else 0,
             )
         except ValueError as err:

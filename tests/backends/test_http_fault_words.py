@@ -180,9 +180,9 @@ def test_a_persisting_gcs_server_error_says_how_often_gcsfs_tried(
     monkeypatch.setattr(gcsfs.retry, "asyncio", SimpleNamespace(sleep=no_wait))
     root = f"{BUCKET}/words-{uuid.uuid4().hex[:8]}"
     client("gcs", gcs_server.endpoint).pipe_file(f"{root}/manifest.json", b"{}")
-    with FlakyProxy(gcs_server.endpoint, every=1, status=status) as proxy:
-        with pytest.raises(StorageError) as caught:
-            storage.read_bytes(client("gcs", proxy.endpoint), f"{root}/manifest.json")
+    proxy = FlakyProxy(gcs_server.endpoint, every=1, status=status)
+    with proxy, pytest.raises(StorageError) as caught:
+        storage.read_bytes(client("gcs", proxy.endpoint), f"{root}/manifest.json")
     text = str(caught.value)
     tries = len(waits) + 1
     assert tries == gcsfs.core.GCSFileSystem.retries == proxy.injected, (waits, proxy.injected)

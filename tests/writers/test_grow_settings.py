@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import snapshot_cli as snap
+from tests.commands.conftest import run
 
 
 def test_a_grow_keeps_the_snapshots_compression(
@@ -56,14 +57,39 @@ def test_a_grow_or_rerun_not_asking_for_a_codec_keeps_the_snapshots_quietly(
         again = snap.create(prep, out, inputs=[1, 2, 3], workers=0, inputs_per_task=1)
     assert grown.version == 2 and again.reused and "note:" not in caplog.text
     assert snap.open(out).manifest.compression == {"codec": "lz4", "level": None}
-    for codec, level in (("zstd", 1), ("none", None)):  # (zstd, no level: the default)
+    for codec, level in (("zstd", 1), ("zstd", None), ("ZSTD", None), ("none", None)):
         caplog.clear()
         with caplog.at_level("WARNING", logger="snapshot_cli"):
             snap.create(prep, out, inputs=[1, 2, 3], workers=0, inputs_per_task=1,
                         compression=codec, level=level)  # fmt: skip
-        said = "not zstd" if codec == "zstd" else "not none"
+        said = "not zstd" if codec.lower() == "zstd" else "not none"
         assert "note: the existing snapshot is compressed with lz4" in caplog.text, codec
         assert said in caplog.text
+
+
+def test_the_command_line_tells_compression_zstd_given_from_the_default(
+    tmp_path: Path,
+) -> None:
+    """``--compression zstd`` on a grow of an lz4 snapshot kept lz4 without a word: the
+    option's default was "zstd" too; left out, nothing is said."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (tmp_path / "p.py").write_text("def f(path):\n    return [{'n': len(open(path).read())}]\n")
+    out = str(tmp_path / "s")
+
+    def create(n: int, *extra: str) -> str:
+        (raw / f"{n}.txt").write_text("x" * n)
+        args = ("create", str(tmp_path / "p.py") + ":f", out, "--input", f"{raw}/*.txt", *extra)
+        code, _, stderr = run(*args)
+        assert code == 0, stderr
+        return stderr
+
+    create(1, "--compression", "lz4")
+    assert "note:" not in create(2)
+    said = create(3, "--compression", "zstd")
+    assert "growing keeps the snapshot's compression, lz4" in said, said
+    assert "zstd level 1 applies to a snapshot made anew" in said, said
+    assert snap.open(out).manifest.compression == {"codec": "lz4", "level": None}
 
 
 def test_a_grow_given_another_task_size_keeps_the_snapshots_and_says_so(
