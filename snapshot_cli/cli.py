@@ -1,7 +1,8 @@
-"""The ``snap`` command line. The only place that maps errors to exit codes.
+"""The ``snap`` command line: its commands and options; :mod:`.cli_io` answers errors.
 
-Exit codes: 0 ok, 1 a snap error (message on stderr, no traceback unless ``--debug``; an
-unexpected error too, named by its class), 2 usage error (click), 130 interrupted.
+Exit codes (README, "Exit codes"): 0 ok, 1 a snap error (message on stderr, no traceback
+unless ``--debug``; an unexpected error too, named by its class), 2 usage error (click), 130
+interrupted, 143 and 129 terminated (SIGTERM, SIGHUP), 141 when stdout's reader went away.
 """
 
 from __future__ import annotations

@@ -275,6 +275,7 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
             "  note: this storage reports no crc32c, so --fast compared sizes only; "
             "run snap verify without --fast to read and check every byte"
         )
+    lines += [f"  note: {note}" for note in doc.get("notes", [])]
     if doc["num_damaged"]:
         lost = all(d["lost"] for d in doc["damaged"])  # what the same create computes again
         links = all(" outside the snapshot " in d["problem"] for d in doc["damaged"])

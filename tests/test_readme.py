@@ -159,8 +159,9 @@ def test_every_option_the_readme_names_exists() -> None:
 
 
 def test_the_readmes_loader_signature_is_the_real_one() -> None:
-    """README's `s.loader(batch_size=256, shuffle=True, ...)` line: the same keywords with the
-    same defaults (batch_size's None means 256; `trace=` is told of in the bench section)."""
+    """README's `s.loader(batch_size=None, *, ...)` line: the same parameters, in the same
+    order, the same keyword-only ones and the same defaults (it showed batch_size=256 with
+    the rest positional, and no trace=)."""
     import ast
     import inspect
     import re
@@ -168,16 +169,13 @@ def test_the_readmes_loader_signature_is_the_real_one() -> None:
     text = (REPO / "README.md").read_text()
     shown = re.search(r"^`s\.loader\((batch_size=.*?)\)`", text, re.S | re.M)
     assert shown is not None
-    call = ast.parse(f"f({' '.join(shown.group(1).split())})", mode="eval").body
-    assert isinstance(call, ast.Call)
-    readme = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-    real = {
-        name: p.default
-        for name, p in inspect.signature(snap.Snapshot.loader).parameters.items()
-        if name not in ("self", "trace")
-    }
-    assert sorted(readme) == sorted(real)
-    assert {k: v for k, v in readme.items() if k != "batch_size"} == {
-        k: v for k, v in real.items() if k != "batch_size"
-    }
-    assert readme["batch_size"] == 256 and real["batch_size"] is None  # None: 256
+    tree = ast.parse(f"def f({' '.join(shown.group(1).split())}): pass")
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    positional = [a.arg for a in fn.args.args]
+    keyword_only = [a.arg for a in fn.args.kwonlyargs]
+    defaults = [ast.literal_eval(d) for d in fn.args.defaults + fn.args.kw_defaults if d]
+    params = list(inspect.signature(snap.Snapshot.loader).parameters.values())[1:]  # (self)
+    assert positional == [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert keyword_only == [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+    assert defaults == [p.default for p in params]

@@ -99,9 +99,10 @@ def verify(
         raise
     finally:  # (an answer found early: the shards not started are not checked)
         pool.shutdown(wait=True, cancel_futures=True)
-    problems = verify_files.problems(snapshot) if files else []  # (its own files)
+    notes: list[str] = []
+    problems = verify_files.problems(snapshot, notes) if files else []  # (its own files)
     seconds, unloadable = time.perf_counter() - started, unloadable_columns(snapshot.schema)
-    return VerifyReport(snapshot.url, fast, seconds, results, unloadable, problems)
+    return VerifyReport(snapshot.url, fast, seconds, results, unloadable, problems, notes)
 
 
 def _checked_all(

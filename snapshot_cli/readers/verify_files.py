@@ -26,8 +26,10 @@ from ..manifest import Manifest
 from .snapshot import Snapshot
 
 
-def problems(snapshot: Snapshot) -> list[str]:
-    """The problems of ``snapshot``'s own files (see the module's doc), none if intact.
+def problems(snapshot: Snapshot, notes: list[str] | None = None) -> list[str]:
+    """The problems of ``snapshot``'s own files (see the module's doc), none if intact. A
+    missing task table is no problem but a note appended to ``notes``: a snapshot copied
+    without ``_versions/`` (README: supported) reads as it is, and verify said "DAMAGED".
 
     Raises:
         StorageError: a file could not be read (the storage's failure, not damage).
@@ -35,14 +37,16 @@ def problems(snapshot: Snapshot) -> list[str]:
     fs, root, m = snapshot.fs, snapshot.root, snapshot.manifest
     if m.history is None:
         return []
-    out = []
+    out: list[str] = []
     try:
         versions.task_table(fs, root, m)
     except ManifestError as err:
-        out.append(
-            f"{err}: the records read as they are, but a grow of the snapshot (the same snap "
-            "create on more inputs) cannot reuse its tasks and computes every one again; "
-            "snap create --overwrite makes the snapshot anew"
+        missing = isinstance(err.__cause__, FileNotFoundError)
+        copied = " (a copy made without _versions/? copy it from the original)" * missing
+        (notes if missing and notes is not None else out).append(
+            f"{err}{copied}: the records read as they are, but a grow of the snapshot (the "
+            "same snap create on more inputs) cannot reuse its tasks and computes every one "
+            "again; snap create --overwrite makes the snapshot anew"
         )
     manifest_path = layout.manifest_path(root)
     current = versions.read(fs, manifest_path)

@@ -62,6 +62,7 @@ class VerifyReport:
     shards: list[ShardCheck] = field(default_factory=list)
     unloadable: list[str] = field(default_factory=list)  # (see stored_types.unloadable_columns)
     problems: list[str] = field(default_factory=list)  # of its own files (verify_files)
+    notes: list[str] = field(default_factory=list)  # what is not damage (a missing task table)
 
     @property
     def damaged(self) -> list[ShardCheck]:
@@ -107,5 +108,6 @@ class VerifyReport:
             "unreadable": [asdict(s) for s in self.unreadable],
             "unloadable": self.unloadable,
             "problems": self.problems,
+            "notes": self.notes,
             "shards": [{**asdict(s), "ok": s.ok, "lost": s.lost} for s in self.shards],
         }

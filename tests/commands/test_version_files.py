@@ -170,6 +170,29 @@ def test_verify_names_damaged_files_of_its_versions(two_versions: Path) -> None:
     assert "v00000001.json is not valid JSON" in problems[1] and "delete the copy" in problems[1]
 
 
+def test_a_copy_without_its_versions_is_ok_with_a_note(two_versions: Path, tmp_path: Path) -> None:
+    """README: a snapshot copied without ``_versions/`` is supported (gc writes the current
+    copy again); verify called its missing task table DAMAGED and exited 1, after gc too."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(two_versions / "manifest.json", copy)
+    shutil.copytree(two_versions / "shards", copy / "shards")
+    for _ in range(2):  # (as copied, then after gc wrote the current version's copy)
+        res = cli(["verify", str(copy), "--json"])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["ok"] and doc["problems"] == [], doc["problems"]
+        [note] = doc["notes"]
+        assert "v00000002.tasks.json is missing (a copy made without _versions/?" in note, note
+        assert "computes every one again" in note, note
+        text = cli(["verify", str(copy)]).stdout
+        assert f"{copy}: ok (" in text and f"  note: {note}" in text, text
+        assert cli(["gc", str(copy)]).exit_code == 0
+    (copy / "_versions" / "v00000002.tasks.json").write_text("{}")  # (there, and damaged)
+    res = cli(["verify", str(copy), "--json"])
+    assert res.exit_code == 1 and json.loads(res.stdout)["notes"] == [], res.output
+
+
 def test_verify_names_a_copy_of_another_version(tmp_path: Path) -> None:
     root = tmp_path / "s"
     for n in (2, 3, 4):
