@@ -379,7 +379,7 @@ def bench(
     type=DURATION,
     default="7d",
     show_default=True,
-    help="Keep a replaced version this long after it was replaced (7d, 12h, 30m, 0).",
+    help="Keep a replaced version this long after it was replaced (2w, 7d, 12h, 30m, 90s, 0).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors

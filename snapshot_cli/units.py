@@ -49,7 +49,8 @@ _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_duration(text: str | float, what: str = "duration") -> float:
-    """``"7d"``, ``"12h"``, ``"30m"``, ``"90s"``, ``"0"`` or a number of seconds → seconds."""
+    """``"7d"``, ``"12h"``, ``"30m"``, ``"90s"``, ``"2w"``, ``"0"`` or a number (int, float) of
+    seconds → seconds; text of a number but 0 without a unit is refused."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
@@ -57,6 +58,11 @@ def parse_duration(text: str | float, what: str = "duration") -> float:
         if not m or m.group(2).lower() not in _SECONDS:
             raise ValueError(f"{what} must look like 7d, 12h, 30m, 90s or 0, got {text!r}")
         value = float(m.group(1)) * _SECONDS[m.group(2).lower()]
+        if value and not m.group(2):  # (--retention 10: 10 seconds, where days were meant)
+            raise ValueError(
+                f"{what} {text!r} has no unit: give one, as in {m.group(1)}d, {m.group(1)}h, "
+                f"{m.group(1)}m or {m.group(1)}s (a number without one is 0 only)"
+            )
     if not value >= 0 or value == float("inf"):
         raise ValueError(f"{what} must be >= 0 and finite, got {text!r}")
     return value

@@ -21,7 +21,7 @@ import snapshot_cli as snap
 from snapshot_cli.cli import cli
 from snapshot_cli.readers.options import LoaderOptions, most_processes
 from snapshot_cli.readers.trace import Tracer
-from snapshot_cli.units import parse_size
+from snapshot_cli.units import parse_duration, parse_size
 from snapshot_cli.writers.options import MAX_LEASE_TTL, CreateOptions
 
 NUMPY_INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -397,3 +397,29 @@ def test_gc_refuses_a_dry_run_that_is_no_bool_and_removes_nothing(
     assert sorted((out / "shards").iterdir()) == shards and len(shards) == 2
     assert gc_mod.gc(out, dry_run=False, retention=0).garbage
     assert len(list((out / "shards").iterdir())) == 1
+
+
+SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@given(
+    number=st.decimals(min_value="0.001", max_value="1e6", places=3).map(str),
+    unit=st.sampled_from(["", "s", "m", "min", "h", "d", "w", "D", "H"]),
+)
+def test_a_duration_with_no_unit_is_refused_but_zero(number: str, unit: str) -> None:
+    """``--retention 10`` was 10 seconds (days were meant: gc removed a week's versions);
+    a unit makes it what it says, and 0 (nothing kept) needs none."""
+    text = f"{number}{unit}"
+    if unit:
+        assert parse_duration(text) == pytest.approx(float(number) * SECONDS[unit.lower()])
+    else:
+        with pytest.raises(ValueError, match=rf"'{re.escape(text)}' has no unit: give one"):
+            parse_duration(text)
+    assert parse_duration("0") == 0 == parse_duration("0.0")
+    assert parse_duration(float(number)) == float(number)  # (a number in Python: seconds)
+
+
+def test_gc_retention_without_a_unit_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["gc", str(tmp_path), "--retention", "10"])
+    assert result.exit_code == 2, result.output
+    assert "'10' has no unit: give one, as in 10d, 10h, 10m or 10s" in result.output

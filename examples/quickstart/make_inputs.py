@@ -1,6 +1,9 @@
 """Write N synthetic input files (raw image bytes + caption) into a directory.
 
 Usage: python examples/quickstart/make_inputs.py OUT_DIR [N]
+
+File i is the same for any N; one already there is left as it is, so a larger N adds
+files (a grow then reads only the new ones, not every file rewritten with a new mtime).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ def main(out_dir: str, n: int = 200) -> None:
         image = np.stack([base + rng.normal(0, 8, base.shape) for _ in range(3)])
         image = np.clip(image, 0, 255).astype(np.uint8)
         caption = " ".join(rng.choice(WORDS, size=int(rng.integers(3, 12))))
-        with open(os.path.join(out_dir, f"img-{i:05d}.bin"), "wb") as f:
-            f.write(image.tobytes() + caption.encode())
+        path = os.path.join(out_dir, f"img-{i:05d}.bin")
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(image.tobytes() + caption.encode())
 
 
 if __name__ == "__main__":
