@@ -19,6 +19,7 @@ as before: ``--input '/mnt/vol/**'`` would fail on every ext4 volume otherwise.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,7 @@ from fsspec import AbstractFileSystem
 
 from .errors import StorageError
 from .faults import errors_named, fault
-from .protocols import WALKED_GLOB, protocol, to_url
+from .protocols import WALKED_GLOB, is_local, protocol, to_url
 
 Retrying = Callable[[Callable[[], Any], str], Any]
 
@@ -55,7 +56,12 @@ class _Strict:
         return getattr(self._fs, name)
 
     def ls(self, path: str, detail: bool = False, **kwargs: Any) -> Any:
-        return self._retrying(lambda: self._fs.ls(path, detail=detail, **kwargs), f"listing {path}")
+        listing = self._retrying(
+            lambda: self._fs.ls(path, detail=detail, **kwargs), f"listing {path}"
+        )
+        if detail and is_local(self._fs):
+            listing = [_followed(info) for info in listing]
+        return listing
 
     def info(self, path: str, **kwargs: Any) -> Any:
         return self._retrying(lambda: self._fs.info(path, **kwargs), f"checking {path}")
@@ -96,3 +102,26 @@ class _Strict:
             f"{said}; the glob {to_url(self._fs, self._pattern)} reaches it, and its files "
             "would be left out: let this user list it, or narrow the pattern"
         ) from err
+
+
+def _followed(info: dict[str, Any]) -> dict[str, Any]:
+    """A local listing's entry with a link to a directory made that directory, as the
+    shell's and Python's globs follow it: fsspec lists it as ``other``, which the walk
+    takes for a file, so ``data/*/*.jpg`` left out every file of ``data/cats -> /mnt/cats``
+    without a word. A link to a directory above it (a loop) stays a link: followed, ``**``
+    would never end, nor through two links to each other's directories (``a/b -> b``,
+    ``b/a -> a``): a link is followed only where its target holds none of the directories
+    on its own path, as they are on disk."""
+    if not info.get("islink") or info.get("type") == "directory":
+        return info
+    name = str(info["name"]).rstrip("/")
+    target = os.path.realpath(name)
+    if not os.path.isdir(target):
+        return info  # (a file, or broken: the inputs' own checks name it)
+    above = os.path.dirname(name)
+    while True:
+        if os.path.commonpath([os.path.realpath(above), target]) == target:
+            return info  # (a loop: its target holds the link)
+        if os.path.dirname(above) == above:
+            return {**info, "type": "directory"}
+        above = os.path.dirname(above)

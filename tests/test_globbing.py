@@ -240,3 +240,56 @@ def test_as_a_user_who_may_not_list_or_enter_a_directory(tmp_path: Path) -> None
             assert done.stderr.startswith(f"snap: error: permission denied while listing {locked}")
             assert f"this user ({user.name}) may not" in done.stderr, done.stderr
             assert "Traceback" not in done.stderr and not (home / "out").exists()
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> Path:
+    """data/dogs/{1,2}.jpg, data/cats -> ../elsewhere/cats ({1,2}.jpg, deep/3.jpg), and
+    data/dogs/also -> data/dogs' neighbour data/birds (a link within the tree)."""
+    for d, names in {"data/dogs": ["1", "2"], "elsewhere/cats": ["1", "2"],
+                     "elsewhere/cats/deep": ["3"], "data/birds": ["4"]}.items():  # fmt: skip
+        (tmp_path / d).mkdir(parents=True, exist_ok=True)
+        for n in names:
+            (tmp_path / d / f"{n}.jpg").write_text(f"{d}/{n}")
+    (tmp_path / "data/cats").symlink_to("../elsewhere/cats")
+    (tmp_path / "data/dogs/also").symlink_to("../birds")
+    return tmp_path
+
+
+@pytest.mark.parametrize("pattern", ["data/*/*.jpg", "data/**/*.jpg", "data/**", "data/c*/**"])
+def test_links_to_directories_are_followed_as_pythons_glob_does(linked: Path, pattern: str) -> None:
+    """fsspec lists a link to a directory as "other", which its walk takes for a file:
+    data/*/*.jpg left out every file of data/cats -> ../elsewhere/cats without a word."""
+    import glob as pyglob
+
+    fs, _ = storage.resolve(str(linked))
+    ours = globbing.glob(fs, str(linked / pattern), storage.retrying)
+    files = sorted(p for p in ours if os.path.isfile(p))
+    expected = sorted(p for p in pyglob.glob(str(linked / pattern), recursive=True)
+                      if os.path.isfile(p))  # fmt: skip
+    assert files == expected
+    assert any("/cats/" in p for p in files), files
+
+
+def test_links_in_a_loop_are_not_followed_round_it(linked: Path) -> None:
+    """A link to a directory above it, and two links to each other's directories: each
+    file is reached (through each way in that is no loop), and the walk ends."""
+    (linked / "data/dogs/up").symlink_to("..")
+    (linked / "data/root").symlink_to("/")
+    (linked / "elsewhere/cats/back").symlink_to(linked / "data")  # (data/cats/back -> data)
+    fs, _ = storage.resolve(str(linked))
+    found = globbing.glob(fs, str(linked / "data/**"), storage.retrying)
+    files = sorted(str(Path(p).relative_to(linked)) for p in found if os.path.isfile(p))
+    assert files == ["data/birds/4.jpg", "data/cats/1.jpg", "data/cats/2.jpg",
+                     "data/cats/deep/3.jpg", "data/dogs/1.jpg", "data/dogs/2.jpg",
+                     "data/dogs/also/4.jpg"]  # fmt: skip
+
+
+def test_a_create_reads_the_files_of_a_linked_directory(linked: Path) -> None:
+    (linked / "p.py").write_text(PIPE)
+    out = linked / "out"
+    result = CliRunner().invoke(cli, ["create", f"{linked}/p.py:f", str(out), "--input",
+                                      f"{linked}/data/*/*.jpg", "--workers", "0"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    got = sorted(Path(f).name for b in snap.open(out).loader(10) for f in b["file"].tolist())
+    assert got == ["1.jpg", "1.jpg", "2.jpg", "2.jpg", "4.jpg"]
