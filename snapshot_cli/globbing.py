@@ -19,6 +19,7 @@ as before: ``--input '/mnt/vol/**'`` would fail on every ext4 volume otherwise.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,43 @@ from .faults import errors_named, fault
 from .protocols import WALKED_GLOB, is_local, protocol, to_url
 
 Retrying = Callable[[Callable[[], Any], str], Any]
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def matching(fs: AbstractFileSystem, path: str, retrying: Retrying) -> dict[str, dict[str, Any]]:
+    """``fs.info`` of each file or directory ``path`` names now (every kept listing dropped
+    first): a glob's matches, or the one at ``path``: where a file is named so exactly
+    (``f[1].txt`` beside ``f1.txt``: its glob matched only ``f1.txt``, and a list of the
+    files of a directory lost one), or where the glob matches nothing (as a shell passes an
+    unmatched pattern on as it is)."""
+    infos: dict[str, dict[str, Any]] = {}
+    fs.invalidate_cache()
+    with errors_named(fs, path, "listing"):
+        if _GLOB_CHARS & set(path) and not _named(fs, path, retrying):
+            try:
+                infos = glob(fs, path, retrying)  # (none left out unsaid)
+            except FileNotFoundError:  # (gcsfs, for a bucket that does not exist)
+                infos = {}
+        if not infos:
+            try:
+                infos = {path: retrying(functools.partial(fs.info, path), "reading")}
+            except FileNotFoundError:
+                if is_local(fs) and os.path.islink(path):  # a broken link: said as such
+                    infos = {path: {"type": "other", "islink": True,
+                                    "destination": os.readlink(path)}}  # fmt: skip
+    return infos
+
+
+def _named(fs: AbstractFileSystem, path: str, retrying: Retrying) -> bool:
+    """Whether a file (not a directory) is named ``path`` exactly."""
+    if is_local(fs):
+        return os.path.isfile(path) or (os.path.islink(path) and not os.path.exists(path))
+    try:
+        return bool(retrying(lambda: fs.isfile(path), f"checking {path}"))
+    except FileNotFoundError:
+        return False
 
 
 def glob(fs: AbstractFileSystem, path: str, retrying: Retrying) -> dict[str, dict[str, Any]]:

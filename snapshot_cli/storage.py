@@ -308,30 +308,12 @@ def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
     return out
 
 
-_GLOB_CHARS = frozenset("*?[")
 _HASH_CHUNK = 8 << 20
 
 
 def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
-    """``fs.info`` of each file or directory ``path`` names now (every kept listing dropped
-    first: :func:`uncached`): a glob's matches, or the one at ``path``, also where a glob
-    matches nothing but a file is named so (``a[1].jpg``)."""
-    infos: dict[str, dict[str, Any]] = {}
-    fs.invalidate_cache()
-    with errors_named(fs, path, "listing"):
-        if _GLOB_CHARS & set(path):
-            try:
-                infos = globbing.glob(fs, path, retrying)  # (none left out unsaid)
-            except FileNotFoundError:  # (gcsfs, for a bucket that does not exist)
-                infos = {}
-        if not infos:
-            try:
-                infos = {path: retrying(functools.partial(fs.info, path), "reading")}
-            except FileNotFoundError:
-                if is_local(fs) and os.path.islink(path):  # a broken link: said as such
-                    infos = {path: {"type": "other", "islink": True,
-                                    "destination": os.readlink(path)}}  # fmt: skip
-    return infos
+    """:func:`.globbing.matching`, each listing with storage's retries."""
+    return globbing.matching(fs, path, retrying)
 
 
 def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:

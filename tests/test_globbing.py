@@ -293,3 +293,40 @@ def test_a_create_reads_the_files_of_a_linked_directory(linked: Path) -> None:
     assert result.exit_code == 0, result.output
     got = sorted(Path(f).name for b in snap.open(out).loader(10) for f in b["file"].tolist())
     assert got == ["1.jpg", "1.jpg", "2.jpg", "2.jpg", "4.jpg"]
+
+
+@pytest.mark.parametrize(
+    ("given", "taken"),
+    [
+        ("f[1].txt", ["f[1].txt"]),  # (a file of that name: it, not f1.txt)
+        ("q?.txt", ["q?.txt"]),  # (not qq.txt too)
+        ("f[0-9].txt", ["f1.txt"]),  # (no such file: the glob)
+        ("q*.txt", ["q?.txt", "qq.txt"]),
+    ],
+)
+def test_a_file_named_exactly_as_a_pattern_is_that_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str, taken: list[str]
+) -> None:
+    """``inputs=sorted(Path(d).iterdir())`` holding ``f[1].txt`` and ``f1.txt`` made a
+    snapshot of f1.txt alone: each name was globbed, and f[1].txt's glob matched f1.txt."""
+    from snapshot_cli.writers import inputs as inputs_mod
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("f[1].txt", "f1.txt", "q?.txt", "qq.txt"):
+        Path(name).write_text(name)
+    for value in (given, [given]):
+        got = inputs_mod.resolve(value, None, None).files
+        assert sorted(Path(f.url).name for f in got) == taken, value
+
+
+def test_a_list_of_a_directorys_files_is_each_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's case end to end: ``inputs=sorted(Path(".").iterdir())``."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("f[1].txt", "f1.txt", "q?.txt", "qq.txt", "p.py"):
+        Path(name).write_text(PIPE if name == "p.py" else name)
+    files = sorted(Path(".").iterdir())
+    snap.create("p.py:f", "out", inputs=files, workers=0)
+    got = sorted(Path(f).name for b in snap.open("out").loader(10) for f in b["file"].tolist())
+    assert got == sorted(p.name for p in files)
