@@ -26,7 +26,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .errors import StorageError
+from .errors import OptionError, StorageError
 from .faults import errors_named, fault
 from .protocols import WALKED_GLOB, is_local, protocol, to_url
 
@@ -41,23 +41,56 @@ def matching(fs: AbstractFileSystem, path: str, retrying: Retrying) -> dict[str,
     first): a glob's matches, or the one at ``path``: where a file is named so exactly
     (``f[1].txt`` beside ``f1.txt``: its glob matched only ``f1.txt``, and a list of the
     files of a directory lost one), or where the glob matches nothing (as a shell passes an
-    unmatched pattern on as it is)."""
+    unmatched pattern on as it is).
+
+    Raises:
+        OptionError: "is not a glob: ..." (for its caller to say of what): ``a/**.txt``.
+    """
     infos: dict[str, dict[str, Any]] = {}
     fs.invalidate_cache()
     with errors_named(fs, path, "listing"):
         if _GLOB_CHARS & set(path) and not _named(fs, path, retrying):
+            pattern = path.replace("[^", "[!")  # (negation, as bash, zsh and regexes say it)
             try:
-                infos = glob(fs, path, retrying)  # (none left out unsaid)
+                infos = glob(fs, pattern, retrying)  # (none left out unsaid)
             except FileNotFoundError:  # (gcsfs, for a bucket that does not exist)
                 infos = {}
+            except ValueError as err:  # (fsspec's "'**' can only be an entire path component")
+                raise OptionError(
+                    f"is not a glob: {err} (a/**/*.txt for every .txt below a)"
+                ) from err
+            infos = {p: i for p, i in infos.items() if not _hidden_unasked(pattern, p)}
         if not infos:
             try:
                 infos = {path: retrying(functools.partial(fs.info, path), "reading")}
+            except NotADirectoryError:  # (a glob through a file, a.txt/*, matches none)
+                if not _GLOB_CHARS & set(path):
+                    raise
             except FileNotFoundError:
                 if is_local(fs) and os.path.islink(path):  # a broken link: said as such
                     infos = {path: {"type": "other", "islink": True,
                                     "destination": os.readlink(path)}}  # fmt: skip
     return infos
+
+
+def _hidden_unasked(pattern: str, path: str) -> bool:
+    """Whether ``path`` (a match of ``pattern``) is a hidden file, or below a hidden
+    directory, that the pattern does not name with its leading dot: the shell's and Python's
+    globs leave such out (``*`` and ``**`` do not match a leading ``.``), fsspec's took macOS's
+    ``._a.jpg``, ``.ipynb_checkpoints/`` and ``.git/`` in. Pure."""
+    parts, names = pattern.strip("/").split("/"), path.strip("/").split("/")
+    first = next((i for i, p in enumerate(parts) if _GLOB_CHARS & set(p)), len(parts))
+    parts, names = parts[first:], names[first:]
+    if parts.count("**") > 1:  # (where each went is not known here: the dots named decide)
+        return any(n.startswith(".") for n in names) and not any(p[:1] == "." for p in parts)
+    if "**" in parts:
+        k, tail = parts.index("**"), len(parts) - parts.index("**") - 1
+        if any(n.startswith(".") for n in names[k : len(names) - tail]):
+            return True  # (** went through a hidden name)
+        parts, names = parts[:k] + parts[k + 1 :], names[:k] + names[len(names) - tail :]
+    return any(
+        n.startswith(".") and not p.startswith(".") for p, n in zip(parts, names, strict=False)
+    )
 
 
 def _named(fs: AbstractFileSystem, path: str, retrying: Retrying) -> bool:

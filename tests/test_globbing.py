@@ -22,6 +22,8 @@ from click.testing import CliRunner
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli import globbing, retry, storage
@@ -330,3 +332,55 @@ def test_a_list_of_a_directorys_files_is_each_of_them(
     snap.create("p.py:f", "out", inputs=files, workers=0)
     got = sorted(Path(f).name for b in snap.open("out").loader(10) for f in b["file"].tolist())
     assert got == sorted(p.name for p in files)
+
+
+NAMES = st.sampled_from(["a", "b.jpg", ".h", "._a.jpg", ".d", "ab.jpg", "c"])
+COMPONENTS = st.sampled_from(["*", "**", ".*", "*.jpg", "[!a]*", "[^a]*", "a*", "?", ".d", "c",
+                              "a", "b.jpg"])  # fmt: skip
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    tree=st.lists(st.lists(NAMES, min_size=1, max_size=3), min_size=1, max_size=8),
+    parts=st.lists(COMPONENTS, min_size=1, max_size=3).filter(
+        lambda p: p.count("**") <= 1 and any(set("*?[") & set(c) for c in p)  # (a glob)
+    ),
+)
+def test_a_local_glob_matches_the_files_pythons_glob_does(
+    tmp_path_factory: pytest.TempPathFactory, tree: list[list[str]], parts: list[str]
+) -> None:
+    """Hidden names (``*`` and ``**`` do not match a leading dot: fsspec's took ``._a.jpg``,
+    ``.ipynb_checkpoints/`` and ``.git/`` in) and ``[^a]`` (negation, as the shell says it;
+    Python's ``[!a]``), over any tree and pattern of one ``**`` at most."""
+    import glob as pyglob
+
+    root = tmp_path_factory.mktemp("tree")
+    for names in tree:
+        *dirs, leaf = names
+        where = root.joinpath(*dirs) if dirs else root
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+            (where / leaf).write_text("x")
+        except (NotADirectoryError, FileExistsError, IsADirectoryError):
+            continue  # (a name both a file and a directory: not a tree)
+    pattern = str(root / "/".join(parts))
+    fs, _ = storage.resolve(str(root))
+    ours = sorted(p for p in storage.matching(fs, pattern) if os.path.isfile(p))
+    python = pyglob.glob(pattern.replace("[^", "[!"), recursive=True)
+    assert ours == sorted(p for p in python if os.path.isfile(p)), pattern
+
+
+def test_a_double_star_inside_a_name_is_a_usage_error(tree: Path) -> None:
+    said = r"inputs='data/\*\*\.bin' is not a glob: .*\(a/\*\*/\*\.txt for every"
+    with pytest.raises(snap.OptionError, match=said):
+        snap.create(lambda p: [{"p": p}], "out", inputs="data/**.bin", workers=0)
+
+
+def test_braces_are_told_to_be_the_shells(tree: Path) -> None:
+    result = CliRunner().invoke(cli, ["create", "prep.py:f", "out", "--input", "data/{open,x}/*"])
+    assert result.exit_code == 1 and "matched no files" in result.output, result.output
+    assert "braces, {a,b}, are the shell's expansion, not a glob's: give --input a pattern " in (
+        result.output
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import sys
 
 from ..console import in_command, named
@@ -47,6 +48,11 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
         return (
             f" ({pattern} is an option: --input took it as its value; give --input a "
             "path or pattern)"
+        )
+    if re.search(r"\{[^{}]*,[^{}]*\}", pattern) and not os.path.exists(pattern):
+        return (
+            " (braces, {a,b}, are the shell's expansion, not a glob's: give "
+            f"{named('--input', 'inputs=')} a pattern for each, or one glob such as [ab])"
         )
     if (escaped := _brackets_meant(pattern)) is not None:
         return (

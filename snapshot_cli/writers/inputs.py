@@ -105,9 +105,10 @@ def expand_inputs(
         if not pattern:  # (storage's "empty path or URL" named neither --input nor inputs=)
             raise OptionError(f"{given(pattern)} is an empty path: give a file, glob or URL")
         fs, path = storage.resolve(pattern, storage_options)
-        infos = {
-            p: _followed(fs, p, info, pattern) for p, info in storage.matching(fs, path).items()
-        }
+        try:
+            infos = {p: _followed(fs, p, i, pattern) for p, i in storage.matching(fs, path).items()}
+        except OptionError as err:
+            raise OptionError(f"{given(pattern)} {err}") from err
         urls = {_url(fs, p): i for p, i in infos.items() if i.get("type") != "directory"}
         files = {u: i for u, i in urls.items() if not (inside and u.startswith(inside))}
         own = len(urls) - len(files)
