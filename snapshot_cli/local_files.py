@@ -292,8 +292,22 @@ def denies_write(directory: str) -> bool:
 
 
 def write_hint(directory: str, as_whom: str = "run it as {owner}", tree: str | None = None) -> str:
-    """:func:`write_advice` for the local ``directory`` this user may not write."""
+    """:func:`write_advice` for the local ``directory`` this user may not write; one its
+    mode would let it, refused EPERM (``chattr +i``: a chmod was said, which cannot help)."""
+    if (held := held_by_attribute(directory)) is not None:
+        return held
     return write_advice(directory, who_of(directory), as_whom, tree)
+
+
+def held_by_attribute(directory: str) -> str | None:
+    """Advice where no user may write the local ``directory`` whatever its mode (access(2)
+    says EPERM, not EACCES: an immutable or append-only attribute), else None."""
+    if refused(directory, os.W_OK | os.X_OK) != errno.EPERM:
+        return None
+    return (
+        f"no user may write {directory}, whatever its mode: it is immutable or append-only "
+        f"(lsattr -d shows i or a; as root, chattr -i -a {directory} lifts that)"
+    )
 
 
 def write_advice(
@@ -348,6 +362,8 @@ def write_denied(path: str) -> str | None:
     if directory is None:
         return read_hint(path)  # (a directory above it this user may not enter)
     root = snapshot_root(path) or path  # (no file of a snapshot's: OUTPUT itself)
+    if (held := held_by_attribute(directory)) is not None:
+        return held
     if not inside(directory, root):
         return parent_advice(directory, root, who_of(directory))
     return f"{write_hint(directory, 'run as {owner}', tree=root)}; or choose another OUTPUT"
@@ -376,24 +392,3 @@ def snapshot_root(path: str) -> str | None:
     if name == layout.TASKS_DIR and os.path.basename(up) == layout.RUNS_DIR:
         return os.path.dirname(up) if layout.is_own_run(above) else None
     return None
-
-
-def cwd_gone(path: str) -> str | None:
-    """Why the relative local ``path`` cannot be found if it is that the current directory
-    was deleted (``os.getcwd()`` fails: every relative path then does, said as "No such file
-    or directory" with no name), else None."""
-    if "://" in path or os.path.isabs(path) or not cwd_deleted():
-        return None
-    return (
-        "the current directory was deleted, and this path is relative to it: cd to a "
-        "directory that exists, or give absolute paths"
-    )
-
-
-def cwd_deleted() -> bool:
-    """Whether this process's working directory was deleted (``os.getcwd()`` fails)."""
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        return True
-    return False

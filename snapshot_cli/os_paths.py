@@ -1,6 +1,7 @@
 """A local path as the OS names it: a ``..`` after a symbolic link taken as the kernel takes
 it (used by :mod:`snapshot_cli.storage` and the pipeline's import); a local OUTPUT's
-spellings (``file:v2``, ``~user/s``: :func:`local_path`).
+spellings (``file:v2``, ``~user/s``: :func:`local_path`); whether the working directory
+is gone (:func:`cwd_gone`).
 
 ``os.path.normpath`` and ``abspath`` drop ``x/..`` as text, which names the directory that
 holds ``x``; the kernel goes to where ``x`` leads first, then up. With ``proj/lnk`` a link to
@@ -92,3 +93,24 @@ def local_path(path: str, given: str) -> str:
             f"or ./{path} for a directory really named {user!r}"
         )
     return resolved(path)
+
+
+def cwd_gone(path: str) -> str | None:
+    """Why the relative local ``path`` cannot be found if it is that the current directory
+    was deleted (``os.getcwd()`` fails: every relative path then does, said as "No such file
+    or directory" with no name), else None."""
+    if "://" in path or os.path.isabs(path) or not cwd_deleted():
+        return None
+    return (
+        "the current directory was deleted, and this path is relative to it: cd to a "
+        "directory that exists, or give absolute paths"
+    )
+
+
+def cwd_deleted() -> bool:
+    """Whether this process's working directory was deleted (``os.getcwd()`` fails)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return True
+    return False

@@ -31,8 +31,9 @@ from .faults import fault as fault
 from .faults import is_fault as is_fault
 from .faults import missing_bucket_hint as missing_bucket_hint
 from .faults import out_of_memory as out_of_memory
-from .local_files import broken_link_above, cwd_gone
+from .local_files import broken_link_above
 from .local_files import local_file_problem as local_file_problem
+from .os_paths import cwd_gone
 from .protocols import HDFS_PROTOCOLS, OBJECT_STORES, PRECONDITION_PROTOCOLS, WEBHDFS_PROTOCOLS
 from .protocols import is_local as is_local
 from .protocols import join as join

@@ -12,9 +12,11 @@ root's, and its own snapshot it took the permissions from."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -280,3 +282,47 @@ def test_its_own_unfinished_run_it_may_not_write(user: User) -> None:
     assert f"cannot resume the unfinished run {run.name} of {s} (2 of its tasks done)" in line
     assert f"or remove that run (snap gc {s}), which starts it over" in line, line
     assert f"have {user.name}" not in line and f"ask {user.name}" not in line, line
+
+
+@contextlib.contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    """``chattr +i path`` (root, on ext4 here: the suite runs as root in CI) until the end."""
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@pytest.mark.parametrize("where", ["OUTPUT's parent", "the snapshot"])
+def test_an_immutable_directory_is_said_so_not_chmod(tmp_path: Path, where: str) -> None:
+    """root's create in a ``chattr +i`` directory was told "restore its permission (chmod -R
+    u+w ...)" of a directory whose mode already let it write."""
+    (tmp_path / "p.py").write_text("def f(x):\n    return [{'x': x}]\n")
+    (tmp_path / "in.txt").write_text("1")
+    held = tmp_path / "held"
+    held.mkdir()
+    out = held / "out" if where == "OUTPUT's parent" else held
+    args = [sys.executable, "-m", "snapshot_cli", "create", f"{tmp_path}/p.py:f", str(out),
+            "--input", str(tmp_path / "in.txt")]  # fmt: skip
+    with immutable(held):
+        res = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 1, res.stderr
+    assert f"no user may write {held}, whatever its mode: it is immutable or append-only" in (
+        res.stderr
+    )
+    assert f"chattr -i -a {held}" in res.stderr and "chmod" not in res.stderr, res.stderr
+    assert list(held.iterdir()) == []
+
+
+def test_an_immutable_cache_dir_is_said_so_not_chmod(tmp_path: Path) -> None:
+    import snapshot_cli as snap
+
+    snap.create(lambda x: [{"x": x}], str(tmp_path / "s"), inputs=[1, 2], workers=0)
+    held = tmp_path / "held"
+    held.mkdir()
+    with immutable(held), pytest.raises(snap.OptionError) as caught:
+        list(snap.open(tmp_path / "s").loader(2, cache_dir=held / "cache"))
+    said = str(caught.value)
+    assert f"no user may write {held}, whatever its mode" in said and "chmod" not in said, said
+    assert said.endswith("or choose another cache_dir (or none)"), said

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import faults
 from ..errors import OptionError, StorageError
-from ..local_files import cwd_gone
+from ..os_paths import cwd_gone
 from .cache_faults import blocked
 from .snapshot import Snapshot
 from .stats import records_in

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import SnapError, StorageError
 from ..local_files import (
+    held_by_attribute,
     inside,
     owner_of,
     parent_advice,
@@ -146,6 +147,8 @@ def _denied(path: str, cache_dir: str) -> str | None:
             f"{owner} to run {grant}, or choose another cache_dir (or none)"
         )
     if (directory := unwritable_dir(path)) is not None and os.path.isdir(directory):
+        if (held := held_by_attribute(directory)) is not None:  # (chattr +i: no chmod helps)
+            return f"{held}, or choose another cache_dir (or none)"
         if not inside(directory, cache_dir):  # (where cache_dir would be made)
             who = who_of(directory)
             return parent_advice(directory, cache_dir, who, "a cache_dir (or none)")

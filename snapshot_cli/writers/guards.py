@@ -28,8 +28,9 @@ from fsspec import AbstractFileSystem
 from .. import faults, interrupted, layout, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
-from ..local_files import cwd_deleted, denies_write, link_out_of, mode_of, write_hint
+from ..local_files import denies_write, link_out_of, mode_of, write_hint
 from ..manifest import Manifest
+from ..os_paths import cwd_deleted
 from . import commit as commit_mod
 from . import lease as lease_mod
 from . import worker as worker_mod

@@ -29,7 +29,7 @@ from typing import Any
 from .. import faults, os_paths
 from ..child import absolute_or_none, is_stdlib
 from ..errors import PipelineLoadError
-from ..local_files import cwd_gone
+from ..os_paths import cwd_gone
 from . import bytecode, shipping
 
 _loaded: dict[str, Callable[..., Any]] = {}
