@@ -172,7 +172,7 @@ def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_
     if as_json:
         emit_json(doc)
     else:
-        cli_io.echo_lines(lines(doc))
+        cli_io.echo_lines(lines(render.escaped(doc)))  # (its text's controls, then styles)
 
 
 @cli.command()
@@ -368,7 +368,7 @@ def bench(
     if as_json:
         emit_json(doc)
     else:
-        cli_io.echo_lines(render_bench.bench_lines(doc))
+        cli_io.echo_lines(render_bench.bench_lines(render.escaped(doc)))
 
 
 @cli.command()

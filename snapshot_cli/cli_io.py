@@ -23,7 +23,7 @@ import click
 from . import console
 from .cli_exit import quiet_exit_on_closed_stdout
 from .errors import SnapError, absolute_path
-from .render import one_line, printable
+from .render import one_line, plain, printable
 from .signals import received, termination_as_interrupt
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,7 +46,7 @@ def answer_errors(fn: F) -> F:
         except SnapError as err:
             if debug:
                 raise
-            click.echo(f"snap: error: {printable(str(err))}", err=True)
+            click.echo(f"snap: error: {plain(str(err))}", err=True)
             sys.exit(err.exit_code)
         except KeyboardInterrupt as stop:
             if debug:
@@ -89,7 +89,7 @@ def answer_errors(fn: F) -> F:
             from .faults import short_of_memory
 
             if (short := short_of_memory(err)) is not None:  # (a limit no layer below named)
-                click.echo(f"snap: error: {printable(str(short))}", err=True)
+                click.echo(f"snap: error: {plain(str(short))}", err=True)
                 sys.exit(short.exit_code)
             text = " ".join(str(err).split())
             if isinstance(err, Warning):  # a warning this process's filter made an error
@@ -141,7 +141,7 @@ class _Printable(logging.Formatter):
         note = line.startswith("snap: note: ")  # (a note logged as a warning says it is one)
         if record.levelno >= logging.WARNING and line.startswith("snap: ") and not note:
             line = "snap: warning: " + line[len("snap: ") :]
-        return printable(line)
+        return plain(line)
 
 
 class _OneLine(logging.Formatter):
@@ -159,7 +159,7 @@ class _OneLine(logging.Formatter):
         saved = record.exc_info, record.exc_text, record.stack_info
         record.exc_info, record.exc_text, record.stack_info = None, None, None
         try:
-            return printable(" ".join(super().format(record).split()))
+            return plain(" ".join(super().format(record).split()))
         finally:
             record.exc_info, record.exc_text, record.stack_info = saved
 

@@ -331,6 +331,27 @@ def one_line(name: str) -> str:
     return name.replace("\n", "\\n").replace("\t", "\\t")
 
 
+def escaped(value: Any) -> Any:
+    """A command's document with the control characters of its text escaped, ``\x1b``,
+    before its lines are styled: an input named ``a\x1b[31mred.txt`` was a colour code to
+    :func:`printable`, which click dropped off a terminal (a path that does not exist was
+    printed) and sent on to one. Newlines and tabs are left to :func:`one_line`."""
+    if isinstance(value, str):
+        return value.translate(_CONTROLS)
+    if isinstance(value, dict):
+        return {escaped(k): escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escaped(v) for v in value]
+    return value
+
+
+def plain(text: str) -> str:
+    """``text`` that snap did not style (an error, a log line) with every control character
+    but newline and tab escaped, ``\x1b``, colour codes too: they are the data's (a path
+    holding ``\x1b[31m`` coloured the terminal)."""
+    return text.translate(_CONTROLS)
+
+
 def printable(text: str) -> str:
     """``text`` with its control characters (newline and tab kept, and colour codes) shown
     escaped, ``\x1b``."""

@@ -183,3 +183,30 @@ def test_an_empty_path_in_python_says_what_to_give(tmp_path: Path, call: str) ->
             snap.open("")
         else:
             snap.snapshot(lambda item: {"x": item}, "", inputs=[1])
+
+
+@pytest.mark.parametrize("code", ["\x1b[31m", "\x1b]0;title\x07", "\x9b31m"])
+def test_control_characters_in_a_path_are_shown_escaped_on_stdout_and_stderr(
+    tmp_path: Path, code: str
+) -> None:
+    """A path holding a colour code (``a\\x1b[31mX``) was taken for snap's own colours:
+    dropped from stdout off a terminal (a path that does not exist was printed), sent to a
+    terminal as it is, and raw in stderr's log lines; errors escaped it."""
+    where = tmp_path / f"a{code}X"
+    where.mkdir()
+    (where / "in.txt").write_text("1")
+    (tmp_path / "p.py").write_text("def f(path):\n    return [{'n': 1}]\n")
+    shown = str(where).encode("unicode_escape").decode().replace("\\\\", "\\")
+    args = [sys.executable, "-m", "snapshot_cli"]
+    for command in (
+        ["create", f"{tmp_path}/p.py:f", f"{where}/out", "--input", f"{where}/*.txt"],
+        ["inspect", f"{where}/out"],
+        ["verify", f"{where}/out"],
+        ["gc", f"{where}/out"],
+        ["inspect", f"{where}/nope"],
+    ):
+        res = subprocess.run(args + command, capture_output=True, text=True, timeout=120,
+                             check=False)  # fmt: skip
+        text = res.stdout + res.stderr
+        assert code not in text and "\x1b" not in text and "\x9b" not in text, repr(text)
+        assert shown in text, (shown, text)
