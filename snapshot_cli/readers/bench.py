@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import faults
+from .. import faults, storage
 from ..errors import OptionError, StorageError
 from ..os_paths import cwd_gone
 from .cache_faults import blocked
@@ -138,6 +138,11 @@ def checked_trace(trace: str | None) -> str | None:
         return None
     if not trace.strip():  # ('' ran the replay and wrote no trace, exit 0)
         raise OptionError(f"--trace {trace!r} names no file; give one, such as trace.json")
+    if "://" in trace or trace.lower().startswith(("file:", "local:")):  # (as OUTPUT takes)
+        fs, path = storage.resolve(trace)
+        if not storage.is_local(fs):
+            raise OptionError(f"--trace {trace!r}: a trace is a local file; give a path here")
+        trace = path
     trace = os.path.expanduser(trace)  # (as every other path: a quoted '~/t.json')
     if (gone := cwd_gone(trace)) is not None:
         raise OptionError(f"--trace {trace!r}: {gone}")

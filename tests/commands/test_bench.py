@@ -98,6 +98,15 @@ def test_bench_trace_names_the_loader_threads(snapshot: Path, tmp_path: Path) ->
     assert code == 0 and f"trace: {trace} (" in stdout
 
 
+def test_a_trace_is_taken_as_a_file_url_too(snapshot: Path, tmp_path: Path) -> None:
+    """As OUTPUT and snap.open take it: it made a directory named "file:" and failed."""
+    trace = tmp_path / "t.json"
+    doc = run_json("bench", str(snapshot), "--epochs", "1", "--trace", f"file://{trace}")
+    assert doc["trace"] == str(trace) and json.loads(trace.read_text())["traceEvents"]
+    code, _, stderr = run("bench", str(snapshot), "--epochs", "1", "--trace", "gs://b/t.json")
+    assert code == 1 and "a trace is a local file; give a path here" in stderr, stderr
+
+
 def test_a_trace_that_cannot_be_written_is_said_before_the_replay(
     snapshot: Path, tmp_path: Path
 ) -> None:
