@@ -219,11 +219,13 @@ def normalise(value: Any, column: str) -> Any:
                 f"column {column!r} has a {type(value).__name__} numpy cannot make one array "
                 f"of ({type(err).__name__}: {err}); yield a numpy array of one dtype"
             ) from None
-        if _may_hold_big_int(array) and _holds_big_int(value):  # (numpy rounds it to float64)
-            raise RecordError(
+        if _may_hold_big_int(array) and _holds_big_int(value, array.dtype.kind == "f"):
+            raise RecordError(  # (numpy rounds it to a float64)
                 f"column {column!r} has a {type(value).__name__} holding an int outside the "
-                "int64 range, which numpy would round to a float64; give the list a dtype "
-                "that holds it exactly (np.array(v, dtype=np.uint64)), or store it as text"
+                "int64 range, or one beside floats (or numpy uint64 beside signed ints) that a "
+                "float64 does not hold exactly, which numpy would round to a float64; give "
+                "the list a dtype that holds it exactly (np.array(v, dtype=np.uint64)), or "
+                "keep ids apart from floats"
             )
         return array
     if isinstance(value, (bytearray, memoryview)):
@@ -255,18 +257,22 @@ def _may_hold_big_int(array: np.ndarray) -> bool:
     kind = array.dtype.kind
     if kind == "O" or (kind == "f" and array.size <= 16):
         return True
-    return kind == "f" and bool((np.abs(array) >= _INT64_END).any())
+    return kind == "f" and bool((np.abs(array) > _EXACT_END).any())
 
 
-_INT64_END = 2.0**63  # (exactly a float64, a float32 and a float16's inf)
+_EXACT_END = 2.0**53  # (the last of the ints a float64 holds each of)
 
 
-def _holds_big_int(value: list | tuple) -> bool:
-    """Whether a (nested) list holds a Python int that no int64 holds."""
+def _holds_big_int(value: list | tuple, floated: bool) -> bool:
+    """Whether a (nested) list holds a Python int that no int64 holds or, ``floated`` (numpy
+    made the list float64: ints beside floats, or numpy uint64 beside signed ints), an int
+    (Python's or numpy's) that a float64 does not hold exactly (past 2**53): ``[uint64(2**63
+    + 1), int64(0)]`` was stored as ``[9.223372036854776e+18, 0.0]``."""
     return any(
-        _holds_big_int(v)
+        _holds_big_int(v, floated)
         if isinstance(v, (list, tuple))
-        else type(v) is int and not -(2**63) <= v < 2**63
+        else (type(v) is int and not -(2**63) <= v < 2**63)
+        or (floated and isinstance(v, (int, np.integer)) and int(float(v)) != int(v))
         for v in value
     )
 

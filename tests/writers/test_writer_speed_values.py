@@ -218,10 +218,17 @@ def test_what_was_refused_is_refused_naming_the_column(
         ([[0.5] * 10, [2**63] + [0.0] * 9], BIG),
         ([np.float32(0.5)] * 20 + [-(2**63) - 1], BIG),
         ([-(2**63), 0.5], False),  # int64's least, a float64 exactly
-        ([2**63 - 1, 0.5], False),  # int64's, numpy's float64 (as before)
+        ([2**63 - 1, 0.5], BIG),  # (a float64 rounds it up: it was stored so)
+        ([2**53 + 1, 0.5], BIG),
+        ([2**53, 0.5, 2**62, -(2**63)], False),  # (each a float64 exactly)
+        ([np.uint64(2**63 + 1), np.int64(0)], BIG),  # (numpy's float64, rounded)
+        ([np.int64(-1), np.uint64(2**64 - 1)], BIG),
+        ([np.uint64(2**52), np.int64(-1)], False),  # (float64, exact)
+        ([[0.5], [np.int64(2**60 + 1)]], BIG),
         ([1e19, 2.0, float("nan"), float("-inf")], False),  # floats past 2**63: no ints
         ([1, 2.5, 3], False),  # ints and floats: float64
-        ([0.5] * 20 + [2**63 - 1, -(2**63), 1e19, float("inf")], False),
+        ([0.5] * 20 + [2**62, -(2**63), 1e19, float("inf")], False),
+        ([0.5] * 20 + [2**63 - 1], BIG),
         ([[0.5] * 10, [3] * 10], False),
         ([np.float16(0.5)] * 20 + [2**62], False),  # (float16's inf: an int64 int)
         ([True, 2.0], False),
@@ -279,7 +286,7 @@ def test_a_list_of_floats_is_not_scanned_in_python(monkeypatch: pytest.MonkeyPat
 
     scans: list[int] = []
     real = values._holds_big_int
-    monkeypatch.setattr(values, "_holds_big_int", lambda v: scans.append(len(v)) or real(v))
+    monkeypatch.setattr(values, "_holds_big_int", lambda v, f: scans.append(len(v)) or real(v, f))
     builder = ColumnBuilder("emb")
     rows = [[float(j + k) for j in range(512)] for k in range(8)]  # (as emb.tolist() gives)
     for k in range(500):
