@@ -71,10 +71,10 @@ def to_tensors(batch: Batch) -> dict[str, Any]:
             out[name] = python_times(name, value)  # on the array: Python's
         elif len(value) and isinstance(value[0], np.ndarray) and value[0].dtype.kind in NUMERIC:
             out[name] = ragged(torch, value)
-        else:  # text, bytes, lists of text, structs: Python values
+        else:  # text, bytes, lists of text or times, nested lists, structs: Python values
             items = value.tolist()
-            if items and isinstance(items[0], np.ndarray):  # lists of text
-                items = [v.tolist() if isinstance(v, np.ndarray) else v for v in items]
+            if items and isinstance(items[0], np.ndarray):  # (a list a record)
+                items = [python_value(name, v) for v in items]
             out[name] = items
     return out
 
@@ -95,6 +95,22 @@ def ragged(torch: Any, value: np.ndarray) -> list[Any]:
     if all(r.ndim == 1 for r in records):
         return list(parts)
     return [p.view(r.shape) for p, r in zip(parts, records, strict=True)]
+
+
+def python_value(name: str, value: Any) -> Any:
+    """A record's array (of a list column) as Python values, at any depth: times as
+    ``datetime``s or ``timedelta``s (:func:`python_times`: numpy's ``tolist()`` gave those
+    in nanoseconds as ints, ``[1600000000000000000]``), nested lists as lists (it left the
+    inner ones numpy arrays)."""
+    if not isinstance(value, np.ndarray):
+        return value
+    if value.dtype.kind in "mM":
+        held = np.empty(value.size, dtype=object)  # (shaped as the record's array)
+        held[:] = python_times(name, value.ravel())
+        return held.reshape(value.shape).tolist()
+    if value.dtype == object:
+        return [python_value(name, v) for v in value]
+    return value.tolist()
 
 
 _EPOCH = datetime.datetime(1970, 1, 1)

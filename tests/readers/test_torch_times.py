@@ -99,3 +99,41 @@ def test_months_and_years_are_their_first_days_and_their_durations_refused() -> 
     assert python_times("y", np.array(["2020"], "M8[Y]")) == [datetime.datetime(2020, 1, 1)]
     with pytest.raises(snap.RecordError, match=r"column 'd' holds durations in months"):
         python_times("d", np.array([3], "m8[M]"))
+
+
+@pytest.mark.parametrize("unit", UNITS)
+@pytest.mark.parametrize("kind", ["timestamp", "duration"])
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_list_of_times_a_record_reaches_torch_as_pythons(
+    tmp_path: Path, unit: str, kind: str, fixed: bool
+) -> None:
+    """A ``list<timestamp[ns]>`` column (polars' ``List(Datetime("ns"))``) reached torch as
+    ints, ``[[1600000000000000000]]``: numpy's tolist() of nanoseconds; other units were
+    Python's, as a time a record is."""
+    import pyarrow as pa
+
+    arrow = pa.timestamp(unit) if kind == "timestamp" else pa.duration(unit)
+    ticks = [[1_600_000_000 * 10 ** {"s": 0, "ms": 3, "us": 6, "ns": 9}[unit], 7]] * 2
+    list_type = pa.list_(arrow, 2) if fixed else pa.list_(arrow)
+    table = pa.table({"t": pa.array(ticks, list_type)})
+    snap.create(lambda: [table], str(tmp_path / "s"), workers=0)
+    (batch,) = list(snap.open(str(tmp_path / "s")).loader(2, shuffle=False).to_torch())
+    expected = [
+        python_times(
+            "t", np.array(r, np.int64).view(f"{'M' if kind == 'timestamp' else 'm'}8[{unit}]")
+        )
+        for r in ticks
+    ]
+    assert batch["t"] == expected
+    assert all(
+        isinstance(v, (datetime.datetime, datetime.timedelta)) for r in batch["t"] for v in r
+    )
+
+
+def test_nested_lists_reach_torch_as_lists_at_every_depth(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    table = pa.table({"n": pa.array([[[1], [2, 3]], [[]]], pa.list_(pa.list_(pa.int8())))})
+    snap.create(lambda: [table], str(tmp_path / "s"), workers=0)
+    (batch,) = list(snap.open(str(tmp_path / "s")).loader(2, shuffle=False).to_torch())
+    assert batch["n"] == [[[1], [2, 3]], [[]]]  # (the inner ones were numpy arrays)
