@@ -76,6 +76,14 @@ def missing_values(column: Any) -> int:
 
 
 def as_numpy(value: Any, column: str) -> np.ndarray:
+    if is_table(value):  # (numpy's array of it: its names dropped, its ints made floats)
+        raise RecordError(
+            f"column {column!r} has a {type(value).__name__}, a table of named columns: a "
+            "record's value is one array, and numpy would make it a 2-D array of one dtype "
+            "(the names dropped, ints beside floats made float64); yield the table itself "
+            "(each row a record), or give each of its columns a column of the record "
+            "(df['a'].to_numpy())"
+        )
     missing = missing_values(value)
     if missing:
         raise RecordError(

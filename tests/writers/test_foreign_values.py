@@ -163,6 +163,24 @@ def test_a_dataframe_is_a_batch_of_its_columns_without_the_index(tmp_path: Path)
     assert set(rows[0]) == {"id", "text", "score", "kind"}  # no index column
 
 
+@pytest.mark.parametrize("library", ["pandas", "polars", "pyarrow"])
+def test_a_table_as_a_records_value_is_refused_naming_the_column(
+    tmp_path: Path, library: str
+) -> None:
+    """``{"boxes": pd.DataFrame({"cls_id": [2**53 + 1, 7], "score": [0.5, 0.9]})}`` was
+    stored as a 2-D float64 array: the names dropped, the ids rounded."""
+    import polars as pl
+    import pyarrow as pa
+
+    data = {"cls_id": [2**53 + 1, 7], "score": [0.5, 0.9]}
+    table = {"pandas": pd.DataFrame, "polars": pl.DataFrame, "pyarrow": pa.table}[library](data)
+    with pytest.raises(snap.RecordError) as caught:
+        roundtrip(tmp_path, {"image_id": 1, "boxes": table})
+    said = str(caught.value)
+    assert f"column 'boxes' has a {type(table).__name__}, a table of named columns" in said
+    assert "yield the table itself (each row a record)" in said, said
+
+
 def test_a_dataframe_returned_not_yielded_is_one_batch(tmp_path: Path) -> None:
     def preprocess() -> Any:
         return pd.DataFrame({"a": [1, 2]})
