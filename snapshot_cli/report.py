@@ -192,7 +192,7 @@ def summarise_value(value: Any) -> Any:
             low, high, mean, non_finite = _statistics(flat)
             out["min"] = None if low is None else _scalar(low)
             out["max"] = None if high is None else _scalar(high)
-            out["mean"] = None if mean is None else _scalar(round(mean, 6))
+            out["mean"] = None if mean is None else _mean(mean, low, high)
             out["non_finite"] = non_finite
         # (text, bytes and arrays among them, a list of tags' or a ragged column's, each
         # summarised as a value of its own: a 5,000-character tag is cut as a str is)
@@ -205,6 +205,12 @@ def summarise_value(value: Any) -> Any:
             return value
         return {"type": "str", "length": len(value), "start": _truncate_text(value)}
     return _scalar(value)
+
+
+def _mean(mean: float, low: Any, high: Any) -> float:
+    """``mean`` to 10 significant digits, within [low, high] (rounding can step out of it):
+    it was rounded to 6 decimals, so 1e-09s had a mean of 0, below their minimum."""
+    return min(max(float(f"{mean:.10g}"), float(low)), float(high))
 
 
 STATISTICS_CHUNK = 1 << 20  # values of a float array looked at at once (see _statistics)

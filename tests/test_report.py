@@ -7,6 +7,7 @@ import json
 import math
 import statistics
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,7 @@ def test_summarise_uint8_image() -> None:
     assert out["dtype"] == "uint8" and out["shape"] == [3, 8, 8]
     assert out["min"] == int(img.min()) and out["max"] == int(img.max())
     assert type(out["min"]) is int and type(out["max"]) is int  # plain Python, JSON-ready
-    assert out["mean"] == round(float(img.mean()), 6)
+    assert out["mean"] == pytest.approx(float(img.mean()), rel=1e-9)
     assert out["first"] == img.reshape(-1)[: report.FIRST_VALUES].tolist()
     assert len(out["first"]) == report.FIRST_VALUES
     json.dumps(out, allow_nan=False)
@@ -147,6 +148,22 @@ def test_summarise_float_array_with_nan_has_a_finite_mean() -> None:
     assert out["first"][0] == 1.5  # NaN not as JSON's string, which text "nan" is too
     assert out["first"][1] == {"type": "float", "value": "nan"}
     json.dumps(out, allow_nan=False)  # valid JSON: no NaN literal anywhere
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hnp.arrays(
+        st.sampled_from([np.float16, np.float32, np.float64, np.int64, np.uint8]),
+        st.integers(1, 40),
+        elements={"allow_nan": False, "allow_infinity": False},
+    )
+)
+def test_a_mean_is_within_min_and_max_and_to_ten_digits(values: np.ndarray) -> None:
+    """The mean was rounded to 6 decimals: three 1e-09s had a mean of 0, below their min."""
+    out = report.summarise_value(values)
+    assert float(out["min"]) <= out["mean"] <= float(out["max"]), out  # (as floats: int64s)
+    exact = float(sum(Fraction(float(v)) for v in values) / len(values))
+    assert out["mean"] == pytest.approx(exact, rel=1e-6, abs=1e-300), (out, exact)
 
 
 def test_summarise_all_nan_array_has_no_mean() -> None:
