@@ -130,6 +130,11 @@ def select_columns(
         check(label, "label")
     if features is None:
         names = [c for c in readable if c != label]
+        if not names and not readable:  # (a snapshot of no records has no columns)
+            raise OptionError(
+                "no feature columns: the snapshot has no columns (it holds no records: "
+                "its pipeline made none), so there is nothing for tf.data to read"
+            )
         if not names:
             raise OptionError(
                 f"no feature columns: the loader reads only {readable}, all taken by the label"

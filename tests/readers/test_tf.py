@@ -478,6 +478,15 @@ def test_bad_columns_fail_at_construction(
     assert imported or "tensorflow" not in sys.modules  # checked before importing TensorFlow
 
 
+def test_a_snapshot_of_no_records_says_so(tmp_path: Any) -> None:
+    """It blamed a label never given: "the loader reads only [], all taken by the label"."""
+    snap.create(lambda: [], str(tmp_path / "empty"), workers=0)
+    with pytest.raises(OptionError) as err:
+        snap.open(str(tmp_path / "empty")).loader(4).to_tf()
+    assert "the snapshot has no columns (it holds no records" in str(err.value)
+    assert "label" not in str(err.value)
+
+
 # --- passes, cardinality, resume ----------------------------------------------------------
 
 
