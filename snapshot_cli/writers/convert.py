@@ -77,6 +77,8 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
         return arrays.from_numpy(col)
     if isinstance(col, np.ndarray) and col.dtype.kind in "US" and col.ndim == 1:
         return strings(col.tolist(), pa.string() if col.dtype.kind == "U" else pa.binary())
+    if isinstance(col, np.ndarray) and col.dtype.kind in "US" and col.ndim == 2:
+        col = list(col)  # (a row a record's list of texts, as a 2-D column of numbers' rows)
     if isinstance(col, np.ndarray) and col.dtype != object:
         if col.ndim == 0:
             raise RecordError(f"Batch column {name!r} is a 0-d array; columns need a length")

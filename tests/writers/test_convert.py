@@ -338,3 +338,17 @@ def test_a_ragged_list_column_is_not_sized_by_its_first_value() -> None:
     back = batch.column(0)
     assert len(back) == 100_000 and len(back[0].values) == 3_000_000
     assert [len(back[i].values) for i in (1, 2, 99_999)] == [0, 1, (99_998) % 5]
+
+
+@pytest.mark.parametrize("kind", ["U", "S"])
+def test_a_batch_column_of_2d_text_is_a_list_of_texts_a_record(tmp_path: Any, kind: str) -> None:
+    """A 2-D column of numbers in a Batch is a row a record; one of text was refused as
+    "more than one dimension", though each row is a record's flat list of texts."""
+    tags = np.array([["cat", "animal"], ["car", "vehicle"], ["", "x"]]).astype(kind)
+    snap.create(lambda: [snap.Batch(v=tags)], str(tmp_path / "s"), workers=0)
+    rows = [
+        list(v) for b in snap.open(str(tmp_path / "s")).loader(3, shuffle=False) for v in b["v"]
+    ]
+    assert rows == tags.tolist()
+    with pytest.raises(RecordError, match="flat list of"):  # (a record's: 2-D)
+        snap.create(lambda: [snap.Batch(v=tags[None])], str(tmp_path / "t"), workers=0)
