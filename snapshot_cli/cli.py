@@ -22,9 +22,8 @@ from .progress import Progress
 if TYPE_CHECKING:
     from .readers.verify_report import ShardCheck
 
-# Each command imports the readers or the writers it runs, when it runs: `snap create` does not
-# pay for the loader, nor `snap verify` for the writers, nor `snap --help` for either, nor for
-# numpy, pyarrow or fsspec (tests/test_cli.py holds it to that).
+# Each command imports the readers or writers it runs when it runs: `snap --help` pays for none,
+# nor for numpy, pyarrow or fsspec, `snap create` not for the loader (tests/test_cli.py).
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,7 +50,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option(
     "--inputs-from",
     metavar="MODULE:FUNC",
-    help="A function returning the list of inputs (JSON values), for non-file sources.",
+    help="A function (module:func or file.py:func) returning the inputs (JSON values).",
 )
 @click.option(
     "--param",
@@ -120,7 +119,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     help="Say which tasks would be reused and which computed (and the inputs added, removed, "
     "changed); do nothing.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout only.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress or information (warnings still).")
 @answer_errors
 def create(
@@ -218,7 +217,7 @@ def inspect(snapshot: str, show_shards: bool, show_versions: bool, as_json: bool
     is_flag=True,
     help="Download no shard: compare sizes and the crc32c the storage reports (GCS).",
 )
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="Shards checked at once.")
+@click.option("--threads", type=click.IntRange(min=1), help="Shards at once (cores; 16 remote).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 @answer_errors
@@ -252,7 +251,8 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
 
 @cli.command()
 @click.argument("snapshot", type=cli_types.LOCATION)
-@click.option("-n", "count", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("-n", "count", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Records to show.")  # fmt: skip
 @click.option("--columns", type=COLUMNS, default=None, help="Comma-separated columns to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @answer_errors
@@ -313,11 +313,13 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
 @click.option("--no-verify", is_flag=True, help="Skip the shards' checksums in epoch 1.")
 @click.option(
     "--trace",
+    metavar="FILE",
     default=None,  # (checked by bench.checked_trace: one exit code, 1, for every fault)
     help="Write a Chrome trace-event JSON of the loader's stages (Perfetto, chrome://tracing).",
 )
 @click.option(
     "--cache-dir",
+    metavar="DIR",
     default=None,
     help="Remote snapshots: keep fetched shards in this local directory (shared by processes).",
 )

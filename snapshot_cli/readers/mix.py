@@ -164,13 +164,13 @@ def mix(
     names: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Mixture:
-    """Several snapshots (opened ones, or URLs) read as one; see the module docstring.
+    """Several snapshots (opened ones, or URLs) read as one; README, Mixing snapshots.
 
     Args:
         snapshots: the sources: open Snapshots, or paths or URLs to open.
         weights: each source's share of an epoch's records, one per snapshot (a list or a
             numpy array; they need not sum to 1). None: every record of each, once.
-        epoch_records: records per epoch (default: see the module docstring).
+        epoch_records: records per epoch (default: README, Mixing snapshots).
         names: one per snapshot, how ``loader.stats()["sources"]`` and the errors name
             them (default: their URLs).
         storage_options: fsspec options (credentials, project...) for the snapshots given

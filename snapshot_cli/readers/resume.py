@@ -272,8 +272,8 @@ def _other_data(source: Snapshot, saved: str, blocks: str | None) -> str:
     else:
         head = (
             f"the state was saved reading other data than {source.url} (version "
-            f"{now.version}) holds: its fingerprint was {saved[:12]} then and is "
-            f"{now.fingerprint[:12]} now (it was written again since, or it is another "
+            f"{now.version}) holds: its fingerprint was {saved[:16]} then and is "
+            f"{now.fingerprint[:16]} now (it was written again since, or it is another "
             "snapshot), so the state's batch counts would land on other records"
         )
     current = versions_mod.read(source.fs, storage.join(source.root, MANIFEST_NAME)) or now

@@ -170,7 +170,8 @@ class Snapshot:
             drop_last: drop the last partial batch of each epoch (per rank).
             columns: the columns to read (None: all).
             shuffle_buffer: records in the shuffle window, or its size ("64MiB": as many
-                records as fit); "auto": 256 MiB worth.
+                records as fit); "auto": 256 MiB worth (32 MiB with shuffle=False, where
+                a window only reads ahead).
             num_parallel_reads, prefetch: threads decoding, batches ready ("auto": tuned).
             map: ``fn(batch)`` or ``fn(batch, rng)`` applied in threads to each batch.
             verify: check each record batch's crc32c as it is first read (a shard fetched

@@ -102,9 +102,10 @@ def _make_dataset_class() -> type:
     class SnapshotDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """A snapshot as a ``torch.utils.data.IterableDataset`` of whole batches.
 
-        ``SnapshotDataset(url, batch_size=256, *, storage_options=None, **loader_options)``
+        ``SnapshotDataset(url, batch_size=None, *, storage_options=None, **loader_options)``
         (``url`` a path or URL, or a ``Snapshot`` from ``snap.open``: the version it opened); the
-        loader options are those of :meth:`Snapshot.loader` (``batch_size=256``,
+        loader options are those of :meth:`Snapshot.loader` (``batch_size``: 256 if neither
+        it nor ``global_batch_size`` is given,
         ``shuffle``, ``seed``, ...) except ``rank``/``world_size``, which come from
         ``torch.distributed`` (or pass them explicitly), each rank's batches shared out among
         its DataLoader workers. Use ``DataLoader(dataset, batch_size=None)``. Each iteration

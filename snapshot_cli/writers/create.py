@@ -123,12 +123,12 @@ def create(
             in the running script, a closure, a lambda) is shipped to them by value.
         output: a local path or fsspec URL of the snapshot directory.
         inputs: a glob or URL, or a list of them (each matching file is one call of the
-            function), or a list of JSON items (each item is one call); see inputs.py.
+            function), or a list of JSON items (each one call); README, The pipeline function.
         inputs_from: a function (or spec) returning the list of inputs (JSON values).
         params: keyword arguments for the function (JSON values).
         workers: worker processes (default: the CPUs this job may use (affinity, cgroup));
             0 runs in this process.
-        executor: "local" (worker processes here) or "ray" (Ray tasks; see ray_executor.py).
+        executor: "local" (worker processes here) or "ray" (Ray tasks; README, On a Ray cluster).
         ray_address: the Ray cluster for executor="ray" (default: RAY_ADDRESS, else a local Ray).
         shard_size, compression, level: shard layout (``"256MiB"``, zstd/lz4/none, zstd level).
         overwrite: replace a snapshot at ``output`` made otherwise, or re-lay out a matching one.
@@ -138,7 +138,7 @@ def create(
         lease_ttl: seconds after which a silent writer's lease may be taken over.
         batch_rows, batch_bytes: most rows / target bytes per record batch.
         inputs_per_task: inputs in each task, in order (default: content-defined groups
-            chosen when the snapshot is first made; see chunking.py).
+            chosen when the snapshot is first made; README, Growing a snapshot).
         dry_run: say what would be reused and computed (the log, the info's counts); do nothing.
 
     Raises:
@@ -250,7 +250,7 @@ def _create(
     if (m := reusable()) is not None:
         log.info(
             "snapshot %s is up to date (version %d, fingerprint %s); nothing to do",
-            url, m.version, m.fingerprint[:12],
+            url, m.version, m.fingerprint[:16],
         )  # fmt: skip
         if options.codec_given and m.compression != options.compression.to_json():
             log.warning(
