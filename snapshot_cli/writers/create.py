@@ -323,7 +323,7 @@ def _create(
         tasks = [TaskSpec(t.index, [found.items[j] for j in t.inputs], not found.items, t.key)
                  for t in planned.computed if t.index not in done]  # fmt: skip
         job = Job(url, storage_options or {}, run, paths.job_spec(ref.spec), params,
-                  options.to_json(), payload, lease.epoch)  # fmt: skip
+                  options.to_json(), payload, lease.epoch, ref.files)  # fmt: skip
         bar = Progress(len(planned.computed), len(done)) if how.progress else None
         entries = {e.path: e for e in previous.shards} if previous else {}
         results = {t.index: incremental.reused_result(t, entries) for t in planned.reused}

@@ -13,7 +13,7 @@ import hashlib
 import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..console import named
@@ -34,6 +34,8 @@ class PipelineRef:
     # the code hash an earlier snap gave it, where another: by name, before the function's
     # name counted (2026-11-30); by value, before a logger counted by its name (2026-12-01)
     earlier_hash: str = ""
+    # a spec's files as hashed, ``{path: digest}``: each worker checks them (check_imported)
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def by_value(self) -> bool:
@@ -146,12 +148,16 @@ def defining(fn: Any) -> Any:
     return fn
 
 
-def file_hash(fn: Callable[..., Any], home: str | None = None) -> str:
+def file_hash(
+    fn: Callable[..., Any], home: str | None = None, seen: dict[str, str] | None = None
+) -> str:
     """sha256 of the source file that defines ``fn`` (any edit to it changes the fingerprint)
     and of the files of your other modules its code reaches (:mod:`.codedeps`); with none,
     the file's own sha256, as before they counted. ``home``: the file of the module a spec
     names ``fn`` in, also hashed where ``fn`` is made there of code defined elsewhere (a
-    partial's arguments, a callable object's settings)."""
+    partial's arguments, a callable object's settings). ``seen`` gets each file hashed, as
+    ``{path: its digest}`` (what :func:`check_imported` compares)."""
+    seen = {} if seen is None else seen
     code = defining(fn)
     try:
         path = inspect.getsourcefile(inspect.unwrap(code))
@@ -164,16 +170,18 @@ def file_hash(fn: Callable[..., Any], home: str | None = None) -> str:
             "class with __call__); wrap a built-in or compiled function in one (def pipeline("
             "x): return f(x))"
         )
-    own = codedeps.file_digest(path)
+    own = seen[path] = codedeps.file_digest(path)
     mine = os.path.realpath(path)
     if code is not fn and home and os.path.isfile(home) and os.path.realpath(home) != mine:
-        own = hashlib.sha256(f"{own}\nmade in={codedeps.file_digest(home)}".encode()).hexdigest()
+        seen[home] = codedeps.file_digest(home)
+        own = hashlib.sha256(f"{own}\nmade in={seen[home]}".encode()).hexdigest()
     others = sorted((m, p) for m, p in codedeps.user_modules(fn).items() if p != mine)
     if not others:
         return own
     h = hashlib.sha256(own.encode())
     for module, dep in others:  # by module name, not path: a moved checkout keeps its snapshot
-        h.update(f"\n{module}={codedeps.file_digest(dep)}".encode())
+        seen[dep] = codedeps.file_digest(dep)
+        h.update(f"\n{module}={seen[dep]}".encode())
     return h.hexdigest()
 
 
@@ -184,9 +192,9 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     notebook or in the script being run, a closure, a lambda) goes by value: see shipping.py.
     """
     if isinstance(pipeline, str):
-        fn = load_function(pipeline)
-        digest = file_hash(fn, home_file(pipeline))
-        return PipelineRef(pipeline, fn, _named(digest, pipeline), digest)
+        fn, seen = load_function(pipeline), dict[str, str]()
+        digest = file_hash(fn, home_file(pipeline), seen)
+        return PipelineRef(pipeline, fn, _named(digest, pipeline), digest, seen)
     if not callable(pipeline):
         raise PipelineLoadError(
             f"pipeline must be a function or a spec string, got {pipeline!r:.100}"
@@ -194,7 +202,8 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
         )
     spec = shipping.importable_spec(pipeline)
     if spec is not None:
-        return PipelineRef(spec, pipeline, _named(digest := file_hash(pipeline), spec), digest)
+        digest = file_hash(pipeline, None, seen := dict[str, str]())
+        return PipelineRef(spec, pipeline, _named(digest, spec), digest, seen)
     return PipelineRef("", pipeline, *shipping.identities(pipeline))
 
 
@@ -275,3 +284,26 @@ def why_no_records(fn: Any) -> str:
         "; every call returned no records (an empty list, table or batch, or None: a "
         "function that neither yields nor returns its records returns None)"
     )
+
+
+def check_imported(files: dict[str, str]) -> None:
+    """Refuse to run a worker's import of the pipeline where a file the create fingerprinted
+    (``files``, ``{path: digest}`` then) holds other bytes now: one edited while the create
+    ran (a ``git pull``) had workers run the new code under the old fingerprint, and the
+    snapshot, "up to date" with the old code, mixed both. A file not here (a Ray worker on
+    another machine, given the code otherwise) is not judged.
+
+    Raises:
+        PipelineLoadError: a file changed since the create began, named.
+    """
+    for path, digest in files.items():
+        try:
+            now = codedeps.file_digest(path)
+        except FileNotFoundError:
+            continue
+        if now != digest:
+            raise PipelineLoadError(
+                f"{path} changed while this create ran (edited or replaced: a git pull?), so "
+                "its workers would run other code than the snapshot's fingerprint names; run "
+                "the same snap create again once the files are as they should be"
+            )

@@ -29,6 +29,7 @@ from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismat
 from ..manifest import ShardEntry
 from ..progress import ordinal
 from . import advice, convert, foreign, importing, records, shipping
+from . import pipeline as pipeline_mod
 from .incremental import input_text
 from .options import WriteOptions
 from .shard import ShardRoller
@@ -48,6 +49,7 @@ class Job:
     options: dict[str, Any]
     function: str | None = None  # the function pickled by value (base64), see shipping.py
     writer: int | None = None  # the create's lease epoch, in its shards' names
+    files: dict[str, str] | None = None  # the spec's as fingerprinted (check_imported)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -289,7 +291,9 @@ def load_job_function(job: Job) -> Callable[..., Any]:
         return shipping.load(job.function)
     if not job.pipeline:
         raise PipelineLoadError("this job has neither a pipeline spec nor a shipped function")
-    return importing.load_function(job.pipeline)
+    fn = importing.load_function(job.pipeline)
+    pipeline_mod.check_imported(job.files or {})
+    return fn
 
 
 def run_task(
