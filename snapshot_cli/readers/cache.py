@@ -10,8 +10,8 @@ directory and read from local disk by every epoch of every trial.
   against the manifest's size and crc32c and only then renamed into place: a reader never
   sees a partial or damaged entry, and a crash leaves only a temporary file (removed by the
   next eviction pass).
-- **Bounded, LRU.** After a fill, the least recently used entries are deleted until the
-  directory holds at most ``limit`` bytes. Each use refreshes an entry's mtime.
+- **Bounded, LRU.** After a fill (and as entries are released while it is over), the least
+  recently used entries not in use are deleted until it holds at most ``limit`` bytes.
 - **A full disk makes room.** A fill that runs out of space (ENOSPC, EDQUOT) deletes every
   entry not in use and every temporary file whose filler is gone, says so once, and tries
   again; only a disk still too full for the shard is an error. Every failure of the cache's
@@ -69,17 +69,20 @@ class CachedShard:
 
     _close = staticmethod(os.close)  # (at interpreter exit, module globals may be None)
 
-    def __init__(self, path: str, fd: int) -> None:
-        self.path, self._fd = path, fd
+    def __init__(self, path: str, fd: int, released: Callable[[], None] | None = None) -> None:
+        self.path, self._fd, self._released = path, fd, released
 
-    def close(self) -> None:
+    def close(self, trim: bool = True) -> None:
+        """Release the entry; ``trim``: then its cache evicts down to its limit if over it."""
         fd, self._fd = self._fd, -1
         if fd >= 0:
             self._close(fd)  # releases the shared lock
+            if trim and self._released is not None:
+                self._released()
 
     def __del__(self) -> None:
         with contextlib.suppress(OSError):  # (the descriptor is released whatever close says)
-            self.close()
+            self.close(trim=False)  # (no eviction from a collector's call, maybe at exit)
 
 
 class ShardCache:
@@ -99,6 +102,7 @@ class ShardCache:
             raise OptionError(f"cannot use cache_dir {str(self.dir)!r}: {cause}; {hint}") from err
         self.limit = limit
         self.hits = self.fills = self.fill_bytes = self.evicted = 0
+        self._over = False  # the last eviction pass left it over its limit (entries in use)
 
     @staticmethod
     def key(url: str, size: int, crc32c: str) -> str:
@@ -211,7 +215,7 @@ class ShardCache:
             with contextlib.suppress(OSError):
                 os.close(fd)
             raise
-        return CachedShard(str(path), fd)
+        return CachedShard(str(path), fd, self._trim)
 
     def _fill(self, path: Path, url: str, size: int, crc32c: str, fill: Fill) -> None:
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -273,14 +277,21 @@ class ShardCache:
     def size(self) -> int:
         return sum(size for _, size, _ in self.entries())
 
-    def _evict(self, keep: Path) -> None:
+    def _trim(self) -> None:
+        """An entry was released: evict down to the limit where the last pass could not (an
+        entry in use cannot go; a cache several loaders filled past it stayed so for good)."""
+        if self._over:  # (a failing disk is said by the next fill)
+            with contextlib.suppress(Full, Failed), local("evicting entries"):
+                self._evict(keep=None)
+
+    def _evict(self, keep: Path | None) -> None:
         if self.limit is None:
             return
         with self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX):
             self._remove_stale_temporaries()
             entries = self.entries()
             total = sum(size for _, size, _ in entries)
-            left = 0
+            left, self._over = 0, False
             for path, size, _ in entries:
                 if total <= self.limit:
                     return
@@ -289,6 +300,7 @@ class ShardCache:
                 if deleted:
                     total -= size
                     self.evicted += 1
+            self._over = total > self.limit
             if total > self.limit and left:
                 if say_once(self.dir, "not permitted"):
                     log.warning("cache_dir %s holds %s over its cache_limit of %s: %s this user "

@@ -101,6 +101,27 @@ def test_an_entry_in_use_is_never_evicted(tmp_path: Path) -> None:
     assert {p.read_bytes() for p, _, _ in cache.entries()} == {c, b}
 
 
+def test_entries_over_the_limit_go_as_they_are_released(tmp_path: Path) -> None:
+    """Entries in use pushed a cache past its limit (several loaders, each holding up to 16
+    shards); they went only at the next fill, so a cache whose later readers all hit stayed
+    over its limit for good (3 readers: 43.5 KB left against a 12 KiB limit)."""
+    cache = ShardCache(tmp_path / "c", limit=2500)
+    blobs = [os.urandom(1000) for _ in range(5)]
+    held = [_put(cache, str(i), b) for i, b in enumerate(blobs)]  # (all in use: none can go)
+    assert cache.size() == 5000
+    other = ShardCache(tmp_path / "c", limit=2500)  # (another process's: a hit, no fill)
+    hit = other.open("s3://b/0", 1000, _crc(blobs[0]), _writer(blobs[0]))
+    names = [Path(h.path).name for h in held]
+    for h in held[:3]:
+        h.close()  # released over the limit: each goes at once, but 0, which other holds
+    assert {p.name for p, _, _ in cache.entries()} == {names[0], names[3], names[4]}
+    for h in held[3:]:
+        h.close()  # 3 goes (the least recently used), then it is within its limit
+    hit.close()
+    assert {p.name for p, _, _ in cache.entries()} == {names[0], names[4]}
+    assert cache.size() <= 2500 and cache.evicted == 3 and other.evicted == 0
+
+
 def test_entry_evicted_between_open_and_use_is_fetched_again(tmp_path: Path) -> None:
     cache = ShardCache(tmp_path / "c")
     data = os.urandom(300)
