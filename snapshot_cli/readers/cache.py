@@ -80,9 +80,9 @@ class CachedShard:
             if trim and self._released is not None:
                 self._released()
 
-    def __del__(self) -> None:
+    def __del__(self) -> None:  # (no eviction from a collector's call, maybe at exit)
         with contextlib.suppress(OSError):  # (the descriptor is released whatever close says)
-            self.close(trim=False)  # (no eviction from a collector's call, maybe at exit)
+            self.close(trim=False)
 
 
 class ShardCache:
@@ -278,8 +278,7 @@ class ShardCache:
         return sum(size for _, size, _ in self.entries())
 
     def _trim(self) -> None:
-        """An entry was released: evict down to the limit where the last pass could not (an
-        entry in use cannot go; a cache several loaders filled past it stayed so for good)."""
+        """An entry was released: evict down to the limit where the last pass could not."""
         if self._over:  # (a failing disk is said by the next fill)
             with contextlib.suppress(Full, Failed), local("evicting entries"):
                 self._evict(keep=None)
