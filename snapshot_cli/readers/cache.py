@@ -72,8 +72,7 @@ class CachedShard:
     def __init__(self, path: str, fd: int, released: Callable[[], None] | None = None) -> None:
         self.path, self._fd, self._released = path, fd, released
 
-    def close(self, trim: bool = True) -> None:
-        """Release the entry; ``trim``: then its cache evicts down to its limit if over it."""
+    def close(self, trim: bool = True) -> None:  # (trim: its cache evicts if over its limit)
         fd, self._fd = self._fd, -1
         if fd >= 0:
             self._close(fd)  # releases the shared lock
