@@ -391,10 +391,9 @@ def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) 
                     storage.remove(fs, storage.join(shards_dir, name))
         for name in runs:  # (last: a fault before leaves the runs that tell their shards)
             storage.remove(fs, layout.run_dir(root, name), recursive=True)
-    except (OSError, ManifestError) as err:
-        log.warning(
-            "the snapshot is committed, but removing what it no longer needs failed: %s; "
-            "run snap gc %s later to free that space",
-            err if isinstance(err, SnapError) else storage.fault(err, "the snapshot"),
-            storage.to_url(fs, root),
-        )
+    except (OSError, ManifestError, KeyboardInterrupt) as err:  # (Ctrl-C, SIGTERM: it is done)
+        said = "was interrupted" if isinstance(err, KeyboardInterrupt) else "failed: " + str(
+            err if isinstance(err, SnapError) else storage.fault(err, "the snapshot"))  # fmt: skip
+        url = storage.to_url(fs, root)
+        log.warning(f"the snapshot is committed, but removing what it no longer needs {said}; "
+                    f"run snap gc {url} later to free that space")  # fmt: skip

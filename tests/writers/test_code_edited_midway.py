@@ -12,7 +12,7 @@ import pytest
 
 import snapshot_cli as snap
 
-PIPE = '''import numpy as np
+PIPE = """import numpy as np
 SCALE = 1
 
 
@@ -23,7 +23,7 @@ def f(n):
         with open(__file__, "w") as dst:
             dst.write(text.replace("SCALE = 1\\n", "SCALE = 1000\\n"))
     return [{"n": np.int64(n), "v": np.int64(SCALE)}]
-'''
+"""
 
 
 @pytest.mark.parametrize("how", ["file", "helper module"])
@@ -39,7 +39,9 @@ def test_an_edit_while_the_create_runs_stops_it_and_mixes_nothing(
         Path("prep.py").write_text("import helper\n\n\ndef f(n):\n    return helper.f(n)\n")
         edited = Path("helper.py")
     original = edited.read_text()
-    with pytest.raises(snap.PipelineLoadError, match=r"(prep|helper)\.py changed while this create ran"):
+    with pytest.raises(
+        snap.PipelineLoadError, match=r"(prep|helper)\.py changed while this create ran"
+    ):
         snap.create("prep.py:f", "out", inputs=list(range(20)), workers=2, inputs_per_task=1)
     assert not Path("out/manifest.json").exists()  # (nothing committed)
     edited.write_text(original.replace("if n == 0:", "if False:"))  # (as it was, no edit)

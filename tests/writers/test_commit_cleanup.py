@@ -47,3 +47,35 @@ def test_a_grow_keeps_what_is_not_snaps_in_runs_and_removes_a_dead_run(tmp_path:
     gc_mod.gc(out, retention=0)  # and gc agrees
     assert (runs / "NOTES.txt").exists() and (runs / "my-notes" / "plan.md").exists()
     assert sorted(int(b["label"][0]) for b in snap.open(out).iter_batches()) == [0, 1, 2, 3]
+
+
+def test_an_interrupt_after_the_commit_leaves_a_created_snapshot(
+    tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    """Ctrl-C or SIGTERM in the ~0.3-1 s of tidying after ``manifest.json`` was written said
+    "interrupted; run the same command again to resume" (exit 130) of a committed snapshot;
+    run again with --overwrite, it committed another version of the same records. The
+    create ends as made, saying what is left for ``snap gc``."""
+    from snapshot_cli import signals, storage
+    from snapshot_cli.writers import commit as commit_mod
+
+    out = tmp_path / "snap"
+    real = storage.remove
+
+    def interrupted(fs: Any, path: str, recursive: bool = False) -> None:
+        if "/_runs/" in path:  # (the run state, tidied last)
+            raise signals.Terminated()  # (SIGTERM as snap raises it; Ctrl-C's is its base)
+        real(fs, path, recursive)
+
+    monkeypatch.setattr(commit_mod.storage, "remove", interrupted)
+    with caplog.at_level("WARNING", logger="snapshot_cli"):
+        info = snap.create(records, out, inputs=list(range(3)), **OPTIONS)
+    monkeypatch.undo()
+    assert info.version == 1 and info.num_records == 3
+    assert "removing what it no longer needs was interrupted; run snap gc" in caplog.text
+    assert snap.open(out).num_records == 3
+    assert [p.name for p in (out / "_runs").iterdir() if not p.name.startswith("lease")]
+    gc_mod.gc(str(out))  # (what is left: removed)
+    assert [p.name for p in (out / "_runs").iterdir() if not p.name.startswith("lease")] == []
+    again = snap.create(records, out, inputs=list(range(3)), **OPTIONS)
+    assert again.reused and again.version == 1
