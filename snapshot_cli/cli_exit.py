@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import click
 
@@ -25,6 +26,8 @@ def quiet_exit_on_closed_stdout() -> None:
 
 
 EXIT_GRACE_S = 5.0  # how long a finished command waits for threads the pipeline left running
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+answered = False  # the command's answer was written (cli_io): a signal after it stops no work
 
 
 @contextlib.contextmanager
@@ -35,6 +38,20 @@ def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
     ``grace`` seconds to end; then a note names them and the process exits with the
     command's status."""
     code: object = 0
+    previous: dict[int, Any] = {signum: signal.getsignal(signum) for signum in STOPS}
+
+    def stop(signum: int, frame: Any) -> None:  # (outside a command's own handlers)
+        if answered:  # (after the answer: "Aborted!", or killed by the signal, with no word)
+            _leave(0)
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, frame)
+            return
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for signum in STOPS:
+        signal.signal(signum, stop)
     try:
         yield
     except SystemExit as done:
@@ -48,6 +65,8 @@ def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
         strays = [t for t in strays if t is not threading.main_thread()]
         if strays:
             status = code if isinstance(code, int) else 0 if code is None else 1
+            for signum in STOPS:  # (a Ctrl-C in the wait printed Python's traceback)
+                signal.signal(signum, lambda *_: _leave(status))
             args = (strays, status, grace)
             threading.Thread(target=_exit_after, args=args, name="snap-exit", daemon=True).start()
 
@@ -67,6 +86,11 @@ def _exit_after(strays: list[threading.Thread], status: int, grace: float) -> No
         "make them daemon threads)",
         file=sys.stderr,
     )
+    _leave(status)
+
+
+def _leave(status: int) -> None:
+    """End the process now with ``status``, its output written: the command is done."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

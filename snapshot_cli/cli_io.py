@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
-from . import console
+from . import cli_exit, console
 from .cli_exit import quiet_exit_on_closed_stdout
 from .errors import SnapError, absolute_path
 from .render import one_line, plain, printable
@@ -36,6 +36,7 @@ def answer_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool((click.get_current_context().obj or {}).get("debug"))
+        cli_exit.answered = False  # (one process may run several: CliRunner, a notebook)
         try:
             with termination_as_interrupt(), console.command():
                 result = fn(*args, **kwargs)
@@ -51,6 +52,8 @@ def answer_errors(fn: F) -> F:
         except KeyboardInterrupt as stop:
             if debug:
                 raise
+            if cli_exit.answered:  # (after the command's answer: its work is done)
+                sys.exit(0)
             resumes = click.get_current_context().info_name == "create"  # (others start over)
             # (the signal received, even where a layer raised a KeyboardInterrupt of its own)
             signum = received[0] if received else getattr(stop, "signum", signal.SIGINT)
@@ -278,12 +281,14 @@ def stdout_failed(err: OSError, debug: bool) -> None:
 def echo_lines(lines: list[str]) -> None:
     """A command's lines, each on one line: a newline or tab in a name it shows (a path)
     escaped, as input names are (it split ``inspect``'s row of a snapshot in two)."""
+    cli_exit.answered = True  # (before: a signal while it is written interrupts no work)
     with _writing_stdout():
         for line in lines:
             click.echo(printable(one_line(line)))
 
 
 def emit_json(doc: Any) -> None:
+    cli_exit.answered = True
     with _writing_stdout():
         click.echo(json.dumps(doc, indent=2, sort_keys=False))
 

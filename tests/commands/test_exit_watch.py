@@ -6,7 +6,9 @@ names them, and exits with the command's status; a thread that ends in time is w
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,26 @@ def test_a_thread_that_ends_is_waited_for_as_python_does(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     assert "left" not in done.stderr
     assert [(tmp_path / f"done-{i}").read_text() for i in (1, 2)] == ["flushed", "flushed"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_it_waits_for_such_threads_ends_it_quietly(
+    tmp_path: Path, signum: int
+) -> None:
+    """A Ctrl-C in those seconds printed Python's "Exception ignored in: <module 'threading'>"
+    traceback; SIGTERM and SIGHUP killed it by the signal, with no word. The snapshot is
+    made: it ends at once with the command's status."""
+    (tmp_path / "pipe.py").write_text(PIPE)
+    (tmp_path / "items.py").write_text("def items():\n    return [1]\n")
+    args = [sys.executable, "-m", "snapshot_cli", "create", "pipe.py:stuck", "out",
+            "--inputs-from", "items.py:items", "--workers", "0", "--quiet"]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # (the summary: the command is done, the wait begins)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=EXIT_GRACE_S + 30)
+    assert first.startswith("created: "), (first, err)
+    assert proc.returncode == 0, (proc.returncode, err)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert snap.open(tmp_path / "out").num_records == 1
