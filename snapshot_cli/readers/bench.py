@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fsspec.core import split_protocol
 
 from .. import faults, storage
 from ..errors import OptionError, StorageError
 from ..os_paths import cwd_gone
+from ..protocols import LOCAL_PROTOCOLS
 from .cache_faults import blocked
 from .snapshot import Snapshot
 from .stats import records_in
@@ -139,10 +141,11 @@ def checked_trace(trace: str | None) -> str | None:
     if not trace.strip():  # ('' ran the replay and wrote no trace, exit 0)
         raise OptionError(f"--trace {trace!r} names no file; give one, such as trace.json")
     if "://" in trace or trace.lower().startswith(("file:", "local:")):  # (as OUTPUT takes)
-        fs, path = storage.resolve(trace)
-        if not storage.is_local(fs):
+        # Refused by its scheme first: resolving gs:// needs gcsfs, which may not be installed.
+        scheme = split_protocol(trace)[0]
+        if scheme is not None and scheme.lower() not in LOCAL_PROTOCOLS:
             raise OptionError(f"--trace {trace!r}: a trace is a local file; give a path here")
-        trace = path
+        trace = storage.resolve(trace)[1]
     trace = os.path.expanduser(trace)  # (as every other path: a quoted '~/t.json')
     if (gone := cwd_gone(trace)) is not None:
         raise OptionError(f"--trace {trace!r}: {gone}")
