@@ -16,7 +16,7 @@ import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -27,6 +27,19 @@ from .render import one_line, plain, printable
 from .signals import received, termination_as_interrupt
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def stopped(stop: KeyboardInterrupt, resumes: bool = False) -> NoReturn:
+    """Exit as ``stop`` (Ctrl-C, or a SIGTERM/SIGHUP raised as :class:`~.signals.Terminated`)
+    asks: one line (saying to run it again where that resumes, ``create``; the others start
+    over) and 128 + the signal's number."""
+    # (the signal received, even where a layer raised a KeyboardInterrupt of its own)
+    signum = received[0] if received else getattr(stop, "signum", signal.SIGINT)
+    name = signal.Signals(signum).name
+    said = "interrupted" if signum == signal.SIGINT else f"terminated ({name})"
+    with contextlib.suppress(OSError):  # (SIGHUP: the terminal may be gone)
+        click.echo(f"snap: {said}{'; run the same command again to resume' * resumes}", err=True)
+    sys.exit(128 + signum)
 
 
 def answer_errors(fn: F) -> F:
@@ -54,15 +67,7 @@ def answer_errors(fn: F) -> F:
                 raise
             if cli_exit.answered:  # (after the command's answer: its work is done)
                 sys.exit(0)
-            resumes = click.get_current_context().info_name == "create"  # (others start over)
-            # (the signal received, even where a layer raised a KeyboardInterrupt of its own)
-            signum = received[0] if received else getattr(stop, "signum", signal.SIGINT)
-            name = signal.Signals(signum).name
-            said = "interrupted" if signum == signal.SIGINT else f"terminated ({name})"
-            with contextlib.suppress(OSError):  # (SIGHUP: the terminal may be gone)
-                click.echo(f"snap: {said}{'; run the same command again to resume' * resumes}",
-                           err=True)  # fmt: skip
-            sys.exit(128 + signum)
+            stopped(stop, resumes=click.get_current_context().info_name == "create")
         except OSError as err:  # a fault no layer below named: still one line, not a trace
             if isinstance(err, BrokenPipeError) and _stdout_closed():
                 quiet_exit_on_closed_stdout()

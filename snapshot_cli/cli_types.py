@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -272,6 +272,21 @@ class Commands(click.Group):
             args = ["--debug"] + [a for a in args[:cut] if a != "--debug"] + args[cut:]
         return super().parse_args(ctx, args)
 
+    # A Ctrl-C while click reads snap's or the command's options (an option's type may read
+    # the machine: PROCESSES' cores) was click's "Aborted!", exit 1: now as in a command's run
+    # (cli_io.answer_errors, which answers the run's own).
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt as stop:
+            _stopped(stop, debug="--debug" in sys.argv[1:])
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as stop:
+            _stopped(stop, debug=bool((ctx.obj or {}).get("debug")))
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -285,6 +300,14 @@ class Commands(click.Group):
                 summary = command.get_short_help_str(80)
                 ctx.fail(f"No such command {name!r}; snap {command.name} does that: {summary}")
         return super().resolve_command(ctx, args)
+
+
+def _stopped(stop: KeyboardInterrupt, debug: bool) -> NoReturn:
+    if debug:
+        raise stop
+    from .cli_io import stopped  # (it sets up click's output: not for every type here)
+
+    stopped(stop)
 
 
 AUTO_OR_COUNT, SIZE, DURATION, COLUMNS = AutoOrCount(), Size(), Duration(), Columns()

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Terminated", "received", "termination_as_interrupt"]
+__all__ = ["Terminated", "raise_received", "received", "termination_as_interrupt"]
 
 
 class Terminated(KeyboardInterrupt):
@@ -30,14 +30,15 @@ class Terminated(KeyboardInterrupt):
 
 
 STOPPING = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
-received: list[int] = []  # the termination signals that arrived while a command ran
+received: list[int] = []  # the stopping signals (SIGINT too) that arrived while a command ran
 
 
 @contextlib.contextmanager
 def termination_as_interrupt() -> Iterator[None]:
     """Within: SIGTERM and SIGHUP raise :class:`Terminated` in the main thread (elsewhere,
-    nothing changes); the handlers before are restored after. A signal ignored before (SIGHUP
-    under ``nohup``) stays ignored."""
+    nothing changes), SIGINT a KeyboardInterrupt as Python's own handler does, each recorded
+    in :data:`received` (:func:`raise_received`); the handlers before are restored after. A
+    signal ignored before (SIGHUP under ``nohup``) stays ignored."""
 
     def raise_terminated(signum: int, frame: object) -> None:
         if os.getpid() != pid:
@@ -50,13 +51,13 @@ def termination_as_interrupt() -> Iterator[None]:
             os.kill(os.getpid(), signum)
             return
         received.append(signum)  # (a layer may raise a KeyboardInterrupt of its own: Ray's)
-        raise Terminated(signum)
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
     pid = os.getpid()
     received.clear()
     previous: dict[int, Any] = {}
     try:
-        for sig in STOPPING:
+        for sig in (signal.SIGINT, *STOPPING):  # (Ctrl-C recorded too: raise_received)
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 previous[sig] = signal.signal(sig, raise_terminated)
     except ValueError:  # not the main thread
@@ -68,6 +69,14 @@ def termination_as_interrupt() -> Iterator[None]:
         with contextlib.suppress(ValueError):  # (a forked child's: emptied at the fork)
             _installed.remove((raise_terminated, previous))
         _restore(raise_terminated, previous)
+
+
+def raise_received() -> None:
+    """Stop as a signal that arrived while a command ran asked, where the code it interrupted
+    swallowed its exception: a pipeline run in this process (``--workers 0``) with a bare
+    ``except:`` ran every input to the end after a Ctrl-C."""
+    if received:
+        raise KeyboardInterrupt() if received[0] == signal.SIGINT else Terminated(received[0])
 
 
 # (handler, the handlers it replaced) of each command running: a process forked while one

@@ -31,21 +31,23 @@ T = TypeVar("T")
 class InterruptAt:
     """A trace function raising KeyboardInterrupt (or ``raises``, a subclass: the CLI's
     SIGTERM) at the ``k``-th call of snap's code (of the files under it whose path ends with
-    one of ``only``, if given)."""
+    one of ``only``, if given; not of the functions named in ``skip``)."""
 
     def __init__(
         self,
         k: int,
         only: tuple[str, ...] = (),
         raises: type[KeyboardInterrupt] = KeyboardInterrupt,
+        skip: tuple[str, ...] = (),
     ) -> None:
         self.k, self.only, self.calls, self.where, self.raises = k, only, 0, "", raises
+        self.skip = skip  # functions (code names) not counted
 
     def __call__(self, frame: FrameType, event: str, arg: object) -> None:
         name = frame.f_code.co_filename
         if event != "call" or self.where or not name.startswith(SNAP_CODE):
             return None
-        if self.only and not name.endswith(self.only):
+        if self.only and not name.endswith(self.only) or frame.f_code.co_name in self.skip:
             return None
         self.calls += 1
         if self.calls == self.k:

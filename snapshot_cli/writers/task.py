@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import arrays, layout, retry, storage
+from .. import arrays, layout, retry, signals, storage
 from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
 from ..manifest import ShardEntry
@@ -384,6 +384,8 @@ def _feed(
                 except RecordError as err:
                     where = _describe_input(spec, item)
                     raise type(err)(f"{where}, {ordinal(count)} item it yielded: {err}") from err
+                signals.raise_received()  # (a Ctrl-C the function swallowed, --workers 0)
+            signals.raise_received()
         return writer.close()
     except BaseException:
         roller.abort()

@@ -92,3 +92,41 @@ def test_a_signal_while_it_waits_for_such_threads_ends_it_quietly(
     assert proc.returncode == 0, (proc.returncode, err)
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert snap.open(tmp_path / "out").num_records == 1
+
+
+SWALLOWS = """
+import sys, time
+
+def swallow(i):
+    if i == 0:
+        print("started", file=sys.stderr, flush=True)  # (the test's cue: a task is running)
+    for _ in range(20):
+        try:
+            time.sleep(0.05)
+        except BaseException:  # (a bare except: as much code in the wild has)
+            pass
+    yield {"i": i}
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_the_pipeline_swallowed_still_stops_a_create_in_this_process(
+    tmp_path: Path, signum: int
+) -> None:
+    """With --workers 0 the function runs in the command's process: its bare ``except:``
+    caught the KeyboardInterrupt, and the create ran every input to the end (30 s)."""
+    (tmp_path / "pipe.py").write_text(SWALLOWS)
+    (tmp_path / "items.py").write_text("def items():\n    return list(range(40))\n")
+    args = [sys.executable, "-m", "snapshot_cli", "create", "pipe.py:swallow", "out",
+            "--inputs-from", "items.py:items", "--workers", "0", "--inputs-per-task", "1",
+            "--quiet"]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    while "started" not in (line := proc.stderr.readline()):
+        assert line, "the create ended before its first task began"
+    proc.send_signal(signum)
+    err = proc.communicate(timeout=20)[1]  # (all 40 inputs: 40 s)
+    assert proc.returncode == 128 + signum, err
+    said = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    assert f"snap: {said}; run the same command again to resume" in err, err
+    assert not (tmp_path / "out" / "manifest.json").exists()
