@@ -38,13 +38,22 @@ class LeaseInfo:
         heartbeat = self.heartbeat
         if not isinstance(h.get("host"), str) or heartbeat is None:  # being written (HDFS
             return f"an unknown writer (lease {self.epoch} is empty or unreadable)"  # shows it)
-        who = f"{h['host']}:{h.get('pid')} (run {h.get('run') or '-'}"
+        run = h.get("run")  # (none until a create starts its run: planning, or snap gc)
+        run_said = f"run {shown(run)}" if run else "no run started"
+        who = f"{shown(h['host'])}:{shown(h.get('pid'))} ({run_said}"
         if h.get("released"):
             return f"{who}, released)"
         age = time.time() - heartbeat
         if age < -1:  # (its clock is ahead of this one's)
             return f"{who}, heartbeat stamped {-age:.0f}s ahead of this machine's clock)"
         return f"{who}, heartbeat {max(0.0, age):.0f}s ago)"
+
+
+def shown(value: Any) -> str:
+    """A lease field on one line: a hand-edited file's newlines and control characters
+    escaped, an empty or missing one as ``?``."""
+    text = "?" if value is None else str(value)
+    return (text if text.isprintable() else repr(text)[1:-1]) or "?"
 
 
 def number(value: Any) -> float | None:
