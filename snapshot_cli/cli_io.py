@@ -32,13 +32,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 def stopped(stop: KeyboardInterrupt, resumes: bool = False) -> NoReturn:
     """Exit as ``stop`` (Ctrl-C, or a SIGTERM/SIGHUP raised as :class:`~.signals.Terminated`)
     asks: one line (saying to run it again where that resumes, ``create``; the others start
-    over) and 128 + the signal's number."""
+    over; or where it was, a ``snap_while`` the layer it stopped set) and 128 + the signal's
+    number."""
     # (the signal received, even where a layer raised a KeyboardInterrupt of its own)
     signum = received[0] if received else getattr(stop, "signum", signal.SIGINT)
     name = signal.Signals(signum).name
     said = "interrupted" if signum == signal.SIGINT else f"terminated ({name})"
+    if (where := getattr(stop, "snap_while", None)) is not None:  # (a layer said where)
+        said = f"{said} {where}"
+    elif resumes:
+        said = f"{said}; run the same command again to resume"
     with contextlib.suppress(OSError):  # (SIGHUP: the terminal may be gone)
-        click.echo(f"snap: {said}{'; run the same command again to resume' * resumes}", err=True)
+        click.echo(f"snap: {said}", err=True)
     sys.exit(128 + signum)
 
 

@@ -184,6 +184,11 @@ def wait_for_lease(
     made = unmade(fs, root)
     try:
         return _wait_for_lease(fs, root, ttl, wait, url, reusable)
+    except KeyboardInterrupt as stop:  # (Ctrl-C to give up: nothing to resume, said so)
+        remove_unmade(made)
+        where = "while waiting for the writer lease; nothing was written"
+        stop.snap_while = where  # type: ignore[attr-defined]
+        raise
     except BaseException:
         remove_unmade(made)
         raise
