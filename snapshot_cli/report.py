@@ -124,6 +124,8 @@ def _scalar(v: Any) -> Any:
     in ISO 8601, durations and decimals as written), structs and lists field by field."""
     if isinstance(v, (np.datetime64, np.timedelta64)):  # (.item() of nanoseconds is an int)
         return str(v)
+    if isinstance(v, np.floating) and v.dtype.itemsize < 8 and np.isfinite(v):
+        return float(str(v))  # its own digits: a float32 0.1 was 0.10000000149011612
     if isinstance(v, np.generic):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
@@ -208,9 +210,10 @@ def summarise_value(value: Any) -> Any:
 
 
 def _mean(mean: float, low: Any, high: Any) -> float:
-    """``mean`` to 10 significant digits, within [low, high] (rounding can step out of it):
+    """``mean`` to 10 significant digits, within [low, high] as shown (rounding can step out
+    of it; a float32's shown in its own digits, 0.1, where the mean of 0.1s is 0.1000000015):
     it was rounded to 6 decimals, so 1e-09s had a mean of 0, below their minimum."""
-    return min(max(float(f"{mean:.10g}"), float(low)), float(high))
+    return min(max(float(f"{mean:.10g}"), float(_scalar(low))), float(_scalar(high)))
 
 
 STATISTICS_CHUNK = 1 << 20  # values of a float array looked at at once (see _statistics)

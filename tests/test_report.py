@@ -159,11 +159,30 @@ def test_summarise_float_array_with_nan_has_a_finite_mean() -> None:
     )
 )
 def test_a_mean_is_within_min_and_max_and_to_ten_digits(values: np.ndarray) -> None:
-    """The mean was rounded to 6 decimals: three 1e-09s had a mean of 0, below their min."""
+    """The mean was rounded to 6 decimals: three 1e-09s had a mean of 0, below their min.
+    Within the min and max as shown: a float16's or float32's in its own shortest digits
+    (1.906 for a float16 1.90625), so to that type's precision at worst."""
     out = report.summarise_value(values)
     assert float(out["min"]) <= out["mean"] <= float(out["max"]), out  # (as floats: int64s)
     exact = float(sum(Fraction(float(v)) for v in values) / len(values))
-    assert out["mean"] == pytest.approx(exact, rel=1e-6, abs=1e-300), (out, exact)
+    if values.dtype.kind == "f" and values.dtype.itemsize < 8:  # (one step of the type)
+        step = float(np.spacing(values.dtype.type(abs(exact))))
+        assert abs(out["mean"] - exact) <= step, (out, exact)
+    else:
+        assert out["mean"] == pytest.approx(exact, rel=1e-6, abs=1e-300), (out, exact)
+
+
+@given(
+    st.floats(width=32, allow_nan=False, allow_infinity=False).map(np.float32)
+    | st.floats(width=16, allow_nan=False, allow_infinity=False).map(np.float16)
+)
+def test_a_float32_or_float16_is_shown_in_its_own_shortest_digits(value: np.floating) -> None:
+    """A float32 0.1 was 0.10000000149011612 in `snap head`, alone and in an array's
+    statistics; its own digits give back the same value in its type."""
+    alone = report.summarise_value(value)
+    assert value.dtype.type(alone) == value and alone == float(str(value))
+    shown = report.summarise_value(np.array([value, value]))
+    assert shown["min"] == shown["max"] == shown["mean"] == shown["first"][0] == alone
 
 
 def test_summarise_all_nan_array_has_no_mean() -> None:
@@ -492,9 +511,12 @@ def test_chunked_statistics_are_those_of_the_finite_values(values: np.ndarray) -
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(report, "STATISTICS_CHUNK", 7)
         got = report.summarise_value(values)
-    if finite.size:
-        assert got["min"] == finite.min() and got["max"] == finite.max()
-        assert got["mean"] == pytest.approx(round(float(finite.mean()), 6), rel=1e-6, abs=1e-6)
+    if finite.size:  # (in the values' type: a float16's or float32's in its own digits)
+        kind = values.dtype.type
+        assert kind(got["min"]) == finite.min() and kind(got["max"]) == finite.max()
+        mean = float(finite.mean())
+        step = float(np.spacing(kind(abs(mean)))) if values.dtype.itemsize < 8 else 0.0
+        assert got["mean"] == pytest.approx(round(mean, 6), rel=1e-6, abs=max(1e-6, step))
     else:
         assert got["min"] is None and got["max"] is None and got["mean"] is None
     assert got.get("non_finite", 0) == values.size - finite.size
