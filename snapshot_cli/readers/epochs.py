@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 import warnings
 import weakref
@@ -51,10 +52,13 @@ class EpochCounter:
     KEEP = 64  # distinct keys remembered: a worker that is later still is long stale
 
     def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="snap-epochs-")
+        sweep_stale()  # (before this one's: it is never stale)
+        self.dir = tempfile.mkdtemp(prefix=PREFIX)
         self.owner = os.getpid()
         self._finalizer = weakref.finalize(self, _remove_dir, self.dir, self.owner)
         self._write({"processes": {}})
+        with open(os.path.join(self.dir, OWNER), "w", encoding="utf-8") as f:
+            json.dump(_owner(self.owner), f)
         open(self._lock_path, "wb").close()  # noqa: SIM115 - created empty, never written
 
     def __getstate__(self) -> dict[str, Any]:
@@ -189,6 +193,48 @@ def _started(pid: int) -> str:
             return f.read().rpartition(b")")[2].split()[19].decode()
     except (OSError, IndexError):
         return ""
+
+
+PREFIX = "snap-epochs-"
+OWNER = "owner.json"  # who made the directory: see sweep_stale
+
+
+def _owner(pid: int) -> dict[str, str]:
+    """A process, known across pid reuse and PID namespaces (containers sharing /tmp)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return {"host": socket.gethostname(), "pidns": namespace, "key": _key(pid)}
+
+
+def sweep_stale(tmp: str | None = None) -> list[str]:
+    """Remove the counters' directories in ``tmp`` (default: the temporary directory) whose
+    owners are gone, and return them. A process ended by a signal (SIGTERM: a preempted or
+    cancelled training job) or ``os._exit`` never runs its finalizers: each left one. Only
+    this user's, and only those an owner of this host and PID namespace made, by pid and
+    start time (a pid is used again); a directory without the owner's file (being made, or
+    older) is left alone."""
+    tmp = tempfile.gettempdir() if tmp is None else tmp
+    here, removed = _owner(os.getpid()), []
+    try:
+        entries = [e for e in os.scandir(tmp) if e.name.startswith(PREFIX)]
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat().st_uid != os.getuid():
+                continue
+            with open(os.path.join(entry.path, OWNER), encoding="utf-8") as f:
+                owner = json.load(f)
+            pid = int(str(owner["key"]).partition("/")[0])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        ours = owner.get("host") == here["host"] and owner.get("pidns") == here["pidns"]
+        if ours and pid > 0 and _key(pid) != owner["key"]:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
 
 
 def _remove_dir(path: str, owner: int) -> None:
