@@ -86,6 +86,7 @@ class Loader(FrameworkAdapters):
         self.options, self.trace, self._source = options, checked_tracer(trace), source
         self._batch_size, self._made_in = batch_size, _forks
         rank, world_size = ranks.auto_pair(options.rank, options.world_size)
+        ranks.warn_if_every_rank_reads_all(options.rank, options.world_size)
         self.reading = reading = resolve(source, options)
         self.snapshot: Snapshot | None = None if isinstance(source, Mixture) else source
         self.schema, self.columns = reading.schema, reading.columns

@@ -5,9 +5,10 @@ from __future__ import annotations
 import operator
 import os
 import sys
+import warnings
 from typing import Any
 
-from ..errors import OptionError
+from ..errors import OptionError, outside_snap
 
 _ENV = [
     ("RANK", "WORLD_SIZE"),  # torchrun, accelerate, deepspeed
@@ -131,3 +132,42 @@ def resolve(rank: Any, world_size: Any) -> tuple[int, int]:
     if not checked[0] < checked[1]:
         raise OptionError(f"rank must be in [0, world_size={checked[1]}), got {checked[0]}")
     return checked[0], checked[1]
+
+
+def warn_if_every_rank_reads_all(rank: Any, world_size: Any) -> None:
+    """A RuntimeWarning where the loader reads the whole snapshot (``rank=0, world_size=1``,
+    the defaults) in a process that is one rank of several: of an initialised
+    ``torch.distributed``, or of a launcher's variables. Every rank then trains on every
+    record, in the same order, without a word (torch's DistributedSampler reads the job's
+    ranks itself). JAX's are not looked at: asking may start its backend."""
+    if not (_is(rank, 0) and _is(world_size, 1)):
+        return
+    found = _job_rank()
+    if found is None:
+        return
+    found_rank, found_size, source = found
+    warnings.warn(
+        f"snap: this process is rank {found_rank} of {found_size} ({source}), but the "
+        "loader reads the whole snapshot (rank=0, world_size=1, the defaults): every rank "
+        "reads every record, in the same order. Give rank='auto', world_size='auto' to "
+        "split it among the ranks (or filter this warning if each rank should read it all)",
+        RuntimeWarning,
+        stacklevel=outside_snap(),
+    )
+
+
+def _job_rank() -> tuple[int, int, str] | None:
+    """``(rank, world_size, source)`` of a job of several processes, or None."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        if dist.get_world_size() > 1:
+            return dist.get_rank(), dist.get_world_size(), "torch.distributed"
+        return None
+    for rank_var, size_var in _ENV:
+        try:
+            rank, size = int(os.environ[rank_var]), int(os.environ[size_var])
+        except (KeyError, ValueError):
+            continue
+        if 0 <= rank < size and size > 1:
+            return rank, size, f"{rank_var} and {size_var}"
+    return None
