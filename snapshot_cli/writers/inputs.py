@@ -193,18 +193,19 @@ def _racy(info: dict[str, Any], version: str, listed: float) -> bool:
 def _followed(fs: Any, path: str, info: dict[str, Any], pattern: str) -> dict[str, Any]:
     """``info`` of what ``path`` is: for a symbolic link, its target's (a local glob lists the
     link itself: its mtime, not the file's, and a changed file looked unchanged). A broken
-    link, a FIFO, a socket or a device is an OptionError: reading one fails or blocks."""
+    link, a FIFO, a socket or a device is an OptionError: reading one fails or blocks (its
+    message goes on from the pattern, which the caller names)."""
     if info.get("islink"):
         try:
             info = storage.file_info(fs, path)
         except FileNotFoundError:
             raise OptionError(
-                f"{given(pattern)} matched {_url(fs, path)}, a link to "
+                f"matched {_url(fs, path)}, a link to "
                 f"{info.get('destination')}, which does not exist; remove it or narrow the pattern"
             ) from None
     if info.get("type") not in ("file", "directory"):  # (local disk's "other")
         raise OptionError(
-            f"{given(pattern)} matched {_url(fs, path)}, which is not a regular file (a "
+            f"matched {_url(fs, path)}, which is not a regular file (a "
             "FIFO, socket or device: reading it blocks or fails); remove it or narrow the pattern"
         )
     return info
