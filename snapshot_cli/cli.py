@@ -50,6 +50,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option(
     "--inputs-from",
     metavar="MODULE:FUNC",
+    multiple=True,  # (to refuse a second: click kept the last, the first's inputs dropped)
+    callback=cli_types.given_once,
     help="A function (module:func or file.py:func) returning the inputs (JSON values).",
 )
 @click.option(

@@ -315,6 +315,19 @@ WINDOW, MILLISECONDS, PROCESSES = Window(), Milliseconds(), Processes()
 LOCATION = Location()
 
 
+def given_once(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
+    """An option given at most once (click's ``multiple`` collects them to tell): a second
+    silently replaced the first, as click keeps the last."""
+    if len(values) > 1:
+        said = ", ".join(repr(v) for v in values)
+        raise click.BadParameter(
+            f"given {len(values)} times ({said}): give it once (one function may return "
+            "the inputs of both)",
+            param=param,
+        )
+    return values[0] if values else None
+
+
 def check_create_usage(
     inputs: tuple[str, ...],
     inputs_from: str | None,

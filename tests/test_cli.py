@@ -812,6 +812,8 @@ def test_a_memory_output_from_the_command_line_is_a_usage_error(tmp_path: Path) 
     ("args", "said"),
     [(["create", "P", "o", "--inputs-from", "P", "--level", "99"], "'--level': 99 is not in"),
      (["create", "P", "o", "--input", "x", "--inputs-from", "P"], "either --input or"),
+     (["create", "P", "o", "--inputs-from", "P", "--inputs-from", "P"],  # (the last was kept)
+      "'--inputs-from': given 2 times"),
      (["create", "P", "o", "--inputs-from", "P", "--ray-address", "x"], "--executor ray only"),
      (["create", "P", "o", "--inputs-from", "P", "--compression", "lz4", "--level", "5"],
       "--level applies to --compression zstd only, not to lz4"),
