@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from .units import parse_duration, parse_size
+from .units import UNITS_SAID, parse_duration, parse_size
 
 
 class AutoOrCount(click.ParamType):
@@ -41,9 +41,12 @@ class Window(AutoOrCount):
         if isinstance(value, str) and any(c.isalpha() for c in value) and value != "auto":
             try:
                 parse_size(value)
-            except ValueError as err:
+            except ValueError:  # (its "or 4096" would be a count here)
                 self.fail(
-                    f"{str(err).replace('size ', '', 1)} (a size), 'auto' or a count", param, ctx
+                    f"must be 'auto', a number of records (4096) or a size below 8EiB (256MiB, "
+                    f"1GB; {UNITS_SAID}), got {value!r:.60}",
+                    param,
+                    ctx,
                 )
             return value
         return super().convert(value, param, ctx)

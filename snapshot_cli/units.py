@@ -18,7 +18,10 @@ _UNITS = {
     "m": 1000**2, "mb": 1000**2, "mib": MiB,
     "g": 1000**3, "gb": 1000**3, "gib": GiB,
     "t": 1000**4, "tb": 1000**4, "tib": 1 << 40,
+    "p": 1000**5, "pb": 1000**5, "pib": 1 << 50,
+    "e": 1000**6, "eb": 1000**6, "eib": 1 << 60,
 }  # fmt: skip
+UNITS_SAID = "units B, KB..EB or KiB..EiB"  # (what _UNITS takes, in any case)
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 MAX_SIZE = (1 << 63) - 1  # bytes: Arrow's and the manifest's sizes are 64-bit signed integers
 
@@ -32,13 +35,13 @@ def parse_size(text: str | int, what: str = "size") -> int:
     else:
         m = _SIZE_RE.match(str(text))
         if not m or m.group(2).lower() not in _UNITS:
-            raise ValueError(f"{what} must look like 256MiB, 1GB or 4096, got {text!r}")
+            raise ValueError(
+                f"{what} must look like 256MiB, 1GB or 4096 ({UNITS_SAID}), got {text!r:.60}"
+            )
         number = float(m.group(1)) * _UNITS[m.group(2).lower()]  # (inf for 400 digits)
         value = int(number) if math.isfinite(number) else MAX_SIZE + 1
     if value > MAX_SIZE:
-        raise ValueError(
-            f"{what} must look like 256MiB, 1GB or 4096, and be below 8EiB, got {text!r:.60}"
-        )
+        raise ValueError(f"{what} must be below 8EiB (sizes are 64-bit), got {text!r:.60}")
     if value <= 0:
         raise ValueError(f"{what} must be > 0, got {text!r}")
     return value

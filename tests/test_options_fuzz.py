@@ -237,12 +237,12 @@ def test_a_step_of_nan_is_a_usage_error(small: snap.Snapshot, value: str) -> Non
 def test_a_size_too_large_is_the_usual_error(digits: int, unit: str) -> None:
     """400 digits were an OverflowError traceback from ``int(float(...) * unit)``."""
     text = "1" * digits + unit
-    with pytest.raises(ValueError, match="shard_size must look like 256MiB"):
+    with pytest.raises(ValueError, match="shard_size must be below 8EiB"):
         parse_size(text, "shard_size")
     for name in ("shard_size", "batch_bytes"):
-        with pytest.raises(snap.OptionError, match=f"{name} must look like 256MiB"):
+        with pytest.raises(snap.OptionError, match=f"{name} must be below 8EiB"):
             CreateOptions(**{name: text})
-    with pytest.raises(snap.OptionError, match="cache_limit must look like 256MiB"):
+    with pytest.raises(snap.OptionError, match="cache_limit must be below 8EiB"):
         LoaderOptions(cache_dir="/tmp/c", cache_limit=text)
 
 
@@ -261,7 +261,7 @@ def test_a_size_of_400_digits_is_a_usage_error(small: snap.Snapshot, option: str
         else ["bench", small.url, "--cache-dir", small.url + "-cache"]
     )
     said = CliRunner().invoke(cli, [*args, option, "1" * 400])
-    assert said.exit_code == 2 and "must look like 256MiB" in said.output, said.output
+    assert said.exit_code == 2 and "must be below 8EiB" in said.output, said.output
 
 
 # 9: lease_ttl -------------------------------------------------------------------------------
