@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .errors import SnapError
 from .units import UNITS_SAID, parse_duration, parse_size
 
 
@@ -332,6 +333,7 @@ def given_once(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
 
 
 def check_create_usage(
+    pipeline: str,
     inputs: tuple[str, ...],
     inputs_from: str | None,
     executor: str,
@@ -356,6 +358,16 @@ def check_create_usage(
                                  param_hint="OUTPUT")  # fmt: skip
     if inputs and inputs_from:
         raise click.UsageError("use either --input or --inputs-from, not both")
+    from .writers.importing import check_spec  # (a spec that names no function: usage too)
+
+    for spec, what in ((pipeline, "PIPELINE"), (inputs_from, "--inputs-from")):
+        try:
+            if spec is not None:
+                check_spec(spec, what)
+        except SnapError as err:
+            raise click.UsageError(str(err)) from None
+    if "" in inputs:  # (an empty glob names nothing: as an empty OUTPUT is)
+        raise click.UsageError("--input '' is an empty path: give a file, glob or URL")
     if ray_address is not None and executor != "ray":  # ('' too: it was exit 1, not 2)
         raise click.UsageError("--ray-address applies to --executor ray only")
     if ray_address is not None and not ray_address.strip():

@@ -279,6 +279,44 @@ def test_usage_errors_exit_2(setup) -> None:  # type: ignore[no-untyped-def]
     assert code == 2
 
 
+SPEC_TEXT = st.text(st.sampled_from(":./_ab1é"), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=SPEC_TEXT, which=st.sampled_from(["PIPELINE", "--inputs-from"]))
+def test_a_spec_that_names_no_function_is_a_usage_error(spec: str, which: str) -> None:
+    """A PIPELINE or --inputs-from that cannot name a function, whatever the files ('',
+    'pipe.py', ':f', 'p.py::f'), was exit 1 where a malformed --param is exit 2; now every
+    one is a usage error, before anything is written. A spec of the right form is left to
+    the import (a module or file that is not there: exit 1)."""
+    from snapshot_cli.errors import PipelineLoadError
+    from snapshot_cli.writers.importing import check_spec
+
+    try:
+        check_spec(spec, which)
+        named = True
+    except PipelineLoadError:
+        named = False
+    pipeline, inputs_from = (spec, "nowhere.py:items") if which == "PIPELINE" else (
+        "nowhere.py:f", spec)  # fmt: skip
+    res = CliRunner().invoke(cli, ["create", pipeline, "memory://never", "--inputs-from",
+                                   inputs_from, "--workers", "0"])  # fmt: skip
+    said = f"{which} {spec!r} must look like path/to/file.py:function"
+    assert (res.exit_code, said in res.output) == ((1, False) if named else (2, True)), res.output
+
+
+def test_other_malformed_create_arguments_are_usage_errors(tmp_path: Path) -> None:
+    """An empty --input ('' names nothing, as an empty OUTPUT, already exit 2) and a --param
+    the locale could not decode (as --columns) were exit 1."""
+    base = ["create", "p.py:f", str(tmp_path / "s"), "--workers", "0"]
+    res = CliRunner().invoke(cli, [*base, "--input", "a.txt", "--input", ""])
+    assert res.exit_code == 2 and "--input '' is an empty path" in res.output, res.output
+    undecoded = "name=\udcc3\udca9"  # (what Python makes of 'é' under LC_ALL=C PYTHONUTF8=0)
+    res = CliRunner().invoke(cli, [*base, "--input", "a.txt", "--param", undecoded])
+    assert res.exit_code == 2 and "is not valid text in this locale" in res.output, res.output
+    assert not (tmp_path / "s").exists()
+
+
 def test_inspect_not_a_snapshot_and_unfinished(tmp_path: Path) -> None:
     code, _, stderr = run("inspect", str(tmp_path))
     assert code == 1 and "is not a snapshot (no manifest.json)" in stderr

@@ -51,11 +51,18 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 def _split(spec: str, what: str) -> tuple[str, str]:
     target, sep, func = spec.rpartition(":")
-    if not sep or not target or not func or not func.replace(".", "_").isidentifier():
+    bad_target = not target or target.endswith(":")  # (p.py::f: "module 'p.py:' not found")
+    if not sep or bad_target or not func or not func.replace(".", "_").isidentifier():
         raise PipelineLoadError(
             f"{what} {spec!r} must look like path/to/file.py:function or package.module:function"
         )
     return target, func
+
+
+def check_spec(spec: str, what: str = "pipeline") -> None:
+    """A PipelineLoadError if ``spec`` cannot name a function, whatever the files are (the
+    CLI says it as a usage error, before anything is read)."""
+    _split(_expanded(spec), what)
 
 
 def is_file_target(target: str) -> bool:

@@ -44,13 +44,6 @@ def parse_params(
     params: dict[str, Any] = {}
     for i, item in enumerate(items):
         key, _, raw = item.partition("=")
-        if not is_unicode(item):  # (bytes the locale's codec could not decode, escaped)
-            named = f"{key}: its value {raw!r}" if is_unicode(key) else f"{item!r}"
-            raise OptionError(
-                f"--param {named} is not valid text in this locale (Python decoded the "
-                f"command line as {sys.getfilesystemencoding()}, and params are kept as UTF-8): "
-                "set a UTF-8 locale (export LANG=C.UTF-8) or PYTHONUTF8=1 and run again"
-            )
         key = key.strip()
         if (bad := malformed(items[: i + 1])) is not None:  # (this item, or its key again)
             raise OptionError(bad)
@@ -63,12 +56,19 @@ def parse_params(
 
 
 def malformed(items: Sequence[str]) -> str | None:
-    """What makes ``KEY=VALUE`` items no keyword arguments, whatever their values: an item
-    without ``=`` or whose KEY is no Python name, a KEY given twice; None if nothing does.
-    (Text the locale could not decode is :func:`parse_params`'s to explain.)"""
+    """What makes ``KEY=VALUE`` items no keyword arguments, whatever their values: text the
+    locale could not decode, an item without ``=`` or whose KEY is no Python name, a KEY
+    given twice; None if nothing does."""
     keys: set[str] = set()
     for item in items:
-        key, sep, _ = item.partition("=")
+        key, sep, raw = item.partition("=")
+        if not is_unicode(item):  # (bytes the locale's codec could not decode, escaped)
+            named = f"{key}: its value {raw!r}" if is_unicode(key) else f"{item!r}"
+            return (
+                f"--param {named} is not valid text in this locale (Python decoded the "
+                f"command line as {sys.getfilesystemencoding()}, and params are kept as UTF-8): "
+                "set a UTF-8 locale (export LANG=C.UTF-8) or PYTHONUTF8=1 and run again"
+            )
         key = key.strip()
         if not sep or not key.isidentifier():
             return f"--param {item!r} must look like KEY=VALUE with KEY a Python name"
@@ -84,8 +84,7 @@ def cli_params(
     """``snap create``'s ``--param`` items, read for the function the spec ``pipeline`` names
     (imported here if any is given; create finds it in the importer's cache). Items that are
     no ``KEY=VALUE`` raise ``usage`` (the CLI's usage error: exit 2), before any import."""
-    unicode = [item for item in items if is_unicode(item)]  # (the others: parse_params')
-    if (bad := malformed(unicode)) is not None:
+    if (bad := malformed(items)) is not None:
         raise usage(bad)
     return parse_params(items, load_function(pipeline) if items else None)
 

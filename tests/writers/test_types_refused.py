@@ -410,7 +410,7 @@ def test_a_param_the_locale_could_not_decode_says_to_set_a_utf8_locale(tmp_path:
         timeout=120,
         check=False,
     )
-    assert res.returncode == 1, res.stderr
+    assert res.returncode == 2, res.stderr  # (a usage error, as --columns: was 1)
     assert "--param tag: its value" in res.stderr and "not valid text in this locale" in res.stderr
     assert "PYTHONUTF8=1" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "s1").exists()
