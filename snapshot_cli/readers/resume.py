@@ -228,9 +228,11 @@ def _settings(
 ) -> str:
     """The settings ``diff`` of two configs that differ, with both values and what to do."""
     said = (
-        f"the state was saved by a loader with other {', '.join(diff)}: "
-        f"{ {k: theirs.get(k) for k in diff} } vs { {k: mine[k] for k in diff} }"
+        f"the state was saved by a loader with other {', '.join(diff)}: the state's "
+        f"{_said(theirs, diff)}, this loader's {_said(mine, diff)}"
     )
+    if not {"rank", "world_size", "window_rows"} & set(diff):
+        said += "; make the loader with the state's to resume it exactly, or start without it"
     if "rank" in diff or "world_size" in diff:
         said += (
             " (a state of each rank's own order, batch_size=, is that rank's place in its own "
@@ -254,6 +256,11 @@ def _settings(
             "shuffle_buffer=, or give shuffle_buffer as the state's number of records)"
         )
     return said
+
+
+def _said(config: dict[str, Any], keys: list[str]) -> str:
+    """``batch_size=64, seed=0``: the settings ``keys`` of ``config``, as a loader takes them."""
+    return ", ".join(f"{k}={config.get(k)!r}" for k in keys)
 
 
 def _other_data(source: Snapshot, saved: str, blocks: str | None) -> str:

@@ -76,7 +76,7 @@ def test_a_state_of_data_since_rewritten_names_the_version_that_has_it(
 def test_other_settings_are_still_named_with_both_values(tmp_path: Path) -> None:
     make(tmp_path / "s", 0)
     state = snap.open(tmp_path / "s").loader(batch_size=16).state_dict()
-    with pytest.raises(snap.OptionError, match=r"other batch_size: \{'batch_size': 16\} vs"):
+    with pytest.raises(snap.OptionError, match=r"other batch_size: the state's batch_size=16, "):
         snap.open(tmp_path / "s").loader(batch_size=32).load_state_dict(state)
 
 
@@ -141,3 +141,43 @@ def test_a_state_of_another_snaps_order_says_so(tmp_path: Path, global_order: bo
         other = {**state, "config": {**state["config"], **changed}}
         with pytest.raises(snap.OptionError, match=r"another version of snap.*set_epoch"):
             loader().load_state_dict(other)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"batch_size": 8},
+        {"seed": 3},
+        {"shuffle": False},
+        {"drop_last": True},
+        {"batch_size": 8, "seed": 3},
+    ],  # fmt: skip
+)
+def test_a_state_of_other_settings_names_whose_value_is_whose(
+    tmp_path: Path, other: dict[str, Any]
+) -> None:
+    """It said "other batch_size: {'batch_size': 64} vs {'batch_size': 128}": which was the
+    state's, and what to do, was left to guess (a sweeps probe)."""
+    make(tmp_path / "s", 0, inputs=2)
+    s = snap.open(tmp_path / "s")
+    saved: dict[str, Any] = {"batch_size": 16, "seed": 0, "shuffle": True, "drop_last": False}
+    first = s.loader(**saved)
+    next(iter(first))
+    state = first.state_dict()
+    mine = {**saved, **other}
+    with pytest.raises(snap.OptionError) as caught:
+        s.loader(**mine).load_state_dict(state)
+    keys = sorted(other)
+    theirs = ", ".join(f"{k}={saved[k]!r}" for k in keys)
+    here = ", ".join(f"{k}={mine[k]!r}" for k in keys)
+    assert str(caught.value) == (
+        f"the state was saved by a loader with other {', '.join(keys)}: the state's {theirs}, "
+        f"this loader's {here}; make the loader with the state's to resume it exactly, or "
+        "start without it"
+    )
+    resumed = s.loader(**saved)  # (the advice taken: the next batch is the state's)
+    resumed.load_state_dict(state)
+    again = s.loader(**saved)
+    it = iter(again)
+    next(it)
+    assert np.array_equal(next(iter(resumed))["x"], next(it)["x"])
