@@ -167,7 +167,7 @@ def test_inputs_from_is_named_as_the_caller_gave_it(tmp_path: Path, write_pipeli
         snap.create(records, str(tmp_path / "b"), inputs_from=failing, workers=0)
     pipe = write_pipeline(PIPE)
     said = CliRunner().invoke(cli, ["create", pipe, str(tmp_path / "c"), "--inputs-from", ""])
-    assert said.exit_code == 1 and "--inputs-from '' must look like" in said.output
+    assert said.exit_code == 2 and "--inputs-from '' must look like" in said.output
 
 
 def test_an_empty_input_is_named_as_the_caller_gave_it(tmp_path: Path, write_pipeline: Any) -> None:
@@ -176,7 +176,7 @@ def test_an_empty_input_is_named_as_the_caller_gave_it(tmp_path: Path, write_pip
         snap.create(records, str(tmp_path / "a"), inputs=["", "x"], workers=0)
     pipe = write_pipeline(PIPE)
     said = CliRunner().invoke(cli, ["create", pipe, str(tmp_path / "b"), "--input", ""])
-    assert said.exit_code == 1 and "--input '' is an empty path" in said.output
+    assert said.exit_code == 2 and "--input '' is an empty path" in said.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
