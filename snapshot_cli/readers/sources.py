@@ -9,14 +9,16 @@ as one table (:meth:`~.plan.Blocks.concat`), and readers that answer for any of 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from .. import stored_types
-from ..errors import OptionError
+from .. import storage, stored_types
+from ..console import named
+from ..errors import OptionError, outside_snap
 from .cache import ShardCache
 from .direct import Placement, SlotJob
 from .mix import Mixture
@@ -159,6 +161,27 @@ class ReadSet:
         )
 
 
+def _cache(options: LoaderOptions, snapshots: list[Snapshot]) -> ShardCache | None:
+    """The cache of the remote snapshots' shards, if ``cache_dir`` is given. Where every
+    snapshot is on local disk (read in place) it is checked all the same, so that a sweep's
+    setting fails alike on both, then left unused with a warning: it was made and never
+    used, without a word."""
+    if not options.cache_dir:
+        return None
+    cache = ShardCache(options.cache_dir, options.cache_bytes)
+    if any(not storage.is_local(s.fs) for s in snapshots):
+        return cache
+    given = named(f"--cache-dir {options.cache_dir}", f"cache_dir={options.cache_dir!r}")
+    warnings.warn(
+        f"{given} is not used: {snapshots[0].url} is on this machine's disk and is read in "
+        "place (a cache keeps the shards fetched from remote storage, gs://, s3://, "
+        "hdfs://...); leave it out",
+        UserWarning,
+        stacklevel=outside_snap(),
+    )
+    return None
+
+
 def resolve(source: Snapshot | Mixture, options: LoaderOptions) -> ReadSet:
     """The :class:`ReadSet` of a snapshot or mixture (columns checked: OptionError)."""
     if isinstance(source, Mixture):
@@ -176,7 +199,7 @@ def resolve(source: Snapshot | Mixture, options: LoaderOptions) -> ReadSet:
             "would give their axes in the stored order; make the snapshot again (snap create "
             "--overwrite) or leave the column out with columns=[...]"
         )
-    cache = ShardCache(options.cache_dir, options.cache_bytes) if options.cache_dir else None
+    cache = _cache(options, snapshots)
     parts = []
     for s in snapshots:
         readers = ShardReaders(

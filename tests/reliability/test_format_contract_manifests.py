@@ -141,9 +141,8 @@ def test_uppercase_crc32c_is_the_same_checksum(made: Path, tmp_path: Path) -> No
         assert code == 0, (command, line)
     assert every_record(path) == WANT  # the loader checks every batch's crc32c
     cache = tmp_path / "cache"
-    assert (
-        every_record(path, cache_dir=str(cache)) == WANT == every_record(path, cache_dir=str(cache))
-    )
+    with pytest.warns(UserWarning, match="is not used"):  # (local: read in place, as above)
+        assert every_record(path, cache_dir=str(cache)) == WANT
     # a grow reads the task table, checked against history.tasks_crc32c: reuses its tasks
     assert grow(path).changes["tasks_reused"] == 3
     assert all(e.crc32c == e.crc32c.lower() for e in snap.open(path).manifest.shards)
@@ -181,7 +180,8 @@ def test_dot_segments_name_the_same_files(made: Path, tmp_path: Path) -> None:
     for command, (code, line) in answers(path).items():
         assert code == 0, (command, line)
     assert every_record(path) == WANT
-    assert every_record(path, cache_dir=str(tmp_path / "cache")) == WANT
+    with pytest.warns(UserWarning, match="is not used"):  # (local: read in place, as above)
+        assert every_record(path, cache_dir=str(tmp_path / "cache")) == WANT
     listed = [e.path for e in snap.open(path).manifest.shards]
     assert listed == [e.path for e in snap.open(made).manifest.shards]
     # gc sees every shard and the task table as referenced: it removes nothing
