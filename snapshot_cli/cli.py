@@ -169,11 +169,12 @@ def create(
 
 
 def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_json: bool) -> None:
-    """A command's document: as JSON on stdout, or as the lines ``lines`` makes of it."""
+    """A command's document: as JSON on stdout, or as the lines ``lines`` makes of it (of
+    its text with controls escaped, but for head's, whose values are quoted as Python does)."""
     if as_json:
         emit_json(doc)
     else:
-        cli_io.echo_lines(lines(render.escaped(doc)))  # (its text's controls, then styles)
+        cli_io.echo_lines(lines(doc if lines is render.head_lines else render.escaped(doc)))
 
 
 @cli.command()

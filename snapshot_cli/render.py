@@ -293,13 +293,16 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def head_lines(doc: dict[str, Any]) -> list[str]:
+    """``snap head``'s records: the values quoted as Python does (``'a\\x00b'``, ``'a\\\\b'``;
+    escaped before, their backslashes were doubled: a NUL looked like a backslash's text),
+    the columns' names and the shard's path escaped (:func:`escaped`)."""
     from .report import format_summary
 
     lines = []
     for i, rec in enumerate(doc["records"]):
         lines.append(f"record {i}:")
-        lines += table([(k, format_summary(v)) for k, v in rec.items()], indent="  ")
-    of = f" of {doc['shard']}" if doc.get("shard") else ""
+        lines += table([(escaped(k), format_summary(v)) for k, v in rec.items()], indent="  ")
+    of = f" of {escaped(doc['shard'])}" if doc.get("shard") else ""
     lines.append(f"({len(doc['records'])} of {human_count(doc['num_records'])} records{of})")
     return lines
 

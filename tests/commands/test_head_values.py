@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli import report
@@ -133,3 +135,20 @@ def test_summarise_value_gives_each_non_finite_float_an_object() -> None:
         json.dumps(out, allow_nan=False)
     assert report.summarise_value("nan") == "nan"
     assert report.format_summary("nan") == "'nan'"
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(texts=st.lists(st.text(max_size=12), min_size=1, max_size=4))
+def test_text_is_shown_as_python_quotes_it(tmp_path: Path, texts: list[str]) -> None:
+    """A NUL and the four characters ``\\x00`` both showed as ``'a\\\\x00b'`` (escaped, then
+    quoted: the backslash doubled), as did an ESC and its text (a values probe). Each text is
+    shown as its ``repr``, which tells them apart and sends no control to the terminal."""
+    out = tmp_path / f"s{abs(hash(tuple(texts)))}"
+    snap.create(lambda i: [{"t": texts[i]}], str(out), inputs=range(len(texts)),
+                workers=0)  # fmt: skip
+    code, stdout, stderr = run("head", str(out), "-n", str(len(texts)))
+    assert code == 0, stderr
+    assert [r["t"] for r in shown(stdout)] == [repr(t) for t in texts]
+    assert not any(c in stdout for c in "\x00\x1b\x85\r")
