@@ -67,7 +67,7 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
                 )
             return ARRAY, value.dtype, value.shape
     if isinstance(value, (np.str_, np.bytes_)):  # np.array("cat")[()]: text
-        value = value.item()
+        value = plain_text(value)
     if isinstance(value, np.generic):
         if times.is_time_dtype(value.dtype):
             times.check_time(value.dtype, column, int(np.isnat(value)))
@@ -148,7 +148,7 @@ def text_list(value: Any) -> TextList | None:
         return None
     first = value[0]  # (a list of numbers is told by it: no generator set up for each)
     if isinstance(first, str) and all(isinstance(v, str) for v in value):
-        return TextList([str(v) for v in value], TEXTS)  # (np.str_ as str)
+        return TextList([v[:] for v in value], TEXTS)  # (np.str_ as str, whole: plain_text)
     if isinstance(first, bytes) and all(isinstance(v, bytes) for v in value):
         return TextList([bytes(v) for v in value], BLOBS)
     return None
@@ -200,11 +200,17 @@ FAST: dict[type, tuple[str, Any]] = {
 }
 
 
+def plain_text(value: np.str_ | np.bytes_) -> str | bytes:
+    """A numpy text scalar as Python's str or bytes, whole: ``.item()`` (and ``str()``)
+    drop its trailing NULs, and ``np.bytes_(b"ab\x00")`` came back as ``b"ab"``."""
+    return value[:]
+
+
 def normalise(value: Any, column: str) -> Any:
     if type(value) in PLAIN:
         return value
     if isinstance(value, (np.str_, np.bytes_)):  # a numpy string array's items: text
-        return value.item()
+        return plain_text(value)
     if isinstance(value, (list, tuple)):
         texts = text_list(value)
         if texts is not None:

@@ -201,3 +201,20 @@ def test_a_column_name_that_is_not_unicode_text_is_refused_by_name(item: Any) ->
             RecordBuffer().add(item)
         else:
             to_batches(item, None, frozenset())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    text=st.text(max_size=6).map(lambda t: t + "\x00" * 2),
+    data=st.binary(max_size=6).map(lambda b: b + b"\x00"),
+)
+def test_numpy_text_scalars_keep_their_trailing_nuls(text: str, data: bytes) -> None:
+    """``np.bytes_(b"ab\\x00")`` came back as ``b"ab"``: ``.item()`` and ``str()`` drop a
+    numpy text scalar's trailing NULs, which the scalar itself holds (a values probe)."""
+    given = {"s": np.str_(text), "b": np.bytes_(data), "ls": [np.str_(text), np.str_("x")],
+             "lb": [np.bytes_(data)]}  # fmt: skip
+    assert len(given["s"]) == len(text) and len(given["b"]) == len(data)  # (numpy keeps them)
+    buffer = RecordBuffer()
+    buffer.add(given)
+    (row,) = pa.Table.from_batches(buffer.take()).to_pylist()
+    assert (row["s"], row["b"], row["ls"], row["lb"]) == (text, data, [text, "x"], [data])
