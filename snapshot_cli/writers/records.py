@@ -24,6 +24,8 @@ from .values import (
     ARRAY,
     BINARY,
     FAST,
+    INT_ADVICE_OTHER,
+    INT_ADVICE_UINT64,
     LISTS,
     SCALAR,
     STRING,
@@ -276,8 +278,8 @@ class ColumnBuilder:
                 return from_numpy(np.asarray(values, dtype=self.dtype))
             except OverflowError as err:
                 raise RecordError(
-                    f"column {self.name!r} has an int outside the int64 range; "
-                    "use a numpy uint64 scalar or a float"
+                    f"column {self.name!r} has an int outside the int64 range; a positive one "
+                    f"below 2**64: {INT_ADVICE_UINT64}; any other: {INT_ADVICE_OTHER}"
                 ) from err
         if self.cls == STRING:
             return strings(values, pa.string())

@@ -79,8 +79,8 @@ def classify(value: Any, column: str) -> tuple[str, Any, Any]:
     if isinstance(value, int):
         if not -(2**63) <= value < 2**63:
             raise RecordError(
-                f"column {column!r} has an int outside the int64 range; "
-                "use a numpy uint64 scalar or a float"
+                f"column {column!r} has an int outside the int64 range ({shown_int(value)}); "
+                + (INT_ADVICE_UINT64 if 0 < value < 2**64 else INT_ADVICE_OTHER)
             )
         return SCALAR, np.dtype(np.int64), ()
     if isinstance(value, float):
@@ -198,6 +198,16 @@ FAST: dict[type, tuple[str, Any]] = {
     np.str_: (STRING, None),
     np.bytes_: (BINARY, None),
 }
+
+
+# what holds an int past int64: uint64 only a positive one below 2**64
+INT_ADVICE_UINT64 = "give it as a numpy uint64 (np.uint64(n)), or as a float or text"
+INT_ADVICE_OTHER = "give it as a float (which keeps 15-17 digits) or as text (str(n))"
+
+
+def shown_int(value: int) -> str:
+    """An int in full, or its magnitude where it is long (a 4,000-digit one)."""
+    return str(value) if abs(value) < 10**24 else f"{value:.3g}"
 
 
 def plain_text(value: np.str_ | np.bytes_) -> str | bytes:

@@ -218,3 +218,21 @@ def test_numpy_text_scalars_keep_their_trailing_nuls(text: str, data: bytes) -> 
     buffer.add(given)
     (row,) = pa.Table.from_batches(buffer.take()).to_pylist()
     assert (row["s"], row["b"], row["ls"], row["lb"]) == (text, data, [text, "x"], [data])
+
+
+@given(st.integers(-(2**70), -(2**63) - 1) | st.integers(2**63, 2**70))
+def test_an_int_past_int64_is_refused_with_advice_that_fits_it(value: int) -> None:
+    """A negative int below int64 was told to "use a numpy uint64 scalar", which holds no
+    negative number (a values probe): uint64 is offered only for what it holds."""
+    for values in ([value], [1, value]):  # (its first record's, and a later one's)
+        buffer = RecordBuffer()
+        with pytest.raises(snap.RecordError, match="outside the int64 range") as caught:
+            for v in values:
+                buffer.add({"x": v})
+            buffer.take()
+        said = str(caught.value)
+        if len(values) == 1:  # (the value is known: the advice for it alone)
+            assert ("np.uint64(n)" in said) == (0 < value < 2**64), said
+        else:  # (numpy's overflow in a column of ints: which one is not known)
+            assert "a positive one below 2**64: give it as a numpy uint64" in said, said
+        assert "float" in said and "text" in said
