@@ -277,28 +277,21 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
 
 @cli.command()
 @click.argument("snapshot", type=cli_types.LOCATION)
-@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True)
-@click.option("--shuffle/--no-shuffle", default=True, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Records per batch, as a training loop's loader would take.")  # fmt: skip
+@click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Passes over the snapshot (the first also verifies checksums).")  # fmt: skip
+@click.option("--shuffle/--no-shuffle", default=True, show_default=True,
+              help="Shuffle, as training does, or read in written order.")  # fmt: skip
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the shuffle (the same seed, the same order).")  # fmt: skip
 @click.option("--columns", type=COLUMNS, default=None, help="Comma-separated columns to read.")
-@click.option(
-    "--shuffle-buffer",
-    type=WINDOW,
-    default="auto",
-    show_default=True,
-    help="Records, a size (64MiB), or auto.",
-)
-@click.option(
-    "--num-parallel-reads",
-    type=AUTO_OR_COUNT,
-    default="auto",
-    show_default=True,
-    help="Int, or auto.",
-)
-@click.option(
-    "--prefetch", type=AUTO_OR_COUNT, default="auto", show_default=True, help="Batches, or auto."
-)
+@click.option("--shuffle-buffer", type=WINDOW, default="auto", show_default=True,
+              help="Shuffle window: records, a size (64MiB), or auto.")  # fmt: skip
+@click.option("--num-parallel-reads", type=AUTO_OR_COUNT, default="auto", show_default=True,
+              help="Decoding threads: a number, or auto.")  # fmt: skip
+@click.option("--prefetch", type=AUTO_OR_COUNT, default="auto", show_default=True,
+              help="Batches made ahead of the consumer, or auto.")  # fmt: skip
 @click.option(
     "--step-ms",
     type=cli_types.MILLISECONDS,  # a minute a step at most: any more is a typo
@@ -370,10 +363,7 @@ def bench(
     doc = bench_mod.bench(
         snap, batch_size=batch_size, epochs=epochs, step_ms=step_ms, trace=trace, **options
     )
-    if as_json:
-        emit_json(doc)
-    else:
-        cli_io.echo_lines(render_bench.bench_lines(render.escaped(doc)))
+    _show(doc, render_bench.bench_lines, as_json)
 
 
 @cli.command()
