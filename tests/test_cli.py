@@ -890,3 +890,11 @@ def test_no_colour_where_the_user_or_the_terminal_asks_for_none(
     assert styled.exit_code == 0 and "\x1b[" in styled.stdout  # (on a terminal: styled)
     plain = CliRunner().invoke(cli, ["verify", out], color=True, env=env)
     assert plain.exit_code == 0 and "ok" in plain.stdout and "\x1b[" not in plain.stdout
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """`snap bench --help` listed --batch-size, --epochs, --shuffle and --seed with nothing
+    but their defaults (a CLI probe)."""
+    bare = [(name, p.opts) for name, command in [("snap", cli), *cli.commands.items()]
+            for p in command.params if isinstance(p, click.Option) and not (p.help or "").strip()]  # fmt: skip
+    assert bare == []
