@@ -895,6 +895,7 @@ def test_no_colour_where_the_user_or_the_terminal_asks_for_none(
 def test_every_option_of_every_command_says_what_it_does() -> None:
     """`snap bench --help` listed --batch-size, --epochs, --shuffle and --seed with nothing
     but their defaults (a CLI probe)."""
-    bare = [(name, p.opts) for name, command in [("snap", cli), *cli.commands.items()]
-            for p in command.params if isinstance(p, click.Option) and not (p.help or "").strip()]  # fmt: skip
+    commands = [("snap", cli), *cli.commands.items()]
+    options = [(name, p) for name, c in commands for p in c.params if isinstance(p, click.Option)]
+    bare = [(name, p.opts) for name, p in options if not (p.help or "").strip()]
     assert bare == []
