@@ -300,7 +300,26 @@ def echo_lines(lines: list[str]) -> None:
 def emit_json(doc: Any) -> None:
     cli_exit.answered = True
     with _writing_stdout():
-        click.echo(json.dumps(doc, indent=2, sort_keys=False))
+        click.echo(json.dumps(_as_utf8(doc), indent=2, sort_keys=False))
+
+
+def _as_utf8(value: Any) -> Any:
+    """``value`` with its text as the bytes the OS gave, read as UTF-8: a path Python decoded
+    under a locale that is not UTF-8 (``LC_ALL=C PYTHONUTF8=0``) holds lone surrogates, which
+    JSON gave as ``"\\udcc3\\udcbc"`` for ``ü`` (jq showed garbage, strict parsers refused
+    it); bytes that are no UTF-8 are written ``\\xff``, as text."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = value.encode("utf-8", "surrogateescape")
+            return raw.decode("utf-8", "backslashreplace")
+        return value
+    if isinstance(value, dict):
+        return {_as_utf8(k): _as_utf8(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_utf8(v) for v in value]
+    return value
 
 
 def route_warnings(debug: bool) -> None:
