@@ -6,6 +6,7 @@ opened or started (pure: no I/O, no threads)."""
 from __future__ import annotations
 
 import collections
+import difflib
 import inspect
 import os
 from collections.abc import Callable, Sequence
@@ -324,13 +325,40 @@ def checked_columns(columns: object, available: list[str]) -> list[str]:
     known = set(available)  # sets: a wide table has tens of thousands of columns
     unknown = [c for c in names if c not in known]
     if unknown:
-        raise OptionError(f"unknown columns {unknown}; the snapshot has {available}")
+        raise OptionError(
+            f"unknown columns {unknown}; the snapshot has {_listed(available)}"
+            + _meant(unknown, available)
+        )
     if not names and available:
-        raise OptionError(f"columns=[] selects no column; the snapshot has {available}")
+        raise OptionError(f"columns=[] selects no column; the snapshot has {_listed(available)}")
     repeated = sorted(c for c, n in collections.Counter(names).items() if n > 1)
     if repeated:
         raise OptionError(f"columns name {repeated} more than once")
     return names
+
+
+SHOWN_COLUMNS = 30  # of a wide table's columns named in an error (tens of thousands)
+
+
+def _listed(available: list[str]) -> str:
+    shown = repr(available[:SHOWN_COLUMNS])
+    more = len(available) - SHOWN_COLUMNS
+    return shown if more <= 0 else f"{shown[:-1]}, ... ({len(available):,} in all)]"
+
+
+def _meant(unknown: list[Any], available: list[str]) -> str:
+    """ "; did you mean 'text'?" for names like a column but for case or a typo."""
+    by_case = {c.casefold(): c for c in available}
+    guesses = []
+    for name in unknown:
+        if not isinstance(name, str):
+            continue
+        near = by_case.get(name.casefold()) or next(
+            iter(difflib.get_close_matches(name, available, n=1, cutoff=0.8)), None
+        )
+        if near is not None:
+            guesses.append(repr(near) if len(unknown) == 1 else f"{near!r} for {name!r}")
+    return f"; did you mean {', '.join(guesses)}?" if guesses else ""
 
 
 def column_list(columns: object) -> list[str]:

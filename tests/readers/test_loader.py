@@ -765,3 +765,23 @@ def test_an_endless_loader_has_no_length_and_says_what_has(sorted_snap: snap.Sna
     with pytest.raises(TypeError, match=r"loader.batches_per_epoch\(\) is an epoch's batches"):
         len(endless)
     assert endless.batches_per_epoch() == len(sorted_snap.loader(batch_size=1000))
+
+
+def test_an_unknown_column_names_the_one_meant_and_a_wide_list_is_cut() -> None:
+    """`--columns Text` of a column `text` said only "unknown columns" (a CLI probe); a
+    table of 20,000 columns was listed whole in the message."""
+    from snapshot_cli.readers.options import SHOWN_COLUMNS, checked_columns
+
+    with pytest.raises(snap.OptionError) as caught:
+        checked_columns(["Text"], ["image", "text"])
+    assert str(caught.value) == (
+        "unknown columns ['Text']; the snapshot has ['image', 'text']; did you mean 'text'?"
+    )
+    with pytest.raises(snap.OptionError) as caught:
+        checked_columns(["lables", "zzz", "IMAGE"], ["image", "labels"])
+    assert str(caught.value).endswith("; did you mean 'labels' for 'lables', 'image' for 'IMAGE'?")
+    wide = [f"f{i}" for i in range(20_000)]
+    with pytest.raises(snap.OptionError) as caught:
+        checked_columns(["nope"], wide)
+    said = str(caught.value)
+    assert len(said) < 600 and "(20,000 in all)]" in said and f"'f{SHOWN_COLUMNS - 1}'" in said
