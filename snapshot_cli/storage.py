@@ -52,6 +52,21 @@ def retrying(fn: Callable[[], T], what: str = "") -> T:
     return retry.retrying(lambda: interrupted.again(fn), what)
 
 
+def _local_url(url: str, scheme: str, rest: str) -> str:
+    """``file://HOST/PATH`` (RFC 8089), which fsspec reads as ``./HOST/PATH``: a silent
+    misreading of ``file://tmp/x`` for ``/tmp/x``. A host is refused, saying how to write the
+    path; ``localhost`` is this machine; ``file://v2``, ``~/s``, ``../s`` stay paths."""
+    host, _, path = rest.partition("/")
+    if not host or host.startswith(("~", ".")):  # (a home, ./ or ../: a path, as documented)
+        return url
+    if host.lower() != "localhost":
+        raise OptionError(
+            f"{url!r} names the host {host!r} (file://HOST/PATH): a local path takes three "
+            f"slashes, file:///{rest}, or give the path itself, /{rest}"
+        )
+    return f"{scheme}:///{path}"
+
+
 def resolve(
     url: str, storage_options: dict[str, Any] | None = None
 ) -> tuple[AbstractFileSystem, str]:
@@ -64,6 +79,8 @@ def resolve(
     if sep and scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
         # (no "://": a local directory named "s3" or "gs" is a path)
         raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")
+    if sep and scheme in ("file", "local") and "/" in rest.lstrip("/") and "::" not in url:
+        url = _local_url(url, scheme, rest)
     chained = literal.is_chained(url)
     if chained and (problem := literal.chain_problem(url)):
         raise OptionError(problem)

@@ -90,3 +90,31 @@ def test_a_url_s_scheme_is_taken_in_any_case(tmp_path: Path, scheme: str) -> Non
         == storage.resolve(f"{scheme.lower()}://{where}")[1]
     )
     assert verify(s).ok and gc(f"{scheme}://{where}", dry_run=True).garbage == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "FILE", "local"])
+def test_a_file_url_with_two_slashes_names_a_host_and_is_refused(
+    tmp_path: Path, scheme: str
+) -> None:
+    """``file://tmp/x/s`` (two slashes: RFC 8089's ``file://HOST/PATH``) was ``tmp/x/s`` in
+    the working directory: ``snap create`` wrote a snapshot there without a word and
+    ``snap inspect`` said the path did not exist (a CLI probe). A host is refused saying
+    how to write the path; ``localhost`` is this machine."""
+    from snapshot_cli import storage
+    from snapshot_cli.errors import OptionError
+
+    snap.create(lambda i: [{"i": i}], str(tmp_path / "s"), inputs=[1], workers=0)
+    rest = str(tmp_path).lstrip("/")
+    two = f"{scheme}://{rest}/s"
+    an_input = f"{scheme}://{rest}/s/manifest.json"
+    for call in (lambda: snap.open(two), lambda: storage.resolve(two),
+                 lambda: snap.create(lambda i: [{"i": i}], two + "-new", inputs=[1], workers=0),
+                 lambda: snap.create(lambda p: [{"p": p}], str(tmp_path / "t"), inputs=an_input,
+                                     workers=0)):  # fmt: skip
+        with pytest.raises(OptionError) as caught:
+            call()
+        said = str(caught.value)
+        assert f"names the host {rest.split('/')[0]!r}" in said and f"file:///{rest}/s" in said
+    assert not (Path.cwd() / rest).exists()  # (nothing written in the working directory)
+    assert snap.open(f"{scheme}://localhost/{rest}/s").num_records == 1
+    assert snap.open(f"{scheme}:///{rest}/s").num_records == 1
