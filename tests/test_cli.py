@@ -72,6 +72,14 @@ def test_create_json_then_reuse_then_inspect(setup) -> None:  # type: ignore[no-
     code, stdout, stderr = run("create", spec, out, "--input", glob, "--param", "size=3")
     assert code == 0 and stdout.startswith("up to date:")
     assert "nothing to do" in stderr
+    code, stdout, _ = run("create", spec, out, "--input", glob, "--param", "size=3", "--json")
+    again = json.loads(stdout)  # (README: reused, no run: its task counts are 0)
+    assert again["reused"] and again["fingerprint"] == doc["fingerprint"], again
+    assert [again[k] for k in ("tasks", "tasks_reused", "tasks_resumed")] == [0, 0, 0]
+    code, stdout, _ = run("create", spec, out + "-new", "--input", glob, "--dry-run", "--json")
+    planned = json.loads(stdout)  # (README: of a snapshot not made yet, "" and 0)
+    assert (planned["fingerprint"], planned["run"], planned["num_records"]) == ("", "", 0)
+    assert planned["tasks"] > 0 and not planned["reused"], planned
 
     code, stdout, _ = run("inspect", out, "--json")
     info = json.loads(stdout)
