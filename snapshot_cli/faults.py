@@ -21,6 +21,7 @@ from fsspec import AbstractFileSystem
 from . import layout
 from .errors import CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
+from .os_paths import broken_link_said  # (a link to nothing: said where a path is missing)
 from .progress import human_bytes
 from .protocols import OBJECT_STORES, is_local, protocol, to_url
 from .retry import TRANSIENT_STATUS, causes, is_transient, retrying, said, transfer_checksum
@@ -66,11 +67,10 @@ def missing_bucket_hint(fs: AbstractFileSystem, path: str) -> str:
 
 
 def absent_hint(fs: AbstractFileSystem, path: str) -> str:
-    """What to add to "``path`` does not exist": its bucket missing, or ``memory://`` being
-    each process's own (``snap inspect memory://x`` after a script wrote it there)."""
+    """What "``path`` does not exist" lacks: a link to nothing, a bucket, memory:// (own)."""
     if protocol(fs) == "memory":
         return "; memory:// is each process's own: one sees only what it wrote itself"
-    return missing_bucket_hint(fs, path)
+    return broken_link_said(path) if is_local(fs) else missing_bucket_hint(fs, path)
 
 
 @contextlib.contextmanager

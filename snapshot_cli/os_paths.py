@@ -114,3 +114,17 @@ def cwd_deleted() -> bool:
     except FileNotFoundError:
         return True
     return False
+
+
+def broken_link_said(path: str) -> str:
+    """ "; X is a link to Y, which does not exist" where ``path`` or a directory above it
+    is a link to nothing ("does not exist: check the path" left the link to be found)."""
+    from .local_files import broken_link_above
+
+    try:
+        link = broken_link_above(path)
+    except OSError:
+        return ""
+    return (
+        "" if link is None else f"; {link} is a link to {os.readlink(link)}, which does not exist"
+    )
