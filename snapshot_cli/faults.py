@@ -32,6 +32,7 @@ from .shortages import raise_no_thread as raise_no_thread
 from .shortages import short_of_memory as short_of_memory
 from .shortages import thread_limit as thread_limit
 from .shortages import threads_said as threads_said
+from .shortages import too_many_open_files
 from .statuses import http_status, lost_upload, named, object_named, refusal, server_said
 
 _GCS = "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login"
@@ -352,7 +353,7 @@ def read_failure(
         return StorageError(f"{where} could not be read: {CHECKSUM_SAID}; the shard is not "
                             f"necessarily damaged: {CHECKSUM_HINT}")  # fmt: skip
     if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
-        return _too_many_open_files(where, err.errno, shuffled)
+        return too_many_open_files(where, err.errno, shuffled)
     if isinstance(err, OSError) and err.errno is not None:
         code = errno.errorcode.get(err.errno, str(err.errno))
         hint = (
@@ -363,27 +364,6 @@ def read_failure(
         )
         return StorageError(f"{where} could not be read: {err.strerror or err} ({code}); {hint}")
     return CorruptShardError(f"{where} cannot be {doing}: {err}")
-
-
-def _too_many_open_files(where: str, code: int, shuffled: bool = False) -> StorageError:
-    """Out of file descriptors: which limit, and what to change (readers/limits.py)."""
-    limit = " (the system's limit: fs.file-max)" if code == errno.ENFILE else ""
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource
-
-        if code == errno.EMFILE:
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            limit = f" (this process may have {soft:,} open; its hard limit is {hard:,})"
-    unshuffled = (
-        "; an unshuffled pass (shuffle=False) opens the fewest (a smaller shuffle_buffer does "
-        "not: small windows are read in units of up to 32 MiB)"
-    )
-    return StorageError(
-        f"{where} could not be opened: too many open files{limit}. The loader keeps a file "
-        f"open for each shard its {'shuffle ' if shuffled else ''}window reads from: raise the "
-        "limit (ulimit -n 65536, or LimitNOFILE for a service), or write fewer, larger shards "
-        f"(snap create --inputs-per-task){unshuffled if shuffled else ''}"
-    )
 
 
 def forget_unstarted(thread: threading.Thread) -> None:

@@ -1,4 +1,4 @@
-"""A process short of memory or threads, said as such: never a shard's damage.
+"""A process short of memory, threads or open files, said as such: never a shard's damage.
 
 A failed allocation (Arrow's, numpy's, a memory map's ENOMEM) or a thread that could not be
 started (Linux's EAGAIN from pthread_create, under a memory or pids limit) is the machine's,
@@ -12,7 +12,7 @@ import errno
 import os
 import re
 
-from .errors import OutOfMemoryError, SnapError
+from .errors import OutOfMemoryError, SnapError, StorageError
 
 
 def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
@@ -113,3 +113,45 @@ def _physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # (not Linux: no allocation is too large)
         return 1 << 62
+
+
+def too_many_open_files(where: str, code: int, shuffled: bool = False) -> StorageError:
+    """Out of file descriptors: which limit, what holds them, what to change (limits.py)."""
+    limit = " (the system's limit: fs.file-max)" if code == errno.ENFILE else ""
+    try:
+        import resource
+
+        if code == errno.EMFILE:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            limit = f" (this process may have {soft:,} open; its hard limit is {hard:,})"
+    except (ImportError, ValueError, OSError):
+        pass
+    unshuffled = (
+        "; an unshuffled pass (shuffle=False) opens the fewest (a smaller shuffle_buffer does "
+        "not: small windows are read in units of up to 32 MiB)"
+    )
+    return StorageError(
+        f"{where} could not be opened: too many open files{limit}. The loader keeps a file "
+        f"open for each shard its {'shuffle ' if shuffled else ''}window reads from: raise the "
+        "limit (ulimit -n 65536, or LimitNOFILE for a service), or write fewer, larger shards "
+        f"(snap create --inputs-per-task){unshuffled if shuffled else ''}{_shards_held()}"
+    )
+
+
+class OpenShards:
+    """How many shard files this process holds open now (:class:`.readers.limits.Descriptor`
+    counts them; no look at /proc then, which itself needs a descriptor)."""
+
+    count = 0
+
+
+def _shards_held() -> str:
+    """What holds the descriptors, where shards do (a sweep's loaders kept alive, each
+    holding its window's: a later trial ran out)."""
+    if OpenShards.count <= 0:
+        return ""
+    return (
+        f". This process holds {OpenShards.count:,} shard files open: a loader holds its own "
+        "until it is closed (close(), with) or collected; close those you are done with (a "
+        "sweep's earlier trials, one a kept exception's traceback holds)"
+    )

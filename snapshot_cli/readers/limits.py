@@ -22,6 +22,8 @@ import socket
 import sys
 import threading
 
+from ..shortages import OpenShards
+
 WANTED = 65536  # enough for a window of 256 MiB of 4 KiB shards; no more is asked for
 _raised = threading.Lock()
 if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
@@ -75,13 +77,16 @@ class Descriptor:
 
     fd = -1
     _close = staticmethod(os.close)  # (at interpreter exit, module globals may be None)
+    _counted = OpenShards
 
     def __init__(self, path: str) -> None:
         raise_open_files_limit()  # (once per process) a window maps many of its files
         self.fd = os.open(os.fsencode(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self._counted.count += 1  # (said where descriptors run out; approximate in threads)
 
     def __del__(self) -> None:
         if self.fd >= 0:
+            self._counted.count -= 1
             self.fd, fd = -1, self.fd
             try:  # noqa: SIM105 - (no module global: contextlib may be None by then)
                 self._close(fd)

@@ -10,6 +10,7 @@ descriptor past 1,023, which a raised limit reaches). Real processes with their 
 
 from __future__ import annotations
 
+import re
 import resource
 import subprocess
 import sys
@@ -141,3 +142,31 @@ def test_only_a_shuffled_pass_is_advised_to_be_unshuffled(many_shards: str, shuf
     shuffled = shuffle == "--shuffle"
     assert ("an unshuffled pass (shuffle=False) opens the fewest" in said) is shuffled, said
     assert ("its shuffle window reads from" in said) is shuffled, said
+
+
+SWEEP = """
+import sys, snapshot_cli as snap
+kept = []
+try:
+    for trial in range(50):  # (a sweep that keeps each trial's loader, as a list of results may)
+        loader = snap.open(sys.argv[1]).loader(10, seed=trial)
+        next(iter(loader))
+        kept.append(loader)
+except snap.StorageError as err:
+    print(len(kept), err)
+"""
+
+
+def test_loaders_kept_alive_are_said_to_hold_the_shards(many_shards: str) -> None:
+    """A sweep that kept each trial's loader ran out of open files in a later trial; the
+    error said to raise the limit or write fewer shards, not that its own earlier loaders
+    held them (a sweeps probe). It counts the shards this process holds open."""
+    res = subprocess.run([sys.executable, "-c", SWEEP, many_shards], preexec_fn=limited(512, 512),
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    kept, said = res.stdout.split(" ", 1)
+    assert int(kept) >= 1 and "too many open files" in said, said
+    held = re.search(r"\. This process holds ([\d,]+) shard files open: a loader holds", said)
+    assert held is not None, said
+    assert 100 < int(held.group(1).replace(",", "")) < 512, said  # (a shard: one or two fds)
+    assert "close those you are done with (a sweep's earlier trials" in said
