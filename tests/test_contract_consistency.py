@@ -148,7 +148,7 @@ def test_check_create_usage_takes_the_codec_and_level() -> None:
     """``--level`` with lz4 or none exited 1 (the library's error), where --ray-address without
     --executor ray, the other pair that cannot go together, exits 2 (the command's cases:
     tests/test_cli.py, test_options_that_cannot_work_are_usage_errors_by_their_option_names)."""
-    common: tuple[Any, ...] = ((), None, "local", None, "out", None)
+    common: tuple[Any, ...] = ("p.py:f", (), None, "local", None, "out", None)
     with pytest.raises(click.UsageError, match="--level applies to --compression zstd only"):
         check_create_usage(*common, compression="lz4", level=3)
     check_create_usage(*common, compression="zstd", level=3)

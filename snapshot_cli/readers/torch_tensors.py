@@ -7,11 +7,12 @@ collate refuses (:func:`refuse_collate`)."""
 from __future__ import annotations
 
 import datetime
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import OptionError, RecordError
+from ..errors import OptionError, RecordError, outside_snap
 from .adapter import as_array, framework_array
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ def python_value(name: str, value: Any) -> Any:
 
 
 _EPOCH = datetime.datetime(1970, 1, 1)
+_FLOORED: set[str] = set()  # columns whose floor to the microsecond was said (python_times)
 
 
 def python_times(name: str, value: np.ndarray) -> list[Any]:
@@ -143,6 +145,16 @@ def python_times(name: str, value: np.ndarray) -> list[Any]:
     else:
         per_us = round(1 / us_per_tick)
         micros = [t // per_us for t in ticks]
+        if name not in _FLOORED and any(t % per_us for t in ticks):
+            _FLOORED.add(name)  # (once a column: a batch each would be a flood)
+            warnings.warn(
+                f"column {name!r} holds times finer than a microsecond ({unit}), which Python's "
+                "datetime and timedelta have not: to_torch() gives them floored to the "
+                "microsecond (1 ns and 999 ns both 0). For the exact ticks read it with the "
+                "loader (numpy's datetime64), or map it to int64 (value.view(np.int64))",
+                UserWarning,
+                stacklevel=outside_snap(),
+            )
     delta = datetime.timedelta
     try:
         if value.dtype.kind == "m":

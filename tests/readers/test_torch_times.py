@@ -6,8 +6,10 @@ error naming the column for a time Python has none for (years past 9999 or befor
 from __future__ import annotations
 
 import datetime
+import warnings
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
+from snapshot_cli.readers import torch_tensors
 from snapshot_cli.readers.torch_tensors import python_times
 
 UNITS = ["ns", "us", "ms", "s"]
@@ -28,6 +31,21 @@ US_PER_TICK = {
 ticks = st.integers(-(2**63) + 1, 2**63 - 1)  # (-2**63 is NaT)
 
 
+def floored_said(name: str, column: np.ndarray, unit: str) -> list[Any]:
+    """``python_times`` of ``column``, checking it warns (once a column) exactly where a
+    tick finer than a microsecond is floored (1 ns and 999 ns were both 0 without a word)."""
+    torch_tensors._FLOORED.discard(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = python_times(name, column)  # (a RecordError: refused, nothing given to check)
+    per_tick = US_PER_TICK[unit]
+    lost = per_tick < 1 and any(int(t) % int(1 / per_tick) for t in column.view(np.int64))
+    said = [str(w.message) for w in caught]
+    assert len(said) == int(lost), (said, lost)
+    assert all(m.startswith(f"column {name!r} holds times finer than a microsecond") for m in said)
+    return got
+
+
 def year(value: np.datetime64) -> int:
     return int(value.astype("M8[Y]").astype(np.int64)) + 1970
 
@@ -37,7 +55,7 @@ def year(value: np.datetime64) -> int:
 def test_datetimes_are_floored_to_the_microsecond_or_refused(unit: str, values: list[int]) -> None:
     column = np.array(values, np.int64).view(f"M8[{unit}]")
     try:
-        got = python_times("when", column)
+        got = floored_said("when", column, unit)
     except snap.RecordError as err:
         assert "'when'" in str(err) and "int64 ticks" in str(err)
         assert any(not 1 <= year(v) <= 9999 for v in column)
@@ -54,7 +72,7 @@ def test_datetimes_are_floored_to_the_microsecond_or_refused(unit: str, values: 
 def test_timedeltas_are_floored_to_the_microsecond_or_refused(unit: str, values: list[int]) -> None:
     column = np.array(values, np.int64).view(f"m8[{unit}]")
     try:
-        got = python_times("took", column)
+        got = floored_said("took", column, unit)
     except snap.RecordError as err:
         assert "'took'" in str(err)
         # (in Python's numbers: numpy 2.5 raises OverflowError casting such ticks to days)
@@ -73,7 +91,9 @@ def test_the_ends_of_pandas_range_reach_torch_as_their_dates(tmp_path: Path) -> 
 
     snap.create(preprocess, str(tmp_path / "out"), workers=0)
     loader = snap.open(str(tmp_path / "out")).loader(3, shuffle=False)
-    (batch,) = list(loader.to_torch())
+    torch_tensors._FLOORED.discard("when")
+    with pytest.warns(UserWarning, match="'when' holds times finer than a microsecond"):
+        (batch,) = list(loader.to_torch())  # (pandas' ends are ...145224807 ns: floored)
     assert [w.year for w in batch["when"]] == [1677, 2262, 2020]
     assert batch["when"][0] == datetime.datetime(1677, 9, 21, 0, 12, 43, 145224)
 
@@ -117,13 +137,18 @@ def test_a_list_of_times_a_record_reaches_torch_as_pythons(
     list_type = pa.list_(arrow, 2) if fixed else pa.list_(arrow)
     table = pa.table({"t": pa.array(ticks, list_type)})
     snap.create(lambda: [table], str(tmp_path / "s"), workers=0)
-    (batch,) = list(snap.open(str(tmp_path / "s")).loader(2, shuffle=False).to_torch())
-    expected = [
-        python_times(
-            "t", np.array(r, np.int64).view(f"{'M' if kind == 'timestamp' else 'm'}8[{unit}]")
-        )
-        for r in ticks
-    ]
+    torch_tensors._FLOORED.discard("t")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (batch,) = list(snap.open(str(tmp_path / "s")).loader(2, shuffle=False).to_torch())
+        expected = [
+            python_times(
+                "t", np.array(r, np.int64).view(f"{'M' if kind == 'timestamp' else 'm'}8[{unit}]")
+            )
+            for r in ticks
+        ]
+    floored = [w for w in caught if "finer than a microsecond" in str(w.message)]
+    assert len(floored) == (unit == "ns")  # (7 ns floored: said once)
     assert batch["t"] == expected
     assert all(
         isinstance(v, (datetime.datetime, datetime.timedelta)) for r in batch["t"] for v in r
