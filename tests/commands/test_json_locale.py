@@ -38,8 +38,10 @@ def test_every_commands_json_is_utf8_text_in_any_locale(
     (tmp_path / "p.py").write_text(PIPE)
     where = os.fsencode(tmp_path) + b"/" + name
     os.mkdir(where)
-    out = os.fsdecode(where + b"/s")  # (this process's own decoding: UTF-8 or surrogates)
-    snap.create(lambda i: [{"i": i}], out, inputs=[1, 2], workers=0)
+    # (made at a plain path, then moved: no name with surrogates in this process's logs,
+    # which pytest-xdist's workers cannot send)
+    snap.create(lambda i: [{"i": i}], str(tmp_path / "plain"), inputs=[1, 2], workers=0)
+    os.rename(os.fsencode(tmp_path / "plain"), where + b"/s")
     raw_out = where + b"/s"
     made = c_locale("create", "p.py:f", where + b"/t", "--inputs-from", "p.py:items",
                     "--workers", "0", "--json", cwd=tmp_path)  # fmt: skip
