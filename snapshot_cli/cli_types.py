@@ -134,7 +134,8 @@ class Columns(click.ParamType):
             )
         names = ColumnList(c.strip() for c in str(value).split(",") if c.strip())
         if not names:
-            self.fail(f"{value!r} names no column (comma-separated names: image,label)", param, ctx)
+            said = "give comma-separated names, such as image,label"
+            self.fail(f"{value!r} names no column ({said})", param, ctx)
         names.text = str(value)
         return names
 
@@ -206,9 +207,17 @@ class ShellGlobs(click.Command):
             ctx.fail(
                 f"Got unexpected extra arguments ({shown}): your shell expanded an unquoted "
                 f"--input pattern into files, and --input took only the first{each}{named}; "
-                "quote the pattern so that snap expands it: --input 'data/*.bin'"
+                f"quote the pattern so that snap expands it: --input '{_pattern_of(firsts)}'"
             )
         ctx.fail(f"Got unexpected extra argument{'s' * (len(extra) > 1)} ({shown})")
+
+
+def _pattern_of(firsts: list[str]) -> str:
+    """A pattern like the one the shell expanded, from its first file: ``raw/*.txt``."""
+    if not firsts:
+        return "data/*.bin"
+    directory, name = os.path.split(firsts[0])
+    return os.path.join(directory, "*" + os.path.splitext(name)[1])
 
 
 def expanded_inputs(args: list[str], extra: list[str]) -> list[str]:

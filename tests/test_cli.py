@@ -408,6 +408,8 @@ def test_an_input_pattern_the_shell_expanded_is_told_to_be_quoted(setup) -> None
         assert res.returncode == 2 and res.stdout == ""
         assert "your shell expanded an unquoted --input pattern into files, and --input took " \
             f"only the first ({tmp}/in/0.txt); quote the pattern" in res.stderr  # fmt: skip
+        # (the pattern shown is one like the user's: it said 'data/*.bin' whatever was given)
+        assert f"so that snap expands it: --input '{tmp}/in/*.txt'" in res.stderr, res.stderr
         assert not (tmp / "s").exists()
     code, _, stderr = run("create", spec, str(tmp / "s"), "--input", glob, "extra", "more")
     assert code == 2 and "Got unexpected extra arguments (extra more)\n" in stderr
