@@ -313,6 +313,19 @@ def test_a_spec_that_names_no_function_is_a_usage_error(spec: str, which: str) -
     assert (res.exit_code, said in res.output) == ((1, False) if named else (2, True)), res.output
 
 
+@pytest.mark.parametrize(
+    ("spec", "meant"),
+    [("pipe.preprocess", "pipe:preprocess"), ("pkg.mod.fn", "pkg.mod:fn"), ("pipe.py", None),
+     ("a.", None), (".f", None), ("a.b-c", None)],
+)  # fmt: skip
+def test_a_dot_for_the_colon_is_said(spec: str, meant: str | None) -> None:
+    """`snap create pipe.preprocess ...` got only "must look like ..." (a CLI probe)."""
+    res = CliRunner().invoke(cli, ["create", spec, "memory://never", "--inputs-from", "x.py:f"])
+    assert res.exit_code == 2, res.output
+    hint = f"did you mean '{meant}'?" if meant else "did you mean"
+    assert (hint in res.output) == (meant is not None), res.output
+
+
 def test_other_malformed_create_arguments_are_usage_errors(tmp_path: Path) -> None:
     """An empty --input ('' names nothing, as an empty OUTPUT, already exit 2) and a --param
     the locale could not decode (as --columns) were exit 1."""

@@ -53,8 +53,12 @@ def _split(spec: str, what: str) -> tuple[str, str]:
     target, sep, func = spec.rpartition(":")
     bad_target = not target or target.endswith(":")  # (p.py::f: "module 'p.py:' not found")
     if not sep or bad_target or not func or not func.replace(".", "_").isidentifier():
+        module, dot, name = spec.rpartition(".")  # (pipe.preprocess: a dot for the colon)
+        guess = dot and not sep and module and name.isidentifier() and name != "py"
+        meant = f"; did you mean '{module}:{name}'?" if guess else ""
         raise PipelineLoadError(
-            f"{what} {spec!r} must look like path/to/file.py:function or package.module:function"
+            f"{what} {spec!r} must look like path/to/file.py:function or "
+            f"package.module:function{meant}"
         )
     return target, func
 
