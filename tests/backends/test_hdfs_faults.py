@@ -200,8 +200,12 @@ def test_snaps_own_processes_start_in_a_process_that_runs_the_jvm(
 def test_a_namenode_that_takes_no_connection_is_retried_then_named(cluster: HdfsCluster) -> None:
     """Nothing listens at the URL's port: libhdfs says only "[Errno 255] Unknown error 255"
     (and answers "not found" to a stat), which snap neither retried nor explained."""
-    port = free_port()
-    proc = snap_subprocess("inspect", f"hdfs://{HOST}:{port}/snaps/train", timeout=300)
+    # a port bound, never listened on: refused, and no other test's server may take it
+    # meanwhile (a free port picked and let go was taken by one under xdist: a CI failure)
+    with socket.socket() as held:
+        held.bind((HOST, 0))
+        port = held.getsockname()[1]
+        proc = snap_subprocess("inspect", f"hdfs://{HOST}:{port}/snaps/train", timeout=300)
     line = error_line(proc)
     assert "storage kept failing while" in line and "(tried 6 times)" in line, line
     assert f"the NameNode at {HOST}:{port} (its RPC port) cannot be reached" in line, line

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,6 @@ import pytest
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError, PipelineError
 from tests.conftest import REPO
-from tests.infra.servers import free_port
 from tests.writers.conftest import RAY_ENV  # (and the ray_cluster fixture)
 from tests.writers.test_processes import calls, make_inputs, pid_alive, records, wait_for
 
@@ -229,11 +229,13 @@ def test_ray_runs_a_closure_and_refuses_bad_options(ray_cluster: str, tmp_path: 
                        inputs=str(tmp_path / "in" / "*.txt"), executor="ray")  # fmt: skip
     got = sorted(int(x) for b in snap.open(str(tmp_path / "a")).loader(8) for x in b["x"])
     assert info.num_records == 2 and got == [40, 41]
-    nobody = f"127.0.0.1:{free_port()}"  # ray.init kept retrying for minutes here
-    with pytest.raises(OptionError, match=rf"cannot reach the Ray cluster at {nobody} \("):
-        snap.create(lambda path: iter([{"x": 1}]), str(tmp_path / "c"),
-                    inputs=str(tmp_path / "in" / "*.txt"), executor="ray",
-                    ray_address=nobody)  # fmt: skip
+    with socket.socket() as held:  # (bound, never listened on: refused, and not taken)
+        held.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{held.getsockname()[1]}"  # ray.init kept retrying for minutes
+        with pytest.raises(OptionError, match=rf"cannot reach the Ray cluster at {nobody} \("):
+            snap.create(lambda path: iter([{"x": 1}]), str(tmp_path / "c"),
+                        inputs=str(tmp_path / "in" / "*.txt"), executor="ray",
+                        ray_address=nobody)  # fmt: skip
     with pytest.raises(OptionError, match="ray_address= applies to executor='ray' only"):
         snap.create("x.py:f", str(tmp_path / "b"), inputs=str(tmp_path / "in" / "*.txt"),
                     ray_address="127.0.0.1:1")  # fmt: skip
