@@ -41,6 +41,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -334,9 +335,11 @@ def atom_permutations(
 
 def apportion(total: int, weights: list[float], caps: list[int] | None = None) -> list[int]:
     """``total`` split in proportion to ``weights`` (largest remainders; ties to the first),
-    never above ``caps`` where a cap allows."""
-    s = math.fsum(weights)
-    exact = [total * w / s for w in weights]
+    never above ``caps`` where a cap allows. Exact arithmetic: floats' rounding moved shares
+    (and their sum overflowed for weights near 1e308)."""
+    given = [Fraction(w) for w in weights]
+    s = sum(given)
+    exact = [total * w / s for w in given]
     out = [math.floor(x) for x in exact]
     order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - out[i]), i))
     left = total - sum(out)

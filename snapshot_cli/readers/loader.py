@@ -141,6 +141,7 @@ class Loader(FrameworkAdapters):
         # a window never holds more than a rank's epoch: a batch larger than the snapshot
         # must not size the slabs (batch_size=10**7 over 500 records asked for 120 GB)
         first = self._make_plan(0)
+        self._epoch_batches = first.num_batches  # (every epoch's: records are dealt alike)
         self._stats.window_rows = max(1, min(first.window_rows, first.num_rows))
         if depth is not None:  # batches held ready may each have memory of their own
             held = depth if self.epochs is None else min(depth, first.num_batches * self.epochs)
@@ -196,7 +197,7 @@ class Loader(FrameworkAdapters):
 
     def batches_per_epoch(self) -> int:
         """Batches one epoch yields to this rank (``len(loader)`` is this x ``epochs``)."""
-        return self._make_plan(0).num_batches
+        return self._epoch_batches
 
     def __repr__(self) -> str:
         o, at = self.plan_options, f"at epoch {self._epoch} batch {self._batch}"
@@ -233,7 +234,7 @@ class Loader(FrameworkAdapters):
         problem = resume.malformed(state) or resume.mismatch(
             self._config(), state["config"], self.reading.sources, self._capped
         )
-        if problem:
+        if problem or (problem := resume.past_the_end(state, self._epoch_batches)):
             raise OptionError(problem)
         self._in_this_process()  # (before the lock: a forked child's may be held for good)
         with self._starting:

@@ -27,6 +27,7 @@ import math
 import numbers
 import os
 from collections.abc import Callable, Iterable, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -182,6 +183,13 @@ def mix(
     """
     from .snapshot import Snapshot, open
 
+    if isinstance(snapshots, (str, bytes, os.PathLike, Snapshot)) or not isinstance(
+        snapshots, Iterable
+    ):  # (a path was read letter by letter: "/ is not a snapshot")
+        raise OptionError(
+            f"snapshots must be a list of snapshots or URLs (snap.mix(['web', 'books'])), got "
+            f"{snapshots!r:.80}; one snapshot alone is read by snap.open(url).loader(...)"
+        )
     storage_options = options_dict(storage_options, "storage_options")
     opened = [s if isinstance(s, Snapshot) else open(s, storage_options) for s in snapshots]
     return Mixture(opened, weights, epoch_records, names)
@@ -251,6 +259,12 @@ def _counts(weights: list[float], sizes: list[int], epoch_records: int | None) -
         return apportion(epoch_records, weights)
     if all(w == n for w, n in zip(weights, sizes, strict=True)):
         return list(sizes)
-    total = math.fsum(weights)
-    longest = min(n * total / w for w, n in zip(weights, sizes, strict=True) if w > 0)
-    return apportion(max(1, math.floor(longest)), weights, caps=sizes)
+    given = [Fraction(w) for w in weights]  # (exact: 1e308 twice overflowed a float sum)
+    total = sum(given)
+    longest = min(n * total / w for w, n in zip(given, sizes, strict=True) if w > 0)
+    whole = round(longest)
+    if abs(longest - whole) > longest * Fraction(1, 10**9):
+        whole = math.floor(longest)
+    # else weights in proportion to the sizes, as floats spell them (0.2 and 0.30000000000000004
+    # for 2 and 3 records give 4.9999999999999996): the whole epoch, not one record short
+    return apportion(max(1, whole), weights, caps=sizes)

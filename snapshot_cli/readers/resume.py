@@ -19,8 +19,10 @@ import numpy as np
 
 from .. import storage
 from .. import versions as versions_mod
+from ..errors import OptionError
 from ..layout import MANIFEST_NAME
 from ..progress import human_bytes
+from ..units import integer
 from .elastic import GlobalOptions
 from .plan import Blocks
 
@@ -131,6 +133,32 @@ def malformed(state: Any) -> str:
                 "(make it with state_dict())"
             )
     return ""
+
+
+def past_the_end(state: dict[str, Any], batches: int) -> str:
+    """Why ``state`` (well formed) names no place in an epoch of ``batches`` batches ("" if
+    it does: at most its end, where a state taken after an epoch's last batch is). One past
+    it resumed to an empty epoch without a word (a SnapshotDataset step given in items)."""
+    if state["batch"] <= batches:
+        return ""
+    return (
+        f"this state resumes at batch {state['batch']} of epoch {state['epoch']}, past the end "
+        f"of an epoch, which has {batches} batches here: give the batches delivered since the "
+        "epoch began (for a SnapshotDataset, step = items received // num_workers), or a "
+        "state from state_dict() unchanged"
+    )
+
+
+def position(epoch: Any, step: Any) -> tuple[int, int]:
+    """``SnapshotDataset.state_dict(epoch=, step=)`` as two ints >= 0 (numpy's and torch's
+    integers taken; 1.5, True and -1 were floored, taken as 1 or saved to fail on loading)."""
+    out = []
+    for name, value in (("epoch", epoch), ("step", step)):
+        value = integer(plain(value))
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise OptionError(f"state_dict({name}=...) must be an integer >= 0, got {value!r}")
+        out.append(value)
+    return out[0], out[1]
 
 
 def mismatch(
@@ -304,10 +332,14 @@ _WHAT_WORKS = (
 )
 
 
-def unsaveable(epoch: int, step: int, workers: int | None) -> str:
-    """Why a per-rank :class:`~.torch.SnapshotDataset` state at ``step`` of ``epoch``, its
-    latest DataLoader iteration run in ``workers`` workers, cannot be saved ("" if it can)."""
-    if not step or not workers or workers <= 1:  # (one worker reads as the process does)
+def unsaveable(state: dict[str, Any], batches: int, workers: int | None) -> str:
+    """Why a :class:`~.torch.SnapshotDataset` ``state`` (its step as ``batch``) in epochs of
+    ``batches`` steps, its latest DataLoader iteration run in ``workers`` workers, cannot be
+    saved ("" if it can): a step past the epoch's end, or a per-rank one within an epoch."""
+    if problem := past_the_end(state, batches):
+        return problem
+    epoch, step = state["epoch"], state["batch"]
+    if is_global(state) or not step or not workers or workers <= 1:  # (one worker: as none)
         return ""
     return (
         f"state_dict(epoch={epoch}, step={step}): this SnapshotDataset is in the per-rank "

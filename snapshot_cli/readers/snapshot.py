@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -211,11 +212,11 @@ class Snapshot:
         if fraction is not None:
             if (
                 isinstance(fraction, bool)
-                or not isinstance(fraction, (int, float))
+                or not isinstance(fraction, numbers.Real)  # (np.float32 too, as in weights=)
                 or not (math.isfinite(fraction) and fraction > 0)
             ):
                 raise OptionError(f"fraction must be a number > 0, got {fraction!r}")
-            records = max(1, round(self.num_records * fraction))
+            records = max(1, round(self.num_records * float(fraction)))
         records = integer(records)
         if isinstance(records, bool) or not isinstance(records, int) or records < 1:
             raise OptionError(f"records must be an integer >= 1, got {records!r}")

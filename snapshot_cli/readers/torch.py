@@ -333,13 +333,12 @@ def _make_dataset_class() -> type:
             (``workers``), and a per-rank one within an epoch (``step > 0``) under workers is
             refused (each worker reads a part of its own: the step names no place in them).
             """
+            epoch, step = resume.position(epoch, step)
             loader = self._part_loader(0, 1)
             state = loader.state_dict()
-            state.update(epoch=int(epoch), batch=int(step), pass_end=None)
+            state.update(epoch=epoch, batch=step, pass_end=None)
             workers = self._last_split()
-            if state["config"].get("order") != "global" and (
-                problem := resume.unsaveable(int(epoch), int(step), workers)
-            ):
+            if problem := resume.unsaveable(state, loader.batches_per_epoch(), workers):
                 raise OptionError(problem)
             state["workers"] = workers or 0
             return state
