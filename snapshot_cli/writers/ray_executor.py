@@ -7,7 +7,9 @@ storage and its result file, and returns the result (or the error) as JSON value
 so resume, the fingerprint and the manifest are the same whichever executor ran the tasks.
 
 - **Cluster.** ``address`` (``--ray-address``), else ``RAY_ADDRESS``, else a local Ray is
-  started for the run (``ray.init()``), with this machine's CPUs.
+  started for the run (``ray.init(address="local")``), with this machine's CPUs: never the
+  cluster a ``ray start`` recorded in ``/tmp/ray/ray_current_cluster``, which ``ray.init()``
+  joins, however long ago it stopped (a create then waited on its address for good).
 - **Code.** A pipeline given as ``path/to/file.py:fn`` is shipped with the job: the ``.py``
   files of its directory and of its packages, so the workers import the same code, on any
   node, ahead of nothing in the standard library (see ray_code.py). A
@@ -139,7 +141,7 @@ class RayExecutor(Executor):
         before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             ray.init(
-                address=self.address,
+                address=self.address or "local",
                 runtime_env=runtime_env or None,
                 include_dashboard=False,
                 configure_logging=False,

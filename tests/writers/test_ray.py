@@ -241,6 +241,33 @@ def test_ray_runs_a_closure_and_refuses_bad_options(ray_cluster: str, tmp_path: 
                     ray_address="127.0.0.1:1")  # fmt: skip
 
 
+def test_without_an_address_a_local_ray_is_started_not_a_stale_cluster_joined(
+    tmp_path: Path, write_pipeline
+) -> None:  # type: ignore[no-untyped-def]
+    """A ``ray start`` records its cluster's address in ``ray_current_cluster``, which plain
+    ``ray.init()`` joins: left by a cluster long stopped, a create without an address
+    waited on it for good (Ray's "Failed to connect to GCS" every 40 s, nothing from snap)."""
+    spec = write_pipeline(PIPE)
+    make_inputs(tmp_path / "in", 2)
+    temp = tempfile.mkdtemp(prefix="snapray-", dir="/tmp")  # short: Ray's socket paths
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(RAY_ENV, TMPDIR=temp, RAY_TMPDIR=temp)
+    cmd = [sys.executable, "-m", "snapshot_cli", "create", spec, str(tmp_path / "snap"),
+           "--input", str(tmp_path / "in" / "*.txt"), "--executor", "ray", "--quiet",
+           "--param", f"calls={json.dumps(str(tmp_path / 'calls'))}"]  # fmt: skip
+    try:
+        with socket.socket() as held:  # (bound, never listened on: nothing answers there)
+            held.bind(("127.0.0.1", 0))
+            os.makedirs(os.path.join(temp, "ray"))
+            with open(os.path.join(temp, "ray", "ray_current_cluster"), "w") as f:
+                f.write(f"127.0.0.1:{held.getsockname()[1]}")
+            done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, timeout=600)
+        assert done.returncode == 0, done.stderr.decode()
+        assert snap.open(str(tmp_path / "snap")).num_records == 8
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
 TERMINATED = "snap: terminated (SIGTERM); run the same command again to resume"
 
 
