@@ -247,6 +247,10 @@ class CreateOptions:
                 f"executor {self.executor!r} is not available; this version of snap has: "
                 + ", ".join(EXECUTORS)
             )
+        if self.executor == "ray":
+            from .ray_executor import check_installed
+
+            check_installed()
         if self.ray_address is not None and self.executor != "ray":
             raise OptionError(named(*RAY_ONLY))
         if self.ray_address is not None and (

@@ -36,6 +36,7 @@ so resume, the fingerprint and the manifest are the same whichever executor ran 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
@@ -53,14 +54,23 @@ from .task import Job, ProgressFn, TaskSpec
 MAX_RETRIES = 3
 
 
+def _needs_ray() -> str:
+    said = named("--executor ray", "executor='ray'")
+    return f"{said} needs Ray: pip install 'ray>=2.9' (and snap installed on the cluster's nodes)"
+
+
+def check_installed() -> None:
+    """Refuse ``executor="ray"`` where Ray is not installed, before any work: found by the
+    run, the snapshot's directory held a run to resume that no run could finish."""
+    if importlib.util.find_spec("ray") is None:
+        raise OptionError(_needs_ray())
+
+
 def _ray() -> Any:
     try:
         import ray
     except ImportError as err:
-        said = named("--executor ray", "executor='ray'")
-        raise OptionError(
-            f"{said} needs Ray: pip install ray (and snap installed on the cluster's nodes)"
-        ) from err
+        raise OptionError(_needs_ray()) from err
     return ray
 
 
