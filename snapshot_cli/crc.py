@@ -13,15 +13,14 @@ from typing import Any, Protocol
 
 import crc32c as _package
 
+from . import compiled
+
 
 class _Crc(Protocol):
     def __call__(self, data: Any, crc: int = 0, /) -> int: ...
 
 
-try:
-    from . import _decode
-except ImportError:  # not compiled here (no C compiler at install)
-    _decode = None  # type: ignore[assignment]
+_decode: Any = compiled.load("decode")  # (None: not compiled here, no C compiler at install)
 
 COMPILED = _decode is not None and bool(_decode.HW_CRC)
 FOLDED = COMPILED and bool(getattr(_decode, "CRC_FOLD", False))

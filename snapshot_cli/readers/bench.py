@@ -10,7 +10,6 @@ that speed; with 0 the consumer only counts, and the loader is measured flat out
 from __future__ import annotations
 
 import errno
-import importlib
 import os
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 from fsspec.core import split_protocol
 
-from .. import faults, storage
+from .. import compiled, faults, storage
 from ..errors import OptionError, StorageError
 from ..os_paths import cwd_gone
 from ..protocols import LOCAL_PROTOCOLS
@@ -194,10 +193,7 @@ def compiled_parts() -> dict[str, bool]:
     same batches, slower), and a run slower than README's tables may be why."""
     found: dict[str, bool] = {}
     for name in ("gather", "shuffle", "ragged", "decode"):
-        try:
-            module = importlib.import_module(f"snapshot_cli._{name}")
-        except ImportError:
-            module = None
+        module = compiled.load(name)  # (as the loader has it: one older than the code is off)
         found[name] = module is not None
         if name == "decode":
             for flag, key in (("LZ4", "lz4"), ("ZSTD", "zstd"), ("HW_CRC", "crc32c_instruction")):

@@ -11,14 +11,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import arrays, stored_types
+from .. import arrays, compiled, stored_types
 from .. import schema as schema_mod
 
-_ragged: Any
-try:  # the take of variable-width records in C (snapshot_cli/_ragged.c); else numpy's, Arrow's
-    from .. import _ragged
-except ImportError:  # pragma: no cover - built by every install with a C compiler
-    _ragged = None
+# the take of variable-width records in C (snapshot_cli/_ragged.c); else numpy's, Arrow's
+_ragged: Any = compiled.load("ragged")
 
 
 def _values(arr: pa.Array) -> np.ndarray:

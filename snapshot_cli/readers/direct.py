@@ -30,13 +30,12 @@ import cramjam
 import numpy as np
 import pyarrow as pa
 
+from .. import compiled
 from ..ipc_layout import LZ4_FRAME, BatchLayout, Slot, column_slots
 from .window import fixed_width, numpy_dtype, row_shape
 
-try:
-    from .. import _decode
-except ImportError:  # not compiled (no C compiler at install): the steps below, one by one
-    _decode = None  # type: ignore[assignment]
+# not compiled (no C compiler at install): the steps below, one by one
+_decode: Any = compiled.load("decode")
 AVAILABLE = _decode is not None  # record batches may be decoded into slots in one call
 
 # columns of one compiled job; a wider record batch is decoded step by step

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import storage
+from .. import compiled, storage
 from . import memory
 
 if TYPE_CHECKING:
@@ -52,9 +52,11 @@ populate: Any
 discard: Any
 drop: Any
 place: Any
-try:
-    from .._gather import Sources, discard, drop, place, populate, scatter
-except ImportError:  # not compiled (no C compiler at install): numpy does it, slower
+if (_gather := compiled.load("gather")) is not None:
+    Sources, discard, drop, place, populate, scatter = (
+        getattr(_gather, n) for n in compiled.NEEDS["gather"]
+    )
+else:  # not compiled (no C compiler at install): numpy does it, slower
     Sources = scatter = populate = discard = place = None
 
     def drop(file_map: mmap.mmap, start: int, length: int) -> bool:  # (holds the GIL)

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import compiled
 from ..manifest import Manifest
 
 
@@ -109,11 +110,8 @@ def _rng(*key: int) -> np.random.Generator:
     return np.random.default_rng(np.array(words, np.uint32))
 
 
-_shuffle: Any
-try:  # numpy's shuffle, compiled with its far items asked for ahead (snapshot_cli/_shuffle.c)
-    from .._shuffle import shuffle as _shuffle
-except ImportError:
-    _shuffle = None
+# numpy's shuffle, compiled with its far items asked for ahead (snapshot_cli/_shuffle.c)
+_shuffle: Any = getattr(compiled.load("shuffle"), "shuffle", None)
 COMPILED_FROM = 1 << 18  # items from which the compiled shuffle is faster (1.4x at 4M)
 
 
