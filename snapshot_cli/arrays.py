@@ -181,12 +181,19 @@ IPC_MAX_DEPTH = 64  # the most nested levels Arrow's IPC writer takes (a field's
 def nesting_depth(t: pa.DataType) -> int:
     """Levels of ``t``: 1 for a flat type, one more for each list, struct, map (two: its
     entries and their item) or union around it; a dictionary's or an extension's as its
-    values' or storage's."""
-    if isinstance(t, pa.BaseExtensionType):
-        t = t.storage_type
-    if pa.types.is_dictionary(t):
-        return nesting_depth(t.value_type)
-    return 1 + max((nesting_depth(t.field(i).type) for i in range(t.num_fields)), default=0)
+    values' or storage's. A loop, not a recursion: 400 levels passed Python's limit, a
+    RecursionError where the refusal of :func:`too_deep` was meant."""
+    deepest, todo = 0, [(t, 1)]
+    while todo:
+        t, level = todo.pop()
+        if isinstance(t, pa.BaseExtensionType):
+            t = t.storage_type
+        if pa.types.is_dictionary(t):
+            todo.append((t.value_type, level))
+            continue
+        deepest = max(deepest, level)
+        todo.extend((t.field(i).type, level + 1) for i in range(t.num_fields))
+    return deepest
 
 
 def too_deep(schema: pa.Schema) -> str | None:

@@ -49,6 +49,9 @@ def batch_from_columns(
     if odd:
         raise RecordError(f"Batch column names must be str, got {odd[0]!r}")
     check_names(list(cols))  # (unique, printable, Unicode: as a record's)
+    arrow = [(n, c.type) for n, c in cols.items() if isinstance(c, (pa.Array, pa.ChunkedArray))]
+    if arrow and (problem := arrays.too_deep(pa.schema(arrow))):  # (before what recurses)
+        raise RecordError(problem)
     built, lengths = [], {}
     for name, col in cols.items():
         target = schema.field(name).type if schema is not None and name in schema.names else None
@@ -158,6 +161,8 @@ def to_batches(item: Any, schema: pa.Schema | None, ragged: frozenset[str]) -> l
     else:
         raise RecordError(f"not a batch: {yielded}")
     for batch in batches:
+        if problem := arrays.too_deep(batch.schema):  # (first: every step after recurses)
+            raise RecordError(problem)
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             _check_valid(column, name, yielded)
     batches = [s for b in batches for s in stored_types.stored_batches(b, yielded)]

@@ -105,3 +105,40 @@ def test_records_of_lists_nested_too_deep_are_refused_in_the_cli(tmp_path: Path)
         cli, ["create", *args, "--param", "depth=63", "--quiet", "--overwrite"]
     )
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("depth", [100, 400, 2000])
+@pytest.mark.parametrize("kind", ["struct", "list"])
+@pytest.mark.parametrize("yielded", ["table", "Batch"])
+def test_any_depth_past_the_limit_is_the_same_refusal(
+    tmp_path: Path, kind: str, depth: int, yielded: str
+) -> None:
+    """From 400 levels, checking the depth (and the steps before it) passed Python's
+    recursion limit: a RecursionError, "a bug in snap", where this refusal was meant."""
+    table = _nested_table(kind, depth)
+
+    def pipeline() -> Any:
+        for t in table():
+            yield t if yielded == "table" else snap.Batch(deep=t.column("deep").chunk(0))
+
+    out = tmp_path / "s"
+    with pytest.raises(RecordError, match=rf"column 'deep' holds {depth} levels .* than the 63"):
+        snap.create(pipeline, str(out), workers=0)
+    assert not (out / "manifest.json").exists()
+
+
+def test_a_worker_process_refuses_any_depth_too(tmp_path: Path) -> None:
+    (tmp_path / "p.py").write_text(
+        "import pyarrow as pa\n"
+        "def f(path, depth: int):\n"
+        "    v = {'x': 1}\n"
+        "    for _ in range(depth):\n"
+        "        v = {'s': v}\n"
+        "    yield pa.table({'deep': pa.array([v])})\n"
+    )
+    (tmp_path / "in.bin").write_bytes(b"x")
+    args = [str(tmp_path / "p.py:f"), str(tmp_path / "s"), "--input", str(tmp_path / "in.bin")]
+    res = CliRunner().invoke(cli, ["create", *args, "--param", "depth=500", "--workers", "1"])
+    assert res.exit_code == 1, res.output
+    assert "column 'deep' holds 501 levels of lists, structs or maps" in res.output
+    assert "bug" not in res.output and "Traceback" not in res.output
