@@ -173,6 +173,8 @@ def decode_schema(text: str) -> pa.Schema:
 def difference(got: pa.Schema, want: pa.Schema) -> str | None:
     """How a shard's schema differs from the manifest's (exact types: no cast is ever made),
     or None if they agree."""
+    if got.equals(want):  # (the usual case: 30,000 columns' types made over took 0.2 s a shard)
+        return None
     g = [(f.name, arrays.all_nullable(f.type)) for f in got]  # (nested nullability aside)
     w = [(f.name, arrays.all_nullable(f.type)) for f in want]
     if g == w:
