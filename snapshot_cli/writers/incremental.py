@@ -168,8 +168,8 @@ def said_changed(
                     "otherwise; a def keeps its snapshot across versions)"
                 )
         elif key == "params":
-            text += f" ({recorded.get('params')} then, {params} now: a default given counts)"
             then_params = recorded.get("params") or {}
+            text += _params_change(then_params, params)
             if floated := [k for k, v in params.items() if _floated(then_params.get(k), v)]:
                 text += (
                     f" (--param reads an integer given to a float-annotated KEY as a float "
@@ -177,6 +177,30 @@ def said_changed(
                 )
         out.append(text)
     return ", ".join(out)
+
+
+def _params_change(then: dict[str, Any], now: dict[str, Any]) -> str:
+    """The params that differ, each value cut short: both whole dicts were said, and a
+    vocabulary of 10**6 ids made a message of 15 MB (a scale probe)."""
+    keys = sorted(set(then) | set(now))
+    differ = [k for k in keys if k not in then or k not in now or _text(then[k]) != _text(now[k])]
+    said = [
+        f"{k}: {_short(then[k]) if k in then else 'not given'} then, "
+        f"{_short(now[k]) if k in now else 'not given'} now"
+        for k in differ[:5]
+    ]
+    more = f"; and {len(differ) - 5} more" if len(differ) > 5 else ""
+    default = any((k in then) != (k in now) for k in differ)
+    return f" ({'; '.join(said)}{more}{': a default given counts' if default else ''})"
+
+
+def _text(value: Any) -> str:  # (as the fingerprint has it: 2 and 2.0 differ)
+    return canonical_json(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"
 
 
 def _floated(then: Any, now: Any) -> bool:

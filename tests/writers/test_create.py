@@ -83,8 +83,8 @@ def test_create_then_reuse_then_refuse_then_overwrite(tmp_path: Path, pipe: str)
 
     with pytest.raises(snap.SnapshotExistsError, match="different params.*--overwrite") as err:
         snap.create(pipe, out, inputs=glob, params={"calls": str(log), "scale": 2}, workers=0)
-    then, now = {"calls": str(log)}, {"calls": str(log), "scale": 2}  # (what differs, shown)
-    assert f"params ({then} then, {now} now" in str(err.value), str(err.value)
+    said = "params (scale: not given then, 2 now: a default given counts)"  # (what differs)
+    assert said in str(err.value), str(err.value)
 
     (tmp_path / "in" / "in-003.txt").write_text("3 ")  # same name, new contents
     grown = snap.create(pipe, out, inputs=glob, params={"calls": str(log)}, workers=0)

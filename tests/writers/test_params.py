@@ -163,7 +163,7 @@ def test_an_integer_given_to_a_float_is_that_float(tmp_path: Path) -> None:
     assert snap.open(str(out)).head(1)[0]["x"].dtype == np.int64
     refused = create("--param", "scale=2")
     assert refused.returncode == 1, refused.stderr
-    assert "{'scale': 2} then, {'scale': 2.0} now" in refused.stderr, refused.stderr
+    assert "params (scale: 2 then, 2.0 now) (--param" in refused.stderr, refused.stderr
     assert "a float-annotated KEY as a float since 2026-12-04: scale;" in refused.stderr
     for value in ("scale=2", "scale=2.0"):
         done = create("--param", value, "--overwrite")
@@ -317,3 +317,32 @@ def test_a_params_value_holding_itself_is_refused_not_walked_for_ever() -> None:
     looped.append(looped)
     with pytest.raises(OptionError, match=r"params\['x'\] must be JSON .*Circular reference"):
         check_params({"x": looped})
+
+
+def test_params_that_differ_are_named_and_cut_short(tmp_path: Path) -> None:
+    """Both whole dicts were said: a vocabulary of 10**6 ids made a 15 MB message (a scale
+    probe). Now the keys that differ, each value cut short, and the default note only where
+    a key was given on one side."""
+    out = str(tmp_path / "s")
+
+    def f(*, vocab: list[int], lr: float = 0.1, **other: int) -> Any:
+        yield {"n": len(vocab)}
+
+    snap.create(f, out, params={"vocab": list(range(100_000)), "lr": 0.1}, workers=0)
+    with pytest.raises(snap.SnapshotExistsError) as err:
+        snap.create(f, out, params={"vocab": list(range(100_001)), "lr": 0.1}, workers=0)
+    text = str(err.value)
+    assert len(text) < 2_000, len(text)
+    head = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1..."
+    then, now = len(repr(list(range(100_000)))), len(repr(list(range(100_001))))
+    assert (
+        f"params (vocab: {head} ({then:,} characters) then, {head} ({now:,} characters) now)"
+        in text
+    )
+    assert "lr:" not in text and "a default given counts" not in text
+    many = {f"k{i}": i for i in range(8)}
+    with pytest.raises(
+        snap.SnapshotExistsError,
+        match=r"k0: not given then, 0 now; k1: .*; and 3 more: a default given counts\)",
+    ):
+        snap.create(f, out, params={"vocab": list(range(100_000)), "lr": 0.1, **many}, workers=0)
