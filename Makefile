@@ -13,9 +13,18 @@ DEMO_DIR ?= demo-output
 # found a bug only cached bytecode shows: see snapshot_cli/writers/bytecode.py).
 unexport PYTHONDONTWRITEBYTECODE
 
+# A venv whose making failed is removed, not kept: a later make (with another PYTHON, or
+# after installing python3-venv) found it and failed as before ("No module named pip", or the
+# old Python's "requires a different Python"), saying nothing of the venv.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
+		echo "make: snap needs Python 3.10 or newer; $(PYTHON) is $$($(PYTHON) -V 2>&1):" \
+			"give another, e.g. make $(MAKECMDGOALS) PYTHON=python3.11" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "make: $(PYTHON) -m venv failed" \
+		"(on Debian and Ubuntu: apt install python3-venv); $(VENV) removed" >&2; exit 1; }
+	$(BIN)/python -m pip install --quiet --upgrade pip || { rm -rf $(VENV); \
+		echo "make: pip could not be upgraded in $(VENV); it was removed: run make again" >&2; \
+		exit 1; }
 
 # setup.py, snapshot_cli/*.c and the headers they include (*.h): the compiled parts, built by the install
 CSOURCES := $(wildcard snapshot_cli/*.c snapshot_cli/*.h)
