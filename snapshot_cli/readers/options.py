@@ -261,9 +261,9 @@ class LoaderOptions:
         if not records:
             return f"an epoch of 0 records (nothing to read) holds no global batch of {g}{per}"
         return (
-            f"an epoch of {records} records holds no global batch of {g}{per}: with "
-            "drop_last=True no rank would read any, without it the one batch would hold "
-            "records twice; use a smaller batch or more records per epoch"
+            f"an epoch of {records:,} record{'' if records == 1 else 's'} holds no global batch "
+            f"of {g}{per}: with drop_last=True no rank would read any, without it the one "
+            "batch would hold records twice; use a smaller batch or more records per epoch"
         )
 
     @property
@@ -293,8 +293,8 @@ def no_batch(records: int, per: int, world_size: int) -> str:
         fix = "drop_last=False (each rank then repeats records to fill its part) or fewer ranks"
     part = f" ({records // world_size} on each of {world_size} ranks)" if world_size > 1 else ""
     return (
-        f"an epoch of {records} records{part} holds no batch of {per}: with drop_last=True "
-        f"every epoch would be empty; use {fix}"
+        f"an epoch of {records:,} record{'' if records == 1 else 's'}{part} holds no batch of "
+        f"{per}: with drop_last=True every epoch would be empty; use {fix}"
     )
 
 
