@@ -15,11 +15,32 @@ for uncompressed snapshots and for windows of millions of records; the same batc
 same order; README, Performance).
 """
 
+import os
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+
+class BuildPy(build_py):
+    """The package's Python files copied into ``build/lib`` as the checkout has them now: a
+    module removed since an earlier build (a pull that renamed one) stayed there, and the next
+    ``pip wheel`` shipped it."""
+
+    def run(self) -> None:
+        built = os.path.join(self.build_lib, "snapshot_cli")
+        for root, _, names in os.walk(built):
+            for name in names:
+                path = os.path.join(root, name)
+                if name.endswith((".py", ".pyi")) and not os.path.exists(
+                    os.path.relpath(path, self.build_lib)
+                ):
+                    os.remove(path)
+        super().run()
+
 
 setup(
+    cmdclass={"build_py": BuildPy},
     ext_modules=[
         Extension(
             "snapshot_cli._gather",
@@ -58,5 +79,5 @@ setup(
             depends=["snapshot_cli/_records.h"],
             optional=True,
         ),
-    ]
+    ],
 )
