@@ -267,6 +267,8 @@ class EpochPlan:
         if not self.options.shuffle:
             return None
         a, b = self.window_bounds(k)
+        if b - a <= 1:  # (the only permutation, without a generator made for it: 12 us)
+            return np.zeros(b - a, np.int64)
         o = self.options
         return random_permutation(_rng(o.seed, self.epoch, o.part + 1, k + 1), b - a)
 

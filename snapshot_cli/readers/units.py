@@ -31,9 +31,12 @@ if TYPE_CHECKING:
 
     Plan: TypeAlias = EpochPlan | GlobalPlan
 
-# A unit holds at most this many bytes of records (the first window of an epoch's ramp) and
-# this many records (each costs a slot in the window's permutation).
-UNIT_BYTES, UNIT_ROWS = 32 << 20, 1 << 20
+# A unit holds at most this many bytes of records (the first window of an epoch's ramp),
+# this many records (each costs a slot in the window's permutation) and this many windows
+# (each planned in Python, 30-40 us: 2**20 windows of one record, shuffle_buffer=1, made the
+# first batch wait 43 s over 2M records; 4,096 are a fraction of a second, and the unit's own
+# fixed cost is still spread over thousands of windows).
+UNIT_BYTES, UNIT_ROWS, UNIT_WINDOWS = 32 << 20, 1 << 20, 4096
 
 
 def grouped(plan: Plan, bytes_per_row: int) -> Plan | Units:
@@ -41,7 +44,7 @@ def grouped(plan: Plan, bytes_per_row: int) -> Plan | Units:
     most a sixteenth of the memory this process may use: a window that fits is never refused
     for the unit it is read in)."""
     rows, most = plan.window_rows, min(UNIT_BYTES, memory.limit() // 16)
-    per_unit = min(most // max(1, rows * bytes_per_row), UNIT_ROWS // max(1, rows))
+    per_unit = min(most // max(1, rows * bytes_per_row), UNIT_ROWS // max(1, rows), UNIT_WINDOWS)
     return Units(plan, per_unit) if per_unit > 1 and plan.num_windows > 1 else plan
 
 

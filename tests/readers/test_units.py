@@ -134,6 +134,23 @@ def test_windows_as_large_as_a_unit_or_a_memory_too_small_are_read_alone(
     assert isinstance(grouped, units.Units) and grouped.per_unit == 2
 
 
+def test_a_unit_holds_at_most_4096_windows() -> None:
+    """Each window is planned in Python: 2**20 windows of one record (shuffle_buffer=1) in a
+    unit made the first batch wait 43 s over 2M records (a scale probe)."""
+    plan = EpochPlan(blocks_from([[1000] * 20]), PlanOptions(1, window_rows=1), 0)
+    unit = units.grouped(plan, bytes_per_row=8)
+    assert isinstance(unit, units.Units) and unit.per_unit == units.UNIT_WINDOWS == 4096
+    assert unit.num_windows == -(-20_000 // 4096)
+    assert served(unit, [plan.blocks]) == served(plan, [plan.blocks])
+
+
+def test_a_window_of_one_record_is_served_as_a_generator_would_place_it() -> None:
+    plan = EpochPlan(blocks_from([[7, 5]]), PlanOptions(1, window_rows=1, seed=3), 2)
+    for k in range(plan.num_windows):  # (the only permutation, no generator made for it)
+        slots = plan.slots(k)
+        assert slots is not None and slots.dtype == np.int64 and slots.tolist() == [0]
+
+
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("units")
