@@ -104,7 +104,11 @@ def answer_errors(fn: F) -> F:
             if (short := short_of_memory(err)) is not None:  # (a limit no layer below named)
                 click.echo(f"snap: error: {plain(str(short))}", err=True)
                 sys.exit(short.exit_code)
-            text = " ".join(str(err).split())
+            text = str(err)
+            if "Traceback (most recent call last):" in text:  # (a worker's, said in full: 182 KB
+                lines = [line for line in text.splitlines() if line.strip()]  # on one line)
+                text = f"{lines[0]} {lines[-1]}"  # what it is, and the error it ends with
+            text = " ".join(text.split())
             if isinstance(err, Warning):  # a warning this process's filter made an error
                 click.echo(
                     f"snap: error: {type(err).__name__}: {text} (a warning, made an error by "

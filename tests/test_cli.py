@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from snapshot_cli.cli import cli
 from snapshot_cli.cli_io import answer_errors, route_library_logs, route_warnings
 from snapshot_cli.errors import OptionError
 from snapshot_cli.writers.params import parse_params
+from snapshot_cli.writers.worker import rebuild_error
 from tests.conftest import REPO, snap_subprocess
 
 PIPE = """
@@ -167,6 +169,33 @@ def test_an_unexpected_error_is_one_line_unless_debug(
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("snap: error: " + said), lines
     assert "--debug" in lines[0] and "Traceback" not in result.output
+
+
+def _worker_bug() -> BaseException:
+    """A worker's unexpected error as the parent raises it again: its whole traceback."""
+
+    def deep(n: int) -> int:
+        return deep(n + 1) + 1
+
+    try:
+        deep(0)
+    except RecursionError:
+        return rebuild_error({"type": "internal", "message": traceback.format_exc()})
+    raise AssertionError("no RecursionError")
+
+
+def test_a_worker_processs_bug_is_said_in_one_short_line() -> None:
+    """Its traceback was the message: a RecursionError's made one line of 182 KB."""
+    fail = _worker_bug()
+    result = CliRunner().invoke(_command(fail), [], obj={"debug": False})
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "snap: error: unexpected RuntimeError: internal error in a worker process (a bug in "
+        "snap): RecursionError: maximum recursion depth exceeded (a bug in snap: run with "
+        "--debug for the traceback, and please report it)"
+    ]
+    debug = CliRunner().invoke(_command(fail), [], obj={"debug": True})
+    assert debug.exception is fail and "Traceback (most recent call last)" in str(fail)
 
 
 @pytest.mark.parametrize(
