@@ -308,6 +308,7 @@ class _Reading:
     def batches(self, n: int) -> Iterator[Batch]:
         """``n`` batches (-1: endless) from as many loader passes as they take."""
         remaining = None if n < 0 else n
+        empty = 0  # loader passes in a row that yielded nothing
         while remaining is None or remaining > 0:
             fresh = self.pass_ is None
             if self.pass_ is None:
@@ -315,9 +316,11 @@ class _Reading:
             batch = next(self.pass_, None)
             if batch is None:  # the loader's pass ended; this pass goes on into the next
                 self.pass_ = None
-                if fresh:
-                    return  # the loader yields nothing at all: nothing more will come
-                continue
+                empty = empty + 1 if fresh else 0
+                if empty > 1:  # the loader yields nothing at all: nothing more will come
+                    return  # (one empty pass: a state taken after a pass's last batch,
+                continue  # as a pass of this dataset leaves it; the next is the next epoch)
+            empty = 0
             if remaining is not None:
                 remaining -= 1
                 if not remaining:  # the pass's last: no thread runs on (the loader keeps its

@@ -159,6 +159,27 @@ def check_resume():
             "state_after": resumed.state_dict()}
 
 
+def check_resume_from_a_pass_end():
+    """States taken at the end of a pass: the last step's checkpoint inside the loop, and
+    the state after the loop (Keras's end-of-epoch checkpoint), each resumed in a new
+    dataset; and the same dataset given its own state back."""
+    options = dict(seed=13)
+    ds = s.loader(BATCH, **options).to_tf(features="id")
+    first = []
+    for x in ds:
+        first.append(ids(x))
+        last_step = json.loads(json.dumps(ds.state_dict()))
+    after_loop = json.loads(json.dumps(ds.state_dict()))
+    out = {"first": first}
+    for name, state in (("last_step", last_step), ("after_loop", after_loop)):
+        resumed = s.loader(BATCH, **options).to_tf(features="id")
+        resumed.load_state_dict(state)
+        out[name] = [[ids(x) for x in resumed] for _ in range(2)]
+    ds.load_state_dict(ds.state_dict())
+    out["own_state"] = [ids(x) for x in ds]
+    return out
+
+
 def check_break_and_iterate_again():
     ds = s.loader(BATCH, seed=4).to_tf(features="image")
     first = []
@@ -534,6 +555,21 @@ def test_resume_is_exact_and_every_pass_has_len_batches(
         records = sorted(n for b in got[epoch * PER_EPOCH : (epoch + 1) * PER_EPOCH] for n in b)
         assert records == list(range(RECORDS))
     assert (out["state_after"]["epoch"], out["state_after"]["batch"]) == (4, 3)
+
+
+def test_a_state_taken_at_a_pass_end_resumes_with_the_next_epoch(
+    snapshot_url: str, tf_results: dict[str, Any]
+) -> None:
+    """A checkpoint at the last step of a pass, or after it (as Keras saves at an epoch's
+    end), resumes with the next epoch, ``len()`` batches a pass (it gave TensorFlow's
+    "expected to contain 8 elements but contained only 0")."""
+    out = _result(tf_results, "resume_from_a_pass_end")
+    stream = _stream(snapshot_url, 3, seed=13)
+    assert out["first"] == stream[:PER_EPOCH]
+    for name in ("last_step", "after_loop"):
+        assert [len(p) for p in out[name]] == [PER_EPOCH, PER_EPOCH]
+        assert [b for p in out[name] for b in p] == stream[PER_EPOCH:], name
+    assert out["own_state"] == stream[PER_EPOCH : 2 * PER_EPOCH]
 
 
 def test_every_pass_is_a_fresh_shuffle(tf_results: dict[str, Any]) -> None:
