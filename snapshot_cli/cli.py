@@ -17,6 +17,7 @@ from . import __version__, cli_exit, cli_io, cli_types, render, render_bench
 from .cli_io import answer_errors, configure_output, emit_json, setup_logging
 from .cli_types import AUTO_OR_COUNT, COLUMNS, DURATION, SIZE, WINDOW, Commands, ShellGlobs, named
 from .errors import ManifestError
+from .history import MAX_COUNT
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--level", type=click.IntRange(1, 22), default=None, help="zstd level (default 1).")
 @click.option(
     "--inputs-per-task",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_COUNT - 1),
     help="Inputs grouped into one task (default: chosen from the input count).",
 )
 @click.option(

@@ -26,13 +26,13 @@ from .layout import check_relative_path
 
 CHANGE_COUNTS = ("tasks_reused", "tasks_computed", "inputs_added", "inputs_removed",
                  "inputs_changed")  # fmt: skip
-MAX_VERSION = 1 << 40
+MAX_COUNT = 1 << 40  # the largest count a manifest's history holds, + 1
 _CRC_RE = re.compile(r"^[0-9a-f]{8}$")
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _count(value: Any, key: str, where: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < MAX_VERSION:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < MAX_COUNT:
         raise ManifestError(f"{where}: {key!r} must be an integer >= {low}, got {value!r:.80}")
     return value
 

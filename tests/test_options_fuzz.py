@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
@@ -110,6 +110,29 @@ def test_create_with_a_bad_option_writes_nothing(tmp_path: Path, option: str, va
     with pytest.raises(snap.OptionError, match=option.replace("_", "[_ -]?")):
         snap.create(ragged_records, str(out), inputs=[1, 2, 3], workers=0, **{option: value})
     assert not out.exists()  # no "unfinished snapshot" (_runs/lease-*.json) left behind
+
+
+@settings(max_examples=30)
+@given(
+    name=st.sampled_from(["shard_size", "batch_rows", "batch_bytes", "inputs_per_task"]),
+    value=st.one_of(st.integers(1, 2**70), st.integers(2**39, 2**41), st.just(2**40)),
+)
+def test_a_count_of_any_size_is_refused_or_makes_a_snapshot_that_opens(
+    tmp_path_factory: pytest.TempPathFactory, name: str, value: int
+) -> None:
+    """``inputs_per_task=2**40`` was accepted and committed into the manifest's history,
+    which every reader then refused (``inspect``, the loader, even ``--overwrite``)."""
+    out = str(tmp_path_factory.mktemp("count") / "s")
+    try:
+        snap.create(records, out, inputs=[1, 2, 3], workers=0, **{name: value})
+    except snap.OptionError as err:
+        assert name.replace("_", " ") in str(err).replace("_", " ")
+        assert not Path(out).exists()
+        return
+    s = snap.open(out)
+    assert s.num_records == 3 and sorted(n for b in s.iter_batches() for n in b["a"]) == [1, 2, 3]
+    snap.create(records, out, inputs=[1, 2, 3, 4], workers=0, **{name: value})  # a grow
+    assert snap.open(out).num_records == 4
 
 
 def test_a_numpy_level_makes_a_snapshot_that_opens(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from ..keywords import checked_keywords
 from ..manifest import Manifest
 from ..progress import Progress, counted
 from . import commit as commit_mod
-from . import freshness, guards, incremental, shipping, start_dir
+from . import freshness, guards, incremental, shipping, start_dir, tidy
 from . import inputs as inputs_mod
 from . import lease as lease_mod
 from . import params as params_mod
@@ -382,7 +382,7 @@ def _create(
         if bar is not None:  # the final line says what the snapshot holds, as the summary does
             bar.close(records=manifest.num_records, nbytes=manifest.bytes)
         commit_mod.commit(fs, root, manifest, replaces=previous)
-        commit_mod.cleanup_after_commit(fs, root, manifest)
+        tidy.cleanup_after_commit(fs, root, manifest)
         if manifest.num_records == 0:
             log.warning(
                 "note: the pipeline made no records from %s%s",

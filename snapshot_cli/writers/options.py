@@ -12,6 +12,7 @@ import pyarrow as pa
 from ..console import named
 from ..cores import cores
 from ..errors import OptionError
+from ..history import MAX_COUNT
 from ..units import KiB, MiB, flag, integer, options_dict, parse_size
 
 if TYPE_CHECKING:
@@ -131,6 +132,8 @@ class WriteOptions:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if name == "inputs_per_task" and value >= MAX_COUNT:  # (a manifest's counts)
+                raise ValueError(f"{name} must be below 2**40, got {value!r}")
             object.__setattr__(self, name, value)
 
     def to_json(self) -> dict[str, Any]:
