@@ -480,12 +480,22 @@ def test_reuse_with_another_layout_says_so(setup) -> None:  # type: ignore[no-un
                           ("--batch-rows", str(rows - 1)), ("--inputs-per-task", "2")):  # fmt: skip
         code, stdout, stderr = run("create", spec, out, "--input", glob, option, value)
         assert code == 0 and stdout.startswith("up to date:")
-        assert f"note: {option} shape the shards" in stderr and "--overwrite" in stderr
+        assert f"note: {option} shapes the shards" in stderr and "--overwrite" in stderr
     assert rows == 5  # (one task: one record batch of the 5 records)
     for option, value in (("--shard-size", "256MiB"), ("--shard-size", "1MiB"),
                           ("--batch-rows", "5"), ("--inputs-per-task", "5")):  # fmt: skip
         code, _, stderr = run("create", spec, out, "--input", glob, option, value)
         assert code == 0 and "note:" not in stderr, (option, value)
+
+
+def test_different_params_say_the_cli_option(setup) -> None:  # type: ignore[no-untyped-def]
+    """A CLI message said "pass --overwrite (overwrite=True)", the Python spelling too."""
+    spec, glob, tmp = setup
+    out = str(tmp / "s")
+    assert run("create", spec, out, "--input", glob, "--workers", "0")[0] == 0
+    code, _, stderr = run("create", spec, out, "--input", glob, "--param", "size=3")
+    assert code == 1 and "different params (size: not given then, 3 now" in stderr
+    assert "pass --overwrite to replace it" in stderr and "overwrite=True" not in stderr
 
 
 def test_batch_bytes_shapes_record_batches(setup) -> None:  # type: ignore[no-untyped-def]
@@ -501,7 +511,7 @@ def test_batch_bytes_shapes_record_batches(setup) -> None:  # type: ignore[no-un
     assert max(rows[small]) <= 2 and sum(rows[small]) == 5 and rows[large] == [5]
     code, stdout, stderr = run("create", spec, large, *common, "--batch-bytes", "1KiB")
     assert code == 0 and stdout.startswith("up to date:")
-    assert "note: --batch-bytes shape the shards" in stderr and "--overwrite" in stderr
+    assert "note: --batch-bytes shapes the shards" in stderr and "--overwrite" in stderr
     code, _, stderr = run("create", spec, large, *common, "--batch-bytes", "1MiB")
     assert code == 0 and "note:" not in stderr
     code, _, stderr = run("create", spec, large, *common, "--batch-bytes", "lots")

@@ -122,7 +122,7 @@ def test_an_up_to_date_create_names_the_layout_options_as_python_gave_them(
     with caplog.at_level("WARNING", logger="snapshot_cli"):
         info = snap.create(_one, out, inputs=list(range(6)), workers=0, batch_rows=2)
     assert info.reused
-    assert "note: batch_rows= shape the shards" in caplog.text, caplog.text
+    assert "note: batch_rows= shapes the shards" in caplog.text, caplog.text
     assert "--batch-rows" not in caplog.text
 
 
@@ -293,7 +293,7 @@ def test_an_up_to_date_create_says_overwrite_as_python_gave_it(
     with caplog.at_level("WARNING", logger="snapshot_cli"):
         snap.create(_one, out, inputs=list(range(6)), workers=0, batch_rows=2, compression="lz4")
     assert "not part of the fingerprint: pass overwrite=True to rewrite it" in caplog.text
-    assert "none are written: pass overwrite=True to rewrite it with them" in caplog.text
+    assert "none are written: pass overwrite=True to rewrite it with that option" in caplog.text
     assert "--" not in caplog.text, caplog.text
 
 

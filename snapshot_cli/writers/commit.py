@@ -29,6 +29,7 @@ from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
 from ..progress import counted
 from . import advice
+from .options import overwrite_said
 from .pipeline import IDENTITY_SCHEME
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ def say_lost(url: str, m: Manifest, lost: set[str]) -> None:
         raise SnapshotExistsError(
             f"{url} is up to date but {counted(len(lost), 'shard')} of it "
             f"{'is' if len(lost) == 1 else 'are'} missing or cut short ({shown}); it was made "
-            "before snapshots had versions: pass --overwrite (overwrite=True) to make it anew"
+            f"before snapshots had versions: pass {overwrite_said()} to make it anew"
         )
     log.warning("%s: %s of version %d missing or cut short (%s); computing their tasks again",
                 url, counted(len(lost), "shard"), m.version, shown)  # fmt: skip

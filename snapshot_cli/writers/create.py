@@ -224,22 +224,18 @@ def _create(
         cheap = identity.cheap_parts
         if changed := [k for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]:
             said_changed = incremental.said_changed(
-                changed,
-                ref.by_value,
-                m.pipeline,
-                params,
-                pipeline_mod.spec_name(ref.spec),
-                str(m.created_by.get("python", "")),
-            )
+                changed, ref.by_value, m.pipeline, params, pipeline_mod.spec_name(ref.spec),
+                str(m.created_by.get("python", "")), pipeline_mod.defaults(ref.function),
+            )  # fmt: skip
             raise SnapshotExistsError(
                 f"{url} holds a snapshot made with different {said_changed}; pass "
-                "--overwrite (overwrite=True) to replace it, or choose another OUTPUT"
+                f"{overwrite_said()} to replace it, or choose another OUTPUT"
             )
         if m.history is None:
             raise SnapshotExistsError(
                 f"{url} holds a snapshot made before snapshots had versions, from inputs this "
                 "snap cannot compare with these (snap 0.1.0 recorded a file by its size and "
-                "time, not its content): pass --overwrite (overwrite=True) once to make it "
+                f"time, not its content): pass {overwrite_said()} once to make it "
                 "anew (its readers keep the "
                 "old shards until snap gc); later creates compute only the tasks whose inputs "
                 "changed"
@@ -261,9 +257,10 @@ def _create(
             )  # fmt: skip
         if given := how.layout_not_applied(m):
             log.warning(
-                "note: %s shape the shards a create writes; this snapshot is up to date, so "
-                "none are written: pass %s to rewrite it with them",
-                ", ".join(given), overwrite_said(),
+                "note: %s the shards a create writes; this snapshot is up to date, so "
+                "none are written: pass %s to rewrite it with %s",
+                ", ".join(given) + (" shapes" if len(given) == 1 else " shape"), overwrite_said(),
+                "that option" if len(given) == 1 else "those options",
             )  # fmt: skip
         return _info(url, m, started, reused=True, dry_run=how.dry_run)
 

@@ -140,12 +140,14 @@ NAMES = {"code": "pipeline code", "params": "params", "format": "format"}
 
 def said_changed(
     changed: list[str], by_value: bool, recorded: dict[str, Any], params: dict[str, Any],
-    function: str = "", python: str = "",
+    function: str = "", python: str = "", defaults: dict[str, Any] | None = None,
 ) -> str:  # fmt: skip
     """What differs from the committed snapshot's fingerprint parts ``changed``, each with
     what tells it apart: the params then and now (it said only "different params", and
     ``--param scale=1``, the default given, was a change no one could see); ``python``: the
-    Python version the snapshot was made under (a lambda's code is its bytecode)."""
+    Python version the snapshot was made under (a lambda's code is its bytecode);
+    ``defaults``: the function's parameter defaults, to say when a default given is the
+    difference."""
     out = []
     for key in changed:
         text = NAMES.get(key, key)
@@ -169,7 +171,7 @@ def said_changed(
                 )
         elif key == "params":
             then_params = recorded.get("params") or {}
-            text += _params_change(then_params, params)
+            text += _params_change(then_params, params, defaults or {})
             if floated := [k for k, v in params.items() if _floated(then_params.get(k), v)]:
                 text += (
                     f" (--param reads an integer given to a float-annotated KEY as a float "
@@ -179,9 +181,11 @@ def said_changed(
     return ", ".join(out)
 
 
-def _params_change(then: dict[str, Any], now: dict[str, Any]) -> str:
+def _params_change(then: dict[str, Any], now: dict[str, Any], defaults: dict[str, Any]) -> str:
     """The params that differ, each value cut short: both whole dicts were said, and a
-    vocabulary of 10**6 ids made a message of 15 MB (a scale probe)."""
+    vocabulary of 10**6 ids made a message of 15 MB (a scale probe). "A default given
+    counts" only where the value given on one side is the parameter's default (it was said
+    of any key given on one side: ``name=zzz`` against a default ``'x'``)."""
     keys = sorted(set(then) | set(now))
     differ = [k for k in keys if k not in then or k not in now or _text(then[k]) != _text(now[k])]
     said = [
@@ -190,8 +194,16 @@ def _params_change(then: dict[str, Any], now: dict[str, Any]) -> str:
         for k in differ[:5]
     ]
     more = f"; and {len(differ) - 5} more" if len(differ) > 5 else ""
-    default = any((k in then) != (k in now) for k in differ)
+    one_sided = [k for k in differ if (k in then) != (k in now)]
+    default = any(k in defaults and _is(then.get(k, now.get(k)), defaults[k]) for k in one_sided)
     return f" ({'; '.join(said)}{more}{': a default given counts' if default else ''})"
+
+
+def _is(value: Any, default: Any) -> bool:
+    try:
+        return _text(value) == _text(default)
+    except (TypeError, ValueError):  # (a default no JSON holds: no param given equals it)
+        return False
 
 
 def _text(value: Any) -> str:  # (as the fingerprint has it: 2 and 2.0 differ)

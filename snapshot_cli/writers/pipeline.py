@@ -223,6 +223,15 @@ def check_arguments(pipeline: object, output: object) -> None:
         )
 
 
+def defaults(function: Callable[..., Any]) -> dict[str, Any]:
+    """The function's parameters' defaults ({} where Python cannot tell its signature)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in parameters if p.default is not p.empty}
+
+
 def check_call(function: Callable[..., Any], params: dict[str, Any], with_input: bool) -> None:
     """Refuse, before any work, params (or an input) the function cannot take: a misspelt
     ``--param`` used to fail in the first task, after every input was read and identified.

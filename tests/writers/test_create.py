@@ -81,9 +81,13 @@ def test_create_then_reuse_then_refuse_then_overwrite(tmp_path: Path, pipe: str)
     assert again.reused and again.fingerprint == info.fingerprint
     assert len(calls(log)) == 10  # no work
 
-    with pytest.raises(snap.SnapshotExistsError, match="different params.*--overwrite") as err:
+    with pytest.raises(snap.SnapshotExistsError, match="different params.*overwrite") as err:
         snap.create(pipe, out, inputs=glob, params={"calls": str(log), "scale": 2}, workers=0)
-    said = "params (scale: not given then, 2 now: a default given counts)"  # (what differs)
+    said = "params (scale: not given then, 2 now)"  # (what differs; 2 is no default)
+    assert said in str(err.value), str(err.value)
+    with pytest.raises(snap.SnapshotExistsError) as err:  # scale=1: its default given
+        snap.create(pipe, out, inputs=glob, params={"calls": str(log), "scale": 1}, workers=0)
+    said = "params (scale: not given then, 1 now: a default given counts)"
     assert said in str(err.value), str(err.value)
 
     (tmp_path / "in" / "in-003.txt").write_text("3 ")  # same name, new contents

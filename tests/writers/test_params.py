@@ -343,6 +343,11 @@ def test_params_that_differ_are_named_and_cut_short(tmp_path: Path) -> None:
     many = {f"k{i}": i for i in range(8)}
     with pytest.raises(
         snap.SnapshotExistsError,
-        match=r"k0: not given then, 0 now; k1: .*; and 3 more: a default given counts\)",
-    ):
+        match=r"k0: not given then, 0 now; k1: .*; and 3 more\)",
+    ):  # (**other has no defaults: no "a default given counts")
         snap.create(f, out, params={"vocab": list(range(100_000)), "lr": 0.1, **many}, workers=0)
+    snap.create(f, out, params={"vocab": list(range(100_000))}, overwrite=True, workers=0)
+    with pytest.raises(snap.SnapshotExistsError, match=r"\(lr: not given then, 0.1 now: a defau"):
+        snap.create(f, out, params={"vocab": list(range(100_000)), "lr": 0.1}, workers=0)
+    with pytest.raises(snap.SnapshotExistsError, match=r"\(lr: not given then, 0.2 now\);"):
+        snap.create(f, out, params={"vocab": list(range(100_000)), "lr": 0.2}, workers=0)
