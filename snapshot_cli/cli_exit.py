@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from . import signals
+
 
 def quiet_exit_on_closed_stdout() -> None:
     """Stop as a Unix tool does when its reader stops reading: no message, the status of a
@@ -53,7 +55,8 @@ def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
     for signum in STOPS:
         signal.signal(signum, stop)
     try:
-        yield
+        with signals.not_inherited(stop, previous):  # (a fork gets SIG_DFL back, not stop)
+            yield
     except SystemExit as done:
         code = done.code
         raise

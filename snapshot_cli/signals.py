@@ -71,6 +71,21 @@ def termination_as_interrupt() -> Iterator[None]:
         _restore(raise_terminated, previous)
 
 
+@contextlib.contextmanager
+def not_inherited(handler: Any, previous: dict[int, Any]) -> Iterator[None]:
+    """Within: a process forked gets ``previous`` back for each signal whose handler is
+    ``handler`` (a handler of the ``snap`` program's own, set outside a command). A Python
+    handler a child inherits runs only between two bytecodes: a fork Pool's worker sent
+    Pool.terminate()'s SIGTERM just before it blocked on its task queue slept on, and the
+    pool's exit waited for it (1 create in 5 on a loaded machine)."""
+    _installed.append((handler, previous))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # (a forked child's: emptied at the fork)
+            _installed.remove((handler, previous))
+
+
 def raise_received() -> None:
     """Stop as a signal that arrived while a command ran asked, where the code it interrupted
     swallowed its exception: a pipeline run in this process (``--workers 0``) with a bare

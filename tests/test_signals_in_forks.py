@@ -117,3 +117,35 @@ def test_a_child_signalled_before_it_first_ran_ends_as_the_default_handler_ends_
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines() == ["lived on 0"], res.stdout
     assert "Exception ignored" not in res.stderr, res.stderr
+
+
+FORKED_IN_THE_PROGRAM = """
+import os, signal
+
+from snapshot_cli.cli_exit import exit_watch
+from snapshot_cli.signals import termination_as_interrupt
+
+for sig in (signal.SIGTERM, signal.SIGHUP):  # (as a shell gives them; see above)
+    signal.signal(sig, signal.SIG_DFL)
+with exit_watch(), termination_as_interrupt():  # as `snap create` nests them
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        got = [signal.getsignal(s) is signal.SIG_DFL for s in (signal.SIGTERM, signal.SIGHUP)]
+        os.write(write, bytes(got))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print(list(os.read(read, 2)), flush=True)
+"""
+
+
+def test_a_child_forked_in_the_program_gets_the_default_handlers_not_pythons() -> None:
+    """Not the ``snap`` program's own handler (``exit_watch``, set outside the command) either:
+    a Python handler runs only between two bytecodes, and a fork Pool's worker signalled by
+    ``Pool.terminate()`` just before it blocked on its task queue slept there, while the
+    pool's exit waited for it: the create hung (``--workers 0``, 1 run in 5 with both cores
+    busy; ``test_a_forked_pool_of_the_pipeline_ends_as_python_ends_it`` timed out)."""
+    res = subprocess.run([sys.executable, "-c", FORKED_IN_THE_PROGRAM], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["[1, 1]"], res.stdout
