@@ -24,17 +24,24 @@ import numpy as np
 
 from .. import schema as schema_mod
 
+TIMES_HINT = (
+    "a column of times holds one per record; store several as integers "
+    "(value.astype('int64'), e.g. nanoseconds since 1970)"
+)
+TEXT_HINT = (
+    "text is stored as one str or a flat list of str per record (captions, tags); this "
+    "value mixes text with other values or has more than one dimension: make it a flat list "
+    "of str, or give each row a record of its own"
+)
 # What to do instead, by numpy dtype kind, for the dtypes a column cannot hold
 _DTYPE_HINTS = {
-    "U": "text is stored as one str or a flat list of str per record (captions, tags); this "
-    "value mixes text with other values or has more than one dimension: make it a flat list "
-    "of str, or give each row a record of its own",
+    "U": TEXT_HINT,
+    "T": TEXT_HINT,  # (numpy's StringDType)
     "S": "bytes are stored as one bytes value or a flat list of bytes per record; make it a "
     "flat list of bytes, or give each row a record of its own",
     "O": "yield a numpy array of one numeric dtype, or one str or bytes value per record",
     "c": "store the real and imaginary parts as two float columns",
-    "M": "a column of times holds one per record; store several as integers "
-    "(value.astype('int64'), e.g. nanoseconds since 1970)",
+    "M": TIMES_HINT,
     "m": "a column of times holds one per record; store several as integers "
     "(value.astype('int64'))",
     "V": "store each field of a structured array as its own column, "

@@ -78,9 +78,11 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
     if isinstance(col, np.ndarray) and times.is_time_dtype(col.dtype):
         times.check_time_array(col, name)
         return arrays.from_numpy(col)
+    if isinstance(col, np.ndarray) and col.dtype.kind == "T" and col.ndim == 1:
+        col = col.astype(object)  # numpy's StringDType: str objects (its na_object: refused)
     if isinstance(col, np.ndarray) and col.dtype.kind in "US" and col.ndim == 1:
         return strings(col.tolist(), pa.string() if col.dtype.kind == "U" else pa.binary())
-    if isinstance(col, np.ndarray) and col.dtype.kind in "US" and col.ndim == 2:
+    if isinstance(col, np.ndarray) and col.dtype.kind in "UST" and col.ndim == 2:
         col = list(col)  # (a row a record's list of texts, as a 2-D column of numbers' rows)
     if isinstance(col, np.ndarray) and col.dtype != object:
         if col.ndim == 0:

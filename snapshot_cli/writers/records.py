@@ -83,6 +83,8 @@ class ColumnBuilder:
     def append(self, value: Any) -> int:
         """Add one value; returns its approximate size in bytes."""
         kind = type(value)
+        if kind is np.ndarray and value.dtype == object and value.shape == (0,):
+            value, kind = [], list  # (a text Series filtered to no rows: as an empty list)
         if (kind is list or kind is tuple) and not value and self.cls in _TAKES_EMPTY:
             return self._empty()
         if (  # an array like the column's first: copied into its row, no more checks

@@ -139,10 +139,12 @@ def text_list(value: Any) -> TextList | None:
     all, a 1-D numpy array of text, empty or not, or a non-empty 1-D object array of them
     all (several captions or tags per record), else None."""
     if isinstance(value, np.ndarray):
-        if value.ndim != 1 or value.dtype.kind not in "USO":
+        if value.ndim != 1 or value.dtype.kind not in "USOT":
             return None
         if value.dtype.kind == "O":  # str or bytes objects (pandas' text columns), all one
             return text_list(value.tolist()) if value.size else None
+        if value.dtype.kind == "T":  # numpy's StringDType: str, as "U" (its na_object: not)
+            return text_list(value.tolist()) if value.size else TextList([], TEXTS)
         return TextList(value.tolist(), TEXTS if value.dtype.kind == "U" else BLOBS)
     if not isinstance(value, (list, tuple)) or not value:
         return None
@@ -235,6 +237,8 @@ def normalise(value: Any, column: str) -> Any:
                 f"column {column!r} has a {type(value).__name__} numpy cannot make one array "
                 f"of ({type(err).__name__}: {err}); yield a numpy array of one dtype"
             ) from None
+        if array.dtype == object:
+            _refuse_objects(list(value), column, type(value).__name__)
         if _may_hold_big_int(array) and _holds_big_int(value, array.dtype.kind == "f"):
             raise RecordError(  # (numpy rounds it to a float64)
                 f"column {column!r} has a {type(value).__name__} holding an int outside the "
@@ -248,21 +252,37 @@ def normalise(value: Any, column: str) -> Any:
         return bytes(value)
     if isinstance(value, np.ma.MaskedArray):
         return foreign.unmasked(value, column)
-    if isinstance(value, np.ndarray) and value.dtype.kind in "USO" and value.ndim == 1:
-        return _texts_or(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "USOT" and value.ndim == 1:
+        return _texts_or(value, column)
     if isinstance(value, (datetime.date, datetime.timedelta)):  # (pandas' are subclasses)
         return times.as_numpy_time(value, column)
     if foreign.is_array_like(value):
         value = foreign.as_numpy(value, column)
         if isinstance(value, np.ndarray) and value.dtype == object and value.ndim == 1:
-            return _texts_or(value)  # (a pandas Series of str: several texts)
+            return _texts_or(value, column)  # (a pandas Series of str: several texts)
     return foreign.native(value)
 
 
-def _texts_or(value: np.ndarray) -> Any:
+def _texts_or(value: np.ndarray, column: str) -> Any:
     """A 1-D array of text as a TextList; of other objects as it is (refused later)."""
     texts = text_list(value)
+    if texts is None and value.dtype.kind in "OT":
+        _refuse_objects(value.tolist(), column, f"numpy array of dtype {value.dtype}")
     return value if texts is None else texts
+
+
+def _refuse_objects(items: list[Any], column: str, kind: str) -> None:
+    """A list or array of objects that holds a missing value or times is refused saying so
+    (the message was the one for any object array: "yield a numpy array of one numeric
+    dtype", and a snap.Batch of such lists, which it suggested, was refused too)."""
+    for i, item in enumerate(items):
+        if foreign.is_missing(item):
+            raise RecordError(
+                f"column {column!r} has a {kind} holding {item!r} (item {i}); snap columns "
+                "have no missing values (use a sentinel value or a separate mask column)"
+            )
+    if items and all(isinstance(v, (datetime.date, datetime.timedelta)) for v in items):
+        raise RecordError(f"column {column!r} has a {kind} of times: {advice.TIMES_HINT}")
 
 
 def _may_hold_big_int(array: np.ndarray) -> bool:

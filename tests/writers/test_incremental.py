@@ -158,7 +158,7 @@ def test_a_code_change_still_needs_overwrite_and_overwrite_keeps_the_old_version
     tree.create()
     tree.pipe.write_text(PIPE + "\n# an edit\n")
     tree.write(2, 22)
-    with pytest.raises(snap.SnapshotExistsError, match="different pipeline code.*--overwrite"):
+    with pytest.raises(snap.SnapshotExistsError, match="different pipeline code.*overwrite=True"):
         tree.create()
     info = tree.create(overwrite=True)
     assert info.version == 2 and info.tasks_reused == 0 and info.inputs_changed == 1

@@ -125,7 +125,7 @@ def test_a_lost_shard_of_a_snapshot_made_before_versions_says_overwrite(tmp_path
     with pytest.raises(snap.SnapshotExistsError) as caught:
         tree.create()
     assert "is up to date but 1 shard of it is missing or cut short" in str(caught.value)
-    assert "pass --overwrite" in str(caught.value)
+    assert "pass overwrite=True" in str(caught.value)
     assert tree.create(overwrite=True).num_records == 16
 
 
@@ -146,7 +146,7 @@ def test_a_snapshot_made_before_versions_of_other_inputs_says_why_overwrite(
         tree.create()
     said = str(caught.value)
     assert "before snapshots had versions" in said and "cannot compare" in said, said
-    assert "pass --overwrite" in said
+    assert "pass overwrite=True" in said
 
 
 @pytest.mark.parametrize("grow", [False, True])
