@@ -157,8 +157,9 @@ def versions_lines(doc: dict[str, Any]) -> list[str]:
             f"~{c['inputs_changed']}"
         )
         mark = " (current)" if v["current"] else ""
+        records = "record " if v["records"] == 1 else "records"
         lines.append(
-            f"  v{v['version']:<4} {v['created']}  {_count(v['records']):>10} records  "
+            f"  v{v['version']:<4} {v['created']}  {_count(v['records']):>10} {records}  "
             f"{human_bytes(v['bytes']):>10}  {what}{mark}"
         )
     return lines

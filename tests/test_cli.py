@@ -342,6 +342,18 @@ def test_a_spec_that_names_no_function_is_a_usage_error(spec: str, which: str) -
     assert (res.exit_code, said in res.output) == ((1, False) if named else (2, True)), res.output
 
 
+@pytest.mark.parametrize("spec", ["p.py:f:g", "pkg.mod:f:g", "a:b:c", "p.py::f"])
+def test_a_spec_of_two_colons_is_a_usage_error(spec: str) -> None:
+    """``p.py:f:g`` was exit 1, "pipeline module 'p.py:f' not found"; a file whose name
+    holds a colon (``runs:v2/prep.py:f``) is still a file."""
+    from snapshot_cli.writers.importing import check_spec
+
+    res = CliRunner().invoke(cli, ["create", spec, "memory://never", "--workers", "0"])
+    assert res.exit_code == 2, res.output
+    assert f"PIPELINE {spec!r} must look like path/to/file.py:function" in res.output
+    check_spec("runs:v2/prep.py:f")  # (no error)
+
+
 @pytest.mark.parametrize(
     ("spec", "meant"),
     [("pipe.preprocess", "pipe:preprocess"), ("pkg.mod.fn", "pkg.mod:fn"), ("pipe.py", None),

@@ -15,7 +15,7 @@ from .. import versions as versions_mod
 from ..errors import ManifestError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 
-__all__ = ["ShardGiven", "directory_of", "no_manifest"]
+__all__ = ["ShardGiven", "directory_of", "inside_snapshot", "no_manifest"]
 
 
 def no_manifest(fs: Any, root: str) -> ManifestError:
@@ -35,11 +35,11 @@ def no_manifest(fs: Any, root: str) -> ManifestError:
     absent = "" if there else faults.absent_hint(fs, root)  # (a bucket, memory://)
     return ManifestError(
         f"{url} {there or 'does not exist: check the path'}{absent}"
-        f"{_inside_snapshot(fs, root)}{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
+        f"{inside_snapshot(fs, root)}{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
     )
 
 
-def _inside_snapshot(fs: Any, root: str) -> str:
+def inside_snapshot(fs: Any, root: str) -> str:
     """ "; it is the shards/ directory of the snapshot X: give X" for a snapshot's own
     directory given as one (any filesystem; looked for only for those names)."""
     parent, name = posixpath.split(root.rstrip("/"))
@@ -119,19 +119,25 @@ def _shard_given(fs: Any, path: str) -> ShardGiven | None:
     ):
         return None
     shard = posixpath.join(SHARDS_DIR, posixpath.basename(path))
-    return ShardGiven(storage.to_url(fs, path), storage.to_url(fs, above), shard)
+    try:
+        there = storage.exists(fs, path)
+    except OSError:  # (a link in a loop: there is something there)
+        there = True
+    return ShardGiven(storage.to_url(fs, path), storage.to_url(fs, above), shard, there)
 
 
 class ShardGiven(ManifestError):
     """A shard file was given where a snapshot was expected (``snap inspect``, ``head`` and
     ``verify`` take one: :mod:`.target`)."""
 
-    def __init__(self, url: str, snapshot: str, shard: str) -> None:
-        super().__init__(
-            f"{url} is a shard of the snapshot {snapshot}: give the snapshot's directory "
+    def __init__(self, url: str, snapshot: str, shard: str, there: bool = True) -> None:
+        what = "is a shard" if there else "does not exist (it would be a shard"  # (bench
+        super().__init__(  # said a missing one "is a shard")
+            f"{url} {what} of the snapshot {snapshot}{'' if there else ')'}: give the "
+            "snapshot's directory "
             f"(snap inspect, snap head and snap verify take the shard itself)"
         )
-        self.url, self.snapshot, self.shard = url, snapshot, shard
+        self.url, self.snapshot, self.shard, self.there = url, snapshot, shard, there
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return ShardGiven, (self.url, self.snapshot, self.shard)
+        return ShardGiven, (self.url, self.snapshot, self.shard, self.there)

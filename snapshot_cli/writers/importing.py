@@ -51,7 +51,8 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 def _split(spec: str, what: str) -> tuple[str, str]:
     target, sep, func = spec.rpartition(":")
-    bad_target = not target or target.endswith(":")  # (p.py::f: "module 'p.py:' not found")
+    # (p.py::f, p.py:f:g: "module 'p.py:f' not found"; a file's name may hold a colon)
+    bad_target = not target or (":" in target and not target.endswith((".py", ".ipynb")))
     if not sep or bad_target or not func or not func.replace(".", "_").isidentifier():
         module, dot, name = spec.rpartition(".")  # (pipe.preprocess: a dot for the colon)
         guess = dot and not sep and module and name.isidentifier() and name != "py"
@@ -295,12 +296,15 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     obj: Any = module
     for part in func_name.split("."):
         if not hasattr(obj, part):
-            defined = sorted(
+            defined = sorted(  # (its own: not what it imported, typing's Any, Iterator)
                 n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
-            )
+                and getattr(v, "__module__", None) == module.__name__
+            )  # fmt: skip
+            near = difflib.get_close_matches(func_name, defined, 1)
             raise PipelineLoadError(
-                f"{what} {target!r} has no function {func_name!r}; it defines: "
-                f"{', '.join(defined) or 'no functions'}"
+                f"{what} {target!r} has no function {func_name!r}"
+                + (f" (did you mean {near[0]!r}?)" if near else "")
+                + f"; it defines: {', '.join(defined) or 'no functions'}"
             )
         obj = getattr(obj, part)
     if not callable(obj):

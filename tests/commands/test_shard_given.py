@@ -135,6 +135,9 @@ def test_the_loader_and_bench_still_refuse_a_shard(snapshot: Path) -> None:
     with pytest.raises(ShardGiven) as caught:
         snap.open(shard)
     assert isinstance(caught.value, snap.ManifestError)
+    missing = shard.parent / "nothere.arrow"  # (it said a missing one "is a shard")
+    code, _, stderr = run("bench", str(missing), "--epochs", "1")
+    assert code == 1 and f"{missing} does not exist (it would be a shard of the snapshot" in stderr
 
 
 def test_a_shard_of_a_snapshot_made_before_versions_has_no_task(snapshot: Path) -> None:
@@ -167,8 +170,9 @@ def test_a_snapshots_own_directory_given_names_the_snapshot(
             assert f"; it is the {inner}/ directory of the snapshot " in said, said
             named = said.rsplit("of the snapshot ", 1)[1].removesuffix(": give that")
             assert snap.open(named).num_records == 2  # what it names is the snapshot
-            code, _, stderr = run("inspect", given)
-            assert code == 1 and f"it is the {inner}/ directory" in stderr
+            for command in ("inspect", "head", "verify", "bench", "gc"):
+                code, _, stderr = run(command, given)
+                assert code == 1 and f"it is the {inner}/ directory" in stderr, (command, stderr)
 
 
 def test_a_shard_of_a_snapshot_never_committed_is_said_to_be_one(tmp_path: Path) -> None:

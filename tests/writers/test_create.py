@@ -412,6 +412,12 @@ def test_missing_pipeline_pieces(tmp_path: Path, write_pipeline) -> None:  # typ
     spec = write_pipeline("def other(x):\n    pass\n")
     with pytest.raises(snap.PipelineLoadError, match="no function 'preprocess'; it defines: other"):
         snap.create(spec, str(tmp_path / "s"))
+    # what it imported is not listed (it said "it defines: Any, Iterator, preprocess")
+    spec = write_pipeline("from typing import Any\nfrom os.path import join\nimport numpy\n"
+                          "class Prep:\n    pass\ndef preprocess(x):\n    pass\n")  # fmt: skip
+    with pytest.raises(snap.PipelineLoadError, match=r"no function 'preproces' \(did you mean "
+                       r"'preprocess'\?\); it defines: Prep, preprocess$"):  # fmt: skip
+        snap.create(spec.replace(":preprocess", ":preproces"), str(tmp_path / "s"))
     with pytest.raises(snap.PipelineLoadError, match="module 'no_such_mod' not found"):
         snap.create("no_such_mod:f", str(tmp_path / "s"))
     bad = write_pipeline("import no_such_dependency\n", name="bad")

@@ -233,3 +233,12 @@ def test_inspect_versions(tmp_path: Path) -> None:
     assert versions[1]["changes"]["inputs_added"] == 1 and versions[1]["records"] == 84
     text = snap_subprocess("inspect", str(tmp_path / "s"), "--versions").stdout
     assert "v2" in text and "(current)" in text and "+1 -0 ~0" in text
+    assert " 84 records " in text and " records " in text.splitlines()[1]
+
+
+def test_versions_of_one_record_say_record(tmp_path: Path) -> None:
+    """It said "1 records"."""
+    out = str(tmp_path / "s")
+    snap.create(lambda i: [{"i": i}], out, inputs=[0], workers=0)
+    text = snap_subprocess("inspect", out, "--versions").stdout
+    assert " 1 record  " in text and "1 records" not in text, text
