@@ -128,7 +128,10 @@ def resumed(
     done = {i: r for i, r in finished_tasks(fs, root, run).items() if i in wanted}
     done = adopt.whole(fs, root, done, url)
     if done:
-        log.info("resuming run %s: %d of %d tasks already done", run, len(done), len(computed))
+        log.info(  # (said after the plan's "computing N tasks": how many of them remain)
+            "resuming run %s: %d of those %d tasks were done by it; computing the other %d",
+            run, len(done), len(computed), len(computed) - len(done),
+        )  # fmt: skip
     return done
 
 
