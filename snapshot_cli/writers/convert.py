@@ -104,8 +104,11 @@ def _column(name: str, col: Any, target: pa.DataType | None, ragged: bool) -> pa
             return ragged_arrays
         # its rows, in one block of up to 64 MiB (then doubled): the values may prove ragged
         builder = ColumnBuilder(name, target, ragged, capacity=(len(col), 64 << 20))
-        for value in col:
-            builder.append(value)
+        for row, value in enumerate(col):
+            try:
+                builder.append(value)
+            except RecordError as err:  # (which row: "column 'x' is None" named none)
+                raise type(err)(f"row {row}: {err}") from None
         builder.settle()  # (nothing but empty lists: stored as records' are)
         if builder.cls is None:
             raise RecordError(f"Batch column {name!r} is empty; give it a typed numpy array")

@@ -89,3 +89,22 @@ def test_a_batch_column_of_string_dtype_with_a_missing_value_is_refused(tmp_path
 
     with pytest.raises(snap.RecordError, match="column 's' is None; snap columns have no missing"):
         snap.create(batch, str(tmp_path / "s"), inputs=[0], workers=0)
+
+
+@pytest.mark.parametrize(
+    ("column", "said"),
+    [([1.0, None, 3.0], "row 1: column 'x' is None"),
+     (["a", "b", 3, None], "row 2: column 'x' changed type between records: str before"),
+     ([np.zeros(2), np.zeros(2, np.complex64)], "row 1: column 'x' has dtype complex64")],
+)  # fmt: skip
+def test_a_bad_value_of_a_batch_column_names_its_row(
+    tmp_path: Path, column: list[Any], said: str
+) -> None:
+    """It named the column only: ``snap.Batch(x=[1.0, None, 3.0])`` said "column 'x' is
+    None", leaving the user to search the batch."""
+
+    def batch(_: int) -> Any:
+        yield snap.Batch(x=column)
+
+    with pytest.raises(snap.RecordError, match=re.escape(said)):
+        snap.create(batch, str(tmp_path / "s"), inputs=[0], workers=0)
