@@ -71,7 +71,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 )
 @click.option(
     "--executor",
-    type=click.Choice(["local", "ray"]),
+    type=click.Choice(["local", "ray"], case_sensitive=False),
     default="local",
     show_default=True,
     help="local: worker processes here; ray: Ray tasks (see --ray-address).",

@@ -20,6 +20,8 @@ class AutoOrCount(click.ParamType):
     name = "auto|N"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.lower() == "auto":  # (any case, as --compression)
+            value = "auto"
         if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
             number = value
         else:
@@ -39,7 +41,7 @@ class Window(AutoOrCount):
     name = "auto|N|size"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and any(c.isalpha() for c in value) and value != "auto":
+        if isinstance(value, str) and any(c.isalpha() for c in value) and value.lower() != "auto":
             try:
                 parse_size(value)
             except ValueError:  # (its "or 4096" would be a count here)

@@ -510,6 +510,19 @@ def test_different_params_say_the_cli_option(setup) -> None:  # type: ignore[no-
     assert "pass --overwrite to replace it" in stderr and "overwrite=True" not in stderr
 
 
+def test_auto_and_choices_take_any_case(setup) -> None:  # type: ignore[no-untyped-def]
+    """``--compression ZSTD`` was taken and ``--shuffle-buffer AUTO`` or ``--executor RAY``
+    refused (a CLI probe)."""
+    spec, glob, tmp = setup
+    out = str(tmp / "s")
+    code, _, stderr = run("create", spec, out, "--input", glob, "--executor", "LOCAL")
+    assert code == 0, stderr
+    auto = ("--shuffle-buffer", "AUTO", "--prefetch", "Auto", "--num-parallel-reads", "aUTO")
+    code, stdout, stderr = run("bench", out, *auto, "--epochs", "1", "--json")
+    assert code == 0, stderr
+    assert json.loads(stdout)["records_per_s"] > 0
+
+
 def test_batch_bytes_shapes_record_batches(setup) -> None:  # type: ignore[no-untyped-def]
     """``batch_bytes=`` had no CLI option: records of many small columns or large ones could
     not be laid out from the shell as from Python."""
