@@ -374,3 +374,21 @@ def test_overwrite_adopts_nothing(tmp_path: Path) -> None:
     p.reset()
     info = p.create(inputs_per_task=1, overwrite=True)
     assert info.tasks_resumed == 0 and sorted(p.calls()) == names(*range(11))
+
+
+@pytest.mark.parametrize("first", ["overwrite", "create"])
+def test_overwrite_resumes_nothing_of_the_same_fingerprint(tmp_path: Path, first: str) -> None:
+    """Nor a run of the same code, params and inputs: an --overwrite is given when what
+    changed is outside the fingerprint (a file the pipeline reads), and a killed --overwrite
+    run again after such an edit kept 45 of 60 tasks made with the file before (a storage
+    probe). A killed first create followed by --overwrite alike."""
+    p = Project(tmp_path, 10)
+    if first == "overwrite":
+        p.create(inputs_per_task=1)
+        p.failed_create(6, inputs_per_task=1, overwrite=True)
+    else:
+        p.failed_create(6, inputs_per_task=1)
+    p.reset()  # (the same code, params and inputs: what changed, snap cannot see)
+    info = p.create(inputs_per_task=1, overwrite=True)
+    assert info.tasks_resumed == 0 and sorted(p.calls()) == names(*range(10))
+    assert p.runs() == []  # the run not taken went with the commit
