@@ -277,12 +277,17 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
             "run snap verify without --fast to read and check every byte"
         )
     lines += [f"  note: {note}" for note in doc.get("notes", [])]
+    # (verify_files._own_copy: manifest.json is not the copy of its version kept beside it)
+    edited = any("the copy written with it at the commit" in p for p in doc.get("problems", []))
     if doc["num_damaged"]:
         lost = all(d["lost"] for d in doc["damaged"])  # what the same create computes again
         links = all(" outside the snapshot " in d["problem"] for d in doc["damaged"])
         lines.append(
-            "  run the same snap create again: it computes the tasks of missing or cut-short "
-            "shards again (a new version)"
+            "  manifest.json was edited (above): put its copy back and run snap verify again "
+            "before deleting anything; the shards it calls damaged may be intact"
+            if edited
+            else "  run the same snap create again: it computes the tasks of missing or "
+            "cut-short shards again (a new version)"
             if lost
             else "  do not delete them: the files they link to may be intact (see above)"
             if links

@@ -173,3 +173,20 @@ def test_fast_says_sizes_only_where_the_storage_gave_no_crc32c(
 
     said = "\n".join(render.verify_lines(_fast_doc(checks)))
     assert ("reports no crc32c" in said) == noted, said
+
+
+def test_an_edited_manifest_is_not_answered_by_deleting_intact_shards(snapshot: Path) -> None:
+    """A crc32c edited in manifest.json made an intact shard DAMAGED, and the closing line
+    said to delete the damaged shards (a storage probe): with manifest.json unlike its copy
+    in _versions/, it says to put the copy back first."""
+    manifest = snapshot / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["shards"][0]["crc32c"] = "00000000"
+    manifest.write_text(json.dumps(doc))
+    code, stdout, _ = run("verify", str(snapshot))
+    assert code == 1 and "differs from" in stdout
+    assert "manifest.json was edited (above): put its copy back" in stdout
+    assert "delete the damaged shards" not in stdout
+    (snapshot / "manifest.json").write_bytes((snapshot / "_versions/v00000001.json").read_bytes())
+    code, stdout, _ = run("verify", str(snapshot))
+    assert code == 0, stdout
