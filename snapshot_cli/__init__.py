@@ -51,20 +51,29 @@ class _Unconfigured(logging.Handler):
     snap. Once the root logger or snap's has another handler (``logging.basicConfig``,
     pytest, a framework), this one stays silent and records go there; the CLI replaces it."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = __name__) -> None:
         super().__init__(logging.WARNING)
+        self.name = name
 
     def emit(self, record: logging.LogRecord) -> None:
-        ours = logging.getLogger(__name__).handlers
+        ours = logging.getLogger(self.name).handlers
         if logging.getLogger().handlers or any(h is not self for h in ours):
             return
+        said = record.getMessage()
+        if self.name != __name__:  # (a storage library's: one line, no traceback)
+            said = f"{record.name}: {' '.join(said.split())}"
         try:
-            sys.stderr.write(f"snap: {record.getMessage()}\n")
+            sys.stderr.write(f"snap: {said}\n")
         except Exception:  # stderr closed or replaced by something that cannot write
             self.handleError(record)
 
 
 logging.getLogger(__name__).addHandler(_Unconfigured())
+# The storage libraries snap drives log a traceback as they give up on a request (gcsfs:
+# "... out of retries", 32 of them, ~800 lines, in one outage of a loader's epoch), before
+# snap says what failed; unconfigured, Python printed them whole. One line each, as the CLI.
+for _library in ("gcsfs", "s3fs", "adlfs", "fsspec"):
+    logging.getLogger(_library).addHandler(_Unconfigured(_library))
 
 _LAZY = {
     "snapshot": ".facade",
