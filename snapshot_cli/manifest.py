@@ -88,7 +88,8 @@ class ShardEntry:
                 batch_crc32c=d.get("batch_crc32c", ""),
             )
         except KeyError as err:
-            raise ManifestError(f"{where}: shard entry lacks {err.args[0]!r}") from err
+            named = f" ({d['path']!r:.120})" if isinstance(d.get("path"), str) else ""
+            raise ManifestError(f"{where}: shard entry{named} lacks {err.args[0]!r}") from err
         entry.validate(where)  # (one spelling from here on: what readers compare, gc keeps)
         return replace(entry, crc32c=entry.crc32c.lower(), batch_crc32c=entry.batch_crc32c.lower())
 
@@ -337,8 +338,8 @@ class Manifest:
             totals = d["totals"]
         except KeyError as err:
             raise ManifestError(f"{where} lacks the field {err.args[0]!r}") from err
-        if len({s.path for s in shards}) != len(shards):
-            raise ManifestError(f"{where} lists a shard twice")
+        if twice := [p for p, k in Counter(s.path for s in shards).items() if k > 1]:
+            raise ManifestError(f"{where} lists the shard {twice[0]!r} twice")
         if totals != m.totals():
             raise ManifestError(
                 f"{where}: totals {totals} disagree with the shard entries {m.totals()}"
