@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import posixpath
 import re
 import threading
 from collections.abc import Iterator
@@ -65,6 +66,20 @@ def missing_bucket_hint(fs: AbstractFileSystem, path: str) -> str:
     except Exception:  # only a hint: never hide the error it decorates
         return ""
     return "" if found else f"; the bucket {bucket!r} does not exist"
+
+
+def inside_snapshot(fs: AbstractFileSystem, root: str) -> str:
+    """ "; it is the shards/ directory of the snapshot X: give X" for a snapshot's own
+    directory given as one (any filesystem; looked for only for those names)."""
+    parent, name = posixpath.split(root.rstrip("/"))
+    if name not in (layout.SHARDS_DIR, layout.RUNS_DIR, layout.VERSIONS_DIR) or not parent:
+        return ""
+    try:
+        if not fs.isfile(posixpath.join(parent, layout.MANIFEST_NAME)):
+            return ""
+    except OSError:
+        return ""
+    return f"; it is the {name}/ directory of the snapshot {to_url(fs, parent)}: give that"
 
 
 def absent_hint(fs: AbstractFileSystem, path: str) -> str:

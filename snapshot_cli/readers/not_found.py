@@ -13,9 +13,9 @@ from typing import Any
 from .. import faults, layout, storage
 from .. import versions as versions_mod
 from ..errors import ManifestError
-from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
+from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
 
-__all__ = ["ShardGiven", "directory_of", "inside_snapshot", "no_manifest"]
+__all__ = ["ShardGiven", "directory_of", "no_manifest"]
 
 
 def no_manifest(fs: Any, root: str) -> ManifestError:
@@ -35,22 +35,9 @@ def no_manifest(fs: Any, root: str) -> ManifestError:
     absent = "" if there else faults.absent_hint(fs, root)  # (a bucket, memory://)
     return ManifestError(
         f"{url} {there or 'does not exist: check the path'}{absent}"
-        f"{inside_snapshot(fs, root)}{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
+        + faults.inside_snapshot(fs, root)
+        + f"{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
     )
-
-
-def inside_snapshot(fs: Any, root: str) -> str:
-    """ "; it is the shards/ directory of the snapshot X: give X" for a snapshot's own
-    directory given as one (any filesystem; looked for only for those names)."""
-    parent, name = posixpath.split(root.rstrip("/"))
-    if name not in (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR) or not parent:
-        return ""
-    try:
-        if not fs.isfile(posixpath.join(parent, MANIFEST_NAME)):
-            return ""
-    except OSError:
-        return ""
-    return f"; it is the {name}/ directory of the snapshot {storage.to_url(fs, parent)}: give that"
 
 
 def _near_snapshots(fs: Any, root: str) -> str:

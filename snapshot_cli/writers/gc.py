@@ -37,7 +37,6 @@ from .. import faults, layout, storage, versions
 from ..errors import ManifestError, OptionError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
-from ..readers.not_found import inside_snapshot
 from ..units import flag, options_dict, parse_duration
 from . import commit as commit_mod
 from . import gc_leases
@@ -391,5 +390,5 @@ def _check_is_snapshot(fs: AbstractFileSystem, root: str, url: str) -> None:
         return  # an unfinished snapshot: what a stopped create left
     raise ManifestError(
         f"{url} is not a snapshot (no {MANIFEST_NAME}, and no run or lease of a snap create "
-        f"in _runs/): gc removes nothing there{inside_snapshot(fs, root)}"
+        f"in _runs/): gc removes nothing there{faults.inside_snapshot(fs, root)}"
     )
