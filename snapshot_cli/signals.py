@@ -62,19 +62,17 @@ def termination_as_interrupt() -> Iterator[None]:
                 previous[sig] = signal.signal(sig, raise_terminated)
     except ValueError:  # not the main thread
         pass
-    _installed.append((raise_terminated, previous))
     try:
-        yield
+        with not_inherited(raise_terminated, previous):
+            yield
     finally:
-        with contextlib.suppress(ValueError):  # (a forked child's: emptied at the fork)
-            _installed.remove((raise_terminated, previous))
         _restore(raise_terminated, previous)
 
 
 @contextlib.contextmanager
 def not_inherited(handler: Any, previous: dict[int, Any]) -> Iterator[None]:
     """Within: a process forked gets ``previous`` back for each signal whose handler is
-    ``handler`` (a handler of the ``snap`` program's own, set outside a command). A Python
+    ``handler`` (the command's, or the ``snap`` program's own set outside it). A Python
     handler a child inherits runs only between two bytecodes: a fork Pool's worker sent
     Pool.terminate()'s SIGTERM just before it blocked on its task queue slept on, and the
     pool's exit waited for it (1 create in 5 on a loaded machine)."""
