@@ -5,9 +5,13 @@ is cached), and that it changes no batch and hides no error. Its speed is measur
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import mmap
 import os
 import resource
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -125,14 +129,39 @@ def test_a_snapshot_read_from_disk_is_read_ahead_in_whole_record_batches(
         assert offset in starts[file] and offset + length in ends[file], (file, offset, length)
 
 
+@contextlib.contextmanager
+def _pinned(paths: list[str]) -> Iterator[None]:
+    """The files in the page cache, and kept there (``mlock``): under memory pressure (a busy
+    CI machine) the kernel may evict some of their pages between two epochs, and an epoch
+    that reads them from disk again is read ahead, rightly. Locking needs root or a
+    ``ulimit -l`` as large as the files: where it is refused, they are only read."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mlock.argtypes = libc.munlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    maps: list[mmap.mmap] = []
+    views: list[np.ndarray] = []  # (their addresses, for mlock)
+    try:
+        for path in paths:
+            with open(path, "rb") as f:
+                maps.append(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ))
+            views.append(np.frombuffer(maps[-1], dtype=np.uint8))
+            if libc.mlock(views[-1].ctypes.data, views[-1].size) != 0:
+                Path(path).read_bytes()
+        yield
+    finally:
+        for i in range(len(views)):
+            libc.munlock(views[i].ctypes.data, views[i].size)
+        views.clear()
+        for mm in maps:
+            mm.close()
+
+
 def test_a_cached_snapshot_is_never_read_ahead(
     tmp_path: Path, advice: list[tuple[str, int, int]]
 ) -> None:
     path = _snapshot(tmp_path, "lz4")
-    for file in _shard_files(path):
-        Path(file).read_bytes()  # in the page cache
-    _epoch(path)  # (whatever the loader imports lazily is read from disk in this one)
-    _, stats = _epoch(path)
+    with _pinned(_shard_files(path)):
+        _epoch(path)  # (whatever the loader imports lazily is read from disk in this one)
+        _, stats = _epoch(path)
     assert stats["windows"] > 4
     assert stats["windows_read_ahead"] == 0 and not advice  # asking costs ~0.1 CPU-s a GB
 
