@@ -27,9 +27,7 @@ from ..errors import (
 from ..history import History, TaskRecord
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest, ShardEntry
-from ..progress import counted
 from . import advice
-from .options import overwrite_said
 from .pipeline import IDENTITY_SCHEME
 
 log = logging.getLogger(__name__)
@@ -204,35 +202,6 @@ def write_tasks_table(
     rel = layout.tasks_table(version)
     storage.write_atomic(fs, storage.join(root, rel), data)
     return rel, f"{crc32c(data):08x}"
-
-
-def lost_shards(fs: AbstractFileSystem, root: str, m: Manifest) -> set[str]:
-    """The shards of version ``m`` not in ``shards/`` at the size it gives (one listing):
-    deleted, lost or cut short. A create of the same snapshot computes their tasks again."""
-    sizes = storage.entry_sizes(fs, layout.shards_dir(root))
-    return {e.path for e in m.shards if sizes.get(e.path.rsplit("/", 1)[-1]) != e.bytes}
-
-
-def say_lost(url: str, m: Manifest, lost: set[str]) -> None:
-    """For a snapshot up to date but for shards ``lost``: a warning that their tasks are
-    computed again (a new version), or, made before versions (no task table), refused."""
-    shown = ", ".join(sorted(lost)[:3]) + (f", ... ({len(lost)} in all)" if len(lost) > 3 else "")
-    if m.history is None:
-        raise SnapshotExistsError(
-            f"{url} is up to date but {counted(len(lost), 'shard')} of it "
-            f"{'is' if len(lost) == 1 else 'are'} missing or cut short ({shown}); it was made "
-            f"before snapshots had versions: pass {overwrite_said()} to make it anew"
-        )
-    log.warning("%s: %s of version %d missing or cut short (%s); computing their tasks again",
-                url, counted(len(lost), "shard"), m.version, shown)  # fmt: skip
-
-
-def intact_shards(fs: AbstractFileSystem, root: str, previous: Manifest | None) -> set[str] | None:
-    """The last version's shards that are there at their size (None for no last version):
-    only tasks whose shards all are can be reused."""
-    if previous is None:
-        return None
-    return {e.path for e in previous.shards} - lost_shards(fs, root, previous)
 
 
 def read_tasks_table(

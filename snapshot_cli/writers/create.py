@@ -30,6 +30,7 @@ from . import commit as commit_mod
 from . import freshness, guards, incremental, shipping, start_dir, tidy
 from . import inputs as inputs_mod
 from . import lease as lease_mod
+from . import lost as lost_mod
 from . import params as params_mod
 from . import pipeline as pipeline_mod
 from . import runs as runs_mod
@@ -216,9 +217,9 @@ def _create(
             # an unchanged file is identified from the last version, not read again
             found.records(incremental.known_contents(table_of(m)))
         if identity.same_as(m.fingerprint, m.fingerprint_parts, stat):
-            lost = commit_mod.lost_shards(fs, root, m)
-            if lost and lost != said:  # (asked again once the lease is held: said once)
-                commit_mod.say_lost(url, m, lost)
+            lost = lost_mod.lost_shards(fs, root, m)
+            if lost and set(lost) != said:  # (asked again once the lease is held: said once)
+                lost_mod.say_lost(url, m, lost)
                 said.update(lost)
             return None if lost else m  # lost shards: their tasks are computed again
         cheap = identity.cheap_parts
@@ -275,7 +276,7 @@ def _create(
             ranges = chunking.plan([r[0] for r in records], found.sizes)
         planned = incremental.plan(
             chunking, ranges, records, found.sizes, ref.code_hash, params, table,
-            reuse=not overwrite, available=commit_mod.intact_shards(fs, root, previous),
+            reuse=not overwrite, available=lost_mod.intact_shards(fs, root, previous),
         )  # fmt: skip
         log.info("%s", incremental.describe(url, planned, previous, how.dry_run))
         return planned

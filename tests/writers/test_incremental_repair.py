@@ -108,6 +108,37 @@ def test_a_rerun_computes_again_only_the_tasks_of_lost_shards(
     assert tree.create(inputs_per_task=2).reused  # and now it is up to date
 
 
+def test_a_shard_linked_out_of_the_snapshot_is_computed_again_one_inside_is_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A shard moved to another disk and replaced by a link to it: the create said "up to
+    date" while every reader refuses such a link (readers read only inside a snapshot). Up
+    to date now means readable: its task is computed again, and said why. A link that stays
+    inside the snapshot is read, and kept."""
+    tree = Tree(tmp_path, 12)
+    tree.create(inputs_per_task=2)
+    tree.take_calls()
+    whole = content(str(tmp_path / "s"))
+    shards = snap.open(tmp_path / "s").shards
+    inside, outside = tmp_path / "s" / shards[1].path, tmp_path / "s" / shards[3].path
+    (tmp_path / "s" / "kept").mkdir()
+    inside.rename(tmp_path / "s" / "kept" / "one.arrow")
+    inside.symlink_to(tmp_path / "s" / "kept" / "one.arrow")
+    (tmp_path / "elsewhere").mkdir()
+    outside.rename(tmp_path / "elsewhere" / "three.arrow")
+    outside.symlink_to(tmp_path / "elsewhere" / "three.arrow")
+    with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
+        info = tree.create(inputs_per_task=2)
+    there = tmp_path / "elsewhere" / "three.arrow"
+    said = (f"1 shard of version 1 missing, cut short or refused by readers ({shards[3].path} "
+            f"is a link out of the snapshot, to {there})")  # fmt: skip
+    assert said in caplog.text and "computing their tasks again" in caplog.text
+    assert info.version == 2 and info.tasks_reused == 5
+    assert tree.take_calls() == ["in-00006.txt", "in-00007.txt"]
+    assert content(str(tmp_path / "s")) == whole  # (readable: read through the loader)
+    assert tree.create(inputs_per_task=2).reused
+
+
 def made_before_versions(manifest: Path, **changes: object) -> None:
     """``manifest`` as snap wrote it before versions (format 2: no history), ``changes``
     made to it."""

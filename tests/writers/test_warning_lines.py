@@ -36,7 +36,7 @@ snap.create(preprocess, "out", inputs=[0, 1, 2, 3], inputs_per_task=1, workers=0
 
 @pytest.mark.parametrize(
     ("logging_set_up", "want"),
-    [("none", "snap: "), ("root", "app WARNING snapshot_cli.writers.commit "), ("snap", "mine ")],
+    [("none", "snap: "), ("root", "app WARNING snapshot_cli.writers.lost "), ("snap", "mine ")],
 )
 def test_a_library_users_warnings_say_they_are_snaps(
     tmp_path: Path, logging_set_up: str, want: str
