@@ -99,9 +99,10 @@ def answer_errors(fn: F) -> F:
         except Exception as err:  # none of the above: a bug in snap, still not a traceback
             if debug:
                 raise
-            from .faults import short_of_memory
+            from .faults import no_answer, short_of_memory
 
-            if (short := short_of_memory(err)) is not None:  # (a limit no layer below named)
+            short = short_of_memory(err) or no_answer(err, "the snapshot")
+            if short is not None:  # (a limit, or a silent storage, no layer below named)
                 click.echo(f"snap: error: {plain(str(short))}", err=True)
                 sys.exit(short.exit_code)
             text = str(err)

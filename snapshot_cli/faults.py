@@ -8,12 +8,12 @@ short of memory or threads: :mod:`snapshot_cli.shortages`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
 import posixpath
 import re
-import threading
 from collections.abc import Iterator
 from errno import ENOENT
 
@@ -232,7 +232,7 @@ def _unknown_option_hint(fs: AbstractFileSystem, name: str) -> str:
 # ClientAuthenticationError; aiohttp's ClientConnectorDNSError, botocore's
 # EndpointConnectionError, socket.gaierror.
 _AUTH_WORDS = re.compile(r"Credential|Authenticat|Unauthori[sz]ed|RefreshError|TokenRetrieval")
-_NETWORK_WORDS = re.compile(r"Connect|DNS|gaierror|herror|Resolver|Proxy|SSL")
+_NETWORK_WORDS = re.compile(r"Connect|DNS|gaierror|herror|Resolver|Proxy|SSL|Timeout")
 
 _FAULT_HINTS = {
     errno.ENOSPC: "the disk is full: free space (or inodes) there, then run the same command "
@@ -304,7 +304,20 @@ def _explained(err: OSError, path: str, reading: bool = False) -> tuple[str, str
         hint = denied or (READ_DENIED if reading else hint)
     if err.errno == errno.EFBIG and not reading:
         hint = too_big_hint(path)
+    if isinstance(err, TimeoutError) and not err.errno:  # (a client's: fsspec's, asyncio's)
+        cause, hint = said(err), NO_ANSWER
     return cause, hint
+
+
+NO_ANSWER = "the storage stopped answering: check that it is reachable, then run again"
+
+
+def no_answer(err: BaseException, where: str) -> StorageError | None:
+    """A client's timeout that is no OSError (asyncio's and so fsspec's on Python 3.10) as
+    the storage's silence, not as a bug in snap; None for any other error."""
+    if isinstance(err, asyncio.TimeoutError) and not isinstance(err, OSError):
+        return StorageError(f"{where}: {said(err)}; {NO_ANSWER}")
+    return None
 
 
 READ_DENIED = (
@@ -379,17 +392,3 @@ def read_failure(
         )
         return StorageError(f"{where} could not be read: {err.strerror or err} ({code}); {hint}")
     return CorruptShardError(f"{where} cannot be {doing}: {err}")
-
-
-def forget_unstarted(thread: threading.Thread) -> None:
-    """Forget ``thread`` if an interrupt in its ``start`` came before its OS thread was
-    made: CPython's ``Thread.start`` enters it in ``threading._limbo`` first and takes it
-    out again on an ``Exception`` only, so a Ctrl-C there left it listed by
-    ``threading.enumerate()`` for good. Only 3.13's thread handle tells a thread never made
-    from one starting (on 3.10-3.12 it stays listed; its target holds its pass weakly:
-    :func:`.readers.prefetch.weak_thread`)."""
-    handle = getattr(thread, "_handle", None)
-    limbo, lock = getattr(threading, "_limbo", None), getattr(threading, "_active_limbo_lock", None)
-    if getattr(handle, "ident", None) == 0 and isinstance(limbo, dict) and lock is not None:
-        with lock:
-            limbo.pop(thread, None)

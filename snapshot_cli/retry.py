@@ -157,7 +157,10 @@ def said(err: BaseException) -> str:
     """``err`` as one line for a message: its class and its own text, not its repr (aiohttp's
     connection errors repr every field of their connection key)."""
     text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+    named = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    if isinstance(err, TimeoutError | asyncio.TimeoutError) and not getattr(err, "errno", None):
+        return f"no answer in time ({named})"  # (a client's own timeout: FSTimeoutError...)
+    return named
 
 
 def back_off(attempt: int, what: str, err: BaseException) -> None:

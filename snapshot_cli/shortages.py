@@ -3,7 +3,8 @@
 A failed allocation (Arrow's, numpy's, a memory map's ENOMEM) or a thread that could not be
 started (Linux's EAGAIN from pthread_create, under a memory or pids limit) is the machine's,
 not the data's: verify called healthy shards damaged under a memory limit, and advised
-deleting them. :mod:`snapshot_cli.faults` re-exports these.
+deleting them. :mod:`snapshot_cli.faults` re-exports these. And a thread an interrupt
+stopped in its start, forgotten (:func:`forget_unstarted`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import threading
 
 from .errors import OutOfMemoryError, SnapError, StorageError
 
@@ -155,3 +157,17 @@ def _shards_held() -> str:
         "until it is closed (close(), with) or collected; close those you are done with (a "
         "sweep's earlier trials, one a kept exception's traceback holds)"
     )
+
+
+def forget_unstarted(thread: threading.Thread) -> None:
+    """Forget ``thread`` if an interrupt in its ``start`` came before its OS thread was
+    made: CPython's ``Thread.start`` enters it in ``threading._limbo`` first and takes it
+    out again on an ``Exception`` only, so a Ctrl-C there left it listed by
+    ``threading.enumerate()`` for good. Only 3.13's thread handle tells a thread never made
+    from one starting (on 3.10-3.12 it stays listed; its target holds its pass weakly:
+    :func:`.readers.prefetch.weak_thread`)."""
+    handle = getattr(thread, "_handle", None)
+    limbo, lock = getattr(threading, "_limbo", None), getattr(threading, "_active_limbo_lock", None)
+    if getattr(handle, "ident", None) == 0 and isinstance(limbo, dict) and lock is not None:
+        with lock:
+            limbo.pop(thread, None)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import faults
+from .. import faults, shortages
 from . import handoff, procs
 from .decode import chunked, decode_segment, decode_segments, gather_known
 from .gather import GatherWindow, populate
@@ -141,7 +141,7 @@ class Run:
             faults.raise_no_thread("the loader", err)
             raise
         except BaseException:
-            faults.forget_unstarted(self.thread)
+            shortages.forget_unstarted(self.thread)
             raise
 
     @property
