@@ -26,7 +26,7 @@ def resolved(path: str) -> str:
     name that does not exist, a glob) is dropped with its component, as ``normpath`` does."""
     parts = path.split("/")
     if ".." not in parts:
-        return os.path.normpath(path)
+        return _one_root(os.path.normpath(path))
     head = parts[0]
     for part in parts[1:]:
         here = os.path.normpath(head) if head else "/"
@@ -34,7 +34,15 @@ def resolved(path: str) -> str:
             head = os.path.dirname(os.path.realpath(here))
         else:
             head = f"{head}/{part}"
-    return os.path.normpath(head)
+    return _one_root(os.path.normpath(head))
+
+
+def _one_root(path: str) -> str:
+    """``path`` with a leading ``//`` as ``/``, which it is on Linux and macOS: fsspec makes
+    ``tmp/x`` ``//tmp/x`` where the working directory is ``/`` (a container's default), and
+    ``normpath`` keeps two leading slashes (POSIX leaves their meaning to the system), so a
+    create run from ``/`` named every input anew and computed every task again."""
+    return path[1:] if path.startswith("//") else path
 
 
 def absolute(path: str) -> str:

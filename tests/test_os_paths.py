@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
+import snapshot_cli as snap
 from snapshot_cli.cli import cli
 from snapshot_cli.os_paths import absolute, resolved
+from tests.conftest import REPO
 
 PIPE = 'import os\ndef f(path):\n    yield {"n": os.path.getsize(path)}\n'
 
@@ -54,7 +60,8 @@ def test_resolved_goes_up_from_where_a_link_leads(proj: Path) -> None:
     # no link before a "..": as os.path.normpath, to the same text
     for path in ("raw/*.bin", "a/b/../c", "../x", "/..", "/a/../b", "", ".", "//a/../b",
                  "missing/../x", "lnk/", "a/*/../b", "./raw/../raw/x.bin"):  # fmt: skip
-        assert resolved(path) == os.path.normpath(path), path
+        want = os.path.normpath(path)  # (but "//" as "/": one name, see below)
+        assert resolved(path) == (want[1:] if want.startswith("//") else want), path
     assert absolute("raw/../raw/x") == os.path.abspath("raw/../raw/x")
 
 
@@ -82,3 +89,42 @@ def test_a_plain_spelling_stays_up_to_date(proj: Path) -> None:
         code, out, err = run("create", "prep.py:f", "s", "--input", spelling)
         assert code == 0 and json.loads(out)["reused"] is True, (spelling, out, err)
     assert records("s") == [6]
+
+
+@given(st.lists(st.sampled_from(["", ".", "..", "a", "tmp", "x y"]), max_size=6))
+def test_a_path_never_starts_with_two_slashes(parts: list[str]) -> None:
+    """On Linux ``//tmp`` is ``/tmp``: one spelling, one input name."""
+    for path in ("/".join(parts), "//" + "/".join(parts), "/".join(["", "", *parts])):
+        out = resolved(path)
+        assert not out.startswith("//"), (path, out)
+        assert (
+            os.path.normpath(out.lstrip("/")) == os.path.normpath(path.lstrip("/")) or ".." in path
+        )
+
+
+def test_relative_paths_from_the_root_directory_name_the_same_inputs(tmp_path: Path) -> None:
+    """From ``/`` (a container's working directory) fsspec made ``tmp/x`` ``//tmp/x``: the
+    same create with relative paths named every input anew (every task computed again) and
+    the function was given ``//tmp/...``."""
+    (tmp_path / "raw").mkdir()
+    for i in range(3):
+        (tmp_path / "raw" / f"{i}.txt").write_text("x" * i)
+    (tmp_path / "p.py").write_text("def f(path):\n    yield {'path': path}\n")
+    snapshot = tmp_path / "s"
+
+    def create(*paths: Path, cwd: str) -> dict[str, object]:
+        names = [str(p) if cwd != "/" else str(p).lstrip("/") for p in paths]
+        cmd = [sys.executable, "-m", "snapshot_cli", "create", f"{names[0]}:f", names[1],
+               "--input", names[2], "--workers", "0", "--quiet", "--json"]  # fmt: skip
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)  # fmt: skip
+        return json.loads(done.stdout)
+
+    first = create(tmp_path / "p.py", snapshot, tmp_path / "raw" / "*.txt", cwd=str(tmp_path))
+    again = create(tmp_path / "p.py", snapshot, tmp_path / "raw" / "*.txt", cwd="/")
+    assert first["path"] == again["path"] == str(snapshot)
+    assert again["reused"] is True
+    loader = snap.open(snapshot).loader(3, shuffle=False)
+    assert [str(p) for b in loader for p in b["path"]] == [
+        str(tmp_path / "raw" / f"{i}.txt") for i in range(3)
+    ]
