@@ -68,4 +68,4 @@ def main(root: str) -> float:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join("demo-output", "train"))
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join("demo-output", "train-example"))

@@ -1,7 +1,8 @@
 """Train a small PyTorch model from a snapshot: ``python examples/train_torch.py [DIR]``.
 
-The snapshot is made on first use under DIR (default ``demo-output/train``); every epoch
-replays it with a fresh shuffle through ``loader.to_torch()``. The loader's position goes
+The snapshot is made on first use under DIR (default ``demo-output/train-example``, with its
+inputs and the checkpoint); every epoch replays it with a fresh shuffle through
+``loader.to_torch()``. The loader's position goes
 into the checkpoint with the model, so a restarted run continues with the very next batch.
 A few seconds on a CPU.
 """
@@ -47,4 +48,4 @@ def main(root: str) -> float:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join("demo-output", "train"))
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join("demo-output", "train-example"))

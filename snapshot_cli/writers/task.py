@@ -9,14 +9,12 @@ never pickled objects, so that any executor can ship it.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import itertools
 import json
 import sys
 import threading
 import time
-import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,7 +26,7 @@ from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
 from ..manifest import ShardEntry
 from ..progress import ordinal
-from . import advice, convert, foreign, importing, records, shipping
+from . import advice, convert, foreign, importing, records, returned, shipping
 from . import pipeline as pipeline_mod
 from .incremental import input_text
 from .options import WriteOptions
@@ -119,7 +117,8 @@ class TaskWriter:
                     if not (wait and self.records.untyped()):
                         self.flush_records()
             elif isinstance(item, np.ndarray) and item.dtype.names is not None:
-                self._add_batch(item := structured_batch(item))  # (a table of named fields)
+                item = returned.structured_batch(item)  # (a table of named fields)
+                self._add_batch(item)
             else:
                 raise RecordError(advice.not_a_record_message(item))
         except SchemaMismatchError as err:
@@ -238,47 +237,6 @@ class _PrintsToStderr:
 _prints_to_stderr = _PrintsToStderr()
 
 
-_PLAIN = (types.GeneratorType, list, tuple)
-
-
-def _iterate(result: Any) -> Iterable[Any]:
-    """What the function returned → items. A lone record/batch or None is accepted too."""
-    if type(result) in _PLAIN:  # the usual: a generator or a list of records, told at once
-        return result
-    if result is None:
-        return ()
-    if isinstance(result, Mapping) or convert.is_batch(result):
-        return (result,)
-    if isinstance(result, np.ndarray) and result.dtype.names is not None:
-        return (result,)  # a structured array: a table, one batch (not its rows one by one)
-    if inspect.isasyncgen(result) or inspect.isawaitable(result):
-        kind = "an async generator" if inspect.isasyncgen(result) else "a coroutine"
-        if inspect.iscoroutine(result):
-            result.close()  # (never awaited: Python would warn of it at exit)
-        raise RecordError(
-            f"the pipeline is async (it returned {kind}): snap calls it as a plain function; "
-            "make it a plain def that yields, and run any async code in it with asyncio.run"
-        )
-    if isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
-        raise RecordError(
-            f"the pipeline returned a value of type {type(result).__name__}; it must yield or "
-            f"return records (dicts) or batches{advice.not_a_record_hint(result)}"
-        )
-    return result
-
-
-def structured_batch(array: np.ndarray) -> convert.Batch:
-    """A numpy structured array, a table of named fields: a batch of its fields' columns
-    (``arr[name]`` each; a 0-d one is one record)."""
-    if array.ndim > 1:
-        raise RecordError(
-            f"the pipeline yielded a numpy structured array of shape {array.shape}; a "
-            "structured array is a batch of records, one per row: yield arr.reshape(-1)"
-        )
-    array = array.reshape(-1)
-    return convert.Batch({name: array[name] for name in array.dtype.names or ()})
-
-
 def _describe_input(spec: TaskSpec, item: Any) -> str:
     if spec.call_once:
         return "the single call (no inputs)"
@@ -363,7 +321,7 @@ def _feed(
             # per call was a fifth of a create of small items)
             try:
                 result = fn(**job.params) if spec.call_once else fn(item, **job.params)
-                iterator = iter(_iterate(result))
+                iterator = iter(returned.items(result))
             except RecordError as err:  # (what it returned)
                 raise type(err)(f"{_describe_input(spec, item)}: {err}") from err
             except SnapError:

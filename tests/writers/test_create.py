@@ -265,6 +265,11 @@ def test_function_error_names_input_and_shows_user_traceback(tmp_path: Path, pip
     [
         ("yield 5", snap.RecordError, "yielded a value of type int"),
         ("return 5", snap.RecordError, "returned a value of type int"),
+        (  # (a torch Dataset's habit: the message said "yielded a value of type float")
+            "return (1.5, 2)",
+            snap.RecordError,
+            r"returned a tuple \(float, int\).*return \{'x': x, 'label': label\}",
+        ),
         (
             "async def g(): yield 1\n    return g()",
             snap.RecordError,
@@ -296,6 +301,16 @@ def test_bad_yields_name_input_and_column(
     with pytest.raises(error, match=message):
         snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0)
     assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_a_tuple_of_records_is_its_records(tmp_path: Path) -> None:
+    def two(i: int) -> Any:
+        return {"x": i}, {"x": -i}
+
+    snap.create(two, str(tmp_path / "s"), inputs=[1, 2], workers=0)
+    assert sorted(int(x) for b in snap.open(tmp_path / "s").loader(4) for x in b["x"]) == [
+        -2, -1, 1, 2
+    ]  # fmt: skip
 
 
 def test_a_pipeline_that_makes_no_records_at_all_is_noted(
