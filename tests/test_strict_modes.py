@@ -109,7 +109,7 @@ except snap.PipelineError as err:
     strict = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", run, "strict"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300,
                             env=env, check=False)  # fmt: skip
-    assert strict.stdout.startswith("failed: the pipeline raised UserWarning on input '2'"), (
+    assert strict.stdout.startswith("failed: the pipeline raised UserWarning on input 2"), (
         strict.stdout + strict.stderr
     )
     optimized = subprocess.run(

@@ -247,7 +247,9 @@ class LoaderOptions:
                     raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
                 g = per * world_size
             if sum(counts) < g:
-                raise OptionError(self._no_global_batch(sum(counts), g, world_size))
+                raise OptionError(
+                    self._no_global_batch(sum(counts), g, world_size, batch_size is None)
+                )
             return GlobalOptions(
                 global_batch_size=g, counts=counts, shuffle=bool(self.shuffle), seed=self.seed,
                 rank=rank, world_size=world_size, drop_last=bool(self.drop_last),
@@ -256,8 +258,11 @@ class LoaderOptions:
         except ValueError as err:
             raise OptionError(str(err)) from err
 
-    def _no_global_batch(self, records: int, g: int, world_size: int) -> str:
-        per = "" if self.global_batch_size else f" (batch_size {g // world_size} x {world_size})"
+    def _no_global_batch(self, records: int, g: int, world_size: int, default: bool) -> str:
+        ranks = f" x {world_size} ranks" if world_size > 1 else ""
+        per = "" if self.global_batch_size else f" (batch_size {g // world_size}{ranks})"
+        if default and not self.global_batch_size:  # (the user wrote no batch size)
+            per = f" (the default batch_size, {g // world_size}{ranks})"
         if not records:
             return f"an epoch of 0 records (nothing to read) holds no global batch of {g}{per}"
         return (

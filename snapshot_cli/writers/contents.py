@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import interrupted, storage
 from ..errors import StorageError
-from ..progress import counted
+from ..progress import counted, human_bytes
 
 log = logging.getLogger("snapshot_cli")
 
@@ -34,9 +34,9 @@ def hash_files(files: list[tuple[str, int]], storage_options: Any = None) -> dic
         digests = pool.map(lambda urls: [hash_one(u) for u in urls], _groups(files))
         hashed = dict(zip((u for u, _ in files), (d for ds in digests for d in ds), strict=True))
     log.info(
-        "read %s (%.1f MiB) in %.1f s to identify their contents",
+        "read %s (%s) in %.1f s to identify their contents",
         counted(len(files), "input file"),
-        sum(size for _, size in files) / 2**20,
+        human_bytes(sum(size for _, size in files)),  # ("0.0 MiB" for 10 bytes)
         time.monotonic() - started,
     )
     return hashed

@@ -243,8 +243,8 @@ def describe(url: str, planned: Plan, previous: Manifest | None, dry_run: bool =
     computing = (
         f"{'would compute' if dry_run else 'computing'} "
         f"{counted(s['tasks_computed'], 'task')} over "
-        f"{counted(s['inputs_to_compute'], 'input')} "
-        f"({human_bytes(s['input_bytes_to_compute'])})"
+        f"{counted(s['inputs_to_compute'], 'input')}"
+        + (f" ({human_bytes(b)})" if (b := s["input_bytes_to_compute"]) else "")  # (items: 0)
     )
     if previous is None:  # nothing to reuse or compare with
         return f"{url}: version 1: {computing}"
@@ -262,11 +262,12 @@ def describe_task(index: int, inputs: list[Any]) -> str:
     if not inputs:
         return f"task {index} (the single call, no inputs)"
     if len(inputs) == 1:
-        return f"task {index} (input {input_text(inputs[0])!r})"
+        return f"task {index} (input {input_text(inputs[0])})"
     first, last = input_text(inputs[0]), input_text(inputs[-1])
-    return f"task {index} (inputs {first!r} to {last!r}, {len(inputs)} in all)"
+    return f"task {index} (inputs {first} to {last}, {len(inputs)} in all)"
 
 
 def input_text(item: Any) -> str:
-    """An input as messages show it: a file's URL, or an item's JSON (200 characters)."""
-    return item if isinstance(item, str) else json.dumps(item)[:200]
+    """An input as messages show it: a file's URL (or a text item) quoted, another item as
+    its JSON (200 characters): ``0`` and ``{"id": 3}``, not ``'0'``, which read as text."""
+    return repr(item) if isinstance(item, str) else json.dumps(item)[:200]

@@ -251,7 +251,8 @@ def check_call(function: Callable[..., Any], params: dict[str, Any], with_input:
         names = [p.name for p in signature.parameters.values() if p.kind != p.VAR_POSITIONAL]
         unknown = [k for k in params if k not in signature.parameters]
         close = {k: difflib.get_close_matches(k, names, 1) for k in unknown}
-        hint = "".join(f"; did you mean {m[0]}= for {k}=?" for k, m in close.items() if m)
+        meant = [f"{m[0]}= for {k}=" for k, m in close.items() if m]
+        hint = f" (did you mean {', '.join(meant)}?)" if meant else ""
         how = (
             "with each input as its argument"
             if with_input

@@ -240,7 +240,7 @@ _prints_to_stderr = _PrintsToStderr()
 def _describe_input(spec: TaskSpec, item: Any) -> str:
     if spec.call_once:
         return "the single call (no inputs)"
-    return f"input {input_text(item)!r} (task {spec.index})"
+    return f"input {input_text(item)} (task {spec.index})"
 
 
 def load_job_function(job: Job) -> Callable[..., Any]:

@@ -260,8 +260,12 @@ def test_bad_global_options_say_what_to_change(snaps: dict[str, snap.Snapshot]) 
     for drop_last in (True, False):
         with pytest.raises(OptionError, match=r"holds no global batch of 1024: with drop_last"):
             s.loader(global_batch_size=1024, drop_last=drop_last)
-    with pytest.raises(OptionError, match=r"holds no global batch of 2048 \(batch_size 1024 x 2"):
+    with pytest.raises(OptionError, match=r"no global batch of 2048 \(batch_size 1024 x 2 ranks"):
         s.sample(fraction=0.5).loader(1024, world_size=2)  # a sample reads in the global order
+    with pytest.raises(
+        OptionError, match=r"no global batch of 256 \(the default batch_size, 256\)"
+    ):
+        s.sample(records=50).loader()  # ("batch_size 256 x 1", which no one wrote)
     with pytest.raises(OptionError, match="epoch_records must be an integer >= 1"):
         snap.mix([s], epoch_records=0)
     with pytest.raises(OptionError, match="sample needs records=N or fraction=F"):

@@ -490,7 +490,7 @@ def test_a_call_the_function_cannot_take_is_refused_before_any_work(
     cases = [
         ({"inputs": glob, "params": {"scal": 2}}, r"preprocess\(path, \*, calls=None, scale=1, "
          r"fail_on=None\) cannot be called as preprocess\(<input>, scal=...\): got an "
-         r"unexpected keyword argument 'scal'; did you mean scale= for scal=\?"),
+         r"unexpected keyword argument 'scal' \(did you mean scale= for scal=\?\); it is"),
         ({}, r"cannot be called as preprocess\(\): missing a required argument: 'path'; it "
          r"is called once with no argument, as no inputs were given"),
     ]  # fmt: skip

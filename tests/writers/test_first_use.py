@@ -199,7 +199,7 @@ def test_a_pipeline_may_create_other_snapshots_from_its_workers(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("raised", "code", "said"),
     [
-        ("SystemExit(4)", 1, "the pipeline raised SystemExit on input '2'"),
+        ("SystemExit(4)", 1, "the pipeline raised SystemExit on input 2"),
         ("KeyboardInterrupt()", 130, "interrupted; run the same command again to resume"),
     ],
 )

@@ -167,7 +167,7 @@ def test_one_value_past_the_limit_is_refused_naming_its_column_and_input(
     with pytest.raises(snap.RecordError) as err:
         snap.create(pipeline, tmp_path / "s", inputs=[7], workers=0)
     message = str(err.value)
-    assert message.startswith(f"input '7' (task 0), {'2nd' if second else '1st'} item it yielded: ")
+    assert message.startswith(f"input 7 (task 0), {'2nd' if second else '1st'} item it yielded: ")
     assert f"column 'v' has {said}: one value holds at most {LIMIT:,} values or bytes" in message
     assert "split it across records" in message
     assert not (tmp_path / "s" / "manifest.json").exists()

@@ -109,7 +109,7 @@ def test_the_error_shows_what_python_would(
         snap.create(f"{pipeline}:{name}", str(tmp_path / "s"), inputs=[1], workers=workers)
     said = str(caught.value)
     assert said.startswith(f"the pipeline raised {'ExceptionGroup' if name == 'grouped' else ''}")
-    assert "on input '1' (task 0)" in said, said
+    assert "on input 1 (task 0)" in said, said
     for part in CASES[name]:
         assert part in said, (part, said)
     assert "snapshot_cli" not in said and "a bug in snap" not in said, said
