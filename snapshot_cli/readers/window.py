@@ -194,7 +194,7 @@ class Window:
                 {name: column_to_numpy(batch.column(name).slice(start, n)) for name in self.fixed},
             )
         if self.var:
-            parts = [(name, batch.column(name).slice(start, n)) for name in self.var]
+            parts = [(name, _kept(batch.column(name).slice(start, n))) for name in self.var]
             with self._lock:
                 for name, part in parts:
                     self.var[name].append((offset, part))
@@ -209,7 +209,7 @@ class Window:
             values = {n: column_to_numpy(batch.column(n))[rows] for n in self.fixed}
             self._scatter(at if self.slot_of is None else self.slot_of[at], values)
         for offset, start, stop in places if self.var else ():
-            parts = [(name, batch.column(name).slice(start, stop - start)) for name in self.var]
+            parts = [(n, _kept(batch.column(n).slice(start, stop - start))) for n in self.var]
             with self._lock:
                 for name, part in parts:
                     self.var[name].append((offset, part))
@@ -312,6 +312,21 @@ class Window:
         if odd:
             out.update(zip(odd, aligned_copies([out[n] for n in odd]), strict=True))
         return out
+
+
+KEEP_WHOLE_MAX = 4 << 20  # a slice of a decoded column this big or less is kept as it is
+
+
+def _kept(part: pa.Array) -> pa.Array:
+    """A window's slice of a decoded variable-width column, copied out of the column when it
+    is a small part of a large one: a slice holds its whole decoded record batch, and the
+    batches served from it hold the slice (the prefetched ones too). A snapshot of 64 MiB
+    record batches read with a small ``shuffle_buffer`` held one decoded record batch per
+    batch in flight: 1.3 GB for 191 MiB of records, 8.4 GB with 242 MiB record batches."""
+    whole = part.get_total_buffer_size()
+    if whole <= KEEP_WHOLE_MAX or whole <= 4 * part.nbytes:
+        return part
+    return pa.concat_arrays([part])  # (its own buffers, of its values only)
 
 
 SLAB_MMAP_MIN = 1 << 20  # slabs this big get memory of their own (slab_empty)
