@@ -246,6 +246,8 @@ def describe(url: str, planned: Plan, previous: Manifest | None, dry_run: bool =
         f"{counted(s['inputs_to_compute'], 'input')}"
         + (f" ({human_bytes(b)})" if (b := s["input_bytes_to_compute"]) else "")  # (items: 0)
     )
+    if s["tasks_computed"] == 1 and not s["inputs_to_compute"]:  # (a function of no input)
+        computing = f"{'would make' if dry_run else 'making'} the single call (no inputs)"
     if previous is None:  # nothing to reuse or compare with
         return f"{url}: version 1: {computing}"
     return (
