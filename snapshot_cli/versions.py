@@ -181,7 +181,23 @@ def committed_after(fs: Any, root: str, current: Manifest) -> list[Manifest]:
             continue
         if m is not None and m.version == k and m.run not in runs:
             out.append(m)
+    if out and _moved_on(fs, root, current):
+        return []  # (a commit between the caller's read of manifest.json and these listings)
     return out
+
+
+def _moved_on(fs: Any, root: str, current: Manifest) -> bool:
+    """Whether ``manifest.json`` is another version now than ``current``: a writer committed
+    after the caller read it and removed its run before ``_runs/`` was listed, so its
+    version's copy looked committed after ``current``, and a healthy snapshot was called
+    "put back to an older copy" (``snap verify`` during a grow, 2 runs in 147; gc refused).
+    """
+    path = layout.manifest_path(root)
+    try:
+        now = Manifest.from_json(storage.read_own(fs, root, path), where=path)
+    except (ManifestError, FileNotFoundError):
+        return False
+    return (now.version, now.run) != (current.version, current.run)
 
 
 def rolled_back_error(

@@ -39,7 +39,7 @@ from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
 from ..units import flag, options_dict, parse_duration
 from . import commit as commit_mod
-from . import gc_leases
+from . import gc_leases, gc_watch
 from . import lease as lease_mod
 from . import runs as runs_mod
 from .gc_denied import cannot_write, no_room_for_lease
@@ -328,11 +328,17 @@ def _gc(
             fs, root, live_run, holder is not None, seconds, dry_run=dry_run
         )
         report.note = "; ".join(filter(None, [report.note, restored])) or None
+        watch = gc_watch.Watch(fs, root, holder) if holder is not None else None
+        report.garbage = watch.spare(report.garbage) if watch else report.garbage
         # (a run's state before its shards: one of another user's, which this user may not
         # remove, stops gc before its shards go; shards left without their run's state are
         # the next gc's to remove)
         if not dry_run:
             for done, g in enumerate(report.garbage):
+                if watch is not None and watch.due(done, g) and watch.taken_over():
+                    report.garbage = report.garbage[:done]
+                    report.note = "; ".join(filter(None, [report.note, gc_watch.STOPPED]))
+                    break
                 try:
                     storage.remove(fs, storage.join(root, g.path), recursive=g.kind == "run")
                 except StorageError as err:
