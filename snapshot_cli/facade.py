@@ -55,8 +55,14 @@ def snapshot(pipeline: Any, path: str | os.PathLike[str], **create_options: Any)
             f"snap.snapshot() got loader options ({shown}): it returns a Snapshot; pass them "
             f"to its loader, as in snap.snapshot(...).loader({shown})"
         )
-    create(pipeline, path, **create_options)
-    return open(path, create_options.get("storage_options"))
+    info = create(pipeline, path, **create_options)
+    opened = open(path, create_options.get("storage_options"))
+    if opened.version == info.version:
+        return opened
+    # Another process committed after this create (a sweep's trials with other params and
+    # overwrite=True, or other inputs): its version is not this call's (a concurrency probe
+    # got the other trial's records). The version this create made, or found up to date:
+    return open(path, create_options.get("storage_options"), version=info.version)
 
 
 def _dry_run(value: object) -> bool:

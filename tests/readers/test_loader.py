@@ -730,6 +730,36 @@ def test_snapshot_materialises_once_then_reuses(tmp_path: Path) -> None:
     assert calls.read_text() == "called\n"  # neither ran anything
 
 
+@pytest.mark.parametrize("overwrite", [True, False], ids=["other params", "other inputs"])
+def test_snapshot_opens_the_version_its_own_create_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overwrite: bool
+) -> None:
+    """Two sweep trials at once: another process committed between this call's create and
+    its open, and snap.snapshot() returned the other trial's records (a concurrency probe:
+    tag 'y' records for a trial of tag 'x')."""
+    from snapshot_cli import facade
+
+    out = str(tmp_path / "s")
+
+    def tagged(i: int, tag: str = "x") -> Any:
+        yield {"i": i, "tag": tag}
+
+    real = facade.create
+
+    def then_another_trial_commits(*args: Any, **kwargs: Any) -> Any:
+        info = real(*args, **kwargs)
+        other = {"params": {"tag": "y"}, "overwrite": True} if overwrite else {}
+        real(tagged, out, inputs=list(range(8)), workers=0, **other)
+        return info
+
+    monkeypatch.setattr(facade, "create", then_another_trial_commits)
+    s = snap.snapshot(tagged, out, inputs=list(range(4)), workers=0)
+    assert (s.version, snap.open(out).version) == (1, 2)
+    batches = list(s.loader(8, shuffle=False))
+    rows = [(int(i), str(t)) for b in batches for i, t in zip(b["i"], b["tag"], strict=True)]
+    assert rows == [(i, "x") for i in range(4)]
+
+
 def test_empty_snapshot_yields_nothing(tmp_path: Path) -> None:
     def nothing() -> Any:
         return iter(())
