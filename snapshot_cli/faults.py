@@ -8,7 +8,6 @@ short of memory or threads: :mod:`snapshot_cli.shortages`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
@@ -19,7 +18,7 @@ from errno import ENOENT
 
 from fsspec import AbstractFileSystem
 
-from . import layout
+from . import layout, retry
 from .errors import CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
 from .os_paths import broken_link_said  # (a link to nothing: said where a path is missing)
@@ -315,7 +314,7 @@ NO_ANSWER = "the storage stopped answering: check that it is reachable, then run
 def no_answer(err: BaseException, where: str) -> StorageError | None:
     """A client's timeout that is no OSError (asyncio's and so fsspec's on Python 3.10) as
     the storage's silence, not as a bug in snap; None for any other error."""
-    if isinstance(err, asyncio.TimeoutError) and not isinstance(err, OSError):
+    if isinstance(err, retry.TIMEOUTS) and not isinstance(err, OSError):
         return StorageError(f"{where}: {said(err)}; {NO_ANSWER}")
     return None
 

@@ -9,6 +9,7 @@ at once.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import logging
@@ -21,6 +22,9 @@ from typing import TypeVar
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+# A client's own timeouts: one class on Python 3.11 and later; on 3.10 asyncio's (and so
+# fsspec's FSTimeoutError) and concurrent.futures' are classes of their own, no OSError
+TIMEOUTS = (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError)
 RETRY_ATTEMPTS = 6  # first try + 5 retries
 RETRY_BASE_S = 0.25  # backoff: base * 2**attempt, full jitter, capped
 RETRY_CAP_S = 8.0
@@ -100,7 +104,7 @@ def is_transient(err: BaseException) -> bool:
         status = status_of(current)
         if status is not None:
             return status in TRANSIENT_STATUS
-        if isinstance(current, ConnectionError | TimeoutError | asyncio.TimeoutError):
+        if isinstance(current, (ConnectionError, *TIMEOUTS)):
             return True
         if isinstance(current, OSError) and current.errno in _TRANSIENT_ERRNO:
             return True
@@ -158,7 +162,7 @@ def said(err: BaseException) -> str:
     connection errors repr every field of their connection key)."""
     text = " ".join(str(err).split())
     named = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    if isinstance(err, TimeoutError | asyncio.TimeoutError) and not getattr(err, "errno", None):
+    if isinstance(err, TIMEOUTS) and not getattr(err, "errno", None):
         return f"no answer in time ({named})"  # (a client's own timeout: FSTimeoutError...)
     return named
 

@@ -83,7 +83,7 @@ def test_the_error_names_the_item_and_the_input_wherever_a_batch_ends(
     with pytest.raises(snap.RecordError) as exc:
         snap.create(preprocess, str(out), inputs=list(range(inputs)), **options)
     message = str(exc.value)
-    assert f"input '{inputs - 1}' (task 0), {ordinal(per_input + 1)} item it yielded: " in message
+    assert f"input {inputs - 1} (task 0), {ordinal(per_input + 1)} item it yielded: " in message
     assert words in message
     assert not (out / "manifest.json").exists()
 
