@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import unicodedata
 from typing import Any
 
 import click
@@ -29,8 +30,21 @@ ALIGN_AT_MOST = 40
 def table(rows: list[tuple[str, str]], indent: str = "") -> list[str]:
     """``key  value`` lines with keys padded to one width (that of the longest key of at
     most :data:`ALIGN_AT_MOST` characters; a longer key is followed by two spaces)."""
-    width = max((len(k) for k, _ in rows if len(k) <= ALIGN_AT_MOST), default=0)
-    return [f"{indent}{k:<{width}}  {v}" for k, v in rows]
+    widths = [shown_width(k) for k, _ in rows]
+    width = max((w for w in widths if w <= ALIGN_AT_MOST), default=0)
+    pads = [" " * max(0, width - w) for w in widths]
+    return [f"{indent}{k}{pad}  {v}" for (k, v), pad in zip(rows, pads, strict=True)]
+
+
+def shown_width(text: str) -> int:
+    """The columns ``text`` takes on a terminal: 2 for a wide character (CJK, most emoji),
+    0 for a combining or zero-width one (``名前🙂`` is 6; ``len`` said 3, and the values
+    of such a row stood out of line)."""
+    return sum(
+        0 if unicodedata.combining(c) or unicodedata.category(c) == "Cf"
+        else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )  # fmt: skip
 
 
 def _count(n: int) -> str:

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
+from snapshot_cli import render
 from snapshot_cli.cli import cli
 
 PIPELINE = "def prep(path):\n    return [{'n': len(path)}]\n"
@@ -49,3 +52,14 @@ def test_each_command_shows_an_odd_name_on_one_line(
     assert first_rows[0].startswith("snapshot") and first_rows[1].startswith("fingerprint")
     doc = json.loads(runner.invoke(cli, ["inspect", out, "--json"]).stdout)
     assert doc["path"] == out  # (JSON keeps the name as it is)
+
+
+@given(st.lists(st.text(st.sampled_from("a名🙂\u0301\u200bé"), min_size=1, max_size=8),
+                min_size=1, max_size=5))  # fmt: skip
+def test_names_of_wide_characters_keep_the_values_in_line(keys: list[str]) -> None:
+    """``snap head`` and ``inspect`` padded names by ``len``: a column ``名前🙂`` (6 columns
+    on a terminal, 3 characters) pushed its value 3 columns out of line."""
+    lines = render.table([(k, "V") for k in keys])
+    starts = {render.shown_width(line[: line.rindex("V")]) for line in lines}
+    assert len(starts) == 1, lines
+    assert render.shown_width("名前🙂") == 6 and render.shown_width("e\u0301\u200b") == 1
