@@ -14,6 +14,7 @@ import contextlib
 import errno
 import logging
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -157,10 +158,24 @@ def worth_a_new_try(err: BaseException) -> bool:
     return is_transient(err)
 
 
+_SECRET = re.compile(
+    r"((?:access_token|token|key|signature|sig|x-amz-signature|x-amz-credential|"
+    r"x-goog-signature|x-goog-credential|password)=)[^&\s'\")]+",
+    re.IGNORECASE,
+)
+
+
+def redacted(text: str) -> str:
+    """``text`` with the values of a URL's secret parameters hidden: a client's request URL
+    in its error (google-auth's ``/tokeninfo?access_token=ya29...`` when Google could not be
+    reached) printed the user's token (a remote-storage probe)."""
+    return _SECRET.sub(r"\1<hidden>", text)
+
+
 def said(err: BaseException) -> str:
     """``err`` as one line for a message: its class and its own text, not its repr (aiohttp's
-    connection errors repr every field of their connection key)."""
-    text = " ".join(str(err).split())
+    connection errors repr every field of their connection key), secrets hidden."""
+    text = redacted(" ".join(str(err).split()))
     named = f"{type(err).__name__}: {text}" if text else type(err).__name__
     if isinstance(err, TIMEOUTS) and not getattr(err, "errno", None):
         return f"no answer in time ({named})"  # (a client's own timeout: FSTimeoutError...)

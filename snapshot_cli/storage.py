@@ -104,7 +104,7 @@ def resolve(
     except OSError as err:  # the client itself cannot start (libhdfs, a JVM, a socket)
         if (gone := cwd_gone(url)) is not None:
             raise StorageError(f"cannot open {url}: {gone}") from err
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = retry.redacted((str(err).strip().splitlines() or [type(err).__name__])[0])
         hint = hdfs.CLIENT_HINT if url.split("://", 1)[0] in HDFS_PROTOCOLS else "check the URL"
         raise StorageError(f"cannot open {url}: {first}; {hint}") from err
     if is_local(fs):  # "link/../snap" as the OS has it; "file:v2", "~nouser/s": os_paths

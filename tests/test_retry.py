@@ -470,3 +470,18 @@ def test_a_decode_process_makes_its_webhdfs_client_with_the_timeouts() -> None:
             "max_open": 4, "max_bytes": None, "placement": None, "cache": None}  # fmt: skip
     readers = decoder.from_spec(spec)
     assert isinstance(readers.fs.session.get_adapter("http://"), timeouts._adapter_class())
+
+
+@pytest.mark.parametrize(
+    "param", ["access_token", "token", "X-Goog-Signature", "X-Amz-Credential", "sig"]
+)
+def test_a_secret_in_a_client_s_request_url_is_never_said(param: str) -> None:
+    """google-auth's error when Google could not be reached held its request URL,
+    ``/tokeninfo?access_token=ya29...``: snap printed the user's token (a probe)."""
+    err = OSError(f"Max retries exceeded with url: /t?alt=json&{param}=ya29.SECRET&x=1 (DNS)")
+    said = retry.said(err)
+    assert "SECRET" not in said and f"{param}=<hidden>&x=1" in said
+    bad = {"token": "ya29.SECRET", "project": "p"}
+    with pytest.raises(snap.SnapError) as caught:
+        storage.resolve("gs://bucket/x", {**bad, "endpoint_url": "http://127.0.0.1:1"})
+    assert "SECRET" not in str(caught.value)
