@@ -123,7 +123,14 @@ def is_run_name(name: str) -> bool:
 
 
 _RUN_ID = re.compile(r"^[0-9a-f]{1,32}$")
-_SHARD_NAME = re.compile(rf"^[0-9a-f]{{1,32}}-{_WIDE5}-{_WIDE4}(-{_WIDE8})?\.arrow$")
+_SHARD_NAME = re.compile(rf"^[0-9a-f]{{1,32}}-{_WIDE5}-{_WIDE4}(?:-(?P<writer>{_WIDE8}))?\.arrow$")
+
+
+def shard_writer(name: str) -> int | None:
+    """The lease epoch of the create that wrote the shard file ``name`` (:func:`shard_path`'s
+    ``writer``), or None for a name without one (snap before 2026-11-30), or no shard's."""
+    found = _SHARD_NAME.match(name)
+    return None if found is None or found["writer"] is None else int(found["writer"])
 
 
 def is_own_run(name: str) -> bool:

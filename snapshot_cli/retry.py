@@ -159,7 +159,7 @@ def worth_a_new_try(err: BaseException) -> bool:
 
 
 _SECRET = re.compile(
-    r"((?:access_token|token|key|signature|sig|x-amz-signature|x-amz-credential|"
+    r"(\b(?:access_token|token|key|signature|sig|x-amz-signature|x-amz-credential|"
     r"x-goog-signature|x-goog-credential|password)=)[^&\s'\")]+",
     re.IGNORECASE,
 )

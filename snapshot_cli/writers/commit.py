@@ -325,12 +325,11 @@ def _all_there(fs: AbstractFileSystem, root: str, manifest: Manifest) -> None:
     120 shards missing, in a probe)."""
     if not (lost := lost_mod.lost_shards(fs, root, manifest)):
         return
-    shown = ", ".join(sorted(lost)[:3]) + (f", ... ({len(lost)} in all)" if len(lost) > 3 else "")
+    what, shown = lost_mod.said(lost, missing="gone")
     raise StorageError(
         f"nothing was committed: {counted(len(lost), 'shard')} of the version this create "
-        f"made {'is' if len(lost) == 1 else 'are'} gone or cut short ({shown}), removed "
-        "while it ran (a snap gc, or by hand): run the same snap create again, which "
-        "computes their tasks again"
+        f"made {'is' if len(lost) == 1 else 'are'} {what} ({shown}), removed while it ran (a "
+        "snap gc, or by hand): run the same snap create again, which computes their tasks again"
     )
 
 

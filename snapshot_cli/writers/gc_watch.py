@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from fsspec import AbstractFileSystem
 
+from .. import layout
 from . import lease as lease_mod
 
 if TYPE_CHECKING:
@@ -32,15 +33,6 @@ STOPPED = (
     "another writer took the lease while gc ran, so gc stopped before removing the rest "
     "(which may be that writer's): run snap gc again"
 )
-
-
-def writer_of(name: str) -> int | None:
-    """The lease epoch of the create that wrote the shard file ``name`` (``shards/``'s), or
-    None for a name of snap before 2026-11-30 (:func:`.layout.shard_path`)."""
-    parts = name.rsplit(".", 1)[0].split("-")
-    if len(parts) != 4 or not parts[3].isdigit():
-        return None
-    return int(parts[3])
 
 
 class Watch:
@@ -55,7 +47,7 @@ class Watch:
             g
             for g in garbage
             if g.kind != "shard"
-            or (w := writer_of(g.path.rsplit("/", 1)[-1])) is None
+            or (w := layout.shard_writer(g.path.rsplit("/", 1)[-1])) is None
             or w <= self.seen.epoch
         ]
 

@@ -62,12 +62,7 @@ def _refused_here(root: str, paths: list[str]) -> dict[str, str]:
 def say_lost(url: str, m: Manifest, lost: dict[str, str]) -> None:
     """For a snapshot up to date but for shards ``lost``: a warning that their tasks are
     computed again (a new version), or, made before versions (no task table), refused."""
-    gone = ("missing", "cut short")
-    what = "missing or cut short"
-    if any(why not in gone for why in lost.values()):
-        what = "missing, cut short or refused by readers"
-    shown = ", ".join(p if lost[p] in gone else f"{p} {lost[p]}" for p in sorted(lost)[:3])
-    shown += f", ... ({len(lost)} in all)" if len(lost) > 3 else ""
+    what, shown = said(lost)
     if m.history is None:
         raise SnapshotExistsError(
             f"{url} is up to date but {counted(len(lost), 'shard')} of it "
@@ -76,6 +71,18 @@ def say_lost(url: str, m: Manifest, lost: dict[str, str]) -> None:
         )
     log.warning("%s: %s of version %d %s (%s); computing their tasks again",
                 url, counted(len(lost), "shard"), m.version, what, shown)  # fmt: skip
+
+
+def said(lost: dict[str, str], missing: str = "missing") -> tuple[str, str]:
+    """What the shards ``lost`` are, as a phrase ("missing or cut short", ``missing`` the
+    word for an absent one), and the first three of them, with why where that is no plain
+    absence or truncation."""
+    gone = ("missing", "cut short")
+    what = f"{missing} or cut short"
+    if any(why not in gone for why in lost.values()):
+        what = f"{missing}, cut short or refused by readers"
+    shown = ", ".join(p if lost[p] in gone else f"{p} {lost[p]}" for p in sorted(lost)[:3])
+    return what, shown + (f", ... ({len(lost)} in all)" if len(lost) > 3 else "")
 
 
 def intact_shards(fs: AbstractFileSystem, root: str, previous: Manifest | None) -> set[str] | None:

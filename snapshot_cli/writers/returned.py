@@ -30,10 +30,8 @@ def items(result: Any) -> Iterable[Any]:
         return result
     if result is None:
         return ()
-    if isinstance(result, Mapping) or convert.is_batch(result):
+    if is_record(result):  # (a structured array: a table, one batch, not its rows one by one)
         return (result,)
-    if isinstance(result, np.ndarray) and result.dtype.names is not None:
-        return (result,)  # a structured array: a table, one batch (not its rows one by one)
     if inspect.isasyncgen(result) or inspect.isawaitable(result):
         kind = "an async generator" if inspect.isasyncgen(result) else "a coroutine"
         if inspect.iscoroutine(result):

@@ -12,7 +12,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import snapshot_cli as snap
-from snapshot_cli import versions
+from snapshot_cli import layout, versions
 from snapshot_cli.writers import gc as gc_mod
 from snapshot_cli.writers import gc_watch
 
@@ -91,8 +91,8 @@ def test_a_later_writer_s_shards_are_never_garbage_to_a_gc_beside_a_writer(
     listed = {g.path for g in gc_mod.gc(str(root), dry_run=True, retention=0).garbage}
     assert f"shards/{b_shard.name}" not in listed
     assert f"shards/{dead_shard.name}" in listed
-    assert gc_watch.writer_of(b_shard.name) == a + 1
-    assert gc_watch.writer_of("0a1b2c3d4e-00001-0000.arrow") is None  # (names before epochs)
+    assert layout.shard_writer(b_shard.name) == a + 1
+    assert layout.shard_writer("0a1b2c3d4e-00001-0000.arrow") is None  # (names before epochs)
 
 
 def test_a_commit_between_reading_the_manifest_and_listing_is_no_rollback(
