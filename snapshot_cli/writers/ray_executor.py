@@ -37,17 +37,19 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
-import signal
 import socket
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import storage
 from ..console import named
 from ..errors import OptionError, PipelineError
-from . import ray_code, ray_probe, worker
+from . import ray_code, ray_probe, ray_session, worker
 from .executors import Executor, ResultFn
 from .task import Job, ProgressFn, TaskSpec
 
@@ -66,11 +68,24 @@ def check_installed() -> None:
         raise OptionError(_needs_ray())
 
 
+# Read once, as Ray's native library loads: whether the core worker of a driver puts
+# handlers of its own for SIGTERM (and for crashes) below Python's (see ray_session.py).
+_NO_HANDLERS = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+
+
 def _ray() -> Any:
+    """Ray, imported; where snap imports it first, the driver's core worker will put no
+    handler of its own for SIGTERM in the process (the workers' are Ray's to set)."""
+    mine = "ray" not in sys.modules and _NO_HANDLERS not in os.environ
+    if mine:
+        os.environ[_NO_HANDLERS] = "1"
     try:
         import ray
     except ImportError as err:
         raise OptionError(_needs_ray()) from err
+    finally:
+        if mine:  # (the processes the driver starts do not inherit it)
+            os.environ.pop(_NO_HANDLERS, None)
     return ray
 
 
@@ -115,63 +130,60 @@ class RayExecutor(Executor):
             return
         ray = _ray()
         code = ray_code.collect(job.pipeline)
+        _check_reachable(self.address)
         with tempfile.TemporaryDirectory(prefix="snap-ray-job-") as job_dir:
             # the code goes in the job's working_dir where snap starts the job, else (after
             # the user's own ray.init) in the object store with the job
-            in_working_dir = code is not None and not ray.is_initialized()
-            if in_working_dir and code is not None:
-                code.write(job_dir)
-            handlers = self._connect(ray, job_dir if in_working_dir else None)
-            try:
-                self._check_storage(ray, job)
-                ray_probe.check(ray)
-                shared = {
-                    "job": job.to_json(),
-                    "code": None if code is None else code.shared(not in_working_dir),
-                }
-                self._schedule(ray, ray.put(shared), job, code, tasks, on_result, on_progress)
-            finally:
-                if handlers is not None:  # (the Ray this call started)
-                    ray.shutdown()
-                    _restore(handlers)  # Ray's own handlers go with it
+            working_dir = job_dir if code is not None and not ray.is_initialized() else None
+            if working_dir and code is not None:
+                code.write(working_dir)
 
-    def _connect(self, ray: Any, working_dir: str | None) -> dict[signal.Signals, Any] | None:
-        """Connect (or start a local Ray). If this call started it, the process's signal
-        handlers from before, to set back after its shutdown; else None."""
+            def body(emit: Callable[[Any], None], stopping: threading.Event) -> None:
+                owned = self._connect(ray, working_dir)
+                emit(ray_session.CONNECTED)
+                try:
+                    self._check_storage(ray, job)
+                    ray_probe.check(ray, stopping)
+                    shared = {
+                        "job": job.to_json(),
+                        "code": None if code is None else code.shared(working_dir is None),
+                    }
+                    self._schedule(ray, ray.put(shared), job, code, tasks, emit, stopping, owned)
+                finally:
+                    if owned:
+                        ray.shutdown()
+
+            with ray_session.Session(body) as session:  # (Ray's calls: not in this thread)
+                for result in session.outcomes():
+                    on_progress(
+                        sum(s["records"] for s in result["shards"]),
+                        sum(s["bytes"] for s in result["shards"]),
+                    )
+                    on_result(result)
+
+    def _connect(self, ray: Any, working_dir: str | None) -> bool:
+        """Connect (or start a local Ray), in the session's thread (where Ray sets no signal
+        handler of its own); whether this call did (and so shuts it down after)."""
         if ray.is_initialized():  # the user's own ray.init(): their job runs the tasks
-            return None
+            return False
         env = storage_environment(os.environ)
         runtime_env = {
             **({"working_dir": working_dir} if working_dir else {}),
             **({"env_vars": env} if env else {}),
         }
-        _check_reachable(self.address)
-        # ray.init sets its own SIGTERM handler (exit at once, status 15, no word): a handler
-        # the process had comes back (the CLI's clean stop, exit 143: see cli_io)
-        before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            ray.init(
-                address=self.address or "local",
-                runtime_env=runtime_env or None,
-                include_dashboard=False,
-                configure_logging=False,
-                log_to_driver=True,
-            )
+            with _not_the_main_thread_said():
+                ray.init(
+                    address=self.address or "local",
+                    runtime_env=runtime_env or None,
+                    include_dashboard=False,
+                    configure_logging=False,
+                    log_to_driver=True,
+                )
         except (ConnectionError, RuntimeError, ValueError) as err:
-            _restore(before)  # (a failed init may have set Ray's)
             where = self.address or "a new local Ray"
             raise OptionError(f"cannot connect to Ray at {where}: {err}") from err
-        except SystemExit as err:  # a SIGTERM met Ray's handler (sys.exit(15)) mid-init
-            mine = before[signal.SIGTERM]
-            if err.code != signal.SIGTERM or not callable(mine):
-                raise
-            ray.shutdown()  # (what it started so far)
-            signal.signal(signal.SIGTERM, mine)
-            mine(signal.SIGTERM, None)  # the process's own stop (the CLI's: exit 143, a line)
-            raise
-        # Ray's stays while it runs where the process had none of Python's
-        _restore({sig: h for sig, h in before.items() if callable(h)})
-        return before
+        return True
 
     def _check_storage(self, ray: Any, job: Job) -> None:
         fs, _ = storage.resolve(job.output, job.storage_options)
@@ -190,11 +202,13 @@ class RayExecutor(Executor):
         job: Job,
         code: ray_code.Code | None,
         tasks: Sequence[TaskSpec],
-        on_result: ResultFn,
-        on_progress: ProgressFn,
+        emit: Callable[[Any], None],
+        stopping: threading.Event,
+        owned: bool,
     ) -> None:
         """Run ``tasks``, each given the run's one ``shared`` object (the job and the code)
-        by reference: a by-value function of 40 MiB was sent again with every task."""
+        by reference (a by-value function of 40 MiB was sent again with every task), and
+        ``emit`` each one's result, until done or ``stopping``."""
         options = {"max_retries": self.max_retries, "retry_exceptions": False}
         remote = ray.remote(**options)(ray_code.task_outcome)
         cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -202,13 +216,13 @@ class RayExecutor(Executor):
         pending = list(reversed(tasks))
         in_flight: dict[Any, TaskSpec] = {}
         try:
-            while pending or in_flight:
+            while (pending or in_flight) and not stopping.is_set():
                 while pending and len(in_flight) < limit:
                     task = pending.pop()
                     in_flight[remote.remote([shared], task.to_json())] = task
                 refs = list(in_flight)
-                done, rest = ray.wait(refs, num_returns=1)
-                if rest:  # collect everything else already finished in the same call
+                done, rest = ray.wait(refs, num_returns=1, timeout=ray_session.POLL_S)
+                if done and rest:  # collect everything else already finished in the same call
                     more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
                     done += more
                 for ref in done:
@@ -225,25 +239,29 @@ class RayExecutor(Executor):
                     if "error" in outcome:
                         error = ray_code.explain(outcome["error"], job.pipeline, code)
                         raise worker.rebuild_error(error)
-                    result = outcome["ok"]
-                    on_progress(
-                        sum(s["records"] for s in result["shards"]),
-                        sum(s["bytes"] for s in result["shards"]),
-                    )
-                    on_result(result)
+                    emit(outcome["ok"])
         finally:
-            for ref in in_flight:
+            # Ray ends the tasks of a driver that disconnects (and a Ray this run started
+            # goes with them); in the user's own session they would go on writing
+            for ref in in_flight if not owned else ():
                 with contextlib.suppress(Exception):  # finished or gone: nothing to stop
                     ray.cancel(ref, force=True)
 
 
-def _restore(handlers: dict[signal.Signals, Any]) -> None:
-    """Set back the handlers a process had before ``ray.init`` (which sets its own SIGTERM
-    handler even where the process had none): a library call leaves them as it found them."""
-    for sig, handler in handlers.items():
-        if handler is not None and signal.getsignal(sig) is not handler:
-            with contextlib.suppress(ValueError):  # (not the main thread: none was set)
-                signal.signal(sig, handler)
+@contextlib.contextmanager
+def _not_the_main_thread_said() -> Iterator[None]:
+    """Within: Ray's warning that ``ray.init`` set no SIGTERM handler outside the main thread
+    (snap's own, in the main thread, stops the run) is not said."""
+
+    def kept(record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+    said = logging.getLogger("ray._private.worker")
+    said.addFilter(kept)
+    try:
+        yield
+    finally:
+        said.removeFilter(kept)
 
 
 # What configures storage in this process's environment, passed to the job's workers where

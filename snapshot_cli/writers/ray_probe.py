@@ -12,12 +12,15 @@ files. :func:`refusal` says what differs and what to do.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+import threading
 from typing import Any
 
 from ..console import named
 from ..errors import OptionError
+from .ray_session import POLL_S
 
 
 def installed_snap() -> dict[str, str]:
@@ -80,13 +83,20 @@ def refusal(theirs: dict[str, str], mine: dict[str, str]) -> str | None:
     )
 
 
-def check(ray: Any) -> None:
+def check(ray: Any, stopping: threading.Event) -> None:
     """Raise :class:`.OptionError` unless the cluster's workers run this snap (one task,
-    before the run's first)."""
+    before the run's first); return at once when ``stopping`` (a busy cluster may not start
+    it for long)."""
     module = sys.modules[__name__]
     ray.cloudpickle.register_pickle_by_value(module)  # (the workers' snap may lack it)
     try:
-        theirs = ray.get(ray.remote(installed_snap).remote())
+        ref = ray.remote(installed_snap).remote()
+        while not ray.wait([ref], timeout=POLL_S)[0]:
+            if stopping.is_set():
+                with contextlib.suppress(Exception):  # (finished meanwhile: nothing to stop)
+                    ray.cancel(ref)
+                return
+        theirs = ray.get(ref)
     except ray.exceptions.RayError as err:
         raise OptionError(f"the Ray cluster could not run a first task of snap's: {err}") from err
     finally:
