@@ -180,9 +180,17 @@ class RayExecutor(Executor):
                     configure_logging=False,
                     log_to_driver=True,
                 )
-        except (ConnectionError, RuntimeError, ValueError) as err:
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as err:
             where = self.address or "a new local Ray"
-            raise OptionError(f"cannot connect to Ray at {where}: {err}") from err
+            tokens = getattr(ray.exceptions, "AuthenticationError", None)  # (Ray >= 2.5x)
+            if tokens is not None and isinstance(err, tokens):  # (Ray's says 5 sentences)
+                raise OptionError(
+                    f"cannot connect to Ray at {where}: RAY_AUTH_MODE=token, but this process "
+                    f"has no token: give the cluster's {TOKEN_FROM}"
+                ) from err
+            said = f"cannot connect to Ray at {where}: {str(err).rstrip('.')}"
+            advice = token_advice(self.address, os.environ) if tokens is not None else ""
+            raise OptionError(said + advice) from err
         return True
 
     def _check_storage(self, ray: Any, job: Job) -> None:
@@ -262,6 +270,28 @@ def _not_the_main_thread_said() -> Iterator[None]:
         yield
     finally:
         said.removeFilter(kept)
+
+
+TOKEN_FROM = (
+    "token (`ray get-auth-token` on its head node) in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+    "~/.ray/auth_token"
+)
+
+
+def token_advice(address: str | None, environ: Mapping[str, str]) -> str:
+    """What to say of tokens after a failed connection to the cluster at ``address``. A
+    cluster ``ray start`` starts asks for one by default, and a driver given an address sends
+    none unless RAY_AUTH_MODE=token (Ray's choice: a token is never sent unasked to a cluster
+    named by address); Ray said only "Failed to connect to Ray cluster", after 20 s of
+    "InvalidAuthToken" lines of its own. Pure."""
+    if not address:
+        return ""  # (a Ray the run starts makes its own token)
+    if environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return f"; if it refused this process's token, give the cluster's {TOKEN_FROM}"
+    return (
+        "; a cluster that `ray start` started asks for a token by default: set "
+        f"RAY_AUTH_MODE=token where snap runs, with the cluster's {TOKEN_FROM}"
+    )
 
 
 # What configures storage in this process's environment, passed to the job's workers where
