@@ -238,12 +238,8 @@ class RayExecutor(Executor):
                     try:
                         outcome = ray.get(ref)
                     except ray.exceptions.RayError as err:
-                        raise PipelineError(
-                            f"task {task.index} (inputs {task.inputs[:3]}"
-                            f"{'...' if len(task.inputs) > 3 else ''}) failed on Ray after "
-                            f"{self.max_retries} retries: {err}; run the same command again "
-                            "to resume"
-                        ) from err
+                        crashed = isinstance(err, ray.exceptions.WorkerCrashedError)
+                        raise PipelineError(failed(task, err, self.max_retries, crashed)) from err
                     if "error" in outcome:
                         error = ray_code.explain(outcome["error"], job.pipeline, code)
                         raise worker.rebuild_error(error)
@@ -254,6 +250,27 @@ class RayExecutor(Executor):
             for ref in in_flight if not owned else ():
                 with contextlib.suppress(Exception):  # finished or gone: nothing to stop
                     ray.cancel(ref, force=True)
+
+
+def failed(task: TaskSpec, err: BaseException, retries: int, crashed: bool) -> str:
+    """What to say of ``task``, which Ray gave up on with ``err`` after ``retries``
+    retries; ``crashed``: its worker process died each time (Ray's WorkerCrashedError, which
+    says neither how nor what to do: "The worker died unexpectedly"). Pure."""
+    inputs = f"{task.inputs[:3]}{'...' if len(task.inputs) > 3 else ''}"
+    if not crashed:
+        return (
+            f"task {task.index} (inputs {inputs}) failed on Ray after {retries} retries: "
+            f"{err}; run the same command again to resume"
+        )
+    return (
+        f"task {task.index} (inputs {inputs}) failed on Ray: its worker process died each of "
+        f"the {retries + 1} times it ran it: the function, or code it called, ended the "
+        "process (os._exit(), exit() in native code) or the node killed it (out of memory, a "
+        "crash in native code), as Ray's worker logs say (python-core-worker-*.log in its "
+        f"session's logs); run these inputs with {named('--executor local', 'executor=')} "
+        "to see how they end, or, if the node was short of memory, run the same command "
+        f"again with fewer tasks at a time ({named('--workers', 'workers=')}) to resume"
+    )
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ the GIL) found Ray's.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import queue
 import signal
 import threading
@@ -51,7 +52,11 @@ class Session:
         self.stopping = threading.Event()
         self._handed: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
         self._body = body
-        self._thread = threading.Thread(target=self._run, name="snap-ray", daemon=True)
+        # (in the caller's context: what it says depends on it, flags or keywords)
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name="snap-ray", daemon=True
+        )
 
     def _run(self) -> None:
         try:

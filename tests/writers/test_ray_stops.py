@@ -90,3 +90,37 @@ def test_a_stop_signal_inside_a_ray_call_stops_the_create_cleanly(
                            check=False)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["num_records"] == 4
+
+
+ENDS = """
+import os
+
+def preprocess(path):
+    if path.endswith("in-002.txt"):
+        os._exit(3)  # on Ray, as in a local worker: no exception, the process ends
+    yield {"x": int(open(path).read())}
+"""
+
+
+def test_a_function_that_ends_its_worker_process_says_how_to_find_out(
+    ray_cluster: str, tmp_path: Path
+) -> None:
+    """Ray says only "The worker died unexpectedly", after its retries; "run the same
+    command again to resume" ran it into the same wall."""
+    (tmp_path / "pipe.py").write_text(ENDS)
+    make_inputs(tmp_path / "in", 4)
+    cmd = [sys.executable, "-m", "snapshot_cli", "create", f"{tmp_path / 'pipe.py'}:preprocess",
+           str(tmp_path / "snap"), "--input", str(tmp_path / "in" / "*.txt"), "--executor",
+           "ray", "--inputs-per-task", "1"]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+    assert done.returncode != 0
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("snap: error: task 2 (inputs ['"), done.stderr
+    assert "in-002.txt']) failed on Ray: its worker process died each of the 4 times" in last
+    assert "run these inputs with --executor local to see how they end" in last  # (a flag)
+    assert not (tmp_path / "snap" / "manifest.json").exists()
+    local = subprocess.run(cmd[:-4] + ["--workers", "1"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert "ended its worker process with exit code 3" in local.stderr.splitlines()[-1]
