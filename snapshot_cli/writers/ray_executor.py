@@ -172,7 +172,7 @@ class RayExecutor(Executor):
             **({"env_vars": env} if env else {}),
         }
         try:
-            with _not_the_main_thread_said():
+            with _notes_unsaid(local=not self.address):
                 ray.init(
                     address=self.address or "local",
                     runtime_env=runtime_env or None,
@@ -273,20 +273,33 @@ def failed(task: TaskSpec, err: BaseException, retries: int, crashed: bool) -> s
     )
 
 
+# Ray's notes that say nothing to a snap user, by the logger that says them: that ray.init
+# set no SIGTERM handler outside the main thread (snap's own, in the main thread, stops the
+# run), and that the Ray a run starts for itself asks for a token (nobody else connects to
+# it: said even under --quiet --json).
+_UNSAID = {
+    "ray._private.worker": "SIGTERM handler is not set",
+    "ray._private.authentication.authentication_token_setup": "Token authentication is enabled",
+}
+
+
 @contextlib.contextmanager
-def _not_the_main_thread_said() -> Iterator[None]:
-    """Within: Ray's warning that ``ray.init`` set no SIGTERM handler outside the main thread
-    (snap's own, in the main thread, stops the run) is not said."""
+def _notes_unsaid(local: bool) -> Iterator[None]:
+    """Within: Ray's notes above are not said (the token's only for a ``local`` Ray)."""
+    filters = []
+    for name, words in _UNSAID.items():
+        if local or "Token" not in words:
 
-    def kept(record: logging.LogRecord) -> bool:
-        return "SIGTERM handler is not set" not in record.getMessage()
+            def kept(record: logging.LogRecord, words: str = words) -> bool:
+                return words not in record.getMessage()
 
-    said = logging.getLogger("ray._private.worker")
-    said.addFilter(kept)
+            logging.getLogger(name).addFilter(kept)
+            filters.append((name, kept))
     try:
         yield
     finally:
-        said.removeFilter(kept)
+        for name, kept in filters:
+            logging.getLogger(name).removeFilter(kept)
 
 
 TOKEN_FROM = (

@@ -106,3 +106,24 @@ def test_with_the_cluster_s_token_the_snapshot_is_made(
     done = _create(tmp_path, address, "snap", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["num_records"] == 4
+
+
+def test_a_ray_the_run_starts_for_itself_says_nothing_of_its_token(tmp_path: Path) -> None:
+    """Nobody else connects to it: Ray's "Token authentication is enabled for this Ray
+    cluster" note was said even under --quiet --json."""
+    make_inputs(tmp_path / "in", 2)
+    (tmp_path / "pipe.py").write_text("def f(path):\n    yield {'x': int(open(path).read())}\n")
+    temp = tempfile.mkdtemp(prefix="snapray-", dir="/tmp")  # short: Ray's socket paths
+    (tmp_path / "home").mkdir()
+    env = _environment(tmp_path / "home", TMPDIR=temp, RAY_TMPDIR=temp)
+    cmd = [sys.executable, "-m", "snapshot_cli", "create", f"{tmp_path / 'pipe.py'}:f",
+           str(tmp_path / "snap"), "--input", str(tmp_path / "in" / "*.txt"), "--executor",
+           "ray", "--quiet", "--json"]  # fmt: skip
+    try:
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=300, check=False)  # fmt: skip
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["num_records"] == 2
+    assert done.stderr == ""
