@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import hashlib
 import logging
 import os
 import posixpath
@@ -24,7 +23,18 @@ from typing import Any, BinaryIO, TypeVar
 import fsspec
 from fsspec import AbstractFileSystem
 
-from . import durable, globbing, hdfs, hdfs_client, interrupted, literal, os_paths, retry, timeouts
+from . import (
+    credentials,
+    durable,
+    globbing,
+    hdfs,
+    hdfs_client,
+    interrupted,
+    literal,
+    os_paths,
+    retry,
+    timeouts,
+)
 from .errors import ManifestError, OptionError, StorageError
 from .faults import errors_named as errors_named
 from .faults import fault as fault
@@ -89,11 +99,14 @@ def resolve(
         options = {**timeouts.client_options(scheme, storage_options or {}),
                    **hdfs_client.client_options(url, storage_options or {}),
                    **(storage_options or {})}  # fmt: skip
-        if chained:
-            fs, path = fsspec.core.url_to_fs(url, **options)
-        else:
-            fs, path = literal.open_url(url, options)
+        with credentials.said(url, scheme, storage_options or {}):  # (a key file it can't load)
+            if chained:
+                fs, path = fsspec.core.url_to_fs(url, **options)
+            else:
+                fs, path = literal.open_url(url, options)
         hdfs_client.prepared(timeouts.bound(fs))
+    except OptionError:
+        raise  # (said already: credentials)
     except (ImportError, ValueError) as err:
         if isinstance(err, ImportError) and str(err) in ("", "None") and err.__cause__:
             # fsspec's ImportError(None) over an installed module that failed to import (out
@@ -326,28 +339,9 @@ def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
     return out
 
 
-_HASH_CHUNK = 8 << 20
-
-
 def matching(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
     """:func:`.globbing.matching`, each listing with storage's retries."""
     return globbing.matching(fs, path, retrying)
-
-
-def hash_file(url: str, storage_options: dict[str, Any] | None = None) -> str:
-    """sha256 of a file's bytes, read in 8 MiB pieces. A local path is opened as Python
-    opens files: fsspec's URL parsing and file object cost ~100 us a file, 12 s of 13 over
-    50,000 small inputs."""
-    if plain_local(url):
-        fs, path = fsspec.filesystem("file"), os_paths.absolute(url)
-    else:
-        fs, path = resolve(url, storage_options)
-    digest = hashlib.sha256()
-    opener = open if is_local(fs) else fs.open
-    with errors_named(fs, path, "reading"), opener(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return f"sha256={digest.hexdigest()}"
 
 
 def file_info(fs: AbstractFileSystem, path: str) -> dict[str, Any]:

@@ -58,7 +58,7 @@ class InputFile:
 
     ``version`` is cheap to get (a listing: mtime, generation or checksum); ``content`` is a
     checksum of the bytes the storage reports (GCS crc32c, S3 ETag), or "" when only
-    :func:`storage.hash_file` can tell (local disk, HDFS). ``name`` is what identifies it
+    :func:`.contents.hash_file` can tell (local disk, HDFS). ``name`` is what identifies it
     (``url`` where not given): a local file's by its bytes (:func:`by_bytes`).
     """
 

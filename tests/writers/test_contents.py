@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
-from snapshot_cli import storage
 from snapshot_cli.writers import contents
 
 
@@ -61,9 +60,9 @@ def test_digests_are_the_files_bytes(tmp_path: Path, where: str) -> None:
 
 def test_a_local_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):  # callers decide what a missing input means
-        storage.hash_file(str(tmp_path / "gone.bin"))
+        contents.hash_file(str(tmp_path / "gone.bin"))
     with pytest.raises(snap.StorageError, match=r"it is a directory, not a file"):
-        storage.hash_file(str(tmp_path))
+        contents.hash_file(str(tmp_path))
     relative = os.path.relpath(tmp_path / "r.bin")
     (tmp_path / "r.bin").write_bytes(b"abc")
-    assert storage.hash_file(relative) == sha(b"abc")
+    assert contents.hash_file(relative) == sha(b"abc")

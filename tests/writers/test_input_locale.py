@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 import snapshot_cli as snap
-from snapshot_cli import storage
 from snapshot_cli.fingerprint import canonical_json, fingerprint, sha256_text
+from snapshot_cli.writers import contents
 from snapshot_cli.writers import inputs as inputs_mod
 
 PIPE = """
@@ -105,7 +105,7 @@ def test_under_utf8_an_inputs_identity_is_the_path_snapshots_recorded(tmp_path: 
     files = found.files or []
     listed = sorted(os.path.join(raw, n) for n in os.listdir(raw))
     assert [f.name for f in files] == [f.url for f in files] == listed == found.items
-    recorded = [[p, os.path.getsize(p), storage.hash_file(p)] for p in listed]
+    recorded = [[p, os.path.getsize(p), contents.hash_file(p)] for p in listed]
     assert inputs_mod.Identity("c" * 64, {}, found).full == fingerprint("c" * 64, {}, recorded)
     stats = [[p, os.path.getsize(p), f.version] for p, f in zip(listed, files, strict=True)]
     assert found.stat == sha256_text(canonical_json(stats))
