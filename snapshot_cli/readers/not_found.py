@@ -31,6 +31,12 @@ def no_manifest(fs: Any, root: str) -> ManifestError:
             "it, or was interrupted; snap inspect says which (and who is writing); once a "
             "create commits it, it can be read"
         )
+    if not runs and storage.isdir(fs, storage.join(root, RUNS_DIR)):  # (a lease being taken)
+        return ManifestError(
+            f"{url} is not a snapshot yet (no manifest.json, an empty {RUNS_DIR}/): a snap "
+            "create is starting there, or one failed at once; once a create commits it, it "
+            "can be read"
+        )
     there = "is not a snapshot (no manifest.json)" if storage.exists(fs, root) else ""
     absent = "" if there else faults.absent_hint(fs, root)  # (a bucket, memory://)
     return ManifestError(

@@ -47,3 +47,18 @@ def test_a_directory_without_a_manifest_is_still_no_snapshot(tmp_path: Path, com
     code, _, stderr = run(command, str(tmp_path))
     assert code == 1
     assert stderr == f"snap: error: {tmp_path} is not a snapshot (no manifest.json)\n", stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS[:4])
+def test_a_create_taking_its_first_lease_is_no_snapshot_yet(tmp_path: Path, command: str) -> None:
+    """The moment between a first create's ``_runs/`` and its lease in it: snap.open beside
+    it said "is not a snapshot", as of any directory."""
+    (tmp_path / "_runs").mkdir()
+    code, _, stderr = run(command, str(tmp_path))
+    said = (
+        f"{tmp_path} is not a snapshot yet (no manifest.json, an empty _runs/): a snap create "
+        "is starting there, or one failed at once; once a create commits it, it can be read"
+    )
+    assert code == 1 and stderr == f"snap: error: {said}\n", stderr
+    with pytest.raises(snap.ManifestError, match="is not a snapshot yet"):
+        snap.open(str(tmp_path))
