@@ -39,7 +39,7 @@ from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
 from ..units import flag, options_dict, parse_duration
 from . import commit as commit_mod
-from . import gc_leases, gc_watch
+from . import gc_leases, gc_uploads, gc_watch
 from . import lease as lease_mod
 from . import runs as runs_mod
 from .gc_denied import cannot_write, no_room_for_lease
@@ -116,14 +116,9 @@ def _age(seconds: float) -> str:
 
 
 def find_garbage(
-    fs: AbstractFileSystem,
-    root: str,
-    live_run: str | None,
-    writer_live: bool,
-    retention: float = DEFAULT_RETENTION,
-    now: float | None = None,
-    dry_run: bool = False,
-) -> tuple[list[Garbage], list[str], str | None]:
+    fs: AbstractFileSystem, root: str, live_run: str | None, writer_live: bool,
+    retention: float = DEFAULT_RETENTION, now: float | None = None, dry_run: bool = False,
+) -> tuple[list[Garbage], list[str], str | None]:  # fmt: skip
     """What gc would remove given the live writer's run and the retention period, the runs
     it keeps (``dry_run``: as gc would, which takes the lease first) and, if the committed
     version's copy was missing, that gc wrote it again first (would, in a dry run)."""
@@ -327,6 +322,8 @@ def _gc(
         report.garbage, report.kept_runs, restored = find_garbage(
             fs, root, live_run, holder is not None, seconds, dry_run=dry_run
         )
+        uploads = gc_uploads.unfinished(fs, root, live_run, holder is not None and not live_run)
+        report.garbage += [Garbage(rel, "upload", n, gc_uploads.WHY) for rel, n in uploads]
         report.note = "; ".join(filter(None, [report.note, restored])) or None
         watch = gc_watch.Watch(fs, root, holder) if holder is not None else None
         report.garbage = watch.spare(report.garbage) if watch else report.garbage
@@ -340,7 +337,7 @@ def _gc(
                     report.note = "; ".join(filter(None, [report.note, gc_watch.STOPPED]))
                     break
                 try:
-                    storage.remove(fs, storage.join(root, g.path), recursive=g.kind == "run")
+                    gc_uploads.remove(fs, root, g.path, g.kind)
                 except StorageError as err:
                     where = storage.to_url(fs, storage.join(root, g.path))
                     raise cannot_write(report.url, err, where, report.garbage[:done]) from err

@@ -46,7 +46,7 @@ class Watch:
         return [
             g
             for g in garbage
-            if g.kind != "shard"
+            if g.kind not in ("shard", "upload")
             or (w := layout.shard_writer(g.path.rsplit("/", 1)[-1])) is None
             or w <= self.seen.epoch
         ]
