@@ -140,7 +140,7 @@ def find_garbage(
         keep, gone = retained_versions(fs, root, manifest, retention, now)
         referenced = {s.path for m in keep for s in m.shards}
         kept_tables = {m.history.tasks for m in keep if m.history is not None}
-        for k in sorted(gone):
+        for k in sorted(gone, reverse=True):  # (a shared shard: the newest had it last)
             m = versions.read_listed(fs, root, k)
             for s in m.shards if m is not None else ():
                 retired.setdefault(s.path, gone[k])
