@@ -190,3 +190,17 @@ def test_an_edited_manifest_is_not_answered_by_deleting_intact_shards(snapshot: 
     (snapshot / "manifest.json").write_bytes((snapshot / "_versions/v00000001.json").read_bytes())
     code, stdout, _ = run("verify", str(snapshot))
     assert code == 0, stdout
+
+
+def test_the_progress_of_fast_counts_no_bytes_it_did_not_read(snapshot: Path) -> None:
+    """--fast's progress line said "6.2 MiB  217.5 MiB/s" and its report "0 B read"."""
+    from snapshot_cli.progress import human_bytes
+
+    lines = {}
+    for how in ([], ["--fast"]):
+        code, _, stderr = run("verify", str(snapshot), *how)
+        assert code == 0, stderr
+        lines[bool(how)] = [x for x in stderr.splitlines() if x.startswith("snap: shards")][-1]
+    whole = human_bytes(snap.open(snapshot).manifest.bytes)
+    assert f"  {whole}  " in lines[False], lines
+    assert f"records {NUM_RECORDS}  0 B  " in lines[True], lines
