@@ -189,6 +189,17 @@ def wait_for_lease(
         where = "while waiting for the writer lease; nothing was written"
         stop.snap_while = where  # type: ignore[attr-defined]
         raise
+    except StorageError as err:
+        remove_unmade(made)
+        cause = err.__cause__
+        if not isinstance(cause, OSError) or cause.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        said = "the disk is full" if cause.errno == errno.ENOSPC else "the disk quota is used up"
+        raise StorageError(  # (the storage's advice said "it resumes": nothing had begun)
+            f"cannot take the writer lease of {url}, a small file in {RUNS_DIR}/ written before "
+            f"anything else ({str(err).split('; ', 1)[0]}): {said}; nothing was written: free "
+            "space (or inodes) there, then run the same command again"
+        ) from err
     except BaseException:
         remove_unmade(made)
         raise
