@@ -270,6 +270,13 @@ class CreateOptions:
             raise OptionError(
                 f"{named('--workers', 'workers=')} must be an integer >= 0, got {workers!r}"
             )
+        if workers == 0 and self.executor == "ray":  # (it ran with Ray's default, unsaid)
+            ray = named("--executor ray", "executor='ray'")
+            raise OptionError(
+                f"{named('--workers 0', 'workers=0')} runs the tasks in this process, which "
+                f"{ray} does not: give the tasks in "
+                "flight on the cluster (N >= 1), or leave it out for 2 per cluster CPU"
+            )
         ttl = self.lease_ttl
         if isinstance(ttl, bool) or not (
             isinstance(ttl, numbers.Real) and 0 < ttl <= MAX_LEASE_TTL

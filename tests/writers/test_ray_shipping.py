@@ -67,11 +67,24 @@ def test_too_much_code_beside_the_pipeline_is_refused_naming_the_directory(
 
 
 def test_a_memory_output_with_ray_names_the_local_executor(tmp_path: Path) -> None:
-    """``workers=0`` with Ray bounds the tasks in flight; running in this process is
+    """Ray's workers cannot see this process's memory; running in this process is
     ``executor="local", workers=0``."""
     with pytest.raises(OptionError) as caught:
         snap.create(lambda x: iter([{"x": x}]), "memory://ray-x", inputs=[1, 2],
-                    executor="ray", workers=0)  # fmt: skip
+                    executor="ray")  # fmt: skip
     message = str(caught.value)
     assert message.startswith("memory:///ray-x is in this process's memory")
     assert '--executor local --workers 0 (executor="local", workers=0)' in message
+
+
+def test_no_workers_with_ray_is_refused_not_taken_for_the_default(tmp_path: Path) -> None:
+    """``--workers 0`` (in this process) with Ray ran with 2 tasks per cluster CPU, unsaid."""
+    out = tmp_path / "s"
+    with pytest.raises(OptionError) as caught:
+        snap.create(lambda x: iter([{"x": x}]), str(out), inputs=[1, 2], executor="ray",
+                    workers=0)  # fmt: skip
+    assert str(caught.value) == (
+        "workers=0 runs the tasks in this process, which executor='ray' does not: give the "
+        "tasks in flight on the cluster (N >= 1), or leave it out for 2 per cluster CPU"
+    )
+    assert not out.exists()
