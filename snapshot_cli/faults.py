@@ -19,6 +19,7 @@ from errno import ENOENT
 from fsspec import AbstractFileSystem
 
 from . import layout, retry
+from .endpoints import endpoint_source
 from .errors import CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
 from .os_paths import broken_link_said  # (a link to nothing: said where a path is missing)
@@ -174,7 +175,7 @@ def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception
             what = f"{CHECKSUM_SAID} ({server_said(err)})"
             hint = f"the stored file is not necessarily damaged: {CHECKSUM_HINT}"
         elif any(_NETWORK_WORDS.search(k) for k in kinds) and status is None:
-            hint = "check that the storage is reachable at that address, then try again"
+            hint = f"check that the storage is reachable at that address{_at(fs)}, then try again"
         failed = f"failed while {action} {url}"  # (a stream sent once: not "tried 1 time")
         if tries > 1:
             failed = f"kept failing while {action} {url} (tried {tries} times)"
@@ -182,6 +183,10 @@ def _answer_other(fs: AbstractFileSystem, path: str, action: str, err: Exception
     if status is not None and status >= 400:
         words = refusal(status, reading, err, _CREDENTIALS.get(protocol(fs)))
         raise StorageError(f"failed while {action} {url}: {words}") from err
+
+
+def _at(fs: AbstractFileSystem) -> str:
+    return endpoint_source(protocol(fs), getattr(fs, "storage_options", None))
 
 
 CHECKSUM_SAID = "the response's bytes arrived damaged (their checksum is not the storage's)"
@@ -200,7 +205,7 @@ def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) 
             f"cannot authenticate to the storage while {action} {to_url(fs, path)}: {what}; {hint}"
         )
     if any(_NETWORK_WORDS.search(k) for k in kinds):
-        hint = "check the network, and the storage's address (endpoint, bucket name)"
+        hint = f"check the network, and the storage's address (endpoint, bucket name){_at(fs)}"
     elif option := _UNKNOWN_OPTION.search(what):
         hint = _unknown_option_hint(fs, option.group(1))
     else:
