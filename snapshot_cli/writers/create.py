@@ -291,6 +291,7 @@ def _create(
         return _info(url, previous, started, False, len(planned.tasks), resumed, planned,
                      dry_run=True)  # fmt: skip
     guards.refuse_nested(url)
+    ex.prepare(paths.job_spec(ref.spec))  # (Ray's address, the code it ships: before the run)
     # Shipped by value (a notebook's or a script's function, a closure): pickled once here,
     # before any work, so that a function that cannot be shipped is refused at once.
     payload = None if in_process or not ref.by_value else shipping.ship(ref.function, ref.name)

@@ -42,6 +42,10 @@ class Executor(ABC):
 
     name = "abstract"
 
+    def prepare(self, pipeline: str) -> None:  # noqa: B027 (most have nothing to do)
+        """Before the run begins (its lease taken, its state written): refuse what would fail
+        it at once, for the job of ``pipeline`` (the job's spec)."""
+
     @abstractmethod
     def run(
         self, job: Job, tasks: Sequence[TaskSpec], on_result: ResultFn, on_progress: ProgressFn

@@ -122,6 +122,13 @@ class RayExecutor(Executor):
     ) -> None:
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.max_in_flight, self.max_retries = max_in_flight, max_retries
+        self._code: dict[str, ray_code.Code | None] = {}  # by pipeline: what prepare found
+
+    def prepare(self, pipeline: str) -> None:
+        """Before the run begins: the cluster's address answers, and the pipeline's code can
+        be shipped (found after, a create left a run to resume that could not go on)."""
+        _check_reachable(self.address)
+        self._code[pipeline] = ray_code.collect(pipeline)
 
     def run(
         self, job: Job, tasks: Sequence[TaskSpec], on_result: ResultFn, on_progress: ProgressFn
@@ -129,8 +136,9 @@ class RayExecutor(Executor):
         if not tasks:
             return
         ray = _ray()
-        code = ray_code.collect(job.pipeline)
-        _check_reachable(self.address)
+        if job.pipeline not in self._code:
+            self.prepare(job.pipeline)
+        code = self._code[job.pipeline]
         with tempfile.TemporaryDirectory(prefix="snap-ray-job-") as job_dir:
             # the code goes in the job's working_dir where snap starts the job, else (after
             # the user's own ray.init) in the object store with the job

@@ -88,3 +88,27 @@ def test_no_workers_with_ray_is_refused_not_taken_for_the_default(tmp_path: Path
         "tasks in flight on the cluster (N >= 1), or leave it out for 2 per cluster CPU"
     )
     assert not out.exists()
+
+
+def test_what_ray_refuses_is_refused_before_the_run_begins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An address nothing answers at, code too large to ship: found once the run had begun,
+    they left its lease and state, a run to resume that could not go on."""
+    import socket
+
+    _tree(
+        tmp_path / "code",
+        {"prep.py": "def f(x):\n    yield {'x': x}\n", "big.py": "x = 1\n" * 1000},
+    )
+    with socket.socket() as held:  # (bound, never listened on: nothing answers there)
+        held.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{held.getsockname()[1]}"
+        with pytest.raises(OptionError, match=f"cannot reach the Ray cluster at {nobody}"):
+            snap.create(f"{tmp_path}/code/prep.py:f", str(tmp_path / "a"), inputs=[1, 2],
+                        executor="ray", ray_address=nobody)  # fmt: skip
+    monkeypatch.setattr(ray_code, "SHIP_LIMIT", 4000)
+    with pytest.raises(OptionError, match="of the pipeline's directory"):
+        snap.create(f"{tmp_path}/code/prep.py:f", str(tmp_path / "b"), inputs=[1, 2],
+                    executor="ray")  # fmt: skip
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
