@@ -1,4 +1,4 @@
-"""A process short of memory, threads or open files, said as such: never a shard's damage.
+"""A process short of memory, threads, open files or disk, said as such: never a shard's damage.
 
 A failed allocation (Arrow's, numpy's, a memory map's ENOMEM) or a thread that could not be
 started (Linux's EAGAIN from pthread_create, under a memory or pids limit) is the machine's,
@@ -115,6 +115,18 @@ def _physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # (not Linux: no allocation is too large)
         return 1 << 62
+
+
+def no_room(err: BaseException) -> tuple[str, str] | None:
+    """What the storage error ``err`` (a StorageError whose cause is an OSError) says of a
+    disk out of room, and its errno's name: ("the disk is full", "ENOSPC") or ("the disk
+    quota is used up", "EDQUOT"); None for any other failure."""
+    cause = err.__cause__
+    if not isinstance(cause, OSError) or cause.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    if cause.errno == errno.ENOSPC:
+        return "the disk is full", "ENOSPC"
+    return "the disk quota is used up", "EDQUOT"
 
 
 def too_many_open_files(where: str, code: int, shuffled: bool = False) -> StorageError:

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import StorageError
 from ..local_files import denies_write, write_hint
 from ..retry import status_of
+from ..shortages import no_room
 
 
 def cannot_write(
@@ -59,13 +60,11 @@ def no_room_for_lease(url: str, err: StorageError) -> StorageError | None:
     """gc's answer to a full disk (or quota) when it writes its lease, before it removes
     anything: the storage's own advice ("then run the same command again: it resumes") is a
     writer's, and gc is what a user runs to make room. None for any other failure."""
-    cause = err.__cause__
-    if not isinstance(cause, OSError) or cause.errno not in (errno.ENOSPC, errno.EDQUOT):
+    if (room := no_room(err)) is None:
         return None
-    said = "the disk is full" if cause.errno == errno.ENOSPC else "the disk quota is used up"
     return StorageError(
         f"snap gc cannot take the writer lease of {url}, a small file in _runs/ it writes "
-        f"before it removes anything: {said} ({errno.errorcode[cause.errno]}). Free a little "
+        f"before it removes anything: {room[0]} ({room[1]}). Free a little "
         "space there first: other files, or shards snap gc --dry-run lists (none is in a kept "
         "version), once no snap create is writing the snapshot; then run snap gc again"
     )

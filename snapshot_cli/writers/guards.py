@@ -31,6 +31,7 @@ from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..local_files import denies_write, link_out_of, mode_of, write_hint
 from ..manifest import Manifest
 from ..os_paths import cwd_deleted
+from ..shortages import no_room
 from . import commit as commit_mod
 from . import lease as lease_mod
 from . import worker as worker_mod
@@ -191,14 +192,12 @@ def wait_for_lease(
         raise
     except StorageError as err:
         remove_unmade(made)
-        cause = err.__cause__
-        if not isinstance(cause, OSError) or cause.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if (room := no_room(err)) is None:
             raise
-        said = "the disk is full" if cause.errno == errno.ENOSPC else "the disk quota is used up"
         raise StorageError(  # (the storage's advice said "it resumes": nothing had begun)
             f"cannot take the writer lease of {url}, a small file in {RUNS_DIR}/ written before "
-            f"anything else ({str(err).split('; ', 1)[0]}): {said}; nothing was written: free "
-            "space (or inodes) there, then run the same command again"
+            f"anything else ({str(err).split('; ', 1)[0]}): {room[0]}; nothing "
+            "was written: free space (or inodes) there, then run the same command again"
         ) from err
     except BaseException:
         remove_unmade(made)
