@@ -322,9 +322,9 @@ def _gc(
         report.garbage, report.kept_runs, restored = find_garbage(
             fs, root, live_run, holder is not None, seconds, dry_run=dry_run
         )
-        uploads = gc_uploads.unfinished(fs, root, live_run, holder is not None and not live_run)
+        uploads, unlisted = gc_uploads.unfinished(fs, root, live_run, bool(holder) and not live_run)
         report.garbage += [Garbage(rel, "upload", n, gc_uploads.WHY) for rel, n in uploads]
-        report.note = "; ".join(filter(None, [report.note, restored])) or None
+        report.note = "; ".join(filter(None, [report.note, restored, unlisted])) or None
         watch = gc_watch.Watch(fs, root, holder) if holder is not None else None
         report.garbage = watch.spare(report.garbage) if watch else report.garbage
         # (a run's state before its shards: one of another user's, which this user may not

@@ -18,7 +18,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import layout, storage
+from .. import layout, retry, storage
 from ..layout import SHARDS_DIR
 
 S3 = ("s3", "s3a")
@@ -55,16 +55,22 @@ def _stored(fs: AbstractFileSystem, bucket: str, upload: dict[str, Any]) -> int:
 
 def unfinished(
     fs: AbstractFileSystem, root: str, live_run: str | None, keep_all: bool
-) -> list[tuple[str, int]]:
+) -> tuple[list[tuple[str, int]], str | None]:
     """The shards (relative to ``root``) with unfinished uploads gc may abort, and the bytes
     stored for each: none while a writer that has not chosen its run holds the lease
-    (``keep_all``), none of the live run's, none of a name snap does not give."""
+    (``keep_all``), none of the live run's, none of a name snap does not give. And a note if
+    they could not be listed: a user may not (S3's ListBucketMultipartUploads is a permission
+    of its own) or the store has no such call; gc does the rest of its work all the same."""
     if storage.protocol(fs) not in S3 or keep_all:
-        return []
+        return [], None
     bucket = fs.split_path(root)[0]
     _, prefix, _ = fs.split_path(root + "/")
     sizes: dict[str, int] = {}
-    for upload in _uploads(fs, root):
+    try:
+        uploads = _uploads(fs, root)
+    except Exception as err:  # (any refusal: the uploads are gc's extra, not its job)
+        return [], f"unfinished uploads not looked for: listing them failed ({retry.said(err)})"
+    for upload in uploads:
         rel = upload["Key"][len(prefix) :].lstrip("/")
         shards, _, name = rel.rpartition("/")
         if shards != SHARDS_DIR or not layout.is_own_shard(name):
@@ -72,7 +78,7 @@ def unfinished(
         if live_run and layout.is_shard_of(name, live_run):
             continue
         sizes[rel] = sizes.get(rel, 0) + _stored(fs, bucket, upload)
-    return sorted(sizes.items())
+    return sorted(sizes.items()), None
 
 
 def abort(fs: AbstractFileSystem, root: str, rel: str) -> None:
@@ -89,6 +95,7 @@ def remove(fs: AbstractFileSystem, root: str, path: str, kind: str) -> None:
     """Remove one item of gc's garbage: an unfinished upload is aborted, a run's directory
     removed with what it holds, any other file removed."""
     if kind == "upload":
-        abort(fs, root, path)
+        with storage.errors_named(fs, storage.join(root, path), "deleting"):
+            abort(fs, root, path)
     else:
         storage.remove(fs, storage.join(root, path), recursive=kind == "run")
