@@ -67,17 +67,16 @@ def unfinished(
     _, prefix, _ = fs.split_path(root + "/")
     sizes: dict[str, int] = {}
     try:
-        uploads = _uploads(fs, root)
+        for upload in _uploads(fs, root):
+            rel = upload["Key"][len(prefix) :].lstrip("/")
+            shards, _, name = rel.rpartition("/")
+            if shards != SHARDS_DIR or not layout.is_own_shard(name):
+                continue  # (someone else's upload under the prefix: left alone)
+            if live_run and layout.is_shard_of(name, live_run):
+                continue
+            sizes[rel] = sizes.get(rel, 0) + _stored(fs, bucket, upload)
     except Exception as err:  # (any refusal: the uploads are gc's extra, not its job)
         return [], f"unfinished uploads not looked for: listing them failed ({retry.said(err)})"
-    for upload in uploads:
-        rel = upload["Key"][len(prefix) :].lstrip("/")
-        shards, _, name = rel.rpartition("/")
-        if shards != SHARDS_DIR or not layout.is_own_shard(name):
-            continue  # (someone else's upload under the prefix: left alone)
-        if live_run and layout.is_shard_of(name, live_run):
-            continue
-        sizes[rel] = sizes.get(rel, 0) + _stored(fs, bucket, upload)
     return sorted(sizes.items()), None
 
 
