@@ -4,7 +4,9 @@ model tests of passes."""
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +107,20 @@ MOVES = st.lists(
     ),
     max_size=8,
 )
+
+
+@contextlib.contextmanager
+def dataloader_iteration(loader: Any) -> Iterator[Any]:
+    """``iter(loader)`` for a torch DataLoader, its workers shut down on leaving.
+
+    An iterator left to the garbage collector (an exception's traceback holds it in a cycle)
+    is shut down after its queues' feeder threads were closed: its workers never hear they
+    are done and each waits out torch's 5 s join timeout. That is torch's, with any dataset;
+    a test that meets an error in a worker would spend 10 s on it."""
+    it = iter(loader)
+    try:
+        yield it
+    finally:
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
 from snapshot_cli.readers.adapter import Adapter, ahead
-from tests.readers.conftest import MOVES, numbered_snapshot
+from tests.readers.conftest import MOVES, dataloader_iteration, numbered_snapshot
 
 RECORDS = 240
 
@@ -294,8 +294,10 @@ def test_a_dataloader_that_batches_whole_batches_says_so(snapshot_url: str, opti
     dataset = SnapshotDataset(snapshot_url, batch_size=16, seed=4)
     # DataLoader's default batch_size=1 stacked each batch into (1, 16, ...); batch_size=4
     # failed only at the epoch's last, shorter batch, in torch.stack
-    with pytest.raises(OptionError, match=r"DataLoader\(dataset, batch_size=None\)"):
-        next(iter(torch.utils.data.DataLoader(dataset, **options)))
+    loader = torch.utils.data.DataLoader(dataset, **options)
+    refused = pytest.raises(OptionError, match=r"DataLoader\(dataset, batch_size=None\)")
+    with refused, dataloader_iteration(loader) as it:
+        next(it)
     batch = next(iter(torch.utils.data.DataLoader(dataset, batch_size=None)))
     assert isinstance(batch, dict) and batch["label"].shape == (16,)
 

@@ -22,6 +22,7 @@ from snapshot_cli.errors import OptionError
 from snapshot_cli.readers.torch import SnapshotDataset
 from tests import forks as forks_module
 from tests.conftest import REPO
+from tests.readers.conftest import dataloader_iteration
 
 G = 12
 TORCH = ("torch", "torch.distributed", "torch.nn.parallel", "snapshot_cli.readers.torch")
@@ -96,10 +97,11 @@ def _items(
         dataset, batch_size=None, num_workers=workers, multiprocessing_context=context
     )
     out = []
-    for item in loader:
-        out.append(item["id"].tolist())
-        if n is not None and len(out) == n:
-            break
+    with dataloader_iteration(loader) as items:
+        for item in items:
+            out.append(item["id"].tolist())
+            if n is not None and len(out) == n:
+                break
     return out
 
 

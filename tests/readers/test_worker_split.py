@@ -20,6 +20,7 @@ import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
 from snapshot_cli.readers.plan import EpochPlan, PlanOptions
 from snapshot_cli.readers.torch import SnapshotDataset
+from tests.readers.conftest import dataloader_iteration
 from tests.readers.test_plan import blocks_from
 
 # torch suggests no more workers than cores (2 here): 3 is the point of several tests
@@ -265,8 +266,10 @@ def test_a_rank_without_a_batch_is_said_in_ranks_whatever_the_workers(
         loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
         with pytest.raises(OptionError, match=r"\(20 on each of 2 ranks\) holds no batch of 32"):
             len(loader)
-    with pytest.raises(Exception, match=r"\(20 on each of 2 ranks\) holds no batch of 32"):
-        next(iter(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    refused = pytest.raises(Exception, match=r"\(20 on each of 2 ranks\) holds no batch of 32")
+    with refused, dataloader_iteration(loader) as it:
+        next(it)
 
 
 def test_the_dataset_makes_its_loaders_with_every_option_loader_takes() -> None:
