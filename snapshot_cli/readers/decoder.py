@@ -11,6 +11,8 @@ loader's process closes the socket.
 from __future__ import annotations
 
 import mmap
+import os
+import pickle
 import signal
 import socket
 import sys
@@ -34,10 +36,12 @@ from .wire import recv, send
 
 def spec_of(readers: ShardReaders) -> dict[str, Any]:
     """What a decode process needs to open the same shards the same way (picklable:
-    filesystems pickle as their options, a cache as its directory and limit)."""
+    filesystems pickle as their options, a cache as its directory and limit). The filesystem
+    travels pickled on its own: unpickling makes its client, which must see the loader's
+    environment (:func:`follow_environment`) and whose failure is an answer, not an exit."""
     cache = readers.cache
     return {
-        "fs": readers._fs, "root": readers.root, "shards": readers.shards,
+        "fs": pickle.dumps(readers._fs), "root": readers.root, "shards": readers.shards,
         "schema": readers.schema, "verify": readers.verify, "max_open": readers.max_open,
         "max_bytes": readers.max_bytes, "placement": readers.placement,
         "shuffled": readers.shuffled,
@@ -48,13 +52,28 @@ def spec_of(readers: ShardReaders) -> dict[str, Any]:
 def readers_spec(readers: Any, schema: Any, columns: list[str]) -> dict[str, Any]:
     """A loader's reader set (a mixture's has parts), for a decode process to open."""
     parts = getattr(readers, "parts", [readers])
-    return {"parts": [spec_of(p) for p in parts], "schema": schema, "columns": columns}
+    return {
+        "parts": [spec_of(p) for p in parts], "schema": schema, "columns": columns,
+        "environ": dict(os.environ),
+    }  # fmt: skip
+
+
+def follow_environment(environ: dict[str, str]) -> None:
+    """Make this process's environment the loader's process's (as it was when the loader
+    first sent its shards here). The process started earlier, for an earlier loader maybe:
+    credentials (AWS_ACCESS_KEY_ID...), endpoints or libhdfs's CLASSPATH set since in the
+    loader's process (a notebook's ``os.environ[...] = ...``) were missing here, and a read
+    that works in the loader's process failed in this one."""
+    for name in set(os.environ) - set(environ):
+        del os.environ[name]
+    os.environ.update(environ)
 
 
 def from_spec(spec: dict[str, Any]) -> ShardReaders:
     cache = None if spec["cache"] is None else ShardCache(*spec["cache"])
     keys = ("root", "shards", "schema", "verify", "max_open", "max_bytes")
-    fs = storage.fresh_instance(spec["fs"])  # (unpickled bare: a client made as snap makes them)
+    # unpickled bare: a client made as snap makes them
+    fs = storage.fresh_instance(pickle.loads(spec["fs"]))
     readers = ShardReaders(fs, **{k: spec[k] for k in keys}, cache=cache)
     readers.placement, readers.shuffled = spec["placement"], spec.get("shuffled", False)
     return readers
@@ -105,6 +124,7 @@ class Decoder:
         return list(self.readers)
 
     def _open(self, key: int, spec: dict[str, Any]) -> None:
+        follow_environment(spec["environ"])
         parts = [from_spec(s) for s in spec["parts"]]
         readers = parts[0] if len(parts) == 1 else MultiReaders(parts)
         if key in self.readers:
