@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
@@ -21,8 +22,9 @@ import fsspec.config
 
 from . import retry
 from .errors import OptionError
+from .statuses import http_status
 
-__all__ = ["check_token", "refused", "said"]
+__all__ = ["check_token", "forgotten_if_refused", "refused", "refused_credentials", "said"]
 
 # Where a client loads credentials: an error raised from here is one of its credentials.
 _CREDENTIAL_CODE = tuple(
@@ -120,3 +122,32 @@ def refused(url: str, scheme: str, err: BaseException, options: dict[str, Any]) 
     what = retry.redacted("; ".join(dict.fromkeys(_said(e) for e in reversed(chain))))
     advice = _WHAT if scheme in GCS else "check the credentials the client is given"
     return f"cannot open {url}: the storage client could not load {given}: {what}; {advice}"
+
+
+# Class names that say credentials failed, whichever library raised it: botocore's
+# NoCredentialsError, google-auth's DefaultCredentialsError and RefreshError, azure's
+# ClientAuthenticationError.
+AUTH_WORDS = re.compile(r"Credential|Authenticat|Unauthori[sz]ed|RefreshError|TokenRetrieval")
+
+
+def refused_credentials(err: BaseException) -> bool:
+    """Whether ``err`` says the client has no credentials or the storage refused them: a
+    class so named among its causes, or an answer of HTTP 401 or 403."""
+    kinds = [c.__name__ for e in retry.causes(err) for c in type(e).__mro__]
+    return any(AUTH_WORDS.search(k) for k in kinds) or http_status(err) in (401, 403)
+
+
+@contextlib.contextmanager
+def forgotten_if_refused(fs: Any) -> Iterator[None]:
+    """Within (a call of ``fs``): if its credentials are refused, its kind of client is made
+    anew next time. fsspec keeps one client per set of options for the life of the process,
+    with the credentials it loaded once: credentials set after a refusal (a notebook's
+    ``os.environ["AWS_ACCESS_KEY_ID"] = ...``, a renewed key file) were never read, and the
+    same call was refused until Python was restarted."""
+    try:
+        yield
+    except Exception as err:
+        clear = getattr(type(fs), "clear_instance_cache", None)
+        if callable(clear) and refused_credentials(err):
+            clear()
+        raise

@@ -19,6 +19,7 @@ from errno import ENOENT
 from fsspec import AbstractFileSystem
 
 from . import layout, retry
+from .credentials import AUTH_WORDS, forgotten_if_refused
 from .endpoints import endpoint_source
 from .errors import CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
@@ -94,7 +95,8 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
     """Turn storage refusals into a StorageError naming the path and what was being done."""
     reading = action.startswith(("reading", "listing", "checking"))
     try:
-        yield
+        with forgotten_if_refused(fs):
+            yield
     except PermissionError as err:
         if not is_local(fs):
             _answer_status(fs, path, action, err)  # (s3fs's, from a 401 or 403)
@@ -199,7 +201,7 @@ def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) 
     with what to check where the kind is known: credentials, or the network."""
     kinds = [c.__name__ for e in causes(err) for c in type(e).__mro__]
     what = said(err)  # one line, whatever the library put in it
-    if any(_AUTH_WORDS.search(k) for k in kinds):
+    if any(AUTH_WORDS.search(k) for k in kinds):
         hint = _permanent_hint(fs, None).removeprefix("; ") or "check the credentials"
         return StorageError(
             f"cannot authenticate to the storage while {action} {to_url(fs, path)}: {what}; {hint}"
@@ -231,11 +233,8 @@ def _unknown_option_hint(fs: AbstractFileSystem, name: str) -> str:
     )
 
 
-# Class names that say what failed, whichever library raised it: botocore's
-# NoCredentialsError, google-auth's DefaultCredentialsError and RefreshError, azure's
-# ClientAuthenticationError; aiohttp's ClientConnectorDNSError, botocore's
-# EndpointConnectionError, socket.gaierror.
-_AUTH_WORDS = re.compile(r"Credential|Authenticat|Unauthori[sz]ed|RefreshError|TokenRetrieval")
+# Class names that say the network failed, whichever library raised it: aiohttp's
+# ClientConnectorDNSError, botocore's EndpointConnectionError, socket.gaierror.
 _NETWORK_WORDS = re.compile(r"Connect|DNS|gaierror|herror|Resolver|Proxy|SSL|Timeout")
 
 _FAULT_HINTS = {

@@ -1,12 +1,19 @@
-"""Decode processes (``processes=N``) start once per Python process and serve every loader
-after. They read with the loader's environment as it is when a loader first sends them its
-shards, not as it was when they started: credentials a notebook sets after its first loader
-(``os.environ["AWS_ACCESS_KEY_ID"] = ...``), or libhdfs's CLASSPATH set up after a local
-read, reach them. Before, a process started earlier read without them: S3 refused it, and
-an ``hdfs://`` read in a process that had started them first lost them to a failed start."""
+"""Credentials set in a running Python process after a refusal, or after an earlier loader,
+are used: a notebook's ``os.environ["AWS_ACCESS_KEY_ID"] = ...`` then the same cell again.
+
+- fsspec keeps one client per set of options for the life of the process, with the
+  credentials it loaded once: after "Unable to locate credentials", credentials set in the
+  environment were never read, and the same call was refused until Python was restarted.
+- Decode processes (``processes=N``) start once per Python process and serve every loader
+  after; they read with the environment as it was at their start: S3 refused them, and an
+  ``hdfs://`` read set up after a local one lost them to a failed start.
+
+Against the S3 server (moto), credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY only.
+"""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +24,7 @@ import numpy as np
 import pytest
 
 import snapshot_cli as snap
+from snapshot_cli.errors import StorageError
 from snapshot_cli.readers import procs
 from tests.backends.conftest import BUCKET
 from tests.infra.servers import S3Server
@@ -82,3 +90,20 @@ def test_credentials_set_after_the_processes_started_reach_them(
     assert sorted(labels.tolist()) == list(range(RECORDS))
     for b in batches:
         assert (b["x"] == (b["label"] % 251)[:, None]).all()
+
+
+def test_credentials_set_after_a_refusal_are_used_by_the_next_call(
+    credentials_from_environment: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}/snap"
+    saved = {name: os.environ[name] for name in CREDENTIALS}
+    for name in CREDENTIALS:
+        monkeypatch.delenv(name)
+    with pytest.raises(StorageError, match="cannot authenticate to the storage") as refused:
+        snap.create(records, url, workers=0, shard_size="16KiB")
+    assert "Unable to locate credentials" in str(refused.value)
+    for name, value in saved.items():
+        monkeypatch.setenv(name, value)
+    made = snap.create(records, url, workers=0, shard_size="16KiB")
+    assert made.num_records == RECORDS
+    assert snap.open(url).num_records == RECORDS
