@@ -130,12 +130,24 @@ class LoaderFacing:
         return len(self.loader)
 
 
+class Consumer:
+    """Where the consumer of an adapter's batches is (None: where the loader is), kept by
+    the loader the adapter iterates, with no reference back to the adapter: the adapter of
+    ``for b in loader.to_jax(): break`` is gone once the loop is, its consumer's place not."""
+
+    state: dict[str, Any] | None = None
+
+    def at(self, position: dict[str, Any]) -> dict[str, Any] | None:
+        """Where the consumer is, the loader being at ``position``."""
+        return self.state
+
+
 class Adapter(LoaderFacing, Generic[U]):
     """Iterates ``loader`` converting each batch with :meth:`_start` / :meth:`_finish`."""
 
     def __init__(self, loader: Loader, depth: int = 0) -> None:
         self.loader, self.depth = loader, self.checked_prefetch(depth)
-        self._consumer_state: dict[str, Any] | None = None  # set while iterating
+        self._consumer = Consumer()  # (set while iterating and after a pass broken off)
         self._loaded_epoch: int | None = None  # a state's epoch, loaded since a pass began
 
     def __repr__(self) -> str:
@@ -164,22 +176,22 @@ class Adapter(LoaderFacing, Generic[U]):
     # iteration -------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[U]:
-        # The last pass stopped early with batches in flight: the loader is ahead of the
-        # consumer. Start again where the consumer is, so nothing is skipped.
+        # A pass (this adapter's, another's over the loader) stopped early with batches in
+        # flight: the loader is ahead of the consumer. Start again where the consumer is.
         self._loaded_epoch = None
-        consumer = self._consumer_state
-        if consumer is not None and consumer != self.loader.state_dict():
-            self.loader._go_back(consumer)
+        loader = self.loader
+        loader.go_back_to_consumer()
         # Where the consumer is until its first batch (an interrupt before that batch is
         # handed out, with batches already taken from the loader, must not skip them).
-        self._consumer_state = self.loader.state_dict()
-        for started, state_after in ahead(
-            self.loader, self._start, self.depth, self.loader.state_dict
-        ):
+        consumer = self._consumer
+        consumer.state = loader._position()
+        batches = loader._one_pass()  # (iter(loader) would make the loop its consumer)
+        loader.followed_by(consumer)
+        for started, state_after in ahead(batches, self._start, self.depth, loader._position):
             out = self._finish(started)
-            self._consumer_state = state_after
+            consumer.state = state_after
             yield out
-        self._consumer_state = None  # the pass ended: the loader and the consumer agree
+        consumer.state = None  # the pass ended: the loader and the consumer agree
 
     # the loader's interface, through the wrapper --------------------------------------
 
@@ -187,22 +199,19 @@ class Adapter(LoaderFacing, Generic[U]):
         """Where the consumer is: the first batch it has not received from this adapter.
 
         While batches are in flight the loader is ahead of the consumer, so this is the
-        loader's state recorded when the batch last handed out was taken from it.
+        loader's state recorded when the batch last handed out was taken from it (the
+        loader's own ``state_dict()`` says the same: :meth:`FrameworkAdapters.consumer`).
         """
-        if self._consumer_state is not None:
-            return dict(self._consumer_state)
         return self.loader.state_dict()
 
     # (moving the loader drops where the consumer of a pass broken off was: the next pass
     # starts where it was moved to, not back there)
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.loader.load_state_dict(state)
-        self._consumer_state = None
+        self.loader.load_state_dict(state)  # (the loader forgets the consumer's place)
         self._loaded_epoch = state["epoch"]
 
     def set_epoch(self, epoch: int) -> None:
         self.loader.set_epoch(epoch)
-        self._consumer_state = None
         self._loaded_epoch = None
 
     batch_sampler = None  # (a DataLoader's, beside its sampler: Lightning reads both)
@@ -244,7 +253,48 @@ class EpochStart:
 
 class FrameworkAdapters:
     """The loader's ``to_torch`` / ``to_jax`` / ``to_tf``: each imports its framework only
-    when called (a mixin of :class:`~.loader.Loader`)."""
+    when called (a mixin of :class:`~.loader.Loader`), and where their consumer is.
+
+    An adapter takes batches ahead of its consumer (``prefetch``, TensorFlow's chunks), so
+    a pass broken off leaves the loader ahead of the consumer. The adapter that last
+    iterated the loader says where its consumer is (:meth:`followed_by`), and the loader's
+    ``state_dict()`` and next pass, by any adapter or the loader itself, start there: a new
+    adapter (a notebook cell run again) skipped the batches the last one took ahead."""
+
+    _consumer: Consumer | None = None
+
+    if TYPE_CHECKING:
+        _loaded: bool
+
+        def _position(self) -> dict[str, Any]: ...
+        def load_state_dict(self, state: dict[str, Any]) -> None: ...
+        def _one_pass(self) -> Iterator[Batch]: ...
+
+    def __iter__(self) -> Iterator[Batch]:
+        """One pass (:meth:`~.loader.Loader._one_pass`), whose consumer is the loop over the
+        loader itself: it starts where an adapter's consumer stopped, and is then where the
+        loader is (an adapter takes its pass with ``_one_pass``, not ``iter()``)."""
+        self.go_back_to_consumer()
+        self._consumer = None
+        return self._one_pass()
+
+    def consumer(self) -> dict[str, Any] | None:
+        """Where the consumer of the adapter that last iterated this loader is, while an
+        adapter's pass runs or after one broken off; None when no adapter's is."""
+        at = None if self._consumer is None else self._consumer.at(self._position())
+        return dict(at) if at is not None else None
+
+    def followed_by(self, consumer: Consumer) -> None:
+        """From now on ``consumer`` says where the consumer is."""
+        self._consumer = consumer
+
+    def go_back_to_consumer(self) -> None:
+        """Back to where the consumer is, if behind the loader (before a pass): the same
+        loop again, not a resume, so after a pass's last batch the next pass follows."""
+        at = self.consumer()
+        if at is not None and at != self._position():
+            self.load_state_dict(at)  # (which forgets the consumer: the loader is there)
+            self._loaded = False
 
     def __reduce__(self) -> Any:  # (pickle, copy, multiprocessing, Ray: all ask here first)
         raise TypeError(NOT_PICKLABLE.format(what=type(self).__name__))

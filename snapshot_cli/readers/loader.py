@@ -218,7 +218,11 @@ class Loader(FrameworkAdapters):
         return resume.config(self.plan_options, self.reading.fingerprints, self._layouts)
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the consumer is: the next batch to yield. Small: a few integers."""
+        """Where the consumer is: the next batch to yield (an adapter's consumer, behind the
+        loader by the batches the adapter took ahead: :meth:`consumer`). A few integers."""
+        return self.consumer() or self._position()
+
+    def _position(self) -> dict[str, Any]:
         return {
             "version": 1,
             "epoch": self._epoch,
@@ -240,15 +244,9 @@ class Loader(FrameworkAdapters):
         with self._starting:
             self._passes += 1  # (first: the pass it stops must see it has been superseded)
             self._stop()
+            self._consumer = None
             self._epoch, self._batch = state["epoch"], state["batch"]
             self._pass_end, self._loaded = state["pass_end"], True
-
-    def _go_back(self, state: dict[str, Any]) -> None:
-        """Back to ``state`` in this process (an adapter's consumer was behind the loader):
-        the same loop again, not a resume, so after a pass's last batch the next pass
-        follows (:meth:`__iter__`)."""
-        self.load_state_dict(state)
-        self._loaded = False
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next pass at ``epoch`` (like DistributedSampler.set_epoch), unless a
@@ -261,7 +259,7 @@ class Loader(FrameworkAdapters):
             at = self._epoch, self._batch, self._pass_end
             if self._loaded and resume.keeps_position(epoch, at, self.epochs):
                 return
-            self._loaded = False
+            self._loaded, self._consumer = False, None
             self._passes += 1  # (first: the pass it stops must see it has been superseded)
             self._stop()
             self._epoch, self._batch, self._pass_end = epoch, 0, None
@@ -295,11 +293,12 @@ class Loader(FrameworkAdapters):
         Loader.__init__(self, self._source, self._batch_size, self.options, self.trace)
         self._epoch, self._batch, self._pass_end, self._passes, self._loaded = where
 
-    def __iter__(self) -> Iterator[Batch]:
-        """One pass. A pass superseded by a newer one (``iter()``, ``load_state_dict``,
-        ``set_epoch``) raises RuntimeError if used again, rather than hand out stale batches
-        and move the loader's position; after ``close()`` it ends. A pass the parent began,
-        resumed in a forked child, goes on in the child's own pass from the same place."""
+    def _one_pass(self) -> Iterator[Batch]:
+        """One pass (``iter(loader)``). A pass superseded by a newer one (``iter()``,
+        ``load_state_dict``, ``set_epoch``) raises RuntimeError if used again, rather than
+        hand out stale batches and move the loader's position; after ``close()`` it ends.
+        A pass the parent began, resumed in a forked child, goes on in the child's own pass
+        from the same place."""
         self._in_this_process()
         here = _forks  # (read per batch: a global costs ~30 ns, os.getpid() a syscall, 140)
         with self._starting:  # the newest pass is the one whose run the loader keeps
@@ -346,7 +345,7 @@ class Loader(FrameworkAdapters):
                     self._epoch, self._batch = after  # not handed over (see test_interrupts)
                     yield batch
                     if _forks != here:  # resumed in a forked child: see _in_this_process
-                        yield from self.__iter__()
+                        yield from self._one_pass()
                         return
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .adapter import LoaderFacing, mapped_arrays
+from .adapter import Consumer, LoaderFacing, mapped_arrays
 from .tf_elements import (
     batch_signature,
     check_batch,
@@ -97,6 +97,27 @@ SUPERSEDED = (
     "this pass over the dataset was superseded: load_state_dict, set_epoch or a newer "
     "iterator moved the loader; iterate again"
 )
+
+
+class _Consumer(Consumer):
+    """Where a dataset's consumer is (kept by the loader: see :class:`.adapter.Consumer`):
+    the loader's state before and after each batch of the last chunk and the number of the
+    chunk's first batch in its pass (None: the loader is where the consumer is), and
+    TensorFlow's count of the batches the consumer got."""
+
+    chunk: tuple[list[dict[str, Any]], int] | None = None
+    delivered: Any = None  # tf.Variable
+
+    def at(self, position: dict[str, Any]) -> dict[str, Any] | None:
+        # Only where the last chunk left the loader: else it was moved since (iterated
+        # itself between two passes of the dataset, or given another place), and a
+        # consumer's place from before would put it back (a pass after a pass of the
+        # loader's own was empty: TensorFlow's "expected to contain N elements").
+        if self.chunk is None or self.delivered is None or position != self.chunk[0][-1]:
+            return None
+        states, first = self.chunk
+        at = int(self.delivered.numpy()) - first
+        return states[at] if 0 <= at < len(states) else None
 
 
 class TFBatches(LoaderFacing):
@@ -136,9 +157,7 @@ class TFBatches(LoaderFacing):
         self._batches: Iterator[Batch] | None = None  # the newest pass's batches
         self.delivered: Any = None  # tf.Variable: batches the newest pass's consumer got
         self.current: Any = None  # tf.Variable: the newest pass's number
-        # the loader's state before and after each batch of the last chunk, and the number
-        # of the chunk's first batch in its pass (None: the loader is where the consumer is)
-        self._chunk: tuple[list[dict[str, Any]], int] | None = None
+        self._consumer = _Consumer()
 
     def cardinality(self) -> int:
         """Batches per pass: ``len(loader)``, or infinite (-1) for ``epochs=None``."""
@@ -151,11 +170,12 @@ class TFBatches(LoaderFacing):
     def start_pass(self) -> int:
         """A new iterator over the dataset: the loader is put back where the consumer is
         (a pass broken off mid-chunk leaves it ahead), then a pass starts; its number."""
-        consumer = self.state_dict()
+        consumer = self.loader.consumer()  # this dataset's, or another adapter's
         self._reading.stop()  # an abandoned pass (an iterator dropped early) reads no more
-        if self._chunk is not None and consumer != self.loader.state_dict():
+        if consumer is not None and consumer != self.loader._position():
             self.loader.load_state_dict(consumer)
-        self._pass, self._chunk = self._pass + 1, None
+        self._pass, self._consumer.chunk = self._pass + 1, None
+        self.loader.followed_by(self._consumer)
         self._batches = self._reading.batches(self.cardinality())
         if self.delivered is not None:
             self.delivered.assign(0)
@@ -168,18 +188,18 @@ class TFBatches(LoaderFacing):
         pass's last batch, then how many batches it holds."""
         if int(pass_number) != self._pass or self._batches is None:
             raise RuntimeError(SUPERSEDED)
-        states, parts, got = [self.loader.state_dict()], [], 0
+        states, parts, got = [self.loader._position()], [], 0
         for _ in range(CHUNK):
             batch = next(self._batches, None)
             if batch is not None:
                 got += 1
-                states.append(self.loader.state_dict())
+                states.append(self.loader._position())
                 if self.loader.map is not None:
                     batch = mapped_arrays(batch)
                     check_batch(batch, self._spec, self.names, self._first)
             for name in self.names:
                 parts += self._parts(None if batch is None else batch[name], self._spec[name])
-        self._chunk = (states, int(index) * CHUNK)
+        self._consumer.chunk = (states, int(index) * CHUNK)
         return [*parts, np.int64(got)]
 
     def _parts(self, value: np.ndarray | None, spec: Any) -> list[Any]:
@@ -253,19 +273,7 @@ class TFBatches(LoaderFacing):
     def state_dict(self) -> dict[str, Any]:
         """Where the consumer is: the first batch it has not received (see the docstring);
         the loader's own place once something else moved it (the loader iterated itself)."""
-        if self._chunk is not None and self.delivered is not None and self._left_here():
-            states, first = self._chunk
-            at = int(self.delivered.numpy()) - first
-            if 0 <= at < len(states):
-                return dict(states[at])
-        return self.loader.state_dict()
-
-    def _left_here(self) -> bool:
-        """Whether the loader is where this dataset's last chunk left it: else it was moved
-        since (iterated itself between two passes of the dataset, or given another place),
-        and a consumer's place from before would put it back (a pass after a pass of the
-        loader's own was empty: TensorFlow's "expected to contain N elements")."""
-        return self._chunk is not None and self.loader.state_dict() == self._chunk[0][-1]
+        return self.loader.state_dict()  # (which asks this dataset's consumer, or a newer's)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where ``state`` was taken; the next pass starts there."""
@@ -280,7 +288,7 @@ class TFBatches(LoaderFacing):
     def _moved(self) -> None:
         self._reading.stop()
         self._pass += 1
-        self._batches, self._chunk = None, None
+        self._batches, self._consumer.chunk = None, None
         if self.current is not None:
             self.current.assign(self._pass)  # an iterator made before fails if used again
 
@@ -312,7 +320,7 @@ class _Reading:
         while remaining is None or remaining > 0:
             fresh = self.pass_ is None
             if self.pass_ is None:
-                self.pass_ = iter(self.loader)
+                self.pass_ = self.loader._one_pass()  # (not iter(): its consumer is ours)
             batch = next(self.pass_, None)
             if batch is None:  # the loader's pass ended; this pass goes on into the next
                 self.pass_ = None
@@ -352,6 +360,7 @@ def to_dataset(
     tf = import_tf()
     with tf.init_scope():
         batches.delivered = tf.Variable(0, dtype=tf.int64, trainable=False)
+        batches._consumer.delivered = batches.delivered
         batches.current = tf.Variable(0, dtype=tf.int64, trainable=False)
     n = batches.cardinality()
     chunks = tf.data.Dataset.range(-(-n // CHUNK) if n >= 0 else np.iinfo(np.int64).max)

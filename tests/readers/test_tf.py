@@ -112,7 +112,7 @@ def check_cardinality():
 
 def check_no_read_ahead():
     """Batches the loader has handed to TensorFlow after the consumer received k."""
-    out = {"ours": [], "default_from_generator": []}
+    out = {"ours": [], "bare": [], "default_from_generator": []}
     ds = s.loader(BATCH, seed=1).to_tf(features="image", label="label")
     options = ds.options()
     out["options"] = [options.experimental_optimization.inject_prefetch,
@@ -122,7 +122,8 @@ def check_no_read_ahead():
     for _ in range(5):
         next(it)
         out["ours"].append(ds.state_dict()["batch"])
-        ahead = ds.loader.state_dict()
+        out["bare"].append(ds.loader.state_dict()["batch"])  # the loader says the consumer's
+        ahead = ds.loader._position()  # where the loader itself is
         out["loader"].append(ahead["epoch"] * len(ds.loader) + ahead["batch"])
     # what tf.data does with its default options: the reason to_tf turns inject_prefetch off
     loader = s.loader(BATCH, seed=1)
@@ -157,6 +158,17 @@ def check_resume():
     return {"uninterrupted": uninterrupted, "before": got, "state": state,
             "resumed": passes, "cardinality": int(resumed.cardinality()),
             "state_after": resumed.state_dict()}
+
+
+def check_handover():
+    """A dataset's loop broken off after 3 batches, a new dataset over the same loader (a
+    notebook cell run again), then the loader itself: the new dataset began at batch 8 (the
+    first dataset's chunk taken ahead) and the loader after it at 16."""
+    loader = s.loader(BATCH, seed=17)
+    got = [ids(x) for x in loader.to_tf(features="id").take(3)]
+    got += [ids(x) for x in loader.to_tf(features="id").take(2)]
+    got.append(next(iter(loader))["id"].tolist())
+    return {"got": got}
 
 
 def check_resume_from_a_pass_end():
@@ -529,12 +541,19 @@ def test_state_is_where_the_consumer_is_though_tf_takes_batches_in_chunks(
     from snapshot_cli.readers.tf import CHUNK
 
     out = _result(tf_results, "no_read_ahead")
-    assert out["ours"] == [1, 2, 3, 4, 5]
+    assert out["ours"] == out["bare"] == [1, 2, 3, 4, 5]
     assert out["loader"] == [min(CHUNK, PER_EPOCH)] * 5  # the first chunk, taken at once
     assert out["options"] == [False, False]  # no injected prefetch, no autotuning thread
     # For the record: tf.data's default options read ahead (inject_prefetch); not asserted,
     # TensorFlow may change it, and to_tf turns it off either way.
     assert len(out["default_from_generator"]) == 5
+
+
+def test_a_new_dataset_or_the_loader_goes_on_where_a_dataset_s_consumer_stopped(
+    snapshot_url: str, tf_results: dict[str, Any]
+) -> None:
+    got = _result(tf_results, "handover")["got"]
+    assert got == _stream(snapshot_url, 1, seed=17)[:6]
 
 
 def test_resume_is_exact_and_every_pass_has_len_batches(
