@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -78,8 +79,16 @@ class Tracer:
 
     def write(self, path: str) -> None:
         """Write the trace to ``path`` whole or not at all: under a temporary name beside it,
-        renamed once written (a full disk or a file-size limit left a truncated trace)."""
-        folder, name = os.path.split(os.path.abspath(path))
+        renamed once written (a full disk or a file-size limit left a truncated trace); a
+        link's target so (the link stays). A device or a pipe (``/dev/stdout``, a FIFO) is
+        written in place, as a shell's ``>`` writes it: renamed over, it was replaced by a
+        file (as root, ``/dev/null`` for every process of the machine)."""
+        if not_a_file(path):
+            with open(path, "w", encoding="utf-8") as out:
+                json.dump(self.to_json(), out)
+            return
+        path = os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path)
+        folder, name = os.path.split(path)
         part = os.path.join(folder, f".{name}.{os.getpid()}.part")
         try:
             # (0o666 and the umask, as open() makes files: not a temporary file's 0o600)
@@ -92,3 +101,13 @@ class Tracer:
             with contextlib.suppress(OSError):
                 os.unlink(part)
             raise
+
+
+def not_a_file(path: str) -> bool:
+    """Whether ``path`` is there, and neither a regular file nor a directory (a device, a
+    pipe, a socket), links followed."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))

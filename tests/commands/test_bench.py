@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -96,6 +99,36 @@ def test_bench_trace_names_the_loader_threads(snapshot: Path, tmp_path: Path) ->
 
     code, stdout, _ = run("bench", str(snapshot), "--epochs", "1", "--trace", str(trace))
     assert code == 0 and f"trace: {trace} (" in stdout
+
+
+def test_a_trace_to_a_pipe_or_a_link_is_written_there_not_renamed_over_it(
+    snapshot: Path, tmp_path: Path
+) -> None:
+    """The trace was written beside its path and renamed over it: a FIFO, a device (as
+    root, ``--trace /dev/null`` made /dev/null a file for every process) or a link was
+    replaced by a file. A FIFO (of the kind of a device: neither file nor directory) is
+    written in place, a link's target is written and the link stays."""
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    doc = run_json("bench", str(snapshot), "--epochs", "1", "--trace", str(fifo))
+    reader.join(timeout=60)
+    if reader.is_alive():  # nothing opened the FIFO to write: let its reader go
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert stat.S_ISFIFO(fifo.stat().st_mode), "the FIFO was replaced"
+    assert json.loads(read[0])["traceEvents"] and doc["trace_events"] > 0
+
+    target = tmp_path / "traces" / "t.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    run_json("bench", str(snapshot), "--epochs", "1", "--trace", str(link))
+    assert link.is_symlink() and link.resolve() == target
+    assert json.loads(target.read_text())["traceEvents"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["t.json"]  # no part left
 
 
 def test_a_trace_is_taken_as_a_file_url_too(snapshot: Path, tmp_path: Path) -> None:
