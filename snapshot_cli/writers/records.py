@@ -42,6 +42,7 @@ __all__ = ["ColumnBuilder", "RecordBuffer", "check_names", "different_columns"]
 _TAKES_EMPTY = (None, ARRAY, *LISTS)  # the classes an empty list may be a value of
 _LIST_TYPES = {pa.list_(element): cls for cls, element in LISTS.items()}
 _TIMES = (np.datetime64, np.timedelta64)
+FIRST_BLOCK_BYTES = 4 << 20  # a column buffer's first block, at most (then doubled)
 
 
 class ColumnBuilder:
@@ -51,8 +52,7 @@ class ColumnBuilder:
     An array is copied as it arrives, never kept by reference: a pipeline may fill the same
     buffer for every record it yields (a preallocated array, a torch tensor it refills), and
     kept, every record would hold the last one's values. Arrays of one shape are copied into
-    rows of ``block`` (the copy ``np.stack`` made when the batch was built), others one by one.
-    """
+    rows of ``block`` (the copy ``np.stack`` made when the batch was built), others one by one."""
 
     __slots__ = ("name", "cls", "dtype", "shape", "varying", "values", "target", "ragged",
                  "block", "rows", "capacity", "long", "empties", "like", "kind")  # fmt: skip
@@ -223,13 +223,16 @@ class ColumnBuilder:
             self.values, self.varying, self.empties = [np.empty(0)] * self.empties, True, 0
 
     def _put(self, value: np.ndarray) -> None:
-        """Copy an array of the column's shape into the next row of ``block``, made as large
-        as the buffer can get (records, or bytes) so that it rarely grows."""
+        """Copy an array of the column's shape into the next row of ``block``: at first
+        FIRST_BLOCK_BYTES at most, doubled up to what the buffer holds (--batch-bytes 64GiB
+        allocated 64 GiB at a task's first record, however few records it had)."""
         block = self.block
         if block is None or self.rows == len(block):
             rows, nbytes = self.capacity
-            size = min(rows, nbytes // max(1, value.nbytes) + 1)
-            grown = np.empty((max(size, 2 * self.rows, 1), *self.shape), self.dtype)
+            most = min(rows, nbytes // max(1, value.nbytes) + 1)
+            first = min(most, FIRST_BLOCK_BYTES // max(1, value.nbytes) + 1)
+            size = max(first, min(most, 2 * self.rows), self.rows + 1)
+            grown = np.empty((size, *self.shape), self.dtype)
             if block is not None:
                 grown[: self.rows] = block[: self.rows]
             self.block = block = grown

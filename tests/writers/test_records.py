@@ -306,3 +306,30 @@ def test_a_list_of_dicts_is_told_to_become_columns(given: type) -> None:
     assert "column 'annotations' has a list of 2 dicts" in said, said
     assert "annotations_bbox=np.array([d['bbox'] for d in annotations])" in said, said
     assert "@snapshot_cli.ragged" in said and "dtype object" not in said
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    record_bytes=st.integers(1, 1 << 16),
+    records=st.integers(1, 300),
+    capacity_bytes=st.sampled_from([1 << 20, 1 << 30, 64 << 30, 1 << 50]),
+)
+def test_a_large_batch_capacity_is_not_allocated_before_records_need_it(
+    record_bytes: int, records: int, capacity_bytes: int
+) -> None:
+    """``--batch-bytes 64GiB --batch-rows 10000000``: a task's first record allocated the
+    whole buffer (64 GiB: "Unable to allocate", called a bug in snap in a worker), however
+    few records it had. The column's block grows as records come, and holds them all."""
+    from snapshot_cli.writers.records import FIRST_BLOCK_BYTES
+
+    buffer = RecordBuffer(capacity=(10**9, capacity_bytes))
+    for n in range(records):
+        buffer.add({"v": np.full(record_bytes, n % 251, np.uint8)})
+    assert buffer.columns is not None
+    block = buffer.columns["v"].block
+    assert block is not None
+    assert block.nbytes <= max(FIRST_BLOCK_BYTES + record_bytes, 2 * records * record_bytes)
+    (batch,) = buffer.take()
+    values = batch.column(0).to_pylist()
+    assert [v[0] for v in values] == [n % 251 for n in range(records)]
+    assert {len(v) for v in values} == {record_bytes}
