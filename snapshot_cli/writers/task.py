@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import sys
 import threading
 import time
@@ -316,6 +317,7 @@ def _feed(
     roller: ShardRoller,
 ) -> tuple[list[ShardEntry], pa.Schema | None]:
     """Call the function on every item and write what it yields; abort the shard on error."""
+    forks = _forks
     try:
         for item in items:  # (the input is described only for an error: JSON of an item
             # per call was a fifth of a create of small items)
@@ -338,16 +340,45 @@ def _feed(
                 except (Exception, SystemExit) as err:
                     raise _pipeline_error(err, _describe_input(spec, item)) from err
                 try:
+                    _not_forked(forks)
                     writer.add(out)
                 except RecordError as err:
                     where = _describe_input(spec, item)
                     raise type(err)(f"{where}, {ordinal(count)} item it yielded: {err}") from err
                 signals.raise_received()  # (a Ctrl-C the function swallowed, --workers 0)
             signals.raise_received()
+        _not_forked(forks)
         return writer.close()
     except BaseException:
+        _not_forked(forks)
         roller.abort()
         raise
+
+
+# A pipeline that forks (os.fork(), multiprocessing's fork) and lets the child return or
+# raise: the child went on in snap's code, writing the parent's shard files, aborting them
+# or committing a snapshot of its own (exit 0, its records lost or every shard damaged).
+_forks = 0  # forks this process descends from
+
+
+def _counted_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_counted_fork)
+
+
+def _not_forked(forks: int) -> None:
+    """In a child the pipeline forked (and did not end with ``os._exit``): say so and exit
+    at once, before it writes, aborts or reports anything of its parent's."""
+    if _forks != forks:
+        os.write(2, (
+            f"snap: a process the pipeline forked (pid {os.getpid()}) returned into snap's "
+            "code; it exits here, writing nothing: end a forked child with os._exit()\n"
+        ).encode())  # fmt: skip
+        os._exit(1)
 
 
 def _pipeline_error(err: BaseException, where: str) -> PipelineError:
