@@ -41,8 +41,10 @@ from .faults import fault as fault
 from .faults import is_fault as is_fault
 from .faults import missing_bucket_hint as missing_bucket_hint
 from .faults import out_of_memory as out_of_memory
+from .layout import MANIFEST_NAME
 from .local_files import broken_link_above
 from .local_files import local_file_problem as local_file_problem
+from .manifest import repair_advice
 from .os_paths import cwd_gone
 from .protocols import HDFS_PROTOCOLS, OBJECT_STORES, PRECONDITION_PROTOCOLS, WEBHDFS_PROTOCOLS
 from .protocols import is_local as is_local
@@ -193,7 +195,9 @@ def read_own(fs: AbstractFileSystem, root: str, path: str) -> bytes:
     there hung ``inspect`` and ``gc`` for good; a link out of it was read). Nothing else is
     opened. FileNotFoundError propagates; the rest is a ManifestError naming the file."""
     if is_local(fs) and (problem := interrupted.again(lambda: local_file_problem(root, path))):
-        raise ManifestError(f"{to_url(fs, path)} {problem}; it is not read")
+        manifest = posixpath.basename(path) == MANIFEST_NAME or "/_versions/" in path
+        advice = f": {repair_advice(path)}" if manifest else ""
+        raise ManifestError(f"{to_url(fs, path)} {problem}; it is not read{advice}")
     return read_bytes(fs, path)
 
 

@@ -149,3 +149,25 @@ def test_inspect_and_create_refuse_a_fifo_manifest_at_once(out: Path) -> None:
                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
         assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
         assert "manifest.json is not a regular file" in res.stderr, res.stderr
+        # and what to do: the kept copy of the newest version, or the snapshot made again
+        assert "put back the newest copy, the highest-numbered _versions/" in res.stderr
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "head", "gc", "create"])
+@pytest.mark.parametrize("case", ["fifo", "directory"])
+def test_every_command_says_what_to_do_of_a_manifest_that_is_no_file(
+    out: Path, case: str, command: str
+) -> None:
+    """Found by a new-user probe: "manifest.json is a directory (mode drwxr-xr-x); it is not
+    read" and nothing more, from every command."""
+    manifest = out / "manifest.json"
+    fifo(manifest) if case == "fifo" else directory(manifest)
+    pipe = out.parent / "pipe.py"
+    pipe.write_text("def f():\n    yield {'x': 1}\n")
+    args = [command, str(out)] if command != "create" else ["create", f"{pipe}:f", str(out)]
+    res = subprocess.run([sys.executable, "-m", "snapshot_cli", *args], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    line = res.stderr.strip().splitlines()[-1]
+    assert "manifest.json is" in line and "it is not read: " in line, line
+    assert "_versions/vNNNNNNNN.json" in line and "snap create --overwrite" in line, line
