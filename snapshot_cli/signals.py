@@ -9,8 +9,10 @@ gets the handlers from before back.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -62,11 +64,24 @@ def termination_as_interrupt() -> Iterator[None]:
                 previous[sig] = signal.signal(sig, raise_terminated)
     except ValueError:  # not the main thread
         pass
+    hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_unraisable, hook)
     try:
         with not_inherited(raise_terminated, previous):
             yield
     finally:
+        sys.unraisablehook = hook
         _restore(raise_terminated, previous)
+
+
+def _unraisable(hook: Any, unraisable: Any) -> None:
+    """An interrupt these handlers raised where Python cannot raise it (a weakref callback,
+    a ``__del__``, run by the garbage collector in the main thread) was printed as
+    "Exception ignored ... KeyboardInterrupt" with a traceback, and lost: it is kept in
+    :data:`received` for :func:`raise_received`, said by nothing here; anything else goes
+    to ``hook``, the hook from before."""
+    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and received):
+        hook(unraisable)
 
 
 @contextlib.contextmanager

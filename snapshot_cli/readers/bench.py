@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from fsspec.core import split_protocol
 
-from .. import compiled, faults, storage
+from .. import compiled, faults, signals, storage
 from ..errors import OptionError, StorageError
 from ..os_paths import cwd_gone
 from ..protocols import LOCAL_PROTOCOLS
@@ -56,6 +56,7 @@ def bench(
             t0 = time.perf_counter()
             e_records = e_bytes = 0
             for batch in loader:
+                signals.raise_received()  # (a Ctrl-C a garbage collector's callback took)
                 if first_batch is None:
                     first_batch = time.perf_counter() - started
                 e_records += records_in(batch)

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import errors
+from .. import errors, signals
 from ..child import how_it_died, python_command
 from ..console import named
 from ..errors import PipelineError
@@ -184,6 +184,7 @@ class LocalExecutor(Executor):
                 while pending and idle:
                     idle.pop().send_task(pending.popleft())
                 proc, message = events.get()
+                signals.raise_received()  # (a Ctrl-C a garbage collector's callback took)
                 if message is None:
                     raise PipelineError(_died(proc))
                 if "progress" in message:
