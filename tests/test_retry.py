@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import pickle
 import socket
 import threading
 from collections.abc import Iterator
@@ -466,8 +467,8 @@ def test_a_decode_process_makes_its_webhdfs_client_with_the_timeouts() -> None:
     bare = fsspec.filesystem("webhdfs", host="127.0.0.1", port=9, skip_instance_cache=True)
     assert not isinstance(bare.session.get_adapter("http://"), timeouts._adapter_class())
     schema = pa.schema([("x", pa.int64())])
-    spec = {"fs": bare, "root": "/s", "shards": (), "schema": schema, "verify": True,
-            "max_open": 4, "max_bytes": None, "placement": None, "cache": None}  # fmt: skip
+    spec = {"fs": pickle.dumps(bare), "root": "/s", "shards": (), "schema": schema,
+            "verify": True, "max_open": 4, "max_bytes": None, "placement": None, "cache": None}  # fmt: skip
     readers = decoder.from_spec(spec)
     assert isinstance(readers.fs.session.get_adapter("http://"), timeouts._adapter_class())
 
