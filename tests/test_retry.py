@@ -468,7 +468,8 @@ def test_a_decode_process_makes_its_webhdfs_client_with_the_timeouts() -> None:
     assert not isinstance(bare.session.get_adapter("http://"), timeouts._adapter_class())
     schema = pa.schema([("x", pa.int64())])
     spec = {"fs": pickle.dumps(bare), "root": "/s", "shards": (), "schema": schema,
-            "verify": True, "max_open": 4, "max_bytes": None, "placement": None, "cache": None}  # fmt: skip
+            "verify": True, "max_open": 4, "max_bytes": None, "placement": None,
+            "cache": None}  # fmt: skip
     readers = decoder.from_spec(spec)
     assert isinstance(readers.fs.session.get_adapter("http://"), timeouts._adapter_class())
 
