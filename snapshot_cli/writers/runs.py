@@ -99,6 +99,13 @@ def _run_state(fs: AbstractFileSystem, root: str, run: str) -> dict[str, Any] | 
     return info if _is_run_state(info, run) else None
 
 
+def _layout(options: Any) -> Any:
+    """A run's options as far as its shards' layout goes (not how inputs are grouped)."""
+    if not isinstance(options, dict):
+        return options
+    return {k: v for k, v in options.items() if k != "inputs_per_task"}
+
+
 def _adoptable(
     fs: AbstractFileSystem, root: str, info: dict[str, Any], options: WriteOptions
 ) -> dict[int, Any]:
@@ -107,10 +114,7 @@ def _adoptable(
     ``--compression`` or ``--shard-size`` would be silently dropped), and that this user may
     write and list (another user's is left, as before, and a new run made beside it)."""
 
-    def layout_of(d: Any) -> Any:
-        return {k: v for k, v in d.items() if k != "inputs_per_task"} if isinstance(d, dict) else d
-
-    if "keys" not in info or layout_of(info.get("options")) != layout_of(options.to_json()):
+    if "keys" not in info or _layout(info.get("options")) != _layout(options.to_json()):
         return {}
     try:
         refuse_unwritable(fs, root, info["run"])
@@ -274,6 +278,8 @@ def start_or_resume(
     found_runs = find_runs(fs, root)
     for info in found_runs if adopting else []:
         parts = info.get("parts")
+        if _layout(info.get("options")) != _layout(options.to_json()):
+            continue  # (resumed, its options would be kept and the ones given now dropped)
         if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
             refuse_unwritable(fs, root, info["run"])
             plan = [range(a, b) for a, b in info["plan"]]

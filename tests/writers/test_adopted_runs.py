@@ -366,6 +366,36 @@ def test_a_run_of_other_layout_options_is_not_adopted(tmp_path: Path) -> None:
     assert snap.open(p.out).manifest.compression["codec"] == "none"
 
 
+@pytest.mark.parametrize(
+    "first, then",
+    [
+        ({"compression": "lz4"}, {"compression": "zstd", "level": 3}),
+        ({}, {"compression": "none"}),
+        ({}, {"shard_size": "1KiB"}),
+        ({}, {"batch_rows": 2}),
+        ({"batch_bytes": "2MiB"}, {}),
+    ],
+)
+def test_a_run_of_other_layout_options_is_not_resumed_either(
+    tmp_path: Path, first: dict[str, Any], then: dict[str, Any]
+) -> None:
+    """The same code, params and inputs run again with other layout options after a first
+    create died (a new-user probe: killed with --compression lz4, run again with zstd level
+    3): the run was resumed with its own options, those given now dropped without a word.
+    It is left, as the README says, and every task computed with the options given."""
+    p = Project(tmp_path, 8)
+    p.failed_create(5, inputs_per_task=1, **first)
+    p.reset()
+    info = p.create(inputs_per_task=1, **then)
+    assert info.tasks_resumed == 0 and sorted(p.calls()) == names(*range(8))
+    assert p.records() == p.fresh(inputs_per_task=1, **then)
+    made = snap.open(p.out).manifest
+    fresh = snap.open(p.tmp / "fresh").manifest
+    assert made.compression == fresh.compression
+    assert len(made.shards) == len(fresh.shards)
+    assert [s.batch_rows for s in made.shards] == [s.batch_rows for s in fresh.shards]
+
+
 def test_overwrite_adopts_nothing(tmp_path: Path) -> None:
     """--overwrite computes everything (README: "a new version computed in full")."""
     p = Project(tmp_path, 10)
