@@ -217,6 +217,7 @@ def _mean(mean: float, low: Any, high: Any) -> float:
 
 
 STATISTICS_CHUNK = 1 << 20  # values of a float array looked at at once (see _statistics)
+EXACT_MEAN = 1 << 16  # a chunk of at most this many values is summed exactly (math.fsum)
 
 
 def _statistics(flat: np.ndarray) -> tuple[Any, Any, float | None, int]:
@@ -240,7 +241,13 @@ def _statistics(flat: np.ndarray) -> tuple[Any, Any, float | None, int]:
             # a mean of means, each of values scaled to at most 1: a sum of large finite
             # values was inf ("mean": Infinity, no JSON; a probe's 1.7e308s)
             scale = max(abs(float(lo)), abs(float(hi))) or 1.0
-            part_mean = float(np.mean(finite / np.float64(scale), dtype=np.float64)) * scale
+            # summed exactly where it is small (np.mean of 1.8e308, 1, -1.8e308 cancelled to
+            # 0, not 1/3; Hypothesis), by numpy's pairwise sum in a large value
+            if finite.size <= EXACT_MEAN:
+                exact = math.fsum((finite / np.float64(scale)).tolist())
+                part_mean = exact / finite.size * scale
+            else:
+                part_mean = float(np.mean(finite / np.float64(scale), dtype=np.float64)) * scale
             count += finite.size
             mean += (part_mean - mean) * (finite.size / count)
     return low, high, (mean if count else None), flat.size - count
