@@ -12,7 +12,6 @@ the loop, or garbage collection): ``snap-batch`` walks the plan and assembles ba
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import storage
+from .. import forks, storage
 from ..cores import cores as cpus
 from ..errors import OptionError
 from ..units import integer
@@ -62,10 +61,6 @@ SUPERSEDED = (
     "called on the loader since it started; iterate the loader again"
 )
 
-_forks = 0  # forks this process descends from since snap was imported
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: globals().update(_forks=_forks + 1))
-
 
 class Loader(FrameworkAdapters):
     """Iterate to get batches ``dict[str, np.ndarray]``; see :meth:`Snapshot.loader`.
@@ -84,7 +79,7 @@ class Loader(FrameworkAdapters):
     ) -> None:
         options = LoaderOptions() if options is None else options
         self.options, self.trace, self._source = options, checked_tracer(trace), source
-        self._batch_size, self._made_in = batch_size, _forks
+        self._batch_size, self._made_in = batch_size, forks.count
         rank, world_size = ranks.auto_pair(options.rank, options.world_size)
         ranks.warn_if_every_rank_reads_all(options.rank, options.world_size)
         self.reading = reading = resolve(source, options)
@@ -286,7 +281,7 @@ class Loader(FrameworkAdapters):
         stays held in the child: the child makes its reading machinery afresh, once, keeping
         the position, so its next batch is the one after the last its parent handed over
         (``stats()`` count the child's own)."""
-        if self._made_in == _forks:
+        if self._made_in == forks.count:
             return
         where = self._epoch, self._batch, self._pass_end, self._passes, self._loaded
         self._run = None  # (not closed: its threads and locks are the parent's)
@@ -300,7 +295,7 @@ class Loader(FrameworkAdapters):
         A pass the parent began, resumed in a forked child, goes on in the child's own pass
         from the same place."""
         self._in_this_process()
-        here = _forks  # (read per batch: a global costs ~30 ns, os.getpid() a syscall, 140)
+        here = forks.count  # (read per batch: see forks.py)
         with self._starting:  # the newest pass is the one whose run the loader keeps
             self._passes += 1  # (first: the pass it stops must see it has been superseded)
             self._stop()
@@ -344,14 +339,14 @@ class Loader(FrameworkAdapters):
                     # last, no call before the yield: a Ctrl-C never leaves it past a batch
                     self._epoch, self._batch = after  # not handed over (see test_interrupts)
                     yield batch
-                    if _forks != here:  # resumed in a forked child: see _in_this_process
+                    if forks.count != here:  # resumed in a forked child: see _in_this_process
                         yield from self._one_pass()
                         return
             if self._pass_end is not None and self._epoch >= self._pass_end:
                 self._pass_end = None
         finally:
             switching.leave(self._local)
-            if _forks == here:  # (a forked child's copy: _in_this_process)
+            if forks.count == here:  # (a forked child's copy: _in_this_process)
                 run.close()
             if self._run is run:  # a newer pass may have started since; leave it alone
                 self._stats.consumer_wait = run.buffer.consumer_wait + run.wait_before
@@ -383,7 +378,7 @@ class Loader(FrameworkAdapters):
 
     def __del__(self) -> None:
         run = getattr(self, "_run", None)
-        if run is not None and getattr(self, "_made_in", None) == _forks:
+        if run is not None and getattr(self, "_made_in", None) == forks.count:
             run.close()
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import arrays, layout, retry, signals, storage
+from .. import arrays, forks, layout, retry, signals, storage
 from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
 from ..manifest import ShardEntry
@@ -317,7 +317,7 @@ def _feed(
     roller: ShardRoller,
 ) -> tuple[list[ShardEntry], pa.Schema | None]:
     """Call the function on every item and write what it yields; abort the shard on error."""
-    forks = _forks
+    forks_at_start = forks.count
     try:
         for item in items:  # (the input is described only for an error: JSON of an item
             # per call was a fifth of a create of small items)
@@ -340,40 +340,26 @@ def _feed(
                 except (Exception, SystemExit) as err:
                     raise _pipeline_error(err, _describe_input(spec, item)) from err
                 try:
-                    _not_forked(forks)
+                    _not_forked(forks_at_start)
                     writer.add(out)
                 except RecordError as err:
                     where = _describe_input(spec, item)
                     raise type(err)(f"{where}, {ordinal(count)} item it yielded: {err}") from err
                 signals.raise_received()  # (a Ctrl-C the function swallowed, --workers 0)
             signals.raise_received()
-        _not_forked(forks)
+        _not_forked(forks_at_start)
         return writer.close()
     except BaseException:
-        _not_forked(forks)
+        _not_forked(forks_at_start)
         roller.abort()
         raise
 
 
-# A pipeline that forks (os.fork(), multiprocessing's fork) and lets the child return or
-# raise: the child went on in snap's code, writing the parent's shard files, aborting them
-# or committing a snapshot of its own (exit 0, its records lost or every shard damaged).
-_forks = 0  # forks this process descends from
-
-
-def _counted_fork() -> None:
-    global _forks
-    _forks += 1
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_counted_fork)
-
-
-def _not_forked(forks: int) -> None:
-    """In a child the pipeline forked (and did not end with ``os._exit``): say so and exit
-    at once, before it writes, aborts or reports anything of its parent's."""
-    if _forks != forks:
+def _not_forked(at_start: int) -> None:
+    """In a child the pipeline forked (and did not end with ``os._exit``: it went on in
+    snap's code, writing its parent's shard files, aborting them or committing a snapshot
+    of its own): say so and exit at once, before it writes, aborts or reports anything."""
+    if forks.count != at_start:
         os.write(2, (
             f"snap: a process the pipeline forked (pid {os.getpid()}) returned into snap's "
             "code; it exits here, writing nothing: end a forked child with os._exit()\n"
