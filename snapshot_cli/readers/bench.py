@@ -25,7 +25,7 @@ from ..protocols import LOCAL_PROTOCOLS
 from .cache_faults import blocked
 from .snapshot import Snapshot
 from .stats import records_in
-from .trace import Tracer, not_a_file
+from .trace import Tracer, file_written, not_a_file
 
 
 def bench(
@@ -151,9 +151,7 @@ def checked_trace(trace: str | None) -> str | None:
         raise OptionError(f"--trace {trace!r}: {gone}")
     if not_a_file(trace):  # (a device or a pipe: written in place, where it is)
         return trace
-    # (a link's target's: the target is written)
-    folder = os.path.dirname(os.path.realpath(trace) if os.path.islink(trace) else trace)
-    folder = os.path.abspath(folder)
+    folder = os.path.dirname(file_written(trace))
     if os.path.isdir(trace):
         raise OptionError(f"--trace {trace!r} is a directory; give a file name in it")
     if os.path.exists(trace) and not os.access(trace, os.W_OK):

@@ -87,7 +87,7 @@ class Tracer:
             with open(path, "w", encoding="utf-8") as out:
                 json.dump(self.to_json(), out)
             return
-        path = os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path)
+        path = file_written(path)
         folder, name = os.path.split(path)
         part = os.path.join(folder, f".{name}.{os.getpid()}.part")
         try:
@@ -111,3 +111,8 @@ def not_a_file(path: str) -> bool:
     except OSError:
         return False
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def file_written(path: str) -> str:
+    """The file a trace to ``path`` replaces: a link's target (the link stays), or the path."""
+    return os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path)
