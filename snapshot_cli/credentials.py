@@ -24,7 +24,10 @@ from . import retry
 from .errors import OptionError
 from .statuses import http_status
 
-__all__ = ["check_token", "forgotten_if_refused", "refused", "refused_credentials", "said"]
+__all__ = [
+    "check_token", "forgotten_if_refused", "named_as_credentials", "refused",
+    "refused_credentials", "said",
+]  # fmt: skip
 
 # Where a client loads credentials: an error raised from here is one of its credentials.
 _CREDENTIAL_CODE = tuple(
@@ -130,11 +133,16 @@ def refused(url: str, scheme: str, err: BaseException, options: dict[str, Any]) 
 AUTH_WORDS = re.compile(r"Credential|Authenticat|Unauthori[sz]ed|RefreshError|TokenRetrieval")
 
 
+def named_as_credentials(err: BaseException) -> bool:
+    """Whether a class among ``err``'s causes says credentials failed (:data:`AUTH_WORDS`)."""
+    kinds = (c.__name__ for e in retry.causes(err) for c in type(e).__mro__)
+    return any(AUTH_WORDS.search(k) for k in kinds)
+
+
 def refused_credentials(err: BaseException) -> bool:
     """Whether ``err`` says the client has no credentials or the storage refused them: a
     class so named among its causes, or an answer of HTTP 401 or 403."""
-    kinds = [c.__name__ for e in retry.causes(err) for c in type(e).__mro__]
-    return any(AUTH_WORDS.search(k) for k in kinds) or http_status(err) in (401, 403)
+    return named_as_credentials(err) or http_status(err) in (401, 403)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from errno import ENOENT
 from fsspec import AbstractFileSystem
 
 from . import layout, retry
-from .credentials import AUTH_WORDS, forgotten_if_refused
+from .credentials import forgotten_if_refused, named_as_credentials
 from .endpoints import endpoint_source
 from .errors import CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
@@ -201,7 +201,7 @@ def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) 
     with what to check where the kind is known: credentials, or the network."""
     kinds = [c.__name__ for e in causes(err) for c in type(e).__mro__]
     what = said(err)  # one line, whatever the library put in it
-    if any(AUTH_WORDS.search(k) for k in kinds):
+    if named_as_credentials(err):
         hint = _permanent_hint(fs, None).removeprefix("; ") or "check the credentials"
         return StorageError(
             f"cannot authenticate to the storage while {action} {to_url(fs, path)}: {what}; {hint}"
