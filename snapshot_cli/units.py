@@ -3,6 +3,7 @@ by readers, writers and the CLI)."""
 
 from __future__ import annotations
 
+import datetime
 import math
 import numbers
 import re
@@ -69,6 +70,17 @@ def parse_duration(text: str | float, what: str = "duration") -> float:
     if not value >= 0 or value == float("inf"):
         raise ValueError(f"{what} must be >= 0 and finite, got {text!r}")
     return value
+
+
+def stored_seconds(value: object) -> float | None:
+    """A time as a storage reports it (a datetime; seconds since the epoch; milliseconds, as
+    WebHDFS gives them: any number past 1e11, so from March 1973 on) → seconds since the epoch;
+    None for anything else."""
+    if isinstance(value, datetime.datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return value / 1000 if value > 1e11 else float(value)  # (1e11 s is year 5138)
+    return None
 
 
 def flag(value: object, what: str) -> bool:

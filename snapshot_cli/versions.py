@@ -14,6 +14,8 @@ from __future__ import annotations
 import operator
 import os
 import posixpath
+import time
+from datetime import datetime
 from typing import Any
 
 from . import history as history_mod
@@ -22,6 +24,7 @@ from .crc import crc32c
 from .errors import CorruptShardError, ManifestError, OptionError, SnapError, StorageError
 from .history import TaskRecord
 from .manifest import Manifest
+from .units import stored_seconds
 
 
 def read(fs: Any, path: str) -> Manifest | None:
@@ -31,6 +34,35 @@ def read(fs: Any, path: str) -> Manifest | None:
     except FileNotFoundError:
         return None
     return Manifest.from_json(data, where=storage.to_url(fs, path))
+
+
+# Where fsspec's info gives a file's modification time: local disk, GCS and HDFS; WebHDFS; S3;
+# memory.
+_STORED_TIME_KEYS = ("mtime", "modificationTime", "LastModified", "created")
+
+
+def committed_at(fs: Any, root: str, m: Manifest, current: bool) -> float:
+    """When version ``m`` was committed, as late as either clock puts it: the time its writer
+    wrote into it and the time the storage gave its file (``manifest.json`` for the
+    ``current`` version, whose copy in ``_versions/`` gc may have written again just now;
+    else that copy). A writer whose clock was days behind (a VM's, a container's) made its
+    version look committed days ago, and gc removed the version it replaced at once, under
+    readers in an epoch of it. A file written later (a snapshot copied without its times)
+    makes a version look newer: its predecessor is kept longer, never shorter. An unreadable
+    ``created`` counts as now."""
+    try:
+        when = datetime.fromisoformat(m.created).timestamp()
+    except (TypeError, ValueError):
+        return time.time()
+    path = layout.manifest_path(root) if current else layout.version_path(root, m.version)
+    try:
+        info = storage.file_info(fs, path)
+    except FileNotFoundError:
+        return when
+    for key in _STORED_TIME_KEYS:
+        if (stored := stored_seconds(info.get(key))) is not None:
+            return max(when, stored)
+    return when
 
 
 def kept(fs: Any, root: str) -> list[int]:

@@ -28,7 +28,6 @@ import posixpath
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
 
 from fsspec import AbstractFileSystem
@@ -81,13 +80,6 @@ class GcReport:
 DEFAULT_RETENTION = 7 * 86400.0  # seconds: Delta Lake's VACUUM keeps 7 days too
 
 
-def _when(created: str) -> float:
-    try:
-        return datetime.fromisoformat(created).timestamp()
-    except (TypeError, ValueError):
-        return time.time()  # unreadable: as if just superseded (kept the longest)
-
-
 def retained_versions(
     fs: AbstractFileSystem, root: str, current: Manifest, retention: float, now: float
 ) -> tuple[list[Manifest], dict[int, str]]:
@@ -97,7 +89,7 @@ def retained_versions(
     chain = versions.history(fs, root, current)
     keep, gone = [current], {}
     for older, newer in zip(chain, chain[1:], strict=False):
-        age = now - _when(newer.created)  # superseded when the next version was committed
+        age = now - versions.committed_at(fs, root, newer, newer is current)  # (its commit)
         if age < retention:
             keep.append(older)
         else:
@@ -151,7 +143,7 @@ def find_garbage(
         listed = _check_listing(fs, root, manifest, sizes, kept_versions | set(gone))
         h = manifest.history  # the copies of the versions before lost (rm -r, a partial copy):
         lost = h is not None and h.parent not in (None, *listed)  # their shards unknown,
-        held = lost and now - _when(manifest.created) < retention  # kept for the retention
+        held = lost and now - versions.committed_at(fs, root, manifest, True) < retention
         if not keep_all:
             for name, size in sorted(sizes.items()):
                 found = layout.version_of(name)

@@ -15,7 +15,6 @@ file is still detected.
 
 from __future__ import annotations
 
-import datetime
 import functools
 import logging
 import os
@@ -30,6 +29,7 @@ from .. import faults, layout, os_paths, storage
 from ..console import named
 from ..errors import OptionError
 from ..manifest import canonical_json, fingerprint, sha256_text
+from ..units import stored_seconds
 from . import contents
 from . import items as items_mod
 from .chunking import input_name
@@ -180,14 +180,8 @@ def _racy(info: dict[str, Any], version: str, listed: float) -> bool:
     key = version.split("=", 1)[0]
     if key not in _TIME_KEYS:
         return False
-    value = info.get(key)
-    if isinstance(value, datetime.datetime):
-        seconds = value.timestamp()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = value / 1000 if value > 1e11 else float(value)  # (1e11 s is year 5138)
-    else:
-        return False
-    return listed - seconds < RACY_S
+    seconds = stored_seconds(info.get(key))
+    return seconds is not None and listed - seconds < RACY_S
 
 
 def _followed(fs: Any, path: str, info: dict[str, Any], pattern: str) -> dict[str, Any]:
