@@ -113,6 +113,23 @@ class EpochCounter:
                 cleaner removed it).
             ValueError: the state file is not JSON any more.
         """
+        return self.register_pass(base_seed, worker, epoch, process, workers)[0]
+
+    def register_pass(
+        self,
+        base_seed: int,
+        worker: int,
+        epoch: int = 0,
+        process: int | None = None,
+        workers: int | None = None,
+    ) -> tuple[int, dict[str, Any] | None]:
+        """:meth:`register`'s epoch, and the state the pass starts at: the one given to the
+        latest :meth:`restart` if this is the first pass since (every worker of that pass
+        gets it, whenever it registers), else None (the epoch's beginning).
+
+        Raises:
+            OSError, ValueError: as :meth:`register`.
+        """
         process = os.getppid() if process is None else process
         with self._locked() as whole:
             if workers is not None:  # (also the owner's: a forkserver is workers' parent)
@@ -132,15 +149,35 @@ class EpochCounter:
                 state["first"] += drop
                 bases = {str(b) for b, _ in keys}
                 state["counts"] = {n: c for n, c in counts.items() if n.split("/")[0] in bases}
-        return int(state["epoch"]) + index - int(state["start"])
+        first = index == int(state["start"])  # (the first pass since the latest restart)
+        return int(state["epoch"]) + index - int(state["start"]), state.get(
+            "resume"
+        ) if first else None
 
-    def restart(self, epoch: int, process: int | None = None) -> None:
+    def restart(
+        self, epoch: int, process: int | None = None, resume: dict[str, Any] | None = None
+    ) -> None:
         """The next iteration of ``process`` (default: this one) to register is ``epoch``
-        (``set_epoch`` in the process iterating the DataLoader)."""
+        (``set_epoch`` in the process iterating the DataLoader), starting at ``resume`` (a
+        loader state, JSON; ``load_state_dict``) if given, else at its beginning. So both
+        reach persistent workers, and a state is applied once: later passes, and passes
+        after a later restart without it, start at their epoch's beginning."""
         with self._locked() as whole:
             state = _of(whole, os.getpid() if process is None else process, epoch)
             state["epoch"] = epoch
             state["start"] = state["first"] + len(state["keys"])
+            state["resume"] = resume
+
+    def began_since_restart(self, process: int | None = None) -> bool:
+        """Whether a pass of ``process`` (default: this one) has registered since its latest
+        :meth:`restart` (a state it gave has been taken).
+
+        Raises:
+            OSError, ValueError: as :meth:`register`.
+        """
+        with self._locked() as whole:
+            state = _of(whole, os.getpid() if process is None else process, 0)
+            return int(state["first"]) + len(state["keys"]) > int(state["start"])
 
     def note_split(self, workers: int, process: int | None = None) -> None:
         """Record that ``process`` (default: this one) is starting a pass in ``workers``

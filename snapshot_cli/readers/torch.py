@@ -44,17 +44,17 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import storage
-from ..cores import cores
 from ..errors import OptionError
 from ..keywords import keywords_of, refuse_unknown
 from ..units import integer
 from . import ranks, resume
 from .epochs import new_counter, warn_cannot_count
-from .loader import SHUFFLE_BUFFER_BYTES, Loader
+from .loader import Loader
 from .options import LoaderOptions, no_split
 from .torch_batches import TorchBatches as TorchBatches  # (loader.to_torch()'s, re-exported)
 from .torch_tensors import DatasetBatch, refuse_collate, to_tensors
 from .torch_tensors import import_torch as _torch
+from .torch_workers import keeps, start_pass, worker_share
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -72,25 +72,6 @@ class _ByValue:
         import pickle
 
         return pickle.loads(self.payload)  # noqa: S301 - our own payload, from our parent
-
-
-def worker_share(options: dict[str, Any], workers: int, local: bool) -> dict[str, Any]:
-    """The loader options of one of ``workers`` DataLoader workers: where left "auto", its
-    share of a loader's memory and cores (a shuffle buffer of 256 MiB / ``workers``; from
-    local disk, a read thread per ``workers`` cores). Each worker runs a loader of its own:
-    with a whole loader's windows and a read thread per core each, 2 workers held 1.4 GB
-    and 4 held 2.3 GB, for no more speed (torch's copy of every batch to the main process
-    bounds it)."""
-    out = dict(options)
-    auto = lambda name: str(out.get(name, "auto")).lower() == "auto"  # noqa: E731
-    # (the global order's windows are cut into every part's share already, and must not
-    # depend on how many parts there are: a state resumes on another number of workers)
-    kept = not out.get("shuffle", True) or out.get("global_batch_size") is not None
-    if auto("shuffle_buffer") and not kept:
-        out["shuffle_buffer"] = f"{max(1, (SHUFFLE_BUFFER_BYTES >> 20) // workers)}MiB"
-    if auto("num_parallel_reads") and local:
-        out["num_parallel_reads"] = max(1, cores() // workers)
-    return out
 
 
 def _make_dataset_class() -> type:
@@ -221,14 +202,24 @@ def _make_dataset_class() -> type:
                 value = -1
             if value < 0 or isinstance(epoch, bool):
                 raise OptionError(f"epoch must be an integer >= 0, got {epoch!r}")
-            self._resume = None
+            if self._resume is not None and (  # a state loaded and not yet taken: kept
+                self._resume_taken()  # where it is within this epoch (the epoch loop's
+                or not keeps(self._resume, value, self._part_loader(0, 1).epochs)
+            ):  # set_epoch at its top, after load_state_dict)
+                self._resume = None
             self._restart(value)
+
+        def _resume_taken(self) -> bool:
+            """Whether a pass in DataLoader workers has begun since the state was loaded."""
+            with self._counter_lost():
+                return self._epochs is not None and self._epochs.began_since_restart()
+            return False
 
         def _restart(self, value: int) -> None:
             self.epoch, self._pending, self._explicit = value, True, True
             if self._epochs is not None:
-                try:
-                    self._epochs.restart(value)
+                try:  # (the state to start at goes to the workers, persistent ones too)
+                    self._epochs.restart(value, resume=self._resume)
                 except OSError as err:  # the directory went away (a tmp cleaner)
                     self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"
 
@@ -286,37 +277,26 @@ def _make_dataset_class() -> type:
             if info is not None and self._epochs is not None:
                 try:
                     seed, n = info.seed - info.id, info.num_workers
-                    epoch = self._epochs.register(seed, info.id, self.epoch, workers=n)
+                    epoch, state = self._epochs.register_pass(seed, info.id, self.epoch, workers=n)
                 except (OSError, ValueError) as err:  # the file went away or was damaged
                     self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"
-                else:
-                    self._start(loader, epoch)  # every pass starts at its epoch's beginning
+                else:  # (a state loaded in the parent, for the first pass since: not this
+                    start_pass(loader, epoch, state, n)  # copy's, made when it started)
                     self._pending = False
                     return loader
             if info is not None and worker == 0 and not self._explicit:
                 warn_cannot_count(self.epoch, self._cannot_count)
             if self._pending:
                 # an explicit set_epoch, or a new loader; otherwise its epochs keep counting
-                self._start(loader, self.epoch)
+                start_pass(loader, self.epoch, self._resume, 0 if info is None else workers)
                 self._pending = False
+                if info is None and self._resume is not None:
+                    self._resume = None  # (taken: a later set_epoch starts its epoch)
+                    self._restart(self.epoch)
+                    self._pending = False
             elif (at := loader.state_dict())["batch"]:  # an iteration broken off mid-epoch:
                 loader.set_epoch(at["epoch"] + 1)  # the next is the next epoch, as in workers
             return loader
-
-        def _start(self, loader: Loader, epoch: int) -> None:
-            """Start the pass of ``epoch`` at its beginning, or where ``load_state_dict`` left
-            it if that is this epoch."""
-            if self._resume is not None and self._resume["epoch"] == epoch:
-                info = torch.utils.data.get_worker_info()
-                workers = 0 if info is None else info.num_workers
-                if problem := resume.split_mismatch(self._resume, workers):
-                    raise OptionError(problem)
-                if workers > 1 and not self._resume["batch"] and not resume.is_global(self._resume):
-                    loader.set_epoch(epoch)  # (an epoch's start, checked when it was loaded)
-                else:
-                    loader.load_state_dict(self._resume)
-            else:
-                loader.set_epoch(epoch)
 
         def state_dict(self, epoch: int, step: int) -> dict[str, Any]:
             """The state of the position ``step`` (batches from each worker since the start of
@@ -366,8 +346,8 @@ def _make_dataset_class() -> type:
             if problem := resume.malformed(state) or resume.split_mismatch(state, 0):
                 raise OptionError(problem)
             self._part_loader(0, 1).load_state_dict(state)
-            self._restart(int(state["epoch"]))
             self._resume = dict(state)
+            self._restart(int(state["epoch"]))
 
         def __len__(self) -> int:
             """Batches an epoch yields: see the module docstring."""
