@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import platform
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,16 +124,26 @@ def plan(
         key = task_key(code, params, [records[j] for j in r])
         taken = by_key.pop(key, None)  # a task's shards go to one new task at most
         tasks.append(PlannedTask(i, r, key, taken))
-    before = {x[0]: x[3] for t in previous or [] for x in t.inputs}
-    now = {r[0]: r[3] for r in records}
     changes = {
         "tasks_reused": sum(t.reuse is not None for t in tasks),
         "tasks_computed": sum(t.reuse is None for t in tasks),
-        "inputs_added": sum(n not in before for n in now),
-        "inputs_removed": sum(n not in now for n in before),
-        "inputs_changed": sum(n in before and before[n] != c for n, c in now.items()),
+        **input_changes([x for t in previous or [] for x in t.inputs], records),
     }
     return Plan(chunking, tasks, records, changes, list(sizes))
+
+
+def input_changes(before: list[Any], now: list[Any]) -> dict[str, int]:
+    """Inputs added, removed and changed from ``before`` to ``now`` (records: name first,
+    content hash fourth), counted as multisets: an item given twice is two inputs (a list of
+    items may repeat one), so a third copy of it is one added, not none."""
+    was, new = Counter(r[0] for r in before), Counter(r[0] for r in now)
+    hashed = {r[0]: r[3] for r in before}
+    differs = {r[0] for r in now if r[0] in hashed and hashed[r[0]] != r[3]}
+    return {
+        "inputs_added": sum((new - was).values()),
+        "inputs_removed": sum((was - new).values()),
+        "inputs_changed": sum(min(was[n], new[n]) for n in differs),
+    }
 
 
 NAMES = {"code": "pipeline code", "params": "params", "format": "format"}
