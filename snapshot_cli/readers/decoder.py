@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .. import storage
+from ..errors import OptionError
 from .cache import ShardCache
 from .decode import decode_segment
 from .procs import KEEP_READERS
@@ -72,8 +73,14 @@ def follow_environment(environ: dict[str, str]) -> None:
 def from_spec(spec: dict[str, Any]) -> ShardReaders:
     cache = None if spec["cache"] is None else ShardCache(*spec["cache"])
     keys = ("root", "shards", "schema", "verify", "max_open", "max_bytes")
-    # unpickled bare: a client made as snap makes them
-    fs = storage.fresh_instance(pickle.loads(spec["fs"]))
+    try:  # unpickled bare: a client made as snap makes them
+        fs = storage.fresh_instance(pickle.loads(spec["fs"]))  # noqa: S301 - our parent's
+    except Exception as err:  # (checked as the loader was made: what that cannot see)
+        raise OptionError(
+            f"a decode process cannot make the filesystem of {spec['root']} "
+            f"({type(err).__name__}: {err}): its class must be importable in a new Python "
+            "process; use processes=0"
+        ) from None
     readers = ShardReaders(fs, **{k: spec[k] for k in keys}, cache=cache)
     readers.placement, readers.shuffled = spec["placement"], spec.get("shuffled", False)
     return readers

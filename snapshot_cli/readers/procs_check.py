@@ -3,6 +3,8 @@ loader is made: Linux, columns of fixed width, a filesystem another process sees
 
 from __future__ import annotations
 
+import pickle
+import pickletools
 import warnings
 from typing import Any
 
@@ -46,6 +48,8 @@ def checked_count(n: int | None, reading: Any) -> int:
                 f"{given} cannot read {s.url}: another process cannot see this "
                 f"process's memory:// filesystem; use {zero}"
             )
+        if problem := unshippable(s.fs):
+            raise OptionError(f"{given} cannot read {s.url}: {problem}; or use {zero}")
     cores = cpus()
     if n > cores:  # as torch's DataLoader warns of more workers than cores
         warnings.warn(
@@ -56,3 +60,30 @@ def checked_count(n: int | None, reading: Any) -> int:
             stacklevel=outside_snap(),
         )
     return int(n)
+
+
+def unshippable(fs: Any) -> str | None:
+    """Why a decode process (a new interpreter) cannot make ``fs`` as this process has it,
+    or None: it must pickle, and name nothing of ``__main__`` (a filesystem class defined
+    in the script or notebook that runs the loader), which that interpreter cannot import.
+    Found in the process, it failed the pass it met it in, some epochs in (the processes
+    start in the background and take over when ready)."""
+    try:  # (protocol 2: every global a GLOBAL opcode, its module named beside it)
+        payload = pickle.dumps(fs, protocol=2)
+    except Exception as err:  # (any: a lock, a client, a lambda in its options)
+        return (
+            f"its filesystem ({type(fs).__qualname__}) cannot be sent to another process "
+            f"({type(err).__name__}: {err})"
+        )
+    mains = sorted({
+        str(arg).split(" ", 1)[1]
+        for op, arg, _ in pickletools.genops(payload)
+        if op.name == "GLOBAL" and str(arg).split(" ", 1)[0] in ("__main__", "__mp_main__")
+    })  # fmt: skip
+    if mains:
+        return (
+            f"its filesystem uses {', '.join(mains)}, defined in __main__ (the script or "
+            "notebook running this), which a decode process cannot import: define it in a "
+            "module of its own"
+        )
+    return None
