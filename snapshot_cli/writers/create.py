@@ -21,13 +21,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import storage, versions
-from ..errors import OptionError, SnapshotExistsError
+from ..errors import SnapshotExistsError
 from ..history import History, TaskRecord
 from ..keywords import checked_keywords
 from ..manifest import Manifest
 from ..progress import Progress, counted
 from . import commit as commit_mod
-from . import freshness, guards, incremental, shipping, start_dir, tidy
+from . import freshness, guards, incremental, shipping, start_dir, tidy, worker_storage
 from . import inputs as inputs_mod
 from . import lease as lease_mod
 from . import lost as lost_mod
@@ -177,11 +177,7 @@ def _create(
     params = params_mod.check_params(params)
     fs, root = storage.resolve(paths.output, storage_options)
     url = storage.to_url(fs, root)
-    if storage.protocol(fs) == "memory" and not in_process:
-        raise OptionError(
-            f"{url} is in this process's memory, which no worker process can write into: pass "
-            '--executor local --workers 0 (executor="local", workers=0) to run it in this process'
-        )
+    protocols = worker_storage.for_workers(url, storage.protocol(fs), in_process)
     guards.check_output(fs, root)  # (a file, foreign files, a link out of OUTPUT)
     if not overwrite:  # (a snapshot or run made before functions' names counted: its hash)
         made = commit_mod.read_manifest(fs, root)
@@ -322,7 +318,7 @@ def _create(
         tasks = [TaskSpec(t.index, [found.items[j] for j in t.inputs], not found.items, t.key)
                  for t in planned.computed if t.index not in done]  # fmt: skip
         job = Job(url, storage_options or {}, run, paths.job_spec(ref.spec), params,
-                  options.to_json(), payload, lease.epoch, ref.files)  # fmt: skip
+                  options.to_json(), payload, lease.epoch, ref.files, protocols)  # fmt: skip
         bar = Progress(len(planned.computed), len(done)) if how.progress else None
         entries = {e.path: e for e in previous.shards} if previous else {}
         results = {t.index: incremental.reused_result(t, entries) for t in planned.reused}

@@ -27,7 +27,7 @@ from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
 from ..manifest import ShardEntry
 from ..progress import ordinal
-from . import advice, convert, foreign, importing, records, returned, shipping
+from . import advice, convert, foreign, importing, records, returned, shipping, worker_storage
 from . import pipeline as pipeline_mod
 from .incremental import input_text
 from .options import WriteOptions
@@ -49,6 +49,7 @@ class Job:
     function: str | None = None  # the function pickled by value (base64), see shipping.py
     writer: int | None = None  # the create's lease epoch, in its shards' names
     files: dict[str, str] | None = None  # the spec's as fingerprinted (check_imported)
+    protocols: dict[str, str] | None = None  # registered in the parent only: worker_storage
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -271,6 +272,7 @@ def run_task(
     """
     fn = function if function is not None else load_job_function(job)
     options = WriteOptions.from_json(job.options)
+    worker_storage.register(job.protocols or {})
     fs, root = storage.resolve(job.output, job.storage_options)
     ragged: frozenset[str] = getattr(fn, "__snap_ragged__", frozenset())
     started = time.time()
