@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .gather import GatherWindow
+from .map_outputs import MapOutputs, map_rng, not_a_dict_hint
 from .prefetch import Closed, PrefetchBuffer, weakly
 
 if TYPE_CHECKING:
@@ -45,6 +45,10 @@ GROUP_BYTES, GROUP_MAX = 1 << 20, 64
 # 5 ms each time (8 MiB: 9-10 % input-bound with a Python-busy step, 14-16 % at 1 MiB).
 GATHER_BYTES = 8 << 20
 INLINE_MAP = 20e-6  # a map whose calls take less (seconds) runs in the serving thread
+# With a map, a group holds about this many seconds of map calls at most: a group waits for
+# its last batch's map (64 batches of a 50 ms map held the first batch 1.7 s), and a hand-off
+# (~10-40 us) is small beside a map of a millisecond.
+GROUP_MAP_SECONDS = 1e-3
 # A batch of at least this many bytes (large records) is gathered in parts of GATHER_BYTES, by
 # every gather thread at once: gathered whole, one thread copied it while the other waited (a
 # window kept in order holds one such batch: 8 MiB records, batch 8, 5.4 GB/s, two threads
@@ -67,12 +71,13 @@ class Server:
         self.group = max(1, min(GROUP_MAX, GROUP_BYTES // self.batch_bytes))
         self._group: list[Item] = []
         self._between: Callable[[], None] | None = None
-        self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
         self.map_pool = (
             ThreadPoolExecutor(ctx.map_threads, thread_name_prefix="snap-map") if ctx.map else None
         )
         self.outputs = MapOutputs()
         self._map_calls, self._map_time = 0, 0.0
+        self._sized_for = self._group_now()  # (the group size the buffer's depth is for)
+        self.buffer = PrefetchBuffer(self._groups(self.prefetch.current))
         self.gather_threads = ctx.gather_threads
         self.gather_pool = ThreadPoolExecutor(self.gather_threads, thread_name_prefix="snap-gather")
 
@@ -214,7 +219,7 @@ class Server:
         if self.trace is not None:
             self.trace.add("map", started, ended, epoch=epoch, batch=index)
         if not isinstance(out, dict):
-            hint = _not_a_dict_hint(out)
+            hint = not_a_dict_hint(out)
             raise TypeError(
                 f"map must return a dict of arrays, returned {type(out).__name__}{hint}"
             )
@@ -232,8 +237,18 @@ class Server:
         batches go over in groups of ``group`` (small batches cost per hand-off, not per
         byte: one lock and one wake-up per group)."""
         self._group.append(item)
-        if len(self._group) >= self.group:
+        if len(self._group) >= self._group_now():
             self._flush()
+
+    def _group_now(self) -> int:
+        """Batches a hand-over groups: ``group``, or fewer with a map that costs more than
+        ``GROUP_MAP_SECONDS`` a group; one by one until its cost is known (8 calls)."""
+        if self.map_pool is None:
+            return self.group
+        if self._map_calls < 8:
+            return 1
+        mean = self._map_time / 8  # (the running figure of _apply)
+        return max(1, min(self.group, int(GROUP_MAP_SECONDS / max(mean, 1e-9))))
 
     def hand_over(self) -> None:
         """The batches made but not yet handed over (a group of a window being served), to
@@ -253,12 +268,15 @@ class Server:
             self.trace.add("wait for room (prefetch full)", started, ended, batch=items[0][1])
         if self.buffer.consumer_waits > before:  # the consumer starved: keep more ready
             self.buffer.resize(self._groups(self.prefetch.consumer_waited()))
+        elif self._sized_for != (now := self._group_now()):  # (a map's groups: as many batches)
+            self._sized_for = now
+            self.buffer.resize(self._groups(self.prefetch.current))
         if self._between is not None:
             self._between()
 
     def _groups(self, batches: int) -> int:
         """Prefetch depth in groups, from a depth in batches."""
-        return max(1, -(-batches // self.group))
+        return max(1, -(-batches // self._group_now()))
 
     def close(self) -> None:
         """After the producer has stopped: stop the gather and map threads, and let go of
@@ -300,99 +318,3 @@ class Later:
                 self.windows.kept = True
             self.pending = self.load()
         return self.pending
-
-
-class MapOutputs:
-    """The arrays the map returned for the last few batches, while those are in use.
-
-    A map that fills the same buffer for every batch (``np.add(a, b, out=buf)``, a
-    preallocated array) is right where a batch is used before the next one is made, but a
-    loader's map runs ahead of the loop, in threads: every batch the loop got would change
-    under it. So a column in the memory of the same column of one of the last ``KEEP`` batches,
-    while that batch is in use (its weak reference alive) and no longer holds the values it
-    was returned with (a sample of them, kept), is an error naming it, not wrong batches. An
-    array returned again unchanged (a constant: positions, a mask) is fine, and so is memory
-    whose batch was let go, as the loader's own is reused. Numpy arrays and torch tensors in
-    host memory are tracked (``np.may_share_memory``: 0.5 us a pair).
-    """
-
-    KEEP, SAMPLES = 2, 32
-
-    def __init__(self) -> None:
-        self.live: deque[tuple[int, dict[str, tuple[weakref.ref[Any], bytes]]]] = deque(
-            maxlen=self.KEEP
-        )
-        self.places: dict[int, np.ndarray] = {}  # by array size: where the samples are
-
-    def check(self, out: Batch, index: int, given: frozenset[str] = frozenset()) -> None:
-        mine: dict[str, tuple[weakref.ref[Any], bytes]] = {}
-        for name, value in out.items():
-            if name in given:  # (the loader's own column, returned as it came)
-                continue
-            array = _host_array(value)
-            if array is None or not array.nbytes:
-                continue
-            for before, refs in self.live:
-                kept = refs.get(name)
-                if kept is None:
-                    continue
-                old = _host_array(kept[0]())
-                if old is None or not np.may_share_memory(array, old):
-                    continue
-                if self._sample(old) != kept[1]:
-                    raise ValueError(
-                        f"map returned column {name!r} of batch {index} in the memory of what "
-                        f"it returned for batch {before}, which is still in use and changed "
-                        "(a buffer the map fills each time?): the map runs ahead of your loop, "
-                        "in threads, so a batch would change under you; return new arrays "
-                        "(np.add(a, b) rather than np.add(a, b, out=buf), or buf.copy())"
-                    )
-            mine[name] = (weakref.ref(value), self._sample(array))
-        self.live.append((index, mine))
-
-    def _sample(self, array: np.ndarray) -> bytes:
-        places = self.places.get(array.size)
-        if places is None:
-            if len(self.places) > 64:  # a map of many sizes: keep a few
-                self.places.clear()
-            step = max(1, array.size // self.SAMPLES)
-            places = np.arange(0, array.size, step)[: 2 * self.SAMPLES]
-            self.places[array.size] = places
-        return array.flat[places].tobytes()
-
-
-def map_rng(seed: int, epoch: int, rank: int, index: int) -> np.random.Generator:
-    """A map's rng for batch ``index``: ``np.random.default_rng([seed, epoch, rank, index,
-    0x6D6170])``, given as an array of uint32 where every number fits one (numpy reads a
-    list's ints as those words: the same rng, in 5 us instead of 9.5)."""
-    key = (seed, epoch, rank, index, 0x6D6170)
-    if min(key) < 0 or max(key) >> 32:  # (a number of more words: numpy splits it itself)
-        return np.random.default_rng(list(key))
-    return np.random.default_rng(np.array(key, np.uint32))
-
-
-def _host_array(value: Any) -> np.ndarray | None:
-    """The numpy view of a column a map returned: an array, or a torch tensor in host memory
-    (a torch user's map may fill one with ``torch.add(a, b, out=buf)``); else None."""
-    if type(value) is np.ndarray:
-        return value
-    if type(value).__module__ == "torch" and getattr(value, "device", None) is not None:
-        try:
-            return value.numpy() if value.device.type == "cpu" else None
-        except (RuntimeError, TypeError):  # requires grad, a dtype numpy lacks: not tracked
-            return None
-    return None
-
-
-def _not_a_dict_hint(out: object) -> str:
-    """What a map should return instead of ``out``."""
-    if out is None:
-        return " (a map that changes the batch in place must still return it)"
-    kind = type(out).__name__
-    if kind == "DataFrame" and hasattr(out, "columns"):
-        return " (a DataFrame: return {c: df[c].to_numpy() for c in df.columns})"
-    if kind in ("RecordBatch", "Table") and hasattr(out, "schema"):
-        return f" (a {kind}: return {{n: c.to_numpy() for n, c in zip(t.schema.names, t.columns)}})"
-    if isinstance(out, (tuple, list)):
-        return " (name its columns: return {'x': ..., 'y': ...})"
-    return ""

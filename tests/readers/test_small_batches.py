@@ -66,7 +66,7 @@ def test_a_large_batch_s_groups_keep_buffers_of_their_own() -> None:
 def test_a_map_s_rng_is_the_documented_one(seed: int, epoch: int, rank: int, index: int) -> None:
     """``default_rng([seed, epoch, rank, batch, 0x6D6170])``, as before, for every size of
     number (those of more than 32 bits are several words of numpy's own splitting)."""
-    from snapshot_cli.readers.serve import map_rng  # (here: the snap before had none)
+    from snapshot_cli.readers.map_outputs import map_rng  # (here: the snap before had none)
 
     want = np.random.default_rng([seed, epoch, rank, index, 0x6D6170]).integers(0, 2**63, 4)
     assert np.array_equal(map_rng(seed, epoch, rank, index).integers(0, 2**63, 4), want)
