@@ -91,6 +91,13 @@ class JaxBatches(Adapter[dict[str, Any]]):
         options = loader.plan_options
         b = options.batch_size
         pieces = self._pieces(b)
+        if b % pieces and isinstance(options, GlobalOptions):  # (b: a rank's slice of it)
+            g, ws = options.global_batch_size, options.world_size
+            raise OptionError(
+                f"global_batch_size {g} gives each of the {ws} ranks batches of {b} records, "
+                f"which do not split over the {pieces} devices of {self.sharding} along the "
+                f"batch axis: use a global_batch_size that is a multiple of {ws * pieces}"
+            )
         if b % pieces:
             raise OptionError(
                 f"batch_size {b} does not split over the {pieces} devices of "
@@ -118,13 +125,20 @@ class JaxBatches(Adapter[dict[str, Any]]):
             )
 
     def _pieces(self, rows: int) -> int:
-        """Into how many pieces ``sharding`` cuts the batch axis (1 if it cannot tell)."""
+        """Into how many pieces ``sharding`` cuts the batch axis (1 if it cannot tell), asked
+        of a shape of as many axes as it names (``P("data", None, "model")``: three; asked
+        of one axis, JAX raised IndexError)."""
         try:
             size = rows * len(self.sharding.device_set)  # divisible by any split of the devices
-            local = self.sharding.shard_shape((size,))[0]
-        except (ValueError, TypeError, AttributeError):
+        except (TypeError, AttributeError):
             return 1
-        return max(1, size // max(1, local))
+        for axes in range(1, 9):
+            try:
+                local = self.sharding.shard_shape((size,) * axes)[0]
+            except (ValueError, TypeError, AttributeError, IndexError):
+                continue
+            return max(1, size // max(1, local))
+        return 1
 
     def _start(self, batch: Batch) -> dict[str, Any]:
         jax = _jax()
@@ -141,6 +155,11 @@ class JaxBatches(Adapter[dict[str, Any]]):
         if self.sharding is None:
             out.update(self._put(arrays) if self._processes == 1 else jax.device_put(arrays))
             return {k: out[k] for k in batch}  # the loader's column order
+        named = len(getattr(self.sharding, "spec", None) or ())  # (axes a NamedSharding names)
+        if (short := next((k for k, v in arrays.items() if v.ndim < named), None)) is not None:
+            # (JAX asserts on it: an AssertionError from its internals, or nothing under -O)
+            reason = f"it has {arrays[short].ndim} axes, the sharding names {named}"
+            raise self._not_placed(arrays, short, reason)
         try:
             if self._processes > 1:
                 out.update(
@@ -150,13 +169,34 @@ class JaxBatches(Adapter[dict[str, Any]]):
             else:
                 out.update(jax.device_put(arrays, self.sharding))
         except ValueError as err:
-            rows = records_in(arrays)
-            raise OptionError(
-                f"a batch of {rows} records cannot be placed with {self.sharding} ({err}); "
-                "if it is the last, partial batch of an epoch, make the loader with "
-                "drop_last=True"
-            ) from err
+            jax_ = _jax()
+            name = next((k for k, v in arrays.items() if not _places(jax_, v, self.sharding)), None)
+            raise self._not_placed(arrays, name, str(err)) from err
         return {k: out[k] for k in batch}  # the loader's column order
+
+    def _not_placed(self, arrays: dict[str, np.ndarray], name: str | None, err: str) -> OptionError:
+        """Why ``arrays`` cannot be placed with the sharding: ``name``, the column that cannot
+        (one sharding applies to every column: one of more axes than a column has fails
+        it), or the last, partial batch of an epoch said as such."""
+        rows, full = records_in(arrays), self.loader.plan_options.batch_size
+        what = f"a batch of {rows} records" if name is None else (
+            f"column {name!r} (shape {arrays[name].shape}) of a batch of {rows} records"
+        )  # fmt: skip
+        hint = (
+            "; as the last, partial batch of an epoch: make the loader with drop_last=True"
+            if rows < full
+            else "; the sharding applies to every column: leave this one out (columns=[...]) "
+            "or reshape it (map=), or shard only the batch axis"
+        )
+        return OptionError(f"{what} cannot be placed with {self.sharding} ({err}){hint}")
+
+
+def _places(jax: Any, array: np.ndarray, sharding: Any) -> bool:
+    try:
+        jax.device_put(array, sharding)
+    except (ValueError, AssertionError):
+        return False
+    return True
 
 
 # What JAX without x64 makes of a 64-bit integer column, and the values that fit it
