@@ -8,6 +8,7 @@ import pickletools
 import warnings
 from typing import Any
 
+from .. import schema as schema_mod
 from .. import storage
 from ..console import named
 from ..cores import cores as cpus
@@ -30,10 +31,10 @@ def checked_count(n: int | None, reading: Any) -> int:
         t = reading.schema.field(name).type
         if not fixed_width(t):
             raise OptionError(
-                f"{given} decodes columns of numbers, tensors, times and durations only: "
+                f"{given} decodes columns of numbers, tensors, timestamps and durations only: "
                 "decode processes write them into the window's shared memory, and other "
-                "columns (text, ragged arrays, ...) are decoded in this process; "
-                f"column {name!r} is {t}: leave it out "
+                "columns (text, ragged arrays, dates, ...) are decoded in this process; "
+                f"column {name!r} is {_shown(t)}: leave it out "
                 f"({named('--columns', 'columns=[...]')}) or use {zero}"
             )
     fixed = len(reading.columns)
@@ -87,3 +88,9 @@ def unshippable(fs: Any) -> str | None:
             "module of its own"
         )
     return None
+
+
+def _shown(t: Any) -> str:
+    """A column type as errors show it (``float32[?,?] (ragged)``, not its Arrow storage)."""
+    kind = schema_mod.kind(t)
+    return schema_mod.format_type(t) + (" (ragged)" if kind == "ragged" else "")

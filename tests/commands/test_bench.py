@@ -193,8 +193,8 @@ def test_bench_processes_decodes_in_processes_or_says_why_not(snapshot: Path) ->
     assert code == 0 and table(stdout.splitlines())["processes"].startswith("1 decode processes, ")
     code, stdout, stderr = run("bench", str(snapshot), "--processes", "1")
     assert code == 1 and "Traceback" not in stderr
-    assert "--processes decodes columns of numbers, tensors, times and durations only" in stderr
-    assert "column 'tokens' is list<item: int32>: leave it out" in stderr
+    assert "--processes decodes columns of numbers, tensors, timestamps and durations" in stderr
+    assert "column 'tokens' is int32[?] (ragged): leave it out" in stderr
     code, _, stderr = run("bench", str(snapshot), "--processes", "-1")
     assert code == 2 and "--processes" in stderr
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import snapshot_cli as snap
@@ -284,6 +285,38 @@ def test_bad_processes_options_are_errors_naming_the_option(
     snap.create(preprocess, out, inputs=[0, 1, 2], workers=0)
     with pytest.raises(snap.OptionError, match=message):
         snap.open(out).loader(2, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (lambda i: {"label": i, "col": np.zeros((i % 3, 4), np.float32)}, "float32[?,?] (ragged)"),
+        (lambda i: {"label": i, "col": f"record {i}"}, "str"),
+        (  # (an Arrow table the pipeline yields: a date has no numpy window column)
+            lambda i: pa.table({"label": [i], "col": pa.array([i], pa.int32()).cast(pa.date32())}),
+            "date32[day]",
+        ),
+    ],
+)
+def test_a_column_the_processes_cannot_write_is_named_as_it_reads(
+    tmp_path: Path, value: Any, shown: str
+) -> None:
+    """As ``inspect`` shows its type (a ragged 2-D column was shown as its Arrow storage,
+    ``struct<data: list<item: float> ...>``; found by a probe)."""
+
+    @snap.ragged("col")
+    def preprocess(i: int) -> Any:
+        yield value(i)
+
+    out = str(tmp_path / "s")
+    snap.create(preprocess, out, inputs=[0, 1, 2], workers=0)
+    with pytest.raises(snap.OptionError) as err:
+        snap.open(out).loader(2, processes=1)
+    assert f"column 'col' is {shown}: leave it out (columns=[...]) or use processes=0" in str(
+        err.value
+    )
+    with snap.open(out).loader(2, processes=1, columns=["label"]) as left_out:
+        assert sorted(int(x) for b in left_out for x in b["label"]) == [0, 1, 2]
 
 
 def test_memory_filesystem_snapshots_are_refused_with_processes(tmp_path: Path) -> None:
