@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from . import cli_exit, console
+from . import cli_exit, console, signals
 from .cli_exit import quiet_exit_on_closed_stdout
 from .errors import SnapError, absolute_path
 from .render import one_line, plain, printable
@@ -47,6 +47,17 @@ def stopped(stop: KeyboardInterrupt, resumes: bool = False) -> NoReturn:
     sys.exit(128 + signum)
 
 
+def _say_after_work() -> None:
+    """Say a signal that came once the command's work was done (:func:`.signals.settle`),
+    which it did not stop: the command ends as made, exit 0."""
+    if signals.after_work:
+        name = signal.Signals(signals.after_work[0]).name
+        said = "a Ctrl-C (SIGINT)" if name == "SIGINT" else name
+        with contextlib.suppress(OSError):
+            click.echo(f"snap: warning: {said} came after the work was done, which it did not "
+                       "stop", err=True)  # fmt: skip
+
+
 def answer_errors(fn: F) -> F:
     """Run a command; any error → one line on stderr and its exit code (traceback with
     --debug): a SnapError's message, an OS error's cause, or an unexpected error's class."""
@@ -58,6 +69,7 @@ def answer_errors(fn: F) -> F:
         try:
             with termination_as_interrupt(), console.command():
                 result = fn(*args, **kwargs)
+                _say_after_work()
             if sys.stdout is not None:  # (None: closed by the shell, `>&-`: nothing to show)
                 with _writing_stdout():  # a closed pipe shows here, not at the interpreter's
                     sys.stdout.flush()  # exit

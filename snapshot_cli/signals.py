@@ -17,7 +17,15 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Terminated", "raise_received", "received", "termination_as_interrupt"]
+__all__ = [
+    "Terminated",
+    "after_work",
+    "held",
+    "raise_received",
+    "received",
+    "settle",
+    "termination_as_interrupt",
+]
 
 
 class Terminated(KeyboardInterrupt):
@@ -33,6 +41,17 @@ class Terminated(KeyboardInterrupt):
 
 STOPPING = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
 received: list[int] = []  # the stopping signals (SIGINT too) that arrived while a command ran
+# The signals that arrived once the command's work was done (:func:`settle`): noted, not
+# raised (the first; a second stops it as before), for the command to say.
+after_work: list[int] = []
+_settled = [False]
+
+
+def settle() -> None:
+    """The running command's work is done (a create's commit): from now on the first
+    stopping signal is noted in :data:`after_work`, not raised, so the command ends as made
+    (its answer printed, exit 0) and says it came; a second one stops it as before."""
+    _settled[0] = True
 
 
 @contextlib.contextmanager
@@ -52,11 +71,16 @@ def termination_as_interrupt() -> Iterator[None]:
             _restore(raise_terminated, previous)
             os.kill(os.getpid(), signum)
             return
+        if _settled[0] and not after_work:  # (the work is done: ending now stops nothing)
+            after_work.append(signum)
+            return
         received.append(signum)  # (a layer may raise a KeyboardInterrupt of its own: Ray's)
         raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
     pid = os.getpid()
     received.clear()
+    after_work.clear()
+    _settled[0] = False
     previous: dict[int, Any] = {}
     try:
         for sig in (signal.SIGINT, *STOPPING):  # (Ctrl-C recorded too: raise_received)
@@ -72,6 +96,7 @@ def termination_as_interrupt() -> Iterator[None]:
     finally:
         sys.unraisablehook = hook
         _restore(raise_terminated, previous)
+        _settled[0] = False
 
 
 def _unraisable(hook: Any, unraisable: Any) -> None:
@@ -97,6 +122,45 @@ def not_inherited(handler: Any, previous: dict[int, Any]) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):  # (a forked child's: emptied at the fork)
             _installed.remove((handler, previous))
+
+
+@contextlib.contextmanager
+def held() -> Iterator[list[int]]:
+    """Within, in the main thread: the first SIGINT, SIGTERM or SIGHUP is noted in the list
+    yielded, not raised, so a step that must not stop half-way (a commit) ends; a second is
+    taken as the handler before would take it (a step that hangs can still be stopped).
+    After, the handlers before are back, and a noted signal whose handler before was the
+    system's default (SIGTERM outside a command) is delivered again: the process ends as it
+    was asked to, the step done. Elsewhere (another thread) nothing changes."""
+    noted: list[int] = []
+    previous: dict[int, Any] = {}
+
+    def note(signum: int, frame: Any) -> None:
+        if os.getpid() != pid or noted:  # (forked meanwhile: as before the fork; a second)
+            before = previous.get(signum)
+            _restore(note, previous)
+            if callable(before):
+                before(signum, frame)
+            elif before != signal.SIG_IGN:
+                os.kill(os.getpid(), signum)
+            return
+        noted.append(signum)
+
+    pid = os.getpid()
+    try:
+        for sig in (signal.SIGINT, *STOPPING):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, note)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        with not_inherited(note, previous):
+            yield noted
+    finally:
+        _restore(note, previous)
+    for signum in noted:
+        if previous.get(signum) in (signal.SIG_DFL, None):
+            os.kill(os.getpid(), signum)
 
 
 def raise_received() -> None:

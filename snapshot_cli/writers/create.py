@@ -376,8 +376,7 @@ def _create(
         )  # fmt: skip
         if bar is not None:  # the final line says what the snapshot holds, as the summary does
             bar.close(records=manifest.num_records, nbytes=manifest.bytes)
-        commit_mod.commit(fs, root, manifest, replaces=previous)
-        tidy.cleanup_after_commit(fs, root, manifest)
+        tidy.committed(fs, root, manifest, previous, lease.release)  # (a signal: held)
         if manifest.num_records == 0:
             log.warning(
                 "note: the pipeline made no records from %s%s",

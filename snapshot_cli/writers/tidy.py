@@ -1,15 +1,19 @@
-"""After a commit: remove the run state, and the shards no kept version references."""
+"""The commit and what follows it: the run state removed, and the shards no kept version
+references; a signal meanwhile ends neither half-way (:func:`committed`)."""
 
 from __future__ import annotations
 
 import logging
+import signal
+from collections.abc import Callable
 
 from fsspec import AbstractFileSystem
 
-from .. import layout, storage, versions
+from .. import layout, signals, storage, versions
 from ..errors import ManifestError, SnapError
 from ..layout import SHARDS_DIR
 from ..manifest import Manifest
+from . import commit as commit_mod
 
 log = logging.getLogger(__name__)
 
@@ -50,3 +54,30 @@ def cleanup_after_commit(fs: AbstractFileSystem, root: str, manifest: Manifest) 
         url = storage.to_url(fs, root)
         log.warning(f"the snapshot is committed, but removing what it no longer needs {said}; "
                     f"run snap gc {url} later to free that space")  # fmt: skip
+
+
+def committed(
+    fs: AbstractFileSystem,
+    root: str,
+    manifest: Manifest,
+    replaces: Manifest | None,
+    release: Callable[[], None],
+) -> None:
+    """Commit ``manifest`` (replacing ``replaces``), tidy after it and ``release`` the lease,
+    SIGINT, SIGTERM and SIGHUP held meanwhile (:func:`.signals.held`): one raised in the
+    commit's last steps, manifest.json in place, was said as "interrupted; run the same
+    command again to resume" of a committed snapshot (exit 130). It is said after, as a
+    warning, and the create ends as made; a second one stops the tidying (as before) or a
+    commit that hangs.
+    """
+    with signals.held() as noted:
+        commit_mod.commit(fs, root, manifest, replaces=replaces)
+        signals.settle()  # (in a command: a signal after this ends it as made, said by it)
+        cleanup_after_commit(fs, root, manifest)
+        release()
+    if noted:
+        name = signal.Signals(noted[0]).name
+        said = "a Ctrl-C (SIGINT)" if noted[0] == signal.SIGINT else name
+        version = manifest.history.version if manifest.history else 1
+        log.warning(f"{said} came during the commit, which it did not stop: the snapshot is "
+                    f"committed (version {version})")  # fmt: skip

@@ -1,0 +1,124 @@
+"""A Ctrl-C or SIGTERM that lands in the commit (``tidy.committed``: the commit, the tidying
+after it, the lease's release) ends nothing half-way: the create ends as made, exit 0, with
+a warning that says the snapshot is committed. One raised in the commit's last steps, once
+manifest.json was in place, said "interrupted; run the same command again to resume" of a
+committed snapshot, exit 130 and no result (found by a probe of `timeout -s INT`).
+
+Real signals (``os.kill`` of this process), sent at every n-th call of snap's code from the
+commit on (a share of them per run, as :mod:`tests.interrupts` sweeps)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+
+import pytest
+from click.testing import CliRunner
+
+import snapshot_cli as snap
+from snapshot_cli.cli import cli
+from snapshot_cli.signals import held
+from tests.interrupts import OFFSET, SNAP_CODE, calls
+
+
+class SignalInCommit:
+    """A trace sending ``signum`` to this process at the ``k``-th call of snap's code from
+    the start of the commit (``commit.commit``, called with the signals held: one before is
+    an interrupt of a create that committed nothing, said as such) to the command's end."""
+
+    def __init__(self, k: int, signum: int) -> None:
+        self.k, self.signum, self.calls, self.inside, self.where = k, signum, 0, False, ""
+
+    def __call__(self, frame: FrameType, event: str, arg: object) -> None:
+        code = frame.f_code
+        if event != "call" or self.where or not code.co_filename.startswith(SNAP_CODE):
+            return None
+        if code.co_name == "_say_after_work":  # (the command's end: its handlers go next)
+            self.where = "-"
+            return None
+        if not self.inside:
+            self.inside = code.co_name == "commit" and code.co_filename.endswith("commit.py")
+            if not self.inside:
+                return None
+        self.calls += 1
+        if self.calls == self.k:
+            self.where = f"{code.co_name} ({code.co_filename}), call {self.k} ({OFFSET=})"
+            os.kill(os.getpid(), self.signum)
+        return None
+
+
+# A run tries about a dozen of the commit's calls (~2,700 for a first commit, ~6,700 for
+# one that replaces a version: reading and archiving manifests, syncing, the lease): every
+# n-th from its offset, so that runs together try them all.
+EVERY = {"first": 223, "replacing": 557}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["first", "replacing"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_in_the_commit_ends_the_create_as_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int, which: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pipe.py").write_text("def run(x):\n    yield {'x': x}\n")
+    (tmp_path / "its.py").write_text("def items():\n    return list(range(12))\n")
+    tried = 0
+    for k in calls(EVERY[which]):
+        out = f"out{k}"
+        args = ["create", "pipe.py:run", out, "--inputs-from", "its.py:items", "--workers",
+                "0", "--json"]  # fmt: skip
+        if which == "replacing":
+            assert CliRunner().invoke(cli, args).exit_code == 0
+            args.append("--overwrite")
+        trace = SignalInCommit(k, signum)
+        sys.settrace(trace)
+        try:
+            result = CliRunner().invoke(cli, args)
+        finally:
+            sys.settrace(None)
+        version = 2 if which == "replacing" else 1  # (committed, the signal or not)
+        assert result.exit_code == 0, (trace.where, result.stderr)
+        assert json.loads(result.stdout)["version"] == version, trace.where
+        made = snap.open(out)
+        assert made.version == version and made.num_records == 12, trace.where
+        runs = [p.name for p in (tmp_path / out / "_runs").iterdir()]
+        assert all(n.startswith("lease-") for n in runs), (trace.where, runs)  # (tidied)
+        if trace.where in ("", "-"):
+            break  # (past the command's last call)
+        tried += 1
+        said = (  # (held in the commit; noted after it, to the command's end)
+            f"came during the commit, which it did not stop: the snapshot is committed (version {version})",  # noqa: E501
+            "came after the work was done, which it did not stop",
+        )
+        assert any(s in result.stderr for s in said), (trace.where, result.stderr)
+        assert "run the same command again" not in result.stderr
+    assert tried >= 5  # (the sweep reached the commit's calls)
+
+
+def test_a_second_signal_is_taken_as_before_and_a_default_one_is_delivered_after() -> None:
+    """held(): the first is noted; a second raises as the handler before does (a commit
+    that hangs can still be stopped); a noted SIGTERM whose handler was the default ends the
+    process after the block, as it would have (in a subprocess)."""
+    with pytest.raises(KeyboardInterrupt), held() as noted:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert noted == [signal.SIGINT]
+        os.kill(os.getpid(), signal.SIGINT)
+        pytest.fail("the second Ctrl-C was not raised")  # (the loop of the eval breaker)
+    script = (
+        "import os, signal, sys\n"
+        "from snapshot_cli.signals import held\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+        "with held() as noted:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    print('step done', noted, flush=True)\n"
+        "print('not reached', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == -signal.SIGTERM
+    assert done.stdout == f"step done [{int(signal.SIGTERM)}]\n"
