@@ -1,4 +1,4 @@
-from snapshot_cli.cli import main
+from snapshot_cli.entry import main
 
 if __name__ == "__main__":
     main()
