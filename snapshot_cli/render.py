@@ -62,6 +62,17 @@ def _age(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+def _readable_json(value: Any) -> str:
+    """``value`` as JSON with its text as written (``café 日本``: it showed ``caf\\u00e9
+    \\u65e5\\u672c``), but for the characters a terminal breaks a line at or hides."""
+    return json.dumps(value, ensure_ascii=False).translate(_JSON_BREAKS)
+
+
+# What JSON leaves as it is with ensure_ascii=False that a terminal or splitlines() breaks a
+# line at or hides (C1 controls, U+2028 and U+2029), kept as JSON's escapes
+_JSON_BREAKS = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), 0x2028, 0x2029)}
+
+
 def inspect_lines(doc: dict[str, Any]) -> list[str]:
     from .report import bars
     from .schema import format_type_doc
@@ -75,7 +86,7 @@ def inspect_lines(doc: dict[str, Any]) -> list[str]:
         ("snapshot", doc["path"]),
         ("fingerprint", doc["fingerprint"][:16]),
         ("pipeline", str(doc["pipeline"].get("spec") or doc["pipeline"].get("function"))),
-        ("params", json.dumps(doc["params"])),
+        ("params", _readable_json(doc["params"])),
         ("inputs", str(doc["num_inputs"])),
         ("version", str(doc.get("version", 1))),
         ("created", f"{doc['created']} ({versions})"),

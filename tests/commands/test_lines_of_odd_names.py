@@ -63,3 +63,27 @@ def test_names_of_wide_characters_keep_the_values_in_line(keys: list[str]) -> No
     starts = {render.shown_width(line[: line.rindex("V")]) for line in lines}
     assert len(starts) == 1, lines
     assert render.shown_width("名前🙂") == 6 and render.shown_width("e\u0301\u200b") == 1
+
+
+def test_inspect_shows_params_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``params {"s": "caf\\u00e9 \\u65e5\\u672c"}``: JSON's ASCII escapes, where the error
+    of a changed param showed ``'café 日本'`` (found by a probe)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.py").write_text("def prep(path, s='', größe=0):\n    return [{'n': 1}]\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x.bin").write_bytes(b"abc")
+    runner = CliRunner()
+    made = runner.invoke(cli, ["create", "p.py:prep", "out", "--input", "in/*.bin", "--quiet",
+                               "--param", "s=café 日本\u2028!", "--param", "größe=3"])  # fmt: skip
+    assert made.exit_code == 0, made.output
+    shown = runner.invoke(cli, ["inspect", "out"]).output.splitlines()
+    row = next(line for line in shown if line.startswith("params"))
+    assert row.split(None, 1)[1] == '{"s": "café 日本\\u2028!", "größe": 3}'  # (one line)
+    assert json.loads(row.split(None, 1)[1]) == {"s": "café 日本\u2028!", "größe": 3}
+
+
+@given(st.dictionaries(st.text(max_size=6), st.text(max_size=12), max_size=4))
+def test_the_params_row_is_one_line_of_json_for_any_text(params: dict[str, str]) -> None:
+    text = render._readable_json(params)
+    assert json.loads(text) == params
+    assert len(text.splitlines()) == 1 and "\u2028" not in text and "\u2029" not in text
