@@ -46,9 +46,10 @@ GROUP_BYTES, GROUP_MAX = 1 << 20, 64
 GATHER_BYTES = 8 << 20
 INLINE_MAP = 20e-6  # a map whose calls take less (seconds) runs in the serving thread
 # With a map, a group holds about this many seconds of map calls at most: a group waits for
-# its last batch's map (64 batches of a 50 ms map held the first batch 1.7 s), and a hand-off
-# (~10-40 us) is small beside a map of a millisecond.
-GROUP_MAP_SECONDS = 1e-3
+# its last batch's map (64 batches of a 50 ms map held the first batch 1.7 s). Not less: a
+# consumer woken for every batch of a 0.5 ms map took the GIL from the map threads (1 ms:
+# 0.79-0.80 of groups by bytes, benchmarks/map_groups.py).
+GROUP_MAP_SECONDS = 10e-3
 # A batch of at least this many bytes (large records) is gathered in parts of GATHER_BYTES, by
 # every gather thread at once: gathered whole, one thread copied it while the other waited (a
 # window kept in order holds one such batch: 8 MiB records, batch 8, 5.4 GB/s, two threads
