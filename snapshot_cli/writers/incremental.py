@@ -22,7 +22,7 @@ from ..history import TaskRecord
 from ..manifest import RECORDS_FORMAT, Manifest, canonical_json, sha256_text
 from ..progress import counted, human_bytes
 from .chunking import Chunking
-from .pipeline import spec_name
+from .pipeline import files_changed, spec_name
 
 
 @dataclass(frozen=True)
@@ -152,13 +152,15 @@ NAMES = {"code": "pipeline code", "params": "params", "format": "format"}
 def said_changed(
     changed: list[str], by_value: bool, recorded: dict[str, Any], params: dict[str, Any],
     function: str = "", python: str = "", defaults: dict[str, Any] | None = None,
+    files: dict[str, str] | None = None,
 ) -> str:  # fmt: skip
     """What differs from the committed snapshot's fingerprint parts ``changed``, each with
     what tells it apart: the params then and now (it said only "different params", and
     ``--param scale=1``, the default given, was a change no one could see); ``python``: the
     Python version the snapshot was made under (a lambda's code is its bytecode);
     ``defaults``: the function's parameter defaults, to say when a default given is the
-    difference."""
+    difference; ``files``: the code's files now (:func:`.pipeline.files_record`), to name
+    those that differ from the recorded ones."""
     out = []
     for key in changed:
         text = NAMES.get(key, key)
@@ -171,6 +173,8 @@ def said_changed(
                 "a global, a closure variable, a default, a function it calls, an object it "
                 "reads such as a model's weights or a list it appends to)"
                 if by_value
+                else f" ({which})"
+                if (which := files_changed(recorded.get("files"), files or {}))
                 else " (its file, or a file of your own modules its code uses)"
             )
             now = ".".join(platform.python_version_tuple()[:2])

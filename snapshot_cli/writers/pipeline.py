@@ -296,6 +296,31 @@ def why_no_records(fn: Any) -> str:
     )
 
 
+def files_record(seen: dict[str, str]) -> dict[str, str]:
+    """The files a by-name pipeline's fingerprint hashed (``seen``: the function's own file
+    first), ``{path: digest}`` with each path relative to that file's directory (a moved
+    checkout names the same ones), for the manifest's ``pipeline.files``: a later create
+    whose code differs names the files that did (:func:`files_changed`)."""
+    if not seen:
+        return {}
+    base = os.path.dirname(next(iter(seen)))
+    return {os.path.relpath(p, base) if p.startswith(base + os.sep) else p: d
+            for p, d in seen.items()}  # fmt: skip
+
+
+def files_changed(then: Any, now: dict[str, str]) -> str:
+    """The files :func:`files_record` recorded ``then`` whose bytes ``now`` differ, or that
+    one side has alone, said for "different pipeline code (...)"; "" where ``then`` is not
+    such a record (a snapshot of snap before 2026-12-06, or one shipped by value)."""
+    if not isinstance(then, dict) or not then or not all(isinstance(v, str) for v in then.values()):
+        return ""
+    edited = [p for p in now if p in then and then[p] != now[p]]
+    added, gone = [p for p in now if p not in then], [p for p in then if p not in now]
+    said = [*(f"{p} edited" for p in edited), *(f"{p} now used" for p in added),
+            *(f"{p} no longer used" for p in gone)]  # fmt: skip
+    return "; ".join(said[:5]) + (f"; and {len(said) - 5} more" if len(said) > 5 else "")
+
+
 def check_imported(files: dict[str, str]) -> None:
     """Refuse to run a worker's import of the pipeline where a file the create fingerprinted
     (``files``, ``{path: digest}`` then) holds other bytes now: one edited while the create

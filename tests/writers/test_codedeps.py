@@ -123,7 +123,7 @@ def test_an_edited_helper_needs_overwrite_and_then_gives_the_new_records(
     other = project.root / f"{project.name('other')}.py"
     other.write_text(other.read_text().replace("OFFSET = 0", "OFFSET = 100"))
     project.load("other").OFFSET = 100  # (this process imported it already)
-    with pytest.raises(snap.SnapshotExistsError, match=r"a file of your own modules its code"):
+    with pytest.raises(snap.SnapshotExistsError, match=rf"code \({other.name} edited\)"):
         snap.create(spec, out, inputs=[1, 2], workers=0)
     snap.create(spec, out, inputs=[1, 2], workers=2, overwrite=True)  # fresh workers: new code
     got = sorted(int(x) for b in snap.open(out).loader(2) for x in b["x"])
