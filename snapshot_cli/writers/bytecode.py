@@ -20,13 +20,16 @@ of a few hundred lines, paid only where Python would take the ``.pyc``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.util
 import marshal
 import os
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from importlib.machinery import ModuleSpec, PathFinder
+from typing import Any
 
 from ..errors import PipelineLoadError
 
@@ -92,3 +95,36 @@ def drop_stale(sources: Iterable[str]) -> None:
                 f"remove it, or touch {source} (a newer modification time makes Python "
                 "compile a timestamp .pyc's file again), and run again"
             ) from err
+
+
+class _FreshBytecode:
+    """A finder first on ``sys.meta_path`` that finds nothing itself: it removes the stale
+    bytecode of each of the user's modules (``own(path)``) before the finders that import it
+    see it."""
+
+    def __init__(self, own: Callable[[str], bool]) -> None:
+        self.own = own
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> ModuleSpec | None:
+        found = PathFinder.find_spec(name, path)
+        origin = getattr(found, "origin", None)
+        if isinstance(origin, str) and origin.endswith(".py") and self.own(origin):
+            drop_stale([origin])
+        return None
+
+
+@contextlib.contextmanager
+def fresh_imports(own: Callable[[str], bool]) -> Iterator[None]:
+    """Within (the pipeline's import): every module of the user's own (``own(path)``, its
+    source's path) imported for the first time has its stale bytecode removed first, as the
+    pipeline's file has. A helper module edited within the second of the last import (a
+    script's loop editing it, then ``snap create``) was taken from its old .pyc by the
+    pipeline's import, and a fresh ``snap create`` refused its own import as "code older than
+    its files ... restart the kernel"."""
+    finder = _FreshBytecode(own)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(finder)

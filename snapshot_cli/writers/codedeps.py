@@ -91,6 +91,11 @@ def user_module_file(module: str) -> str | None:
     return _user_file(getattr(sys.modules.get(module), "__file__", None))
 
 
+def is_user_file(path: str) -> bool:
+    """Whether the source file ``path`` is the user's own code (not stdlib or installed)."""
+    return _user_file(path) is not None
+
+
 def _user_file(path: Any) -> str | None:
     if not isinstance(path, str) or not path.endswith(".py") or not os.path.isfile(path):
         return None

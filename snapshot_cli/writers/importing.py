@@ -30,7 +30,7 @@ from .. import faults, os_paths
 from ..child import absolute_or_none, is_stdlib
 from ..errors import PipelineLoadError
 from ..os_paths import cwd_gone
-from . import bytecode, shipping
+from . import bytecode, codedeps, shipping
 
 _loaded: dict[str, Callable[..., Any]] = {}
 _homes: dict[str, str | None] = {}  # the same key → the file of the module it was found in
@@ -180,7 +180,8 @@ def _import_target(target: str, what: str, spec: str) -> Any:
     if "" not in sys.path and (here := absolute_or_none(os.curdir)) is not None:
         _put_on_path(here)  # as `python -m` does (none where the directory was deleted)
     try:
-        return importlib.import_module(target)
+        with bytecode.fresh_imports(codedeps.is_user_file):
+            return importlib.import_module(target)
     except ModuleNotFoundError as err:
         if err.name and target.startswith(err.name):
             todo = (
@@ -238,7 +239,8 @@ def _import_file(path: str, target: str, what: str, spec: str) -> Any:
         if stamp is not None:
             _stamps[path] = stamp
     try:
-        module_spec.loader.exec_module(module)
+        with bytecode.fresh_imports(codedeps.is_user_file):  # (its helpers' .pyc too)
+            module_spec.loader.exec_module(module)
     except BaseException as err:
         with _naming:
             if sys.modules.get(name) is module:

@@ -229,10 +229,16 @@ def preprocess(i):
 """
 
 
+@pytest.mark.parametrize("workers", [1, 0])
 @pytest.mark.parametrize("edited", ["pipeline", "helper"])
-def test_a_create_runs_the_edit_made_within_the_second(tmp_path: Path, edited: str) -> None:
+def test_a_create_runs_the_edit_made_within_the_second(
+    tmp_path: Path, edited: str, workers: int
+) -> None:
     """The pipeline file, and a module of yours it uses, each cached and then edited to the
-    same size within the same second: the worker processes run the files as they are."""
+    same size within the same second: the worker processes run the files as they are, and
+    so does this process (``workers=0``): the pipeline's import took the helper from its old
+    .pyc, and the create refused it as "code older than its files ... restart the kernel"
+    (a fresh ``snap create`` too; found by a probe)."""
     helpers = f"offset_{uuid.uuid4().hex[:8]}"
     pipe, helper = tmp_path / "pipe.py", tmp_path / f"{helpers}.py"
     for path, text in (
@@ -248,7 +254,7 @@ def test_a_create_runs_the_edit_made_within_the_second(tmp_path: Path, edited: s
     else:
         _write(helper, "def offset():\n    return 700\n", SECOND + 500 * MS)
     out = tmp_path / "s"
-    info = snap.create(f"{pipe}:preprocess", str(out), inputs=[1, 2], workers=1)
+    info = snap.create(f"{pipe}:preprocess", str(out), inputs=[1, 2], workers=workers)
     assert info.num_records == 2
     values = sorted(int(v) for b in snap.open(str(out)).loader(2, shuffle=False) for v in b["v"])
     assert values == ([103, 106] if edited == "pipeline" else [701, 702])
