@@ -104,13 +104,24 @@ class _FreshBytecode:
 
     def __init__(self, own: Callable[[str], bool]) -> None:
         self.own = own
+        self.dirs: dict[str, bool] = {}  # a package's directory: may hold the user's files
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> ModuleSpec | None:
-        found = PathFinder.find_spec(name, path)
+        # (looked up in the user's directories only: a submodule of an installed package,
+        # most imports, not at all, and a top-level module only where it may be the user's)
+        mine = [str(p) for p in (sys.path if path is None else path) if self._may_be_own(str(p))]
+        if not mine:
+            return None
+        found = PathFinder.find_spec(name, mine)
         origin = getattr(found, "origin", None)
         if isinstance(origin, str) and origin.endswith(".py") and self.own(origin):
             drop_stale([origin])
         return None
+
+    def _may_be_own(self, directory: str) -> bool:
+        if directory not in self.dirs:
+            self.dirs[directory] = self.own(os.path.join(directory, "__init__.py"))
+        return self.dirs[directory]
 
 
 @contextlib.contextmanager

@@ -92,8 +92,9 @@ def user_module_file(module: str) -> str | None:
 
 
 def is_user_file(path: str) -> bool:
-    """Whether the source file ``path`` is the user's own code (not stdlib or installed)."""
-    return _user_file(path) is not None
+    """Whether the source file ``path`` is the user's own code (not stdlib or installed;
+    whether it exists is not asked)."""
+    return not os.path.realpath(path).startswith(_library_dirs())
 
 
 def _user_file(path: Any) -> str | None:
