@@ -48,14 +48,14 @@ def stopped(stop: KeyboardInterrupt, resumes: bool = False) -> NoReturn:
 
 
 def _say_after_work() -> None:
-    """Say a signal that came once the command's work was done (:func:`.signals.settle`),
-    which it did not stop: the command ends as made, exit 0."""
+    """Say a signal that came as the command's work was committed or after
+    (:func:`.signals.settle`), which it did not stop: the command ends as made, exit 0."""
     if signals.after_work:
         name = signal.Signals(signals.after_work[0]).name
         said = "a Ctrl-C (SIGINT)" if name == "SIGINT" else name
         with contextlib.suppress(OSError):
-            click.echo(f"snap: warning: {said} came after the work was done, which it did not "
-                       "stop", err=True)  # fmt: skip
+            click.echo(f"snap: warning: {said} came as the work was committed, which it did "
+                       "not stop: it is done", err=True)  # fmt: skip
 
 
 def answer_errors(fn: F) -> F:
@@ -84,7 +84,8 @@ def answer_errors(fn: F) -> F:
                 raise
             if cli_exit.answered:  # (after the command's answer: its work is done)
                 sys.exit(0)
-            stopped(stop, resumes=click.get_current_context().info_name == "create")
+            done = bool(signals.after_work)  # (a second signal, the work committed)
+            stopped(stop, resumes=click.get_current_context().info_name == "create" and not done)
         except OSError as err:  # a fault no layer below named: still one line, not a trace
             if isinstance(err, BrokenPipeError) and _stdout_closed():
                 quiet_exit_on_closed_stdout()

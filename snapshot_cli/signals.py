@@ -21,6 +21,7 @@ __all__ = [
     "Terminated",
     "after_work",
     "held",
+    "in_command",
     "raise_received",
     "received",
     "settle",
@@ -41,17 +42,25 @@ class Terminated(KeyboardInterrupt):
 
 STOPPING = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
 received: list[int] = []  # the stopping signals (SIGINT too) that arrived while a command ran
-# The signals that arrived once the command's work was done (:func:`settle`): noted, not
-# raised (the first; a second stops it as before), for the command to say.
+# The signals that arrived as the command's work was committed or after (:func:`settle`):
+# noted, not raised (the first; a second stops it as before), for the command to say.
 after_work: list[int] = []
 _settled = [False]
+_commands = [0]  # commands running (termination_as_interrupt): they say what after_work holds
 
 
-def settle() -> None:
-    """The running command's work is done (a create's commit): from now on the first
-    stopping signal is noted in :data:`after_work`, not raised, so the command ends as made
-    (its answer printed, exit 0) and says it came; a second one stops it as before."""
+def settle(noted: list[int]) -> None:
+    """The running command's work is committed: from now on the first stopping signal
+    (or ``noted``, one :func:`held` took in the commit) is kept in :data:`after_work`, not
+    raised, so the command ends as made (its answer printed, exit 0) and says it came; a
+    second one stops it as before."""
     _settled[0] = True
+    after_work.extend(noted[:1])
+
+
+def in_command() -> bool:
+    """Whether a command runs (it says a signal :func:`settle` kept: not to be said twice)."""
+    return _commands[0] > 0
 
 
 @contextlib.contextmanager
@@ -90,10 +99,12 @@ def termination_as_interrupt() -> Iterator[None]:
         pass
     hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_unraisable, hook)
+    _commands[0] += 1
     try:
         with not_inherited(raise_terminated, previous):
             yield
     finally:
+        _commands[0] -= 1
         sys.unraisablehook = hook
         _restore(raise_terminated, previous)
         _settled[0] = False
@@ -145,6 +156,8 @@ def held() -> Iterator[list[int]]:
                 os.kill(os.getpid(), signum)
             return
         noted.append(signum)
+        if _settled[0] and not after_work:  # (the command's, once its work is committed)
+            after_work.append(signum)
 
     pid = os.getpid()
     try:

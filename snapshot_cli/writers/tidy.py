@@ -66,18 +66,19 @@ def committed(
     """Commit ``manifest`` (replacing ``replaces``), tidy after it and ``release`` the lease,
     SIGINT, SIGTERM and SIGHUP held meanwhile (:func:`.signals.held`): one raised in the
     commit's last steps, manifest.json in place, was said as "interrupted; run the same
-    command again to resume" of a committed snapshot (exit 130). It is said after, as a
-    warning, and the create ends as made; a second one stops the tidying (as before) or a
-    commit that hangs.
+    command again to resume" of a committed snapshot (exit 130). The create ends as made
+    and says it came (a command says it itself: :func:`.signals.settle`); a second one stops
+    a commit that hangs, or the tidying (``snap gc`` finishes it).
     """
     with signals.held() as noted:
         commit_mod.commit(fs, root, manifest, replaces=replaces)
-        signals.settle()  # (in a command: a signal after this ends it as made, said by it)
+    signals.settle(noted)  # (a command's handlers: a signal from now on ends it as made)
+    with signals.held() as later:
         cleanup_after_commit(fs, root, manifest)
         release()
-    if noted:
-        name = signal.Signals(noted[0]).name
-        said = "a Ctrl-C (SIGINT)" if noted[0] == signal.SIGINT else name
+    if (noted or later) and not signals.in_command():
+        signum = (noted or later)[0]
+        said = "a Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
         version = manifest.history.version if manifest.history else 1
         log.warning(f"{said} came during the commit, which it did not stop: the snapshot is "
                     f"committed (version {version})")  # fmt: skip

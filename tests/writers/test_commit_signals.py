@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -91,13 +92,40 @@ def test_a_signal_in_the_commit_ends_the_create_as_made(
         if trace.where in ("", "-"):
             break  # (past the command's last call)
         tried += 1
-        said = (  # (held in the commit; noted after it, to the command's end)
-            f"came during the commit, which it did not stop: the snapshot is committed (version {version})",  # noqa: E501
-            "came after the work was done, which it did not stop",
-        )
-        assert any(s in result.stderr for s in said), (trace.where, result.stderr)
+        said = "came as the work was committed, which it did not stop: it is done"
+        assert result.stderr.count(said) == 1, (trace.where, result.stderr)  # (said once)
         assert "run the same command again" not in result.stderr
     assert tried >= 5  # (the sweep reached the commit's calls)
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_in_the_commit_of_snap_create_in_python_returns_as_made(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``snap.create`` in a script or a notebook (Python's own Ctrl-C handler): it returns
+    the committed snapshot and logs a warning, not a KeyboardInterrupt out of a done create."""
+
+    def run(x: int) -> Any:
+        yield {"x": x}
+
+    tried = 0
+    for k in calls(EVERY["replacing"]):
+        out = str(tmp_path / f"out{k}")
+        snap.create(run, out, inputs=list(range(12)), workers=0)
+        trace = SignalInCommit(k, signal.SIGINT)
+        caplog.clear()
+        sys.settrace(trace)
+        try:
+            info = snap.create(run, out, inputs=list(range(12)), workers=0, overwrite=True)
+        finally:
+            sys.settrace(None)
+        assert info.version == 2 and snap.open(out).version == 2, trace.where
+        if trace.where in ("", "-"):
+            break
+        tried += 1
+        said = "came during the commit, which it did not stop: the snapshot is committed"
+        assert f"{said} (version 2)" in caplog.text, (trace.where, caplog.text)
+    assert tried >= 5
 
 
 def test_a_second_signal_is_taken_as_before_and_a_default_one_is_delivered_after() -> None:
