@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 import re
 import sys
 import types
@@ -219,6 +220,8 @@ def _plain(value: Any) -> Any:
         return list(value)
     hint = " (pass a list, arr.tolist(): the function receives JSON values)" * hasattr(
         value, "tolist"
+    ) or " (pass its text, str(path): the function receives JSON values)" * isinstance(
+        value, os.PathLike
     )
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable{hint}")
 

@@ -328,18 +328,19 @@ def _feed(
                 iterator = iter(returned.items(result))
             except RecordError as err:  # (what it returned)
                 raise type(err)(f"{_describe_input(spec, item)}: {err}") from err
-            except SnapError:
+            except (SnapError, KeyboardInterrupt):
                 raise
-            except (Exception, SystemExit) as err:  # sys.exit() in it is its error too
+            except BaseException as err:  # sys.exit() in it is its error too, and so is
+                # asyncio.CancelledError (an async client's): a worker said it "exited"
                 raise _pipeline_error(err, _describe_input(spec, item)) from err
             for count in itertools.count(1):
                 try:
                     out = next(iterator)
                 except StopIteration:
                     break
-                except SnapError:
+                except (SnapError, KeyboardInterrupt):
                     raise
-                except (Exception, SystemExit) as err:
+                except BaseException as err:
                     raise _pipeline_error(err, _describe_input(spec, item)) from err
                 try:
                     _not_forked(forks_at_start)

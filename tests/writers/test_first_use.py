@@ -200,9 +200,13 @@ def test_a_pipeline_may_create_other_snapshots_from_its_workers(tmp_path: Path) 
     ("raised", "code", "said"),
     [
         ("SystemExit(4)", 1, "the pipeline raised SystemExit on input 2"),
+        # (a BaseException of a library: an async client's cancel; with workers it was said
+        # as the function having exited the process, found by a probe)
+        ("__import__('asyncio').CancelledError('request cancelled')", 1,
+         "the pipeline raised CancelledError on input 2"),
         ("KeyboardInterrupt()", 130, "interrupted; run the same command again to resume"),
     ],
-)
+)  # fmt: skip
 def test_exits_and_interrupts_in_the_function_are_reported_alike(
     tmp_path: Path, workers: str, raised: str, code: int, said: str
 ) -> None:

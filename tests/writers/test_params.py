@@ -351,3 +351,21 @@ def test_params_that_differ_are_named_and_cut_short(tmp_path: Path) -> None:
         snap.create(f, out, params={"vocab": list(range(100_000)), "lr": 0.1}, workers=0)
     with pytest.raises(snap.SnapshotExistsError, match=r"\(lr: not given then, 0.2 now\);"):
         snap.create(f, out, params={"vocab": list(range(100_000)), "lr": 0.2}, workers=0)
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (Path("/data/vocab.txt"), "(pass its text, str(path): the function receives JSON values)"),
+        (np.arange(3), "(pass a list, arr.tolist(): the function receives JSON values)"),
+    ],
+)
+def test_a_param_that_is_not_json_says_what_to_pass(
+    tmp_path: Path, value: object, hint: str
+) -> None:
+    """A Path, as ``inputs=`` takes one, was refused as "not JSON serializable" alone (an
+    array said what to pass; found by a probe)."""
+    with pytest.raises(snap.OptionError) as err:
+        snap.create(lambda i, vocab=None: [{"i": i}], str(tmp_path / "s"), inputs=[1],
+                    workers=0, params={"vocab": value}, progress=False)  # fmt: skip
+    assert str(err.value).startswith("params['vocab'] must be JSON") and hint in str(err.value)
