@@ -41,6 +41,7 @@ import contextlib
 import operator
 import os
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from .. import storage
@@ -129,7 +130,9 @@ def _make_dataset_class() -> type:
             # is checked when iterated)
             with contextlib.suppress(ranks.HalfSet):
                 self._ranks()
-            self.snapshot.loader(self.batch_size, **self._options(0, 1))  # validate options
+            with warnings.catch_warnings():  # (options checked as one rank's: not a rank's
+                warnings.filterwarnings("ignore", "snap: this process is rank", RuntimeWarning)
+                self.snapshot.loader(self.batch_size, **self._options(0, 1))  # loader: no word)
             self._epochs, self._cannot_count = new_counter()
 
         def _ranks(self) -> tuple[int, int]:
@@ -161,6 +164,7 @@ def _make_dataset_class() -> type:
             # not pickle, and a worker makes its own for its part anyway
             state = dict(self.__dict__)
             state["_loader"], state["_loader_key"] = None, None
+            state["_pickled_in"] = os.getpid()  # (the DataLoader's process: see _iterating)
             dist = sys.modules.get("torch.distributed")
             if "auto" in self._given and dist is not None and dist.is_initialized():
                 state["_given"] = self._ranks()  # (a spawned worker has no process group)
@@ -189,6 +193,17 @@ def _make_dataset_class() -> type:
             if isinstance(shipped, _ByValue):
                 state["loader_options"] = {**state["loader_options"], "map": shipped.load()}
             self.__dict__.update(state)
+            self._unpickled_in = os.getpid()
+
+        def _iterating(self) -> int | None:
+            """In a DataLoader worker: the process iterating the DataLoader, whose set_epoch
+            and load_state_dict count (None: the worker's parent, a fork's). A spawn or
+            forkserver worker got this copy pickled by that process; a forkserver worker's
+            parent is the forkserver, and its set_epoch and load_state_dict were ignored
+            (a resumed epoch started over, repeating records; found by a probe)."""
+            if getattr(self, "_unpickled_in", None) == os.getpid():
+                return getattr(self, "_pickled_in", None)
+            return None
 
         def set_epoch(self, epoch: int) -> None:
             """Make the next iteration epoch ``epoch`` (later ones count on from it).
@@ -277,7 +292,9 @@ def _make_dataset_class() -> type:
             if info is not None and self._epochs is not None:
                 try:
                     seed, n = info.seed - info.id, info.num_workers
-                    epoch, state = self._epochs.register_pass(seed, info.id, self.epoch, workers=n)
+                    epoch, state = self._epochs.register_pass(
+                        seed, info.id, self.epoch, self._iterating(), workers=n
+                    )
                 except (OSError, ValueError) as err:  # the file went away or was damaged
                     self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"
                 else:  # (a state loaded in the parent, for the first pass since: not this

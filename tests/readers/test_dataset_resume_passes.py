@@ -102,3 +102,27 @@ def test_set_epoch_of_another_epoch_drops_the_state(
     ds.load_state_dict(state)
     ds.set_epoch(3)
     assert _pass(dl) == epochs[3]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "new-workers"])
+@pytest.mark.parametrize("context", ["forkserver", "spawn"])
+def test_every_start_method_takes_set_epoch_and_a_loaded_state(
+    url: str, epochs: dict[int, list[list[int]]], state: dict[str, Any], context: str,
+    persistent: bool,
+) -> None:  # fmt: skip
+    """A forkserver worker's parent is the forkserver, not the process iterating the
+    DataLoader: its passes counted under the forkserver's process id, so set_epoch and
+    load_state_dict never reached them (a resumed epoch started over, repeating the steps
+    trained on; set_epoch(0) after epoch 1 gave epoch 2; found by a probe)."""
+    ds = _dataset(url)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1,
+                                     multiprocessing_context=context,
+                                     persistent_workers=persistent)  # fmt: skip
+    ds.load_state_dict(state)
+    ds.set_epoch(1)
+    assert _pass(dl) == epochs[1][STEP:]
+    ds.set_epoch(0)
+    assert _pass(dl) == epochs[0]
+    ds.set_epoch(0)  # (asked again: the same order again, not the next epoch)
+    assert _pass(dl) == epochs[0]

@@ -128,3 +128,20 @@ def test_an_initialised_torch_distributed_group_with_the_default_ranks_is_warned
         assert warning.startswith(f"snap: this process is rank {rank} of 2 (torch.distributed)")
         assert seen["default"]["ids"] == list(range(40))  # (what it warns of: all of it)
         assert seen["auto"] == {"said": [], "ids": list(range(rank * 20, rank * 20 + 20))}
+
+
+def test_a_snapshot_dataset_left_at_auto_is_not_warned(snapshot: snap.Snapshot) -> None:
+    """``SnapshotDataset`` (ranks "auto" by default) checked its options with a loader of
+    rank 0 of 1, which warned in every rank of a torchrun job that the loader reads the whole
+    snapshot, while it reads its share (found by a probe); one given rank=0, world_size=1
+    is still warned, when it reads."""
+    from snapshot_cli.readers.torch import SnapshotDataset
+
+    with launched_with({"RANK": "1", "WORLD_SIZE": "2"}):
+        made: list[object] = []
+        assert said(lambda: made.append(SnapshotDataset(snapshot.url, batch_size=4))) == []
+        dataset = made[0]
+        assert (dataset.rank, dataset.world_size) == (1, 2)  # type: ignore[attr-defined]
+        assert sum(len(b["i"]) for b in dataset) == 20  # type: ignore[attr-defined]
+        whole = SnapshotDataset(snapshot.url, batch_size=4, rank=0, world_size=1)
+        assert len(said(lambda: next(iter(whole)))) == 1
