@@ -122,10 +122,13 @@ class EpochCounter:
         epoch: int = 0,
         process: int | None = None,
         workers: int | None = None,
+        per_pass: int = 1,
     ) -> tuple[int, dict[str, Any] | None]:
         """:meth:`register`'s epoch, and the state the pass starts at: the one given to the
         latest :meth:`restart` if this is the first pass since (every worker of that pass
-        gets it, whenever it registers), else None (the epoch's beginning).
+        gets it, whenever it registers), else None (the epoch's beginning). A pass runs
+        ``per_pass`` epochs (a loader's ``epochs``): the next starts that many later (each
+        DataLoader iteration of ``epochs=2`` replayed the last epoch of the one before).
 
         Raises:
             OSError, ValueError: as :meth:`register`.
@@ -150,7 +153,8 @@ class EpochCounter:
                 bases = {str(b) for b, _ in keys}
                 state["counts"] = {n: c for n, c in counts.items() if n.split("/")[0] in bases}
         first = index == int(state["start"])  # (the first pass since the latest restart)
-        return int(state["epoch"]) + index - int(state["start"]), state.get(
+        passes = index - int(state["start"])
+        return int(state["epoch"]) + passes * max(1, per_pass), state.get(
             "resume"
         ) if first else None
 

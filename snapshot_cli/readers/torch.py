@@ -293,7 +293,7 @@ def _make_dataset_class() -> type:
                 try:
                     seed, n = info.seed - info.id, info.num_workers
                     epoch, state = self._epochs.register_pass(
-                        seed, info.id, self.epoch, self._iterating(), workers=n
+                        seed, info.id, self.epoch, self._iterating(), n, loader.epochs or 1
                     )
                 except (OSError, ValueError) as err:  # the file went away or was damaged
                     self._epochs, self._cannot_count = None, f"epoch counter lost: {err}"

@@ -314,3 +314,31 @@ def test_trials_given_one_dataset_each_count_their_own_epochs(
     for orders in trials:
         assert orders == [expected[0], expected[1]]
     assert _labels(_dataloader(dataset)) == expected[0]  # the parent's own first epoch
+
+
+def _batches(url: str, epoch: int, workers: int = 2) -> list[tuple[int, ...]]:
+    """The batches (as label tuples) the ``workers`` of a DataLoader yield in ``epoch``."""
+    out = []
+    for w in range(workers):
+        loader = Loader(snap.open(url), BATCH, LoaderOptions(seed=SEED, worker_split=(w, workers)))
+        loader.set_epoch(epoch)
+        out.extend(tuple(np.asarray(b["label"]).tolist()) for b in loader)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["new-workers", "persistent"])
+def test_an_iteration_of_several_epochs_is_followed_by_the_next_ones(
+    snapshot_url: str, persistent: bool
+) -> None:
+    """``epochs=2``: each DataLoader iteration runs two epochs, and the next starts two
+    later, as without workers; with workers the next started one later, replaying the
+    last epoch of the one before (found by a probe)."""
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED, epochs=2)
+    dl = _dataloader(dataset, persistent_workers=persistent)
+    for first in (0, 2, 4):
+        got = sorted(tuple(np.asarray(b["label"]).tolist()) for b in dl)
+        want = sorted(_batches(snapshot_url, first) + _batches(snapshot_url, first + 1))
+        assert got == want, first
+    dataset.set_epoch(1)  # (set_epoch: the next iteration starts there)
+    got = sorted(tuple(np.asarray(b["label"]).tolist()) for b in dl)
+    assert got == sorted(_batches(snapshot_url, 1) + _batches(snapshot_url, 2))
