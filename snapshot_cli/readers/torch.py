@@ -332,6 +332,8 @@ def _make_dataset_class() -> type:
             """
             epoch, step = resume.position(epoch, step)
             loader = self._part_loader(0, 1)
+            if step == loader.batches_per_epoch():  # (the epoch done: its end is the next's
+                epoch, step = epoch + 1, 0  # start, which any DataLoader resumes at)
             state = loader.state_dict()
             state.update(epoch=epoch, batch=step, pass_end=None)
             workers = self._last_split()

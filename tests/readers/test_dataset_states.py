@@ -233,3 +233,21 @@ def test_a_state_at_an_epochs_start_or_of_one_worker_resumes_in_any_split(url: s
     resumed = per_rank(url)
     resumed.load_state_dict(state)
     assert _counts(first, _items(resumed, 0)) == collections.Counter(range(RECORDS))
+
+
+def test_a_state_at_an_epochs_end_is_the_next_epochs_start(url: str) -> None:
+    """``state_dict(e, len(dataloader))`` after a whole epoch under workers (the natural
+    checkpoint) was refused as a state "within an epoch" (found by a probe): the end of an
+    epoch is the start of the next, which resumes in any DataLoader."""
+    ds = per_rank(url)
+    whole = _items(ds, 2)  # (epoch 0, to its end)
+    steps = len(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+    assert steps == len(whole) == RECORDS // 16
+    state = ds.state_dict(epoch=0, step=steps)
+    assert (state["epoch"], state["batch"]) == (1, 0)
+    assert state == ds.state_dict(epoch=1, step=0)
+    resumed = per_rank(url)
+    resumed.load_state_dict(state)
+    fresh = per_rank(url)
+    fresh.set_epoch(1)
+    assert _items(resumed, 2) == _items(fresh, 2)
