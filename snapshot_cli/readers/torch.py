@@ -50,29 +50,24 @@ from ..keywords import keywords_of, refuse_unknown
 from ..units import integer
 from . import ranks, resume
 from .epochs import new_counter, warn_cannot_count
-from .loader import Loader
+from .loader import SUPERSEDED, Loader
 from .options import LoaderOptions, no_split
 from .torch_batches import TorchBatches as TorchBatches  # (loader.to_torch()'s, re-exported)
 from .torch_tensors import DatasetBatch, refuse_collate, to_tensors
 from .torch_tensors import import_torch as _torch
-from .torch_workers import keeps, start_pass, worker_share
+from .torch_workers import (
+    DATASET_SUPERSEDED,
+    keeps,
+    loaded_map,
+    shipped_map,
+    start_pass,
+    worker_share,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from .snapshot import Snapshot
-
-
-class _ByValue:
-    """A function pickled with cloudpickle, to be loaded where it is unpickled."""
-
-    def __init__(self, payload: bytes) -> None:
-        self.payload = payload
-
-    def load(self) -> Any:
-        import pickle
-
-        return pickle.loads(self.payload)  # noqa: S301 - our own payload, from our parent
 
 
 def _make_dataset_class() -> type:
@@ -168,30 +163,11 @@ def _make_dataset_class() -> type:
             dist = sys.modules.get("torch.distributed")
             if "auto" in self._given and dist is not None and dist.is_initialized():
                 state["_given"] = self._ranks()  # (a spawned worker has no process group)
-            if state["loader_options"].get("map") is not None:
-                # a lambda or a notebook's function pickles by value (forkserver is
-                # Python 3.14's default: plain pickle would refuse them)
-                from ..by_value import dumps
-
-                options = dict(state["loader_options"])
-                fn = options["map"]
-                try:
-                    options["map"] = _ByValue(dumps(fn))
-                except Exception as err:  # what it holds: a lock, an open file, a client
-                    name = getattr(fn, "__qualname__", repr(fn))
-                    raise TypeError(
-                        f"SnapshotDataset's map {name} cannot be sent to the DataLoader's "
-                        f"worker processes ({type(err).__name__}: {err}): make what it holds "
-                        "inside it (functools.cache makes it once per worker), or use "
-                        "num_workers=0"
-                    ) from err
-                state["loader_options"] = options
+            state["loader_options"] = shipped_map(state["loader_options"])
             return state
 
         def __setstate__(self, state: dict[str, Any]) -> None:
-            shipped = state["loader_options"].get("map")
-            if isinstance(shipped, _ByValue):
-                state["loader_options"] = {**state["loader_options"], "map": shipped.load()}
+            state["loader_options"] = loaded_map(state["loader_options"])
             self.__dict__.update(state)
             self._unpickled_in = os.getpid()
 
@@ -380,8 +356,13 @@ def _make_dataset_class() -> type:
 
         def __iter__(self) -> Any:
             loader = self._worker_loader()
-            for batch in loader:
-                yield DatasetBatch(to_tensors(batch))
+            try:
+                for batch in loader:
+                    yield DatasetBatch(to_tensors(batch))
+            except RuntimeError as err:  # (said of "the loader", which the user never made)
+                if str(err) != SUPERSEDED:
+                    raise
+                raise RuntimeError(DATASET_SUPERSEDED) from None
 
     # pickled by reference (spawn workers): snapshot_cli.readers.torch.SnapshotDataset
     SnapshotDataset.__qualname__ = "SnapshotDataset"

@@ -1,16 +1,66 @@
 """What each DataLoader worker of a :class:`~.torch.SnapshotDataset` runs: its share of the
-loader's options, and where each of its passes starts (its epoch, and a state loaded in the
-parent: :meth:`SnapshotDataset.load_state_dict` reaches the workers, persistent ones
-included, through the epoch counter's file, :class:`~.epochs.EpochCounter`)."""
+loader's options, the ``map`` sent to it by value, and where each of its passes starts (its
+epoch, and a state loaded in the parent: :meth:`SnapshotDataset.load_state_dict` reaches the
+workers, persistent ones included, through the epoch counter's file,
+:class:`~.epochs.EpochCounter`)."""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from ..cores import cores
 from ..errors import OptionError
 from . import resume
 from .loader import SHUFFLE_BUFFER_BYTES, Loader
+
+DATASET_SUPERSEDED = (
+    "this DataLoader's pass over the SnapshotDataset was superseded: another DataLoader "
+    "without workers iterated the same dataset in this process, or set_epoch() or "
+    "load_state_dict() was called, since it started. Without workers a dataset serves one "
+    "iteration at a time: give the other DataLoader a SnapshotDataset of its own (or use "
+    "num_workers > 0: each worker reads a copy of its own)"
+)
+
+
+class _ByValue:
+    """A function pickled with cloudpickle, to be loaded where it is unpickled."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+    def load(self) -> Any:
+        return pickle.loads(self.payload)  # noqa: S301 - our own payload, from our parent
+
+
+def shipped_map(options: dict[str, Any]) -> dict[str, Any]:
+    """The loader ``options`` with their ``map`` pickled by value, for spawn and forkserver
+    workers: a lambda or a notebook's function (forkserver is Python 3.14's default: plain
+    pickle would refuse them).
+
+    Raises:
+        TypeError: the map holds what cannot be sent (a lock, an open file, a client).
+    """
+    fn = options.get("map")
+    if fn is None:
+        return options
+    from ..by_value import dumps
+
+    try:
+        return {**options, "map": _ByValue(dumps(fn))}
+    except Exception as err:  # what it holds: a lock, an open file, a client
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TypeError(
+            f"SnapshotDataset's map {name} cannot be sent to the DataLoader's worker "
+            f"processes ({type(err).__name__}: {err}): make what it holds inside it "
+            "(functools.cache makes it once per worker), or use num_workers=0"
+        ) from err
+
+
+def loaded_map(options: dict[str, Any]) -> dict[str, Any]:
+    """:func:`shipped_map`'s options with their map loaded (in the worker)."""
+    shipped = options.get("map")
+    return {**options, "map": shipped.load()} if isinstance(shipped, _ByValue) else options
 
 
 def worker_share(options: dict[str, Any], workers: int, local: bool) -> dict[str, Any]:

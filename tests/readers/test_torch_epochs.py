@@ -342,3 +342,26 @@ def test_an_iteration_of_several_epochs_is_followed_by_the_next_ones(
     dataset.set_epoch(1)  # (set_epoch: the next iteration starts there)
     got = sorted(tuple(np.asarray(b["label"]).tolist()) for b in dl)
     assert got == sorted(_batches(snapshot_url, 1) + _batches(snapshot_url, 2))
+
+
+def test_two_dataloaders_without_workers_over_one_dataset_say_what_to_do(
+    snapshot_url: str,
+) -> None:
+    """A second DataLoader over the same dataset (a metrics pass inside the training loop)
+    superseded the first's pass, which said "this pass over the loader was superseded ...
+    iterate the loader again" of a loader the user never made (found by a probe)."""
+    from snapshot_cli.readers.torch_workers import DATASET_SUPERSEDED
+
+    dataset = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)
+    train = torch.utils.data.DataLoader(dataset, batch_size=None)
+    probe = torch.utils.data.DataLoader(dataset, batch_size=None)
+    it = iter(train)
+    next(it)
+    next(iter(probe))
+    with pytest.raises(RuntimeError) as err:
+        next(it)
+    assert str(err.value) == DATASET_SUPERSEDED
+    assert "a SnapshotDataset of its own" in DATASET_SUPERSEDED
+    own = SnapshotDataset(snapshot_url, batch_size=BATCH, seed=SEED)  # (what it advises)
+    first, second = iter(torch.utils.data.DataLoader(dataset, batch_size=None)), iter(own)
+    assert len([next(first), next(second), *first]) == RECORDS // BATCH + 1
