@@ -107,16 +107,22 @@ class _FreshBytecode:
         self.dirs: dict[str, bool] = {}  # a package's directory: may hold the user's files
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> ModuleSpec | None:
+        # (never the import's failure: a deleted working directory, on sys.path as "", is
+        # said by the import itself; a .pyc that cannot go, by the fingerprint's check)
+        with contextlib.suppress(Exception):
+            self._drop_stale_of(name, path)
+        return None
+
+    def _drop_stale_of(self, name: str, path: Any) -> None:
         # (looked up in the user's directories only: a submodule of an installed package,
         # most imports, not at all, and a top-level module only where it may be the user's)
         mine = [str(p) for p in (sys.path if path is None else path) if self._may_be_own(str(p))]
         if not mine:
-            return None
+            return
         found = PathFinder.find_spec(name, mine)
         origin = getattr(found, "origin", None)
         if isinstance(origin, str) and origin.endswith(".py") and self.own(origin):
             drop_stale([origin])
-        return None
 
     def _may_be_own(self, directory: str) -> bool:
         if directory not in self.dirs:

@@ -7,6 +7,8 @@ myfs" from every task before)."""
 
 from __future__ import annotations
 
+import sys
+
 import fsspec
 from fsspec.registry import known_implementations
 from fsspec.registry import registry as classes
@@ -34,8 +36,7 @@ def for_workers(url: str, protocol: str, in_process: bool) -> dict[str, str]:
     shipped = {}
     for name in _protocols(url):
         cls = classes.get(name)
-        known = known_implementations.get(name, {}).get("class")
-        if cls is None or known in (f"{cls.__module__}.{cls.__qualname__}", _name(cls)):
+        if cls is None or _known_as(known_implementations.get(name, {}).get("class"), cls):
             continue  # (fsspec's own, a plugin's entry point, or not used yet: found by name)
         if cls.__module__ in ("__main__", "__mp_main__") or "<locals>" in cls.__qualname__:
             where = "in a function" if "<locals>" in cls.__qualname__ else "in __main__"
@@ -55,6 +56,18 @@ def register(protocols: dict[str, str]) -> None:
     for name, cls in protocols.items():
         if name not in classes:  # (its own import may have registered it)
             fsspec.register_implementation(name, cls, clobber=True)
+
+
+def _known_as(known: object, cls: type) -> bool:
+    """Whether fsspec's name for a protocol (``"gcsfs.GCSFileSystem"``, a re-export of
+    ``gcsfs.core.GCSFileSystem``) is ``cls``, as imported here (a worker finds it by it)."""
+    if not isinstance(known, str):
+        return False
+    module, _, name = known.rpartition(":" if ":" in known else ".")
+    found: object = sys.modules.get(module)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return found is cls
 
 
 def _name(cls: type) -> str:

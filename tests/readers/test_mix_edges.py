@@ -140,6 +140,8 @@ def test_a_dataset_state_of_numpy_and_torch_counts_is_made(sources: dict[int, st
     from snapshot_cli.readers.torch import SnapshotDataset
 
     dataset = SnapshotDataset(sources[40], global_batch_size=4)
-    state = dataset.state_dict(epoch=np.int64(1), step=torch.tensor(10))
-    assert (state["epoch"], state["batch"]) == (1, 10)
+    state = dataset.state_dict(epoch=np.int64(1), step=torch.tensor(9))
+    assert (state["epoch"], state["batch"]) == (1, 9)
     assert type(state["epoch"]) is int and type(state["batch"]) is int
+    done = dataset.state_dict(epoch=np.int64(1), step=torch.tensor(10))  # (the epoch's end:
+    assert (done["epoch"], done["batch"]) == (2, 0)  # the next one's start)

@@ -272,7 +272,7 @@ def test_a_closed_or_dropped_loader_leaves_no_file_open_in_the_processes(
         ({"processes": -1}, "processes must be an integer >= 0"),
         ({"processes": True}, "processes must be an integer >= 0"),
         ({"processes": "2"}, "processes must be an integer >= 0"),
-        ({"processes": 2, "columns": ["label", "name"]}, "column 'name' is string"),
+        ({"processes": 2, "columns": ["label", "name"]}, "column 'name' is str:"),
     ],
 )
 def test_bad_processes_options_are_errors_naming_the_option(

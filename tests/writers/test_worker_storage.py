@@ -134,5 +134,7 @@ def test_fsspec_s_own_and_unused_protocols_are_not_shipped(tmp_path: Path) -> No
     assert for_workers(f"file://{tmp_path}/out", "file", in_process=False) == {}
     assert for_workers(f"{tmp_path}/out", "file", in_process=False) == {}
     assert for_workers("gs://bucket/out", "gs", in_process=False) == {}
+    fsspec.get_filesystem_class("gs")  # (registered now: its class, gcsfs.core.GCSFileSystem,
+    assert for_workers("gs://bucket/out", "gs", in_process=False) == {}  # is fsspec's name)
     with pytest.raises(OptionError, match="memory:///x is in this process's memory"):
         for_workers("memory:///x", "memory", in_process=False)
