@@ -256,7 +256,7 @@ def test_a_create_whose_output_is_moved_stops_and_the_moved_copy_resumes(
         backend.refresh()
         heartbeat_stopped()
 
-    with acting(control, move), pytest.raises(LeaseError) as raised:
+    with pytest.raises(LeaseError) as raised, acting(control, move):  # (a failed act: said)
         make(url, control)
     said = str(raised.value)
     assert said.startswith(f"{url} was moved or deleted while this create ran"), said
@@ -283,7 +283,10 @@ def test_a_create_whose_lease_file_is_deleted_stops_and_resumes_where_it_is(
         backend.refresh()
         heartbeat_stopped()
 
-    with acting(control, delete_lease), pytest.raises(LeaseError) as raised:
+    with (
+        pytest.raises(LeaseError) as raised,
+        acting(control, delete_lease),
+    ):  # (a failed act: its error)
         make(url, control)
     said = str(raised.value)
     assert "writer lease" in said and "was deleted while it ran" in said, said
@@ -305,7 +308,7 @@ def test_a_write_that_fails_because_output_went_away_is_said_as_that(tmp_path: P
         out.rename(moved)
         out.symlink_to(tmp_path / "nowhere")
 
-    with acting(control, move), pytest.raises(LeaseError) as raised:
+    with pytest.raises(LeaseError) as raised, acting(control, move):  # (a failed act: said)
         make(str(out), control, ttl=lease_mod.DEFAULT_TTL)  # (no heartbeat meanwhile)
     assert str(raised.value).startswith(f"{out} was moved or deleted while this create ran")
     assert "broken link" in str(raised.value.__cause__)  # the failed write, as its cause

@@ -108,23 +108,29 @@ def test_a_ctrl_c_in_the_commit_of_snap_create_in_python_returns_as_made(
     def run(x: int) -> Any:
         yield {"x": x}
 
-    tried = 0
-    for k in calls(EVERY["replacing"]):
-        out = str(tmp_path / f"out{k}")
-        snap.create(run, out, inputs=list(range(12)), workers=0)
-        trace = SignalInCommit(k, signal.SIGINT)
-        caplog.clear()
-        sys.settrace(trace)
-        try:
-            info = snap.create(run, out, inputs=list(range(12)), workers=0, overwrite=True)
-        finally:
-            sys.settrace(None)
-        assert info.version == 2 and snap.open(out).version == 2, trace.where
-        if trace.where in ("", "-"):
-            break
-        tried += 1
-        said = "came during the commit, which it did not stop: the snapshot is committed"
-        assert f"{said} (version 2)" in caplog.text, (trace.where, caplog.text)
+    # (Python's own Ctrl-C handler, as a script or a notebook has it: a pytest-xdist worker
+    # runs with the system's default, which ends the process, as held() then does too)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        tried = 0
+        for k in calls(EVERY["replacing"]):
+            out = str(tmp_path / f"out{k}")
+            snap.create(run, out, inputs=list(range(12)), workers=0)
+            trace = SignalInCommit(k, signal.SIGINT)
+            caplog.clear()
+            sys.settrace(trace)
+            try:
+                info = snap.create(run, out, inputs=list(range(12)), workers=0, overwrite=True)
+            finally:
+                sys.settrace(None)
+            assert info.version == 2 and snap.open(out).version == 2, trace.where
+            if trace.where in ("", "-"):
+                break
+            tried += 1
+            said = "came during the commit, which it did not stop: the snapshot is committed"
+            assert f"{said} (version 2)" in caplog.text, (trace.where, caplog.text)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert tried >= 5
 
 
@@ -132,11 +138,15 @@ def test_a_second_signal_is_taken_as_before_and_a_default_one_is_delivered_after
     """held(): the first is noted; a second raises as the handler before does (a commit
     that hangs can still be stopped); a noted SIGTERM whose handler was the default ends the
     process after the block, as it would have (in a subprocess)."""
-    with pytest.raises(KeyboardInterrupt), held() as noted:
-        os.kill(os.getpid(), signal.SIGINT)
-        assert noted == [signal.SIGINT]
-        os.kill(os.getpid(), signal.SIGINT)
-        pytest.fail("the second Ctrl-C was not raised")  # (the loop of the eval breaker)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # (as test_a_ctrl_c...)
+    try:
+        with pytest.raises(KeyboardInterrupt), held() as noted:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert noted == [signal.SIGINT]
+            os.kill(os.getpid(), signal.SIGINT)
+            pytest.fail("the second Ctrl-C was not raised")  # (the loop of the eval breaker)
+    finally:
+        signal.signal(signal.SIGINT, before)
     script = (
         "import os, signal, sys\n"
         "from snapshot_cli.signals import held\n"
