@@ -72,12 +72,11 @@ def committed(
     """
     with signals.held() as noted:
         commit_mod.commit(fs, root, manifest, replaces=replaces)
-    signals.settle(noted)  # (a command's handlers: a signal from now on ends it as made)
-    with signals.held() as later:
-        cleanup_after_commit(fs, root, manifest)
+        signals.settle(noted)  # (a command's handlers: a signal from now on ends it as made,
+        cleanup_after_commit(fs, root, manifest)  # once these are back, too)
         release()
-    if (noted or later) and not signals.in_command():
-        signum = (noted or later)[0]
+    if noted and not signals.in_command():
+        signum = noted[0]
         said = "a Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
         version = manifest.history.version if manifest.history else 1
         log.warning(f"{said} came during the commit, which it did not stop: the snapshot is "
