@@ -67,7 +67,9 @@ def _known_as(known: object, cls: type) -> bool:
     found: object = sys.modules.get(module)
     for part in name.split("."):
         found = getattr(found, part, None)
-    return found is cls
+    same = (getattr(found, "__module__", None), getattr(found, "__qualname__", None))
+    return found is cls or same == (cls.__module__, cls.__qualname__)  # (or its module's
+    # class after a reload: the registry kept the class of before, which a worker finds too)
 
 
 def _name(cls: type) -> str:

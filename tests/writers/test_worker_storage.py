@@ -133,8 +133,21 @@ def test_fsspec_s_own_and_unused_protocols_are_not_shipped(tmp_path: Path) -> No
     fsspec.filesystem("file")  # (registered: by fsspec's own name, which workers find too)
     assert for_workers(f"file://{tmp_path}/out", "file", in_process=False) == {}
     assert for_workers(f"{tmp_path}/out", "file", in_process=False) == {}
-    assert for_workers("gs://bucket/out", "gs", in_process=False) == {}
-    fsspec.get_filesystem_class("gs")  # (registered now: its class, gcsfs.core.GCSFileSystem,
-    assert for_workers("gs://bucket/out", "gs", in_process=False) == {}  # is fsspec's name)
+    import gcsfs
+    import gcsfs.core
+
+    before = fsspec.get_filesystem_class("gs")
+    try:  # (fsspec's name for gs is gcsfs.GCSFileSystem: found by it in a worker, not shipped)
+        fsspec.register_implementation("gs", gcsfs.GCSFileSystem, clobber=True)
+        assert for_workers("gs://bucket/out", "gs", in_process=False) == {}
+        # another class registered for it (gcsfs's own, of gcsfs.core): shipped by its name,
+        # so that each worker uses the class this process does
+        fsspec.register_implementation("gs", gcsfs.core.GCSFileSystem, clobber=True)
+        shipped = for_workers("gs://bucket/out", "gs", in_process=False)
+        assert shipped == ({} if gcsfs.GCSFileSystem is gcsfs.core.GCSFileSystem
+                           else {"gs": "gcsfs.core:GCSFileSystem"})  # fmt: skip
+    finally:
+        fsspec.register_implementation("gs", before, clobber=True)
+    assert for_workers("unusedfs://x/out", "unusedfs", in_process=False) == {}  # (none)
     with pytest.raises(OptionError, match="memory:///x is in this process's memory"):
         for_workers("memory:///x", "memory", in_process=False)
