@@ -101,37 +101,22 @@ class EpochCounter:
         epoch: int = 0,
         process: int | None = None,
         workers: int | None = None,
-    ) -> int:
+        per_pass: int = 1,
+    ) -> tuple[int, dict[str, Any] | None]:
         """The epoch of the pass this worker of ``process`` (default: this process's parent,
-        the one iterating the DataLoader) is starting; ``epoch``: the first, if it is the
-        first iteration of that process the counter sees. ``workers``: the DataLoader's
-        ``num_workers``, recorded as the split of that process's latest pass
-        (:meth:`last_split`).
+        the one iterating the DataLoader) is starting, and the state it starts at: the one
+        given to the latest :meth:`restart` if this is the first pass since (every worker of
+        that pass gets it, whenever it registers), else None (the epoch's beginning).
+        ``epoch``: the first, if it is the first iteration of that process the counter sees.
+        ``workers``: the DataLoader's ``num_workers``, recorded as the split of that
+        process's latest pass (:meth:`last_split`). A pass runs ``per_pass`` epochs (a
+        loader's ``epochs``): the next starts that many later (each DataLoader iteration of
+        ``epochs=2`` replayed the last epoch of the one before).
 
         Raises:
             OSError: the directory is gone (the parent's dataset was collected, or a tmp
                 cleaner removed it).
             ValueError: the state file is not JSON any more.
-        """
-        return self.register_pass(base_seed, worker, epoch, process, workers)[0]
-
-    def register_pass(
-        self,
-        base_seed: int,
-        worker: int,
-        epoch: int = 0,
-        process: int | None = None,
-        workers: int | None = None,
-        per_pass: int = 1,
-    ) -> tuple[int, dict[str, Any] | None]:
-        """:meth:`register`'s epoch, and the state the pass starts at: the one given to the
-        latest :meth:`restart` if this is the first pass since (every worker of that pass
-        gets it, whenever it registers), else None (the epoch's beginning). A pass runs
-        ``per_pass`` epochs (a loader's ``epochs``): the next starts that many later (each
-        DataLoader iteration of ``epochs=2`` replayed the last epoch of the one before).
-
-        Raises:
-            OSError, ValueError: as :meth:`register`.
         """
         process = os.getppid() if process is None else process
         with self._locked() as whole:
@@ -152,11 +137,9 @@ class EpochCounter:
                 state["first"] += drop
                 bases = {str(b) for b, _ in keys}
                 state["counts"] = {n: c for n, c in counts.items() if n.split("/")[0] in bases}
-        first = index == int(state["start"])  # (the first pass since the latest restart)
-        passes = index - int(state["start"])
-        return int(state["epoch"]) + passes * max(1, per_pass), state.get(
-            "resume"
-        ) if first else None
+        passes = index - int(state["start"])  # (since the latest restart)
+        resume = state.get("resume") if passes == 0 else None
+        return int(state["epoch"]) + passes * max(1, per_pass), resume
 
     def restart(
         self, epoch: int, process: int | None = None, resume: dict[str, Any] | None = None

@@ -268,7 +268,7 @@ def _make_dataset_class() -> type:
             if info is not None and self._epochs is not None:
                 try:
                     seed, n = info.seed - info.id, info.num_workers
-                    epoch, state = self._epochs.register_pass(
+                    epoch, state = self._epochs.register(
                         seed, info.id, self.epoch, self._iterating(), n, loader.epochs or 1
                     )
                 except (OSError, ValueError) as err:  # the file went away or was damaged

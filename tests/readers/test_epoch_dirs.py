@@ -50,7 +50,7 @@ def test_a_counter_left_by_a_process_a_signal_ended_is_removed_by_the_next(
         counter = epochs_mod.EpochCounter()  # (as a new SnapshotDataset makes one)
         assert not left.exists()
         assert kept.is_dir() and Path(counter.dir).is_dir()  # (their owners run)
-        assert counter.register(1, 0) == 0
+        assert counter.register(1, 0)[0] == 0
     finally:
         alive.communicate(input="", timeout=30)
     assert alive.returncode == 0 and not kept.exists()  # (its own, removed at its exit)

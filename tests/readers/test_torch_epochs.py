@@ -196,13 +196,13 @@ def test_bad_epoch(snapshot_url: str) -> None:
 def test_counter_numbers_iterations_by_base_seed_and_repeat() -> None:
     counter = epochs_mod.EpochCounter()
     # iteration 0: base seed 100, two workers; iteration 1: base seed 7
-    assert [counter.register(100, 0), counter.register(100, 1)] == [0, 0]
-    assert [counter.register(7, 1), counter.register(7, 0)] == [1, 1]
+    assert [counter.register(100, 0)[0], counter.register(100, 1)[0]] == [0, 0]
+    assert [counter.register(7, 1)[0], counter.register(7, 0)[0]] == [1, 1]
     # persistent workers keep their base seed: each pass of a worker is the next
-    assert [counter.register(7, 0), counter.register(7, 1)] == [2, 2]
+    assert [counter.register(7, 0)[0], counter.register(7, 1)[0]] == [2, 2]
     counter.restart(10, process=os.getppid())  # (the workers' parent: this one's here)
-    assert [counter.register(7, 1), counter.register(7, 0)] == [10, 10]
-    assert counter.register(55, 0) == 11
+    assert [counter.register(7, 1)[0], counter.register(7, 0)[0]] == [10, 10]
+    assert counter.register(55, 0)[0] == 11
 
 
 def test_each_process_iterating_counts_its_own_epochs() -> None:
@@ -211,19 +211,23 @@ def test_each_process_iterating_counts_its_own_epochs() -> None:
     which trial ran first."""
     counter = epochs_mod.EpochCounter()
     one, two = 2**22 + 1, 2**22 + 2  # (pids no process has here)
-    assert [counter.register(5, 0, process=one), counter.register(6, 0, process=one)] == [0, 1]
-    assert [counter.register(5, 0, process=two), counter.register(8, 0, process=two)] == [0, 1]
-    assert counter.register(9, 0, epoch=4, process=2**22 + 3) == 4  # its copy's epoch first
+
+    def epoch(seed: int, process: int) -> int:
+        return counter.register(seed, 0, process=process)[0]
+
+    assert [epoch(5, one), epoch(6, one)] == [0, 1]
+    assert [epoch(5, two), epoch(8, two)] == [0, 1]
+    assert counter.register(9, 0, epoch=4, process=2**22 + 3)[0] == 4  # its copy's epoch first
     counter.restart(7, process=two)
-    assert [counter.register(1, 0, process=two), counter.register(3, 0, process=one)] == [7, 2]
+    assert [epoch(1, two), epoch(3, one)] == [7, 2]
 
 
 def test_a_copy_in_the_owners_process_counts_for_itself() -> None:
     counter = epochs_mod.EpochCounter()
     copied = copy.deepcopy(counter)
     assert copied.dir != counter.dir and os.path.isdir(copied.dir)
-    assert counter.register(1, 0) == 0 and counter.register(2, 0) == 1
-    assert copied.register(1, 0) == 0
+    assert counter.register(1, 0)[0] == 0 and counter.register(2, 0)[0] == 1
+    assert copied.register(1, 0)[0] == 0
     elsewhere = pickle.loads(pickle.dumps(counter))  # as a spawned worker has it...
     assert elsewhere.dir != counter.dir  # ...but here, in the owner: a counter of its own
     gone = copied.dir
@@ -235,8 +239,8 @@ def test_a_copy_in_the_owners_process_counts_for_itself() -> None:
 def test_counter_forgets_old_iterations() -> None:
     counter = epochs_mod.EpochCounter()
     n = counter.KEEP + 10
-    assert [counter.register(seed, 0) for seed in range(n)] == list(range(n))
-    assert counter.register(n - 1, 1) == n - 1  # a late worker of a recent iteration
+    assert [counter.register(seed, 0)[0] for seed in range(n)] == list(range(n))
+    assert counter.register(n - 1, 1)[0] == n - 1  # a late worker of a recent iteration
 
 
 def test_without_a_counter_a_worker_warns_once(
