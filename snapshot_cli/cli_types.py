@@ -119,7 +119,7 @@ class Processes(click.IntRange):
 
 class Columns(click.ParamType):
     """Comma-separated column names (``image,label``) as a list; text that names none (``''``,
-    ``,``) is a usage error, where it read every column."""
+    ``,``), where it read every column, or one twice is a usage error."""
 
     name = "a,b,..."
 
@@ -138,6 +138,11 @@ class Columns(click.ParamType):
         if not names:
             said = "give comma-separated names, such as image,label"
             self.fail(f"{value!r} names no column ({said})", param, ctx)
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # (a usage error whatever the snapshot: exit 2, not the loader's 1)
+            self.fail(
+                f"{value!r} names {', '.join(twice)} more than once: name each once", param, ctx
+            )
         names.text = str(value)
         return names
 

@@ -111,6 +111,16 @@ def test_columns_that_name_none_are_a_usage_error(snapshot: Path, command: str, 
     assert f"Invalid value for '--columns': {text!r} names no column" in stderr
 
 
+@pytest.mark.parametrize("command", ["head", "bench"])
+@pytest.mark.parametrize("text", ["label,label", "text, label,text,label"])
+def test_columns_named_twice_are_a_usage_error(snapshot: Path, command: str, text: str) -> None:
+    """A column named twice was the loader's error (exit 1), though it is malformed
+    whatever the snapshot holds."""
+    code, stdout, stderr = run(command, str(snapshot), "--columns", text)
+    assert code == 2 and stdout == ""
+    assert "more than once: name each once" in stderr and "label" in stderr
+
+
 ODD_NAMES = ["a,b", " padded", "plain"]
 
 
