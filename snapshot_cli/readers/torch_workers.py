@@ -6,7 +6,6 @@ workers, persistent ones included, through the epoch counter's file,
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 from ..cores import cores
@@ -30,7 +29,9 @@ class _ByValue:
         self.payload = payload
 
     def load(self) -> Any:
-        return pickle.loads(self.payload)  # noqa: S301 - our own payload, from our parent
+        from ..by_value import loads
+
+        return loads(self.payload)
 
 
 def shipped_map(options: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +48,9 @@ def shipped_map(options: dict[str, Any]) -> dict[str, Any]:
     from ..by_value import dumps
 
     try:
-        return {**options, "map": _ByValue(dumps(fn))}
+        # (with its file names and a notebook cell's lines: a worker's traceback shows the
+        # map's line that failed, where it showed "<dynamic-code>" and no line)
+        return {**options, "map": _ByValue(dumps(fn, sources=True))}
     except Exception as err:  # what it holds: a lock, an open file, a client
         name = getattr(fn, "__qualname__", repr(fn))
         raise TypeError(
