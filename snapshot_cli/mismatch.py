@@ -26,7 +26,7 @@ def mismatch_message(name: str, before: pa.DataType, now: pa.DataType, where: st
         msg += empty
         if kind(before) == kind(now):
             return msg
-    elif hint := convert_hint(before, now):
+    elif hint := convert_hint(before, now, name):
         return msg + hint
     if {kind(before), kind(now)} <= {"tensor", "ragged"}:
         msg += (
@@ -36,9 +36,12 @@ def mismatch_message(name: str, before: pa.DataType, now: pa.DataType, where: st
     return msg
 
 
-def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
+def convert_hint(before: pa.DataType, now: pa.DataType, column: str = "") -> str:
     """How to give a column one type when its records' values differ only in dtype (an int
-    in a float column), in str against bytes, or in a number against text; "" for others."""
+    in a float column), in time zone or unit, in str against bytes, or in a number against
+    text; "" for others."""
+    if zones := _zone_hint(before, now, column):
+        return zones
     units = _time_units(before, now)
     if units:  # (pandas 3 parses "2020-01-01" to us, a time with nanoseconds to ns)
         kind, unit = units
@@ -66,7 +69,11 @@ def convert_hint(before: pa.DataType, now: pa.DataType) -> str:
         name, note = "uint64", _IDS  # rounds ids: 2**64-1 and 2**64-2 became one value)
     if b["kind"] == "scalar":
         plain = {"float64": "float(value) or ", "int64": "int(value) or "}.get(name, "")
-        return f"; give every record's value one dtype{note}: {plain}np.{name}(value)"
+        frame = f"df[{column!r}]" if column else "the column"  # (a DataFrame's int64 column
+        return (  # in one task, float64 in another, where its NaNs were: pandas' own change)
+            f"; give every record's value one dtype{note}: {plain}np.{name}(value) (of a "
+            f"yielded DataFrame: {frame} = {frame}.astype(np.{name}))"
+        )
     if b["shape"] != n["shape"] and b["kind"] == n["kind"] == "tensor":
         return ""  # the shape changed too: the ragged hint is the one to give
     return f"; give every record's array one dtype{note}, e.g. value.astype(np.{name})"
@@ -82,6 +89,28 @@ _ONE_FORM = {  # a column of arrays (or lists of text) in some records, of one v
     "texts": "; a column holds a list of texts in every record or one text in every record: "
     "make a lone text a list ([value]), or join a list into one (' '.join(values))",
 }
+
+
+def _zone_hint(before: pa.DataType, now: pa.DataType, column: str) -> str:
+    """Where two timestamp types differ in time zone (or one has none): how to give every
+    record's time one (a column keeps one zone; UTC in some tasks and Europe/Paris in others
+    was refused with no way out)."""
+    if not (pa.types.is_timestamp(before) and pa.types.is_timestamp(now)):
+        return ""
+    zones = before.tz, now.tz
+    if zones[0] == zones[1]:
+        return ""
+    if None in zones:
+        zone = zones[0] or zones[1]
+        return (
+            "; a column's times have a time zone in every record or in none: give the naive "
+            f"ones the others' (pandas: value.tz_localize({zone!r})), or take it from the "
+            "others (value.tz_convert(None), which keeps them as UTC)"
+        )
+    return (
+        "; give every record's time one time zone, e.g. UTC (pandas: value.tz_convert('UTC'); "
+        f"a DataFrame's column: df[{column or 'name'!r}].dt.tz_convert('UTC'))"
+    )
 
 
 def _time_units(before: pa.DataType, now: pa.DataType) -> tuple[str, str] | None:

@@ -393,8 +393,8 @@ def test_a_dtype_change_across_tasks_says_how_to_give_one_dtype(
         snap.create(spec, str(tmp_path / "s"), inputs=glob, workers=0, inputs_per_task=1)
     message = str(exc.value)
     assert "column 'x' changed type: int64 before, float64 now (first from task 0" in message
-    assert message.endswith("; give every record's value one dtype: float(value) or "
-                            "np.float64(value)")  # fmt: skip
+    assert "; give every record's value one dtype: float(value) or np.float64(value)" in message
+    assert message.endswith("(of a yielded DataFrame: df['x'] = df['x'].astype(np.float64))")
 
 
 def test_tasks_with_other_keys_are_refused_naming_their_inputs(

@@ -193,3 +193,71 @@ def test_times_of_two_units_are_told_the_one_to_give(kind: str, first: str, seco
         fixed.add({"t": make(make(1, unit), finer)})
     (batch,) = fixed.take()
     assert batch.column("t").type.unit == finer and len(batch) == 2
+
+
+ZONES = [
+    ("UTC", "Europe/Paris"),
+    ("America/New_York", "Asia/Tokyo"),
+    ("UTC", None),
+    (None, "Asia/Tokyo"),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), ZONES)
+def test_times_of_two_zones_are_told_how_to_give_one(
+    tmp_path: Path, first: str | None, second: str | None
+) -> None:
+    """DataFrames of times in UTC from one input and in Europe/Paris from another (or naive)
+    were refused with no way out; the message says how to give the column one zone, and
+    the pipeline that follows it is stored, each instant kept."""
+    zones = {0: first, 1: second}
+
+    def frame(i: int) -> pd.DataFrame:
+        t = pd.date_range("2020-03-01", periods=3, freq="h")
+        return pd.DataFrame({"t": t if zones[i] is None else t.tz_localize(zones[i])})
+
+    with pytest.raises(snap.SchemaMismatchError) as err:
+        snap.create(frame, tmp_path / "s", inputs=[0, 1], workers=0)
+    said = str(err.value)
+    assert "column 't' changed type" in said and "Traceback" not in said
+    if None in (first, second):
+        zone = first or second
+        assert f"value.tz_localize({zone!r})" in said and "value.tz_convert(None)" in said
+
+        def fixed(i: int) -> pd.DataFrame:  # the naive ones given the others' zone
+            df = frame(i)
+            df["t"] = df["t"].dt.tz_localize(zone) if zones[i] is None else df["t"]
+            return df
+    else:
+        assert "df['t'].dt.tz_convert('UTC')" in said
+
+        def fixed(i: int) -> pd.DataFrame:
+            df = frame(i)
+            df["t"] = df["t"].dt.tz_convert("UTC")
+            return df
+
+    snap.create(fixed, tmp_path / "s", inputs=[0, 1], workers=0)
+    (batch,) = snap.open(tmp_path / "s").loader(6, shuffle=False, drop_last=False)
+    expected = pd.concat([fixed(0)["t"], fixed(1)["t"]]).dt.tz_convert(None)
+    assert batch["t"].tolist() == expected.to_numpy().astype(batch["t"].dtype).tolist()
+
+
+def test_a_dataframe_column_that_changed_dtype_is_told_its_astype(tmp_path: Path) -> None:
+    """A DataFrame's int column in one task and float in another (pandas makes it float where
+    it holds a NaN) was told float(value), advice for a record's own value."""
+
+    def frame(i: int) -> pd.DataFrame:
+        return pd.DataFrame({"n": np.arange(3, dtype=np.int64 if i == 0 else np.float64)})
+
+    with pytest.raises(snap.SchemaMismatchError) as err:
+        snap.create(frame, tmp_path / "s", inputs=[0, 1], workers=0)
+    assert "df['n'] = df['n'].astype(np.float64)" in str(err.value)
+
+    def fixed(i: int) -> pd.DataFrame:
+        df = frame(i)
+        df["n"] = df["n"].astype(np.float64)
+        return df
+
+    snap.create(fixed, tmp_path / "s", inputs=[0, 1], workers=0)
+    (batch,) = snap.open(tmp_path / "s").loader(6, shuffle=False, drop_last=False)
+    assert batch["n"].dtype == np.float64 and batch["n"].tolist() == [0, 1, 2] * 2
