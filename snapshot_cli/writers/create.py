@@ -282,9 +282,12 @@ def _create(
         previous = commit_mod.read_manifest(fs, root, lost_ok=overwrite)
         if previous is None:
             guards.warn_missing_bucket(fs, root, url)
-        unfinished, ranges, kept = runs_mod.unfinished_of(fs, root, identity)
-        planned = plan_against(previous, ranges, kept)
-        resumed = runs_mod.would_resume(fs, root, unfinished, planned.computed, url)
+        last = None if overwrite else previous  # (the run a create takes up, as below)
+        found.records(incremental.known_contents(table_of(previous)))
+        chosen = runs_mod.choose_run(fs, root, identity, found, grown_layout(options, last),
+                                     last, adopting=not overwrite)  # fmt: skip
+        planned = plan_against(previous, *((chosen.plan, chosen.chunking) if chosen else ()))
+        resumed = runs_mod.would_resume(fs, root, chosen, planned.computed, url)
         return _info(url, previous, started, False, len(planned.tasks), resumed, planned,
                      dry_run=True)  # fmt: skip
     guards.refuse_nested(url)
@@ -308,11 +311,8 @@ def _create(
         options = grown_layout(options, last := None if overwrite else previous)  # (to grow)
         found.records(incremental.known_contents(table_of(previous)))
         run, ranges, options, (fp, parts), chunking = runs_mod.start_or_resume(
-            fs, root, identity, found, options, ref.spec,
-            incremental.chunking_for(last, options.inputs_per_task, found.sizes),
-            regroup=last is None and options.inputs_per_task is None, writer=lease.epoch,
-            adopting=not overwrite,
-        )  # fmt: skip
+            fs, root, identity, found, options, ref.spec, last, lease.epoch, not overwrite
+        )
         planned = plan_against(previous, ranges, chunking)
         lease.set_run(run)
         done = runs_mod.resumed(fs, root, run, planned.computed, url)  # (also said)

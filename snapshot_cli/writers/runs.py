@@ -8,6 +8,7 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from fsspec import AbstractFileSystem
@@ -15,7 +16,8 @@ from fsspec import AbstractFileSystem
 from .. import layout, storage, versions
 from ..errors import SnapError, StorageError
 from ..local_files import denies_write, is_dir, owner_of, who_of, write_hint
-from . import adopt, lease
+from ..manifest import Manifest
+from . import adopt, incremental, lease
 from . import inputs as inputs_mod
 from .chunking import Chunking
 from .incremental import PlannedTask
@@ -139,34 +141,77 @@ def resumed(
     return done
 
 
-def unfinished_of(
-    fs: AbstractFileSystem, root: str, identity: inputs_mod.Identity
-) -> tuple[str | None, list[range] | None, Chunking | None]:
-    """The unfinished run of this code, params and inputs, as :func:`start_or_resume` would
-    resume it, read only (``--dry-run``): its id, plan and chunking; Nones if there is none."""
-    for info in find_runs(fs, root):
+@dataclass
+class Chosen:
+    """The run a create takes up (:func:`choose_run`): its ``run.json``, plan and chunking,
+    and where it is adopted (its inputs changed since), the finished tasks it keeps, by the
+    new plan's numbers (``adopted``), of its finished tasks (``had``), and the plan's keys."""
+
+    info: dict[str, Any]
+    plan: list[range]
+    chunking: Chunking
+    adopted: dict[int, dict[str, Any]] | None = None  # None: resumed as it is (same inputs)
+    had: dict[int, dict[str, Any]] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+
+
+def choose_run(
+    fs: AbstractFileSystem,
+    root: str,
+    identity: inputs_mod.Identity,
+    found: inputs_mod.Inputs,
+    options: WriteOptions,
+    last: Manifest | None,
+    writer: int | None = None,
+    adopting: bool = True,
+) -> Chosen | None:
+    """The unfinished run of this code, params and inputs, else the dead run whose finished
+    tasks the new plan has most of (:mod:`.adopt`), else None (a new run); see
+    :func:`start_or_resume` for the arguments. Read only: what a create takes up, and what
+    ``--dry-run`` says it would (it planned an adoptable run's tasks as if none were done,
+    and counted a run an ``--overwrite`` does not resume)."""
+    chunking = incremental.chunking_for(last, options.inputs_per_task, found.sizes)
+    regroup = last is None and options.inputs_per_task is None  # (no grouping fixed: an
+    # adopted run's is used)
+    found_runs = find_runs(fs, root) if adopting else []
+    for info in found_runs:
+        if _layout(info.get("options")) != _layout(options.to_json()):
+            continue  # (resumed, its options would be kept and the ones given now dropped)
         if identity.same_as(info.get("fingerprint", ""), info.get("parts") or {}, info.get("stat")):
             try:
                 kept = Chunking.from_json(info.get("chunking"))
-            except ValueError:  # (a run of an older snap: its plan is what counts)
-                kept = None
-            return info["run"], [range(a, b) for a, b in info["plan"]], kept
-    return None, None, None
+            except ValueError:  # a run of an older snap: its tasks are what count
+                kept = chunking
+            return Chosen(info, [range(a, b) for a, b in info["plan"]], kept)
+    keys_of = functools.cache(lambda c: adopt.plan_keys(c, identity, found))
+    dead = [(i, d) for i in found_runs if (d := _adoptable(fs, root, i, options))]
+    if chosen := adopt.choose(fs, root, dead, keys_of, chunking, regroup, writer):
+        info, chunking, taken = chosen
+        plan, keys = keys_of(chunking)
+        return Chosen(info, plan, chunking, taken, next(d for i, d in dead if i is info), keys)
+    return None
 
 
 def would_resume(
-    fs: AbstractFileSystem, root: str, run: str | None, computed: list[PlannedTask], url: str
+    fs: AbstractFileSystem, root: str, chosen: Chosen | None, computed: list[PlannedTask], url: str
 ) -> int:
-    """How many of ``computed`` the unfinished ``run`` has finished, whole (said): what a
-    dry run's create would not compute again (it planned them as if none were)."""
-    if run is None:
+    """How many of ``computed`` the run a create would take up (``chosen``) has finished,
+    whole (said): what a dry run's create would not compute again."""
+    if chosen is None:
         return 0
-    wanted = {t.index for t in computed}
-    done = {i: r for i, r in finished_tasks(fs, root, run).items() if i in wanted}
-    done = adopt.whole(fs, root, done)
-    if done:
+    wanted, run = {t.index for t in computed}, chosen.info["run"]
+    if chosen.adopted is None:
+        done = {i: r for i, r in finished_tasks(fs, root, run).items() if i in wanted}
+        done = adopt.whole(fs, root, done)
+    else:  # (whole already: adopt.choose takes no other)
+        done = {i: r for i, r in chosen.adopted.items() if i in wanted}
+    if done and chosen.adopted is None:
         log.info("%s: would resume run %s: %d of %d tasks already done", url, run, len(done),
                  len(computed))  # fmt: skip
+    elif done:
+        log.info("%s: would keep %d of the %d finished tasks of run %s, interrupted before its "
+                 "inputs changed (%d of the %d to compute)", url, len(done), len(chosen.had),
+                 run, len(done), len(computed))  # fmt: skip
     return len(done)
 
 
@@ -261,54 +306,44 @@ def start_or_resume(
     found: inputs_mod.Inputs,
     options: WriteOptions,
     spec: str,
-    chunking: Chunking,
-    regroup: bool = False,
+    last: Manifest | None,
     writer: int | None = None,
     adopting: bool = True,
 ) -> tuple[str, list[range], WriteOptions, tuple[str, dict[str, Any]], Chunking]:
     """The unfinished run of this code, params and inputs (keeping its tasks and options), or
     a dead run whose finished tasks the new plan has (some of its inputs changed: adopted,
-    see :mod:`.adopt`), or a new run. Also returns the run's ``(fingerprint, parts)`` and
-    chunking. ``regroup``: ``chunking`` was chosen for these inputs (no last version, no
-    ``inputs_per_task``), so an adopted run's is used; ``writer``: this create's epoch;
+    see :mod:`.adopt`), or a new run (:func:`choose_run`). Also returns the run's
+    ``(fingerprint, parts)`` and chunking. ``last``: the version grown (None: a first create
+    or ``--overwrite``), whose grouping of inputs is kept; ``writer``: this create's epoch;
     ``adopting``: False for ``--overwrite``, which computes everything: it resumes no run,
     not even one of the same fingerprint (an --overwrite is given when what changed is
     outside it, a file the pipeline reads: a killed --overwrite run again after such an edit
     kept 45 of 60 tasks of the file before it; a storage probe)."""
-    found_runs = find_runs(fs, root)
-    for info in found_runs if adopting else []:
-        parts = info.get("parts")
-        if _layout(info.get("options")) != _layout(options.to_json()):
-            continue  # (resumed, its options would be kept and the ones given now dropped)
-        if identity.same_as(info.get("fingerprint", ""), parts or {}, info.get("stat")):
-            refuse_unwritable(fs, root, info["run"])
-            plan = [range(a, b) for a, b in info["plan"]]
-            found_fp = (info["fingerprint"], parts or identity.full[1])
-            try:
-                kept = Chunking.from_json(info.get("chunking"))
-            except ValueError:  # a run of an older snap: its tasks are what count
-                kept = chunking
-            return info["run"], plan, WriteOptions.from_json(info["options"]), found_fp, kept
-    keys_of = functools.cache(lambda c: adopt.plan_keys(c, identity, found))
-    dead = [(i, d) for i in found_runs if adopting and (d := _adoptable(fs, root, i, options))]
+    chosen = choose_run(fs, root, identity, found, options, last, writer, adopting)
     fp, parts = identity.full
-    if chosen := adopt.choose(fs, root, dead, keys_of, chunking, regroup, writer):
-        info, chunking, taken = chosen
-        plan, keys = keys_of(chunking)
+    if chosen is not None and chosen.adopted is None:  # resumed as it is
+        info = chosen.info
+        refuse_unwritable(fs, root, info["run"])
+        found_fp = (info["fingerprint"], info.get("parts") or parts)
+        options = WriteOptions.from_json(info["options"])
+        return info["run"], chosen.plan, options, found_fp, chosen.chunking
+    if chosen is not None and chosen.adopted is not None:
+        info, plan = chosen.info, chosen.plan
         adopt.forget_results(fs, root, info["run"])  # (first: see its docstring)
         adopt.rewrite(fs, root, {
             **info, "fingerprint": fp, "parts": parts, "stat": identity.stat, "pipeline": spec,
-            "chunking": chunking.to_json(), "plan": [[r.start, r.stop] for r in plan],
-            "keys": keys, "taken": {str(i): r for i, r in sorted(taken.items())},
+            "chunking": chosen.chunking.to_json(), "plan": [[r.start, r.stop] for r in plan],
+            "keys": chosen.keys, "taken": {str(i): r for i, r in sorted(chosen.adopted.items())},
         })  # fmt: skip
-        had = next(d for i, d in dead if i is info)
         url = storage.to_url(fs, root)
-        adopt.whole(fs, root, had, url)  # (said: finished tasks whose shards are not whole)
-        adopt.say(url, info["run"], len(taken), len(had))
-        return info["run"], plan, WriteOptions.from_json(info["options"]), (fp, parts), chunking
+        adopt.whole(fs, root, chosen.had, url)  # (said: finished tasks whose shards are not whole)
+        adopt.say(url, info["run"], len(chosen.adopted), len(chosen.had))
+        options = WriteOptions.from_json(info["options"])
+        return info["run"], plan, options, (fp, parts), chosen.chunking
     refuse_unwritable(fs, root, None)
     run = uuid.uuid4().hex[:10]
-    plan, keys = keys_of(chunking)
+    chunking = incremental.chunking_for(last, options.inputs_per_task, found.sizes)
+    plan, keys = adopt.plan_keys(chunking, identity, found)
     info = {
         "run": run,
         "fingerprint": fp,

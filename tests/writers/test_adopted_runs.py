@@ -78,6 +78,18 @@ class Project:
         return snap.create(f"{self.pipe}:preprocess", out or self.out,
                            inputs=str(self.data / "*.bin"), **kw)  # fmt: skip
 
+    def create_as_planned(self, **kw: Any) -> snap.CreateInfo:
+        """:meth:`create`, after a dry run of it: the dry run calls the pipeline on nothing
+        and plans what the create then does (it planned an adoptable run's finished tasks
+        as if none were done, and counted a run --overwrite does not resume)."""
+        calls = self.calls()
+        planned = self.create(dry_run=True, **kw)
+        assert planned.dry_run and self.calls() == calls
+        info = self.create(**kw)
+        said = ("tasks", "tasks_reused", "tasks_resumed")
+        assert [getattr(planned, k) for k in said] == [getattr(info, k) for k in said]
+        return info
+
     def failed_create(self, at: int, **kw: Any) -> None:
         self.fail_at(at)
         with pytest.raises(snap.PipelineError, match="stopped on purpose"):
@@ -112,7 +124,7 @@ def test_a_failed_first_create_keeps_its_finished_tasks_when_an_input_lands(
     p.failed_create(30, inputs_per_task=1)
     p.add(60)  # the next day's file
     p.reset()
-    info = p.create(inputs_per_task=1)
+    info = p.create_as_planned(inputs_per_task=1)
     assert (info.tasks, info.tasks_resumed) == (61, 30)
     assert sorted(p.calls()) == names(*range(30, 61))  # only the unfinished and the new
     assert p.records() == p.fresh(inputs_per_task=1)
@@ -131,7 +143,7 @@ def test_content_defined_tasks_are_kept_when_the_count_of_inputs_changes_their_t
     p.failed_create(120)
     p.add(255)
     p.reset()
-    info = p.create()
+    info = p.create_as_planned()
     assert info.tasks_resumed > 100
     computed = set(p.calls())
     assert len(computed) == 256 - info.tasks_resumed  # (here one input a task)
@@ -147,7 +159,7 @@ def test_a_changed_input_of_a_finished_task_is_computed_again(tmp_path: Path) ->
     p.add(5, "input X")  # the same size: its content tells it
     p.add(20)
     p.reset()
-    info = p.create(inputs_per_task=1)
+    info = p.create_as_planned(inputs_per_task=1)
     assert info.tasks_resumed == 10
     assert sorted(p.calls()) == names(3, 5, *range(12, 21))
     records = dict(p.records())
@@ -161,7 +173,7 @@ def test_changed_code_reuses_nothing(tmp_path: Path) -> None:
     p.pipe.write_text(PIPE.replace("SCALE = 1", "SCALE = 2"))
     p.add(12)
     p.reset()
-    info = p.create(inputs_per_task=1)
+    info = p.create_as_planned(inputs_per_task=1)
     assert info.tasks_resumed == 0
     assert sorted(p.calls()) == names(*range(13))
     assert all(body == f"input {n[1:5].lstrip('0') or 0}".encode() * 2 for n, body in p.records())
@@ -176,7 +188,7 @@ def test_a_failed_grow_keeps_its_finished_tasks_when_another_input_lands(tmp_pat
     p.failed_create(20, inputs_per_task=1)  # f0010..f0019 computed and finished
     p.add(30)
     p.reset()
-    info = p.create(inputs_per_task=1)
+    info = p.create_as_planned(inputs_per_task=1)
     assert (info.version, info.tasks_reused, info.tasks_resumed) == (2, 10, 10)
     assert sorted(p.calls()) == names(*range(20, 31))
     assert p.records() == p.fresh(inputs_per_task=1)
@@ -189,7 +201,7 @@ def test_adopted_again_and_again_nothing_is_lost_or_counted_twice(tmp_path: Path
     p.failed_create(15, inputs_per_task=1)  # adopted: 5 kept, 5..14 computed, then failed
     p.add(21)
     p.reset()
-    info = p.create(inputs_per_task=1)
+    info = p.create_as_planned(inputs_per_task=1)
     assert info.tasks_resumed == 15
     assert sorted(p.calls()) == names(*range(15, 22))
     assert p.records() == p.fresh(inputs_per_task=1)
@@ -211,7 +223,7 @@ def test_a_missing_or_cut_shard_of_a_finished_task_is_computed_again(
         f.truncate(10)
     p.add(10)
     p.reset()
-    info = p.create(inputs_per_task=1)
+    info = p.create_as_planned(inputs_per_task=1)
     assert info.tasks_resumed == 4
     assert sorted(p.calls()) == names(1, 2, *range(6, 11))
     assert p.records() == p.fresh(inputs_per_task=1)
@@ -223,7 +235,7 @@ def test_a_missing_or_cut_shard_of_a_finished_task_is_computed_again(
     first = json.loads((q.out / "_runs" / run / "tasks" / "00000.json").read_text())
     (q.out / first["shards"][0]["path"]).unlink()
     q.reset()
-    info = q.create(inputs_per_task=1)
+    info = q.create_as_planned(inputs_per_task=1)
     assert info.tasks_resumed == 3
     assert sorted(q.calls()) == names(0, 4, 5)
     assert q.records() == q.fresh(inputs_per_task=1)
@@ -241,7 +253,7 @@ def test_a_result_file_of_the_old_plan_is_not_taken_for_another_task(tmp_path: P
     p.failed_create(8, inputs_per_task=1)  # adopted: 1..5 kept, 0, 6, 7 computed
     (tasks / "00000.json").write_text(json.dumps({**stale, "task": 0}))  # a late write
     p.reset()
-    info = p.create(inputs_per_task=1)
+    info = p.create_as_planned(inputs_per_task=1)
     assert info.tasks_resumed == 7
     assert sorted(p.calls()) == names(0, 8, 9)
     assert dict(p.records())["f0000.bin"] == b"other"
@@ -361,7 +373,7 @@ def test_a_run_of_other_layout_options_is_not_adopted(tmp_path: Path) -> None:
     p.failed_create(6, inputs_per_task=1, compression="lz4")
     p.add(10)
     p.reset()
-    info = p.create(inputs_per_task=1, compression="none")
+    info = p.create_as_planned(inputs_per_task=1, compression="none")
     assert info.tasks_resumed == 0 and sorted(p.calls()) == names(*range(11))
     assert snap.open(p.out).manifest.compression["codec"] == "none"
 
@@ -386,7 +398,7 @@ def test_a_run_of_other_layout_options_is_not_resumed_either(
     p = Project(tmp_path, 8)
     p.failed_create(5, inputs_per_task=1, **first)
     p.reset()
-    info = p.create(inputs_per_task=1, **then)
+    info = p.create_as_planned(inputs_per_task=1, **then)
     assert info.tasks_resumed == 0 and sorted(p.calls()) == names(*range(8))
     assert p.records() == p.fresh(inputs_per_task=1, **then)
     made = snap.open(p.out).manifest
@@ -402,7 +414,7 @@ def test_overwrite_adopts_nothing(tmp_path: Path) -> None:
     p.failed_create(6, inputs_per_task=1)
     p.add(10)
     p.reset()
-    info = p.create(inputs_per_task=1, overwrite=True)
+    info = p.create_as_planned(inputs_per_task=1, overwrite=True)
     assert info.tasks_resumed == 0 and sorted(p.calls()) == names(*range(11))
 
 
@@ -419,6 +431,6 @@ def test_overwrite_resumes_nothing_of_the_same_fingerprint(tmp_path: Path, first
     else:
         p.failed_create(6, inputs_per_task=1)
     p.reset()  # (the same code, params and inputs: what changed, snap cannot see)
-    info = p.create(inputs_per_task=1, overwrite=True)
+    info = p.create_as_planned(inputs_per_task=1, overwrite=True)  # (a dry run said 6)
     assert info.tasks_resumed == 0 and sorted(p.calls()) == names(*range(10))
     assert p.runs() == []  # the run not taken went with the commit
