@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import reprlib
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -233,11 +234,18 @@ def _check_weights(weights: Weights | None, sizes: list[int]) -> list[float]:
         raise OptionError(f"{given} for {wanted}: give one each")
     out: list[float] = []
     for i, w in enumerate(weights):
-        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w) or w < 0:
+        number = isinstance(w, numbers.Real) and not isinstance(w, bool)
+        big = ""
+        try:  # (an int or Fraction beyond a float's range raised OverflowError, not this)
+            value = float(w) if number else math.nan
+        except OverflowError:
+            value, big = math.inf, " (beyond a float's range)"
+        if not math.isfinite(value) or value < 0:
+            shown = reprlib.repr(w)  # (10**400: not its 401 digits)
             raise OptionError(
-                f"weight {i} is {w!r}: weights must be finite numbers >= 0 (proportions)"
+                f"weight {i} is {shown}{big}: weights must be finite numbers >= 0 (proportions)"
             )
-        out.append(float(w))
+        out.append(value)
     if not any(out):
         raise OptionError("every weight is 0: give at least one snapshot a weight above 0")
     empty = [i for i, (w, n) in enumerate(zip(out, sizes, strict=True)) if w > 0 and n == 0]

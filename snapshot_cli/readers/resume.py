@@ -114,24 +114,36 @@ def keeps_position(epoch: int, at: tuple[int, int, int | None], epochs: int | No
 
 def malformed(state: Any) -> str:
     """What is wrong with ``state`` as a loader's state ("" when it has its parts: a version,
-    a config, and the epoch, batch and pass end it resumes at)."""
-    if (
-        not isinstance(state, dict)
-        or type(state.get("version")) is not int
-        or state["version"] != 1
-    ):
-        return "not a snap loader state (missing or unknown 'version')"
-    if not isinstance(state.get("config"), dict):
-        return "not a snap loader state: 'config' is not a dict (make it with state_dict())"
+    a config, and the epoch, batch and pass end it resumes at, the epoch at most the pass's
+    end: one past it, edited to skip ahead, was loaded and the next pass yielded nothing)."""
+    made = "(make it with state_dict())"
+    if not isinstance(state, dict):
+        return f"not a snap loader state: a {type(state).__name__}, not a dict {made}"
+    if "version" not in state:
+        return f"not a snap loader state: it has no 'version' {made}"
+    if type(state["version"]) is not int or state["version"] != 1:  # (1.0: a JSON trip that
+        return (  # made every number a float; a later snap's version: said as what it is)
+            f"not a snap loader state of this snap: 'version' is {state['version']!r}, not 1 {made}"
+        )
+    if "config" not in state:
+        return f"not a snap loader state: it has no 'config' {made}"
+    if not isinstance(state["config"], dict):
+        return f"not a snap loader state: 'config' is not a dict {made}"
     for key, may_be_none in (("epoch", False), ("batch", False), ("pass_end", True)):
-        value = state.get(key)
-        if value is None and may_be_none and key in state:
+        if key not in state:
+            return f"not a snap loader state: it has no {key!r} {made}"
+        value = state[key]
+        if value is None and may_be_none:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return (
-                f"not a snap loader state: {key!r} is {value!r}, not an integer >= 0 "
-                "(make it with state_dict())"
-            )
+            return f"not a snap loader state: {key!r} is {value!r}, not an integer >= 0 {made}"
+    epoch, end = state["epoch"], state["pass_end"]
+    if end is not None and (epoch > end or (epoch == end and state["batch"])):  # (at its end,
+        return (  # a state is taken after the pass's last batch: batch 0 of the next epoch)
+            f"not a snap loader state: it resumes at batch {state['batch']} of epoch {epoch}, "
+            f"past the end of its pass ('pass_end', {end}), which no state_dict() gives; to "
+            "start at another epoch, use set_epoch(), not an edited state"
+        )
     return ""
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
@@ -226,11 +229,47 @@ def test_mixture_columns(snaps: dict[str, snap.Snapshot], tmp_path: Path) -> Non
         ([1, 1], "2 weights for 3 snapshots"),
         ([True, 1, 1], "weight 0 is True"),
         ("abc", "weights must be a list"),
+        ([1, 10**400, 1], r"weight 1 is 1000.*\.\.\..*0 \(beyond a float's range\): weights"),
+        ([Fraction(10**400), 1, 1], r"weight 0 is Fraction\(1000.*\(beyond a float's range\)"),
+        ([1, 1, Fraction(-1, 3)], r"weight 2 is Fraction\(-1, 3\): weights"),
     ],
 )
 def test_bad_weights(snaps: dict[str, snap.Snapshot], weights: Any, match: str) -> None:
     with pytest.raises(OptionError, match=match):
         snap.mix(list(snaps.values()), weights)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(min_value=-(10**400), max_value=10**400),
+            st.fractions(),
+            st.floats(),
+            st.booleans(),
+            st.text(max_size=3),
+            st.none(),
+        ),
+        min_size=3,
+        max_size=3,
+    )
+)
+def test_any_weight_is_taken_or_refused_as_an_option(
+    snaps: dict[str, snap.Snapshot], weights: list[Any]
+) -> None:
+    """Every weight is a mix or an OptionError: an int or Fraction beyond a float's range
+    raised OverflowError from the float conversion."""
+    try:
+        mixed = snap.mix(list(snaps.values()), weights)
+    except OptionError as err:
+        assert "weight" in str(err) and len(str(err)) < 300  # (not a 400-digit number)
+    else:
+        assert all(
+            isinstance(w, (int, float, Fraction)) and not isinstance(w, bool) for w in weights
+        )
+        assert len(mixed.loader(4)) > 0
 
 
 def test_an_empty_snapshot_has_nothing_to_mix_sample_or_batch_globally(tmp_path: Path) -> None:

@@ -104,8 +104,38 @@ def test_a_malformed_state_is_named_not_a_traceback(tmp_path: Path, key: str, va
         assert len(next(iter(loader))["x"]) == 16
     else:
         named = "not a snap loader state|saved by a loader with other batch_size"  # config {}
-        with pytest.raises(snap.OptionError, match=named):
+        with pytest.raises(snap.OptionError, match=named) as err:
             loader.load_state_dict(state)
+        if value == "missing":  # (a missing pass_end was said to be None, a value it may have)
+            assert f"it has no {key!r}" in str(err.value)
+        elif key == "version":  # (1.0 was "missing or unknown 'version'", though it was there)
+            assert f"'version' is {value!r}, not 1" in str(err.value)
+    loader.close()
+
+
+@pytest.mark.parametrize("api", ["loader", "dataset"])
+@pytest.mark.parametrize("skip", [1, 3])
+def test_a_state_edited_past_its_passes_end_is_refused(tmp_path: Path, api: str, skip: int) -> None:
+    """A state's epoch moved forward by hand (to skip epochs) was loaded, and the next pass
+    yielded nothing, silently: a `for epoch in range(...)` loop trained an epoch on no data."""
+    make(tmp_path / "s", 0)
+    loader = snap.open(tmp_path / "s").loader(batch_size=16)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    assert (state["epoch"], state["pass_end"]) == (0, 1)
+    state["epoch"] += skip
+    if api == "dataset":
+        from snapshot_cli.readers.torch import SnapshotDataset
+
+        target: Any = SnapshotDataset(str(tmp_path / "s"), batch_size=16)
+    else:
+        target = snap.open(tmp_path / "s").loader(batch_size=16)
+    with pytest.raises(snap.OptionError, match=r"past the end of its pass .*set_epoch\(\)"):
+        target.load_state_dict(state)
+    state["epoch"] -= skip  # the state as state_dict() gave it resumes
+    target.load_state_dict(state)
+    assert sum(len(b["x"]) for b in (target if api == "loader" else iter(target))) == 400 - 16
     loader.close()
 
 
