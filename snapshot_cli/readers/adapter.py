@@ -72,17 +72,53 @@ def mapped_arrays(batch: Batch) -> Batch:
 
 def as_array(name: str, value: Any) -> np.ndarray:
     """Column ``name`` of what a ``map`` returned, as a numpy array a framework takes (see
-    mapped_arrays)."""
+    mapped_arrays). Text or bytes (a list of them) become an object array, as a snapshot's
+    own text columns are: numpy's fixed-width strings drop trailing NULs (``b"\\x01\\0\\0"``
+    became ``b"\\x01"``, ``b"\\0\\0"`` became ``b""``). Arrays (or tensors) of several shapes
+    (token ids a record) become a ragged column, an object array of them, as a snapshot's
+    own ragged columns are; of one shape, they are stacked into one array."""
     if isinstance(value, np.ndarray):
         return framework_array(value)
     try:
-        return framework_array(np.asarray(value))
+        out = np.asarray(value)
+    except ValueError as err:  # (numpy: "inhomogeneous shape"): arrays of several shapes
+        if (ragged := _ragged(value)) is not None:
+            return ragged
+        raise _refused(name, value, err) from None
     except Exception as err:  # noqa: BLE001 - whatever the value's own conversion raises
-        said = " ".join(str(err).split())[:200]
-        raise TypeError(
-            f"map returned column {name!r} as {type(value).__name__}, which numpy cannot "
-            f"take ({type(err).__name__}: {said}); return numpy arrays or CPU tensors"
-        ) from None
+        raise _refused(name, value, err) from None
+    if out.dtype.kind in "SU":
+        text = np.empty(out.shape, object)
+        text[...] = value  # (each element as it was given: NULs kept)
+        return text
+    return framework_array(out)
+
+
+def _ragged(value: Any) -> np.ndarray | None:
+    """A sequence of arrays or tensors of one dtype and number of dimensions and several
+    shapes as a 1-D object array of numpy arrays; None if it is no such sequence."""
+    try:
+        arrays = [framework_array(np.asarray(v)) for v in value]
+    except Exception:  # noqa: BLE001 - refused by the caller, with numpy's first error
+        return None
+    if not arrays or len({(a.dtype, a.ndim) for a in arrays}) != 1 or arrays[0].ndim == 0:
+        return None
+    if arrays[0].dtype.kind not in "biuf":
+        return None
+    out = np.empty(len(arrays), object)
+    for i, a in enumerate(arrays):
+        out[i] = a
+    return out
+
+
+def _refused(name: str, value: Any, err: Exception) -> TypeError:
+    said = " ".join(str(err).split())[:200]
+    return TypeError(
+        f"map returned column {name!r} as {type(value).__name__}, which numpy cannot take "
+        f"({type(err).__name__}: {said}); return numpy arrays or CPU tensors, and for a "
+        "ragged column arrays of one dtype and number of dimensions (a list of them, or a "
+        "1-D object array)"
+    )
 
 
 def framework_array(value: np.ndarray) -> np.ndarray:

@@ -237,3 +237,27 @@ def check_batch(
                     f"{want[0].__name__} rows of shape {want[1]} in the first batch, from "
                     "which to_tf() took its element spec: keep each column's dtype and shape"
                 )
+        elif isinstance(spec, tf.RaggedTensorSpec) and (held := _ragged_form(value, spec)):
+            # (it was cast silently, 0.5 and 1.75 to 0 and 1, or failed in TensorFlow, which
+            # named neither the column nor the map)
+            kind = "text" if spec.dtype == tf.string else spec.dtype.as_numpy_dtype.__name__
+            raise TypeError(
+                f"map returned column {name!r} holding {held}, but {spec.ragged_rank}-D {kind} "
+                "arrays in the first batch, from which to_tf() took its element spec: keep a "
+                "ragged column's dtype and number of dimensions"
+            )
+
+
+def _ragged_form(value: Any, spec: Any) -> str:
+    """How a ragged column of a map's batch differs from ``spec`` ("" if it does not): a
+    record's array of another dtype or number of dimensions, or no arrays at all."""
+    if not isinstance(value, np.ndarray) or value.dtype != object:
+        return f"{getattr(value, 'dtype', type(value).__name__)} {getattr(value, 'shape', '')}"
+    text = spec.dtype.name == "string"
+    for record in value:
+        a = np.asarray(record)
+        if a.ndim != spec.ragged_rank:
+            return f"an array of shape {a.shape}"
+        if (a.dtype.kind in "OSU") != text or (not text and a.dtype != spec.dtype.as_numpy_dtype):
+            return f"{a.dtype} arrays"
+    return ""

@@ -527,19 +527,27 @@ import json, sys
 import numpy as np, torch
 import snapshot_cli as snap
 
-def augment(batch):  # what a torch user's map returns: tensors, a list, a number
-    return {"x": torch.from_numpy(batch["x"] * 2), "label": batch["label"].tolist(),
-            "n": len(batch["label"])}
+def augment(batch):  # what a torch user's map returns: tensors, a list, a number, and lists
+    labels = batch["label"].tolist()  # of bytes ending in NULs, of text, of ragged token ids
+    return {"x": torch.from_numpy(batch["x"] * 2), "label": labels, "n": len(labels),
+            "raw": [np.int32(v).tobytes() for v in labels], "text": [f"t{v}\\0" for v in labels],
+            "tokens": [torch.arange(v % 4) for v in labels]}
 
 s = snap.open(sys.argv[1])
 expected = [(b["x"] * 2, b["label"], len(b["label"])) for b in s.loader(32, seed=4)]
 out = {}
 for adapter in ("torch", "jax"):
     it = getattr(s.loader(32, seed=4, map=augment), "to_" + adapter)()
-    got = [(np.asarray(b["x"]), np.asarray(b["label"]), int(np.asarray(b["n"]))) for b in it]
+    got = [(np.asarray(b["x"]), np.asarray(b["label"]), int(np.asarray(b["n"])),
+            [bytes(r) for r in b["raw"]], [str(t) for t in b["text"]],
+            [np.asarray(t).tolist() for t in b["tokens"]]) for b in it]
     out[adapter] = len(got) == len(expected) and all(
         np.array_equal(g[0], e[0]) and np.array_equal(g[1], e[1]) and g[2] == e[2]
         for g, e in zip(got, expected))
+    labels = [e[1].tolist() for e in expected]  # (a NUL kept, ids whole; were cut or refused)
+    out[adapter + " lists"] = [g[3:] for g in got] == [
+        ([np.int32(v).tobytes() for v in b], [f"t{v}\\0" for v in b],
+         [list(range(v % 4)) for v in b]) for b in labels]
 print(json.dumps(out))
 """
 
@@ -550,7 +558,8 @@ def test_a_maps_tensors_lists_and_numbers_reach_every_adapter(snapshot_url: str)
     res = subprocess.run([sys.executable, "-c", MAPPED, snapshot_url], env=env,
                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
-    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"torch": True, "jax": True}
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out == {"torch": True, "jax": True, "torch lists": True, "jax lists": True}
 
 
 def test_a_map_value_numpy_cannot_take_names_its_column(snapshot_url: str) -> None:

@@ -323,8 +323,20 @@ def check_map_sets_the_columns():
         calls.append(1)
         return {"id": batch["id"], **({"late": batch["label"]} if len(calls) > 1 else {})}
 
+    def ragged_dtype(batch):  # a ragged column of ints, then floats: it was cast (1.5 -> 1)
+        calls.append(1)
+        rows = np.empty(len(batch["id"]), object)
+        rows[:] = [np.arange(n % 3 + 1) * (1.5 if len(calls) > 1 else 1) for n in batch["id"]]
+        return {"id": batch["id"], "r": rows}
+
+    def ragged_ndim(batch):  # 1-D arrays, then 2-D: TensorFlow's own error named no column
+        calls.append(1)
+        rows = np.empty(len(batch["id"]), object)
+        rows[:] = [np.zeros((n % 3 + 1,) * (2 if len(calls) > 1 else 1)) for n in batch["id"]]
+        return {"id": batch["id"], "r": rows}
+
     error = []  # each map's first line naming the column (None: no error)
-    for changing in (varying, adding):
+    for changing in (varying, adding, ragged_dtype, ragged_ndim):
         calls.clear()
         try:
             list(s.loader(BATCH, seed=5, map=changing).to_tf())
@@ -336,6 +348,22 @@ def check_map_sets_the_columns():
             "y": [y_spec.shape.as_list(), y_spec.dtype.name], "ids": [g[0] for g in got],
             "shapes": sorted({str(g[1]) for g in got}), "dtypes": sorted({g[2] for g in got}),
             "error": error}
+
+
+def check_map_lists():
+    """A map's lists: of bytes ending in NULs, of text, and of arrays of several shapes."""
+    def lists(batch):
+        ids = batch["id"].tolist()
+        return {"id": batch["id"], "raw": [np.int32(n).tobytes() for n in ids],
+                "text": [f"t{n}\x00" for n in ids], "tokens": [np.arange(n % 4) for n in ids]}
+
+    ds = s.loader(BATCH, seed=6, map=lists).to_tf()
+    got = [(ids(b), [r.hex() for r in b["raw"].numpy().tolist()],
+            [t.decode() for t in b["text"].numpy().tolist()], b["tokens"].to_list()) for b in ds]
+    spec = ds.element_spec["tokens"]
+    return {"ids": [g[0] for g in got], "raw": [g[1] for g in got], "text": [g[2] for g in got],
+            "tokens": [g[3] for g in got],
+            "spec": [spec.shape.as_list(), spec.dtype.name, spec.ragged_rank]}
 
 
 def check_sharing():
@@ -668,6 +696,23 @@ def test_with_a_map_the_elements_are_what_it_returns(
     assert out["shapes"] == ["[16, 1, 2]", "[32, 1, 2]"]  # sorted: the last batch has 16
     assert out["error"] and "map returned column 'id' as int64 rows of shape" in out["error"][0]
     assert "map returned column 'late' in this batch but not in the first one" in out["error"][1]
+    assert "map returned column 'r' holding float64 arrays, but 1-D int64" in out["error"][2]
+    assert "map returned column 'r' holding an array of shape (" in out["error"][3]
+    assert all(
+        "keep a ragged column's dtype and number of dimensions" in e for e in out["error"][2:]
+    )
+
+
+def test_a_maps_lists_of_text_bytes_and_arrays_reach_tensorflow(tf_results: dict[str, Any]) -> None:
+    """A map's list of bytes lost its trailing NULs (numpy's fixed-width strings: b"\\0\\0"
+    became b""), and a list of arrays of several shapes was refused."""
+    out = _result(tf_results, "map_lists")
+    ids = [n for batch in out["ids"] for n in batch]
+    assert sorted(ids) == list(range(RECORDS))
+    assert out["raw"] == [[n.to_bytes(4, "little").hex() for n in b] for b in out["ids"]]
+    assert out["text"] == [[f"t{n}\x00" for n in b] for b in out["ids"]]
+    assert out["tokens"] == [[list(range(n % 4)) for n in b] for b in out["ids"]]
+    assert out["spec"] == [[None, None], "int64", 1]
 
 
 def test_numeric_columns_reach_tensorflow_without_a_copy(tf_results: dict[str, Any]) -> None:
