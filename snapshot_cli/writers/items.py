@@ -155,10 +155,7 @@ def from_function(inputs_from: str | Callable[[], Any]) -> tuple[list[Any], str]
         )
     _check_takes_nothing(fn, name)
     said = _said(name)
-    try:
-        raw = fn()
-    except Exception as err:
-        raise PipelineLoadError(f"{said} raised:\n{importing.format_user_traceback(err)}") from err
+    raw = _called(fn, said)
     if isinstance(raw, np.ndarray):
         raw = raw.tolist()
     refuse_a_table(raw, f"what {said} returned")
@@ -166,10 +163,30 @@ def from_function(inputs_from: str | Callable[[], Any]) -> tuple[list[Any], str]
         raise OptionError(
             f"{said} returned a value of type {type(raw).__name__}, not a list of items"
         )
-    values = list(raw)
+    values = _called(lambda: list(raw), said)  # (a generator's own error comes here)
     if not values:
         raise OptionError(f"{said} returned no items: nothing to preprocess")
     return checked(values, raw, name), name
+
+
+def _called(fn: Callable[[], Any], said: str) -> Any:
+    """``fn()``; what it raises a PipelineLoadError with the user's traceback. So is a
+    sys.exit() in it (argparse's parse_args()), which ended the command silently with its
+    code (0: "success", with no snapshot), and an error a generator raises once it has
+    yielded, which was called a bug in snap."""
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:
+        hint = (
+            "\nit exits when called (sys.exit(), or argparse's parse_args()): return the "
+            "inputs instead; a command line's values go to the pipeline as --param"
+            if isinstance(err, SystemExit) else ""
+        )  # fmt: skip
+        raise PipelineLoadError(
+            f"{said} raised:\n{importing.format_user_traceback(err)}{hint}"
+        ) from err
 
 
 def _said(name: str) -> str:

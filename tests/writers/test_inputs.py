@@ -728,3 +728,53 @@ def test_a_glob_through_a_name_with_brackets_says_how_to_mean_it(name: str, dept
         assert f"is a name here: to mean it, write its [ as [[]: {escaped!r})" in said, said
         info = snap.create(lambda p: [{"p": p}], f"{tmp}/out", inputs=escaped, workers=0)
         assert info.num_records == 1
+
+
+ENDINGS = {  # how an inputs_from function may end without returning its list
+    "raises": "def items():\n    raise RuntimeError('no list today')\n",
+    "raises once it has yielded": "def items():\n    yield 1\n    raise RuntimeError('midway')\n",
+    "exits 0": "import sys\ndef items():\n    sys.exit(0)\n",
+    "exits 3": "import sys\ndef items():\n    sys.exit(3)\n",
+    "exits once it has yielded": "import sys\ndef items():\n    yield 1\n    sys.exit()\n",
+    "parses a command line": (
+        "import argparse\ndef items():\n    p = argparse.ArgumentParser()\n"
+        "    p.add_argument('--n', required=True)\n    return range(int(p.parse_args().n))\n"
+    ),
+    "is cancelled": "import asyncio\ndef items():\n    raise asyncio.CancelledError()\n",
+}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_an_inputs_function_that_ends_without_its_list_is_named_with_its_traceback(
+    tmp_path: Path, ending: str
+) -> None:
+    """A sys.exit() in it ended `snap create` silently with its code (0: success, and no
+    snapshot), and an error a generator raised once it had yielded was called a bug in snap;
+    each is now the function's error, with its traceback, as one raised at once was."""
+    (tmp_path / "items.py").write_text(ENDINGS[ending])
+    (tmp_path / "pipe.py").write_text("def f(x):\n    yield {'x': x}\n")
+    with pytest.raises(snap.PipelineLoadError) as err:
+        snap.create(
+            f"{tmp_path}/pipe.py:f",
+            tmp_path / "s",
+            inputs_from=f"{tmp_path}/items.py:items",
+            workers=0,
+        )
+    said = str(err.value)
+    assert said.startswith(f"inputs_from='{tmp_path}/items.py:items' raised:\nTraceback"), said
+    assert f'File "{tmp_path}/items.py", line' in said
+    assert ("it exits when called" in said) == ("exit" in ending or "command line" in ending)
+    assert not (tmp_path / "s").exists()
+
+
+def test_an_inputs_function_that_exits_0_fails_the_command(tmp_path: Path) -> None:
+    (tmp_path / "items.py").write_text(ENDINGS["exits 0"])
+    (tmp_path / "pipe.py").write_text("def f(x):\n    yield {'x': x}\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "snapshot_cli", "create", "pipe.py:f", "s", "--inputs-from",
+         "items.py:items", "--workers", "0", "--json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (res.returncode, res.stdout) == (1, "")
+    assert res.stderr.startswith("snap: error: --inputs-from 'items.py:items' raised:\n")
+    assert "SystemExit: 0" in res.stderr and "return the inputs instead" in res.stderr
