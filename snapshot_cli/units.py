@@ -54,13 +54,19 @@ _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 def parse_duration(text: str | float, what: str = "duration") -> float:
     """``"7d"``, ``"12h"``, ``"30m"``, ``"90s"``, ``"2w"``, ``"0"`` or a number (int, float) of
-    seconds → seconds; text of a number but 0 without a unit is refused."""
+    seconds → seconds (units in any case but ``M``, which may mean a month); text of a
+    number but 0 without a unit is refused."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
         m = _DURATION_RE.match(str(text))
         if not m or m.group(2).lower() not in _SECONDS:
             raise ValueError(f"{what} must look like 7d, 12h, 30m, 90s or 0, got {text!r}")
+        if m.group(2) == "M":  # (a month in pandas' offsets and ISO 8601: as a minute,
+            raise ValueError(  # --retention 1M removed versions a minute old)
+                f"{what} {text!r}: is M a month or a minute? give months as days "
+                f"({m.group(1)}M: {round(float(m.group(1)) * 30)}d), minutes as {m.group(1)}m"
+            )
         value = float(m.group(1)) * _SECONDS[m.group(2).lower()]
         if value and not m.group(2):  # (--retention 10: 10 seconds, where days were meant)
             raise ValueError(

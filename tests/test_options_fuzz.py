@@ -427,13 +427,18 @@ SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 @given(
     number=st.decimals(min_value="0.001", max_value="1e6", places=3).map(str),
-    unit=st.sampled_from(["", "s", "m", "min", "h", "d", "w", "D", "H"]),
+    unit=st.sampled_from(["", "s", "m", "min", "h", "d", "w", "D", "H", "M", "MIN", "S", "W"]),
 )
 def test_a_duration_with_no_unit_is_refused_but_zero(number: str, unit: str) -> None:
     """``--retention 10`` was 10 seconds (days were meant: gc removed a week's versions);
-    a unit makes it what it says, and 0 (nothing kept) needs none."""
+    a unit makes it what it says, and 0 (nothing kept) needs none. ``M``, a month to pandas
+    and ISO 8601, was a minute (``--retention 1M`` removed versions a minute old): it is
+    refused, saying how to give either."""
     text = f"{number}{unit}"
-    if unit:
+    if unit == "M":
+        with pytest.raises(ValueError, match=r"is M a month or a minute\? give months as days"):
+            parse_duration(text)
+    elif unit:
         assert parse_duration(text) == pytest.approx(float(number) * SECONDS[unit.lower()])
     else:
         with pytest.raises(ValueError, match=rf"'{re.escape(text)}' has no unit: give one"):
