@@ -312,13 +312,25 @@ def echo_lines(lines: list[str]) -> None:
     cli_exit.answered = True  # (before: a signal while it is written interrupts no work)
     with _writing_stdout():
         for line in lines:
-            click.echo(printable(one_line(line)))
+            _echo(printable(one_line(line)) + "\n")
 
 
 def emit_json(doc: Any) -> None:
     cli_exit.answered = True
     with _writing_stdout():
-        click.echo(json.dumps(_as_utf8(doc), indent=2, sort_keys=False))
+        _echo(json.dumps(_as_utf8(doc), indent=2, sort_keys=False) + "\n")
+
+
+PIPE_CHUNK = 4096  # characters written at a time (a pipe takes at least 4 KiB whole)
+
+
+def _echo(text: str) -> None:
+    """``text`` to stdout, a part at a time. Written at once, a document larger than the
+    pipe's buffer (64 KiB: ``snap head -n 5000 --json | head -c 100``) was cut short when
+    the reader went away, and Python reported the write whole: the command exited 0, where
+    it exits 141 (the next part's write fails, as a reader gone away should make it)."""
+    for start in range(0, len(text), PIPE_CHUNK):
+        click.echo(text[start : start + PIPE_CHUNK], nl=False)
 
 
 def _as_utf8(value: Any) -> Any:

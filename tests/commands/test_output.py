@@ -203,3 +203,30 @@ def test_click_s_own_output_to_a_reader_gone_exits_as_sigpipe(args: list[str]) -
     finally:
         os.close(write)
     assert (res.returncode, res.stderr) == (141, ""), res
+
+
+@pytest.mark.parametrize(
+    "args", [["head", "s", "-n", "4000", "--json"], ["head", "s", "-n", "4000"]]
+)
+def test_a_document_larger_than_the_pipe_to_a_reader_gone_exits_as_sigpipe(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """`snap head s -n 5000 --json | head -c 100`: the document (1.6 MB) was written at once,
+    the write came back cut short when the reader went away, Python reported it whole, and
+    snap exited 0 with most of its answer lost; it exits 141, as for text."""
+    import numpy as np
+
+    import snapshot_cli as snap
+
+    def records(i: int) -> object:
+        for k in range(100):
+            yield {"i": np.int64(i * 100 + k), "v": np.full(8, k, np.float32), "t": f"r{k}"}
+
+    snap.create(records, tmp_path / "s", inputs=list(range(40)), workers=0, inputs_per_task=1)
+    with subprocess.Popen([SNAP, *args], cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.read(100)
+        proc.stdout.close()  # the reader goes away (as `head -c 100` does)
+        err = proc.stderr.read()
+        assert (proc.wait(timeout=120), err, len(first)) == (141, b"", 100)
