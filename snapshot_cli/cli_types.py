@@ -12,6 +12,7 @@ import click
 
 from .errors import SnapError
 from .units import UNITS_SAID, parse_duration, parse_size
+from .writers.input_names import directories_only
 
 
 class AutoOrCount(click.ParamType):
@@ -384,6 +385,9 @@ def check_create_usage(
             raise click.UsageError(str(err)) from None
     if "" in inputs:  # (an empty glob names nothing: as an empty OUTPUT is)
         raise click.UsageError("--input '' is an empty path: give a file, glob or URL")
+    for pattern in inputs:  # (said by the API too, there an OptionError)
+        if said := directories_only(pattern):
+            raise click.UsageError(said)
     if ray_address is not None and executor != "ray":  # ('' too: it was exit 1, not 2)
         raise click.UsageError("--ray-address applies to --executor ray only")
     if ray_address is not None and not ray_address.strip():

@@ -104,3 +104,15 @@ def held_as_bytes(value: object) -> str:
         "; for a path held as bytes, give os.fsdecode(path) (a name that is not UTF-8 keeps "
         "its bytes: it is the same file)"
     )
+
+
+def directories_only(pattern: str) -> str:
+    """Why ``pattern`` can match no input ("" if it can): a glob ending in '/' matches
+    directories only, as a shell's and Python's do (it took the files the pattern without
+    the slash matched)."""
+    if not (glob.has_magic(pattern) and pattern.endswith("/")):
+        return ""
+    return (
+        f"{given(pattern)} ends with '/', which makes a glob match directories only, and an "
+        f"input is a file: give '{pattern}*' for the files in them"
+    )

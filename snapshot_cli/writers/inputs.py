@@ -16,6 +16,7 @@ file is still detected.
 from __future__ import annotations
 
 import functools
+import glob
 import logging
 import os
 import time
@@ -33,7 +34,7 @@ from ..units import stored_seconds
 from . import contents
 from . import items as items_mod
 from .chunking import input_name
-from .input_names import as_text, by_bytes, given, held_as_bytes, meant
+from .input_names import as_text, by_bytes, directories_only, given, held_as_bytes, meant
 
 log = logging.getLogger("snapshot_cli")
 
@@ -104,6 +105,9 @@ def expand_inputs(
     for pattern in patterns:
         if not pattern:  # (storage's "empty path or URL" named neither --input nor inputs=)
             raise OptionError(f"{given(pattern)} is an empty path: give a file, glob or URL")
+        if said := directories_only(pattern):
+            raise OptionError(said)
+        wild = glob.has_magic(pattern)
         fs, path = storage.resolve(pattern, storage_options)
         try:
             infos = {p: _followed(fs, p, i, pattern) for p, i in storage.matching(fs, path).items()}
@@ -127,6 +131,16 @@ def expand_inputs(
                     f"{given(pattern)} matched only files of snapshots "
                     f"({', '.join(sorted(set(others.values())))}); point it at the inputs, "
                     "or name the files meant (old/shards/*.arrow)"
+                )
+            if infos and "**" in pattern:  # (empty/** matches empty itself: "is a directory;
+                raise OptionError(  # pass a glob such as 'empty/**/*'", which matches nothing)
+                    f"{given(pattern)} matched only directories, no file in them: check the "
+                    "path, or that the files are there"
+                )
+            if infos and wild:
+                raise OptionError(
+                    f"{given(pattern)} matched only directories; pass a glob such as "
+                    f"'{pattern.rstrip('/')}/*' to use the files in them"
                 )
             if infos:
                 raise OptionError(

@@ -778,3 +778,46 @@ def test_an_inputs_function_that_exits_0_fails_the_command(tmp_path: Path) -> No
     assert (res.returncode, res.stdout) == (1, "")
     assert res.stderr.startswith("snap: error: --inputs-from 'items.py:items' raised:\n")
     assert "SystemExit: 0" in res.stderr and "return the inputs instead" in res.stderr
+
+
+@pytest.mark.parametrize("pattern", ["data/*/", "data/**/", "data/s?b/", "data/[s]ub/"])
+def test_a_glob_ending_in_a_slash_is_refused_as_matching_directories(
+    tmp_path: Path, pattern: str
+) -> None:
+    """As a shell's and Python's, a glob ending in '/' matches directories only: snap took the
+    files the pattern without the slash matched (data/*/ took data/a.bin)."""
+    (tmp_path / "data" / "sub").mkdir(parents=True)
+    (tmp_path / "data" / "a.bin").write_bytes(b"1")
+    (tmp_path / "data" / "sub" / "c.bin").write_bytes(b"2")
+    full = f"{tmp_path}/{pattern}"
+    with pytest.raises(snap.OptionError) as caught:
+        snap.create(read_bytes_pipeline, tmp_path / "s", inputs=full, workers=0)
+    assert str(caught.value) == (
+        f"inputs={full!r} ends with '/', which makes a glob match directories only, and an "
+        f"input is a file: give '{full}*' for the files in them"
+    )
+    said = CliRunner().invoke(cli, ["create", "p.py:f", str(tmp_path / "s"), "--input", pattern])
+    assert said.exit_code == 2 and f"--input {pattern!r} ends with '/'" in said.output
+    assert not (tmp_path / "s").exists()
+    # what it says to give takes the files in those directories
+    made = snap.create(read_bytes_pipeline, tmp_path / "s", inputs=full + "*", workers=0)
+    assert made.num_records == (2 if pattern.startswith("data/**") else 1)
+
+
+def test_a_glob_that_matches_only_empty_directories_says_so(tmp_path: Path) -> None:
+    """``empty/**`` matches the directory itself: it was "is a directory; pass a glob such as
+    'empty/**/*'", which matches nothing either. A glob of one level that matches only
+    directories is told the glob of the files in them."""
+    (tmp_path / "empty" / "deeper").mkdir(parents=True)
+    with pytest.raises(snap.OptionError) as caught:
+        snap.create(read_bytes_pipeline, tmp_path / "s", inputs=f"{tmp_path}/empty/**", workers=0)
+    assert str(caught.value).endswith("matched only directories, no file in them: check the "
+                                      "path, or that the files are there")  # fmt: skip
+    (tmp_path / "empty" / "deeper" / "a.bin").write_bytes(b"1")
+    with pytest.raises(snap.OptionError) as caught:
+        snap.create(read_bytes_pipeline, tmp_path / "s", inputs=f"{tmp_path}/empty/*", workers=0)
+    suggested = f"{tmp_path}/empty/*/*"
+    assert str(caught.value).endswith(f"matched only directories; pass a glob such as "
+                                      f"'{suggested}' to use the files in them")  # fmt: skip
+    assert snap.create(read_bytes_pipeline, tmp_path / "s", inputs=suggested,
+                       workers=0).num_records == 1  # fmt: skip
