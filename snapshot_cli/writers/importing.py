@@ -170,6 +170,19 @@ def _check_file(path: str, target: str, what: str, spec: str) -> None:
         ) from err
 
 
+def _not_python_file(target: str) -> str:
+    """For a module name that is a file's name here (``prep``, ``prep.txt``, made a module
+    name as it has no ``.py``): it is taken as a module only a file ending in .py is read
+    as (it was told to run from the directory that contains it, which it was)."""
+    if not os.path.isfile(target):
+        return ""
+    return (
+        f"{target!r} is a file here, but a pipeline file is read as Python only when its "
+        f"name ends in .py (a name without it is a module's, package.module): rename it "
+        f"{os.path.splitext(target)[0]}.py"
+    )
+
+
 def _import_target(target: str, what: str, spec: str) -> Any:
     if is_file_target(target):
         path = _file_path(target)
@@ -185,7 +198,9 @@ def _import_target(target: str, what: str, spec: str) -> Any:
     except ModuleNotFoundError as err:
         if err.name and target.startswith(err.name):
             todo = (
-                cwd_gone(target) or "run from the directory that contains it, or give a file path"
+                cwd_gone(target)
+                or _not_python_file(target)
+                or "run from the directory that contains it, or give a file path"
             )
             raise PipelineLoadError(
                 f"{what} module {target!r} not found (from {spec!r}); {todo}"

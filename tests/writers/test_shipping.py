@@ -394,3 +394,24 @@ def test_a_worker_hashes_a_payload_once_not_for_every_task(
     assert len(hashed) == 1
     again = shipping.load("".join(payload))  # an equal string from elsewhere (Ray): hashed,
     assert again is first and len(hashed) == 2  # and found cached
+
+
+@pytest.mark.parametrize("name", ["prep", "prep.txt", "prep.PY.bak"])
+def test_a_pipeline_file_not_ending_in_py_is_told_to_end_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """`snap create prep:f` beside a file named prep (no .py) was told "pipeline module
+    'prep' not found ...; run from the directory that contains it", which it was."""
+    (tmp_path / name).write_text("def pre():\n    yield {'x': 1}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(snap.PipelineLoadError) as caught:
+        snap.create(f"{name}:pre", str(tmp_path / "s"), workers=0)
+    assert (
+        f"{name!r} is a file here, but a pipeline file is read as Python only when its name "
+        "ends in .py" in str(caught.value)
+    )
+    assert "run from the directory" not in str(caught.value)
+    renamed = os.path.splitext(name)[0] + ".py"
+    assert str(caught.value).endswith(f"rename it {renamed}")
+    (tmp_path / name).rename(tmp_path / renamed)  # as it says: then it runs
+    assert snap.create(f"{renamed}:pre", str(tmp_path / "s"), workers=0).num_records == 1
