@@ -155,7 +155,7 @@ def create(
     setup_logging(quiet)
     program = (click.get_current_context().obj or {}).get("program")  # (not CliRunner's)
     cli_types.check_create_usage(pipeline, inputs, inputs_from, executor, ray_address, output,
-                                 program, compression, level)  # fmt: skip
+                                 program, compression, level, workers)  # fmt: skip
     with create_mod.start_dir.kept(), cli_io.stdout_to_stderr():  # (paths from here; prints: 2)
         info = create_mod.create(
             pipeline, output, inputs=list(inputs) or None, inputs_from=inputs_from,

@@ -359,6 +359,7 @@ def check_create_usage(
     program: Any,
     compression: str | None,
     level: int | None,
+    workers: int | None = None,
 ) -> None:
     """Options of ``snap create`` that do not go together: a usage error (exit 2), as click's
     own are (the library's checks said them with exit 1, some by their Python names).
@@ -388,6 +389,10 @@ def check_create_usage(
     for pattern in inputs:  # (said by the API too, there an OptionError)
         if said := directories_only(pattern):
             raise click.UsageError(said)
+    if workers == 0 and executor == "ray":  # (it was the library's OptionError: exit 1)
+        from .writers.options import ray_not_in_process
+
+        raise click.UsageError(ray_not_in_process())
     if ray_address is not None and executor != "ray":  # ('' too: it was exit 1, not 2)
         raise click.UsageError("--ray-address applies to --executor ray only")
     if ray_address is not None and not ray_address.strip():

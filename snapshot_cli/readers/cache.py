@@ -87,18 +87,14 @@ class CachedShard:
 class ShardCache:
     """See the module docstring. ``limit``: bytes, or None for no bound."""
 
-    def __init__(self, directory: str | os.PathLike[str], limit: int | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], limit: int | None = None, make: bool = True
+    ) -> None:
+        """``make``: False to check only that it could be made (an unused cache)."""
         if limit is not None and limit < 1:
             raise OptionError(f"cache_limit must be a positive number of bytes, got {limit}")
         self.dir = Path(directory).expanduser()
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            (self.dir / ".locks").mkdir(exist_ok=True)
-        except OSError as err:  # (a part of it no directory: named, not its parent)
-            failed = Path(err.filename) if isinstance(err.filename, str) else self.dir
-            why = faults.blocked(failed) if err.errno in faults.NOT_A_DIRECTORY else None
-            cause, hint = why or explain(err, str(self.dir))
-            raise OptionError(f"cannot use cache_dir {str(self.dir)!r}: {cause}; {hint}") from err
+        faults.prepare(self.dir, make)
         self.limit = limit
         self.hits = self.fills = self.fill_bytes = self.evicted = 0
         self._over = False  # the last eviction pass left it over its limit (entries in use)

@@ -18,7 +18,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import SnapError, StorageError
+from ..console import named
+from ..errors import OptionError, SnapError, StorageError
 from ..local_files import (
     held_by_attribute,
     inside,
@@ -207,3 +208,36 @@ LEFT = ("other users' entries, in a directory with the sticky bit or one this us
 
 def n_entries(n: int) -> str:
     return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
+def prepare(directory: Path, make: bool) -> None:
+    """Make the cache ``directory`` (and its lock directory), or with ``make`` False check
+    that it could be made (:func:`could_make`); an OptionError naming it and the cause
+    (a part of it no directory named, not its parent) if not."""
+    try:
+        if make:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / ".locks").mkdir(exist_ok=True)
+        else:
+            could_make(directory)
+    except OSError as err:
+        failed = Path(err.filename) if isinstance(err.filename, str) else directory
+        why = blocked(failed) if err.errno in NOT_A_DIRECTORY else None
+        cause, hint = why or explain(err, str(directory))
+        given = named(f"--cache-dir {str(directory)!r}", f"cache_dir {str(directory)!r}")
+        other = named(" --cache-dir (or none)", " cache_dir (or none)")  # (the option given)
+        hint = hint.replace(" cache_dir (or none)", other)
+        raise OptionError(f"cannot use {given}: {cause}; {hint}") from err
+
+
+def could_make(directory: Path) -> None:
+    """Raise the OSError that making and writing ``directory`` would raise, making nothing
+    (the cache of a loader that reads local snapshots only, unused: it was made all the
+    same): its nearest existing part must be a directory this user may write."""
+    existing = directory
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(existing))

@@ -165,11 +165,12 @@ def _cache(options: LoaderOptions, snapshots: list[Snapshot]) -> ShardCache | No
     """The cache of the remote snapshots' shards, if ``cache_dir`` is given. Where every
     snapshot is on local disk (read in place) it is checked all the same, so that a sweep's
     setting fails alike on both, then left unused with a warning: it was made and never
-    used, without a word."""
+    used, without a word (now it is not made)."""
     if not options.cache_dir:
         return None
-    cache = ShardCache(options.cache_dir, options.cache_bytes)
-    if any(not storage.is_local(s.fs) for s in snapshots):
+    remote = any(not storage.is_local(s.fs) for s in snapshots)
+    cache = ShardCache(options.cache_dir, options.cache_bytes, make=remote)
+    if remote:
         return cache
     given = named(f"--cache-dir {options.cache_dir}", f"cache_dir={options.cache_dir!r}")
     warnings.warn(

@@ -271,12 +271,7 @@ class CreateOptions:
                 f"{named('--workers', 'workers=')} must be an integer >= 0, got {workers!r}"
             )
         if workers == 0 and self.executor == "ray":  # (it ran with Ray's default, unsaid)
-            ray = named("--executor ray", "executor='ray'")
-            raise OptionError(
-                f"{named('--workers 0', 'workers=0')} runs the tasks in this process, which "
-                f"{ray} does not: give the tasks in "
-                "flight on the cluster (N >= 1), or leave it out for 2 per cluster CPU"
-            )
+            raise OptionError(ray_not_in_process())
         ttl = self.lease_ttl
         if isinstance(ttl, bool) or not (
             isinstance(ttl, numbers.Real) and 0 < ttl <= MAX_LEASE_TTL
@@ -343,3 +338,13 @@ class CreateOptions:
             "--batch-bytes": self.batch_bytes is not None and big_batches,
         }
         return [named(name, f"{name[2:].replace('-', '_')}=") for name, on in given.items() if on]
+
+
+def ray_not_in_process() -> str:
+    """Why ``workers=0`` does not go with ``executor="ray"`` (a usage error to the command)."""
+    ray = named("--executor ray", "executor='ray'")
+    return (
+        f"{named('--workers 0', 'workers=0')} runs the tasks in this process, which {ray} "
+        "does not: give the tasks in flight on the cluster (N >= 1), or leave it out for 2 "
+        "per cluster CPU"
+    )

@@ -32,11 +32,27 @@ def test_a_local_snapshot_says_its_cache_dir_is_not_used(tmp_path: Path) -> None
     )
     assert warning.filename == __file__  # (the user's line)
     assert sorted(int(x) for b in loader for x in b["x"]) == [0, 1, 2, 3]
-    assert list((tmp_path / "c").iterdir()) == [tmp_path / "c" / ".locks"]  # (nothing cached)
+    assert not (tmp_path / "c").exists()  # (it was made, with its .locks, and never used)
     done = snap_subprocess("bench", local, "--epochs", "1", "--cache-dir", str(tmp_path / "c"))
     assert done.returncode == 0 and done.stdout, done.stderr
     said = f"snap: warning: --cache-dir {tmp_path / 'c'} is not used: {local} is on this"
     assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_an_unused_cache_dir_that_could_not_be_made_is_refused_all_the_same(
+    tmp_path: Path,
+) -> None:
+    """Checked without being made: a sweep's setting fails alike on local and remote data."""
+    local = make(str(tmp_path / "s"))
+    (tmp_path / "afile").write_text("x")
+    for given in (tmp_path / "afile", tmp_path / "afile" / "deeper"):
+        with pytest.raises(snap.OptionError, match=r"cannot use cache_dir .*afile"):
+            snap.open(local).loader(2, cache_dir=str(given))
+    (tmp_path / "fine" / "deeper").mkdir(parents=True)
+    with pytest.warns(UserWarning, match="is not used"):
+        snap.open(local).loader(2, cache_dir=str(tmp_path / "fine" / "deeper" / "c"))
+    assert list((tmp_path / "fine" / "deeper").iterdir()) == []
 
 
 def test_a_mixture_with_a_remote_snapshot_uses_it_without_a_word(tmp_path: Path) -> None:

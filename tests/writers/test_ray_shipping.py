@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import snapshot_cli as snap
+from snapshot_cli.cli import cli
 from snapshot_cli.errors import OptionError
 from snapshot_cli.writers import ray_code
 
@@ -88,6 +90,15 @@ def test_no_workers_with_ray_is_refused_not_taken_for_the_default(tmp_path: Path
         "tasks in flight on the cluster (N >= 1), or leave it out for 2 per cluster CPU"
     )
     assert not out.exists()
+    # to the command, a usage error (exit 2, as --ray-address without --executor ray is),
+    # whatever the inputs: it was the library's exit 1
+    said = CliRunner().invoke(cli, ["create", "p.py:f", str(out), "--input", "nothing/*",
+                                    "--executor", "ray", "--workers", "0"])  # fmt: skip
+    assert (
+        said.exit_code == 2
+        and "--workers 0 runs the tasks in this process, which --executor ray does not"
+        in said.output
+    )
 
 
 def test_what_ray_refuses_is_refused_before_the_run_begins(
