@@ -146,7 +146,7 @@ def annotated(function: Callable[..., Any], key: str) -> tuple[type, bool] | Non
         return None
     if parameter is None or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
         return None
-    ann = parameter.annotation
+    ann = _unannotated(parameter.annotation)
     if isinstance(ann, str):  # from __future__ import annotations: read the text, run nothing
         m = _TEXT.fullmatch(ann.strip().strip("'\""))
         if m is None:
@@ -160,8 +160,21 @@ def annotated(function: Callable[..., Any], key: str) -> tuple[type, bool] | Non
         rest = [a for a in args if a is not type(None)]
         if len(rest) != 1:
             return None
-        ann, optional = rest[0], len(rest) < len(args)
+        ann, optional = _unannotated(rest[0]), len(rest) < len(args)
     return (ann, optional) if ann in SIMPLE.values() else None
+
+
+_ANNOTATED_TEXT = re.compile(r"(?:typing\.|typing_extensions\.)?Annotated\[\s*([^,\[\]]+?)\s*,")
+
+
+def _unannotated(ann: Any) -> Any:
+    """``Annotated[int, ...]`` (Typer's, pydantic's) as ``int``, also as text: it took the
+    text of ``--param a=x`` without a word, where ``a: int`` refuses it naming ``a``."""
+    if typing.get_origin(ann) is typing.Annotated:
+        return _unannotated(typing.get_args(ann)[0])
+    if isinstance(ann, str) and (m := _ANNOTATED_TEXT.match(ann.strip().strip("'\""))):
+        return m[1]
+    return ann
 
 
 class _NotJson(Exception):

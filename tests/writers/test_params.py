@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import numpy as np
 import pytest
@@ -34,6 +34,11 @@ def function_annotated(kind: type, optional: bool, form: str) -> Any:
             "optional": f"Optional[{name}]", "typing": f"typing.Optional[{name}]"}  # fmt: skip
     if form == "object":
         annotation: Any = Optional[kind] if optional else kind  # noqa: UP045 (the object form)
+    elif form == "annotated":  # (Typer's and pydantic's: its text was taken as it was)
+        inner = Annotated[kind, "doc"]
+        annotation = Optional[inner] if optional else inner  # noqa: UP045
+    elif form == "annotated_text":
+        annotation = f"Annotated[{text['or_none' if optional else 'plain']}, 'doc']"
     else:
         annotation = text["or_none" if optional else "plain"] if form == "text" else text[form]
 
@@ -44,7 +49,7 @@ def function_annotated(kind: type, optional: bool, form: str) -> Any:
     return f
 
 
-FORMS = st.sampled_from(["object", "text"])
+FORMS = st.sampled_from(["object", "text", "annotated", "annotated_text"])
 
 
 @given(kind=st.sampled_from(KINDS), optional=st.booleans(), form=FORMS, raw=st.text(max_size=30))
