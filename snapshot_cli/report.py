@@ -118,12 +118,17 @@ def _is_non_finite(v: Any) -> bool:
     return isinstance(v, dict) and v.keys() == {"type", "value"} and v["type"] == "float"
 
 
+class Unquoted(str):
+    """A value's text that is no text (a time, a duration, a decimal): a str in ``--json``,
+    shown unquoted by :func:`format_summary` (quoted, a time looked like text)."""
+
+
 def _scalar(v: Any) -> Any:
     """A value as the nearest JSON value: numpy scalars as Python's, NaN and infinities as
     :func:`non_finite` objects; what a yielded Arrow table may hold as text (dates and times
     in ISO 8601, durations and decimals as written), structs and lists field by field."""
     if isinstance(v, (np.datetime64, np.timedelta64)):  # (.item() of nanoseconds is an int)
-        return str(v)
+        return Unquoted(v)
     if isinstance(v, np.floating) and v.dtype.itemsize < 8 and np.isfinite(v):
         return float(str(v))  # its own digits: a float32 0.1 was 0.10000000149011612
     if isinstance(v, np.generic):
@@ -133,14 +138,14 @@ def _scalar(v: Any) -> Any:
     if v is None or isinstance(v, (str, int, float)):
         return v
     if isinstance(v, (datetime.date, datetime.time)):  # (a datetime is a date)
-        return v.isoformat()
+        return Unquoted(v.isoformat())
     if isinstance(v, Mapping):
         return {str(k): summarise_value(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [summarise_value(x) for x in v]
     if isinstance(v, (bytes, np.ndarray)):
         return summarise_value(v)
-    return str(v)  # a Decimal, a timedelta, ...
+    return Unquoted(v)  # a Decimal, a timedelta, ...
 
 
 def _truncate_text(text: str, limit: int = TEXT_LIMIT) -> str:
@@ -261,8 +266,8 @@ def _item(x: Any) -> Any:
 def format_summary(summary: Any) -> str:
     """The terminal form of :func:`summarise_value`'s result, on one line: text quoted, a
     NaN or infinity not (``nan``, ``inf``), a struct's or list's values each so."""
-    if _is_non_finite(summary):
-        return str(summary["value"])
+    if _is_non_finite(summary) or isinstance(summary, Unquoted):
+        return str(summary["value"] if _is_non_finite(summary) else summary)
     if isinstance(summary, dict) and {"dtype", "shape", "first"} <= summary.keys():
         shape = "[" + ",".join(str(s) for s in summary["shape"]) + "]"
         parts = [f"{summary['dtype']}{shape}"]

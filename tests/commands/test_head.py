@@ -244,4 +244,9 @@ def test_head_shows_every_arrow_type_and_its_json_is_strict(tmp_path: Path) -> N
     code, stdout, stderr = run("head", out, "-n", "3")
     assert code == 0, stderr
     shown = records_of(stdout)
-    assert len(shown) == 3 and shown[0]["dec"] == "'1.25'"
+    # times, durations and decimals unquoted: quoted, they looked like text (a column of the
+    # text "2026-11-28" and one of dates were shown alike); --json keeps them strings
+    assert len(shown) == 3 and shown[0]["dec"] == "1.25"
+    assert shown[0]["date"] == "2026-11-28" and shown[0]["time"] == "01:02:03"
+    assert shown[0]["ts"] == "2026-01-01T12:00:00.000" and shown[0]["dur"] == "0 seconds"
+    assert shown[0]["struct"] == "{'k': 0, 'b': bytes[2] 00ff, 't': 2026-11-28}"
