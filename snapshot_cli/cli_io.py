@@ -325,10 +325,9 @@ PIPE_CHUNK = 4096  # characters written at a time (a pipe takes at least 4 KiB w
 
 
 def _echo(text: str) -> None:
-    """``text`` to stdout, a part at a time. Written at once, a document larger than the
-    pipe's buffer (64 KiB: ``snap head -n 5000 --json | head -c 100``) was cut short when
-    the reader went away, and Python reported the write whole: the command exited 0, where
-    it exits 141 (the next part's write fails, as a reader gone away should make it)."""
+    """``text`` to stdout, a part at a time: at once, a document larger than the pipe (``snap
+    head -n 5000 --json | head -c 100``) was cut short when the reader went away, Python
+    reported the write whole and snap exited 0, where it exits 141 (the next part fails)."""
     for start in range(0, len(text), PIPE_CHUNK):
         click.echo(text[start : start + PIPE_CHUNK], nl=False)
 

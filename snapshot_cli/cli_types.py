@@ -139,8 +139,7 @@ class Columns(click.ParamType):
         if not names:
             said = "give comma-separated names, such as image,label"
             self.fail(f"{value!r} names no column ({said})", param, ctx)
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:  # (a usage error whatever the snapshot: exit 2, not the loader's 1)
+        if twice := sorted({n for n in names if names.count(n) > 1}):  # (exit 2: the loader's 1)
             self.fail(
                 f"{value!r} names {', '.join(twice)} more than once: name each once", param, ctx
             )
@@ -386,9 +385,8 @@ def check_create_usage(
             raise click.UsageError(str(err)) from None
     if "" in inputs:  # (an empty glob names nothing: as an empty OUTPUT is)
         raise click.UsageError("--input '' is an empty path: give a file, glob or URL")
-    for pattern in inputs:  # (said by the API too, there an OptionError)
-        if said := directories_only(pattern):
-            raise click.UsageError(said)
+    for said in filter(None, map(directories_only, inputs)):  # (the API's: an OptionError)
+        raise click.UsageError(said)
     if workers == 0 and executor == "ray":  # (it was the library's OptionError: exit 1)
         from .writers.options import ray_not_in_process
 

@@ -69,10 +69,10 @@ def convert_hint(before: pa.DataType, now: pa.DataType, column: str = "") -> str
         name, note = "uint64", _IDS  # rounds ids: 2**64-1 and 2**64-2 became one value)
     if b["kind"] == "scalar":
         plain = {"float64": "float(value) or ", "int64": "int(value) or "}.get(name, "")
-        frame = f"df[{column!r}]" if column else "the column"  # (a DataFrame's int64 column
-        return (  # in one task, float64 in another, where its NaNs were: pandas' own change)
-            f"; give every record's value one dtype{note}: {plain}np.{name}(value) (of a "
-            f"yielded DataFrame: {frame} = {frame}.astype(np.{name}))"
+        frame = f"df[{column!r}]"  # (a DataFrame's int64 column in one task, float64 in
+        df = f" (of a yielded DataFrame: {frame} = {frame}.astype(np.{name}))"  # another)
+        return f"; give every record's value one dtype{note}: {plain}np.{name}(value)" + (
+            df if column else ""  # (records of dicts, between two of them: no DataFrame)
         )
     if b["shape"] != n["shape"] and b["kind"] == n["kind"] == "tensor":
         return ""  # the shape changed too: the ragged hint is the one to give

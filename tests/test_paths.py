@@ -47,7 +47,7 @@ def cached(cache_dir: Any, t: Path) -> Any:
     """A cache_dir of a local snapshot is checked, then unused, said so with its path."""
     with pytest.warns(UserWarning, match=f"cache_dir='{t}/out-[a-z]+' is not used"):
         loader = snap.open(t / "base").loader(4, epochs=1, cache_dir=cache_dir)
-    assert Path(cache_dir).is_dir()  # (made: a bad one fails as on remote storage)
+    assert not Path(cache_dir).exists()  # (checked, not made: a bad one fails as on remote)
     return counts(loader)
 
 

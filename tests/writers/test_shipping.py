@@ -396,7 +396,7 @@ def test_a_worker_hashes_a_payload_once_not_for_every_task(
     assert again is first and len(hashed) == 2  # and found cached
 
 
-@pytest.mark.parametrize("name", ["prep", "prep.txt", "prep.PY.bak"])
+@pytest.mark.parametrize("name", ["noext_pipe", "noext_pipe.txt", "noext_pipe.PY.bak"])
 def test_a_pipeline_file_not_ending_in_py_is_told_to_end_in_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
