@@ -3,6 +3,7 @@ with what it leaves out for a notebook's functions (see :func:`dumps`)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import io
@@ -11,7 +12,7 @@ import os
 import pickle
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MAIN_MODULES = ("__main__", "__mp_main__")  # a worker runs another one
@@ -65,11 +66,36 @@ def dumps(obj: Any, sources: bool = False) -> bytes:
             return super().reducer_override(v)
 
     out = io.BytesIO()
-    Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    with _script_by_value():
+        Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
     if sources:
         cells = {f: linecache.getlines(f) for f in sorted(files) if not os.path.isfile(f)}
         pickle.dump({f: lines for f, lines in cells.items() if lines}, out)
     return out.getvalue()
+
+
+@contextlib.contextmanager
+def _script_by_value() -> Iterator[None]:
+    """While pickling: the script's functions and classes by value in a multiprocessing spawn
+    child too, whose script is the module ``__mp_main__`` (a sweep's trials in a Pool):
+    cloudpickle takes by value only ``__main__``'s, and sent by name ``__mp_main__``'s could
+    not be loaded in snap's workers ("No module named '__mp_main__'")."""
+    import cloudpickle
+
+    script = sys.modules.get("__mp_main__")
+    registered: set[str] = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", set())
+    if getattr(script, "__name__", None) != "__mp_main__" or "__mp_main__" in registered:
+        yield  # (none; or registered by its user: left so)
+        return
+    try:
+        cloudpickle.register_pickle_by_value(script)
+    except ValueError:  # (registered already, or not in sys.modules under its name)
+        yield
+        return
+    try:
+        yield
+    finally:
+        cloudpickle.unregister_pickle_by_value(script)
 
 
 def _named_code(code: types.CodeType) -> Any:

@@ -222,7 +222,7 @@ def _create(
         if changed := [k for k in cheap if m.fingerprint_parts.get(k) != cheap[k]]:
             said_changed = incremental.said_changed(
                 changed, ref.by_value, m.pipeline, params, pipeline_mod.spec_name(ref.spec),
-                str(m.created_by.get("python", "")), pipeline_mod.defaults(ref.function),
+                dict(m.created_by), pipeline_mod.defaults(ref.function),
                 pipeline_mod.files_record(ref.files),
             )  # fmt: skip
             raise SnapshotExistsError(

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..console import named
 from ..history import TaskRecord
 from ..manifest import RECORDS_FORMAT, Manifest, canonical_json, sha256_text
 from ..progress import counted, human_bytes
@@ -151,8 +152,8 @@ NAMES = {"code": "pipeline code", "params": "params", "format": "format"}
 
 def said_changed(
     changed: list[str], by_value: bool, recorded: dict[str, Any], params: dict[str, Any],
-    function: str = "", python: str = "", defaults: dict[str, Any] | None = None,
-    files: dict[str, str] | None = None,
+    function: str = "", python: str | dict[str, Any] = "",
+    defaults: dict[str, Any] | None = None, files: dict[str, str] | None = None,
 ) -> str:  # fmt: skip
     """What differs from the committed snapshot's fingerprint parts ``changed``, each with
     what tells it apart: the params then and now (it said only "different params", and
@@ -160,7 +161,10 @@ def said_changed(
     Python version the snapshot was made under (a lambda's code is its bytecode);
     ``defaults``: the function's parameter defaults, to say when a default given is the
     difference; ``files``: the code's files now (:func:`.pipeline.files_record`), to name
-    those that differ from the recorded ones."""
+    those that differ from the recorded ones. ``python`` may be the snapshot's
+    ``created_by``, which gives its identity scheme too."""
+    scheme = python.get("identity_scheme") if isinstance(python, dict) else 4
+    python = str(python.get("python", "")) if isinstance(python, dict) else python
     out = []
     for key in changed:
         text = NAMES.get(key, key)
@@ -177,6 +181,13 @@ def said_changed(
                 if (which := files_changed(recorded.get("files"), files or {}))
                 else " (its file, or a file of your own modules its code uses)"
             )
+            if by_value and _counted_less(scheme):
+                text += (
+                    " (or only what snap counts since 2026-12-06: a decorator's own code, and "
+                    "the values held by a class defined in your script or notebook, which an "
+                    f"older snap did not see change; if you changed neither, pass "
+                    f"{named('--overwrite', 'overwrite=True')} once)"
+                )
             now = ".".join(platform.python_version_tuple()[:2])
             if by_value and python and ".".join(python.split(".")[:2]) != now:
                 text += (
@@ -194,6 +205,12 @@ def said_changed(
                 )
         out.append(text)
     return ", ".join(out)
+
+
+def _counted_less(scheme: Any) -> bool:
+    """Whether a snapshot of identity ``scheme`` was made by a snap that counted a function
+    sent by value with less than this one (before scheme 4; None: before schemes)."""
+    return scheme is None or (isinstance(scheme, int) and scheme < 4)
 
 
 def _params_change(then: dict[str, Any], now: dict[str, Any], defaults: dict[str, Any]) -> str:

@@ -63,8 +63,11 @@ class PipelineRef:
 # snap cannot know a newer one's): an older snap then says the snapshot was made by a newer
 # snap, not "different pipeline code" with advice to --overwrite it. 1: the files' bytes;
 # 2: and the name the spec gives the function (2026-11-30); 3: a logger a function sent by
-# value uses, counted by its name (2026-12-01). Snaps before 2026-12-01 record none.
-IDENTITY_SCHEME = 3
+# value uses, counted by its name (2026-12-01); 4: a decorator's wrapper by its own source
+# (it was the source of the function it wraps, so an edit of the decorator went unseen) and
+# a class sent by value by its attributes' values too (2026-12-06). Snaps before 2026-12-01
+# record none.
+IDENTITY_SCHEME = 4
 
 
 def code_hash(spec: str, fn: Callable[..., Any]) -> str:

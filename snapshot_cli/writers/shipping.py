@@ -307,11 +307,14 @@ class _Walker:
         self._add("class", qualname)
         try:
             self._add(inspect.getsource(v))
+            source = True
         except (OSError, TypeError):
-            for name, attr in sorted(vars(v).items()):
-                if isinstance(attr, (types.FunctionType, classmethod, staticmethod, property)):
-                    self._add(name)
-                    self.value(getattr(attr, "__func__", attr), f"{where}.{name}")
+            source = False
+        for name, attr in sorted(vars(v).items()):  # (its values too: `class Cfg: scale =
+            code = isinstance(attr, (types.FunctionType, classmethod, staticmethod, property))
+            if not name.startswith("__") and not (code and source):  # int(sys.argv[1])`
+                self._add(name)  # had one source for every scale, and no source in a notebook)
+                self.value(getattr(attr, "__func__", attr), f"{where}.{name}")
 
     def _function(self, fn: types.FunctionType, where: str) -> None:
         module, qualname = fn.__module__, fn.__qualname__
@@ -320,8 +323,9 @@ class _Walker:
             return
         self._add("function", qualname)
         try:
-            # a lambda's "source" is the whole statement around it: use its code instead
-            source = None if fn.__name__ == "<lambda>" else inspect.getsource(fn)
+            # a lambda's "source" is the whole statement around it: use its code instead; a
+            # decorator's wrapper its own (getsource(fn) follows __wrapped__ to the function)
+            source = None if fn.__name__ == "<lambda>" else inspect.getsource(fn.__code__)
         except (OSError, TypeError):
             source = None
         self._add(source if source is not None else codescan.code_digest(fn.__code__))
