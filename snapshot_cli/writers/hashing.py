@@ -170,3 +170,29 @@ def tensor_digest(tensor: Any) -> str | None:
     except Exception:
         return None
     return hashlib.sha256(data).hexdigest()
+
+
+_DATA = (bool, int, float, complex, str, bytes, type(None))
+
+
+def plain_data(value: Any, room: int = 10_000) -> bool:
+    """Whether ``value`` is plain data: numbers, text, bytes, None, numpy arrays and scalars,
+    and lists, tuples, sets and dicts of them, ``room`` values at most (a class attribute
+    such as ``scale = 64`` or ``MEAN = np.array(...)``, counted by value; a descriptor, an
+    instance or a huge table is not)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        room -= 1
+        if room < 0:
+            return False
+        if isinstance(v, _DATA) or type(v).__module__ == "numpy":
+            continue
+        if isinstance(v, (list, tuple, set, frozenset)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        else:
+            return False
+    return True

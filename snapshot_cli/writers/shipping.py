@@ -43,7 +43,7 @@ from ..by_value import importable as _importable
 from ..errors import PipelineLoadError
 from . import codescan
 from .codedeps import code_names, file_digest, user_module_file, user_modules
-from .hashing import is_torch, sparse_parts, stable_pickle, tensor_digest
+from .hashing import is_torch, plain_data, sparse_parts, stable_pickle, tensor_digest
 
 log = logging.getLogger("snapshot_cli")
 
@@ -310,10 +310,10 @@ class _Walker:
             source = True
         except (OSError, TypeError):
             source = False
-        for name, attr in sorted(vars(v).items()):  # (its values too: `class Cfg: scale =
+        for name, attr in sorted(vars(v).items()):  # (and its plain data by value: `class Cfg:
             code = isinstance(attr, (types.FunctionType, classmethod, staticmethod, property))
-            if not name.startswith("__") and not (code and source):  # int(sys.argv[1])`
-                self._add(name)  # had one source for every scale, and no source in a notebook)
+            if (code and not source) or (not name.startswith("__") and plain_data(attr)):
+                self._add(name)  # scale = int(sys.argv[1])` had one source for every scale)
                 self.value(getattr(attr, "__func__", attr), f"{where}.{name}")
 
     def _function(self, fn: types.FunctionType, where: str) -> None:
