@@ -31,9 +31,21 @@ def read(fs: AbstractFileSystem, path: str) -> bytes:
     def size_now() -> int:
         return int(retrying(lambda: fs.info(path), f"checking {path}")["size"])
 
+    def stamp() -> tuple[Any, ...]:  # (its size first)
+        info = retrying(lambda: fs.info(path), f"checking {path}")
+        return int(info["size"]), info.get("mtime"), info.get("modificationTime")
+
     for _ in range(RETRY_ATTEMPTS):
-        size = size_now()
-        data = checked(fs, path, retrying(lambda: fs.cat_file(path), f"reading {path}"))
+        before = stamp()
+        size = before[0]
+        try:
+            data = checked(fs, path, retrying(lambda: fs.cat_file(path), f"reading {path}"))
+        except FileNotFoundError:
+            raise
+        except OSError:  # (a read racing a replace: the file deleted under it, its blocks
+            if stamp() != before:  # gone, failed "check that its DataNodes are up"): the
+                continue  # file there now is read (none there: FileNotFoundError)
+            raise
         # fsspec's webhdfs reads as many bytes as the size it saw first: a file replaced in
         # between comes back as the new content cut to the old length. The size after the
         # read tells.
