@@ -28,16 +28,12 @@ def read(fs: AbstractFileSystem, path: str) -> bytes:
     size the NameNode reports before and after it, else the read is repeated. Asking for
     the size first also keeps libhdfs from printing a Java stack trace for a missing file."""
 
-    def size_now() -> int:
-        return int(retrying(lambda: fs.info(path), f"checking {path}")["size"])
-
     def stamp() -> tuple[Any, ...]:  # (its size first)
         info = retrying(lambda: fs.info(path), f"checking {path}")
         return int(info["size"]), info.get("mtime"), info.get("modificationTime")
 
     for _ in range(RETRY_ATTEMPTS):
         before = stamp()
-        size = before[0]
         try:
             data = checked(fs, path, retrying(lambda: fs.cat_file(path), f"reading {path}"))
         except FileNotFoundError:
@@ -49,7 +45,7 @@ def read(fs: AbstractFileSystem, path: str) -> bytes:
         # fsspec's webhdfs reads as many bytes as the size it saw first: a file replaced in
         # between comes back as the new content cut to the old length. The size after the
         # read tells.
-        if len(data) == size == size_now():
+        if len(data) == before[0] == stamp()[0]:
             return data
     raise StorageError(f"{to_url(fs, path)} kept changing while it was read; try again")
 

@@ -266,8 +266,10 @@ def _item(x: Any) -> Any:
 def format_summary(summary: Any) -> str:
     """The terminal form of :func:`summarise_value`'s result, on one line: text quoted, a
     NaN or infinity not (``nan``, ``inf``), a struct's or list's values each so."""
-    if _is_non_finite(summary) or isinstance(summary, Unquoted):
-        return str(summary["value"] if _is_non_finite(summary) else summary)
+    if _is_non_finite(summary):
+        return str(summary["value"])
+    if isinstance(summary, Unquoted):
+        return str(summary)
     if isinstance(summary, dict) and {"dtype", "shape", "first"} <= summary.keys():
         shape = "[" + ",".join(str(s) for s in summary["shape"]) + "]"
         parts = [f"{summary['dtype']}{shape}"]
