@@ -347,6 +347,9 @@ def bench(
 
     if cache_limit is not None and cache_dir is None:
         raise click.UsageError("--cache-limit needs --cache-dir (the directory it bounds)")
+    if cache_dir and (scheme := cache_dir.partition("://"))[1] and scheme[0] != "file":
+        said = f"the cache is this machine's disk: give a local directory, not {cache_dir!r}"
+        raise click.BadParameter(said, param_hint="'--cache-dir'")
     snap = open_snapshot(snapshot)
     options: dict[str, Any] = {
         "shuffle": shuffle,

@@ -44,10 +44,10 @@ class BlockFile:
         self, path: str, entry: ShardEntry, schema: pa.Schema, url: str, cached: bool = False
     ) -> None:
         self.url, self.schema = url, schema
-        # What to do about damage: a cache_dir entry was checked whole when fetched, so damage
-        # found later is its local copy's, not the snapshot's (recreating that recomputes)
+        # What to do about damage: a shard cache's entry was checked whole when fetched, so
+        # damage found later is its local copy's, not the snapshot's (recreating it recomputes)
         self.fix = (
-            f"the local copy in cache_dir is damaged ({path}), not the snapshot (it was "
+            f"the local copy in the shard cache is damaged ({path}), not the snapshot (it was "
             "checked when fetched): delete that file and run again to fetch it anew"
             if cached
             else DAMAGED

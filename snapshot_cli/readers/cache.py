@@ -87,14 +87,17 @@ class CachedShard:
 class ShardCache:
     """See the module docstring. ``limit``: bytes, or None for no bound."""
 
-    def __init__(
-        self, directory: str | os.PathLike[str], limit: int | None = None, make: bool = True
-    ) -> None:
-        """``make``: False to check only that it could be made (an unused cache)."""
+    def __init__(self, directory: str | os.PathLike[str], limit: int | None = None,
+                 make: bool = True, option: str | None = None) -> None:  # fmt: skip
+        """``make``: False to check only that it could be made (an unused cache). ``option``:
+        how the caller named the directory, said in its faults (else as this thread's caller
+        would: :func:`.cache_faults.option_name`)."""
         if limit is not None and limit < 1:
             raise OptionError(f"cache_limit must be a positive number of bytes, got {limit}")
         self.dir = Path(directory).expanduser()
-        faults.prepare(self.dir, make)
+        self.option = option or faults.option_name()
+        self._limit_name = faults.limit_name(self.option)
+        faults.prepare(self.dir, make, self.option)
         self.limit = limit
         self.hits = self.fills = self.fill_bytes = self.evicted = 0
         self._over = False  # the last eviction pass left it over its limit (entries in use)
@@ -175,12 +178,12 @@ class ShardCache:
             raise Full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
 
     def _error(self, err: OSError, doing: str, left: int = 0) -> StorageError:
-        cause, hint = explain(err, str(self.dir))
+        cause, hint = explain(err, str(self.dir), self.option)
         if err.errno in FULL:
             doing += ", with every entry not in use removed"
             if left:
                 doing += f" but {faults.n_entries(left)} this user may not delete ({faults.LEFT})"
-        return StorageError(f"cache_dir {self.dir}: {cause} while {doing}; {hint}")
+        return StorageError(f"{self.option} {self.dir}: {cause} while {doing}; {hint}")
 
     def _try_open(self, path: Path, size: int) -> CachedShard | None:
         with local(f"opening {path.name} for reading"):
@@ -295,19 +298,19 @@ class ShardCache:
                     total -= size
                     self.evicted += 1
             self._over = total > self.limit
-            if total > self.limit and left:
-                if say_once(self.dir, "not permitted"):
-                    log.warning("cache_dir %s holds %s over its cache_limit of %s: %s this user "
-                                "may not delete: %s", self.dir, human_bytes(total - self.limit),
-                                human_bytes(self.limit), faults.n_entries(left),
-                                faults.LEFT)  # fmt: skip
-            elif total > self.limit and say_once(self.dir, "over its limit"):
-                log.warning("cache_dir %s holds %s over its cache_limit of %s: every other entry "
-                            "is in use (a loader keeps up to %d shards open, each holding its "
-                            "entry), so entries go as soon as they are released and are fetched "
-                            "again when read next; give cache_limit room for more than that",
-                            self.dir, human_bytes(total - self.limit), human_bytes(self.limit),
-                            CACHED_OPEN)  # fmt: skip
+            if total <= self.limit:
+                return
+            over = (self.option, self.dir, human_bytes(total - self.limit), self._limit_name,
+                    human_bytes(self.limit))  # fmt: skip
+            if left and say_once(self.dir, "not permitted"):
+                log.warning("%s %s holds %s over its %s of %s: %s this user may not delete: %s",
+                            *over, faults.n_entries(left), faults.LEFT)  # fmt: skip
+            elif not left and say_once(self.dir, "over its limit"):
+                log.warning("%s %s holds %s over its %s of %s: every other entry is in use (a "
+                            "loader keeps up to %d shards open, each holding its entry), so "
+                            "entries go as soon as they are released and are fetched again when "
+                            "read next; give %s room for more than that", *over, CACHED_OPEN,
+                            self._limit_name)  # fmt: skip
 
     @staticmethod
     def _delete_unused(path: Path) -> bool | None:
@@ -344,11 +347,11 @@ class ShardCache:
                     removed, freed = removed + 1, freed + entry_size
                     self.evicted += 1
         if removed and say_once(self.dir, "full"):  # (else open_if_room's warning)
-            log.warning("cache_dir %s is full (%s): removed %s not in use (%s) to make room for "
-                        "%s (%s); give cache_limit a size below the space free there to keep the "
-                        "cache from filling the disk", self.dir,
+            log.warning("%s %s is full (%s): removed %s not in use (%s) to make room for "
+                        "%s (%s); give %s a size below the space free there to keep the "
+                        "cache from filling the disk", self.option, self.dir,
                         errno.errorcode.get(err.errno or 0, err), faults.n_entries(removed),
-                        human_bytes(freed), url, human_bytes(size))  # fmt: skip
+                        human_bytes(freed), url, human_bytes(size), self._limit_name)  # fmt: skip
         return left
 
     def _remove_stale_temporaries(self, abandoned: bool = False) -> int:

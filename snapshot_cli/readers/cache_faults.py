@@ -34,19 +34,44 @@ from ..local_files import (
 log = logging.getLogger(__name__)
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
-HINTS = {
-    errno.ENOSPC: "free space there, give cache_limit a size below the space free (e.g. "
-    "'20GiB'), or choose another cache_dir (or none)",
-    errno.EROFS: "the filesystem is read-only: choose another cache_dir (or none)",
-    errno.EACCES: "this process may not write there (another user's cache?): choose another "
-    "cache_dir (or none)",
-    errno.EIO: "the disk reported an I/O error: check it, or choose another cache_dir (or none)",
+# What to do, by errno: {option} is the cache directory's option as its caller gave it
+# (:func:`option_name`), {pick} the way out that is always there
+_HINTS = {
+    errno.ENOSPC: "free space there, give {limit} a size below the space free (e.g. "
+    "'20GiB'), or {pick}",
+    errno.EROFS: "the filesystem is read-only: {pick}",
+    errno.EACCES: "this process may not write there (another user's cache?): {pick}",
+    errno.EIO: "the disk reported an I/O error: check it, or {pick}",
 }
-HINTS[errno.EDQUOT] = HINTS[errno.ENOSPC].replace("free space", "free some of the quota")
-HINTS[errno.EPERM] = HINTS[errno.EACCES]
-HINTS[errno.ENOLCK] = ("its filesystem does not take flock locks (NFS, some FUSE mounts): choose "
-                       "a cache_dir on a local disk")  # fmt: skip
-HINTS[errno.EOPNOTSUPP] = HINTS[errno.ENOLCK]
+_HINTS[errno.EDQUOT] = _HINTS[errno.ENOSPC].replace("free space", "free some of the quota")
+_HINTS[errno.EPERM] = _HINTS[errno.EACCES]
+_HINTS[errno.ENOLCK] = ("its filesystem does not take flock locks (NFS, some FUSE mounts): choose "
+                        "a {option} on a local disk")  # fmt: skip
+_HINTS[errno.EOPNOTSUPP] = _HINTS[errno.ENOLCK]
+HINTED = frozenset(_HINTS)  # the errnos with advice of their own
+
+
+def option_name() -> str:
+    """The cache directory's option as the caller gave it: ``--cache-dir`` in a command,
+    ``cache_dir`` in Python. Asked where the cache is made (:class:`.cache.ShardCache`): its
+    faults are said in the loader's threads and processes, which cannot tell."""
+    return named("--cache-dir", "cache_dir")
+
+
+def limit_name(option: str) -> str:
+    """The cache's limit as named beside ``option`` (--cache-limit, or cache_limit)."""
+    return "--cache-limit" if option.startswith("--") else "cache_limit"
+
+
+def pick(option: str) -> str:
+    """The way out of any fault of the cache directory: another one, or none."""
+    return f"choose another {option} (or none)"
+
+
+def hint(code: int, option: str) -> str:
+    """What to do about errno ``code`` in the cache directory given as ``option``."""
+    todo = _HINTS.get(code, "fix that, or {pick}")
+    return todo.format(option=option, limit=limit_name(option), pick=pick(option))
 
 
 class NoRoom(StorageError):
@@ -70,31 +95,29 @@ class Failed(Exception):
         self.err, self.doing = err, doing
 
 
-def explain(err: OSError, cache_dir: str) -> tuple[str, str]:
+def explain(err: OSError, cache_dir: str, option: str) -> tuple[str, str]:
     """What went wrong in the cache directory (``"Read-only file system (EROFS)"``), and what
     to do about it: for a denied permission, what this user may not do where (read another
-    user's entry, write another user's directory), whose it is, and what lets users share."""
+    user's entry, write another user's directory), whose it is, and what lets users share.
+    ``option``: the directory's option as given (:func:`option_name`)."""
     code = errno.errorcode.get(err.errno or 0, "")
     cause = f"{err.strerror or err}{f' ({code})' if code else ''}"
     denied = None
     if err.errno in (errno.EACCES, errno.EPERM) and isinstance(err.filename, str):
         with contextlib.suppress(OSError):
-            denied = _denied(err.filename, cache_dir)
-    return cause, denied or HINTS.get(
-        err.errno or 0, "fix that, or choose another cache_dir (or none)"
-    )
+            denied = _denied(err.filename, cache_dir, option)
+    return cause, denied or hint(err.errno or 0, option)
 
 
-PICK = "choose another cache_dir (or none)"
 # What mkdir says where a part of cache_dir is there but is no directory: a file, a link to
 # nothing (EEXIST, or ENOENT below it), a loop of links (ELOOP)
 NOT_A_DIRECTORY = (errno.EEXIST, errno.ENOTDIR, errno.ELOOP, errno.ENOENT)
 
 
-def blocked(path: Path, pick: str = PICK) -> tuple[str, str] | None:
-    """Why the directory ``path`` (cache_dir, or --trace's) cannot be made or used: the first
-    of it and its parents that is there is a file, a symbolic link to nothing or a loop of
-    them (which ``exists()`` calls not there: its parent was blamed), and what to do (else
+def blocked(path: Path, pick: str) -> tuple[str, str] | None:
+    """Why the directory ``path`` (the cache's, or --trace's) cannot be made or used: the
+    first of it and its parents that is there is a file, a symbolic link to nothing or a loop
+    of them (which ``exists()`` calls not there: its parent was blamed), and what to do (else
     ``pick``); None if it is a directory (the cause is another)."""
     for part in (path, *path.parents):
         try:
@@ -128,16 +151,16 @@ def blocked(path: Path, pick: str = PICK) -> tuple[str, str] | None:
     return None
 
 
-SHARED = "a cache_dir shared between users needs a group they share, umask 002 and a directory "
-SHARED += "they all may write (chmod 2775)"
+SHARED = ("a cache directory shared between users needs a group they share, umask 002 and a "
+          "directory they all may write (chmod 2775)")  # fmt: skip
 
 
-def _denied(path: str, cache_dir: str) -> str | None:
+def _denied(path: str, cache_dir: str, option: str) -> str | None:
     """The part of the cache this user may not read or write, as what to do, or None. A
     ``chmod -R`` only of ``cache_dir`` or a directory in it: a directory above it is let
     through (``chmod g+x``), and the one it would be made in is not opened to anyone (it
     said "ask root to run chmod -R g+w /srv/pipe")."""
-    me = user_name(os.geteuid())
+    me, other = user_name(os.geteuid()), pick(option)
     if (found := unreadable_part(path)) is not None:
         where, verb = found
         owner, mode = owner_of(where)
@@ -145,18 +168,18 @@ def _denied(path: str, cache_dir: str) -> str | None:
         grant = f"chmod -R g+rX {below}" if inside(below, cache_dir) else f"chmod g+x {where}"
         return (
             f"this user ({me}) may not {verb} {where} ({owner}'s, mode {mode}): {SHARED}; ask "
-            f"{owner} to run {grant}, or choose another cache_dir (or none)"
+            f"{owner} to run {grant}, or {other}"
         )
     if (directory := unwritable_dir(path)) is not None and os.path.isdir(directory):
         if (held := held_by_attribute(directory)) is not None:  # (chattr +i: no chmod helps)
-            return f"{held}, or choose another cache_dir (or none)"
+            return f"{held}, or {other}"
         if not inside(directory, cache_dir):  # (where cache_dir would be made)
             who = who_of(directory)
-            return parent_advice(directory, cache_dir, who, "a cache_dir (or none)")
+            return parent_advice(directory, cache_dir, who, f"a {option} (or none)")
         owner, mode = owner_of(directory)
         return (
             f"this user ({me}) may not write {directory} ({owner}'s, mode {mode}): {SHARED}; "
-            f"ask {owner} to run chmod -R g+w {cache_dir}, or choose another cache_dir (or none)"
+            f"ask {owner} to run chmod -R g+w {cache_dir}, or {other}"
         )
     return None
 
@@ -202,7 +225,7 @@ def touch(path: Path, fd: int) -> None:
 
 # Why an entry was left where it was: whose it is, and what lets every user delete them.
 LEFT = ("other users' entries, in a directory with the sticky bit or one this user may not "
-        "write; a cache_dir shared between users needs one they all may write, without the "
+        "write; a cache directory shared between users needs one they all may write, without the "
         "sticky bit: chmod 2775, a group they share, umask 002")  # fmt: skip
 
 
@@ -210,10 +233,11 @@ def n_entries(n: int) -> str:
     return f"{n} entr{'y' if n == 1 else 'ies'}"
 
 
-def prepare(directory: Path, make: bool) -> None:
+def prepare(directory: Path, make: bool, option: str) -> None:
     """Make the cache ``directory`` (and its lock directory), or with ``make`` False check
-    that it could be made (:func:`could_make`); an OptionError naming it and the cause
-    (a part of it no directory named, not its parent) if not."""
+    that it could be made (:func:`could_make`); an OptionError naming it (as ``option``, the
+    way it was given) and the cause (a part of it no directory named, not its parent) if
+    not."""
     try:
         if make:
             directory.mkdir(parents=True, exist_ok=True)
@@ -222,12 +246,9 @@ def prepare(directory: Path, make: bool) -> None:
             could_make(directory)
     except OSError as err:
         failed = Path(err.filename) if isinstance(err.filename, str) else directory
-        why = blocked(failed) if err.errno in NOT_A_DIRECTORY else None
-        cause, hint = why or explain(err, str(directory))
-        given = named(f"--cache-dir {str(directory)!r}", f"cache_dir {str(directory)!r}")
-        other = named(" --cache-dir (or none)", " cache_dir (or none)")  # (the option given)
-        hint = hint.replace(" cache_dir (or none)", other)
-        raise OptionError(f"cannot use {given}: {cause}; {hint}") from err
+        why = blocked(failed, pick(option)) if err.errno in NOT_A_DIRECTORY else None
+        cause, todo = why or explain(err, str(directory), option)
+        raise OptionError(f"cannot use {option} {str(directory)!r}: {cause}; {todo}") from err
 
 
 def could_make(directory: Path) -> None:

@@ -187,8 +187,8 @@ class LoaderOptions:
             scheme, sep, rest = str(where).partition("://")
             if sep and scheme != "file":  # it was made as the directory ./memory:/c
                 raise OptionError(
-                    f"cache_dir must be a local directory (the cache is this machine's disk), "
-                    f"got the URL {where!r}"
+                    f"{named('--cache-dir', 'cache_dir')} must be a local directory (the cache "
+                    f"is this machine's disk), got the URL {where!r}"
                 )
             object.__setattr__(self, "cache_dir", rest if sep else where)
         if self.cache_limit is not None:

@@ -307,7 +307,7 @@ def test_a_cache_entry_damaged_after_its_fill_is_caught(
     # the local copy is named and blamed, not the snapshot: "recreate it with --overwrite"
     # would have had the user compute the whole snapshot again for a bad local file
     said = str(raised.value)
-    assert f"the local copy in cache_dir is damaged ({entry})" in said, said
+    assert f"the local copy in the shard cache is damaged ({entry})" in said, said
     assert "--overwrite" not in said
     entry.unlink()  # what it says to do
     with s.loader(8, shuffle=False, cache_dir=tmp_path / "c") as loader:

@@ -167,7 +167,7 @@ def test_no_free_space_reads_every_shard_without_the_cache(
     assert "Reading the shards that do not fit without the cache" in caplog.text
 
 
-FAULTS = sorted({*cache_faults.HINTS, errno.ENXIO})  # every errno with a hint, and one without
+FAULTS = sorted({*cache_faults.HINTED, errno.ENXIO})  # every errno with a hint, and one without
 OPS = ["pwrite", "fsync", "replace", "open", "flock"]
 
 

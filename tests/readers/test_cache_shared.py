@@ -236,3 +236,22 @@ def test_an_entry_this_user_may_not_read_is_named_with_its_owner(
     assert f"may not read {cache}/" in line and f"({users.user('ana')}'s, mode -rw-------)" in line
     assert "umask 002" in line and f"chmod -R g+rX {cache}" in line
     assert "may not write" not in line
+
+
+@pytest.mark.parametrize("processes", ["0", "2"])
+def test_a_commands_entry_it_may_not_read_names_its_flag(
+    users: Users, server: GcsServer, processes: str
+) -> None:
+    """The same fault met by ``snap bench --cache-dir``, in the loader's threads or in its
+    decode processes (which ask nobody how the cache was given): the flag, not the keyword."""
+    cache = team_dir(users, f"ana-077-cli-{processes}")
+    assert records(read(users, server, "ana", "one", cache, umask=0o077)) == ALL
+    done = users.run("ben", ["-m", "snapshot_cli", "bench", "gs://shared/one", "--epochs", "1",
+                             "--cache-dir", str(cache), "--processes", processes],
+                     env=server.client_env())  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    said = f"snap: error: --cache-dir {cache}: Permission denied (EACCES) while caching "
+    assert line.startswith(said), line
+    assert line.endswith(", or choose another --cache-dir (or none)"), line
+    assert "cache_dir" not in line, line
