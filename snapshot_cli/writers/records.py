@@ -120,7 +120,7 @@ class ColumnBuilder:
                 self.values.append(value)
                 return 8
             if kind is not str and kind is not bytes:  # np.str_, np.bytes_: as Python's
-                value = value.item()
+                value = value[:]  # (whole: .item() drops trailing NULs, values.plain_text)
             if type(value) is str and not value.isascii():
                 check_utf8(value, self.name)
             if len(value) > self.long:  # maybe past what one value holds: raises if so

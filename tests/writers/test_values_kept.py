@@ -220,6 +220,24 @@ def test_numpy_text_scalars_keep_their_trailing_nuls(text: str, data: bytes) -> 
     assert (row["s"], row["b"], row["ls"], row["lb"]) == (text, data, [text, "x"], [data])
 
 
+texts = st.text(max_size=4).map(lambda t: t + "\x00" * 2)
+datas = st.binary(max_size=4).map(lambda b: b + b"\x00")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(texts, datas, st.booleans(), st.booleans()), min_size=1, max_size=8))
+def test_text_of_any_record_keeps_its_trailing_nuls(given: list[Any]) -> None:
+    """Every record's numpy text scalar, not only the first's: the first record of a batch
+    takes the general path, each one like it a fast path that called ``.item()`` (every
+    record but a batch's first lost its NULs; a probe)."""
+    buffer = RecordBuffer()
+    for text, data, numpy_text, numpy_data in given:
+        buffer.add({"s": np.str_(text) if numpy_text else text,
+                    "b": np.bytes_(data) if numpy_data else data})  # fmt: skip
+    stored = pa.Table.from_batches(buffer.take()).to_pylist()
+    assert [(r["s"], r["b"]) for r in stored] == [(t, d) for t, d, _, _ in given]
+
+
 @given(st.integers(-(2**70), -(2**63) - 1) | st.integers(2**63, 2**70))
 def test_an_int_past_int64_is_refused_with_advice_that_fits_it(value: int) -> None:
     """A negative int below int64 was told to "use a numpy uint64 scalar", which holds no
