@@ -27,9 +27,9 @@ does that without a warning, and an integer that does not fit keeps its low 32 b
 (2**32 + 5 becomes 5): an id or a hash silently becomes another. So each batch's int64 and
 uint64 columns are checked (their minimum and maximum: ~3 us for a column of labels, ~0.2 ms
 for 4 MiB of token ids, about what JAX's own narrowing copy costs), and a value that does
-not fit is an ``OptionError`` naming the column, the value and the ways out. A float64
-beyond float32's range becomes inf, as JAX makes it (numpy may warn "overflow encountered
-in cast"); its precision is float32's.
+not fit is an ``OptionError`` naming the column, the value and the ways out. So is a finite
+float64 beyond float32's range, which JAX would make inf (numpy only warned "overflow
+encountered in cast"); inf and NaN pass as they are, and the precision is float32's.
 """
 
 from __future__ import annotations
@@ -205,8 +205,11 @@ _NARROWED = {np.dtype(np.int64): np.int32, np.dtype(np.uint64): np.uint32}
 
 def _check_narrowing(arrays: dict[str, np.ndarray]) -> None:
     """Raise OptionError if a 64-bit integer column holds a value its 32-bit JAX array cannot
-    (it would keep only its low 32 bits)."""
+    (it would keep only its low 32 bits), or a float64 column a finite value float32 cannot
+    (it would be inf)."""
     for name, values in arrays.items():
+        if values.dtype == np.float64 and values.size:
+            _check_float32(name, values)
         narrow = _NARROWED.get(values.dtype)
         if narrow is None or not values.size:
             continue
@@ -221,4 +224,26 @@ def _check_narrowing(arrays: dict[str, np.ndarray]) -> None:
             "value (silently another number). Turn x64 on before iterating "
             "(jax.config.update('jax_enable_x64', True)), leave the column out "
             "(loader(columns=[...])), or map it into range with the loader's map"
+        )
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32(name: str, values: np.ndarray) -> None:
+    """A finite float64 beyond float32's range (1e300: a sentinel, a sum, a variance) is
+    inf in JAX without x64; inf and NaN stay what they are, small values lose precision
+    only. Two reductions a batch where every value fits (NaN or inf: a third pass)."""
+    low, high = values.min(), values.max()
+    if low >= -_FLOAT32_MAX and high <= _FLOAT32_MAX:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        lost = np.isfinite(values) & np.isinf(values.astype(np.float32))
+    if lost.any():
+        bad = float(values[lost].flat[0])
+        raise OptionError(
+            f"column {name!r} holds {bad:g} in this batch, which JAX without x64 makes inf: "
+            "it makes float64 columns float32, whose largest value is 3.4e+38. Turn x64 on "
+            "before iterating (jax.config.update('jax_enable_x64', True)), leave the column "
+            "out (loader(columns=[...])), or map it into range with the loader's map"
         )
