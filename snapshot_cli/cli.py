@@ -267,8 +267,9 @@ def head(snapshot: str, count: int, columns: list[str] | None, as_json: bool) ->
 
     target = open_target(snapshot)
     snap = target.snapshot
+    utc = report.zoned(snap.schema)  # (replayed in UTC: each value marked Z)
     records = [
-        {k: report.summarise_value(v) for k, v in rec.items()}
+        {k: report.summarise_value(v, k in utc) for k, v in rec.items()}
         for rec in snap.head(count, columns=named(columns, snap.schema.names))
     ]
     doc = {"path": snap.url, "shard": target.shard_url, "num_records": snap.num_records,

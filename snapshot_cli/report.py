@@ -182,8 +182,10 @@ def _regional(char: str) -> bool:
     return "\U0001f1e6" <= char <= "\U0001f1ff"
 
 
-def summarise_value(value: Any) -> Any:
-    """One field of one record, readable: arrays summarised, long text and bytes truncated.
+def summarise_value(value: Any, utc: bool = False) -> Any:
+    """One field of one record, readable: arrays summarised, long text and bytes truncated;
+    ``utc``: a time of a column with a zone, replayed in UTC (numpy has none), marked ``Z``
+    (bare, it read as the zone's wall time).
 
     Arrays become ``{"dtype", "shape", "first"}`` (``first`` holds up to six leading values),
     and arrays of numbers ``{"dtype", "shape", "min", "max", "mean", "non_finite", "first"}``
@@ -192,6 +194,8 @@ def summarise_value(value: Any) -> Any:
     themselves; strings longer than 60 characters and bytes become ``{"type", "length",
     "start"}`` (bytes start as hex).
     """
+    if utc and isinstance(value, np.datetime64):
+        return Unquoted(f"{value}Z")
     if isinstance(value, np.ndarray):
         flat = value.reshape(-1)
         out: dict[str, Any] = {"dtype": str(value.dtype), "shape": list(value.shape)}
@@ -212,6 +216,11 @@ def summarise_value(value: Any) -> Any:
             return value
         return {"type": "str", "length": len(value), "start": _truncate_text(value)}
     return _scalar(value)
+
+
+def zoned(schema: Any) -> frozenset[str]:
+    """The columns of ``schema`` (Arrow) that are times with a zone."""
+    return frozenset(f.name for f in schema if getattr(f.type, "tz", None))
 
 
 def _mean(mean: float, low: Any, high: Any) -> float:

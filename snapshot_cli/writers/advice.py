@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from .. import schema as schema_mod
 
@@ -224,11 +225,22 @@ def ragged_names_note(unmatched: Sequence[str], columns: Sequence[str]) -> str:
     )
 
 
-def warn_unmatched_ragged(declared: Iterable[str], columns: Sequence[str]) -> None:
-    """Say (a warning) which names ``@snap.ragged`` declared that the records do not have."""
-    note = ragged_names_note(unmatched_ragged(declared, columns), columns)
+def warn_unmatched_ragged(declared: Iterable[str], schema: pa.Schema) -> None:
+    """Say (a warning) which names ``@snap.ragged`` declared that the records do not have,
+    and which are columns of one value a record (a number, a text), which it marks not."""
+    log = logging.getLogger("snapshot_cli")
+    note = ragged_names_note(unmatched_ragged(declared, schema.names), schema.names)
     if note:
-        logging.getLogger("snapshot_cli").warning("%s", note)
+        log.warning("%s", note)
+    kinds = {f.name: schema_mod.kind(f.type) for f in schema}
+    for name in sorted(n for n in set(declared) if kinds.get(n) in _ONE_VALUE):
+        log.warning("@snapshot_cli.ragged declares %r, a column of %s, one a record, not of "
+                    "arrays: ragged marks an array column whose shape varies, and marks "
+                    "nothing here; leave it out of the decorator", name,
+                    _ONE_VALUE[kinds[name]])  # fmt: skip
+
+
+_ONE_VALUE = {"scalar": "numbers", "string": "text", "binary": "bytes"}
 
 
 def not_a_record_message(item: Any, why: str = "") -> str:

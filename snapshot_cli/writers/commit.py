@@ -122,7 +122,7 @@ class SchemaAgreement:
         declared = result.get("ragged", ())  # (@snap.ragged's names, as the task had them)
         if not self.said:  # once a create, as its first task's records show the columns
             self.said = True
-            advice.warn_unmatched_ragged(declared, s.names)
+            advice.warn_unmatched_ragged(declared, s)
         if self.first is None:
             self.first = (s, result["task"])
             return

@@ -10,6 +10,7 @@ value of one can only exist if it is loaded.
 
 from __future__ import annotations
 
+import datetime
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -199,6 +200,13 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
                 f"column {name!r} of a yielded DataFrame holds {counted(missing, 'missing value')}"
                 " (NA); snap stores no missing values: fill them (fillna) or leave those rows out"
             )
+        if getattr(dtype, "kind", "") == "O" and len(column) and _zoned_time(column.iloc[0]):
+            raise RecordError(  # (one zone is a datetime64[ns, zone] column: below)
+                f"column {name!r} of a yielded DataFrame holds times with a time zone as "
+                f"objects ({column.iloc[0]!r}, ...), as pandas keeps times of more than one "
+                f"zone; a column has one zone: give it one (df[{name!r}] = "
+                f"pd.to_datetime(df[{name!r}], utc=True)), and it keeps it"
+            )
         # times with a zone: an Arrow timestamp that keeps it (numpy's would be objects);
         # a column of pandas' ArrowDtype: its Arrow data, taken as a pyarrow table's is
         # (numpy's would be objects, or pandas' NotImplementedError for an interval)
@@ -206,3 +214,7 @@ def dataframe_columns(frame: Any) -> dict[str, Any]:
         arrow = getattr(dtype, "pyarrow_dtype", None) is not None
         out[name] = pa.array(column) if zoned or arrow else column.to_numpy()
     return out
+
+
+def _zoned_time(value: Any) -> bool:
+    return isinstance(value, datetime.datetime) and value.tzinfo is not None

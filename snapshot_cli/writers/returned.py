@@ -40,6 +40,15 @@ def items(result: Any) -> Iterable[Any]:
             f"the pipeline is async (it returned {kind}): snap calls it as a plain function; "
             "make it a plain def that yields, and run any async code in it with asyncio.run"
         )
+    if hasattr(result, "shape") and str(getattr(result, "dtype", "object")) != "object":
+        # (an array, a tensor, a Series of numbers: iterated, its rows were said as values
+        # yielded, "of type float64"; one of objects may hold records)
+        kind = f"{type(result).__module__.partition('.')[0]} {type(result).__name__}"
+        raise RecordError(
+            f"the pipeline returned a {kind} (dtype {result.dtype}, shape {tuple(result.shape)}), "
+            "whose items are values, not records: return or yield records that name their "
+            "columns ({'x': value}), or a Batch of columns (snapshot_cli.Batch(x=array))"
+        )
     if isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
         raise RecordError(
             f"the pipeline returned a value of type {type(result).__name__}; it must yield or "

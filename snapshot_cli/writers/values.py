@@ -232,10 +232,12 @@ def normalise(value: Any, column: str) -> Any:
             raise RecordError(advice.list_of_dicts(value, column))
         try:
             array = np.asarray(value)
-        except (ValueError, TypeError, UnicodeError, OverflowError) as err:
+        except Exception as err:  # (its items' own reasons too: a tensor that needs grad...)
+            tensors = any(hasattr(v, "detach") for v in value)
             raise RecordError(
                 f"column {column!r} has a {type(value).__name__} numpy cannot make one array "
                 f"of ({type(err).__name__}: {err}); yield a numpy array of one dtype"
+                + (" (of torch tensors: torch.stack(v).detach().cpu().numpy())" * tensors)
             ) from None
         if array.dtype == object:
             _refuse_objects(list(value), column, type(value).__name__)

@@ -240,7 +240,7 @@ def test_head_shows_every_arrow_type_and_its_json_is_strict(tmp_path: Path) -> N
         "b": {"type": "bytes", "length": 2, "start": "00ff"},
         "t": "2026-11-28",
     }
-    assert first["ts_tz"] == "1970-01-01T00:00:00"  # in UTC, as numpy reads a zoned time
+    assert first["ts_tz"] == "1970-01-01T00:00:00Z"  # in UTC (as numpy reads it), marked so
     code, stdout, stderr = run("head", out, "-n", "3")
     assert code == 0, stderr
     shown = records_of(stdout)

@@ -152,3 +152,29 @@ def test_text_is_shown_as_python_quotes_it(tmp_path: Path, texts: list[str]) -> 
     assert code == 0, stderr
     assert [r["t"] for r in shown(stdout)] == [repr(t) for t in texts]
     assert not any(c in stdout for c in "\x00\x1b\x85\r")
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Tokyo", "UTC", "+05:30"])
+def test_a_time_with_a_zone_is_shown_as_the_utc_time_it_replays_as(
+    tmp_path: Path, unit: str, zone: str
+) -> None:
+    """A zoned column replays in UTC (numpy has no zone) and head showed that UTC time bare:
+    ``2024-03-10T06:30:00`` of a New York column read as New York's 06:30 (a probe). Marked
+    ``Z`` (a naive column's time is not), on the terminal and in --json, the same instant."""
+    instants = np.array(["2024-03-10T06:30:00", "2024-11-03T05:59:59"], f"datetime64[{unit}]")
+
+    def frame() -> Iterator[pa.Table]:
+        zoned = pa.array(instants.astype(np.int64), pa.timestamp(unit, tz=zone))
+        yield pa.table({"t": zoned, "naive": pa.array(instants)})
+
+    out = str(tmp_path / "s")
+    snap.create(frame, out, workers=0)
+    code, stdout, _ = run("head", out)
+    assert code == 0
+    rows = shown(stdout)
+    doc = json.loads(run("head", out, "--json")[1])["records"]
+    for row, json_row, instant in zip(rows, doc, instants, strict=True):
+        assert row["t"] == json_row["t"] == f"{instant}Z"
+        assert row["naive"] == json_row["naive"] == str(instant)
+        assert np.datetime64(row["t"].removesuffix("Z")) == instant

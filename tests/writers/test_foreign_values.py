@@ -52,6 +52,18 @@ def test_a_tensor_numpy_cannot_take_is_refused_with_torchs_reason(tmp_path: Path
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+@pytest.mark.parametrize("wrap", [list, tuple])
+def test_a_list_of_tensors_numpy_cannot_take_is_refused_naming_the_column(
+    tmp_path: Path, wrap: Any
+) -> None:
+    """A list of boxes holding a tensor that needs grad: torch's RuntimeError passed through
+    as "a bug in snap", naming no column."""
+    boxes = wrap([torch.ones(4, requires_grad=True), torch.zeros(4)])
+    with pytest.raises(snap.RecordError, match=r"'boxes' has a .*requires grad.*torch.stack"):
+        roundtrip(tmp_path, {"boxes": boxes})
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
 def test_a_sparse_matrix_is_told_what_to_store(tmp_path: Path) -> None:
     """A TF-IDF row (scipy CSR) was told "lists with np.asarray", which makes an object."""
     import scipy.sparse

@@ -221,6 +221,29 @@ def test_ragged_names_that_are_columns_say_nothing(tmp_path: Path, logged: list[
     assert not [line for line in logged if "ragged" in line]
 
 
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [(lambda i: np.int64(i), "numbers"), (lambda i: "t" * i, "text"), (lambda i: b"b", "bytes")],
+)
+def test_ragged_names_of_one_value_columns_are_said_once(
+    tmp_path: Path, logged: list[str], value: Any, kind: str
+) -> None:
+    """``@snap.ragged("label")`` on a column of numbers (or text) marked nothing, silently:
+    the user believed it declared something (a probe)."""
+
+    @snap.ragged("tokens", "label")
+    def fn(item: int) -> Iterator[dict[str, Any]]:
+        yield {"tokens": np.arange(item), "label": value(item)}
+
+    create(fn, tmp_path / "s", [1, 2, 3], inputs_per_task=1)
+    said = [line for line in logged if "@snapshot_cli.ragged declares" in line]
+    assert said == [
+        f"@snapshot_cli.ragged declares 'label', a column of {kind}, one a record, not of "
+        "arrays: ragged marks an array column whose shape varies, and marks nothing here; "
+        "leave it out of the decorator"
+    ], logged
+
+
 # --- errors that say what to do ----------------------------------------------------------------
 
 
@@ -228,6 +251,27 @@ def refused(fn: Callable[[int], Any], tmp_path: Path) -> str:
     with pytest.raises((RecordError, SchemaMismatchError)) as caught:
         create(fn, tmp_path / "s", [1])
     return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        (lambda: np.zeros(3), "numpy ndarray (dtype float64, shape (3,))"),
+        (lambda: np.ones((2, 4), np.uint8), "numpy ndarray (dtype uint8, shape (2, 4))"),
+        (lambda: __import__("torch").zeros(2), "torch Tensor (dtype torch.float32, shape (2,))"),
+    ],
+)
+def test_an_array_returned_is_named_as_such(tmp_path: Path, value: Any, kind: str) -> None:
+    """Iterated, its rows were said as yielded values: "the pipeline yielded a value of type
+    float64", which named neither the array nor what it was (a probe)."""
+    text = refused(lambda item: value(), tmp_path)
+    assert f"the pipeline returned a {kind}, whose items are values, not records" in text
+
+
+def test_an_object_array_of_records_returned_is_still_its_records(tmp_path: Path) -> None:
+    records = np.array([{"a": 1}, {"a": 2}], dtype=object)
+    create(lambda item: records, tmp_path / "s", [1])
+    assert [r["a"] for r in snap.open(str(tmp_path / "s")).head(5)] == [1, 2]
 
 
 def test_a_lazy_frame_returned_is_told_to_collect(tmp_path: Path) -> None:

@@ -104,6 +104,32 @@ def test_a_dataframe_column_with_a_zone_keeps_it_and_a_record_with_one_is_refuse
             replay(tmp_path, [{"when": value}])
 
 
+@pytest.mark.parametrize(
+    "times",
+    [
+        ["2024-01-01T00:00:00+00:00", "2024-01-01T00:00:00+09:00"],
+        ["2024-06-01T08:00:00-04:00", "2024-01-01T00:00:00+01:00", "2024-01-01T00:00:00Z"],
+    ],
+)
+def test_a_dataframe_column_of_times_in_several_zones_is_told_to_give_it_one(
+    tmp_path: Path, times: list[str]
+) -> None:
+    """pandas keeps times of two zones as objects; each was refused as a record's time and
+    told to "yield a DataFrame or Arrow table, whose column keeps it": it was one (a probe).
+    The advice given makes it storable, its instants kept."""
+    frame = pd.DataFrame({"t": [pd.Timestamp(t) for t in times]})
+    assert frame["t"].dtype == object  # (what pandas makes of it)
+    with pytest.raises(snap.RecordError) as raised:
+        replay(tmp_path, [frame])
+    said = str(raised.value)
+    assert "column 't' of a yielded DataFrame holds times with a time zone as objects" in said
+    assert "df['t'] = pd.to_datetime(df['t'], utc=True)" in said
+    frame["t"] = pd.to_datetime(frame["t"], utc=True)
+    batch = replay(tmp_path, [frame])
+    expected = [pd.Timestamp(t).tz_convert(None).to_datetime64() for t in times]  # (UTC)
+    assert batch["t"].astype("M8[us]").tolist() == np.array(expected, "M8[us]").tolist()
+
+
 NAT = np.datetime64("NaT", "us")
 
 
