@@ -162,6 +162,7 @@ class Loader(FrameworkAdapters):
             map_threads=cores,
             bytes_per_row=bytes_per_row,
             record_bytes=reading.record_bytes(),
+            densest_row_bytes=reading.densest_row_bytes(),
             trace=trace,
             sources=len(reading.sources),
             processes=processes,

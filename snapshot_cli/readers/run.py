@@ -80,6 +80,7 @@ class RunContext:
     map_threads: int
     bytes_per_row: int
     record_bytes: int  # a whole record's (what a first read of it checks)
+    densest_row_bytes: int  # the bytes per row of the shard with the largest records
     trace: Tracer | None
     sources: int = 1  # snapshots mixed
     processes: int = 0  # decode processes (:mod:`.procs`); 0: read threads decode
@@ -108,12 +109,11 @@ class Run:
         self.blocks, self.make_plan = ctx.blocks, ctx.make_plan
         self.schema, self.columns = ctx.schema, list(ctx.columns)
         self.readers, self.tuner, self.stats = ctx.readers, ctx.tuner, ctx.stats
-        self.bytes_per_row, self._trace = ctx.bytes_per_row, weakly(ctx.trace)
+        self.unit_row_bytes, self._trace = ctx.densest_row_bytes, weakly(ctx.trace)
         self.read_per_row = max(ctx.bytes_per_row, ctx.record_bytes)  # what reads touch
-        self.checked = ctx.checked
+        self.checked, self.processes = ctx.checked, ctx.processes
         self.start_epoch, self.start_batch, self.end = epoch, batch, end
         self.stop = threading.Event()
-        self.processes = ctx.processes
         if self.processes:
             self.pool = procs.pool()
             self.pool.start(self.processes)
@@ -151,7 +151,7 @@ class Run:
     def plan(self, epoch: int) -> Plan:
         if epoch not in self._plans:
             self._plans = {e: p for e, p in self._plans.items() if e >= epoch - 1}
-            self._plans[epoch] = grouped(self.make_plan(epoch), self.bytes_per_row)
+            self._plans[epoch] = grouped(self.make_plan(epoch), self.unit_row_bytes)
         return self._plans[epoch]
 
     def batches_in(self, epoch: int) -> int:
@@ -169,8 +169,8 @@ class Run:
                     lo, hi = max(first, a // b), min(plan.num_batches, -(-z // b))
                     if lo < hi:
                         yield plan, k, lo, hi
-            elif plan.num_batches == 0 and self.end is None:
-                return  # an empty rank part: an endless loop would spin
+            elif plan.num_batches == 0:  # an empty rank part, every epoch (records are
+                return  # dealt alike): endless, it spun; epochs=10**9 took hours of nothing
             epoch, first = epoch + 1, 0
 
     def _produce(self) -> None:

@@ -137,6 +137,23 @@ class ReadSet:
             raw += max(0, s.manifest.uncompressed_bytes - n * row_bytes(s.schema, left_out))
         return max(1, row_bytes(self.schema, self.columns), raw // max(1, records))
 
+    def densest_row_bytes(self) -> int:
+        """Bytes per record of the columns read, in the shard whose records are largest:
+        what groups windows into units (:func:`.units.grouped`), which an average sized by
+        a snapshot's few large records among many small ones held all of them at once
+        (forty of 5 MiB, written first, in a "4-record" window's unit of 645: 450 MiB)."""
+        from .window import row_bytes
+
+        wanted = set(self.columns)
+        most = row_bytes(self.schema, self.columns)
+        for s in self.sources:
+            left_out = row_bytes(s.schema, [c for c in s.schema.names if c not in wanted])
+            for shard in s.manifest.shards:
+                if shard.records:
+                    raw = shard.uncompressed_bytes - shard.records * left_out
+                    most = max(most, raw // shard.records)
+        return max(1, most, self.bytes_per_row())
+
     def record_bytes(self) -> int:
         """Bytes of a whole record (all its columns, uncompressed): what a read touches of
         it, whichever columns it keeps (a first read checks all of each record batch)."""

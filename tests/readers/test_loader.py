@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import inspect
 import re
@@ -768,6 +769,25 @@ def test_empty_snapshot_yields_nothing(tmp_path: Path) -> None:
     assert info.num_records == 0 and info.num_shards == 0
     loader = snap.open(str(tmp_path / "s")).loader(batch_size=4)
     assert list(loader) == [] and len(loader) == 0
+
+
+@pytest.mark.parametrize("epochs", [1000, 10**12, None])
+def test_an_empty_snapshot_is_planned_once_however_many_epochs(
+    tmp_path: Path, epochs: int | None
+) -> None:
+    """Every epoch is as empty as the first: epochs=10**9 planned empty epochs for hours,
+    where epochs=None ended at once (a probe)."""
+    snap.create(lambda: iter(()), str(tmp_path / "s"), workers=0)
+    loader = snap.open(str(tmp_path / "s")).loader(batch_size=4, epochs=epochs)
+    planned: list[int] = []
+    real = loader._context.make_plan
+
+    def counted(epoch: int) -> Any:
+        planned.append(epoch)
+        return real(epoch)
+
+    loader._context = dataclasses.replace(loader._context, make_plan=counted)
+    assert list(loader) == [] and planned == [0], planned[:5]
 
 
 @pytest.mark.parametrize("shuffle", [False, True])

@@ -144,6 +144,44 @@ def test_a_unit_holds_at_most_4096_windows() -> None:
     assert served(unit, [plan.blocks]) == served(plan, [plan.blocks])
 
 
+def _sized(i: int) -> Any:
+    big = i == 0  # (the first task: 40 records of 1 MiB, more than a unit; others 40 of 100 B)
+    for k in range(40):
+        yield {"id": np.int64(i * 100 + k), "blob": np.zeros((1 << 20) if big else 100, np.uint8)}
+
+
+def test_units_are_sized_by_the_shard_of_the_largest_records(tmp_path: Path) -> None:
+    """Units were sized by the snapshot's average record: a few large records among many
+    small ones (forty of 5 MiB written first, then 4,000 of 100 B) were all held at once, in
+    the unit of a "4-record" window (645 records, 450 MiB of RSS; a probe). Sized by the
+    shard of the largest, no unit holds more than :data:`units.UNIT_BYTES`."""
+    from snapshot_cli.readers.options import LoaderOptions
+    from snapshot_cli.readers.sources import resolve
+
+    url = str(tmp_path / "s")
+    snap.create(snap.ragged("blob")(_sized), url, inputs=range(60), workers=0,
+                inputs_per_task=1, compression="none")  # fmt: skip
+    s = snap.open(url)
+    reading = resolve(s, LoaderOptions(shuffle=False))
+    densest, average = reading.densest_row_bytes(), reading.bytes_per_row()
+    assert densest >= 1 << 20 > 16 * average  # (the average: 17 KiB)
+    sizes = np.concatenate([np.where(b["id"] < 100, 1 << 20, 100) for b in s.iter_batches()])
+    plan = EpochPlan(reading.blocks, PlanOptions(1, shuffle=False, window_rows=4), 0)
+
+    def most_bytes(grouped: Any) -> int:  # (of any one unit: its records in written order)
+        spans = [(plan.window_bounds(min(grouped.windows(u)))[0],
+                  plan.window_bounds(max(grouped.windows(u)))[1])
+                 for u in range(grouped.num_windows)]  # fmt: skip
+        return max(int(sizes[a:b].sum()) for a, b in spans)
+
+    assert most_bytes(units.grouped(plan, average)) >= 40 << 20  # every large record at once
+    assert most_bytes(units.grouped(plan, densest)) <= units.UNIT_BYTES
+    with s.loader(1, shuffle=False, shuffle_buffer=4, prefetch=1) as loader:
+        assert loader._context.densest_row_bytes == densest
+        ids = [int(b["id"][0]) for b in loader]
+    assert ids == [i * 100 + k for i in range(60) for k in range(40)]
+
+
 def test_a_window_of_one_record_is_served_as_a_generator_would_place_it() -> None:
     plan = EpochPlan(blocks_from([[7, 5]]), PlanOptions(1, window_rows=1, seed=3), 2)
     for k in range(plan.num_windows):  # (the only permutation, no generator made for it)
@@ -183,7 +221,7 @@ def test_a_loader_resumed_inside_a_unit_continues_with_the_same_batches(
 ) -> None:
     kw: dict[str, Any] = {size: 32, "seed": 9, "epochs": 2, "shuffle_buffer": 64}
     loader = snap.open(small).loader(**kw)
-    per_row = loader._context.bytes_per_row
+    per_row = loader._context.densest_row_bytes  # (what units are sized by)
     monkeypatch.setattr(units, "UNIT_BYTES", 130 * per_row)  # units of 2 windows of 64 records
     whole = [dict(b) for b in loader]
     assert loader.stats()["windows"] == 2 * 19  # 38 windows an epoch, 2 to a unit
