@@ -70,8 +70,13 @@ def test_bench_no_shuffle(snapshot: Path) -> None:
     assert code == 0, stderr
     rows = table(stdout.splitlines())
     batches = 2 * math.ceil(NUM_RECORDS / 5)
-    assert rows["replayed"].startswith(f"{2 * NUM_RECORDS} records in {batches} batches of 5")
+    assert rows["replayed"].startswith(f"{2 * NUM_RECORDS} records in {batches} batches of up to 5")
     assert len(re.findall(r"^  epoch \d: ", stdout, re.MULTILINE)) == 2
+    # a batch larger than the snapshot: its batches are partial, and said so ("3 records in
+    # 3 batches of 1000000" read as three million)
+    code, stdout, _ = run("bench", str(snapshot), "--batch-size", "1000000", "--epochs", "3")
+    replayed = table(stdout.splitlines())["replayed"]
+    assert replayed.startswith(f"{3 * NUM_RECORDS} records in 3 batches of up to 1000000, ")
     doc = run_json("bench", str(snapshot), "--no-shuffle", "--epochs", "1")
     assert doc["options"]["shuffle"] is False and doc["records"] == NUM_RECORDS
 
