@@ -86,11 +86,15 @@ class Loader(FrameworkAdapters):
         self.snapshot: Snapshot | None = None if isinstance(source, Mixture) else source
         self.schema, self.columns = reading.schema, reading.columns
         bytes_per_row = reading.bytes_per_row()
-        buffer_rows = options.shuffle_rows(bytes_per_row)  # None: "auto" (memory.auto_window)
         everywhere = options.global_batch_size is not None or reading.counts is not None
+        # in order, a window's size changes no order: sized by the largest records, else
+        # by the average (the order of a shuffle is a function of it)
+        in_order = not options.shuffle and not everywhere
+        per_row = reading.densest_row_bytes() if in_order else bytes_per_row
+        buffer_rows = options.shuffle_rows(per_row)  # None: "auto" (memory.auto_window)
         target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
         target, self._capped = memory.auto_window(target, buffer_rows is None and not everywhere)
-        buffer_rows = buffer_rows or max(1, target // bytes_per_row)
+        buffer_rows = buffer_rows or max(1, target // per_row)
         # the first window ramps up kept in order too: 32 MiB of 4-byte records is 8,000
         # record batches to decode before the first batch (0.7-1.3 s)
         first_rows = reading.first_rows(

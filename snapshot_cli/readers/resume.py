@@ -246,13 +246,14 @@ def _same_window(
     mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapshot]
 ) -> dict[str, Any]:
     """``theirs`` with ``mine``'s window_rows where both windows of the per-rank order hold
-    the rank's whole part of an epoch (its batches, whole): the plan is then the same
-    (tests/readers/test_resume_identity.py). "auto" makes a window of at most a quarter of
-    the memory the process may use, so a small machine's is smaller than a large one's
-    even where both hold an epoch; a state records the window as made, not cut to the
-    epoch (states of snap before 2026-11-30 too), so both sides are compared so."""
+    the rank's whole part of an epoch (its batches, whole), or neither shuffles: the same
+    plan (test_resume_identity.py). "auto" makes a window of at most a quarter of the
+    memory the process may use (a small machine's smaller even where both hold an epoch);
+    a state records the window as made, not cut to the epoch, so both are compared so."""
     if mine.get("order") == "global" or mine.get("fingerprint") != theirs.get("fingerprint"):
         return theirs
+    if mine["shuffle"] is False and theirs.get("shuffle") is False:  # (written order)
+        return {**theirs, **{k: mine[k] for k in ("window_rows", "first_window_rows")}}
     n = sum(s.manifest.num_records for s in sources)
     world, batch = mine["world_size"], mine["batch_size"]
     part = n // world if mine["drop_last"] else -(-n // world)

@@ -307,3 +307,47 @@ def test_windows_that_hold_the_part_make_the_same_plan(
     ]  # fmt: skip
     assert plans[0].num_batches == plans[1].num_batches
     assert np.array_equal(plans[0].positions(), plans[1].positions())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.integers(1, 40), min_size=1, max_size=30),
+    batch_size=st.integers(1, 48),
+    world=st.integers(1, 4).flatmap(lambda w: st.tuples(st.just(w), st.integers(0, w - 1))),
+    drop_last=st.booleans(),
+    windows=st.lists(st.tuples(st.integers(1, 500), st.integers(0, 400)), min_size=2, max_size=2),
+)
+def test_windows_of_any_size_make_the_same_unshuffled_plan(
+    rows: list[int], batch_size: int, world: tuple[int, int], drop_last: bool,
+    windows: list[tuple[int, int]],
+) -> None:  # fmt: skip
+    """What a state of an unshuffled loader relies on to resume with other windows: without a
+    shuffle, every window size (ramp included) gives the written order."""
+    world_size, rank = world
+    blocks = Blocks(np.zeros(len(rows), np.int64), np.arange(len(rows)), np.array(rows, np.int64))
+    plans = [
+        EpochPlan(blocks, PlanOptions(batch_size=batch_size, shuffle=False, rank=rank,
+                                      world_size=world_size, drop_last=drop_last,
+                                      window_rows=w, first_window_rows=first), 0)
+        for w, first in windows
+    ]  # fmt: skip
+    assert plans[0].num_batches == plans[1].num_batches
+    assert np.array_equal(plans[0].positions(), plans[1].positions())
+
+
+def test_an_unshuffled_state_resumes_with_other_windows(wide: str) -> None:
+    """Unshuffled windows are sized by the shard of the largest records since 2026-12-07 (by
+    the average before): a state saved with windows of another size resumes in the same
+    written order (it was refused, naming window_rows)."""
+    kw = {"batch_size": 64, "shuffle": False}
+    saving = snap.open(wide).loader(shuffle_buffer=640, **kw)
+    it = iter(saving)
+    for _ in range(5):
+        next(it)
+    state, rest = saving.state_dict(), [i for b in it for i in b["id"].tolist()]
+    saving.close()
+    assert state["config"]["window_rows"] == 640 and rest == list(range(320, 4000))
+    for other in (64, 1280, "1MiB", "auto"):
+        resumed = snap.open(wide).loader(shuffle_buffer=other, **kw)
+        resumed.load_state_dict(state)
+        assert ids(resumed) == rest

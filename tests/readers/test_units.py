@@ -180,6 +180,11 @@ def test_units_are_sized_by_the_shard_of_the_largest_records(tmp_path: Path) -> 
         assert loader._context.densest_row_bytes == densest
         ids = [int(b["id"][0]) for b in loader]
     assert ids == [i * 100 + k for i in range(60) for k in range(40)]
+    # unshuffled, a window of a size is sized so too (its order is the written order,
+    # whatever the size; a shuffle's is a function of it, and keeps the average)
+    for shuffle, per_row in ((False, densest), (True, average)):
+        window = s.loader(1, shuffle=shuffle, shuffle_buffer="8MiB").plan_options.window_rows
+        assert window == (8 << 20) // per_row, (shuffle, window)
 
 
 def test_a_window_of_one_record_is_served_as_a_generator_would_place_it() -> None:
