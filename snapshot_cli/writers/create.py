@@ -177,6 +177,7 @@ def _create(
     params = params_mod.check_params(params)
     fs, root = storage.resolve(paths.output, storage_options)
     url = storage.to_url(fs, root)
+    guards.refuse_in_import(url)  # (a script's own create, run by snap importing it)
     protocols = worker_storage.for_workers(url, storage.protocol(fs), in_process)
     guards.check_output(fs, root)  # (a file, foreign files, a link out of OUTPUT)
     if not overwrite:  # (a snapshot or run made before functions' names counted: its hash)

@@ -33,6 +33,7 @@ from ..manifest import Manifest
 from ..os_paths import cwd_deleted
 from ..shortages import no_room
 from . import commit as commit_mod
+from . import importing
 from . import lease as lease_mod
 from . import worker as worker_mod
 
@@ -71,6 +72,22 @@ _GUARD = (
     'put the code that runs snap.create under\n\n    if __name__ == "__main__":\n\n'
     "so that it runs only when the script is started, not when another process imports it"
 )
+
+
+def refuse_in_import(url: str) -> None:
+    """Fail at once where a create runs at the top level of a file snap imports to find a
+    function in (``snap create script.py:fn`` of a script that calls snap.create itself): it
+    was the script's whole create, run by surprise, and failed as another one ("holds a
+    snapshot made with different pipeline code; pass --overwrite", which changed nothing)."""
+    if worker_mod.IMPORTING:  # (a worker's import: said as such)
+        refuse_nested(url)
+    if (target := importing.loading()) is not None:
+        raise OptionError(
+            f"snap.create({url!r}) was called at the top level of {target!r}, which snap "
+            "imported to find a function in: put the code that runs snap.create under\n\n"
+            '    if __name__ == "__main__":\n\nso that it runs when the script is run, not '
+            "when snap imports it for its functions"
+        )
 
 
 def refuse_nested(url: str) -> None:

@@ -12,6 +12,7 @@ given as a file).
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import hashlib
 import importlib
@@ -192,6 +193,7 @@ def _import_target(target: str, what: str, spec: str) -> Any:
             return _import_file(path, target, what, spec)
     if "" not in sys.path and (here := absolute_or_none(os.curdir)) is not None:
         _put_on_path(here)  # as `python -m` does (none where the directory was deleted)
+    token = _LOADING.set(target)
     try:
         with bytecode.fresh_imports(codedeps.is_user_file):
             return importlib.import_module(target)
@@ -213,6 +215,8 @@ def _import_target(target: str, what: str, spec: str) -> Any:
             f"importing {what} module {target!r} failed:\n{format_user_traceback(err)}"
             f"{_exit_hint(err)}"
         ) from err
+    finally:
+        _LOADING.reset(token)
 
 
 def _file_lock(path: str) -> threading.RLock:
@@ -222,6 +226,15 @@ def _file_lock(path: str) -> threading.RLock:
     no function in it. Re-entrant: a file's top level may load its own functions."""
     with _naming:
         return _file_locks.setdefault(os.path.realpath(path), threading.RLock())
+
+
+_LOADING: contextvars.ContextVar[str | None] = contextvars.ContextVar("snap_loading", default=None)
+
+
+def loading() -> str | None:
+    """The pipeline (or inputs) file this thread is importing to find a function in, if any:
+    a ``snap.create`` its top level runs then is refused (:func:`.guards.refuse_in_import`)."""
+    return _LOADING.get()
 
 
 def _import_file(path: str, target: str, what: str, spec: str) -> Any:
@@ -253,6 +266,7 @@ def _import_file(path: str, target: str, what: str, spec: str) -> Any:
         shipping.FROM_FILES[name] = path
         if stamp is not None:
             _stamps[path] = stamp
+    token = _LOADING.set(target)
     try:
         with bytecode.fresh_imports(codedeps.is_user_file):  # (its helpers' .pyc too)
             module_spec.loader.exec_module(module)
@@ -267,6 +281,8 @@ def _import_file(path: str, target: str, what: str, spec: str) -> Any:
             f"importing {what} file {target!r} failed:\n{format_user_traceback(err)}"
             f"{_package_hint(err, path, spec)}{_exit_hint(err)}"
         ) from err
+    finally:
+        _LOADING.reset(token)
     return module
 
 

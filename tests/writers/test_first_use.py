@@ -60,18 +60,36 @@ def test_a_script_without_a_main_guard_runs_in_worker_processes(tmp_path: Path) 
     assert "records 6 reused True" in second.stdout and "working on" not in second.stderr
 
 
-def test_a_create_inside_a_worker_fails_at_once_and_shows_the_guard(tmp_path: Path) -> None:
-    """``snap create script.py:fn`` on a script that calls snap.create when imported: its
-    workers import the script again; the nested create is refused, never waits."""
+@pytest.mark.parametrize("form", ["file", "module"])
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("made", [False, True])
+def test_a_create_at_the_top_of_an_imported_script_fails_at_once_and_shows_the_guard(
+    tmp_path: Path, form: str, workers: str, made: bool
+) -> None:
+    """``snap create script.py:fn`` on a script that calls snap.create when imported: the
+    script's own create ran when snap imported it (and its workers imported it again, where
+    a nested create was refused). Run by ``python script.py`` first, its create failed as
+    another ("holds a snapshot made with different pipeline code; pass --overwrite", which
+    changed nothing; a probe). Refused at once, naming the file and the guard; nothing made."""
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    res = subprocess.run(
-        [sys.executable, "-m", "snapshot_cli", "create", f"{script}:preprocess", "other",
-         "--workers", "2"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert res.returncode == 1
-    assert "snap worker process" in res.stderr and 'if __name__ == "__main__":' in res.stderr
+    if made:
+        assert run_script(script, tmp_path).returncode == 0
+    spec = f"{script}:preprocess" if form == "file" else "script:preprocess"
+    for extra in ([], ["--overwrite"]):
+        res = subprocess.run(
+            [sys.executable, "-m", "snapshot_cli", "create", spec, "other", "--workers", workers,
+             "--input", "x", *extra],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert res.returncode == 1, res.stderr
+        name = repr(str(script) if form == "file" else "script")
+        said = f"snap.create({str(tmp_path / 'out')!r}) was called at the top level of {name}"
+        assert said in res.stderr and 'if __name__ == "__main__":' in res.stderr, res.stderr
+        assert "--overwrite" not in res.stderr.split("Traceback")[-1].splitlines()[-1]
+        assert "working on" not in res.stderr
+    assert not (tmp_path / "other").exists()
+    assert (tmp_path / "out").exists() == made
 
 
 CHILD = """
