@@ -345,6 +345,11 @@ def gc_lines(doc: dict[str, Any]) -> list[str]:
     lines = [f"{verb} {g['path']}  ({human_bytes(g['bytes'])}, {g['reason']})" for g in garbage]
     if doc["note"]:
         lines.append(f"note: {doc['note']}")
+    lines += [  # ("nothing to remove" said of a replaced version's shards, still there)
+        f"kept version {kept['version']}, replaced, until {kept['until']} (--retention: how "
+        "long a replaced version stays for its readers)"
+        for kept in doc.get("kept_versions", [])
+    ]
     total = f"{verb} {counted(len(garbage), 'item')}, {human_bytes(doc['bytes'])}"
     lines.append(f"{doc['path']}: {total if garbage else 'nothing to remove'}")
     return lines

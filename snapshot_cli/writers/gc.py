@@ -27,7 +27,6 @@ import os
 import posixpath
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fsspec import AbstractFileSystem
@@ -42,56 +41,26 @@ from . import gc_leases, gc_uploads, gc_watch
 from . import lease as lease_mod
 from . import runs as runs_mod
 from .gc_denied import cannot_write, no_room_for_lease
-
-
-@dataclass
-class Garbage:
-    path: str  # relative to the snapshot
-    kind: str  # "shard", "run", "version" or "temporary"
-    bytes: int
-    reason: str
-
-
-@dataclass
-class GcReport:
-    url: str
-    dry_run: bool
-    garbage: list[Garbage] = field(default_factory=list)
-    kept_runs: list[str] = field(default_factory=list)
-    writer: dict[str, Any] | None = None
-    note: str | None = None
-
-    @property
-    def bytes(self) -> int:
-        return sum(g.bytes for g in self.garbage)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.url,
-            "dry_run": self.dry_run,
-            "removed" if not self.dry_run else "would_remove": [asdict(g) for g in self.garbage],
-            "bytes": self.bytes,
-            "kept_runs": self.kept_runs,
-            "writer": self.writer,
-            "note": self.note,
-        }
-
+from .gc_report import Garbage, GcReport
 
 DEFAULT_RETENTION = 7 * 86400.0  # seconds: Delta Lake's VACUUM keeps 7 days too
 
 
 def retained_versions(
-    fs: AbstractFileSystem, root: str, current: Manifest, retention: float, now: float
-) -> tuple[list[Manifest], dict[int, str]]:
+    fs: AbstractFileSystem, root: str, current: Manifest, retention: float, now: float,
+    until: dict[int, float] | None = None,
+) -> tuple[list[Manifest], dict[int, str]]:  # fmt: skip
     """The versions whose shards stay: the current one, and every one superseded less than
-    ``retention`` seconds ago (a reader may still be in an epoch of it); and why each other
-    kept version goes."""
+    ``retention`` seconds ago (a reader may still be in an epoch of it: ``until``, if given,
+    takes when each goes); and why each other kept version goes."""
     chain = versions.history(fs, root, current)
     keep, gone = [current], {}
     for older, newer in zip(chain, chain[1:], strict=False):
         age = now - versions.committed_at(fs, root, newer, newer is current)  # (its commit)
         if age < retention:
             keep.append(older)
+            if until is not None:
+                until[older.version] = now - age + retention
         else:
             gone[older.version] = (
                 f"of version {older.version}, superseded {_age(age)} ago (retention "
@@ -110,6 +79,7 @@ def _age(seconds: float) -> str:
 def find_garbage(
     fs: AbstractFileSystem, root: str, live_run: str | None, writer_live: bool,
     retention: float = DEFAULT_RETENTION, now: float | None = None, dry_run: bool = False,
+    kept_until: dict[int, float] | None = None,
 ) -> tuple[list[Garbage], list[str], str | None]:  # fmt: skip
     """What gc would remove given the live writer's run and the retention period, the runs
     it keeps (``dry_run``: as gc would, which takes the lease first) and, if the committed
@@ -129,7 +99,7 @@ def find_garbage(
             raise versions.rolled_back_error(fs, root, manifest, newer)
         unwritten = dry_run or writer_live  # (only under gc's own lease)
         restored = versions.restore_own_copy(fs, root, manifest, not unwritten)
-        keep, gone = retained_versions(fs, root, manifest, retention, now)
+        keep, gone = retained_versions(fs, root, manifest, retention, now, kept_until)
         referenced = {s.path for m in keep for s in m.shards}
         kept_tables = {m.history.tasks for m in keep if m.history is not None}
         for k in sorted(gone, reverse=True):  # (a shared shard: the newest had it last)
@@ -312,7 +282,13 @@ def _gc(
                 f"{live_run} is kept" if live_run else "is not chosen yet, so every run is kept"
             )
         report.garbage, report.kept_runs, restored = find_garbage(
-            fs, root, live_run, holder is not None, seconds, dry_run=dry_run
+            fs,
+            root,
+            live_run,
+            holder is not None,
+            seconds,
+            dry_run=dry_run,
+            kept_until=report.kept_versions,
         )
         uploads, unlisted = gc_uploads.unfinished(fs, root, live_run, bool(holder) and not live_run)
         report.garbage += [Garbage(rel, "upload", n, gc_uploads.WHY) for rel, n in uploads]

@@ -25,7 +25,7 @@ from .. import layout
 from . import lease as lease_mod
 
 if TYPE_CHECKING:
-    from .gc import Garbage
+    from .gc_report import Garbage
     from .lease_files import LeaseInfo
 
 RECHECK = 64  # shards removed between two looks at the lease

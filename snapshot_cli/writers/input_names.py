@@ -5,6 +5,7 @@ caller gave it, with what it may have been meant as).
 
 from __future__ import annotations
 
+import difflib
 import glob
 import os
 import re
@@ -59,6 +60,8 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
             f" (brackets are glob syntax, a set of characters to match one of, and "
             f"{escaped[0]!r} is a name here: to mean it, write its [ as [[]: {escaped[1]!r})"
         )
+    if (missing := _missing_directory(pattern)) is not None:
+        return missing
     if first and not glob.has_magic(pattern) and (len(patterns) > 1 or "/" not in pattern):
         return (
             " (paths and globs are read as files; for strings that are items, not files, such "
@@ -66,6 +69,35 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
             "Python or --inputs-from MODULE:FUNC)"
         )
     return ""
+
+
+def _missing_directory(pattern: str) -> str | None:
+    """For a local pattern whose directory part is not there (``dta/npy/*.npy``): the first
+    directory of it that is missing, and a sibling of that name that is there; None where
+    every directory before its first wildcard is there (the files are what is missing)."""
+    if "://" in pattern:
+        return None
+    parts = pattern.split("/")[:-1]  # (its directories: the last part names the files)
+    for k in range(1, len(parts) + 1):
+        head = "/".join(parts[:k])
+        if not head or glob.has_magic(parts[k - 1]):
+            if glob.has_magic(parts[k - 1]):
+                return None
+            continue  # ("/..." : the root)
+        if os.path.isdir(head):
+            continue
+        parent = "/".join(parts[: k - 1]) or ("/" if pattern.startswith("/") else ".")
+        try:
+            names = [n for n in os.listdir(parent) if os.path.isdir(os.path.join(parent, n))]
+        except OSError:
+            names = []
+        close = difflib.get_close_matches(parts[k - 1], names, n=1)
+        other = "/".join([*parts[: k - 1], close[0]]) + "/" if close else ""
+        meant = f"; did you mean {other!r}?" if close else ""
+        what = "is not a directory" if os.path.lexists(head) else "does not exist"
+        here = "" if os.path.isabs(head) else f" here, in {os.path.abspath(os.curdir)}"
+        return f" ({head}/ {what}{here}{meant})"
+    return None
 
 
 def _brackets_meant(pattern: str) -> tuple[str, str] | None:

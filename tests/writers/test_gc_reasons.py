@@ -4,9 +4,11 @@ newest of them, the one whose replacement made it garbage (it named the oldest: 
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import snapshot_cli as snap
 from snapshot_cli.writers.gc import gc
@@ -28,3 +30,36 @@ def test_a_shard_retired_versions_shared_is_said_to_be_the_newest_s(tmp_path: Pa
     for shard in versions[1] | versions[2] | versions[3]:
         newest = max(v for v, shards in versions.items() if shard in shards)
         assert reasons[shard].startswith(f"of version {newest}, superseded "), (shard, reasons)
+
+
+def test_a_replaced_version_kept_for_its_readers_is_said_with_when_it_goes(
+    tmp_path: Path,
+) -> None:
+    """After --overwrite, gc said "nothing to remove" and the replaced version's shards stayed,
+    unexplained (a probe): each version kept is listed, with when its retention is over."""
+    from click.testing import CliRunner
+
+    from snapshot_cli.cli import cli
+
+    path = str(tmp_path / "s")
+    for n, overwrite in ((2, False), (3, False), (3, True)):  # v1, v2 grown, v3 anew
+        snap.create(preprocess, path, inputs_from=lambda n=n: list(range(n)), workers=0,
+                    inputs_per_task=1, overwrite=overwrite)  # fmt: skip
+    committed = {v: snap.open(path, version=v).manifest.created for v in (2, 3)}
+    report = gc(path, dry_run=True, retention="1h")
+    assert report.garbage == [] and sorted(report.kept_versions) == [1, 2]
+    doc = report.to_json()["kept_versions"]
+    assert [k["version"] for k in doc] == [1, 2]
+    for kept, replaced_by in zip(doc, (2, 3), strict=True):  # (an hour after its successor)
+        until = datetime.datetime.fromisoformat(kept["until"])
+        since = datetime.datetime.fromisoformat(committed[replaced_by])
+        assert abs((until - since).total_seconds() - 3600) < 5, (kept, since)
+    said = CliRunner().invoke(cli, ["gc", path, "--retention", "1h"]).output.splitlines()
+    why = "(--retention: how long a replaced version stays for its readers)"
+    assert said[:2] == [f"kept version {k['version']}, replaced, until {k['until']} {why}"
+                        for k in doc]  # fmt: skip
+    assert said[-1].endswith(": nothing to remove")
+    assert gc(path, retention=0).kept_versions == {}  # (and both went)
+    for version in (1, 2):
+        with pytest.raises(snap.SnapError):
+            snap.open(path, version=version)

@@ -154,6 +154,36 @@ def test_strings_that_match_no_file_are_told_about_items(
 
 
 @pytest.mark.parametrize(
+    ("pattern", "said"),
+    [
+        ("dta/npy/*.npy", "dta/ does not exist here, in {cwd}; did you mean 'data/'?"),
+        ("data/np/*.npy", "data/np/ does not exist here, in {cwd}; did you mean 'data/npy/'?"),
+        ("data/npy/a.npy/*.npy", "data/npy/a.npy/ is not a directory here, in {cwd})"),
+        ("zzz/q/*.npy", "zzz/ does not exist here, in {cwd})"),
+        ("{cwd}/dta/npy/*.npy", "{cwd}/dta/ does not exist; did you mean '{cwd}/data/'?"),
+        ("data/npy/*.npz", None),  # (the directory is there: the files are missing)
+        ("d*/zz/*.npy", None),  # (past a wildcard: not one directory)
+        ("data/npy/b.npy", None),
+    ],
+)
+def test_a_pattern_through_a_missing_directory_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str, said: str | None
+) -> None:
+    """``--input 'dta/npy/*.npy'`` said only "matched no files": a newcomer's typo in a
+    directory, told which part is missing and the one meant (a probe)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data" / "npy").mkdir(parents=True)
+    (tmp_path / "data" / "npy" / "a.npy").write_bytes(b"1")
+    with pytest.raises(snap.OptionError, match="matched no files") as caught:
+        inputs_mod.resolve(pattern.format(cwd=tmp_path), None, None)
+    message = str(caught.value)
+    if said is None:
+        assert "does not exist" not in message and "not a directory" not in message, message
+    else:
+        assert said.format(cwd=tmp_path) in message, message
+
+
+@pytest.mark.parametrize(
     ("inputs", "message"),
     [
         ([], "empty list"),
