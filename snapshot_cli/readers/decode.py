@@ -18,6 +18,7 @@ from .blocks import BlockFile
 if TYPE_CHECKING:
     from .direct import SlotJob
     from .gather import GatherWindow
+    from .plan import Segment
     from .shard import ShardReaders
     from .sources import MultiReaders
     from .window import Window
@@ -197,4 +198,34 @@ def chunked(jobs: np.ndarray, bytes_per_row: int, target: int) -> Iterator[np.nd
         stop = int(np.searchsorted(ends, base + target, side="left")) + 1
         stop = min(len(jobs), max(start + 1, stop))
         yield jobs[start:stop]
+        start = stop
+
+
+def open_bound(readers: ShardReaders | MultiReaders) -> int:
+    """How many shards the readers keep open at once, where that bounds them (fewer than
+    there are: else every shard stays open, whatever a read group reaches into)."""
+    parts = readers.parts if hasattr(readers, "parts") else [readers]
+    return min(p.max_open if p.max_open < len(p.shards) else 1 << 40 for p in parts)
+
+
+def groups(
+    pairs: list[tuple[int, Segment]], shard_of: np.ndarray, size: int, most_shards: int
+) -> Iterator[list[tuple[int, Segment]]]:
+    """Consecutive runs of ``pairs`` (``(offset, segment)``, in block order) for a read
+    thread to decode at once: ``size`` segments, fewer where they reach into more than
+    ``most_shards`` shards. Each segment's shard stays open until its group is decoded, so
+    a group of 625 segments of one-record shards held 625 files open (two descriptors each,
+    before Python 3.13), past an open-files limit of 1,024 that the readers' own bound of
+    128 open shards kept within (a probe of 5,000 shards)."""
+    start, most_shards, size = 0, max(1, most_shards), max(1, size)
+    while start < len(pairs):
+        stop, shards, last = start, 0, -1
+        while stop < len(pairs) and stop - start < size:
+            shard = int(shard_of[pairs[stop][1].block])
+            if shard != last:
+                if shards == most_shards:
+                    break
+                shards, last = shards + 1, shard
+            stop += 1
+        yield pairs[start:stop]
         start = stop

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +25,7 @@ import numpy as np
 
 from .. import faults, shortages
 from . import handoff, procs
-from .decode import chunked, decode_segment, decode_segments, gather_known
+from .decode import chunked, decode_segment, decode_segments, gather_known, groups, open_bound
 from .gather import GatherWindow, populate
 from .prefetch import Closed, weak_thread
 from .readahead import Readahead
@@ -263,13 +262,14 @@ class Run:
             window.close()
             window = self.windows.get(b - a, inverse=slots, gathered=False)
         assert isinstance(window, Window)
-        work = iter(pairs)
         # Segments a read thread takes at once: ~GROUP_BYTES of records, so that it waits for
         # the GIL once per group (a consumer running Python keeps it up to 5 ms each time),
-        # and at least 4 groups per thread, so that the threads finish together.
+        # and at least 4 groups per thread, so that the threads finish together; of at most
+        # half the shards the readers keep open, all threads' together (decode.groups).
         per_segment = max(1, nbytes // max(1, len(segments)))
         n_threads = max(1, min(self.tuner.current, len(segments)))
         group_size = max(1, min(GROUP_BYTES // per_segment, len(segments) // (4 * n_threads)))
+        work = groups(pairs, blocks.shard, group_size, open_bound(self.readers) // (2 * n_threads))
         lock = threading.Lock()
         fresh = iter(window.fresh)
 
@@ -281,7 +281,7 @@ class Run:
                     trace.add("map new pages", t0, time.perf_counter(), bytes=part[2])
             while not self.stop.is_set():
                 with lock:  # a group: decoded in one compiled call where it can be
-                    group = list(itertools.islice(work, group_size))
+                    group = next(work, [])
                 if not group:
                     break
                 jobs = [
