@@ -487,3 +487,36 @@ def test_a_secret_in_a_client_s_request_url_is_never_said(param: str) -> None:
     with pytest.raises(snap.SnapError) as caught:
         storage.resolve("gs://bucket/x", {**bad, "endpoint_url": "http://127.0.0.1:1"})
     assert "SECRET" not in str(caught.value)
+
+
+@pytest.mark.parametrize("command", ["verify", "bench"])
+def test_a_signal_stops_a_command_whose_reads_storage_never_answers(
+    gcs: GcsServer, command: str
+) -> None:
+    """A SIGTERM to ``snap verify`` while the server had gone silent was obeyed after 381 s:
+    the command's threads waited for each read in flight to spend its retries, past any
+    scheduler's grace period (a probe). It ends within STOP_GRACE_S (10 s), saying so, with
+    the signal's status; a real process, a real server behind a proxy that answers the
+    manifest and never a shard."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, wait_for
+
+    url = _snapshot_for_silence(gcs, f"signal-{command}")
+    with FlakyProxy(gcs.endpoint, every=10**9) as proxy:
+        proxy.arm("silent", 1, method="GET", path="shards", times=10**9)  # (every shard read)
+        env = {**os.environ, **gcs.client_env(), "STORAGE_EMULATOR_HOST": proxy.endpoint,
+               "PYTHONPATH": str(REPO)}  # fmt: skip
+        args = [sys.executable, "-m", "snapshot_cli", command, url]
+        with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) as process:  # fmt: skip
+            wait_for(lambda: proxy.unanswered >= 1, "a shard read left unanswered")
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=120)  # (the default timeouts: minutes)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    said = stderr.strip().splitlines()[-1]
+    assert said.startswith("snap: terminated (SIGTERM), and still stopping 10 s later"), stderr
+    assert "Traceback" not in stderr

@@ -16,7 +16,8 @@ client's own timeout ends such a request. ``proxy.unanswered`` counts them.
 
 ``proxy.arm(kind, n, method=..., path=...)`` damages the answer to the ``n``-th request (from
 then, 1-based) whose method is ``method`` and whose path (with its query) holds ``path``;
-an HTTP status (an int) answers it in place of the upstream, which never sees it; the other
+an HTTP status (an int) answers it in place of the upstream, which never sees it, and
+``silent`` leaves it unanswered (as ``proxy.silent``, for those requests only); the other
 kinds forward it first, so the upstream did it: ``lost`` (the connection is reset
 instead of answering), ``flip`` (two bytes in the middle of the body XOR 0x01, same length),
 ``cut`` (the headers and half the body, then the connection closes). ``times`` damages that
@@ -85,7 +86,11 @@ class FlakyProxy:
     ) -> None:
         """Damage the answer to the ``n``-th matching request and the ``times - 1`` matching
         ones after it (see the module docstring)."""
-        if kind not in ("lost", "flip", "cut") and not isinstance(kind, int) or min(n, times) < 1:
+        if (
+            kind not in ("lost", "flip", "cut", "silent")
+            and not isinstance(kind, int)
+            or min(n, times) < 1
+        ):
             raise ValueError(f"kind must be lost, flip, cut or a status, n >= 1: {kind!r}, {n}")
         with self._lock:
             self._armed = (str(kind), n, method, path)
@@ -202,6 +207,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         damage = owner._damage(self.command, self.path)
+        if damage == "silent":
+            with owner._lock:
+                owner.unanswered += 1
+            owner._released.wait()  # no answer, ever: the client has to give up
+            self.close_connection = True
+            return
         if (damage or "").isdigit() or damage is None and owner._count():
             status = int(damage) if damage else owner.status
             error = {"error": {"code": status, "message": "injected by FlakyProxy"}}
