@@ -242,14 +242,20 @@ def _archive(fs: AbstractFileSystem, root: str, m: Manifest, check: bool = True)
 
 
 def commit(
-    fs: AbstractFileSystem, root: str, manifest: Manifest, replaces: Manifest | None = None
-) -> None:
+    fs: AbstractFileSystem, root: str, manifest: Manifest, replaces: Manifest | None = None,
+    held: Callable[[], None] | None = None,
+) -> None:  # fmt: skip
     """Write manifest.json, the commit point, in one atomic step.
 
     A first commit creates the manifest exclusively (locally a hard link of a finished
     file; on GCS/S3 a PUT with the store's precondition), so two writers can never both
     commit, even one that lost its lease without noticing. ``replaces`` (the version this one
-    follows) is checked to still be the committed one, then replaced.
+    follows) is checked to still be the committed one, then replaced; it is checked again,
+    and the lease with ``held`` (raises if it is lost), at the last moment before: a writer
+    paused after the first check (a stopped job, a suspended VM) wrote its manifest over the
+    version the writer that took its lease had committed meanwhile, whose tidying had removed
+    its shards. Only a pause within the final write itself is left to race (a conditional
+    write of ``manifest.json`` on the store would close that).
 
     Both versions' manifests are kept in ``_versions/`` first (the new one's copy is no
     version until manifest.json says so: readers and gc go by manifest.json), so nothing is
@@ -265,6 +271,8 @@ def commit(
     path = storage.join(root, MANIFEST_NAME)
     url = storage.to_url(fs, path)
     _readable(manifest, url)
+    if held is not None:  # (a taker's tidying removed our shards: said as the lease lost)
+        held()
     _all_there(fs, root, manifest)
     kept = {s.path for s in replaces.shards} if replaces is not None else set()
     durable.sync(fs, [storage.join(root, s.path) for s in manifest.shards if s.path not in kept])
@@ -289,20 +297,40 @@ def commit(
             f"another writer committed {url} meanwhile; nothing of this run was committed "
             "(run snap create again to reuse or --overwrite it)"
         )
-    now = _current(fs, root)
-    # (none: a lost manifest.json, whose version --overwrite follows)
-    if now is not None and (now.fingerprint, now.run) != (replaces.fingerprint, replaces.run):
+    _still_replaces(fs, root, replaces, url)
+    _archive(fs, root, replaces)  # readers of it keep it until gc's retention period ends
+    _archive(fs, root, manifest, check=False)
+    now = _still_replaces(fs, root, replaces, url, raising=False)
+    if now is not None and now.version == manifest.version:  # (its copy, ours wrote over)
+        _archive(fs, root, now, check=False)
+    if held is not None:
+        held()  # (LeaseError: taken over meanwhile)
+    if now is not None:
         raise SnapshotExistsError(
             f"{url} was replaced by another writer meanwhile; nothing of this run was committed"
         )
-    _archive(fs, root, replaces)  # readers of it keep it until gc's retention period ends
-    _archive(fs, root, manifest, check=False)
     try:
         storage.write_atomic(fs, path, manifest.to_json())
     except Exception as err:  # (as above: it may have landed; else the error stands)
         if not _landed(fs, root, manifest, err):
             raise
     _synced(fs, root)
+
+
+def _still_replaces(
+    fs: AbstractFileSystem, root: str, replaces: Manifest, url: str, raising: bool = True
+) -> Manifest | None:
+    """The committed version if it is no longer ``replaces`` (raising: SnapshotExistsError
+    instead); None if it still is, or if there is none (a lost manifest.json, whose version
+    --overwrite follows)."""
+    now = _current(fs, root)
+    if now is None or (now.fingerprint, now.run) == (replaces.fingerprint, replaces.run):
+        return None
+    if raising:
+        raise SnapshotExistsError(
+            f"{url} was replaced by another writer meanwhile; nothing of this run was committed"
+        )
+    return now
 
 
 def _readable(manifest: Manifest, url: str) -> None:

@@ -379,7 +379,7 @@ def _create(
         )  # fmt: skip
         if bar is not None:  # the final line says what the snapshot holds, as the summary does
             bar.close(records=manifest.num_records, nbytes=manifest.bytes)
-        tidy.committed(fs, root, manifest, previous, lease.release)  # (a signal: held)
+        tidy.committed(fs, root, manifest, previous, lease.release, lease.check)  # (signals held)
         if manifest.num_records == 0:
             log.warning(
                 "note: the pipeline made no records from %s%s",

@@ -62,8 +62,10 @@ def committed(
     manifest: Manifest,
     replaces: Manifest | None,
     release: Callable[[], None],
+    held: Callable[[], None] | None = None,
 ) -> None:
-    """Commit ``manifest`` (replacing ``replaces``), tidy after it and ``release`` the lease,
+    """Commit ``manifest`` (replacing ``replaces``; ``held`` raises if the lease was lost), tidy
+    after it and ``release`` the lease,
     SIGINT, SIGTERM and SIGHUP held meanwhile (:func:`.signals.held`): one raised in the
     commit's last steps, manifest.json in place, was said as "interrupted; run the same
     command again to resume" of a committed snapshot (exit 130). The create ends as made
@@ -71,7 +73,7 @@ def committed(
     a commit that hangs, or the tidying (``snap gc`` finishes it).
     """
     with signals.held() as noted:
-        commit_mod.commit(fs, root, manifest, replaces=replaces)
+        commit_mod.commit(fs, root, manifest, replaces=replaces, held=held)
         signals.settle(noted)  # (a command's handlers: a signal from now on ends it as made,
         cleanup_after_commit(fs, root, manifest)  # once these are back, too)
         release()
