@@ -269,7 +269,8 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
     """``snap verify``'s report: each damaged, unreadable (its answer: path, cause, what to
     do) and unloadable, then the verdict and what to do about the damaged."""
     checks = ", ".join(f"{n} {kind}" for kind, n in sorted(doc["checks"].items()))
-    words = ("DAMAGED", "UNREADABLE", "CANNOT BE LOADED")
+    gone = doc.get("replaced_by")  # (replaced while verify ran: its lost shards gone with it)
+    words = ("GONE" if gone else "DAMAGED", "UNREADABLE", "CANNOT BE LOADED")
     damaged, unreadable, cannot = (click.style(w, fg="red", bold=True) for w in words)
     lines = [f"{damaged}  {s['url']}: {s['problem']}" for s in doc["damaged"]]
     lines += [f"{unreadable}  {s['problem']}" for s in doc.get("unreadable", [])]
@@ -277,7 +278,8 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
     lines += [f"{damaged}  {problem}" for problem in doc.get("problems", [])]  # (its files)
     said, of = [], f"of {doc['num_shards']} shards "
     if doc["num_damaged"]:
-        said.append(f"{doc['num_damaged']} {of}damaged")
+        kind = f"gone, replaced by version {gone} meanwhile" if gone else "damaged"
+        said.append(f"{doc['num_damaged']} {of}{kind}")
     if doc.get("num_unreadable"):  # (the storage's failures: what to do is on stderr)
         said.append(f"{doc['num_unreadable']} {'' if said else of}could not be read")
     verdict = (
@@ -291,8 +293,8 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
     )
     lines.append(
         f"{doc.get('shard') or doc['path']}: {verdict} ({counted(doc['num_shards'], 'shard')}; "
-        f"checks: {checks or 'none'}; "
-        f"{human_bytes(doc['bytes_checked'])} read in {doc['seconds']:.1f} s)"
+        f"checks: {checks or 'none'}; {human_bytes(doc['bytes_checked'])} read in "
+        f"{doc['seconds']:.1f} s)"
     )
     if doc["fast"] and any(s["check"] == "size" and s["ok"] for s in doc.get("shards", [])):
         # (an intact shard checked by its size: the storage gave no crc32c; a missing or cut
@@ -304,7 +306,7 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
     lines += [f"  note: {note}" for note in doc.get("notes", [])]
     # (verify_files._own_copy: manifest.json is not the copy of its version kept beside it)
     edited = any("the copy written with it at the commit" in p for p in doc.get("problems", []))
-    if doc["num_damaged"]:
+    if doc["num_damaged"] and gone is None:  # (replaced: a note says so)
         lost = all(d["lost"] for d in doc["damaged"])  # what the same create computes again
         links = all(" outside the snapshot " in d["problem"] for d in doc["damaged"])
         lines.append(
@@ -345,11 +347,9 @@ def gc_lines(doc: dict[str, Any]) -> list[str]:
     lines = [f"{verb} {g['path']}  ({human_bytes(g['bytes'])}, {g['reason']})" for g in garbage]
     if doc["note"]:
         lines.append(f"note: {doc['note']}")
-    lines += [  # ("nothing to remove" said of a replaced version's shards, still there)
-        f"kept version {kept['version']}, replaced, until {kept['until']} (--retention: how "
-        "long a replaced version stays for its readers)"
-        for kept in doc.get("kept_versions", [])
-    ]
+    why = "(--retention: how long a replaced version stays for its readers)"  # (its shards)
+    lines += [f"kept version {k['version']}, replaced, until {k['until']} {why}"
+              for k in doc.get("kept_versions", [])]  # fmt: skip
     total = f"{verb} {counted(len(garbage), 'item')}, {human_bytes(doc['bytes'])}"
     lines.append(f"{doc['path']}: {total if garbage else 'nothing to remove'}")
     return lines

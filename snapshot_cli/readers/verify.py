@@ -31,11 +31,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import faults, retry, storage
+from .. import faults, retry, storage, versions
 from .. import schema as schema_mod
 from ..console import named
 from ..cores import cores
 from ..errors import OptionError, OutOfMemoryError, SnapError, StorageError
+from ..layout import MANIFEST_NAME
 from ..manifest import ShardEntry
 from ..stored_types import unloadable_columns
 from ..units import integer
@@ -102,7 +103,32 @@ def verify(
     notes: list[str] = []
     problems = verify_files.problems(snapshot, notes) if files else []  # (its own files)
     seconds, unloadable = time.perf_counter() - started, unloadable_columns(snapshot.schema)
-    return VerifyReport(snapshot.url, fast, seconds, results, unloadable, problems, notes)
+    replaced = _replaced(snapshot) if files and any(c.lost for c in results) else None
+    if replaced is not None:  # (its own files' problems too: gone with it)
+        problems, notes = (
+            [],
+            [
+                f"version {snapshot.manifest.version} was replaced by version {replaced} while "
+                "verify ran, and the shards only it had were removed with it (snap gc): they are "
+                "no damage of the snapshot; run snap verify again"
+            ],
+        )
+    return VerifyReport(snapshot.url, fast, seconds, results, unloadable, problems, notes,
+                        replaced)  # fmt: skip
+
+
+def _replaced(snapshot: Snapshot) -> int | None:
+    """The version that replaced ``snapshot``'s since it was opened, if one did (a verify
+    that met the shards gc removed with it called an intact snapshot damaged, "run the same
+    snap create again")."""
+    try:
+        now = versions.read(snapshot.fs, storage.join(snapshot.root, MANIFEST_NAME))
+    except SnapError:  # (damaged, or not there: said by the checks of its files)
+        return None
+    mine = snapshot.manifest
+    if now is None or (now.fingerprint, now.run) == (mine.fingerprint, mine.run):
+        return None
+    return now.version
 
 
 def _checked_all(

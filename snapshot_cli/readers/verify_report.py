@@ -63,6 +63,7 @@ class VerifyReport:
     unloadable: list[str] = field(default_factory=list)  # (see stored_types.unloadable_columns)
     problems: list[str] = field(default_factory=list)  # of its own files (verify_files)
     notes: list[str] = field(default_factory=list)  # what is not damage (a missing task table)
+    replaced_by: int | None = None  # the version that replaced the one checked, while it was
 
     @property
     def damaged(self) -> list[ShardCheck]:
@@ -109,5 +110,6 @@ class VerifyReport:
             "unloadable": self.unloadable,
             "problems": self.problems,
             "notes": self.notes,
+            "replaced_by": self.replaced_by,
             "shards": [{**asdict(s), "ok": s.ok, "lost": s.lost} for s in self.shards],
         }

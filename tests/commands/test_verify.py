@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
+import numpy as np
 import pytest
 
 import snapshot_cli as snap
@@ -204,3 +206,34 @@ def test_the_progress_of_fast_counts_no_bytes_it_did_not_read(snapshot: Path) ->
     whole = human_bytes(snap.open(snapshot).manifest.bytes)
     assert f"  {whole}  " in lines[False], lines
     assert f"records {NUM_RECORDS}  0 B  " in lines[True], lines
+
+
+def test_a_version_replaced_while_verify_ran_is_not_called_damaged(tmp_path: Path) -> None:
+    """verify opened version 1; meanwhile an --overwrite committed version 2 and gc
+    (--retention 0) removed version 1's shards: verify called the intact snapshot damaged and
+    said "run the same snap create again" (a probe). It says the version was replaced, and
+    to run verify again; the snapshot as it now is checks out."""
+    from snapshot_cli import render
+    from snapshot_cli.readers.verify import verify
+    from snapshot_cli.writers.gc import gc
+
+    def preprocess(i: int, *, per: int = 1) -> Any:
+        for k in range(per):
+            yield {"id": np.int64(i * 10 + k)}
+
+    url = str(tmp_path / "s")
+    snap.create(preprocess, url, inputs=range(6), workers=0, inputs_per_task=1)
+    opened = snap.open(url)  # (verify's, before the replace)
+    snap.create(preprocess, url, inputs=range(6), workers=0, inputs_per_task=1,
+                params={"per": 2}, overwrite=True)  # fmt: skip
+    assert gc(url, retention=0).garbage
+    report = verify(opened)
+    assert report.replaced_by == 2 and not report.ok and len(report.damaged) == 6
+    doc = report.to_json()
+    assert doc["replaced_by"] == 2 and doc["problems"] == []
+    said = "\n".join(click.unstyle(line) for line in render.verify_lines(doc))
+    assert f"{url}: 6 of 6 shards gone, replaced by version 2 meanwhile (" in said
+    assert "note: version 1 was replaced by version 2 while verify ran" in said
+    assert "run snap verify again" in said and "snap create" not in said
+    assert "DAMAGED" not in said and said.count("GONE  ") == 6
+    assert verify(snap.open(url)).ok
