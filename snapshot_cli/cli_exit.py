@@ -72,6 +72,9 @@ def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
                 signal.signal(signum, lambda *_: _leave(status))
             args = (strays, status, grace)
             threading.Thread(target=_exit_after, args=args, name="snap-exit", daemon=True).start()
+        elif answered:  # the work done and said: a signal in the interpreter's exit, its
+            for signum in STOPS:  # handlers gone, ended it by the signal (-2) after a commit
+                signal.signal(signum, signal.SIG_IGN)
 
 
 def _exit_after(strays: list[threading.Thread], status: int, grace: float) -> None:
