@@ -23,6 +23,7 @@ without ``_versions/``), is written again from ``manifest.json`` first.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import time
@@ -40,7 +41,7 @@ from . import commit as commit_mod
 from . import gc_leases, gc_uploads, gc_watch
 from . import lease as lease_mod
 from . import runs as runs_mod
-from .gc_denied import cannot_write, no_room_for_lease
+from .gc_denied import cannot_write, no_room_for_lease, removed_before
 from .gc_report import Garbage, GcReport
 
 DEFAULT_RETENTION = 7 * 86400.0  # seconds: Delta Lake's VACUUM keeps 7 days too
@@ -309,6 +310,12 @@ def _gc(
                 except StorageError as err:
                     where = storage.to_url(fs, storage.join(root, g.path))
                     raise cannot_write(report.url, err, where, report.garbage[:done]) from err
+                except KeyboardInterrupt:  # (Ctrl-C, SIGTERM: said as "interrupted" alone)
+                    if done:
+                        logging.getLogger("snapshot_cli").warning(
+                            "snap gc of %s was interrupted%s; run it again to finish",
+                            report.url, removed_before(report.garbage[:done]))  # fmt: skip
+                    raise
         own = held.epoch if held is not None else None
         if holder is None and (found := gc_leases.leases_only(fs, root, own)) is not None:
             size, empty = found  # (empty shards/, _versions/ first, while the lease is held)

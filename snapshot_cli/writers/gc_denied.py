@@ -28,7 +28,7 @@ def cannot_write(
     cause = err.__cause__
     status = None if cause is None else status_of(cause)
     denied = isinstance(cause, PermissionError) or status in (401, 403)  # (S3's AccessDenied)
-    before = _removed_before(removed)
+    before = removed_before(removed)
     if not denied and (
         not isinstance(cause, OSError)
         or cause.errno not in (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -70,7 +70,7 @@ def no_room_for_lease(url: str, err: StorageError) -> StorageError | None:
     )
 
 
-def _removed_before(removed: Sequence[Any]) -> str:
+def removed_before(removed: Sequence[Any]) -> str:
     """What gc removed before it failed, for its error; "" if nothing."""
     if not removed:
         return ""

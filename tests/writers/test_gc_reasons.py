@@ -63,3 +63,38 @@ def test_a_replaced_version_kept_for_its_readers_is_said_with_when_it_goes(
     for version in (1, 2):
         with pytest.raises(snap.SnapError):
             snap.open(path, version=version)
+
+
+def test_a_gc_interrupted_partway_says_what_it_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C (or SIGTERM) in the middle of gc's removals said only "interrupted", though
+    gc had removed two versions' copies and 200 shards (a probe): it says what it removed
+    first, and to run it again, which finishes."""
+    from click.testing import CliRunner
+
+    from snapshot_cli.cli import cli
+    from snapshot_cli.writers import gc_uploads
+
+    path = str(tmp_path / "s")
+    for overwrite in (False, True):
+        snap.create(preprocess, path, inputs_from=lambda: list(range(4)), workers=0,
+                    inputs_per_task=1, overwrite=overwrite)  # fmt: skip
+    planned = [g.path for g in gc(path, dry_run=True, retention=0).garbage]
+    assert len(planned) > 3
+    real, calls = gc_uploads.remove, []
+
+    def interrupted(*args: object) -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gc_uploads, "remove", interrupted)
+    result = CliRunner().invoke(cli, ["gc", path, "--retention", "0"])
+    assert result.exit_code == 130, result.output
+    said = f"snap gc of {path} was interrupted (it removed 2 items first: {planned[0]}, "
+    assert said in result.stderr and "run it again to finish" in result.stderr, result.stderr
+    monkeypatch.undo()
+    left = [g.path for g in gc(path, retention=0).garbage]
+    assert left == planned[2:]
