@@ -18,7 +18,7 @@ from errno import ENOENT
 
 from fsspec import AbstractFileSystem
 
-from . import layout, retry
+from . import layout, literal, retry
 from .credentials import forgotten_if_refused, named_as_credentials
 from .endpoints import endpoint_source
 from .errors import CorruptShardError, SnapError, StorageError
@@ -87,6 +87,8 @@ def absent_hint(fs: AbstractFileSystem, path: str) -> str:
     """What "``path`` does not exist" lacks: a link to nothing, a bucket, memory:// (own)."""
     if protocol(fs) == "memory":
         return "; memory:// is each process's own: one sees only what it wrote itself"
+    if is_local(fs) and (url := literal.meant_url(path)) is not None:
+        return f"; did you mean {url}? ({path} is a local path)"
     return broken_link_said(path) if is_local(fs) else missing_bucket_hint(fs, path)
 
 

@@ -104,3 +104,20 @@ def remove(fs: AbstractFileSystem, path: str, recursive: bool) -> None:
     for name in sorted({*dirs, path}, key=len, reverse=True):  # the deepest first
         with contextlib.suppress(FileNotFoundError):  # (in memory: gone with its last file)
             fs.rmdir(name)
+
+
+# Schemes whose "gs:/b/x" (one slash, or none) is a typo of a URL, not a local directory
+# named "gs:": it was created on local disk, with exit 0 (a probe)
+_REMOTE_SCHEMES = OBJECT_STORES | HDFS_PROTOCOLS | {"memory"}
+
+
+def meant_url(path: str) -> str | None:
+    """The URL a local ``path`` was likely meant as: a part of it is a known remote scheme
+    and a colon (``gs:/bucket/x``, ``./s3:bucket/x``), ``gs://bucket/x`` then; else None."""
+    parts = path.split("/")
+    for k, part in enumerate(parts):
+        scheme, colon, after = part.partition(":")
+        if colon and scheme.lower() in {s.lower() for s in _REMOTE_SCHEMES}:
+            rest = "/".join(p for p in [after, *parts[k + 1 :]] if p)
+            return f"{scheme.lower()}://{rest}" if rest else None
+    return None

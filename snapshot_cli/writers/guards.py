@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
 
-from .. import faults, interrupted, layout, storage
+from .. import faults, interrupted, layout, literal, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..local_files import denies_write, link_out_of, mode_of, write_hint
@@ -49,6 +49,11 @@ def check_output(fs: AbstractFileSystem, root: str) -> None:
     commit_mod.check_output(fs, root)
     if not storage.is_local(fs):
         return
+    if (url := literal.meant_url(root)) is not None and not os.path.lexists(root):
+        raise OptionError(  # (a local directory named "gs:", made with exit 0: a probe)
+            f"OUTPUT {root} is a local path; did you mean {url}? (to write a local directory "
+            "of that name, make it first)"
+        )
     for name in (SHARDS_DIR, RUNS_DIR, VERSIONS_DIR, MANIFEST_NAME):
         path = storage.join(root, name)
         there = mode_of(path, follow=False) is not None  # (EIO: raised, not "not there")
