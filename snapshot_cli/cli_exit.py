@@ -85,13 +85,16 @@ def _exit_after(strays: list[threading.Thread], status: int, grace: float) -> No
     if not left:
         return  # the interpreter exits as usual
     shown = ", ".join(left[:5]) + (", ..." if len(left) > 5 else "")
-    print(
-        f"snap: note: the pipeline left {len(left)} thread{'s' if len(left) > 1 else ''} "
-        f"running ({shown}) {grace:g} s after the command ended; exiting without waiting "
-        f"for {'them' if len(left) > 1 else 'it'} (stop or join threads in the function, or "
-        "make them daemon threads)",
-        file=sys.stderr,
+    n, them = f"{len(left)} thread{'s' if len(left) > 1 else ''}", "them" if len(left) > 1 else "it"
+    said = (  # (snap's own, waiting on storage gone silent: no pipeline of the user's to fix)
+        f"snap's own {n} ({shown}) still ran {grace:g} s after the command ended; exiting "
+        f"without waiting for {them}"
+        if all(name.startswith("snap-") for name in left)
+        else f"the pipeline left {n} running ({shown}) {grace:g} s after the command ended; "
+        f"exiting without waiting for {them} (stop or join threads in the function, or make "
+        "them daemon threads)"
     )
+    print(f"snap: note: {said}", file=sys.stderr)
     _leave(status)
 
 

@@ -167,3 +167,36 @@ def test_a_signal_as_the_process_exits_after_its_answer_keeps_its_status(
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert "records" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("names", "said"),
+    [
+        (["snap-verify_0", "snap-verify_1"], "snap's own 2 threads (snap-verify_0, snap-verify_1)"),
+        (["uploader-1", "snap-verify_0"], "the pipeline left 2 threads running (uploader-1, "),
+    ],
+)
+def test_the_note_of_threads_left_blames_the_pipeline_for_its_own_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], names: list[str],
+    said: str,
+) -> None:  # fmt: skip
+    """``snap verify`` stopped while its reads waited on a silent server was told "the
+    pipeline left 15 threads running ... (stop or join threads in the function)": verify
+    runs no pipeline; they were its own (a probe)."""
+    import threading
+
+    from snapshot_cli import cli_exit
+
+    release = threading.Event()
+    threads = [threading.Thread(target=release.wait, name=name) for name in names]
+    for thread in threads:
+        thread.start()
+    left: list[int] = []
+    monkeypatch.setattr(cli_exit, "_leave", left.append)
+    try:
+        cli_exit._exit_after(threads, 3, grace=0.01)  # (a join's timeout: they never end)
+    finally:
+        release.set()
+    note = capsys.readouterr().err
+    assert left == [3] and note.startswith(f"snap: note: {said}"), note
+    assert ("the function" in note) is (not all(n.startswith("snap-") for n in names))
