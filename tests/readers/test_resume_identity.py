@@ -275,11 +275,17 @@ def test_a_window_made_smaller_by_the_memory_limit_names_it(
         assert ids(resumed) == rest
 
 
+# A snapshot's record batches (their records), a batch size, and (world size, rank)
+ROWS = st.lists(st.integers(1, 40), min_size=1, max_size=30)
+BATCH_SIZES = st.integers(1, 48)
+WORLDS = st.integers(1, 4).flatmap(lambda w: st.tuples(st.just(w), st.integers(0, w - 1)))
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    rows=st.lists(st.integers(1, 40), min_size=1, max_size=30),
-    batch_size=st.integers(1, 48),
-    world=st.integers(1, 4).flatmap(lambda w: st.tuples(st.just(w), st.integers(0, w - 1))),
+    rows=ROWS,
+    batch_size=BATCH_SIZES,
+    world=WORLDS,
     drop_last=st.booleans(),
     shuffle=st.booleans(),
     seed=st.integers(0, 2**32),
@@ -311,9 +317,9 @@ def test_windows_that_hold_the_part_make_the_same_plan(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    rows=st.lists(st.integers(1, 40), min_size=1, max_size=30),
-    batch_size=st.integers(1, 48),
-    world=st.integers(1, 4).flatmap(lambda w: st.tuples(st.just(w), st.integers(0, w - 1))),
+    rows=ROWS,
+    batch_size=BATCH_SIZES,
+    world=WORLDS,
     drop_last=st.booleans(),
     windows=st.lists(st.tuples(st.integers(1, 500), st.integers(0, 400)), min_size=2, max_size=2),
 )
