@@ -28,9 +28,15 @@ from .units import stored_seconds
 
 
 def read(fs: Any, path: str) -> Manifest | None:
-    """The manifest at ``path``, or None if there is none."""
-    try:  # (its snapshot: the directory above _versions/)
-        data = storage.read_own(fs, posixpath.dirname(posixpath.dirname(path)), path)
+    """The manifest at ``path`` (a snapshot's ``manifest.json``, or a copy in its
+    ``_versions/``), or None if there is none."""
+    # its snapshot: the directory above _versions/, else its own (taken above it for
+    # manifest.json too, a snapshot that is a link had its manifest "out of" its parent)
+    directory = posixpath.dirname(path)
+    copy = posixpath.basename(directory) == layout.VERSIONS_DIR
+    root = posixpath.dirname(directory) if copy else directory
+    try:
+        data = storage.read_own(fs, root, path)
     except FileNotFoundError:
         return None
     return Manifest.from_json(data, where=storage.to_url(fs, path))

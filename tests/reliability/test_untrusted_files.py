@@ -132,6 +132,29 @@ def test_a_snapshot_opened_through_a_link_to_it_is_read(out: Path) -> None:
     assert probe(link, "head") == "read without an error"
 
 
+@pytest.mark.parametrize("where", ["beside it", "elsewhere"])
+def test_a_snapshot_through_a_link_from_anywhere_verifies_and_lists_its_versions(
+    out: Path, tmp_path: Path, where: str
+) -> None:
+    """OUTPUT itself a link (as README advises for a snapshot on a bigger disk): a link
+    whose target is not in the link's own directory failed ``snap verify`` and
+    ``inspect --versions``, its manifest.json taken for "a link out of the snapshot" (the
+    check was made against the link's parent; a probe)."""
+    from snapshot_cli.readers.verify import verify
+
+    parent = out.parent if where == "beside it" else tmp_path / "work" / "runs"
+    parent.mkdir(parents=True, exist_ok=True)
+    link = parent / "latest"
+    link.symlink_to(out)
+    opened = snap.open(str(link))
+    assert verify(opened).ok
+    assert [v["version"] for v in opened.versions()] == [1]
+    command = [sys.executable, "-m", "snapshot_cli", "verify", str(link)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0 and ": ok (" in done.stdout, done.stderr
+
+
 @pytest.mark.parametrize("case", ["fifo", "directory"])
 def test_a_manifest_that_is_no_regular_file_is_refused(out: Path, case: str) -> None:
     manifest = out / "manifest.json"
