@@ -124,16 +124,19 @@ def read_listed(fs: Any, root: str, k: int) -> Manifest | None:
 
 
 def check_own_copy(fs: Any, root: str, manifest: Manifest) -> None:
-    """The committed manifest's shards are those its copy in ``_versions/`` lists (a
-    ``manifest.json`` edited by hand to drop a shard had gc delete it)."""
+    """The committed manifest is its copy in ``_versions/`` (a ``manifest.json`` edited by
+    hand to drop a shard had gc delete it; one edited otherwise, which ``snap verify`` says
+    gc removes nothing of, had gc go on: any edit is refused, as verify says)."""
     copy = read_listed(fs, root, manifest.version)
-    if copy is not None and {s.path for s in copy.shards} != {s.path for s in manifest.shards}:
+    if copy is not None and copy.to_dict() != manifest.to_dict():
         url = storage.to_url(fs, root)
+        other = {s.path for s in copy.shards} != {s.path for s in manifest.shards}
         raise ManifestError(
             f"{url}/{layout.MANIFEST_NAME} and its copy {url}/{layout.VERSIONS_DIR}/"
-            f"{posixpath.basename(layout.version_path(root, manifest.version))} list other "
-            "shards (one was changed after the commit): gc removes nothing until they agree; "
-            "run snap verify, and restore the manifest from the copy or recreate the snapshot"
+            f"{posixpath.basename(layout.version_path(root, manifest.version))} "
+            f"{'list other shards' if other else 'differ'} (one was changed after the "
+            "commit): gc removes nothing until they agree; run snap verify, and restore the "
+            "manifest from the copy or recreate the snapshot"
         )
 
 

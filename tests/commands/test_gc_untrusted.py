@@ -105,6 +105,24 @@ def test_gc_stops_where_the_manifest_and_its_copy_disagree(tmp_path: Path) -> No
     assert (s / dropped).exists()
 
 
+def test_gc_stops_where_the_manifest_was_edited_otherwise(tmp_path: Path) -> None:
+    """A manifest.json edited in a shard's record count only (its shards the copy's):
+    ``snap verify`` said "snap gc removes nothing until they agree", and gc went on,
+    removing an older version's files (a probe). Any edit is refused, as verify says."""
+    s = made(tmp_path / "s")
+    before = files(s)
+    doc = json.loads((s / "manifest.json").read_text())
+    doc["shards"][0]["records"] += 1
+    doc["shards"][0]["batch_rows"] = [[doc["shards"][0]["records"], 1]]
+    doc["totals"]["records"] += 1  # (self-consistent: read as any manifest is)
+    (s / "manifest.json").write_text(json.dumps(doc))
+    code, out = gc(str(s), "--retention", "0")
+    assert code == 1 and " differ (one was changed after the commit)" in out, out
+    assert "gc removes nothing until they agree" in out
+    leases = {f for f in files(s) if f.startswith("_runs/lease-")}
+    assert files(s) - leases == {f for f in before if not f.startswith("_runs/lease-")}
+
+
 def run_snap(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SNAP, *args], capture_output=True, text=True, timeout=60, check=False)
 
