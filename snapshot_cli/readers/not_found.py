@@ -10,7 +10,7 @@ import os
 import posixpath
 from typing import Any
 
-from .. import faults, layout, storage
+from .. import faults, layout, other_formats, storage
 from .. import versions as versions_mod
 from ..errors import ManifestError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR
@@ -38,6 +38,8 @@ def no_manifest(fs: Any, root: str) -> ManifestError:
             "can be read"
         )
     there = "is not a snapshot (no manifest.json)" if storage.exists(fs, root) else ""
+    if there and (kind := other_formats.folder_kind(fs, root)) is not None:
+        there = f"is {kind}, not a snapshot (no manifest.json): {other_formats.TODO}"
     absent = "" if there else faults.absent_hint(fs, root)  # (a bucket, memory://)
     return ManifestError(
         f"{url} {there or 'does not exist: check the path'}{absent}"
@@ -100,6 +102,8 @@ def directory_of(fs: Any, file: str) -> str:
             "committed yet (one is running, or was stopped: run it again to finish it, or "
             f"snap gc {storage.to_url(fs, above)} removes what it left)"
         )
+    if (kind := other_formats.file_kind(fs, file)) is not None:
+        raise ManifestError(f"{url} is {kind}, not a snapshot: {other_formats.TODO}")
     raise ManifestError(f"{url} is a file, not a snapshot (a directory with a manifest.json)")
 
 

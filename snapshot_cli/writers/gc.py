@@ -32,7 +32,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import faults, layout, storage, versions
+from .. import faults, layout, other_formats, storage, versions
 from ..errors import ManifestError, OptionError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
@@ -251,8 +251,8 @@ def _gc(
         raise ManifestError(f"{report.url} does not exist: check the path{absent}")
     if not storage.isdir(fs, root):  # (listing a file lists it: manifest.json looked right)
         raise ManifestError(
-            f"{report.url} is a file, not a snapshot: give the snapshot's directory "
-            f"(the one holding {MANIFEST_NAME})"
+            f"{report.url} is {_file_kind(fs, root)}, not a snapshot: give the snapshot's "
+            f"directory (the one holding {MANIFEST_NAME})"
         )
     _check_is_snapshot(fs, root, report.url)
     held: lease_mod.Lease | None = None
@@ -335,6 +335,16 @@ def _gc(
     if held is not None and leases is not None:
         gc_leases.remove_runs_dir(fs, root)
     return report
+
+
+def _file_kind(fs: AbstractFileSystem, path: str) -> str:
+    """What a file given to gc as the snapshot is: a shard of one, another tool's, a file."""
+    above = posixpath.dirname(posixpath.dirname(path))
+    if posixpath.basename(posixpath.dirname(path)) == SHARDS_DIR and storage.exists(
+        fs, storage.join(above, MANIFEST_NAME)
+    ):
+        return f"a shard of the snapshot {storage.to_url(fs, above)}"
+    return other_formats.file_kind(fs, path) or "a file"
 
 
 def _uncommitted_copies(fs: AbstractFileSystem, root: str) -> tuple[set[str], set[str]]:

@@ -65,6 +65,8 @@ def test_a_file_given_as_the_snapshot(snapshot: Path, command: str, given: str) 
     assert stderr.startswith(f"snap: error: {path} is ")
     if given == "shard" and command != "gc":
         assert f"is a shard of the snapshot {snapshot}: give the snapshot's directory" in stderr
+    elif given == "shard":  # (gc named no snapshot: a probe)
+        assert f"is a shard of the snapshot {snapshot}, not a snapshot: give the" in stderr
     else:
         assert "is a file, not a snapshot" in stderr
 
