@@ -159,12 +159,27 @@ def task_outcome(shared: list[Any], task: dict[str, Any]) -> dict[str, Any]:
         out = worker.outcome(job, task)
     else:
         where = _code_dir(code)
+        _forget_other_copies(where)
         out = worker.outcome({**job, "pipeline": os.path.join(where, code["spec"])}, task)
         if "error" in out:
             out["error"]["message"] = _as_users(out["error"]["message"], where, code)
     if "error" in out:
         out["error"]["cwd"] = os.getcwd()
     return out
+
+
+def _forget_other_copies(where: str) -> None:
+    """Drop the modules this worker process imported from another copy of the code than
+    ``where`` (an earlier run's, before the user edited a helper module): the pipeline
+    imports them anew from this copy. After the user's own ``ray.init()`` the worker
+    processes outlive a run, and a run of edited code used the first run's ``mylib.ops``
+    from ``sys.modules``: a snapshot of the new code held the old code's records."""
+    others = tuple(d + os.sep for d in _copies.values() if d != where)
+    if not others:
+        return
+    for name, module in list(sys.modules.items()):
+        if (getattr(module, "__file__", None) or "").startswith(others):
+            del sys.modules[name]
 
 
 def _as_users(message: str, where: str, code: dict[str, Any]) -> str:
