@@ -332,6 +332,8 @@ def _feed(
                 raise
             except BaseException as err:  # sys.exit() in it is its error too, and so is
                 # asyncio.CancelledError (an async client's): a worker said it "exited"
+                if _ray_stop(err):
+                    raise
                 raise _pipeline_error(err, _describe_input(spec, item)) from err
             for count in itertools.count(1):
                 try:
@@ -341,6 +343,8 @@ def _feed(
                 except (SnapError, KeyboardInterrupt):
                     raise
                 except BaseException as err:
+                    if _ray_stop(err):
+                        raise
                     raise _pipeline_error(err, _describe_input(spec, item)) from err
                 try:
                     _not_forked(forks_at_start)
@@ -368,6 +372,13 @@ def _not_forked(at_start: int) -> None:
             "code; it exits here, writing nothing: end a forked child with os._exit()\n"
         ).encode())  # fmt: skip
         os._exit(1)
+
+
+def _ray_stop(err: BaseException) -> bool:
+    """Whether ``err`` is Ray's own SystemExit, raised in its worker by the SIGTERM that
+    stops it (``ray stop``, a node drained or preempted): the worker ends, as Ray means it
+    to, and Ray retries the task (it was "the pipeline raised SystemExit", no retry)."""
+    return isinstance(err, SystemExit) and hasattr(err, "ray_terminate_msg")
 
 
 def _pipeline_error(err: BaseException, where: str) -> PipelineError:

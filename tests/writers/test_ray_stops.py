@@ -124,3 +124,34 @@ def test_a_function_that_ends_its_worker_process_says_how_to_find_out(
     local = subprocess.run(cmd[:-4] + ["--workers", "1"], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert "ended its worker process with exit code 3" in local.stderr.splitlines()[-1]
+
+
+STOPPED = """
+import os, signal
+
+def preprocess(path):
+    mark = path + ".stopped"
+    if path.endswith("in-002.txt") and not os.path.exists(mark):
+        open(mark, "w").close()
+        os.kill(os.getpid(), signal.SIGTERM)  # (once: Ray stops this worker, as ray stop does)
+    yield {"x": int(open(path).read())}
+"""
+
+
+def test_a_ray_worker_stopped_by_sigterm_has_its_task_retried(
+    ray_cluster: str, tmp_path: Path
+) -> None:
+    """Ray's SIGTERM handler raises its own SystemExit in the worker (``ray stop``, a node
+    drained or preempted): it was said as "the pipeline raised SystemExit on input ...",
+    and the task was not retried (a probe). The worker ends, and Ray retries the task."""
+    (tmp_path / "pipe.py").write_text(STOPPED)
+    make_inputs(tmp_path / "in", 4)
+    cmd = [sys.executable, "-m", "snapshot_cli", "create", f"{tmp_path / 'pipe.py'}:preprocess",
+           str(tmp_path / "snap"), "--input", str(tmp_path / "in" / "*.txt"), "--executor",
+           "ray", "--inputs-per-task", "1", "--json"]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "in" / "in-002.txt.stopped").exists()  # (the first attempt stopped)
+    assert json.loads(done.stdout)["num_records"] == 4
