@@ -393,8 +393,8 @@ def check_create_usage(
         raise click.UsageError(ray_not_in_process())
     if ray_address is not None and executor != "ray":  # ('' too: it was exit 1, not 2)
         raise click.UsageError("--ray-address applies to --executor ray only")
-    if ray_address is not None and not ray_address.strip():
-        raise click.UsageError(
-            f"--ray-address {ray_address!r} names no cluster: give host:port (ray://host:10001), "
-            "or leave it out for RAY_ADDRESS, else a local Ray"
-        )
+    if ray_address is not None:  # (malformed: said before any work, exit 2)
+        from .writers.options import address_problem
+
+        if problem := address_problem(ray_address):
+            raise click.UsageError(f"--ray-address {problem}")

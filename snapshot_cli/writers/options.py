@@ -163,6 +163,32 @@ class WriteOptions:
 
 
 EXECUTORS = ("local", "ray")
+
+
+def address_problem(address: object) -> str | None:
+    """What is wrong with ``address`` as a Ray cluster's (None: nothing): ``auto``,
+    ``host:port`` (``[::1]:6379``) or ``ray://host[:port]``. A malformed one was found only
+    after planning, leaving a run behind, and ``:6390`` printed Ray's own traceback."""
+    shown = f"{address!r} is no Ray cluster's address"
+    todo = ("give host:port (the head's GCS port, 6379 by default), ray://host:10001 or auto; "
+            "or leave it out for RAY_ADDRESS, else a local Ray")  # fmt: skip
+    if not isinstance(address, str) or not address.strip():
+        return f"{shown}: {todo}"
+    if address == "auto":
+        return None
+    rest = address.removeprefix("ray://")
+    host, colon, port = rest.rpartition(":")
+    if not colon:  # (ray://host: Ray's client port, 10001)
+        host = rest
+        if not address.startswith("ray://"):
+            return f"{shown} (no port): {todo}"
+    elif not port.isdigit() or not 0 < int(port) < 65536:
+        return f"{shown} (port {port!r}): {todo}"
+    if not host or "/" in host:
+        return f"{shown} ({'no host' if not host else 'not a host'}): {todo}"
+    return None
+
+
 RAY_ONLY = (  # what a ray_address without the ray executor is told: a command, Python
     "--ray-address applies to --executor ray only",
     "ray_address= applies to executor='ray' only",
@@ -256,13 +282,8 @@ class CreateOptions:
             check_installed()
         if self.ray_address is not None and self.executor != "ray":
             raise OptionError(named(*RAY_ONLY))
-        if self.ray_address is not None and (
-            not isinstance(self.ray_address, str) or not self.ray_address.strip()
-        ):
-            raise OptionError(
-                f"ray_address must be a Ray cluster's address (host:port, ray://host:10001), "
-                f"got {self.ray_address!r}; leave it out for RAY_ADDRESS, else a local Ray"
-            )
+        if self.ray_address is not None and (problem := address_problem(self.ray_address)):
+            raise OptionError(f"ray_address {problem}")
         workers = self.workers
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 0
