@@ -11,7 +11,6 @@ import os
 import re
 import sys
 
-from .. import literal
 from ..console import in_command, named
 
 
@@ -61,6 +60,8 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
             f" (brackets are glob syntax, a set of characters to match one of, and "
             f"{escaped[0]!r} is a name here: to mean it, write its [ as [[]: {escaped[1]!r})"
         )
+    from .. import literal  # (here: it imports fsspec, which `snap --help` needs not)
+
     if "://" not in pattern and (url := literal.meant_url(pattern)) is not None:
         return f" (it is a local path; did you mean {url}?)"
     if (missing := _missing_directory(pattern)) is not None:
