@@ -108,7 +108,7 @@ def remove(fs: AbstractFileSystem, path: str, recursive: bool) -> None:
 
 # Schemes whose "gs:/b/x" (one slash, or none) is a typo of a URL, not a local directory
 # named "gs:": it was created on local disk, with exit 0 (a probe)
-_REMOTE_SCHEMES = OBJECT_STORES | HDFS_PROTOCOLS | {"memory"}
+_REMOTE_SCHEMES = frozenset(s.lower() for s in (*OBJECT_STORES, *HDFS_PROTOCOLS, "memory"))
 
 
 def meant_url(path: str) -> str | None:
@@ -117,7 +117,7 @@ def meant_url(path: str) -> str | None:
     parts = path.split("/")
     for k, part in enumerate(parts):
         scheme, colon, after = part.partition(":")
-        if colon and scheme.lower() in {s.lower() for s in _REMOTE_SCHEMES}:
+        if colon and scheme.lower() in _REMOTE_SCHEMES:
             rest = "/".join(p for p in [after, *parts[k + 1 :]] if p)
             return f"{scheme.lower()}://{rest}" if rest else None
     return None

@@ -35,7 +35,7 @@ _SUFFIXES = (
     (".npy", "a folder of NumPy .npy files"),
     (".tfrecord", "a folder of TFRecord files"),
 )
-TODO = (
+ADVICE = (  # what to do with another tool's file or folder
     "snap reads the snapshots snap create makes; to make one from it, give its files to "
     "snap create as --input, with a function that reads one and yields its records or "
     "batches (README: what a function may yield)"

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 import snapshot_cli as snap
 from snapshot_cli.cli import cli
-from snapshot_cli.other_formats import TODO
+from snapshot_cli.other_formats import ADVICE
 
 TABLE = pa.table({"x": np.arange(5), "y": [str(i) for i in range(5)]})
 
@@ -94,7 +94,7 @@ def test_another_tools_file_is_named_as_what_it_is(tmp_path: Path, name: str) ->
     before = path.read_bytes()
     for said in _said(path):
         assert f"{path} is {kind}" in said and "not a snapshot" in said, said
-        assert " ".join(TODO.split()[:6]) in said
+        assert " ".join(ADVICE.split()[:6]) in said
     gc = CliRunner().invoke(cli, ["gc", str(path)])
     assert gc.exit_code == 1 and f"is {kind}, not a snapshot" in gc.stderr, gc.stderr
     assert path.read_bytes() == before

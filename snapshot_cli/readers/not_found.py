@@ -39,7 +39,7 @@ def no_manifest(fs: Any, root: str) -> ManifestError:
         )
     there = "is not a snapshot (no manifest.json)" if storage.exists(fs, root) else ""
     if there and (kind := other_formats.folder_kind(fs, root)) is not None:
-        there = f"is {kind}, not a snapshot (no manifest.json): {other_formats.TODO}"
+        there = f"is {kind}, not a snapshot (no manifest.json): {other_formats.ADVICE}"
     absent = "" if there else faults.absent_hint(fs, root)  # (a bucket, memory://)
     return ManifestError(
         f"{url} {there or 'does not exist: check the path'}{absent}"
@@ -103,7 +103,7 @@ def directory_of(fs: Any, file: str) -> str:
             f"snap gc {storage.to_url(fs, above)} removes what it left)"
         )
     if (kind := other_formats.file_kind(fs, file)) is not None:
-        raise ManifestError(f"{url} is {kind}, not a snapshot: {other_formats.TODO}")
+        raise ManifestError(f"{url} is {kind}, not a snapshot: {other_formats.ADVICE}")
     raise ManifestError(f"{url} is a file, not a snapshot (a directory with a manifest.json)")
 
 

@@ -78,26 +78,24 @@ def meant(pattern: str, patterns: list[str], first: bool) -> str:
 def _missing_directory(pattern: str) -> str | None:
     """For a local pattern whose directory part is not there (``dta/npy/*.npy``): the first
     directory of it that is missing, and a sibling of that name that is there; None where
-    every directory before its first wildcard is there (the files are what is missing)."""
+    every directory before its first wildcard is there (the files are what is missing).
+    ``~`` is the home directory, as the inputs take it."""
     if "://" in pattern:
         return None
-    parts = pattern.split("/")[:-1]  # (its directories: the last part names the files)
-    for k in range(1, len(parts) + 1):
+    parts = os.path.expanduser(pattern).split("/")[:-1]  # (the last part names the files)
+    for k, part in enumerate(parts, 1):
+        if glob.has_magic(part):
+            return None
         head = "/".join(parts[:k])
-        if not head or glob.has_magic(parts[k - 1]):
-            if glob.has_magic(parts[k - 1]):
-                return None
-            continue  # ("/..." : the root)
-        if os.path.isdir(head):
+        if not head or os.path.isdir(head):  # ("" : the root of "/...")
             continue
-        parent = "/".join(parts[: k - 1]) or ("/" if pattern.startswith("/") else ".")
+        parent = "/".join(parts[: k - 1]) or ("/" if head.startswith("/") else ".")
         try:
             names = [n for n in os.listdir(parent) if os.path.isdir(os.path.join(parent, n))]
         except OSError:
             names = []
-        close = difflib.get_close_matches(parts[k - 1], names, n=1)
-        other = "/".join([*parts[: k - 1], close[0]]) + "/" if close else ""
-        meant = f"; did you mean {other!r}?" if close else ""
+        close = difflib.get_close_matches(part, names, n=1)
+        meant = f"; did you mean {'/'.join([*parts[: k - 1], close[0]]) + '/'!r}?" if close else ""
         what = "is not a directory" if os.path.lexists(head) else "does not exist"
         here = "" if os.path.isabs(head) else f" here, in {os.path.abspath(os.curdir)}"
         return f" ({head}/ {what}{here}{meant})"

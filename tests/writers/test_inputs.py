@@ -164,6 +164,8 @@ def test_strings_that_match_no_file_are_told_about_items(
         ("data/npy/*.npz", None),  # (the directory is there: the files are missing)
         ("d*/zz/*.npy", None),  # (past a wildcard: not one directory)
         ("data/npy/b.npy", None),
+        ("~/*.npy", None),  # (the home directory is there: "~/ does not exist" it said)
+        ("~/no-such-dir-of-snap/*.npy", "/no-such-dir-of-snap/ does not exist)"),
     ],
 )
 def test_a_pattern_through_a_missing_directory_names_it(
