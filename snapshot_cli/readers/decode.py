@@ -217,15 +217,16 @@ def groups(
     a group of 625 segments of one-record shards held 625 files open (two descriptors each,
     before Python 3.13), past an open-files limit of 1,024 that the readers' own bound of
     128 open shards kept within (a probe of 5,000 shards)."""
-    start, most_shards, size = 0, max(1, most_shards), max(1, size)
-    while start < len(pairs):
-        stop, shards, last = start, 0, -1
-        while stop < len(pairs) and stop - start < size:
-            shard = int(shard_of[pairs[stop][1].block])
-            if shard != last:
-                if shards == most_shards:
-                    break
-                shards, last = shards + 1, shard
-            stop += 1
+    most_shards, size = max(1, most_shards), max(1, size)
+    if most_shards >= size:  # (no group of ``size`` reaches into more: every shard stays open)
+        for start in range(0, len(pairs), size):
+            yield pairs[start : start + size]
+        return
+    shards = shard_of[np.fromiter((seg.block for _, seg in pairs), np.int64, len(pairs))]
+    nth = np.cumsum(np.concatenate([[1], shards[1:] != shards[:-1]]))  # each one's shard, 1..
+    start = 0
+    while start < len(pairs):  # (up to the first segment of the (most_shards + 1)-th shard)
+        stop = int(np.searchsorted(nth, nth[start] + most_shards, side="left"))
+        stop = min(start + size, stop)
         yield pairs[start:stop]
         start = stop

@@ -168,12 +168,18 @@ def task_outcome(shared: list[Any], task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_in_use = [""]  # the copy this worker process imported the pipeline's modules from last
+
+
 def _forget_other_copies(where: str) -> None:
     """Drop the modules this worker process imported from another copy of the code than
     ``where`` (an earlier run's, before the user edited a helper module): the pipeline
     imports them anew from this copy. After the user's own ``ray.init()`` the worker
     processes outlive a run, and a run of edited code used the first run's ``mylib.ops``
     from ``sys.modules``: a snapshot of the new code held the old code's records."""
+    if _in_use[0] == where:  # (once per change of copy: not per task)
+        return
+    _in_use[0] = where
     others = tuple(d + os.sep for d in _copies.values() if d != where)
     if not others:
         return
