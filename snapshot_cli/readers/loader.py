@@ -89,8 +89,8 @@ class Loader(FrameworkAdapters):
         everywhere = options.global_batch_size is not None or reading.counts is not None
         # in order, a window's size changes no order: sized by the largest records, else
         # by the average (the order of a shuffle is a function of it)
-        in_order = not options.shuffle and not everywhere
-        per_row = reading.densest_row_bytes() if in_order else bytes_per_row
+        in_order, densest = not options.shuffle and not everywhere, reading.densest_row_bytes()
+        per_row = densest if in_order else bytes_per_row
         buffer_rows = options.shuffle_rows(per_row)  # None: "auto" (memory.auto_window)
         target = SHUFFLE_BUFFER_BYTES if options.shuffle else ORDERED_WINDOW_BYTES
         target, self._capped = memory.auto_window(target, buffer_rows is None and not everywhere)
@@ -166,7 +166,7 @@ class Loader(FrameworkAdapters):
             map_threads=cores,
             bytes_per_row=bytes_per_row,
             record_bytes=reading.record_bytes(),
-            densest_row_bytes=reading.densest_row_bytes(),
+            densest_row_bytes=densest,
             trace=trace,
             sources=len(reading.sources),
             processes=processes,
