@@ -243,8 +243,8 @@ def _statistics(flat: np.ndarray) -> tuple[Any, Any, float | None, int]:
             return None, None, None, 0
         # (small: exact, as Python's ints sum; numpy's float64 sum of two int64s near
         # 2**58 and their small neighbours lost 3 in a mean of 3.3 million: Hypothesis)
-        exact = flat.size <= EXACT_MEAN and flat.dtype.kind in "iu"
-        mean = sum(flat.tolist()) / flat.size if exact else float(np.mean(flat, dtype=np.float64))
+        small = flat.size <= EXACT_MEAN and flat.dtype.kind in "iu"
+        mean = sum(flat.tolist()) / flat.size if small else float(np.mean(flat, dtype=np.float64))
         return flat.min(), flat.max(), mean, 0
     low: Any = None
     high: Any = None
