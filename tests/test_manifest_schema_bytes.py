@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import snapshot_cli as snap
@@ -75,6 +75,9 @@ def names_manifest(message: str) -> bool:
     at=st.floats(0, 1, exclude_max=True),
     value=st.integers(0, 255),
 )
+# (CI: a schema that still parses, met after the same files were read with the clean one: the
+# loader skipped the file's schema as seen, and blamed the shard's record batch)
+@example(how="bytes byte", at=0.140625, value=20)
 def test_a_damaged_schema_is_a_manifest_error(made: Made, how: str, at: float, value: int) -> None:
     path, original, clean = made
     data, text = damaged(original, how, at, value)

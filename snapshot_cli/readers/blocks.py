@@ -24,11 +24,10 @@ import numpy as np
 import pyarrow as pa
 
 from .. import ipc_blocks, ipc_layout
-from .. import schema as schema_mod
 from ..crc import crc32c
 from ..errors import DAMAGED, CorruptShardError
 from ..manifest import ShardEntry
-from . import checked, direct, gather, limits
+from . import checked, direct, disagree, gather, limits
 from .direct import Placement
 from .window import SlotTarget
 
@@ -41,8 +40,9 @@ class BlockFile:
     """One local shard, its footer's blocks read and checked against the manifest."""
 
     def __init__(
-        self, path: str, entry: ShardEntry, schema: pa.Schema, url: str, cached: bool = False
-    ) -> None:
+        self, path: str, entry: ShardEntry, schema: pa.Schema, url: str, cached: bool = False,
+        judged: disagree.Judged | None = None,
+    ) -> None:  # fmt: skip
         self.url, self.schema = url, schema
         # What to do about damage: a shard cache's entry was checked whole when fetched, so
         # damage found later is its local copy's, not the snapshot's (recreating it recomputes)
@@ -61,7 +61,8 @@ class BlockFile:
                 f"shard {url} has {self.size} bytes, the manifest says {entry.bytes}; {self.fix}"
             )
         self._crcs = ipc_blocks.decode(entry.batch_crc32c)
-        version = (self.size, st.st_mtime_ns, entry.crc32c)
+        # (the schema too: a manifest edited since may give the same file another schema)
+        version = (self.size, st.st_mtime_ns, entry.crc32c, hash(schema))
         try:
             read = functools.partial(os.pread, fd)
             self.blocks = ipc_blocks.file_blocks(read, self.size)
@@ -70,8 +71,10 @@ class BlockFile:
             got = None if checked.seen(path, version) else ipc_blocks.file_schema(read, self.size)
         except ipc_blocks.FooterError as err:
             raise CorruptShardError(f"shard {url} cannot be opened: {err}; {self.fix}") from err
-        if problem := schema_mod.layout_problem(got, schema, len(self._at), len(self._crcs)):
-            raise CorruptShardError(f"shard {url}: {problem}; {self.fix}")
+        urls, wrong = judged or ((url, "manifest.json"), lambda: False)  # (made on its own)
+        counts = len(self._at), len(self._crcs)
+        if error := disagree.layout_error(got, schema, counts, urls, wrong, self.fix):
+            raise error
         self._done = checked.record_batches(path, version, len(self.blocks))
         self._mapped: mmap.mmap | None = None  # the whole file, once mapped
         self.touched = 0  # bytes read through the map (a figure for ShardReaders.release)

@@ -2,8 +2,9 @@
 record batch, format 2), so that a new loader of the same files (the next epoch, a sweep's
 next trial) does not check them again.
 
-One entry per file path, for one version of it (size, mtime, crc32c): a file rewritten since
-is checked again, and its new version replaces the old one. So does each use of a
+One entry per file path, for one version of it (size, mtime, crc32c) as read by one schema (a
+manifest edited since may give the same file another): a file rewritten since, or read by
+another schema, is checked again, and its new version replaces the old one. So does each use of a
 ``cache_dir`` entry, which sets its mtime (least recently used first): those are checked
 again at every open, and the table stays one entry per file (it grew by one per use: ~20 KB
 an epoch of a 40-shard snapshot, for good).
@@ -21,7 +22,7 @@ import threading
 
 import numpy as np
 
-Version = tuple[int, int, str]  # size, mtime_ns, crc32c
+Version = tuple[int, int, str, int]  # size, mtime_ns, crc32c, the schema's hash
 MAX_FILES = 65_536  # (~0.5 KiB each)
 LOOK_OVER_MIN = 1024  # entries before the table is first looked over for files gone
 _checked: dict[str, tuple[Version, np.ndarray]] = {}  # least recently opened first

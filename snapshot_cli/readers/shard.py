@@ -28,7 +28,7 @@ from .. import faults, ipc_blocks, storage, versions
 from .. import schema as schema_mod
 from ..errors import DAMAGED, CorruptShardError, SnapError
 from ..manifest import ShardEntry
-from . import limits
+from . import disagree, limits
 from .blocks import BlockFile
 from .cache import CACHED_OPEN, CachedShard, ShardCache
 from .checksum import crc32c_file
@@ -36,9 +36,8 @@ from .direct import Placement, SlotJob
 from .fetch import Fetcher, shared_fetcher
 from .ranged import Expected, RangedReaders
 
-# Local shards already verified by this process: (path, size, mtime_ns, crc32c). A new loader
-# for the next epoch or sweep trial does not checksum them again; a rewritten file would have
-# another mtime.
+# Local shards this process verified: (path, size, mtime_ns, crc32c). A new loader (the next
+# epoch, a sweep's next trial) does not checksum them again; a rewritten file has a new mtime.
 _verified_local: set[tuple[str, int, int, str]] = set()
 
 Check = bool | None  # a read's verify: None is as the readers were made
@@ -176,7 +175,8 @@ class ShardReaders:
             if cached is None:
                 self._check_local(url, path)
             local = path if cached is None else cached.path
-            opened = BlockFile(local, entry, self.schema, url, cached=cached is not None)
+            judged = disagree.judged(self, i)
+            opened = BlockFile(local, entry, self.schema, url, cached is not None, judged)
             return opened
         except FileNotFoundError as err:
             raise versions.missing_shard(self, entry.path, url) from err
@@ -264,13 +264,13 @@ class ShardReaders:
     def _check_layout(self, i: int, reader: pa.ipc.RecordBatchFileReader) -> None:
         """The file's schema is the manifest's, exactly (values are never cast), and it holds
         the record batches the manifest lists: else CorruptShardError, before any is read."""
-        count, expected = reader.num_record_batches, self.shards[i].record_batches
-        if problem := schema_mod.layout_problem(reader.schema, self.schema, count, expected):
-            raise CorruptShardError(f"shard {self.url(i)}: {problem}; {DAMAGED}")
+        counts = reader.num_record_batches, self.shards[i].record_batches
+        urls, wrong = disagree.judged(self, i)
+        if error := disagree.layout_error(reader.schema, self.schema, counts, urls, wrong):
+            raise error
 
     def _check(self, verify: bool | None) -> bool:
-        """Whether to check a record batch's checksum: ``verify`` (None: as the readers
-        were made), never when the readers were made with ``verify=False``."""
+        """Whether to check a record batch's crc32c: ``verify`` (None: the readers') and theirs."""
         return self.verify if verify is None else verify and self.verify
 
     def read_batch(
@@ -392,9 +392,8 @@ class _Open:
     cached: CachedShard | None = None
 
     def release(self) -> None:
-        # Drops the entry's shared lock, so eviction may delete the file from now on. A thread
-        # still decoding from it is unaffected: its reader has the file open, and a deleted
-        # file stays readable through open descriptors.
+        # Drops the entry's shared lock: eviction may delete the file from now on (a thread
+        # still decoding from it is unaffected: a deleted file stays readable where open).
         if self.cached is not None:
             self.cached.close()
             self.cached = None

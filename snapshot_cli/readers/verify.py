@@ -36,14 +36,14 @@ from .. import schema as schema_mod
 from ..console import named
 from ..cores import cores
 from ..errors import OptionError, OutOfMemoryError, SnapError, StorageError
-from ..layout import MANIFEST_NAME
-from ..manifest import ShardEntry
+from ..layout import MANIFEST_NAME, manifest_path
+from ..manifest import ShardEntry, repair_advice
 from ..stored_types import unloadable_columns
 from ..units import integer
 from . import limits, verify_files
 from .checksum import block_problem, crc32c_buffer
 from .snapshot import Snapshot
-from .verify_report import MISSING, Lost, Refused, ShardCheck, VerifyReport
+from .verify_report import MISSING, Contradicted, Lost, Refused, ShardCheck, VerifyReport
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
 STOP_AFTER = 16  # shards in a row unreadable alike: the storage's, not theirs (stops verify)
@@ -102,6 +102,7 @@ def verify(
         pool.shutdown(wait=True, cancel_futures=True)
     notes: list[str] = []
     problems = verify_files.problems(snapshot, notes) if files else []  # (its own files)
+    problems += _contradicted(snapshot, results)
     seconds, unloadable = time.perf_counter() - started, unloadable_columns(snapshot.schema)
     replaced = _replaced(snapshot) if files and any(c.lost for c in results) else None
     if replaced is not None:  # (its own files' problems too: gone with it)
@@ -115,6 +116,30 @@ def verify(
         )
     return VerifyReport(snapshot.url, fast, seconds, results, unloadable, problems, notes,
                         replaced)  # fmt: skip
+
+
+def _contradicted(snapshot: Snapshot, results: list[ShardCheck]) -> list[str]:
+    """The manifest's problem where shards as written have another schema than it says
+    (:class:`Contradicted`) and none has its schema: those shards are intact (their problem
+    is cleared). Where one has it, the others are another snapshot's (damaged)."""
+    those = [c for c in results if isinstance(c.problem, Contradicted)]
+    if not those:
+        return []
+    first, agreed = those[0].problem, any(c.ok and c.check == "full" for c in results)
+    for check in those:
+        check.problem = (
+            f"its schema differs from the manifest's ({check.problem})" if agreed else None
+        )
+    if agreed:
+        return []
+    manifest = storage.to_url(snapshot.fs, manifest_path(snapshot.root))
+    shards = f"{len(those)} of {len(results)} shards" if len(those) > 1 else "a shard"
+    return [
+        f"{manifest}: its schema (schema.arrow_ipc_base64) differs from that of {shards} whose "
+        f"bytes are as written (their crc32c is the manifest's), the first {those[0].url} "
+        f"({first}): the manifest's schema is damaged, not the shards; "
+        f"{repair_advice(manifest)}"
+    ]
 
 
 def _replaced(snapshot: Snapshot) -> int | None:
@@ -314,6 +339,8 @@ def _arrow_problem(source: Any, entry: ShardEntry, schema: pa.Schema) -> str | N
         _not_decoded(err)
         return f"is not a readable Arrow file: {err}"
     expected = entry.batch_sizes()
+    if (diff := schema_mod.difference(reader.schema, schema)) is not None:
+        return Contradicted(diff)  # (its bytes were checked first: they are as written)
     problem = schema_mod.layout_problem(
         reader.schema, schema, reader.num_record_batches, len(expected)
     )

@@ -22,6 +22,12 @@ class Refused(str):
     snapshot, a FIFO or a device, which every reader refuses unopened."""
 
 
+class Contradicted(str):
+    """A shard whose bytes are as written (its crc32c is the manifest's) yet whose schema
+    differs from the manifest's: the manifest's schema is damaged, not the shard (the
+    problem is how the schemas differ; :func:`.verify.verify` reports it as the manifest's)."""
+
+
 @dataclass
 class ShardCheck:
     """The outcome for one shard. ``problem`` is None when it is intact."""
