@@ -49,8 +49,11 @@ def remote(memfs: Any) -> str:  # noqa: ARG001 (emptied around the test)
     return url
 
 
-def _epochs(url: str, cache_dir: Path, **options: Any) -> list[list[int]]:
-    """Two shuffled epochs through the cache, each record's values checked."""
+def _epochs(
+    url: str, cache_dir: Path, stats: dict[str, Any] | None = None, **options: Any
+) -> list[list[int]]:
+    """Two shuffled epochs through the cache, each record's values checked; the loader's
+    :meth:`stats` at the end into ``stats``."""
     out = []
     with snap.open(url).loader(4, seed=3, epochs=2, cache_dir=cache_dir, **options) as loader:
         seen: list[int] = []
@@ -60,6 +63,8 @@ def _epochs(url: str, cache_dir: Path, **options: Any) -> list[list[int]]:
             if len(seen) == RECORDS:
                 out.append(seen)
                 seen = []
+        if stats is not None:
+            stats.update(loader.stats())
     return out
 
 
@@ -136,7 +141,8 @@ def test_the_loader_reads_through_a_full_disk(
     # 2m: room for more than the shards a loader has open, not for all 64; 256k: for a few,
     # so that most are read without the cache
     disk = mount(size)
-    epochs = _epochs(remote, disk / "c")
+    stats: dict[str, Any] = {}
+    epochs = _epochs(remote, disk / "c", stats)
     assert [sorted(e) for e in epochs] == [list(range(RECORDS))] * 2
     said = _warnings(caplog)
     assert len(said) == len(set(said)) <= 2, said  # each said once, not for every shard
@@ -145,7 +151,10 @@ def test_the_loader_reads_through_a_full_disk(
         (no_room,) = [m for m in said if NO_ROOM in m]
         assert "No space left on device (ENOSPC)" in no_room
         assert "a loader keeps up to 16 cached shards open (in use) at once" in no_room
-    assert list((disk / "c").glob("*.arrow"))  # cached what fitted
+    # Cached what fitted. (Not "entries are left": on 256 KiB, threads filling at once can
+    # crowd each other out after the entries not in use were removed for them: CI, once.)
+    assert stats["cache"]["fills"] > 0, stats["cache"]
+    assert size == "256k" or list((disk / "c").glob("*.arrow"))
     assert not _temporaries(disk)
 
 
