@@ -31,10 +31,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def stopped(stop: KeyboardInterrupt, resumes: bool = False) -> NoReturn:
     """Exit as ``stop`` (Ctrl-C, or a SIGTERM/SIGHUP raised as :class:`~.signals.Terminated`)
-    asks: one line (saying to run it again where that resumes, ``create``; the others start
-    over; or where it was, a ``snap_while`` the layer it stopped set) and 128 + the signal's
-    number."""
-    # (the signal received, even where a layer raised a KeyboardInterrupt of its own)
+    asks: one line (to run it again where that resumes, ``create``; or where it was, a
+    ``snap_while`` its layer set) and 128 + the signal's number (the one received)."""
     signum = received[0] if received else getattr(stop, "signum", signal.SIGINT)
     name = signal.Signals(signum).name
     said = "interrupted" if signum == signal.SIGINT else f"terminated ({name})"
@@ -153,9 +151,10 @@ def _stdout_closed() -> bool:
 
 
 def setup_logging(quiet: bool) -> None:
+    """snap's log lines on stderr (``snap: warning: ...``): INFO and up, unless ``quiet``."""
     logger = logging.getLogger("snapshot_cli")
     logger.handlers.clear()
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr()  # (the stderr of the command running: CliRunner swaps it)
     handler.setFormatter(_Printable("snap: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
@@ -390,11 +389,12 @@ def _snaps_warning(filename: str) -> bool:
 
 
 def configure_output(debug: bool) -> None:
-    """Before any command: paths printed as given, other libraries' logs and snap's warnings
-    one line each, no colour where ``NO_COLOR`` is set (no-color.org) or the terminal is dumb."""
+    """Before any command: paths printed as given, logs and snap's warnings one line each,
+    no colour where ``NO_COLOR`` is set (no-color.org) or the terminal is dumb."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None and (os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb"):
         ctx.color = False
     console.print_paths_as_given()
+    setup_logging(quiet=True)  # (create's own call makes it say its progress)
     route_library_logs(debug)
     route_warnings(debug)
