@@ -46,5 +46,14 @@ class GcReport:
         }
 
 
+FOR_GOOD = "9999-12-31T23:59:59+00:00"  # (a kept version's end past what a date can say)
+
+
 def _iso(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat("T", "seconds")
+    """The UTC time ``seconds`` after the epoch; :data:`FOR_GOOD` past the year 9999 (a
+    retention such as 10000000d: it raised after gc's removals, which went unreported)."""
+    try:
+        when = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return FOR_GOOD
+    return when.isoformat("T", "seconds")

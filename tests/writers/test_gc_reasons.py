@@ -5,6 +5,7 @@ newest of them, the one whose replacement made it garbage (it named the oldest: 
 from __future__ import annotations
 
 import datetime
+import json
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +101,27 @@ def test_a_gc_interrupted_partway_says_what_it_removed(
     monkeypatch.undo()
     left = [g.path for g in gc(path, retention=0).garbage]
     assert left == planned[2:]
+
+
+@pytest.mark.parametrize("retention", ["10000000d", "99999999999999999999999s"])
+def test_a_retention_past_the_year_9999_keeps_the_version_for_good(
+    tmp_path: Path, retention: str
+) -> None:
+    """``--retention 10000000d`` ("keep for good", a probe) removed a dead run's files, then
+    raised "year 29406 is out of range" as it reported them: exit 1, the removals unsaid."""
+    from click.testing import CliRunner
+
+    from snapshot_cli.cli import cli
+    from snapshot_cli.writers.gc_report import FOR_GOOD
+
+    path = str(tmp_path / "s")
+    for overwrite in (False, True):
+        snap.create(preprocess, path, inputs_from=lambda: [0, 1], workers=0,
+                    inputs_per_task=1, overwrite=overwrite)  # fmt: skip
+    result = CliRunner().invoke(cli, ["gc", path, "--retention", retention, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["kept_versions"] == [{"version": 1, "until": FOR_GOOD}], doc
+    text = CliRunner().invoke(cli, ["gc", path, "--retention", retention, "--dry-run"])
+    assert text.exit_code == 0 and f"kept version 1, replaced, until {FOR_GOOD}" in text.output
+    assert snap.open(path, version=1).num_records == 2
