@@ -296,13 +296,6 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
         f"checks: {checks or 'none'}; {human_bytes(doc['bytes_checked'])} read in "
         f"{doc['seconds']:.1f} s)"
     )
-    if doc["fast"] and any(s["check"] == "size" and s["ok"] for s in doc.get("shards", [])):
-        # (an intact shard checked by its size: the storage gave no crc32c; a missing or cut
-        # shard is checked by its size whatever the storage reports)
-        lines.append(
-            "  note: this storage reports no crc32c, so --fast compared sizes only; "
-            "run snap verify without --fast to read and check every byte"
-        )
     lines += [f"  note: {note}" for note in doc.get("notes", [])]
     # (verify_files._own_copy: manifest.json is not the copy of its version kept beside it)
     edited = any("the copy written with it at the commit" in p for p in doc.get("problems", []))

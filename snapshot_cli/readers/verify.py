@@ -43,7 +43,15 @@ from ..units import integer
 from . import limits, verify_files
 from .checksum import block_problem, crc32c_buffer
 from .snapshot import Snapshot
-from .verify_report import MISSING, Contradicted, Lost, Refused, ShardCheck, VerifyReport
+from .verify_report import (
+    MISSING,
+    Contradicted,
+    Lost,
+    Refused,
+    ShardCheck,
+    VerifyReport,
+    sizes_only,
+)
 
 REMOTE_THREADS = 16  # shards checked at once on remote storage: hides time-to-first-byte
 STOP_AFTER = 16  # shards in a row unreadable alike: the storage's, not theirs (stops verify)
@@ -103,6 +111,7 @@ def verify(
     notes: list[str] = []
     problems = verify_files.problems(snapshot, notes) if files else []  # (its own files)
     problems += _contradicted(snapshot, results)
+    notes += sizes_only(results) if fast else []
     seconds, unloadable = time.perf_counter() - started, unloadable_columns(snapshot.schema)
     replaced = _replaced(snapshot) if files and any(c.lost for c in results) else None
     if replaced is not None:  # (its own files' problems too: gone with it)

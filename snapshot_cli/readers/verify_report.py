@@ -60,6 +60,18 @@ class ShardCheck:
         return isinstance(self.problem, Lost)
 
 
+def sizes_only(checks: list[ShardCheck]) -> list[str]:
+    """The note of a ``--fast`` check that compared sizes only, if it did: an intact shard
+    checked by its size (the storage gave no crc32c; a missing or cut one is checked by its
+    size whatever the storage reports)."""
+    if not any(c.check == "size" and c.ok for c in checks):
+        return []
+    return [
+        "this storage reports no crc32c, so --fast compared sizes only; run snap verify "
+        "without --fast to read and check every byte"
+    ]
+
+
 @dataclass
 class VerifyReport:
     url: str
@@ -95,9 +107,11 @@ class VerifyReport:
 
     @property
     def checks(self) -> dict[str, int]:
+        """How many shards got each check: not those missing, refused or unreadable."""
         out: dict[str, int] = {}
         for s in self.shards:
-            out[s.check] = out.get(s.check, 0) + 1
+            if not (s.problem == MISSING or s.unreadable or isinstance(s.problem, Refused)):
+                out[s.check] = out.get(s.check, 0) + 1
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -111,7 +125,7 @@ class VerifyReport:
             "checks": self.checks,
             "bytes_checked": sum(s.bytes for s in self.shards if s.check == "full" and s.read),
             "seconds": round(self.seconds, 3),
-            "damaged": [{**asdict(s), "lost": s.lost} for s in self.damaged],
+            "damaged": [{**asdict(s), "ok": s.ok, "lost": s.lost} for s in self.damaged],
             "unreadable": [asdict(s) for s in self.unreadable],
             "unloadable": self.unloadable,
             "problems": self.problems,

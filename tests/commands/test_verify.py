@@ -73,12 +73,14 @@ def test_verify_names_exactly_the_shard_with_a_flipped_byte(snapshot: Path) -> N
     assert doc["ok"] is False and doc["num_damaged"] == 1
     [bad] = doc["damaged"]
     assert bad["url"] == str(victim) and bad["path"] == str(victim.relative_to(snapshot))
-    assert bad["problem"].startswith("crc32c ") and bad["lost"] is False
+    assert bad["problem"].startswith("crc32c ") and bad["lost"] is False and bad["ok"] is False
     assert [s["path"] for s in doc["shards"] if not s["ok"]] == [bad["path"]]
 
     # --fast compares sizes only here (local files report no crc32c), and says so.
     code, stdout, _ = run("verify", str(snapshot), "--fast")
     assert code == 0 and "compared sizes only" in stdout
+    notes = run_json("verify", str(snapshot), "--fast")["notes"]  # (a script sees it too)
+    assert [n for n in notes if "compared sizes only" in n] == [notes[0]], notes
 
     # The loader refuses the damaged shard, by name, instead of returning its records.
     with (
@@ -147,17 +149,6 @@ def test_verify_fast_on_local_storage_checks_sizes(snapshot: Path) -> None:
     assert doc["checks"] == {"size": TASKS} and doc["bytes_checked"] == 0
 
 
-def _fast_doc(checks: list[tuple[str, bool]]) -> dict[str, Any]:
-    shards = [{"path": f"s{i}", "url": f"gs://b/s/shards/s{i}", "bytes": 1, "records": 1,
-               "check": check, "problem": None if ok else "missing", "ok": ok, "lost": not ok}
-              for i, (check, ok) in enumerate(checks)]  # fmt: skip
-    damaged = [s for s in shards if not s["ok"]]
-    kinds = [c for c, _ in checks]
-    return {"path": "gs://b/s", "ok": not damaged, "fast": True, "num_shards": len(shards),
-            "num_damaged": len(damaged), "checks": {k: kinds.count(k) for k in set(kinds)},
-            "bytes_checked": 0, "seconds": 0.1, "damaged": damaged, "shards": shards}  # fmt: skip
-
-
 @pytest.mark.parametrize(
     ("checks", "noted"),
     [
@@ -171,10 +162,11 @@ def test_fast_says_sizes_only_where_the_storage_gave_no_crc32c(
 ) -> None:
     """A GCS snapshot with one shard deleted: "checks: 1 size, 9 storage-crc32c" and "this
     storage reports no crc32c": the missing shard had been checked by its size alone."""
-    from snapshot_cli import render
+    from snapshot_cli.readers.verify_report import MISSING, ShardCheck, sizes_only
 
-    said = "\n".join(render.verify_lines(_fast_doc(checks)))
-    assert ("reports no crc32c" in said) == noted, said
+    shards = [ShardCheck(f"s{i}", f"gs://b/s/shards/s{i}", 1, 1, check, None if ok else MISSING)
+              for i, (check, ok) in enumerate(checks)]  # fmt: skip
+    assert any("reports no crc32c" in note for note in sizes_only(shards)) == noted
 
 
 def test_an_edited_manifest_is_not_answered_by_deleting_intact_shards(snapshot: Path) -> None:
@@ -237,3 +229,14 @@ def test_a_version_replaced_while_verify_ran_is_not_called_damaged(tmp_path: Pat
     assert "run snap verify again" in said and "snap create" not in said
     assert "DAMAGED" not in said and said.count("GONE  ") == 6
     assert verify(snap.open(url)).ok
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_missing_shard_got_no_check(snapshot: Path, fast: bool) -> None:
+    """``checks`` counts the shards that got a check: a missing one got none (a probe: "2 of
+    20 shards damaged (20 shards; checks: 20 full")."""
+    shards = shard_files(snapshot)
+    shards[1].unlink()
+    doc = run_json("verify", str(snapshot), *["--fast"] * fast, code=1)
+    assert doc["checks"] == {"size" if fast else "full": len(shards) - 1}, doc["checks"]
+    assert [d["problem"] for d in doc["damaged"]] == ["missing"]
