@@ -351,6 +351,9 @@ def bench(
     if cache_dir and (scheme := cache_dir.partition("://"))[1] and scheme[0] != "file":
         said = f"the cache is this machine's disk: give a local directory, not {cache_dir!r}"
         raise click.BadParameter(said, param_hint="'--cache-dir'")
+    if as_json and trace is not None and bench_mod.is_stdout(trace):  # (two documents)
+        said = f"--trace {trace} is stdout, where --json prints its one document"
+        raise click.UsageError(f"{said}: give --trace a file, or leave out --json")
     snap = open_snapshot(snapshot)
     options: dict[str, Any] = {
         "shuffle": shuffle,

@@ -167,6 +167,16 @@ def checked_trace(trace: str | None) -> str | None:
     return trace
 
 
+def is_stdout(trace: str) -> bool:
+    """Whether ``trace`` is this process's stdout: ``/dev/stdout``, ``/proc/self/fd/1``, or
+    the file stdout was sent to (``> out.json``)."""
+    try:
+        here, out = os.stat(os.path.expanduser(trace)), os.fstat(1)
+    except (OSError, ValueError):  # (not there yet, a name no path can be, stdout closed)
+        return False
+    return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
+
+
 def value_bytes(batch: dict[str, Any]) -> int:
     """Bytes of a batch's values: a text or ragged column's (object arrays) counted by its
     values, not numpy's 8 bytes a reference; text by its UTF-8 bytes."""

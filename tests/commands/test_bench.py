@@ -136,6 +136,23 @@ def test_a_trace_to_a_pipe_or_a_link_is_written_there_not_renamed_over_it(
     assert sorted(p.name for p in target.parent.iterdir()) == ["t.json"]  # no part left
 
 
+def test_a_trace_to_stdout_with_json_is_a_usage_error(snapshot: Path, tmp_path: Path) -> None:
+    """``--json --trace /dev/stdout`` printed two JSON documents on a pipe, and redirected to
+    a file the trace was written over the summary (exit 0; a probe): now refused before any
+    work, whichever way stdout is named. Without --json, the trace goes to stdout as asked."""
+    for trace in ("/dev/stdout", "/proc/self/fd/1"):
+        proc = snap_subprocess("bench", str(snapshot), "--json", "--trace", trace)
+        assert proc.returncode == 2 and proc.stdout == "", proc
+        assert f"--trace {trace} is stdout, where --json prints" in proc.stderr
+    out = tmp_path / "out.json"
+    with out.open("w") as f:
+        args = [sys.executable, "-m", "snapshot_cli", "bench", str(snapshot), "--json"]
+        code = subprocess.run([*args, "--trace", str(out)], stdout=f, timeout=120).returncode
+    assert code == 2 and out.read_text() == ""
+    proc = snap_subprocess("bench", str(snapshot), "--epochs", "1", "--trace", "/dev/stdout")
+    assert proc.returncode == 0 and '"traceEvents"' in proc.stdout, proc.stderr
+
+
 def test_a_trace_is_taken_as_a_file_url_too(snapshot: Path, tmp_path: Path) -> None:
     """As OUTPUT and snap.open take it: it made a directory named "file:" and failed."""
     trace = tmp_path / "t.json"
