@@ -27,6 +27,21 @@ def quiet_exit_on_closed_stdout() -> None:
     sys.exit(128 + signal.SIGPIPE)
 
 
+CLOSED_STDOUT = (  # (it was exit 0, the answer lost unsaid; `ls >&-` fails too)
+    "cannot write to standard output: it is closed (>&-), so the command's answer was not "
+    "shown (what it did is done); give it one: > FILE, or > /dev/null to discard it"
+)
+
+
+def fd_closed(fd: int) -> bool:
+    """Whether file descriptor ``fd`` is closed (``>&-``, ``2>&-``)."""
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
 EXIT_GRACE_S = 5.0  # how long a finished command waits for threads the pipeline left running
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 answered = False  # the command's answer was written (cli_io): a signal after it stops no work

@@ -21,7 +21,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from . import cli_exit, console, signals
-from .cli_exit import quiet_exit_on_closed_stdout
+from .cli_exit import CLOSED_STDOUT, fd_closed, quiet_exit_on_closed_stdout
 from .errors import SnapError, absolute_path
 from .render import one_line, plain, printable
 from .signals import received, termination_as_interrupt
@@ -68,9 +68,10 @@ def answer_errors(fn: F) -> F:
             with termination_as_interrupt(), console.command():
                 result = fn(*args, **kwargs)
                 _say_after_work()
-            if sys.stdout is not None:  # (None: closed by the shell, `>&-`: nothing to show)
-                with _writing_stdout():  # a closed pipe shows here, not at the interpreter's
-                    sys.stdout.flush()  # exit
+            if sys.stdout is None:  # (closed by the shell, `>&-`: the answer went nowhere)
+                raise OutputError(CLOSED_STDOUT)
+            with _writing_stdout():  # a closed pipe shows here, not at the interpreter's exit
+                sys.stdout.flush()
             return result
         except SnapError as err:
             if debug:
@@ -262,14 +263,6 @@ def stdout_to_stderr() -> Iterator[None]:
             os.close(saved)
         elif opened:
             os.close(1)
-
-
-def fd_closed(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return True
-    return False
 
 
 class OutputError(SnapError):

@@ -701,24 +701,31 @@ def test_a_pipelines_prints_go_to_stderr_and_stdout_is_the_json(
 def test_every_command_runs_with_stdout_or_stderr_closed(tmp_path: Path, closed: int) -> None:
     """`snap create ... >&-` (or `2>&-`, as a cron job or a service may run it): Python makes
     such a stream None, and the commands failed on "'NoneType' object has no attribute
-    'flush'" (or 'write', in the progress line) after doing their work, exit status 1."""
+    'flush'" (or 'write', in the progress line) after doing their work, exit status 1. Each
+    does its work; with stdout closed, its answer cannot be shown, which it says on stderr
+    with exit 1 (as `ls >&-` does; it exited 0, the answer lost unsaid: a probe)."""
     (tmp_path / "noisy.py").write_text(NOISY)
 
-    def run_closed(*args: str) -> int:
+    def run_closed(*args: str) -> tuple[int, str]:
         proc = subprocess.run(
             [sys.executable, "-m", "snapshot_cli", *args], cwd=tmp_path, timeout=120,
-            check=False, preexec_fn=lambda: os.close(closed),
+            check=False, preexec_fn=lambda: os.close(closed), text=True,
             stdout=subprocess.DEVNULL if closed == 2 else None,
-            stderr=subprocess.DEVNULL if closed == 1 else None,
+            stderr=subprocess.PIPE if closed == 1 else subprocess.DEVNULL,
         )  # fmt: skip
-        return proc.returncode
+        return proc.returncode, proc.stderr or ""
 
     create = ["create", "noisy.py:preprocess", "s", "--inputs-from", "noisy.py:items"]
-    assert run_closed(*create, "--workers", "0") == 0
+    expected = 1 if closed == 1 else 0
+    assert run_closed(*create, "--workers", "0")[0] == expected
     assert (tmp_path / "s" / "manifest.json").exists()
     for args in (["inspect", "s"], ["head", "s"], ["verify", "s"], ["gc", "s", "--dry-run"],
                  ["bench", "s", "--epochs", "1"], [*create, "--json"]):  # fmt: skip
-        assert run_closed(*args) == 0, args
+        code, said = run_closed(*args)
+        assert code == expected, (args, said)
+        if closed == 1:
+            last = said.splitlines()[-1]
+            assert last.startswith("snap: error: cannot write to standard output: it is closed")
 
 
 @pytest.mark.parametrize("sigterm", [False, True], ids=["ctrl-c", "sigterm"])

@@ -31,7 +31,7 @@ import sys
 import traceback
 from typing import IO, Any
 
-from .. import cli_io, console, errors, storage
+from .. import cli_exit, cli_io, console, errors, storage
 from ..errors import SnapError
 from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
 
@@ -83,7 +83,7 @@ def _protocol_streams() -> tuple[IO[bytes], IO[bytes]]:
     """Keep stdin/stdout for the protocol; point fd 0 at /dev/null and fd 1 at stderr (at
     /dev/null if the command's stderr was closed, ``2>&-``: then the protocol's duplicate
     took fd 2, and the pipeline's prints went into the parent's pipe)."""
-    if cli_io.fd_closed(2):
+    if cli_exit.fd_closed(2):
         devnull = os.open(os.devnull, os.O_WRONLY)
         if devnull != 2:
             os.dup2(devnull, 2)
