@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .arg_text import is_unicode, not_text
 from .errors import SnapError
 from .units import UNITS_SAID, parse_duration, parse_size
 from .writers.input_names import directories_only
@@ -127,14 +128,8 @@ class Columns(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, list):
             return value
-        if not _is_text(str(value)):  # (no column name can be: a snapshot's are UTF-8)
-            self.fail(
-                f"{value!r} is not valid text in this locale (Python decoded the command line "
-                f"as {sys.getfilesystemencoding()}, and column names are UTF-8): set a UTF-8 "
-                "locale (export LANG=C.UTF-8) or PYTHONUTF8=1 and run again",
-                param,
-                ctx,
-            )
+        if not is_unicode(str(value)):  # (no column name can be: a snapshot's are UTF-8)
+            self.fail(not_text(repr(value), "column names"), param, ctx)
         names = ColumnList(c.strip() for c in str(value).split(",") if c.strip())
         if not names:
             said = "give comma-separated names, such as image,label"
@@ -162,16 +157,6 @@ class Location(click.ParamType):
                 ctx,
             )
         return value
-
-
-def _is_text(text: str) -> bool:
-    """Whether ``text`` is valid Unicode: no lone surrogate, which is how Python holds the
-    bytes of an argument its locale's codec could not decode (``LC_ALL=C`` and ``é``)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class ColumnList(list[str]):

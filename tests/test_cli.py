@@ -375,8 +375,8 @@ def test_other_malformed_create_arguments_are_usage_errors(tmp_path: Path) -> No
     assert res.exit_code == 2 and "--input '' is an empty path" in res.output, res.output
     undecoded = "name=\udcc3\udca9"  # (what Python makes of 'é' under LC_ALL=C PYTHONUTF8=0)
     res = CliRunner().invoke(cli, [*base, "--input", "a.txt", "--param", undecoded])
-    assert res.exit_code == 2 and "is not valid text in this locale" in res.output, res.output
-    assert not (tmp_path / "s").exists()
+    assert res.exit_code == 2 and "is not valid UTF-8" in res.output, res.output  # (this
+    assert not (tmp_path / "s").exists()  # process's locale is UTF-8: bytes no text is made of)
 
 
 def test_inspect_not_a_snapshot_and_unfinished(tmp_path: Path) -> None:

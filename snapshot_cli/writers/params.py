@@ -17,13 +17,13 @@ import json
 import math
 import os
 import re
-import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import manifest_text
+from ..arg_text import is_unicode, not_text
 from ..errors import OptionError
 from .importing import load_function
 
@@ -65,11 +65,7 @@ def malformed(items: Sequence[str]) -> str | None:
         key, sep, raw = item.partition("=")
         if not is_unicode(item):  # (bytes the locale's codec could not decode, escaped)
             named = f"{key}: its value {raw!r}" if is_unicode(key) else f"{item!r}"
-            return (
-                f"--param {named} is not valid text in this locale (Python decoded the "
-                f"command line as {sys.getfilesystemencoding()}, and params are kept as UTF-8): "
-                "set a UTF-8 locale (export LANG=C.UTF-8) or PYTHONUTF8=1 and run again"
-            )
+            return not_text(f"--param {named}", "params")
         key = key.strip()
         if not sep or not key.isidentifier():
             return f"--param {item!r} must look like KEY=VALUE with KEY a Python name"
@@ -324,12 +320,3 @@ def not_unicode(value: Any, where: str) -> str | None:
             if bad is not None:
                 return bad
     return None
-
-
-def is_unicode(text: str) -> bool:
-    """Whether ``text`` is valid Unicode (no lone surrogate: UTF-8, JSON and Arrow take it)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..arg_text import is_unicode
 from ..errors import RecordError
-from .params import is_unicode
 
 
 def different_columns(before: Iterable[Any], now: Iterable[Any]) -> str:

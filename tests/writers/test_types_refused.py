@@ -416,6 +416,27 @@ def test_a_param_the_locale_could_not_decode_says_to_set_a_utf8_locale(tmp_path:
     assert not (tmp_path / "s1").exists()
 
 
+@pytest.mark.parametrize("option", ["--param", "--columns"])
+def test_bytes_no_utf8_in_a_utf8_locale_are_not_told_to_set_one(
+    tmp_path: Path, option: str
+) -> None:
+    """``--param $'tag=\\xff'`` in a UTF-8 locale was told to "set a UTF-8 locale", which
+    cannot help: the bytes are no UTF-8 (a probe)."""
+    (tmp_path / "p.py").write_text("def f(*, tag='x'):\n    yield {'a': 1}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG"))}
+    env.update(LC_ALL="C.UTF-8", PYTHONPATH=str(REPO))
+    args: list[str | bytes] = [sys.executable, "-m", "snapshot_cli"]
+    if option == "--param":
+        args += ["create", "p.py:f", "s1", "--input", "p.py", "--param", b"tag=\xff"]
+    else:
+        args += ["head", "s1", "--columns", b"a\xff"]
+    res = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120, check=False)  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "is not valid UTF-8" in res.stderr and "locale" not in res.stderr, res.stderr
+    assert not (tmp_path / "s1").exists()
+
+
 # --- the advice for a column of empty lists ----------------------------------------------
 
 ARRAY_DTYPES = [
