@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import sys
 import threading
 
 from .errors import OutOfMemoryError, SnapError, StorageError
@@ -159,14 +160,18 @@ class OpenShards:
     count = 0
 
 
+_MAPPED = " (and their maps, before Python 3.13: a descriptor each)" * (sys.version_info < (3, 13))
+
+
 def _shards_held() -> str:
     """What holds the descriptors, where shards do (a sweep's loaders kept alive, each
     holding its window's: a later trial ran out)."""
     if OpenShards.count <= 0:
         return ""
     return (
-        f". This process holds {OpenShards.count:,} shard files open: a loader holds its own "
-        "until it is closed (close(), with) or collected; close those you are done with (a "
+        f". This process holds {OpenShards.count:,} shard files open{_MAPPED}: a loader "
+        "holds its own until it is closed (close(), with) or collected; close those you are "
+        "done with (a "
         "sweep's earlier trials, one a kept exception's traceback holds)"
     )
 

@@ -15,14 +15,20 @@ may then pass 1,023, which ``select.select`` cannot watch: snap waits on its soc
 from __future__ import annotations
 
 import contextlib
+import errno
+import gc
 import mmap
 import os
 import select
 import socket
 import sys
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..shortages import OpenShards
+
+T = TypeVar("T")
 
 WANTED = 65536  # enough for a window of 256 MiB of 4 KiB shards; no more is asked for
 _raised = threading.Lock()
@@ -81,7 +87,8 @@ class Descriptor:
 
     def __init__(self, path: str) -> None:
         raise_open_files_limit()  # (once per process) a window maps many of its files
-        self.fd = os.open(os.fsencode(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+        self.fd = after_collecting(lambda: os.open(os.fsencode(path), flags))
         self._counted.count += 1  # (said where descriptors run out; approximate in threads)
 
     def __del__(self) -> None:
@@ -113,7 +120,22 @@ def map_read_only(fd: int, size: int | None = None) -> mmap.mmap:
     bytes, whose EINVAL hid the storage's error (an EIO said as "Invalid argument")."""
     if size is None:
         size = os.fstat(fd).st_size
-    return mmap.mmap(fd, size, access=mmap.ACCESS_READ, **_UNTRACKED)
+    return after_collecting(lambda: mmap.mmap(fd, size, access=mmap.ACCESS_READ, **_UNTRACKED))
+
+
+def after_collecting(make: Callable[[], T]) -> T:
+    """``make()``, made once more after a garbage collection where the descriptors ran out
+    (EMFILE, ENFILE). Loaders that only a reference cycle keeps (a trainer whose method is
+    the map, dropped) hold their shard files until the collector runs, which a sweep's
+    numpy loop may seldom call for: one ran out at its 5th trial under ``ulimit -n 1024``
+    (a probe; each trial's loader held 200 descriptors)."""
+    try:
+        return make()
+    except OSError as err:
+        if err.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+    gc.collect()  # (their finalizers close their files, as the collector's own run would)
+    return make()
 
 
 def readable(sock: socket.socket, timeout: float) -> bool:
