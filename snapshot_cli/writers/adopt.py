@@ -30,7 +30,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from .. import layout, storage
-from ..progress import counted
+from ..progress import counted, human_bytes
 from . import incremental
 from . import inputs as inputs_mod
 from .chunking import Chunking
@@ -140,3 +140,35 @@ def say(url: str, run: str, taken: int, done: int) -> None:
         "(the same inputs, code and params), computing the rest",
         url, run, counted(taken, "task"), done,
     )  # fmt: skip
+
+
+def say_other_layout(url: str, info: dict[str, Any], now: dict[str, Any], finished: int) -> None:
+    """Warn that the unfinished run ``info`` of the same code, params and inputs is not
+    resumed, being of other layout options than ``now``: a create given "the same command"
+    less a ``--shard-size`` computed every task again, unsaid (a probe)."""
+    if not finished:
+        return
+    theirs = info.get("options")
+    theirs = theirs if isinstance(theirs, dict) else {}
+    differ = [
+        f"{_option(k, theirs.get(k))} there, {_option(k, now.get(k))} now"
+        for k in sorted(set(theirs) | set(now))
+        if k != "inputs_per_task" and theirs.get(k) != now.get(k)
+    ]
+    log.warning(
+        "%s: run %s of this code, params and inputs, which finished %s, is not resumed: it "
+        "was made with other layout options (%s), which a resumed run would keep; this "
+        "create computes those tasks again: run it with those options to resume that run",
+        url, info.get("run"), counted(finished, "task"), "; ".join(differ) or "other options",
+    )  # fmt: skip
+
+
+def _option(key: str, value: Any) -> str:
+    """A layout option as given: ``--compression zstd --level 3``, ``--shard-size 1.0 KiB``."""
+    if key == "compression" and isinstance(value, dict):
+        level = value.get("level")
+        return f"--compression {value.get('codec')}" + (f" --level {level}" * (level is not None))
+    flag = f"--{key.replace('_', '-')}"
+    if key in ("shard_size", "batch_bytes") and isinstance(value, int):
+        return f"{flag} {human_bytes(value)}"
+    return f"{flag} {value}" if key in ("batch_rows",) else f"{key}={value!r}"

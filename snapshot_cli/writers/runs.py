@@ -174,10 +174,14 @@ def choose_run(
     regroup = last is None and options.inputs_per_task is None  # (no grouping fixed: an
     # adopted run's is used)
     found_runs = find_runs(fs, root) if adopting else []
+    other_layout = []  # runs of this code, params and inputs, with other layout options
     for info in found_runs:
+        same = functools.partial(identity.same_as, info.get("fingerprint", ""),
+                                 info.get("parts") or {}, info.get("stat"))  # fmt: skip
         if _layout(info.get("options")) != _layout(options.to_json()):
-            continue  # (resumed, its options would be kept and the ones given now dropped)
-        if identity.same_as(info.get("fingerprint", ""), info.get("parts") or {}, info.get("stat")):
+            other_layout += [info] * same()  # (resumed, its options would be kept and the
+            continue  # ones given now dropped: not resumed, but said)
+        if same():
             try:
                 kept = Chunking.from_json(info.get("chunking"))
             except ValueError:  # a run of an older snap: its tasks are what count
@@ -189,6 +193,9 @@ def choose_run(
         info, chunking, taken = chosen
         plan, keys = keys_of(chunking)
         return Chosen(info, plan, chunking, taken, next(d for i, d in dead if i is info), keys)
+    for info in other_layout:  # (the same command but a layout option: hours computed again)
+        finished = len(finished_tasks(fs, root, info["run"], info))
+        adopt.say_other_layout(storage.to_url(fs, root), info, options.to_json(), finished)
     return None
 
 

@@ -434,3 +434,26 @@ def test_overwrite_resumes_nothing_of_the_same_fingerprint(tmp_path: Path, first
     info = p.create_as_planned(inputs_per_task=1, overwrite=True)  # (a dry run said 6)
     assert info.tasks_resumed == 0 and sorted(p.calls()) == names(*range(10))
     assert p.runs() == []  # the run not taken went with the commit
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [({"shard_size": "1MiB"}, "--shard-size 1.0 MiB there, --shard-size 256.0 MiB now"),
+     ({"compression": "lz4"}, "--compression lz4 there, --compression zstd now")],
+)  # fmt: skip
+def test_a_run_of_other_layout_options_not_resumed_is_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, given: dict[str, Any], said: str
+) -> None:
+    """ "The same command" run again less a ``--shard-size`` computed every finished task of
+    the failed run again, unsaid (a probe): the run, kept for that command, is named, with
+    its options and what to do."""
+    p = Project(tmp_path, 10)
+    p.failed_create(6, inputs_per_task=1, **given)
+    run = p.runs()[0]
+    with caplog.at_level("WARNING", logger="snapshot_cli"):
+        info = p.create(inputs_per_task=1)
+    assert info.tasks_resumed == 0
+    (warned,) = [r.getMessage() for r in caplog.records if "is not resumed" in r.getMessage()]
+    assert f"run {run} of this code, params and inputs, which finished 6 tasks" in warned
+    assert said in warned and "run it with those options to resume that run" in warned
+    assert p.records() == p.fresh(inputs_per_task=1)
