@@ -20,6 +20,8 @@ as before: ``--input '/mnt/vol/**'`` would fail on every ext4 volume otherwise.
 from __future__ import annotations
 
 import functools
+import glob as python_glob
+import itertools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -196,3 +198,19 @@ def _followed(info: dict[str, Any]) -> dict[str, Any]:
         if os.path.dirname(above) == above:
             return {**info, "type": "directory"}
         above = os.path.dirname(above)
+
+
+def loop_hint(fs: AbstractFileSystem, pattern: str) -> str:
+    """For a local ``pattern`` (no ``**``) that matched no file: the files it matches only
+    through a loop of links, which the walk does not follow (:func:`_followed`), said; else
+    "". ``loop/*/*/*/*.txt`` said "matched no files", though the shell listed one (a probe)."""
+    if not is_local(fs) or "**" in pattern:  # (** through a loop: Python's glob never ends)
+        return ""
+    found = [p for p in itertools.islice(python_glob.iglob(pattern), 100) if os.path.isfile(p)]
+    if not found:
+        return ""
+    return (
+        f" (the shell's glob matches {found[0]}{' and more' * (len(found) > 1)}, through a "
+        "link to a directory that holds the link, a loop, which snap does not follow: name "
+        "the files by a path without it)"
+    )

@@ -287,6 +287,23 @@ def test_links_in_a_loop_are_not_followed_round_it(linked: Path) -> None:
                      "data/dogs/also/4.jpg"]  # fmt: skip
 
 
+def test_a_pattern_matching_only_round_a_loop_says_so(tmp_path: Path) -> None:
+    """``loop/*/*/*/*.txt`` with ``loop/x/up -> ..``: "matched no files", though the shell
+    lists ``loop/x/up/x/f.txt`` (a probe). Left out, as a loop is, and said."""
+    (tmp_path / "loop/x").mkdir(parents=True)
+    (tmp_path / "loop/x/f.txt").write_text("l")
+    (tmp_path / "loop/x/up").symlink_to("..")
+    (tmp_path / "p.py").write_text(PIPE)
+    args = ["create", f"{tmp_path}/p.py:f", str(tmp_path / "out"), "--workers", "0", "--input"]
+    result = CliRunner().invoke(cli, [*args, f"{tmp_path}/loop/*/*/*/*.txt"])
+    assert result.exit_code == 1, result.output
+    assert "matched no files (the shell's glob matches " in result.output
+    assert f"{tmp_path}/loop/x/up/x/f.txt, through a link to a directory that" in result.output
+    result = CliRunner().invoke(cli, [*args, f"{tmp_path}/loop/*/*.jpg"])  # (none there)
+    assert result.exit_code == 1 and "matched no files" in result.output
+    assert "shell's glob" not in result.output, result.output
+
+
 def test_a_create_reads_the_files_of_a_linked_directory(linked: Path) -> None:
     (linked / "p.py").write_text(PIPE)
     out = linked / "out"

@@ -29,6 +29,7 @@ import numpy as np
 from .. import faults, layout, os_paths, storage
 from ..console import named
 from ..errors import OptionError
+from ..globbing import loop_hint
 from ..manifest import canonical_json, fingerprint, sha256_text
 from ..units import stored_seconds
 from . import contents
@@ -150,6 +151,7 @@ def expand_inputs(
             raise OptionError(
                 f"{given(pattern)} matched no files{meant(pattern, patterns, not found)}"
                 + faults.missing_bucket_hint(fs, path)
+                + loop_hint(fs, path)
             )
         if others:
             roots = sorted(set(others.values()))
