@@ -173,12 +173,12 @@ def said_changed(
             text += f" (another function: {then} then, {function} now)"
         elif key == "code":
             text += (
-                " (for a function sent by value: its source or a value it uses from outside, "
-                "a global, a closure variable, a default, a function it calls, an object it "
-                "reads such as a model's weights or a list it appends to)"
-                if by_value
-                else f" ({which})"
+                f" ({which})"
                 if (which := files_changed(recorded.get("files"), files or {}))
+                else " (for a function sent by value: its source or a value it uses from "
+                "outside, a global, a closure variable, a default, a function it calls, an "
+                "object it reads such as a model's weights or a list it appends to)"
+                if by_value
                 else " (its file, or a file of your own modules its code uses)"
             )
             if by_value and _counted_less(scheme):

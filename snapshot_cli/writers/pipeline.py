@@ -36,6 +36,13 @@ class PipelineRef:
     earlier_hash: str = ""
     # a spec's files as hashed, ``{path: digest}``: each worker checks them (check_imported)
     files: dict[str, str] = field(default_factory=dict)
+    # a function sent by value: the files of your modules its identity counted (recorded)
+    used: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def recorded_files(self) -> dict[str, str]:
+        """The files the manifest records (``pipeline.files``), to name one that changed."""
+        return self.files or self.used
 
     @property
     def by_value(self) -> bool:
@@ -207,7 +214,8 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     if spec is not None:
         digest = file_hash(pipeline, None, seen := dict[str, str]())
         return PipelineRef(spec, pipeline, _named(digest, spec), digest, seen)
-    return PipelineRef("", pipeline, *shipping.identities(pipeline))
+    code, earlier, used = shipping.identities(pipeline)
+    return PipelineRef("", pipeline, code, earlier, used=used)
 
 
 def check_arguments(pipeline: object, output: object) -> None:

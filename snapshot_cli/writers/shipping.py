@@ -70,12 +70,8 @@ FROM_FILES: dict[str, str] = {}
 
 def importable_spec(fn: Callable[..., Any]) -> str | None:
     """``module:qualname`` a worker can load ``fn`` from, or None if it must go by value.
-
-    Functions of modules that snap itself loaded from a file (``path/to/file.py:fn`` specs)
-    are named by that path again.
-    """
-    module = getattr(fn, "__module__", None) or ""
-    qualname = getattr(fn, "__qualname__", "")
+    Functions of modules snap loaded from a file (``path/to/file.py:fn``) by that path."""
+    module, qualname = getattr(fn, "__module__", None) or "", getattr(fn, "__qualname__", "")
     if module in FROM_FILES:
         path = FROM_FILES[module]
         if "<" not in qualname and os.path.isfile(path):
@@ -165,16 +161,16 @@ def identity(fn: Callable[..., Any], strict: bool = False, before: bool = False)
     return walker.hexdigest()
 
 
-def identities(fn: Callable[..., Any]) -> tuple[str, str]:
-    """:func:`identity` of ``fn``, and where it uses a logger, the one snap gave it before
+def identities(fn: Callable[..., Any]) -> tuple[str, str, dict[str, str]]:
+    """:func:`identity` of ``fn``; where it uses a logger, the one snap gave it before
     2026-12-01 (else ""), counted now, at the point of a create where snap counted it then:
-    that one counted the logging tree (the loggers made so far, a logger's cache of the
-    levels it was asked about, its handlers), which a notebook's second run of a create
-    changed ("different pipeline code"). A fresh process that makes the same snapshot again
-    gets the same tree: the snapshot stays up to date (:func:`.pipeline.continued`)."""
+    that one counted the logging tree (loggers made so far, their caches, handlers), which a
+    notebook's second run of a create changed ("different pipeline code"), a fresh process
+    the same (:func:`.pipeline.continued`); and your modules' files it counted, named where
+    one changed, ``{path: digest}``."""
     walker = _Walker(strict=False)
     walker.value(fn, "the function")
-    return walker.hexdigest(), identity(fn, before=True) if walker.loggers else ""
+    return walker.hexdigest(), identity(fn, before=True) if walker.loggers else "", walker.files
 
 
 class _Walker:
@@ -182,7 +178,7 @@ class _Walker:
 
     def __init__(self, strict: bool, before: bool = False) -> None:
         self.strict, self.before = strict, before
-        self.loggers = False  # (met one)
+        self.loggers, self.files = False, dict[str, str]()  # (met one; your modules' files)
         self._h = hashlib.sha256()
         self._seen: dict[int, int] = {}
         self._keep: list[Any] = []  # ids stay unique while the walk runs
@@ -299,10 +295,10 @@ class _Walker:
         if _importable(module, qualname, v) or isinstance(v, types.BuiltinFunctionType):
             self._add("ref", module, qualname)
             if module and (path := user_module_file(module)):
-                self._add(file_digest(path))
+                self._add(self._file(path))
                 for name, dep in sorted(user_modules(v).items()):  # what its code uses
                     if name != module or not isinstance(v, type):  # (a class's own: above)
-                        self._add(name, file_digest(dep))
+                        self._add(name, self._file(dep))
             return
         self._add("class", qualname)
         try:
@@ -347,7 +343,11 @@ class _Walker:
                 self._add("unbound", name)  # an attribute name, or a global not set yet
         for name, dep in sorted(user_modules(fn).items()):  # (`helper.scale` reaches helper)
             if name != module and name not in _MAIN_MODULES:
-                self._add("uses", name, file_digest(dep))
+                self._add("uses", name, self._file(dep))
+
+    def _file(self, path: str) -> str:
+        self.files[path] = file_digest(path)
+        return self.files[path]
 
     def _object(self, v: Any, where: str) -> None:
         """Any other object: its class, then its attributes one by one (so that a set in

@@ -70,3 +70,49 @@ def test_a_module_no_longer_used_is_named_and_a_record_of_none_says_what_it_did(
         assert files_changed(old, {"prep.py": "c"}) == ""
     many = {f"m{i}.py": "x" for i in range(8)}
     assert files_changed(many, dict.fromkeys(many, "y")).endswith("m4.py edited; and 3 more")
+
+
+SCRIPT = """
+import sys
+sys.path.insert(0, "lib")
+import snapshot_cli as snap
+import helpers
+
+
+def f(x):  # (defined in the script: sent by value)
+    yield {"v": helpers.scale(x)}
+
+
+if __name__ == "__main__":
+    try:
+        snap.create(f, "out", inputs=[1, 2], progress=False)
+    except snap.SnapshotExistsError as err:
+        print(err)
+"""
+
+
+def test_a_function_sent_by_value_names_the_module_file_that_changed(tmp_path: Path) -> None:
+    """A notebook's or script's function that uses a module of the user's: editing that
+    module said only the generic "(for a function sent by value: its source or a value it
+    uses ...)" (a probe), though a function sent by name named the file."""
+    _tree(tmp_path, {"run.py": SCRIPT, "lib/helpers.py": "def scale(x):\n    return x * 2\n"})
+
+    def run() -> str:
+        done = subprocess.run([sys.executable, "run.py"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, check=True)  # fmt: skip
+        return done.stdout
+
+    assert run() == ""
+    recorded = json.loads((tmp_path / "out" / "manifest.json").read_text())["pipeline"]
+    assert recorded["shipped"] == "by value" and list(recorded["files"]) == ["helpers.py"]
+    _tree(tmp_path, {"lib/helpers.py": "def scale(x):\n    return x * 3\n"})
+    assert "made with different pipeline code (helpers.py edited);" in run()
+    _tree(
+        tmp_path,
+        {
+            "lib/helpers.py": "def scale(x):\n    return x * 2\n",  # (as it was)
+            "run.py": SCRIPT.replace("helpers.scale(x)", "helpers.scale(x) + 1"),
+        },
+    )
+    said = run()  # (the function's own source: no file of the user's modules differs)
+    assert "(for a function sent by value: its source or a value" in said, said
