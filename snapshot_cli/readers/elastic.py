@@ -39,14 +39,46 @@ resumes on another. It also serves mixtures of several snapshots (:mod:`.mix`).
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from .interleave import count_below, interleave_bounds, keys
 from .plan import Blocks, Segment, _rng, inverse_permutation
+
+
+def _windows(steps_total: int, g: int, window_rows: int, first_rows: int) -> tuple[int, list[int]]:
+    """The steps of a full window, and those of the ramp's windows (each twice the last) of
+    an epoch of ``steps_total`` global batches of ``g`` records."""
+    steps, ramp = max(1, window_rows // g), list[int]()
+    size = max(1, min(window_rows, first_rows) // g) if first_rows else steps
+    while size < steps and sum(ramp) < steps_total:
+        ramp.append(size)
+        size = min(steps, 2 * size)
+    return steps, ramp
+
+
+def same_windows(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """Whether a global order's config ``theirs`` (a state's) cuts the epoch of ``mine`` (a
+    loader's) into the same windows as ``mine`` does: its ``window_rows`` then makes no
+    difference to the order (``shuffle_buffer`` in bytes over other columns, both windows
+    holding the whole epoch)."""
+    total, g = sum(mine["records_per_epoch"]), mine["global_batch_size"]
+    steps = total // g if mine["drop_last"] else -(-total // g)
+    cuts = []
+    for config in (mine, theirs):
+        w, first = config.get("window_rows", -1), config.get("first_window_rows", -1)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (w, first)):
+            return False
+        window, ramp = _windows(steps, g, w, first)
+        starts = list(itertools.accumulate(ramp, initial=0))
+        starts += range(starts[-1] + window, steps, window)
+        cuts.append([min(a, steps) for a in starts if a < steps])
+    return cuts[0] == cuts[1]
 
 
 @dataclass(frozen=True)
@@ -155,14 +187,7 @@ class GlobalPlan:
         self.num_batches = self.total // g if o.drop_last else -(-self.total // g)
         self.batch_size = o.batch_size
         self.num_rows = self.num_batches * self.batch_size  # rank-local positions
-        steps = max(1, o.window_rows // g)
-        ramp: list[int] = []
-        size = (
-            max(1, min(o.window_rows, o.first_window_rows) // g) if o.first_window_rows else steps
-        )
-        while size < steps and sum(ramp) < self.num_batches:
-            ramp.append(size)
-            size = min(steps, 2 * size)
+        steps, ramp = _windows(self.num_batches, g, o.window_rows, o.first_window_rows)
         self.window_steps = steps
         self.window_rows = steps * self.batch_size
         self._ramp_starts = np.concatenate([[0], np.cumsum(ramp, dtype=np.int64)]).tolist()

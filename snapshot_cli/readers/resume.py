@@ -23,7 +23,7 @@ from ..errors import OptionError
 from ..layout import MANIFEST_NAME
 from ..progress import human_bytes
 from ..units import integer
-from .elastic import GlobalOptions
+from .elastic import GlobalOptions, same_windows
 from .plan import Blocks
 
 # How the order is drawn from the settings. A state without it was saved by snap before
@@ -36,8 +36,7 @@ ORDER_VERSION = 1
 # The global order's: 2 since 2026-11-30, its fill-up all in the last global batch (it was
 # spread over the last window's batches, and a batch could hold a record twice).
 GLOBAL_ORDER_VERSION = 2
-# Keys of a state's config that no loader option sets: they follow from the settings, the
-# data and snap's own version.
+# Keys of a state's config no loader option sets: from the settings, data and snap's version.
 DERIVED = ("window_rows", "first_window_rows", "order_version")
 
 if TYPE_CHECKING:
@@ -76,9 +75,8 @@ def config(
 
 
 def layout(rows: np.ndarray) -> str:
-    """A digest of a snapshot's record batches: their records in written order (a
-    :class:`~.plan.Blocks`' ``rows``). The order permutes record batches, so the same records
-    in other record batches (written with other ``--batch-rows``) are in another order."""
+    """A digest of a snapshot's record batches' records, in written order (``Blocks.rows``):
+    the order permutes record batches, so others (``--batch-rows``) give another order."""
     data = np.ascontiguousarray(rows, dtype="<i8").tobytes()
     return hashlib.blake2b(data, digest_size=8).hexdigest()
 
@@ -89,8 +87,7 @@ def _layout_of(m: Manifest) -> str:
 
 def plain(state: Any) -> Any:
     """``state`` as :meth:`state_dict` made it, from what a checkpoint library hands back:
-    numpy's or torch's 0-d numbers as Python's (a JAX or numpy tree of the state), tuples as
-    lists (a tree library's, or msgpack's)."""
+    numpy's or torch's 0-d numbers as Python's, tuples as lists (a tree library's, msgpack)."""
     if isinstance(state, dict):
         return {k: plain(v) for k, v in state.items()}
     if isinstance(state, (list, tuple)):
@@ -245,15 +242,18 @@ def _listed(value: Any) -> list[Any]:
 def _same_window(
     mine: dict[str, Any], theirs: dict[str, Any], sources: list[Snapshot]
 ) -> dict[str, Any]:
-    """``theirs`` with ``mine``'s window_rows where both windows of the per-rank order hold
-    the rank's whole part of an epoch (its batches, whole), or neither shuffles: the same
-    plan (test_resume_identity.py). "auto" makes a window of at most a quarter of the
-    memory the process may use (a small machine's smaller even where both hold an epoch);
-    a state records the window as made, not cut to the epoch, so both are compared so."""
-    if mine.get("order") == "global" or mine.get("fingerprint") != theirs.get("fingerprint"):
+    """``theirs`` with ``mine``'s windows where both make the same plan: both windows of the
+    per-rank order hold the rank's whole part of an epoch (its batches, whole), or neither
+    shuffles; the global order's cut the epoch alike (test_resume_identity.py). "auto" makes
+    a window of at most a quarter of the memory the process may use, and of other columns
+    another (a state records the window as made, not cut to the epoch)."""
+    windows = {**theirs, **{k: mine[k] for k in ("window_rows", "first_window_rows")}}
+    if mine.get("order") == "global":
+        return windows if same_windows(mine, theirs) else theirs
+    if mine.get("fingerprint") != theirs.get("fingerprint"):
         return theirs
     if mine["shuffle"] is False and theirs.get("shuffle") is False:  # (written order)
-        return {**theirs, **{k: mine[k] for k in ("window_rows", "first_window_rows")}}
+        return windows
     n = sum(s.manifest.num_records for s in sources)
     world, batch = mine["world_size"], mine["batch_size"]
     part = n // world if mine["drop_last"] else -(-n // world)

@@ -234,3 +234,40 @@ def test_apportion(
 def test_a_global_batch_that_world_size_does_not_divide_is_refused() -> None:
     with pytest.raises(ValueError, match="global_batch_size=12 is not divisible by world_size=5"):
         GlobalOptions(12, (100,), world_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    layout=st.lists(layouts, min_size=1, max_size=3),
+    g=st.integers(1, 12),
+    windows=st.lists(st.tuples(st.integers(1, 400), st.integers(0, 200)), min_size=2, max_size=2),
+    seed=st.integers(0, 2**32),
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+)
+def test_windows_that_cut_the_epoch_alike_make_the_same_global_order(
+    layout: list[list[list[int]]], g: int, windows: list[tuple[int, int]], seed: int,
+    shuffle: bool, drop_last: bool,
+) -> None:  # fmt: skip
+    """What a global state's comparison relies on to resume with another window (another
+    shuffle_buffer in bytes over other columns; a probe was refused where both windows held
+    the epoch): where :func:`same_windows` says two configs cut the epoch alike, their plans
+    give the same global batches; and windows that both hold the epoch cut it alike."""
+    from snapshot_cli.readers.elastic import same_windows
+
+    sources = [blocks_from(s) for s in layout]
+    counts = [b.num_rows for b in sources]
+    if drop_last and sum(counts) < g:
+        return
+    configs = [{"records_per_epoch": counts, "global_batch_size": g, "drop_last": drop_last,
+                "window_rows": w, "first_window_rows": f} for w, f in windows]  # fmt: skip
+    kw = {"shuffle": shuffle, "seed": seed, "drop_last": drop_last}
+    plans = [steps_of(sources, counts, g, 1, 0, 1, window_rows=w, first_window_rows=f, **kw)
+             for w, f in windows]  # fmt: skip
+    same = same_windows(configs[0], configs[1])
+    if same:
+        assert len(plans[0]) == len(plans[1])
+        assert all(np.array_equal(a, b) for a, b in zip(*plans, strict=True))
+    steps = sum(counts) // g if drop_last else -(-sum(counts) // g)
+    if all(w // g >= steps and (f == 0 or f >= w) for w, f in windows):  # (one window each)
+        assert same

@@ -385,9 +385,11 @@ def test_a_state_refused_for_its_order_or_its_columns_says_what_to_give(
     swapped = snap.mix([b, a], weights=[0.3, 0.7]).loader(global_batch_size=20)
     with pytest.raises(snap.OptionError, match=r"same snapshots in another order: give them as"):
         swapped.load_state_dict(loader.state_dict())
-    loader = a.loader(global_batch_size=20, seed=0)
-    next(iter(loader))
-    fewer = a.loader(global_batch_size=20, seed=0, columns=["id"])  # (a window of more)
+    kw = {"global_batch_size": 20, "seed": 0, "shuffle_buffer": "2KiB"}  # (not the epoch:
+    loader = a.loader(**kw)  # where both windows hold it, the order is the same, and a state
+    next(iter(loader))  # resumes: test_resume_identity.py)
+    fewer = a.loader(**kw, columns=["id"])  # (a window of more records)
+    assert fewer.state_dict()["config"]["window_rows"] < a.manifest.num_records
     with pytest.raises(snap.OptionError, match=r"resume with the same columns= and shuffle"):
         fewer.load_state_dict(loader.state_dict())
 

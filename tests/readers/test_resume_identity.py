@@ -357,3 +357,27 @@ def test_an_unshuffled_state_resumes_with_other_windows(wide: str) -> None:
         resumed = snap.open(wide).loader(shuffle_buffer=other, **kw)
         resumed.load_state_dict(state)
         assert ids(resumed) == rest
+
+
+@pytest.mark.parametrize("shuffle_buffer", ["auto", "64MiB"])
+def test_a_global_state_resumes_over_other_columns_where_both_windows_hold_the_epoch(
+    wide: str, shuffle_buffer: str
+) -> None:
+    """A global state saved reading every column was refused by a loader of ``columns=["id"]``
+    ("window_rows 22369621 vs 33554432", a probe): a window given in bytes holds more records
+    of fewer columns, but both hold the whole epoch, which makes the same windows and the
+    same order. It resumes; a per-rank state already did."""
+    kw = {"global_batch_size": 64, "seed": 3, "shuffle_buffer": shuffle_buffer}
+    saving = snap.open(wide).loader(**kw)
+    it = iter(saving)
+    for _ in range(5):
+        next(it)
+    state, rest = saving.state_dict(), [i for b in it for i in b["id"].tolist()]
+    saving.close()
+    resumed = snap.open(wide).loader(columns=["id"], **kw)
+    assert resumed.state_dict()["config"]["window_rows"] != state["config"]["window_rows"]
+    resumed.load_state_dict(state)
+    assert ids(resumed) == rest and len(rest) == 4032 - 5 * 64
+    small = snap.open(wide).loader(**{**kw, "shuffle_buffer": 512})  # (windows of 8 steps)
+    with pytest.raises(snap.OptionError, match="window_rows"):
+        small.load_state_dict(state)
