@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from .. import arrays
 from ..keywords import LOADER_INSTEAD, checked_keywords, no_attribute
 from ..units import integer
 
@@ -91,6 +92,13 @@ def as_array(name: str, value: Any) -> np.ndarray:
         text = np.empty(out.shape, object)
         text[...] = value  # (each element as it was given: NULs kept)
         return text
+    if isinstance(value, (list, tuple)) and arrays.rounded_ints(value, out):
+        raise TypeError(  # (silently float64: 2**63 + 1 as 9.223372036854776e+18, a probe)
+            f"map returned column {name!r} as a {type(value).__name__} holding an int outside "
+            "the int64 range, or one beside floats that a float64 does not hold exactly, which "
+            "numpy rounds to a float64; return a numpy array of a dtype that holds it "
+            "(np.array(v, dtype=np.uint64)), as a pipeline must yield it"
+        )
     return framework_array(out)
 
 
@@ -123,10 +131,13 @@ def _refused(name: str, value: Any, err: Exception) -> TypeError:
 
 def framework_array(value: np.ndarray) -> np.ndarray:
     """``value`` itself, or a copy torch, JAX and TensorFlow take: in native byte order
-    (``a.astype(">f4")``, ``np.fromfile(f, ">i4")``: JAX refuses the dtype, torch the
-    order) and without negative strides (``a[:, ::-1]``, which torch refuses)."""
+    (``a.astype(">f4")``: JAX refuses the dtype, torch the order), int64 as ``np.int64``
+    (not numpy's longlong: torch refuses its type), and without negative strides
+    (``a[:, ::-1]``, which torch refuses)."""
     if not value.dtype.isnative:  # (numbers and times; a structure's fields stay)
         value = value.astype(value.dtype.newbyteorder("="))
+    if value.dtype.kind in "iu" and value.dtype.type is not np.dtype(value.dtype.str).type:
+        value = value.view(value.dtype.str)
     if any(stride < 0 for stride in value.strides):
         value = value.copy(order="C")  # (not ascontiguousarray: one value is "contiguous")
     return value

@@ -241,7 +241,7 @@ def normalise(value: Any, column: str) -> Any:
             ) from None
         if array.dtype == object:
             _refuse_objects(list(value), column, type(value).__name__)
-        if _may_hold_big_int(array) and _holds_big_int(value, array.dtype.kind == "f"):
+        if arrays.rounded_ints(value, array):
             raise RecordError(  # (numpy rounds it to a float64)
                 f"column {column!r} has a {type(value).__name__} holding an int outside the "
                 "int64 range, or one beside floats (or numpy uint64 beside signed ints) that a "
@@ -285,34 +285,6 @@ def _refuse_objects(items: list[Any], column: str, kind: str) -> None:
             )
     if items and all(isinstance(v, (datetime.date, datetime.timedelta)) for v in items):
         raise RecordError(f"column {column!r} has a {kind} of times: {advice.TIMES_HINT}")
-
-
-def _may_hold_big_int(array: np.ndarray) -> bool:
-    """Whether numpy's array of a list may hold a Python int past int64 that it made a float
-    (at least 2**63 in magnitude, as any such int rounds to) or kept an object: only then is
-    a list of more than a few values scanned in Python (36 us for 512 floats, 5x numpy's
-    conversion; a few are scanned sooner than numpy's calls are made)."""
-    kind = array.dtype.kind
-    if kind == "O" or (kind == "f" and array.size <= 16):
-        return True
-    return kind == "f" and bool((np.abs(array) > _EXACT_END).any())
-
-
-_EXACT_END = 2.0**53  # (the last of the ints a float64 holds each of)
-
-
-def _holds_big_int(value: list | tuple, floated: bool) -> bool:
-    """Whether a (nested) list holds a Python int that no int64 holds or, ``floated`` (numpy
-    made the list float64: ints beside floats, or numpy uint64 beside signed ints), an int
-    (Python's or numpy's) that a float64 does not hold exactly (past 2**53): ``[uint64(2**63
-    + 1), int64(0)]`` was stored as ``[9.223372036854776e+18, 0.0]``."""
-    return any(
-        _holds_big_int(v, floated)
-        if isinstance(v, (list, tuple))
-        else (type(v) is int and not -(2**63) <= v < 2**63)
-        or (floated and isinstance(v, (int, np.integer)) and int(float(v)) != int(v))
-        for v in value
-    )
 
 
 def describe(cls: str, dtype: Any, shape: Any) -> str:

@@ -757,3 +757,29 @@ def test_a_dataloaders_len_is_the_batches_it_yields(
     assert len(dl) == sum(1 for _ in dl)  # (torch warns, an error here, if it yields more)
     direct = snap.open(snapshot_url).loader(seed=4, **options)
     assert len(dataset) == len(direct)  # asked directly: the count without workers
+
+
+@pytest.mark.parametrize("adapter", ["to_torch", "to_jax", "to_tf"])
+def test_a_maps_list_of_ints_a_float64_would_round_is_refused_by_name(
+    snapshot_url: str, adapter: str
+) -> None:
+    """A map's ``[2**63 + 1, -1, ...]`` reached every adapter as float64
+    9.223372036854776e+18 (and ``[2**53 + 1, 0.5]`` as 9007199254740992.0), silently, where a
+    pipeline yielding the same list is refused (a probe); ``[2**70]`` was TensorFlow's own
+    error naming no column. Each is refused naming the column; numpy's ``ulonglong`` uint64
+    array (what ``np.asarray([2**64 - 1])`` makes), which torch refused, arrives exactly."""
+
+    def first(values: Any) -> np.ndarray:
+        loader = snap.open(snapshot_url).loader(4, shuffle=False, columns=["label"],
+                                                map=lambda b: {"v": values})  # fmt: skip
+        v = next(iter(getattr(loader, adapter)()))["v"]
+        loader.close()
+        return v.numpy() if hasattr(v, "numpy") else np.asarray(v)
+
+    for values in ([2**63 + 1, -1, -1, -1], [2**53 + 1, 0.5, 0.5, 0.5], [2**70] * 4):
+        with pytest.raises(TypeError, match=r"map returned column 'v' as a list holding an int"):
+            first(values)
+    if adapter != "to_jax":  # (JAX without x64 refuses uint64s past 2**32, by name)
+        got = first(np.asarray([2**64 - 1] * 4))
+        assert got.dtype == np.uint64 and got.tolist() == [2**64 - 1] * 4
+    assert first([5, 6, 7, 8]).tolist() == [5, 6, 7, 8]
