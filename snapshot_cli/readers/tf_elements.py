@@ -37,6 +37,7 @@ def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> di
     tf = import_tf()
     schema = loader.schema
     out: dict[str, Any] = {}
+    formless: list[str] = []
     for name in loader.columns if columns is None else columns:
         d = schema_mod.describe_type(schema.field(name).type)
         if d["kind"] in ("string", "binary"):
@@ -50,10 +51,14 @@ def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> di
         elif _is_text_list(schema.field(name).type):  # captions, tags: ragged strings
             out[name] = tf.RaggedTensorSpec((None, None), tf.string, ragged_rank=1)
         else:
-            raise TypeError(
-                f"column {name!r} ({d['dtype']}) has no TensorFlow form; read the others with "
-                "loader(columns=[...])"
-            )
+            formless.append(f"{name!r} ({d['dtype']})")
+    if formless:  # (all of them at once: a second one was said only once the first went)
+        raise OptionError(
+            f"column{'s' * (len(formless) > 1)} {', '.join(formless)} ha"
+            f"{'ve' if len(formless) > 1 else 's'} no TensorFlow form (times): read the "
+            "others with loader(columns=[...]), or make them int64 ticks with a map= "
+            "(batch['t'].astype('datetime64[ns]').view(np.int64))"
+        )
     return out
 
 

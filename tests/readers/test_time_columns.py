@@ -107,3 +107,23 @@ def test_decode_processes_read_times_as_threads_do(tmp_path: Path, codec: str) -
     root = with_a_null_time(tmp_path)
     got_t = [t for b in snap.open(root).loader(3, shuffle=False, processes=1) for t in b["t"]]
     assert np.isnat(got_t[1]) and got_t[2] == np.datetime64(7, "ms"), got_t
+
+
+def test_to_tf_names_every_time_column_and_says_how_to_keep_them(tmp_path: Path) -> None:
+    """``to_tf()`` named only the first time column (the next once that one was left out),
+    with a plain TypeError and half the advice README gives (a probe): every one, and the
+    map= that makes them int64 ticks, which then reach TensorFlow as the values are."""
+    snap.create(table, tmp_path / "s", inputs=[0], workers=0)
+    s = snap.open(tmp_path / "s")
+    with pytest.raises(snap.OptionError) as err:
+        s.loader(64, shuffle=False).to_tf()
+    said = str(err.value)
+    assert said.startswith("columns 'ms' (timestamp[ms]), 'zoned' (timestamp[us, tz=Europe/Paris")
+    assert "'took' (duration[ns]) have no TensorFlow form" in said and "map=" in said
+
+    def ticks(batch: dict[str, Any]) -> dict[str, Any]:
+        times = {k: batch[k].astype("datetime64[ns]").view(np.int64) for k in ("ms", "zoned")}
+        return {**times, "took": batch["took"].view(np.int64), "i": batch["i"]}
+
+    first = next(iter(s.loader(64, shuffle=False, map=ticks).to_tf()))
+    assert first["ms"].numpy().tolist() == [(i * 1000 + 7) * 10**6 for i in range(64)]
