@@ -62,6 +62,8 @@ class _Unconfigured(logging.Handler):
         said = record.getMessage()
         if self.name != __name__:  # (a storage library's: one line, no traceback)
             said = f"{record.name}: {' '.join(said.split())}"
+        elif record.levelno == logging.WARNING and not said.startswith("note: "):
+            said = f"warning: {said}"  # (as the CLI's: a script that looks for them finds them)
         try:
             sys.stderr.write(f"snap: {said}\n")
         except Exception:  # stderr closed or replaced by something that cannot write

@@ -42,3 +42,18 @@ def test_a_program_that_configured_logging_gets_the_records_whole() -> None:
                          text=True, timeout=60, check=True)  # fmt: skip
     assert "ERROR:gcsfs.core:_call out of retries" in res.stderr
     assert "Traceback" in res.stderr and "snap: " not in res.stderr
+
+
+def test_snaps_own_warning_reads_as_the_clis_where_nothing_is_configured() -> None:
+    """A library user's create with ``workers=0`` printed ``snap: a record's columns are all
+    lists ...`` while a worker process (and the CLI) printed ``snap: warning: ...`` (a
+    probe): one form, which a script looking for warnings finds."""
+    script = (
+        "import logging, snapshot_cli\n"
+        "logging.getLogger('snapshot_cli.x').warning('it is %s', 'so')\n"
+        "logging.getLogger('snapshot_cli').warning('note: only so')\n"
+        "logging.getLogger('snapshot_cli').info('not shown')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    assert res.stderr == "snap: warning: it is so\nsnap: note: only so\n", res.stderr

@@ -36,14 +36,19 @@ snap.create(preprocess, "out", inputs=[0, 1, 2, 3], inputs_per_task=1, workers=0
 
 @pytest.mark.parametrize(
     ("logging_set_up", "want"),
-    [("none", "snap: "), ("root", "app WARNING snapshot_cli.writers.lost "), ("snap", "mine ")],
+    [
+        ("none", "snap: warning: "),
+        ("root", "app WARNING snapshot_cli.writers.lost "),
+        ("snap", "mine "),
+    ],  # fmt: skip
 )
 def test_a_library_users_warnings_say_they_are_snaps(
     tmp_path: Path, logging_set_up: str, want: str
 ) -> None:
     """A script that never configured logging got snap's warnings from Python's last-resort
     handler, bare ("waiting for the writer lease of ...", "... missing or cut short"), with
-    nothing saying they were snap's: they are "snap: " lines now. A script that configured
+    nothing saying they were snap's: they are "snap: warning: " lines now, as a command's
+    are. A script that configured
     logging (the root logger's or snap's) gets them through its own handler, once."""
     (tmp_path / "warns.py").write_text(WARNS)
     res = subprocess.run(
