@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,11 @@ class Stats:
             self.per_source = [0] * len(counts)
         for i, c in enumerate(counts.tolist() if isinstance(counts, np.ndarray) else counts):
             self.per_source[i] += c
+
+    def restore(self, saved: Stats) -> None:
+        """The counters as ``saved``, a copy taken before a batch was only peeked at
+        (``to_tf()``'s first batch of a map's: it counted as delivered, a probe)."""
+        self.__dict__.update(copy.deepcopy(saved.__dict__))
 
     def to_dict(self) -> dict[str, Any]:
         out = self._rates()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -98,14 +99,16 @@ def batch_signature(batch: dict[str, Any], columns: Sequence[str]) -> dict[str, 
 
 
 def peek(loader: Loader) -> dict[str, Any] | None:
-    """The loader's next batch, its position left as it was (None: it yields none)."""
-    state = loader.state_dict()
+    """The loader's next batch, its position and its stats() left as they were (None: it
+    yields none)."""
+    state, counted = loader.state_dict(), copy.deepcopy(loader._stats)
     batches = iter(loader)
     try:
         batch = next(batches, None)
     finally:
         batches.close()  # type: ignore[attr-defined]  # a generator: stops its threads
     loader.load_state_dict(state)
+    loader._stats.restore(counted)
     return None if batch is None else dict(batch)
 
 

@@ -445,6 +445,29 @@ def check_lists_of_text():
             "got": got, "mapped": mapped}
 
 
+def check_map_ints():
+    """A map's list of ints numpy would round, and numpy's ulonglong uint64 (test_adapters)."""
+    out = {}
+    for name, values in (("big", [2**63 + 1, -1, -1, -1]), ("beside", [2**53 + 1, 0.5, 0.5, 0.5]),
+                         ("past", [2**70] * 4)):
+        try:
+            s.loader(4, shuffle=False, columns=["id"], map=lambda b, v=values: {"v": v}).to_tf()
+            out[name] = None
+        except TypeError as err:
+            out[name] = str(err)
+    top = np.asarray([2**64 - 1] * 4)
+    v = next(iter(s.loader(4, shuffle=False, columns=["id"], map=lambda b: {"v": top}).to_tf()))
+    out["ulonglong"] = [v["v"].dtype.name, [int(x) for x in v["v"].numpy().tolist()]]
+    return out
+
+
+def check_map_stats():
+    loader = s.loader(BATCH, seed=2, map=lambda b: b)
+    passes = [sum(1 for _ in loader.to_tf())]
+    stats = loader.stats()
+    return {"batches": passes, "stats": [stats["records"], stats["batches"]]}
+
+
 results = {}
 for name, fn in list(globals().items()):
     if name.startswith("check_"):
@@ -683,6 +706,26 @@ def test_arrays_tf_cannot_share_are_copied(snapshot_url: str, tf_results: dict[s
     expected = _stream(snapshot_url, 1, seed=8)
     assert out["ids"] == out["image_ids"] == expected
     assert out["labels"] == [[n % 3 for n in b] for b in expected]
+
+
+def test_a_maps_ints_numpy_would_round_are_refused_and_uint64_arrives(
+    tf_results: dict[str, Any],
+) -> None:
+    """As in test_adapters.py for torch and JAX: ``[2**63 + 1, -1, ...]`` reached TensorFlow
+    as float64, silently; ``[2**70]`` was TensorFlow's error naming no column (a probe)."""
+    out = _result(tf_results, "map_ints")
+    for name in ("big", "beside", "past"):
+        assert out[name] and "map returned column 'v' as a list holding an int" in out[name]
+    assert out["ulonglong"] == ["uint64", [2**64 - 1] * 4]
+
+
+def test_a_maps_first_batch_taken_for_the_spec_is_not_counted(
+    tf_results: dict[str, Any],
+) -> None:
+    """With a map, to_tf() takes the first batch for the element spec: the loader's stats()
+    counted it (records 3128 for a pass of 3000, a probe)."""
+    out = _result(tf_results, "map_stats")
+    assert out == {"batches": [PER_EPOCH], "stats": [RECORDS, PER_EPOCH]}
 
 
 def test_with_a_map_the_elements_are_what_it_returns(

@@ -7,6 +7,10 @@ values in the same order, in every way the loader reads; a null another writer l
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,21 +113,39 @@ def test_decode_processes_read_times_as_threads_do(tmp_path: Path, codec: str) -
     assert np.isnat(got_t[1]) and got_t[2] == np.datetime64(7, "ms"), got_t
 
 
+TF_TIMES = """
+import json, sys
+import numpy as np
+import snapshot_cli as snap
+
+s = snap.open(sys.argv[1])
+try:
+    s.loader(64, shuffle=False).to_tf()
+    said = None
+except snap.OptionError as err:
+    said = str(err)
+
+def ticks(batch):
+    times = {k: batch[k].astype("datetime64[ns]").view(np.int64) for k in ("ms", "zoned")}
+    return {**times, "took": batch["took"].view(np.int64), "i": batch["i"]}
+
+first = next(iter(s.loader(64, shuffle=False, map=ticks).to_tf()))
+print(json.dumps({"said": said, "ms": first["ms"].numpy().tolist()}))
+"""
+
+
 def test_to_tf_names_every_time_column_and_says_how_to_keep_them(tmp_path: Path) -> None:
     """``to_tf()`` named only the first time column (the next once that one was left out),
     with a plain TypeError and half the advice README gives (a probe): every one, and the
-    map= that makes them int64 ticks, which then reach TensorFlow as the values are."""
+    map= that makes them int64 ticks, which then reach TensorFlow as the values are.
+    (TensorFlow in a process of its own, as in test_tf.py.)"""
     snap.create(table, tmp_path / "s", inputs=[0], workers=0)
-    s = snap.open(tmp_path / "s")
-    with pytest.raises(snap.OptionError) as err:
-        s.loader(64, shuffle=False).to_tf()
-    said = str(err.value)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    res = subprocess.run([sys.executable, "-c", TF_TIMES, str(tmp_path / "s")], env=env,
+                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    said = out["said"]
     assert said.startswith("columns 'ms' (timestamp[ms]), 'zoned' (timestamp[us, tz=Europe/Paris")
     assert "'took' (duration[ns]) have no TensorFlow form" in said and "map=" in said
-
-    def ticks(batch: dict[str, Any]) -> dict[str, Any]:
-        times = {k: batch[k].astype("datetime64[ns]").view(np.int64) for k in ("ms", "zoned")}
-        return {**times, "took": batch["took"].view(np.int64), "i": batch["i"]}
-
-    first = next(iter(s.loader(64, shuffle=False, map=ticks).to_tf()))
-    assert first["ms"].numpy().tolist() == [(i * 1000 + 7) * 10**6 for i in range(64)]
+    assert out["ms"] == [(i * 1000 + 7) * 10**6 for i in range(64)]
