@@ -59,6 +59,16 @@ def ids(loader: Any) -> list[int]:
     return [i for batch in loader for i in batch["id"].tolist()]
 
 
+def saved_after(loader: Any, batches: int = 5) -> tuple[dict[str, Any], list[int]]:
+    """The loader's state after ``batches`` batches, and the ids of the rest of its pass."""
+    it = iter(loader)
+    for _ in range(batches):
+        next(it)
+    state, rest = loader.state_dict(), [i for b in it for i in b["id"].tolist()]
+    loader.close()
+    return state, rest
+
+
 ORDERS = {
     "per-rank": {"batch_size": 64},
     "global": {"global_batch_size": 64},
@@ -238,11 +248,7 @@ def test_a_per_rank_state_resumes_where_both_windows_hold_the_part(
     with small if saved_on == "small" else contextlib.nullcontext():
         saving = loader()
         saving.set_epoch(1)
-        it = iter(saving)
-        for _ in range(5):
-            next(it)
-        state, rest = saving.state_dict(), [i for b in it for i in b["id"].tolist()]
-        saving.close()
+        state, rest = saved_after(saving)
     with small if saved_on == "large" else contextlib.nullcontext():
         resumed = loader()
         resumed.load_state_dict(state)
@@ -255,12 +261,7 @@ def test_a_window_made_smaller_by_the_memory_limit_names_it(
     """Under 8 MiB "auto" is 2,048 records, fewer than the epoch's 4,000: another order,
     refused; the message names the limit and the state's window, which then resumes."""
     kw = {"batch_size": 64, "seed": 3}
-    saving = snap.open(wide).loader(**kw)
-    it = iter(saving)
-    for _ in range(5):
-        next(it)
-    state, rest = saving.state_dict(), [i for b in it for i in b["id"].tolist()]
-    saving.close()
+    state, rest = saved_after(snap.open(wide).loader(**kw))
     window = state["config"]["window_rows"]
     with memory_limit(tmp_path / "cgroup", 8 << 20, monkeypatch):
         with pytest.raises(snap.OptionError) as err:
@@ -346,12 +347,7 @@ def test_an_unshuffled_state_resumes_with_other_windows(wide: str) -> None:
     the average before): a state saved with windows of another size resumes in the same
     written order (it was refused, naming window_rows)."""
     kw = {"batch_size": 64, "shuffle": False}
-    saving = snap.open(wide).loader(shuffle_buffer=640, **kw)
-    it = iter(saving)
-    for _ in range(5):
-        next(it)
-    state, rest = saving.state_dict(), [i for b in it for i in b["id"].tolist()]
-    saving.close()
+    state, rest = saved_after(snap.open(wide).loader(shuffle_buffer=640, **kw))
     assert state["config"]["window_rows"] == 640 and rest == list(range(320, 4000))
     for other in (64, 1280, "1MiB", "auto"):
         resumed = snap.open(wide).loader(shuffle_buffer=other, **kw)
@@ -368,12 +364,7 @@ def test_a_global_state_resumes_over_other_columns_where_both_windows_hold_the_e
     of fewer columns, but both hold the whole epoch, which makes the same windows and the
     same order. It resumes; a per-rank state already did."""
     kw = {"global_batch_size": 64, "seed": 3, "shuffle_buffer": shuffle_buffer}
-    saving = snap.open(wide).loader(**kw)
-    it = iter(saving)
-    for _ in range(5):
-        next(it)
-    state, rest = saving.state_dict(), [i for b in it for i in b["id"].tolist()]
-    saving.close()
+    state, rest = saved_after(snap.open(wide).loader(**kw))
     resumed = snap.open(wide).loader(columns=["id"], **kw)
     assert resumed.state_dict()["config"]["window_rows"] != state["config"]["window_rows"]
     resumed.load_state_dict(state)
