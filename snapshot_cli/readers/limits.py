@@ -134,8 +134,20 @@ def after_collecting(make: Callable[[], T]) -> T:
     except OSError as err:
         if err.errno not in (errno.EMFILE, errno.ENFILE):
             raise
-    gc.collect()  # (their finalizers close their files, as the collector's own run would)
+    with _collecting:  # (a read thread's collection while another's runs would return at once)
+        gc.collect()  # (their finalizers close their files, as the collector's own run would)
+        here = threading.current_thread()
+        for closer in [
+            t for t in threading.enumerate() if t.name == "snap-close" and t is not here
+        ]:
+            closer.join(CLOSE_WAIT_S)  # (one collected in a snap thread closes from there)
     return make()
+
+
+CLOSE_WAIT_S = 10.0  # how long a loader out of descriptors waits for collected ones to close
+_collecting = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child's own (one held at the fork stays held)
+    os.register_at_fork(after_in_child=lambda: globals().update(_collecting=threading.Lock()))
 
 
 def readable(sock: socket.socket, timeout: float) -> bool:

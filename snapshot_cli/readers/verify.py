@@ -295,7 +295,7 @@ def _mapped(path: str) -> Iterator[memoryview]:
     """The local file's bytes, through a read-only memory map for as long as they are used.
     The size is the descriptor's: a failing stat is said with its own errno (mmap, left to
     learn it, maps 0 bytes: EINVAL)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = limits.after_collecting(lambda: os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
     try:
         size = os.fstat(fd).st_size
         mapped = limits.map_read_only(fd, size) if size else None

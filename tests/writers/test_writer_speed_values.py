@@ -282,11 +282,11 @@ def test_a_list_of_floats_is_not_scanned_in_python(monkeypatch: pytest.MonkeyPat
     """The Python scan for ints past int64 (47 us a list of 512 floats: 7x numpy's
     conversion) runs only where numpy's array could hide one; a speed figure is
     ``benchmarks/record_shapes.py --shapes floats512``."""
-    from snapshot_cli.writers import values
+    from snapshot_cli import arrays
 
     scans: list[int] = []
-    real = values._holds_big_int
-    monkeypatch.setattr(values, "_holds_big_int", lambda v, f: scans.append(len(v)) or real(v, f))
+    real = arrays._holds_big_int
+    monkeypatch.setattr(arrays, "_holds_big_int", lambda v, f: scans.append(len(v)) or real(v, f))
     builder = ColumnBuilder("emb")
     rows = [[float(j + k) for j in range(512)] for k in range(8)]  # (as emb.tolist() gives)
     for k in range(500):
