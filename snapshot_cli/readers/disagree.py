@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import layout, storage
+from .. import ipc_blocks, layout, storage
 from .. import schema as schema_mod
 from ..errors import DAMAGED, CorruptShardError, ManifestError, SnapError
 from ..manifest import ShardEntry, repair_advice
@@ -65,12 +65,13 @@ def manifest_wrong(
         return False
     if len(shards) < 2:
         return True
-    other = storage.join(root, shards[(i + 1) % len(shards)].path)
-    try:
-        with fs.open(other, "rb") as f:
-            return schema_mod.difference(pa.ipc.open_file(f).schema, want) is not None
-    except (OSError, pa.ArrowException):
+    other = shards[(i + 1) % len(shards)]
+    path = storage.join(root, other.path)
+    try:  # (its first message, read as bytes: no Arrow reader of a Python file)
+        got = ipc_blocks.file_schema(lambda n, at: fs.cat_file(path, at, at + n), other.bytes)
+    except (OSError, ipc_blocks.FooterError):
         return True
+    return schema_mod.difference(got, want) is not None
 
 
 Judged = tuple[tuple[str, str], Callable[[], bool]]  # what layout_error needs of a shard

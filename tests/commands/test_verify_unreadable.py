@@ -179,7 +179,8 @@ def test_a_shortage_of_the_process_stops_verify_at_once(
     (line,) = errors(res.stderr)
     assert shards[0] in line and "DAMAGED" not in line, line
     assert ("memory" if name == "ENOMEM" else "open files") in line, line
-    assert tried()[shards[0]] == 1
+    # (out of descriptors, the open is made once more after a garbage collection: limits.py)
+    assert tried()[shards[0]] == (1 if name == "ENOMEM" else 2)
 
 
 def test_quiet_and_text_say_the_same_and_the_library_reports(
