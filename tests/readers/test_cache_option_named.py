@@ -73,13 +73,23 @@ def test_the_same_fault_in_python_names_the_keyword(
     assert said.endswith("choose another cache_dir (or none)") and "--" not in said
 
 
-def test_a_commands_limit_warning_names_its_flags(remote: str, tmp_path: Path) -> None:
+def test_a_commands_limit_warning_names_its_flags(
+    remote: str, tmp_path: Path, write_pipeline: Any
+) -> None:
+    """On the command's own stderr as a ``snap: warning:`` line: outside ``create`` it read
+    ``snap: snapshot_cli: ...``, and after a create run in the same process (CliRunner, a
+    notebook) it went to that create's stderr, closed since."""
+    pipeline = write_pipeline("def preprocess(path):\n    yield {'n': len(path)}\n")
+    (tmp_path / "in.txt").write_text("1")
+    made = CliRunner().invoke(cli, ["create", pipeline, str(tmp_path / "local"), "--input",
+                                    str(tmp_path / "in.txt")])  # fmt: skip
+    assert made.exit_code == 0, made.output
     cache = tmp_path / "c"
     args = ["bench", remote, "--epochs", "1", "--cache-dir", str(cache), "--cache-limit", "1KiB"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     said = [line for line in result.stderr.splitlines() if " holds " in line]
-    assert len(said) == 1, result.stderr
+    assert len(said) == 1 and "snapshot_cli" not in result.stderr, result.stderr
     assert said[0].startswith(f"snap: warning: --cache-dir {cache} holds ")
     assert "over its --cache-limit of 1.0 KiB" in said[0]
     assert said[0].endswith("give --cache-limit room for more than that")
