@@ -134,13 +134,18 @@ def after_collecting(make: Callable[[], T]) -> T:
     except OSError as err:
         if err.errno not in (errno.EMFILE, errno.ENFILE):
             raise
-    with _collecting:  # (a read thread's collection while another's runs would return at once)
-        gc.collect()  # (their finalizers close their files, as the collector's own run would)
-        here = threading.current_thread()
-        for closer in [
-            t for t in threading.enumerate() if t.name == "snap-close" and t is not here
-        ]:
-            closer.join(CLOSE_WAIT_S)  # (one collected in a snap thread closes from there)
+    # One thread collects at a time (another's gc.collect() meanwhile returns at once), and
+    # the others wait a bounded time: the collection's finalizers may wait for one of them.
+    if _collecting.acquire(timeout=CLOSE_WAIT_S):
+        try:
+            gc.collect()  # (their finalizers close their files, as the collector's would)
+            here = threading.current_thread()
+            for closer in [
+                t for t in threading.enumerate() if t.name == "snap-close" and t is not here
+            ]:
+                closer.join(CLOSE_WAIT_S)  # (one collected in a snap thread closes there)
+        finally:
+            _collecting.release()
     return make()
 
 
