@@ -38,7 +38,7 @@ def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> di
     tf = import_tf()
     schema = loader.schema
     out: dict[str, Any] = {}
-    formless: list[str] = []
+    formless: list[tuple[str, str]] = []  # (name, dtype)
     for name in loader.columns if columns is None else columns:
         d = schema_mod.describe_type(schema.field(name).type)
         if d["kind"] in ("string", "binary"):
@@ -52,13 +52,18 @@ def output_signature(loader: Loader, columns: Sequence[str] | None = None) -> di
         elif _is_text_list(schema.field(name).type):  # captions, tags: ragged strings
             out[name] = tf.RaggedTensorSpec((None, None), tf.string, ragged_rank=1)
         else:
-            formless.append(f"{name!r} ({d['dtype']})")
+            formless.append((name, str(d["dtype"])))
     if formless:  # (all of them at once: a second one was said only once the first went)
+        times = all(t.startswith(("timestamp", "duration", "date", "time")) for _, t in formless)
+        said = ", ".join(f"{n!r} ({t})" for n, t in formless)
         raise OptionError(
-            f"column{'s' * (len(formless) > 1)} {', '.join(formless)} ha"
-            f"{'ve' if len(formless) > 1 else 's'} no TensorFlow form (times): read the "
-            "others with loader(columns=[...]), or make them int64 ticks with a map= "
-            "(batch['t'].astype('datetime64[ns]').view(np.int64))"
+            f"column{'s' * (len(formless) > 1)} {said} ha{'ve' if len(formless) > 1 else 's'}"
+            " no TensorFlow form: read the others with loader(columns=[...]), or make them "
+            + (
+                "int64 ticks with a map= (batch['t'].astype('datetime64[ns]').view(np.int64))"
+                if times
+                else "numeric arrays with a map="
+            )
         )
     return out
 
