@@ -62,7 +62,7 @@ class BlockFile:
             )
         self._crcs = ipc_blocks.decode(entry.batch_crc32c)
         # (the schema too: a manifest edited since may give the same file another schema)
-        version = (self.size, st.st_mtime_ns, entry.crc32c, hash(schema))
+        version = (self.size, st.st_mtime_ns, entry.crc32c, checked.schema_key(schema))
         try:
             read = functools.partial(os.pread, fd)
             self.blocks = ipc_blocks.file_blocks(read, self.size)
