@@ -168,7 +168,7 @@ def _option(key: str, value: Any) -> str:
     if key == "compression" and isinstance(value, dict):
         level = value.get("level")
         return f"--compression {value.get('codec')}" + (f" --level {level}" * (level is not None))
-    flag = f"--{key.replace('_', '-')}"
+    flag = f"--{key.replace('_', '-')}"  # (column_bytes has none: said as Python's)
     if key in ("shard_size", "batch_bytes") and isinstance(value, int):
         return f"{flag} {human_bytes(value)}"
-    return f"{flag} {value}" if key in ("batch_rows",) else f"{key}={value!r}"
+    return f"{flag} {value}" if key == "batch_rows" else f"{key}={value!r}"
