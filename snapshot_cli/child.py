@@ -10,7 +10,11 @@ imported snap's dependencies from there too: a numpy or pyarrow the caller chose
 child's first statement makes its ``sys.path`` this process's, the standard library's
 entries first (the caller imported its standard modules at start-up, before its own
 directories could hide them; a child imports them later) and snap's directory appended if
-it is not on it, and only then imports snap.
+it is not on it, and only then imports snap. The directories snap put on ``sys.path`` for the
+user's code (:data:`CODE_DIRS`) join it once snap is imported: a pipeline file named as one of
+snap's dependencies (``numpy.py``, ``fsspec.py``) was that dependency to the worker's own
+imports, which failed with a traceback from inside pyarrow (the caller, which had imported
+them before, gives such a file a private name).
 """
 
 from __future__ import annotations
@@ -22,14 +26,24 @@ import sys
 import sysconfig
 from pathlib import Path
 
+# The directories snap put on sys.path for the user's code (a pipeline file's, the working
+# directory for a module's: writers/importing.py), which a child adds only after importing snap.
+CODE_DIRS: set[str] = set()
 
-def python_command(entry: str, *args: str) -> list[str]:
-    """``[python, *flags, "-c", code, *args]`` whose code sets ``sys.path`` and then runs
-    ``entry`` (statements importing from snapshot_cli; ``sys`` is imported). ``flags``: this
-    interpreter's (``-O``, ``-W``, ``-X dev``...), as multiprocessing passes them: under
-    ``python -O`` workers ran the pipeline's asserts, and a ``-W error`` pipeline's warning
-    failed with ``--workers 0`` only."""
-    code = f"import sys; sys.path[:] = {child_path()!r}; {entry}"
+
+def python_command(module: str, call: str, *args: str) -> list[str]:
+    """``[python, *flags, "-c", code, *args]`` whose code sets ``sys.path``, imports
+    ``module`` (of snap) as ``entry`` and exits with what ``entry.CALL`` returns (``sys`` is
+    imported: ``main(sys.argv)``).
+    ``flags``: this interpreter's (``-O``, ``-W``, ``-X dev``...), as multiprocessing passes
+    them: under ``python -O`` workers ran the pipeline's asserts, and a ``-W error``
+    pipeline's warning failed with ``--workers 0`` only."""
+    path = child_path()
+    first = [p for p in path if p not in CODE_DIRS]
+    code = (
+        f"import sys; sys.path[:] = {first!r}; import {module} as entry; "
+        f"sys.path[:] = {path!r}; sys.exit(entry.{call})"
+    )
     return [sys.executable, *interpreter_flags(), "-c", code, *args]
 
 

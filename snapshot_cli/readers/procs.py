@@ -66,10 +66,11 @@ class Child:
 
     def __init__(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        entry = "from snapshot_cli.readers.decoder import main; sys.exit(main(sys.argv))"
         try:
             self.proc = subprocess.Popen(
-                python_command(entry, str(theirs.fileno())),
+                python_command(
+                    "snapshot_cli.readers.decoder", "main(sys.argv)", str(theirs.fileno())
+                ),
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,

@@ -77,11 +77,10 @@ class _WorkerProcess:
     def __init__(
         self, index: int, hello: bytes, events: queue.Queue[Any], env: dict[str, str]
     ) -> None:
-        entry = f"from snapshot_cli.writers.worker import main; main({os.getpid()})"
         # A new session: the terminal's Ctrl-C reaches only the parent, which stops us.
         try:
             self.proc = subprocess.Popen(
-                python_command(entry),
+                python_command("snapshot_cli.writers.worker", f"main({os.getpid()})"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 start_new_session=True,

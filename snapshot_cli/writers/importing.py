@@ -27,7 +27,7 @@ from collections.abc import Callable
 from importlib.machinery import PathFinder
 from typing import Any
 
-from .. import faults, os_paths
+from .. import child, faults, os_paths
 from ..child import absolute_or_none, is_stdlib
 from ..errors import PipelineLoadError
 from ..os_paths import cwd_gone
@@ -124,6 +124,7 @@ def _put_on_path(directory: str) -> None:
             if is_stdlib(entry):
                 last = i
         sys.path.insert(last + 1, directory)
+        child.CODE_DIRS.add(directory)  # (after snap's own imports in the processes it starts)
 
 
 def _taken(name: str, path: str) -> bool:

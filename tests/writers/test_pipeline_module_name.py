@@ -70,7 +70,9 @@ def test_processes_started_by_the_pipeline_import_its_file(tmp_path: Path, worke
     assert all(r["one_module"] for r in rows)
 
 
-@pytest.mark.parametrize("stem", ["json", "my-prep", "class"])
+@pytest.mark.parametrize(
+    "stem", ["json", "my-prep", "class", "numpy", "pyarrow", "fsspec", "snapshot_cli"]
+)
 def test_a_file_whose_name_is_taken_or_no_module_name_still_runs(tmp_path: Path, stem: str) -> None:
     """`json.py` would be the standard library's json to its children (a private name is
     kept, and `import json` in the process stays the library); `my-prep` and `class` cannot
