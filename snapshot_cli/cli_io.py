@@ -24,6 +24,7 @@ from . import cli_exit, console, signals
 from .cli_exit import CLOSED_STDOUT, fd_closed, quiet_exit_on_closed_stdout
 from .errors import SnapError, absolute_path
 from .render import one_line, plain, printable
+from .shortages import short_of_memory  # (here: with no room, importing it would fail too)
 from .signals import received, termination_as_interrupt
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -97,26 +98,26 @@ def answer_errors(fn: F) -> F:
             sys.exit(1)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own: usage errors (exit 2), --help, aborts
-        except ImportError as err:  # (the pipeline's are PipelineLoadErrors, SnapErrors)
-            if debug:
-                raise
-            text = " ".join(str(err).split())
-            click.echo(
-                f"snap: error: a library snap needs cannot be imported: {text} (the installed "
-                "packages' versions do not work together: install versions that do, as the "
-                "message says, then run the same command again)",
-                err=True,
-            )
-            sys.exit(1)
         except Exception as err:  # none of the above: a bug in snap, still not a traceback
             if debug:
                 raise
-            from .faults import no_answer, short_of_memory
+            short: SnapError | None = short_of_memory(err)  # (memory, threads, room to load)
+            if short is None and not isinstance(err, ImportError):
+                from .faults import no_answer  # (fsspec: not imported by `snap --help`)
 
-            short = short_of_memory(err) or no_answer(err, "the snapshot")
-            if short is not None:  # (a limit, or a silent storage, no layer below named)
+                short = no_answer(err, "the snapshot")  # (a silent storage no layer named)
+            if short is not None:
                 click.echo(f"snap: error: {plain(str(short))}", err=True)
                 sys.exit(short.exit_code)
+            if isinstance(err, ImportError):  # (the pipeline's are PipelineLoadErrors)
+                said = plain(" ".join(str(err).split()))
+                click.echo(
+                    f"snap: error: a library snap needs cannot be imported: {said} "
+                    "(the installed packages' versions do not work together: install versions "
+                    "that do, as the message says, then run the same command again)",
+                    err=True,
+                )
+                sys.exit(1)
             text = str(err)
             if "Traceback (most recent call last):" in text:  # (a worker's, said in full: 182 KB
                 lines = [line for line in text.splitlines() if line.strip()]  # on one line)

@@ -28,13 +28,13 @@ from .progress import human_bytes
 from .protocols import OBJECT_STORES, is_local, protocol, to_url
 from .retry import TRANSIENT_STATUS, causes, is_transient, retrying, said, transfer_checksum
 from .shortages import READ_FEWER as READ_FEWER
+from .shortages import WRITE_LESS, memory_limit, too_many_open_files
 from .shortages import no_thread as no_thread
 from .shortages import out_of_memory as out_of_memory
 from .shortages import raise_no_thread as raise_no_thread
 from .shortages import short_of_memory as short_of_memory
 from .shortages import thread_limit as thread_limit
 from .shortages import threads_said as threads_said
-from .shortages import too_many_open_files
 from .statuses import http_status, lost_upload, named, object_named, refusal, server_said
 
 _GCS = "GOOGLE_APPLICATION_CREDENTIALS or gcloud auth application-default login"
@@ -138,9 +138,12 @@ def errors_named(fs: AbstractFileSystem, path: str, action: str) -> Iterator[Non
         _answer_other(fs, path, action, err)
         raise _unexpected(fs, path, action, err) from err
     except Exception as err:  # a storage library's own: botocore's, google-auth's, ...
-        if no_thread(err):  # (Arrow's pool compressing a shard's buffers, at a pids limit)
+        if no_thread(err):  # (a storage library's thread, at a memory or pids limit)
             fewer = READ_FEWER if reading else ""
             raise thread_limit(f"{action} {to_url(fs, path)}", err, fewer=fewer) from err
+        if isinstance(err, MemoryError):  # (Arrow's, compressing a shard's buffers)
+            less = {"less": WRITE_LESS} if not reading else {}
+            raise memory_limit(f"{action} {to_url(fs, path)}", err, **less) from err
         _answer_other(fs, path, action, err)
         raise _unexpected(fs, path, action, err) from err
 

@@ -88,14 +88,34 @@ def short_of_memory(err: BaseException) -> OutOfMemoryError | None:
     """A failed allocation or thread start no layer named (a command's last resort)."""
     if no_thread(err):
         return thread_limit("snap", err)
-    if not isinstance(err, MemoryError):
-        return None
     text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, ImportError) and _NO_ROOM_TO_LOAD.search(text):
+        return memory_limit("", err, f"a library could not be loaded: {text}")  # (dlopen's)
+    return memory_limit("", err) if isinstance(err, MemoryError) else None
+
+
+WRITE_LESS = "write smaller record batches (--batch-bytes, batch_bytes=) or records"
+
+
+def memory_limit(
+    what: str, err: BaseException, text: str = "", less: str = "ask for less at once"
+) -> OutOfMemoryError:
+    """A failed allocation (``err``, said as ``text`` if given) as one line: ``what`` failed
+    (none: said alone), and what to change (``less``: what asks for less memory)."""
+    text = text or " ".join(str(err).split()) or type(err).__name__
     return OutOfMemoryError(
-        f"out of memory ({text}); give this process more memory (ulimit -v, a container's or "
-        "a job's limit), or ask for less at once, then run the same command again"
+        f"{f'{what}: ' if what else ''}out of memory ({text}); give this process more memory "
+        f"(ulimit -v, a container's or a job's limit), or {less}, then run the same command "
+        "again"
     )
 
+
+# What the dynamic loader says when it has no room to map a library (ENOMEM), not when the
+# library is missing or another version ("static TLS block" is a loader limit, not memory's)
+_NO_ROOM_TO_LOAD = re.compile(
+    r"failed to map segment|cannot map zero-fill pages|cannot allocate memory(?! in static TLS)",
+    re.IGNORECASE,
+)
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
           "EiB": 1 << 60}  # fmt: skip

@@ -219,6 +219,64 @@ def test_a_limit_no_layer_named_is_no_bug(fail: Exception, said: str) -> None:
     assert "bug in snap" not in lines[0]
 
 
+@pytest.mark.parametrize(
+    ("text", "short"),
+    [
+        ("/x/_compute.so: failed to map segment from shared object", True),
+        ("/x/_compute.so: cannot map zero-fill pages", True),
+        ("/x/_compute.so: cannot create shared object descriptor: Cannot allocate memory", True),
+        ("/x/libarrow.so.1900: cannot allocate memory in static TLS block", False),
+        ("numpy.core.multiarray failed to import", False),
+        ("/x/_compute.so: undefined symbol: _ZN5arrow6StatusC1Ev", False),
+    ],
+)
+def test_a_library_with_no_room_to_load_is_memory_not_versions(text: str, short: bool) -> None:
+    """The dynamic loader's ENOMEM (``snap bench`` under ``ulimit -v``: pyarrow's compute
+    library, imported as the first record batch was flattened) was said as packages whose
+    versions do not work together; a missing symbol or a failed import still is."""
+    result = CliRunner().invoke(_command(ImportError(text)), [], obj={"debug": False})
+    lines = result.stderr.splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, lines
+    assert ("out of memory (a library could not be loaded" in lines[0]) is short, lines
+    assert ("versions do not work together" in lines[0]) is not short, lines
+    assert text in lines[0]
+
+
+NO_ROOM_TO_LOAD = """
+import resource, sys
+import click
+import pyarrow
+from snapshot_cli.cli_io import answer_errors
+
+
+@click.command()
+@click.option("--load", is_flag=True)
+@answer_errors
+def failing(load):
+    if load:
+        import pyarrow._flight  # (libarrow_flight: ~30 MB to map, not loaded yet)
+
+
+failing([], obj={"debug": False}, standalone_mode=False)  # (click's own memory, made now)
+vm = next(int(x.split()[1]) * 1024 for x in open("/proc/self/status") if x.startswith("VmSize"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (8 << 20), resource.RLIM_INFINITY))
+failing(["--load"], obj={"debug": False})
+"""
+
+
+def test_a_command_with_no_room_to_load_a_library_says_so(tmp_path: Path) -> None:
+    """A real loader's ENOMEM, the address space full: the answer imports nothing more
+    (importing fsspec for it failed the same way, a traceback)."""
+    (tmp_path / "child.py").write_text(NO_ROOM_TO_LOAD)
+    res = subprocess.run(
+        [sys.executable, str(tmp_path / "child.py")], capture_output=True, text=True,
+        timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith("snap: error: out of memory (a library could not be loaded: ")
+    assert "failed to map segment" in res.stderr and "ulimit -v" in res.stderr, res.stderr
+
+
 def test_click_s_own_exits_pass_through() -> None:
     result = CliRunner().invoke(_command(click.UsageError("bad option")), [], obj={})
     assert result.exit_code == 2 and "bad option" in result.stderr

@@ -53,8 +53,7 @@ class BlockFile:
             else DAMAGED
         )
         self._file = limits.Descriptor(path)
-        fd = self._file.fd
-        st = os.fstat(fd)
+        st = os.fstat(fd := self._file.fd)
         self.size = st.st_size
         if self.size != entry.bytes:
             raise CorruptShardError(
@@ -90,7 +89,7 @@ class BlockFile:
         self._noting = threading.Lock()
         self._parse = ipc_layout.LastLayout()  # plain record batches' metadata repeats
         self._last_where: tuple[Any, ...] | None = None  # the last regions worked out
-        self._subsets: dict[tuple[str, ...], pa.ipc.RecordBatchFileReader] = {}  # by columns
+        self._subsets: dict[tuple[str, ...], pa.ipc.RecordBatchFileReader | None] = {}
 
     def read_into(
         self, i: int, verify: bool, rows: int, placement: Placement, targets: dict[str, Any]
@@ -359,8 +358,7 @@ class BlockFile:
         raise CorruptShardError(f"shard {self.url} record batch {i}: {ends}; {self.fix}")
 
     def _fits(self, i: int, metadata: int, body: int) -> None:
-        """Record batch ``i``'s metadata and body are the lengths the footer gives, as Arrow's
-        file reader (verify's) requires. Every read of a record batch comes here once."""
+        """Record batch ``i``'s message has the footer's sizes; each read of one comes here."""
         meta, length = self._meta[i], self._len[i]
         self.bytes_read += length
         if metadata != meta or body != length - meta:
@@ -379,21 +377,24 @@ class BlockFile:
         self._done[i] = True
 
     def read(self, i: int, verify: bool, columns: tuple[str, ...] = ()) -> pa.RecordBatch:
-        """Record batch ``i``, its bytes checked (``verify``) before it is decoded; with
-        ``columns`` (some of the schema's), only those: Arrow's reader over the file's map
-        decompresses no other (a label and a flag beside images: 20x less work)."""
-        if columns and (m := self._whole()) is not None:
-            if verify and not self._done[i]:
-                self._check(i, crc32c(self._message(i)))
-            self.bytes_read += self.blocks[i].length  # (its message's: as _fits counts)
-            if (reader := self._subsets.get(columns)) is None:
-                fields = [self.schema.get_field_index(c) for c in columns]
-                ipc = pa.ipc.IpcReadOptions(included_fields=fields, use_threads=False)
-                reader = self._subsets[columns] = pa.ipc.open_file(pa.py_buffer(m), options=ipc)
-            return reader.get_batch(i)
+        """Record batch ``i`` (only ``columns``, if given), checked (``verify``) before it is
+        decoded, never on Arrow's thread pool (:func:`.ipc_layout.message_batch`); by the file's
+        reader where mapped: only ``columns`` decompressed, all in half the time (93 vs 185 us)."""
         buf = self._message(i)  # (plain values used from the page cache: see _message)
         if verify and not self._done[i]:
             self._check(i, crc32c(buf))
-        batch, metadata, body = ipc_layout.message_batch(pa.py_buffer(buf), self.schema)
+        if (reader := self._reader(columns)) is not None:
+            self._fits(i, *ipc_layout.message_sizes(buf, ipc_layout.record_batch_message(buf)))
+            return reader.get_batch(i)
+        batch, metadata, body = ipc_layout.message_batch(buf, self.schema)  # (rare: a copy)
         self._fits(i, metadata, body)
         return batch.select(list(columns)) if columns else batch
+
+    def _reader(self, columns: tuple[str, ...]) -> pa.ipc.RecordBatchFileReader | None:
+        """Arrow's reader of the file mapped, once; None unless its schema is the manifest's."""
+        if columns not in self._subsets and (m := self._whole()) is not None:
+            fields = [self.schema.get_field_index(c) for c in columns] or None
+            ipc = pa.ipc.IpcReadOptions(included_fields=fields, use_threads=False)
+            reader = pa.ipc.open_file(pa.py_buffer(m), options=ipc)
+            self._subsets[columns] = reader if reader.schema.equals(self.schema, True) else None
+        return self._subsets.get(columns)

@@ -43,10 +43,10 @@ from ..manifest import ShardEntry
 WHOLE_PART = 8 << 20  # bytes a request of a format 1 shard read whole (whole_regions)
 TAIL_GUESS = 64 << 10  # bytes fetched from a shard's end: the footer of ~1,000 batches fits
 _MAGIC = b"ARROW1"
-# Values as the record batches hold them, whatever byte order the footer's schema declares:
-# snap writes the machine's own, and the footer is the one part of a shard read by range that
-# no manifest crc32c covers (a flipped bit there made pyarrow byte-swap every value).
-_AS_WRITTEN = pa.ipc.IpcReadOptions(ensure_native_endian=False)
+# Values as the record batches hold them, whatever byte order the footer's schema declares (a
+# flipped bit in a footer, read by range and covered by no crc32c, made pyarrow byte-swap every
+# value); no thread pool (see ipc_layout.message_batch).
+_AS_WRITTEN = pa.ipc.IpcReadOptions(ensure_native_endian=False, use_threads=False)
 
 
 class Tails:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import faults, ipc_blocks, storage, versions
+from .. import faults, ipc_blocks, ipc_layout, storage, versions
 from .. import schema as schema_mod
 from ..errors import DAMAGED, CorruptShardError, SnapError
 from ..manifest import ShardEntry
@@ -238,7 +238,7 @@ class ShardReaders:
             else:
                 source, size, cached = self._source(i, try_cache=not blocks)
                 try:
-                    reader = pa.ipc.open_file(source)
+                    reader = pa.ipc.open_file(source, options=ipc_layout.NO_THREADS)
                     self._check_layout(i, reader)
                 except (pa.ArrowException, OSError) as err:
                     if cached is not None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import faults, retry, storage, versions
+from .. import faults, ipc_layout, retry, storage, versions
 from .. import schema as schema_mod
 from ..console import named
 from ..cores import cores
@@ -343,7 +343,7 @@ def _problem(fs: Any, path: str, entry: ShardEntry, schema: pa.Schema, local: bo
 def _arrow_problem(source: Any, entry: ShardEntry, schema: pa.Schema) -> str | None:
     """What is wrong with a shard as Arrow reads it from ``source``, or None."""
     try:
-        reader = pa.ipc.open_file(source)
+        reader = pa.ipc.open_file(source, options=ipc_layout.NO_THREADS)
     except (pa.ArrowException, OSError) as err:
         _not_decoded(err)
         return f"is not a readable Arrow file: {err}"

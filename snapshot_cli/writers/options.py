@@ -72,14 +72,18 @@ class Compression:
             raise ValueError(f"zstd level must be between 1 and 22, got {self.level}")
 
     def ipc_options(self) -> pa.ipc.IpcWriteOptions:
+        """Arrow's options for writing shards: never on its thread pool. A process at its
+        memory or thread limit crashed about one time in two where Arrow's pool could not
+        start a thread (see ipc_layout.message_batch), and the workers fill the cores anyway
+        (the threads a worker may use are ``cores // workers``: README, Tasks and workers)."""
         arrow_codec = CODECS[self.codec]
         if arrow_codec is None:
-            return pa.ipc.IpcWriteOptions(compression=None)
+            return pa.ipc.IpcWriteOptions(compression=None, use_threads=False)
         if self.codec == "zstd":
             codec = pa.Codec("zstd", compression_level=self.effective_level)
         else:
             codec = pa.Codec(arrow_codec)
-        return pa.ipc.IpcWriteOptions(compression=codec)
+        return pa.ipc.IpcWriteOptions(compression=codec, use_threads=False)
 
     @property
     def effective_level(self) -> int | None:

@@ -27,6 +27,7 @@ from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
 from ..manifest import ShardEntry
 from ..progress import ordinal
+from ..shortages import WRITE_LESS, memory_limit
 from . import advice, convert, foreign, importing, records, returned, shipping, worker_storage
 from . import pipeline as pipeline_mod
 from .incremental import input_text
@@ -352,6 +353,11 @@ def _feed(
                 except RecordError as err:
                     where = _describe_input(spec, item)
                     raise type(err)(f"{where}, {ordinal(count)} item it yielded: {err}") from err
+                except MemoryError as err:  # (snap's copy of it: numpy's, Arrow's)
+                    if isinstance(err, SnapError):
+                        raise  # (said where it failed: a shard's write)
+                    where = f"{_describe_input(spec, item)}, {ordinal(count)} item it yielded"
+                    raise memory_limit(where, err, less=WRITE_LESS) from err
                 signals.raise_received()  # (a Ctrl-C the function swallowed, --workers 0)
             signals.raise_received()
         _not_forked(forks_at_start)
