@@ -17,7 +17,23 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from .errors import (
+
+def _no_bytecode_under_a_file_size_limit() -> None:
+    """A process limited in the size of its files (``ulimit -f``) writes no bytecode: Python
+    writes a ``.pyc`` in one ``write()`` and renames it into place however much of it the
+    limit let through, and every later import of that module, in any process, then failed
+    "EOFError: marshal data too short" (snap's own, compiled first under an 8 KiB limit)."""
+    try:
+        import resource
+    except ImportError:  # (not a Unix)
+        return
+    if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+        sys.dont_write_bytecode = True
+
+
+_no_bytecode_under_a_file_size_limit()
+
+from .errors import (  # noqa: E402 (after the bytecode guard: it covers this import too)
     CorruptShardError,
     LeaseError,
     ManifestError,

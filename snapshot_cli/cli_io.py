@@ -22,6 +22,7 @@ import click
 
 from . import cli_exit, console, signals
 from .cli_exit import CLOSED_STDOUT, fd_closed, quiet_exit_on_closed_stdout
+from .cli_words import in_command_words
 from .errors import SnapError, absolute_path
 from .render import one_line, plain, printable
 from .shortages import short_of_memory  # (here: with no room, importing it would fail too)
@@ -57,6 +58,11 @@ def _say_after_work() -> None:
                        "not stop: it is done", err=True)  # fmt: skip
 
 
+def _in_its_words(err: SnapError) -> str:
+    """``err``'s message, the loader's advice in it named as this command's flags."""
+    return in_command_words(str(err), click.get_current_context().info_name)
+
+
 def answer_errors(fn: F) -> F:
     """Run a command; any error → one line on stderr and its exit code (traceback with
     --debug): a SnapError's message, an OS error's cause, or an unexpected error's class."""
@@ -77,7 +83,7 @@ def answer_errors(fn: F) -> F:
         except SnapError as err:
             if debug:
                 raise
-            click.echo(f"snap: error: {plain(str(err))}", err=True)
+            click.echo(f"snap: error: {plain(_in_its_words(err))}", err=True)
             sys.exit(err.exit_code)
         except KeyboardInterrupt as stop:
             if debug:
@@ -107,7 +113,7 @@ def answer_errors(fn: F) -> F:
 
                 short = no_answer(err, "the snapshot")  # (a silent storage no layer named)
             if short is not None:
-                click.echo(f"snap: error: {plain(str(short))}", err=True)
+                click.echo(f"snap: error: {plain(_in_its_words(short))}", err=True)
                 sys.exit(short.exit_code)
             if isinstance(err, ImportError):  # (the pipeline's are PipelineLoadErrors)
                 said = plain(" ".join(str(err).split()))

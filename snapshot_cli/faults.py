@@ -351,6 +351,11 @@ def size_limit_said(limit: int) -> str:
     return f"this process's file-size limit ({human_bytes(limit)}: ulimit -f{blocks})"
 
 
+_SMALLER_SHARDS = (
+    "--shard-size (shard_size=) and --batch-bytes (batch_bytes=; a record is never split)"
+)
+
+
 def too_big_hint(path: str) -> str:
     """What to do about EFBIG on ``path``: the process's file-size limit if it has one (a
     lease or a task table is small: only that limit stops it), and a smaller shard size only
@@ -362,7 +367,8 @@ def too_big_hint(path: str) -> str:
         if shard:
             todo = f"pass a smaller --shard-size (shard_size=), or {todo}"
         return _FAULT_HINTS[errno.EFBIG].replace("write to another filesystem", todo)
-    smaller = " or pass a smaller --shard-size (shard_size=)" if shard else ""
+    # (a shard holds one record batch at least, 1 MiB by default, which holds one record)
+    smaller = f" or pass a smaller {_SMALLER_SHARDS}" if shard else ""
     return (
         f"the file reached {size_limit_said(limit)}: raise it (ulimit -f unlimited){smaller}, "
         "then run the same command again"

@@ -36,8 +36,12 @@ def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
     return OutOfMemoryError(
         f"{where} could not be read: out of memory ({' '.join(str(err).split())}); the shard "
         "is not damaged: give this process more memory (ulimit -v, a container's or a job's "
-        "limit), or read less at once (a smaller shuffle_buffer, fewer num_parallel_reads)"
+        f"limit), or {READ_LESS}"
     )
+
+
+# What to lower, in the loader's keywords (a command says its own: snapshot_cli.cli_words)
+READ_LESS = "read less at once (a smaller shuffle_buffer, fewer num_parallel_reads)"
 
 
 def no_thread(err: BaseException) -> bool:
@@ -161,16 +165,19 @@ def too_many_open_files(where: str, code: int, shuffled: bool = False) -> Storag
             limit = f" (this process may have {soft:,} open; its hard limit is {hard:,})"
     except (ImportError, ValueError, OSError):
         pass
-    unshuffled = (
-        "; an unshuffled pass (shuffle=False) opens the fewest (a smaller shuffle_buffer does "
-        "not: small windows are read in units of up to 32 MiB)"
-    )
+    unshuffled = f"; an unshuffled pass {UNSHUFFLED}"
     return StorageError(
         f"{where} could not be opened: too many open files{limit}. The loader keeps a file "
         f"open for each shard its {'shuffle ' if shuffled else ''}window reads from: raise the "
         "limit (ulimit -n 65536, or LimitNOFILE for a service), or write fewer, larger shards "
         f"(snap create --inputs-per-task){unshuffled if shuffled else ''}{_shards_held()}"
     )
+
+
+UNSHUFFLED = (
+    "(shuffle=False) opens the fewest (a smaller shuffle_buffer does not: small windows are "
+    "read in units of up to 32 MiB)"
+)
 
 
 class OpenShards:
@@ -188,12 +195,13 @@ def _shards_held() -> str:
     holding its window's: a later trial ran out)."""
     if OpenShards.count <= 0:
         return ""
-    return (
-        f". This process holds {OpenShards.count:,} shard files open{_MAPPED}: a loader "
-        "holds its own until it is closed (close(), with) or collected; close those you are "
-        "done with (a "
-        "sweep's earlier trials, one a kept exception's traceback holds)"
-    )
+    return f". This process holds {OpenShards.count:,} shard files open{_MAPPED}{LOADERS_HELD}"
+
+
+LOADERS_HELD = (
+    ": a loader holds its own until it is closed (close(), with) or collected; close those you "
+    "are done with (a sweep's earlier trials, one a kept exception's traceback holds)"
+)
 
 
 def forget_unstarted(thread: threading.Thread) -> None:

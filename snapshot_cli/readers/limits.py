@@ -63,9 +63,11 @@ def raise_open_files_limit() -> None:
 def shards_kept_open() -> int:
     """How many local shard files one set of a loader's readers keeps open: a 64th of the
     open-files limit (raised first; each holds a descriptor, and before Python 3.13 its map
-    another), at least 128 (65,536: 1,024). A window is decoded shard by shard, so more than
-    that costs an open per shard a window; an eighth made four live loaders, or a mixture of
-    four snapshots, run out of descriptors where 128 each had not."""
+    another), at least 128 (65,536: 1,024), and at most a quarter of the descriptors this
+    process may still open. A window is decoded shard by shard, so fewer cost an open per
+    shard a window; an eighth of the limit made four live loaders, or a mixture of four
+    snapshots, run out of descriptors where 128 each had not, and 128 ran out under ``ulimit
+    -n 64``, or 128 with 100 held by the program, shuffled or not (a probe)."""
     raise_open_files_limit()
     try:
         import resource
@@ -73,7 +75,16 @@ def shards_kept_open() -> int:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (ImportError, ValueError, OSError):  # not a Unix
         return 128
-    return max(128, (WANTED if soft == resource.RLIM_INFINITY else soft) // 64)
+    soft = WANTED if soft == resource.RLIM_INFINITY else soft
+    return max(1, min(max(128, soft // 64), (soft - _open_now()) // 4))
+
+
+def _open_now() -> int:
+    """The file descriptors this process holds now (Linux's /proc; 0 where it cannot tell)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:  # (not Linux; or no descriptor left to list them with)
+        return 0
 
 
 class Descriptor:

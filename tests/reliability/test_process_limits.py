@@ -87,6 +87,8 @@ def test_a_shard_over_the_file_size_limit_is_said_so_and_not_left(
     assert "Traceback" not in res.stderr and "/shards/" in said and "EFBIG" in said, said
     assert "this process's file-size limit (256.0 KiB: ulimit -f 256)" in said, said
     assert "--shard-size" in said and "it resumes" not in said, said
+    # (a record batch, 1 MiB here, is over the limit too: a smaller shard alone is not enough)
+    assert "--batch-bytes" in said, said
     # The partial shard is removed at once (it stayed until the next create or gc).
     assert not list((out / "shards").glob("*.arrow")), sorted((out / "shards").iterdir())
     assert not (out / "manifest.json").exists()
@@ -145,6 +147,25 @@ def test_a_trace_that_cannot_be_written_is_named_and_not_left_half(
     assert "it resumes" not in said and "shard-size" not in said, said
     assert json.loads(trace.read_text()) == {"old": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+def test_a_file_size_limit_leaves_no_cut_bytecode_behind(tmp_path: Path) -> None:
+    """A snap first imported under ``ulimit -f 8`` (here: a copy of this tree, not compiled
+    yet) had Python write its modules' ``.pyc`` files cut at 8 KiB and rename them into
+    place: every later import, limit or not, failed "EOFError: marshal data too short"."""
+    shutil.copytree(REPO / "snapshot_cli", tmp_path / "snapshot_cli",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    code = "import snapshot_cli.faults, snapshot_cli.readers.loader, snapshot_cli.cli"
+    run = [sys.executable, "-c", code]
+    kw: dict[str, object] = {"cwd": tmp_path, "env": {**env, "PYTHONPATH": str(tmp_path)}}
+    limited = subprocess.run(run, capture_output=True, text=True, timeout=120,
+                             preexec_fn=file_size_limit(8 << 10), **kw)  # type: ignore[call-overload]  # fmt: skip
+    assert limited.returncode == 0, limited.stderr
+    later = subprocess.run(run, capture_output=True, text=True, timeout=120, **kw)  # type: ignore[call-overload]
+    assert later.returncode == 0, later.stderr  # (each module compiled whole, and cached)
+    cached = list((tmp_path / "snapshot_cli").rglob("*.pyc"))
+    assert len(cached) > 20 and max(p.stat().st_size for p in cached) > 8 << 10
 
 
 # --- a CPU-time limit (ulimit -t) ------------------------------------------------------------
