@@ -24,15 +24,16 @@ from .endpoints import endpoint_source
 from .errors import CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
 from .os_paths import broken_link_said  # (a link to nothing: said where a path is missing)
-from .progress import human_bytes
 from .protocols import OBJECT_STORES, is_local, protocol, to_url
 from .retry import TRANSIENT_STATUS, causes, is_transient, retrying, said, transfer_checksum
 from .shortages import READ_FEWER as READ_FEWER
 from .shortages import WRITE_LESS, memory_limit, too_many_open_files
+from .shortages import file_size_limit as file_size_limit
 from .shortages import no_thread as no_thread
 from .shortages import out_of_memory as out_of_memory
 from .shortages import raise_no_thread as raise_no_thread
 from .shortages import short_of_memory as short_of_memory
+from .shortages import size_limit_said as size_limit_said
 from .shortages import thread_limit as thread_limit
 from .shortages import threads_said as threads_said
 from .statuses import http_status, lost_upload, named, object_named, refusal, server_said
@@ -332,23 +333,6 @@ READ_DENIED = (
     "permission denied: check that this user may read it (the permissions of the file and of "
     "every directory above it, or the storage's credentials)"
 )
-
-
-def file_size_limit() -> int | None:
-    """This process's file-size limit in bytes (``ulimit -f``, RLIMIT_FSIZE), None if none."""
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if soft != resource.RLIM_INFINITY:
-            return soft
-    return None
-
-
-def size_limit_said(limit: int) -> str:
-    """``"this process's file-size limit (1.0 MiB: ulimit -f 1024)"``."""
-    blocks = f" {limit >> 10}" if limit % 1024 == 0 else ""  # (bash counts KiB)
-    return f"this process's file-size limit ({human_bytes(limit)}: ulimit -f{blocks})"
 
 
 _SMALLER_SHARDS = (

@@ -1,4 +1,4 @@
-"""A process short of memory, threads, open files or disk, said as such: never a shard's damage.
+"""A process short of memory, threads, open files, disk or file size, said as such: no damage.
 
 A failed allocation (Arrow's, numpy's, a memory map's ENOMEM) or a thread that could not be
 started (Linux's EAGAIN from pthread_create, under a memory or pids limit) is the machine's,
@@ -9,6 +9,7 @@ stopped in its start, forgotten (:func:`forget_unstarted`).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -16,6 +17,7 @@ import sys
 import threading
 
 from .errors import OutOfMemoryError, SnapError, StorageError
+from .progress import human_bytes
 
 
 def out_of_memory(where: str, err: BaseException) -> OutOfMemoryError | None:
@@ -140,6 +142,23 @@ def _physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # (not Linux: no allocation is too large)
         return 1 << 62
+
+
+def file_size_limit() -> int | None:
+    """This process's file-size limit in bytes (``ulimit -f``, RLIMIT_FSIZE), None if none."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if soft != resource.RLIM_INFINITY:
+            return soft
+    return None
+
+
+def size_limit_said(limit: int) -> str:
+    """``"this process's file-size limit (1.0 MiB: ulimit -f 1024)"``."""
+    blocks = f" {limit >> 10}" if limit % 1024 == 0 else ""  # (bash counts KiB)
+    return f"this process's file-size limit ({human_bytes(limit)}: ulimit -f{blocks})"
 
 
 def no_room(err: BaseException) -> tuple[str, str] | None:

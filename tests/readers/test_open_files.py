@@ -72,18 +72,6 @@ def test_many_shards_replay_under_a_low_soft_limit(many_shards: str) -> None:
     assert int(res.stdout.split()[-1]) > 1300  # raised from 256
 
 
-def held(count: int) -> object:
-    """A preexec_fn: open-files limits of 128 (hard too), ``count`` of them held already (as a
-    training program's sockets and files are, inherited by the command)."""
-
-    def hold() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
-        for _ in range(count):
-            os.set_inheritable(os.open(os.devnull, os.O_RDONLY), True)
-
-    return hold
-
-
 @pytest.mark.parametrize("shuffle", ["--shuffle", "--no-shuffle"])
 @pytest.mark.parametrize("limit", [(128, 0), (16, 0), (128, 110)], ids=["128", "16", "18 free"])
 def test_a_low_hard_limit_replays_in_the_files_it_leaves(
@@ -93,9 +81,14 @@ def test_a_low_hard_limit_replays_in_the_files_it_leaves(
     with 100 descriptors held by the program, failed "too many open files" shuffled or not
     (the unshuffled pass it advised too, a probe). It keeps a quarter of what is free now."""
     soft, taken = limit
-    res = snap_subprocess("bench", many_shards, "--batch-size", "50", shuffle, "--json",
-                          preexec_fn=held(taken) if taken else limited(soft, soft),
-                          close_fds=False)  # fmt: skip
+    # descriptors the command is given open (as a training program's sockets and files are)
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(taken)]
+    try:
+        res = snap_subprocess("bench", many_shards, "--batch-size", "50", shuffle, "--json",
+                              preexec_fn=limited(soft, soft), pass_fds=held)  # fmt: skip
+    finally:
+        for fd in held:
+            os.close(fd)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["records"] == 2 * SHARDS  # (two epochs, whole)
 

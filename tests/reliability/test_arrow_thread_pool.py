@@ -7,8 +7,8 @@ not start another, its ParallelFor returned the error while the tasks it had sta
 ran on its stack (pyarrow 19 to 26). Found with ``ulimit -v 500000; snap verify`` and ``snap
 bench`` on the quickstart's snapshot. The crash needs a thread start to fail midway, which no
 test can arrange reliably; what can be checked is the kind: every read and write path, with
-every codec, leaves Arrow's CPU pool unstarted. The child gives the pool 4 threads (any use
-of it starts at least 2 for the many buffers here) and Arrow's IO pool 1 (an OS file Arrow
+every codec, leaves Arrow's CPU pool unstarted. The child gives the pool 8 threads (any use
+of it starts them all for the many buffers here) and Arrow's IO pool 1 (an OS file Arrow
 opens may start that one: its errors are clean), and counts the native threads Python did
 not start, before and after.
 """
@@ -31,7 +31,7 @@ import pyarrow as pa
 import snapshot_cli as snap
 from snapshot_cli.readers import verify as V
 
-pa.set_cpu_count(4)
+pa.set_cpu_count(8)
 pa.set_io_thread_count(1)
 
 
@@ -83,4 +83,6 @@ def test_reads_and_writes_start_no_thread_of_arrows_pool(tmp_path: Path, codec: 
     assert int(shards) > 1, res.stdout  # (several shards: a shuffle reads across them)
     # every read saw every record (128), and verify found both snapshots whole
     assert "['128', '40', 'True']" in values, res.stdout
-    assert int(started) <= 1, f"{started} threads of Arrow's pools started: {res.stdout}"
+    # Arrow's CPU pool, used, starts 8 (9 and 5 were seen with 8 and 4, before): up to 3
+    # are the IO pool's one and a loader's threads still ending (a busy machine, 2 seen)
+    assert int(started) <= 3, f"{started} threads of Arrow's pools started: {res.stdout}"
