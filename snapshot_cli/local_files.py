@@ -36,12 +36,15 @@ def local_file_problem(root: str, path: str, real_root: str | None = None) -> st
         raise StorageError(read_denied(path, err)) from err
 
 
+LINKED_OUT = "is a link to"  # (a problem saying so says what to do: no other advice fits it)
+
+
 def _problem(root: str, path: str, real_root: str | None) -> str | None:
     mode = _mode_below(root, path)  # no symlink below root: path is inside it
     if mode is None:
         if (real := link_out_of(root, path, real_root)) is not None:
             return (
-                f"is a link to {real}, outside the snapshot (a snapshot's files are read only "
+                f"{LINKED_OUT} {real}, outside the snapshot (a snapshot's files are read only "
                 "inside it, whoever made it): copy what the link points to into the snapshot "
                 "(cp -rL), or open the snapshot where its files are"
             )

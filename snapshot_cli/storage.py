@@ -42,7 +42,7 @@ from .faults import is_fault as is_fault
 from .faults import missing_bucket_hint as missing_bucket_hint
 from .faults import out_of_memory as out_of_memory
 from .layout import MANIFEST_NAME
-from .local_files import broken_link_above
+from .local_files import LINKED_OUT, broken_link_above
 from .local_files import local_file_problem as local_file_problem
 from .manifest import repair_advice
 from .os_paths import cwd_gone
@@ -197,6 +197,8 @@ def read_own(fs: AbstractFileSystem, root: str, path: str) -> bytes:
     if is_local(fs) and (problem := interrupted.again(lambda: local_file_problem(root, path))):
         manifest = posixpath.basename(path) == MANIFEST_NAME or "/_versions/" in path
         advice = f": {repair_advice(path)}" if manifest else ""
+        if problem.startswith(LINKED_OUT):  # (it says what to do: copy what it points to)
+            advice = ""
         raise ManifestError(f"{to_url(fs, path)} {problem}; it is not read{advice}")
     return read_bytes(fs, path)
 

@@ -128,12 +128,13 @@ class ShardGiven(ManifestError):
     ``verify`` take one: :mod:`.target`)."""
 
     def __init__(self, url: str, snapshot: str, shard: str, there: bool = True) -> None:
-        what = "is a shard" if there else "does not exist (it would be a shard"  # (bench
-        super().__init__(  # said a missing one "is a shard")
-            f"{url} {what} of the snapshot {snapshot}{'' if there else ')'}: give the "
-            "snapshot's directory "
-            f"(snap inspect, snap head and snap verify take the shard itself)"
-        )
+        said = f"{url} is a shard of the snapshot {snapshot}"
+        takes = " (snap inspect, snap head and snap verify take the shard itself)"
+        if not there:  # (bench said a missing one "is a shard")
+            said = f"{url} does not exist (it would be a shard of the snapshot {snapshot})"
+        elif not layout.is_own_shard(posixpath.basename(shard)):  # (notes.txt: said one too)
+            said, takes = f"{url} is in the shards of {snapshot}, not a shard snap wrote", ""
+        super().__init__(f"{said}: give the snapshot's directory{takes}")
         self.url, self.snapshot, self.shard, self.there = url, snapshot, shard, there
 
     def __reduce__(self) -> tuple[Any, ...]:

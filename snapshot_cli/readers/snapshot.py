@@ -17,7 +17,7 @@ from .. import versions as versions_mod
 from ..errors import ManifestError, OptionError
 from ..keywords import DATASET_INSTEAD, checked_keywords, no_attribute, not_indexed
 from ..layout import MANIFEST_NAME
-from ..manifest import Manifest, ShardEntry, repair_advice
+from ..manifest import Manifest, ShardEntry
 from ..units import integer, options_dict
 from .convert import batch_to_numpy
 from .not_found import directory_of, no_manifest
@@ -318,10 +318,7 @@ def open(
         root = directory_of(fs, root)
     path = storage.join(root, MANIFEST_NAME)
     try:
-        if storage.is_local(fs) and (problem := storage.local_file_problem(root, path)):
-            advice = repair_advice(path)
-            raise ManifestError(f"{storage.to_url(fs, path)} {problem}; it is not read: {advice}")
-        data = storage.read_bytes(fs, path)
+        data = storage.read_own(fs, root, path)  # (locally: a regular file inside the snapshot)
     except FileNotFoundError as err:
         if not storage.is_local(fs) and storage.isfile(fs, root):  # (one more call, if missing)
             return open(storage.to_url(fs, directory_of(fs, root)), storage_options, version)

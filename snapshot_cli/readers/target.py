@@ -10,6 +10,7 @@ error: a loader reads snapshots.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from .. import schema as schema_mod
 from .. import storage
 from .. import versions as versions_mod
 from ..errors import ManifestError
+from ..layout import is_own_shard
 from ..manifest import Manifest
 from .not_found import ShardGiven
 from .snapshot import Snapshot
@@ -57,10 +59,16 @@ def open_target(url: str) -> Target:
             if entry.path == given.shard:
                 narrowed = dataclasses.replace(m, shards=(entry,))
                 return Target(Snapshot(fs, root, narrowed), i, m, snapshot.version)
+    listed = f"snap inspect {given.snapshot} --shards lists the shards"
     if not storage.exists(fs, storage.join(root, given.shard)):
         raise ManifestError(
-            f"{given.url} does not exist, and no version of {given.snapshot} lists it "
-            f"(snap inspect {given.snapshot} --shards lists the shards)"
+            f"{given.url} does not exist, and no version of {given.snapshot} lists it ({listed})"
+        )
+    if not is_own_shard(posixpath.basename(given.shard)):  # (notes.txt: gc keeps it)
+        raise ManifestError(
+            f"{given.url} is in the shards of {given.snapshot}, but it is not a shard snap "
+            f"wrote (snap names them RUN-TASK-SEQ-WRITER.arrow, and leaves other files be): "
+            f"{listed}"
         )
     raise ManifestError(
         f"{given.url} is in the shards of {given.snapshot}, but no version it keeps lists it: "

@@ -126,6 +126,25 @@ def test_a_shard_file_no_version_lists_is_named_as_such(snapshot: Path) -> None:
     assert code == 1 and f"{stray} does not exist, and no version of {snapshot} lists it" in stderr
 
 
+@pytest.mark.parametrize("name", ["notes.txt", "0123456789-00099-0000.arrow.bak", ".hidden"])
+def test_a_file_of_another_kind_in_the_shards_is_not_called_a_shard(
+    snapshot: Path, name: str
+) -> None:
+    """A user's notes.txt in shards/ was "a snap create wrote it that has not committed
+    (... snap gc removes what a stopped one left)": gc keeps it, as any name snap does not
+    give (a probe); bench called it "a shard of the snapshot"."""
+    other = snapshot / "shards" / name
+    other.write_text("my notes")
+    for command in ("inspect", "head", "verify", "bench"):
+        code, stdout, stderr = run(command, str(other))
+        assert code == 1 and stdout == "" and "Traceback" not in stderr
+        assert "not a shard snap wrote" in stderr, stderr
+        assert "has not committed" not in stderr and "is a shard" not in stderr, stderr
+    code, stdout, _ = run("gc", str(snapshot), "--dry-run")  # (it keeps it, as said)
+    assert code == 0 and name not in stdout, stdout
+    assert other.read_text() == "my notes"
+
+
 def test_the_loader_and_bench_still_refuse_a_shard(snapshot: Path) -> None:
     """(gc's refusal is in test_common: it says so before reading anything.)"""
     shard = shard_file(snapshot, 0)

@@ -125,6 +125,25 @@ def test_a_shard_directory_linked_out_of_the_snapshot_is_refused(out: Path) -> N
     assert "delete the damaged shards" not in res.stdout
 
 
+@pytest.mark.parametrize("command", ["inspect", "verify", "head", "bench", "gc"])
+def test_a_copy_of_links_says_only_to_copy_what_they_point_to(
+    out: Path, tmp_path: Path, command: str
+) -> None:
+    """``cp -rs`` makes every file a link out of the copy: the error told to copy what the
+    link points to (cp -rL), then that the manifest was damaged or edited by hand and to put
+    back a _versions copy, itself a link out (a probe)."""
+    links = tmp_path / "links"
+    subprocess.run(["cp", "-rs", str(out), str(links)], check=True)
+    assert (links / "manifest.json").is_symlink()
+    res = subprocess.run([sys.executable, "-m", "snapshot_cli", command, str(links)], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    said = res.stderr.strip().splitlines()[-1]
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert f"{links}/manifest.json is a link to {out}/manifest.json, outside" in said, said
+    assert "(cp -rL)" in said and said.endswith("; it is not read"), said
+    assert "edited by hand" not in said and "_versions" not in said, said
+
+
 def test_a_snapshot_opened_through_a_link_to_it_is_read(out: Path) -> None:
     link = out.parent / "latest"
     link.symlink_to(out)
