@@ -97,17 +97,15 @@ RUN_OUT = """
 import os, resource, sys
 import snapshot_cli as snap
 resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
-loader = snap.open(sys.argv[1]).loader(50, shuffle=sys.argv[2] == "shuffled", epochs=3)
-batches = iter(loader)  # (an epoch in order is one window: later epochs open its shards anew)
-next(batches)
+loader = snap.open(sys.argv[1]).loader(50, shuffle=sys.argv[2] == "shuffled")
 held = []
 try:
-    while True:  # the program takes every descriptor left, while the loader reads
+    while True:  # the program takes every descriptor left before the loader reads
         held.append(os.open(os.devnull, os.O_RDONLY))
 except OSError:
     os.close(held.pop())  # (one left: Python's own)
 try:
-    for _ in batches:
+    for _ in loader:
         pass
 except snap.StorageError as err:
     print(err)
