@@ -94,6 +94,8 @@ def test_shell_blocks_then_python_blocks_as_a_script(tmp_path: Path) -> None:
         timeout=600, check=False,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
+    # (Keras warned its shuffle=True was ignored, as README's example left it: a probe)
+    assert "Warning: " not in res.stderr, res.stderr
     lines = res.stdout.splitlines()
     assert "500 False" in lines and "100" in lines, res.stdout
     shards = len(snap.open(str(work / "demo-output" / "train-py"), version=1).shards)

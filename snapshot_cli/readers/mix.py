@@ -101,8 +101,13 @@ class Mixture:
             for c in names:
                 missing = [n for n, s in zip(self.names, self.sources, strict=True)
                            if c not in s.schema.names]  # fmt: skip
-                if missing:
-                    raise OptionError(f"column {c!r} is not in {missing}: {self._columns()}")
+                if missing:  # (it said "column 'extra' is not in ['train']: ...")
+                    which = ", ".join(repr(n) for n in missing)
+                    snapshots = "snapshot" if len(missing) == 1 else "snapshots"
+                    raise OptionError(
+                        f"column {c!r} is missing from the mixed {snapshots} {which} (a mixture "
+                        f"reads the columns all of them have; their columns: {self._columns()})"
+                    )
             names = checked_columns(names, list(first.names))  # none, or one twice
         for c in names:
             types = {n: s.schema.field(c).type for n, s in zip(self.names, self.sources,

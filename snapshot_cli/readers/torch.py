@@ -291,7 +291,7 @@ def _make_dataset_class() -> type:
                 loader.set_epoch(at["epoch"] + 1)  # the next is the next epoch, as in workers
             return loader
 
-        def state_dict(self, epoch: int, step: int) -> dict[str, Any]:
+        def state_dict(self, epoch: int | None = None, step: int | None = None) -> dict[str, Any]:
             """The state of the position ``step`` (batches from each worker since the start of
             ``epoch``, counting those before a resume) for :meth:`load_state_dict`.
 
@@ -306,6 +306,13 @@ def _make_dataset_class() -> type:
             (``workers``), and a per-rank one within an epoch (``step > 0``) under workers is
             refused (each worker reads a part of its own: the step names no place in them).
             """
+            if epoch is None or step is None:  # (a TypeError naming a local class, it was)
+                raise OptionError(
+                    "SnapshotDataset.state_dict(epoch=e, step=t) needs the place your loop "
+                    "reached: e its epoch, t the batches it took in it (a DataLoader's workers "
+                    "read ahead of the loop: the dataset cannot tell); loader.state_dict() and "
+                    "to_torch()'s take none"
+                )
             epoch, step = resume.position(epoch, step)
             loader = self._part_loader(0, 1)
             if step == loader.batches_per_epoch():  # (the epoch done: its end is the next's

@@ -251,3 +251,16 @@ def test_a_state_at_an_epochs_end_is_the_next_epochs_start(url: str) -> None:
     fresh = per_rank(url)
     fresh.set_epoch(1)
     assert _items(resumed, 2) == _items(fresh, 2)
+
+
+@pytest.mark.parametrize("given", [{}, {"epoch": 0}, {"step": 3}])
+def test_a_state_asked_without_its_place_says_what_to_give(url: str, given: dict[str, int]) -> None:
+    """``ds.state_dict()``, as the loader and the adapters take it, was a TypeError naming
+    ``_make_dataset_class.<locals>.SnapshotDataset.state_dict()`` (a probe)."""
+    ds = SnapshotDataset(url, batch_size=16, seed=0)
+    for i, _ in enumerate(torch.utils.data.DataLoader(ds, batch_size=None)):
+        if i == 3:
+            break
+    with pytest.raises(OptionError, match=r"state_dict\(epoch=e, step=t\) needs the place"):
+        ds.state_dict(**given)
+    assert ds.state_dict(epoch=0, step=3)["batch"] == 3

@@ -145,3 +145,15 @@ def test_a_dataset_state_of_numpy_and_torch_counts_is_made(sources: dict[int, st
     assert type(state["epoch"]) is int and type(state["batch"]) is int
     done = dataset.state_dict(epoch=np.int64(1), step=torch.tensor(10))  # (the epoch's end:
     assert (done["epoch"], done["batch"]) == (2, 0)  # the next one's start)
+
+
+def test_a_column_only_some_mixed_snapshots_have_is_named_with_them(tmp_path: Path) -> None:
+    """It said "column 'extra' is not in ['train']": as if 'train' were a list of columns."""
+    snap.create(lambda: iter([snap.Batch(id=np.arange(4))]), str(tmp_path / "a"), workers=0)
+    snap.create(lambda: iter([snap.Batch(id=np.arange(4), extra=np.ones(4))]),
+                str(tmp_path / "b"), workers=0)  # fmt: skip
+    mixed = snap.mix([snap.open(tmp_path / "a"), snap.open(tmp_path / "b")], names=["train", "x"])
+    said = r"column 'extra' is missing from the mixed snapshot 'train' \(a mixture reads the "
+    with pytest.raises(OptionError, match=said + r"columns all of them have; their columns: "):
+        mixed.loader(4, columns=["id", "extra"])
+    assert sorted(next(iter(mixed.loader(4, columns=["id"])))) == ["id"]
