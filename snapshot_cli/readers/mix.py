@@ -101,7 +101,8 @@ class Mixture:
             for c in names:
                 missing = [n for n, s in zip(self.names, self.sources, strict=True)
                            if c not in s.schema.names]  # fmt: skip
-                if missing:  # (it said "column 'extra' is not in ['train']: ...")
+                if 0 < len(missing) < len(self.sources):  # (it said "column 'extra' is not
+                    # in ['train']: ..."; one in none of them is an unknown column, said below)
                     which = ", ".join(repr(n) for n in missing)
                     snapshots = "snapshot" if len(missing) == 1 else "snapshots"
                     raise OptionError(
