@@ -15,6 +15,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 from errno import ENOENT
+from urllib.parse import unquote
 
 from fsspec import AbstractFileSystem
 
@@ -90,6 +91,8 @@ def absent_hint(fs: AbstractFileSystem, path: str) -> str:
         return "; memory:// is each process's own: one sees only what it wrote itself"
     if is_local(fs) and (url := literal.meant_url(path)) is not None:
         return f"; did you mean {url}? ({path} is a local path)"
+    if is_local(fs) and (plain := unquote(path)) != path and os.path.exists(plain):
+        return f"; did you mean {plain}? (a URL's %XX escapes are not decoded: give the path)"
     return broken_link_said(path) if is_local(fs) else missing_bucket_hint(fs, path)
 
 
