@@ -84,6 +84,13 @@ class Mixture:
         """Records per epoch."""
         return self.epoch_records
 
+    @property
+    def schema(self) -> pa.Schema:
+        """The columns its loader reads without ``columns=``: those every source has, in
+        the first source's order. OptionError where such a column's types differ."""
+        first, names = self.columns()
+        return pa.schema([first.field(c) for c in names])
+
     def columns(self, wanted: Sequence[str] | None = None) -> tuple[pa.Schema, list[str]]:
         """The schema the loader reads (the first source's) and the columns: ``wanted``, or
         those every source has. Raises OptionError for a column missing from a source or of

@@ -157,3 +157,20 @@ def test_a_column_only_some_mixed_snapshots_have_is_named_with_them(tmp_path: Pa
     with pytest.raises(OptionError, match=said + r"columns all of them have; their columns: "):
         mixed.loader(4, columns=["id", "extra"])
     assert sorted(next(iter(mixed.loader(4, columns=["id"])))) == ["id"]
+
+
+def test_a_mixture_has_the_schema_its_loader_reads(tmp_path: Path) -> None:
+    """A Mixture had no .schema, which a snapshot and a sample have (a probe's loop read
+    source.schema to build its model's inputs)."""
+    snap.create(lambda: iter([snap.Batch(id=np.arange(4), a=np.zeros((4, 2), np.float32))]),
+                str(tmp_path / "a"), workers=0)  # fmt: skip
+    snap.create(lambda: iter([snap.Batch(b=np.ones(4), a=np.ones((4, 2), np.float32),
+                                         id=np.arange(4))]),
+                str(tmp_path / "b"), workers=0)  # fmt: skip
+    mixed = snap.mix([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert mixed.schema.names == ["id", "a"]  # the first's order, only the columns both have
+    assert mixed.schema == snap.open(tmp_path / "a").schema
+    assert sorted(next(iter(mixed.loader(4)))) == sorted(mixed.schema.names)
+    snap.create(lambda: iter([snap.Batch(id=np.arange(4.0))]), str(tmp_path / "c"), workers=0)
+    with pytest.raises(OptionError, match="column 'id' has different types"):
+        assert not snap.mix([str(tmp_path / "a"), str(tmp_path / "c")]).schema
