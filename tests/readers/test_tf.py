@@ -461,6 +461,13 @@ def check_map_ints():
     return out
 
 
+def check_stats_count_what_tensorflow_took():
+    ds = s.loader(BATCH, seed=3).to_tf(features="id")
+    it = iter(ds)
+    next(it)
+    return ds.stats()["batches"]
+
+
 def check_map_stats():
     loader = s.loader(BATCH, seed=2, map=lambda b: b)
     passes = [sum(1 for _ in loader.to_tf())]
@@ -717,6 +724,16 @@ def test_a_maps_ints_numpy_would_round_are_refused_and_uint64_arrives(
     for name in ("big", "beside", "past"):
         assert out[name] and "map returned column 'v' as a list holding an int" in out[name]
     assert out["ulonglong"] == ["uint64", [2**64 - 1] * 4]
+
+
+def test_stats_count_the_batches_tensorflow_took_as_readme_says(
+    tf_results: dict[str, Any],
+) -> None:
+    """README: stats() count the batches TensorFlow has taken, up to 7 more than the loop
+    received (it takes 8 a call into Python)."""
+    from snapshot_cli.readers.tf import CHUNK
+
+    assert CHUNK == 8 and _result(tf_results, "stats_count_what_tensorflow_took") == CHUNK
 
 
 def test_a_maps_first_batch_taken_for_the_spec_is_not_counted(
