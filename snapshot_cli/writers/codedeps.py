@@ -121,7 +121,7 @@ def code_names(code: types.CodeType) -> Iterator[str]:
         yield from c.co_names
 
 
-def _filled(cell: Any) -> bool:
+def filled(cell: Any) -> bool:
     try:
         cell.cell_contents  # noqa: B018
     except ValueError:  # not assigned yet
@@ -198,7 +198,7 @@ class _Reach:
         self.user(f.__module__)
         self.user(names.get("__name__"))  # a decorator's wrapper, defined in its module
         cells = zip(code.co_freevars, f.__closure__ or (), strict=False)
-        names = {**names, **{n: c.cell_contents for n, c in cells if _filled(c)}}
+        names = {**names, **{n: c.cell_contents for n, c in cells if filled(c)}}
         used = tuple(dict.fromkeys([*code_names(code), *code.co_freevars]))
         for name in used:
             if name in names:

@@ -129,6 +129,22 @@ def _refs(
     return tuple(dict.fromkeys(imports)), tuple(dict.fromkeys(strings))
 
 
+@functools.lru_cache(maxsize=4096)
+def global_names(code: types.CodeType) -> frozenset[str]:
+    """The names ``code`` and the code nested in it read or write as globals. ``co_names``
+    holds attribute names too (the ``mean`` of ``arr.mean()``): as globals they made an
+    unrelated global of that name part of a function's identity."""
+    return frozenset(
+        str(ins.argval) for c in nested(code) for ins in dis.get_instructions(c)
+        if ins.opname in _GLOBAL_OPS
+    )  # fmt: skip
+
+
+# LOAD_NAME: a class body's name, a global where the class does not define it;
+# LOAD_FROM_DICT_OR_GLOBALS: the same in Python 3.12's class bodies
+_GLOBAL_OPS = frozenset(
+    {"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"}
+)
 _IMPORTERS = frozenset({"import_module", "__import__"})
 # instructions that carry no operand of their own: an EXTENDED_ARG before a constant past the
 # 255th (a module of many constants) was taken for an import's level, and the module lost

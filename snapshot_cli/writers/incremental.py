@@ -181,11 +181,9 @@ def said_changed(
                 if by_value
                 else " (its file, or a file of your own modules its code uses)"
             )
-            if by_value and _counted_less(scheme):
+            if by_value and (counted := _counted_otherwise(scheme)):
                 text += (
-                    " (or only what snap counts since 2026-12-06: a decorator's own code, and "
-                    "the values held by a class defined in your script or notebook, which an "
-                    f"older snap did not see change; if you changed neither, pass "
+                    f" (or only {'; or '.join(counted)}: if that is all, pass "
                     f"{named('--overwrite', 'overwrite=True')} once)"
                 )
             now = ".".join(platform.python_version_tuple()[:2])
@@ -207,10 +205,21 @@ def said_changed(
     return ", ".join(out)
 
 
-def _counted_less(scheme: Any) -> bool:
-    """Whether a snapshot of identity ``scheme`` was made by a snap that counted a function
-    sent by value with less than this one (before scheme 4; None: before schemes)."""
-    return scheme is None or (isinstance(scheme, int) and scheme < 4)
+def _counted_otherwise(scheme: Any) -> list[str]:
+    """What a snap that made a snapshot of identity ``scheme`` (None: before schemes) counted
+    otherwise in a function sent by value than this one, where that alone may be the
+    difference."""
+    if scheme is not None and not (isinstance(scheme, int) and scheme < 5):
+        return []
+    said = [] if isinstance(scheme, int) and scheme >= 4 else [
+        "what snap counts since 2026-12-06: a decorator's own code, and the values held by "
+        "a class defined in your script or notebook, which an older snap did not see change"
+    ]  # fmt: skip
+    return [
+        *said,
+        "a global of your script or notebook named as an attribute the code uses "
+        "(`items` for `d.items()`), which snap counted as the code's before 2026-12-07",
+    ]
 
 
 def _params_change(then: dict[str, Any], now: dict[str, Any], defaults: dict[str, Any]) -> str:

@@ -72,9 +72,10 @@ class PipelineRef:
 # 2: and the name the spec gives the function (2026-11-30); 3: a logger a function sent by
 # value uses, counted by its name (2026-12-01); 4: a decorator's wrapper by its own source
 # (it was the source of the function it wraps, so an edit of the decorator went unseen) and
-# a class sent by value by its attributes' values too (2026-12-06). Snaps before 2026-12-01
-# record none.
-IDENTITY_SCHEME = 4
+# a class sent by value by its attributes' values too (2026-12-06); 5: only the globals a
+# function sent by value reads, not a global named as an attribute it uses (2026-12-07).
+# Snaps before 2026-12-01 record none.
+IDENTITY_SCHEME = 5
 
 
 def code_hash(spec: str, fn: Callable[..., Any]) -> str:

@@ -42,7 +42,7 @@ from ..by_value import dumps, loads
 from ..by_value import importable as _importable
 from ..errors import PipelineLoadError
 from . import codescan
-from .codedeps import code_names, file_digest, user_module_file, user_modules
+from .codedeps import code_names, file_digest, filled, user_module_file, user_modules
 from .hashing import is_torch, plain_data, sparse_parts, stable_pickle, tensor_digest
 
 log = logging.getLogger("snapshot_cli")
@@ -151,7 +151,8 @@ def identity(fn: Callable[..., Any], strict: bool = False, before: bool = False)
 
     A value that cannot be pickled counts by its type alone, unless ``strict``. ``before``:
     as snap before 2026-12-01 counted it (a logger by its attributes, the whole logging
-    tree), for a snapshot made then (:func:`.pipeline.continued`).
+    tree; and before 2026-12-07, a global named as an attribute the code uses, ``mean`` for
+    ``arr.mean()``), for a snapshot made then (:func:`.pipeline.continued`).
 
     Raises:
         Unshippable: with ``strict``, a value it uses cannot be pickled (nor shipped).
@@ -162,15 +163,14 @@ def identity(fn: Callable[..., Any], strict: bool = False, before: bool = False)
 
 
 def identities(fn: Callable[..., Any]) -> tuple[str, str, dict[str, str]]:
-    """:func:`identity` of ``fn``; where it uses a logger, the one snap gave it before
-    2026-12-01 (else ""), counted now, at the point of a create where snap counted it then:
-    that one counted the logging tree (loggers made so far, their caches, handlers), which a
-    notebook's second run of a create changed ("different pipeline code"), a fresh process
-    the same (:func:`.pipeline.continued`); and your modules' files it counted, named where
-    one changed, ``{path: digest}``."""
+    """:func:`identity` of ``fn``; the one an older snap gave it where that differs (else
+    ""), counted now, at the point of a create where snap counted it then (a logger's counted
+    the logging tree, which a notebook's second run of a create changed: :func:`.pipeline.
+    continued`); and your modules' files it counted, named where one changed."""
     walker = _Walker(strict=False)
     walker.value(fn, "the function")
-    return walker.hexdigest(), identity(fn, before=True) if walker.loggers else "", walker.files
+    earlier = identity(fn, before=True) if walker.older else ""
+    return walker.hexdigest(), earlier, walker.files
 
 
 class _Walker:
@@ -178,7 +178,8 @@ class _Walker:
 
     def __init__(self, strict: bool, before: bool = False) -> None:
         self.strict, self.before = strict, before
-        self.loggers, self.files = False, dict[str, str]()  # (met one; your modules' files)
+        # what an older snap counted otherwise, met ("logger", "attribute"); your files
+        self.older, self.files = set[str](), dict[str, str]()
         self._h = hashlib.sha256()
         self._seen: dict[int, int] = {}
         self._keep: list[Any] = []  # ids stay unique while the walk runs
@@ -218,7 +219,7 @@ class _Walker:
                 sub = _Walker(self.strict, self.before)
                 sub.value(item, where)
                 digests.append(sub.hexdigest())
-                self.loggers |= sub.loggers
+                self.older |= sub.older
             self._add(type(v).__name__, *sorted(digests))
         elif isinstance(v, np.ma.MaskedArray) and v.dtype != object:  # data and mask
             self._add("masked", v.dtype.str, v.shape, np.asarray(v).tobytes())
@@ -246,7 +247,7 @@ class _Walker:
             self._tensor(v, where)
         elif isinstance(v, logging.Logger) and not self.before:  # by name, as it pickles
             self._add("logger", v.name)
-            self.loggers = True
+            self.older.add("logger")
         elif is_torch(v, "Generator"):  # its pickle holds its state's storage key
             self._add("torch.Generator", str(v.device))
             self.value(v.get_state(), f"{where} (its state)")
@@ -329,14 +330,14 @@ class _Walker:
         self.value(fn.__kwdefaults__, f"{where} (its defaults)")
         self.value(dict(sorted(vars(fn).items())), f"{where} (its attributes)")
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
-            try:
-                contents = cell.cell_contents
-            except ValueError:  # not assigned yet
-                continue
-            self._add("closure", name)
-            self.value(contents, f"the closure variable {name!r}")
+            if filled(cell):  # (else not assigned yet)
+                self._add("closure", name)
+                self.value(cell.cell_contents, f"the closure variable {name!r}")
+        read = codescan.global_names(fn.__code__)
         for name in dict.fromkeys(code_names(fn.__code__)):
-            if name in fn.__globals__:
+            if name in fn.__globals__ and name not in read:  # an attribute's name only (the
+                self.older.add("attribute")  # `mean` of arr.mean()), a global before
+            if name in fn.__globals__ and (name in read or self.before):  # 2026-12-07
                 self._add("global", name)
                 self.value(fn.__globals__[name], f"the global {name!r}")
             elif not hasattr(builtins, name):

@@ -89,8 +89,11 @@ def test_a_snapshot_of_an_older_identity_scheme_says_what_is_counted_now(tmp_pat
     """A snapshot made before scheme 4 may differ by what is counted now alone: said so."""
     from snapshot_cli.writers.incremental import said_changed
 
-    for made_by, hinted in (({"identity_scheme": 3}, True), ({}, True),
-                            ({"identity_scheme": 4}, False)):  # fmt: skip
+    for made_by, hinted, named in (({"identity_scheme": 3}, True, True), ({}, True, True),
+                                   ({"identity_scheme": 4}, False, True),
+                                   ({"identity_scheme": 5}, False, False)):  # fmt: skip
         text = said_changed(["code"], True, {}, {}, "", made_by)
         assert ("a decorator's own code, and the values held by a class" in text) == hinted
+        assert ("a global of your script or notebook named as an attribute" in text) == named
+        assert ("pass overwrite=True once" in text) == named
     assert "decorator" not in said_changed(["code"], False, {}, {}, "", {})  # (a file's)
