@@ -169,8 +169,11 @@ def said_changed(
     for key in changed:
         text = NAMES.get(key, key)
         then = spec_name(str(recorded.get("spec") or ""))
+        shipped = recorded.get("shipped")
         if key == "code" and function and then and then != function:
             text += f" (another function: {then} then, {function} now)"
+        elif key == "code" and shipped in _SHIPPED and (shipped == "by value") != by_value:
+            text += _shipped_otherwise(by_value, str(recorded.get("spec") or ""))
         elif key == "code":
             text += (
                 f" ({which})"
@@ -203,6 +206,21 @@ def said_changed(
                 )
         out.append(text)
     return ", ".join(out)
+
+
+_SHIPPED = ("by value", "by name")
+
+
+def _shipped_otherwise(by_value: bool, spec: str) -> str:
+    """Why the same function may be "different pipeline code": the snapshot identified it
+    the other way (by its file's bytes; by value, by its source and the values it uses)."""
+    script = "sent by value, as a function of a script run with python or of a notebook is"
+    named_so = f"named by its file, {spec}" if spec else "named by its file"
+    then, now = (named_so, script) if by_value else (script, "named by its file")
+    return (
+        f" (it was made from a function {then}; this one is {now}: the two ways never match, "
+        "even for the same code; make it the way it was made to keep it)"
+    )
 
 
 def _counted_otherwise(scheme: Any) -> list[str]:

@@ -192,3 +192,40 @@ def test_an_unfinished_run_begun_before_names_counted_resumes(
     assert (tmp_path / "calls.log").read_text().split() == ["5", "6", "7"]
     legacy = snap.open(str(tmp_path / "out")).manifest.fingerprint_parts["code"]
     assert legacy == pipeline.file_hash(pipeline.resolve(spec).function)
+
+
+SCRIPT = (
+    SOURCE
+    + """
+if __name__ == "__main__":
+    import sys
+    import snapshot_cli as snap
+    snap.create(double, sys.argv[1], inputs=sorted(map(str, Path().glob("*.num"))), workers=0)
+"""
+)
+
+
+@pytest.mark.parametrize("first", ["script", "cli"])
+def test_a_function_identified_the_other_way_is_said_so(project: Path, first: str) -> None:
+    """The same unchanged function, made by `python q.py` (by value) then by `snap create
+    q.py:double` (by its file), or the other way, said "its file, or a file of your own
+    modules its code uses" had changed (a probe): nothing had."""
+    (project / "q.py").write_text(SCRIPT)
+
+    def by_script() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "q.py", "out"], cwd=project,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    runs = [by_script, lambda: snap_create(project, "q.py:double", "out")]
+    made, other = runs if first == "script" else runs[::-1]
+    assert made().returncode == 0
+    res = other()
+    assert res.returncode == 1  # (the script's own create raises: a traceback there)
+    assert "Traceback" not in res.stderr or first == "cli"
+    said = ("sent by value, as a function of a script run with python or of a notebook is",
+            "named by its file")  # fmt: skip
+    then, now = said if first == "script" else said[::-1]
+    assert f"it was made from a function {then}" in res.stderr, res.stderr
+    assert f"this one is {now}" in res.stderr and "the two ways never match" in res.stderr
+    assert "its file, or a file of your own modules" not in res.stderr
+    assert made().returncode == 0  # the way it was made: up to date
