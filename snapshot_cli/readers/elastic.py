@@ -81,6 +81,16 @@ def same_windows(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
     return cuts[0] == cuts[1]
 
 
+def _divisors(n: int, shown: int = 12) -> str:
+    """``n``'s divisors, the first and the largest where there are more than ``shown``
+    (``[1, 2, 4, 5, 10, 20, 25, 50] ...`` hid that 100 was the one left)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    every = sorted({*small, *(n // d for d in small)})
+    if len(every) <= shown:
+        return ", ".join(map(str, every))
+    return f"{', '.join(map(str, every[: shown - 2]))}, ..., {every[-1]}"
+
+
 @dataclass(frozen=True)
 class GlobalOptions:
     """What decides the global order. Validated: bad values raise ValueError naming them."""
@@ -102,11 +112,10 @@ class GlobalOptions:
         if isinstance(w, bool) or not isinstance(w, int) or w <= 0:
             raise ValueError(f"world_size must be a positive integer, got {w!r}")
         if g % w:
-            divisors = [d for d in range(1, min(g, 64) + 1) if g % d == 0]
             raise ValueError(
                 f"global_batch_size={g} is not divisible by world_size={w}: each rank takes "
-                f"an equal slice of every global batch; use a world size among {divisors}"
-                f"{' ...' if g > 64 else ''} or another global_batch_size"
+                f"an equal slice of every global batch; use a world size among "
+                f"{_divisors(g)}, or another global_batch_size"
             )
         if not isinstance(self.rank, int) or not 0 <= self.rank < w:
             raise ValueError(f"rank must be in [0, world_size={w}), got {self.rank!r}")

@@ -71,7 +71,7 @@ class Mixture:
             raise OptionError(f"{len(self.names)} names for {len(self.sources)} snapshots")
         if not any(s.num_records for s in self.sources):
             raise OptionError(f"{self.names} hold no records: there is nothing to mix or sample")
-        self.weights = _check_weights(weights, [s.num_records for s in self.sources])
+        self.weights = _check_weights(weights, [s.num_records for s in self.sources], self.names)
         self.counts = _counts(self.weights, [s.num_records for s in self.sources], epoch_records)
         self.epoch_records = sum(self.counts)
 
@@ -235,7 +235,7 @@ def _names(names: object) -> list[str]:
     return out
 
 
-def _check_weights(weights: Weights | None, sizes: list[int]) -> list[float]:
+def _check_weights(weights: Weights | None, sizes: list[int], names: list[str]) -> list[float]:
     if weights is None:
         return [float(n) for n in sizes]
     if getattr(weights, "ndim", 1) == 1 and hasattr(weights, "tolist"):  # a numpy array
@@ -261,9 +261,12 @@ def _check_weights(weights: Weights | None, sizes: list[int]) -> list[float]:
         out.append(value)
     if not any(out):
         raise OptionError("every weight is 0: give at least one snapshot a weight above 0")
-    empty = [i for i, (w, n) in enumerate(zip(out, sizes, strict=True)) if w > 0 and n == 0]
+    empty = [names[i] for i, (w, n) in enumerate(zip(out, sizes, strict=True)) if w and not n]
     if empty:
-        raise OptionError(f"snapshots {empty} have no records but a weight above 0")
+        raise OptionError(
+            f"{', '.join(map(repr, empty))} {'hold' if len(empty) > 1 else 'holds'} no records "
+            "but a weight above 0: give it the weight 0, or leave it out"
+        )
     return out
 
 

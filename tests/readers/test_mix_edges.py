@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.errors import OptionError
+from snapshot_cli.readers.elastic import GlobalOptions
 from snapshot_cli.readers.mix import _counts
 
 
@@ -174,3 +175,30 @@ def test_a_mixture_has_the_schema_its_loader_reads(tmp_path: Path) -> None:
     snap.create(lambda: iter([snap.Batch(id=np.arange(4.0))]), str(tmp_path / "c"), workers=0)
     with pytest.raises(OptionError, match="column 'id' has different types"):
         assert not snap.mix([str(tmp_path / "a"), str(tmp_path / "c")]).schema
+
+
+def test_an_empty_snapshot_given_a_weight_is_named(sources: dict[int, str], tmp_path: Path) -> None:
+    """It said "snapshots [1] have no records": an index, where the unweighted error names."""
+    snap.create(lambda: iter([]), str(tmp_path / "empty"), workers=0)
+    empty = str(tmp_path / "empty")
+    with pytest.raises(OptionError, match=f"^'{empty}' holds no records but a weight above 0"):
+        snap.mix([sources[10], empty], weights=[0.5, 0.5])
+    with pytest.raises(OptionError, match="^'e' holds no records"):
+        snap.mix([sources[10], empty], weights=[0.5, 0.5], names=["t", "e"])
+    assert snap.mix([sources[10], empty], weights=[1, 0]).num_records == 10
+
+
+@pytest.mark.parametrize(
+    ("g", "said"),
+    [(100, "1, 2, 4, 5, 10, 20, 25, 50, 100,"), (7, "1, 7,"),
+     (4096, "1, 2, 4, 8, 16, 32, 64, 128, 256, 512, ..., 4096,")],
+)  # fmt: skip
+def test_a_world_size_that_does_not_divide_the_batch_lists_those_that_do(g: int, said: str) -> None:
+    """The list stopped at 64 with "...": for 100 that hid the one divisor left, 100."""
+    with pytest.raises(ValueError, match=f"use a world size among {said} or another"):
+        GlobalOptions(global_batch_size=g, counts=(10_000,), world_size=3)
+
+
+def test_the_loader_says_it_too(sources: dict[int, str]) -> None:
+    with pytest.raises(OptionError, match="among 1, 2, 4, 5, 8, 10, 20, 40, or another"):
+        snap.open(sources[40]).loader(global_batch_size=40, world_size=3, rank=0)
