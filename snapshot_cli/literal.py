@@ -26,6 +26,10 @@ from .protocols import HDFS_PROTOCOLS, LOCAL_PROTOCOLS, OBJECT_STORES, protocol
 # the chain's target.
 _FIRST_LINK = re.compile(r"^[a-z][a-z0-9+.-]*::")
 _LINK = re.compile(r"::[a-z][a-z0-9+.-]*://")
+_LINK_NAMES = re.compile(r"(?:^|::)([a-z][a-z0-9+.-]*)(?=::|://)")  # each link's protocol
+# fsspec's caches whose index is one file every open rewrites (fsspec 2026.9: a thread's
+# entry lost to another's, "cannot unpack non-iterable bool object", a KeyError)
+_UNSAFE_CACHES = frozenset({"filecache", "blockcache", "cached"})
 _GLOB_CHARS = frozenset("*?[")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 
@@ -52,8 +56,19 @@ def is_chained(url: str) -> bool:
 
 def chain_problem(url: str) -> str | None:
     """Why the chained ``url`` cannot name what it seems to (a ``::`` in its last link's
-    path, which fsspec would read as one more link), or None. Pure."""
+    path, which fsspec would read as one more link), or cannot be read by snap's threads
+    (fsspec's ``filecache`` and ``blockcache``), or None. Pure."""
     links = list(_LINK.finditer(url))
+    for name in _LINK_NAMES.findall(url):
+        if name in _UNSAFE_CACHES:
+            target = url[links[-1].start() + 2 :] if links else url
+            return (
+                f"{url!r}: fsspec's {name}:: keeps its cache's index in a file that parallel "
+                "reads overwrite (reads fail at random shards: it is not safe for threads, "
+                f"which snap reads with); read through simplecache::{target}, or give "
+                f"{target!r} with snap's own cache (cache_dir=, snap bench --cache-dir), which "
+                "many readers share safely"
+            )
     if not links or "::" not in url[links[-1].end() :]:
         return None
     last = links[-1]

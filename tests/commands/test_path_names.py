@@ -94,6 +94,26 @@ def test_fsspec_chaining_still_reads_and_a_double_colon_after_it_is_refused(
         snap.open("simplecache::memory://chain/a::b")
 
 
+@pytest.mark.parametrize("cache", ["filecache", "blockcache", "cached"])
+@pytest.mark.parametrize("chain", ["{c}::{u}", "simplecache::{c}::{u}"])
+def test_fsspecs_caches_that_are_not_safe_for_threads_are_refused(
+    snapshot: Path, cache: str, chain: str
+) -> None:
+    """filecache:: and blockcache:: rewrite one index file on every open: under the loader's
+    threads reads failed at random shards ("TypeError: cannot unpack non-iterable bool
+    object", a KeyError and a traceback from a destructor; a probe), advised to "check the
+    URL and the storage". Refused before any read, with the chain that works."""
+    target = f"file://{snapshot}"
+    url = chain.format(c=cache, u=target)
+    said = f"fsspec's {cache}:: keeps its cache's index in a file that parallel reads overwrite"
+    with pytest.raises(OptionError, match=said) as err:
+        snap.open(url)
+    advised = str(err.value).split("read through ")[1].split(", or give")[0]
+    assert advised == f"simplecache::{target}"
+    records = snap.open(str(snapshot)).num_records
+    assert sum(len(next(iter(b.values()))) for b in snap.open(advised).loader(7)) == records
+
+
 def test_bench_expands_a_tilde_in_trace(
     snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
