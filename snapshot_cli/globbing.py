@@ -61,7 +61,8 @@ def matching(fs: AbstractFileSystem, path: str, retrying: Retrying) -> dict[str,
                 raise OptionError(
                     f"is not a glob: {err} (a/**/*.txt for every .txt below a)"
                 ) from err
-            infos = {p: i for p, i in infos.items() if not _hidden_unasked(pattern, p)}
+            infos = {p: i for p, i in infos.items()
+                     if not _hidden_unasked(pattern, p) and not _marker(p)}  # fmt: skip
         if not infos:
             try:
                 infos = {path: retrying(functools.partial(fs.info, path), "reading")}
@@ -73,6 +74,14 @@ def matching(fs: AbstractFileSystem, path: str, retrying: Retrying) -> dict[str,
                     infos = {path: {"type": "other", "islink": True,
                                     "destination": os.readlink(path)}}  # fmt: skip
     return infos
+
+
+def _marker(path: str) -> bool:
+    """Whether ``path`` is an object store's folder marker: an empty object named ``dir/``
+    (S3's console's "Create folder", many tools), which s3fs lists as a file beside ``dir``:
+    ``--input 's3://b/d/**'`` gave each to the pipeline as an input. No file's name ends in
+    ``/`` anywhere else."""
+    return path.endswith("/")
 
 
 def _hidden_unasked(pattern: str, path: str) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 import fsspec
 from fsspec import AbstractFileSystem
 
+from .errors import OptionError
 from .protocols import HDFS_PROTOCOLS, LOCAL_PROTOCOLS, OBJECT_STORES, protocol
 
 # An fsspec chain: it starts with "protocol::" ("simplecache::gs://..."), or a "::" is
@@ -52,6 +53,21 @@ def is_chained(url: str) -> bool:
     """Whether ``url`` is an fsspec chain (``simplecache::gs://bucket/snap``). A local path
     never is, and a ``::`` inside a URL's path is a name's unless a protocol follows it."""
     return "://" in url and bool(_FIRST_LINK.match(url) or _LINK.search(url))
+
+
+def local_url(url: str, scheme: str, rest: str) -> str:
+    """``file://HOST/PATH`` (RFC 8089), which fsspec reads as ``./HOST/PATH``: a silent
+    misreading of ``file://tmp/x`` for ``/tmp/x``. A host is refused, saying how to write the
+    path; ``localhost`` is this machine; ``file://v2``, ``~/s``, ``../s`` stay paths."""
+    host, _, path = rest.partition("/")
+    if not host or host.startswith(("~", ".")):  # (a home, ./ or ../: a path, as documented)
+        return url
+    if host.lower() != "localhost":
+        raise OptionError(
+            f"{url!r} names the host {host!r} (file://HOST/PATH): a local path takes three "
+            f"slashes, file:///{rest}, or give the path itself, /{rest}"
+        )
+    return f"{scheme}:///{path}"
 
 
 def chain_problem(url: str) -> str | None:

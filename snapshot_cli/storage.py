@@ -64,21 +64,6 @@ def retrying(fn: Callable[[], T], what: str = "") -> T:
     return retry.retrying(lambda: interrupted.again(fn), what)
 
 
-def _local_url(url: str, scheme: str, rest: str) -> str:
-    """``file://HOST/PATH`` (RFC 8089), which fsspec reads as ``./HOST/PATH``: a silent
-    misreading of ``file://tmp/x`` for ``/tmp/x``. A host is refused, saying how to write the
-    path; ``localhost`` is this machine; ``file://v2``, ``~/s``, ``../s`` stay paths."""
-    host, _, path = rest.partition("/")
-    if not host or host.startswith(("~", ".")):  # (a home, ./ or ../: a path, as documented)
-        return url
-    if host.lower() != "localhost":
-        raise OptionError(
-            f"{url!r} names the host {host!r} (file://HOST/PATH): a local path takes three "
-            f"slashes, file:///{rest}, or give the path itself, /{rest}"
-        )
-    return f"{scheme}:///{path}"
-
-
 def resolve(
     url: str, storage_options: dict[str, Any] | None = None
 ) -> tuple[AbstractFileSystem, str]:
@@ -92,7 +77,7 @@ def resolve(
         # (no "://": a local directory named "s3" or "gs" is a path)
         raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")
     if sep and scheme in ("file", "local") and "/" in rest.lstrip("/") and "::" not in url:
-        url = _local_url(url, scheme, rest)
+        url = literal.local_url(url, scheme, rest)
     chained = literal.is_chained(url)
     if chained and (problem := literal.chain_problem(url)):
         raise OptionError(problem)
@@ -321,7 +306,8 @@ def list_names(fs: AbstractFileSystem, path: str) -> list[str]:
             entries = retrying(lambda: fs.ls(path, detail=False), f"listing {path}")
         except FileNotFoundError:
             return []
-    return sorted(posixpath.basename(e.rstrip("/")) for e in entries)
+    own = path.rstrip("/")  # (an object store's folder marker, "dir/", lists as in itself)
+    return sorted({posixpath.basename(e.rstrip("/")) for e in entries if e.rstrip("/") != own})
 
 
 def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
@@ -334,6 +320,8 @@ def entry_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int]:
             return {}
         out = {}
         for e in entries:
+            if e["name"].rstrip("/") == path.rstrip("/"):  # (a folder marker, "dir/")
+                continue
             name = e["name"].rstrip("/").rsplit("/", 1)[-1]
             size = int(e.get("size") or 0)
             if e.get("type") == "directory":
