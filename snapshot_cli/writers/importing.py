@@ -318,11 +318,12 @@ def _package_hint(err: BaseException, path: str, spec: str) -> str:
 def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
     """Import ``spec`` and return the function it names (cached per process)."""
     spec = _expanded(spec)
-    key = f"{what}|{spec}"
     target = spec.rpartition(":")[0]
     if is_file_target(target) and (gone := cwd_gone(target)) is not None:
         raise PipelineLoadError(f"cannot load the {what} {spec!r}: {gone}")
-    path = pipeline_file(spec)
+    path = pipeline_file(spec)  # (a file's, by its path now: "prep.py:f" after os.chdir to
+    # another project gave the first's function, which ran, fingerprinted as its own file)
+    key = f"{what}|{spec}" if path is None else f"{what}|{path}:{spec.rpartition(':')[2]}"
     if key in _loaded and (path is None or _stamps.get(path) == _stamp(path)):
         return _loaded[key]
     target, func_name = _split(spec, what)
@@ -346,7 +347,7 @@ def load_function(spec: str, what: str = "pipeline") -> Callable[..., Any]:
             f"{what} {spec!r} is a value of type {type(obj).__name__}, not a function"
         )
     _loaded[key] = obj
-    _homes[key] = getattr(module, "__file__", None)
+    _homes[f"{what}|{spec}"] = getattr(module, "__file__", None)  # (the last one loaded)
     return obj
 
 

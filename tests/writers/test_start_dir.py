@@ -133,3 +133,26 @@ def test_snap_create_from_python_is_from_the_directory_of_the_call(
     assert os.getcwd() == str(project / "pipelines")  # (what the pipeline chose, kept)
     again = snap.create("prep.py:f", "out2", inputs=str(project / "data" / "*.bin"), workers=0)
     assert again.path == str(project / "pipelines" / "out2")  # (relative to the call's)
+
+
+def test_the_same_relative_spec_in_another_directory_is_that_directorys_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook that moves to another project and runs ``snap.create("prep.py:f", ...)``
+    there got the first project's function (kept under the spec's text), which ran and was
+    fingerprinted as its own file: the second snapshot held the first project's records
+    (where the second's file had been loaded before under another spelling)."""
+    outs = []
+    for name in ("one", "two"):
+        project = tmp_path / name
+        project.mkdir()
+        (project / "prep.py").write_text(f"def f(x):\n    return [{{'who': {name!r}}}]\n")
+        monkeypatch.chdir(project)
+        if name == "two":  # (its file loaded once by its absolute path)
+            snap.create(f"{project}/prep.py:f", "first", inputs=[1], workers=0, progress=False)
+        info = snap.create("prep.py:f", "out", inputs=[1, 2], workers=0, progress=False)
+        outs.append((info.path, info.fingerprint))
+    for (path, _), name in zip(outs, ("one", "two"), strict=True):
+        assert {w for b in snap.open(path).loader(8) for w in b["who"]} == {name}
+    assert outs[0][1] != outs[1][1]
+    sys.modules.pop("prep", None)
