@@ -81,7 +81,7 @@ def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
     finally:
         strays = [t for t in threading.enumerate() if not t.daemon and t.is_alive()]
         strays = [t for t in strays if t is not threading.main_thread()]
-        if strays:
+        if strays or stray_processes():
             status = code if isinstance(code, int) else 0 if code is None else 1
             for signum in STOPS:  # (a Ctrl-C in the wait printed Python's traceback)
                 signal.signal(signum, lambda *_: _leave(status))
@@ -92,13 +92,53 @@ def exit_watch(grace: float = EXIT_GRACE_S) -> Iterator[None]:
                 signal.signal(signum, signal.SIG_IGN)
 
 
+def stray_processes() -> list[Any]:
+    """The ``multiprocessing`` processes still running that Python's exit would wait for
+    (not daemon): a ``Process`` the pipeline started and never joined held ``snap create``
+    (and each worker) until it ended, without a word. snap starts none of its own so."""
+    mp = sys.modules.get("multiprocessing")  # (not imported: none)
+    try:
+        return [p for p in mp.active_children() if not p.daemon] if mp else []
+    except Exception:  # (a child's state unreadable: as if none)
+        return []
+
+
+def end_processes(children: list[Any], deadline: float) -> str:
+    """Wait for ``children`` until ``deadline``; end those still running (SIGTERM, then
+    SIGKILL a second later) and say so ("" if none was left)."""
+    for p in children:
+        p.join(max(0.0, deadline - time.monotonic()))
+    left = sorted((p for p in children if p.is_alive()), key=lambda p: p.pid or 0)
+    for p in left:
+        with contextlib.suppress(Exception):
+            p.terminate()
+    for p in left:
+        with contextlib.suppress(Exception):
+            p.join(1.0)
+            if p.is_alive():
+                p.kill()
+    if not left:
+        return ""
+    shown = ", ".join(f"{p.name}, pid {p.pid}" for p in left[:5]) + (
+        ", ..." if len(left) > 5 else ""
+    )
+    n = f"{len(left)} process{'es' if len(left) > 1 else ''}"
+    return (
+        f"the pipeline left {n} running ({shown}) after its work was done; ended "
+        f"{'them' if len(left) > 1 else 'it'} (join the processes it starts, or make them "
+        "daemon processes)"
+    )
+
+
 def _exit_after(strays: list[threading.Thread], status: int, grace: float) -> None:
     deadline = time.monotonic() + grace
     for thread in strays:
         thread.join(max(0.0, deadline - time.monotonic()))
+    if ended := end_processes(stray_processes(), deadline):
+        print(f"snap: note: {ended}", file=sys.stderr)
     left = [t.name for t in strays if t.is_alive()]
     if not left:
-        return  # the interpreter exits as usual
+        return  # the interpreter exits as usual (multiprocessing's join: none left to wait on)
     shown = ", ".join(left[:5]) + (", ..." if len(left) > 5 else "")
     n, them = f"{len(left)} thread{'s' if len(left) > 1 else ''}", "them" if len(left) > 1 else "it"
     said = (  # (snap's own, waiting on storage gone silent: no pipeline of the user's to fix)

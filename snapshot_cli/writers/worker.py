@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import sys
+import time
 import traceback
 from typing import IO, Any
 
@@ -151,7 +152,12 @@ def _exit_now() -> None:
     pipeline's too: logging flushes there) and stdio: every result is written and reported
     by now, and tearing down pyarrow and the pipeline's modules took 0.1-0.2 s, which the
     parent waits for at the end of every create. Threads the pipeline left running end
-    with the process."""
+    with the process; its ``multiprocessing`` children get the command's grace to end
+    (``multiprocessing``'s exit hook waited for them for good: the create hung)."""
+    children = cli_exit.stray_processes()
+    deadline = time.monotonic() + cli_exit.EXIT_GRACE_S
+    if children and (ended := cli_exit.end_processes(children, deadline)):
+        logging.getLogger("snapshot_cli").warning("%s", ended)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

@@ -200,3 +200,62 @@ def test_the_note_of_threads_left_blames_the_pipeline_for_its_own_only(
     note = capsys.readouterr().err
     assert left == [3] and note.startswith(f"snap: note: {said}"), note
     assert ("the function" in note) is (not all(n.startswith("snap-") for n in names))
+
+
+PROCESSES = """
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+def _sleep_for_good():
+    Path(f"child-{os.getpid()}").write_text("")  # (so the test can see it gone)
+    time.sleep(3600)
+
+def _finish(i):
+    time.sleep(0.5)
+    Path(f"done-{i}").write_text("flushed")
+
+def stuck(i):
+    mp.Process(target=_sleep_for_good).start()  # not joined, not daemon
+    yield {"i": i}
+
+def finishing(i):
+    mp.Process(target=_finish, args=(i,)).start()  # ends on its own, its work kept
+    yield {"i": i}
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_process_left_running_is_named_and_ended(tmp_path: Path, workers: str) -> None:
+    """multiprocessing's exit hook joins every non-daemon child: a pipeline's Process never
+    joined held snap create for good, silently (a probe: --workers 2 stuck at 'tasks 0/2',
+    --workers 0 after its summary), and left the child running once killed."""
+    (tmp_path / "pipe.py").write_text(PROCESSES)
+    (tmp_path / "items.py").write_text("def items():\n    return [1, 2]\n")
+    args = ["create", "pipe.py:stuck", "out", "--inputs-from", "items.py:items",
+            "--workers", workers, "--inputs-per-task", "1"]  # fmt: skip
+    try:
+        done = snap_subprocess(*args, cwd=tmp_path, timeout=EXIT_GRACE_S + 60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("snap create did not exit while the pipeline's processes ran")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("created: ")
+    assert "after its work was done; ended" in done.stderr, done.stderr
+    assert "(join the processes it starts, or make them daemon processes)" in done.stderr
+    pids = [int(p.name.split("-")[1]) for p in tmp_path.glob("child-*")]
+    assert len(pids) == 2
+    for pid in pids:  # ended, not left behind (a zombie reaped by init counts as gone)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert sorted(r["i"] for r in snap.open(tmp_path / "out").head()) == [1, 2]
+
+
+def test_a_process_that_ends_is_waited_for(tmp_path: Path) -> None:
+    (tmp_path / "pipe.py").write_text(PROCESSES)
+    (tmp_path / "items.py").write_text("def items():\n    return [1, 2]\n")
+    args = ["create", "pipe.py:finishing", "out", "--inputs-from", "items.py:items"]
+    done = snap_subprocess(*args, "--workers", "0", cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "ended" not in done.stderr
+    assert [(tmp_path / f"done-{i}").read_text() for i in (1, 2)] == ["flushed", "flushed"]
