@@ -171,6 +171,39 @@ def test_ctrl_c_or_sigterm_is_one_line_its_exit_code_and_no_process_left(
                   for v in b["x"]) == list(range(8))  # fmt: skip
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_stop_while_inputs_are_read_to_identify_them_is_at_once(tmp_path: Path, sig: str) -> None:
+    """The reads that identify large inputs (a first create over them) ran to the end of
+    every file being read after a Ctrl-C: 10 s for 8 GiB, then "still stopping 10 s later
+    (threads waiting on storage that does not answer?)" over a local disk that answered, a
+    lease left that gc removed only the second time (a probe). And nothing was said while
+    they ran: it says it reads them first."""
+    (tmp_path / "pipe.py").write_text("def f(path):\n    yield {'p': path}\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(4):  # (sparse: read as zeros, ~1-3 GB/s; no disk used)
+        with open(data / f"{i}.bin", "wb") as f:
+            f.truncate(4 << 30)
+    args = [sys.executable, "-m", "snapshot_cli", "create", "pipe.py:f", "out", "--input",
+            "data/*.bin"]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=terminal_signals)  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        first = proc.stderr.readline()  # (said before the reads: the cue to stop them)
+        assert "reading 4 input files (16.0 GiB) to identify their contents" in first, first
+        os.killpg(proc.pid, getattr(signal, sig))
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    said = "interrupted" if sig == "SIGINT" else f"terminated ({sig})"
+    assert proc.returncode == 128 + getattr(signal, sig), err
+    assert err.splitlines() == [f"snap: {said}; run the same command again to resume"], err
+    assert not (tmp_path / "out").exists()  # (the lease is taken after the inputs are known)
+
+
 def terminal_signals() -> None:
     """In the child: the signals a terminal's foreground job has (handled by default). A
     suite run in the background of a shell without job control, or under nohup, passes
