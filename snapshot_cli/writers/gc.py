@@ -317,7 +317,8 @@ def _gc(
                             report.url, removed_before(report.garbage[:done]))  # fmt: skip
                     raise
         own = held.epoch if held is not None else None
-        if holder is None and (found := gc_leases.leases_only(fs, root, own)) is not None:
+        gone = frozenset(g.path for g in report.garbage)  # (removed, or a dry run's)
+        if holder is None and (found := gc_leases.leases_only(fs, root, own, gone)) is not None:
             size, empty = found  # (empty shards/, _versions/ first, while the lease is held)
             try:
                 removed = dry_run or gc_leases.remove_empty(fs, root, empty)

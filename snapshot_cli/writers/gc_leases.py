@@ -24,22 +24,30 @@ WHY = "nothing but released leases: of gc, or of creates that stopped, no run of
 WHY_EMPTY = "empty, in a snapshot holding nothing else but released leases"
 
 
-def leases_only(fs: AbstractFileSystem, root: str, own: int | None) -> tuple[int, list[str]] | None:
+def leases_only(
+    fs: AbstractFileSystem, root: str, own: int | None, gone: frozenset[str] = frozenset()
+) -> tuple[int, list[str]] | None:
     """The bytes of ``_runs/`` and the empty directories beside it (of :data:`EMPTY_DIRS`) if
     the snapshot holds nothing else, and ``_runs/`` nothing but leases every writer released
     (creates that failed before their run began; ``own``: gc's, held), else None. Not a lease
     that is not released: its writer may only be paused, and removed, the next create would
     take its epoch again and could resume a run it then starts under the shard names that
-    writer gives (two writers of one name)."""
-    names = storage.list_names(fs, root)
+    writer gives (two writers of one name). ``gone``: what gc removes first (its paths in
+    the snapshot), taken as gone already (a dry run's: it left these out)."""
+
+    def listed(path: str) -> list[str]:
+        return [n for n in storage.list_names(fs, storage.join(root, path) if path else root)
+                if (f"{path}/{n}" if path else n) not in gone]  # fmt: skip
+
+    names = listed("")
     if RUNS_DIR not in names or not set(names) <= {RUNS_DIR, *EMPTY_DIRS}:
         return None
     empty = [n for n in names if n != RUNS_DIR]
     for name in empty:  # (a file named shards: not a snapshot's, kept)
-        path = storage.join(root, name)
-        if not storage.isdir(fs, path) or storage.list_names(fs, path):
+        if not storage.isdir(fs, storage.join(root, name)) or listed(name):
             return None
-    runs = storage.entry_sizes(fs, layout.runs_dir(root))
+    sizes = storage.entry_sizes(fs, layout.runs_dir(root))
+    runs = {n: size for n, size in sizes.items() if f"{RUNS_DIR}/{n}" not in gone}
     for name in runs:
         epoch = layout.lease_epoch(name)
         if epoch is None or (epoch != own and not lease_mod.released(fs, root, epoch)):

@@ -125,3 +125,39 @@ def test_a_retention_past_the_year_9999_keeps_the_version_for_good(
     text = CliRunner().invoke(cli, ["gc", path, "--retention", retention, "--dry-run"])
     assert text.exit_code == 0 and f"kept version 1, replaced, until {FOR_GOOD}" in text.output
     assert snap.open(path, version=1).num_records == 2
+
+
+def failing(i: int, bad: int = 3):  # type: ignore[no-untyped-def]
+    if i == bad:
+        raise ValueError("cannot decode")
+    yield {"x": np.full(4, i, np.int64)}
+
+
+def _stopped(path: str, **options: object) -> None:
+    with pytest.raises(snap.SnapError):
+        snap.create(failing, path, inputs=list(range(5)), workers=0, inputs_per_task=1,
+                    **options)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "state", ["first create failed", "failed twice", "a grow failed", "replaced, then failed"]
+)
+def test_a_dry_run_lists_everything_gc_then_removes(tmp_path: Path, state: str) -> None:
+    """After a first create that failed, the dry run listed its run and shards; gc removed
+    those and then the shards/ and _runs/ they left empty of all but released leases: 4
+    items said, 6 removed (a probe)."""
+    path = str(tmp_path / "s")
+    if state in ("a grow failed", "replaced, then failed"):
+        snap.create(failing, path, inputs=list(range(3)), workers=0, inputs_per_task=1)
+    if state == "replaced, then failed":
+        snap.create(preprocess, path, inputs=list(range(2)), workers=0, overwrite=True)
+    _stopped(path, overwrite=state == "replaced, then failed")
+    if state == "failed twice":
+        _stopped(path)
+    would = [(g.path, g.kind) for g in gc(path, dry_run=True, retention=0).garbage]
+    removed = [(g.path, g.kind) for g in gc(path, retention=0).garbage]
+    assert would == removed and removed
+    if state in ("first create failed", "failed twice"):  # (nothing was ever committed)
+        assert list((tmp_path / "s").iterdir()) == []
+    else:
+        assert gc(path, retention=0).garbage == []  # (all of it went the first time)
