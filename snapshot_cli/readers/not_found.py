@@ -38,12 +38,12 @@ def no_manifest(fs: Any, root: str) -> ManifestError:
             "can be read"
         )
     there = "is not a snapshot (no manifest.json)" if storage.exists(fs, root) else ""
-    if there and (kind := other_formats.folder_kind(fs, root)) is not None:
+    inside = faults.inside_snapshot(fs, root)  # (a snapshot's shards/: not another format's)
+    if there and not inside and (kind := other_formats.folder_kind(fs, root)) is not None:
         there = f"is {kind}, not a snapshot (no manifest.json): {other_formats.ADVICE}"
     absent = "" if there else faults.absent_hint(fs, root)  # (a bucket, memory://)
     return ManifestError(
-        f"{url} {there or 'does not exist: check the path'}{absent}"
-        + faults.inside_snapshot(fs, root)
+        f"{url} {there or 'does not exist: check the path'}{absent}{inside}"
         + f"{_near_snapshots(fs, root)}{_snapshots_inside(fs, root)}"
     )
 

@@ -187,6 +187,7 @@ def test_a_snapshots_own_directory_given_names_the_snapshot(
                 snap.open(given)
             said = str(err.value)
             assert f"; it is the {inner}/ directory of the snapshot " in said, said
+            assert "a folder of Arrow files" not in said, said  # (it said both: a probe)
             named = said.rsplit("of the snapshot ", 1)[1].removesuffix(": give that")
             assert snap.open(named).num_records == 2  # what it names is the snapshot
             for command in ("inspect", "head", "verify", "bench", "gc"):
