@@ -70,9 +70,10 @@ def answer_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool((click.get_current_context().obj or {}).get("debug"))
+        resumes = click.get_current_context().info_name == "create"  # (run again, it resumes)
         cli_exit.answered = False  # (one process may run several: CliRunner, a notebook)
         try:
-            with termination_as_interrupt(), console.command():
+            with termination_as_interrupt(resumes), console.command():
                 result = fn(*args, **kwargs)
                 _say_after_work()
             if sys.stdout is None:  # (closed by the shell, `>&-`: the answer went nowhere)
@@ -90,8 +91,7 @@ def answer_errors(fn: F) -> F:
                 raise
             if cli_exit.answered:  # (after the command's answer: its work is done)
                 sys.exit(0)
-            done = bool(signals.after_work)  # (a second signal, the work committed)
-            stopped(stop, resumes=click.get_current_context().info_name == "create" and not done)
+            stopped(stop, resumes=resumes and not signals.after_work)  # (not: work committed)
         except OSError as err:  # a fault no layer below named: still one line, not a trace
             if isinstance(err, BrokenPipeError) and _stdout_closed():
                 quiet_exit_on_closed_stdout()

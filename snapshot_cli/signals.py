@@ -64,7 +64,7 @@ def in_command() -> bool:
 
 
 @contextlib.contextmanager
-def termination_as_interrupt() -> Iterator[None]:
+def termination_as_interrupt(resumes: bool = False) -> Iterator[None]:
     """Within: SIGTERM and SIGHUP raise :class:`Terminated` in the main thread (elsewhere,
     nothing changes), SIGINT a KeyboardInterrupt as Python's own handler does, each recorded
     in :data:`received` (:func:`raise_received`); the handlers before are restored after. A
@@ -84,8 +84,8 @@ def termination_as_interrupt() -> Iterator[None]:
             after_work.append(signum)
             return
         received.append(signum)  # (a layer may raise a KeyboardInterrupt of its own: Ray's)
-        if len(received) == 1:
-            _stop_within(signum, ended)
+        if len(received) == 1:  # (``resumes``: a create's, said to be run again)
+            _stop_within(signum, ended, resumes=resumes)
         raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
     pid, ended = os.getpid(), threading.Event()
@@ -116,7 +116,9 @@ def termination_as_interrupt() -> Iterator[None]:
 STOP_GRACE_S = 10.0  # a command a signal stopped ends within this, whatever its threads wait on
 
 
-def _stop_within(signum: int, ended: threading.Event, grace: float = STOP_GRACE_S) -> None:
+def _stop_within(
+    signum: int, ended: threading.Event, grace: float = STOP_GRACE_S, resumes: bool = False
+) -> None:
     """End the process ``grace`` seconds after the signal ``signum`` unless the command has
     ended by then (``ended``): its threads may wait on storage that no longer answers, each
     request until its retries are spent (a SIGTERM to ``snap verify`` was obeyed after 381
@@ -128,7 +130,8 @@ def _stop_within(signum: int, ended: threading.Event, grace: float = STOP_GRACE_
         name = signal.Signals(signum).name
         print(f"snap: {'interrupted' if signum == signal.SIGINT else 'terminated'} ({name}), "
               f"and still stopping {grace:g} s later (threads waiting on storage that does not "
-              "answer?): exiting without waiting for them",
+              "answer?): exiting without waiting for them"
+              + ("; run the same command again to resume" if resumes else ""),
               file=sys.stderr, flush=True)  # fmt: skip
         os._exit(128 + signum)
 

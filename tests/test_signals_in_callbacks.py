@@ -10,7 +10,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import REPO
+import pytest
+
+from tests.conftest import REPO, wait_for
 
 CODE = r"""
 import os, signal, weakref
@@ -51,3 +53,26 @@ def test_a_ctrl_c_taken_by_a_callback_is_kept_and_raised_where_checked() -> None
     assert "KeyboardInterrupt" not in done.stderr, done.stderr
     # the user's own __del__ error is still said
     assert "Exception ignored" in done.stderr and "a __del__ of the user's own" in done.stderr
+
+
+@pytest.mark.parametrize("resumes", [True, False])
+def test_a_stop_given_up_on_says_a_create_resumes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], resumes: bool
+) -> None:
+    """A create stopped while its threads waited on storage gone silent ended with "exiting
+    without waiting for them" alone, not README's "run the same command again to resume"
+    (a probe: it did resume)."""
+    import os
+    import signal
+    import threading
+
+    from snapshot_cli import signals
+
+    exits: list[int] = []
+    monkeypatch.setattr(os, "_exit", exits.append)  # (the watch ends the process so)
+    signals._stop_within(signal.SIGINT, threading.Event(), grace=0.0, resumes=resumes)
+    wait_for(lambda: bool(exits), "the watch to give up")
+    said = capsys.readouterr().err.strip()
+    assert exits == [128 + signal.SIGINT]
+    assert said.startswith("snap: interrupted (SIGINT), and still stopping 0 s later")
+    assert said.endswith("; run the same command again to resume") == resumes, said
