@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -103,12 +103,24 @@ def stray_processes() -> list[Any]:
         return []
 
 
-def end_processes(children: list[Any], deadline: float) -> str:
-    """Wait for ``children`` until ``deadline``; end those still running (SIGTERM, then
-    SIGKILL a second later) and say so ("" if none was left)."""
+def end_processes(children: list[Any], deadline: float, say: Callable[[str], None]) -> None:
+    """Wait for ``children`` until ``deadline``; ``say`` which are still running, then end
+    them (SIGTERM, then SIGKILL a second later). Said first: once they end, the main thread
+    (in ``multiprocessing``'s exit hook, joining them) ends the process, cutting the note."""
     for p in children:
         p.join(max(0.0, deadline - time.monotonic()))
-    left = sorted((p for p in children if p.is_alive()), key=lambda p: p.pid or 0)
+    left = sorted((p for p in children if _running(p)), key=lambda p: p.pid or 0)
+    if not left:
+        return
+    shown = ", ".join(f"{p.name}, pid {p.pid}" for p in left[:5]) + (
+        ", ..." if len(left) > 5 else ""
+    )
+    n = f"{len(left)} process{'es' if len(left) > 1 else ''}"
+    say(
+        f"the pipeline left {n} running ({shown}) after its work was done; ended "
+        f"{'them' if len(left) > 1 else 'it'} (join the processes it starts, or make them "
+        "daemon processes)"
+    )
     for p in left:
         with contextlib.suppress(Exception):
             p.terminate()
@@ -117,25 +129,31 @@ def end_processes(children: list[Any], deadline: float) -> str:
             p.join(1.0)
             if p.is_alive():
                 p.kill()
-    if not left:
-        return ""
-    shown = ", ".join(f"{p.name}, pid {p.pid}" for p in left[:5]) + (
-        ", ..." if len(left) > 5 else ""
-    )
-    n = f"{len(left)} process{'es' if len(left) > 1 else ''}"
-    return (
-        f"the pipeline left {n} running ({shown}) after its work was done; ended "
-        f"{'them' if len(left) > 1 else 'it'} (join the processes it starts, or make them "
-        "daemon processes)"
-    )
+
+
+def _running(p: Any) -> bool:
+    """``p.is_alive()``, but not for a child the main thread reaped meanwhile (joining it in
+    ``multiprocessing``'s exit hook): its poll here then finds no child and says alive."""
+    if not p.is_alive():
+        return False
+    try:
+        os.kill(p.pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (EPERM: there, not ours to signal)
+        return True
+    return True
+
+
+def _note(text: str) -> None:
+    print(f"snap: note: {text}", file=sys.stderr, flush=True)
 
 
 def _exit_after(strays: list[threading.Thread], status: int, grace: float) -> None:
     deadline = time.monotonic() + grace
     for thread in strays:
         thread.join(max(0.0, deadline - time.monotonic()))
-    if ended := end_processes(stray_processes(), deadline):
-        print(f"snap: note: {ended}", file=sys.stderr)
+    end_processes(stray_processes(), deadline, _note)
     left = [t.name for t in strays if t.is_alive()]
     if not left:
         return  # the interpreter exits as usual (multiprocessing's join: none left to wait on)

@@ -154,10 +154,9 @@ def _exit_now() -> None:
     parent waits for at the end of every create. Threads the pipeline left running end
     with the process; its ``multiprocessing`` children get the command's grace to end
     (``multiprocessing``'s exit hook waited for them for good: the create hung)."""
-    children = cli_exit.stray_processes()
-    deadline = time.monotonic() + cli_exit.EXIT_GRACE_S
-    if children and (ended := cli_exit.end_processes(children, deadline)):
-        logging.getLogger("snapshot_cli").warning("%s", ended)
+    if children := cli_exit.stray_processes():
+        deadline = time.monotonic() + cli_exit.EXIT_GRACE_S
+        cli_exit.end_processes(children, deadline, logging.getLogger("snapshot_cli").warning)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
