@@ -105,7 +105,8 @@ class Progress:
         elapsed = max(1e-9, self.clock() - self.started)
         head = f"snap: {self.unit} {self.done_tasks}/{self.total_tasks}"
         records, size = f"records {human_count(self.records)}", human_bytes(self.bytes)
-        rec_rate = f"{human_count(self.records_here / elapsed)} rec/s"
+        rate = self.records_here / elapsed  # (3 records in 8.7 s: "0.3", not "0")
+        rec_rate = f"{human_count(rate) if rate >= 1 or not rate else f'{rate:.1g}'} rec/s"
         byte_rate = f"{human_bytes(self.bytes_here / elapsed)}/s"
         timing, eta = [], []
         done_here, left = self.done_tasks - self.done_before, self.total_tasks - self.done_tasks

@@ -149,7 +149,8 @@ def shard_lines(doc: dict[str, Any]) -> list[str]:
         ("snapshot", f"{doc['snapshot']} (version {doc['version']}, shard index "
                      f"{doc['index']} of {doc['num_shards']}{replaced})"),
         ("records", f"{_count(n)} ({place}, in the order written)"),
-        ("record batches", f"{doc['record_batches']} ({runs or 'none'} records)"),
+        ("record batches", f"{doc['record_batches']} ({runs or 'no'} "
+                           f"record{'' if runs == '1' else 's'})"),
         ("on disk", f"{human_bytes(doc['bytes'])} ({human_bytes(doc['uncompressed_bytes'])} "
                     f"uncompressed, {ratio:.2f}x), {comp['codec']}"
                     + (f" level {comp['level']}" if comp.get("level") else "")),
@@ -215,7 +216,8 @@ def created_lines(info: dict[str, Any]) -> list[str]:
             lines.append(
                 f"  (larger on disk than its values: each of its "
                 f"{counted(batches, 'record batch')} takes ~{human_bytes(extra // batches)} "
-                "of layout and framing; a larger --batch-rows (default 1,024) makes fewer)"
+                "of layout and framing; larger --batch-rows (default 1,024) and --batch-bytes "
+                "(default 1 MiB) make fewer)"
             )
         elif shards > 1:
             lines.append(
@@ -329,7 +331,8 @@ def head_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(f"record {i}:")
         lines += table([(escaped(k), format_summary(v)) for k, v in rec.items()], indent="  ")
     of = f" of {escaped(doc['shard'])}" if doc.get("shard") else ""
-    lines.append(f"({len(doc['records'])} of {human_count(doc['num_records'])} records{of})")
+    total = doc["num_records"]
+    lines.append(f"({len(doc['records'])} of {human_count(total)} record{'s' * (total != 1)}{of})")
     return lines
 
 

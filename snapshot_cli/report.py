@@ -303,7 +303,7 @@ def format_summary(summary: Any) -> str:
     cut = isinstance(summary, dict) and summary.keys() == {"type", "length", "start"}
     if cut and summary["type"] == "bytes":
         more = "…" if summary["length"] > len(summary["start"]) // 2 else ""
-        return f"bytes[{summary['length']}] {summary['start']}{more}"
+        return f"bytes[{summary['length']}] {summary['start']}{more}".rstrip()  # (b"": none)
     if cut and summary["type"] == "str":
         return f"str[{summary['length']}] {summary['start']!r}"
     if isinstance(summary, dict):  # a struct's fields, each shown as a value

@@ -55,7 +55,7 @@ def test_head_of_a_shard_shows_its_own_records(snapshot: Path, i: int) -> None:
     assert [r["label"] for r in doc["records"]] == [int(r["label"]) for r in whole][start:][: i + 1]
     code, stdout, _ = run("head", str(shard_file(snapshot, i)), "-n", "1")
     assert code == 0 and stdout.splitlines()[-1] == (
-        f"(1 of {i + 1} records of {shard_file(snapshot, i)})"
+        f"(1 of {i + 1} record{'s' if i else ''} of {shard_file(snapshot, i)})"
     )
 
 
