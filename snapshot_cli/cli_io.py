@@ -24,6 +24,7 @@ from . import cli_exit, console, signals
 from .cli_exit import CLOSED_STDOUT, fd_closed, quiet_exit_on_closed_stdout
 from .cli_words import in_command_words
 from .errors import SnapError, absolute_path
+from .progress import Round, around
 from .render import one_line, plain, printable
 from .shortages import short_of_memory  # (here: with no room, importing it would fail too)
 from .signals import received, termination_as_interrupt
@@ -117,12 +118,10 @@ def answer_errors(fn: F) -> F:
                 sys.exit(short.exit_code)
             if isinstance(err, ImportError):  # (the pipeline's are PipelineLoadErrors)
                 said = plain(" ".join(str(err).split()))
-                click.echo(
-                    f"snap: error: a library snap needs cannot be imported: {said} "
-                    "(the installed packages' versions do not work together: install versions "
-                    "that do, as the message says, then run the same command again)",
-                    err=True,
-                )
+                click.echo(f"snap: error: a library snap needs cannot be imported: {said} "
+                           "(the installed packages' versions do not work together: install "
+                           "versions that do, as the message says, then run the same command "
+                           "again)", err=True)  # fmt: skip
                 sys.exit(1)
             text = str(err)
             if "Traceback (most recent call last):" in text:  # (a worker's, said in full: 182 KB
@@ -204,11 +203,11 @@ class _OneLine(logging.Formatter):
 
 class _Stderr(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record comes (as Python's last-resort
-    handler does): a command run in-process (CliRunner) swaps it, then closes its own."""
+    handler does: CliRunner swaps it), round a progress line drawn there (progress.py)."""
 
     @property
     def stream(self) -> Any:
-        return sys.stderr
+        return around(sys.stderr)
 
     @stream.setter
     def stream(self, _: Any) -> None:
@@ -258,13 +257,13 @@ def stdout_to_stderr() -> Iterator[None]:
                 os.dup2(target, 1)
             if own and target != 1:
                 os.close(target)
-    sink = sys.stderr if sys.stderr is not None else open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
-    try:
-        with contextlib.redirect_stdout(sink):
+    devnull = None if sys.stderr is not None else open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    try:  # (its prints round a progress line drawn there: progress.Round)
+        with contextlib.redirect_stdout(devnull or Round(sys.stderr)):
             yield
     finally:
-        if sink is not sys.stderr:
-            sink.close()
+        if devnull is not None:
+            devnull.close()
         if saved is not None:
             os.dup2(saved, 1)
             os.close(saved)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -79,7 +80,10 @@ class Progress:
         self._last = 0.0
         self._drawn: tuple[int, int, int] | None = None  # the counts the last line showed
         self._shown = 0  # the length of the line on the terminal now
+        self._cut = False  # other output ended mid-line: no line drawn over it until it ends
         self._lock = threading.Lock()
+        if self.tty:
+            DRAWING[:] = [self]  # (what other output on this terminal goes round: interject)
 
     def add(self, records: int, nbytes: int) -> None:
         with self._lock:
@@ -127,7 +131,34 @@ class Progress:
                 return text
         return "  ".join(tries[-1])[: max(0, width or 0)]
 
+    def interject(self, data: bytes | str) -> None:
+        """Write ``data`` (a worker's output, a log line) on the terminal where the line is
+        drawn: the line is cleared first, drawn again under it (it was glued to the line's
+        end: "0:01 elapsed, ~0:03 leftprocessing f3.txt"; a probe)."""
+        with self._lock:
+            stream = self.stream
+            if stream is None:
+                return
+            try:
+                if self._shown and not self._cut:
+                    stream.write("\r\x1b[K" if not self.dumb else "\r" + " " * self._shown + "\r")
+                    self._shown = 0
+                stream.flush()
+                if isinstance(data, bytes):
+                    stream.buffer.write(data)
+                    stream.buffer.flush()
+                else:
+                    stream.write(data)
+                tail = data[-1:] if data else ""
+                self._cut = tail not in ("\n", b"\n")
+                if not self._cut and self._drawn is not None:
+                    self._draw()
+            except (OSError, ValueError, AttributeError):
+                self.stream = None
+
     def _maybe_draw(self) -> None:
+        if self._cut:
+            return
         now = self.clock()
         if now - self._last >= self.interval:
             self._last = now
@@ -161,9 +192,34 @@ class Progress:
                 self.records = records
             if nbytes is not None:
                 self.bytes = nbytes
+            if self in DRAWING:
+                DRAWING.remove(self)
             if not self.tty and self._drawn == (self.done_tasks, self.records, self.bytes):
                 return  # a log already has this line (only the rates would differ)
+            if self._cut:  # (after another's output that ended mid-line: on a line of its own)
+                self._write("\n")
             self._draw(end="\n")
+
+    def _write(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if self.stream is not None:
+                self.stream.write(text)
+
+
+DRAWING: list[Progress] = []  # the line drawn on the terminal now (none, or one)
+
+
+def interject(data: bytes | str, stream: TextIO) -> None:
+    """Write ``data`` to ``stream``, round the progress line drawn there if there is one."""
+    drawing = DRAWING[0] if DRAWING else None
+    if drawing is not None and drawing.stream is stream:
+        drawing.interject(data)
+    elif isinstance(data, bytes):
+        stream.flush()
+        stream.buffer.write(data)
+        stream.buffer.flush()
+    else:
+        stream.write(data)
 
 
 def _width(stream: TextIO) -> int:
@@ -172,3 +228,26 @@ def _width(stream: TextIO) -> int:
         return os.get_terminal_size(stream.fileno()).columns or 80
     except (OSError, ValueError, AttributeError):
         return shutil.get_terminal_size((80, 24)).columns
+
+
+def around(stream: TextIO) -> TextIO | Round:
+    """``stream``, or where a progress line is drawn on it, one whose writes go round it."""
+    return Round(stream) if DRAWING and DRAWING[0].stream is stream else stream
+
+
+class Round:
+    """``stream``, its writes round the progress line drawn on it when one is (see
+    :func:`interject`); anything else of it as it is (``fileno``, ``encoding``, ...)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.inner = stream
+
+    def write(self, text: str) -> int:
+        interject(text, self.inner)
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)

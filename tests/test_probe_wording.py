@@ -3,10 +3,13 @@ as a person would write it."""
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from snapshot_cli import progress as progress_mod
 from snapshot_cli.progress import Progress
 from snapshot_cli.render import created_lines
 from snapshot_cli.report import format_summary, summarise_value
@@ -39,3 +42,79 @@ def test_the_many_record_batches_hint_names_both_options() -> None:
                             "tasks_reused": 0, "tasks": 2, "num_record_batches": 5000}  # fmt: skip
     hint = created_lines(info)[1]
     assert "--batch-rows (default 1,024) and --batch-bytes (default 1 MiB) make fewer" in hint
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_other_output_goes_round_the_progress_line_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker's print, a log line, a warning were glued to the progress line's end on a
+    terminal: "0:01 elapsed, ~0:03 leftprocessing f3.txt" (a probe)."""
+    monkeypatch.setenv("TERM", "xterm")
+    screen = _Terminal()
+    bar = Progress(4, stream=screen, interval=0.0)
+    try:
+        bar.add(1, 10)  # (drawn: "\r\x1b[K" + the line, no newline)
+        progress_mod.interject("processing f3.txt\n", screen)
+        progress_mod.around(screen).write("snap: warning: careful\n")
+        progress_mod.interject("half a line", screen)  # (no line drawn over it until it ends)
+        bar.add(1, 10)
+        progress_mod.interject(" ended\n", screen)
+    finally:
+        bar.close()
+    shown = screen.getvalue()
+    lines = [line.rsplit("\r", 1)[-1].replace("\x1b[K", "") for line in shown.split("\n")]
+    assert "processing f3.txt" in lines and "snap: warning: careful" in lines, lines
+    assert "half a line ended" in lines, lines
+    assert lines[-2].startswith("snap: tasks 0/4  records 2"), lines  # (close's, last)
+    assert not any("elapsed" in line and "processing" in line for line in lines), lines
+    assert progress_mod.DRAWING == []  # (closed: none drawn any more)
+
+
+PRINTS = """
+import time
+
+def f(path):
+    for _ in range(3):
+        time.sleep(0.3)  # (the progress line is drawn between prints: every 0.2 s)
+        print("processing", path[-6:])
+    yield {"x": 1}
+"""
+
+
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_a_workers_prints_are_not_glued_to_the_progress_line(tmp_path: Path, workers: str) -> None:
+    """On a real terminal (a pty): every line the pipeline prints stands on a line of its own."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    (tmp_path / "p.py").write_text(PRINTS)
+    for i in range(4):
+        (tmp_path / f"f{i}.txt").write_text(str(i))
+    main, side = pty.openpty()
+    args = [sys.executable, "-m", "snapshot_cli", "create", "p.py:f", "out", "--input",
+            "f*.txt", "--inputs-per-task", "1", "--workers", workers]  # fmt: skip
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "200"}
+    proc = subprocess.Popen(args, cwd=tmp_path, stderr=side, stdout=subprocess.DEVNULL, env=env)
+    os.close(side)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 1 << 16)
+        except OSError:  # (EIO: the terminal's last writer closed it)
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert proc.wait(timeout=120) == 0, shown
+    screen = shown.decode().replace("\r\n", "\n")
+    lines = [line.rsplit("\r", 1)[-1].replace("\x1b[K", "") for line in screen.split("\n")]
+    printed = [line for line in lines if "processing" in line]
+    assert len(printed) == 12 and all(line.startswith("processing f") for line in printed), lines

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import errors, signals
+from .. import errors, progress, signals
 from ..child import how_it_died, python_command
 from ..console import named
 from ..errors import PipelineError
@@ -71,6 +71,25 @@ class InProcessExecutor(Executor):
             on_result(run_task(job, task, on_progress, function=self.function))
 
 
+def _on_a_terminal() -> bool:
+    """Whether the command's stderr is a terminal, where a progress line is drawn in place."""
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _relay(pipe: Any) -> None:
+    """Copy a worker's output (its prints, logs, warnings) to the terminal as it comes, round
+    the progress line (:func:`.progress.interject`), until the worker and the processes it
+    started have closed it."""
+    with contextlib.suppress(OSError, ValueError):
+        while chunk := os.read(pipe.fileno(), 1 << 16):
+            progress.interject(chunk, sys.stderr)
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
 class _WorkerProcess:
     """One worker process (see worker.py) and the thread that reads its messages."""
 
@@ -78,11 +97,13 @@ class _WorkerProcess:
         self, index: int, hello: bytes, events: queue.Queue[Any], env: dict[str, str]
     ) -> None:
         # A new session: the terminal's Ctrl-C reaches only the parent, which stops us.
+        relay = _on_a_terminal()  # (its output goes round the progress line drawn there)
         try:
             self.proc = subprocess.Popen(
                 python_command("snapshot_cli.writers.worker", f"main({os.getpid()})"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if relay else None,
                 start_new_session=True,
                 env=env,
             )
@@ -96,6 +117,11 @@ class _WorkerProcess:
         self._send(hello)
         self.reader = threading.Thread(target=self._read, name=f"snap-worker-{index}", daemon=True)
         self.reader.start()
+        if relay and self.proc.stderr is not None:
+            name = f"snap-worker-{index}-output"
+            threading.Thread(
+                target=_relay, args=(self.proc.stderr,), name=name, daemon=True
+            ).start()
 
     def _read(self) -> None:
         # A broken pipe or a torn line means the process is gone: reported as its end.

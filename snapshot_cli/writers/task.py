@@ -26,7 +26,7 @@ from .. import arrays, forks, layout, retry, signals, storage
 from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
 from ..manifest import ShardEntry
-from ..progress import ordinal
+from ..progress import Round, ordinal
 from ..shortages import WRITE_LESS, memory_limit
 from . import advice, convert, foreign, importing, records, returned, shipping, worker_storage
 from . import pipeline as pipeline_mod
@@ -221,19 +221,21 @@ class _PrintsToStderr:
     def __init__(self) -> None:
         self.lock, self.running = threading.Lock(), 0
         self.saved: Any = None
+        self.ours: Any = None  # (round a progress line drawn on stderr: progress.Round)
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
         with self.lock:
             if self.running == 0:
-                self.saved, sys.stdout = sys.stdout, sys.stderr
+                self.ours = Round(sys.stderr) if sys.stderr is not None else None
+                self.saved, sys.stdout = sys.stdout, self.ours
             self.running += 1
         try:
             yield
         finally:
             with self.lock:
                 self.running -= 1
-                if self.running == 0 and sys.stdout is sys.stderr:  # (unless the pipeline
+                if self.running == 0 and sys.stdout is self.ours:  # (unless the pipeline
                     sys.stdout = self.saved  # set one of its own)
 
 
