@@ -219,6 +219,8 @@ def _unexpected(fs: AbstractFileSystem, path: str, action: str, err: Exception) 
         hint = f"check the network, and the storage's address (endpoint, bucket name){_at(fs)}"
     elif option := _UNKNOWN_OPTION.search(what):
         hint = _unknown_option_hint(fs, option.group(1))
+    elif "Invalid endpoint" in what:  # (botocore's, for one without http:// or https://)
+        hint = f"an endpoint is a URL with its scheme, http://host:port{_at(fs)}"
     else:
         hint = "check the URL and the storage, then run the same command again"
     return StorageError(f"failed while {action} {to_url(fs, path)}: {what}; {hint}")

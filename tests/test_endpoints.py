@@ -50,3 +50,23 @@ def test_the_cli_names_the_variable_that_set_an_endpoint_nothing_answers_at() ->
     last = done.stderr.splitlines()[-1]
     assert last.startswith("snap: error: "), done.stderr
     assert last.endswith(f"(the endpoint {url}, from FSSPEC_S3_ENDPOINT_URL)"), last
+
+
+@pytest.mark.parametrize("variable", ["FSSPEC_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL"])
+def test_an_endpoint_without_its_scheme_is_said_so_with_its_setting(variable: str) -> None:
+    """``FSSPEC_S3_ENDPOINT_URL=127.0.0.1:9000`` said botocore's "ValueError: Invalid
+    endpoint" and "check the URL and the storage", not what was wrong, nor where it was set
+    (a probe). No server is needed: the client refuses it before any request."""
+    env = {**os.environ, variable: "127.0.0.1:9", "AWS_ACCESS_KEY_ID": "x",
+           "AWS_SECRET_ACCESS_KEY": "y", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+    if variable != "FSSPEC_S3_ENDPOINT_URL":  # (one the suite's environment may hold)
+        env.pop("FSSPEC_S3_ENDPOINT_URL", None)
+    done = subprocess.run([sys.executable, "-m", "snapshot_cli", "inspect", "s3://b/x"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.endswith(
+        "an endpoint is a URL with its scheme, http://host:port (the endpoint 127.0.0.1:9, "
+        f"from {variable})"
+    ), last
