@@ -237,9 +237,10 @@ def verify(snapshot: str, fast: bool, threads: int | None, as_json: bool, quiet:
     snap = target.snapshot
     progress = None if quiet or as_json else Progress(len(snap.shards), unit="shards")
 
-    def on_shard(check: ShardCheck) -> None:
-        if progress is not None:  # (bytes read: none of a shard --fast checked by its size)
-            progress.task_done(check.records, check.bytes if check.check == "full" else 0)
+    def on_shard(check: ShardCheck) -> None:  # (records and bytes of shards read only: one
+        if progress is not None:  # that could not be was counted as checked; --fast: sizes)
+            read = check.read
+            progress.task_done(check.records * read, check.bytes * (read and check.check == "full"))
 
     try:
         result = verify_mod.verify(snap, fast, threads, on_shard, target.shard_url is None)

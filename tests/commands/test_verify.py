@@ -240,3 +240,18 @@ def test_a_missing_shard_got_no_check(snapshot: Path, fast: bool) -> None:
     doc = run_json("verify", str(snapshot), *["--fast"] * fast, code=1)
     assert doc["checks"] == {"size" if fast else "full": len(shards) - 1}, doc["checks"]
     assert [d["problem"] for d in doc["damaged"]] == ["missing"]
+
+
+def test_the_progress_counts_the_records_of_shards_read_only(snapshot: Path) -> None:
+    """With the storage gone mid-verify, the progress climbed as if every shard were read:
+    "shards 32/50  records 128  781.3 MiB" of shards that had failed (a probe). A shard that
+    could not be read counts as a shard checked, not as records or bytes read."""
+    whole = snap_subprocess("verify", str(snapshot), timeout=120)
+    shards = shard_files(snapshot)
+    lost = shards[0]
+    entry = next(e for e in snap.open(snapshot).shards if lost.name in e.path)
+    lost.unlink()
+    done = snap_subprocess("verify", str(snapshot), timeout=120)
+    assert whole.returncode == 0 and done.returncode == 1, done.stderr
+    last = [line for line in done.stderr.splitlines() if line.startswith("snap: shards")][-1]
+    assert f"shards {len(shards)}/{len(shards)}  records {NUM_RECORDS - entry.records}  " in last
