@@ -62,13 +62,16 @@ def test_a_thread_left_running_does_not_hold_the_command(tmp_path: Path, fail: b
         assert [r["i"] for r in snap.open(tmp_path / "out").head()] == [1, 2]
 
 
-def test_a_thread_that_ends_is_waited_for_as_python_does(tmp_path: Path) -> None:
-    (tmp_path / "pipe.py").write_text(PIPE)
+@pytest.mark.parametrize("what", ["thread", "process"])
+def test_a_thread_or_process_that_ends_is_waited_for_as_python_does(
+    tmp_path: Path, what: str
+) -> None:
+    (tmp_path / "pipe.py").write_text(PIPE if what == "thread" else PROCESSES)
     (tmp_path / "items.py").write_text("def items():\n    return [1, 2]\n")
     args = ["create", "pipe.py:finishing", "out", "--inputs-from", "items.py:items"]
     done = snap_subprocess(*args, "--workers", "0", cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "left" not in done.stderr
+    assert "left" not in done.stderr and "ended" not in done.stderr
     assert [(tmp_path / f"done-{i}").read_text() for i in (1, 2)] == ["flushed", "flushed"]
 
 
@@ -249,13 +252,3 @@ def test_a_process_left_running_is_named_and_ended(tmp_path: Path, workers: str)
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert sorted(r["i"] for r in snap.open(tmp_path / "out").head()) == [1, 2]
-
-
-def test_a_process_that_ends_is_waited_for(tmp_path: Path) -> None:
-    (tmp_path / "pipe.py").write_text(PROCESSES)
-    (tmp_path / "items.py").write_text("def items():\n    return [1, 2]\n")
-    args = ["create", "pipe.py:finishing", "out", "--inputs-from", "items.py:items"]
-    done = snap_subprocess(*args, "--workers", "0", cwd=tmp_path, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert "ended" not in done.stderr
-    assert [(tmp_path / f"done-{i}").read_text() for i in (1, 2)] == ["flushed", "flushed"]

@@ -150,13 +150,8 @@ def test_ctrl_c_or_sigterm_is_one_line_its_exit_code_and_no_process_left(
     try:
         until(lambda: len(list(started.iterdir())) >= max(1, int(workers)), "tasks to start")
         (os.killpg if to == "group" else os.kill)(proc.pid, getattr(signal, sig))
-        _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    said = "interrupted" if sig == "SIGINT" else f"terminated ({sig})"
-    assert proc.returncode == 128 + getattr(signal, sig), err
+        err, said = _ended(proc, sig)
     assert err.splitlines()[-1] == f"snap: {said}; run the same command again to resume", err
     assert "Traceback" not in err, err
     until(lambda: not _group_alive(proc.pid), "the process group to end")
@@ -193,15 +188,23 @@ def test_a_stop_while_inputs_are_read_to_identify_them_is_at_once(tmp_path: Path
         first = proc.stderr.readline()  # (said before the reads: the cue to stop them)
         assert "reading 4 input files (16.0 GiB) to identify their contents" in first, first
         os.killpg(proc.pid, getattr(signal, sig))
+    finally:
+        err, said = _ended(proc, sig)
+    assert err.splitlines() == [f"snap: {said}; run the same command again to resume"], err
+    assert not (tmp_path / "out").exists()  # (the lease is taken after the inputs are known)
+
+
+def _ended(proc: subprocess.Popen[str], sig: str) -> tuple[str, str]:
+    """``proc``'s stderr once it ended of ``sig`` (killed if it did not within a minute: the
+    test then fails), and how it says such a stop."""
+    try:
         err = proc.communicate(timeout=60)[1]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    said = "interrupted" if sig == "SIGINT" else f"terminated ({sig})"
     assert proc.returncode == 128 + getattr(signal, sig), err
-    assert err.splitlines() == [f"snap: {said}; run the same command again to resume"], err
-    assert not (tmp_path / "out").exists()  # (the lease is taken after the inputs are known)
+    return err, "interrupted" if sig == "SIGINT" else f"terminated ({sig})"
 
 
 def terminal_signals() -> None:
