@@ -143,12 +143,7 @@ class Progress:
                 if self._shown and not self._cut:
                     stream.write("\r\x1b[K" if not self.dumb else "\r" + " " * self._shown + "\r")
                     self._shown = 0
-                stream.flush()
-                if isinstance(data, bytes):
-                    stream.buffer.write(data)
-                    stream.buffer.flush()
-                else:
-                    stream.write(data)
+                _write(data, stream)
                 tail = data[-1:] if data else ""
                 self._cut = tail not in ("\n", b"\n")
                 if not self._cut and self._drawn is not None:
@@ -214,12 +209,19 @@ def interject(data: bytes | str, stream: TextIO) -> None:
     drawing = DRAWING[0] if DRAWING else None
     if drawing is not None and drawing.stream is stream:
         drawing.interject(data)
-    elif isinstance(data, bytes):
-        stream.flush()
-        stream.buffer.write(data)
-        stream.buffer.flush()
     else:
-        stream.write(data)
+        _write(data, stream)
+
+
+def _write(data: bytes | str, stream: TextIO) -> None:
+    """``data`` to ``stream``: bytes (a worker's output) to its buffer, as they came."""
+    buffer = getattr(stream, "buffer", None) if isinstance(data, bytes) else None
+    if buffer is None:
+        stream.write(data.decode(errors="replace") if isinstance(data, bytes) else data)
+        return
+    stream.flush()
+    buffer.write(data)
+    buffer.flush()
 
 
 def _width(stream: TextIO) -> int:

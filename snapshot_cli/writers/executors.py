@@ -85,7 +85,11 @@ def _relay(pipe: Any) -> None:
     started have closed it."""
     with contextlib.suppress(OSError, ValueError):
         while chunk := os.read(pipe.fileno(), 1 << 16):
-            progress.interject(chunk, sys.stderr)
+            try:
+                progress.interject(chunk, sys.stderr)
+            except Exception:  # (a sys.stderr of the pipeline's: never stop reading, or
+                with contextlib.suppress(OSError):  # the worker blocks on a full pipe)
+                    os.write(2, chunk)
     with contextlib.suppress(OSError):
         pipe.close()
 
