@@ -204,6 +204,12 @@ def said_changed(
                     f" (--param reads an integer given to a float-annotated KEY as a float "
                     f"since 2026-12-04: {', '.join(floated)}; --overwrite makes it anew)"
                 )
+            if texted := [k for k, v in params.items() if _texted(then_params.get(k), v)]:
+                text += (
+                    f" (--param reads VALUE to a Literal-annotated KEY as the value it spells "
+                    f"since 2026-12-07, not as JSON: {', '.join(texted)}; --overwrite makes it "
+                    "anew)"
+                )
         out.append(text)
     return ", ".join(out)
 
@@ -278,6 +284,14 @@ def _floated(then: Any, now: Any) -> bool:
     """An int param read as the equal float now (``--param lr=1`` to ``lr: float``)."""
     was_int = isinstance(then, int) and not isinstance(then, bool)
     return was_int and isinstance(now, float) and then == now
+
+
+def _texted(then: Any, now: Any) -> bool:
+    """A param JSON made a number, bool or None of that a ``Literal`` of strings reads as
+    the text now (``--param split=1`` to ``split: Literal["1", "2"]``)."""
+    if not isinstance(now, str) or isinstance(then, (str, list, dict)):
+        return False
+    return now.strip() in (json.dumps(then), str(then))
 
 
 def chunking_for(

@@ -2,12 +2,13 @@
 ``params=`` checked as JSON (the manifest keeps them, and the fingerprint hashes them).
 
 A VALUE is read as the type the function annotates KEY with, when that is ``bool``, ``int``,
-``float`` or ``str``, or one of them or None: ``--param augment=False`` to ``augment: bool``
-is False, and ``--param name=007`` or ``name=123`` to ``name: str`` the string given. Read as
-JSON, the first was the string "False" (true in an ``if``: a silent wrong result) and
-``name=123`` the number 123. A VALUE that does not fit is refused, naming the parameter, its
-annotation and an example. Other keys are read as JSON, and Python's ``True``, ``False`` and
-``None`` as those constants; what is neither is the string given.
+``float`` or ``str``, or one of them or None (or a ``Literal[...]``: ``param_choices``):
+``--param augment=False`` to ``augment: bool`` is False, and ``--param name=007`` or
+``name=123`` to ``name: str`` the string given. Read as JSON, the first was the string "False"
+(true in an ``if``: a silent wrong result) and ``name=123`` the number 123. A VALUE that does
+not fit is refused, naming the parameter, its annotation and an example. Other keys are read
+as JSON, and Python's ``True``, ``False`` and ``None`` as those constants; what is neither is
+the string given.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from .. import manifest_text
 from ..arg_text import is_unicode, not_text
 from ..errors import OptionError
 from .importing import load_function
+from .param_choices import FALSE, TRUE, allowed, chosen
 
 SIMPLE = {"bool": bool, "int": int, "float": float, "str": str}
-TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 PYTHON_CONSTANTS = {"True": True, "False": False, "None": None}
 EXAMPLES = {bool: "true or false", int: "an integer, e.g. 64", float: "a number, e.g. 0.001"}
 # an annotation left as text ("int | None", "Optional[float]", "typing.Optional[str]")
@@ -48,11 +49,14 @@ def parse_params(
         key = key.strip()
         if (bad := malformed(items[: i + 1])) is not None:  # (this item, or its key again)
             raise OptionError(bad)
-        wanted = None if function is None else annotated(function, key)
-        if function is None or wanted is None:
+        if function is None:
             params[key] = untyped(key, raw)
-        else:
+        elif (values := allowed(function, key)) is not None:
+            params[key] = chosen(function, key, raw, values)
+        elif (wanted := annotated(function, key)) is not None:
             params[key] = typed(function, key, raw, *wanted)
+        else:
+            params[key] = untyped(key, raw)
     return params
 
 
