@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import pickle
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -517,6 +518,15 @@ def test_a_signal_stops_a_command_whose_reads_storage_never_answers(
             process.send_signal(signal.SIGTERM)
             _, stderr = process.communicate(timeout=120)  # (the default timeouts: minutes)
     assert process.returncode == 128 + signal.SIGTERM, stderr
-    said = stderr.strip().splitlines()[-1]
-    assert said.startswith("snap: terminated (SIGTERM), and still stopping 10 s later"), stderr
+    lines = stderr.strip().splitlines()
+    # The main thread waits on the silent read (the 10 s watchdog ends the process, saying
+    # so), or it was between reads and ended at once: then the thread left reading gets the
+    # exit's 5 s and is named (CI saw this once in ~10 runs; both end within the grace).
+    waited = lines[-1].startswith("snap: terminated (SIGTERM), and still stopping 10 s later")
+    unwound = (
+        len(lines) >= 2
+        and lines[-2].startswith("snap: terminated (SIGTERM)")
+        and re.match(r"snap: note: snap's own \d+ threads? \(snap-.*\) still ran 5 s ", lines[-1])
+    )
+    assert waited or unwound, stderr
     assert "Traceback" not in stderr
