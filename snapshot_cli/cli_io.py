@@ -9,7 +9,6 @@ import errno
 import functools
 import io
 import json
-import logging
 import os
 import select
 import signal
@@ -22,9 +21,10 @@ import click
 
 from . import cli_exit, console, signals
 from .cli_exit import CLOSED_STDOUT, fd_closed, quiet_exit_on_closed_stdout
+from .cli_logs import route_library_logs, setup_logging
 from .cli_words import in_command_words
 from .errors import SnapError, absolute_path
-from .progress import Round, around
+from .progress import Round
 from .render import one_line, plain, printable
 from .shortages import short_of_memory  # (here: with no room, importing it would fail too)
 from .signals import received, termination_as_interrupt
@@ -155,81 +155,6 @@ def _stdout_closed() -> bool:
         return any(mask & select.POLLERR for _, mask in poller.poll(0))
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         return False
-
-
-def setup_logging(quiet: bool) -> None:
-    """snap's log lines on stderr (``snap: warning: ...``): INFO and up, unless ``quiet``."""
-    logger = logging.getLogger("snapshot_cli")
-    logger.handlers.clear()
-    handler = _Stderr()  # (the stderr of the command running: CliRunner swaps it)
-    handler.setFormatter(_Printable("snap: %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING if quiet else logging.INFO)
-    logger.propagate = False
-
-
-class _Printable(logging.Formatter):
-    """A log line with its control characters escaped (see :func:`printable`); a warning's
-    ``snap: warning:``, as snap's ``warnings.warn`` lines are (a script that looks for them
-    finds both)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        note = line.startswith("snap: note: ")  # (a note logged as a warning says it is one)
-        if record.levelno >= logging.WARNING and line.startswith("snap: ") and not note:
-            line = "snap: warning: " + line[len("snap: ") :]
-        return plain(line)
-
-
-class _OneLine(logging.Formatter):
-    """Another library's log record as one line (``snap: gcsfs: ...``): its traceback only
-    with ``--debug``. Without a handler, Python prints such records with their traceback
-    (gcsfs logs one as it gives up on a request, before snap says what failed)."""
-
-    def __init__(self, debug: bool) -> None:
-        super().__init__("snap: %(name)s: %(message)s")
-        self.debug = debug
-
-    def format(self, record: logging.LogRecord) -> str:
-        if self.debug:
-            return super().format(record)
-        saved = record.exc_info, record.exc_text, record.stack_info
-        record.exc_info, record.exc_text, record.stack_info = None, None, None
-        try:
-            return plain(" ".join(super().format(record).split()))
-        finally:
-            record.exc_info, record.exc_text, record.stack_info = saved
-
-
-class _Stderr(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is when a record comes (as Python's last-resort
-    handler does: CliRunner swaps it), round a progress line drawn there (progress.py)."""
-
-    @property
-    def stream(self) -> Any:
-        return around(sys.stderr)
-
-    @stream.setter
-    def stream(self, _: Any) -> None:
-        pass
-
-
-def one_line_handler(debug: bool) -> logging.Handler:
-    """A handler of warnings and errors as one line each on stderr (see _OneLine)."""
-    handler = _Stderr()
-    handler.setLevel(logging.WARNING)
-    handler.setFormatter(_OneLine(debug))
-    handler.snap_one_line = True  # type: ignore[attr-defined]
-    return handler
-
-
-def route_library_logs(debug: bool) -> None:
-    """Warnings and errors other libraries log go to stderr as one line each (see _OneLine);
-    called once per command (a second call replaces the handler, it does not add one)."""
-    root = logging.getLogger()
-    for old in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
-        root.removeHandler(old)
-    root.addHandler(one_line_handler(debug))
 
 
 @contextlib.contextmanager

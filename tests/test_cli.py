@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.cli import cli
-from snapshot_cli.cli_io import answer_errors, route_library_logs, route_warnings
+from snapshot_cli.cli_io import answer_errors, route_warnings
 from snapshot_cli.errors import OptionError
 from snapshot_cli.writers.params import parse_params
 from snapshot_cli.writers.worker import rebuild_error
@@ -312,28 +312,6 @@ def test_help_and_version_import_no_data_library() -> None:
 
 
 @pytest.mark.parametrize("debug", [False, True])
-def test_other_libraries_log_one_line_each(debug: bool, capsys: pytest.CaptureFixture) -> None:  # type: ignore[type-arg]
-    """gcsfs logs an error with its traceback as it gives up on a request, before snap says
-    what failed: without --debug that is one line on stderr."""
-    route_library_logs(debug)
-    route_library_logs(debug)  # once per command: a second call replaces the first
-    try:
-        raise ConnectionError("no route\nto host")
-    except ConnectionError:
-        logging.getLogger("gcsfs").exception("_request out of retries on exception")
-    logging.getLogger("gcsfs").info("not shown: below WARNING")
-    err = capsys.readouterr().err
-    if debug:
-        assert err.startswith("snap: gcsfs: _request out of retries on exception\n")
-        assert "Traceback (most recent call last)" in err and "no route" in err
-    else:
-        assert err == "snap: gcsfs: _request out of retries on exception\n"
-    root = logging.getLogger()
-    for h in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
-        root.removeHandler(h)
-
-
-@pytest.mark.parametrize("debug", [False, True])
 def test_warnings_are_one_line_unless_debug(debug: bool, capsys: pytest.CaptureFixture) -> None:  # type: ignore[type-arg]
     """A warning (processes= beyond the cores, batches kept) was Python's two lines: snap's
     file and line number, then a line of snap's source."""
@@ -356,14 +334,16 @@ def test_warnings_are_one_line_unless_debug(debug: bool, capsys: pytest.CaptureF
 def test_library_logs_go_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatch) -> None:
     """A command run in-process (CliRunner) swaps sys.stderr and closes its own after: a
     record logged later goes to the stderr in place then, not to a closed stream."""
+    monkeypatch.setattr(logging, "lastResort", logging.lastResort)  # (restored after)
     CliRunner().invoke(cli, ["inspect", "/nonexistent/snapshot"])
     now = io.StringIO()
     monkeypatch.setattr(sys, "stderr", now)
-    logging.getLogger("somelib").warning("after the command")
-    assert now.getvalue() == "snap: somelib: after the command\n"
-    root = logging.getLogger()
-    for h in [h for h in root.handlers if getattr(h, "snap_one_line", False)]:
-        root.removeHandler(h)
+    for name in ("gcsfs.core", "somelib"):  # (pytest's handlers on the root: called directly)
+        record = logging.makeLogRecord(
+            {"name": name, "msg": "after the command", "levelno": logging.WARNING}
+        )
+        logging.lastResort.handle(record)  # type: ignore[union-attr]
+    assert now.getvalue() == "snap: gcsfs.core: after the command\nafter the command\n"
 
 
 def test_usage_errors_exit_2(setup) -> None:  # type: ignore[no-untyped-def]
@@ -952,36 +932,48 @@ def items():
 
 def preprocess(item, *, configure=False):
     if configure:  # the pipeline sets up logging of its own: its handler has the records
-        logging.basicConfig(format="mine: %(name)s: %(message)s")
+        logging.basicConfig(level=logging.INFO, format="mine: %(name)s: %(message)s")
     try:
         raise ConnectionError("no route\\nto host")
     except ConnectionError:  # as gcsfs logs a request it gives up on
         logging.getLogger("gcsfs").exception("_request out of retries on exception")
+    logging.getLogger("mine").warning("odd item %s", item)
+    logging.getLogger("mine").info("did item %s", item)
     yield {"x": np.int64(item)}
 """
 
 
+@pytest.mark.parametrize("workers", ["2", "0"])
 @pytest.mark.parametrize("configure", [False, True])
-def test_other_libraries_log_one_line_each_in_worker_processes(
-    tmp_path: Path, write_pipeline, configure: bool
+def test_library_logs_are_one_line_and_the_pipeline_s_its_own(
+    tmp_path: Path, write_pipeline, configure: bool, workers: str
 ) -> None:  # type: ignore[no-untyped-def]
     """A GCS outage during a create printed gcsfs's 48-line traceback from each worker
     process: their logging was Python's last resort. Unless the pipeline sets up logging
-    itself, a worker's library records are one line, as the command's own."""
+    itself, a library's records are one line, as the command's own. The pipeline's own
+    records are its own: as Python shows them where nothing is configured (they read
+    ``snap: mine: ...``, as if snap said them), and as its ``logging.basicConfig`` says
+    where it calls that (with ``--workers 0`` that was a no-op: a handler snap had put on
+    the root logger was there first, so its format and its INFO lines were lost)."""
     spec = write_pipeline(LOGGING_PIPELINE)
     items = spec.rsplit(":", 1)[0] + ":items"
     res = snap_subprocess("create", spec, str(tmp_path / "s"), "--inputs-from", items,
-                          "--workers", "2", "--param", f"configure={json.dumps(configure)}",
+                          "--workers", workers, "--param", f"configure={json.dumps(configure)}",
                           "--inputs-per-task", "1")  # fmt: skip
     assert res.returncode == 0, res.stderr
-    said = [line for line in res.stderr.splitlines() if "_request out of retries" in line]
+    lines = res.stderr.splitlines()
+    said = [line for line in lines if "_request out of retries" in line]
     assert len(said) == 4, res.stderr  # (one a task)
-    if configure:  # the pipeline's handler: its format, its traceback
+    mine = sorted(line for line in lines if " item " in line)
+    if configure:  # the pipeline's handler: its format, its traceback, its level
         assert set(said) == {"mine: gcsfs: _request out of retries on exception"}
         assert "Traceback" in res.stderr
+        assert mine == [f"mine: mine: {what} item {i}" for what in ("did", "odd")
+                        for i in range(4)]  # fmt: skip
     else:
         assert set(said) == {"snap: gcsfs: _request out of retries on exception"}
         assert "Traceback" not in res.stderr and "no route" not in res.stderr, res.stderr
+        assert mine == [f"odd item {i}" for i in range(4)], res.stderr
 
 
 def test_a_memory_output_from_the_command_line_is_a_usage_error(tmp_path: Path) -> None:

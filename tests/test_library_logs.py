@@ -57,3 +57,50 @@ def test_snaps_own_warning_reads_as_the_clis_where_nothing_is_configured() -> No
     res = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
                          text=True, timeout=60, check=True)  # fmt: skip
     assert res.stderr == "snap: warning: it is so\nsnap: note: only so\n", res.stderr
+
+
+CLI_LIKE = """
+import logging, sys
+import snapshot_cli
+from snapshot_cli.cli_logs import route_library_logs
+route_library_logs(debug={debug})
+{configure}
+try:
+    raise ConnectionError("no route\\nto host")
+except ConnectionError:
+    logging.getLogger("gcsfs").exception("_request out of retries on exception")
+    logging.getLogger("mine").exception("my own")
+logging.getLogger("gcsfs").info("not shown: below WARNING")
+"""
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_in_a_command_a_library_record_is_one_line_unless_debug(debug: bool) -> None:
+    """gcsfs logs an error with its traceback as it gives up on a request, before snap says
+    what failed: in a command, without --debug, that is one line on stderr. A record of the
+    pipeline's own logger is Python's: its message and its traceback."""
+    script = CLI_LIKE.format(debug=debug, configure="")
+    res = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    said, mine = res.stderr.split("my own\n")
+    if debug:
+        assert said.startswith("snap: gcsfs: _request out of retries on exception\n")
+        assert "Traceback (most recent call last)" in said and "no route" in said
+    else:
+        assert said == "snap: gcsfs: _request out of retries on exception\n"
+    assert mine.startswith("Traceback (most recent call last)") and "no route" in mine
+
+
+def test_in_a_command_the_pipeline_s_basic_config_takes_effect() -> None:
+    """A pipeline that calls ``logging.basicConfig`` gets its format and level, the storage
+    libraries' records too, whole: a root handler of snap's made that call a no-op."""
+    configure = (
+        "logging.basicConfig(level=logging.INFO, format='%(levelname)s %(name)s %(message)s')"
+    )
+    script = CLI_LIKE.format(debug=False, configure=configure)
+    res = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    lines = res.stderr.splitlines()
+    assert lines[0] == "ERROR gcsfs _request out of retries on exception"
+    assert "ERROR mine my own" in lines and "INFO gcsfs not shown: below WARNING" in lines
+    assert "snap: " not in res.stderr

@@ -32,7 +32,7 @@ import time
 import traceback
 from typing import IO, Any
 
-from .. import cli_exit, cli_io, console, errors, storage
+from .. import cli_exit, cli_logs, console, errors, storage
 from ..errors import SnapError
 from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
 
@@ -119,11 +119,11 @@ def main(parent_pid: int) -> None:
     incoming, outgoing = _protocol_streams()
     _whole_lines()
     console.print_paths_as_given()  # as the command's: a print("café") under LC_ALL=C failed
-    cli_io.setup_logging(quiet=True)  # snap's warnings from here as the command's are:
+    cli_logs.setup_logging(quiet=True)  # snap's warnings from here as the command's are:
     # "snap: ..." lines on stderr, whatever logging the pipeline's modules set up later;
     # another library's (gcsfs giving up on a request) one line too, where the pipeline set
     # up no logging of its own (Python's last resort printed its whole traceback)
-    logging.lastResort = cli_io.one_line_handler(debug=False)
+    cli_logs.route_library_logs(debug=False)
 
     def send(message: dict[str, Any]) -> None:
         outgoing.write(json.dumps(message).encode("utf-8") + b"\n")
