@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import signal
@@ -202,6 +203,7 @@ class LocalExecutor(Executor):
         hello = json.dumps({"sys_path": sys.path, "job": job.to_json()}).encode() + b"\n"
         events: queue.Queue[Any] = queue.Queue()
         procs: list[_WorkerProcess] = []
+        logged: set[tuple[int, str]] = set()
         clean = False
         started = min(self.workers, len(tasks))
         env = worker_environment(os.environ, started)  # (native thread pools: cores / started)
@@ -218,6 +220,10 @@ class LocalExecutor(Executor):
                     raise PipelineError(_died(proc))
                 if "progress" in message:
                     on_progress(*message["progress"])
+                elif "log" in message:  # a warning of snap's: once, not once per worker
+                    if (said := tuple(message["log"])) not in logged:
+                        logged.add(said)
+                        logging.getLogger("snapshot_cli").log(said[0], "%s", said[1])
                 elif "error" in message:
                     raise rebuild_error(message["error"])
                 elif "ok" in message:
