@@ -8,8 +8,8 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 
 def human_bytes(n: float) -> str:
@@ -253,3 +253,46 @@ class Round:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
+
+
+class _PipelineOutput:
+    """While tasks run in this process (``--workers 0``, ``workers=0``): the pipeline's
+    prints go to stderr, and its writes there (``warnings.warn``, ``print(file=sys.stderr)``)
+    go round a progress line drawn on it, where they were glued to its end.
+
+    ``redirect_stdout(sys.stderr)`` was not enough for tasks that may run at once in several
+    threads (a notebook making snapshots in a thread pool): each restores the stream it
+    found, so overlapping ones left ``sys.stdout`` on stderr for good. The first task in
+    redirects, the last one out restores (a stream the pipeline set meanwhile is kept)."""
+
+    def __init__(self) -> None:
+        self.lock, self.running = threading.Lock(), 0
+        self.saved: Any = None
+        self.ours: Any = None
+        self.saved_err: Any = None
+        self.ours_err: Round | None = None
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self.lock:
+            if self.running == 0:
+                self.ours = Round(sys.stderr) if sys.stderr is not None else None
+                self.saved, sys.stdout = sys.stdout, self.ours
+                err = around(sys.stderr) if sys.stderr is not None else None
+                self.saved_err, self.ours_err = sys.stderr, err if isinstance(err, Round) else None
+                if self.ours_err is not None:  # (a line is drawn there: round it)
+                    sys.stderr = self.ours_err
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+                if self.running == 0:
+                    if sys.stdout is self.ours:
+                        sys.stdout = self.saved
+                    if self.ours_err is not None and sys.stderr is self.ours_err:
+                        sys.stderr = self.saved_err
+
+
+pipeline_output = _PipelineOutput()

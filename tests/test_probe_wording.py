@@ -76,12 +76,18 @@ def test_other_output_goes_round_the_progress_line_on_a_terminal(
 
 
 PRINTS = """
+import sys
 import time
+import warnings
 
 def f(path):
     for _ in range(3):
         time.sleep(0.3)  # (the progress line is drawn between prints: every 0.2 s)
         print("processing", path[-6:])
+    time.sleep(0.3)
+    warnings.warn(f"odd {path[-6:]}")
+    time.sleep(0.3)
+    print("to stderr", path[-6:], file=sys.stderr)
     yield {"x": 1}
 """
 
@@ -118,3 +124,8 @@ def test_a_workers_prints_are_not_glued_to_the_progress_line(tmp_path: Path, wor
     lines = [line.rsplit("\r", 1)[-1].replace("\x1b[K", "") for line in screen.split("\n")]
     printed = [line for line in lines if "processing" in line]
     assert len(printed) == 12 and all(line.startswith("processing f") for line in printed), lines
+    # its warnings and its writes to stderr too (with --workers 0 they were glued)
+    warned = [line for line in lines if "UserWarning: odd f" in line]
+    assert len(warned) == 4 and all(line.startswith(str(tmp_path)) for line in warned), lines
+    errs = [line for line in lines if "to stderr" in line]
+    assert len(errs) == 4 and all(line.startswith("to stderr f") for line in errs), lines

@@ -8,14 +8,11 @@ never pickled objects, so that any executor can ship it.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -26,7 +23,7 @@ from .. import arrays, forks, layout, retry, signals, storage
 from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
 from ..manifest import ShardEntry
-from ..progress import Round, ordinal
+from ..progress import ordinal, pipeline_output
 from ..shortages import WRITE_LESS, memory_limit
 from . import advice, convert, foreign, importing, records, returned, shipping, worker_storage
 from . import pipeline as pipeline_mod
@@ -212,36 +209,6 @@ class TaskWriter:
         return self.roller.entries, self.schema
 
 
-class _PrintsToStderr:
-    """``redirect_stdout(sys.stderr)`` for tasks that may run at once in several threads (a
-    notebook making snapshots in a thread pool, ``workers=0``): each ``redirect_stdout``
-    restores the stdout it found, so overlapping ones left ``sys.stdout`` on stderr for good.
-    The first task in redirects, the last one out restores."""
-
-    def __init__(self) -> None:
-        self.lock, self.running = threading.Lock(), 0
-        self.saved: Any = None
-        self.ours: Any = None  # (round a progress line drawn on stderr: progress.Round)
-
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self.lock:
-            if self.running == 0:
-                self.ours = Round(sys.stderr) if sys.stderr is not None else None
-                self.saved, sys.stdout = sys.stdout, self.ours
-            self.running += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.running -= 1
-                if self.running == 0 and sys.stdout is self.ours:  # (unless the pipeline
-                    sys.stdout = self.saved  # set one of its own)
-
-
-_prints_to_stderr = _PrintsToStderr()
-
-
 def _describe_input(spec: TaskSpec, item: Any) -> str:
     if spec.call_once:
         return "the single call (no inputs)"
@@ -287,7 +254,7 @@ def run_task(
         writer = TaskWriter(roller, options, ragged, on_batch)
         try:
             # stdout belongs to the command's result (--json); the user's prints go to stderr.
-            with _prints_to_stderr():
+            with pipeline_output():
                 entries, schema = _feed(fn, job, spec, items, writer, roller)
             break
         except OSError as err:
