@@ -39,9 +39,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import OptionError
-from .adapter import Adapter, mapped_arrays
+from .adapter import Adapter
 from .elastic import GlobalOptions
 from .jax_put import DirectPut
+from .map_arrays import mapped_arrays
 from .plan import EpochPlan
 from .stats import records_in
 

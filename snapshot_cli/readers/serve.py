@@ -224,6 +224,10 @@ class Server:
             raise TypeError(
                 f"map must return a dict of arrays, returned {type(out).__name__}{hint}"
             )
+        if not all(isinstance(k, str) for k in out):  # (to_jax() failed sorting them, to_tf()
+            keys = ", ".join(repr(k) for k in out if not isinstance(k, str))  # in its graph)
+            raise TypeError(f"map must return a dict keyed by column names (str), returned keys "
+                            f"{keys[:200]}: name each column with a str")  # fmt: skip
         return out, frozenset(k for k, v in out.items() if given.get(k) is v)
 
     def _mapped(self, epoch: int, index: int, mapped: Mapped, nbytes: int, counts: Any) -> None:

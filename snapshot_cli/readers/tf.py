@@ -75,7 +75,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .adapter import Consumer, LoaderFacing, mapped_arrays
+from .adapter import Consumer, LoaderFacing
+from .map_arrays import mapped_arrays
 from .tf_elements import (
     batch_signature,
     check_batch,
@@ -86,6 +87,7 @@ from .tf_elements import (
     select_columns,
     to_tensor,
 )
+from .tf_passes import Reading
 
 if TYPE_CHECKING:
     from .loader import Batch, Loader
@@ -152,12 +154,13 @@ class TFBatches(LoaderFacing):
         self._spec = spec
         x = spec[self.features] if self.features else {c: spec[c] for c in self.columns}
         self.signature: Any = x if label is None else (x, spec[label])
-        self._reading = _Reading(loader)  # the loader passes batches come from
+        self._reading = Reading(loader)  # the loader passes batches come from
         self._pass = 0  # number of the newest pass; an older one may no longer read
         self._batches: Iterator[Batch] | None = None  # the newest pass's batches
         self.delivered: Any = None  # tf.Variable: batches the newest pass's consumer got
         self.current: Any = None  # tf.Variable: the newest pass's number
         self._consumer = _Consumer()
+        self._failed: Exception | None = None  # raised by the next chunk (see chunk)
 
     def cardinality(self) -> int:
         """Batches per pass: ``len(loader)``, or infinite (-1) for ``epochs=None``."""
@@ -174,7 +177,7 @@ class TFBatches(LoaderFacing):
         self._reading.stop()  # an abandoned pass (an iterator dropped early) reads no more
         if consumer is not None and consumer != self.loader._position():
             self.loader.load_state_dict(consumer)
-        self._pass, self._consumer.chunk = self._pass + 1, None
+        self._pass, self._consumer.chunk, self._failed = self._pass + 1, None, None
         self.loader.followed_by(self._consumer)
         self._batches = self._reading.batches(self.cardinality())
         if self.delivered is not None:
@@ -186,21 +189,35 @@ class TFBatches(LoaderFacing):
         """Chunk ``index`` of pass ``pass_number``: each of up to CHUNK batches as its
         columns' tensors (a ragged column as values and row lengths), empty ones after the
         pass's last batch, then how many batches it holds."""
+        if (failed := self._failed) is not None and int(pass_number) == self._pass:
+            self._failed = None  # (the batches before it went first)
+            raise failed
         if int(pass_number) != self._pass or self._batches is None:
             raise RuntimeError(SUPERSEDED)
-        states, parts, got = [self.loader._position()], [], 0
+        states = [self.loader._position()]
+        batches: list[Batch] = []
         for _ in range(CHUNK):
-            batch = next(self._batches, None)
-            if batch is not None:
-                got += 1
-                states.append(self.loader._position())
-                if self.loader.map is not None:
+            try:
+                batch = next(self._batches, None)
+                if batch is not None and self.loader.map is not None:
                     batch = mapped_arrays(batch)
                     check_batch(batch, self._spec, self.names, self._first)
+            except Exception as err:  # noqa: BLE001 - raised by the next call, in its turn
+                if not batches:
+                    raise
+                self._failed, self._batches = err, None  # (batches 8-14 of a map failing on
+                break  # 15 were made and lost: the loop got 8, and the state said 15)
+            if batch is None:
+                break
+            batches.append(batch)
+            states.append(self.loader._position())
+        parts: list[Any] = []
+        for k in range(CHUNK):
+            batch = batches[k] if k < len(batches) else None
             for name in self.names:
                 parts += self._parts(None if batch is None else batch[name], self._spec[name])
         self._consumer.chunk = (states, int(index) * CHUNK)
-        return [*parts, np.int64(got)]
+        return [*parts, np.int64(len(batches))]
 
     def _parts(self, value: np.ndarray | None, spec: Any) -> list[Any]:
         tf = import_tf()
@@ -288,7 +305,7 @@ class TFBatches(LoaderFacing):
     def _moved(self) -> None:
         self._reading.stop()
         self._pass += 1
-        self._batches, self._consumer.chunk = None, None
+        self._batches, self._consumer.chunk, self._failed = None, None, None
         if self.current is not None:
             self.current.assign(self._pass)  # an iterator made before fails if used again
 
@@ -296,44 +313,6 @@ class TFBatches(LoaderFacing):
         """Stop the loader's threads (a later pass starts them again)."""
         self._reading.stop()
         self.loader.close()
-
-
-class _Reading:
-    """The loader passes a :class:`TFBatches` takes its batches from. Apart from it, so that
-    the generator of a pass holds this, not the TFBatches: a dataset dropped with its
-    iterators frees both at once, and the loader's pass stops (the generator would make a
-    cycle with the TFBatches, freed only by the cyclic garbage collector)."""
-
-    def __init__(self, loader: Loader) -> None:
-        self.loader = loader
-        self.pass_: Iterator[Batch] | None = None  # the loader's pass under way
-
-    def stop(self) -> None:
-        if self.pass_ is not None:
-            reading, self.pass_ = self.pass_, None
-            reading.close()  # type: ignore[attr-defined]  # a generator: stops its threads
-
-    def batches(self, n: int) -> Iterator[Batch]:
-        """``n`` batches (-1: endless) from as many loader passes as they take."""
-        remaining = None if n < 0 else n
-        empty = 0  # loader passes in a row that yielded nothing
-        while remaining is None or remaining > 0:
-            fresh = self.pass_ is None
-            if self.pass_ is None:
-                self.pass_ = self.loader._one_pass()  # (not iter(): its consumer is ours)
-            batch = next(self.pass_, None)
-            if batch is None:  # the loader's pass ended; this pass goes on into the next
-                self.pass_ = None
-                empty = empty + 1 if fresh else 0
-                if empty > 1:  # the loader yields nothing at all: nothing more will come
-                    return  # (one empty pass: a state taken after a pass's last batch,
-                continue  # as a pass of this dataset leaves it; the next is the next epoch)
-            empty = 0
-            if remaining is not None:
-                remaining -= 1
-                if not remaining:  # the pass's last: no thread runs on (the loader keeps its
-                    self.stop()  # place; TensorFlow may never ask for one more)
-            yield batch
 
 
 def _weak(batches: TFBatches, name: str) -> Any:
@@ -363,7 +342,9 @@ def to_dataset(
         batches._consumer.delivered = batches.delivered
         batches.current = tf.Variable(0, dtype=tf.int64, trainable=False)
     n = batches.cardinality()
-    chunks = tf.data.Dataset.range(-(-n // CHUNK) if n >= 0 else np.iinfo(np.int64).max)
+    # (one chunk more than the pass needs: an error met in its last chunk after batches it
+    # hands over is raised by the next call; it is empty otherwise, and ends the pass)
+    chunks = tf.data.Dataset.range(-(-n // CHUNK) + 1 if n >= 0 else np.iinfo(np.int64).max)
     types = batches.types()
     delivered, current = batches.delivered, batches.current  # (no closure holds `batches`)
     chunk, split, start_pass = (_weak(batches, m) for m in ("chunk", "split", "start_pass"))

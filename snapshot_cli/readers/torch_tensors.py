@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import OptionError, RecordError, outside_snap
-from .adapter import as_array, framework_array
+from .map_arrays import as_array, framework_array
 
 if TYPE_CHECKING:
     from .loader import Batch

@@ -193,7 +193,7 @@ def test_to_tf_takes_a_byte_swapped_column_and_says_truly_what_changed(snapshot:
 
 
 def test_a_framework_array_is_the_array_itself_when_nothing_needs_a_copy() -> None:
-    from snapshot_cli.readers.adapter import framework_array
+    from snapshot_cli.readers.map_arrays import framework_array
 
     plain = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert framework_array(plain) is plain
