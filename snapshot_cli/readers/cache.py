@@ -10,11 +10,19 @@ directory and read from local disk by every epoch of every trial.
   against the manifest's size and crc32c and only then renamed into place: a reader never
   sees a partial or damaged entry, and a crash leaves only a temporary file (removed by the
   next eviction pass).
-- **Bounded, LRU.** After a fill (and as entries are released while it is over), the least
-  recently used entries not in use are deleted until it holds at most ``limit`` bytes.
-- **A full disk makes room.** A fill that runs out of space (ENOSPC, EDQUOT) deletes every
-  entry not in use and every temporary file whose filler is gone, says so once, and tries
-  again; only a disk still too full for the shard is an error. Every failure of the cache's
+- **Bounded, and kept for the loader that reads it.** A shard is cached only if it fits in
+  ``limit`` bytes, the least recently used entries not in use deleted to make room, but
+  never one this loader has used (:attr:`ShardCache.started`: an entry used since is in its
+  epochs' round): a shard that does not fit then is read without the cache. Plain LRU,
+  smaller than the snapshot, evicted the shards the next epoch read (each epoch reads every
+  shard once, in a new order): no hits, and shards read in several windows fetched again
+  within an epoch (57 downloads of 50 shards in the first, 229 in four, at half the
+  snapshot's size). Kept so, each epoch fetches only the shards that do not fit, once.
+- **A full disk makes room.** A fill that runs out of space (ENOSPC, EDQUOT) deletes, least
+  recently used first, the entries not in use that this loader has not used (it deleted
+  every entry not in use: a disk smaller than the snapshot emptied the cache each time it
+  filled), and every temporary file whose filler is gone, says so once, and tries again; a
+  disk still too full for the shard has it read without the cache. Every failure of the cache's
   own directory (full, read-only, not permitted, I/O error) is a ``StorageError`` naming the
   directory and what to do, not the remote shard being cached.
 - **Never evicts a shard in use.** A reader holds a shared ``flock`` on the entry's file for
@@ -48,6 +56,7 @@ from pathlib import Path
 from ..errors import DAMAGED, CorruptShardError, OptionError, StorageError
 from ..progress import human_bytes
 from . import cache_faults as faults
+from .cache_evict import SUFFIX, delete_unused, remove_stale_temporaries
 from .cache_faults import FULL, Failed, Full, NoRoom, explain, local, say_once
 from .checksum import crc32c_file
 
@@ -58,10 +67,12 @@ Sink = Callable[[int, bytes], None]
 # downloads the shard calling the sink given; returns the bytes' crc32c (8 hex digits) if it
 # computed it on the way, else None (the cache then reads the file back).
 Fill = Callable[[Sink], "str | None"]
-SUFFIX = ".arrow"
 _EVICT_LOCK = ".evict.lock"
-_STALE_TMP_S = 3600.0
 CACHED_OPEN = 16  # open shards (pinned cache entries) of a loader reading through a cache
+
+
+class NotAdmitted(Exception):
+    """The shard does not fit in the cache's limit beside the entries its loader uses."""
 
 
 class CachedShard:
@@ -88,10 +99,12 @@ class ShardCache:
     """See the module docstring. ``limit``: bytes, or None for no bound."""
 
     def __init__(self, directory: str | os.PathLike[str], limit: int | None = None,
-                 make: bool = True, option: str | None = None) -> None:  # fmt: skip
+                 make: bool = True, option: str | None = None,
+                 started: float | None = None) -> None:  # fmt: skip
         """``make``: False to check only that it could be made (an unused cache). ``option``:
         how the caller named the directory, said in its faults (else as this thread's caller
-        would: :func:`.cache_faults.option_name`)."""
+        would: :func:`.cache_faults.option_name`). ``started``: when its loader started
+        (``time.time()``; a decode process gets its loader's), now if None."""
         if limit is not None and limit < 1:
             raise OptionError(f"cache_limit must be a positive number of bytes, got {limit}")
         self.dir = Path(directory).expanduser()
@@ -99,7 +112,9 @@ class ShardCache:
         self._limit_name = faults.limit_name(self.option)
         faults.prepare(self.dir, make, self.option)
         self.limit = limit
-        self.hits = self.fills = self.fill_bytes = self.evicted = 0
+        self.hits = self.fills = self.fill_bytes = self.evicted = self.uncached = 0
+        self.started = time.time() if started is None else started  # (entries used since:
+        # this loader's, never evicted for another shard of it)
         self._over = False  # the last eviction pass left it over its limit (entries in use)
 
     @staticmethod
@@ -140,7 +155,18 @@ class ShardCache:
         cache. Each open shard of a loader holds its entry (up to ``CACHED_OPEN`` of them)."""
         try:
             return self.open(url, size, crc32c, fill)
+        except NotAdmitted:
+            self.uncached += 1
+            if say_once(self.dir, "at its limit"):
+                log.warning("%s %s has no room in its %s of %s for more of the shards "
+                            "this loader reads: those are read without it, fetched again each "
+                            "epoch, rather than put in place of the entries it uses (each epoch "
+                            "would fetch every shard again); a %s above the snapshot's size "
+                            "keeps them all", self.option, self.dir, self._limit_name,
+                            human_bytes(self.limit or 0), self._limit_name)  # fmt: skip
+            return None
         except NoRoom as err:
+            self.uncached += 1
             if say_once(self.dir, "no room"):
                 log.warning("%s. Reading the shards that do not fit without the cache "
                             "(downloaded again each epoch): a loader keeps up to %d cached "
@@ -161,6 +187,7 @@ class ShardCache:
                     there = path.exists()
                 if there:  # another process filled it while this one waited
                     continue
+                self._admit(size)
                 self._room_for(size)
                 self._fill(path, url, size, crc32c, fill)
                 self.fills += 1
@@ -168,6 +195,23 @@ class ShardCache:
                 filled = True
             with local("evicting entries"):
                 self._evict(keep=path)
+
+    def _admit(self, size: int) -> None:
+        """``NotAdmitted`` unless ``size`` more bytes fit in the limit, once the least recently
+        used entries not in use that this loader has not used are deleted."""
+        if self.limit is None:
+            return
+        with local("evicting entries"), self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX):
+            entries = self.entries()
+            total = sum(entry_size for _, entry_size, _ in entries)
+            for path, entry_size, used in entries:
+                if total + size <= self.limit or used >= self.started:
+                    break  # (least recently used first: the rest are this loader's too)
+                if delete_unused(path):
+                    total -= entry_size
+                    self.evicted += 1
+        if total + size > self.limit:
+            raise NotAdmitted
 
     def _room_for(self, size: int) -> None:
         """``Full`` if the filesystem has less than ``size`` bytes free: rather than
@@ -180,7 +224,7 @@ class ShardCache:
     def _error(self, err: OSError, doing: str, left: int = 0) -> StorageError:
         cause, hint = explain(err, str(self.dir), self.option)
         if err.errno in FULL:
-            doing += ", with every entry not in use removed"
+            doing += ", with every entry not in use removed but this loader's own"
             if left:
                 doing += f" but {faults.n_entries(left)} this user may not delete ({faults.LEFT})"
         return StorageError(f"{self.option} {self.dir}: {cause} while {doing}; {hint}")
@@ -285,14 +329,16 @@ class ShardCache:
         if self.limit is None:
             return
         with self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX):
-            self._remove_stale_temporaries()
+            remove_stale_temporaries(self.dir)
             entries = self.entries()
             total = sum(size for _, size, _ in entries)
             left, self._over = 0, False
-            for path, size, _ in entries:
+            for path, size, used in entries:
                 if total <= self.limit:
                     return
-                deleted = path != keep and self._delete_unused(path)
+                if used >= self.started:  # (over by other processes' fills at once)
+                    continue
+                deleted = path != keep and delete_unused(path)
                 left += deleted is None
                 if deleted:
                     total -= size
@@ -312,36 +358,20 @@ class ShardCache:
                             "read next; give %s room for more than that", *over, CACHED_OPEN,
                             self._limit_name)  # fmt: skip
 
-    @staticmethod
-    def _delete_unused(path: Path) -> bool | None:
-        """Delete the entry at ``path`` unless a reader holds it (False); None if this user
-        may not (another user's, in a sticky directory or one this user may not write)."""
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        except PermissionError:  # another user's, unreadable to this one
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        except BlockingIOError:
-            return False  # a reader holds it
-        except PermissionError:
-            return None
-        finally:
-            os.close(fd)
-        return True
+    def _has_room(self, size: int) -> bool:
+        st = os.statvfs(self.dir)
+        return st.f_bavail * st.f_frsize >= size
 
     def _make_room(self, err: OSError, url: str, size: int) -> int:
         """Delete every entry not in use and every abandoned temporary file (the disk is
         full: ``err``), saying so once a process; the entries this user may not delete."""
         removed = freed = left = 0
         with local("making room"), self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX):
-            freed += self._remove_stale_temporaries(abandoned=True)
-            for path, entry_size, _ in self.entries():
-                deleted = self._delete_unused(path)
+            freed += remove_stale_temporaries(self.dir, abandoned=True)
+            for path, entry_size, used in self.entries():
+                if used >= self.started or self._has_room(size):
+                    break  # (least recently used first: the rest are this loader's too)
+                deleted = delete_unused(path)
                 left += deleted is None
                 if deleted:
                     removed, freed = removed + 1, freed + entry_size
@@ -353,36 +383,6 @@ class ShardCache:
                         errno.errorcode.get(err.errno or 0, err), faults.n_entries(removed),
                         human_bytes(freed), url, human_bytes(size), self._limit_name)  # fmt: skip
         return left
-
-    def _remove_stale_temporaries(self, abandoned: bool = False) -> int:
-        """Delete temporary files over an hour old (a crashed fill's) and, if ``abandoned``,
-        every one whose entry no process is filling; the bytes freed."""
-        cutoff = time.time() - _STALE_TMP_S
-        freed = 0
-        for p in self.dir.glob(".*.tmp"):
-            with contextlib.suppress(FileNotFoundError, PermissionError):  # (another user's)
-                st = p.stat()
-                if st.st_mtime < cutoff or (abandoned and not self._being_filled(p)):
-                    p.unlink()
-                    freed += st.st_size
-        return freed
-
-    def _being_filled(self, tmp: Path) -> bool:
-        """Whether a process holds the fill lock of temporary file ``tmp``'s entry."""
-        entry = tmp.name[1:].split(SUFFIX + ".", 1)[0]  # .<entry>.arrow.<uuid>.tmp
-        try:
-            fd = os.open(self.dir / ".locks" / (entry + ".lock"), os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        except PermissionError:  # another user's, made with umask 077: may be filling it
-            return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # (releases the lock if this took it)
-        return False
 
     @contextlib.contextmanager
     def _locked(self, path: Path, mode: int) -> Iterator[None]:

@@ -46,7 +46,8 @@ def spec_of(readers: ShardReaders) -> dict[str, Any]:
         "schema": readers.schema, "verify": readers.verify, "max_open": readers.max_open,
         "max_bytes": readers.max_bytes, "placement": readers.placement,
         "shuffled": readers.shuffled,
-        "cache": None if cache is None else (str(cache.dir), cache.limit, True, cache.option),
+        "cache": None if cache is None else (str(cache.dir), cache.limit, True, cache.option,
+                                             cache.started),
     }  # fmt: skip
 
 

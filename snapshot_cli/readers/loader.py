@@ -275,7 +275,8 @@ class Loader(FrameworkAdapters):
         if self.cache is not None:
             c = self.cache
             out["cache"] = {"dir": str(c.dir), "hits": c.hits, "fills": c.fills,
-                            "fill_bytes": c.fill_bytes, "evicted": c.evicted}  # fmt: skip
+                            "fill_bytes": c.fill_bytes, "evicted": c.evicted,
+                            "uncached": c.uncached}  # fmt: skip
         return out
 
     # --- iteration ----------------------------------------------------------------------

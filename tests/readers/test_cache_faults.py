@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import logging
+import math
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -108,23 +109,26 @@ def test_a_full_disk_makes_room_from_the_entries_not_in_use(
     mount: Callable[[str], Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     disk = mount("1m")
-    cache = ShardCache(disk / "c")  # no cache_limit: the disk is the bound
+    cache = ShardCache(disk / "c", started=math.inf)  # no cache_limit: the disk bounds it
+    # (started: no entry its loader's, so that each not in use may go; see the next test)
     blobs = {name: os.urandom(250_000) for name in "abcdefg"}
     held = {name: _fill(cache, name, blobs[name]) for name in "abcd"}  # 1 MB in use
     for name in "ab":
         held.pop(name).close()  # no longer in use: may go
-    held["e"] = _fill(cache, "e", blobs["e"])  # no room for it until a and b go
-    assert cache.evicted == 2
-    assert {p.read_bytes() for p, _, _ in cache.entries()} == {blobs[n] for n in "cde"}
+    held["e"] = _fill(cache, "e", blobs["e"])  # no room for it until a (the LRU) goes
+    assert cache.evicted == 1  # (it emptied the cache of all not in use, b too)
+    assert {p.read_bytes() for p, _, _ in cache.entries()} == {blobs[n] for n in "bcde"}
     full = [m for m in _warnings(caplog) if "is full (ENOSPC)" in m]
     assert len(full) == 1 and full[0].startswith(f"cache_dir {disk / 'c'} is full"), full
-    assert "removed 2 entries not in use (488.3 KiB)" in full[0]
-    held["f"] = _fill(cache, "f", blobs["f"])  # c, d, e and f: 1 MB, all in use
+    assert "removed 1 entry not in use (244.1 KiB)" in full[0]
+    held["f"] = _fill(cache, "f", blobs["f"])  # b goes; c, d, e and f: 1 MB, all in use
+    assert cache.evicted == 2
     with pytest.raises(NoRoom) as raised:
         _fill(cache, "g", blobs["g"])
     assert str(raised.value) == (
         f"cache_dir {disk / 'c'}: No space left on device (ENOSPC) while caching "
-        "gs://b/g.arrow (244.1 KiB), with every entry not in use removed; free space there, "
+        "gs://b/g.arrow (244.1 KiB), with every entry not in use removed but this loader's "
+        "own; free space there, "
         "give cache_limit a size below the space free (e.g. '20GiB'), or choose another "
         "cache_dir (or none)"
     )
@@ -132,6 +136,30 @@ def test_a_full_disk_makes_room_from_the_entries_not_in_use(
         assert Path(entry.path).read_bytes() == blobs[name]
     assert not _temporaries(disk)
     assert len([m for m in _warnings(caplog) if "is full" in m]) == 1  # said once
+
+
+def test_a_full_disk_keeps_the_entries_its_loader_uses(mount: Callable[[str], Path]) -> None:
+    """A disk smaller than the snapshot: the fill that found it full removed every entry not
+    in use, so the cache emptied each time it filled, for good (a probe: 0 hits in 4
+    epochs). The entries this loader has used stay; the shard that does not fit beside them
+    is read without the cache."""
+    disk = mount("1m")
+    cache = ShardCache(disk / "c")
+    blobs = {name: os.urandom(250_000) for name in "abcde"}
+
+    def put(name: str) -> CachedShard | None:
+        data = blobs[name]
+        crc = f"{crc32c.crc32c(data):08x}"
+        return cache.open_if_room(f"gs://b/{name}.arrow", len(data), crc, lambda p: p(0, data))
+
+    for name in "abcd":  # (about 1 MB: the disk's room)
+        if (held := put(name)) is not None:
+            held.close()
+    kept = {p.read_bytes() for p, _, _ in cache.entries()}
+    assert len(kept) >= 3
+    assert put("e") is None
+    assert {p.read_bytes() for p, _, _ in cache.entries()} == kept and cache.evicted == 0
+    assert cache.uncached >= 1 and not _temporaries(disk)
 
 
 @pytest.mark.parametrize("size", ["2m", "256k"])

@@ -88,11 +88,11 @@ def test_a_commands_limit_warning_names_its_flags(
     args = ["bench", remote, "--epochs", "1", "--cache-dir", str(cache), "--cache-limit", "1KiB"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    said = [line for line in result.stderr.splitlines() if " holds " in line]
+    said = [line for line in result.stderr.splitlines() if " has no room " in line]
     assert len(said) == 1 and "snapshot_cli" not in result.stderr, result.stderr
-    assert said[0].startswith(f"snap: warning: --cache-dir {cache} holds ")
-    assert "over its --cache-limit of 1.0 KiB" in said[0]
-    assert said[0].endswith("give --cache-limit room for more than that")
+    assert said[0].startswith(f"snap: warning: --cache-dir {cache} has no room in its ")
+    assert "--cache-limit of 1.0 KiB for more of the shards" in said[0]
+    assert said[0].endswith("a --cache-limit above the snapshot's size keeps them all")
 
 
 @pytest.mark.parametrize("code", sorted({*cache_faults.HINTED, errno.ENXIO}))
