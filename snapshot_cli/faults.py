@@ -22,7 +22,7 @@ from fsspec import AbstractFileSystem
 from . import layout, literal, retry
 from .credentials import forgotten_if_refused, named_as_credentials
 from .endpoints import endpoint_source
-from .errors import CorruptShardError, SnapError, StorageError
+from .errors import DAMAGED, CorruptShardError, SnapError, StorageError
 from .local_files import read_denied, read_hint, write_denied
 from .os_paths import broken_link_said  # (a link to nothing: said where a path is missing)
 from .protocols import OBJECT_STORES, is_local, protocol, to_url
@@ -394,4 +394,5 @@ def read_failure(
             "system (and that this process may read the file), then run again"
         )
         return StorageError(f"{where} could not be read: {err.strerror or err} ({code}); {hint}")
-    return CorruptShardError(f"{where} cannot be {doing}: {err}")
+    where = re.sub(r" record batch \d+$", "'s footer", where) if "Footer" in str(err) else where
+    return CorruptShardError(f"{where} cannot be {doing}: {str(err).rstrip('.')}; {DAMAGED}")

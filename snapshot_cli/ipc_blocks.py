@@ -26,6 +26,7 @@ from typing import overload
 import numpy as np
 import pyarrow as pa
 
+from . import manifest_text
 from .crc import crc32c
 
 MAGIC = b"ARROW1"
@@ -87,8 +88,11 @@ def file_schema(read: Callable[[int, int], bytes], file_size: int) -> pa.Schema:
         message = pa.ipc.read_message(pa.py_buffer(data))
         if message.type != "schema":
             raise FooterError(f"its first message is a {message.type}, not the schema")
-        return pa.ipc.read_schema(message)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as err:
+        schema = pa.ipc.read_schema(message)
+        manifest_text.names(schema)  # (a name not UTF-8: damaged bytes; pyarrow decodes names
+        return schema  # only when asked, a UnicodeDecodeError where the loader compared them)
+    except (pa.ArrowException, OSError, ValueError, IndexError) as err:  # (any of Arrow's: a
+        # damaged type said "Integers with less than 8 bits not implemented", NotImplemented)
         raise FooterError(f"its schema cannot be read: {err}") from err
 
 
