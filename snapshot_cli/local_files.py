@@ -317,20 +317,22 @@ def write_advice(
     directory: str, who: Who, as_whom: str = "run it as {owner}", tree: str | None = None
 ) -> str:
     """``"this user (ru1) may not write <directory> (ru2's, mode drwxr-sr-x): run it as ru2,
-    or ask ru2 to let the group write it (chmod -R g+w <directory>)"``; ``as_whom`` is the
+    or ask ru2 to let the group write it (chmod -R g+rwX <directory>)"``; ``as_whom`` is the
     first remedy, with ``{owner}`` for the directory's owner. ``tree``: what the ``chmod -R``
     covers, ``directory`` or the snapshot it is in; never a directory above a snapshot (see
-    :func:`parent_advice`). This user's own directory: ``chmod -R u+w``, said to it. Pure."""
+    :func:`parent_advice`). This user's own directory: ``chmod -R u+rwX``, said to it (a
+    create lists, enters and writes the snapshot's directories: ``u+w``, said for a
+    ``d---------``, left ``d-w-------``, refused with the same advice again; a probe). Pure."""
     tree = tree or directory
     said = f"this user ({who.me}) may not write {directory}"
     if who.own:
-        return f"{said} (its own, mode {who.mode}): {OWN} (chmod -R u+w {tree})"
+        return f"{said} (its own, mode {who.mode}): {OWN} (chmod -R u+rwX {tree})"
     it = "it" if tree == directory else f"all of {tree}"
     if who.group:
-        grant = f"let the group write {it} (chmod -R g+w {tree})"
+        grant = f"let the group write {it} (chmod -R g+rwX {tree})"
     else:
         grant = (f"give {it} a group you share and let that group write {it} (chgrp -R GROUP "
-                 f"{tree}; chmod -R g+w {tree})")  # fmt: skip
+                 f"{tree}; chmod -R g+rwX {tree})")  # fmt: skip
     return (
         f"{said} ({who.owner}'s, mode {who.mode}): {as_whom.format(owner=who.owner)}, or ask "
         f"{who.owner} to {grant}"

@@ -1,7 +1,7 @@
 """What a denied local read or write advises (:mod:`snapshot_cli.local_files`): a recursive
 chmod only inside the snapshot (an OUTPUT in ``/`` was told ``chgrp -R GROUP /; chmod -R g+w
 /``, a snapshot in a home directory of mode 700 ``chmod -R o+rX`` of the home), this user's
-own files said to it (``chmod -R u+w``, not "ask <itself> to let the group write it"), and
+own files said to it (``chmod -R u+rwX``, not "ask <itself> to let the group write it"), and
 the directory OUTPUT would be made in answered with another OUTPUT, or its owner making
 OUTPUT this user's.
 
@@ -94,10 +94,10 @@ def test_a_directory_of_the_snapshot_is_opened_whole_and_only_it() -> None:
     assert runs == (
         "this user (ana) may not write /s/_runs (ben's, mode drwxr-xr-x): run as ben, or ask "
         "ben to give all of /s a group you share and let that group write all of /s (chgrp -R "
-        "GROUP /s; chmod -R g+w /s)"
+        "GROUP /s; chmod -R g+rwX /s)"
     )
     assert write_advice("/s", GROUP).endswith(
-        "run it as ben, or ask ben to let the group write it (chmod -R g+w /s)"
+        "run it as ben, or ask ben to let the group write it (chmod -R g+rwX /s)"
     )
     assert recursive_targets(write_advice("/s/_runs/0a1b", GROUP)) == ["/s/_runs/0a1b"]
 
@@ -108,7 +108,7 @@ def test_this_users_own_files_are_said_to_it() -> None:
     said = write_advice("/home/ana/s", OWN, "run snap gc as {owner}")
     assert said == (
         "this user (ana) may not write /home/ana/s (its own, mode dr-xr-xr-x): restore its "
-        "permission (chmod -R u+w /home/ana/s)"
+        "permission (chmod -R u+rwX /home/ana/s)"
     )
     mine = Who("ana", "ana", "----------", own=True, group=True)
     read = read_advice("/home/ana/s/manifest.json", "/home/ana/s/manifest.json", "read", mine,
@@ -217,11 +217,11 @@ def test_its_own_snapshot_it_took_the_permissions_from(user: User) -> None:
             done = snap(user, *command) if command[0] == "gc" else user.run(command)
             line = error_line(done)
             assert f"may not write {s} (its own, mode dr-xr-xr-x): restore its permission " \
-                f"(chmod -R u+w {s})" in line  # fmt: skip
+                f"(chmod -R u+rwX {s})" in line  # fmt: skip
             assert f"ask {user.name}" not in line and f"as {user.name}" not in line
         assert "cannot add to" in line  # (the create: refused before its lease)
     finally:
-        user.chmod(s, "-R u+w")
+        user.chmod(s, "-R u+rwX")
     assert json.loads(snap(user, "inspect", str(s), "--json").stdout)["num_records"] == 3
 
 
@@ -326,3 +326,32 @@ def test_an_immutable_cache_dir_is_said_so_not_chmod(tmp_path: Path) -> None:
     said = str(caught.value)
     assert f"no user may write {held}, whatever its mode" in said and "chmod" not in said, said
     assert said.endswith("or choose another cache_dir (or none)"), said
+
+
+@pytest.mark.parametrize("mode", ["000", "100", "200", "300", "400", "500"])
+@pytest.mark.parametrize("directory", ["shards", "_runs", "_versions", "."])
+def test_following_the_advice_for_its_own_directory_lets_the_create_run(
+    user: User, mode: str, directory: str
+) -> None:
+    """Any mode of one of its own snapshot's directories: the chmod said, run as said, lets
+    the next create run (``chmod -R u+w``, said for a ``shards/`` of ``d---------``, left
+    it ``d-w-------``, which the next create refused with the same advice: a probe)."""
+    s = user.home / "own"
+    assert user.run(["-c", CREATE, str(s)]).returncode == 0
+    user.chmod(s / directory, mode)
+    advised = set()
+    try:
+        for _ in range(3):  # (each advice followed; none said twice)
+            done = user.run(["-c", CREATE, str(s), "4"])
+            if done.returncode == 0:
+                break
+            line = error_line(done)
+            said = re.findall(r"\(chmod (-R )?(\S+) ([^)]+)\)", line)
+            assert said and said[0] not in advised, line
+            advised.add(said[0])
+            recursive, change, where = said[0]
+            user.chmod(Path(where), f"{recursive}{change}")
+        assert done.returncode == 0, done.stderr
+    finally:
+        user.chmod(s, "-R u+rwX")
+    assert json.loads(snap(user, "inspect", str(s), "--json").stdout)["num_records"] == 4

@@ -54,10 +54,10 @@ def test_a_read_only_snapshot_a_live_writer_holds() -> None:
         try:
             done = user.run(["-c", CREATE, str(s), "4"])
         finally:
-            user.chmod(s, "-R u+w")
+            user.chmod(s, "-R u+rwX")
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.strip() == (
             f"snap: error: cannot add to {s}: this user ({user.name}) may not write {s} (its "
-            f"own, mode dr-xr-xr-x): restore its permission (chmod -R u+w {s})"
+            f"own, mode dr-xr-xr-x): restore its permission (chmod -R u+rwX {s})"
         )
         assert json.loads(lease.read_text()) == holder  # (not taken over)

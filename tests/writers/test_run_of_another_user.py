@@ -101,7 +101,7 @@ def test_a_run_another_user_left_is_refused_before_any_work(
     assert line == (
         f"snap: error: cannot resume the unfinished run {run} of {snap} (4 of its tasks done): "
         f"this user ({ana}) may not write {run_dir} ({ben}'s, mode drwxr-sr-x): run the same "
-        f"command as {ben}, or ask {ben} to let the group write it (chmod -R g+w {run_dir}); "
+        f"command as {ben}, or ask {ben} to let the group write it (chmod -R g+rwX {run_dir}); "
         f"or have {ben} remove that run (snap gc {snap}), which starts it over"
     )
 
@@ -112,7 +112,7 @@ def test_a_run_another_user_left_is_refused_before_any_work(
     )
     assert (
         f"this user ({ana}) may not write {run_dir} ({ben}'s, mode drwxr-sr-x): run snap gc as "
-        f"{ben}, or ask {ben} to let the group write it (chmod -R g+w {run_dir})"
+        f"{ben}, or ask {ben} to let the group write it (chmod -R g+rwX {run_dir})"
     ) in line
     assert "its owner" not in line
 
@@ -141,7 +141,7 @@ def test_a_snapshot_another_user_made_is_refused_before_any_work(
     assert line == (
         f"snap: error: cannot add to {snap}: this user ({ana}) may not write {snap} ({ben}'s, "
         f"mode drwxr-sr-x): run the same command as {ben}, or ask {ben} to let the group write "
-        f"it (chmod -R g+w {snap})"
+        f"it (chmod -R g+rwX {snap})"
     )
     assert not list((snap / "_runs").glob("lease-*1.json"))  # (no lease taken)
 
@@ -182,6 +182,6 @@ def test_a_live_writer_of_another_user_is_not_waited_for(team: tuple[Users, Path
     finally:
         writer.communicate(b"")  # (it ends)
     assert line.startswith(f"snap: error: cannot add to {snap}: this user ({ana}) may not ")
-    assert f"(chmod -R g+w {snap})" in line
+    assert f"(chmod -R g+rwX {snap})" in line
     assert calls(users, "ana") == []
     assert json.loads(lease.read_text()) == holder  # (ben's lease, not taken over)
