@@ -308,8 +308,8 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
             "  manifest.json was edited (above): put its copy back and run snap verify again "
             "before deleting anything; the shards it calls damaged may be intact"
             if edited
-            else "  run the same snap create again: it computes the tasks of missing or "
-            "cut-short shards again (a new version)"
+            else "  run the same snap create again: it computes the tasks of shards missing or "
+            "of another size again (a new version)"
             if lost
             else "  do not delete them: the files they link to may be intact (see above)"
             if links

@@ -30,7 +30,9 @@ def lost_shards(fs: AbstractFileSystem, root: str, m: Manifest) -> dict[str, str
     for entry in m.shards:
         size = sizes.get(entry.path.rsplit("/", 1)[-1])
         if size != entry.bytes:
-            lost[entry.path] = "missing" if size is None else "cut short"
+            lost[entry.path] = (  # (bytes appended to one: not "cut short", a probe)
+                "missing" if size is None else "cut short" if size < entry.bytes else "longer"
+            )
     if storage.is_local(fs):
         lost.update(_refused_here(root, [e.path for e in m.shards if e.path not in lost]))
     return lost
@@ -77,10 +79,10 @@ def said(lost: dict[str, str], missing: str = "missing") -> tuple[str, str]:
     """What the shards ``lost`` are, as a phrase ("missing or cut short", ``missing`` the
     word for an absent one), and the first three of them, with why where that is no plain
     absence or truncation."""
-    gone = ("missing", "cut short")
-    what = f"{missing} or cut short"
-    if any(why not in gone for why in lost.values()):
-        what = f"{missing}, cut short or refused by readers"
+    gone = ("missing", "cut short", "longer")
+    kinds = [missing, "cut short"] + ["longer than written"] * ("longer" in lost.values())
+    kinds += ["refused by readers"] * any(why not in gone for why in lost.values())
+    what = f"{', '.join(kinds[:-1])} or {kinds[-1]}"
     shown = ", ".join(p if lost[p] in gone else f"{p} {lost[p]}" for p in sorted(lost)[:3])
     return what, shown + (f", ... ({len(lost)} in all)" if len(lost) > 3 else "")
 

@@ -117,7 +117,7 @@ def test_verify_reports_a_truncated_shard_with_its_size(snapshot: Path, fast: bo
     # (its checksum is not read: a cut-short shard was counted as read in full)
     others = sum(s.stat().st_size for s in shards if s != victim)
     assert doc["bytes_checked"] == (0 if fast else others)
-    assert "run the same snap create again: it computes the tasks of missing" in stdout
+    assert "run the same snap create again: it computes the tasks of shards missing" in stdout
 
 
 @pytest.mark.parametrize("fast", [False, True])
@@ -134,7 +134,7 @@ def test_verify_reports_a_deleted_shard_as_missing(snapshot: Path, fast: bool) -
         (str(victim.relative_to(snapshot)), "missing", True)
     ]
     assert [s["lost"] for s in doc["shards"]] == [s == victim for s in shards]
-    assert "run the same snap create again: it computes the tasks of missing" in stdout
+    assert "run the same snap create again: it computes the tasks of shards missing" in stdout
     make_snapshot(snapshot)  # as it says: the lost shard's task is computed again
     assert run("verify", str(snapshot))[0] == 0 and snap.open(snapshot).version == 2
     assert len(written_order(snapshot)) == NUM_RECORDS

@@ -73,7 +73,7 @@ def test_a_damaged_task_table_means_computing_every_task(
     assert content(str(tmp_path / "scratch")) == content(str(tmp_path / "s"))
 
 
-@pytest.mark.parametrize("damage", ["deleted", "cut short", "every shard deleted"])
+@pytest.mark.parametrize("damage", ["deleted", "cut short", "longer", "every shard deleted"])
 def test_a_rerun_computes_again_only_the_tasks_of_lost_shards(
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -89,6 +89,8 @@ def test_a_rerun_computes_again_only_the_tasks_of_lost_shards(
         path = tmp_path / "s" / entry.path
         if damage == "cut short":
             path.write_bytes(path.read_bytes()[:-10])
+        elif damage == "longer":  # (echo junk >> shard: was said to be "cut short")
+            path.write_bytes(path.read_bytes() + b"junk\n")
         else:
             path.unlink()
     dry = tree.create(inputs_per_task=2, dry_run=True)
@@ -97,9 +99,14 @@ def test_a_rerun_computes_again_only_the_tasks_of_lost_shards(
     with caplog.at_level(logging.WARNING, logger="snapshot_cli"):
         info = tree.create(inputs_per_task=2)
     assert not info.reused and info.version == 2 and info.tasks_reused == 6 - len(victims)
-    said = f"of version 1 missing or cut short ({victims[0].path}"
+    what = (
+        "missing, cut short or longer than written"
+        if damage == "longer"
+        else ("missing or cut short")
+    )
+    said = f"of version 1 {what} ({victims[0].path}"
     assert said in caplog.text and "computing their tasks again" in caplog.text
-    assert caplog.text.count("missing or cut short") == 1  # (asked twice: said once)
+    assert caplog.text.count(what) == 1  # (asked twice: said once)
     redone = [f"in-{i:05d}.txt" for k in range(6) for i in (2 * k, 2 * k + 1)
               if shards[k] in victims]  # fmt: skip
     assert tree.take_calls() == sorted(redone)
