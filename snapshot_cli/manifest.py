@@ -389,8 +389,8 @@ def repair_advice(where: str) -> str:
     """What to do about the damaged or hand-edited manifest at ``where``."""
     if "/_versions/" in where.replace("\\", "/"):
         return (
-            "this kept copy of a version is damaged or was edited: the snapshot's current "
-            "manifest.json does not depend on it; delete the copy to stop keeping that version"
+            "this kept copy of a version is damaged or edited (manifest.json does not use it): "
+            "delete it (snap gc writes the current version's again; an older one is not kept)"
         )
     return (
         "the manifest is damaged or was edited by hand: put back the newest copy, the "

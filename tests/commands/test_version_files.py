@@ -167,7 +167,23 @@ def test_verify_names_damaged_files_of_its_versions(two_versions: Path) -> None:
     assert len(problems) == 2, problems
     assert "v00000002.tasks.json does not have the crc32c the manifest gives" in problems[0]
     assert "computes every one again" in problems[0]
-    assert "v00000001.json is not valid JSON" in problems[1] and "delete the copy" in problems[1]
+    assert "v00000001.json is not valid JSON" in problems[1] and "delete it" in problems[1]
+
+
+def test_the_current_version_s_copy_damaged_is_written_again_as_said(two_versions: Path) -> None:
+    """Its kept copy emptied: the advice said to delete it "to stop keeping that version",
+    the one in use (a probe). Deleted as said, gc writes it again from manifest.json."""
+    copy = two_versions / "_versions" / "v00000002.json"
+    copy.write_text("")
+    res = cli(["verify", str(two_versions), "--json"])
+    assert res.exit_code == 1, res.output
+    (problem,) = json.loads(res.stdout)["problems"]
+    assert "snap gc writes the current version's again" in problem, problem
+    assert "stop keeping" not in problem
+    copy.unlink()
+    assert cli(["gc", str(two_versions)]).exit_code == 0
+    assert json.loads(copy.read_text())["history"]["version"] == 2
+    assert cli(["verify", str(two_versions)]).exit_code == 0
 
 
 def test_a_copy_without_its_versions_is_ok_with_a_note(two_versions: Path, tmp_path: Path) -> None:
