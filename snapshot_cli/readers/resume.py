@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import storage
-from .. import versions as versions_mod
+from .. import storage, versions
 from ..errors import OptionError
 from ..layout import MANIFEST_NAME
 from ..progress import human_bytes
@@ -229,8 +228,9 @@ def mismatch(
                 for s, f, b in zip(sources, saved, known, strict=True)
                 if f != s.manifest.fingerprint]  # fmt: skip
         diff.remove(key)
-    if data or key in diff:  # the windows' sizes and the layout follow from the data
-        diff = [k for k in diff if k not in (*DERIVED, "blocks")]
+    if data or key in diff:  # the windows' sizes, the layout, one source's records follow
+        derived = (*DERIVED, "blocks", *["records_per_epoch"] * (len(sources) == 1 and bool(data)))
+        diff = [k for k in diff if k not in derived]
     return "; ".join([*data, *([_settings(mine, theirs, diff, capped)] if diff else [])])
 
 
@@ -324,8 +324,8 @@ def _other_data(source: Snapshot, saved: str, blocks: str | None) -> str:
             f"{now.fingerprint[:16]} now (it was written again since, or it is another "
             "snapshot), so the state's batch counts would land on other records"
         )
-    current = versions_mod.read(source.fs, storage.join(source.root, MANIFEST_NAME)) or now
-    for m in reversed(versions_mod.history(source.fs, source.root, current)):
+    current = versions.read(source.fs, storage.join(source.root, MANIFEST_NAME)) or now
+    for m in reversed(versions.history(source.fs, source.root, current)):
         if m.fingerprint == saved and (blocks is None or _layout_of(m) == blocks):
             return (
                 f"{head}; version {m.version}, kept, has the state's data: resume from "
