@@ -106,7 +106,7 @@ def test_a_refused_access_check_is_still_a_permission(
 ) -> None:
     AccessFails(monkeypatch, getattr(errno, name), str(snapshot / "shards"), times=1)
     fs, root = storage.resolve(str(snapshot))
-    with pytest.raises(StorageError, match=r"may not write .*/shards .*chmod -R u\+w"):
+    with pytest.raises(StorageError, match=r"may not write .*/shards .*chmod -R u\+rwX"):
         guards.refuse_unwritable(fs, root, str(snapshot))
 
 
