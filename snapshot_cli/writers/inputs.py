@@ -31,27 +31,13 @@ from ..console import named
 from ..errors import OptionError
 from ..globbing import loop_hint
 from ..manifest import canonical_json, fingerprint, sha256_text
-from ..units import stored_seconds
 from . import contents
 from . import items as items_mod
 from .chunking import input_name
+from .input_identity import identity
 from .input_names import as_text, by_bytes, directories_only, given, held_as_bytes, meant
 
 log = logging.getLogger("snapshot_cli")
-
-# Keys that identify a file's version, most specific first (GCS, S3, local and HDFS, WebHDFS,
-# memory). A file with none of them has no version: its bytes are read on every create.
-_VERSION_KEYS = ("crc32c", "md5Hash", "generation", "ETag", "etag", "mtime",
-                 "modificationTime", "created")  # fmt: skip
-# Keys that are a checksum of a file's contents, as the storage reports it (GCS, S3).
-_CONTENT_KEYS = ("crc32c", "md5Hash", "ETag", "etag")
-# Versions that are a time, and how recent one may be and still vouch for the bytes: a file
-# written again within the same tick of its mtime keeps its mtime (FAT ticks every 2 s, exFAT
-# and HFS+ every second), so one listed within RACY_S of its last change is identified by its
-# bytes, now and at the next create, until it is older (git's "racily clean" files). An
-# exFAT drive replayed the old bytes of such a rewrite before (5 of 5 tries).
-_TIME_KEYS = ("mtime", "modificationTime", "created")
-RACY_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -61,7 +47,9 @@ class InputFile:
     ``version`` is cheap to get (a listing: mtime, generation or checksum); ``content`` is a
     checksum of the bytes the storage reports (GCS crc32c, S3 ETag), or "" when only
     :func:`.contents.hash_file` can tell (local disk, HDFS). ``name`` is what identifies it
-    (``url`` where not given): a local file's by its bytes (:func:`by_bytes`).
+    (``url`` where not given): a local file's by its bytes (:func:`by_bytes`). ``etag_key``:
+    the key of an S3 multipart upload's ETag, whose content is the MD5 of its bytes, said
+    as a one-part upload's ETag (:mod:`.input_identity`).
     """
 
     url: str
@@ -69,6 +57,7 @@ class InputFile:
     version: str
     content: str
     name: str = ""
+    etag_key: str = ""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -76,14 +65,6 @@ class InputFile:
 
     def stat_identity(self) -> list[Any]:
         return [self.name, self.size, self.version]
-
-
-def _first(info: dict[str, Any], keys: tuple[str, ...]) -> str:
-    for key in keys:
-        value = info.get(key)
-        if value not in (None, ""):
-            return f"{key}={value}"
-    return ""
 
 
 def expand_inputs(
@@ -162,11 +143,9 @@ def expand_inputs(
             )  # fmt: skip
         for url, info in files.items():
             size = int(info.get("size") or 0)
-            version = _first(info, _VERSION_KEYS)
-            if _racy(info, version, listed):
-                version = ""  # (no version: identified by its bytes)
+            version, content, etag_key = identity(info, listed)
             name = by_bytes(url) if storage.is_local(fs) else url
-            found[url] = InputFile(url, size, version, _first(info, _CONTENT_KEYS), name)
+            found[url] = InputFile(url, size, version, content, name, etag_key)
     return sorted(found.values(), key=lambda f: (f.name, f.url))  # (in every locale's order)
 
 
@@ -187,17 +166,6 @@ def snapshots_files(urls: list[str], pattern: str) -> dict[str, str]:
         if name == layout.MANIFEST_NAME and root in roots and name not in pattern:
             found[url] = root
     return found
-
-
-def _racy(info: dict[str, Any], version: str, listed: float) -> bool:
-    """Whether ``version`` is a time less than RACY_S before ``listed`` (or after it: another
-    clock). Times in milliseconds (WebHDFS) and datetimes are read as such; a time in a form
-    not known here is trusted, as before."""
-    key = version.split("=", 1)[0]
-    if key not in _TIME_KEYS:
-        return False
-    seconds = stored_seconds(info.get(key))
-    return seconds is not None and listed - seconds < RACY_S
 
 
 def _followed(fs: Any, path: str, info: dict[str, Any], pattern: str) -> dict[str, Any]:
@@ -270,7 +238,9 @@ class Inputs:
                     return known.get((f.name, f.size, f.version)) if f.version else None
 
                 todo = [f for f in self.files if not f.content and not kept(f)]
-                hashed = contents.hash_files([(f.url, f.size) for f in todo], self.storage_options)
+                etags = {f.url: f.etag_key for f in todo if f.etag_key}  # (as an MD5)
+                files = [(f.url, f.size) for f in todo]
+                hashed = contents.hash_files(files, self.storage_options, etags)
                 self._records = [
                     [f.name, f.size, f.version, f.content or kept(f) or hashed[f.url]]
                     for f in self.files

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import snapshot_cli as snap
+from snapshot_cli.writers import input_identity
 from snapshot_cli.writers import inputs as inputs_mod
 from tests.backends.conftest import Backend
 
@@ -64,7 +65,7 @@ def test_an_input_rewritten_with_other_bytes_of_the_same_size_is_changed(
     every input had an empty version, the listing matched, and a rewritten input left the
     snapshot "up to date" with the old records. (A file written less than RACY_S before its
     listing has no version yet, whatever the store: that wait is left out here.)"""
-    monkeypatch.setattr(inputs_mod, "RACY_S", 0.0)
+    monkeypatch.setattr(input_identity, "RACY_S", 0.0)
     fs = backend.fs
     fs.makedirs(backend.path(backend.url("in")), exist_ok=True)
     path = backend.path(backend.url("in/a.bin"))

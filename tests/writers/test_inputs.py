@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import snapshot_cli as snap
 from snapshot_cli.cli import cli
-from snapshot_cli.writers import importing
+from snapshot_cli.writers import importing, input_identity
 from snapshot_cli.writers import inputs as inputs_mod
 from snapshot_cli.writers import items as items_mod
 
@@ -344,7 +344,7 @@ def test_a_file_written_again_within_its_mtime_tick_is_detected(
     with caplog.at_level("INFO", "snapshot_cli"):  # recorded racy: read again, and the same
         assert snap.create(read_bytes_pipeline, out, inputs=glob, workers=0).reused
     assert "read 1 input file" in caplog.text
-    old = time.time() - inputs_mod.RACY_S - 1
+    old = time.time() - input_identity.RACY_S - 1
     os.utime(target, (old, old))  # once its mtime is older, it is a version again
     assert [f.version for f in inputs_mod.expand_inputs([glob])] == [f"mtime={old}"]
 
@@ -364,8 +364,8 @@ def test_every_form_of_a_time_version_is_read(value: Any, racy: bool) -> None:
              "datetime": when}  # fmt: skip
     stamp = forms.get(value, now + value if isinstance(value, float) else value)
     for key in ("mtime", "modificationTime", "created"):
-        assert inputs_mod._racy({key: stamp}, f"{key}={stamp}", now) is racy
-    assert not inputs_mod._racy({"generation": 5, "mtime": now}, "generation=5", now)
+        assert input_identity._racy({key: stamp}, f"{key}={stamp}", now) is racy
+    assert not input_identity._racy({"generation": 5, "mtime": now}, "generation=5", now)
 
 
 @pytest.mark.parametrize("change", ["same size", "other size", "renamed", "added", "removed"])
