@@ -30,6 +30,7 @@ from .. import errors, progress, signals
 from ..child import how_it_died, python_command
 from ..console import named
 from ..errors import PipelineError
+from . import worker_logs
 from .native_threads import worker_environment
 from .options import RAY_ONLY
 from .task import Job, ProgressFn, TaskSpec, run_task
@@ -200,10 +201,12 @@ class LocalExecutor(Executor):
     ) -> None:
         if not tasks:
             return
-        hello = json.dumps({"sys_path": sys.path, "job": job.to_json()}).encode() + b"\n"
+        level = logging.getLogger().getEffectiveLevel()  # (the workers' records: as here)
+        said = {"sys_path": sys.path, "job": job.to_json(), "log_level": level}
+        hello = json.dumps(said).encode() + b"\n"
         events: queue.Queue[Any] = queue.Queue()
         procs: list[_WorkerProcess] = []
-        logged: set[tuple[int, str]] = set()
+        relayed = worker_logs.Relayed()
         clean = False
         started = min(self.workers, len(tasks))
         env = worker_environment(os.environ, started)  # (native thread pools: cores / started)
@@ -220,10 +223,8 @@ class LocalExecutor(Executor):
                     raise PipelineError(_died(proc))
                 if "progress" in message:
                     on_progress(*message["progress"])
-                elif "log" in message:  # a warning of snap's: once, not once per worker
-                    if (said := tuple(message["log"])) not in logged:
-                        logged.add(said)
-                        logging.getLogger("snapshot_cli").log(said[0], "%s", said[1])
+                elif "record" in message:  # a worker's log record (worker_logs)
+                    relayed.handle(message["record"])
                 elif "error" in message:
                     raise rebuild_error(message["error"])
                 elif "ok" in message:

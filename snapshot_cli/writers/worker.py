@@ -12,8 +12,8 @@ Protocol: one JSON document per line. The parent writes to the worker's stdin a 
 ``{"sys_path", "job"}`` then one ``{"task"}`` per task; end of input means stop. The worker
 writes to its original stdout ``{"ready"}`` once the function is loaded, ``{"progress":
 [records, bytes]}`` while a task runs, and ``{"ok": result}`` or ``{"error": {type,
-message}}`` when it ends, and ``{"log": [level, message]}`` for a record of snap's own
-(the parent says each once). Anything the pipeline prints (to ``sys.stdout`` or file
+message}}`` when it ends, and ``{"record": {...}}`` for a log record the parent handles
+(:mod:`.worker_logs`). Anything the pipeline prints (to ``sys.stdout`` or file
 descriptor 1) goes to stderr, so that it cannot break the protocol or ``--json`` output,
 a line at a time: see :func:`_whole_lines`.
 """
@@ -32,11 +32,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from typing import IO, Any
 
-from .. import cli_exit, cli_logs, console, errors, storage
+from .. import cli_exit, console, errors, storage
 from ..errors import SnapError
+from . import worker_logs
 from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
 
 IMPORTING = False  # True while a worker loads the pipeline: a snap.create then is refused
@@ -122,9 +122,6 @@ def main(parent_pid: int) -> None:
     incoming, outgoing = _protocol_streams()
     _whole_lines()
     console.print_paths_as_given()  # as the command's: a print("café") under LC_ALL=C failed
-    # another library's records (gcsfs giving up on a request) one line each, where the
-    # pipeline set up no logging of its own (Python's last resort printed its traceback)
-    cli_logs.route_library_logs(debug=False)
     lock = threading.Lock()
 
     def send(message: dict[str, Any]) -> None:
@@ -133,15 +130,10 @@ def main(parent_pid: int) -> None:
             outgoing.write(line)
             outgoing.flush()
 
-    # snap's warnings from here go to the parent, which says each once for the whole create
-    # (each worker printed its own: the same warning once per worker), whatever logging the
-    # pipeline's modules set up later
-    logger = logging.getLogger("snapshot_cli")
-    logger.handlers[:] = [_ToParent(send)]
-    logger.setLevel(logging.WARNING)
-    logger.propagate = False
-
     hello = json.loads(incoming.readline())
+    # records to the parent, which handles them as its own (worker_logs): snap's warnings
+    # said once for the create, the pipeline's as the parent's logging configuration says
+    worker_logs.install(send, int(hello.get("log_level", logging.WARNING)))
     sys.path[:] = hello["sys_path"]  # as multiprocessing does: the parent's imports work here
     job = hello["job"]
     IMPORTING = True  # a module that calls snap.create when imported would wait for us
@@ -159,22 +151,6 @@ def main(parent_pid: int) -> None:
     _exit_now()
 
 
-class _ToParent(logging.Handler):
-    """Sends snap's own records to the parent (``{"log": [level, message]}``); on stderr
-    where the parent is no longer there to read them."""
-
-    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
-        super().__init__()
-        self.send = send
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.send({"log": [record.levelno, record.getMessage()]})
-        except Exception:  # (the pipe gone: the parent ended)
-            cli_logs.setup_logging(quiet=True)
-            logging.getLogger("snapshot_cli").handle(record)
-
-
 def _exit_now() -> None:
     """End the process without the interpreter's teardown, after the ``atexit`` hooks (the
     pipeline's too: logging flushes there) and stdio: every result is written and reported
@@ -182,7 +158,7 @@ def _exit_now() -> None:
     parent waits for at the end of every create. Threads the pipeline left running end
     with the process; its ``multiprocessing`` children get the command's grace to end
     (``multiprocessing``'s exit hook waited for them for good: the create hung)."""
-    cli_logs.setup_logging(quiet=True)  # (the parent reads no more: on stderr again)
+    worker_logs.restore()  # (the parent reads no more: records on stderr again)
     if children := cli_exit.stray_processes():
         deadline = time.monotonic() + cli_exit.EXIT_GRACE_S
         cli_exit.end_processes(children, deadline, logging.getLogger("snapshot_cli").warning)

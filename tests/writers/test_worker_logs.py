@@ -58,5 +58,44 @@ def test_a_library_user_s_logging_gets_the_workers_records(tmp_path: Path) -> No
                          text=True, timeout=120, env=env)  # fmt: skip
     assert res.returncode == 0, res.stderr
     lines = res.stderr.splitlines()
-    assert lines.count("logged snapshot_cli WARNING a warning of snap's (same)") == 1, lines
+    assert (
+        lines.count("logged snapshot_cli.writers.shard WARNING a warning of snap's (same)") == 1
+    ), lines
     assert not [line for line in lines if line.startswith("snap: ")], lines
+
+
+SCRIPT = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="logged %(name)s %(levelname)s %(message)s")
+import snapshot_cli as snap
+
+def logs(n):
+    logging.getLogger("mine").info("info from %s", n)
+    logging.getLogger("mine").warning("warn from %s", n)
+    try:
+        raise ValueError("odd")
+    except ValueError:
+        logging.getLogger("mine").exception("failed on %s", n)
+    return {"n": n}
+
+snap.create(logs, "s", inputs=range(2), workers=int(sys.argv[1]), progress=False)
+"""
+
+
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_the_pipeline_s_records_follow_the_program_s_logging(tmp_path: Path, workers: str) -> None:
+    """A notebook (a script) that configured logging, then ran ``snap.create(f, workers=2)``
+    of a function of its own (sent by value): the workers, where nothing configured logging,
+    printed the WARNING lines bare and lost the INFO ones; ``workers=0`` gave all of them in
+    the program's format (a probe). Each worker's record is now handled by the program."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-c", SCRIPT, workers], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    mine = sorted(line for line in lines if line.startswith("logged mine "))
+    assert mine == sorted(
+        f"logged mine {level} {what} {n}" for n in (0, 1)
+        for level, what in (("INFO", "info from"), ("WARNING", "warn from"), ("ERROR", "failed on"))
+    ), res.stderr  # fmt: skip
+    assert res.stderr.count("ValueError: odd") == 2  # (each record's traceback, as logged)
