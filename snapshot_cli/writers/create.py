@@ -224,7 +224,7 @@ def _create(
             said_changed = incremental.said_changed(
                 changed, ref.by_value, m.pipeline, params, pipeline_mod.spec_name(ref.spec),
                 dict(m.created_by), pipeline_mod.defaults(ref.function),
-                pipeline_mod.files_record(ref.recorded_files),
+                pipeline_mod.files_record(ref.recorded_files), ref.parts,
             )  # fmt: skip
             raise SnapshotExistsError(
                 f"{url} holds a snapshot made with different {said_changed}; pass "
@@ -367,6 +367,7 @@ def _create(
                 "params": params,
                 "inputs": {**found.description, "stat": identity.stat},
                 **({"files": pipeline_mod.files_record(f)} if (f := ref.recorded_files) else {}),
+                **({"parts": ref.parts} if ref.parts else {}),
             },
             compression=options.compression.to_json(),
             results=list(results.values()),

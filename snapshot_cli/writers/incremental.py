@@ -24,6 +24,7 @@ from ..manifest import RECORDS_FORMAT, Manifest, canonical_json, sha256_text
 from ..progress import counted, human_bytes
 from .chunking import Chunking
 from .pipeline import files_changed, spec_name
+from .value_identity import parts_changed
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ def said_changed(
     changed: list[str], by_value: bool, recorded: dict[str, Any], params: dict[str, Any],
     function: str = "", python: str | dict[str, Any] = "",
     defaults: dict[str, Any] | None = None, files: dict[str, str] | None = None,
+    parts: dict[str, str] | None = None,
 ) -> str:  # fmt: skip
     """What differs from the committed snapshot's fingerprint parts ``changed``, each with
     what tells it apart: the params then and now (it said only "different params", and
@@ -161,8 +163,9 @@ def said_changed(
     Python version the snapshot was made under (a lambda's code is its bytecode);
     ``defaults``: the function's parameter defaults, to say when a default given is the
     difference; ``files``: the code's files now (:func:`.pipeline.files_record`), to name
-    those that differ from the recorded ones. ``python`` may be the snapshot's
-    ``created_by``, which gives its identity scheme too."""
+    those that differ from the recorded ones; ``parts``: a function sent by value's parts
+    now (:mod:`.value_identity`), to name those that differ. ``python`` may be the
+    snapshot's ``created_by``, which gives its identity scheme too."""
     scheme = python.get("identity_scheme") if isinstance(python, dict) else 4
     python = str(python.get("python", "")) if isinstance(python, dict) else python
     out = []
@@ -178,6 +181,7 @@ def said_changed(
             text += (
                 f" ({which})"
                 if (which := files_changed(recorded.get("files"), files or {}))
+                or (which := parts_changed(recorded.get("parts"), parts or {}))
                 else " (for a function sent by value: its source or a value it uses from "
                 "outside, a global, a closure variable, a default, a function it calls, an "
                 "object it reads such as a model's weights or a list it appends to)"

@@ -38,6 +38,8 @@ class PipelineRef:
     files: dict[str, str] = field(default_factory=dict)
     # a function sent by value: the files of your modules its identity counted (recorded)
     used: dict[str, str] = field(default_factory=dict)
+    # and the digest of each of its parts (value_identity: recorded, named where one differs)
+    parts: dict[str, str] = field(default_factory=dict)
 
     @property
     def recorded_files(self) -> dict[str, str]:
@@ -215,8 +217,8 @@ def resolve(pipeline: str | Callable[..., Any]) -> PipelineRef:
     if spec is not None:
         digest = file_hash(pipeline, None, seen := dict[str, str]())
         return PipelineRef(spec, pipeline, _named(digest, spec), digest, seen)
-    code, earlier, used = shipping.identities(pipeline)
-    return PipelineRef("", pipeline, code, earlier, used=used)
+    code, earlier, used, parts = shipping.identities(pipeline)
+    return PipelineRef("", pipeline, code, earlier, used=used, parts=parts)
 
 
 def check_arguments(pipeline: object, output: object) -> None:

@@ -14,7 +14,8 @@ import inspect
 import logging
 import pickle
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -52,15 +53,16 @@ def identity(fn: Callable[..., Any], strict: bool = False, before: bool = False)
     return walker.hexdigest()
 
 
-def identities(fn: Callable[..., Any]) -> tuple[str, str, dict[str, str]]:
+def identities(fn: Callable[..., Any]) -> tuple[str, str, dict[str, str], dict[str, str]]:
     """:func:`identity` of ``fn``; the one an older snap gave it where that differs (else
     ""), counted now, at the point of a create where snap counted it then (a logger's counted
     the logging tree, which a notebook's second run of a create changed: :func:`.pipeline.
-    continued`); and your modules' files it counted, named where one changed."""
+    continued`); your modules' files it counted, named where one changed; and the digest of
+    each part of the function (:attr:`_Walker.parts`), named where one changed."""
     walker = _Walker(strict=False)
     walker.value(fn, "the function")
     earlier = identity(fn, before=True) if walker.older else ""
-    return walker.hexdigest(), earlier, walker.files
+    return walker.hexdigest(), earlier, walker.files, walker.parts
 
 
 class _Walker:
@@ -73,6 +75,9 @@ class _Walker:
         self._h = hashlib.sha256()
         self._seen: dict[int, int] = {}
         self._keep: list[Any] = []  # ids stay unique while the walk runs
+        # the function's parts ("its code", "the global 'SCALE'"...): what each added, hashed
+        self.parts: dict[str, str] = {}
+        self._part: Any = None  # (the part being walked: a sha256 of what it adds)
 
     def hexdigest(self) -> str:
         return self._h.hexdigest()
@@ -82,6 +87,22 @@ class _Walker:
             data = part if isinstance(part, bytes) else str(part).encode("utf-8")
             self._h.update(len(data).to_bytes(8, "little"))
             self._h.update(data)
+            if self._part is not None:
+                self._part.update(len(data).to_bytes(8, "little") + data)
+
+    @contextmanager
+    def _part_of(self, label: str, top: bool) -> Iterator[None]:
+        """While the top function's part ``label`` is walked, what it adds is also hashed
+        on its own, kept in :attr:`parts` (a value met before counts as "seen" there)."""
+        if not top or self._part is not None:
+            yield
+            return
+        self._part = hashlib.sha256()
+        try:
+            yield
+        finally:
+            digest, self._part = self._part.hexdigest()[:16], None
+            self.parts[label] = digest
 
     def value(self, v: Any, where: str) -> None:
         if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
@@ -208,28 +229,34 @@ class _Walker:
         if where != "the function" and _importable(module, qualname, fn):
             self._named(fn, where)  # a library (or your module's) function: by name
             return
-        self._add("function", qualname)
-        try:
-            # a lambda's "source" is the whole statement around it: use its code instead; a
-            # decorator's wrapper its own (getsource(fn) follows __wrapped__ to the function)
-            source = None if fn.__name__ == "<lambda>" else inspect.getsource(fn.__code__)
-        except (OSError, TypeError):
-            source = None
-        self._add(source if source is not None else codescan.code_digest(fn.__code__))
-        self.value(fn.__defaults__, f"{where} (its defaults)")
-        self.value(fn.__kwdefaults__, f"{where} (its defaults)")
-        self.value(dict(sorted(vars(fn).items())), f"{where} (its attributes)")
+        top = where == "the function" and not self.parts  # (its parts named: _part_of)
+        with self._part_of("its code", top):
+            self._add("function", qualname)
+            try:
+                # a lambda's "source" is the whole statement around it: use its code instead;
+                # a decorator's wrapper its own (getsource(fn) follows __wrapped__ to it)
+                source = None if fn.__name__ == "<lambda>" else inspect.getsource(fn.__code__)
+            except (OSError, TypeError):
+                source = None
+            self._add(source if source is not None else codescan.code_digest(fn.__code__))
+        with self._part_of("its defaults", top):
+            self.value(fn.__defaults__, f"{where} (its defaults)")
+            self.value(fn.__kwdefaults__, f"{where} (its defaults)")
+        with self._part_of("its attributes", top):
+            self.value(dict(sorted(vars(fn).items())), f"{where} (its attributes)")
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
             if filled(cell):  # (else not assigned yet)
-                self._add("closure", name)
-                self.value(cell.cell_contents, f"the closure variable {name!r}")
+                with self._part_of(f"the closure variable {name!r}", top):
+                    self._add("closure", name)
+                    self.value(cell.cell_contents, f"the closure variable {name!r}")
         read = codescan.global_names(fn.__code__)
         for name in dict.fromkeys(code_names(fn.__code__)):
             if name in fn.__globals__ and name not in read:  # an attribute's name only (the
                 self.older.add("attribute")  # `mean` of arr.mean()), a global before
             if name in fn.__globals__ and (name in read or self.before):  # 2026-12-07
-                self._add("global", name)
-                self.value(fn.__globals__[name], f"the global {name!r}")
+                with self._part_of(f"the global {name!r}", top):
+                    self._add("global", name)
+                    self.value(fn.__globals__[name], f"the global {name!r}")
             elif not hasattr(builtins, name):
                 self._add("unbound", name)  # an attribute name, or a global not set yet
         for name, dep in sorted(user_modules(fn).items()):  # (`helper.scale` reaches helper)
@@ -287,3 +314,16 @@ class _Walker:
         parts = [list(p) if i in (3, 4) and p is not None else p for i, p in enumerate(reduced)]
         self._add("reduced")  # (3 and 4: iterators of its items, if a container)
         self.value(tuple(parts), f"{where} (its state)")
+
+
+def parts_changed(then: Any, now: dict[str, str]) -> str:
+    """The parts of a function sent by value (:attr:`_Walker.parts`) recorded ``then`` whose
+    digest ``now`` differs, or that one side has alone, said for "different pipeline code
+    (...)"; "" where ``then`` is no such record (a snapshot of snap before 2026-12-07, or
+    one made by name) or no part differs (then only sharing between them did)."""
+    if not isinstance(then, dict) or not then or not all(isinstance(v, str) for v in then.values()):
+        return ""
+    changed = [f"{p} changed" for p in now if p in then and then[p] != now[p]]
+    changed += [f"{p} now used" for p in now if p not in then]
+    changed += [f"{p} no longer used" for p in then if p not in now]
+    return "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")

@@ -115,4 +115,4 @@ def test_a_function_sent_by_value_names_the_module_file_that_changed(tmp_path: P
         },
     )
     said = run()  # (the function's own source: no file of the user's modules differs)
-    assert "(for a function sent by value: its source or a value" in said, said
+    assert "made with different pipeline code (its code changed);" in said, said

@@ -76,7 +76,7 @@ def test_a_global_named_as_an_attribute_the_code_uses_is_not_its_code(
 
 def test_only_such_a_global_asks_for_the_identity_an_older_snap_gave() -> None:
     assert shipping.identities(prep_of())[1] == ""
-    code, earlier, _ = shipping.identities(prep_of("\nitems = [1, 2]\n"))
+    code, earlier, _, _ = shipping.identities(prep_of("\nitems = [1, 2]\n"))
     assert earlier == shipping.identity(prep_of("\nitems = [1, 2]\n"), before=True) != code
     assert earlier != shipping.identity(prep_of("\nitems = [1, 3]\n"), before=True)
 
@@ -93,7 +93,7 @@ def f(item):
 data = [{"a": i, "b": 2 * i} for i in range(int(sys.argv[3]))]
 items = data if sys.argv[4] == "items" else None  # the probe's notebook: named as a method
 if sys.argv[2] == "before":  # snap before 2026-12-07: such a global counted
-    pipeline.shipping.identities = lambda fn: (shipping.identity(fn, before=True), "", {})
+    pipeline.shipping.identities = lambda fn: (shipping.identity(fn, before=True), "", {}, {})
     commit.IDENTITY_SCHEME = 4
 info = snap.create(f, sys.argv[1], inputs=data, workers=0)
 json.dump({"reused": info.reused, "version": info.version, "added": info.inputs_added,

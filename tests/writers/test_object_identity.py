@@ -177,7 +177,7 @@ def prep(i):
     return {"i": i + ADD}
 
 if sys.argv[2] == "before":  # snap before 2026-12-01: a logger counted by its attributes
-    pipeline.shipping.identities = lambda fn: (shipping.identity(fn, before=True), "", {})
+    pipeline.shipping.identities = lambda fn: (shipping.identity(fn, before=True), "", {}, {})
 info = snap.create(prep, sys.argv[1], inputs=[int(i) for i in sys.argv[4:]], workers=0)
 json.dump({"reused": info.reused, "records": info.num_records, "version": info.version},
           sys.stdout)
