@@ -307,3 +307,21 @@ def main_pickling_hint(err: BaseException) -> str:
         f"find it by name: move {name!r} into a module of its own beside the script (from "
         f"helpers import {name}), or run the pipeline in this process (workers=0)"
     )
+
+
+# Names IPython defines in a notebook's (or an ipython shell's) builtins alone
+_IPYTHON_NAMES = ("display", "get_ipython", "display_html", "display_markdown", "HTML")
+
+
+def ipython_name_hint(err: BaseException) -> str:
+    """For a pipeline that uses ``display`` or ``get_ipython`` (IPython's, in the notebook's
+    process only): in a worker process they are not defined (a NameError no one could
+    place, a probe)."""
+    name = getattr(err, "name", None) if isinstance(err, NameError) else None
+    if name not in _IPYTHON_NAMES:
+        return ""
+    return (
+        f"\n{name!r} is IPython's, defined in the notebook's own process only, and the "
+        "pipeline runs in snap's worker processes: leave it out of the pipeline (print, or "
+        "log), or run the pipeline in this process (workers=0)"
+    )

@@ -360,4 +360,5 @@ def _pipeline_error(err: BaseException, where: str) -> PipelineError:
     return PipelineError(
         f"the pipeline raised {type(err).__name__} on {where}:\n"
         f"{importing.format_user_traceback(err)}{advice.main_pickling_hint(err)}"
+        f"{advice.ipython_name_hint(err)}"
     )

@@ -323,3 +323,22 @@ def test_tasks_of_arrays_and_of_numbers_are_told_to_take_one_form(tmp_path: Path
         create(per_task, tmp_path / "s", [1, 2], inputs_per_task=1)
     assert "column 'n' changed type" in str(caught.value)
     assert "np.atleast_1d(value)" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["display", "get_ipython"])
+def test_ipython_s_names_in_a_worker_are_said_to_be_the_notebook_s(
+    tmp_path: Path, name: str
+) -> None:
+    """``display(x)`` in a notebook's pipeline ran with ``workers=0`` and was a bare
+    ``NameError`` in workers, where IPython's names are not defined (a probe)."""
+    namespace: dict[str, Any] = {}
+    exec(f"def shows(n):\n    {name}(n)\n    return {{'v': n}}\n", namespace)  # (as a cell)
+    with pytest.raises(PipelineError) as raised:
+        snap.create(namespace["shows"], str(tmp_path / "s"), inputs=[1], workers=1)
+    said = str(raised.value)
+    assert f"NameError: name {name!r} is not defined" in said
+    assert said.endswith(
+        f"{name!r} is IPython's, defined in the notebook's own process only, and the pipeline "
+        "runs in snap's worker processes: leave it out of the pipeline (print, or log), or run "
+        "the pipeline in this process (workers=0)"
+    )
