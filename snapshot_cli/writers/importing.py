@@ -189,7 +189,8 @@ def _import_target(target: str, what: str, spec: str) -> Any:
     if is_file_target(target):
         path = _file_path(target)
         _check_file(path, target, what, spec)
-        _put_on_path(os.path.dirname(path))  # as `python file.py` does, for sibling imports
+        _put_on_path(os.path.dirname(os.path.realpath(path)))  # as `python file.py` does,
+        # for sibling imports: a link's target's directory (the link's: "No module named")
         with _file_lock(path):
             return _import_file(path, target, what, spec)
     if "" not in sys.path and (here := absolute_or_none(os.curdir)) is not None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..child import child_path
 from ..errors import OptionError
-from . import importing, worker
+from . import importing, ray_output, worker
 
 CODE_DIR = "snap-code"  # in the job's working_dir; not a module name: nothing in it can hide one
 SHIP_LIMIT = 20 << 20  # bytes of .py files shipped with a file pipeline
@@ -88,6 +88,7 @@ def collect(spec: str) -> Code | None:
     path, fn = importing.pipeline_file(spec), spec.rpartition(":")[2]
     if path is None or not path.endswith(".py") or not os.path.isfile(path):
         return None
+    path = os.path.realpath(path)  # (a link: its target's directory, as the import takes it)
     source_dir = os.path.dirname(path)
     names = list(_python_files(source_dir))
     total = sum(os.path.getsize(os.path.join(source_dir, n)) for n in names)
@@ -155,16 +156,21 @@ def task_outcome(shared: list[Any], task: dict[str, Any]) -> dict[str, Any]:
     """
     job, code = _shared(shared[0])
     sys.path[:] = child_path()  # (Ray put its working_dir, or the driver's, first)
-    if code is None:
-        out = worker.outcome(job, task)
-    else:
-        where = _code_dir(code)
-        _forget_other_copies(where)
-        out = worker.outcome({**job, "pipeline": os.path.join(where, code["spec"])}, task)
-        if "error" in out:
-            out["error"]["message"] = _as_users(out["error"]["message"], where, code)
+    with ray_output.kept() as printed:  # (said by the driver: Ray's forwarding lost lines)
+        if code is None:
+            out = worker.outcome(job, task)
+        else:
+            where = _code_dir(code)
+            _forget_other_copies(where)
+            out = worker.outcome({**job, "pipeline": os.path.join(where, code["spec"])}, task)
+            if "error" in out:
+                out["error"]["message"] = _as_users(out["error"]["message"], where, code)
     if "error" in out:
         out["error"]["cwd"] = os.getcwd()
+    if text := printed.text():  # (a warning's path into the copy: the user's file)
+        out["printed"] = (
+            text if code is None else text.replace(where + os.sep, code["source_dir"] + os.sep)
+        )
     return out
 
 

@@ -39,6 +39,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -49,8 +50,9 @@ from typing import Any
 from .. import storage
 from ..console import named
 from ..errors import OptionError, PipelineError
-from . import ray_code, ray_probe, ray_session, worker
+from . import ray_code, ray_output, ray_probe, ray_session, worker
 from .executors import Executor, ResultFn
+from .options import address_problem
 from .task import Job, ProgressFn, TaskSpec
 
 MAX_RETRIES = 3
@@ -121,6 +123,10 @@ class RayExecutor(Executor):
         max_retries: int = MAX_RETRIES,
     ) -> None:
         self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.address_from = "" if address or not self.address else " (from RAY_ADDRESS)"
+        if self.address_from and (problem := address_problem(self.address)):  # (as early as
+            problem = problem.replace("leave it out for RAY_ADDRESS, else", "unset it for")
+            raise OptionError(f"RAY_ADDRESS (in this environment) {problem}")  # the flag's)
         self.max_in_flight, self.max_retries = max_in_flight, max_retries
         self._code: dict[str, ray_code.Code | None] = {}  # by pipeline: what prepare found
 
@@ -189,15 +195,17 @@ class RayExecutor(Executor):
                     log_to_driver=True,
                 )
         except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as err:
-            where = self.address or "a new local Ray"
+            where = f"{self.address}{self.address_from}" if self.address else "a new local Ray"
             tokens = getattr(ray.exceptions, "AuthenticationError", None)  # (Ray >= 2.5x)
             if tokens is not None and isinstance(err, tokens):  # (Ray's says 5 sentences)
                 raise OptionError(
                     f"cannot connect to Ray at {where}: RAY_AUTH_MODE=token, but this process "
                     f"has no token: give the cluster's {TOKEN_FROM}"
                 ) from err
-            said = f"cannot connect to Ray at {where}: {str(err).rstrip('.')}"
-            advice = token_advice(self.address, os.environ) if tokens is not None else ""
+            text = str(err).rstrip(".").replace("`--address` flag", "--ray-address")  # (Ray's)
+            said = f"cannot connect to Ray at {where}: {text}"
+            found = not _NOT_A_CLUSTER.search(text)  # (no cluster there: no token can help)
+            advice = token_advice(self.address, os.environ) if tokens is not None and found else ""
             raise OptionError(said + advice) from err
         return True
 
@@ -248,6 +256,7 @@ class RayExecutor(Executor):
                     except ray.exceptions.RayError as err:
                         crashed = isinstance(err, ray.exceptions.WorkerCrashedError)
                         raise PipelineError(failed(task, err, self.max_retries, crashed)) from err
+                    ray_output.say(outcome.pop("printed", ""))  # (what the task printed)
                     if "error" in outcome:
                         error = ray_code.explain(outcome["error"], job.pipeline, code)
                         raise worker.rebuild_error(error)
@@ -314,6 +323,10 @@ TOKEN_FROM = (
     "token (`ray get-auth-token` on its head node) in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
     "~/.ray/auth_token"
 )
+
+
+# Ray's words where no cluster answered at all, or the address is none: no token can help
+_NOT_A_CLUSTER = re.compile(r"Invalid address|Could not find any running Ray instance")
 
 
 def token_advice(address: str | None, environ: Mapping[str, str]) -> str:

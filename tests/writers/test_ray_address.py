@@ -46,3 +46,25 @@ def test_a_malformed_address_is_a_usage_error_before_any_work(tmp_path: Path, ad
     with pytest.raises(snap.OptionError, match="is no Ray cluster's address"):
         snap.create(lambda: iter([{"x": 1}]), str(out), executor="ray", ray_address=address)
     assert not out.exists()
+
+
+def test_a_malformed_ray_address_in_the_environment_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``RAY_ADDRESS=garbage``: found only after planning, "cannot connect to Ray at
+    garbage: Invalid address format", with advice about tokens, and nothing saying where
+    the address came from (a probe)."""
+    (tmp_path / "p.py").write_text("def f(path):\n    yield {'x': 1}\n")
+    (tmp_path / "a.txt").write_text("1")
+    monkeypatch.setenv("RAY_ADDRESS", "garbage")
+    out = tmp_path / "out"
+    args = ["create", f"{tmp_path / 'p.py'}:f", str(out), "--input", str(tmp_path / "a.txt"),
+            "--executor", "ray"]  # fmt: skip
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 1, done.output
+    assert done.stderr.strip() == (
+        "snap: error: RAY_ADDRESS (in this environment) 'garbage' is no Ray cluster's address "
+        "(no port): give host:port (the head's GCS port, 6379 by default), ray://host:10001 "
+        "or auto; or unset it for a local Ray"
+    )
+    assert not out.exists()
