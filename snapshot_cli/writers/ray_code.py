@@ -256,7 +256,8 @@ def _ours(path: str) -> bool:
 # --- in the driver ---------------------------------------------------------------------------
 
 _NOT_THERE = re.compile(r"^(?:ModuleNotFoundError|ImportError|FileNotFoundError)\b|"
-                        r"\((?:ModuleNotFoundError|ImportError)\b", re.M)  # fmt: skip
+                        r"\((?:ModuleNotFoundError|ImportError)\b|"
+                        r"^pipeline (?:module|file) '[^\n]*' not found \(from ", re.M)  # fmt: skip
 
 
 def explain(error: dict[str, Any], spec: str, code: Code | None) -> dict[str, Any]:

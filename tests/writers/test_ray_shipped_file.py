@@ -42,3 +42,22 @@ def test_the_code_shipped_is_the_directory_of_the_file_imported(
 def test_a_module_spec_ships_nothing() -> None:
     assert importing.pipeline_file("json.decoder:JSONDecoder") is None
     assert ray_code.collect("json.decoder:JSONDecoder") is None
+
+
+def test_a_module_the_workers_cannot_import_is_said_to_be_on_ray() -> None:
+    """``snap.create(pipe.prep, executor="ray")`` of a module the driver found by a
+    ``sys.path`` of its own: "pipeline module 'pipe' not found ...; run from the directory
+    that contains it", which the user had, with nothing saying it failed on Ray (a probe)."""
+    from snapshot_cli.writers.ray_code import explain
+
+    for message in (
+        "pipeline module 'pipe' not found (from 'pipe:prep'); run from the directory that "
+        "contains it, or give a file path",
+        "pipeline file 'p/x.py' not found (from 'p/x.py:f')",
+    ):
+        said = explain({"type": "PipelineLoadError", "message": message}, "pipe:prep", None)
+        assert said["message"].startswith(message)
+        assert "\non Ray the worker imports pipe:prep from the Python environment of the " \
+            "cluster" in said["message"]  # fmt: skip
+    other = {"type": "PipelineLoadError", "message": "pipeline module 'x' is empty"}
+    assert explain(other, "x:f", None) == other
