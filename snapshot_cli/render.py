@@ -355,6 +355,10 @@ def gc_lines(doc: dict[str, Any]) -> list[str]:
 # metadata is anyone's text (a manifest's pipeline name carried OSC sequences that set the
 # terminal's title and clipboard; click strips only colours, and only off a terminal)
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (9, 10)}
+# and the bidirectional controls ("Trojan Source"): a column named "abc\u202edef" turned the
+# rest of its line around on a terminal (a probe); a zero-width joiner is an emoji's, kept
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (0x61C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                              *range(0x2066, 0x206A))})  # fmt: skip
 
 
 _COLOUR = re.compile(r"(\x1b\[[0-9;]*m)")  # (SGR: colours, as click.style makes them)

@@ -212,3 +212,23 @@ def test_control_characters_in_a_path_are_shown_escaped_on_stdout_and_stderr(
         text = res.stdout + res.stderr
         assert code not in text and "\x1b" not in text and "\x9b" not in text, repr(text)
         assert shown in text, (shown, text)
+
+
+@pytest.mark.parametrize("control", ["\u202e", "\u2066", "\u200f", "\u061c"])
+def test_a_bidirectional_control_in_a_column_name_is_shown_escaped(
+    tmp_path: Path, control: str
+) -> None:
+    """A column named ``abc\\u202edef``: ``inspect`` and ``head`` printed it raw, and a
+    terminal showed the rest of the line reversed (a probe); an emoji's zero-width joiner
+    is kept."""
+    import snapshot_cli as snap
+
+    name, emoji = f"abc{control}def", "\U0001f468\u200d\U0001f469"
+    out = str(tmp_path / "s")
+    snap.create(lambda i: [{name: i, emoji: "x"}], out, inputs=[1], workers=0, progress=False)
+    shown = f"abc\\u{ord(control):04x}def"
+    for args in (["inspect", out], ["head", out]):
+        code, stdout, stderr = run(*args)
+        assert code == 0, stderr
+        assert shown in stdout and control not in stdout, stdout
+        assert emoji in stdout
