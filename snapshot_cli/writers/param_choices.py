@@ -26,16 +26,25 @@ TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 _NONE_TEXT = ("None", "null")
 
 
-def allowed(function: Callable[..., Any], key: str) -> tuple[Any, ...] | None:
-    """The values ``function``'s ``Literal`` annotation of ``key`` allows (None among them
-    when it is optional), or None when ``key`` has no such annotation."""
+def annotation_of(function: Callable[..., Any], key: str) -> Any:
+    """The annotation ``function`` gives its parameter ``key`` (``inspect``'s ``empty`` where
+    none), or None where it has no such parameter (or ``*args``, ``**kwargs`` alone, or it
+    is a callable Python cannot describe)."""
     try:
         parameter = inspect.signature(function).parameters.get(key)
     except (TypeError, ValueError):  # a builtin, or a callable Python cannot describe
         return None
     if parameter is None or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
         return None
-    ann = parameter.annotation
+    return parameter.annotation
+
+
+def allowed(function: Callable[..., Any], key: str) -> tuple[Any, ...] | None:
+    """The values ``function``'s ``Literal`` annotation of ``key`` allows (None among them
+    when it is optional), or None when ``key`` has no such annotation."""
+    ann = annotation_of(function, key)
+    if ann is None:
+        return None
     values = _from_text(ann) if isinstance(ann, str) else _from_object(ann)
     if values is None or not values:
         return None

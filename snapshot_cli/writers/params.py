@@ -13,7 +13,6 @@ the string given.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -27,7 +26,7 @@ from .. import manifest_text
 from ..arg_text import is_unicode, not_text
 from ..errors import OptionError
 from .importing import load_function
-from .param_choices import FALSE, TRUE, allowed, chosen
+from .param_choices import FALSE, TRUE, allowed, annotation_of, chosen
 
 SIMPLE = {"bool": bool, "int": int, "float": float, "str": str}
 PYTHON_CONSTANTS = {"True": True, "False": False, "None": None}
@@ -140,13 +139,9 @@ def typed(function: Callable[..., Any], key: str, raw: str, kind: type, optional
 def annotated(function: Callable[..., Any], key: str) -> tuple[type, bool] | None:
     """``(type, None allowed)`` when ``function`` annotates parameter ``key`` as ``bool``,
     ``int``, ``float`` or ``str``, or one of them or None; otherwise None."""
-    try:
-        parameter = inspect.signature(function).parameters.get(key)
-    except (TypeError, ValueError):  # a builtin, or a callable Python cannot describe
+    if (ann := annotation_of(function, key)) is None:
         return None
-    if parameter is None or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-        return None
-    ann = _unannotated(parameter.annotation)
+    ann = _unannotated(ann)
     if isinstance(ann, str):  # from __future__ import annotations: read the text, run nothing
         m = _TEXT.fullmatch(ann.strip().strip("'\""))
         if m is None:
