@@ -105,10 +105,16 @@ def route_library_logs(debug: bool) -> None:
     last-resort handler, replaced (a second call replaces it again). The storage libraries'
     own handlers that ``import snapshot_cli`` gave them (one line where nothing is
     configured, never a traceback) are removed: here ``--debug`` decides."""
+    drop_unconfigured()
+    logging.lastResort = one_line_handler(debug)
+
+
+def drop_unconfigured() -> None:
+    """Remove the storage libraries' handlers ``import snapshot_cli`` gave them, so that
+    their records reach the last-resort handler where nothing else takes them."""
     from . import _Unconfigured  # (the package is imported: this module is in it)
 
     for name in STORAGE_LIBRARIES:
         logger = logging.getLogger(name)
         for handler in [h for h in logger.handlers if isinstance(h, _Unconfigured)]:
             logger.removeHandler(handler)
-    logging.lastResort = one_line_handler(debug)

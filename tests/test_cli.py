@@ -1043,3 +1043,16 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
     options = [(name, p) for name, c in commands for p in c.params if isinstance(p, click.Option)]
     bare = [(name, p.opts) for name, p in options if not (p.help or "").strip()]
     assert bare == []
+
+
+def test_debug_gives_a_worker_s_library_records_whole(tmp_path: Path, write_pipeline) -> None:  # type: ignore[no-untyped-def]
+    """A worker's storage-library record goes to the command, whose ``--debug`` decides: its
+    traceback with it (the worker's own handler said one line whatever the flag)."""
+    spec = write_pipeline(LOGGING_PIPELINE)
+    items = spec.rsplit(":", 1)[0] + ":items"
+    res = snap_subprocess("--debug", "create", spec, str(tmp_path / "s"), "--inputs-from",
+                          items, "--workers", "2", "--inputs-per-task", "1")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    said = [line for line in res.stderr.splitlines() if "_request out of retries" in line]
+    assert said == ["snap: gcsfs: _request out of retries on exception"] * 4, res.stderr
+    assert res.stderr.count("ConnectionError: no route") == 4, res.stderr

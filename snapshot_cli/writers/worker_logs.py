@@ -60,6 +60,7 @@ def install(send: Send, level: int) -> None:
     ours.setLevel(logging.WARNING)  # (snap's INFO lines are the command's to say)
     ours.propagate = False
     logging.getLogger().setLevel(level)
+    cli_logs.drop_unconfigured()  # (a storage library's records: the parent's to say)
     logging.lastResort = ToParent(send)
 
 
