@@ -87,8 +87,9 @@ class _Walker:
             data = part if isinstance(part, bytes) else str(part).encode("utf-8")
             self._h.update(len(data).to_bytes(8, "little"))
             self._h.update(data)
-            if self._part is not None:
-                self._part.update(len(data).to_bytes(8, "little") + data)
+            if self._part is not None:  # (two updates: a pickle may be large, not copied)
+                self._part.update(len(data).to_bytes(8, "little"))
+                self._part.update(data)
 
     @contextmanager
     def _part_of(self, label: str, top: bool) -> Iterator[None]:
