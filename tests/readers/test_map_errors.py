@@ -132,3 +132,16 @@ def test_after_an_error_the_state_and_a_new_pass_start_at_the_batch_it_ended(
         again, err = received(it)
     want = firsts(numbered)  # (a to_tf() pass started mid-epoch runs on into the next)
     assert err is None and same(got + again[: len(want) - 15], want)
+
+
+@pytest.mark.parametrize("adapter", ["bare", *ADAPTERS])
+def test_a_map_s_keys_that_are_no_column_names_are_refused(
+    numbered: snap.Snapshot, adapter: str
+) -> None:
+    """``{1: ...}`` from a map: the loader and ``to_torch()`` took it, ``to_jax()`` failed
+    sorting the keys, ``to_tf()`` in its graph (a probe)."""
+    for keys in ([1], [("a",)], ["n", b"y"]):
+        loader = numbered.loader(BATCH, map=lambda b: dict.fromkeys(keys, b["n"]))  # noqa: B023
+        with loader, pytest.raises(TypeError, match="map must return a dict keyed by column"):
+            next(iter(loader if adapter == "bare" else adapted(loader, adapter)))  # (to_tf():
+            # a map's first batch is read as the dataset is made)
