@@ -11,20 +11,16 @@ directory and read from local disk by every epoch of every trial.
   sees a partial or damaged entry, and a crash leaves only a temporary file (removed by the
   next eviction pass).
 - **Bounded, and kept for the loader that reads it.** A shard is cached only if it fits in
-  ``limit`` bytes, the least recently used entries not in use deleted to make room, but
-  never one this loader has used (:attr:`ShardCache.started`: an entry used since is in its
-  epochs' round): a shard that does not fit then is read without the cache. Plain LRU,
-  smaller than the snapshot, evicted the shards the next epoch read (each epoch reads every
-  shard once, in a new order): no hits, and shards read in several windows fetched again
-  within an epoch (57 downloads of 50 shards in the first, 229 in four, at half the
-  snapshot's size). Kept so, each epoch fetches only the shards that do not fit, once.
+  ``limit`` bytes, the least recently used entries not in use deleted to make room, never
+  one this loader has used (since :attr:`ShardCache.started`): one that does not fit is read
+  without it. Plain LRU below the snapshot's size evicted what the next epoch read first (no
+  hits; a probe: 57 downloads of 50 shards in the first epoch, 229 in four).
 - **A full disk makes room.** A fill that runs out of space (ENOSPC, EDQUOT) deletes, least
-  recently used first, the entries not in use that this loader has not used (it deleted
-  every entry not in use: a disk smaller than the snapshot emptied the cache each time it
-  filled), and every temporary file whose filler is gone, says so once, and tries again; a
-  disk still too full for the shard has it read without the cache. Every failure of the cache's
-  own directory (full, read-only, not permitted, I/O error) is a ``StorageError`` naming the
-  directory and what to do, not the remote shard being cached.
+  recently used first, the entries no reader holds that this loader has not used (all of
+  them emptied a cache on a too small disk each time it filled), and every temporary file
+  whose filler is gone, says so once, and tries again; a shard still without room is read
+  without the cache. Every other failure of the cache's own directory (read-only, not
+  permitted, I/O error) is a ``StorageError`` naming it and what to do.
 - **Never evicts a shard in use.** A reader holds a shared ``flock`` on the entry's file for
   as long as it reads it; eviction deletes only entries it can lock exclusively without
   waiting. A reader that opened an entry just as it was deleted sees the file unlinked and
@@ -48,6 +44,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -57,6 +54,7 @@ from ..errors import DAMAGED, CorruptShardError, OptionError, StorageError
 from ..progress import human_bytes
 from . import cache_faults as faults
 from .cache_evict import SUFFIX, delete_unused, remove_stale_temporaries
+from .cache_faults import CACHED_OPEN as CACHED_OPEN
 from .cache_faults import FULL, Failed, Full, NoRoom, explain, local, say_once
 from .checksum import crc32c_file
 
@@ -68,11 +66,15 @@ Sink = Callable[[int, bytes], None]
 # computed it on the way, else None (the cache then reads the file back).
 Fill = Callable[[Sink], "str | None"]
 _EVICT_LOCK = ".evict.lock"
-CACHED_OPEN = 16  # open shards (pinned cache entries) of a loader reading through a cache
 
 
 class NotAdmitted(Exception):
-    """The shard does not fit in the cache's limit beside the entries its loader uses."""
+    """The shard does not fit in the cache's limit beside the entries its loader uses (and
+    ``left`` entries this user may not delete)."""
+
+    def __init__(self, left: int) -> None:
+        super().__init__(left)
+        self.left = left
 
 
 class CachedShard:
@@ -113,9 +115,9 @@ class ShardCache:
         faults.prepare(self.dir, make, self.option)
         self.limit = limit
         self.hits = self.fills = self.fill_bytes = self.evicted = self.uncached = 0
-        self.started = time.time() if started is None else started  # (entries used since:
-        # this loader's, never evicted for another shard of it)
+        self.started = time.time() if started is None else started  # (used since: its own)
         self._over = False  # the last eviction pass left it over its limit (entries in use)
+        self._reserved, self._reserving = 0, threading.Lock()  # (fills under way here)
 
     @staticmethod
     def key(url: str, size: int, crc32c: str) -> str:
@@ -155,15 +157,10 @@ class ShardCache:
         cache. Each open shard of a loader holds its entry (up to ``CACHED_OPEN`` of them)."""
         try:
             return self.open(url, size, crc32c, fill)
-        except NotAdmitted:
+        except NotAdmitted as refused:
             self.uncached += 1
-            if say_once(self.dir, "at its limit"):
-                log.warning("%s %s has no room in its %s of %s for more of the shards "
-                            "this loader reads: those are read without it, fetched again each "
-                            "epoch, rather than put in place of the entries it uses (each epoch "
-                            "would fetch every shard again); a %s above the snapshot's size "
-                            "keeps them all", self.option, self.dir, self._limit_name,
-                            human_bytes(self.limit or 0), self._limit_name)  # fmt: skip
+            limit = human_bytes(self.limit or 0)
+            faults.say_not_admitted(self.option, self.dir, self._limit_name, limit, refused.left)
             return None
         except NoRoom as err:
             self.uncached += 1
@@ -188,8 +185,12 @@ class ShardCache:
                 if there:  # another process filled it while this one waited
                     continue
                 self._admit(size)
-                self._room_for(size)
-                self._fill(path, url, size, crc32c, fill)
+                try:
+                    self._room_for(size)
+                    self._fill(path, url, size, crc32c, fill)
+                finally:
+                    with self._reserving:
+                        self._reserved -= size
                 self.fills += 1
                 self.fill_bytes += size
                 filled = True
@@ -202,24 +203,28 @@ class ShardCache:
         if self.limit is None:
             return
         with local("evicting entries"), self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX):
-            entries = self.entries()
-            total = sum(entry_size for _, entry_size, _ in entries)
+            entries = self.entries()  # (and the fills this process has under way: its read
+            total = sum(e[1] for e in entries) + self._reserved  # threads fill at once)
+            left = 0  # (entries this user may not delete: another's, in a sticky directory)
             for path, entry_size, used in entries:
                 if total + size <= self.limit or used >= self.started:
                     break  # (least recently used first: the rest are this loader's too)
-                if delete_unused(path):
+                deleted = delete_unused(path)
+                left += deleted is None
+                if deleted:
                     total -= entry_size
                     self.evicted += 1
-        if total + size > self.limit:
-            raise NotAdmitted
+            if total + size > self.limit:
+                raise NotAdmitted(left)
+            with self._reserving:  # (under the flock too: the next admission counts it)
+                self._reserved += size
 
     def _room_for(self, size: int) -> None:
         """``Full`` if the filesystem has less than ``size`` bytes free: rather than
         downloading until the disk refuses."""
         with local("checking its free space"):
-            st = os.statvfs(self.dir)
-        if st.f_bavail * st.f_frsize < size:
-            raise Full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+            if not self._has_room(size):
+                raise Full(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
 
     def _error(self, err: OSError, doing: str, left: int = 0) -> StorageError:
         cause, hint = explain(err, str(self.dir), self.option)
@@ -346,21 +351,11 @@ class ShardCache:
             self._over = total > self.limit
             if total <= self.limit:
                 return
-            over = (self.option, self.dir, human_bytes(total - self.limit), self._limit_name,
-                    human_bytes(self.limit))  # fmt: skip
-            if left and say_once(self.dir, "not permitted"):
-                log.warning("%s %s holds %s over its %s of %s: %s this user may not delete: %s",
-                            *over, faults.n_entries(left), faults.LEFT)  # fmt: skip
-            elif not left and say_once(self.dir, "over its limit"):
-                log.warning("%s %s holds %s over its %s of %s: every other entry is in use (a "
-                            "loader keeps up to %d shards open, each holding its entry), so "
-                            "entries go as soon as they are released and are fetched again when "
-                            "read next; give %s room for more than that", *over, CACHED_OPEN,
-                            self._limit_name)  # fmt: skip
+            over, limit = human_bytes(total - self.limit), human_bytes(self.limit)
+            faults.say_over(self.option, self.dir, self._limit_name, limit, left, over)
 
     def _has_room(self, size: int) -> bool:
-        st = os.statvfs(self.dir)
-        return st.f_bavail * st.f_frsize >= size
+        return (st := os.statvfs(self.dir)).f_bavail * st.f_frsize >= size
 
     def _make_room(self, err: OSError, url: str, size: int) -> int:
         """Delete every entry not in use and every abandoned temporary file (the disk is

@@ -33,6 +33,8 @@ from ..local_files import (
 
 log = logging.getLogger(__name__)
 
+CACHED_OPEN = 16  # open shards (pinned cache entries) of a loader reading through a cache
+
 FULL = (errno.ENOSPC, errno.EDQUOT)
 # What to do, by errno: {option} is the cache directory's option as its caller gave it
 # (:func:`option_name`), {pick} the way out that is always there
@@ -262,3 +264,45 @@ def could_make(directory: Path) -> None:
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
     if not os.access(existing, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(existing))
+
+
+def say_left(
+    option: str, directory: Path, limit_name: str, limit: str, left: int, state: str
+) -> None:
+    """Say once a process that ``left`` entries this user may not delete keep the cache at
+    ``directory`` ``state`` ("holds 2.0 MiB over", "has no room for this loader's shards
+    in") its limit (``limit``, said)."""
+    if say_once(directory, "not permitted"):
+        log.warning("%s %s %s its %s of %s: %s this user may not delete: %s", option, directory,
+                    state, limit_name, limit, n_entries(left), LEFT)  # fmt: skip
+
+
+def say_not_admitted(option: str, directory: Path, limit_name: str, limit: str, left: int) -> None:
+    """Say once a process why shards are read without the cache at ``directory``: its limit
+    has no room for them beside ``left`` entries this user may not delete, or beside the
+    entries its loader uses."""
+    if left:
+        say_left(
+            option, directory, limit_name, limit, left, "has no room for this loader's shards in"
+        )
+    elif say_once(directory, "at its limit"):
+        log.warning("%s %s has no room in its %s of %s for more of the shards this loader reads: "
+                    "those are read without it, fetched again each epoch, rather than put in "
+                    "place of the entries it uses (each epoch would fetch every shard again); a "
+                    "%s above the snapshot's size keeps them all", option, directory, limit_name,
+                    limit, limit_name)  # fmt: skip
+
+
+def say_over(
+    option: str, directory: Path, limit_name: str, limit: str, left: int, over: str
+) -> None:
+    """Say once a process that the cache at ``directory`` holds ``over`` over its limit: for
+    ``left`` entries this user may not delete, or as every other entry is in use."""
+    if left:
+        say_left(option, directory, limit_name, limit, left, f"holds {over} over")
+    elif say_once(directory, "over its limit"):
+        log.warning("%s %s holds %s over its %s of %s: every other entry is in use (a loader "
+                    "keeps up to %d shards open, each holding its entry), so entries go as soon "
+                    "as they are released and are fetched again when read next; give %s room "
+                    "for more than that", option, directory, over, limit_name, limit,
+                    CACHED_OPEN, limit_name)  # fmt: skip

@@ -320,6 +320,8 @@ def test_a_cache_smaller_than_the_snapshot_keeps_the_shards_it_holds(
             seen.append(dict(loader.stats()["cache"]))
     kept = len(list((tmp_path / "c").glob("*.arrow")))
     assert len(sizes) // 2 - 1 <= kept < len(sizes)
+    held = sum(p.stat().st_size for p in (tmp_path / "c").glob("*.arrow"))
+    assert held <= limit, (held, limit)  # (the read threads' fills at once counted too)
     assert seen[0]["fills"] == kept and seen[-1]["evicted"] == 0, seen
     assert {e["fills"] for e in seen} == {kept}, seen  # nothing downloaded into it again
     assert seen[-1]["hits"] >= seen[0]["hits"] + kept, seen  # (read from it every epoch)
