@@ -115,7 +115,8 @@ class ShardCache:
         faults.prepare(self.dir, make, self.option)
         self.limit = limit
         self.hits = self.fills = self.fill_bytes = self.evicted = self.uncached = 0
-        self.started = time.time() if started is None else started  # (used since: its own)
+        self.started = time.time() - 0.05 if started is None else started  # (used since: its
+        # own; a tick early: a file's mtime is the kernel's coarse clock, behind time.time)
         self._over = False  # the last eviction pass left it over its limit (entries in use)
         self._reserved, self._reserving = 0, threading.Lock()  # (fills under way here)
 
@@ -188,9 +189,8 @@ class ShardCache:
                 try:
                     self._room_for(size)
                     self._fill(path, url, size, crc32c, fill)
-                finally:
-                    with self._reserving:
-                        self._reserved -= size
+                finally:  # (under the eviction lock: an admission counts the entry or this)
+                    self._unreserve(size)
                 self.fills += 1
                 self.fill_bytes += size
                 filled = True
@@ -218,6 +218,11 @@ class ShardCache:
                 raise NotAdmitted(left)
             with self._reserving:  # (under the flock too: the next admission counts it)
                 self._reserved += size
+
+    def _unreserve(self, size: int) -> None:
+        if self.limit is not None:  # (an admission read the entries, then this, as it renamed)
+            with self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX), self._reserving:
+                self._reserved -= size
 
     def _room_for(self, size: int) -> None:
         """``Full`` if the filesystem has less than ``size`` bytes free: rather than

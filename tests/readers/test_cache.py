@@ -321,11 +321,13 @@ def test_a_cache_smaller_than_the_snapshot_keeps_the_shards_it_holds(
     kept = len(list((tmp_path / "c").glob("*.arrow")))
     assert len(sizes) // 2 - 1 <= kept < len(sizes)
     held = sum(p.stat().st_size for p in (tmp_path / "c").glob("*.arrow"))
-    # (the read threads' fills under way are counted: it held 29 shards where 25 fit; CI saw
-    # it pass the limit by one shard once, under load, for a cause not found yet)
-    assert held <= limit + sizes[-1], (held, limit)
-    assert seen[0]["fills"] == kept and seen[-1]["evicted"] == 0, seen
-    assert {e["fills"] for e in seen} == {kept}, seen  # nothing downloaded into it again
+    # (the read threads' fills under way are counted: it held 29 shards where 25 fit; and one
+    # over, once in CI, where an admission listed the entries before a fill's rename and read
+    # the reservations after it was taken back: both are read under the eviction lock now)
+    assert held <= limit, (held, limit)
+    assert seen[-1]["evicted"] == 0, seen  # none put out for another
+    assert seen[-1]["fills"] == kept, seen  # none filled twice (a shard refused while fills
+    # were under way, counted until their entries are there, may be filled in a later epoch)
     assert seen[-1]["hits"] >= seen[0]["hits"] + kept, seen  # (read from it every epoch)
 
 
