@@ -11,10 +11,12 @@ directory and read from local disk by every epoch of every trial.
   sees a partial or damaged entry, and a crash leaves only a temporary file (removed by the
   next eviction pass).
 - **Bounded, and kept for the loader that reads it.** A shard is cached only if it fits in
-  ``limit`` bytes, the least recently used entries not in use deleted to make room, never
-  one this loader has used (since :attr:`ShardCache.started`): one that does not fit is read
-  without it. Plain LRU below the snapshot's size evicted what the next epoch read first (no
-  hits; a probe: 57 downloads of 50 shards in the first epoch, 229 in four).
+  ``limit`` bytes beside the entries and every process's fills under way (their temporary
+  files, made at the shard's size), the least recently used entries not in use deleted to
+  make room, never one this loader has used (since :attr:`ShardCache.started`): one that
+  does not fit is read without it. Plain LRU below the snapshot's size evicted what the
+  next epoch read first (no hits; a probe: 57 downloads of 50 shards in the first epoch,
+  229 in four).
 - **A full disk makes room.** A fill that runs out of space (ENOSPC, EDQUOT) deletes, least
   recently used first, the entries no reader holds that this loader has not used (all of
   them emptied a cache on a too small disk each time it filled), and every temporary file
@@ -44,7 +46,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -53,7 +54,7 @@ from pathlib import Path
 from ..errors import DAMAGED, CorruptShardError, OptionError, StorageError
 from ..progress import human_bytes
 from . import cache_faults as faults
-from .cache_evict import SUFFIX, delete_unused, remove_stale_temporaries
+from .cache_evict import SUFFIX, delete_unused, filling, remove_stale_temporaries, reserve
 from .cache_faults import CACHED_OPEN as CACHED_OPEN
 from .cache_faults import FULL, Failed, Full, NoRoom, explain, local, say_once
 from .checksum import crc32c_file
@@ -118,7 +119,6 @@ class ShardCache:
         self.started = time.time() - 0.05 if started is None else started  # (used since: its
         # own; a tick early: a file's mtime is the kernel's coarse clock, behind time.time)
         self._over = False  # the last eviction pass left it over its limit (entries in use)
-        self._reserved, self._reserving = 0, threading.Lock()  # (fills under way here)
 
     @staticmethod
     def key(url: str, size: int, crc32c: str) -> str:
@@ -185,26 +185,27 @@ class ShardCache:
                     there = path.exists()
                 if there:  # another process filled it while this one waited
                     continue
-                self._admit(size)
-                try:
-                    self._room_for(size)
-                    self._fill(path, url, size, crc32c, fill)
-                finally:  # (under the eviction lock: an admission counts the entry or this)
-                    self._unreserve(size)
+                self._fill(path, url, size, crc32c, fill)
                 self.fills += 1
                 self.fill_bytes += size
                 filled = True
             with local("evicting entries"):
                 self._evict(keep=path)
 
-    def _admit(self, size: int) -> None:
-        """``NotAdmitted`` unless ``size`` more bytes fit in the limit, once the least recently
-        used entries not in use that this loader has not used are deleted."""
+    def _admit(self, tmp: Path, size: int) -> int:
+        """The descriptor of the fill's temporary file ``tmp``, made at ``size`` bytes if they
+        fit in the limit once the least recently used entries not in use that this loader has
+        not used are deleted; else ``NotAdmitted``. Made and counted under the eviction lock,
+        the temporary files are every process's reservations (a count per process let the
+        trials of a sweep, filling at once, pass the limit together)."""
         if self.limit is None:
-            return
+            with local(f"creating {tmp.name}"):
+                return reserve(tmp, size)
         with local("evicting entries"), self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX):
-            entries = self.entries()  # (and the fills this process has under way: its read
-            total = sum(e[1] for e in entries) + self._reserved  # threads fill at once)
+            remove_stale_temporaries(self.dir, abandoned=True)  # (a crashed fill's)
+            total = filling(self.dir)  # (first: a fill renamed meanwhile counts twice, not
+            entries = self.entries()  # never)
+            total += sum(e[1] for e in entries)
             left = 0  # (entries this user may not delete: another's, in a sticky directory)
             for path, entry_size, used in entries:
                 if total + size <= self.limit or used >= self.started:
@@ -216,13 +217,8 @@ class ShardCache:
                     self.evicted += 1
             if total + size > self.limit:
                 raise NotAdmitted(left)
-            with self._reserving:  # (under the flock too: the next admission counts it)
-                self._reserved += size
-
-    def _unreserve(self, size: int) -> None:
-        if self.limit is not None:  # (an admission read the entries, then this, as it renamed)
-            with self._locked(self.dir / _EVICT_LOCK, fcntl.LOCK_EX), self._reserving:
-                self._reserved -= size
+            with local(f"creating {tmp.name}"):
+                return reserve(tmp, size)
 
     def _room_for(self, size: int) -> None:
         """``Full`` if the filesystem has less than ``size`` bytes free: rather than
@@ -271,12 +267,13 @@ class ShardCache:
 
     def _fill(self, path: Path, url: str, size: int, crc32c: str, fill: Fill) -> None:
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        with local(f"creating {tmp.name}"):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # less the umask
+        fd = self._admit(tmp, size)
         failed: list[OSError] = []  # the sink's own: the local disk's, not the download's
+        end = [0]  # the bytes downloaded reach (the file is made at its size, for the limit)
 
         def put(offset: int, data: bytes) -> None:
             view = memoryview(data)
+            end[0] = max(end[0], offset + len(view))
             try:
                 while view:
                     written = os.pwrite(fd, view, offset)
@@ -288,6 +285,7 @@ class ShardCache:
         try:
             try:
                 try:
+                    self._room_for(size)
                     streamed_crc = fill(put)
                 except OSError as err:
                     if any(err is e for e in failed):  # else the download's: named by it
@@ -298,8 +296,7 @@ class ShardCache:
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            with local(f"reading {tmp.name}"):
-                got_size = tmp.stat().st_size
+            got_size = end[0]
             if got_size != size:
                 raise CorruptShardError(
                     f"shard {url} downloaded {got_size} bytes, the manifest says {size}; {DAMAGED}"

@@ -1,5 +1,6 @@
 """What a :class:`~.cache.ShardCache`'s eviction may delete: an entry no reader holds, a
-temporary file of a fill that no process is making any more."""
+temporary file of a fill that no process is making any more; and what the fills under way
+take."""
 
 from __future__ import annotations
 
@@ -47,6 +48,30 @@ def remove_stale_temporaries(directory: Path, abandoned: bool = False) -> int:
                 p.unlink()
                 freed += st.st_size
     return freed
+
+
+def reserve(tmp: Path, size: int) -> int:
+    """Create the temporary file ``tmp`` at ``size`` bytes (a hole: no disk taken yet), as
+    :func:`filling` counts it; its descriptor, open for writing."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # (less the umask)
+    try:
+        os.ftruncate(fd, size)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return fd
+
+
+def filling(directory: Path) -> int:
+    """The bytes the temporary files in ``directory`` are made at: the fills under way,
+    each made at its shard's size when admitted (a crashed fill's until it is removed)."""
+    total = 0
+    for p in directory.glob(".*.tmp"):
+        with contextlib.suppress(FileNotFoundError):  # (renamed or removed meanwhile)
+            total += p.stat().st_size
+    return total
 
 
 def being_filled(directory: Path, tmp: Path) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -323,7 +324,7 @@ def test_a_cache_smaller_than_the_snapshot_keeps_the_shards_it_holds(
     held = sum(p.stat().st_size for p in (tmp_path / "c").glob("*.arrow"))
     # (the read threads' fills under way are counted: it held 29 shards where 25 fit; and one
     # over, once in CI, where an admission listed the entries before a fill's rename and read
-    # the reservations after it was taken back: both are read under the eviction lock now)
+    # the reservations after it was taken back: the fills' temporary files are listed first)
     assert held <= limit, (held, limit)
     assert seen[-1]["evicted"] == 0, seen  # none put out for another
     assert seen[-1]["fills"] == kept, seen  # none filled twice (a shard refused while fills
@@ -352,6 +353,43 @@ def test_a_later_loader_evicts_entries_it_has_not_used(tmp_path: Path) -> None:
     names = {p.name.split("-")[0] for p, _, _ in later.entries()}
     assert names == {_crc(blobs["a"]), _crc(blobs["c"])}
     assert put(later, "d") is None  # a and c are the later loader's own now
+
+
+def test_fills_under_way_in_other_processes_count_against_the_limit(tmp_path: Path) -> None:
+    """The fills under way were counted per process: the trials of a sweep filling at once
+    each found room for a shard and together passed the limit. Each fill's temporary file is
+    its reservation, seen by every process. (Two caches on one directory share no state in
+    memory, as two processes: the flocks are per open file, not per process.)"""
+    blobs = {name: os.urandom(1000) for name in "abc"}
+    filling, finish = threading.Event(), threading.Event()
+
+    def slow_fill(put: Sink) -> None:
+        put(0, blobs["a"][:10])
+        filling.set()
+        assert finish.wait(60)
+        put(10, blobs["a"][10:])
+
+    trial1 = ShardCache(tmp_path / "c", limit=2500)
+    trial2 = ShardCache(tmp_path / "c", limit=2500)
+    held: list[Any] = []
+    fill_a = threading.Thread(
+        target=lambda: held.append(
+            trial1.open_if_room("s3://b/a", 1000, _crc(blobs["a"]), slow_fill)
+        )
+    )
+    fill_a.start()
+    try:
+        assert filling.wait(60)
+        b = trial2.open_if_room("s3://b/b", 1000, _crc(blobs["b"]), _writer(blobs["b"]))
+        c = trial2.open_if_room("s3://b/c", 1000, _crc(blobs["c"]), _writer(blobs["c"]))
+    finally:
+        finish.set()
+        fill_a.join(60)
+    assert b is not None and c is None and trial2.uncached == 1  # (a under way, then b: full)
+    assert held[0] is not None and Path(held[0].path).read_bytes() == blobs["a"]
+    for entry in (held[0], b):
+        entry.close()
+    assert trial1.size() == 2000 and not list((tmp_path / "c").glob(".*.tmp"))
 
 
 def test_a_cache_entry_damaged_after_its_fill_is_caught(
