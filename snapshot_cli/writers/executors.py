@@ -29,12 +29,15 @@ from typing import Any
 from .. import errors, progress, signals
 from ..child import how_it_died, python_command
 from ..console import named
+from ..cores import cores
 from ..errors import PipelineError
 from . import worker_logs
 from .native_threads import worker_environment
 from .options import RAY_ONLY
 from .task import Job, ProgressFn, TaskSpec, run_task
 from .worker import rebuild_error
+
+log = logging.getLogger(__name__)
 
 ResultFn = Callable[[dict[str, Any]], None]
 
@@ -209,6 +212,14 @@ class LocalExecutor(Executor):
         relayed = worker_logs.Relayed()
         clean = False
         started = min(self.workers, len(tasks))
+        if started > (available := cores()):  # (as torch's DataLoader warns)
+            log.warning(
+                "%s on %d cores: each worker is a Python process with the pipeline's imports "
+                "and memory, and workers beyond the cores speed up only a pipeline that waits "
+                "(on downloads, a service); else pass %s (the default: one per core)",
+                named(f"--workers {self.workers}", f"workers={self.workers}"), available,
+                named(f"--workers {available}", f"workers={available}"),
+            )  # fmt: skip
         env = worker_environment(os.environ, started)  # (native thread pools: cores / started)
         try:
             procs.extend(_WorkerProcess(i, hello, events, env) for i in range(started))

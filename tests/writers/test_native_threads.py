@@ -142,3 +142,26 @@ def test_a_worker_gets_its_share_of_the_cores_and_never_none(workers: int, avail
     assert share * max(1, workers) <= max(available, max(1, workers))
     if 0 < workers <= available:
         assert share == available // workers
+
+
+def test_more_workers_than_cores_is_said_once_and_fewer_tasks_start_fewer(
+    write_pipeline: Callable[..., str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """64 workers on 2 cores started 64 interpreters, each with the pipeline's imports,
+    unsaid (torch's DataLoader warns of this). Said once; workers a create does not start (no
+    task for them) are not counted."""
+    pipeline = write_pipeline("def preprocess(i):\n    return [{'i': i}]\n")
+    n = cores() + 1
+    snap.create(pipeline, str(tmp_path / "a"), inputs=list(range(n)), inputs_per_task=1,
+                workers=n)  # fmt: skip
+    said = [r.getMessage() for r in caplog.records if "cores:" in r.getMessage()]
+    assert said == [
+        f"workers={n} on {cores()} cores: each worker is a Python process with the pipeline's "
+        "imports and memory, and workers beyond the cores speed up only a pipeline that waits "
+        f"(on downloads, a service); else pass workers={cores()} (the default: one per core)"
+    ]
+    assert snap.open(str(tmp_path / "a")).num_records == n
+    caplog.clear()
+    snap.create(pipeline, str(tmp_path / "b"), inputs=list(range(cores())), inputs_per_task=1,
+                workers=n)  # fmt: skip
+    assert not [r for r in caplog.records if "cores:" in r.getMessage()]
