@@ -124,10 +124,9 @@ def inspect_lines(doc: dict[str, Any]) -> list[str]:
         lines.append("shards:")
         path_w = max((len(s["path"]) for s in doc["shards"]), default=0)
         for s in doc["shards"]:
-            lines.append(
-                f"  {s['path']:<{path_w}}  {s['records']:>9} records  "
-                f"{human_bytes(s['bytes']):>10}  crc32c {s['crc32c']}"
-            )
+            n, word = s["records"], "record " if s["records"] == 1 else "records"
+            lines.append(f"  {s['path']:<{path_w}}  {n:>9} {word}  "
+                         f"{human_bytes(s['bytes']):>10}  crc32c {s['crc32c']}")  # fmt: skip
     return lines
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..child import child_path
 from ..errors import OptionError
+from ..progress import human_bytes
 from . import importing, ray_output, worker
 
 CODE_DIR = "snap-code"  # in the job's working_dir; not a module name: nothing in it can hide one
@@ -95,9 +96,9 @@ def collect(spec: str) -> Code | None:
     if total > SHIP_LIMIT:
         raise OptionError(
             f"the .py files of the pipeline's directory {source_dir} and of its packages are "
-            f"{total >> 20} MiB, too much to ship with every Ray job (at most {SHIP_LIMIT >> 20}"
-            " MiB): move the pipeline into a directory of its own, or install its code as a "
-            "package on the cluster and name it as package.module:function"
+            f"{total:,} bytes ({human_bytes(total)}), too much to ship with every Ray job (at "
+            f"most {SHIP_LIMIT:,} bytes): move the pipeline into a directory of its own, or "
+            "install its code as a package on the cluster and name it as package.module:function"
         )
     files = {}
     for name in names:

@@ -64,8 +64,13 @@ def test_too_much_code_beside_the_pipeline_is_refused_naming_the_directory(
 ) -> None:
     _tree(tmp_path, {"prep.py": "", "big/__init__.py": "x = 1\n" * 1000})
     monkeypatch.setattr(ray_code, "SHIP_LIMIT", 4000)
-    with pytest.raises(OptionError, match=rf"of the pipeline's directory {tmp_path} and of its"):
+    with pytest.raises(OptionError, match=rf"pipeline's directory {tmp_path} and of") as refused:
         ray_code.collect(f"{tmp_path}/prep.py:f")
+    # (in MiB, rounded down: 21,000,039 bytes were "20 MiB ... (at most 20 MiB)")
+    assert (
+        "are 6,000 bytes (5.9 KiB), too much to ship with every Ray job (at most 4,000 bytes)"
+        in str(refused.value)
+    )
 
 
 def test_a_memory_output_with_ray_names_the_local_executor(tmp_path: Path) -> None:
