@@ -53,8 +53,12 @@ def bench_lines(doc: dict[str, Any]) -> list[str]:
         ),
         (
             "first batch",
-            f"{doc['first_batch_seconds'] * 1000:.0f} ms after iter() "
-            f"(the loader's set-up before it {doc.get('setup_seconds', 0) * 1000:.0f} ms)",
+            (
+                "none: no records were replayed"  # (it said "0 ms after iter()")
+                if doc["first_batch_seconds"] is None
+                else f"{doc['first_batch_seconds'] * 1000:.0f} ms after iter()"
+            )
+            + f" (the loader's set-up before it {doc.get('setup_seconds', 0) * 1000:.0f} ms)",
         ),
         (
             "input-bound",

@@ -94,7 +94,7 @@ def bench(
         "seconds": round(seconds, 4),
         "records_per_s": round(records / seconds, 1),
         "mb_per_s": round(nbytes / seconds / 1e6, 2),
-        "first_batch_seconds": round(first_batch or 0.0, 4),
+        "first_batch_seconds": None if first_batch is None else round(first_batch, 4),
         "setup_seconds": round(setup, 4),
         "input_bound_pct": stats["input_bound_pct"],
         "consumer_wait_s": stats["consumer_wait_s"],

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import snapshot_cli as snap
 from tests.commands.conftest import NUM_RECORDS, TASKS, image, run, run_json, table, text
 from tests.conftest import snap_subprocess
 
@@ -54,6 +55,14 @@ def test_bench_times_everything_from_the_first_iter(snapshot: Path) -> None:
     assert doc["first_batch_seconds"] <= doc["per_epoch"][0]["seconds"] + 1e-3
     assert epochs <= doc["seconds"] + 2e-4 and doc["setup_seconds"] >= 0
     assert doc["consumer_wait_s"] <= doc["seconds"] + 1e-3
+
+
+def test_bench_of_no_records_says_no_first_batch(tmp_path: Path) -> None:
+    """It said "first batch 0 ms after iter()" of a batch that never came."""
+    snap.create(lambda i: [], str(tmp_path / "e"), inputs=[1], workers=0)
+    assert run_json("bench", str(tmp_path / "e"))["first_batch_seconds"] is None
+    code, stdout, _ = run("bench", str(tmp_path / "e"))
+    assert code == 0 and "first batch  none: no records were replayed (the loader's" in stdout
 
 
 def test_bench_says_which_settings_auto_chose(snapshot: Path) -> None:
