@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from .interleave import count_below, interleave_bounds, keys
-from .plan import Blocks, Segment, _rng, inverse_permutation
+from .plan import Blocks, Segment, _rng, check_seed, inverse_permutation
 
 
 def _windows(steps_total: int, g: int, window_rows: int, first_rows: int) -> tuple[int, list[int]]:
@@ -119,8 +119,7 @@ class GlobalOptions:
             )
         if not isinstance(self.rank, int) or not 0 <= self.rank < w:
             raise ValueError(f"rank must be in [0, world_size={w}), got {self.rank!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        check_seed(self.seed)
         if not isinstance(self.window_rows, int) or self.window_rows <= 0:
             raise ValueError(f"shuffle_buffer must be a positive integer, got {self.window_rows!r}")
         if any(c < 0 for c in self.counts) or sum(self.counts) <= 0:

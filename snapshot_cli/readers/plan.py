@@ -152,8 +152,7 @@ class PlanOptions:
             )
         if not isinstance(self.window_rows, int) or self.window_rows <= 0:
             raise ValueError(f"shuffle_buffer must be a positive integer, got {self.window_rows!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        check_seed(self.seed)
         w, n = self.worker, self.workers
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise ValueError(f"workers must be a positive integer, got {n!r}")
@@ -310,3 +309,17 @@ def inverse_permutation(p: np.ndarray) -> np.ndarray:
     q = np.empty(len(p), np.int64)
     q[p] = np.arange(len(p), dtype=np.int64)
     return q
+
+
+def check_seed(seed: Any) -> None:
+    """``ValueError`` unless ``seed`` is an integer >= 0, saying why None is not one."""
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
+        return
+    why = ""
+    if seed is None:  # (HF datasets' shuffle(seed=None), torch's generator=None: a random one)
+        why = (
+            ": the order is drawn from it, the same on every rank (a seed drawn by each "
+            "process would deliver records twice across ranks) and again on resume; for "
+            "another order each run, draw one and pass it to every rank and to the resumed run"
+        )
+    raise ValueError(f"seed must be an integer >= 0, got {seed!r}{why}")

@@ -236,6 +236,15 @@ def test_a_global_batch_that_world_size_does_not_divide_is_refused() -> None:
         GlobalOptions(12, (100,), world_size=5)
 
 
+@pytest.mark.parametrize("seed", [None, -1, True, 1.5])
+def test_a_seed_that_is_not_an_integer_is_refused_and_none_says_why(seed: object) -> None:
+    """seed=None (HF datasets' and torch's "a random one") was refused with no reason: an order
+    drawn by each rank would deliver records twice across ranks."""
+    with pytest.raises(ValueError, match=f"seed must be an integer >= 0, got {seed!r}") as no:
+        GlobalOptions(12, (100,), seed=seed)  # type: ignore[arg-type]
+    assert ("the same on every rank" in str(no.value)) == (seed is None)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     layout=st.lists(layouts, min_size=1, max_size=3),

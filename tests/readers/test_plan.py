@@ -130,6 +130,11 @@ def test_batches_never_span_windows() -> None:
         ({"batch_size": 4, "world_size": 0}, "world_size must be a positive integer"),
         ({"batch_size": 4, "window_rows": 0}, "shuffle_buffer must be a positive integer"),
         ({"batch_size": 4, "seed": -1}, "seed must be an integer >= 0"),
+        ({"batch_size": 4, "seed": True}, "seed must be an integer >= 0, got True"),
+        (
+            {"batch_size": 4, "seed": None},
+            "got None: the order is drawn from it, the same on every",
+        ),
     ],
 )
 def test_options_are_validated(kwargs: dict, message: str) -> None:
