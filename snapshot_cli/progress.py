@@ -65,6 +65,7 @@ class Progress:
         log_interval: float = 10.0,
         unit: str = "tasks",
         clock: Callable[[], float] = time.monotonic,
+        done_counts: tuple[int, int] = (0, 0),
     ) -> None:
         self.unit, self.clock = unit, clock
         self.stream = stream or sys.stderr
@@ -73,7 +74,8 @@ class Progress:
         self.interval = interval if self.tty else log_interval
         self.total_tasks, self.done_tasks = total_tasks, done_tasks
         self.done_before = done_tasks  # (a resumed run's: not in this run's rate)
-        self.records = self.bytes = 0  # shown: counted, or the totals close() was given
+        self.records, self.bytes = done_counts  # shown: the records and bytes of the units
+        # done before (a resumed run's), counted since, or the totals close() was given
         self.records_here = self.bytes_here = 0  # counted in this run: the rates' (a grow's
         # close() gives the snapshot's totals, reused records too: 977k rec/s for 15k)
         self.started = clock()

@@ -321,7 +321,8 @@ def _create(
                  for t in planned.computed if t.index not in done]  # fmt: skip
         job = Job(url, storage_options or {}, run, paths.job_spec(ref.spec), params,
                   options.to_json(), payload, lease.epoch, ref.files, protocols)  # fmt: skip
-        bar = Progress(len(planned.computed), len(done)) if how.progress else None
+        bar = (Progress(len(planned.computed), len(done), done_counts=runs_mod.done_counts(done))
+               if how.progress else None)  # (and their records and bytes: said 0)  # fmt: skip
         entries = {e.path: e for e in previous.shards} if previous else {}
         results = {t.index: incremental.reused_result(t, entries) for t in planned.reused}
         results.update(done)

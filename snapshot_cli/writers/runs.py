@@ -141,6 +141,13 @@ def resumed(
     return done
 
 
+def done_counts(done: dict[int, dict[str, Any]]) -> tuple[int, int]:
+    """The records and bytes of the tasks a resumed run finished before (its progress line's
+    start)."""
+    shards = [e for r in done.values() for e in r["shards"]]
+    return sum(e["records"] for e in shards), sum(e["bytes"] for e in shards)
+
+
 @dataclass
 class Chosen:
     """The run a create takes up (:func:`choose_run`): its ``run.json``, plan and chunking,

@@ -66,11 +66,39 @@ def test_progress_says_the_time_taken_and_left_at_this_runs_rate() -> None:
     now[0] += 20
     bar.task_done(5, 500)
     assert bar.line().endswith("  0:40 elapsed, ~2:40 left"), bar.line()
-    resumed = Progress(10, done_tasks=6, stream=log, clock=lambda: now[0])
+    resumed = Progress(10, done_tasks=6, stream=log, clock=lambda: now[0], done_counts=(60, 600))
     assert resumed.line().endswith("  0:00 elapsed"), resumed.line()
     now[0] += 3600
-    resumed.task_done()
+    resumed.task_done(10, 100)
+    assert "records 70  700 B  0.003 rec/s" in resumed.line(), resumed.line()  # (10 an hour)
     assert resumed.line().endswith("  1:00:00 elapsed, ~3:00:00 left"), resumed.line()
     for _ in range(3):
         resumed.task_done()
     assert "elapsed" not in resumed.line()  # all done: the rates say the rest
+
+
+def test_a_resumed_run_counts_the_records_and_bytes_done_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A resumed create's line said "tasks 6/8 records 0 0 B" of the 6 tasks' records done
+    before it, until the final line; not in its rates: those are of this run's work."""
+    flag = tmp_path / "fail"
+    flag.touch()
+
+    def preprocess(item: int) -> Any:
+        if item == 6 and flag.exists():
+            raise ValueError("failing once")
+        yield {"x": [item] * 1000}
+
+    url = str(tmp_path / "s")
+    with pytest.raises(snap.PipelineError):
+        snap.create(preprocess, url, inputs=list(range(8)), workers=0, inputs_per_task=1)
+    flag.unlink()
+    capsys.readouterr()
+    info = snap.create(preprocess, url, inputs=list(range(8)), workers=0, inputs_per_task=1,
+                       progress=True)  # fmt: skip
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("snap: tasks")]
+    first = lines[0].split()  # (drawn at its first record: 6 tasks before, and that one)
+    assert first[2:5] == ["6/8", "records", "7"], lines
+    shown = float(first[5]) * {"B": 1, "KiB": 1 << 10}[first[6]]
+    assert 0.7 * info.bytes < shown <= info.bytes, (lines, info.bytes)
