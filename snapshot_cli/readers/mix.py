@@ -92,23 +92,23 @@ class Mixture:
         return pa.schema([first.field(c) for c in names])
 
     def columns(self, wanted: Sequence[str] | None = None) -> tuple[pa.Schema, list[str]]:
-        """The schema the loader reads (the first source's) and the columns: ``wanted``, or
-        those every source has. Raises OptionError for a column missing from a source or of
-        different types in two."""
-        first = self.sources[0].schema
+        """The schema the loader reads (the first source's that gives records) and the
+        columns: ``wanted``, or those every source has. Raises OptionError for a column
+        missing from a source or of different types in two. A source that gives no records
+        (weight 0) is not read, and its columns do not count: an empty snapshot switched off
+        with weight 0 had no columns, so the mixture had none either."""
+        read = [(n, s) for n, s, c in zip(self.names, self.sources, self.counts, strict=True)
+                if c]  # fmt: skip
+        first = read[0][1].schema
         if wanted is None:
-            names = [c for c in first.names if all(c in s.schema.names for s in self.sources)]
-            empty = [n for n, s in zip(self.names, self.sources, strict=True) if not s.schema]
-            if not names and empty:  # (a snapshot of no records has no columns either)
-                raise OptionError(f"{empty} hold no records, so no columns: leave them out")
+            names = [c for c in first.names if all(c in s.schema.names for _, s in read)]
             if not names:
                 raise OptionError(f"the snapshots have no column in common: {self._columns()}")
         else:
             names = list(wanted)
             for c in names:
-                missing = [n for n, s in zip(self.names, self.sources, strict=True)
-                           if c not in s.schema.names]  # fmt: skip
-                if 0 < len(missing) < len(self.sources):  # (it said "column 'extra' is not
+                missing = [n for n, s in read if c not in s.schema.names]
+                if 0 < len(missing) < len(read):  # (it said "column 'extra' is not
                     # in ['train']: ..."; one in none of them is an unknown column, said below)
                     which = ", ".join(repr(n) for n in missing)
                     snapshots = "snapshot" if len(missing) == 1 else "snapshots"
@@ -118,8 +118,7 @@ class Mixture:
                     )
             names = checked_columns(names, list(first.names))  # none, or one twice
         for c in names:
-            types = {n: s.schema.field(c).type for n, s in zip(self.names, self.sources,
-                                                              strict=True)}  # fmt: skip
+            types = {n: s.schema.field(c).type for n, s in read}
             if len(set(types.values())) > 1:
                 shown = "; ".join(f"{n}: {schema_mod.format_type(t)}" for n, t in types.items())
                 raise OptionError(
@@ -128,9 +127,9 @@ class Mixture:
                 )
         return first, names
 
-    def _columns(self) -> str:
-        return "; ".join(f"{n}: {s.schema.names}" for n, s in zip(self.names, self.sources,
-                                                                  strict=True))  # fmt: skip
+    def _columns(self) -> str:  # (of the sources read: weight 0 leaves one out)
+        return "; ".join(f"{n}: {s.schema.names}" for n, s, c in zip(
+            self.names, self.sources, self.counts, strict=True) if c)  # fmt: skip
 
     @checked_keywords
     def loader(

@@ -399,17 +399,24 @@ def test_a_state_refused_for_its_order_or_its_columns_says_what_to_give(
 
 
 @pytest.mark.parametrize("weights", [[0, 1], None])
-def test_a_mixture_with_an_empty_snapshot_says_so(
-    snaps: dict[str, snap.Snapshot], tmp_path: Path, weights: list[int] | None
+@pytest.mark.parametrize("columns", [None, ["id"]])
+def test_an_empty_snapshot_with_no_weight_is_left_out_of_a_mixture(
+    snaps: dict[str, snap.Snapshot], tmp_path: Path, weights: list[int] | None, columns: Any
 ) -> None:
-    """ "the snapshots have no column in common: .../t0: []" (a snapshot of no records has no
-    columns) said nothing of why."""
+    """An empty snapshot, switched off with the weight 0 its refusal asked for, was refused
+    again for the columns it has not ("hold no records, so no columns"; with columns=,
+    "column 'id' is missing from the mixed snapshot"): it gives no records, so its columns
+    do not count."""
 
     def nothing(i: int) -> Iterator[dict[str, Any]]:
         return iter(())
 
     snap.create(nothing, str(tmp_path / "empty"), inputs=[0], workers=0)
-    with pytest.raises(OptionError, match=r"empty'\] hold no records, so no columns: leave"):
-        snap.mix([str(tmp_path / "empty"), snaps["a"].url], weights=weights).loader(
-            global_batch_size=G
-        )
+    mixed = snap.mix([str(tmp_path / "empty"), snaps["a"].url], weights=weights)
+    assert mixed.schema.names == snaps["a"].schema.names
+    batches = list(mixed.loader(global_batch_size=G, columns=columns, drop_last=True))
+    assert {tuple(b) for b in batches} == {tuple(columns or snaps["a"].schema.names)}
+    ids = np.concatenate([b["id"] for b in batches])
+    assert np.array_equal(np.sort(ids), 10**7 + np.arange(SIZES["a"]))  # (3,000: 12 divides)
+    with pytest.raises(OptionError, match="holds no records but a weight above 0: give it"):
+        snap.mix([str(tmp_path / "empty"), snaps["a"].url], weights=[1, 1])
