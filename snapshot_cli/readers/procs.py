@@ -277,8 +277,8 @@ class DecodePool:
             if c.ready and not c.dead and c.proc.poll() is not None:
                 c.dead = True
                 warnings.warn(
-                    f"snap's {c.name} {c._how()} between windows (out of memory?); the "
-                    "others decode this pass, and the next pass starts another",
+                    f"snap's {c.name} {c._how()} between windows; the others (or the "
+                    "threads) decode this pass, and the next pass starts another",
                     RuntimeWarning,
                     stacklevel=2,
                 )
@@ -287,12 +287,13 @@ class DecodePool:
     def _failed_start(self, c: Child) -> bool:
         """Whether ``c`` exited before it could start (said once: the pool is then broken,
         as the next one would most likely fail the same way)."""
-        if c.ready or c.proc.poll() is None:
-            return False
+        if c.ready or c.proc.poll() is None or c.poll_ready():  # (its hello unread: it had
+            return False  # started, then died: said as that, and replaced by the next pass)
         if not self.broken:
             self.broken = c.dead = True
+            above = " (its error is above)" if c.proc.returncode > 0 else ""  # (not a signal)
             warnings.warn(
-                f"snap's {c.name} {c._how()} before it could start (its error is above); "
+                f"snap's {c.name} {c._how()} before it could start{above}; "
                 "the read threads decode instead, in this process from now on",
                 RuntimeWarning,
                 stacklevel=3,

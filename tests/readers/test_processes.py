@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import snapshot_cli as snap
-from snapshot_cli.readers import procs
+from snapshot_cli.readers import limits, procs
 
 from .conftest import damaged_snapshot, numbered_snapshot
 
@@ -203,6 +203,32 @@ def test_processes_that_cannot_start_leave_the_threads_decoding(
     with s.loader(64, processes=2, **kw) as loader:
         _same(_epochs(loader), expected)
     assert pool.children == first  # none started again
+    pool.close()
+
+
+def test_a_process_killed_after_its_hello_is_replaced_not_taken_for_a_broken_start(
+    images: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decode process killed after it had started, before the loader had read its hello,
+    was said to have died "before it could start (its error is above)", of no error, and
+    no process was started again in this Python (a probe's kill -9 in the first epoch)."""
+    pool = procs.DecodePool()
+    monkeypatch.setattr(procs, "_pool", pool)
+    monkeypatch.setattr(procs, "_pool_pid", os.getpid())
+    pool.start(1)
+    (victim,) = pool.children
+    assert limits.readable(victim.sock, 60)  # its hello sent, not read
+    os.kill(victim.proc.pid, signal.SIGKILL)
+    victim.proc.wait(timeout=30)
+    with pytest.warns(RuntimeWarning, match="killed by SIGKILL .*between windows") as warned:
+        assert pool.ready(1) == []
+    assert not any("before it could start" in str(w.message) for w in warned)
+    assert not pool.broken
+    (fresh,) = pool.wait_ready(1)  # replaced
+    assert fresh is not victim and fresh.alive()
+    with snap.open(images).loader(64, processes=1, seed=1) as loader:
+        assert sum(len(b["label"]) for b in loader) == 2400
+        assert loader.stats()["stage_seconds"]["decode_process_cpu"] > 0
     pool.close()
 
 
