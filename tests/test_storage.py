@@ -26,7 +26,8 @@ def test_expand_inputs_sorted_deduplicated_with_identity(tmp_path: Path) -> None
     assert [Path(f.url).name for f in files] == ["a.txt", "b.txt"]
     assert all(Path(f.url).is_absolute() for f in files)
     assert files[0].size == 5
-    assert files[0].version == "mtime=1000000000.0"
+    st = (tmp_path / "a.txt").stat()
+    assert files[0].version == f"mtime=1000000000.0 ino={st.st_ino} ctime={st.st_ctime}"
 
 
 def test_expand_inputs_memory_urls(memfs: fsspec.AbstractFileSystem) -> None:

@@ -1,6 +1,13 @@
 """What identifies an input file, from what a listing says of it: its *version* (the mtime,
 generation or checksum, cheap: compared first) and its *content* (a checksum of its bytes the
-storage keeps, or "" where only reading the bytes can tell). See :mod:`.inputs`."""
+storage keeps, or "" where only reading the bytes can tell). See :mod:`.inputs`.
+
+A local file's version is its mtime, inode and ctime, as git compares them: by size and mtime
+alone, as make compares, two files of one size written in the same tick of the kernel's clock
+(a burst of writes: the same mtime to the nanosecond) and then swapped with ``mv``, or a link
+turned to the other, were the same inputs, and their records stayed as they were. A rename,
+a ``chmod`` or a copy (``cp -p``, ``rsync -a``: a new inode) changes them: the bytes are read
+then, and the same bytes keep the snapshot up to date."""
 
 from __future__ import annotations
 
@@ -66,4 +73,6 @@ def identity(info: dict[str, Any], listed: float) -> tuple[str, str, str]:
     version = _first(info, _VERSION_KEYS)
     if _racy(info, version, listed):
         version = ""  # (no version: identified by its bytes)
+    elif version.startswith("mtime=") and info.get("ino") is not None:  # (local disk)
+        version += f" ino={info['ino']} ctime={info.get('created')}"  # (as git compares)
     return (version, *_content(info))

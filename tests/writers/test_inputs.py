@@ -346,7 +346,9 @@ def test_a_file_written_again_within_its_mtime_tick_is_detected(
     assert "read 1 input file" in caplog.text
     old = time.time() - input_identity.RACY_S - 1
     os.utime(target, (old, old))  # once its mtime is older, it is a version again
-    assert [f.version for f in inputs_mod.expand_inputs([glob])] == [f"mtime={old}"]
+    st = target.stat()
+    expected = f"mtime={old} ino={st.st_ino} ctime={st.st_ctime}"
+    assert [f.version for f in inputs_mod.expand_inputs([glob])] == [expected]
 
 
 @pytest.mark.parametrize(
@@ -568,7 +570,10 @@ def test_a_linked_input_is_its_target(tmp_path: Path) -> None:
     old = time.time() - 60  # (a file changed within RACY_S of its listing has no version)
     os.utime(target, (old, old))
     (found,) = inputs_mod.expand_inputs([glob])  # the linked directory is no input
-    assert found.size == 2 and found.version == f"mtime={target.stat().st_mtime}"
+    st = target.stat()  # (the target's: its inode, not the link's)
+    assert found.size == 2 and found.version == (
+        f"mtime={st.st_mtime} ino={st.st_ino} ctime={st.st_ctime}"
+    )
 
 
 @pytest.mark.parametrize("kind", ["fifo", "socket", "broken link"])
@@ -853,3 +858,46 @@ def test_a_glob_that_matches_only_empty_directories_says_so(tmp_path: Path) -> N
                                       f"'{suggested}' to use the files in them")  # fmt: skip
     assert snap.create(read_bytes_pipeline, tmp_path / "s", inputs=suggested,
                        workers=0).num_records == 1  # fmt: skip
+
+
+@pytest.mark.parametrize("change", ["swap", "relink", "chmod"])
+def test_files_of_one_size_and_mtime_swapped_or_relinked_are_changed_inputs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, change: str
+) -> None:
+    """Files written in a burst share one mtime to the nanosecond (the kernel's clock ticks
+    coarsely). Compared by size and mtime (make's way), two of one size swapped with mv, or a
+    link turned from one to the other, were the same inputs: "up to date", with the old
+    records. A file's inode and ctime are compared too (git's way); a chmod, which changes
+    its ctime and not its bytes, has them read, and the snapshot stays up to date."""
+    raw, store = tmp_path / "raw", tmp_path / "store"
+    raw.mkdir()
+    store.mkdir()
+    tick = time.time_ns() - 60 * 10**9
+    for name, value in (("a", 1), ("b", 2)):
+        (store / name).write_bytes(bytes([value]) * 4)
+        os.utime(store / name, ns=(tick, tick))
+    if change == "relink":
+        (raw / "x.bin").symlink_to(store / "a")
+    else:
+        for name in "ab":
+            os.rename(store / name, raw / f"{name}.bin")
+    out, glob = str(tmp_path / "s"), str(raw / "*.bin")
+    snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    if change == "swap":
+        os.rename(raw / "a.bin", raw / "t")
+        os.rename(raw / "b.bin", raw / "a.bin")
+        os.rename(raw / "t", raw / "b.bin")
+    elif change == "relink":
+        (raw / "x.bin").unlink()
+        (raw / "x.bin").symlink_to(store / "b")
+    else:
+        os.chmod(raw / "a.bin", 0o600)
+    caplog.clear()
+    with caplog.at_level("INFO", "snapshot_cli"):
+        again = snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    values = [int(b["x"][0][0]) for b in snap.open(out).loader(1, shuffle=False)]  # (by name)
+    if change == "chmod":
+        assert again.reused and "read 1 input file" in caplog.text and values == [1, 2]
+    else:
+        assert not again.reused and again.inputs_changed == (2 if change == "swap" else 1)
+        assert values == ([2, 1] if change == "swap" else [2])
