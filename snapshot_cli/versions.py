@@ -338,6 +338,21 @@ def missing_shard(readers: Any, shard: str, url: str) -> CorruptShardError:
             f"moved or deleted while it was read; {again}"
         )
     if current is not None and shard not in {s.path for s in current.shards}:
+        try:  # (snap gc removes only the shards no kept version lists)
+            listing = [m.version for m in history(fs, root, current)
+                       if any(e.path == shard for e in m.shards)]  # fmt: skip
+        except (OSError, SnapError):
+            listing = []
+        if listing:
+            kept = ("version {} does" if len(listing) == 1 else "versions {} do").format(
+                ", ".join(map(str, listing)))  # fmt: skip
+            return CorruptShardError(
+                f"shard {url} is missing, and the snapshot's version now, {current.version}, "
+                f"does not list it, but the kept {kept}: it was deleted by hand or lost, not "
+                "removed by snap gc (which removes only the shards no kept version lists), and "
+                "they cannot be read whole any more; open the snapshot again to read version "
+                f"{current.version}"
+            )
         return CorruptShardError(
             f"shard {url} is missing, and the snapshot's version now, {current.version}, does "
             "not list it: that version replaced the one being read, whose shards snap gc then "

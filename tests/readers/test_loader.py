@@ -682,6 +682,22 @@ def test_a_shard_gc_removed_from_a_replaced_version_says_so(tmp_path: Path) -> N
     assert len(list(snap.open(path).loader(batch_size=10))) == 1
 
 
+def test_a_shard_of_a_kept_version_deleted_by_hand_is_not_blamed_on_gc(tmp_path: Path) -> None:
+    """A shard only a kept older version lists, deleted by hand (as verify's advice for a
+    damaged one says), was said to be "removed by snap gc": gc removes none that a kept
+    version lists."""
+    path = _small(tmp_path)
+    s = snap.open(path)
+    snap.create(lambda: iter([{"v": np.zeros(1000, np.int32)}]), path, workers=0,
+                overwrite=True)  # fmt: skip
+    (Path(path) / s.shards[1].path).unlink()
+    with pytest.raises(snap.CorruptShardError) as exc:
+        list(s.loader(batch_size=10))
+    message = str(exc.value)
+    assert "but the kept version 1 does: it was deleted by hand or lost, not removed" in message
+    assert message.endswith("open the snapshot again to read version 2")
+
+
 def test_read_shard_names_a_shard_that_is_not_there(tmp_path: Path) -> None:
     s = snap.open(_small(tmp_path))
     n = len(s.shards)
