@@ -33,7 +33,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from .. import faults, layout, other_formats, storage, versions
-from ..errors import ManifestError, OptionError, StorageError
+from ..errors import ManifestError, OptionError, SnapError, StorageError
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..manifest import Manifest
 from ..units import flag, options_dict, parse_duration
@@ -111,7 +111,7 @@ def find_garbage(
         if restored and unwritten:  # (as it would be listed once written; else the
             sizes.setdefault(posixpath.basename(layout.version_path(root, manifest.version)), 0)
         kept_versions = {m.version for m in keep}  # listing must show the copy gc wrote)
-        listed = _check_listing(fs, root, manifest, sizes, kept_versions | set(gone))
+        listed = _check_listing(fs, root, manifest, sizes, kept_versions | set(gone), dry_run)
         h = manifest.history  # the copies of the versions before lost (rm -r, a partial copy):
         lost = h is not None and h.parent not in (None, *listed)  # their shards unknown,
         held = lost and now - versions.committed_at(fs, root, manifest, True) < retention
@@ -159,8 +159,9 @@ def find_garbage(
 
 
 def _check_listing(
-    fs: AbstractFileSystem, root: str, manifest: Manifest, sizes: dict[str, int], read: set[int]
-) -> set[int]:
+    fs: AbstractFileSystem, root: str, manifest: Manifest, sizes: dict[str, int], read: set[int],
+    dry_run: bool = False,
+) -> set[int]:  # fmt: skip
     """Stop unless the listing of ``_versions/`` shows the committed version's own copy
     (written before its commit) and no older version but those read (``read``): a listing
     that failed (a 404 is an empty one) or went stale had gc take kept versions for never
@@ -170,12 +171,28 @@ def _check_listing(
     unread = sorted(k for k in listed if k < manifest.version and k not in read)
     if own and not unread:
         return listed
+    nothing = "snap gc --dry-run: none would be removed" if dry_run else "snap gc removed nothing"
+    copy = _read_or_none(fs, root, unread[0]) if unread else None
+    if copy is not None and copy.version != unread[0]:  # (a copy of another: said as such)
+        k, path = unread[0], storage.to_url(fs, layout.version_path(root, unread[0]))
+        raise ManifestError(
+            f"{nothing}: {path} holds the manifest of version {copy.version}, not {k}, so "
+            f"which shards version {k} holds is not known; delete it, or put version {k}'s "
+            "manifest there, and run snap gc again"
+        )
     what = f"shows version {unread[0]}, not read" if unread else "lacks the committed version"
     raise StorageError(
-        f"snap gc removed nothing: the listing of {storage.to_url(fs, layout.versions_dir(root))} "
+        f"{nothing}: the listing of {storage.to_url(fs, layout.versions_dir(root))} "
         f"{what} (a listing that failed or is stale, or a copy not of its version); run snap "
         "gc again, and if it says the same, snap verify the snapshot"
     )
+
+
+def _read_or_none(fs: AbstractFileSystem, root: str, k: int) -> Manifest | None:
+    try:
+        return versions.read_listed(fs, root, k)
+    except (OSError, SnapError):  # (the listing's fault, said as that)
+        return None
 
 
 def _with_parents(paths: Iterable[str]) -> set[str]:

@@ -221,6 +221,32 @@ def test_verify_names_a_copy_of_another_version(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_gc_names_a_copy_of_another_version_and_what_to_do(tmp_path: Path, dry_run: bool) -> None:
+    """gc said "removed nothing: the listing ... shows version 1, not read (a listing that
+    failed or is stale, or a copy not of its version); run snap gc again, and if it says the
+    same, snap verify", of a copy it had read and could name; and "removed" of a dry run."""
+    root = tmp_path / "s"
+    for n in (2, 3, 4):
+        snap.create(days, str(root), inputs=list(range(n)), workers=0, progress=False)
+    kept = root / "_versions"
+    shutil.copyfile(kept / "v00000002.json", kept / "v00000001.json")
+    before = tree(root)
+    result = cli(["gc", str(root), "--retention", "0", *(["--dry-run"] * dry_run)])
+    assert result.exit_code == 1 and tree(root) == before
+    said = "snap gc --dry-run: none would be removed" if dry_run else "snap gc removed nothing"
+    assert result.output.strip() == (
+        f"snap: error: {said}: {kept / 'v00000001.json'} holds the manifest of version 2, not "
+        "1, so which shards version 1 holds is not known; delete it, or put version 1's "
+        "manifest there, and run snap gc again"
+    )
+    (kept / "v00000001.json").unlink()  # as it says
+    assert cli(["gc", str(root), "--retention", "0"]).exit_code == 0
+    assert [b["day"].tolist() for b in snap.open(str(root)).loader(8, shuffle=False)] == [
+        [0, 1, 2, 3]
+    ]
+
+
 def test_verify_of_an_older_version_checks_its_own_task_table(two_versions: Path) -> None:
     older = snap.open(str(two_versions), version=1)
     assert verify(older).ok
