@@ -136,7 +136,8 @@ def rewrite(fs: AbstractFileSystem, root: str, info: dict[str, Any]) -> None:
 
 def say(url: str, run: str, taken: int, done: int) -> None:
     log.info(
-        "%s: run %s was interrupted before its inputs changed: keeping %s of its %d finished "
+        "%s: run %s ended unfinished (it failed or was stopped) before its inputs changed: "
+        "keeping %s of its %d finished "
         "(the same inputs, code and params), computing the rest",
         url, run, counted(taken, "task"), done,
     )  # fmt: skip

@@ -13,6 +13,7 @@ from ..console import named
 from ..cores import cores
 from ..errors import OptionError
 from ..history import MAX_COUNT
+from ..progress import counted
 from ..units import KiB, MiB, flag, integer, options_dict, parse_size
 
 if TYPE_CHECKING:
@@ -227,8 +228,8 @@ def grown_layout(options: WriteOptions, previous: Manifest | None) -> WriteOptio
         log.warning(
             "note: growing keeps the snapshot's grouping of inputs into tasks (%s): "
             "%s would compute every task again: pass %s to regroup it so",
-            f"{chunking['inputs']} inputs a task" if chunking["fixed"]
-            else f"content-defined, {chunking['inputs']} inputs a task on average",
+            f"{counted(chunking['inputs'], 'input')} a task" if chunking["fixed"]
+            else f"content-defined, {counted(chunking['inputs'], 'input')} a task on average",
             named(f"--inputs-per-task {given}", f"inputs_per_task={given}"), overwrite_said(),
         )  # fmt: skip
     if previous.compression == options.compression.to_json():

@@ -179,5 +179,7 @@ def test_the_adopting_create_says_what_it_kept(tmp_path: Path) -> None:
         text=True, timeout=180, check=False,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
-    assert "was interrupted before its inputs changed: keeping" in res.stderr
+    assert "ended unfinished (it failed or was stopped) before its inputs changed: keeping" in (
+        res.stderr
+    )
     assert f"{len(kept) // 2} of 4 tasks resumed" in res.stdout  # (the summary line)
