@@ -236,8 +236,9 @@ class Loader(FrameworkAdapters):
         before it ends where it would have; ``epochs`` sets the passes after."""
         state = resume.plain(state)
         problem = resume.malformed(state) or resume.mismatch(
-            self._config(), state["config"], self.reading.sources, self._capped
-        )
+            self._config(), state["config"], self.reading.sources, self._capped,
+            self.plan_options.world_size,
+        )  # fmt: skip
         if problem or (problem := resume.past_the_end(state, self._epoch_batches)):
             raise OptionError(problem)
         self._in_this_process()  # (before the lock: a forked child's may be held for good)

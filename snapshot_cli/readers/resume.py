@@ -20,10 +20,10 @@ import numpy as np
 from .. import storage, versions
 from ..errors import OptionError
 from ..layout import MANIFEST_NAME
-from ..progress import human_bytes
 from ..units import integer
 from .elastic import GlobalOptions, same_windows
 from .plan import Blocks
+from .resume_said import settings_said
 
 # How the order is drawn from the settings. A state without it was saved by snap before
 # 2026-11-30, whose order is version 1 (since 2026-11-25, d68a307: states of the unreleased
@@ -174,10 +174,12 @@ def mismatch(
     theirs: dict[str, Any],
     sources: list[Snapshot],
     capped: int | None = None,
+    world: int = 1,
 ) -> str:
     """Why a state with config ``theirs`` does not fit a loader with config ``mine`` reading
     ``sources`` ("" when it fits). ``capped``: the memory limit (bytes) for which this
-    process made a per-rank ``shuffle_buffer="auto"`` window smaller (None: it did not)."""
+    process made a per-rank ``shuffle_buffer="auto"`` window smaller (None: it did not).
+    ``world``: the loader's world size (a global order's config has none)."""
     if (theirs.get("order") == "global") != (mine.get("order") == "global"):
         if theirs.get("order") == "global":
             return (
@@ -206,7 +208,8 @@ def mismatch(
                 for s, b, now in zip(sources, layouts, _listed(mine["blocks"]), strict=True)
                 if b != now]  # fmt: skip
         diff = [k for k in diff if k not in (*DERIVED, "blocks")]
-        return "; ".join([*data, *([_settings(mine, theirs, diff, capped)] if diff else [])])
+        settings = [settings_said(mine, theirs, diff, capped, world)] if diff else []
+        return "; ".join([*data, *settings])
     if "order_version" in diff or diff == ["first_window_rows"]:  # (the ramp of windows)
         return (
             "the state was saved by another version of snap, which draws this loader's order "
@@ -231,7 +234,8 @@ def mismatch(
     if data or key in diff:  # the windows' sizes, the layout, one source's records follow
         derived = (*DERIVED, "blocks", *["records_per_epoch"] * (len(sources) == 1 and bool(data)))
         diff = [k for k in diff if k not in derived]
-    return "; ".join([*data, *([_settings(mine, theirs, diff, capped)] if diff else [])])
+    settings = [settings_said(mine, theirs, diff, capped, world)] if diff else []
+    return "; ".join([*data, *settings])
 
 
 def _listed(value: Any) -> list[Any]:
@@ -262,46 +266,6 @@ def _same_window(
     if isinstance(w, int) and not isinstance(w, bool) and min(w, mine["window_rows"]) >= whole:
         return {**theirs, "window_rows": mine["window_rows"]}
     return theirs
-
-
-def _settings(
-    mine: dict[str, Any], theirs: dict[str, Any], diff: list[str], capped: int | None
-) -> str:
-    """The settings ``diff`` of two configs that differ, with both values and what to do."""
-    said = (
-        f"the state was saved by a loader with other {', '.join(diff)}: the state's "
-        f"{_said(theirs, diff)}, this loader's {_said(mine, diff)}"
-    )
-    if not {"rank", "world_size", "window_rows"} & set(diff):
-        said += "; make the loader with the state's to resume it exactly, or start without it"
-    if "rank" in diff or "world_size" in diff:
-        said += (
-            " (a state of each rank's own order, batch_size=, is that rank's place in its own "
-            "part of the epoch: load into each rank the state it saved, on as many ranks as "
-            "saved them; or make the loaders with global_batch_size=, whose states any rank "
-            "loads, on any world size that divides it)"
-        )
-    if "window_rows" in diff and capped is not None:
-        said += (
-            ' (window_rows, the shuffle window in records: shuffle_buffer="auto" made it '
-            f"{mine['window_rows']:,} here, a quarter of the {human_bytes(capped)} of memory "
-            "this process may use (its cgroup's limit, or the machine's), as it does under "
-            f"1 GiB: resume with shuffle_buffer={theirs.get('window_rows')!r}, the state's "
-            "number of records, where two windows of them fit, or start without the state)"
-        )
-    elif "window_rows" in diff:
-        said += (
-            " (window_rows, the shuffle window in records, follows from shuffle_buffer and, "
-            "where that is a size or auto, from the columns read (auto, under a memory limit "
-            "below 1 GiB, from that limit too): resume with the same columns= and "
-            "shuffle_buffer=, or give shuffle_buffer as the state's number of records)"
-        )
-    return said
-
-
-def _said(config: dict[str, Any], keys: list[str]) -> str:
-    """``batch_size=64, seed=0``: the settings ``keys`` of ``config``, as a loader takes them."""
-    return ", ".join(f"{k}={config.get(k)!r}" for k in keys)
 
 
 def _other_data(source: Snapshot, saved: str, blocks: str | None) -> str:

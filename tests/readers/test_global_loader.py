@@ -342,8 +342,32 @@ def test_a_state_from_elsewhere_is_refused(snaps: dict[str, snap.Snapshot]) -> N
         if "other data" in keys:  # (one snapshot's records follow from its data: not said)
             assert "records_per_epoch" not in str(refused.value), str(refused.value)
     mixed = snap.mix([a, b], [1, 1]).loader(global_batch_size=G, seed=1)
-    with pytest.raises(OptionError, match="records_per_epoch"):
+    with pytest.raises(OptionError, match="records_per_epoch") as refused:
         mixed.load_state_dict(state(snap.mix([a, b], [1, 2]), seed=1))
+    assert str(refused.value).endswith(  # (of weights, which it did not name)
+        "(a mixture's records per epoch, from each snapshot, follow from its weights= and "
+        "epoch_records=: give those the state was saved with)"
+    )
+
+
+def test_a_global_batch_of_per_rank_batches_resumed_on_other_ranks_says_what_to_give(
+    snaps: dict[str, snap.Snapshot],
+) -> None:
+    """batch_size=6 on 2 ranks saved global_batch_size=12, and on 3 ranks the refusal named
+    only global_batch_size, 12 against 18, a setting the user never gave."""
+    mixture = snap.mix([snaps["a"], snaps["b"]], weights=[0.7, 0.3])
+    loader = mixture.loader(6, rank=0, world_size=2)
+    next(iter(loader))
+    saved = loader.state_dict()
+    with pytest.raises(OptionError, match="the state's global_batch_size=12") as refused:
+        mixture.loader(6, rank=0, world_size=3).load_state_dict(saved)
+    assert str(refused.value).endswith(
+        "(a loader given batch_size=, per rank, reads global batches of batch_size x world_size:"
+        " on 3 ranks, batch_size=4 or global_batch_size=12 resumes it)"
+    )
+    mixture.loader(4, rank=0, world_size=3).load_state_dict(saved)  # as it says
+    with pytest.raises(OptionError, match="resume on a world size that divides 12, with that"):
+        mixture.loader(6, rank=0, world_size=5).load_state_dict(saved)
 
 
 def test_stats_count_every_source_of_any_mixture(snaps: dict[str, snap.Snapshot]) -> None:
