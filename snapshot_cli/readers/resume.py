@@ -225,6 +225,8 @@ def mismatch(
             f"the state was saved by a mixture of the same snapshots in another order: give "
             f"them as {order} (with their weights in that order)"
         )
+    if key in diff and len(saved) != len(sources) and saved:  # (it listed 64-hex fingerprints)
+        return _other_sources(saved, sources)
     if key in diff and len(saved) == len(sources):  # the same number of sources
         known = layouts if len(layouts) == len(saved) else [None] * len(saved)
         data = [_other_data(s, str(f), None if b is None else str(b))
@@ -236,6 +238,24 @@ def mismatch(
         diff = [k for k in diff if k not in derived]
     settings = [settings_said(mine, theirs, diff, capped, world)] if diff else []
     return "; ".join([*data, *settings])
+
+
+def _other_sources(saved: list[Any], sources: list[Snapshot]) -> str:
+    """A state saved reading one snapshot loaded into a mixture's loader, or the reverse, or
+    a mixture of another number of snapshots: which of them, by URL where they are this
+    loader's (by fingerprint where not)."""
+    urls = {s.manifest.fingerprint: s.url for s in sources}
+
+    def what(n: int) -> str:
+        return "one snapshot" if n == 1 else f"a mixture of {n} snapshots"
+
+    then = ", ".join(urls.get(str(f), f"other data, fingerprint {str(f)[:16]}") for f in saved)
+    now = ", ".join(s.url for s in sources)
+    return (
+        f"the state was saved reading {what(len(saved))} ({then}), and this loader reads "
+        f"{what(len(sources))} ({now}): load it into a loader of the snapshots it was saved "
+        "with (a mixture's with its weights), or start without it"
+    )
 
 
 def _listed(value: Any) -> list[Any]:

@@ -333,7 +333,12 @@ def test_a_state_from_elsewhere_is_refused(snaps: dict[str, snap.Snapshot]) -> N
         (state(b, seed=1), f"saved reading other data than {a.url}"),
         (state(b, seed=2), "other data than .*; .* loader with other seed: "),
         (state(a, seed=2), "seed"),
-        (state(snap.mix([a, b], [1, 1]), seed=1), "fingerprints, records_per_epoch"),
+        (  # (it listed both settings' values: three 64-hex fingerprints)
+            state(snap.mix([a, b], [1, 1]), seed=1),
+            rf"saved reading a mixture of 2 snapshots \({a.url}, other data, fingerprint "
+            rf"{b.manifest.fingerprint[:16]}\), and this loader reads one snapshot "
+            rf"\({a.url}\): load it into a loader of the snapshots",
+        ),
         (state(a, seed=1, shuffle=False), "shuffle"),
         (a.loader(G, seed=1).state_dict(), "drop_last|order"),
     ]:
