@@ -166,7 +166,7 @@ def create(
             inputs_per_task=inputs_per_task, batch_rows=batch_rows, batch_bytes=batch_bytes,
             dry_run=dry_run,
         )  # fmt: skip
-    _show(info.to_json(), render.created_lines, as_json)
+    _show(info.to_json(), lambda doc: render.created_lines(doc, hints=not quiet), as_json)
 
 
 def _show(doc: dict[str, Any], lines: Callable[[dict[str, Any]], list[str]], as_json: bool) -> None:

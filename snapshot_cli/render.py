@@ -190,9 +190,9 @@ def versions_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def created_lines(info: dict[str, Any]) -> list[str]:
+def created_lines(info: dict[str, Any], hints: bool = True) -> list[str]:
     """``snap create``'s summary: what the snapshot holds and what was done (the plan only,
-    for ``--dry-run``)."""
+    for ``--dry-run``); ``hints``: False for none (``--quiet``)."""
     if info["dry_run"]:
         return plan_lines(info)
     ratio = info["uncompressed_bytes"] / info["bytes"] if info["bytes"] else 0.0
@@ -210,7 +210,7 @@ def created_lines(info: dict[str, Any]) -> list[str]:
     ]
     shards, extra = info["num_shards"], info["bytes"] - info["uncompressed_bytes"]
     batches = info.get("num_record_batches", 0)
-    if extra > info["uncompressed_bytes"] and not info["reused"]:  # (a first try)
+    if hints and extra > info["uncompressed_bytes"] and not info["reused"]:  # (a first try)
         if batches >= 4 * shards:  # many small record batches (--batch-rows 1): each framed
             lines.append(
                 f"  (larger on disk than its values: each of its "

@@ -99,10 +99,12 @@ def test_progress_on_stderr_unless_quiet(setup) -> None:  # type: ignore[no-unty
     code, stdout, stderr = run("create", spec, str(tmp / "a"), "--input", glob, "--workers", "0")
     assert code == 0 and "tasks 5/5" in stderr and "records 5" in stderr
     assert stdout.startswith("created:")
-    code, _, stderr = run(
+    assert "(larger on disk than its values: " in stdout.splitlines()[1]  # (a hint)
+    code, quiet_out, stderr = run(
         "create", spec, str(tmp / "b"), "--input", glob, "--workers", "0", "--quiet"
     )
     assert code == 0 and "snap:" not in stderr  # only the pipeline's own prints
+    assert len(quiet_out.splitlines()) == 1 and quiet_out.startswith("created:")  # (no hint)
 
 
 @pytest.mark.parametrize(
