@@ -102,6 +102,16 @@ def directory_of(fs: Any, file: str) -> str:
             "committed yet (one is running, or was stopped: run it again to finish it, or "
             f"snap gc {storage.to_url(fs, above)} removes what it left)"
         )
+    kept = layout.version_of(posixpath.basename(file))
+    if posixpath.basename(parent) == layout.VERSIONS_DIR and kept is not None:
+        snapshot, (k, what) = storage.to_url(fs, above), kept
+        raise ManifestError(  # (it said "is a file, not a snapshot")
+            f"{url} is the kept copy of version {k}'s "
+            f"{'manifest' if what == 'manifest' else 'task table'} of the snapshot "
+            f"{snapshot}: give the snapshot (snap inspect {snapshot} --versions lists the "
+            f"versions it keeps; in Python, snap.open({snapshot!r}, version={k}) reads version "
+            f"{k})"
+        )
     if (kind := other_formats.file_kind(fs, file)) is not None:
         raise ManifestError(f"{url} is {kind}, not a snapshot: {other_formats.ADVICE}")
     raise ManifestError(f"{url} is a file, not a snapshot (a directory with a manifest.json)")

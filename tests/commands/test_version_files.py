@@ -316,3 +316,25 @@ def test_no_edit_of_the_manifest_is_called_ok(
     except SnapError:
         return  # (refused when opened or read: said, not "ok")
     assert not report.ok, path
+
+
+@pytest.mark.parametrize("name", ["v00000001.json", "v00000001.tasks.json"])
+def test_a_kept_copy_given_as_the_snapshot_names_it_and_how_to_read_that_version(
+    two_versions: Path, name: str
+) -> None:
+    """It said "is a file, not a snapshot" and no more; the CLI reads a snapshot's current
+    version, and Python any version kept."""
+    copy = two_versions / "_versions" / name
+    what = "manifest" if name == "v00000001.json" else "task table"
+    said = (
+        f"{copy} is the kept copy of version 1's {what} of the snapshot {two_versions}: give "
+        f"the snapshot (snap inspect {two_versions} --versions lists the versions it keeps; in "
+        f"Python, snap.open('{two_versions}', version=1) reads version 1)"
+    )
+    for command in ("inspect", "head", "verify"):
+        result = cli([command, str(copy)])
+        assert result.exit_code == 1 and result.output.strip() == f"snap: error: {said}"
+    with pytest.raises(ManifestError) as refused:
+        snap.open(str(copy))
+    assert str(refused.value) == said
+    assert snap.open(str(two_versions), version=1).num_records == 3
