@@ -70,7 +70,9 @@ class Mixture:
         if len(self.names) != len(self.sources):
             raise OptionError(f"{len(self.names)} names for {len(self.sources)} snapshots")
         if not any(s.num_records for s in self.sources):
-            raise OptionError(f"{self.names} hold no records: there is nothing to mix or sample")
+            which = (f"the snapshot {self.names[0]} holds" if len(self.names) == 1 else
+                     f"none of the snapshots {', '.join(self.names)} holds")  # fmt: skip
+            raise OptionError(f"{which} records: there is nothing to mix or sample")
         self.weights = _check_weights(weights, [s.num_records for s in self.sources], self.names)
         self.counts = _counts(self.weights, [s.num_records for s in self.sources], epoch_records)
         self.epoch_records = sum(self.counts)

@@ -62,7 +62,10 @@ def _auto_or_count(value: Any, name: str) -> None:
     if value == "auto":
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise OptionError(f"{name} must be 'auto' or an integer >= 1, got {value!r}")
+        what = " or an integer >= 1"  # (shuffle_buffer: a size too, which it did not say)
+        if name == "shuffle_buffer":
+            what = ", a number of records >= 1, or a size ('64MiB')"
+        raise OptionError(f"{name} must be 'auto'{what}, got {value!r}")
 
 
 def _window_size(value: Any) -> int | None:

@@ -278,15 +278,15 @@ def test_an_empty_snapshot_has_nothing_to_mix_sample_or_batch_globally(tmp_path:
     snap.create(lambda: iter(()), str(tmp_path / "empty"), workers=0)  # a pipeline that yields none
     empty = snap.open(tmp_path / "empty")
     assert list(empty.loader(4)) == []  # the per-rank order: no batch
-    for make in (
-        lambda: empty.sample(fraction=0.5),  # was a ZeroDivisionError
-        lambda: empty.sample(records=3),
-        lambda: snap.mix([empty, empty]),
+    one = f"the snapshot {empty.url} holds"  # (not a list's repr: "['/…'] hold")
+    for make, said in (
+        (lambda: empty.sample(fraction=0.5), one),  # was a ZeroDivisionError
+        (lambda: empty.sample(records=3), one),
+        (lambda: snap.mix([empty, empty], names=["a", "b"]), "none of the snapshots a, b holds"),
     ):
-        with pytest.raises(
-            OptionError, match=r"hold no records: there is nothing to mix or sample"
-        ):
+        with pytest.raises(OptionError) as refused:
             make()
+        assert str(refused.value) == f"{said} records: there is nothing to mix or sample"
     with pytest.raises(OptionError, match=r"an epoch of 0 records \(nothing to read\) holds no"):
         empty.loader(global_batch_size=4)  # was "records per epoch must be >= 0 and not all 0"
 

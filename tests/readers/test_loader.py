@@ -533,7 +533,12 @@ def test_stats_report_rates_and_settings(sorted_snap: snap.Snapshot) -> None:
         ({"batch_size": 0}, "batch_size must be a positive integer"),
         ({"batch_size": 8, "rank": 3, "world_size": 3}, "rank must be in"),
         ({"batch_size": 8, "columns": ["nope"]}, r"unknown columns \['nope'\]"),
-        ({"batch_size": 8, "num_parallel_reads": 0}, "num_parallel_reads must be 'auto'"),
+        ({"batch_size": 8, "num_parallel_reads": 0}, "num_parallel_reads must be 'auto' or an"),
+        (  # (it said "'auto' or an integer >= 1", and takes a size too)
+            {"batch_size": 8, "shuffle_buffer": 0},
+            r"shuffle_buffer must be 'auto', a number of records >= 1, or a size \('64MiB'\), "
+            "got 0",
+        ),
         ({"batch_size": 8, "epochs": 0}, "epochs must be None"),
     ],
 )
