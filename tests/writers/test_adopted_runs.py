@@ -313,7 +313,7 @@ def test_a_first_create_killed_with_sigkill_keeps_its_tasks_when_an_input_lands(
     # (120 inputs and 121 choose one input a task: Chunking.choose)
     assert (info["tasks"], info["tasks_resumed"]) == (121, done)
     assert len(p.calls()) == 121 - done  # only the unfinished and the new
-    assert f"run {run} was interrupted" in again.stderr
+    assert f"run {run} ended unfinished (it failed or was stopped)" in again.stderr
     computed = 121 - info["tasks_reused"]
     assert (
         f"resuming run {run}: {done} of those {computed} tasks were done by it; computing the "
