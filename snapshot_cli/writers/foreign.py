@@ -97,6 +97,8 @@ def as_numpy(value: Any, column: str) -> np.ndarray:
     except Exception as err:  # the library's own reason: grad, a GPU device, bfloat16, ...
         hint = "yield a numpy array (for a torch tensor: t.detach().cpu().numpy())"
         dtype = str(getattr(value, "dtype", "")).rpartition(".")[2]  # "torch.bfloat16"
+        if dtype.startswith("key<"):  # a JAX PRNG key ("key<fry>"): its bits are an array
+            hint = "yield its bits: np.asarray(jax.random.key_data(key))"
         if dtype.startswith(schema_mod.LOW_PRECISION):
             width = 16 if dtype.startswith(("bfloat16", "float16")) else 8  # bfloat16, float8s
             hint = schema_mod.low_precision_hint("t.float()", f"t.view(torch.int{width})")

@@ -128,7 +128,9 @@ def preprocess():
     yield {"x": jnp.arange(4, dtype=jnp.float32), "n": jnp.int32(7)}
 snap.create(preprocess, sys.argv[1], workers=0)
 half = jnp.array([1.5, -2.25], dtype=jnp.bfloat16)
-for item in ({"x": half}, snap.Batch(x=jnp.stack([half, half]))):
+import jax
+key = jax.random.key(0)  # (its hint was torch's, "t.detach().cpu().numpy()")
+for item in ({"x": half}, snap.Batch(x=jnp.stack([half, half])), {"x": key}):
     try:
         snap.create(lambda: iter([item]), sys.argv[1] + "-bf16", workers=0)
     except snap.RecordError as err:
@@ -145,8 +147,9 @@ def test_jax_arrays(tmp_path: Path) -> None:
                          check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr
     refused = res.stdout.splitlines()
-    assert len(refused) == 2 and all("dtype bfloat16; " in r and "v.view(np.uint16)" in r
-                                      for r in refused), res.stdout  # fmt: skip
+    assert len(refused) == 3 and all("dtype bfloat16; " in r and "v.view(np.uint16)" in r
+                                      for r in refused[:2]), res.stdout  # fmt: skip
+    assert refused[2].endswith("; yield its bits: np.asarray(jax.random.key_data(key))")
     rows = snap.open(out).head()
     np.testing.assert_array_equal(rows[0]["x"], np.arange(4, dtype=np.float32))
     assert rows[0]["x"].dtype == np.float32 and rows[0]["n"] == 7
