@@ -27,6 +27,7 @@ from ..progress import ordinal, pipeline_output
 from ..shortages import WRITE_LESS, memory_limit
 from . import advice, convert, foreign, importing, records, returned, shipping, worker_storage
 from . import pipeline as pipeline_mod
+from .cell_names import cells_named
 from .incremental import input_text
 from .options import WriteOptions
 from .shard import ShardRoller
@@ -359,6 +360,6 @@ def _ray_stop(err: BaseException) -> bool:
 def _pipeline_error(err: BaseException, where: str) -> PipelineError:
     return PipelineError(
         f"the pipeline raised {type(err).__name__} on {where}:\n"
-        f"{importing.format_user_traceback(err)}{advice.main_pickling_hint(err)}"
+        f"{cells_named(importing.format_user_traceback(err))}{advice.main_pickling_hint(err)}"
         f"{advice.ipython_name_hint(err)}"
     )

@@ -37,6 +37,7 @@ from typing import IO, Any
 from .. import cli_exit, console, errors, storage
 from ..errors import SnapError
 from . import worker_logs
+from .cell_names import cells_named
 from .task import Job, ProgressFn, TaskSpec, load_job_function, run_task
 
 IMPORTING = False  # True while a worker loads the pipeline: a snap.create then is refused
@@ -70,8 +71,8 @@ def rebuild_error(err: dict[str, Any]) -> BaseException:
     if err["type"] == "KeyboardInterrupt":
         return KeyboardInterrupt(err["message"])
     cls = getattr(errors, err["type"], None)
-    if isinstance(cls, type) and issubclass(cls, SnapError):
-        return cls(err["message"])
+    if isinstance(cls, type) and issubclass(cls, SnapError):  # (a notebook's cells named)
+        return cls(cells_named(err["message"]))
     return RuntimeError(f"internal error in a worker process (a bug in snap):\n{err['message']}")
 
 
