@@ -82,6 +82,24 @@ def test_an_object_store_url_without_a_bucket_says_so(url: str) -> None:
         storage.resolve(url)
 
 
+@pytest.mark.parametrize("url", ["s3://bucket//snaps/x", "gs://b//x", "gcs://b//x/", "s3://b//"])
+def test_an_empty_name_after_the_bucket_is_refused(url: str) -> None:
+    """A create to s3://bucket//snaps/x wrote its shards, then stopped as if its lease had
+    been deleted, and the same command waited on that lease for good: the clients list such
+    objects without the empty name and read them with it. (Further in, "b/x//y", they agree.)"""
+    scheme, _, rest = url.partition("://")
+    bucket, _, key = rest.partition("/")
+    with pytest.raises(OptionError) as refused:
+        storage.resolve(url)
+    assert str(refused.value) == (
+        f"{url!r} has an empty name after its bucket ({bucket}//): the storage's clients list "
+        "such objects without it and read them with it, so what snap writes there is not "
+        f"found whole; give {scheme}://{bucket}/{key.lstrip('/')}"
+    )
+    if scheme == "s3":  # (further in: a client made, nothing sent; gcsfs looks for credentials)
+        storage.resolve(f"{scheme}://{bucket}/x//y", {"anon": True})
+
+
 @pytest.fixture
 def no_hard_links(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> int:
     """``os.link`` answering as a filesystem without hard links does (FAT and exFAT drives,

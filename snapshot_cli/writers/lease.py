@@ -29,8 +29,8 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .. import layout, storage
-from ..errors import LeaseError
+from .. import layout, retry, storage
+from ..errors import LeaseError, SnapError
 from . import moved
 from .lease_files import LeaseInfo as LeaseInfo
 from .lease_files import absent_error as absent_error
@@ -177,7 +177,12 @@ class Lease:
                     self._write()
             except Exception as err:  # a failed heartbeat only matters if it lasts: see check()
                 if time.time() - float(self.holder["heartbeat"]) > float(self.holder["ttl"]):
-                    self._lost = f"heartbeat failed for longer than the ttl: {err!r}"
+                    said = str(err) if isinstance(err, SnapError) else retry.said(err)
+                    self._lost = (  # (it said the error's repr: StorageError("...\"..."))
+                        f"its heartbeat failed for longer than the lease's ttl "
+                        f"({float(self.holder['ttl']):g} s): {said}; once the storage answers, "
+                        "the same command resumes the run"
+                    )
             if self._gone and self.holder.get("run"):  # (a create's: its workers may be long)
                 log.warning(
                     "the writer lease of %s is gone (OUTPUT moved or deleted?): this create "

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import fsspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from snapshot_cli.errors import LeaseError, StorageError
+from snapshot_cli.writers import lease as lease_mod
 from snapshot_cli.writers.lease_files import LeaseInfo
 
 
@@ -35,3 +40,31 @@ def test_any_holder_is_described_in_one_line(fields: dict[str, object]) -> None:
     described, in one line, never "None" for a missing run."""
     said = LeaseInfo(0, fields).describe()
     assert said and "\n" not in said and "run None" not in said
+
+
+def test_a_heartbeat_failing_past_its_ttl_says_the_error_and_that_a_rerun_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said "heartbeat failed for longer than the ttl: StorageError(\\"storage kept failing
+    ...\\")", the error's repr, and not that the same command resumes the run."""
+    held = lease_mod.try_acquire(fsspec.filesystem("file"), str(tmp_path), ttl=60.0)
+    assert isinstance(held, lease_mod.Lease)
+    try:
+        down = StorageError("storage kept failing while listing gs://b/s/_runs (tried 6 times)")
+
+        def unreachable(*args: object) -> None:
+            raise down
+
+        monkeypatch.setattr(lease_mod, "current", unreachable)  # (the storage stops answering)
+        held.holder["heartbeat"] = time.time() - 61  # (for longer than the ttl)
+        assert held.beat() is False
+        with pytest.raises(LeaseError) as lost:
+            held.stop_if_lost()
+        assert str(lost.value) == (
+            f"this writer lost the lease of {tmp_path}: its heartbeat failed for longer than the "
+            "lease's ttl (60 s): storage kept failing while listing gs://b/s/_runs (tried 6 "
+            "times); once the storage answers, the same command resumes the run; nothing was "
+            "committed by it"
+        )
+    finally:
+        held.release()
