@@ -80,8 +80,8 @@ def resolve(
         raise OptionError(  # (a create there failed as if its lease were deleted, then waited
             # on it for good: listings drop the empty name that reads and writes keep)
             f"{url!r} has an empty name after its bucket ({bucket[0]}//): the storage's "
-            "clients list such objects without it and read them with it, so what snap writes "
-            f"there is not found whole; give {scheme}://{bucket[0]}/{bucket[2].lstrip('/')}"
+            "clients list such objects without it and read them with it, so snap would not "
+            f"find them whole; give {scheme}://{bucket[0]}/{bucket[2].lstrip('/')}"
         )
     if sep and scheme in ("file", "local") and "/" in rest.lstrip("/") and "::" not in url:
         url = literal.local_url(url, scheme, rest)

@@ -93,8 +93,8 @@ def test_an_empty_name_after_the_bucket_is_refused(url: str) -> None:
         storage.resolve(url)
     assert str(refused.value) == (
         f"{url!r} has an empty name after its bucket ({bucket}//): the storage's clients list "
-        "such objects without it and read them with it, so what snap writes there is not "
-        f"found whole; give {scheme}://{bucket}/{key.lstrip('/')}"
+        "such objects without it and read them with it, so snap would not find them whole; "
+        f"give {scheme}://{bucket}/{key.lstrip('/')}"
     )
     if scheme == "s3":  # (further in: a client made, nothing sent; gcsfs looks for credentials)
         storage.resolve(f"{scheme}://{bucket}/x//y", {"anon": True})
