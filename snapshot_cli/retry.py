@@ -172,10 +172,16 @@ def redacted(text: str) -> str:
     return _SECRET.sub(r"\1<hidden>", text)
 
 
+# A client's request URL in its error: its query is the request's (list-type=2&prefix=...),
+# not where the storage is (botocore: 'Could not connect to the endpoint URL: "http://...?..."')
+_QUERY = re.compile(r"(\bhttps?://[^\s\"'?]+)\?[^\s\"')]*")
+
+
 def said(err: BaseException) -> str:
     """``err`` as one line for a message: its class and its own text, not its repr (aiohttp's
-    connection errors repr every field of their connection key), secrets hidden."""
-    text = redacted(" ".join(str(err).split()))
+    connection errors repr every field of their connection key), secrets hidden, and a
+    request URL's query left out."""
+    text = _QUERY.sub(r"\1", redacted(" ".join(str(err).split())))
     named = f"{type(err).__name__}: {text}" if text else type(err).__name__
     if isinstance(err, TIMEOUTS) and not getattr(err, "errno", None):
         return f"no answer in time ({named})"  # (a client's own timeout: FSTimeoutError...)

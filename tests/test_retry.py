@@ -490,6 +490,18 @@ def test_a_secret_in_a_client_s_request_url_is_never_said(param: str) -> None:
     assert "SECRET" not in str(caught.value)
 
 
+def test_a_client_s_request_query_is_left_out_of_what_is_said() -> None:
+    """botocore's connection error said its whole request URL, a listing's query in every
+    retry line and in the final error; the endpoint and the path stay."""
+    from botocore.exceptions import EndpointConnectionError
+
+    url = "http://127.0.0.1:47012/bucket?list-type=2&prefix=snaps%2Fdown%2F&encoding-type=url"
+    assert retry.said(EndpointConnectionError(endpoint_url=url)) == (
+        'EndpointConnectionError: Could not connect to the endpoint URL: "http://127.0.0.1:47012'
+        '/bucket"'
+    )
+
+
 @pytest.mark.parametrize("command", ["verify", "bench"])
 def test_a_signal_stops_a_command_whose_reads_storage_never_answers(
     gcs: GcsServer, command: str
