@@ -92,11 +92,33 @@ class _Stderr(logging.StreamHandler):
         pass
 
 
+class _Once(logging.Filter):
+    """A storage library's record said once a process: gcsfs logs the same line as each
+    request gives up (16 of "_request out of retries on exception: Cannot connect to host"
+    came before snap's one error, which says it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not storage_library(record.name):
+            return True
+        key = (record.name, " ".join(record.getMessage().split()))
+        if key in self.said:
+            return False
+        self.said.add(key)
+        return True
+
+
 def one_line_handler(debug: bool) -> logging.Handler:
-    """A handler of warnings and errors on stderr (see _OneLine)."""
+    """A handler of warnings and errors on stderr (see _OneLine); a storage library's record
+    once (:class:`_Once`), unless ``debug``."""
     handler = _Stderr()
     handler.setLevel(logging.WARNING)
     handler.setFormatter(_OneLine(debug))
+    if not debug:
+        handler.addFilter(_Once())
     return handler
 
 
