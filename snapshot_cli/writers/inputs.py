@@ -234,8 +234,11 @@ class Inputs:
             else:
                 known = known or {}
 
-                def kept(f: InputFile) -> str | None:
-                    return known.get((f.name, f.size, f.version)) if f.version else None
+                def kept(f: InputFile) -> str | None:  # (a version recorded before inodes
+                    # were: its mtime alone, trusted as it was until the next version)
+                    legacy = f.version.split(" ino=", 1)[0]
+                    said = known.get((f.name, f.size, f.version)) if f.version else None
+                    return said or (known.get((f.name, f.size, legacy)) if f.version else None)
 
                 todo = [f for f in self.files if not f.content and not kept(f)]
                 etags = {f.url: f.etag_key for f in todo if f.etag_key}  # (as an MD5)

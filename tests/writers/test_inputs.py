@@ -901,3 +901,33 @@ def test_files_of_one_size_and_mtime_swapped_or_relinked_are_changed_inputs(
     else:
         assert not again.reused and again.inputs_changed == (2 if change == "swap" else 1)
         assert values == ([2, 1] if change == "swap" else [2])
+
+
+def test_a_snapshot_recorded_before_inodes_is_up_to_date_without_reading_its_inputs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot written before a local file's version held its inode and ctime recorded
+    its mtime alone: every later up-to-date check would read every input again (an
+    up-to-date create writes nothing), until a new version. Its files are trusted as they
+    were, by size and mtime, until then."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    old = time.time() - 60
+    for i in range(3):
+        (raw / f"{i}.bin").write_bytes(bytes([i]) * 8)
+        os.utime(raw / f"{i}.bin", (old, old))
+    out, glob = str(tmp_path / "s"), str(raw / "*.bin")
+    now = input_identity.identity
+
+    def before(info: dict[str, Any], listed: float) -> tuple[str, str, str]:
+        version, content, etag = now(info, listed)
+        return version.split(" ino=", 1)[0], content, etag  # (as snap wrote it then)
+
+    with monkeypatch.context() as then:
+        then.setattr(inputs_mod, "identity", before)
+        snap.create(read_bytes_pipeline, out, inputs=glob, workers=0)
+    with caplog.at_level("INFO", "snapshot_cli"):
+        assert snap.create(read_bytes_pipeline, out, inputs=glob, workers=0).reused
+    assert "input file" not in caplog.text  # (no "read 3 input files ...")
+    (raw / "1.bin").write_bytes(b"\x09" * 8)  # (a change is still one: another mtime)
+    assert not snap.create(read_bytes_pipeline, out, inputs=glob, workers=0).reused
