@@ -10,7 +10,7 @@ part is left out rather than name what cannot be given. Pure text: no click here
 
 from __future__ import annotations
 
-from .shortages import LOADERS_HELD, READ_FEWER, READ_LESS, UNSHUFFLED
+from .shortages import LOADERS_HELD, READ_FEWER, READ_LESS, UNSHUFFLED, WINDOW_FIX
 
 # the loader's advice, by command: (as the loader says it, as the command says it; "": left out)
 _BENCH = [
@@ -19,14 +19,18 @@ _BENCH = [
     (UNSHUFFLED, UNSHUFFLED.replace("shuffle=False", "--no-shuffle").replace(
         "shuffle_buffer", "--shuffle-buffer")),
     (LOADERS_HELD, ""),  # (the command closes its own loader: nothing else holds any)
+    (WINDOW_FIX, "a window holds the larger of --batch-size and --shuffle-buffer in records "
+     "(at most an epoch's): lower them, read fewer columns (--columns), or free memory"),
 ]  # fmt: skip
+_WINDOW_NONE = (WINDOW_FIX, "free memory")  # (a command with no flag for a window's size)
 _NOT_SHUFFLED = [(f"; an unshuffled pass {UNSHUFFLED}", ""), (LOADERS_HELD, "")]  # (in order)
 _VERIFY = [
     (READ_FEWER, "check fewer shards at once (--threads)"),
     (READ_LESS, "check fewer shards at once (--threads)"),
     *_NOT_SHUFFLED,
+    _WINDOW_NONE,
 ]
-_NONE = [(f", or {READ_FEWER}", ""), (f", or {READ_LESS}", ""), *_NOT_SHUFFLED]
+_NONE = [(f", or {READ_FEWER}", ""), (f", or {READ_LESS}", ""), *_NOT_SHUFFLED, _WINDOW_NONE]
 _WORDS = {"bench": _BENCH, "verify": _VERIFY}
 
 

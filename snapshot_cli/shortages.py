@@ -217,6 +217,15 @@ def _shards_held() -> str:
     return f". This process holds {OpenShards.count:,} shard files open{_MAPPED}{LOADERS_HELD}"
 
 
+# What lowers a loader window's memory (readers/window.py says it)
+WINDOW_FIX = (
+    "a window holds the larger of batch_size and shuffle_buffer in records (at most an "
+    "epoch's): lower them, read fewer columns (columns=[...]), or free memory; in the global "
+    'order (global_batch_size=, a mixture) shuffle_buffer="auto" is 256 MiB of records (32 MiB '
+    "with shuffle=False) whatever the memory, as every rank must draw the same order: give "
+    "shuffle_buffer= explicitly, as a number of records, the same on every rank"
+)
+
 LOADERS_HELD = (
     ": a loader holds its own until it is closed (close(), with) or collected; close those you "
     "are done with (a sweep's earlier trials, one a kept exception's traceback holds)"

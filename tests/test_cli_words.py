@@ -17,11 +17,21 @@ import pytest
 from snapshot_cli import shortages
 from snapshot_cli.cli import cli
 from snapshot_cli.cli_words import in_command_words
+from snapshot_cli.readers import memory
 
-API_WORDS = re.compile(r"num_parallel_reads|shuffle_buffer|processes=|shuffle=False|close\(\)")
+API_WORDS = re.compile(
+    r"num_parallel_reads|shuffle_buffer|processes=|shuffle=False|close\(\)|columns=|batch_size"
+)
 # the flags each command has for what the advice lowers
 FLAGS = {
-    "bench": {"--num-parallel-reads", "--processes", "--shuffle-buffer", "--no-shuffle"},
+    "bench": {
+        "--num-parallel-reads",
+        "--processes",
+        "--shuffle-buffer",
+        "--no-shuffle",
+        "--batch-size",
+        "--columns",
+    },
     "verify": {"--threads"},
 }
 
@@ -42,7 +52,9 @@ def _messages() -> list[str]:
             ),  # fmt: skip
             str(shortages.too_many_open_files("shard s/shards/a.arrow", errno.EMFILE, True)),
             str(shortages.too_many_open_files("shard s/shards/a.arrow", errno.EMFILE, False)),
-        ]
+            str(memory.failed(oom, "a loader window of 1 records of 33,554,432 bytes", 1 << 25,
+                              shortages.WINDOW_FIX)),  # (snap bench said columns=[...], a probe)
+        ]  # fmt: skip
     finally:
         shortages.OpenShards.count = 0
 
@@ -52,7 +64,7 @@ def test_every_message_names_the_loaders_keywords_in_python() -> None:
     leave a command saying the old ones."""
     said = " ".join(_messages())
     for phrase in (shortages.READ_FEWER, shortages.READ_LESS, shortages.UNSHUFFLED,
-                   shortages.LOADERS_HELD):  # fmt: skip
+                   shortages.LOADERS_HELD, shortages.WINDOW_FIX):  # fmt: skip
         assert phrase in said
     assert in_command_words(said, None) == said  # (no command: the Python API's words)
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 from .. import arrays
 from .. import schema as schema_mod
 from ..errors import OutOfMemoryError
+from ..shortages import WINDOW_FIX
 from . import gather, memory
 from .convert import Chunks, column_to_numpy
 from .plan import inverse_permutation
@@ -54,15 +55,6 @@ def numpy_dtype(t: pa.DataType) -> np.dtype:
     dtype = np.dtype(bool) if pa.types.is_boolean(value_type) else arrays.numpy_dtype(value_type)
     assert dtype is not None, t  # (a window holds numeric columns only)
     return dtype
-
-
-WINDOW_FIX = (
-    "a window holds the larger of batch_size and shuffle_buffer in records (at most an "
-    "epoch's): lower them, read fewer columns (columns=[...]), or free memory; in the global "
-    'order (global_batch_size=, a mixture) shuffle_buffer="auto" is 256 MiB of records (32 MiB '
-    "with shuffle=False) whatever the memory, as every rank must draw the same order: give "
-    "shuffle_buffer= explicitly, as a number of records, the same on every rank"
-)
 
 
 def row_shape(t: pa.DataType) -> tuple[int, ...]:
