@@ -76,12 +76,13 @@ def resolve(
     if sep and scheme in OBJECT_STORES and not rest.strip("/"):  # before a client is made
         # (no "://": a local directory named "s3" or "gs" is a path)
         raise OptionError(f"{url!r} names no bucket: give one, as in {scheme}://bucket/path")
-    if sep and scheme in OBJECT_STORES and (bucket := rest.partition("/"))[2].startswith("/"):
+    bucket, _, key = rest.partition("/")
+    if sep and scheme in OBJECT_STORES and key.startswith("/"):
         raise OptionError(  # (a create there failed as if its lease were deleted, then waited
             # on it for good: listings drop the empty name that reads and writes keep)
-            f"{url!r} has an empty name after its bucket ({bucket[0]}//): the storage's "
-            "clients list such objects without it and read them with it, so snap would not "
-            f"find them whole; give {scheme}://{bucket[0]}/{bucket[2].lstrip('/')}"
+            f"{url!r} has an empty name after its bucket ({bucket}//): the storage's clients "
+            "list such objects without it and read them with it, so snap would not find them "
+            f"whole; give {scheme}://{bucket}/{key.lstrip('/')}"
         )
     if sep and scheme in ("file", "local") and "/" in rest.lstrip("/") and "::" not in url:
         url = literal.local_url(url, scheme, rest)

@@ -23,7 +23,7 @@ from ..layout import MANIFEST_NAME
 from ..units import integer
 from .elastic import GlobalOptions, same_windows
 from .plan import Blocks
-from .resume_said import settings_said
+from .resume_said import listed, settings_said
 
 # How the order is drawn from the settings. A state without it was saved by snap before
 # 2026-11-30, whose order is version 1 (since 2026-11-25, d68a307: states of the unreleased
@@ -201,11 +201,11 @@ def mismatch(
     if not diff:
         return ""
     key = "fingerprints" if "fingerprints" in mine else "fingerprint"
-    saved, layouts = _listed(theirs.get(key)), _listed(theirs.get("blocks"))
+    saved, layouts = listed(theirs.get(key)), listed(theirs.get("blocks"))
     if "blocks" in diff and key not in diff and len(layouts) == len(sources):
         # the same data in other record batches (the windows' sizes follow from them)
         data = [_other_data(s, s.manifest.fingerprint, str(b))
-                for s, b, now in zip(sources, layouts, _listed(mine["blocks"]), strict=True)
+                for s, b, now in zip(sources, layouts, listed(mine["blocks"]), strict=True)
                 if b != now]  # fmt: skip
         diff = [k for k in diff if k not in (*DERIVED, "blocks")]
         settings = [settings_said(mine, theirs, diff, capped, world)] if diff else []
@@ -256,11 +256,6 @@ def _other_sources(saved: list[Any], sources: list[Snapshot]) -> str:
         f"{what(len(sources))} ({now}): load it into a loader of the snapshots it was saved "
         "with (a mixture's with its weights), or start without it"
     )
-
-
-def _listed(value: Any) -> list[Any]:
-    """A config's per-source value as a list (a per-rank state's is one string)."""
-    return [value] if isinstance(value, str) else value if isinstance(value, list) else []
 
 
 def _same_window(

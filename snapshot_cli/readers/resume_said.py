@@ -49,7 +49,7 @@ def settings_said(
                f"world_size: resume on a world size that divides {g!r}, with that "
                "global_batch_size=)")
         )  # fmt: skip
-    if "records_per_epoch" in diff and len(_listed(mine.get("records_per_epoch"))) > 1:
+    if "records_per_epoch" in diff and len(listed(mine.get("records_per_epoch"))) > 1:
         said += (
             " (a mixture's records per epoch, from each snapshot, follow from its weights= "
             "and epoch_records=: give those the state was saved with)"
@@ -57,8 +57,9 @@ def settings_said(
     return said
 
 
-def _listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
+def listed(value: Any) -> list[Any]:
+    """A config's per-source value as a list (a per-rank state's is one string)."""
+    return [value] if isinstance(value, str) else value if isinstance(value, list) else []
 
 
 def _said(config: dict[str, Any], keys: list[str]) -> str:

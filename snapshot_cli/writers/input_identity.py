@@ -74,5 +74,14 @@ def identity(info: dict[str, Any], listed: float) -> tuple[str, str, str]:
     if _racy(info, version, listed):
         version = ""  # (no version: identified by its bytes)
     elif version.startswith("mtime=") and info.get("ino") is not None:  # (local disk)
-        version += f" ino={info['ino']} ctime={info.get('created')}"  # (as git compares)
+        version += f"{_INODE}{info['ino']} ctime={info.get('created')}"  # (as git compares)
     return (version, *_content(info))
+
+
+_INODE = " ino="
+
+
+def recorded_before_inodes(version: str) -> str:
+    """``version`` as snap recorded a local file's before it held the inode and ctime (its
+    mtime alone), so that a snapshot of then is trusted as it was until its next version."""
+    return version.split(_INODE, 1)[0]

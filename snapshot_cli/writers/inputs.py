@@ -34,7 +34,7 @@ from ..manifest import canonical_json, fingerprint, sha256_text
 from . import contents
 from . import items as items_mod
 from .chunking import input_name
-from .input_identity import identity
+from .input_identity import identity, recorded_before_inodes
 from .input_names import as_text, by_bytes, directories_only, given, held_as_bytes, meant
 
 log = logging.getLogger("snapshot_cli")
@@ -234,11 +234,11 @@ class Inputs:
             else:
                 known = known or {}
 
-                def kept(f: InputFile) -> str | None:  # (a version recorded before inodes
-                    # were: its mtime alone, trusted as it was until the next version)
-                    legacy = f.version.split(" ino=", 1)[0]
-                    said = known.get((f.name, f.size, f.version)) if f.version else None
-                    return said or (known.get((f.name, f.size, legacy)) if f.version else None)
+                def kept(f: InputFile) -> str | None:
+                    if not f.version:
+                        return None
+                    return known.get((f.name, f.size, f.version)) or known.get(
+                        (f.name, f.size, recorded_before_inodes(f.version)))  # fmt: skip
 
                 todo = [f for f in self.files if not f.content and not kept(f)]
                 etags = {f.url: f.etag_key for f in todo if f.etag_key}  # (as an MD5)

@@ -921,7 +921,7 @@ def test_a_snapshot_recorded_before_inodes_is_up_to_date_without_reading_its_inp
 
     def before(info: dict[str, Any], listed: float) -> tuple[str, str, str]:
         version, content, etag = now(info, listed)
-        return version.split(" ino=", 1)[0], content, etag  # (as snap wrote it then)
+        return input_identity.recorded_before_inodes(version), content, etag  # (as then)
 
     with monkeypatch.context() as then:
         then.setattr(inputs_mod, "identity", before)
