@@ -3,7 +3,7 @@ not at all, and the same create run again in the same process finishes at once, 
 waiting for the lease the interrupted one left, and leaves no thread behind.
 
 A KeyboardInterrupt is raised at each call of snap's code in turn (:mod:`tests.interrupts`):
-every call of the lease's code, every other call of the local writes' and every 22nd call of
+every call of the lease's code, every other call of the local writes' and every 40th call of
 the whole create (the other calls in other runs of the suite: a share drawn for each run).
 An interrupt between writing the lease file and holding it made the next create of the
 process wait the lease's 30 s ttl for itself ("held by host:<its own pid>"); one at the
@@ -56,10 +56,10 @@ WANT = list(range(80))
     ("only", "every"),
     [
         (("writers/lease.py", "writers/guards.py"), 1),
-        ((), 22),
+        ((), 40),
         (("snapshot_cli/durable.py", "snapshot_cli/interrupted.py"), 2),
     ],
-    ids=["every call of the lease", "every 22nd call", "every other call of the local writes"],
+    ids=["every call of the lease", "every 40th call", "every other call of the local writes"],
 )
 def test_a_create_interrupted_anywhere_is_whole_or_absent_and_runs_again_at_once(
     tmp_path: Path, only: tuple[str, ...], every: int
@@ -85,7 +85,7 @@ def test_a_create_interrupted_anywhere_is_whole_or_absent_and_runs_again_at_once
         assert labels(out) == WANT, trace.where
         assert threading.active_count() == threads, trace.where  # no heartbeat left
         assert not [p for p in out.rglob("*") if layout.is_temporary(p.name)], trace.where
-    assert interrupts > {1: 15, 2: 7, 22: 75}[every]
+    assert interrupts > {1: 15, 2: 7, 40: 100}[every]
 
 
 def test_another_thread_s_lease_of_this_process_is_still_waited_for(tmp_path: Path) -> None:
