@@ -845,14 +845,14 @@ def test_termination_signals_raise_terminated_only_within_a_command() -> None:
     try:
         with termination_as_interrupt():
             with pytest.raises(Terminated) as caught:
-                os.kill(os.getpid(), signal.SIGTERM)
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # (this thread)
             assert caught.value.signum == signal.SIGTERM
             assert isinstance(caught.value, KeyboardInterrupt)
             assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) is before
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         with termination_as_interrupt(), pytest.raises(Terminated) as caught:
-            os.kill(os.getpid(), signal.SIGHUP)
+            signal.pthread_kill(threading.get_ident(), signal.SIGHUP)  # (this thread)
         assert caught.value.signum == signal.SIGHUP
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
         seen: list[object] = []
