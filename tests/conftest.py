@@ -105,9 +105,17 @@ def snap_subprocess(
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the storage backend suite last: its hdfs:// tests load a JVM (libhdfs) into this
     process, and a process with JVM threads cannot fork safely afterwards (the fork tests
-    and torch DataLoader workers would hang)."""
+    and torch DataLoader workers would hang). Run the tests on the local Ray cluster
+    (tests/writers/conftest.py) first, together: pytest-xdist gives the first worker the
+    first share, so one worker starts one cluster and stops it after them (each of three
+    workers had its own, idle to the end)."""
     last = ("tests/backends/", "tests/infra/test_hdfs_harness.py")
-    items.sort(key=lambda item: item.nodeid.startswith(last))
+
+    def order(item: pytest.Item) -> tuple[bool, bool]:
+        ray = "ray_cluster" in getattr(item, "fixturenames", ())
+        return item.nodeid.startswith(last), not ray
+
+    items.sort(key=order)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
