@@ -4,8 +4,8 @@ a warning that says the snapshot is committed. One raised in the commit's last s
 manifest.json was in place, said "interrupted; run the same command again to resume" of a
 committed snapshot, exit 130 and no result (found by a probe of `timeout -s INT`).
 
-Real signals (``signal.pthread_kill`` of this thread), sent at every n-th call of snap's code from the
-commit on (a share of them per run, as :mod:`tests.interrupts` sweeps)."""
+Real signals (``signal.pthread_kill`` of this thread), sent at every n-th call of snap's code
+from the commit on (a share of them per run, as :mod:`tests.interrupts` sweeps)."""
 
 from __future__ import annotations
 
