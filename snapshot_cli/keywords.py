@@ -22,6 +22,8 @@ import types
 from collections.abc import Callable, Iterable
 from typing import ParamSpec, TypeVar
 
+from .hidden_frames import HIDDEN
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -105,6 +107,7 @@ def checked_keywords(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        __tracebackhide__ = HIDDEN  # (snap's frames in a notebook: hidden_frames.py)
         if not takes.issuperset(kwargs):
             unknown = next(k for k in kwargs if k not in takes)
             raise TypeError(unknown_message(name, unknown, takes))

@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import storage, versions
 from ..errors import SnapshotExistsError
+from ..hidden_frames import HIDDEN
 from ..history import History, TaskRecord
 from ..keywords import checked_keywords
 from ..manifest import Manifest
@@ -80,8 +81,7 @@ def _info(url: str, m: Manifest | None, started: float, reused: bool, tasks: int
         fingerprint=m.fingerprint if m else "",
         num_records=m.num_records if m else 0,
         num_shards=m.num_shards if m else 0,
-        bytes=m.bytes if m else 0,
-        uncompressed_bytes=m.uncompressed_bytes if m else 0,
+        bytes=m.bytes if m else 0, uncompressed_bytes=m.uncompressed_bytes if m else 0,
         num_record_batches=m.num_record_batches if m else 0,
         seconds=round(time.time() - started, 3), reused=reused, tasks=tasks,
         tasks_resumed=resumed, run=m.run if m else "",
@@ -145,7 +145,7 @@ def create(
     Raises:
         SnapError: any of its subclasses, with a message that says what to do.
     """
-    started = time.time()
+    started, __tracebackhide__ = time.time(), HIDDEN  # (a notebook's: hidden_frames.py)
     pipeline_mod.check_arguments(pipeline, output)
     how = CreateOptions(
         workers=workers, executor=executor, ray_address=ray_address, shard_size=shard_size,
@@ -166,6 +166,7 @@ def _create(
     how: CreateOptions,
     started: float,
 ) -> CreateInfo:
+    __tracebackhide__ = HIDDEN
     options, overwrite, storage_options = how.write, how.overwrite, how.storage_options
     paths = start_dir.Given(pipeline, output, inputs, inputs_from, storage_options)  # (first)
     ex = make_executor(how.executor, how.worker_count, how.ray_address)

@@ -31,6 +31,7 @@ from ..child import how_it_died, python_command
 from ..console import named
 from ..cores import cores
 from ..errors import PipelineError
+from ..hidden_frames import HIDDEN
 from . import worker_logs
 from .native_threads import worker_environment
 from .options import RAY_ONLY
@@ -72,6 +73,7 @@ class InProcessExecutor(Executor):
     def run(
         self, job: Job, tasks: Sequence[TaskSpec], on_result: ResultFn, on_progress: ProgressFn
     ) -> None:
+        __tracebackhide__ = HIDDEN  # (snap's frames in a notebook: hidden_frames.py)
         for task in tasks:
             on_result(run_task(job, task, on_progress, function=self.function))
 
@@ -202,6 +204,7 @@ class LocalExecutor(Executor):
     def run(
         self, job: Job, tasks: Sequence[TaskSpec], on_result: ResultFn, on_progress: ProgressFn
     ) -> None:
+        __tracebackhide__ = HIDDEN
         if not tasks:
             return
         level = logging.getLogger().getEffectiveLevel()  # (the workers' records: as here)

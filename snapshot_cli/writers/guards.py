@@ -27,6 +27,7 @@ from fsspec import AbstractFileSystem
 
 from .. import faults, interrupted, layout, literal, storage
 from ..errors import OptionError, SnapError, SnapshotExistsError, StorageError
+from ..hidden_frames import HIDDEN
 from ..layout import MANIFEST_NAME, RUNS_DIR, SHARDS_DIR, VERSIONS_DIR
 from ..local_files import denies_write, link_out_of, mode_of, write_hint
 from ..manifest import Manifest
@@ -272,6 +273,7 @@ def faults_answered(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(pipeline: Any, output: str | os.PathLike[str], **options: Any) -> Any:
+        __tracebackhide__ = HIDDEN  # (snap's frames in a notebook: hidden_frames.py)
         try:
             return fn(pipeline, output, **options)
         except OSError as err:

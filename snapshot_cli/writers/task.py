@@ -22,6 +22,7 @@ import pyarrow as pa
 from .. import arrays, forks, layout, retry, signals, storage
 from .. import schema as schema_mod
 from ..errors import PipelineError, PipelineLoadError, RecordError, SchemaMismatchError, SnapError
+from ..hidden_frames import HIDDEN
 from ..manifest import ShardEntry
 from ..progress import ordinal, pipeline_output
 from ..shortages import WRITE_LESS, memory_limit
@@ -241,6 +242,7 @@ def run_task(
         PipelineError: the user's function raised (message names the input, has its traceback).
         RecordError: it yielded something snap cannot store (message names the input).
     """
+    __tracebackhide__ = HIDDEN  # (snap's frames in a notebook: hidden_frames.py)
     fn = function if function is not None else load_job_function(job)
     options = WriteOptions.from_json(job.options)
     worker_storage.register(job.protocols or {})
@@ -290,6 +292,7 @@ def _feed(
     roller: ShardRoller,
 ) -> tuple[list[ShardEntry], pa.Schema | None]:
     """Call the function on every item and write what it yields; abort the shard on error."""
+    __tracebackhide__ = HIDDEN
     forks_at_start = forks.count
     try:
         for item in items:  # (the input is described only for an error: JSON of an item
