@@ -88,3 +88,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     given to this worker), the head is stopped; a later one starts it again."""
     if nextitem is None or "ray_cluster" not in getattr(nextitem, "fixturenames", ()):
         _HEAD.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run stopped in the middle (Ctrl-C, ``-x``) leaves no head running."""
+    _HEAD.stop()
