@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import snapshot_cli as snap
+from snapshot_cli import child
 from snapshot_cli.writers import importing
 from tests.conftest import REPO
 from tests.writers.test_first_use import run_script
@@ -73,10 +74,17 @@ def test_processes_started_by_the_pipeline_import_its_file(tmp_path: Path, worke
 @pytest.mark.parametrize(
     "stem", ["json", "my-prep", "class", "numpy", "pyarrow", "fsspec", "snapshot_cli"]
 )
-def test_a_file_whose_name_is_taken_or_no_module_name_still_runs(tmp_path: Path, stem: str) -> None:
+def test_a_file_whose_name_is_taken_or_no_module_name_still_runs(
+    tmp_path: Path, stem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`json.py` would be the standard library's json to its children (a private name is
     kept, and `import json` in the process stays the library); `my-prep` and `class` cannot
     be imported by name at all."""
+    # The file's directory stays on this process's path, before installed packages, for
+    # the processes it starts (importing._put_on_path): restored after, or a `numpy.py`
+    # there was numpy to every later test's spawned children (DataLoader workers died)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(child, "CODE_DIRS", set(child.CODE_DIRS))
     (tmp_path / f"{stem}.py").write_text("def preprocess(i):\n    yield {'i': i * 2}\n")
     for workers in (0, 2):
         out = tmp_path / f"s{workers}"
